@@ -1,0 +1,52 @@
+"""A typed, in-process event bus for agent runtimes, with a JSONL session log.
+
+Runtimes publish what their agents do (tool calls, tool results, user
+messages, status changes) and plugins such as a loop guard subscribe. The
+bus does not depend on any plugin.
+"""
+
+from bus.agent import Agent
+from bus.bus import ALLOW, Bus, Decision, Handler, Interceptor, Recorder
+from bus.events import (
+    EVENT_TYPES,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    ContextSource,
+    Event,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from bus.log import LOG_VERSION, SessionLog
+from bus.reader import LogError, LogReader, ReadReport, SkippedLine, read_log
+from bus.replay import Replay
+
+__all__ = [
+    "ALLOW",
+    "EVENT_TYPES",
+    "LOG_VERSION",
+    "Agent",
+    "AgentStatus",
+    "AnyEvent",
+    "Bus",
+    "ContextMessage",
+    "ContextSource",
+    "Decision",
+    "Event",
+    "Handler",
+    "Interceptor",
+    "LogError",
+    "LogReader",
+    "ReadReport",
+    "Recorder",
+    "Replay",
+    "SessionLog",
+    "SessionStart",
+    "SkippedLine",
+    "ToolCall",
+    "ToolResult",
+    "UserMessage",
+    "read_log",
+]

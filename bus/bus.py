@@ -1,0 +1,143 @@
+"""The in-process event bus: ordered, awaited delivery with isolated errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import msgspec
+import structlog
+from msgspec.structs import force_setattr
+
+from bus.events import Event, ToolCall
+
+__all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
+
+E = TypeVar("E", bound=Event)
+
+Handler = Callable[[E], Awaitable[None]]
+"""An async subscriber for one event type."""
+
+Recorder = Callable[[Event], None]
+"""A synchronous observer of every event, run at publish time before any
+subscriber: the session log is one, so the file is always in ``seq`` order."""
+
+_log = structlog.get_logger("bus")
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """What ``Bus.decide`` concluded about a tool call.
+
+    A deny carries the text the model will read as the tool's result and the
+    name of the interceptor that denied.
+    """
+
+    allowed: bool = True
+    reason: str | None = None
+    by: str | None = None
+
+    @classmethod
+    def deny(cls, reason: str, by: str) -> Decision:
+        return cls(allowed=False, reason=reason, by=by)
+
+
+ALLOW = Decision()
+
+Interceptor = Callable[[ToolCall], Awaitable[Decision | None]]
+"""Consulted before a tool runs; return a deny ``Decision`` to stop it, or
+``None`` (or ``ALLOW``) to let it through."""
+
+
+class Bus:
+    """Carries one session's events to its subscribers.
+
+    ``publish`` returns once every subscriber of the event's type has handled
+    it, in subscription order, including whatever those subscribers published
+    in turn. A subscriber that raises is logged and skipped; the publisher
+    never sees its exception. Works under asyncio and trio.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._seq = 0
+        self._handlers: dict[type[Event], tuple[Handler[Any], ...]] = {}
+        self._recorders: tuple[Recorder, ...] = ()
+        self._interceptors: tuple[tuple[str, Interceptor], ...] = ()
+
+    @property
+    def seq(self) -> int:
+        """The ``seq`` of the most recently published event (0 before any)."""
+        return self._seq
+
+    def subscribe(self, event_type: type[E], handler: Handler[E]) -> None:
+        """Call ``handler`` for every published event of exactly ``event_type``."""
+        self._handlers[event_type] = (*self._handlers.get(event_type, ()), handler)
+
+    def unsubscribe(self, event_type: type[E], handler: Handler[E]) -> None:
+        """Remove one subscription; a handler that is not subscribed is a ``ValueError``."""
+        handlers = list(self._handlers.get(event_type, ()))
+        handlers.remove(handler)
+        self._handlers[event_type] = tuple(handlers)
+
+    def record(self, recorder: Recorder) -> None:
+        """Call ``recorder`` synchronously for every event, before subscribers."""
+        self._recorders = (*self._recorders, recorder)
+
+    def unrecord(self, recorder: Recorder) -> None:
+        recorders = list(self._recorders)
+        recorders.remove(recorder)
+        self._recorders = tuple(recorders)
+
+    def intercept(self, name: str, interceptor: Interceptor) -> None:
+        """Consult ``interceptor`` in ``decide``; ``name`` is who a deny is ``by``."""
+        self._interceptors = (*self._interceptors, (name, interceptor))
+
+    def unintercept(self, interceptor: Interceptor) -> None:
+        kept = tuple(entry for entry in self._interceptors if entry[1] is not interceptor)
+        if len(kept) == len(self._interceptors):
+            raise ValueError(f"{interceptor!r} is not an interceptor of this bus")
+        self._interceptors = kept
+
+    async def publish(self, event: Event) -> None:
+        """Stamp ``seq`` and ``ts`` on ``event`` and deliver it.
+
+        Publish each event object once: the stamp is written into it.
+        """
+        self._seq += 1
+        force_setattr(event, "seq", self._seq)
+        force_setattr(event, "ts", self._clock())
+        for recorder in self._recorders:
+            try:
+                recorder(event)
+            except Exception:
+                _log.exception("recorder failed", event_type=type(event).__name__, subscriber=_name(recorder))
+        handlers = self._handlers.get(type(event))
+        if handlers:
+            for handler in handlers:
+                try:
+                    await handler(event)
+                except Exception:
+                    _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=_name(handler))
+
+    async def decide(self, call: ToolCall) -> Decision:
+        """Publish ``call``, then ask the interceptors in order; the first deny wins.
+
+        An interceptor that raises is logged and counts as allow, so a guard
+        fault never stops a tool. The runtime runs the tool only when the
+        decision is allowed, and publishes a ``ToolResult`` either way.
+        """
+        await self.publish(call)
+        for name, interceptor in self._interceptors:
+            try:
+                decision = await interceptor(call)
+            except Exception:
+                _log.exception("interceptor failed", event_type="ToolCall", subscriber=name)
+                continue
+            if decision is not None and not decision.allowed:
+                return decision if decision.by is not None else Decision.deny(decision.reason or "", name)
+        return ALLOW
+
+
+def _name(obj: object) -> str:
+    return getattr(obj, "__qualname__", None) or repr(obj)

@@ -1,0 +1,147 @@
+"""The events the bus carries, one frozen msgspec Struct per type.
+
+The classes form a tagged union on the field ``type`` so that a session log
+line decodes straight into the right class. ``seq`` and ``ts`` are stamped by
+the bus when an event is published; construct events without them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from bus.agent import Agent
+
+__all__ = [
+    "EVENT_TYPES",
+    "AgentStatus",
+    "AnyEvent",
+    "ContextMessage",
+    "ContextSource",
+    "Event",
+    "SessionStart",
+    "ToolCall",
+    "ToolResult",
+    "UserMessage",
+]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Fields every event has: its place in the session and its agent.
+
+    ``agent`` is the live handle in memory and the agent's id on disk; ``None``
+    marks an event that belongs to no agent (a direct tool call from a test,
+    say), which guards ignore.
+    """
+
+    seq: int = 0
+    ts: float = 0.0
+    agent: Agent | None
+
+
+class UserMessage(Event, kw_only=True, frozen=True, tag="user/message"):
+    """A genuine user prompt or interjection reached the agent."""
+
+    text: str
+
+
+class ToolCall(Event, kw_only=True, frozen=True, tag="tool/call"):
+    """The model asked for a tool; published before the tool runs.
+
+    ``step`` numbers the model responses of one agent, so parallel calls from
+    one response share it. ``args`` is the parsed JSON arguments, or the raw
+    string when the model's JSON was malformed.
+    """
+
+    call_id: str
+    step: int
+    tool: str
+    args: Any = None
+
+
+class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
+    """A tool ran, or was denied; published either way.
+
+    ``denied_by`` names the interceptor that denied the call, and then
+    ``content`` is the denial text the model saw.
+    """
+
+    call_id: str
+    step: int
+    tool: str
+    args: Any = None
+    content: str = ""
+    is_error: bool = False
+    denied_by: str | None = None
+
+    @classmethod
+    def answering(
+        cls,
+        call: ToolCall,
+        content: str,
+        *,
+        is_error: bool = False,
+        denied_by: str | None = None,
+    ) -> ToolResult:
+        """The result of ``call``: same agent, call id, step, tool and args."""
+        return cls(
+            agent=call.agent,
+            call_id=call.call_id,
+            step=call.step,
+            tool=call.tool,
+            args=call.args,
+            content=content,
+            is_error=is_error,
+            denied_by=denied_by,
+        )
+
+
+class AgentStatus(Event, kw_only=True, frozen=True, tag="agent/status"):
+    """Lifecycle of an agent.
+
+    ``status`` is ``started`` (``parent`` names the parent agent's id for a
+    subagent), ``idle``, ``disposed`` or ``halt-requested`` (a guard asks the
+    runtime to end the run; ``reason`` says why).
+    """
+
+    status: str
+    parent: str | None = None
+    reason: str | None = None
+
+
+class ContextSource(msgspec.Struct, frozen=True, kw_only=True):
+    """Who added a context message. Without it a reminder reads as a user
+    prompt on replay, so the label is load-bearing."""
+
+    kind: Literal["plugin"] = "plugin"
+    plugin: str
+    form: str = "notice"
+    summary: str = ""
+
+
+class ContextMessage(Event, kw_only=True, frozen=True, tag="context/message"):
+    """Model-visible text a plugin adds after a tool result; never replaces it."""
+
+    call_id: str
+    source: ContextSource
+    text: str
+
+
+class SessionStart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="session/start"):
+    """The header line of a session log."""
+
+    v: int
+    session: str
+    ts: float
+
+
+AnyEvent = UserMessage | ToolCall | ToolResult | AgentStatus | ContextMessage
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    "user/message": UserMessage,
+    "tool/call": ToolCall,
+    "tool/result": ToolResult,
+    "agent/status": AgentStatus,
+    "context/message": ContextMessage,
+}

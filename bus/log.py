@@ -1,0 +1,89 @@
+"""The session log writer: every event as one JSON line, flushed as it happens."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from bus._codec import encoder
+from bus.bus import Bus
+from bus.events import Event, SessionStart
+
+__all__ = ["LOG_VERSION", "SessionLog"]
+
+LOG_VERSION = 1
+
+
+class SessionLog:
+    """Writes a session log (JSONL) for one bus.
+
+    The file is created with mode 0600 and a ``session/start`` header. An
+    existing file is never overwritten: pass ``append=True`` to continue it,
+    which writes a fresh header line marking the resumed session. Each line
+    goes to the file in one ``write`` call, so nothing sits in a user-space
+    buffer; ``fsync=True`` also forces it to disk.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        session: str | None = None,
+        append: bool = False,
+        fsync: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path)
+        self.session = session or uuid.uuid4().hex
+        self._fsync = fsync
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_EXCL)
+        try:
+            self._fd: int | None = os.open(self.path, flags, 0o600)
+        except FileExistsError:
+            raise FileExistsError(
+                f"session log {str(self.path)!r} already exists; pass append=True to continue it"
+            ) from None
+        self._buffer = bytearray()
+        self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
+
+    def attach(self, bus: Bus) -> SessionLog:
+        """Record every event ``bus`` publishes, in ``seq`` order."""
+        bus.record(self.write)
+        return self
+
+    def write(self, event: Event) -> None:
+        """Append one event as a line."""
+        self._write_line(event)
+
+    def _write_line(self, item: Event | SessionStart) -> None:
+        if self._fd is None:
+            raise ValueError(f"session log {str(self.path)!r} is closed")
+        buffer = self._buffer
+        encoder.encode_into(item, buffer)
+        buffer.extend(b"\n")
+        view = memoryview(buffer)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        if self._fsync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file; later writes raise. Closing twice is harmless."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> SessionLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

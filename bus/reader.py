@@ -1,0 +1,140 @@
+"""The session log reader: streams events, skips and counts bad lines."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Literal
+
+import msgspec
+
+from bus._codec import event_decoder, header_decoder
+from bus.agent import Agent
+from bus.events import AgentStatus, AnyEvent
+from bus.log import LOG_VERSION
+
+__all__ = ["LogError", "LogReader", "ReadReport", "SkippedLine", "read_log"]
+
+SkipReason = Literal["torn", "invalid-json", "unknown-type", "schema"]
+
+_HEADER_PREFIX = b'{"type":"session/start"'
+_MAX_SAMPLES = 100
+
+
+class LogError(Exception):
+    """The file cannot be read as a session log at all (missing, no header,
+    unknown version). Bad lines inside a log never raise; they are skipped."""
+
+
+class SkippedLine(msgspec.Struct, frozen=True):
+    """One line the reader could not use, and why."""
+
+    line: int
+    reason: SkipReason
+    detail: str
+
+
+class ReadReport:
+    """What a read saw: counts of lines, events and skipped lines by reason.
+
+    ``samples`` keeps the first hundred skipped lines with their line numbers;
+    the counts cover all of them, so memory stays constant on a garbage file.
+    """
+
+    def __init__(self) -> None:
+        self.session = ""
+        self.lines = 0
+        self.events = 0
+        self.skipped_by_reason: Counter[str] = Counter()
+        self.samples: list[SkippedLine] = []
+
+    @property
+    def skipped(self) -> int:
+        return sum(self.skipped_by_reason.values())
+
+    def _skip(self, line: int, reason: SkipReason, detail: str) -> None:
+        self.skipped_by_reason[reason] += 1
+        if len(self.samples) < _MAX_SAMPLES:
+            self.samples.append(SkippedLine(line, reason, detail))
+
+    def summary(self) -> str:
+        """One line for humans, e.g. ``120 events, 2 lines skipped (torn 1, schema 1)``."""
+        text = f"{self.events} events, {self.skipped} lines skipped"
+        if self.skipped:
+            text += " (" + ", ".join(f"{r} {n}" for r, n in sorted(self.skipped_by_reason.items())) + ")"
+        return text
+
+
+class LogReader:
+    """Iterates the events of one session log with constant memory.
+
+    Events carry ``Agent`` handles, one per agent id, kept in ``agents``; a
+    subagent's handle gets its ``parent_id`` from its ``started`` status.
+    Opening raises ``LogError`` for a missing file or a bad header; iterating
+    never raises for a bad line, it records it in ``report``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.report = ReadReport()
+        self.agents: dict[str, Agent] = {}
+        self._decoder = event_decoder(self._agent)
+        try:
+            self._file: IO[bytes] = open(self.path, "rb")  # noqa: SIM115 - closed by iteration
+        except FileNotFoundError:
+            raise LogError(f"no session log at {str(self.path)!r}") from None
+        except IsADirectoryError:
+            raise LogError(f"{str(self.path)!r} is a directory, not a session log") from None
+        first = self._file.readline()
+        self.report.lines = 1
+        try:
+            header = header_decoder.decode(first)
+        except msgspec.DecodeError as exc:
+            self._file.close()
+            raise LogError(
+                f"{str(self.path)!r} is not a session log: line 1 is not a session/start header ({exc})"
+            ) from None
+        if header.v != LOG_VERSION:
+            self._file.close()
+            raise LogError(
+                f"{str(self.path)!r} has session log version {header.v}; this reader knows version {LOG_VERSION}"
+            )
+        self.report.session = header.session
+
+    def _agent(self, agent_id: str) -> Agent:
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            agent = self.agents[agent_id] = Agent(agent_id)
+        return agent
+
+    def __iter__(self) -> Iterator[AnyEvent]:
+        report = self.report
+        decode = self._decoder.decode
+        number = report.lines
+        with self._file as file:
+            for line in file:
+                number += 1
+                report.lines = number
+                try:
+                    event = decode(line)
+                except msgspec.ValidationError as exc:
+                    if line.startswith(_HEADER_PREFIX):
+                        continue  # an appended session's header: a resume marker
+                    reason: SkipReason = "unknown-type" if "`$.type`" in str(exc) else "schema"
+                    report._skip(number, reason, str(exc))
+                    continue
+                except msgspec.DecodeError as exc:
+                    torn = not line.endswith(b"\n")
+                    report._skip(number, "torn" if torn else "invalid-json", str(exc))
+                    continue
+                if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
+                    event.agent.parent_id = event.agent.parent_id or event.parent
+                report.events += 1
+                yield event
+
+
+def read_log(path: str | os.PathLike[str]) -> LogReader:
+    """Open a session log for streaming; see ``LogReader``."""
+    return LogReader(path)

@@ -1,0 +1,81 @@
+"""The replay driver: feeds a session log through a fresh bus, in order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from bus.bus import Bus
+from bus.events import AnyEvent, ToolCall, ToolResult
+from bus.reader import LogReader, ReadReport
+
+__all__ = ["Replay"]
+
+
+class Replay:
+    """Re-publishes a recorded session on ``self.bus`` so subscribers can
+    re-derive what they did.
+
+    Attach subscribers to ``bus`` before ``run``. While an event is being
+    re-published, ``seq`` is its seq in the log, ``call_number`` the ordinal
+    of the latest tool call among all the log's calls, and the bus clock reads
+    the event's recorded ``ts``, so time-based rules replay deterministically.
+    Tool calls go through ``bus.decide``; a result with no recorded call gets
+    one synthesized from it first. Events for which ``withhold`` is true are
+    not re-published (a guard withholds its own recorded messages, to
+    regenerate them); they are kept in ``withheld``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        withhold: Callable[[AnyEvent], bool] | None = None,
+    ) -> None:
+        self.reader = LogReader(path)
+        self.bus = Bus(clock=self._now)
+        self.seq = 0
+        self.call_number = 0
+        self.withheld: list[AnyEvent] = []
+        self._withhold = withhold
+        self._ts = 0.0
+
+    @property
+    def report(self) -> ReadReport:
+        return self.reader.report
+
+    def _now(self) -> float:
+        return self._ts
+
+    async def run(self) -> ReadReport:
+        """Replay the whole log; returns the reader's report of skipped lines."""
+        open_calls: set[tuple[str | None, str]] = set()
+        bus = self.bus
+        for event in self.reader:
+            self.seq = event.seq
+            self._ts = event.ts
+            if self._withhold is not None and self._withhold(event):
+                self.withheld.append(event)
+                continue
+            if type(event) is ToolCall:
+                self.call_number += 1
+                open_calls.add((event.agent.id if event.agent else None, event.call_id))
+                await bus.decide(event)
+            elif type(event) is ToolResult:
+                key = (event.agent.id if event.agent else None, event.call_id)
+                if key in open_calls:
+                    open_calls.discard(key)
+                else:
+                    self.call_number += 1
+                    call = ToolCall(
+                        agent=event.agent,
+                        call_id=event.call_id,
+                        step=event.step,
+                        tool=event.tool,
+                        args=event.args,
+                    )
+                    await bus.decide(call)
+                await bus.publish(event)
+            else:
+                await bus.publish(event)
+        return self.report

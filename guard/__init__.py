@@ -1,0 +1,46 @@
+"""repeat-tool-guard: stop AI agents from re-issuing the same tool call.
+
+Attach a ``Guard`` to a ``bus.Bus``; it watches each agent's tool calls and,
+per its enabled policies, reminds the model, denies the repeated call, or
+escalates. See ``docs/`` for the policies and their configuration.
+"""
+
+from guard.actions import DENYING, Action, ActionKind
+from guard.config import Config, ConfigError, RemindConfig, RescueConfig, TurnsConfig, load_config, parse_config
+from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
+from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
+from guard.patterns import ToolFilter, compile_pattern
+from guard.policy import Policy
+from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
+from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
+
+__all__ = [
+    "DENYING",
+    "DETAILED_REMINDER",
+    "GENTLE_REMINDER",
+    "GUARD_PLUGINS",
+    "Action",
+    "ActionKind",
+    "ActionListener",
+    "Config",
+    "ConfigError",
+    "ContextDifference",
+    "Fingerprint",
+    "FingerprintCache",
+    "Guard",
+    "Policy",
+    "RemindConfig",
+    "RemindPolicy",
+    "ReplayOutcome",
+    "RescueConfig",
+    "ToolFilter",
+    "TurnsConfig",
+    "Verdict",
+    "build_policies",
+    "canonical_json",
+    "compile_pattern",
+    "fingerprint",
+    "load_config",
+    "parse_config",
+    "replay_log",
+]

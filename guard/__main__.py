@@ -1,0 +1,5 @@
+import sys
+
+from guard.cli import main
+
+sys.exit(main())

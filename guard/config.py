@@ -1,0 +1,275 @@
+"""The guard's configuration: one section per policy, validated when built.
+
+Build it in Python (``Config(remind=RemindConfig(thresholds=(2, 4)))``) or
+load it from TOML or YAML with ``load_config``. Every bad value raises
+``ConfigError`` naming the key, the value and the rule; nothing falls back
+silently to a default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec.structs import force_setattr
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "RemindConfig",
+    "RescueConfig",
+    "TurnsConfig",
+    "load_config",
+    "parse_config",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``)."""
+
+    def __init__(self, key: str, value: Any, rule: str) -> None:
+        self.key = key
+        self.value = value
+        self.rule = rule
+        super().__init__(f"{key} = {value!r}: {rule}")
+
+
+def _check_bool(key: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(key, value, "must be true or false")
+
+
+def _check_int(key: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(key, value, f"must be an integer >= {minimum}")
+    if value < minimum:
+        raise ConfigError(key, value, f"must be an integer >= {minimum}")
+
+
+def _check_patterns(key: str, value: Any) -> None:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(key, value, "must be a list of tool-name patterns")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise ConfigError(key, item, "each pattern must be a non-empty string")
+
+
+def _check_regexes(key: str, value: Any) -> None:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(key, value, "must be a list of regular expressions")
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigError(key, item, "each entry must be a string")
+        try:
+            re.compile(item)
+        except re.error as exc:
+            raise ConfigError(key, item, f"must be a valid regular expression ({exc})") from None
+
+
+def _check_names(key: str, value: Any) -> None:
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(key, value, "must be a list of names")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise ConfigError(key, item, "each entry must be a non-empty string")
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    enabled: bool = True
+
+
+class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``remind`` (seeds 000/001): advisory reminders on consecutive repeats."""
+
+    thresholds: tuple[int, ...] = (3, 5, 8)
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("todo_write",)
+    arguments_preview_chars: int = 500
+    repeat_every: int = 0
+
+    def __post_init__(self) -> None:
+        _check_bool("remind.enabled", self.enabled)
+        thresholds = self.thresholds
+        if not isinstance(thresholds, (list, tuple)) or not thresholds:
+            raise ConfigError("remind.thresholds", thresholds, "must be a non-empty list of integers >= 2")
+        seen: set[int] = set()
+        for value in thresholds:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
+            if value < 2:
+                raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
+            if value in seen:
+                raise ConfigError("remind.thresholds", value, "thresholds must not repeat")
+            seen.add(value)
+        force_setattr(self, "thresholds", tuple(sorted(thresholds)))
+        _check_patterns("remind.include", self.include)
+        _check_patterns("remind.exclude", self.exclude)
+        force_setattr(self, "include", tuple(self.include))
+        force_setattr(self, "exclude", tuple(self.exclude))
+        _check_int("remind.arguments_preview_chars", self.arguments_preview_chars, 1)
+        _check_int("remind.repeat_every", self.repeat_every, 0)
+
+
+class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``turns`` (seed 002): the same call on N consecutive turns."""
+
+    threshold: int = 5
+    exempt: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_bool("turns.enabled", self.enabled)
+        _check_int("turns.threshold", self.threshold, 0)
+        _check_patterns("turns.exempt", self.exempt)
+        force_setattr(self, "exempt", tuple(self.exempt))
+
+
+class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation."""
+
+    window: int = 12
+    nudge_at: int = 3
+    rescue_at: int = 5
+    stall_at: int = 40
+    max_rescues: int = 3
+    cooldown_ms: int = 45_000
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("todo_write", "ask_user", "mcp__claude__*")
+    exclude_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = ("description", "explanation", "reasoning", "thought", "comment")
+    mutating_tools: tuple[str, ...] = (
+        "edit",
+        "write",
+        "multi_edit",
+        "str_replace_editor",
+        "apply_patch",
+        "create_file",
+        "notebook_edit",
+    )
+    ask_command: str = "~/.local/bin/ask-claude"
+    ask_model: str = "opus"
+    ask_timeout_ms: int = 90_000
+    log_file: str = ""
+
+    def __post_init__(self) -> None:
+        _check_bool("rescue.enabled", self.enabled)
+        _check_int("rescue.window", self.window, 1)
+        _check_int("rescue.nudge_at", self.nudge_at, 2)
+        _check_int("rescue.rescue_at", self.rescue_at, 2)
+        _check_int("rescue.stall_at", self.stall_at, 0)
+        _check_int("rescue.max_rescues", self.max_rescues, 0)
+        _check_int("rescue.cooldown_ms", self.cooldown_ms, 0)
+        _check_int("rescue.ask_timeout_ms", self.ask_timeout_ms, 1)
+        if self.rescue_at <= self.nudge_at:
+            raise ConfigError("rescue.rescue_at", self.rescue_at, f"must exceed rescue.nudge_at ({self.nudge_at})")
+        if self.window < self.rescue_at:
+            raise ConfigError("rescue.window", self.window, f"must be at least rescue.rescue_at ({self.rescue_at})")
+        _check_patterns("rescue.include", self.include)
+        _check_patterns("rescue.exclude", self.exclude)
+        _check_regexes("rescue.exclude_commands", self.exclude_commands)
+        _check_names("rescue.ignored_args", self.ignored_args)
+        _check_patterns("rescue.mutating_tools", self.mutating_tools)
+        for key in ("ask_command", "ask_model", "log_file"):
+            if not isinstance(getattr(self, key), str):
+                raise ConfigError(f"rescue.{key}", getattr(self, key), "must be a string")
+        for key in ("include", "exclude", "exclude_commands", "ignored_args", "mutating_tools"):
+            force_setattr(self, key, tuple(getattr(self, key)))
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """All policies' settings. With no arguments only ``remind`` runs."""
+
+    remind: RemindConfig = RemindConfig()
+    turns: TurnsConfig = TurnsConfig(enabled=False)
+    rescue: RescueConfig = RescueConfig(enabled=False)
+
+    def __post_init__(self) -> None:
+        for name, kind in _SECTION_TYPES.items():
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(name, getattr(self, name), f"must be a {kind.__name__}")
+
+
+_SECTION_TYPES: dict[str, type[msgspec.Struct]] = {
+    "remind": RemindConfig,
+    "turns": TurnsConfig,
+    "rescue": RescueConfig,
+}
+_SECTIONS = tuple(_SECTION_TYPES)
+_AT = re.compile(r"^(?P<rule>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+
+
+def _lookup(data: Any, path: str) -> Any:
+    for name, index in _STEP.findall(path):
+        try:
+            data = data[name] if name else data[int(index)]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
+    """Build a ``Config`` from a parsed mapping (the contents of a file).
+
+    A section present is enabled unless it says ``enabled = false``; an
+    absent section keeps its default.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(origin, data, "must be a table of policy sections")
+    prepared: dict[str, Any] = {}
+    for name, section in data.items():
+        if name not in _SECTIONS:
+            raise ConfigError(str(name), section, f"unknown section (known: {', '.join(_SECTIONS)})")
+        if not isinstance(section, Mapping):
+            raise ConfigError(name, section, "must be a table of settings")
+        prepared[name] = {"enabled": True, **section}
+    try:
+        return msgspec.convert(prepared, Config)
+    except msgspec.ValidationError as exc:
+        if isinstance(exc.__cause__, ConfigError):
+            raise exc.__cause__ from None
+        match = _AT.match(str(exc))
+        assert match is not None
+        rule, path = match["rule"], match["path"] or ""
+        if rule.startswith("Object contains unknown field"):
+            field = rule.split("`")[1]
+            section = path.lstrip(".")
+            known = ", ".join(_SECTION_TYPES[section].__struct_fields__)
+            raise ConfigError(
+                f"{section}.{field}", _lookup(prepared, f"{path}.{field}"), f"unknown key (known: {known})"
+            ) from None
+        raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule.rstrip(".")) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Load a ``Config`` from a ``.toml`` file, or ``.yaml``/``.yml`` (needs PyYAML)."""
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("config file", str(file), "no such file") from None
+    except IsADirectoryError:
+        raise ConfigError("config file", str(file), "is a directory, not a file") from None
+    suffix = file.suffix.lower()
+    if suffix == ".toml":
+        try:
+            data: Any = tomllib.loads(raw.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError("config file", str(file), f"is not valid TOML ({exc})") from None
+    elif suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - depends on the environment
+            rule = "YAML needs PyYAML: pip install 'repeat-tool-guard[yaml]'"
+            raise ConfigError("config file", str(file), rule) from None
+        try:
+            data = yaml.safe_load(raw) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
+    else:
+        raise ConfigError("config file", str(file), "must end in .toml, .yaml or .yml")
+    return parse_config(data, origin=str(file))

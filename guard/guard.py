@@ -1,0 +1,170 @@
+"""The ``Guard``: per-agent state, bus wiring, and delivery of policy actions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import structlog
+
+from bus import (
+    Agent,
+    AgentStatus,
+    Bus,
+    ContextMessage,
+    ContextSource,
+    Decision,
+    Event,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from guard.actions import DENYING, Action
+from guard.config import Config
+from guard.fingerprint import FingerprintCache
+from guard.policy import Policy
+from guard.remind import RemindPolicy
+
+__all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
+
+ActionListener = Callable[[Action, Event], None]
+"""Told of every action with the event that triggered it (replay uses this)."""
+
+_log = structlog.get_logger("guard")
+
+
+GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin})
+"""Every plugin name a policy of this package writes, enabled or not: replay
+withholds their recorded messages and regenerates them."""
+
+
+def build_policies(config: Config) -> list[Policy]:
+    """The enabled policies, in the order they are consulted."""
+    policies: list[Policy] = []
+    if config.remind.enabled:
+        policies.append(RemindPolicy(config.remind))
+    return policies
+
+
+class Guard:
+    """Watches each agent's tool calls on a bus and acts on loops.
+
+    State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
+    it disappears with the agent handle, on its ``disposed`` status, and
+    never crosses agents. Events without an agent are ignored.
+    """
+
+    def __init__(self, config: Config | None = None, *, on_action: ActionListener | None = None) -> None:
+        self.config = config if config is not None else Config()
+        self.policies = build_policies(self.config)
+        self._interceptors = [
+            (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
+        ]
+        self._agents: WeakKeyDictionary[Agent, list[Any]] = WeakKeyDictionary()
+        self._fingerprints = FingerprintCache()
+        self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
+        self._bus: Bus | None = None
+
+    @property
+    def plugins(self) -> frozenset[str]:
+        """The plugin names this guard's messages and denials carry."""
+        return frozenset(p.plugin for p in self.policies)
+
+    def add_listener(self, listener: ActionListener) -> None:
+        self._listeners.append(listener)
+
+    def attach(self, bus: Bus) -> Guard:
+        """Subscribe to ``bus``; a guard serves one bus at a time."""
+        if self._bus is not None:
+            raise RuntimeError("this Guard is already attached to a bus; detach it first")
+        bus.subscribe(ToolResult, self._on_result)
+        bus.subscribe(UserMessage, self._on_user_message)
+        bus.subscribe(AgentStatus, self._on_status)
+        if self._interceptors:
+            bus.intercept("repeat-tool-guard", self._on_call)
+        self._bus = bus
+        return self
+
+    def detach(self) -> None:
+        bus = self._bus
+        if bus is None:
+            return
+        bus.unsubscribe(ToolResult, self._on_result)
+        bus.unsubscribe(UserMessage, self._on_user_message)
+        bus.unsubscribe(AgentStatus, self._on_status)
+        if self._interceptors:
+            bus.unintercept(self._on_call)
+        self._bus = None
+
+    def agent_count(self) -> int:
+        """How many agents currently have state."""
+        return len(self._agents)
+
+    def _states(self, agent: Agent) -> list[Any]:
+        states = self._agents.get(agent)
+        if states is None:
+            states = self._agents[agent] = [p.new_state() for p in self.policies]
+        return states
+
+    async def _on_call(self, call: ToolCall) -> Decision | None:
+        agent = call.agent
+        if agent is None:
+            return None
+        states = self._states(agent)
+        decision: Decision | None = None
+        for index, policy in self._interceptors:
+            action = await policy.on_call(states[index], call, self._fingerprints)
+            if action is None:
+                continue
+            await self._deliver(policy, action, call)
+            if decision is None and action.action in DENYING:
+                decision = Decision.deny(action.text, policy.plugin)
+        return decision
+
+    async def _on_result(self, result: ToolResult) -> None:
+        agent = result.agent
+        if agent is None:
+            return
+        states = self._states(agent)
+        fingerprints = self._fingerprints
+        for policy, state in zip(self.policies, states, strict=True):
+            action = policy.on_result(state, result, fingerprints)
+            if action is not None:
+                await self._deliver(policy, action, result)
+
+    async def _on_user_message(self, message: UserMessage) -> None:
+        agent = message.agent
+        if agent is None:
+            return
+        states = self._agents.get(agent)
+        if states is None:
+            return
+        for policy, state in zip(self.policies, states, strict=True):
+            policy.on_user_message(state, message)
+
+    async def _on_status(self, status: AgentStatus) -> None:
+        if status.status == "disposed" and status.agent is not None:
+            self._agents.pop(status.agent, None)
+
+    async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
+        _log.info(
+            f"guard.{action.action}",
+            policy=action.policy,
+            agent=action.agent,
+            tool=action.tool,
+            count=action.count,
+            threshold=action.threshold,
+        )
+        for listener in self._listeners:
+            listener(action, trigger)
+        bus = self._bus
+        if bus is None:
+            return
+        if action.action == "remind":
+            source = ContextSource(plugin=policy.plugin, summary=f"{action.tool} × {action.count}")
+            await bus.publish(
+                ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
+            )
+        elif action.action == "halt":
+            await bus.publish(AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text))

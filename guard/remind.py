@@ -1,0 +1,95 @@
+"""Policy ``remind``: advisory reminders on consecutive identical calls.
+
+Seeds 000/001. Counts runs of consecutive calls to the same tool with the
+same canonical arguments, and at configured run lengths adds a reminder after
+the result. It never blocks or rewrites a call.
+"""
+
+from __future__ import annotations
+
+from bus import ToolResult, UserMessage
+from guard.actions import Action
+from guard.config import RemindConfig
+from guard.fingerprint import FingerprintCache
+from guard.patterns import ToolFilter
+from guard.policy import Policy
+
+__all__ = ["DETAILED_REMINDER", "GENTLE_REMINDER", "RemindPolicy"]
+
+GENTLE_REMINDER = (
+    "You are repeating the exact same tool call with identical arguments. Carefully analyze the previous "
+    "result before calling again: if the task is not complete, try a different approach or different "
+    "arguments instead of repeating the call."
+)
+
+DETAILED_REMINDER = (
+    "Repeated tool call detected:\n"
+    "- tool: {tool}\n"
+    "- consecutive_calls: {count}\n"
+    "- arguments: {arguments}\n"
+    "The repeated calls are not making progress. Do not call this tool with these exact arguments again. "
+    "Inspect the latest result and choose a different action, different arguments, or finish the task if "
+    "enough evidence has been gathered."
+)
+
+
+class _Chain:
+    """One agent's current run: the digest of its last tracked call and how
+    many times in a row it has been made."""
+
+    __slots__ = ("count", "digest")
+
+    def __init__(self) -> None:
+        self.digest = b""
+        self.count = 0
+
+
+class RemindPolicy(Policy):
+    name = "remind"
+    plugin = "repeat-tool-reminder"
+
+    def __init__(self, config: RemindConfig) -> None:
+        self._filter = ToolFilter(config.include, config.exclude)
+        self._thresholds = frozenset(config.thresholds)
+        self._first = config.thresholds[0]
+        self._last = config.thresholds[-1]
+        self._every = config.repeat_every
+        self._preview = config.arguments_preview_chars
+
+    def new_state(self) -> _Chain:
+        return _Chain()
+
+    def on_result(self, state: _Chain, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        if not self._filter.tracks(result.tool):
+            return None  # untracked calls neither count nor reset
+        fp = fingerprints.get(result.tool, result.args)
+        if state.count and state.digest == fp.digest:
+            state.count += 1
+        else:
+            state.digest = fp.digest
+            state.count = 1
+        count = state.count
+        if count in self._thresholds:
+            threshold = count
+        elif self._every and count > self._last and (count - self._last) % self._every == 0:
+            threshold = self._last
+        else:
+            return None
+        if count == self._first:
+            text = GENTLE_REMINDER
+        else:
+            text = DETAILED_REMINDER.format(tool=result.tool, count=count, arguments=fp.preview(self._preview))
+        return Action(
+            policy=self.name,
+            action="remind",
+            agent=result.agent.id if result.agent else None,
+            tool=result.tool,
+            count=count,
+            text=text,
+            call_id=result.call_id,
+            threshold=threshold,
+        )
+
+    def on_user_message(self, state: _Chain, message: UserMessage) -> None:
+        state.digest = b""
+        state.count = 0
