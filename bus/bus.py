@@ -134,8 +134,10 @@ class Bus:
     async def decide(self, call: ToolCall) -> Decision:
         """Publish ``call``, then ask the interceptors in order; the first deny wins.
 
-        An interceptor that raises is logged and counts as allow, so a guard
-        fault never stops a tool. The runtime runs the tool only when the
+        An interceptor that raises, or returns something other than a
+        ``Decision`` or ``None``, is logged and counts as allow, so a guard
+        fault never stops a tool. A deny without ``by`` is attributed to the
+        interceptor's registered name. The runtime runs the tool only when the
         decision is allowed, and publishes a ``ToolResult`` either way.
         """
         await self.publish(call)
@@ -145,7 +147,14 @@ class Bus:
             except Exception:
                 _log.exception("interceptor failed", event_type="ToolCall", subscriber=name)
                 continue
-            if decision is not None and not decision.allowed:
+            if decision is None:
+                continue
+            if not isinstance(decision, Decision):
+                _log.error(
+                    "interceptor failed", event_type="ToolCall", subscriber=name, returned=repr(decision)[:200]
+                )
+                continue
+            if not decision.allowed:
                 return decision if decision.by is not None else Decision.deny(decision.reason or "", name)
         return ALLOW
 
