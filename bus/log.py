@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from bus._codec import encoder
+from bus._codec import encode_line
 from bus.bus import Bus
 from bus.events import Event, SessionStart
 
@@ -63,7 +63,7 @@ class SessionLog:
         if self._fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
         buffer = self._buffer
-        encoder.encode_into(item, buffer)
+        encode_line(item, buffer)
         buffer.extend(b"\n")
         view = memoryview(buffer)
         while view:
