@@ -96,9 +96,11 @@ def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[Any
     """A decoder whose events carry handles from ``agent_for`` (id -> handle)."""
 
     def hook(type_: type, obj: Any) -> Any:
-        if type_ is Agent and isinstance(obj, str) and obj:
+        # msgspec turns a ValueError here into a ValidationError for the line;
+        # any other exception would escape the reader.
+        if isinstance(obj, str) and obj:
             return agent_for(obj)
-        raise NotImplementedError
+        raise ValueError(f"Expected a non-empty agent id string, got {obj!r}")
 
     return msgspec.json.Decoder(AnyEvent, dec_hook=hook)
 
