@@ -20,7 +20,6 @@ __all__ = ["LogError", "LogReader", "ReadReport", "SkippedLine", "read_log"]
 
 SkipReason = Literal["torn", "invalid-json", "unknown-type", "schema"]
 
-_HEADER_PREFIX = b'{"type":"session/start"'
 _MAX_SAMPLES = 100
 
 
@@ -145,7 +144,7 @@ class LogReader:
                 try:
                     event = decode(line)
                 except msgspec.ValidationError as exc:
-                    if line.startswith(_HEADER_PREFIX):
+                    if _is_header(line):
                         continue  # an appended session's header: a resume marker
                     reason: SkipReason = "unknown-type" if "`$.type`" in str(exc) else "schema"
                     report._skip(number, reason, str(exc))
@@ -158,6 +157,14 @@ class LogReader:
                     event.agent.parent_id = event.agent.parent_id or event.parent
                 report.events += 1
                 yield event
+
+
+def _is_header(line: bytes) -> bool:
+    try:
+        header_decoder.decode(line)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def read_log(path: str | os.PathLike[str]) -> LogReader:
