@@ -150,9 +150,7 @@ class Bus:
             if decision is None:
                 continue
             if not isinstance(decision, Decision):
-                _log.error(
-                    "interceptor failed", event_type="ToolCall", subscriber=name, returned=repr(decision)[:200]
-                )
+                _log.error("interceptor failed", event_type="ToolCall", subscriber=name, returned=repr(decision)[:200])
                 continue
             if not decision.allowed:
                 return decision if decision.by is not None else Decision.deny(decision.reason or "", name)

@@ -338,6 +338,7 @@ async def test_cancelling_an_interceptor_propagates_out_of_decide(bus: Bus, agen
 
     async def blocks(call: ToolCall) -> Decision | None:
         await anyio.sleep_forever()
+        return None
 
     bus.intercept("slow", blocks)
     with capture_logs() as logs:

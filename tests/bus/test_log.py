@@ -224,6 +224,11 @@ def _deep(depth: int) -> list[Any]:
             {"\udcff": ["\udcfe", 1.5, None, True]}, {"\\udcff": ["\\udcfe", 1.5, None, True]}, id="surrogates-at-depth"
         ),
         pytest.param(_recursive_list(), [1, "<recursive list>"], id="self-containing-list"),
+        pytest.param(
+            {"s\udc80": b"\x01", 5: datetime.date(2025, 1, 2), 1.5: _Opaque(), (1,): (2, 3)},
+            {"s\\udc80": "AQ==", "5": "2025-01-02", "1.5": "<opaque handle>", "(1,)": [2, 3]},
+            id="surrogate-beside-other-non-json-values",
+        ),
     ],
 )
 def test_non_json_args_never_lose_the_event(log_path: Path, value: Any, on_disk: Any) -> None:
