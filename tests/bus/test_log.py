@@ -143,6 +143,32 @@ def test_append_continues_a_log_with_a_resume_header_the_reader_accepts(log_path
     assert reader.report.session == "first"
 
 
+def test_append_after_a_crash_keeps_the_resume_header_off_the_torn_line(log_path: Path) -> None:
+    with SessionLog(log_path, session="first") as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, text="before"))
+    with log_path.open("ab") as torn:
+        torn.write(b'{"type":"user/message","seq":2,"ts":1.0,"agent":"a","te')  # killed mid-line
+    with SessionLog(log_path, session="second", append=True) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, text="after"))
+    reader = read_log(log_path)
+    assert [e.text for e in reader if isinstance(e, UserMessage)] == ["before", "after"]
+    assert [(s.line, s.reason) for s in reader.report.samples] == [(3, "invalid-json")]
+    assert _lines(log_path)[3].startswith(b'{"type":"session/start","v":1,"session":"second",')
+
+
+def test_a_log_can_go_to_a_device(zero_umask: None) -> None:
+    with SessionLog("/dev/null", append=True, fsync=False) as log:
+        log.write(UserMessage(agent=Agent("a"), text="discarded"))
+
+
+def test_a_full_disk_at_open_raises_and_leaks_no_descriptor() -> None:
+    open_before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(OSError, match="No space left on device"):
+            SessionLog("/dev/full", append=True)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+
+
 def test_append_to_a_missing_file_creates_it_privately(log_path: Path, zero_umask: None) -> None:
     SessionLog(log_path, session="s", append=True).close()
     assert stat.S_IMODE(log_path.stat().st_mode) == 0o600
