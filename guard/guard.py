@@ -144,8 +144,16 @@ class Guard:
             policy.on_user_message(state, message)
 
     async def _on_status(self, status: AgentStatus) -> None:
-        if status.status == "disposed" and status.agent is not None:
-            self._agents.pop(status.agent, None)
+        agent = status.agent
+        if agent is None:
+            return
+        states = self._agents.get(agent)
+        if states is None:
+            return
+        for policy, state in zip(self.policies, states, strict=True):
+            policy.on_status(state, status)
+        if status.status == "disposed":
+            self._agents.pop(agent, None)
 
     async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
         _log.info(
