@@ -154,9 +154,7 @@ class TurnsPolicy(Policy):
             agent=call.agent.id if call.agent else None,
             tool=call.tool,
             count=note.count,
-            text=DENIAL.format(
-                tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count)
-            ),
+            text=DENIAL.format(tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count)),
             call_id=call.call_id,
             threshold=self._deny_after,
         )
@@ -187,9 +185,7 @@ class TurnsPolicy(Policy):
             text = HALT_REASON.format(tool=note.tool, count=note.count, denials=denials)
             threshold = self._halt_after
         else:
-            text = ADVISORY.format(
-                tool=note.tool, count=note.count, summary=summary, warning=self._warning(note.count)
-            )
+            text = ADVISORY.format(tool=note.tool, count=note.count, summary=summary, warning=self._warning(note.count))
             threshold = self._threshold
         return Action(
             policy=self.name,
