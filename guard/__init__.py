@@ -23,7 +23,7 @@ from guard.patterns import ToolFilter, compile_pattern
 from guard.policy import Policy
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.turn_ring import TurnRing, detect_loop
-from guard.turns import TurnsPolicy
+from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
 from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
@@ -31,6 +31,9 @@ __all__ = [
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "GUARD_PLUGINS",
+    "TURNS_ADVISORY",
+    "TURNS_DENIAL",
+    "TURNS_HALT_REASON",
     "TURNS_THRESHOLD_ENV",
     "Action",
     "ActionKind",
@@ -60,4 +63,5 @@ __all__ = [
     "load_config",
     "parse_config",
     "replay_log",
+    "summarize_result",
 ]

@@ -34,22 +34,22 @@ from guard.patterns import ToolFilter
 from guard.policy import Policy
 from guard.turn_ring import Pair, TurnRing, detect_loop
 
-__all__ = ["ADVISORY", "DENIAL", "HALT_REASON", "TurnsPolicy", "summarize"]
+__all__ = ["TURNS_ADVISORY", "TURNS_DENIAL", "TURNS_HALT_REASON", "TurnsPolicy", "summarize_result"]
 
-ADVISORY = (
+TURNS_ADVISORY = (
     "Tool-call loop detected: you have called {tool} with identical arguments in {count} consecutive turns. "
     "Its last result (truncated): {summary}\n"
     "Calling it again with the same arguments will not give a different result. Change your approach: use "
     "different arguments or a different tool, or finish the task with what you have.{warning}"
 )
 
-DENIAL = (
+TURNS_DENIAL = (
     "Denied by tool-loop-guard: {tool} with identical arguments has been called in {count} consecutive turns "
     "after an advisory to change approach, so this call was not run. Its last result (truncated): {summary}\n"
     "Use different arguments or a different tool, or finish the task with what you have.{warning}"
 )
 
-HALT_REASON = (
+TURNS_HALT_REASON = (
     "tool-loop-guard: {tool} was called with identical arguments in {count} consecutive turns despite an "
     "advisory{denials}; the run should end."
 )
@@ -58,7 +58,7 @@ _DENY_WARNING = " If this call repeats in {more}, it will be denied."
 _HALT_WARNING = " If this call repeats in {more}, the run will be stopped."
 
 
-def summarize(content: str, limit: int) -> str:
+def summarize_result(content: str, limit: int) -> str:
     """A tool result as one short line: whitespace runs collapsed, cut at
     ``limit`` characters with a marker giving the full length. Reads at most
     ``4 * limit`` characters, so a huge result costs no more than a small one."""
@@ -154,7 +154,9 @@ class TurnsPolicy(Policy):
             agent=call.agent.id if call.agent else None,
             tool=call.tool,
             count=note.count,
-            text=DENIAL.format(tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count)),
+            text=TURNS_DENIAL.format(
+                tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count)
+            ),
             call_id=call.call_id,
             threshold=self._deny_after,
         )
@@ -173,7 +175,7 @@ class TurnsPolicy(Policy):
         rung = state.ladder.get(note.pair)
         if rung is None:  # not advised in this run: nothing to remember or say
             return None
-        summary = summarize(result.content, self._summary_chars)
+        summary = summarize_result(result.content, self._summary_chars)
         if result.denied_by is None:
             rung.summary = summary
         if note.kind is None:
@@ -182,10 +184,12 @@ class TurnsPolicy(Policy):
         if note.kind == "halt":
             denied = note.count - self._threshold - self._deny_after + 1 if self._deny_after else 0
             denials = f" and {denied} denied calls" if denied else ""
-            text = HALT_REASON.format(tool=note.tool, count=note.count, denials=denials)
+            text = TURNS_HALT_REASON.format(tool=note.tool, count=note.count, denials=denials)
             threshold = self._halt_after
         else:
-            text = ADVISORY.format(tool=note.tool, count=note.count, summary=summary, warning=self._warning(note.count))
+            text = TURNS_ADVISORY.format(
+                tool=note.tool, count=note.count, summary=summary, warning=self._warning(note.count)
+            )
             threshold = self._threshold
         return Action(
             policy=self.name,
