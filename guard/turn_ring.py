@@ -10,9 +10,7 @@ so memory is bounded whatever the session length.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Collection, Sequence
-from itertools import islice
 
 __all__ = ["Pair", "TurnRing", "detect_loop"]
 
@@ -27,21 +25,25 @@ def detect_loop(turns: Sequence[Collection[Pair]], pair: Pair, threshold: int) -
     turns than the threshold; any turn without the pair (an empty turn
     included) ends the run. Pure: reads ``turns``, changes nothing.
     """
-    if threshold <= 0 or len(turns) < threshold:
+    count = len(turns)
+    if threshold <= 0 or count < threshold:
         return False
-    return all(pair in turn for turn in islice(reversed(turns), threshold))
+    return all(pair in turns[index] for index in range(count - 1, count - 1 - threshold, -1))
 
 
 class TurnRing:
     """The last ``size`` turns of one agent, newest last: live state for
     ``detect_loop``. The newest turn is the one being filled."""
 
-    __slots__ = ("_turns",)
+    __slots__ = ("_size", "_turns")
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"a turn ring holds at least one turn, got size={size}")
-        self._turns: deque[set[Pair]] = deque(maxlen=size)
+        self._size = size
+        # A short list, not a deque: a deque's first block alone is ~700
+        # bytes per agent, and the ring is a handful of turns.
+        self._turns: list[set[Pair]] = []
 
     @property
     def turns(self) -> Sequence[Collection[Pair]]:
@@ -50,7 +52,10 @@ class TurnRing:
 
     def open(self) -> None:
         """Start a new, empty newest turn; the oldest falls off when full."""
-        self._turns.append(set())
+        turns = self._turns
+        turns.append(set())
+        if len(turns) > self._size:
+            del turns[0]
 
     def add(self, pair: Pair) -> None:
         """Record ``pair`` in the newest turn (opening one if there is none)."""

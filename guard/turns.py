@@ -223,9 +223,10 @@ class TurnsPolicy(Policy):
             return None
         pair = fingerprints.get(tool, args).digest
         if state.turn_step != step:
-            previous = state.turn
-            for broken in [p for p in state.ladder if p not in previous]:
-                del state.ladder[broken]
+            if state.ladder:
+                previous = state.turn
+                for broken in [p for p in state.ladder if p not in previous]:
+                    del state.ladder[broken]
             state.ring.open()
             state.turn = {}
             state.turn_step = step
