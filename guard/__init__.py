@@ -7,21 +7,30 @@ escalates. See ``docs/`` for the policies and their configuration.
 
 from guard.actions import DENYING, Action, ActionKind
 from guard.config import Config, ConfigError, RemindConfig, RescueConfig, TurnsConfig, load_config, parse_config
+from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
 from guard.patterns import ToolFilter, compile_pattern
 from guard.policy import Policy
+from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
+from guard.rescue import RESCUE_PLUGIN, RescuePolicy
+from guard.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
+    "ASK_MODEL_ENV",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "GUARD_PLUGINS",
+    "REDACTED",
+    "RESCUE_PLUGIN",
     "Action",
     "ActionKind",
     "ActionListener",
+    "AskCommand",
+    "AskOutcome",
     "Config",
     "ConfigError",
     "ContextDifference",
@@ -29,11 +38,17 @@ __all__ = [
     "FingerprintCache",
     "Guard",
     "Policy",
+    "Redactor",
     "RemindConfig",
     "RemindPolicy",
     "ReplayOutcome",
     "RescueConfig",
+    "RescuePolicy",
     "ToolFilter",
+    "Trip",
+    "TripKind",
+    "TripLog",
+    "TripTrigger",
     "TurnsConfig",
     "Verdict",
     "build_policies",

@@ -25,6 +25,7 @@ from guard.config import Config
 from guard.fingerprint import FingerprintCache
 from guard.policy import Policy
 from guard.remind import RemindPolicy
+from guard.rescue import RescuePolicy
 
 __all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
 
@@ -34,7 +35,7 @@ ActionListener = Callable[[Action, Event], None]
 _log = structlog.get_logger("guard")
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin})
+GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, RescuePolicy.plugin})
 """Every plugin name a policy of this package writes, enabled or not: replay
 withholds their recorded messages and regenerates them."""
 
@@ -44,6 +45,8 @@ def build_policies(config: Config) -> list[Policy]:
     policies: list[Policy] = []
     if config.remind.enabled:
         policies.append(RemindPolicy(config.remind))
+    if config.rescue.enabled:
+        policies.append(RescuePolicy(config.rescue))
     return policies
 
 
