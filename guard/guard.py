@@ -140,9 +140,9 @@ class Guard:
         agent = message.agent
         if agent is None:
             return
-        states = self._agents.get(agent)
-        if states is None:
-            return
+        # Creates the state: a policy may remember the message (rescue keeps
+        # the task), and the first prompt arrives before any call.
+        states = self._states(agent)
         for policy, state in zip(self.policies, states, strict=True):
             policy.on_user_message(state, message)
 
