@@ -80,14 +80,16 @@ class AskCommand:
     async def _run(self, question: str) -> tuple[str | None, str, bool]:
         env = {**os.environ, ASK_MODEL_ENV: self.model}
         try:
-            process = await anyio.open_process(
-                [self.command, question],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-            )
+            # Shielded: a cancellation landing mid-spawn would leak the child.
+            with anyio.CancelScope(shield=True):
+                process = await anyio.open_process(
+                    [self.command, question],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    start_new_session=True,
+                )
         except OSError as exc:
             return None, _start_failure(self.command, exc), False
         stdout = bytearray()

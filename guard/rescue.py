@@ -108,15 +108,19 @@ class _Pending:
 
 
 class _Hit:
-    """A tracked call that crossed a threshold, and which one."""
+    """A tracked call that crossed a threshold, and what the agent's state
+    looked like then (an ask may outlive the epoch it was made in)."""
 
-    __slots__ = ("call", "count", "fp", "trigger")
+    __slots__ = ("call", "count", "epoch", "fp", "redundant", "seen", "trigger")
 
-    def __init__(self, call: ToolCall, fp: Fingerprint, count: int, trigger: TripTrigger) -> None:
+    def __init__(self, state: _AgentState, call: ToolCall, fp: Fingerprint, count: int, trigger: TripTrigger) -> None:
         self.call = call
         self.fp = fp
         self.count = count
         self.trigger = trigger
+        self.seen = len(state.window)
+        self.redundant = state.redundant
+        self.epoch = state.epoch
 
 
 class _AgentState:
@@ -199,7 +203,7 @@ class RescuePolicy(Policy):
         self._rescue_at = config.rescue_at
         self._stall_at = config.stall_at
         self._cooldown = config.cooldown_ms / 1000
-        self._ask = ask or AskCommand(config.ask_command, model=config.ask_model, timeout_ms=config.ask_timeout_ms)
+        self.ask = ask or AskCommand(config.ask_command, model=config.ask_model, timeout_ms=config.ask_timeout_ms)
         self._redact = Redactor(config.redact_patterns)
         self._trips = TripLog(config.log_file)
 
@@ -221,11 +225,11 @@ class RescuePolicy(Policy):
         fp = fingerprints.get(call.tool, call.args, self._ignore)
         count, redundant = state.observe(call.tool, fp, self._window)
         if count >= self._rescue_at:
-            return await self._escalate(state, _Hit(call, fp, count, "repeat"))
+            return await self._escalate(state, _Hit(state, call, fp, count, "repeat"))
         if redundant and self._stall_at and state.redundant % self._stall_at == 0:
-            return await self._escalate(state, _Hit(call, fp, count, "stall"))
+            return await self._escalate(state, _Hit(state, call, fp, count, "stall"))
         if count >= self._nudge_at:
-            return self._trip(state, _Hit(call, fp, count, "repeat"), "deny")
+            return self._trip(state, _Hit(state, call, fp, count, "repeat"), "deny")
         return None
 
     def on_result(self, state: _AgentState, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
@@ -263,18 +267,17 @@ class RescuePolicy(Policy):
         question = self._redact(self._question(state, hit))
         state.used += 1
         state.last_ask = hit.call.ts
-        epoch = state.epoch
         pending = state.pending[digest] = _Pending()
         outcome: AskOutcome | None = None
         try:
-            outcome = await self._ask.ask(question)
+            outcome = await self.ask.ask(question)
         finally:
             del state.pending[digest]
             if outcome is None or outcome.advice is None:
                 state.used -= 1  # a failed ask costs nothing
             else:
                 pending.advice = outcome.advice
-                if state.epoch == epoch:
+                if state.epoch == hit.epoch:
                     state.advice[digest] = outcome.advice
             pending.done.set()
         if outcome.advice is None:
@@ -283,9 +286,9 @@ class RescuePolicy(Policy):
 
     def _question(self, state: _AgentState, hit: _Hit) -> str:
         if hit.trigger == "repeat":
-            why = f"made {hit.count} times in its last {len(state.window)} tool calls"
+            why = f"made {hit.count} times in its last {hit.seen} tool calls"
         else:
-            why = f"the latest of {state.redundant} redundant calls since anything last changed"
+            why = f"the latest of {hit.redundant} redundant calls since anything last changed"
         recent = "\n".join(
             f"{n}. {tool} {_cap(seen.canonical.decode('utf-8', 'replace'), _QUESTION_RECENT)}"
             for n, (tool, seen) in enumerate(state.window, 1)
@@ -314,11 +317,11 @@ class RescuePolicy(Policy):
         call = hit.call
         arguments = hit.fp.preview(_ARGUMENTS_PREVIEW)
         if hit.trigger == "repeat":
-            head = _REPEAT_HEAD.format(count=hit.count, seen=len(state.window), tool=call.tool, arguments=arguments)
+            head = _REPEAT_HEAD.format(count=hit.count, seen=hit.seen, tool=call.tool, arguments=arguments)
             shown, threshold = hit.count, self._rescue_at if hit.count >= self._rescue_at else self._nudge_at
         else:
-            head = _STALL_HEAD.format(redundant=state.redundant, tool=call.tool, arguments=arguments)
-            shown, threshold = state.redundant, self._stall_at
+            head = _STALL_HEAD.format(redundant=hit.redundant, tool=call.tool, arguments=arguments)
+            shown, threshold = hit.redundant, self._stall_at
         agent = call.agent.id if call.agent is not None else None
         self._trips.record(
             Trip(
@@ -329,9 +332,9 @@ class RescuePolicy(Policy):
                 call_id=call.call_id,
                 signature=hit.fp.digest.hex(),
                 count=hit.count,
-                epoch=state.epoch,
+                epoch=hit.epoch,
                 trigger=hit.trigger,
-                redundant=state.redundant,
+                redundant=hit.redundant,
                 rescues_used=state.used,
                 cached=cached,
                 ask_ms=ask_ms,
