@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from guard import ReplayOutcome, load_config, replay_log
+from guard.cli import main
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "rescue"
 
@@ -101,3 +102,17 @@ async def test_polling_blocks_only_the_repeated_signature(anyio_backend: str) ->
     assert by_command["sleep 10 && docker ps"] == [None, None]
     assert by_command["curl -fsS http://localhost:8080/health"] == [None] * 8
     assert [(v.call_number, v.count) for v in outcome.verdicts] == [(4, 3)]
+
+
+def test_replay_json_prints_the_trips_as_verdicts(capsys: pytest.CaptureFixture[str]) -> None:
+    log = SCENARIOS / "polling.jsonl"
+
+    code = main(["replay", str(log), "--config", str(log.with_suffix(".toml")), "--json"])
+
+    assert code == 0
+    printed = [msgspec.json.decode(line) for line in capsys.readouterr().out.splitlines()]
+    expected = [msgspec.json.decode(line) for line in log.with_suffix(".expected.jsonl").read_bytes().splitlines()]
+    assert printed == expected
+    assert [(v["call_number"], v["policy"], v["action"], v["tool"], v["count"]) for v in printed] == [
+        (4, "rescue", "deny", "bash", 3)
+    ]
