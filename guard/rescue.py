@@ -141,7 +141,9 @@ class _AgentState:
     )
 
     def __init__(self) -> None:
-        self.window: deque[tuple[str, Fingerprint]] = deque()
+        # (tool, digest, arguments preview): bounded, so memory does not grow
+        # with argument size.
+        self.window: deque[tuple[str, bytes, str]] = deque()
         self.counts: dict[bytes, int] = {}
         self.seen: set[bytes] = set()
         self.redundant = 0
@@ -168,15 +170,15 @@ class _AgentState:
         window = self.window
         counts = self.counts
         if len(window) == size:
-            old = window.popleft()[1].digest
+            old = window.popleft()[1]
             left = counts[old] - 1
             if left:
                 counts[old] = left
             else:
                 del counts[old]
                 self.outputs.pop(old, None)
-        window.append((tool, fp))
         digest = fp.digest
+        window.append((tool, digest, fp.preview(_QUESTION_RECENT)))
         count = counts.get(digest, 0) + 1
         counts[digest] = count
         if digest in self.seen:
@@ -289,10 +291,7 @@ class RescuePolicy(Policy):
             why = f"made {hit.count} times in its last {hit.seen} tool calls"
         else:
             why = f"the latest of {hit.redundant} redundant calls since anything last changed"
-        recent = "\n".join(
-            f"{n}. {tool} {_cap(seen.canonical.decode('utf-8', 'replace'), _QUESTION_RECENT)}"
-            for n, (tool, seen) in enumerate(state.window, 1)
-        )
+        recent = "\n".join(f"{n}. {tool} {preview}" for n, (tool, _, preview) in enumerate(state.window, 1))
         output = state.outputs.get(hit.fp.digest) or "(none: every earlier attempt was denied or printed nothing)"
         return _QUESTION.format(
             task=_cap(state.task, _QUESTION_TASK) or "(no user message recorded)",
