@@ -67,9 +67,13 @@ class AskCommand:
         self.max_output = max_output
 
     async def ask(self, question: str) -> AskOutcome:
-        """Ask the question; never raises for anything the command does."""
+        """Ask the question; never raises for anything the command does.
+
+        An argv element cannot carry a NUL byte, so any in the question (a
+        tool's binary output, say) are replaced with U+FFFD.
+        """
         started = time.monotonic()
-        advice, reason, truncated = await self._run(question)
+        advice, reason, truncated = await self._run(question.replace("\x00", "\ufffd"))
         return AskOutcome(
             advice=advice,
             reason=reason,

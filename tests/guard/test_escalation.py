@@ -178,3 +178,12 @@ async def test_outcome_reports_wall_time(ask_script: AskScript, anyio_backend: s
     outcome = await AskCommand(str(ask_script("echo ok")), model="m", timeout_ms=10_000).ask("q")
     assert outcome.ok
     assert outcome.elapsed_ms > 0
+
+
+async def test_nul_bytes_in_the_question_do_not_stop_the_ask(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    seen = tmp_path / "seen"
+    command = ask_script(f"printf '%s' \"$1\" > {seen}\necho advice")
+    assert (await _ask(command, "binary\x00output"))[0] == "advice"
+    assert seen.read_text() == "binary\ufffdoutput"
