@@ -17,20 +17,27 @@ from guard.config import (
     load_config,
     parse_config,
 )
+from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
 from guard.patterns import ToolFilter, compile_pattern
 from guard.policy import Policy
+from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
+from guard.rescue import RESCUE_PLUGIN, RescuePolicy
+from guard.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.turn_ring import TurnRing, detect_loop
 from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
 from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
+    "ASK_MODEL_ENV",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "GUARD_PLUGINS",
+    "REDACTED",
+    "RESCUE_PLUGIN",
     "TURNS_ADVISORY",
     "TURNS_DENIAL",
     "TURNS_HALT_REASON",
@@ -38,6 +45,8 @@ __all__ = [
     "Action",
     "ActionKind",
     "ActionListener",
+    "AskCommand",
+    "AskOutcome",
     "Config",
     "ConfigError",
     "ContextDifference",
@@ -45,11 +54,17 @@ __all__ = [
     "FingerprintCache",
     "Guard",
     "Policy",
+    "Redactor",
     "RemindConfig",
     "RemindPolicy",
     "ReplayOutcome",
     "RescueConfig",
+    "RescuePolicy",
     "ToolFilter",
+    "Trip",
+    "TripKind",
+    "TripLog",
+    "TripTrigger",
     "TurnRing",
     "TurnsConfig",
     "TurnsPolicy",

@@ -149,7 +149,13 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation."""
+    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation.
+
+    Keys are the seed's names in snake_case; ``escalation_tools`` and
+    ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
+    ``ask_command`` or ``log_file`` in a config file is resolved against the
+    file's directory by ``load_config``.
+    """
 
     window: int = 12
     nudge_at: int = 3
@@ -170,16 +176,18 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         "create_file",
         "notebook_edit",
     )
+    escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
     ask_command: str = "~/.local/bin/ask-claude"
     ask_model: str = "opus"
     ask_timeout_ms: int = 90_000
+    redact_patterns: tuple[str, ...] = ()
     log_file: str = ""
 
     def __post_init__(self) -> None:
         _check_bool("rescue.enabled", self.enabled)
-        _check_int("rescue.window", self.window, 1)
         _check_int("rescue.nudge_at", self.nudge_at, 2)
-        _check_int("rescue.rescue_at", self.rescue_at, 2)
+        _check_int("rescue.rescue_at", self.rescue_at, 3)
+        _check_int("rescue.window", self.window, 3)
         _check_int("rescue.stall_at", self.stall_at, 0)
         _check_int("rescue.max_rescues", self.max_rescues, 0)
         _check_int("rescue.cooldown_ms", self.cooldown_ms, 0)
@@ -188,16 +196,38 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             raise ConfigError("rescue.rescue_at", self.rescue_at, f"must exceed rescue.nudge_at ({self.nudge_at})")
         if self.window < self.rescue_at:
             raise ConfigError("rescue.window", self.window, f"must be at least rescue.rescue_at ({self.rescue_at})")
+        if self.stall_at and self.stall_at < self.rescue_at:
+            rule = f"must be 0 (disabled) or at least rescue.rescue_at ({self.rescue_at})"
+            raise ConfigError("rescue.stall_at", self.stall_at, rule)
         _check_patterns("rescue.include", self.include)
         _check_patterns("rescue.exclude", self.exclude)
         _check_regexes("rescue.exclude_commands", self.exclude_commands)
         _check_names("rescue.ignored_args", self.ignored_args)
         _check_patterns("rescue.mutating_tools", self.mutating_tools)
-        for key in ("ask_command", "ask_model", "log_file"):
-            if not isinstance(getattr(self, key), str):
-                raise ConfigError(f"rescue.{key}", getattr(self, key), "must be a string")
-        for key in ("include", "exclude", "exclude_commands", "ignored_args", "mutating_tools"):
+        _check_patterns("rescue.escalation_tools", self.escalation_tools)
+        _check_regexes("rescue.redact_patterns", self.redact_patterns)
+        for key in ("ask_command", "ask_model"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"rescue.{key}", value, "must be a non-empty string")
+        if not isinstance(self.log_file, str):
+            raise ConfigError("rescue.log_file", self.log_file, "must be a string ('' disables the trip log)")
+        for key in ("include", "exclude", "exclude_commands", "ignored_args", "mutating_tools", "escalation_tools"):
             force_setattr(self, key, tuple(getattr(self, key)))
+        force_setattr(self, "redact_patterns", tuple(self.redact_patterns))
+
+    def relative_to(self, base: Path) -> RescueConfig:
+        """This section with a relative ``ask_command`` path (one with a
+        slash; a bare name is looked up on ``PATH``) and a relative
+        ``log_file`` resolved against ``base``."""
+        changes: dict[str, str] = {}
+        command = self.ask_command
+        if "/" in command and not command.startswith("~") and not Path(command).is_absolute():
+            changes["ask_command"] = str(base / command)
+        log_file = self.log_file
+        if log_file and not log_file.startswith("~") and not Path(log_file).is_absolute():
+            changes["log_file"] = str(base / log_file)
+        return msgspec.structs.replace(self, **changes) if changes else self
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -322,4 +352,6 @@ def load_config(path: str | os.PathLike[str]) -> Config:
             raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
     else:
         raise ConfigError("config file", str(file), "must end in .toml, .yaml or .yml")
-    return parse_config(data, origin=str(file))
+    config = parse_config(data, origin=str(file))
+    rescue = config.rescue.relative_to(file.resolve().parent)
+    return config if rescue is config.rescue else msgspec.structs.replace(config, rescue=rescue)

@@ -25,6 +25,7 @@ from guard.config import Config, apply_environment
 from guard.fingerprint import FingerprintCache
 from guard.policy import Policy
 from guard.remind import RemindPolicy
+from guard.rescue import RescuePolicy
 from guard.turns import TurnsPolicy
 
 __all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
@@ -35,7 +36,7 @@ ActionListener = Callable[[Action, Event], None]
 _log = structlog.get_logger("guard")
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin})
+GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin})
 """Every plugin name a policy of this package writes, enabled or not: replay
 withholds their recorded messages and regenerates them."""
 
@@ -48,6 +49,8 @@ def build_policies(config: Config) -> list[Policy]:
         policies.append(RemindPolicy(config.remind))
     if config.turns.enabled and config.turns.threshold > 0:
         policies.append(TurnsPolicy(config.turns))
+    if config.rescue.enabled:
+        policies.append(RescuePolicy(config.rescue))
     return policies
 
 
@@ -143,9 +146,9 @@ class Guard:
         agent = message.agent
         if agent is None:
             return
-        states = self._agents.get(agent)
-        if states is None:
-            return
+        # Creates the state: a policy may remember the message (rescue keeps
+        # the task), and the first prompt arrives before any call.
+        states = self._states(agent)
         for policy, state in zip(self.policies, states, strict=True):
             policy.on_user_message(state, message)
 

@@ -293,6 +293,275 @@ async def _turns_issue_report(s: Script) -> None:
     sed = {"command": "sed -n '1,80p' packages/agent/src/settings-schema.ts"}
     for _ in range(9):
         await s.call("main", "bash", sed, "import { z } from 'zod';\nexport const Settings = z.object({ ... });")
+# ---------------------------------------------------------------- rescue (seed 003)
+
+_RESCUE_ADVICE = """\
+[remind]
+enabled = false
+
+[rescue]
+ask_command = "./ask-advice.sh"
+"""
+
+_RESCUE_UNAVAILABLE = """\
+[remind]
+enabled = false
+
+[rescue]
+ask_command = "./no-such-ask-command"
+"""
+
+_TASK = (
+    "`serve --config path/to/app.toml` ignores the flag and always loads ./app.toml. Fix it; keep cargo clippy clean."
+)
+_GREP_X = {"pattern": "fn resolve_config_path", "path": "src"}
+_GREP_X_OUT = "src/config.rs:88:pub fn resolve_config_path(explicit: Option<PathBuf>) -> PathBuf {"
+_READ_Y = {"path": "src/config.rs", "offset": 80, "limit": 30}
+_READ_Y_OUT = (
+    "80  /// Where the config file lives: the explicit path if given, else ./app.toml.\n"
+    "88  pub fn resolve_config_path(explicit: Option<PathBuf>) -> PathBuf {\n"
+    '89      explicit.unwrap_or_else(|| PathBuf::from("app.toml"))\n'
+    "90  }"
+)
+
+
+def _bash(command: str, description: str = "") -> dict[str, str]:
+    return {"command": command, "description": description} if description else {"command": command}
+
+
+def _edit(path: str, old: str, new: str) -> dict[str, str]:
+    return {"path": path, "old_string": old, "new_string": new}
+
+
+async def _incident_start(s: Script) -> None:
+    """Calls 1-59: productive work. Edits come every few calls, each one a
+    new epoch, and nothing repeats three times within one."""
+    await s.start("main")
+    await s.user("main", _TASK)
+    a = "main"
+    await s.call(a, "bash", _bash("ls", "List the repository"), "Cargo.toml\nsrc\ntests\nREADME.md", seconds=3)
+    await s.call(a, "read", {"path": "Cargo.toml"}, '[package]\nname = "appd"\n[dependencies]\nclap = "4"', seconds=2)
+    await s.call(a, "glob", {"pattern": "src/**/*.rs"}, "src/main.rs\nsrc/config.rs\nsrc/cli.rs\nsrc/server.rs")
+    await s.call(a, "read", {"path": "src/main.rs"}, "fn main() {\n    let args = Cli::parse();\n    ...", seconds=3)
+    await s.call(a, "read", {"path": "src/cli.rs"}, "#[derive(Parser)]\npub struct Cli { ... }", seconds=3)
+    await s.call(a, "grep", {"pattern": "config", "path": "src/cli.rs"}, "12:    /// --config <PATH>\n13:    config")
+    await s.call(
+        a, "bash", _bash("cargo build", "Build the project"), "Finished dev [unoptimized] target(s)", seconds=9
+    )
+    await s.call(a, "bash", _bash("cargo run -- serve --config /tmp/x.toml", "Reproduce"), "loaded ./app.toml")
+    await s.call(a, "todo_write", {"todos": [{"content": "trace --config", "status": "in_progress"}]})
+    await s.call(a, "grep", {"pattern": "Serve", "path": "src"}, "src/cli.rs:20: Serve {\nsrc/main.rs:9: Serve")
+    await s.call(a, "read", {"path": "src/server.rs"}, "pub fn run(cfg: Config) { ... }", seconds=3)
+    await s.call(a, "grep", {"pattern": "fn load", "path": "src"}, "src/config.rs:40:pub fn load(path: &Path)")
+    await s.call(a, "read", {"path": "src/config.rs"}, "pub struct Config { ... }\npub fn load(path: &Path) ...")
+    # calls 14-29: a first fix to the CLI struct, built and tested twice
+    await s.call(a, "edit", _edit("src/cli.rs", "config: Option<String>", "config: Option<PathBuf>"), "applied")
+    await s.call(a, "bash", _bash("cargo build"), "error[E0308]: mismatched types\n --> src/main.rs:14", seconds=8)
+    await s.call(a, "read", {"path": "src/main.rs", "offset": 10, "limit": 10}, "14:  let p = args.config;")
+    await s.call(a, "edit", _edit("src/main.rs", "let p = args.config;", "let p = args.config.clone();"), "applied")
+    await s.call(a, "bash", _bash("cargo build"), "Finished dev [unoptimized] target(s)", seconds=8)
+    await s.call(a, "bash", _bash("cargo clippy"), "warning: redundant clone\n --> src/main.rs:14", seconds=10)
+    await s.call(a, "edit", _edit("src/main.rs", "args.config.clone()", "args.config"), "applied")
+    await s.call(a, "bash", _bash("cargo clippy"), "Finished dev [unoptimized] target(s)", seconds=10)
+    await s.call(a, "bash", _bash("cargo test"), "test result: ok. 14 passed; 0 failed", seconds=12)
+    await s.call(a, "bash", _bash("cargo run -- serve --config /tmp/x.toml", "Reproduce"), "loaded ./app.toml")
+    await s.call(a, "grep", {"pattern": "app.toml", "path": "src"}, 'src/config.rs:89: PathBuf::from("app.toml")')
+    await s.call(a, "grep", {"pattern": "load\\(", "path": "src"}, "src/main.rs:22: config::load(&path)")
+    await s.call(a, "read", {"path": "src/main.rs", "offset": 15, "limit": 15}, "22: let cfg = config::load(&path)")
+    await s.call(a, "grep", {"pattern": "let path", "path": "src/main.rs"}, "21: let path = default_path();")
+    await s.call(a, "grep", {"pattern": "fn default_path", "path": "src"}, "src/config.rs:70:pub fn default_path()")
+    await s.call(a, "read", {"path": "src/config.rs", "offset": 60, "limit": 20}, "70: pub fn default_path() -> ...")
+    # calls 30-45: a helper, its test, and a wrong turn fixed
+    await s.call(a, "edit", _edit("src/config.rs", "pub fn default_path()", "pub(crate) fn default_path()"), "applied")
+    await s.call(a, "bash", _bash("cargo build"), "Finished dev [unoptimized] target(s)", seconds=8)
+    await s.call(a, "read", {"path": "tests/cli.rs"}, "#[test] fn serve_uses_default() { ... }", seconds=3)
+    await s.call(
+        a,
+        "edit",
+        _edit("tests/cli.rs", "fn serve_uses_default()", "fn serve_uses_default() {}\n#[test] fn x()"),
+        "applied",
+    )
+    await s.call(a, "bash", _bash("cargo test"), "error: expected `{`", is_error=True, seconds=6)
+    await s.call(a, "read", {"path": "tests/cli.rs", "offset": 1, "limit": 20}, "3: fn serve_uses_default() {}")
+    await s.call(a, "edit", _edit("tests/cli.rs", "#[test] fn x()", "#[test] fn serve_honors_config()"), "applied")
+    await s.call(a, "bash", _bash("cargo test"), "test serve_honors_config ... FAILED", is_error=True, seconds=12)
+    await s.call(a, "bash", _bash("cargo test serve_honors_config -- --nocapture"), "loaded ./app.toml", seconds=7)
+    await s.call(a, "grep", {"pattern": "default_path\\(", "path": "src"}, "src/main.rs:21: default_path()")
+    await s.call(a, "read", {"path": "src/server.rs", "offset": 1, "limit": 40}, "pub fn run(cfg: Config)")
+    await s.call(a, "bash", _bash("git diff --stat"), " src/cli.rs | 2 +-\n src/config.rs | 2 +-\n tests/cli.rs | 4 ++")
+    await s.call(a, "bash", _bash("git log --oneline -5"), "a1b2c3 serve: add --config flag")
+    await s.call(a, "bash", _bash("git show a1b2c3 --stat"), " src/cli.rs | 4 ++++")
+    await s.call(a, "read", {"path": "README.md"}, "appd serve [--config PATH]")
+    # calls 46-59: the last productive stretch; the epoch that the loop will live in starts at call 55
+    await s.call(a, "edit", _edit("README.md", "[--config PATH]", "[--config PATH]  (default ./app.toml)"), "applied")
+    await s.call(a, "grep", {"pattern": "fn main", "path": "src/main.rs"}, "5:fn main() {")
+    await s.call(a, "read", {"path": "src/main.rs", "offset": 1, "limit": 40}, "21: let path = default_path();")
+    await s.call(a, "grep", _GREP_X, _GREP_X_OUT)
+    await s.call(a, "read", {"path": "src/config.rs", "offset": 1, "limit": 60}, "40: pub fn load(path: &Path)")
+    await s.call(a, "bash", _bash("cargo doc --no-deps"), "Documenting appd", seconds=15)
+    await s.call(a, "glob", {"pattern": "tests/**/*.rs"}, "tests/cli.rs")
+    await s.call(a, "bash", _bash("cargo tree -d"), "nothing to print", seconds=4)
+    await s.call(a, "read", {"path": "Cargo.lock", "limit": 10}, "version = 3")
+    await s.call(a, "todo_write", {"todos": [{"content": "wire --config into serve", "status": "in_progress"}]})
+    await s.call(
+        a, "edit", _edit("src/cli.rs", "/// --config <PATH>", "/// --config <PATH>: the config file"), "applied"
+    )
+    await s.call(a, "bash", _bash("cargo build"), "Finished dev [unoptimized] target(s)", seconds=8)
+    await s.call(a, "bash", _bash("cargo clippy"), "Finished dev [unoptimized] target(s)", seconds=10)
+    await s.call(a, "bash", _bash("cargo test"), "test serve_honors_config ... FAILED", is_error=True, seconds=12)
+    await s.call(a, "read", _READ_Y, _READ_Y_OUT)
+
+
+async def _incident_tail(s: Script) -> None:
+    """Calls 171-192: out of the loop. Two edits, nine cargo invocations
+    (cargo clippy four times around the pair of edits); no call repeats
+    three times within one epoch."""
+    a = "main"
+    await s.call(a, "bash", _bash("cargo clippy"), "Finished dev [unoptimized] target(s)", seconds=10)
+    await s.call(
+        a,
+        "edit",
+        _edit("src/main.rs", "let path = default_path();", "let path = resolve_config_path(args.config);"),
+        "applied",
+    )
+    await s.call(
+        a,
+        "bash",
+        _bash("cargo build"),
+        "error[E0425]: cannot find function `resolve_config_path`",
+        is_error=True,
+        seconds=8,
+    )
+    await s.call(
+        a,
+        "bash",
+        _bash("cargo clippy"),
+        "error[E0425]: cannot find function `resolve_config_path`",
+        is_error=True,
+        seconds=9,
+    )
+    await s.call(a, "read", {"path": "src/main.rs", "offset": 1, "limit": 10}, "3: use crate::config::load;")
+    await s.call(
+        a,
+        "edit",
+        _edit("src/main.rs", "use crate::config::load;", "use crate::config::{load, resolve_config_path};"),
+        "applied",
+    )
+    await s.call(a, "bash", _bash("cargo build"), "Finished dev [unoptimized] target(s)", seconds=8)
+    await s.call(a, "bash", _bash("cargo clippy"), "Finished dev [unoptimized] target(s)", seconds=10)
+    await s.call(a, "bash", _bash("cargo test"), "test result: ok. 15 passed; 0 failed", seconds=12)
+    await s.call(a, "bash", _bash("cargo run -- serve --config /tmp/x.toml", "Verify"), "loaded /tmp/x.toml", seconds=4)
+    await s.call(a, "bash", _bash("cargo clippy -- -D warnings"), "Finished dev [unoptimized] target(s)", seconds=10)
+    await s.call(a, "bash", _bash("rustfmt --check src/main.rs src/cli.rs"), "", seconds=2)
+    await s.call(a, "bash", _bash("cargo test serve_honors_config"), "test serve_honors_config ... ok", seconds=7)
+    await s.call(a, "bash", _bash("git diff --stat"), " src/main.rs | 4 ++--\n src/cli.rs | 2 +-\n README.md | 2 +-")
+    await s.call(a, "read", {"path": "README.md", "limit": 20}, "appd serve [--config PATH]  (default ./app.toml)")
+    await s.call(
+        a, "grep", {"pattern": "default_path\\(", "path": "src"}, "src/config.rs:70: pub(crate) fn default_path()"
+    )
+    await s.call(a, "grep", {"pattern": "TODO", "path": "src"}, "")
+    await s.call(a, "todo_write", {"todos": [{"content": "wire --config into serve", "status": "completed"}]})
+    await s.call(a, "bash", _bash("git status --short"), " M README.md\n M src/cli.rs\n M src/main.rs")
+    await s.call(a, "bash", _bash("git add -A"), "")
+    await s.call(a, "bash", _bash("git commit -m 'serve: honor --config'"), "[main d4e5f6] serve: honor --config")
+    await s.call(a, "bash", _bash("git log --oneline -1"), "d4e5f6 serve: honor --config")
+
+
+@scenario("rescue/incident_192", _RESCUE_ADVICE)
+async def _incident_192(s: Script) -> None:
+    """Seed 003's incident, rebuilt: 192 calls. Calls 1-59 are productive;
+    from call 60 to 170 the agent cycles `grep X ×5, read Y` (93 greps, 18
+    reads) re-learning a one-line answer it already has (call 48 grepped X,
+    call 59 read Y); calls 171-192 are a productive tail with two successful
+    edits and nine cargo invocations (cargo clippy four times around them).
+
+    Recorded with the live guard and a real ask command
+    (scenarios/rescue/ask-advice.sh), so every denied call's result in the
+    log is the denial text the model read. It proves: the first denial is
+    the cycle's third call (call 62); the fifth occurrence (call 64)
+    escalates, bought once, and the advice rides that denial and every later
+    attempt at the same grep for free; the read that breaks the chain every
+    sixth call (which defeats `remind`'s single-slot chain) is never denied,
+    since it occurs only twice in any window of 12; and the tail draws 0
+    denials."""
+    await _incident_start(s)
+    for n in range(111):
+        if n % 6 == 5:
+            await s.call("main", "read", _READ_Y, _READ_Y_OUT, seconds=4)
+        else:
+            await s.call("main", "grep", _GREP_X, _GREP_X_OUT, seconds=4)
+    await _incident_tail(s)
+
+
+@scenario("rescue/numbered_descriptions", _RESCUE_UNAVAILABLE)
+async def _numbered_descriptions(s: Script) -> None:
+    """Seed 003's live-testing finding: told to run one command six times,
+    the model numbers each call's description "(run 1)" ... "(run 6)".
+    `description` is an ignored argument, so the six are one signature: the
+    third is denied, the fifth escalates (the ask command is unavailable
+    here, so it falls back to the local denial: escalation-failed), the
+    sixth is denied inside the cooldown that failed ask started."""
+    await s.start("main")
+    await s.user("main", "Run the flaky integration test six times and tell me how often it fails.")
+    for n in range(1, 7):
+        args = _bash("python -m pytest tests/test_sync.py -q", f"Run the flaky sync test (run {n})")
+        await s.call("main", "bash", args, "1 passed in 4.1s", seconds=6)
+
+
+@scenario(
+    "rescue/polling",
+    """\
+[remind]
+enabled = false
+
+[rescue]
+ask_command = "./no-such-ask-command"
+exclude_commands = ['^curl -fsS http://localhost:8080/health$']
+""",
+)
+async def _polling(s: Script) -> None:
+    """Deliberate polling, seed 003: `docker ps` is denied at its third
+    occurrence, and the denial blocks only that signature, so
+    `sleep 10 && docker ps` still runs (twice, under the threshold). The
+    health check matches `exclude_commands`: eight identical calls, never
+    denied, never counted."""
+    await s.start("main")
+    await s.user("main", "Start the stack and wait until the api answers its health check.")
+    await s.call("main", "bash", _bash("docker compose up -d"), "Container api  Started", seconds=5)
+    for _ in range(3):
+        await s.call("main", "bash", _bash("docker ps"), "api   Up 2 seconds (health: starting)", seconds=2)
+    for _ in range(2):
+        await s.call(
+            "main", "bash", _bash("sleep 10 && docker ps"), "api   Up 14 seconds (health: starting)", seconds=11
+        )
+    for n in range(8):
+        health = "ok" if n == 7 else "curl: (7) Failed to connect to localhost port 8080"
+        await s.call("main", "bash", _bash("curl -fsS http://localhost:8080/health"), health, is_error=n < 7, seconds=3)
+
+
+@scenario(
+    "rescue/ask_unavailable",
+    """\
+[remind]
+enabled = false
+
+[rescue]
+ask_command = "./no-such-ask-command"
+max_rescues = 1
+""",
+)
+async def _ask_unavailable(s: Script) -> None:
+    """The ask command is missing: every escalation falls back to the free
+    local denial (escalation-failed) and refunds the budget, so with
+    `max_rescues = 1` the agent can still be escalated again once the 45 s
+    cooldown has passed (event time: the 7th grep comes 50 s after the 5th).
+    Calls inside the cooldown get the plain local denial."""
+    await s.start("main")
+    await s.user("main", "Why does the nightly job fail?")
+    grep = {"pattern": "ERROR", "path": "/var/log/nightly.log"}
+    for _ in range(6):
+        await s.call("main", "grep", grep, "no matches", seconds=2)
+    await s.call("main", "grep", grep, "no matches", seconds=48)
 
 
 async def _build(name: str, write_expected: bool) -> None:
