@@ -8,8 +8,7 @@ mini-swe-agent (see ``docs/importers/``).
 """
 
 from guard.importers._session import ImportedSession, ImportReport, TranscriptError, UnknownFormatError
-from guard.importers.claude_code import belongs_to_session
-from guard.importers.detect import FORMATS, detect_format, open_sessions
+from guard.importers.detect import FORMATS, belongs_to_session, detect_format, open_sessions
 from guard.importers.writer import WriteSummary, write_log
 
 __all__ = [

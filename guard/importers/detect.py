@@ -10,7 +10,7 @@ from guard.importers import claude_code, codex, gemini_cli, mini_swe_agent, open
 from guard.importers._session import ImportedSession, TranscriptError, UnknownFormatError
 from guard.importers._source import Format, sample
 
-__all__ = ["FORMATS", "detect_format", "open_sessions"]
+__all__ = ["FORMATS", "belongs_to_session", "detect_format", "open_sessions"]
 
 FORMATS: dict[str, Format] = {
     f.name: f
@@ -64,3 +64,10 @@ def open_sessions(path: str | os.PathLike[str], format: str | None = None) -> It
         if why is not None:
             raise TranscriptError(f"{str(file)!r} is not {fmt.name}: {why}")
     return fmt.sessions(seen)  # type: ignore[arg-type]
+
+
+def belongs_to_session(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a subagent's transcript whose session file is
+    present, so a directory walk leaves it to that session's import."""
+    file = Path(path)
+    return claude_code.belongs_to_session(file) or gemini_cli.belongs_to_session(file)

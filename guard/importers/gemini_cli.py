@@ -20,7 +20,7 @@ from bus import AnyEvent
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
 
-__all__ = ["FORMAT"]
+__all__ = ["FORMAT", "belongs_to_session"]
 
 NAME = "gemini-cli"
 MAIN = "main"
@@ -56,6 +56,15 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         return merge_by_time(streams)
 
     yield ImportedSession(format=NAME, session=session, path=path, label=str(path), produce=produce)
+
+
+def belongs_to_session(path: Path) -> bool:
+    """Whether ``path`` is a subagent recording (``chats/<parent id>/<id>.jsonl``)
+    whose parent session file ``chats/session-*-<parent id[:8]>.json[l]`` is present."""
+    parent = path.parent.name
+    if path.suffix != ".jsonl" or len(parent) < 8:
+        return False
+    return any(path.parent.parent.glob(f"session-*-{parent[:8]}.json*"))
 
 
 def _records(path: Path, b: Builder) -> Iterator[dict[str, Any]]:
