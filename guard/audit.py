@@ -306,9 +306,10 @@ def _measure(
             if timeline is not None:
                 timeline.agents.append(agent)
                 timeline.parents[agent] = event.agent.parent_id if event.agent is not None else None
-        kind = type(event)
-        if kind is ToolCall or (kind is ToolResult and (agent, event.call_id) not in open_calls):
-            assert isinstance(event, ToolCall | ToolResult)
+        if not isinstance(event, ToolCall | ToolResult):
+            continue
+        slot = (agent, event.call_id)
+        if isinstance(event, ToolCall) or slot not in open_calls:
             call_number += 1
             fp = fingerprint(event.tool, event.args)
             key = (agent, fp.digest)
@@ -324,17 +325,14 @@ def _measure(
             wasted = bool(stats.first_actions)
             if wasted:
                 stats.wasted_calls += 1
-            open_calls[(agent, event.call_id)] = _Open(stats, wasted, len(order))
+            open_calls[slot] = _Open(stats, wasted, len(order))
             if timeline is not None:
                 order.append(stats)
                 timeline.calls.append([agents[agent], -1, 0, 0])
         for verdict in by_seq.get(event.seq, ()):
-            call = open_calls.get((agent, getattr(event, "call_id", "")))
-            if call is not None:
-                _intervene(call, verdict, timeline)
-        if kind is ToolResult:
-            assert isinstance(event, ToolResult)
-            call = open_calls.pop((agent, event.call_id))
+            _intervene(open_calls[slot], verdict, timeline)
+        if isinstance(event, ToolResult):
+            call = open_calls.pop(slot)
             size = len(event.content.encode("utf-8", "surrogatepass"))
             output_bytes += size
             errors += event.is_error
@@ -386,7 +384,7 @@ def _measure(
         loops=loops,
         first_actions=first_actions,
         actions=dict(Counter(f"{v.policy}:{v.action}" for v in verdicts)),
-        skipped=dict(session.report.skipped) | {k: v for k, v in reader.report.skipped_by_reason.items()},
+        skipped=dict(session.report.skipped) | dict(reader.report.skipped_by_reason),
     )
 
 

@@ -79,7 +79,9 @@ def render_table(report: AuditReport) -> str:
         numeric = {2, 3, 4, 5, 6, 7}
         lines.append("")
         for row in [header, *rows]:
-            cells = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+            cells = [
+                c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            ]
             lines.append("  ".join(cells).rstrip())
     loops = [(label, loop) for label, s in zip(labels, report.sessions, strict=True) for loop in s.loops]
     if loops:
@@ -213,7 +215,8 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
         counts = ", ".join(f"{n} {k.split(':', 1)[1]}" for k, n in t.actions.items() if k.startswith(f"{policy}:"))
         out.append(
             f"<div class='card policy'><div class=lbl>policy</div>"
-            f"{_shape(shapes[policy], 'halt')} <b>{_e(policy)}</b> would have acted in <b>{t.sessions_acted_on.get(policy, 0)}</b> "
+            f"{_shape(shapes[policy], 'halt')} <b>{_e(policy)}</b> would have acted in "
+            f"<b>{t.sessions_acted_on.get(policy, 0)}</b> "
             f"of {t.sessions} sessions<div class=stats>{_e(counts or 'no actions')}</div></div>"
         )
     out.append("</div>")
@@ -223,12 +226,14 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
         if t.not_transcripts:
             out.append(f"<li>{t.not_transcripts} files found in directories were not transcripts</li>")
         out.append("</ul></div>")
-    out.append("<div class=legend><span><i class=key style='background:var(--single);border-radius:3px'></i>"
-               "a call made once</span><span><i class=key style='background:#2f7de1;border-radius:3px'>"
-               "</i><i class=key style='background:#11a39a;border-radius:3px'></i>a repeated call, one color per "
-               "signature</span><span><i class=key "
-               "style='background:var(--single) repeating-linear-gradient(135deg,rgba(0,0,0,.38) 0 2px,transparent 2px 5px);"
-               "border-radius:3px'></i>the call failed</span>")
+    out.append(
+        "<div class=legend><span><i class=key style='background:var(--single);border-radius:3px'></i>"
+        "a call made once</span><span><i class=key style='background:#2f7de1;border-radius:3px'>"
+        "</i><i class=key style='background:#11a39a;border-radius:3px'></i>a repeated call, one color per "
+        "signature</span><span><i class=key "
+        "style='background:var(--single) repeating-linear-gradient(135deg,rgba(0,0,0,.38) 0 2px,transparent 2px 5px);"
+        "border-radius:3px'></i>the call failed</span>"
+    )
     for mark in ("remind", "deny", "escalate", "halt"):
         out.append(f"<span>{_shape('square', mark)}{mark}</span>")
     out += [f"<span>{_shape(shape, 'halt')}{_e(policy)}</span>" for policy, shape in shapes.items()]
@@ -292,7 +297,7 @@ def _timeline(timeline: Timeline, shapes: dict[str, str]) -> str:
     for index, policy, mark, text in timeline.marks:
         marks.setdefault(index, []).append((policy, mark, text))
     rows: dict[int, list[str]] = {i: [] for i in range(len(timeline.agents))}
-    for number, (agent, sig, error, size) in enumerate(timeline.calls[:TIMELINE_LIMIT]):
+    for number, (row, sig, error, size) in enumerate(timeline.calls[:TIMELINE_LIMIT]):
         _, tool, preview = timeline.signatures[sig] if sig >= 0 else ("", "", "")
         style = f" style='background-color:{_color(sig)}'" if sig >= 0 else ""
         tip = f"call {number + 1}" + (f" · {tool} {preview}" if sig >= 0 else "") + f" · {human_bytes(size)}"
@@ -302,7 +307,7 @@ def _timeline(timeline: Timeline, shapes: dict[str, str]) -> str:
             tip += f"\n{policy}: {mark} — {text[:200]}"
             inner.append(f"<i class='m{level} {shapes.get(policy, 'circle')} {mark}'></i>")
         css = "c err" if error else "c"
-        rows[agent].append(f"<div class='{css}'{style} title='{_e(tip)}'>{''.join(inner)}</div>")
+        rows[row].append(f"<div class='{css}'{style} title='{_e(tip)}'>{''.join(inner)}</div>")
     out = []
     for index, agent in enumerate(timeline.agents):
         if not rows[index]:
@@ -310,8 +315,10 @@ def _timeline(timeline: Timeline, shapes: dict[str, str]) -> str:
         parent = timeline.parents.get(agent)
         name = f"↳ {agent}" if parent else agent
         title = f"{agent} (subagent of {parent})" if parent else agent
-        out.append(f"<div class=agent><div class=who title='{_e(title)}'>{_e(name)}</div>"
-                   f"<div class=cells>{''.join(rows[index])}</div></div>")
+        out.append(
+            f"<div class=agent><div class=who title='{_e(title)}'>{_e(name)}</div>"
+            f"<div class=cells>{''.join(rows[index])}</div></div>"
+        )
     if len(timeline.calls) > TIMELINE_LIMIT:
         out.append(f"<div class=more>{len(timeline.calls) - TIMELINE_LIMIT} more calls not drawn</div>")
     return "".join(out) or "<div class=none>No tool calls.</div>"
@@ -321,11 +328,14 @@ def _loop(loop: Loop, timeline: Timeline, shapes: dict[str, str]) -> str:
     key = (loop.agent, loop.tool, loop.signature)
     index = next((i for i, signature in enumerate(timeline.signatures) if signature == key), -1)
     swatch = _color(index) if index >= 0 else "var(--single)"
-    chips = "".join(
-        f"<span class='chip {a.mark}'>{_shape(shapes.get(p, 'circle'), 'white', 'mini')}{_e(p)}: {_e(a.mark)} "
-        f"at call {a.call_number}</span>"
-        for p, a in loop.first_actions.items()
-    ) or "<span class=stats>no policy stepped in</span>"
+    chips = (
+        "".join(
+            f"<span class='chip {a.mark}'>{_shape(shapes.get(p, 'circle'), 'white', 'mini')}{_e(p)}: {_e(a.mark)} "
+            f"at call {a.call_number}</span>"
+            for p, a in loop.first_actions.items()
+        )
+        or "<span class=stats>no policy stepped in</span>"
+    )
     return (
         f"<div class=loop><div class=sw style='background:{swatch}'></div><div>"
         f"<b>{_e(loop.tool)}</b> ×{loop.occurrences} <span class=stats>· longest run {loop.longest_run} · "

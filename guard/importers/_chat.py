@@ -15,7 +15,7 @@ def function_calls(message: dict[str, Any]) -> list[tuple[str, str, Any]]:
     for index, call in enumerate(message.get("tool_calls") or ()):
         if not isinstance(call, dict):
             continue
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        function: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
         call_id = str(call.get("id") or f"call-{index}")
         calls.append((call_id, str(function.get("name") or call.get("name")), parse_args(function.get("arguments"))))
     return calls

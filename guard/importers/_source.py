@@ -48,7 +48,7 @@ class Format:
 
 def _open(path: Path) -> Any:
     try:
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        return open(path, "rb")
     except FileNotFoundError:
         raise TranscriptError(f"no such file: {str(path)!r}") from None
     except IsADirectoryError:

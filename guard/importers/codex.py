@@ -127,11 +127,11 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
                 MAIN, str(payload.get("call_id")), text, ts, is_error=failed or denied is not None, denied_by=denied
             )
         elif is_user:
-            text = _user_text(payload)
-            if text is not None and last_user != ("event_msg", text):
-                yield from b.user(MAIN, text, ts)
-            if text is not None:
-                last_user = ("response_item", text)
+            prompt = _user_text(payload)
+            if prompt is not None and last_user != ("event_msg", prompt):
+                yield from b.user(MAIN, prompt, ts)
+            if prompt is not None:
+                last_user = ("response_item", prompt)
 
 
 FORMAT = Format(NAME, _sniff, _sessions)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from guard.importers import claude_code, codex, gemini_cli, mini_swe_agent, openhands, swe_agent
 from guard.importers._session import ImportedSession, TranscriptError, UnknownFormatError
-from guard.importers._source import Format, sample
+from guard.importers._source import Format, Sample, sample
 
 __all__ = ["FORMATS", "belongs_to_session", "detect_format", "open_sessions"]
 
@@ -35,7 +35,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     return _detect(Path(path))[0].name
 
 
-def _detect(path: Path) -> tuple[Format, object]:
+def _detect(path: Path) -> tuple[Format, Sample]:
     seen = sample(path)
     tried: list[tuple[str, str]] = []
     for fmt in FORMATS.values():
@@ -55,15 +55,15 @@ def open_sessions(path: str | os.PathLike[str], format: str | None = None) -> It
     file = Path(path)
     if format is None:
         fmt, seen = _detect(file)
-    else:
-        fmt = FORMATS.get(format)  # type: ignore[assignment]
-        if fmt is None:
-            raise TranscriptError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
-        seen = sample(file)
-        why = fmt.sniff(seen)
-        if why is not None:
-            raise TranscriptError(f"{str(file)!r} is not {fmt.name}: {why}")
-    return fmt.sessions(seen)  # type: ignore[arg-type]
+        return fmt.sessions(seen)
+    forced = FORMATS.get(format)
+    if forced is None:
+        raise TranscriptError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
+    seen = sample(file)
+    why = forced.sniff(seen)
+    if why is not None:
+        raise TranscriptError(f"{str(file)!r} is not {forced.name}: {why}")
+    return forced.sessions(seen)
 
 
 def belongs_to_session(path: str | os.PathLike[str]) -> bool:

@@ -47,7 +47,9 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     doc = sample.document
     session = str(doc.get("instance_id") or path.name.removesuffix(".json").removesuffix(".traj"))
     messages = doc["messages"]
-    yield ImportedSession(format=NAME, session=session, path=path, label=str(path), produce=lambda b: _events(messages, b))
+    yield ImportedSession(
+        format=NAME, session=session, path=path, label=str(path), produce=lambda b: _events(messages, b)
+    )
 
 
 def _failed(text: str) -> bool:

@@ -129,7 +129,7 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
         metadata = event.get("tool_call_metadata")
         metadata = metadata if isinstance(metadata, dict) else {}
         if action is not None:
-            args = event.get("args") if isinstance(event.get("args"), dict) else {}
+            args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else {}
             if event.get("source") == "user":
                 if action == "message":
                     yield from b.user(MAIN, str(args.get("content") or event.get("message") or ""), ts)
@@ -151,8 +151,8 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
             calls_by_action[event.get("id")] = call_id
             yield from b.call(MAIN, call_id, step, tool, call_args, ts)
         elif event.get("observation") is not None:
-            call_id = calls_by_action.pop(event.get("cause"), None)
-            if call_id is None:
+            call_id = calls_by_action.pop(event.get("cause"), "")
+            if not call_id:
                 continue  # observes no tool call: a think, a recall, a validation error
             rejected = event.get("observation") == "user_rejected"
             yield from b.result(
