@@ -108,10 +108,10 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
         elif kind == "gemini":
             step += 1
             finished: float | None = None
-            for call in message.get("toolCalls") or ():
+            for index, call in enumerate(message.get("toolCalls") or ()):
                 if not isinstance(call, dict):
                     continue
-                call_id = str(call.get("id") or f"{message.get('id')}:{call.get('name')}")
+                call_id = str(call.get("id") or f"{message.get('id') or step}:{index}")
                 created = _call_time(call_id)
                 if finished is not None and created is not None and created > finished:
                     step += 1

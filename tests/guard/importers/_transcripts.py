@@ -95,3 +95,59 @@ def looping_claude_code(path: Path) -> Path:
         s.call("Bash", {"command": "pytest -q"}, "1 failed", is_error=True)
     s.call("Bash", {"command": "pytest -q"}, "3 passed")
     return s.write(path)
+
+
+def corpus_file(relative: str) -> Path:
+    """A file of the shared corpus, or skip the test when the corpus is absent."""
+    import pytest
+
+    path = CORPUS / relative
+    if not path.is_file():
+        pytest.skip(f"real transcript {relative} not found under {CORPUS.resolve()} (shared corpus absent)")
+    return path
+
+
+def events(path: Path, format: str | None = None) -> dict[str, list[Any]]:
+    """Every session's events, by session id."""
+    from guard.importers import open_sessions
+
+    return {s.session: list(s.events()) for s in open_sessions(path, format)}
+
+
+def only(path: Path, format: str | None = None) -> list[Any]:
+    """The events of a single-session transcript."""
+    (session,) = events(path, format).values()
+    return session
+
+
+def calls(evts: list[Any], agent: str | None = None) -> list[Any]:
+    from bus import ToolCall
+
+    return [e for e in evts if type(e) is ToolCall and (agent is None or e.agent.id == agent)]
+
+
+def of(evts: list[Any], kind: type) -> list[Any]:
+    return [e for e in evts if type(e) is kind]
+
+
+def longest_run(evts: list[Any]) -> int:
+    """The longest run of identical consecutive calls within one agent, as
+    SOURCES.md counts it (tool and canonical args)."""
+    from guard import canonical_json
+
+    best = 0
+    last: dict[str, tuple[Any, int]] = {}
+    for call in calls(evts):
+        key = (call.tool, canonical_json(call.args))
+        previous = last.get(call.agent.id)
+        run = previous[1] + 1 if previous and previous[0] == key else 1
+        last[call.agent.id] = (key, run)
+        best = max(best, run)
+    return best
+
+
+def iso(text: str) -> float:
+    from datetime import datetime, timezone
+
+    moment = datetime.fromisoformat(text)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
