@@ -37,7 +37,7 @@ def _sniff(sample: Sample) -> str | None:
         if str(doc.get("trajectory_format", "")).startswith("mini-swe-agent"):
             return None
         messages = doc["messages"]
-        if messages and all(isinstance(m, dict) and "role" in m for m in messages[:20]) and "info" in doc:
+        if "info" in doc and any(isinstance(m, dict) and "role" in m for m in messages[:20]):
             return None
     return "not a document with trajectory_format mini-swe-agent-* (or info and {role, content} messages)"
 
