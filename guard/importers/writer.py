@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus import SessionLog, ToolCall
+from bus import AgentStatus, SessionLog, ToolCall
 from guard.importers._session import ImportedSession
 
 __all__ = ["WriteSummary", "write_log"]
@@ -38,7 +38,7 @@ def write_log(session: ImportedSession, path: str | os.PathLike[str]) -> WriteSu
     first = next(events, None)
     start = first.ts if first is not None else 0.0
     counts = {"events": 0, "calls": 0}
-    agents: set[str] = set()
+    agents = 0
     with SessionLog(Path(path), session=session.session, clock=lambda: start) as log:
         if first is not None:
             for seq, event in enumerate(itertools.chain((first,), events), 1):
@@ -47,13 +47,13 @@ def write_log(session: ImportedSession, path: str | os.PathLike[str]) -> WriteSu
                 counts["events"] = seq
                 if type(event) is ToolCall:
                     counts["calls"] += 1
-                if event.agent is not None:
-                    agents.add(event.agent.id)
+                elif type(event) is AgentStatus and event.status == "started":
+                    agents += 1
     return WriteSummary(
         path=str(path),
         session=session.session,
         events=counts["events"],
         calls=counts["calls"],
-        agents=len(agents),
+        agents=agents,
         skipped=dict(session.report.skipped),
     )

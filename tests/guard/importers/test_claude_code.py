@@ -134,6 +134,9 @@ def test_synthetic_session_maps_every_kind_of_entry(tmp_path: Path) -> None:
     s.attachment(type="queued_command", prompt="also check the logs", commandMode="prompt", origin={"kind": "human"})
     s.attachment(type="queued_command", prompt="<task-notification/>", commandMode="task-notification")
     s.attachment(type="hook_success", content="")
+    s.attachment(type="queued_command", prompt="   ")
+    s.lines.append({"type": "attachment", "sessionId": "s1", "attachment": "junk"})
+    s.lines.append({"type": "user", "sessionId": "s1", "message": {"role": "user", "content": None}})
     s.lines.append({"type": "assistant", "sessionId": "s1", "message": {"model": "<synthetic>", "content": []}})
     s.lines.append({"type": "assistant", "sessionId": "s1", "isSidechain": True, "agentId": "old",
                     "timestamp": "2026-01-01T01:00:00Z",

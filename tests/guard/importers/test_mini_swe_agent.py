@@ -48,6 +48,7 @@ def test_long_run() -> None:
 def test_synthetic_errors_timeouts_and_tool_messages(tmp_path: Path) -> None:
     messages = [
         {"role": "system", "content": "you are"},
+        {"role": "user", "content": " "},
         {"role": "user", "content": "fix"},
         {"role": "assistant", "content": "```bash\nfalse\n```"},
         {"role": "user", "content": "<returncode>1</returncode>\n<output></output>"},
@@ -58,6 +59,7 @@ def test_synthetic_errors_timeouts_and_tool_messages(tmp_path: Path) -> None:
         {"role": "assistant", "content": "", "tool_calls": [
             {"id": "t", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
         {"role": "tool", "tool_call_id": "t", "content": "<returncode>0</returncode>"},
+        {"role": "exit", "content": "Submitted"},
         "junk",
     ]
     path = tmp_path / "run.traj.json"

@@ -89,6 +89,7 @@ def _history() -> list[Any]:
                              "model_response": {"id": "r4", "choices": ["junk", {"message": None}]}}, path="x"),
         _observation(13, 12, "error", "failed"),
         "junk",
+        {"id": 15, "source": "agent"},
         {"id": 14, "source": "environment", "action": "message", "args": {}},
     ]
 

@@ -44,9 +44,10 @@ def test_synthetic_history_with_demo_parallel_calls_and_blocklist(tmp_path: Path
         {"role": "system", "content": "setting"},
         {"role": "user", "content": "demo", "is_demo": True},
         {"role": "assistant", "content": "demo action", "action": "ls", "is_demo": True},
+        {"role": "user", "content": ""},
         {"role": "user", "content": "solve the issue"},
         {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "a", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
+            {"id": "a", "function": {"name": "bash", "arguments": {"command": "ls"}}},
             {"function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
             "junk",
         ]},
