@@ -11,7 +11,7 @@ import argparse
 import itertools
 import logging
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -22,7 +22,7 @@ import structlog
 from bus import LogError
 from guard.audit import Timeline, audit
 from guard.config import Config, ConfigError, load_config
-from guard.importers import FORMATS, ImportedSession, TranscriptError, open_sessions, write_log
+from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
 from guard.report import render_html, render_table
 from guard.verdicts import Verdict, replay_log
 
@@ -94,18 +94,11 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     sessions = open_sessions(args.src, args.format)
-    first = next(sessions, None)
-    if first is None:
-        raise TranscriptError(f"{args.src!r} holds no session")
-    second = next(sessions, None)
+    head = list(itertools.islice(sessions, 2))
     out = Path(args.output)
-    if second is None:
-        targets: Iterable[tuple[ImportedSession, Path]] = [(first, out)]
-    else:
+    for session in itertools.chain(head, sessions):
         # Several sessions (an OpenHands output.jsonl): one log each, beside OUT.
-        everything = itertools.chain((first, second), sessions)
-        targets = ((s, out.with_name(f"{out.stem}.{_safe(s.session)}{out.suffix or '.jsonl'}")) for s in everything)
-    for session, path in targets:
+        path = out if len(head) == 1 else out.with_name(f"{out.stem}.{_safe(session.session)}{out.suffix or '.jsonl'}")
         try:
             summary = write_log(session, path)
         except FileExistsError:
