@@ -34,13 +34,11 @@ def human_bytes(size: int) -> str:
 def _labels(sessions: Sequence[SessionAudit]) -> list[str]:
     """Session labels without the directory they all share."""
     labels = [s.label for s in sessions]
-    parents = [os.path.dirname(s.path) for s in sessions]
-    if not parents:
+    parents = [os.path.dirname(s.label) for s in sessions]
+    common = os.path.commonpath(parents) if parents and len({p.startswith("/") for p in parents}) == 1 else ""
+    if len(common) <= 1:
         return labels
-    common = os.path.commonpath(parents) if all(p.startswith("/") for p in parents) else ""
-    if not common or common == "/":
-        return labels
-    return [label.removeprefix(common).lstrip("/") for label in labels]
+    return [label[len(common) :].lstrip("/") for label in labels]
 
 
 def _first(action: PolicyAction | None) -> str:

@@ -49,7 +49,11 @@ def test_loop_waste_and_first_actions_of_a_looping_session(tmp_path: Path) -> No
     assert (first.action, first.mark, first.call_number, first.count) == ("remind", "remind", 3, 3)
     assert (grep.wasted_calls, grep.wasted_bytes) == (12, 12 * GREP_OUTPUT)
     assert (bash.tool, bash.occurrences, bash.first_actions["remind"].call_number, bash.wasted_calls) == (
-        "Bash", 3, 22, 0)
+        "Bash",
+        3,
+        22,
+        0,
+    )
     assert session.first_actions["remind"] == first
     assert session.actions == {"remind:remind": 7}
     assert (session.wasted_calls, session.wasted_bytes, session.errors) == (12, 12 * GREP_OUTPUT, 2)
@@ -84,8 +88,15 @@ class _DenyThird(Policy):
         if state[digest] < 3:
             return None
         agent = call.agent.id if call.agent else None
-        return Action(policy=self.name, action="deny", agent=agent, tool=call.tool, count=state[digest],
-                      text="no", call_id=call.call_id)
+        return Action(
+            policy=self.name,
+            action="deny",
+            agent=agent,
+            tool=call.tool,
+            count=state[digest],
+            text="no",
+            call_id=call.call_id,
+        )
 
 
 def test_a_denied_call_is_itself_wasted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,7 +210,9 @@ class _Terminal(io.StringIO):
 def test_progress_bar_only_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     terminal = _Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    assert main(["audit", str(looping_claude_code(tmp_path / "loop.jsonl")), "--config", str(_remind_only(tmp_path))]) == 0
+    assert (
+        main(["audit", str(looping_claude_code(tmp_path / "loop.jsonl")), "--config", str(_remind_only(tmp_path))]) == 0
+    )
     assert "[............................] 0/1 " in terminal.getvalue()
     assert terminal.getvalue().endswith("\r\x1b[K")
     bar = io.StringIO()

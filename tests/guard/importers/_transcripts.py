@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from bus import ToolCall
+from guard import canonical_json
+from guard.importers import open_sessions
+
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 CORPUS = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
 
 
-def write_lines(path: Path, objects: list[dict[str, Any]], *, torn: str = "") -> Path:
+def write_lines(path: Path, objects: list[Any], *, torn: str = "") -> Path:
     """One JSON object per line; ``torn`` is appended unterminated, as a
     writer killed mid-line leaves it."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -31,12 +39,12 @@ class ClaudeCodeSession:
         self._ids = itertools.count(1)
 
     def _entry(self, kind: str, **fields: Any) -> dict[str, Any]:
-        second = next(self._clock)
+        moment = _EPOCH + timedelta(seconds=next(self._clock))
         entry = {
             "type": kind,
             "sessionId": self.session,
             "uuid": f"u{next(self._ids)}",
-            "timestamp": f"2026-01-01T00:{second // 60:02d}:{second % 60:02d}.000Z",
+            "timestamp": moment.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
             "isSidechain": self.agent_id is not None,
             **fields,
         }
@@ -44,6 +52,10 @@ class ClaudeCodeSession:
             entry["agentId"] = self.agent_id
         self.lines.append(entry)
         return entry
+
+    def skip_to(self, second: int) -> None:
+        """Let time pass: the next entry is ``second`` seconds after the start."""
+        self._clock = itertools.count(second)
 
     def prompt(self, text: str, **fields: Any) -> None:
         self._entry("user", message={"role": "user", "content": text}, **fields)
@@ -53,15 +65,28 @@ class ClaudeCodeSession:
         parallel calls; returns the call ids."""
         message_id = f"msg_{next(self._ids)}"
         if text:
-            self._entry("assistant", message={"id": message_id, "role": "assistant", "model": "m",
-                                               "content": [{"type": "text", "text": text}]})
+            self._entry(
+                "assistant",
+                message={
+                    "id": message_id,
+                    "role": "assistant",
+                    "model": "m",
+                    "content": [{"type": "text", "text": text}],
+                },
+            )
         ids = []
         for name, args in calls:
             call_id = f"toolu_{next(self._ids)}"
             ids.append(call_id)
-            self._entry("assistant", message={"id": message_id, "role": "assistant", "model": "m",
-                                               "content": [{"type": "tool_use", "id": call_id, "name": name,
-                                                            "input": args}]})
+            self._entry(
+                "assistant",
+                message={
+                    "id": message_id,
+                    "role": "assistant",
+                    "model": "m",
+                    "content": [{"type": "tool_use", "id": call_id, "name": name, "input": args}],
+                },
+            )
         return ids
 
     def result(self, call_id: str, content: Any, *, is_error: bool = False) -> None:
@@ -99,8 +124,6 @@ def looping_claude_code(path: Path) -> Path:
 
 def corpus_file(relative: str) -> Path:
     """A file of the shared corpus, or skip the test when the corpus is absent."""
-    import pytest
-
     path = CORPUS / relative
     if not path.is_file():
         pytest.skip(f"real transcript {relative} not found under {CORPUS.resolve()} (shared corpus absent)")
@@ -109,8 +132,6 @@ def corpus_file(relative: str) -> Path:
 
 def events(path: Path, format: str | None = None) -> dict[str, list[Any]]:
     """Every session's events, by session id."""
-    from guard.importers import open_sessions
-
     return {s.session: list(s.events()) for s in open_sessions(path, format)}
 
 
@@ -121,9 +142,7 @@ def only(path: Path, format: str | None = None) -> list[Any]:
 
 
 def calls(evts: list[Any], agent: str | None = None) -> list[Any]:
-    from bus import ToolCall
-
-    return [e for e in evts if type(e) is ToolCall and (agent is None or e.agent.id == agent)]
+    return [e for e in evts if type(e) is ToolCall and e.agent is not None and agent in (None, e.agent.id)]
 
 
 def of(evts: list[Any], kind: type) -> list[Any]:
@@ -133,8 +152,6 @@ def of(evts: list[Any], kind: type) -> list[Any]:
 def longest_run(evts: list[Any]) -> int:
     """The longest run of identical consecutive calls within one agent, as
     SOURCES.md counts it (tool and canonical args)."""
-    from guard import canonical_json
-
     best = 0
     last: dict[str, tuple[Any, int]] = {}
     for call in calls(evts):
@@ -147,7 +164,7 @@ def longest_run(evts: list[Any]) -> int:
 
 
 def iso(text: str) -> float:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     moment = datetime.fromisoformat(text)
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

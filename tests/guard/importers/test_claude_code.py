@@ -124,13 +124,20 @@ def test_synthetic_session_maps_every_kind_of_entry(tmp_path: Path) -> None:
     a, b = s.respond(("Read", {"file_path": "a.py"}), ("Read", {"file_path": "b.py"}), text="Reading both.")
     s.result(a, [{"type": "text", "text": "print(1)"}, {"type": "image", "source": {}}])
     s.result(b, "boom", is_error=True)
-    s.attachment(type="hook_additional_context", content=["lint ok"], hookName="PostToolUse:Read",
-                 toolUseID=b, hookEvent="PostToolUse")
+    s.attachment(
+        type="hook_additional_context",
+        content=["lint ok"],
+        hookName="PostToolUse:Read",
+        toolUseID=b,
+        hookEvent="PostToolUse",
+    )
     s.respond(text="Thinking out loud.")
-    denied = s.call("Bash", {"command": "rm -rf /"}, "The user doesn't want to proceed with this tool use.",
-                    is_error=True)
-    permission = s.call("Bash", {"command": "curl x"}, "Permission to use Bash with command curl x has been denied.",
-                        is_error=True)
+    denied = s.call(
+        "Bash", {"command": "rm -rf /"}, "The user doesn't want to proceed with this tool use.", is_error=True
+    )
+    permission = s.call(
+        "Bash", {"command": "curl x"}, "Permission to use Bash with command curl x has been denied.", is_error=True
+    )
     s.attachment(type="queued_command", prompt="also check the logs", commandMode="prompt", origin={"kind": "human"})
     s.attachment(type="queued_command", prompt="<task-notification/>", commandMode="task-notification")
     s.attachment(type="hook_success", content="")
@@ -138,9 +145,16 @@ def test_synthetic_session_maps_every_kind_of_entry(tmp_path: Path) -> None:
     s.lines.append({"type": "attachment", "sessionId": "s1", "attachment": "junk"})
     s.lines.append({"type": "user", "sessionId": "s1", "message": {"role": "user", "content": None}})
     s.lines.append({"type": "assistant", "sessionId": "s1", "message": {"model": "<synthetic>", "content": []}})
-    s.lines.append({"type": "assistant", "sessionId": "s1", "isSidechain": True, "agentId": "old",
-                    "timestamp": "2026-01-01T01:00:00Z",
-                    "message": {"id": "m9", "content": [{"type": "tool_use", "id": "t9", "name": "Grep", "input": {}}]}})
+    s.lines.append(
+        {
+            "type": "assistant",
+            "sessionId": "s1",
+            "isSidechain": True,
+            "agentId": "old",
+            "timestamp": "2026-01-01T01:00:00Z",
+            "message": {"id": "m9", "content": [{"type": "tool_use", "id": "t9", "name": "Grep", "input": {}}]},
+        }
+    )
     s.lines.append(dict(s.lines[-1]))  # the same entry written twice
     s.result("never-called", "lost")
     path = s.write(tmp_path / "s1.jsonl", torn='{"type": "user", "mess')
@@ -178,7 +192,7 @@ def test_subagents_beside_and_under_the_session_are_merged_by_time(tmp_path: Pat
     main = ClaudeCodeSession("s3")
     main.prompt("research this")
     spawn = main.respond(("Task", {"prompt": "look"}))[0]
-    main._clock = iter(range(100, 200))  # the subagent works in between
+    main.skip_to(100)  # the subagent works in between
     main.result(spawn, "found it")
     main.write(tmp_path / "s3.jsonl")
     nested = ClaudeCodeSession("s3", agent_id="n1", start=5)

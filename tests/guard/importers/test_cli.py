@@ -12,7 +12,9 @@ from guard.cli import main
 from tests.guard.importers._transcripts import ClaudeCodeSession, corpus_file, write_lines
 
 
-def test_import_detects_the_format_and_writes_a_replayable_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_detects_the_format_and_writes_a_replayable_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "team.jsonl"
     code = main(["import", str(corpus_file("claude-code/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl")), "-o", str(out)])
     assert code == 0
@@ -62,10 +64,13 @@ def test_import_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_multi_session_names_are_made_safe_for_files(tmp_path: Path) -> None:
-    src = write_lines(tmp_path / "output.jsonl", [
-        {"instance_id": "a/b c", "history": []},
-        {"instance_id": "d", "history": []},
-    ])
+    src = write_lines(
+        tmp_path / "output.jsonl",
+        [
+            {"instance_id": "a/b c", "history": []},
+            {"instance_id": "d", "history": []},
+        ],
+    )
     assert main(["import", str(src), "-o", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o.a_b_c.jsonl").exists()
     assert json.loads((tmp_path / "o.d.jsonl").read_text())["session"] == "d"

@@ -52,14 +52,22 @@ def _item(payload: dict[str, Any], second: int = 0) -> dict[str, Any]:
 def test_synthetic_rollout(tmp_path: Path) -> None:
     lines = [
         {"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r1"}},
-        _item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>"}]}),
-        {"timestamp": "2025-01-01T00:00:01Z", "type": "event_msg", "payload": {"type": "user_message", "message": "go"}},
+        _item(
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>"}]}
+        ),
+        {
+            "timestamp": "2025-01-01T00:00:01Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "go"},
+        },
         _item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}, 1),
         _item({"type": "reasoning", "summary": []}, 2),
         _item({"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": "a"}, 2),
         _item({"type": "function_call", "name": "shell", "arguments": "{not json", "call_id": "b"}, 2),
-        _item({"type": "function_call_output", "call_id": "a",
-               "output": '{"output": "x", "metadata": {"exit_code": 2}}'}, 3),
+        _item(
+            {"type": "function_call_output", "call_id": "a", "output": '{"output": "x", "metadata": {"exit_code": 2}}'},
+            3,
+        ),
         _item({"type": "function_call_output", "call_id": "b", "output": "exec command rejected by user"}, 3),
         _item({"type": "local_shell_call", "call_id": "c", "action": {"type": "exec", "command": ["pwd"]}}, 4),
         _item({"type": "function_call_output", "call_id": "c", "output": {"content": "no", "success": False}}, 5),
@@ -68,7 +76,11 @@ def test_synthetic_rollout(tmp_path: Path) -> None:
         _item({"type": "function_call", "name": "view", "arguments": "{}", "call_id": "e"}, 8),
         _item({"type": "function_call_output", "call_id": "e", "output": '{"other": 1}'}, 8),
         _item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}, 9),
-        {"timestamp": "2025-01-01T00:00:10Z", "type": "event_msg", "payload": {"type": "user_message", "message": "go"}},
+        {
+            "timestamp": "2025-01-01T00:00:10Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "go"},
+        },
         {"type": "turn_context", "payload": {}},
         {"type": "response_item", "payload": "not an object"},
     ]

@@ -64,7 +64,7 @@ def test_unknown_format_names_every_format_tried(tmp_path: Path) -> None:
     [
         ("", "is empty"),
         ("\n\n", "is neither JSON Lines nor a JSON document"),
-        ("{\n  \"messages\": [", "is neither JSON Lines nor a JSON document"),
+        ('{\n  "messages": [', "is neither JSON Lines nor a JSON document"),
         ("not json at all\n", "is neither JSON Lines nor a JSON document"),
     ],
 )
@@ -124,8 +124,13 @@ def test_writer_numbers_events_and_stamps_the_header_with_the_first_event(tmp_pa
     lines = out.read_bytes().splitlines()
     assert json.loads(lines[0]) == {"type": "session/start", "v": 1, "session": "w1", "ts": 1767225600.0}
     assert json.loads(lines[1]) == {
-        "type": "agent/status", "seq": 1, "ts": 1767225600.0, "agent": "main", "status": "started",
-        "parent": None, "reason": None,
+        "type": "agent/status",
+        "seq": 1,
+        "ts": 1767225600.0,
+        "agent": "main",
+        "status": "started",
+        "parent": None,
+        "reason": None,
     }
     events = list(read_log(out))
     assert [e.seq for e in events] == [1, 2, 3, 4]

@@ -45,23 +45,41 @@ def test_failed_replace_is_imported_exactly() -> None:
 
 
 def _call(call_id: str, status: str, result: Any, **extra: Any) -> dict[str, Any]:
-    return {"id": call_id, "name": "run_shell_command", "args": {"command": "ls"}, "status": status,
-            "result": result, "timestamp": "2025-01-01T00:00:05Z", **extra}
+    return {
+        "id": call_id,
+        "name": "run_shell_command",
+        "args": {"command": "ls"},
+        "status": status,
+        "result": result,
+        "timestamp": "2025-01-01T00:00:05Z",
+        **extra,
+    }
 
 
 def test_jsonl_recording_with_updates_parallel_calls_and_a_subagent(tmp_path: Path) -> None:
     chats = tmp_path / "chats"
     parent_id = "abcdef12-0000-0000-0000-000000000000"
-    first = {"id": "m2", "type": "gemini", "timestamp": "2025-01-01T00:00:02Z", "content": "",
-             "toolCalls": [_call("run_shell_command-1735689602000-aa", "executing", None)]}
-    final = dict(first, toolCalls=[
-        _call("run_shell_command-1735689602000-aa", "success",
-              [{"functionResponse": {"response": {"output": "a.txt"}}}]),
-        _call("run_shell_command-1735689602001-bb", "error", [{"functionResponse": {"response": {"error": "x"}}}]),
-        _call("run_shell_command-1735689602002-cc", "cancelled", [], resultDisplay="cancelled by user"),
-        _call("no-time-in-this-id", "scheduled", None),
-        "junk",
-    ])
+    first = {
+        "id": "m2",
+        "type": "gemini",
+        "timestamp": "2025-01-01T00:00:02Z",
+        "content": "",
+        "toolCalls": [_call("run_shell_command-1735689602000-aa", "executing", None)],
+    }
+    final = dict(
+        first,
+        toolCalls=[
+            _call(
+                "run_shell_command-1735689602000-aa",
+                "success",
+                [{"functionResponse": {"response": {"output": "a.txt"}}}],
+            ),
+            _call("run_shell_command-1735689602001-bb", "error", [{"functionResponse": {"response": {"error": "x"}}}]),
+            _call("run_shell_command-1735689602002-cc", "cancelled", [], resultDisplay="cancelled by user"),
+            _call("no-time-in-this-id", "scheduled", None),
+            "junk",
+        ],
+    )
     main = [
         {"sessionId": parent_id, "projectHash": "h", "startTime": "2025-01-01T00:00:00Z"},
         {"id": "m1", "type": "user", "timestamp": "2025-01-01T00:00:01Z", "content": [{"text": "list files"}]},
@@ -73,13 +91,28 @@ def test_jsonl_recording_with_updates_parallel_calls_and_a_subagent(tmp_path: Pa
         {"$rewindTo": "m4"},
     ]
     path = write_lines(chats / "session-2025-01-01T00-00-abcdef12.jsonl", main, torn='{"id": "m5"')
-    sub = write_lines(chats / parent_id / "sub1.jsonl", [
-        {"sessionId": "sub1", "projectHash": "h", "kind": "subagent"},
-        {"id": "s1", "type": "user", "timestamp": "2025-01-01T00:00:03Z", "content": "look around"},
-        {"id": "s2", "type": "gemini", "timestamp": "2025-01-01T00:00:04Z",
-         "toolCalls": [{"id": "glob-1735689604000-dd", "name": "glob", "args": {}, "status": "success",
-                        "result": [{"text": "plain part"}], "timestamp": "2025-01-01T00:00:04Z"}]},
-    ])
+    sub = write_lines(
+        chats / parent_id / "sub1.jsonl",
+        [
+            {"sessionId": "sub1", "projectHash": "h", "kind": "subagent"},
+            {"id": "s1", "type": "user", "timestamp": "2025-01-01T00:00:03Z", "content": "look around"},
+            {
+                "id": "s2",
+                "type": "gemini",
+                "timestamp": "2025-01-01T00:00:04Z",
+                "toolCalls": [
+                    {
+                        "id": "glob-1735689604000-dd",
+                        "name": "glob",
+                        "args": {},
+                        "status": "success",
+                        "result": [{"text": "plain part"}],
+                        "timestamp": "2025-01-01T00:00:04Z",
+                    }
+                ],
+            },
+        ],
+    )
     assert detect_format(path) == "gemini-cli"
     assert belongs_to_session(sub)
     assert not belongs_to_session(path)
@@ -92,8 +125,10 @@ def test_jsonl_recording_with_updates_parallel_calls_and_a_subagent(tmp_path: Pa
     assert [c.step for c in main_calls] == [1, 1, 1, 1]  # created together, before any finished
     results = {r.call_id: r for r in of(evts, ToolResult)}
     assert results["run_shell_command-1735689602000-aa"].content == "a.txt"
-    assert (results["run_shell_command-1735689602001-bb"].content,
-            results["run_shell_command-1735689602001-bb"].is_error) == ("x", True)
+    assert (
+        results["run_shell_command-1735689602001-bb"].content,
+        results["run_shell_command-1735689602001-bb"].is_error,
+    ) == ("x", True)
     cancelled = results["run_shell_command-1735689602002-cc"]
     assert (cancelled.content, cancelled.denied_by) == ("cancelled by user", "user")
     assert "no-time-in-this-id" not in results  # still scheduled: a call without a result
@@ -111,14 +146,21 @@ def test_single_line_metadata_only_recording_has_no_events(tmp_path: Path) -> No
 
 
 def test_document_with_odd_entries(tmp_path: Path) -> None:
-    doc = {"sessionId": "d", "messages": [
-        "junk",
-        {"type": "user", "content": "  "},
-        {"type": "gemini", "timestamp": "2025-01-01T00:00:01Z", "toolCalls": [
-            {"name": "a", "status": "success", "result": [{"functionResponse": {"response": "raw"}}]},
-            {"name": "b", "status": "success", "result": [{"functionResponse": {"response": {"other": 1}}}]},
-        ]},
-    ]}
+    doc = {
+        "sessionId": "d",
+        "messages": [
+            "junk",
+            {"type": "user", "content": "  "},
+            {
+                "type": "gemini",
+                "timestamp": "2025-01-01T00:00:01Z",
+                "toolCalls": [
+                    {"name": "a", "status": "success", "result": [{"functionResponse": {"response": "raw"}}]},
+                    {"name": "b", "status": "success", "result": [{"functionResponse": {"response": {"other": 1}}}]},
+                ],
+            },
+        ],
+    }
     path = tmp_path / "s.json"
     path.write_text(json.dumps(doc, indent=2))
     evts = only(path)

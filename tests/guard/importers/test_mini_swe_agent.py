@@ -28,8 +28,9 @@ def test_format_error_turns_are_steps_without_calls() -> None:
 def test_first_call_is_imported_exactly() -> None:
     evts = only(corpus_file(SHORT))
     first = calls(evts)[0]
-    assert first == ToolCall(agent=first.agent, ts=1763509410.0, call_id="step-1", step=1, tool="bash",
-                             args={"command": "ls -la"})
+    assert first == ToolCall(
+        agent=first.agent, ts=1763509410.0, call_id="step-1", step=1, tool="bash", args={"command": "ls -la"}
+    )
     result = of(evts, ToolResult)[0]
     assert result.content.startswith("<returncode>0</returncode>\n<output>\ntotal 176")
     assert not result.is_error
@@ -56,8 +57,11 @@ def test_synthetic_errors_timeouts_and_tool_messages(tmp_path: Path) -> None:
         {"role": "user", "content": "The last command <command>sleep 999</command> timed out and has been killed."},
         {"role": "assistant", "content": "no block here"},
         {"role": "user", "content": "Please always provide EXACTLY ONE action in triple backticks, found 0 actions."},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "t", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "t", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+        },
         {"role": "tool", "tool_call_id": "t", "content": "<returncode>0</returncode>"},
         {"role": "exit", "content": "Submitted"},
         "junk",

@@ -64,8 +64,15 @@ def _action(eid: int, action: str, tcm: dict[str, Any] | None, **args: Any) -> d
 
 
 def _observation(eid: int, cause: int, kind: str, content: str, **extras: Any) -> dict[str, Any]:
-    return {"id": eid, "timestamp": f"2025-01-01T00:00:{eid:02d}", "source": "agent", "observation": kind,
-            "cause": cause, "content": content, "extras": extras}
+    return {
+        "id": eid,
+        "timestamp": f"2025-01-01T00:00:{eid:02d}",
+        "source": "agent",
+        "observation": kind,
+        "cause": cause,
+        "content": content,
+        "extras": extras,
+    }
 
 
 def _history() -> list[Any]:
@@ -74,10 +81,16 @@ def _history() -> list[Any]:
         {"id": 0, "source": "agent", "action": "system", "args": {"content": "you are"}},
         {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
         {"id": 2, "source": "user", "action": "recall", "args": {}},
-        _action(3, "run", {"function_name": "execute_bash", "tool_call_id": "t1", "model_response": both},
-                command="ls", thought="look"),
-        _action(4, "run", {"function_name": "execute_bash", "tool_call_id": "t2", "model_response": both},
-                command="pwd"),
+        _action(
+            3,
+            "run",
+            {"function_name": "execute_bash", "tool_call_id": "t1", "model_response": both},
+            command="ls",
+            thought="look",
+        ),
+        _action(
+            4, "run", {"function_name": "execute_bash", "tool_call_id": "t2", "model_response": both}, command="pwd"
+        ),
         _observation(5, 3, "run", "a b", metadata={"exit_code": 0}),
         _observation(6, 4, "run", "nope", metadata={"exit_code": 1}),
         _action(7, "run", None, command="rm -rf /", thought="oops", is_input=False),
@@ -85,8 +98,16 @@ def _history() -> list[Any]:
         _action(9, "think", {"model_response": {"id": "r3"}}, thought="hmm"),
         _observation(10, 9, "think", "logged"),
         {"id": 11, "source": "agent", "observation": "error", "content": "bad parameter"},
-        _action(12, "edit", {"function_name": "str_replace_editor", "tool_call_id": "t5",
-                             "model_response": {"id": "r4", "choices": ["junk", {"message": None}]}}, path="x"),
+        _action(
+            12,
+            "edit",
+            {
+                "function_name": "str_replace_editor",
+                "tool_call_id": "t5",
+                "model_response": {"id": "r4", "choices": ["junk", {"message": None}]},
+            },
+            path="x",
+        ),
         _observation(13, 12, "error", "failed"),
         "junk",
         {"id": 15, "source": "agent"},

@@ -15,7 +15,11 @@ def test_text_interface_run_with_a_repeated_rejected_edit() -> None:
     assert longest_run(evts) == 2
     first = calls(evts)[0]
     assert first == ToolCall(
-        agent=first.agent, ts=0.0, call_id="step-1", step=1, tool="create",
+        agent=first.agent,
+        ts=0.0,
+        call_id="step-1",
+        step=1,
+        tool="create",
         args={"command": "create reproduce_bug.py\n"},
     )
     rejected = [r for r in of(evts, ToolResult) if r.is_error]
@@ -33,7 +37,11 @@ def test_function_calling_run() -> None:
     assert [c.tool for c in calls(evts)] == ["find_file", "open", "edit", "bash", "submit"]
     assert longest_run(evts) == 1
     first = calls(evts)[0]
-    assert (first.call_id, first.args, first.step) == ("call_PbWErNIge3YTrli3fiVvmIid", {"file_name": "missing_colon.py"}, 1)
+    assert (first.call_id, first.args, first.step) == (
+        "call_PbWErNIge3YTrli3fiVvmIid",
+        {"file_name": "missing_colon.py"},
+        1,
+    )
     result = of(evts, ToolResult)[0]
     assert result.content.startswith('Found 1 matches for "missing_colon.py"')
     assert len(of(evts, UserMessage)) == 1
@@ -46,11 +54,15 @@ def test_synthetic_history_with_demo_parallel_calls_and_blocklist(tmp_path: Path
         {"role": "assistant", "content": "demo action", "action": "ls", "is_demo": True},
         {"role": "user", "content": ""},
         {"role": "user", "content": "solve the issue"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "a", "function": {"name": "bash", "arguments": {"command": "ls"}}},
-            {"function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
-            "junk",
-        ]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "a", "function": {"name": "bash", "arguments": {"command": "ls"}}},
+                {"function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
+                "junk",
+            ],
+        },
         {"role": "tool", "content": "x", "tool_call_ids": ["a"]},
         {"role": "tool", "content": "y", "tool_call_id": "call-1"},
         {"role": "assistant", "content": "", "action": "vim file.py"},
@@ -62,8 +74,11 @@ def test_synthetic_history_with_demo_parallel_calls_and_blocklist(tmp_path: Path
     path = tmp_path / "run.traj"
     path.write_text(json.dumps({"history": history}))
     evts = only(path)
-    assert [(c.call_id, c.tool, c.step) for c in calls(evts)] == [("a", "bash", 1), ("call-1", "bash", 1),
-                                                                   ("step-2", "vim", 2)]
+    assert [(c.call_id, c.tool, c.step) for c in calls(evts)] == [
+        ("a", "bash", 1),
+        ("call-1", "bash", 1),
+        ("step-2", "vim", 2),
+    ]
     blocked = of(evts, ToolResult)[-1]
     assert (blocked.is_error, blocked.denied_by) == (True, "blocklist")
     assert [m.text for m in of(evts, UserMessage)] == ["solve the issue"]
