@@ -45,9 +45,7 @@ def _check_bool(key: str, value: Any) -> None:
 
 
 def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, value, f"must be an integer >= {minimum}")
-    if value < minimum:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(key, value, f"must be an integer >= {minimum}")
 
 
@@ -199,17 +197,23 @@ _SECTION_TYPES: dict[str, type[msgspec.Struct]] = {
     "rescue": RescueConfig,
 }
 _SECTIONS = tuple(_SECTION_TYPES)
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _AT = re.compile(r"^(?P<rule>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
 def _lookup(data: Any, path: str) -> Any:
+    """The value at a msgspec error path such as ``.remind.thresholds[1]``."""
     for name, index in _STEP.findall(path):
-        try:
-            data = data[name] if name else data[int(index)]
-        except (KeyError, IndexError, TypeError):
-            return None
+        data = data[name] if name else data[int(index)]
     return data
+
+
+def _unknown_key(section: str, key: str) -> str:
+    fields = _SECTION_TYPES[section].__struct_fields__
+    snake = _CAMEL_HUMP.sub("_", key).lower()
+    hint = f"did you mean {snake}?" if snake in fields else f"known: {', '.join(fields)}"
+    return f"unknown key ({hint})"
 
 
 def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
@@ -226,6 +230,11 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
             raise ConfigError(str(name), section, f"unknown section (known: {', '.join(_SECTIONS)})")
         if not isinstance(section, Mapping):
             raise ConfigError(name, section, "must be a table of settings")
+        for key, value in section.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"{name}.{key!r}", value, "keys must be strings")
+            if key not in _SECTION_TYPES[name].__struct_fields__:
+                raise ConfigError(f"{name}.{key}", value, _unknown_key(name, key))
         prepared[name] = {"enabled": True, **section}
     try:
         return msgspec.convert(prepared, Config)
@@ -234,14 +243,8 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
             raise exc.__cause__ from None
         match = _AT.match(str(exc))
         assert match is not None
+        # Keys are known by now, so the path names fields and indexes only.
         rule, path = match["rule"], match["path"] or ""
-        if rule.startswith("Object contains unknown field"):
-            field = rule.split("`")[1]
-            section = path.lstrip(".")
-            known = ", ".join(_SECTION_TYPES[section].__struct_fields__)
-            raise ConfigError(
-                f"{section}.{field}", _lookup(prepared, f"{path}.{field}"), f"unknown key (known: {known})"
-            ) from None
         raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule.rstrip(".")) from None
 
 
@@ -254,6 +257,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError("config file", str(file), "no such file") from None
     except IsADirectoryError:
         raise ConfigError("config file", str(file), "is a directory, not a file") from None
+    except OSError as exc:
+        raise ConfigError("config file", str(file), f"cannot be read ({exc.strerror})") from None
     suffix = file.suffix.lower()
     if suffix == ".toml":
         try:
