@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -53,11 +53,21 @@ class Guard:
     State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
     it disappears with the agent handle, on its ``disposed`` status, and
     never crosses agents. Events without an agent are ignored.
+
+    The policies are those ``config`` enables, or exactly ``policies`` when
+    given (your own ``Policy`` subclasses, say). A policy or listener that
+    raises is logged and skipped; the others still run.
     """
 
-    def __init__(self, config: Config | None = None, *, on_action: ActionListener | None = None) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        on_action: ActionListener | None = None,
+        policies: Sequence[Policy] | None = None,
+    ) -> None:
         self.config = config if config is not None else Config()
-        self.policies = build_policies(self.config)
+        self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [
             (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
         ]
@@ -114,7 +124,11 @@ class Guard:
         states = self._states(agent)
         decision: Decision | None = None
         for index, policy in self._interceptors:
-            action = await policy.on_call(states[index], call, self._fingerprints)
+            try:
+                action = await policy.on_call(states[index], call, self._fingerprints)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
+                continue
             if action is None:
                 continue
             await self._deliver(policy, action, call)
@@ -129,7 +143,11 @@ class Guard:
         states = self._states(agent)
         fingerprints = self._fingerprints
         for policy, state in zip(self.policies, states, strict=True):
-            action = policy.on_result(state, result, fingerprints)
+            try:
+                action = policy.on_result(state, result, fingerprints)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_result", agent=agent.id)
+                continue
             if action is not None:
                 await self._deliver(policy, action, result)
 
@@ -141,7 +159,10 @@ class Guard:
         if states is None:
             return
         for policy, state in zip(self.policies, states, strict=True):
-            policy.on_user_message(state, message)
+            try:
+                policy.on_user_message(state, message)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_user_message", agent=agent.id)
 
     async def _on_status(self, status: AgentStatus) -> None:
         if status.status == "disposed" and status.agent is not None:
@@ -157,7 +178,10 @@ class Guard:
             threshold=action.threshold,
         )
         for listener in self._listeners:
-            listener(action, trigger)
+            try:
+                listener(action, trigger)
+            except Exception:
+                _log.exception("guard.listener_failed", listener=getattr(listener, "__qualname__", repr(listener)))
         bus = self._bus
         if bus is None:
             return
