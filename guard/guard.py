@@ -75,6 +75,8 @@ class Guard:
         self._fingerprints = FingerprintCache()
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
+        # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
+        self._interceptor = self._on_call
 
     @property
     def plugins(self) -> frozenset[str]:
@@ -92,7 +94,7 @@ class Guard:
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
         if self._interceptors:
-            bus.intercept("repeat-tool-guard", self._on_call)
+            bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
 
@@ -104,7 +106,7 @@ class Guard:
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
         if self._interceptors:
-            bus.unintercept(self._on_call)
+            bus.unintercept(self._interceptor)
         self._bus = None
 
     def agent_count(self) -> int:
