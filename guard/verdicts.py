@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -30,6 +31,11 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     tool: str
     count: int
     text: str
+
+    def json_line(self) -> str:
+        """This verdict as ``replay --json`` prints it: one JSON object, the
+        fields in the order above, formatted as DESIGN.md shows them."""
+        return json.dumps(msgspec.to_builtins(self), ensure_ascii=False)
 
 
 class ContextDifference(msgspec.Struct, frozen=True, kw_only=True):

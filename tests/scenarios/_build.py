@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-import msgspec
 
 from guard import load_config, replay_log
 from tests.scenarios._script import Script
@@ -64,7 +63,7 @@ async def _build(name: str, write_expected: bool) -> None:
     finally:
         script.close()
     outcome = await replay_log(log, config)
-    lines = [msgspec.json.encode(v).decode() for v in outcome.verdicts]
+    lines = [v.json_line() for v in outcome.verdicts]
     print(f"{name}: {len(lines)} verdicts")
     for v in outcome.verdicts:
         print(f"  seq {v.seq} call {v.call_number} {v.agent} {v.policy}/{v.action} {v.tool} x{v.count}")
