@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bus import ToolCall
 from bus.testing import Capture
-from guard import Config
+from guard import Action, ActionKind, Config, FingerprintCache, Policy
 from tests.scenarios._script import Script
 
 
@@ -18,6 +19,32 @@ class CapturedScript(Script):
     def __init__(self, path: Path, config: Config | None = None) -> None:
         super().__init__(path, config)
         self.capture = Capture().attach(self.bus)
+
+
+class OnCallPolicy(Policy):
+    """Answers every call of an agent with one action of ``kind`` from its second call on."""
+
+    def __init__(self, name: str, kind: ActionKind) -> None:
+        self.name = name
+        self.plugin = f"{name}-plugin"
+        self.kind = kind
+
+    def new_state(self) -> list[int]:
+        return [0]
+
+    async def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        state[0] += 1
+        if state[0] < 2:
+            return None
+        return Action(
+            policy=self.name,
+            action=self.kind,
+            agent=call.agent.id if call.agent else None,
+            tool=call.tool,
+            count=state[0],
+            text=f"{self.name} says no",
+            call_id=call.call_id,
+        )
 
 
 MakeScript = Callable[..., CapturedScript]

@@ -22,34 +22,9 @@ from guard import (
     RemindPolicy,
     build_policies,
 )
+from tests.guard.conftest import OnCallPolicy
 
 GREP = {"pattern": "x"}
-
-
-class _OnCall(Policy):
-    """Answers every call of an agent with one action of ``kind`` from its second call on."""
-
-    def __init__(self, name: str, kind: ActionKind) -> None:
-        self.name = name
-        self.plugin = f"{name}-plugin"
-        self.kind = kind
-
-    def new_state(self) -> list[int]:
-        return [0]
-
-    async def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
-        state[0] += 1
-        if state[0] < 2:
-            return None
-        return Action(
-            policy=self.name,
-            action=self.kind,
-            agent=call.agent.id if call.agent else None,
-            tool=call.tool,
-            count=state[0],
-            text=f"{self.name} says no",
-            call_id=call.call_id,
-        )
 
 
 class _Halts(Policy):
@@ -136,7 +111,9 @@ async def test_attach_serves_one_bus_at_a_time(bus: Bus, capture: Capture, agent
 @pytest.mark.anyio
 async def test_a_denying_policy_denies_through_bus_decide(bus: Bus, agent: Agent) -> None:
     seen: list[tuple[str, str]] = []
-    guard = Guard(policies=[_OnCall("gate", "deny")], on_action=lambda a, e: seen.append((a.action, type(e).__name__)))
+    guard = Guard(
+        policies=[OnCallPolicy("gate", "deny")], on_action=lambda a, e: seen.append((a.action, type(e).__name__))
+    )
     guard.attach(bus)
     first = await _call(bus, agent, "c1")
     second = await _call(bus, agent, "c2")
@@ -152,7 +129,8 @@ async def test_a_denying_policy_denies_through_bus_decide(bus: Bus, agent: Agent
 async def test_every_denying_kind_denies_and_the_first_deny_wins(bus: Bus, agent: Agent, kind: ActionKind) -> None:
     actions: list[str] = []
     Guard(
-        policies=[_OnCall("first", kind), _OnCall("second", "deny")], on_action=lambda a, e: actions.append(a.policy)
+        policies=[OnCallPolicy("first", kind), OnCallPolicy("second", "deny")],
+        on_action=lambda a, e: actions.append(a.policy),
     ).attach(bus)
     await _call(bus, agent, "c1")
     result = await _call(bus, agent, "c2")
@@ -162,7 +140,7 @@ async def test_every_denying_kind_denies_and_the_first_deny_wins(bus: Bus, agent
 
 @pytest.mark.anyio
 async def test_a_remind_action_before_the_call_allows_it(bus: Bus, capture: Capture, agent: Agent) -> None:
-    Guard(policies=[_OnCall("early", "remind")]).attach(bus)
+    Guard(policies=[OnCallPolicy("early", "remind")]).attach(bus)
     await _call(bus, agent, "c1")
     result = await _call(bus, agent, "c2")
     assert result.denied_by is None
@@ -172,7 +150,7 @@ async def test_a_remind_action_before_the_call_allows_it(bus: Bus, capture: Capt
 
 @pytest.mark.anyio
 async def test_interceptors_ignore_calls_with_no_agent(bus: Bus) -> None:
-    guard = Guard(policies=[_OnCall("gate", "deny")]).attach(bus)
+    guard = Guard(policies=[OnCallPolicy("gate", "deny")]).attach(bus)
     for i in range(3):
         assert (await _call(bus, None, f"c{i}")).denied_by is None
     assert guard.agent_count() == 0

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from bus import ToolCall
-from guard import Action, Config, FingerprintCache, Policy, RemindConfig, Verdict, replay_log
-from tests.guard.conftest import MakeScript
+from guard import Config, RemindConfig, Verdict, replay_log
+from tests.guard.conftest import MakeScript, OnCallPolicy
 
 GREP = {"pattern": "x"}
 
@@ -100,31 +99,9 @@ async def test_check_finds_a_tampered_a_missing_and_an_extra_message(make_script
     assert diff.regenerated is None
 
 
-class _DenySecond(Policy):
-    name = "gate"
-    plugin = "gate-plugin"
-
-    def new_state(self) -> list[int]:
-        return [0]
-
-    async def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
-        state[0] += 1
-        if state[0] != 2:
-            return None
-        return Action(
-            policy=self.name,
-            action="deny",
-            agent=call.agent.id if call.agent else None,
-            tool=call.tool,
-            count=2,
-            text="denied",
-            call_id=call.call_id,
-        )
-
-
 @pytest.mark.anyio
 async def test_an_action_on_a_call_is_placed_at_that_call(tmp_path: Path) -> None:
     events = [_call("a1", 1), _call("a2", 1), _result("a1", 1), _result("a2", 1)]
     log = _write_log(tmp_path / "calls.jsonl", events)
-    outcome = await replay_log(log, policies=[_DenySecond()])
+    outcome = await replay_log(log, policies=[OnCallPolicy("gate", "deny")])
     assert [(v.seq, v.call_number, v.action) for v in outcome.verdicts] == [(2, 2, "deny")]
