@@ -49,7 +49,7 @@ def _load(path: str | None) -> Config:
 
 def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
     if as_json:
-        out.write(msgspec.json.encode(verdict).decode() + "\n")
+        out.write(verdict.json_line() + "\n")
         return
     agent = verdict.agent or "-"
     out.write(
@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         code: int = args.run(args)
-    except (ConfigError, LogError, TranscriptError) as exc:
+    except (ConfigError, LogError, TranscriptError, OSError) as exc:
         print(f"repeat-tool-guard: {exc}", file=sys.stderr)
         return EXIT_ERROR
     return code

@@ -18,6 +18,8 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
+from guard.progress import DEFAULT_MUTATING_COMMANDS
+
 __all__ = [
     "TURNS_THRESHOLD_ENV",
     "Config",
@@ -47,9 +49,7 @@ def _check_bool(key: str, value: Any) -> None:
 
 
 def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, value, f"must be an integer >= {minimum}")
-    if value < minimum:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(key, value, f"must be an integer >= {minimum}")
 
 
@@ -151,8 +151,8 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Policy ``rescue`` (seed 003): windowed detection, denial, escalation.
 
-    Keys are the seed's names in snake_case; ``escalation_tools`` and
-    ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
+    Keys are the seed's names in snake_case; ``mutating_commands``,
+    ``escalation_tools`` and ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
     ``ask_command`` or ``log_file`` in a config file is resolved against the
     file's directory by ``load_config``.
     """
@@ -176,6 +176,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         "create_file",
         "notebook_edit",
     )
+    mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
     escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
     ask_command: str = "~/.local/bin/ask-claude"
     ask_model: str = "opus"
@@ -204,6 +205,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         _check_regexes("rescue.exclude_commands", self.exclude_commands)
         _check_names("rescue.ignored_args", self.ignored_args)
         _check_patterns("rescue.mutating_tools", self.mutating_tools)
+        _check_regexes("rescue.mutating_commands", self.mutating_commands)
         _check_patterns("rescue.escalation_tools", self.escalation_tools)
         _check_regexes("rescue.redact_patterns", self.redact_patterns)
         for key in ("ask_command", "ask_model"):
@@ -212,7 +214,15 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 raise ConfigError(f"rescue.{key}", value, "must be a non-empty string")
         if not isinstance(self.log_file, str):
             raise ConfigError("rescue.log_file", self.log_file, "must be a string ('' disables the trip log)")
-        for key in ("include", "exclude", "exclude_commands", "ignored_args", "mutating_tools", "escalation_tools"):
+        for key in (
+            "include",
+            "exclude",
+            "exclude_commands",
+            "ignored_args",
+            "mutating_tools",
+            "mutating_commands",
+            "escalation_tools",
+        ):
             force_setattr(self, key, tuple(getattr(self, key)))
         force_setattr(self, "redact_patterns", tuple(self.redact_patterns))
 
@@ -249,17 +259,23 @@ _SECTION_TYPES: dict[str, type[msgspec.Struct]] = {
     "rescue": RescueConfig,
 }
 _SECTIONS = tuple(_SECTION_TYPES)
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _AT = re.compile(r"^(?P<rule>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
 def _lookup(data: Any, path: str) -> Any:
+    """The value at a msgspec error path such as ``.remind.thresholds[1]``."""
     for name, index in _STEP.findall(path):
-        try:
-            data = data[name] if name else data[int(index)]
-        except (KeyError, IndexError, TypeError):
-            return None
+        data = data[name] if name else data[int(index)]
     return data
+
+
+def _unknown_key(section: str, key: str) -> str:
+    fields = _SECTION_TYPES[section].__struct_fields__
+    snake = _CAMEL_HUMP.sub("_", key).lower()
+    hint = f"did you mean {snake}?" if snake in fields else f"known: {', '.join(fields)}"
+    return f"unknown key ({hint})"
 
 
 def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
@@ -276,6 +292,11 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
             raise ConfigError(str(name), section, f"unknown section (known: {', '.join(_SECTIONS)})")
         if not isinstance(section, Mapping):
             raise ConfigError(name, section, "must be a table of settings")
+        for key, value in section.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"{name}.{key!r}", value, "keys must be strings")
+            if key not in _SECTION_TYPES[name].__struct_fields__:
+                raise ConfigError(f"{name}.{key}", value, _unknown_key(name, key))
         prepared[name] = {"enabled": True, **section}
     try:
         return msgspec.convert(prepared, Config)
@@ -284,14 +305,8 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
             raise exc.__cause__ from None
         match = _AT.match(str(exc))
         assert match is not None
+        # Keys are known by now, so the path names fields and indexes only.
         rule, path = match["rule"], match["path"] or ""
-        if rule.startswith("Object contains unknown field"):
-            field = rule.split("`")[1]
-            section = path.lstrip(".")
-            known = ", ".join(_SECTION_TYPES[section].__struct_fields__)
-            raise ConfigError(
-                f"{section}.{field}", _lookup(prepared, f"{path}.{field}"), f"unknown key (known: {known})"
-            ) from None
         raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule.rstrip(".")) from None
 
 
@@ -334,6 +349,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError("config file", str(file), "no such file") from None
     except IsADirectoryError:
         raise ConfigError("config file", str(file), "is a directory, not a file") from None
+    except OSError as exc:
+        raise ConfigError("config file", str(file), f"cannot be read ({exc.strerror})") from None
     suffix = file.suffix.lower()
     if suffix == ".toml":
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -62,11 +62,21 @@ class Guard:
     never crosses agents. Events without an agent are ignored. The
     environment's overrides are applied to ``config`` here
     (``apply_environment``), so ``guard.config`` is what actually runs.
+
+    The policies are those ``config`` enables, or exactly ``policies`` when
+    given (your own ``Policy`` subclasses, say). A policy or listener that
+    raises is logged and skipped; the others still run.
     """
 
-    def __init__(self, config: Config | None = None, *, on_action: ActionListener | None = None) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        on_action: ActionListener | None = None,
+        policies: Sequence[Policy] | None = None,
+    ) -> None:
         self.config = apply_environment(config if config is not None else Config())
-        self.policies = build_policies(self.config)
+        self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [
             (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
         ]
@@ -74,6 +84,8 @@ class Guard:
         self._fingerprints = FingerprintCache()
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
+        # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
+        self._interceptor = self._on_call
 
     @property
     def plugins(self) -> frozenset[str]:
@@ -91,7 +103,7 @@ class Guard:
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
         if self._interceptors:
-            bus.intercept("repeat-tool-guard", self._on_call)
+            bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
 
@@ -103,7 +115,7 @@ class Guard:
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
         if self._interceptors:
-            bus.unintercept(self._on_call)
+            bus.unintercept(self._interceptor)
         self._bus = None
 
     def agent_count(self) -> int:
@@ -123,7 +135,11 @@ class Guard:
         states = self._states(agent)
         decision: Decision | None = None
         for index, policy in self._interceptors:
-            action = await policy.on_call(states[index], call, self._fingerprints)
+            try:
+                action = await policy.on_call(states[index], call, self._fingerprints)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
+                continue
             if action is None:
                 continue
             await self._deliver(policy, action, call)
@@ -138,7 +154,11 @@ class Guard:
         states = self._states(agent)
         fingerprints = self._fingerprints
         for policy, state in zip(self.policies, states, strict=True):
-            action = policy.on_result(state, result, fingerprints)
+            try:
+                action = policy.on_result(state, result, fingerprints)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_result", agent=agent.id)
+                continue
             if action is not None:
                 await self._deliver(policy, action, result)
 
@@ -150,7 +170,10 @@ class Guard:
         # the task), and the first prompt arrives before any call.
         states = self._states(agent)
         for policy, state in zip(self.policies, states, strict=True):
-            policy.on_user_message(state, message)
+            try:
+                policy.on_user_message(state, message)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_user_message", agent=agent.id)
 
     async def _on_status(self, status: AgentStatus) -> None:
         agent = status.agent
@@ -160,7 +183,10 @@ class Guard:
         if states is None:
             return
         for policy, state in zip(self.policies, states, strict=True):
-            policy.on_status(state, status)
+            try:
+                policy.on_status(state, status)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_status", agent=agent.id)
         if status.status == "disposed":
             self._agents.pop(agent, None)
 
@@ -174,7 +200,10 @@ class Guard:
             threshold=action.threshold,
         )
         for listener in self._listeners:
-            listener(action, trigger)
+            try:
+                listener(action, trigger)
+            except Exception:
+                _log.exception("guard.listener_failed", listener=getattr(listener, "__qualname__", repr(listener)))
         bus = self._bus
         if bus is None:
             return

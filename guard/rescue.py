@@ -4,8 +4,9 @@ Seed 003. Where ``remind`` counts consecutive identical calls (so any other
 call in between resets it, and a cycle like ``grep X ×5, read Y`` is never
 caught), ``rescue`` counts how often a call's signature occurs among the
 agent's last ``window`` tracked calls, so a cycle of any period is caught.
-Observations only count while nothing changes: a successful call to a
-mutating tool, or a genuine user message, starts a new progress epoch and
+Observations only count while nothing changes: a successful call that
+changed something (``guard.progress``: a mutating tool, or a shell command
+that edits files), or a genuine user message, starts a new progress epoch and
 voids them all, which is what lets an edit-build-edit-build cycle through.
 
 At ``nudge_at`` occurrences the call is denied before it runs and the
@@ -33,6 +34,7 @@ from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.patterns import ToolFilter
 from guard.policy import Policy
+from guard.progress import ProgressRule
 from guard.redact import Redactor
 from guard.trips import Trip, TripKind, TripLog, TripTrigger
 
@@ -198,7 +200,7 @@ class RescuePolicy(Policy):
         self.config = config
         self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
         self._commands = [re.compile(p) for p in config.exclude_commands]
-        self._mutating = ToolFilter(config.mutating_tools) if config.mutating_tools else None
+        self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
         self._ignore = frozenset(config.ignored_args)
         self._window = config.window
         self._nudge_at = config.nudge_at
@@ -237,7 +239,7 @@ class RescuePolicy(Policy):
     def on_result(self, state: _AgentState, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         if result.denied_by is not None:
             return None
-        if not result.is_error and self._mutating is not None and self._mutating.tracks(result.tool):
+        if not result.is_error and self._progress.is_progress(result.tool, result.args):
             state.new_epoch()
         elif state.counts and self._tracks(result.tool, result.args):
             digest = fingerprints.get(result.tool, result.args, self._ignore).digest

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
-from bus import AnyEvent, ContextMessage, Event, ReadReport, Replay
+from bus import AnyEvent, ContextMessage, Event, ReadReport, Replay, ToolCall, ToolResult
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import GUARD_PLUGINS, Guard
+from guard.policy import Policy
 
 __all__ = ["ContextDifference", "ReplayOutcome", "Verdict", "replay_log"]
 
@@ -29,6 +31,11 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     tool: str
     count: int
     text: str
+
+    def json_line(self) -> str:
+        """This verdict as ``replay --json`` prints it: one JSON object, the
+        fields in the order above, formatted as DESIGN.md shows them."""
+        return json.dumps(msgspec.to_builtins(self), ensure_ascii=False)
 
 
 class ContextDifference(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,8 +73,10 @@ async def replay_log(
     config: Config | None = None,
     *,
     on_verdict: Callable[[Verdict], None] | None = None,
+    policies: Sequence[Policy] | None = None,
 ) -> ReplayOutcome:
-    """Feed the log at ``path`` through a fresh bus and guard.
+    """Feed the log at ``path`` through a fresh bus and guard (with the
+    policies ``config`` enables, or exactly ``policies``).
 
     The guard's own recorded messages are withheld and regenerated, so the
     outcome says both what the guard does on this log and whether that
@@ -76,11 +85,21 @@ async def replay_log(
     replay = Replay(path, withhold=_is_guard_message)
     verdicts: list[Verdict] = []
     regenerated: list[ContextMessage] = []
+    # The ordinal of each call still waiting for its result, and of the call
+    # whose result is being delivered: parallel calls of one step are all
+    # published before their results, so "the latest call" is not the trigger.
+    open_calls: dict[tuple[str | None, str], int] = {}
+    answered = 0
+
+    def call_number(trigger: Event) -> int:
+        if type(trigger) is ToolCall:
+            return open_calls.get(_call_key(trigger), replay.call_number)
+        return answered  # actions come from a call or from a result
 
     def on_action(action: Action, trigger: Event) -> None:
         verdict = Verdict(
             seq=replay.seq,
-            call_number=replay.call_number,
+            call_number=call_number(trigger),
             agent=action.agent,
             policy=action.policy,
             action=action.action,
@@ -93,10 +112,15 @@ async def replay_log(
             on_verdict(verdict)
 
     def capture(event: Event) -> None:
-        if type(event) is ContextMessage and event.source.plugin in GUARD_PLUGINS:
+        nonlocal answered
+        if type(event) is ToolCall:
+            open_calls[_call_key(event)] = replay.call_number
+        elif type(event) is ToolResult:
+            answered = open_calls.pop(_call_key(event), replay.call_number)
+        elif type(event) is ContextMessage and event.source.plugin in GUARD_PLUGINS:
             regenerated.append(event)
 
-    Guard(config, on_action=on_action).attach(replay.bus)
+    Guard(config, on_action=on_action, policies=policies).attach(replay.bus)
     replay.bus.record(capture)
     report = await replay.run()
     recorded = [_key(e) for e in replay.withheld if type(e) is ContextMessage]
@@ -111,6 +135,10 @@ async def replay_log(
         if i >= len(recorded) or i >= len(fresh) or recorded[i] != fresh[i]
     ]
     return ReplayOutcome(verdicts, report, differences)
+
+
+def _call_key(event: ToolCall | ToolResult) -> tuple[str | None, str]:
+    return (event.agent.id if event.agent else None, event.call_id)
 
 
 def _is_guard_message(event: AnyEvent) -> bool:
