@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from bus import AnyEvent, ContextMessage, Event, ReadReport, Replay, ToolCall, ToolResult
+from bus import AgentStatus, ContextMessage, Event, ReadReport, Replay
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import GUARD_PLUGINS, Guard
@@ -39,20 +39,24 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ContextDifference(msgspec.Struct, frozen=True, kw_only=True):
-    """A guard message the log recorded that replay did not regenerate the
-    same way, or the reverse. ``index`` counts guard messages in order."""
+    """A guard output (a context message, or a halt request) the log
+    recorded that replay did not regenerate the same way, or the reverse.
+    ``index`` counts guard outputs in order."""
 
     index: int
     recorded: str | None
     regenerated: str | None
 
 
-def _key(message: ContextMessage) -> str:
-    agent = message.agent.id if message.agent else None
-    source = message.source
-    return msgspec.json.encode(
-        [agent, message.call_id, source.plugin, source.form, source.summary, message.text]
-    ).decode()
+def _key(event: Event) -> str:
+    agent = event.agent.id if event.agent else None
+    if isinstance(event, ContextMessage):
+        source = event.source
+        fields = [agent, event.call_id, source.plugin, source.form, source.summary, event.text]
+    else:
+        assert isinstance(event, AgentStatus)
+        fields = [agent, event.status, event.reason]
+    return msgspec.json.encode(fields).decode()
 
 
 class ReplayOutcome:
@@ -78,28 +82,19 @@ async def replay_log(
     """Feed the log at ``path`` through a fresh bus and guard (with the
     policies ``config`` enables, or exactly ``policies``).
 
-    The guard's own recorded messages are withheld and regenerated, so the
+    The guard's own recorded messages and halt requests are withheld and
+    regenerated, so the
     outcome says both what the guard does on this log and whether that
     matches what was recorded.
     """
-    replay = Replay(path, withhold=_is_guard_message)
+    replay = Replay(path, withhold=_is_guard_output)
     verdicts: list[Verdict] = []
-    regenerated: list[ContextMessage] = []
-    # The ordinal of each call still waiting for its result, and of the call
-    # whose result is being delivered: parallel calls of one step are all
-    # published before their results, so "the latest call" is not the trigger.
-    open_calls: dict[tuple[str | None, str], int] = {}
-    answered = 0
-
-    def call_number(trigger: Event) -> int:
-        if type(trigger) is ToolCall:
-            return open_calls.get(_call_key(trigger), replay.call_number)
-        return answered  # actions come from a call or from a result
+    regenerated: list[Event] = []
 
     def on_action(action: Action, trigger: Event) -> None:
         verdict = Verdict(
             seq=replay.seq,
-            call_number=call_number(trigger),
+            call_number=replay.call_number,
             agent=action.agent,
             policy=action.policy,
             action=action.action,
@@ -112,18 +107,13 @@ async def replay_log(
             on_verdict(verdict)
 
     def capture(event: Event) -> None:
-        nonlocal answered
-        if type(event) is ToolCall:
-            open_calls[_call_key(event)] = replay.call_number
-        elif type(event) is ToolResult:
-            answered = open_calls.pop(_call_key(event), replay.call_number)
-        elif type(event) is ContextMessage and event.source.plugin in GUARD_PLUGINS:
+        if _is_guard_output(event):
             regenerated.append(event)
 
     Guard(config, on_action=on_action, policies=policies).attach(replay.bus)
     replay.bus.record(capture)
     report = await replay.run()
-    recorded = [_key(e) for e in replay.withheld if type(e) is ContextMessage]
+    recorded = [_key(e) for e in replay.withheld]
     fresh = [_key(e) for e in regenerated]
     differences = [
         ContextDifference(
@@ -137,9 +127,9 @@ async def replay_log(
     return ReplayOutcome(verdicts, report, differences)
 
 
-def _call_key(event: ToolCall | ToolResult) -> tuple[str | None, str]:
-    return (event.agent.id if event.agent else None, event.call_id)
-
-
-def _is_guard_message(event: AnyEvent) -> bool:
-    return type(event) is ContextMessage and event.source.plugin in GUARD_PLUGINS
+def _is_guard_output(event: Event) -> bool:
+    """The guard's own recorded output: its messages and halt requests,
+    which a replay regenerates rather than re-publishes."""
+    if isinstance(event, ContextMessage):
+        return event.source.plugin in GUARD_PLUGINS
+    return isinstance(event, AgentStatus) and event.status == "halt-requested"

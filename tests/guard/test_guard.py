@@ -56,6 +56,9 @@ class _Broken(Policy):
     def on_user_message(self, state: Any, message: UserMessage) -> None:
         raise RuntimeError("on_user_message is broken")
 
+    def on_status(self, state: Any, status: AgentStatus) -> None:
+        raise RuntimeError("on_status is broken")
+
 
 async def _call(bus: Bus, agent: Agent | None, call_id: str, tool: str = "grep", args: Any = None) -> ToolResult:
     """What a runtime does for one tool call: decide, run (or not), publish the result."""
@@ -173,6 +176,7 @@ async def test_a_failing_policy_is_logged_and_the_others_still_run(bus: Bus, cap
         await bus.publish(UserMessage(agent=agent, text="again"))
         await _call(bus, agent, "c2")
         await _call(bus, agent, "c3")
+        await bus.publish(AgentStatus(agent=agent, status="disposed"))
     assert [m.call_id for m in capture.of(ContextMessage)] == ["c3"]  # the reset still happened
     failures = [(e["hook"], e["policy"], e["agent"]) for e in logs if e["event"] == "guard.policy_failed"]
     assert failures == [
@@ -183,6 +187,7 @@ async def test_a_failing_policy_is_logged_and_the_others_still_run(bus: Bus, cap
         ("on_result", "broken", "main"),
         ("on_call", "broken", "main"),
         ("on_result", "broken", "main"),
+        ("on_status", "broken", "main"),
     ]
     assert all(e["log_level"] == "error" and e["exc_info"] for e in logs if e["event"] == "guard.policy_failed")
 

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from guard import Config, RemindConfig, Verdict, replay_log
+from guard import Config, RemindConfig, Verdict, load_config, replay_log
 from tests.guard.conftest import MakeScript, OnCallPolicy
 
 GREP = {"pattern": "x"}
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def _write_log(path: Path, events: list[dict[str, Any]]) -> Path:
@@ -105,3 +106,28 @@ async def test_an_action_on_a_call_is_placed_at_that_call(tmp_path: Path) -> Non
     log = _write_log(tmp_path / "calls.jsonl", events)
     outcome = await replay_log(log, policies=[OnCallPolicy("gate", "deny")])
     assert [(v.seq, v.call_number, v.action) for v in outcome.verdicts] == [(2, 2, "deny")]
+
+
+@pytest.mark.anyio
+async def test_recorded_halt_requests_are_regenerated_not_republished(tmp_path: Path) -> None:
+    """A halt request is guard output like a reminder: replay withholds the
+    recorded one, regenerates it, and ``--check`` compares the two."""
+    ladder = SCENARIOS / "turns" / "ladder.jsonl"
+    config = load_config(ladder.with_suffix(".toml"))
+    intact = await replay_log(ladder, config)
+    assert [v.action for v in intact.verdicts].count("halt") == 1
+    assert intact.differences == []
+
+    text = ladder.read_text(encoding="utf-8")
+    assert text.count('"status":"halt-requested"') == 1
+    tampered = tmp_path / "ladder.jsonl"
+    tampered.write_text(
+        text.replace(
+            '"status":"halt-requested","parent":null,"reason":"',
+            '"status":"halt-requested","parent":null,"reason":"EDITED ',
+        ),
+        encoding="utf-8",
+    )
+    [diff] = (await replay_log(tampered, config)).differences
+    assert diff.recorded is not None and "EDITED" in diff.recorded
+    assert diff.regenerated is not None and "halt-requested" in diff.regenerated
