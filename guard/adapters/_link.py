@@ -74,6 +74,12 @@ class GuardLink:
         link = self._links[handle] = AgentLink(self, handle)
         return link
 
+    def adopt(self, agent: Agent) -> AgentLink:
+        """A link for an existing handle (one restored from a session log),
+        without publishing a start: the agent is already live."""
+        link = self._links[agent] = AgentLink(self, agent)
+        return link
+
     def links(self) -> list[AgentLink]:
         """The live agents, oldest first."""
         return list(self._links.values())
@@ -155,6 +161,13 @@ class AgentLink:
         if call is None:
             raise KeyError(f"no open tool call {call_id!r} for agent {self.agent.id!r}; publish it with call() first")
         await self.bus.publish(ToolResult.answering(call, content, is_error=is_error, denied_by=denied_by))
+
+    def reopen(self, call: ToolCall) -> None:
+        """Restore a call published earlier (in another process) that still waits for its result."""
+        self._calls[call.call_id] = call
+
+    def has_call(self, call_id: str) -> bool:
+        return call_id in self._calls
 
     def open_calls(self) -> int:
         """How many published calls still wait for their result."""
