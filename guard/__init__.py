@@ -6,12 +6,24 @@ escalates. See ``docs/`` for the policies and their configuration.
 """
 
 from guard.actions import DENYING, Action, ActionKind
-from guard.config import Config, ConfigError, RemindConfig, RescueConfig, TurnsConfig, load_config, parse_config
+from guard.config import (
+    TURNS_THRESHOLD_ENV,
+    Config,
+    ConfigError,
+    RemindConfig,
+    RescueConfig,
+    TurnsConfig,
+    apply_environment,
+    load_config,
+    parse_config,
+)
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
 from guard.patterns import ToolFilter, compile_pattern
 from guard.policy import Policy
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
+from guard.turn_ring import TurnRing, detect_loop
+from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
 from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
@@ -19,6 +31,10 @@ __all__ = [
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "GUARD_PLUGINS",
+    "TURNS_ADVISORY",
+    "TURNS_DENIAL",
+    "TURNS_HALT_REASON",
+    "TURNS_THRESHOLD_ENV",
     "Action",
     "ActionKind",
     "ActionListener",
@@ -34,13 +50,18 @@ __all__ = [
     "ReplayOutcome",
     "RescueConfig",
     "ToolFilter",
+    "TurnRing",
     "TurnsConfig",
+    "TurnsPolicy",
     "Verdict",
+    "apply_environment",
     "build_policies",
     "canonical_json",
     "compile_pattern",
+    "detect_loop",
     "fingerprint",
     "load_config",
     "parse_config",
     "replay_log",
+    "summarize_result",
 ]

@@ -19,11 +19,13 @@ import msgspec
 from msgspec.structs import force_setattr
 
 __all__ = [
+    "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
     "RemindConfig",
     "RescueConfig",
     "TurnsConfig",
+    "apply_environment",
     "load_config",
     "parse_config",
 ]
@@ -116,16 +118,34 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``turns`` (seed 002): the same call on N consecutive turns."""
+    """Policy ``turns`` (seed 002): the same call on N consecutive turns.
+
+    ``threshold`` consecutive turns draw one advisory (0 switches the policy
+    off); if the call goes on, ``deny_after`` more turns deny it and
+    ``halt_after`` more after that request a halt (0 switches a rung off).
+    ``exempt`` tools are invisible to it. ``summary_chars`` caps the quoted
+    last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
+    overrides ``threshold`` when the guard is built (``apply_environment``).
+    """
 
     threshold: int = 5
     exempt: tuple[str, ...] = ()
+    deny_after: int = 2
+    halt_after: int = 2
+    summary_chars: int = 200
 
     def __post_init__(self) -> None:
         _check_bool("turns.enabled", self.enabled)
         _check_int("turns.threshold", self.threshold, 0)
+        if self.threshold == 1:
+            raise ConfigError(
+                "turns.threshold", 1, "must be 0 (off) or an integer >= 2: at 1 every call would be a loop"
+            )
         _check_patterns("turns.exempt", self.exempt)
         force_setattr(self, "exempt", tuple(self.exempt))
+        _check_int("turns.deny_after", self.deny_after, 0)
+        _check_int("turns.halt_after", self.halt_after, 0)
+        _check_int("turns.summary_chars", self.summary_chars, 1)
 
 
 class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -243,6 +263,36 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
                 f"{section}.{field}", _lookup(prepared, f"{path}.{field}"), f"unknown key (known: {known})"
             ) from None
         raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule.rstrip(".")) from None
+
+
+TURNS_THRESHOLD_ENV = "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"
+"""Overrides ``turns.threshold`` (file or Python value) when the guard is built."""
+
+_DIGITS = re.compile(r"\s*[0-9]+\s*")
+
+
+def apply_environment(config: Config, environ: Mapping[str, str] | None = None) -> Config:
+    """``config`` with the environment's overrides applied; the ``Guard``
+    calls this when it is built, so the environment wins over a file or a
+    Python value. ``environ`` defaults to ``os.environ``.
+
+    ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` replaces ``turns.threshold`` (0
+    switches the policy off; it does not switch on a disabled section). A
+    set but bad value, empty included, raises ``ConfigError`` naming the
+    variable: nothing falls back silently.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(TURNS_THRESHOLD_ENV)
+    if raw is None:
+        return config
+    rule = "must be 0 (off) or an integer >= 2 (it overrides turns.threshold)"
+    if not _DIGITS.fullmatch(raw):
+        raise ConfigError(TURNS_THRESHOLD_ENV, raw, rule)
+    try:
+        turns = msgspec.structs.replace(config.turns, threshold=int(raw))
+    except (ConfigError, ValueError):  # ValueError: more digits than int() takes
+        raise ConfigError(TURNS_THRESHOLD_ENV, raw, rule) from None
+    return msgspec.structs.replace(config, turns=turns)
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:

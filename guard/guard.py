@@ -21,10 +21,11 @@ from bus import (
     UserMessage,
 )
 from guard.actions import DENYING, Action
-from guard.config import Config
+from guard.config import Config, apply_environment
 from guard.fingerprint import FingerprintCache
 from guard.policy import Policy
 from guard.remind import RemindPolicy
+from guard.turns import TurnsPolicy
 
 __all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
 
@@ -34,16 +35,19 @@ ActionListener = Callable[[Action, Event], None]
 _log = structlog.get_logger("guard")
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin})
+GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin})
 """Every plugin name a policy of this package writes, enabled or not: replay
 withholds their recorded messages and regenerates them."""
 
 
 def build_policies(config: Config) -> list[Policy]:
-    """The enabled policies, in the order they are consulted."""
+    """The enabled policies, in the order they are consulted (``turns`` at
+    threshold 0 is off)."""
     policies: list[Policy] = []
     if config.remind.enabled:
         policies.append(RemindPolicy(config.remind))
+    if config.turns.enabled and config.turns.threshold > 0:
+        policies.append(TurnsPolicy(config.turns))
     return policies
 
 
@@ -52,11 +56,13 @@ class Guard:
 
     State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
     it disappears with the agent handle, on its ``disposed`` status, and
-    never crosses agents. Events without an agent are ignored.
+    never crosses agents. Events without an agent are ignored. The
+    environment's overrides are applied to ``config`` here
+    (``apply_environment``), so ``guard.config`` is what actually runs.
     """
 
     def __init__(self, config: Config | None = None, *, on_action: ActionListener | None = None) -> None:
-        self.config = config if config is not None else Config()
+        self.config = apply_environment(config if config is not None else Config())
         self.policies = build_policies(self.config)
         self._interceptors = [
             (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
@@ -144,8 +150,16 @@ class Guard:
             policy.on_user_message(state, message)
 
     async def _on_status(self, status: AgentStatus) -> None:
-        if status.status == "disposed" and status.agent is not None:
-            self._agents.pop(status.agent, None)
+        agent = status.agent
+        if agent is None:
+            return
+        states = self._agents.get(agent)
+        if states is None:
+            return
+        for policy, state in zip(self.policies, states, strict=True):
+            policy.on_status(state, status)
+        if status.status == "disposed":
+            self._agents.pop(agent, None)
 
     async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
         _log.info(
