@@ -311,11 +311,15 @@ async def test_resumed_hook_restores_steps_open_calls_halts_and_drops_disposed_a
 
 
 def test_cli_hook_in_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
     import io
 
+    import structlog
+
     from guard.cli import main
+
+    request.addfinalizer(structlog.reset_defaults)  # main() configures logging for the whole process
 
     def call(data: str, *args: str) -> int:
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode())))
