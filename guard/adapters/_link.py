@@ -176,11 +176,15 @@ class AgentLink:
     def take_context(self, call_id: str | None = None) -> list[str]:
         """Texts of the pending context messages (for ``call_id`` only, if
         given), removed from ``pending``: the adapter now owes them to the model."""
-        taken: list[str] = []
+        return [message.text for message in self.take_messages(call_id)]
+
+    def take_messages(self, call_id: str | None = None) -> list[ContextMessage]:
+        """Like ``take_context``, but the messages themselves (with their call ids)."""
+        taken: list[ContextMessage] = []
         kept: list[ContextMessage] = []
         for message in self.pending:
             if call_id is None or message.call_id == call_id:
-                taken.append(message.text)
+                taken.append(message)
             else:
                 kept.append(message)
         self.pending = kept
