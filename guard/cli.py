@@ -67,7 +67,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
 
     outcome = anyio.run(
-        lambda: replay_log(args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json))
+        lambda: replay_log(
+            args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json), live_asks=args.ask
+        )
     )
     report = outcome.report
     counts = outcome.counts()
@@ -178,6 +180,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true", help="one JSON object per action on stdout")
     replay.add_argument(
         "--check", action="store_true", help="exit 1 if regenerated guard messages differ from the recorded ones"
+    )
+    replay.add_argument(
+        "--ask",
+        action="store_true",
+        help="run rescue's ask command for escalations (spends money) instead of answering them from the log",
     )
     replay.set_defaults(run=_cmd_replay)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bus import Agent, AgentStatus, Bus, ContextMessage, Event, Replay, SessionLog, ToolCall, ToolResult, UserMessage
+from bus import Agent, AgentStatus, Bus, Event, Replay, SessionLog, ToolCall, ToolResult, UserMessage
 from guard.adapters._link import GuardLink
 from guard.config import Config
-from guard.guard import GUARD_PLUGINS, Guard
+from guard.guard import Guard
+from guard.verdicts import answers_from_log, is_guard_message
 
 __all__ = ["resume_link"]
 
@@ -53,10 +54,6 @@ class _Tracker:
                 state.disposed = True
 
 
-def _is_guard_message(event: Event) -> bool:
-    return type(event) is ContextMessage and event.source.plugin in GUARD_PLUGINS
-
-
 async def resume_link(path: Path, session: str, config: Config | None = None) -> tuple[GuardLink, SessionLog]:
     """A ``GuardLink`` whose guard has seen every event of the log at ``path``
     (replayed, the guard's own messages regenerated rather than re-read), and
@@ -67,10 +64,13 @@ async def resume_link(path: Path, session: str, config: Config | None = None) ->
     seq = 0
     exists = path.exists()
     if exists:
-        replay = Replay(path, withhold=_is_guard_message)
+        # Recorded halt requests are re-published, not withheld: a runtime or
+        # plugin may have asked for one too, and the tracker must see it.
+        replay = Replay(path, withhold=is_guard_message)
         guard.attach(replay.bus)
         replay.bus.record(tracker)
-        await replay.run()
+        with answers_from_log(guard, path):  # history never re-runs an escalation
+            await replay.run()
         guard.detach()
         seq = replay.seq
     bus = Bus(seq=seq)

@@ -332,3 +332,27 @@ def test_cli_hook_in_process(
     assert [json.loads(line)["hookSpecificOutput"]["additionalContext"] for line in out] == [GENTLE_REMINDER]
     assert call("[]", "--state-dir", str(tmp_path)) == 1
     assert "must be a JSON object" in capsys.readouterr().err
+
+
+def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path) -> None:
+    """Each hook invocation replays the session so far; an escalation bought
+    in an earlier invocation is answered from the log, not asked again."""
+    asked = tmp_path / "asked"
+    ask = tmp_path / "ask"
+    ask.write_text(f"#!/bin/sh\necho x >> {asked}\necho 'Read main.py instead.'\n")
+    ask.chmod(0o755)
+    state = tmp_path / "state"
+    config = tmp_path / "guard.toml"
+    config.write_text(f'[remind]\nenabled = false\n\n[rescue]\nask_command = "{ask}"\nnudge_at = 2\nrescue_at = 3\n')
+    denials = []
+    for n in range(6):
+        pre, post = ls_call(n)
+        done = run_hook(state, pre, "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        if done.stdout:  # denied: Claude Code sends no PostToolUse for it
+            denials.append(json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"])
+        else:
+            assert run_hook(state, post, "--config", str(config)).returncode == 0
+    assert len(denials) == 5
+    assert ["Read main.py instead." in d for d in denials] == [False, True, True, True, True]
+    assert asked.read_text().count("x") == 1
