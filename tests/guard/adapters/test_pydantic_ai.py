@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed: pip install 'repeat-tool-guard[pydantic-ai]'")
 
-from pydantic_ai import Agent, RunContext
-from pydantic_ai.exceptions import RunCancelled
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, RunCancelled
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -292,6 +292,41 @@ async def test_tool_error_is_published_as_an_error_result(link: GuardLink, event
         await agent.run("go")
     (result,) = events.of(ToolResult)
     assert (result.is_error, result.content) == (True, "disk on fire")
+
+
+async def test_deferred_calls_are_error_results_and_an_approved_one_is_decided_again(
+    link: GuardLink, events: Capture
+) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart("done")])
+        deploy, build = ToolCallPart("deploy", {"env": "prod"}, "d1"), ToolCallPart("build", {}, "b1")
+        return ModelResponse(parts=[deploy, build])
+
+    agent = Agent(FunctionModel(respond), capabilities=[RepeatToolGuard(link)], output_type=[str, DeferredToolRequests])
+    deployed: list[str] = []
+
+    @agent.tool
+    def deploy(ctx: RunContext[None], env: str) -> str:
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired()
+        deployed.append(env)
+        return "deployed"
+
+    @agent.tool_plain
+    def build() -> str:
+        raise CallDeferred()
+
+    first = await agent.run("ship it")
+    assert isinstance(first.output, DeferredToolRequests)
+    deferred = {(r.call_id, r.is_error, r.content) for r in events.of(ToolResult)}
+    assert deferred == {("d1", True, "ApprovalRequired"), ("b1", True, "CallDeferred")}
+
+    answers = DeferredToolResults(approvals={"d1": True}, calls={"b1": "built elsewhere"})
+    second = await agent.run(None, message_history=first.all_messages(), deferred_tool_results=answers)
+    assert (second.output, deployed) == ("done", ["prod"])
+    assert [(c.call_id, c.step) for c in events.of(ToolCall)][2:] == [("d1", 1)], "decided again, same step"
+    assert [(r.call_id, r.content) for r in events.of(ToolResult)][2:] == [("d1", "deployed")]
 
 
 def test_constructor_rejects_a_link_with_config(link: GuardLink) -> None:
