@@ -17,6 +17,7 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import InMemoryRunner
+from google.adk.tools.agent_tool import AgentTool
 from google.genai import types
 from pydantic import Field
 
@@ -106,8 +107,10 @@ def _responses(contents: list[types.Content]) -> list[dict[str, Any]]:
 
 async def test_reminder_reaches_the_next_model_request(link: GuardLink, events: Capture) -> None:
     runs: list[str] = []
-    model = await converse(link, runs, "find the config loader")
+    replies: list[str] = []
+    model = await converse(link, runs, "find the config loader", replies=replies)
     assert len(runs) == 3
+    assert replies == ["I will stop."], "the reminder is in the request only, not in the session's events"
     assert _texts(model.requests[3])[-1] == REMINDER_PREFIX + GENTLE_REMINDER
     response = model.requests[3][-2].parts[0].function_response  # type: ignore[index]
     assert response is not None
@@ -183,6 +186,79 @@ async def test_parallel_calls_of_one_response_are_one_turn(turns_link: GuardLink
     notes = [t for t in _texts(model.requests[2]) if t.startswith(REMINDER_PREFIX)]
     assert len(notes) == 1, "the 2nd response is the 2nd turn: one advisory, not one per copy"
     assert [r["error"][: len(TURNS_DENIED)] for r in _responses(model.requests[3])[-2:]] == [TURNS_DENIED] * 2
+
+
+class ScriptedLlm(BaseLlm):
+    """Answers with the next of ``script``: a ``(tool, args)`` call, or text."""
+
+    script: list[tuple[str, dict[str, Any]] | str] = Field(default_factory=list)
+    requests: list[list[types.Content]] = Field(default_factory=list)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append(list(llm_request.contents))
+        step = self.script.pop(0)
+        if isinstance(step, str):
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=step)]))
+            return
+        call = types.FunctionCall(name=step[0], args=step[1], id=f"lead-{len(self.requests)}")
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+
+
+def search(runs: list[str]) -> Any:
+    def grep(pattern: str) -> dict[str, Any]:
+        """Search the code."""
+        runs.append(pattern)
+        return {"hits": ["src/cfg.py:12: def load_config():"]}
+
+    return grep
+
+
+async def run_lead(link: GuardLink, lead: LlmAgent, prompt: str = "find the config loader") -> None:
+    runner = InMemoryRunner(app=App(name="app", root_agent=lead, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    message = types.Content(role="user", parts=[types.Part(text=prompt)])
+    async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+        pass
+
+
+GREP = ("grep", {"pattern": "load_config"})
+
+
+async def test_transfer_target_is_a_subagent_of_its_parent_in_the_agent_tree(link: GuardLink, events: Capture) -> None:
+    runs: list[str] = []
+    helper_model = LoopingLlm(model="looping", requests=[], per_turn=2)
+    helper = LlmAgent(name="helper", model=helper_model, tools=[search(runs)], description="Searches too.")
+    script: list[tuple[str, dict[str, Any]] | str] = [GREP, GREP, ("transfer_to_agent", {"agent_name": "helper"})]
+    lead = LlmAgent(name="lead", model=ScriptedLlm(model="s", script=script), tools=[search(runs)], sub_agents=[helper])
+    await run_lead(link, lead)
+
+    assert len(runs) == 4
+    assert not any(REMINDER_PREFIX in t for r in helper_model.requests for t in _texts(r)), "2 + 2 calls, not 4"
+    started = {s.agent.id.split("/")[1]: s.parent for s in events.of(AgentStatus) if s.agent and s.status == "started"}
+    assert {k: v.split("/")[1] if v else None for k, v in started.items()} == {"lead": None, "helper": "lead"}
+
+
+@pytest.mark.filterwarnings("ignore:The `plugins` argument is deprecated:DeprecationWarning")  # AgentTool's own Runner
+async def test_agent_tool_runs_a_subagent_of_the_agent_calling_it_disposed_after_its_run(
+    link: GuardLink, events: Capture
+) -> None:
+    runs: list[str] = []
+    helper_model = LoopingLlm(model="looping", requests=[], per_turn=2)
+    helper = LlmAgent(name="delegate", model=helper_model, tools=[search(runs)], description="Searches too.")
+    script: list[tuple[str, dict[str, Any]] | str] = [GREP, GREP, ("delegate", {"request": "look too"}), GREP, "done"]
+    lead_model = ScriptedLlm(model="s", script=script)
+    await run_lead(link, LlmAgent(name="lead", model=lead_model, tools=[search(runs), AgentTool(helper)]))
+
+    assert len(runs) == 5
+    assert not any(REMINDER_PREFIX in t for r in helper_model.requests for t in _texts(r))
+    (reminded,) = [r for r in lead_model.requests if REMINDER_PREFIX in " ".join(_texts(r[-1:]))]
+    assert reminded is lead_model.requests[4], "the lead's own 3rd grep; the delegate tool is excluded from remind"
+    statuses = [(s.agent.id.split("/")[1], s.status, s.parent) for s in events.of(AgentStatus) if s.agent]
+    lead_id = next(s.agent.id for s in events.of(AgentStatus) if s.agent and s.agent.id.endswith("/lead"))
+    assert statuses == [("lead", "started", None), ("delegate", "started", lead_id), ("delegate", "disposed", None)]
+    assert [m.text for m in events.of(UserMessage)] == ["find the config loader"], "a delegated task is no user turn"
 
 
 async def test_tool_error_is_an_error_result(link: GuardLink, events: Capture) -> None:

@@ -16,7 +16,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
@@ -214,6 +214,13 @@ async def test_tool_errors_and_commands_are_published(link: GuardLink, events: C
         raise ValueError("disk on fire")
 
     @tool
+    def flaky() -> str:
+        """Fails in a way the tool node turns into an error message."""
+        raise ToolException("upstream timed out")
+
+    flaky.handle_tool_error = True
+
+    @tool
     def remember(note: str, runtime: ToolRuntime) -> Command[Any]:
         """Store a note."""
         message = ToolMessage("noted", tool_call_id=runtime.tool_call_id or "")
@@ -221,12 +228,20 @@ async def test_tool_errors_and_commands_are_published(link: GuardLink, events: C
 
     calls = [
         AIMessage("", tool_calls=[{"name": "remember", "args": {"note": "x"}, "id": "r1"}]),
+        AIMessage("", tool_calls=[{"name": "flaky", "args": {}, "id": "f1"}]),
         AIMessage("", tool_calls=[{"name": "broken", "args": {}, "id": "b1"}]),
     ]
-    agent = create_agent(chat(*calls, AIMessage("unreached")), [broken, remember], middleware=[RepeatToolGuard(link)])
+    model = chat(*calls, AIMessage("unreached"))
+    agent = create_agent(model, [broken, flaky, remember], middleware=[RepeatToolGuard(link)])
     with pytest.raises(ValueError, match="disk on fire"):
         await agent.ainvoke({"messages": [HumanMessage("go")]})
     results = events.of(ToolResult)
-    assert [(r.tool, r.is_error) for r in results] == [("remember", False), ("broken", True)]
+    assert [(r.tool, r.is_error) for r in results] == [("remember", False), ("flaky", True), ("broken", True)]
     assert "noted" in results[0].content
-    assert results[1].content == "disk on fire"
+    assert [r.content for r in results[1:]] == ["upstream timed out", "disk on fire"]
+
+
+def test_the_sync_invoke_path_is_refused_by_langchain(link: GuardLink) -> None:
+    agent = create_agent(chat(*loop(1)), [make_grep([])], middleware=[RepeatToolGuard(link)])
+    with pytest.raises(TypeError, match='No synchronous function provided to "abefore_agent"'):
+        agent.invoke({"messages": [HumanMessage("find the config loader")]})

@@ -116,6 +116,36 @@ async def test_reminder_is_a_developer_message_in_the_next_model_input(link: Gua
     assert [e.text for e in events.of(UserMessage)] == ["find the config loader"]
 
 
+async def test_reminder_is_in_the_next_model_input_only_not_in_the_run_items(link: GuardLink) -> None:
+    calls: list[ModelCall] = []
+    agent = grep_agent(looping(calls, per_turn=5, until=()), [])
+    result = await RepeatToolGuard(link).run(agent, "find the config loader")
+
+    assert [len(developer_notes(c)) for c in calls] == [0, 0, 0, 1, 0, 0], "shown once, in the 4th model call"
+    assert "developer" not in json.dumps(result.to_input_list())
+
+
+async def test_a_tool_that_raises_is_published_as_the_failure_text_the_model_reads(
+    link: GuardLink, events: Capture
+) -> None:
+    @function_tool
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    calls: list[ModelCall] = []
+
+    def respond(call: ModelCall) -> Any:
+        calls.append(call)
+        return [assistant_message("gave up")] if len(calls) > 1 else [function_call("broken", {}, call_id="b1")]
+
+    model = ScriptedModel([ModelStep.respond(respond)] * 2)
+    await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[broken]), "go")
+    (result,) = events.of(ToolResult)
+    assert outputs(calls[1]) == [result.content]
+    assert result.is_error is False, "on_tool_end cannot tell the SDK's failure text from an output"
+
+
 async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
     events = Capture().attach(rescue_link.bus)
     calls: list[ModelCall] = []
