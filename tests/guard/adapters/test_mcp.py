@@ -13,6 +13,7 @@ pytest.importorskip("mcp", reason="mcp is not installed: pip install 'repeat-too
 import mcp_types as types
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from bus import ToolCall, ToolResult
 from bus.testing import Capture
@@ -34,6 +35,11 @@ async def proxied(link: GuardLink, runs: list[str]) -> AsyncIterator[Client]:
         """Search the code."""
         runs.append(pattern)
         return "src/cfg.py:12: def load_config():"
+
+    @upstream_server.tool()
+    def build() -> str:
+        """Always fails."""
+        raise ToolError("compile error in cfg.py")
 
     async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
         yield client
@@ -63,7 +69,7 @@ async def test_reminder_is_an_extra_text_block_after_the_tools_own(
 ) -> None:
     runs: list[str] = []
     async with proxied(link, runs) as client:
-        assert [tool.name for tool in (await client.list_tools()).tools] == ["grep"]
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["grep", "build"]
         results = await until_told(client)
     assert len(results) == 3
     assert texts(results[0]) == ["src/cfg.py:12: def load_config():"]
@@ -114,9 +120,20 @@ async def test_turns_sees_each_call_as_a_turn_and_after_its_halt_request_every_c
         other = await client.call_tool("grep", {"pattern": "something else"})
     assert runs == ["load_config"] * 2, "calls 3 and 4 were denied"
     assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4, 5]
+    assert {c.agent.id for c in events.of(ToolCall) if c.agent} == {"mcp-client"}, "MCP cannot tell agents apart"
     advisory = texts(results[1])[1]
     assert advisory.startswith(REMINDER_PREFIX + TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments")
     assert [(r.is_error, texts(r)[0].startswith(TURNS_DENIED)) for r in results[2:]] == [(True, True)] * 2
     halt = TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
     assert (other.is_error, texts(other)) == (True, [halt]), "a server cannot stop its client: it refuses"
     assert events.of(ToolResult)[-1].denied_by == HALT_DENIER
+
+
+async def test_an_upstream_error_is_an_error_result(link: GuardLink, events: Capture, anyio_backend: str) -> None:
+    async with proxied(link, []) as client:
+        result = await client.call_tool("build", {})
+    assert result.is_error
+    (published,) = events.of(ToolResult)
+    assert published.is_error
+    assert "compile error in cfg.py" in published.content
+    assert texts(result) == [published.content], "the upstream blocks, unchanged"
