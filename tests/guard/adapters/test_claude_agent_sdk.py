@@ -116,6 +116,21 @@ async def test_parallel_calls_share_a_step_and_sequential_calls_do_not(link: Gua
     assert [c.step for c in events.of(ToolCall)] == [1, 1, 2]
 
 
+async def test_a_call_arriving_after_a_denied_one_starts_a_new_step(rescue_link: GuardLink) -> None:
+    """The documented limit of inferred steps: a denied call is over at once,
+    so a parallel call of the same response arriving after it is a new step."""
+    events = Capture().attach(rescue_link.bus)
+    hooks = ClaudeHooks(rescue_link)
+    for n in range(2):
+        await feed(hooks, ls_call(n))
+    denied_pre, _ = ls_call(2)
+    other_pre, other_post = ls_call(3, tool_input={"command": "cat src/cfg.py"})
+    assert (await hooks.handle(denied_pre))["hookSpecificOutput"]["permissionDecision"] == "deny"
+    await hooks.handle(other_pre)
+    await hooks.handle(other_post)
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4]
+
+
 async def test_subagent_is_its_own_agent_under_the_main_one(link: GuardLink, events: Capture) -> None:
     hooks = ClaudeHooks(link)
     sub = {"agent_id": "a7f3", "agent_type": "general-purpose"}
