@@ -115,6 +115,7 @@ async def test_reminder_reaches_the_next_model_request(link: GuardLink, events: 
     response = model.requests[3][-2].parts[0].function_response  # type: ignore[index]
     assert response is not None
     assert response.response == {"hits": ["src/cfg.py:12: def load_config():"]}, "the tool result is not rewritten"
+    assert events.of(ToolResult)[0].content == '{"hits":["src/cfg.py:12: def load_config():"]}', "published as JSON"
     assert [c.step for c in events.of(ToolCall)] == [1, 2, 3]
     assert [m.text for m in events.of(UserMessage)] == ["find the config loader"]
 

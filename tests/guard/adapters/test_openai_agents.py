@@ -284,6 +284,7 @@ async def test_guardrail_outside_a_guarded_run_allows(events: Capture) -> None:
     agent = grep_agent(ScriptedModel(script), runs)
     agent.tools.append(WebSearchTool())
     guard_tools(agent, agent)
+    assert getattr(agent.tools[-1], "tool_input_guardrails", None) is None, "a hosted tool gets no guardrail"
     result = await Runner.run(agent, "plain run")
     assert (result.final_output, runs, events.events) == ("ok", ["x"], [])
 
