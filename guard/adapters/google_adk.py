@@ -8,11 +8,15 @@ halt request answers in place of the model, ending the turn),
 tool never runs and the model reads the denial as the function response),
 ``after_tool_callback`` / ``on_tool_error_callback`` (publish the result).
 Each agent of a session is one live agent; its ``parent_agent`` in the ADK
-agent tree is its parent.
+agent tree is its parent. A run started while a guarded tool executes (an
+``AgentTool`` runs its agent in a fresh session of its own) is a subagent of
+the agent running the tool: its task is no user turn, and its agents are
+disposed in ``after_run_callback``.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from google.adk.agents.callback_context import CallbackContext
@@ -32,12 +36,16 @@ __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
 REMINDER_PREFIX = "[repeat-tool-guard] "
 """Starts each reminder text the model is shown, marking it as the guard's note."""
 
+_running: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_google_adk", default=None)
+
 
 class RepeatToolGuard(BasePlugin):
     def __init__(self, link: GuardLink | None = None, *, config: Config | None = None) -> None:
         super().__init__(name="repeat_tool_guard")
         self.link = link if link is not None else GuardLink(config=config)
         self._agents: dict[tuple[str, str], AgentLink] = {}
+        self._nested: dict[str, AgentLink] = {}
+        self._outer: dict[tuple[str, str], AgentLink | None] = {}
 
     async def _agent(self, session_id: str, agent: Any) -> AgentLink:
         key = (session_id, agent.name)
@@ -45,7 +53,13 @@ class RepeatToolGuard(BasePlugin):
         if known is not None:
             return known
         parent_agent = getattr(agent, "parent_agent", None)
-        parent = await self._agent(session_id, parent_agent) if parent_agent is not None else None
+        if parent_agent is not None:
+            parent: AgentLink | None = await self._agent(session_id, parent_agent)
+        else:  # a session's root agent: nested when a guarded tool is running here
+            running = _running.get()
+            parent = running if running is not None and running.open_calls() else None
+            if parent is not None:
+                self._nested[session_id] = parent
         link = self._agents[key] = self.link.agent(f"{session_id}/{agent.name}", parent=parent)
         await link.start()
         return link
@@ -57,10 +71,19 @@ class RepeatToolGuard(BasePlugin):
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
     ) -> types.Content | None:
-        agent = await self._agent(invocation_context.session.id, invocation_context.agent)
-        text = " ".join(part.text for part in user_message.parts or [] if part.text)
-        await agent.user_message(text)
+        session_id = invocation_context.session.id
+        agent = await self._agent(session_id, invocation_context.agent)
+        if session_id not in self._nested:  # a delegated task is no user turn
+            text = " ".join(part.text for part in user_message.parts or [] if part.text)
+            await agent.user_message(text)
         return None
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        session_id = invocation_context.session.id
+        if self._nested.pop(session_id, None) is None:
+            return
+        for key in [key for key in self._agents if key[0] == session_id]:
+            await self._agents.pop(key).dispose()
 
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
@@ -81,6 +104,9 @@ class RepeatToolGuard(BasePlugin):
         call_id = tool_context.function_call_id or ""
         decision = await agent.call(call_id, tool.name, tool_args)
         if decision.allowed:
+            # ADK runs the tool in this context: a run it starts sees its agent.
+            self._outer[(agent.agent.id, call_id)] = _running.get()
+            _running.set(agent)
             return None
         await agent.denied(call_id, decision)
         return {"error": decision.reason or ""}
@@ -90,6 +116,7 @@ class RepeatToolGuard(BasePlugin):
     ) -> dict[str, Any] | None:
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
+        self._tool_done(agent, call_id)
         if agent.has_call(call_id):
             await agent.result(call_id, as_text(result))
         return None
@@ -98,5 +125,12 @@ class RepeatToolGuard(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
     ) -> dict[str, Any] | None:
         agent = await self._from(tool_context)
-        await agent.result(tool_context.function_call_id or "", str(error) or type(error).__name__, is_error=True)
+        call_id = tool_context.function_call_id or ""
+        self._tool_done(agent, call_id)
+        await agent.result(call_id, str(error) or type(error).__name__, is_error=True)
         return None
+
+    def _tool_done(self, agent: AgentLink, call_id: str) -> None:
+        key = (agent.agent.id, call_id)
+        if key in self._outer:
+            _running.set(self._outer.pop(key))

@@ -1,69 +1,52 @@
 """Fixtures shared by the adapter integration tests.
 
-Until the ``rescue`` and ``turns`` policies land, the deny and halt paths are
-driven by a real bus interceptor and a real subscriber defined here: the
-adapters only see the generic bus contract (a deny ``Decision``, an
-``agent/status`` ``halt-requested``), whoever produces it.
+Every runtime's tests run its real agent loop against a ``GuardLink`` whose
+guard runs the project's real policies:
+
+- ``link``: ``remind`` at 3 (reminders, subagent isolation, user-turn reset);
+- ``rescue_link``: ``rescue`` with its defaults (the 3rd occurrence of a call
+  is denied) and an ask command that does not exist, so nothing leaves the
+  machine;
+- ``advice_link``: ``rescue`` that denies the 2nd occurrence and escalates at
+  the 3rd through a real ask script (a process) which saves its question to
+  ``asked`` and answers ``ADVICE``;
+- ``turns_link``: ``turns`` at threshold 2 with a one-turn ladder: the 2nd
+  consecutive turn of a call draws the advisory, the 3rd is denied, the 4th
+  is denied with a halt request.
+
+The adapters see only the bus contract (a deny ``Decision``, a
+``context/message``, an ``agent/status`` ``halt-requested``); a test that
+needs one in a place no policy puts it (a halt during the user's prompt, a
+halt by another plugin that must outlive a hook process) publishes it itself.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from bus import AgentStatus, Bus, Decision, ToolCall, ToolResult
 from bus.testing import Capture
-from guard import Config, RemindConfig, canonical_json
+from guard import TURNS_DENIAL, Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.adapters import GuardLink
+from tests.conftest import AskScript
 
-DENIAL = "repeat-tool-guard test: this exact call already ran {count} times; use its result."
-HALT = "repeat-tool-guard test: too many repeats, stopping the run."
+RESCUE_DENIED = "loop-rescue denied this call; it did not run."
+"""How every rescue denial starts."""
 
+TURNS_DENIED = TURNS_DENIAL.split("{tool}")[0]
+"""How every turns denial starts."""
 
-class DenyRepeats:
-    """Denies an agent's call once the same tool and arguments already ran
-    ``limit`` times for that agent (a stand-in for ``rescue``)."""
+ADVICE = "Stop searching: load_config is defined at src/cfg.py:12, read that file."
+"""What ``advice_link``'s ask script answers."""
 
-    name = "deny-repeats"
+REMINDED = "repeating the exact same tool call"
+"""A phrase of ``remind``'s gentle reminder."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.seen: Counter[tuple[str, str, bytes]] = Counter()
+GUARD_SAID = (REMINDED, RESCUE_DENIED, "Tool-call loop detected", TURNS_DENIED)
+"""Phrases a looping test model reacts to by giving up the loop."""
 
-    def attach(self, bus: Bus) -> DenyRepeats:
-        bus.intercept(self.name, self)
-        return self
-
-    async def __call__(self, call: ToolCall) -> Decision | None:
-        assert call.agent is not None
-        key = (call.agent.id, call.tool, canonical_json(call.args))
-        self.seen[key] += 1
-        if self.seen[key] > self.limit:
-            return Decision.deny(DENIAL.format(count=self.limit), self.name)
-        return None
-
-
-class HaltAfter:
-    """Requests a halt of an agent after its ``results``-th tool result (a
-    stand-in for ``turns``)."""
-
-    def __init__(self, results: int) -> None:
-        self.results = results
-        self.counts: Counter[str] = Counter()
-        self._bus: Bus | None = None
-
-    def attach(self, bus: Bus) -> HaltAfter:
-        bus.subscribe(ToolResult, self.on_result)
-        self._bus = bus
-        return self
-
-    async def on_result(self, result: ToolResult) -> None:
-        assert result.agent is not None
-        assert self._bus is not None
-        self.counts[result.agent.id] += 1
-        if self.counts[result.agent.id] == self.results:
-            await self._bus.publish(AgentStatus(agent=result.agent, status="halt-requested", reason=HALT))
+_OFF = RemindConfig(enabled=False)
 
 
 @pytest.fixture
@@ -79,3 +62,26 @@ def link(remind_at_3: Config) -> GuardLink:
 @pytest.fixture
 def events(link: GuardLink) -> Capture:
     return Capture().attach(link.bus)
+
+
+@pytest.fixture
+def rescue_link(missing_ask_command: str) -> GuardLink:
+    return GuardLink(config=Config(remind=_OFF, rescue=RescueConfig(ask_command=missing_ask_command)))
+
+
+@pytest.fixture
+def asked(tmp_path: Path) -> Path:
+    """Where ``advice_link``'s ask script saves the question it was asked."""
+    return tmp_path / "asked.txt"
+
+
+@pytest.fixture
+def advice_link(ask_script: AskScript, asked: Path) -> GuardLink:
+    command = ask_script(f"printf '%s' \"$1\" > '{asked}'\necho '{ADVICE}'")
+    rescue = RescueConfig(ask_command=str(command), nudge_at=2, rescue_at=3, window=3)
+    return GuardLink(config=Config(remind=_OFF, rescue=rescue))
+
+
+@pytest.fixture
+def turns_link() -> GuardLink:
+    return GuardLink(config=Config(remind=_OFF, turns=TurnsConfig(threshold=2, deny_after=1, halt_after=1)))

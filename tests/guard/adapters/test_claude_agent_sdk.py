@@ -20,10 +20,12 @@ import pytest
 
 from bus import AgentStatus, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage, read_log
 from bus.testing import Capture
-from guard import DETAILED_REMINDER, GENTLE_REMINDER
+from guard import DETAILED_REMINDER, GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import ClaudeHooks, HookInputError, default_state_dir, parse_payload
-from tests.guard.adapters.conftest import DENIAL, HALT, DenyRepeats, HaltAfter
+from guard.rescue import advice_in
+from tests.conftest import AskScript
+from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
 
@@ -74,21 +76,35 @@ async def test_user_prompt_resets_the_count(link: GuardLink) -> None:
     assert answers == [{}] * 8
 
 
-async def test_deny_answers_permission_decision_and_publishes_the_denied_result(
-    link: GuardLink, events: Capture
-) -> None:
-    DenyRepeats(limit=2).attach(link.bus)
-    hooks = ClaudeHooks(link)
+async def test_rescue_deny_answers_permission_decision_and_publishes_the_denied_result(rescue_link: GuardLink) -> None:
+    events = Capture().attach(rescue_link.bus)
+    hooks = ClaudeHooks(rescue_link)
     for n in range(2):
-        await feed(hooks, ls_call(n))
+        assert await feed(hooks, ls_call(n)) == [{}, {}]
     pre, _ = ls_call(2)
     answer = await hooks.handle(pre)
-    specific = answer["hookSpecificOutput"]
-    assert specific["permissionDecision"] == "deny"
-    assert specific["permissionDecisionReason"] == DENIAL.format(count=2)
-    assert specific["additionalContext"] == GENTLE_REMINDER, "the denied call is the third identical call"
     denied = events.of(ToolResult)[-1]
-    assert (denied.call_id, denied.denied_by, denied.is_error) == ("toolu_02", "deny-repeats", True)
+    assert (denied.call_id, denied.denied_by, denied.is_error) == ("toolu_02", "loop-rescue", True)
+    assert denied.content.startswith(f"{RESCUE_DENIED}\nYou have made this exact call 3 times in your last 3")
+    assert advice_in(denied.content) is None, "the ask command is missing: the free local denial"
+    assert answer == {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": denied.content,
+        }
+    }, "Claude reads the reason; the tool does not run, so no PostToolUse follows"
+
+
+async def test_rescue_escalation_advice_is_the_deny_reason(advice_link: GuardLink, asked: Path) -> None:
+    hooks = ClaudeHooks(advice_link)
+    await hooks.handle(payload("UserPromptSubmit", prompt="what is in src?"))
+    await feed(hooks, ls_call(0))
+    reasons = [(await hooks.handle(next(ls_call(n))))["hookSpecificOutput"]["permissionDecisionReason"] for n in (1, 2)]
+    assert [advice_in(r) for r in reasons] == [None, ADVICE]
+    question = asked.read_text()
+    assert "## The agent's task\nwhat is in src?\n" in question
+    assert "cfg.py\\nmain.py" in question, "the tool_response the agent already had, as JSON"
 
 
 async def test_parallel_calls_share_a_step_and_sequential_calls_do_not(link: GuardLink, events: Capture) -> None:
@@ -98,6 +114,21 @@ async def test_parallel_calls_share_a_step_and_sequential_calls_do_not(link: Gua
     for p in (first_pre, second_pre, first_post, second_post, *ls_call(2)):
         await hooks.handle(p)
     assert [c.step for c in events.of(ToolCall)] == [1, 1, 2]
+
+
+async def test_a_call_arriving_after_a_denied_one_starts_a_new_step(rescue_link: GuardLink) -> None:
+    """The documented limit of inferred steps: a denied call is over at once,
+    so a parallel call of the same response arriving after it is a new step."""
+    events = Capture().attach(rescue_link.bus)
+    hooks = ClaudeHooks(rescue_link)
+    for n in range(2):
+        await feed(hooks, ls_call(n))
+    denied_pre, _ = ls_call(2)
+    other_pre, other_post = ls_call(3, tool_input={"command": "cat src/cfg.py"})
+    assert (await hooks.handle(denied_pre))["hookSpecificOutput"]["permissionDecision"] == "deny"
+    await hooks.handle(other_pre)
+    await hooks.handle(other_post)
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4]
 
 
 async def test_subagent_is_its_own_agent_under_the_main_one(link: GuardLink, events: Capture) -> None:
@@ -115,12 +146,24 @@ async def test_subagent_is_its_own_agent_under_the_main_one(link: GuardLink, eve
     assert {c.agent.parent_id for c in events.of(ToolCall) if c.agent and c.agent.id == "a7f3"} == {SESSION}
 
 
-async def test_halt_request_answers_continue_false(link: GuardLink) -> None:
-    HaltAfter(results=2).attach(link.bus)
-    hooks = ClaudeHooks(link)
+async def test_turns_advises_then_denies_then_its_halt_request_answers_continue_false(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
+    hooks = ClaudeHooks(turns_link)
+    await hooks.handle(payload("UserPromptSubmit", prompt="what is in src?"))
     answers = [a for n in range(2) for a in await feed(hooks, ls_call(n))]
-    assert answers[-1] == {"continue": False, "stopReason": HALT}
-    assert await hooks.handle(payload("UserPromptSubmit", prompt="go on")) == {}
+    answers += [await hooks.handle(next(ls_call(n))) for n in (2, 3)]  # denied: no PostToolUse follows
+
+    assert answers[:3] == [{}] * 3
+    advisory = answers[3]["hookSpecificOutput"]["additionalContext"]
+    assert advisory.startswith(TURNS_ADVISORY.split("{tool}")[0] + "Bash with identical arguments in 2")
+    assert [a["hookSpecificOutput"]["permissionDecision"] for a in answers[4:]] == ["deny", "deny"]
+    assert answers[4]["hookSpecificOutput"]["permissionDecisionReason"].startswith(TURNS_DENIED)
+    assert "continue" not in answers[4]
+    halt = TURNS_HALT_REASON.format(tool="Bash", count=4, denials=" and 2 denied calls")
+    assert (answers[5]["continue"], answers[5]["stopReason"]) == (False, halt)
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4], "each call arrived after the last had finished"
+    assert await hooks.handle(payload("UserPromptSubmit", prompt="go on")) == {}, "a user turn ends the halt"
+    assert await feed(hooks, ls_call(4)) == [{}, {}], "and the run starts over"
 
 
 async def test_failure_is_an_error_result_and_a_post_without_pre_still_counts(link: GuardLink, events: Capture) -> None:
@@ -291,7 +334,12 @@ async def test_resumed_hook_restores_steps_open_calls_halts_and_drops_disposed_a
     await recorded.bus.publish(UserMessage(agent=None, text="no agent: ignored"))
     note = ContextMessage(agent=recorded.links()[0].agent, call_id="-", source=ContextSource(plugin="other"), text="n")
     await recorded.bus.publish(note)
-    HaltAfter(results=1).attach(recorded.bus)
+
+    async def another_plugin_halts(result: ToolResult) -> None:
+        """A halt no policy regenerates on replay: the log alone must carry it."""
+        await recorded.bus.publish(AgentStatus(agent=result.agent, status="halt-requested", reason="stop"))
+
+    recorded.bus.subscribe(ToolResult, another_plugin_halts)
     await feed(hooks, ls_call(0, agent_id="helper"))
     await hooks.handle(payload("SubagentStop", agent_id="helper", agent_type="x", agent_transcript_path="/t"))
     await feed(hooks, ls_call(1))
@@ -303,7 +351,7 @@ async def test_resumed_hook_restores_steps_open_calls_halts_and_drops_disposed_a
     answer = await run_hook_in_process(post | {"tool_use_id": "toolu_03"}, tmp_path)
     assert answer == {}, "'late' came back after its stop: live again, its open call answered"
     answer = await run_hook_in_process(payload("PostToolUseFailure", tool_use_id="x9", error="boom"), tmp_path)
-    assert answer == {"continue": False, "stopReason": HALT}, "the main agent's halt request outlives the process"
+    assert answer == {"continue": False, "stopReason": "stop"}, "the main agent's halt request outlives the process"
     events = list(read_log(path))
     results = [e for e in events if isinstance(e, ToolResult)]
     assert [(r.call_id, r.step) for r in results[-2:]] == [("toolu_03", 1), ("x9", 2)]
@@ -334,13 +382,11 @@ def test_cli_hook_in_process(
     assert "must be a JSON object" in capsys.readouterr().err
 
 
-def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path) -> None:
+def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path, ask_script: AskScript) -> None:
     """Each hook invocation replays the session so far; an escalation bought
     in an earlier invocation is answered from the log, not asked again."""
     asked = tmp_path / "asked"
-    ask = tmp_path / "ask"
-    ask.write_text(f"#!/bin/sh\necho x >> {asked}\necho 'Read main.py instead.'\n")
-    ask.chmod(0o755)
+    ask = ask_script(f"echo x >> {asked}\necho 'Read main.py instead.'")
     state = tmp_path / "state"
     config = tmp_path / "guard.toml"
     config.write_text(f'[remind]\nenabled = false\n\n[rescue]\nask_command = "{ask}"\nnudge_at = 2\nrescue_at = 3\n')
@@ -354,5 +400,32 @@ def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path) ->
         else:
             assert run_hook(state, post, "--config", str(config)).returncode == 0
     assert len(denials) == 5
-    assert ["Read main.py instead." in d for d in denials] == [False, True, True, True, True]
+    assert [advice_in(d) for d in denials] == [None] + ["Read main.py instead."] * 4
     assert asked.read_text().count("x") == 1
+
+
+def test_hook_command_carries_the_turns_ladder_and_its_halt_across_invocations(tmp_path: Path) -> None:
+    """Each invocation is a new process: the run length, the ladder and the
+    halt request live only in the session log it replays."""
+    state = tmp_path / "state"
+    config = tmp_path / "guard.toml"
+    config.write_text("[remind]\nenabled = false\n\n[turns]\nthreshold = 2\ndeny_after = 1\nhalt_after = 1\n")
+
+    def hook(hook_payload: dict[str, Any]) -> dict[str, Any]:
+        done = run_hook(state, hook_payload, "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout) if done.stdout else {}
+
+    answers = [hook(p) for n in range(2) for p in ls_call(n)]
+    answers += [hook(next(ls_call(n))) for n in (2, 3)]
+    assert answers[:3] == [{}] * 3
+    assert answers[3]["hookSpecificOutput"]["additionalContext"].startswith(TURNS_ADVISORY.split("{tool}")[0])
+    assert [a["hookSpecificOutput"]["permissionDecision"] for a in answers[4:]] == ["deny", "deny"]
+    halt = TURNS_HALT_REASON.format(tool="Bash", count=4, denials=" and 2 denied calls")
+    assert (answers[4].get("continue"), answers[5].get("stopReason")) == (None, halt)
+    assert hook(payload("PostToolUseFailure", tool_use_id="x1", tool_name="Read", error="gone")) == {
+        "continue": False,
+        "stopReason": halt,
+    }, "the halt request outlives the process until a user turn"
+    assert hook(payload("UserPromptSubmit", prompt="go on")) == {}
+    assert hook(next(ls_call(4))) == {}

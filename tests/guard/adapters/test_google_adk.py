@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,15 +17,17 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import InMemoryRunner
+from google.adk.tools.agent_tool import AgentTool
 from google.genai import types
 from pydantic import Field
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
-from guard import GENTLE_REMINDER
+from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.google_adk import REMINDER_PREFIX, RepeatToolGuard
-from tests.guard.adapters.conftest import DENIAL, HALT, DenyRepeats, HaltAfter
+from guard.rescue import advice_in
+from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
 
@@ -35,73 +39,114 @@ def anyio_backend() -> str:
 
 
 class LoopingLlm(BaseLlm):
-    """Calls ``grep`` again and again until its request carries a guard note
-    (or ``per_turn`` calls since the latest user text), then answers."""
+    """Calls ``grep`` (``copies`` times in parallel) again and again until the
+    latest function responses or notes carry one of the phrases ``until`` (by
+    default anything the guard says; ``()`` never gives up), or ``per_turn``
+    calls since the latest user text, then answers."""
 
     requests: list[list[types.Content]] = Field(default_factory=list)
     per_turn: int | None = None
+    until: tuple[str, ...] = GUARD_SAID
+    copies: int = 1
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
         contents = list(llm_request.contents)
         self.requests.append(contents)
-        text = " ".join(p.text or "" for c in contents[-2:] for p in c.parts or [])
+        text = " ".join(_texts(contents[-2:]) + [json.dumps(r) for r in _responses(contents[-2:])])
         since = 0
         for content in reversed(contents):
             parts = content.parts or []
             if content.role == "user" and any(p.text and not p.text.startswith(REMINDER_PREFIX) for p in parts):
                 break
             since += sum(1 for p in parts if p.function_call)
-        if REMINDER_PREFIX in text or "repeat-tool-guard test" in text or (self.per_turn and since >= self.per_turn):
+        if any(phrase in text for phrase in self.until) or (self.per_turn and since >= self.per_turn):
             yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="I will stop.")]))
             return
-        call = types.FunctionCall(name="grep", args={"pattern": "load_config"}, id=f"call-{len(self.requests)}")
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+        calls = [
+            types.FunctionCall(name="grep", args={"pattern": "load_config"}, id=f"call-{len(self.requests)}-{n}")
+            for n in range(self.copies)
+        ]
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=c) for c in calls]))
 
 
-async def converse(link: GuardLink, runs: list[str], *prompts: str, per_turn: int | None = None) -> LoopingLlm:
+async def converse(
+    link: GuardLink, runs: list[str], *prompts: str, replies: list[str] | None = None, **model: Any
+) -> LoopingLlm:
+    """Runs the prompts as user turns of one session with a ``LoopingLlm(**model)``;
+    the texts of the events the runner yields go to ``replies``."""
+
     def grep(pattern: str) -> dict[str, Any]:
         """Search the code."""
         runs.append(pattern)
         return {"hits": ["src/cfg.py:12: def load_config():"]}
 
-    model = LoopingLlm(model="looping", requests=[], per_turn=per_turn)
-    agent = LlmAgent(name="main", model=model, tools=[grep])
+    llm = LoopingLlm(model="looping", requests=[], **model)
+    agent = LlmAgent(name="main", model=llm, tools=[grep])
     runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[RepeatToolGuard(link)]))
     session = await runner.session_service.create_session(app_name="app", user_id="u")
     for prompt in prompts:
         message = types.Content(role="user", parts=[types.Part(text=prompt)])
-        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
-            pass
-    return model
+        async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            if replies is not None and event.content is not None:
+                replies.extend(_texts([event.content]))
+    return llm
 
 
 def _texts(contents: list[types.Content]) -> list[str]:
     return [p.text for c in contents for p in c.parts or [] if p.text]
 
 
+def _responses(contents: list[types.Content]) -> list[dict[str, Any]]:
+    """The function responses the model was sent, oldest first."""
+    return [
+        p.function_response.response or {} for c in contents for p in c.parts or [] if p.function_response is not None
+    ]
+
+
 async def test_reminder_reaches_the_next_model_request(link: GuardLink, events: Capture) -> None:
     runs: list[str] = []
-    model = await converse(link, runs, "find the config loader")
+    replies: list[str] = []
+    model = await converse(link, runs, "find the config loader", replies=replies)
     assert len(runs) == 3
+    assert replies == ["I will stop."], "the reminder is in the request only, not in the session's events"
     assert _texts(model.requests[3])[-1] == REMINDER_PREFIX + GENTLE_REMINDER
     response = model.requests[3][-2].parts[0].function_response  # type: ignore[index]
     assert response is not None
     assert response.response == {"hits": ["src/cfg.py:12: def load_config():"]}, "the tool result is not rewritten"
+    assert events.of(ToolResult)[0].content == '{"hits":["src/cfg.py:12: def load_config():"]}', "published as JSON"
     assert [c.step for c in events.of(ToolCall)] == [1, 2, 3]
     assert [m.text for m in events.of(UserMessage)] == ["find the config loader"]
 
 
-async def test_denied_call_never_runs_and_the_model_reads_the_denial(link: GuardLink, events: Capture) -> None:
-    DenyRepeats(limit=2).attach(link.bus)
+async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
+    events = Capture().attach(rescue_link.bus)
     runs: list[str] = []
-    model = await converse(link, runs, "find the config loader")
-    assert len(runs) == 2
-    response = model.requests[3][-2].parts[0].function_response  # type: ignore[index]
-    assert response is not None
-    assert response.response == {"error": DENIAL.format(count=2)}
-    assert [r.denied_by for r in events.of(ToolResult)] == [None, None, "deny-repeats"]
+    model = await converse(rescue_link, runs, "find the config loader")
+
+    assert len(runs) == 2, "the third grep never ran"
+    assert [r.denied_by for r in events.of(ToolResult)] == [None, None, "loop-rescue"]
+    denied = events.of(ToolResult)[-1].content
+    assert denied.startswith(f"{RESCUE_DENIED}\nYou have made this exact call 3 times in your last 3")
+    assert advice_in(denied) is None, "the ask command is missing: the free local denial"
+    assert _responses(model.requests[3])[-1] == {"error": denied}, "the model reads the denial as the response"
+
+
+async def test_rescue_escalation_brings_the_ask_commands_advice_to_the_model(
+    advice_link: GuardLink, asked: Path
+) -> None:
+    events = Capture().attach(advice_link.bus)
+    runs: list[str] = []
+    model = await converse(advice_link, runs, "find the config loader", until=(ADVICE,))
+
+    assert runs == ["load_config"], "the 2nd call is denied, the 3rd escalated and denied with advice"
+    denials = [r.content for r in events.of(ToolResult) if r.denied_by == "loop-rescue"]
+    assert [advice_in(d) for d in denials] == [None, ADVICE]
+    assert _responses(model.requests[3])[1:] == [{"error": d} for d in denials]
+    question = asked.read_text()
+    assert "## The agent's task\nfind the config loader\n" in question, "the user turn reached the guard"
+    assert "src/cfg.py:12: def load_config():" in question, "so did the output the agent already had"
 
 
 async def test_new_user_turn_resets_the_count(link: GuardLink, events: Capture) -> None:
@@ -113,12 +158,108 @@ async def test_new_user_turn_resets_the_count(link: GuardLink, events: Capture) 
     assert len([s for s in events.of(AgentStatus) if s.status == "started"]) == 1
 
 
-async def test_halt_request_answers_in_place_of_the_model(link: GuardLink) -> None:
-    HaltAfter(results=2).attach(link.bus)
+async def test_turns_advises_then_denies_then_its_halt_request_answers_in_place_of_the_model(
+    turns_link: GuardLink,
+) -> None:
+    events = Capture().attach(turns_link.bus)
     runs: list[str] = []
-    model = await converse(link, runs, "find the config loader")
-    assert (len(runs), len(model.requests)) == (2, 2)
-    assert HALT
+    replies: list[str] = []
+    model = await converse(turns_link, runs, "find the config loader", "try again", replies=replies, until=())
+
+    assert [c.step for c in events.of(ToolCall)][:4] == [1, 2, 3, 4], "one step per model call"
+    assert not any(REMINDER_PREFIX in t for t in _texts(model.requests[1]))
+    advisory = _texts(model.requests[2])[-1]
+    assert advisory.startswith(REMINDER_PREFIX + TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments")
+    assert _responses(model.requests[3])[-1]["error"].startswith(TURNS_DENIED)
+    assert len(model.requests) == 8, "each turn: the halt request answered in place of a 5th model call"
+    halt = TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
+    assert replies == [REMINDER_PREFIX + halt] * 2, "the user's next message ended the halt and the run started over"
+    assert len(runs) == 4, "in each turn 2 calls ran and 2 were denied"
+
+
+async def test_parallel_calls_of_one_response_are_one_turn(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
+    runs: list[str] = []
+    model = await converse(turns_link, runs, "find the config loader", until=(TURNS_DENIED,), copies=2)
+
+    assert [c.step for c in events.of(ToolCall)] == [1, 1, 2, 2, 3, 3]
+    assert len(runs) == 4, "both copies of the 3rd response were denied"
+    notes = [t for t in _texts(model.requests[2]) if t.startswith(REMINDER_PREFIX)]
+    assert len(notes) == 1, "the 2nd response is the 2nd turn: one advisory, not one per copy"
+    assert [r["error"][: len(TURNS_DENIED)] for r in _responses(model.requests[3])[-2:]] == [TURNS_DENIED] * 2
+
+
+class ScriptedLlm(BaseLlm):
+    """Answers with the next of ``script``: a ``(tool, args)`` call, or text."""
+
+    script: list[tuple[str, dict[str, Any]] | str] = Field(default_factory=list)
+    requests: list[list[types.Content]] = Field(default_factory=list)
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append(list(llm_request.contents))
+        step = self.script.pop(0)
+        if isinstance(step, str):
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=step)]))
+            return
+        call = types.FunctionCall(name=step[0], args=step[1], id=f"lead-{len(self.requests)}")
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+
+
+def search(runs: list[str]) -> Any:
+    def grep(pattern: str) -> dict[str, Any]:
+        """Search the code."""
+        runs.append(pattern)
+        return {"hits": ["src/cfg.py:12: def load_config():"]}
+
+    return grep
+
+
+async def run_lead(link: GuardLink, lead: LlmAgent, prompt: str = "find the config loader") -> None:
+    runner = InMemoryRunner(app=App(name="app", root_agent=lead, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    message = types.Content(role="user", parts=[types.Part(text=prompt)])
+    async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+        pass
+
+
+GREP = ("grep", {"pattern": "load_config"})
+
+
+async def test_transfer_target_is_a_subagent_of_its_parent_in_the_agent_tree(link: GuardLink, events: Capture) -> None:
+    runs: list[str] = []
+    helper_model = LoopingLlm(model="looping", requests=[], per_turn=2)
+    helper = LlmAgent(name="helper", model=helper_model, tools=[search(runs)], description="Searches too.")
+    script: list[tuple[str, dict[str, Any]] | str] = [GREP, GREP, ("transfer_to_agent", {"agent_name": "helper"})]
+    lead = LlmAgent(name="lead", model=ScriptedLlm(model="s", script=script), tools=[search(runs)], sub_agents=[helper])
+    await run_lead(link, lead)
+
+    assert len(runs) == 4
+    assert not any(REMINDER_PREFIX in t for r in helper_model.requests for t in _texts(r)), "2 + 2 calls, not 4"
+    started = {s.agent.id.split("/")[1]: s.parent for s in events.of(AgentStatus) if s.agent and s.status == "started"}
+    assert {k: v.split("/")[1] if v else None for k, v in started.items()} == {"lead": None, "helper": "lead"}
+
+
+@pytest.mark.filterwarnings("ignore:The `plugins` argument is deprecated:DeprecationWarning")  # AgentTool's own Runner
+async def test_agent_tool_runs_a_subagent_of_the_agent_calling_it_disposed_after_its_run(
+    link: GuardLink, events: Capture
+) -> None:
+    runs: list[str] = []
+    helper_model = LoopingLlm(model="looping", requests=[], per_turn=2)
+    helper = LlmAgent(name="delegate", model=helper_model, tools=[search(runs)], description="Searches too.")
+    script: list[tuple[str, dict[str, Any]] | str] = [GREP, GREP, ("delegate", {"request": "look too"}), GREP, "done"]
+    lead_model = ScriptedLlm(model="s", script=script)
+    await run_lead(link, LlmAgent(name="lead", model=lead_model, tools=[search(runs), AgentTool(helper)]))
+
+    assert len(runs) == 5
+    assert not any(REMINDER_PREFIX in t for r in helper_model.requests for t in _texts(r))
+    (reminded,) = [r for r in lead_model.requests if REMINDER_PREFIX in " ".join(_texts(r[-1:]))]
+    assert reminded is lead_model.requests[4], "the lead's own 3rd grep; the delegate tool is excluded from remind"
+    statuses = [(s.agent.id.split("/")[1], s.status, s.parent) for s in events.of(AgentStatus) if s.agent]
+    lead_id = next(s.agent.id for s in events.of(AgentStatus) if s.agent and s.agent.id.endswith("/lead"))
+    assert statuses == [("lead", "started", None), ("delegate", "started", lead_id), ("delegate", "disposed", None)]
+    assert [m.text for m in events.of(UserMessage)] == ["find the config loader"], "a delegated task is no user turn"
 
 
 async def test_tool_error_is_an_error_result(link: GuardLink, events: Capture) -> None:

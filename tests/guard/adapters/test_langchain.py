@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +16,17 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
+from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
-from guard import GENTLE_REMINDER
+from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.langchain import REMINDER_KEY, RepeatToolGuard
-from tests.guard.adapters.conftest import DENIAL, DenyRepeats, HaltAfter
+from guard.rescue import advice_in
+from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
 
@@ -48,8 +50,10 @@ class ScriptedChat(GenericFakeChatModel):
         return super()._generate(messages, *args, **kwargs)
 
 
-def grep_call(n: int, tool: str = "grep") -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": tool, "args": {"pattern": "load_config"}, "id": f"{tool}-{n}"}])
+def grep_call(n: int, tool: str = "grep", copies: int = 1) -> AIMessage:
+    """One model response calling ``tool`` ``copies`` times in parallel (ids ``grep-<n>``, ``grep-<n>.1``, ...)."""
+    ids = [f"{tool}-{n}" + (f".{c}" if c else "") for c in range(copies)]
+    return AIMessage("", tool_calls=[{"name": tool, "args": {"pattern": "load_config"}, "id": i} for i in ids])
 
 
 def chat(*replies: AIMessage) -> ScriptedChat:
@@ -90,18 +94,39 @@ async def test_reminder_is_a_system_message_before_the_next_model_call(link: Gua
     assert [m.text for m in events.of(UserMessage)] == ["find the config loader"]
 
 
-async def test_denied_call_never_runs_and_the_model_reads_the_denial(link: GuardLink, events: Capture) -> None:
-    DenyRepeats(limit=2).attach(link.bus)
+async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
+    events = Capture().attach(rescue_link.bus)
     runs: list[str] = []
     model = chat(*loop(3))
-    agent = create_agent(model, [make_grep(runs)], middleware=[RepeatToolGuard(link)])
+    agent = create_agent(model, [make_grep(runs)], middleware=[RepeatToolGuard(rescue_link)])
     await agent.ainvoke({"messages": [HumanMessage("find the config loader")]})
 
-    assert len(runs) == 2
-    denial = model.requests[3][-2]
-    assert isinstance(denial, ToolMessage)
-    assert (denial.content, denial.status) == (DENIAL.format(count=2), "error")
-    assert [r.denied_by for r in events.of(ToolResult)] == [None, None, "deny-repeats"]
+    assert len(runs) == 2, "the third grep never ran"
+    denied = events.of(ToolResult)[-1]
+    assert [r.denied_by for r in events.of(ToolResult)] == [None, None, "loop-rescue"]
+    assert denied.content.startswith(f"{RESCUE_DENIED}\nYou have made this exact call 3 times in your last 3")
+    assert advice_in(denied.content) is None, "the ask command is missing: the free local denial"
+    shown = model.requests[3][-1]
+    assert isinstance(shown, ToolMessage)
+    assert (shown.content, shown.status) == (denied.content, "error")
+
+
+async def test_rescue_escalation_brings_the_ask_commands_advice_to_the_model(
+    advice_link: GuardLink, asked: Path
+) -> None:
+    events = Capture().attach(advice_link.bus)
+    runs: list[str] = []
+    model = chat(*loop(3))
+    agent = create_agent(model, [make_grep(runs)], middleware=[RepeatToolGuard(advice_link)])
+    await agent.ainvoke({"messages": [HumanMessage("find the config loader")]})
+
+    assert runs == ["load_config"], "the 2nd call is denied, the 3rd escalated and denied with advice"
+    denials = [r.content for r in events.of(ToolResult) if r.denied_by == "loop-rescue"]
+    assert [advice_in(d) for d in denials] == [None, ADVICE]
+    assert [m.content for m in model.requests[3] if isinstance(m, ToolMessage)][1:] == denials
+    question = asked.read_text()
+    assert "## The agent's task\nfind the config loader\n" in question, "the user turn reached the guard"
+    assert "src/cfg.py:12: def load_config():" in question, "so did the output the agent already had"
 
 
 async def test_new_user_turn_on_a_thread_resets_the_count(link: GuardLink, events: Capture) -> None:
@@ -144,14 +169,42 @@ async def test_subagent_run_inside_a_tool_is_isolated(link: GuardLink, events: C
     assert [m.text for m in events.of(UserMessage)] == ["find the config loader"], "a delegated task is no user turn"
 
 
-async def test_halt_request_ends_the_run_before_the_next_model_call(link: GuardLink) -> None:
-    HaltAfter(results=2).attach(link.bus)
+async def test_turns_advises_then_denies_then_its_halt_request_ends_the_run(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
     runs: list[str] = []
-    model = chat(*loop(5))
-    agent = create_agent(model, [make_grep(runs)], middleware=[RepeatToolGuard(link)])
+    model = chat(*loop(6))
+    agent = create_agent(model, [make_grep(runs)], middleware=[RepeatToolGuard(turns_link)])
     result = await agent.ainvoke({"messages": [HumanMessage("find the config loader")]})
-    assert (len(runs), len(model.requests)) == (2, 2)
-    assert isinstance(result["messages"][-1], ToolMessage)
+
+    assert len(runs) == 2, "turns 3 and 4 were denied"
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4], "one step per model call"
+    assert not any(isinstance(m, SystemMessage) for m in model.requests[1])
+    advisory = model.requests[2][-1]
+    assert isinstance(advisory, SystemMessage)
+    assert advisory.text.startswith(TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments in 2")
+    assert model.requests[3][-1].text.startswith(TURNS_DENIED)
+    assert len(model.requests) == 4, "the run ended before a 5th model call"
+    last = result["messages"][-1]
+    assert isinstance(last, ToolMessage)
+    assert last.text.startswith(TURNS_DENIED), "the 4th call's denial, which carried the halt request"
+    (main,) = turns_link.links()
+    assert main.halt_reason == TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
+
+
+async def test_parallel_calls_of_one_response_are_one_turn(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
+    runs: list[str] = []
+    model = chat(*(grep_call(i, copies=2) for i in range(3)), AIMessage("done"))
+    agent = create_agent(model, [make_grep(runs)], middleware=[RepeatToolGuard(turns_link)])
+    await agent.ainvoke({"messages": [HumanMessage("find the config loader")]})
+
+    assert [c.step for c in events.of(ToolCall)] == [1, 1, 2, 2, 3, 3]
+    assert len(runs) == 4, "both copies of the 3rd response were denied"
+    notes = [m.text for m in model.requests[2] if isinstance(m, SystemMessage)]
+    assert len(notes) == 1, "the 2nd response is the 2nd turn: one advisory, not one per copy"
+    assert notes[0].startswith(TURNS_ADVISORY.split("{tool}")[0])
+    denials = [m for m in model.requests[3] if isinstance(m, ToolMessage) and m.text.startswith(TURNS_DENIED)]
+    assert len(denials) == 2
 
 
 async def test_tool_errors_and_commands_are_published(link: GuardLink, events: Capture) -> None:
@@ -161,6 +214,13 @@ async def test_tool_errors_and_commands_are_published(link: GuardLink, events: C
         raise ValueError("disk on fire")
 
     @tool
+    def flaky() -> str:
+        """Fails in a way the tool node turns into an error message."""
+        raise ToolException("upstream timed out")
+
+    flaky.handle_tool_error = True
+
+    @tool
     def remember(note: str, runtime: ToolRuntime) -> Command[Any]:
         """Store a note."""
         message = ToolMessage("noted", tool_call_id=runtime.tool_call_id or "")
@@ -168,12 +228,20 @@ async def test_tool_errors_and_commands_are_published(link: GuardLink, events: C
 
     calls = [
         AIMessage("", tool_calls=[{"name": "remember", "args": {"note": "x"}, "id": "r1"}]),
+        AIMessage("", tool_calls=[{"name": "flaky", "args": {}, "id": "f1"}]),
         AIMessage("", tool_calls=[{"name": "broken", "args": {}, "id": "b1"}]),
     ]
-    agent = create_agent(chat(*calls, AIMessage("unreached")), [broken, remember], middleware=[RepeatToolGuard(link)])
+    model = chat(*calls, AIMessage("unreached"))
+    agent = create_agent(model, [broken, flaky, remember], middleware=[RepeatToolGuard(link)])
     with pytest.raises(ValueError, match="disk on fire"):
         await agent.ainvoke({"messages": [HumanMessage("go")]})
     results = events.of(ToolResult)
-    assert [(r.tool, r.is_error) for r in results] == [("remember", False), ("broken", True)]
+    assert [(r.tool, r.is_error) for r in results] == [("remember", False), ("flaky", True), ("broken", True)]
     assert "noted" in results[0].content
-    assert results[1].content == "disk on fire"
+    assert [r.content for r in results[1:]] == ["upstream timed out", "disk on fire"]
+
+
+def test_the_sync_invoke_path_is_refused_by_langchain(link: GuardLink) -> None:
+    agent = create_agent(chat(*loop(1)), [make_grep([])], middleware=[RepeatToolGuard(link)])
+    with pytest.raises(TypeError, match='No synchronous function provided to "abefore_agent"'):
+        agent.invoke({"messages": [HumanMessage("find the config loader")]})

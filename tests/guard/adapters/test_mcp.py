@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
@@ -12,13 +13,15 @@ pytest.importorskip("mcp", reason="mcp is not installed: pip install 'repeat-too
 import mcp_types as types
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
-from bus import ToolResult
+from bus import ToolCall, ToolResult
 from bus.testing import Capture
-from guard import GENTLE_REMINDER
+from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.mcp import HALT_DENIER, REMINDER_META_KEY, REMINDER_PREFIX, guard_proxy
-from tests.guard.adapters.conftest import DENIAL, HALT, DenyRepeats, HaltAfter
+from guard.rescue import advice_in
+from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
 
@@ -33,6 +36,11 @@ async def proxied(link: GuardLink, runs: list[str]) -> AsyncIterator[Client]:
         runs.append(pattern)
         return "src/cfg.py:12: def load_config():"
 
+    @upstream_server.tool()
+    def build() -> str:
+        """Always fails."""
+        raise ToolError("compile error in cfg.py")
+
     async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
         yield client
 
@@ -41,13 +49,17 @@ def texts(result: types.CallToolResult) -> list[str]:
     return [block.text for block in result.content if isinstance(block, types.TextContent)]
 
 
-async def until_told(client: Client, limit: int = 6) -> list[types.CallToolResult]:
-    """The 'model': the same call again until a result carries a guard note or an error."""
+async def until_told(client: Client, limit: int = 6, until: str | None = None) -> list[types.CallToolResult]:
+    """The 'model': the same call again until a result carries ``until``, or
+    without it, a guard note or an error."""
     results: list[types.CallToolResult] = []
     for _ in range(limit):
         result = await client.call_tool("grep", {"pattern": "load_config"})
         results.append(result)
-        if result.is_error or any(t.startswith(REMINDER_PREFIX) for t in texts(result)):
+        said = texts(result)
+        if until is not None and any(until in t for t in said):
+            break
+        if until is None and (result.is_error or any(t.startswith(REMINDER_PREFIX) for t in said)):
             break
     return results
 
@@ -57,7 +69,7 @@ async def test_reminder_is_an_extra_text_block_after_the_tools_own(
 ) -> None:
     runs: list[str] = []
     async with proxied(link, runs) as client:
-        assert [tool.name for tool in (await client.list_tools()).tools] == ["grep"]
+        assert [tool.name for tool in (await client.list_tools()).tools] == ["grep", "build"]
         results = await until_told(client)
     assert len(results) == 3
     assert texts(results[0]) == ["src/cfg.py:12: def load_config():"]
@@ -66,23 +78,62 @@ async def test_reminder_is_an_extra_text_block_after_the_tools_own(
     assert [r.content for r in events.of(ToolResult)] == ["src/cfg.py:12: def load_config():"] * 3
 
 
-async def test_denied_call_never_reaches_upstream(link: GuardLink, events: Capture, anyio_backend: str) -> None:
-    DenyRepeats(limit=2).attach(link.bus)
+async def test_rescue_denies_the_third_call_and_it_never_reaches_upstream(
+    rescue_link: GuardLink, anyio_backend: str
+) -> None:
+    events = Capture().attach(rescue_link.bus)
     runs: list[str] = []
-    async with proxied(link, runs) as client:
+    async with proxied(rescue_link, runs) as client:
         results = await until_told(client)
-    assert len(runs) == 2
-    assert results[2].is_error
-    assert texts(results[2]) == [DENIAL.format(count=2), REMINDER_PREFIX + GENTLE_REMINDER]
-    assert events.of(ToolResult)[-1].denied_by == "deny-repeats"
+    assert len(runs) == 2, "the third grep never reached upstream"
+    assert [r.is_error for r in results] == [False, False, True]
+    denied = events.of(ToolResult)[-1]
+    assert denied.denied_by == "loop-rescue"
+    assert denied.content.startswith(f"{RESCUE_DENIED}\nYou have made this exact call 3 times in your last 3")
+    assert advice_in(denied.content) is None, "the ask command is missing: the free local denial"
+    assert texts(results[2]) == [denied.content], "the client reads the denial as the call's result"
 
 
-async def test_after_a_halt_request_every_call_is_refused(link: GuardLink, events: Capture, anyio_backend: str) -> None:
-    HaltAfter(results=1).attach(link.bus)
+async def test_rescue_escalation_brings_the_ask_commands_advice_to_the_client(
+    advice_link: GuardLink, asked: Path, anyio_backend: str
+) -> None:
+    events = Capture().attach(advice_link.bus)
     runs: list[str] = []
-    async with proxied(link, runs) as client:
-        first = await client.call_tool("grep", {"pattern": "a"})
-        second = await client.call_tool("grep", {"pattern": "b"})
-    assert (runs, first.is_error, second.is_error) == (["a"], False, True)
-    assert texts(second) == [HALT]
+    async with proxied(advice_link, runs) as client:
+        results = await until_told(client, until=ADVICE)
+    assert runs == ["load_config"], "the 2nd call is denied, the 3rd escalated and denied with advice"
+    denials = [r.content for r in events.of(ToolResult) if r.denied_by == "loop-rescue"]
+    assert [advice_in(d) for d in denials] == [None, ADVICE]
+    assert [texts(r) for r in results[1:]] == [[d] for d in denials]
+    question = asked.read_text()
+    assert "(no user message recorded)" in question, "MCP carries no user turns"
+    assert "src/cfg.py:12: def load_config():" in question, "the output the client already had"
+
+
+async def test_turns_sees_each_call_as_a_turn_and_after_its_halt_request_every_call_is_refused(
+    turns_link: GuardLink, anyio_backend: str
+) -> None:
+    events = Capture().attach(turns_link.bus)
+    runs: list[str] = []
+    async with proxied(turns_link, runs) as client:
+        results = await until_told(client, limit=4, until="never said")
+        other = await client.call_tool("grep", {"pattern": "something else"})
+    assert runs == ["load_config"] * 2, "calls 3 and 4 were denied"
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4, 5]
+    assert {c.agent.id for c in events.of(ToolCall) if c.agent} == {"mcp-client"}, "MCP cannot tell agents apart"
+    advisory = texts(results[1])[1]
+    assert advisory.startswith(REMINDER_PREFIX + TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments")
+    assert [(r.is_error, texts(r)[0].startswith(TURNS_DENIED)) for r in results[2:]] == [(True, True)] * 2
+    halt = TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
+    assert (other.is_error, texts(other)) == (True, [halt]), "a server cannot stop its client: it refuses"
     assert events.of(ToolResult)[-1].denied_by == HALT_DENIER
+
+
+async def test_an_upstream_error_is_an_error_result(link: GuardLink, events: Capture, anyio_backend: str) -> None:
+    async with proxied(link, []) as client:
+        result = await client.call_tool("build", {})
+    assert result.is_error
+    (published,) = events.of(ToolResult)
+    assert published.is_error
+    assert "compile error in cfg.py" in published.content
+    assert texts(result) == [published.content], "the upstream blocks, unchanged"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,10 +18,11 @@ from agents.testing.model import ModelCall, ModelStep, ScriptedModel, assistant_
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
-from guard import GENTLE_REMINDER
+from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink, HaltRequested
 from guard.adapters.openai_agents import TOOL_GUARDRAIL, RepeatToolGuard, guard_tools
-from tests.guard.adapters.conftest import DENIAL, DenyRepeats, HaltAfter
+from guard.rescue import advice_in
+from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
 
@@ -44,25 +46,48 @@ def _texts(call: ModelCall) -> list[str]:
     return [json.dumps(item, default=str) if not isinstance(item, str) else item for item in items]
 
 
-def looping(calls: list[ModelCall], *, per_turn: int | None = None, tool: str = "grep") -> ScriptedModel:
-    """Calls ``tool(pattern="load_config")`` until its input carries a guard
-    message (or ``per_turn`` calls since the latest user item), then answers."""
+def looping(
+    calls: list[ModelCall],
+    *,
+    per_turn: int | None = None,
+    tool: str = "grep",
+    until: tuple[str, ...] = GUARD_SAID,
+    copies: int = 1,
+) -> ScriptedModel:
+    """Calls ``tool(pattern="load_config")`` (``copies`` times in parallel)
+    until its input carries one of the phrases ``until`` (by default anything
+    the guard says; ``()`` never gives up), or ``per_turn`` calls since the
+    latest user item, then answers."""
     counter = Counter[str]()
 
     def respond(call: ModelCall) -> Any:
         calls.append(call)
         text = "\n".join(_texts(call))
-        if "repeat-tool-guard test" in text or "repeating the exact same tool call" in text:
+        if any(phrase in text for phrase in until):
             return [assistant_message("I will stop repeating myself.")]
         items = call.input if isinstance(call.input, list) else []
         last_user = max((i for i, item in enumerate(items) if isinstance(item, dict) and item.get("role") == "user"))
         since = sum(1 for item in items[last_user:] if isinstance(item, dict) and item.get("type") == "function_call")
         if per_turn is not None and since >= per_turn:
             return [assistant_message("enough for this turn")]
-        counter["n"] += 1
-        return [function_call(tool, {"pattern": "load_config"}, call_id=f"{tool}-{counter['n']}")]
+        response = []
+        for _ in range(copies):
+            counter["n"] += 1
+            response.append(function_call(tool, {"pattern": "load_config"}, call_id=f"{tool}-{counter['n']}"))
+        return response
 
     return ScriptedModel([ModelStep.respond(respond)] * 50)
+
+
+def outputs(call: ModelCall) -> list[str]:
+    """The tool outputs in a model call's input, oldest first."""
+    items = call.input if isinstance(call.input, list) else []
+    return [item["output"] for item in items if isinstance(item, dict) and item.get("type") == "function_call_output"]
+
+
+def developer_notes(call: ModelCall) -> list[str]:
+    items = call.input if isinstance(call.input, list) else []
+    return [item["content"] for item in items if isinstance(item, dict) and item.get("role") == "developer"]
 
 
 def grep_agent(model: ScriptedModel, runs: list[str], name: str = "main") -> Agent[Any]:
@@ -91,19 +116,69 @@ async def test_reminder_is_a_developer_message_in_the_next_model_input(link: Gua
     assert [e.text for e in events.of(UserMessage)] == ["find the config loader"]
 
 
-async def test_denied_call_never_runs_and_the_model_reads_the_denial(link: GuardLink, events: Capture) -> None:
-    DenyRepeats(limit=2).attach(link.bus)
+async def test_reminder_is_in_the_next_model_input_only_not_in_the_run_items(link: GuardLink) -> None:
+    calls: list[ModelCall] = []
+    agent = grep_agent(looping(calls, per_turn=5, until=()), [])
+    result = await RepeatToolGuard(link).run(agent, "find the config loader")
+
+    assert [len(developer_notes(c)) for c in calls] == [0, 0, 0, 1, 0, 0], "shown once, in the 4th model call"
+    assert "developer" not in json.dumps(result.to_input_list())
+
+
+async def test_a_tool_that_raises_is_published_as_the_failure_text_the_model_reads(
+    link: GuardLink, events: Capture
+) -> None:
+    @function_tool
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    calls: list[ModelCall] = []
+
+    def respond(call: ModelCall) -> Any:
+        calls.append(call)
+        return [assistant_message("gave up")] if len(calls) > 1 else [function_call("broken", {}, call_id="b1")]
+
+    model = ScriptedModel([ModelStep.respond(respond)] * 2)
+    await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[broken]), "go")
+    (result,) = events.of(ToolResult)
+    assert outputs(calls[1]) == [result.content]
+    assert result.is_error is False, "on_tool_end cannot tell the SDK's failure text from an output"
+
+
+async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
+    events = Capture().attach(rescue_link.bus)
     calls: list[ModelCall] = []
     runs: list[str] = []
-    await RepeatToolGuard(link).run(grep_agent(looping(calls), runs), "find the config loader")
+    result = await RepeatToolGuard(rescue_link).run(grep_agent(looping(calls), runs), "find the config loader")
 
-    assert len(runs) == 2
-    output = calls[3].input[-2]
-    assert output["type"] == "function_call_output"
-    assert output["output"] == DENIAL.format(count=2)
-    denied = [r for r in events.of(ToolResult) if r.denied_by]
-    assert [(r.call_id, r.denied_by) for r in denied] == [("grep-3", "deny-repeats")]
+    assert len(runs) == 2, "the third grep never ran"
+    (denied,) = [r for r in events.of(ToolResult) if r.denied_by]
+    assert (denied.call_id, denied.denied_by, denied.is_error) == ("grep-3", "loop-rescue", True)
+    assert denied.content.startswith(f"{RESCUE_DENIED}\nYou have made this exact call 3 times in your last 3")
+    assert advice_in(denied.content) is None, "the ask command is missing: the free local denial"
+    assert outputs(calls[3])[-1] == denied.content, "the model reads the denial as the tool output"
     assert len(events.of(ToolResult)) == 3, "the denied call's result is published once"
+    assert result.final_output == "I will stop repeating myself."
+
+
+async def test_rescue_escalation_brings_the_ask_commands_advice_to_the_model(
+    advice_link: GuardLink, asked: Path
+) -> None:
+    events = Capture().attach(advice_link.bus)
+    calls: list[ModelCall] = []
+    runs: list[str] = []
+    agent = grep_agent(looping(calls, until=(ADVICE,)), runs)
+    result = await RepeatToolGuard(advice_link).run(agent, "find the config loader")
+
+    assert runs == ["load_config"], "the 2nd call is denied, the 3rd escalated and denied with advice"
+    denials = [r.content for r in events.of(ToolResult) if r.denied_by == "loop-rescue"]
+    assert [advice_in(d) for d in denials] == [None, ADVICE]
+    assert outputs(calls[3])[1:] == denials
+    assert result.final_output == "I will stop repeating myself."
+    question = asked.read_text()
+    assert "## The agent's task\nfind the config loader\n" in question, "the user turn reached the guard"
+    assert "src/cfg.py:12: def load_config():" in question, "so did the output the agent already had"
 
 
 async def test_new_user_turn_resets_the_count(link: GuardLink, events: Capture) -> None:
@@ -172,13 +247,35 @@ async def test_handoff_target_is_its_own_agent(link: GuardLink, events: Capture)
     assert {c.agent.id for c in events.of(ToolCall) if c.agent} == {"specialist"}
 
 
-async def test_halt_request_ends_the_run_before_the_next_model_call(link: GuardLink) -> None:
-    HaltAfter(results=2).attach(link.bus)
+async def test_turns_advises_then_denies_then_its_halt_request_ends_the_run(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
     calls: list[ModelCall] = []
     runs: list[str] = []
-    with pytest.raises(HaltRequested, match="too many repeats"):
-        await RepeatToolGuard(link).run(grep_agent(looping(calls), runs), "find the config loader")
-    assert (len(runs), len(calls)) == (2, 2)
+    halt = TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
+    with pytest.raises(HaltRequested) as raised:
+        await RepeatToolGuard(turns_link).run(grep_agent(looping(calls, until=()), runs), "find the config loader")
+
+    assert raised.value.reason == halt
+    assert len(runs) == 2, "turns 3 and 4 were denied"
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4], "one step per model call"
+    assert developer_notes(calls[1]) == []
+    (advisory,) = developer_notes(calls[2])
+    assert advisory.startswith(TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments in 2")
+    assert outputs(calls[3])[-1].startswith(TURNS_DENIED)
+    assert len(calls) == 4, "no model call after the halt request"
+
+
+async def test_parallel_calls_of_one_response_are_one_turn(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
+    calls: list[ModelCall] = []
+    runs: list[str] = []
+    agent = grep_agent(looping(calls, until=(TURNS_DENIED,), copies=2), runs)
+    await RepeatToolGuard(turns_link).run(agent, "find the config loader")
+
+    assert [c.step for c in events.of(ToolCall)] == [1, 1, 2, 2, 3, 3]
+    assert len(runs) == 4, "both copies of the 3rd response were denied"
+    assert len(developer_notes(calls[2])) == 1, "the 2nd response is the 2nd turn: one advisory, not one per copy"
+    assert [o.startswith(TURNS_DENIED) for o in outputs(calls[3])] == [False] * 4 + [True] * 2
 
 
 async def test_guardrail_outside_a_guarded_run_allows(events: Capture) -> None:
@@ -187,6 +284,7 @@ async def test_guardrail_outside_a_guarded_run_allows(events: Capture) -> None:
     agent = grep_agent(ScriptedModel(script), runs)
     agent.tools.append(WebSearchTool())
     guard_tools(agent, agent)
+    assert getattr(agent.tools[-1], "tool_input_guardrails", None) is None, "a hosted tool gets no guardrail"
     result = await Runner.run(agent, "plain run")
     assert (result.final_output, runs, events.events) == ("ok", ["x"], [])
 

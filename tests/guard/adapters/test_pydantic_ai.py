@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed: pip install 'repeat-tool-guard[pydantic-ai]'")
 
-from pydantic_ai import Agent, RunContext
-from pydantic_ai.exceptions import RunCancelled
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, RunCancelled
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -18,15 +19,17 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
-from guard import GENTLE_REMINDER
+from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.pydantic_ai import REMINDER_METADATA_KEY, RepeatToolGuard
-from tests.guard.adapters.conftest import DENIAL, HALT, DenyRepeats, HaltAfter
+from guard.rescue import advice_in
+from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
 
@@ -46,19 +49,23 @@ def _last_request_text(messages: list[ModelMessage]) -> str:
     return "\n".join(str(getattr(part, "content", "")) for part in last.parts)
 
 
-def looping_model(requests: Requests, *, calls_per_turn: int | None = None) -> FunctionModel:
-    """Calls ``grep(pattern="load_config")`` again and again until the last
-    request carries a reminder or a denial (or ``calls_per_turn`` calls ran
-    since the latest user prompt), then answers in text."""
+def looping_model(
+    requests: Requests, *, calls_per_turn: int | None = None, until: tuple[str, ...] = GUARD_SAID, copies: int = 1
+) -> FunctionModel:
+    """Calls ``grep(pattern="load_config")`` (``copies`` times in parallel)
+    again and again until the last request carries one of the phrases
+    ``until`` (by default anything the guard says; ``()`` never gives up), or
+    ``calls_per_turn`` calls ran since the latest user prompt, then answers
+    in text."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         requests.append(list(messages))
         text = _last_request_text(messages)
-        if "repeat-tool-guard test" in text or "repeating the exact same tool call" in text:
+        if any(phrase in text for phrase in until):
             return ModelResponse(parts=[TextPart("I will stop repeating myself.")])
         if calls_per_turn is not None and _calls_since_prompt(messages) >= calls_per_turn:
             return ModelResponse(parts=[TextPart("enough for this turn")])
-        return ModelResponse(parts=[ToolCallPart("grep", {"pattern": "load_config"})])
+        return ModelResponse(parts=[ToolCallPart("grep", {"pattern": "load_config"}) for _ in range(copies)])
 
     return FunctionModel(respond)
 
@@ -86,15 +93,15 @@ def grep_agent(model: FunctionModel, guard: RepeatToolGuard, runs: list[str]) ->
 
 
 def _reminders(messages: list[ModelMessage]) -> list[str]:
-    """The reminder texts the model was shown (pydantic-ai renders a system
-    prompt part inside the conversation as ``<system>...</system>`` text)."""
+    """The guard texts in the conversation a model was sent: pydantic-ai
+    renders a system prompt part that sits mid-conversation as
+    ``<system>...</system>`` user text for a model without that role."""
     return [
-        str(getattr(part, "content", ""))
+        part.content.removeprefix("<system>").removesuffix("</system>")
         for message in messages
         if isinstance(message, ModelRequest)
         for part in message.parts
-        if not isinstance(part, ToolReturnPart)
-        and any(marker in str(getattr(part, "content", "")) for marker in ("repeating the exact", "Repeated tool call"))
+        if isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith("<system>")
     ]
 
 
@@ -126,16 +133,40 @@ async def test_reminder_reaches_the_next_model_request_after_the_result(link: Gu
     assert [e.text for e in events.of(UserMessage)] == ["find the config loader"]
 
 
-async def test_denied_call_never_runs_and_the_model_reads_the_denial(link: GuardLink, events: Capture) -> None:
-    DenyRepeats(limit=2).attach(link.bus)
+async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
+    events = Capture().attach(rescue_link.bus)
     requests: Requests = []
     runs: list[str] = []
-    await grep_agent(looping_model(requests), RepeatToolGuard(link), runs).run("find the config loader")
+    agent = grep_agent(looping_model(requests), RepeatToolGuard(rescue_link), runs)
+    result = await agent.run("find the config loader")
 
-    assert len(runs) == 2
-    assert DENIAL.format(count=2) in _last_request_text(requests[3]), "request 4 answers the denied 3rd call"
-    denied = [r for r in events.of(ToolResult) if r.denied_by is not None]
-    assert [(r.denied_by, r.is_error, r.content) for r in denied] == [("deny-repeats", True, DENIAL.format(count=2))]
+    assert len(runs) == 2, "the third grep never ran"
+    (denied,) = [r for r in events.of(ToolResult) if r.denied_by is not None]
+    assert (denied.denied_by, denied.is_error) == ("loop-rescue", True)
+    assert denied.content.startswith(f"{RESCUE_DENIED}\nYou have made this exact call 3 times in your last 3")
+    assert advice_in(denied.content) is None, "the ask command is missing: the free local denial"
+    assert denied.content in _last_request_text(requests[3]), "request 4 answers the denied 3rd call"
+    assert result.output == "I will stop repeating myself."
+
+
+async def test_rescue_escalation_brings_the_ask_commands_advice_to_the_model(
+    advice_link: GuardLink, asked: Path
+) -> None:
+    events = Capture().attach(advice_link.bus)
+    requests: Requests = []
+    runs: list[str] = []
+    agent = grep_agent(looping_model(requests, until=(ADVICE,)), RepeatToolGuard(advice_link), runs)
+    result = await agent.run("find the config loader")
+
+    assert runs == ["load_config"], "the 2nd call is denied, the 3rd escalated and denied with advice"
+    denials = [r.content for r in events.of(ToolResult) if r.denied_by == "loop-rescue"]
+    assert [advice_in(d) for d in denials] == [None, ADVICE]
+    assert denials[0] in _last_request_text(requests[2])
+    assert denials[1] in _last_request_text(requests[3])
+    assert result.output == "I will stop repeating myself."
+    question = asked.read_text()
+    assert "## The agent's task\nfind the config loader\n" in question, "the user turn reached the guard"
+    assert "src/cfg.py:12: def load_config():" in question, "so did the output the agent already had"
 
 
 async def test_new_user_turn_resets_the_count(link: GuardLink, events: Capture) -> None:
@@ -201,22 +232,42 @@ async def test_subagent_has_its_own_state_and_names_its_parent(link: GuardLink, 
     assert [e.text for e in events.of(UserMessage)] == ["find the config loader"], "a delegated task is no user turn"
 
 
-async def test_halt_request_cancels_the_run_before_the_next_model_request(link: GuardLink) -> None:
-    HaltAfter(results=2).attach(link.bus)
+async def test_turns_advises_then_denies_then_its_halt_request_cancels_the_run(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
     requests: Requests = []
     runs: list[str] = []
-    agent = grep_agent(looping_model(requests), RepeatToolGuard(link), runs)
+    agent = grep_agent(looping_model(requests, until=()), RepeatToolGuard(turns_link), runs)
     with pytest.raises(RunCancelled):
         await agent.run("find the config loader")
-    assert len(runs) == 2
-    assert len(requests) == 2
-    (main,) = link.links()
-    assert main.halt_reason == HALT
+
+    assert len(runs) == 2, "turns 3 and 4 were denied"
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4], "one step per model request"
+    assert _reminders(requests[1]) == []
+    (advisory,) = _reminders(requests[2])
+    assert advisory.startswith(TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments in 2")
+    assert TURNS_DENIED in _last_request_text(requests[3])
+    assert len(requests) == 4, "no model request after the halt request"
+    (main,) = turns_link.links()
+    assert main.halt_reason == TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
+
+
+async def test_parallel_calls_of_one_response_are_one_turn(turns_link: GuardLink) -> None:
+    events = Capture().attach(turns_link.bus)
+    requests: Requests = []
+    runs: list[str] = []
+    agent = grep_agent(looping_model(requests, until=(TURNS_DENIED,), copies=2), RepeatToolGuard(turns_link), runs)
+    await agent.run("find the config loader")
+
+    assert [c.step for c in events.of(ToolCall)] == [1, 1, 2, 2, 3, 3]
+    assert len(runs) == 4, "both copies of the 3rd response were denied"
+    assert len(_reminders(requests[2])) == 1, "the 2nd response is the 2nd turn: one advisory, not one per copy"
+    assert _last_request_text(requests[3]).count(TURNS_DENIED) == 2
 
 
 async def test_halt_requested_during_the_user_turn_stops_the_run_before_any_model_request(link: GuardLink) -> None:
     async def halt_on_prompt(message: UserMessage) -> None:
-        await link.bus.publish(AgentStatus(agent=message.agent, status="halt-requested", reason=HALT))
+        """No policy halts on a prompt (they all reset on it); another plugin may."""
+        await link.bus.publish(AgentStatus(agent=message.agent, status="halt-requested", reason="stop"))
 
     link.bus.subscribe(UserMessage, halt_on_prompt)
     requests: Requests = []
@@ -241,6 +292,41 @@ async def test_tool_error_is_published_as_an_error_result(link: GuardLink, event
         await agent.run("go")
     (result,) = events.of(ToolResult)
     assert (result.is_error, result.content) == (True, "disk on fire")
+
+
+async def test_deferred_calls_are_error_results_and_an_approved_one_is_decided_again(
+    link: GuardLink, events: Capture
+) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart("done")])
+        deploy, build = ToolCallPart("deploy", {"env": "prod"}, "d1"), ToolCallPart("build", {}, "b1")
+        return ModelResponse(parts=[deploy, build])
+
+    agent = Agent(FunctionModel(respond), capabilities=[RepeatToolGuard(link)], output_type=[str, DeferredToolRequests])
+    deployed: list[str] = []
+
+    @agent.tool
+    def deploy(ctx: RunContext[None], env: str) -> str:
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired()
+        deployed.append(env)
+        return "deployed"
+
+    @agent.tool_plain
+    def build() -> str:
+        raise CallDeferred()
+
+    first = await agent.run("ship it")
+    assert isinstance(first.output, DeferredToolRequests)
+    deferred = {(r.call_id, r.is_error, r.content) for r in events.of(ToolResult)}
+    assert deferred == {("d1", True, "ApprovalRequired"), ("b1", True, "CallDeferred")}
+
+    answers = DeferredToolResults(approvals={"d1": True}, calls={"b1": "built elsewhere"})
+    second = await agent.run(None, message_history=first.all_messages(), deferred_tool_results=answers)
+    assert (second.output, deployed) == ("done", ["prod"])
+    assert [(c.call_id, c.step) for c in events.of(ToolCall)][2:] == [("d1", 1)], "decided again, same step"
+    assert [(r.call_id, r.content) for r in events.of(ToolResult)][2:] == [("d1", "deployed")]
 
 
 def test_constructor_rejects_a_link_with_config(link: GuardLink) -> None:
