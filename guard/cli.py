@@ -17,6 +17,7 @@ import msgspec
 import structlog
 
 from bus import LogError
+from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config
 from guard.verdicts import Verdict, replay_log
 
@@ -106,6 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-config", help="validate a config file and print the effective config")
     check.add_argument("file", metavar="FILE")
     check.set_defaults(run=_cmd_check_config)
+
+    _add_bench_command(commands)
     return parser
 
 
