@@ -10,25 +10,97 @@ import msgspec
 from bus.agent import Agent
 from bus.events import AnyEvent, SessionStart
 
+_MAX_DEPTH = 200
+
+
+def _repr(obj: object) -> str:
+    try:
+        return repr(obj)
+    except Exception:
+        return f"<unrepresentable {type(obj).__qualname__}>"
+
 
 def _encode_hook(obj: Any) -> Any:
     if isinstance(obj, Agent):
         return obj.id
     # A runtime may pass values JSON cannot carry in ``args``; the log keeps a
     # readable stand-in rather than losing the event.
-    return repr(obj)
+    return _repr(obj)
 
 
 encoder = msgspec.json.Encoder(enc_hook=_encode_hook)
+
+
+def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
+    """Encode ``item`` into ``buffer`` (replacing its contents); never raises
+    for what an event carries.
+
+    The fast path is msgspec itself. Values it refuses (a string with lone
+    surrogates, as ``json.loads`` or ``surrogateescape`` decoding produce; a
+    self-containing list; nesting deeper than the recursion limit) send the
+    item through ``_plain`` first, which swaps only the offending values for
+    readable stand-ins, so the event is still written whole.
+    """
+    try:
+        encoder.encode_into(item, buffer)
+    except (UnicodeEncodeError, RecursionError):
+        encoder.encode_into(_plain(item, set(), 0), buffer)
+
+
+def _text(value: str) -> str:
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _plain(obj: Any, active: set[int], depth: int) -> Any:
+    """``obj`` as JSON-encodable builtins; see ``encode_line``."""
+    if isinstance(obj, str):
+        return _text(obj)
+    if isinstance(obj, Agent):
+        return _text(obj.id)
+    if obj is None or isinstance(obj, bool | int | float):
+        return obj
+    if depth > _MAX_DEPTH:
+        return f"<{type(obj).__qualname__} nested deeper than {_MAX_DEPTH}>"
+    if id(obj) in active:
+        return f"<recursive {type(obj).__qualname__}>"
+    active.add(id(obj))
+    try:
+        if isinstance(obj, msgspec.Struct):
+            config = obj.__struct_config__
+            fields = {} if config.tag_field is None else {config.tag_field: config.tag}
+            for name in obj.__struct_fields__:
+                fields[name] = _plain(getattr(obj, name), active, depth + 1)
+            return fields
+        if isinstance(obj, dict):
+            return {_key(k): _plain(v, active, depth + 1) for k, v in obj.items()}
+        if isinstance(obj, list | tuple | set | frozenset):
+            return [_plain(v, active, depth + 1) for v in obj]
+    finally:
+        active.discard(id(obj))
+    try:
+        encoder.encode(obj)
+    except (UnicodeEncodeError, RecursionError):
+        return _text(_repr(obj))
+    return obj
+
+
+def _key(key: Any) -> Any:
+    if isinstance(key, str):
+        return _text(key)
+    if isinstance(key, int | float):
+        return key
+    return _text(_repr(key))
 
 
 def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[AnyEvent]:
     """A decoder whose events carry handles from ``agent_for`` (id -> handle)."""
 
     def hook(type_: type, obj: Any) -> Any:
-        if type_ is Agent and isinstance(obj, str) and obj:
+        # msgspec turns a ValueError here into a ValidationError for the line;
+        # any other exception would escape the reader.
+        if isinstance(obj, str) and obj:
             return agent_for(obj)
-        raise NotImplementedError
+        raise ValueError(f"Expected a non-empty agent id string, got {obj!r}")
 
     return msgspec.json.Decoder(AnyEvent, dec_hook=hook)
 

@@ -75,8 +75,14 @@ class Bus:
         self._handlers[event_type] = (*self._handlers.get(event_type, ()), handler)
 
     def unsubscribe(self, event_type: type[E], handler: Handler[E]) -> None:
-        """Remove one subscription; a handler that is not subscribed is a ``ValueError``."""
+        """Remove one subscription; a handler that is not subscribed is a ``ValueError``.
+
+        Handlers compare by equality, so ``bus.unsubscribe(T, plugin.method)``
+        finds the bound method that ``subscribe`` was given.
+        """
         handlers = list(self._handlers.get(event_type, ()))
+        if handler not in handlers:
+            raise ValueError(f"{_name(handler)} is not subscribed to {event_type.__name__} on this bus")
         handlers.remove(handler)
         self._handlers[event_type] = tuple(handlers)
 
@@ -85,7 +91,10 @@ class Bus:
         self._recorders = (*self._recorders, recorder)
 
     def unrecord(self, recorder: Recorder) -> None:
+        """Remove a recorder; one that is not recording is a ``ValueError``."""
         recorders = list(self._recorders)
+        if recorder not in recorders:
+            raise ValueError(f"{_name(recorder)} is not a recorder of this bus")
         recorders.remove(recorder)
         self._recorders = tuple(recorders)
 
@@ -94,9 +103,11 @@ class Bus:
         self._interceptors = (*self._interceptors, (name, interceptor))
 
     def unintercept(self, interceptor: Interceptor) -> None:
-        kept = tuple(entry for entry in self._interceptors if entry[1] is not interceptor)
+        """Stop consulting ``interceptor`` (compared by equality, so a bound
+        method matches); one that is not registered is a ``ValueError``."""
+        kept = tuple(entry for entry in self._interceptors if entry[1] != interceptor)
         if len(kept) == len(self._interceptors):
-            raise ValueError(f"{interceptor!r} is not an interceptor of this bus")
+            raise ValueError(f"{_name(interceptor)} is not an interceptor of this bus")
         self._interceptors = kept
 
     async def publish(self, event: Event) -> None:
@@ -123,8 +134,10 @@ class Bus:
     async def decide(self, call: ToolCall) -> Decision:
         """Publish ``call``, then ask the interceptors in order; the first deny wins.
 
-        An interceptor that raises is logged and counts as allow, so a guard
-        fault never stops a tool. The runtime runs the tool only when the
+        An interceptor that raises, or returns something other than a
+        ``Decision`` or ``None``, is logged and counts as allow, so a guard
+        fault never stops a tool. A deny without ``by`` is attributed to the
+        interceptor's registered name. The runtime runs the tool only when the
         decision is allowed, and publishes a ``ToolResult`` either way.
         """
         await self.publish(call)
@@ -134,7 +147,12 @@ class Bus:
             except Exception:
                 _log.exception("interceptor failed", event_type="ToolCall", subscriber=name)
                 continue
-            if decision is not None and not decision.allowed:
+            if decision is None:
+                continue
+            if not isinstance(decision, Decision):
+                _log.error("interceptor failed", event_type="ToolCall", subscriber=name, returned=repr(decision)[:200])
+                continue
+            if not decision.allowed:
                 return decision if decision.by is not None else Decision.deny(decision.reason or "", name)
         return ALLOW
 

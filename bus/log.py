@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from bus._codec import encoder
+from bus._codec import encode_line
 from bus.bus import Bus
 from bus.events import Event, SessionStart
 
@@ -23,9 +24,10 @@ class SessionLog:
 
     The file is created with mode 0600 and a ``session/start`` header. An
     existing file is never overwritten: pass ``append=True`` to continue it,
-    which writes a fresh header line marking the resumed session. Each line
-    goes to the file in one ``write`` call, so nothing sits in a user-space
-    buffer; ``fsync=True`` also forces it to disk.
+    which writes a fresh header line marking the resumed session (on a line
+    of its own, even after a line torn by a crash). Each line goes to the
+    file as it is written, so nothing sits in a user-space buffer;
+    ``fsync=True`` also forces it to disk.
     """
 
     def __init__(
@@ -48,7 +50,23 @@ class SessionLog:
                 f"session log {str(self.path)!r} already exists; pass append=True to continue it"
             ) from None
         self._buffer = bytearray()
-        self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
+        try:
+            if append:
+                self._end_torn_line(self._fd)
+            self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
+        except BaseException:
+            self.close()
+            raise
+
+    def _end_torn_line(self, fd: int) -> None:
+        # A writer killed mid-line leaves no newline; the resume header must
+        # not be glued onto that fragment, or the reader loses it too.
+        info = os.fstat(fd)
+        if info.st_size and stat.S_ISREG(info.st_mode):
+            with self.path.open("rb") as existing:
+                existing.seek(info.st_size - 1)
+                if existing.read(1) != b"\n":
+                    os.write(fd, b"\n")
 
     def attach(self, bus: Bus) -> SessionLog:
         """Record every event ``bus`` publishes, in ``seq`` order."""
@@ -63,7 +81,7 @@ class SessionLog:
         if self._fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
         buffer = self._buffer
-        encoder.encode_into(item, buffer)
+        encode_line(item, buffer)
         buffer.extend(b"\n")
         view = memoryview(buffer)
         while view:

@@ -6,6 +6,7 @@ import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import IO, Literal
 
 import msgspec
@@ -19,7 +20,6 @@ __all__ = ["LogError", "LogReader", "ReadReport", "SkippedLine", "read_log"]
 
 SkipReason = Literal["torn", "invalid-json", "unknown-type", "schema"]
 
-_HEADER_PREFIX = b'{"type":"session/start"'
 _MAX_SAMPLES = 100
 
 
@@ -74,6 +74,10 @@ class LogReader:
     subagent's handle gets its ``parent_id`` from its ``started`` status.
     Opening raises ``LogError`` for a missing file or a bad header; iterating
     never raises for a bad line, it records it in ``report``.
+
+    The file stays open from construction until iteration ends; a reader
+    that is not iterated to the end should be closed, with ``close()`` or by
+    using it as a context manager. A reader streams its file once.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -109,7 +113,27 @@ class LogReader:
             agent = self.agents[agent_id] = Agent(agent_id)
         return agent
 
+    def close(self) -> None:
+        """Release the file; iterating afterwards is a ``ValueError``. Idempotent."""
+        self._file.close()
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
     def __iter__(self) -> Iterator[AnyEvent]:
+        if self._file.closed:
+            raise ValueError(f"the reader of {str(self.path)!r} is closed; a LogReader streams its file once")
+        return self._events()
+
+    def _events(self) -> Iterator[AnyEvent]:
         report = self.report
         decode = self._decoder.decode
         number = report.lines
@@ -120,7 +144,7 @@ class LogReader:
                 try:
                     event = decode(line)
                 except msgspec.ValidationError as exc:
-                    if line.startswith(_HEADER_PREFIX):
+                    if _is_header(line):
                         continue  # an appended session's header: a resume marker
                     reason: SkipReason = "unknown-type" if "`$.type`" in str(exc) else "schema"
                     report._skip(number, reason, str(exc))
@@ -133,6 +157,14 @@ class LogReader:
                     event.agent.parent_id = event.agent.parent_id or event.parent
                 report.events += 1
                 yield event
+
+
+def _is_header(line: bytes) -> bool:
+    try:
+        header_decoder.decode(line)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def read_log(path: str | os.PathLike[str]) -> LogReader:

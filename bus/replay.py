@@ -18,7 +18,9 @@ class Replay:
 
     Attach subscribers to ``bus`` before ``run``. While an event is being
     re-published, ``seq`` is its seq in the log, ``call_number`` the ordinal
-    of the latest tool call among all the log's calls, and the bus clock reads
+    among all the log's calls of the call it belongs to (for a result, its
+    own call's, even when parallel calls came in between; for other events,
+    the latest call's), and the bus clock reads
     the event's recorded ``ts``, so time-based rules replay deterministically.
     Tool calls go through ``bus.decide``; a result with no recorded call gets
     one synthesized from it first. Events for which ``withhold`` is true are
@@ -49,7 +51,8 @@ class Replay:
 
     async def run(self) -> ReadReport:
         """Replay the whole log; returns the reader's report of skipped lines."""
-        open_calls: set[tuple[str | None, str]] = set()
+        open_calls: dict[tuple[str | None, str], int] = {}
+        calls = 0
         bus = self.bus
         for event in self.reader:
             self.seq = event.seq
@@ -58,15 +61,17 @@ class Replay:
                 self.withheld.append(event)
                 continue
             if type(event) is ToolCall:
-                self.call_number += 1
-                open_calls.add((event.agent.id if event.agent else None, event.call_id))
+                calls += 1
+                self.call_number = calls
+                open_calls[(event.agent.id if event.agent else None, event.call_id)] = calls
                 await bus.decide(event)
             elif type(event) is ToolResult:
-                key = (event.agent.id if event.agent else None, event.call_id)
-                if key in open_calls:
-                    open_calls.discard(key)
+                number = open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
+                if number is not None:
+                    self.call_number = number
                 else:
-                    self.call_number += 1
+                    calls += 1
+                    self.call_number = calls
                     call = ToolCall(
                         agent=event.agent,
                         call_id=event.call_id,
@@ -77,5 +82,6 @@ class Replay:
                     await bus.decide(call)
                 await bus.publish(event)
             else:
+                self.call_number = calls
                 await bus.publish(event)
         return self.report

@@ -6,22 +6,47 @@ escalates. See ``docs/`` for the policies and their configuration.
 """
 
 from guard.actions import DENYING, Action, ActionKind
-from guard.config import Config, ConfigError, RemindConfig, RescueConfig, TurnsConfig, load_config, parse_config
+from guard.config import (
+    TURNS_THRESHOLD_ENV,
+    Config,
+    ConfigError,
+    RemindConfig,
+    RescueConfig,
+    TurnsConfig,
+    apply_environment,
+    load_config,
+    parse_config,
+)
+from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
 from guard.patterns import ToolFilter, compile_pattern
 from guard.policy import Policy
+from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
+from guard.rescue import RESCUE_PLUGIN, RescuePolicy
+from guard.trips import Trip, TripKind, TripLog, TripTrigger
+from guard.turn_ring import TurnRing, detect_loop
+from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
 from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
+    "ASK_MODEL_ENV",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "GUARD_PLUGINS",
+    "REDACTED",
+    "RESCUE_PLUGIN",
+    "TURNS_ADVISORY",
+    "TURNS_DENIAL",
+    "TURNS_HALT_REASON",
+    "TURNS_THRESHOLD_ENV",
     "Action",
     "ActionKind",
     "ActionListener",
+    "AskCommand",
+    "AskOutcome",
     "Config",
     "ConfigError",
     "ContextDifference",
@@ -29,18 +54,29 @@ __all__ = [
     "FingerprintCache",
     "Guard",
     "Policy",
+    "Redactor",
     "RemindConfig",
     "RemindPolicy",
     "ReplayOutcome",
     "RescueConfig",
+    "RescuePolicy",
     "ToolFilter",
+    "Trip",
+    "TripKind",
+    "TripLog",
+    "TripTrigger",
+    "TurnRing",
     "TurnsConfig",
+    "TurnsPolicy",
     "Verdict",
+    "apply_environment",
     "build_policies",
     "canonical_json",
     "compile_pattern",
+    "detect_loop",
     "fingerprint",
     "load_config",
     "parse_config",
     "replay_log",
+    "summarize_result",
 ]

@@ -1,15 +1,18 @@
 """The ``repeat-tool-guard`` command line.
 
-Exit codes: 0 success, 1 ``replay --check`` found a difference, 2 a usage,
-config or file error (the message names what was wrong).
+Exit codes: 0 success, 1 ``replay --check`` found a difference or ``audit``
+could not read some file, 2 a usage, config or file error (the message names
+what was wrong).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 import anyio
@@ -17,8 +20,11 @@ import msgspec
 import structlog
 
 from bus import LogError
+from guard.audit import Timeline, audit
 from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config
+from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
+from guard.report import render_html, render_table
 from guard.verdicts import Verdict, replay_log
 
 __all__ = ["main"]
@@ -44,7 +50,7 @@ def _load(path: str | None) -> Config:
 
 def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
     if as_json:
-        out.write(msgspec.json.encode(verdict).decode() + "\n")
+        out.write(verdict.json_line() + "\n")
         return
     agent = verdict.agent or "-"
     out.write(
@@ -87,6 +93,58 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_import(args: argparse.Namespace) -> int:
+    sessions = open_sessions(args.src, args.format)
+    head = list(itertools.islice(sessions, 2))
+    out = Path(args.output)
+    for session in itertools.chain(head, sessions):
+        # Several sessions (an OpenHands output.jsonl): one log each, beside OUT.
+        path = out if len(head) == 1 else out.with_name(f"{out.stem}.{_safe(session.session)}{out.suffix or '.jsonl'}")
+        try:
+            summary = write_log(session, path)
+        except FileExistsError:
+            raise TranscriptError(f"{str(path)!r} already exists; choose another -o") from None
+        skipped = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items())) or "nothing"
+        print(
+            f"{summary.path}: {session.format} session {summary.session}: {summary.events} events, "
+            f"{summary.calls} tool calls, {summary.agents} agents; skipped {skipped}"
+        )
+    return EXIT_OK
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _progress_bar(stream: TextIO) -> Callable[[int, int, str], None]:
+    def draw(done: int, total: int, current: str) -> None:
+        width = 28
+        filled = width * done // total if total else width
+        name = current if len(current) <= 50 else "…" + current[-49:]
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name}\x1b[K")
+        if done == total:
+            stream.write("\r\x1b[K")
+        stream.flush()
+
+    return draw
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    config = load_config(args.config) if args.config else None
+    timelines: list[Timeline] | None = [] if args.html else None
+    progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None
+    report = audit(args.paths, config, timelines=timelines, progress=progress)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+    else:
+        sys.stdout.write(render_table(report))
+    if args.html:
+        assert timelines is not None
+        Path(args.html).write_text(render_html(report, timelines), encoding="utf-8")
+        print(f"report: {args.html}", file=sys.stderr)
+    return EXIT_DIFFERENCE if report.errors else EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="repeat-tool-guard",
@@ -104,6 +162,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.set_defaults(run=_cmd_replay)
 
+    imp = commands.add_parser(
+        "import",
+        help="convert another agent tool's transcript into a session log",
+        description="Convert a transcript into a session log. A file holding several sessions "
+        "(an OpenHands output.jsonl) becomes one log per session, named OUT.<session>.jsonl.",
+    )
+    imp.add_argument("src", metavar="SRC", help="a transcript file")
+    imp.add_argument(
+        "--from", dest="format", choices=list(FORMATS), metavar="FORMAT",
+        help=f"its format, one of {', '.join(FORMATS)} (default: detected)",
+    )
+    imp.add_argument("-o", "--output", metavar="OUT.jsonl", required=True, help="the session log to write")
+    imp.set_defaults(run=_cmd_import)
+
+    aud = commands.add_parser(
+        "audit",
+        help="find loops in transcripts and show what each policy would have done",
+        description="Import every transcript under PATH (files or directories), replay each session "
+        "through every policy side by side, and report calls, runs, loops and each policy's first action. "
+        "Exits 1 when some file could not be read (it is listed with its reason).",
+    )
+    aud.add_argument("paths", metavar="PATH", nargs="+", help="transcript files or directories to walk")
+    aud.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: every policy)")
+    aud.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    aud.add_argument("--html", metavar="REPORT.html", help="also write a self-contained HTML report")
+    aud.set_defaults(run=_cmd_audit)
+
     check = commands.add_parser("check-config", help="validate a config file and print the effective config")
     check.add_argument("file", metavar="FILE")
     check.set_defaults(run=_cmd_check_config)
@@ -117,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         code: int = args.run(args)
-    except (ConfigError, LogError) as exc:
+    except (ConfigError, LogError, TranscriptError, OSError) as exc:
         print(f"repeat-tool-guard: {exc}", file=sys.stderr)
         return EXIT_ERROR
     return code

@@ -18,12 +18,16 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
+from guard.progress import DEFAULT_MUTATING_COMMANDS
+
 __all__ = [
+    "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
     "RemindConfig",
     "RescueConfig",
     "TurnsConfig",
+    "apply_environment",
     "load_config",
     "parse_config",
 ]
@@ -45,9 +49,7 @@ def _check_bool(key: str, value: Any) -> None:
 
 
 def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(key, value, f"must be an integer >= {minimum}")
-    if value < minimum:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(key, value, f"must be an integer >= {minimum}")
 
 
@@ -116,20 +118,44 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``turns`` (seed 002): the same call on N consecutive turns."""
+    """Policy ``turns`` (seed 002): the same call on N consecutive turns.
+
+    ``threshold`` consecutive turns draw one advisory (0 switches the policy
+    off); if the call goes on, ``deny_after`` more turns deny it and
+    ``halt_after`` more after that request a halt (0 switches a rung off).
+    ``exempt`` tools are invisible to it. ``summary_chars`` caps the quoted
+    last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
+    overrides ``threshold`` when the guard is built (``apply_environment``).
+    """
 
     threshold: int = 5
     exempt: tuple[str, ...] = ()
+    deny_after: int = 2
+    halt_after: int = 2
+    summary_chars: int = 200
 
     def __post_init__(self) -> None:
         _check_bool("turns.enabled", self.enabled)
         _check_int("turns.threshold", self.threshold, 0)
+        if self.threshold == 1:
+            raise ConfigError(
+                "turns.threshold", 1, "must be 0 (off) or an integer >= 2: at 1 every call would be a loop"
+            )
         _check_patterns("turns.exempt", self.exempt)
         force_setattr(self, "exempt", tuple(self.exempt))
+        _check_int("turns.deny_after", self.deny_after, 0)
+        _check_int("turns.halt_after", self.halt_after, 0)
+        _check_int("turns.summary_chars", self.summary_chars, 1)
 
 
 class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation."""
+    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation.
+
+    Keys are the seed's names in snake_case; ``mutating_commands``,
+    ``escalation_tools`` and ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
+    ``ask_command`` or ``log_file`` in a config file is resolved against the
+    file's directory by ``load_config``.
+    """
 
     window: int = 12
     nudge_at: int = 3
@@ -150,16 +176,19 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         "create_file",
         "notebook_edit",
     )
+    mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
+    escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
     ask_command: str = "~/.local/bin/ask-claude"
     ask_model: str = "opus"
     ask_timeout_ms: int = 90_000
+    redact_patterns: tuple[str, ...] = ()
     log_file: str = ""
 
     def __post_init__(self) -> None:
         _check_bool("rescue.enabled", self.enabled)
-        _check_int("rescue.window", self.window, 1)
         _check_int("rescue.nudge_at", self.nudge_at, 2)
-        _check_int("rescue.rescue_at", self.rescue_at, 2)
+        _check_int("rescue.rescue_at", self.rescue_at, 3)
+        _check_int("rescue.window", self.window, 3)
         _check_int("rescue.stall_at", self.stall_at, 0)
         _check_int("rescue.max_rescues", self.max_rescues, 0)
         _check_int("rescue.cooldown_ms", self.cooldown_ms, 0)
@@ -168,16 +197,47 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             raise ConfigError("rescue.rescue_at", self.rescue_at, f"must exceed rescue.nudge_at ({self.nudge_at})")
         if self.window < self.rescue_at:
             raise ConfigError("rescue.window", self.window, f"must be at least rescue.rescue_at ({self.rescue_at})")
+        if self.stall_at and self.stall_at < self.rescue_at:
+            rule = f"must be 0 (disabled) or at least rescue.rescue_at ({self.rescue_at})"
+            raise ConfigError("rescue.stall_at", self.stall_at, rule)
         _check_patterns("rescue.include", self.include)
         _check_patterns("rescue.exclude", self.exclude)
         _check_regexes("rescue.exclude_commands", self.exclude_commands)
         _check_names("rescue.ignored_args", self.ignored_args)
         _check_patterns("rescue.mutating_tools", self.mutating_tools)
-        for key in ("ask_command", "ask_model", "log_file"):
-            if not isinstance(getattr(self, key), str):
-                raise ConfigError(f"rescue.{key}", getattr(self, key), "must be a string")
-        for key in ("include", "exclude", "exclude_commands", "ignored_args", "mutating_tools"):
+        _check_regexes("rescue.mutating_commands", self.mutating_commands)
+        _check_patterns("rescue.escalation_tools", self.escalation_tools)
+        _check_regexes("rescue.redact_patterns", self.redact_patterns)
+        for key in ("ask_command", "ask_model"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"rescue.{key}", value, "must be a non-empty string")
+        if not isinstance(self.log_file, str):
+            raise ConfigError("rescue.log_file", self.log_file, "must be a string ('' disables the trip log)")
+        for key in (
+            "include",
+            "exclude",
+            "exclude_commands",
+            "ignored_args",
+            "mutating_tools",
+            "mutating_commands",
+            "escalation_tools",
+        ):
             force_setattr(self, key, tuple(getattr(self, key)))
+        force_setattr(self, "redact_patterns", tuple(self.redact_patterns))
+
+    def relative_to(self, base: Path) -> RescueConfig:
+        """This section with a relative ``ask_command`` path (one with a
+        slash; a bare name is looked up on ``PATH``) and a relative
+        ``log_file`` resolved against ``base``."""
+        changes: dict[str, str] = {}
+        command = self.ask_command
+        if "/" in command and not command.startswith("~") and not Path(command).is_absolute():
+            changes["ask_command"] = str(base / command)
+        log_file = self.log_file
+        if log_file and not log_file.startswith("~") and not Path(log_file).is_absolute():
+            changes["log_file"] = str(base / log_file)
+        return msgspec.structs.replace(self, **changes) if changes else self
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -199,17 +259,23 @@ _SECTION_TYPES: dict[str, type[msgspec.Struct]] = {
     "rescue": RescueConfig,
 }
 _SECTIONS = tuple(_SECTION_TYPES)
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _AT = re.compile(r"^(?P<rule>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
 def _lookup(data: Any, path: str) -> Any:
+    """The value at a msgspec error path such as ``.remind.thresholds[1]``."""
     for name, index in _STEP.findall(path):
-        try:
-            data = data[name] if name else data[int(index)]
-        except (KeyError, IndexError, TypeError):
-            return None
+        data = data[name] if name else data[int(index)]
     return data
+
+
+def _unknown_key(section: str, key: str) -> str:
+    fields = _SECTION_TYPES[section].__struct_fields__
+    snake = _CAMEL_HUMP.sub("_", key).lower()
+    hint = f"did you mean {snake}?" if snake in fields else f"known: {', '.join(fields)}"
+    return f"unknown key ({hint})"
 
 
 def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
@@ -226,6 +292,11 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
             raise ConfigError(str(name), section, f"unknown section (known: {', '.join(_SECTIONS)})")
         if not isinstance(section, Mapping):
             raise ConfigError(name, section, "must be a table of settings")
+        for key, value in section.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"{name}.{key!r}", value, "keys must be strings")
+            if key not in _SECTION_TYPES[name].__struct_fields__:
+                raise ConfigError(f"{name}.{key}", value, _unknown_key(name, key))
         prepared[name] = {"enabled": True, **section}
     try:
         return msgspec.convert(prepared, Config)
@@ -234,15 +305,39 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
             raise exc.__cause__ from None
         match = _AT.match(str(exc))
         assert match is not None
+        # Keys are known by now, so the path names fields and indexes only.
         rule, path = match["rule"], match["path"] or ""
-        if rule.startswith("Object contains unknown field"):
-            field = rule.split("`")[1]
-            section = path.lstrip(".")
-            known = ", ".join(_SECTION_TYPES[section].__struct_fields__)
-            raise ConfigError(
-                f"{section}.{field}", _lookup(prepared, f"{path}.{field}"), f"unknown key (known: {known})"
-            ) from None
         raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule.rstrip(".")) from None
+
+
+TURNS_THRESHOLD_ENV = "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"
+"""Overrides ``turns.threshold`` (file or Python value) when the guard is built."""
+
+_DIGITS = re.compile(r"\s*[0-9]+\s*")
+
+
+def apply_environment(config: Config, environ: Mapping[str, str] | None = None) -> Config:
+    """``config`` with the environment's overrides applied; the ``Guard``
+    calls this when it is built, so the environment wins over a file or a
+    Python value. ``environ`` defaults to ``os.environ``.
+
+    ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` replaces ``turns.threshold`` (0
+    switches the policy off; it does not switch on a disabled section). A
+    set but bad value, empty included, raises ``ConfigError`` naming the
+    variable: nothing falls back silently.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(TURNS_THRESHOLD_ENV)
+    if raw is None:
+        return config
+    rule = "must be 0 (off) or an integer >= 2 (it overrides turns.threshold)"
+    if not _DIGITS.fullmatch(raw):
+        raise ConfigError(TURNS_THRESHOLD_ENV, raw, rule)
+    try:
+        turns = msgspec.structs.replace(config.turns, threshold=int(raw))
+    except (ConfigError, ValueError):  # ValueError: more digits than int() takes
+        raise ConfigError(TURNS_THRESHOLD_ENV, raw, rule) from None
+    return msgspec.structs.replace(config, turns=turns)
 
 
 def load_config(path: str | os.PathLike[str]) -> Config:
@@ -254,6 +349,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError("config file", str(file), "no such file") from None
     except IsADirectoryError:
         raise ConfigError("config file", str(file), "is a directory, not a file") from None
+    except OSError as exc:
+        raise ConfigError("config file", str(file), f"cannot be read ({exc.strerror})") from None
     suffix = file.suffix.lower()
     if suffix == ".toml":
         try:
@@ -272,4 +369,6 @@ def load_config(path: str | os.PathLike[str]) -> Config:
             raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
     else:
         raise ConfigError("config file", str(file), "must end in .toml, .yaml or .yml")
-    return parse_config(data, origin=str(file))
+    config = parse_config(data, origin=str(file))
+    rescue = config.rescue.relative_to(file.resolve().parent)
+    return config if rescue is config.rescue else msgspec.structs.replace(config, rescue=rescue)

@@ -10,7 +10,12 @@ a message quotes it.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
+import enum
 import hashlib
+import json
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,38 +26,88 @@ __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
 
 def _stand_in(obj: Any) -> Any:
     """A JSON-able stand-in for a value JSON cannot carry, stable across runs."""
+    if isinstance(obj, msgspec.Struct):
+        return msgspec.structs.asdict(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     dump = getattr(obj, "model_dump", None)  # pydantic models
     if callable(dump):
-        return dump()
+        try:
+            return dump()
+        except Exception:
+            pass
     fields = getattr(obj, "__dict__", None)
     if isinstance(fields, dict) and fields:
         return {"__type__": type(obj).__qualname__, **{str(k): v for k, v in fields.items()}}
     # The default repr carries a memory address, which is not stable.
     if getattr(type(obj), "__repr__", None) is getattr(object, "__repr__", None):
         return f"<{type(obj).__qualname__}>"
-    return f"<{type(obj).__qualname__}: {obj!r}>"
+    try:
+        return f"<{type(obj).__qualname__}: {obj!r}>"
+    except Exception:
+        return f"<{type(obj).__qualname__}>"
 
 
 _sorted_encoder = msgspec.json.Encoder(order="sorted", enc_hook=_stand_in)
 
+_LEAVES = (
+    bool,
+    int,
+    float,
+    type(None),
+    bytes,
+    bytearray,
+    memoryview,
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    uuid.UUID,
+    decimal.Decimal,
+    enum.Enum,
+)
+"""Values the encoder writes natively and that hold no other value."""
 
-def _normalize(value: Any) -> Any:
-    """Rewrite what the fast encoder refuses (non-string keys, mixed sets)
-    into plain JSON shapes, deterministically."""
-    if isinstance(value, dict):
-        items = sorted(((_key(k), type(k).__name__, v) for k, v in value.items()), key=lambda t: (t[0], t[1]))
-        return {k: _normalize(v) for k, _, v in items}
-    if isinstance(value, (list, tuple)):
-        return [_normalize(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return [_normalize(v) for v in sorted(value, key=canonical_json)]
-    return value
+
+def _normalize(value: Any, path: set[int]) -> Any:
+    """Rewrite what the fast encoder refuses into plain JSON shapes,
+    deterministically: non-string keys become their canonical JSON, mixed
+    sets are ordered by their members' canonical JSON, a string with lone
+    surrogates is written with ``\\uXXXX`` escapes (as JavaScript's
+    ``JSON.stringify`` does), a container met again inside itself becomes
+    ``"<cycle>"``, and other objects their stand-in."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, _LEAVES):
+        return value
+    if id(value) in path:
+        return "<cycle>"
+    path.add(id(value))
+    try:
+        if isinstance(value, dict):
+            items = sorted(((_key(k, path), type(k).__name__, v) for k, v in value.items()), key=lambda t: t[:2])
+            return {k: _normalize(v, path) for k, _, v in items}
+        if isinstance(value, (list, tuple)):
+            return [_normalize(v, path) for v in value]
+        if isinstance(value, (set, frozenset)):
+            members = [_normalize(v, path) for v in value]
+            return sorted(members, key=_sorted_encoder.encode)
+        return _normalize(_stand_in(value), path)
+    finally:
+        path.discard(id(value))
 
 
-def _key(key: Any) -> str:
-    return key if isinstance(key, str) else canonical_json(key).decode()
+def _text(text: str) -> str | msgspec.Raw:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return msgspec.Raw(json.dumps(text).encode("ascii"))
+    return text
+
+
+def _key(key: Any, path: set[int]) -> str:
+    if isinstance(key, str):
+        return key if not isinstance(_text(key), msgspec.Raw) else json.dumps(key)[1:-1]
+    return _sorted_encoder.encode(_normalize(key, path)).decode()
 
 
 def canonical_json(value: Any) -> bytes:
@@ -65,11 +120,11 @@ def canonical_json(value: Any) -> bytes:
     """
     try:
         return _sorted_encoder.encode(value)
-    except (TypeError, ValueError, msgspec.EncodeError):
+    except Exception:
         pass
     try:
-        return _sorted_encoder.encode(_normalize(value))
-    except (TypeError, ValueError, msgspec.EncodeError, RecursionError):
+        return _sorted_encoder.encode(_normalize(value, set()))
+    except Exception:
         return _sorted_encoder.encode(f"<unencodable {type(value).__qualname__}>")
 
 
@@ -90,29 +145,43 @@ class Fingerprint(msgspec.Struct, frozen=True):
 
 def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint:
     """Fingerprint a call; top-level keys in ``ignore`` are left out of it."""
-    ignored = frozenset(ignore)
-    if ignored and isinstance(args, dict):
+    if ignore and isinstance(args, dict):
+        ignored = ignore if isinstance(ignore, (frozenset, set)) else frozenset(ignore)
         args = {k: v for k, v in args.items() if k not in ignored}
     canonical = canonical_json(args)
-    digest = hashlib.blake2b(tool.encode("utf-8", "surrogatepass"), digest_size=16)
-    digest.update(b"\x00")
-    digest.update(canonical)
+    name = tool.encode("utf-8", "surrogatepass")
+    if len(canonical) <= _JOIN_LIMIT:  # one short buffer hashes faster than three updates
+        digest = hashlib.blake2b(b"%s\x00%s" % (name, canonical), digest_size=16)
+    else:  # no copy of a large argument
+        digest = hashlib.blake2b(name, digest_size=16)
+        digest.update(b"\x00")
+        digest.update(canonical)
     return Fingerprint(digest.digest(), canonical)
+
+
+_JOIN_LIMIT = 1 << 16
 
 
 class FingerprintCache:
     """Remembers the last few fingerprints by argument identity, so a call and
     its result (which share one ``args`` object) are canonicalized once even
-    when several policies look at both."""
+    when several policies look at both.
+
+    Pass the event's ``call_id``: a runtime may reuse one ``args`` object and
+    mutate it between calls, and only a call and its own result are certain
+    to hold the same arguments. Memory is bounded by ``size`` entries.
+    """
 
     def __init__(self, size: int = 8) -> None:
         self._size = size
-        self._entries: dict[tuple[str, int, frozenset[str]], tuple[Any, Fingerprint]] = {}
+        self._entries: dict[tuple[str, str | None, int, frozenset[str]], tuple[Any, Fingerprint]] = {}
 
-    def get(self, tool: str, args: Any, ignore: frozenset[str] = frozenset()) -> Fingerprint:
-        key = (tool, id(args), ignore)
+    def get(
+        self, tool: str, args: Any, ignore: frozenset[str] = frozenset(), *, call_id: str | None = None
+    ) -> Fingerprint:
+        key = (tool, call_id, id(args), ignore)
         entry = self._entries.get(key)
-        if entry is not None and entry[0] is args:
+        if entry is not None:  # the entry holds ``args``, so its id was not reused
             return entry[1]
         result = fingerprint(tool, args, ignore)
         if len(self._entries) >= self._size:

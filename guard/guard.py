@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -21,10 +21,12 @@ from bus import (
     UserMessage,
 )
 from guard.actions import DENYING, Action
-from guard.config import Config
+from guard.config import Config, apply_environment
 from guard.fingerprint import FingerprintCache
 from guard.policy import Policy
 from guard.remind import RemindPolicy
+from guard.rescue import RescuePolicy
+from guard.turns import TurnsPolicy
 
 __all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
 
@@ -34,16 +36,21 @@ ActionListener = Callable[[Action, Event], None]
 _log = structlog.get_logger("guard")
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin})
+GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin})
 """Every plugin name a policy of this package writes, enabled or not: replay
 withholds their recorded messages and regenerates them."""
 
 
 def build_policies(config: Config) -> list[Policy]:
-    """The enabled policies, in the order they are consulted."""
+    """The enabled policies, in the order they are consulted (``turns`` at
+    threshold 0 is off)."""
     policies: list[Policy] = []
     if config.remind.enabled:
         policies.append(RemindPolicy(config.remind))
+    if config.turns.enabled and config.turns.threshold > 0:
+        policies.append(TurnsPolicy(config.turns))
+    if config.rescue.enabled:
+        policies.append(RescuePolicy(config.rescue))
     return policies
 
 
@@ -52,12 +59,24 @@ class Guard:
 
     State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
     it disappears with the agent handle, on its ``disposed`` status, and
-    never crosses agents. Events without an agent are ignored.
+    never crosses agents. Events without an agent are ignored. The
+    environment's overrides are applied to ``config`` here
+    (``apply_environment``), so ``guard.config`` is what actually runs.
+
+    The policies are those ``config`` enables, or exactly ``policies`` when
+    given (your own ``Policy`` subclasses, say). A policy or listener that
+    raises is logged and skipped; the others still run.
     """
 
-    def __init__(self, config: Config | None = None, *, on_action: ActionListener | None = None) -> None:
-        self.config = config if config is not None else Config()
-        self.policies = build_policies(self.config)
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        on_action: ActionListener | None = None,
+        policies: Sequence[Policy] | None = None,
+    ) -> None:
+        self.config = apply_environment(config if config is not None else Config())
+        self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [
             (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
         ]
@@ -65,6 +84,8 @@ class Guard:
         self._fingerprints = FingerprintCache()
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
+        # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
+        self._interceptor = self._on_call
 
     @property
     def plugins(self) -> frozenset[str]:
@@ -82,7 +103,7 @@ class Guard:
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
         if self._interceptors:
-            bus.intercept("repeat-tool-guard", self._on_call)
+            bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
 
@@ -94,7 +115,7 @@ class Guard:
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
         if self._interceptors:
-            bus.unintercept(self._on_call)
+            bus.unintercept(self._interceptor)
         self._bus = None
 
     def agent_count(self) -> int:
@@ -114,7 +135,11 @@ class Guard:
         states = self._states(agent)
         decision: Decision | None = None
         for index, policy in self._interceptors:
-            action = await policy.on_call(states[index], call, self._fingerprints)
+            try:
+                action = await policy.on_call(states[index], call, self._fingerprints)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
+                continue
             if action is None:
                 continue
             await self._deliver(policy, action, call)
@@ -129,7 +154,11 @@ class Guard:
         states = self._states(agent)
         fingerprints = self._fingerprints
         for policy, state in zip(self.policies, states, strict=True):
-            action = policy.on_result(state, result, fingerprints)
+            try:
+                action = policy.on_result(state, result, fingerprints)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_result", agent=agent.id)
+                continue
             if action is not None:
                 await self._deliver(policy, action, result)
 
@@ -137,15 +166,29 @@ class Guard:
         agent = message.agent
         if agent is None:
             return
+        # Creates the state: a policy may remember the message (rescue keeps
+        # the task), and the first prompt arrives before any call.
+        states = self._states(agent)
+        for policy, state in zip(self.policies, states, strict=True):
+            try:
+                policy.on_user_message(state, message)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_user_message", agent=agent.id)
+
+    async def _on_status(self, status: AgentStatus) -> None:
+        agent = status.agent
+        if agent is None:
+            return
         states = self._agents.get(agent)
         if states is None:
             return
         for policy, state in zip(self.policies, states, strict=True):
-            policy.on_user_message(state, message)
-
-    async def _on_status(self, status: AgentStatus) -> None:
-        if status.status == "disposed" and status.agent is not None:
-            self._agents.pop(status.agent, None)
+            try:
+                policy.on_status(state, status)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=policy.name, hook="on_status", agent=agent.id)
+        if status.status == "disposed":
+            self._agents.pop(agent, None)
 
     async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
         _log.info(
@@ -157,7 +200,10 @@ class Guard:
             threshold=action.threshold,
         )
         for listener in self._listeners:
-            listener(action, trigger)
+            try:
+                listener(action, trigger)
+            except Exception:
+                _log.exception("guard.listener_failed", listener=getattr(listener, "__qualname__", repr(listener)))
         bus = self._bus
         if bus is None:
             return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bus import ToolCall, ToolResult, UserMessage
+from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action
 from guard.fingerprint import FingerprintCache
 
@@ -42,3 +42,7 @@ class Policy:
 
     def on_user_message(self, state: Any, message: UserMessage) -> None:
         """A genuine user message reached the agent."""
+
+    def on_status(self, state: Any, status: AgentStatus) -> None:
+        """The agent's lifecycle changed (``idle``, ``halt-requested``, ...);
+        called for agents that have state, before ``disposed`` drops it."""

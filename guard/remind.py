@@ -62,7 +62,7 @@ class RemindPolicy(Policy):
     def on_result(self, state: _Chain, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         if not self._filter.tracks(result.tool):
             return None  # untracked calls neither count nor reset
-        fp = fingerprints.get(result.tool, result.args)
+        fp = fingerprints.get(result.tool, result.args, call_id=result.call_id)
         if state.count and state.digest == fp.digest:
             state.count += 1
         else:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
-from bus import AnyEvent, ContextMessage, Event, ReadReport, Replay
+from bus import AgentStatus, ContextMessage, Event, ReadReport, Replay
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import GUARD_PLUGINS, Guard
+from guard.policy import Policy
 
 __all__ = ["ContextDifference", "ReplayOutcome", "Verdict", "replay_log"]
 
@@ -30,22 +32,31 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     count: int
     text: str
 
+    def json_line(self) -> str:
+        """This verdict as ``replay --json`` prints it: one JSON object, the
+        fields in the order above, formatted as DESIGN.md shows them."""
+        return json.dumps(msgspec.to_builtins(self), ensure_ascii=False)
+
 
 class ContextDifference(msgspec.Struct, frozen=True, kw_only=True):
-    """A guard message the log recorded that replay did not regenerate the
-    same way, or the reverse. ``index`` counts guard messages in order."""
+    """A guard output (a context message, or a halt request) the log
+    recorded that replay did not regenerate the same way, or the reverse.
+    ``index`` counts guard outputs in order."""
 
     index: int
     recorded: str | None
     regenerated: str | None
 
 
-def _key(message: ContextMessage) -> str:
-    agent = message.agent.id if message.agent else None
-    source = message.source
-    return msgspec.json.encode(
-        [agent, message.call_id, source.plugin, source.form, source.summary, message.text]
-    ).decode()
+def _key(event: Event) -> str:
+    agent = event.agent.id if event.agent else None
+    if isinstance(event, ContextMessage):
+        source = event.source
+        fields = [agent, event.call_id, source.plugin, source.form, source.summary, event.text]
+    else:
+        assert isinstance(event, AgentStatus)
+        fields = [agent, event.status, event.reason]
+    return msgspec.json.encode(fields).decode()
 
 
 class ReplayOutcome:
@@ -66,16 +77,19 @@ async def replay_log(
     config: Config | None = None,
     *,
     on_verdict: Callable[[Verdict], None] | None = None,
+    policies: Sequence[Policy] | None = None,
 ) -> ReplayOutcome:
-    """Feed the log at ``path`` through a fresh bus and guard.
+    """Feed the log at ``path`` through a fresh bus and guard (with the
+    policies ``config`` enables, or exactly ``policies``).
 
-    The guard's own recorded messages are withheld and regenerated, so the
+    The guard's own recorded messages and halt requests are withheld and
+    regenerated, so the
     outcome says both what the guard does on this log and whether that
     matches what was recorded.
     """
-    replay = Replay(path, withhold=_is_guard_message)
+    replay = Replay(path, withhold=_is_guard_output)
     verdicts: list[Verdict] = []
-    regenerated: list[ContextMessage] = []
+    regenerated: list[Event] = []
 
     def on_action(action: Action, trigger: Event) -> None:
         verdict = Verdict(
@@ -93,13 +107,13 @@ async def replay_log(
             on_verdict(verdict)
 
     def capture(event: Event) -> None:
-        if type(event) is ContextMessage and event.source.plugin in GUARD_PLUGINS:
+        if _is_guard_output(event):
             regenerated.append(event)
 
-    Guard(config, on_action=on_action).attach(replay.bus)
+    Guard(config, on_action=on_action, policies=policies).attach(replay.bus)
     replay.bus.record(capture)
     report = await replay.run()
-    recorded = [_key(e) for e in replay.withheld if type(e) is ContextMessage]
+    recorded = [_key(e) for e in replay.withheld]
     fresh = [_key(e) for e in regenerated]
     differences = [
         ContextDifference(
@@ -113,5 +127,9 @@ async def replay_log(
     return ReplayOutcome(verdicts, report, differences)
 
 
-def _is_guard_message(event: AnyEvent) -> bool:
-    return type(event) is ContextMessage and event.source.plugin in GUARD_PLUGINS
+def _is_guard_output(event: Event) -> bool:
+    """The guard's own recorded output: its messages and halt requests,
+    which a replay regenerates rather than re-publishes."""
+    if isinstance(event, ContextMessage):
+        return event.source.plugin in GUARD_PLUGINS
+    return isinstance(event, AgentStatus) and event.status == "halt-requested"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,26 @@ def agent() -> Agent:
 @pytest.fixture
 def log_path(tmp_path: Path) -> Path:
     return tmp_path / "session.jsonl"
+
+
+AskScript = Callable[..., Path]
+
+
+@pytest.fixture
+def ask_script(tmp_path: Path) -> AskScript:
+    """Writes a real executable ask command into ``tmp_path``: ``body`` is
+    shell (``/bin/sh``) unless ``shebang`` says otherwise. Returns its path."""
+
+    def make(body: str, *, name: str = "ask", shebang: str = "#!/bin/sh") -> Path:
+        path = tmp_path / name
+        path.write_text(f"{shebang}\n{body}\n")
+        path.chmod(0o755)
+        return path
+
+    return make
+
+
+@pytest.fixture
+def missing_ask_command(tmp_path: Path) -> str:
+    """An ask command path that does not exist: tests never reach a real model."""
+    return str(tmp_path / "no-such-ask-command")

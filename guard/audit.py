@@ -1,0 +1,495 @@
+"""Auditing transcripts: where agents looped, what it cost, and what each
+policy would have done about it.
+
+Each session of each transcript is imported into a temporary session log,
+replayed through a fresh guard running every enabled policy side by side
+(``replay_log``, so an audit says exactly what ``replay`` says on the imported
+log), then read once more to measure calls, runs and loops. Both passes
+stream: memory per session grows with its distinct calls, not its size.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from bus import ToolCall, ToolResult, read_log
+from guard.config import Config, RemindConfig, RescueConfig, TurnsConfig
+from guard.fingerprint import fingerprint
+from guard.guard import build_policies
+from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
+from guard.importers import write_log as write_session_log
+from guard.verdicts import Verdict, replay_log
+
+__all__ = [
+    "NO_ASK_COMMAND",
+    "AuditReport",
+    "AuditTotals",
+    "FileError",
+    "Loop",
+    "PolicyAction",
+    "SessionAudit",
+    "Timeline",
+    "audit",
+    "audit_config",
+    "audit_session",
+    "find_transcripts",
+]
+
+NO_ASK_COMMAND = os.path.join(os.devnull, "repeat-tool-guard-audit-never-asks")
+"""Where an audit points ``rescue.ask_command``: a path that cannot exist (a
+file under ``/dev/null``), so an audit never runs a program or spends money;
+the escalations it would have made show as ``escalation-failed``."""
+
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj")
+"""The files a directory walk offers to the importers."""
+
+DENYING = frozenset({"deny", "rescue", "escalation-failed"})
+MARKS = {"remind": "remind", "deny": "deny", "rescue": "escalate", "escalation-failed": "escalate", "halt": "halt"}
+"""How the report marks each action kind: where a policy would remind, deny,
+escalate (an ask the audit never makes) or halt."""
+
+_PREVIEW = 160
+
+
+def audit_config(config: Config | None = None) -> Config:
+    """The configuration an audit runs.
+
+    Without ``config``, every policy with its defaults, side by side (the
+    library default runs ``remind`` alone). With one, exactly what it enables.
+    Either way ``rescue`` never escalates for real (``ask_command`` is
+    ``NO_ASK_COMMAND``) and writes no trip log.
+    """
+    if config is None:
+        config = Config(remind=RemindConfig(), turns=TurnsConfig(), rescue=RescueConfig())
+    rescue = msgspec.structs.replace(config.rescue, ask_command=NO_ASK_COMMAND, log_file="")
+    return msgspec.structs.replace(config, rescue=rescue)
+
+
+class PolicyAction(msgspec.Struct, frozen=True, kw_only=True):
+    """One policy action placed in its session: ``call_number`` is the
+    ordinal of the session's latest call when it happened (as ``replay``
+    counts), ``mark`` what the report draws (remind, deny, escalate, halt)."""
+
+    policy: str
+    action: str
+    mark: str
+    call_number: int
+    seq: int
+    agent: str | None
+    tool: str
+    count: int
+
+
+class Loop(msgspec.Struct, frozen=True, kw_only=True):
+    """A call one agent repeated: back to back at least twice, or often
+    enough that a policy stepped in.
+
+    ``wasted_calls`` are the calls with this signature from the first point
+    a policy stepped in (the denied call itself, or the calls after a
+    reminder or halt); ``wasted_bytes`` the tool output they returned, a
+    stand-in for the tokens they cost. ``first_actions`` holds each policy's
+    first action on this call.
+    """
+
+    agent: str
+    tool: str
+    signature: str
+    occurrences: int
+    longest_run: int
+    first_call: int
+    wasted_calls: int
+    wasted_bytes: int
+    first_actions: dict[str, PolicyAction]
+
+
+class SessionAudit(msgspec.Struct, frozen=True, kw_only=True):
+    """One session's audit. ``first_actions`` has an entry for every policy
+    that ran, ``None`` when it never acted; ``actions`` counts actions as
+    ``policy:action``; ``skipped`` is what the import skipped, by reason."""
+
+    label: str
+    path: str
+    format: str
+    session: str
+    agents: int
+    calls: int
+    errors: int
+    output_bytes: int
+    longest_run: int
+    longest_run_tool: str
+    start: float
+    end: float
+    loops: list[Loop]
+    first_actions: dict[str, PolicyAction | None]
+    actions: dict[str, int]
+    skipped: dict[str, int]
+
+    @property
+    def wasted_calls(self) -> int:
+        return sum(loop.wasted_calls for loop in self.loops)
+
+    @property
+    def wasted_bytes(self) -> int:
+        return sum(loop.wasted_bytes for loop in self.loops)
+
+
+class FileError(msgspec.Struct, frozen=True, kw_only=True):
+    """A file the audit could not read, and why; the audit went on."""
+
+    path: str
+    reason: str
+
+
+class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
+    files: int
+    sessions: int
+    calls: int
+    loops: int
+    wasted_calls: int
+    wasted_bytes: int
+    output_bytes: int
+    sessions_acted_on: dict[str, int]
+    actions: dict[str, int]
+    unreadable: int
+    not_transcripts: int
+
+
+class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``audit`` found: the policies that ran, each session, each file
+    it could not read, totals, and how long it took."""
+
+    policies: list[str]
+    sessions: list[SessionAudit]
+    errors: list[FileError]
+    totals: AuditTotals
+    seconds: float
+
+
+class Timeline:
+    """One session's calls in order, compact, for the HTML report.
+
+    ``calls`` holds ``[agent index, signature index, error (0/1), output
+    bytes]`` per call; the signature index is ``-1`` for a call made only once.
+    ``signatures`` names each repeated signature (agent, tool, preview) and
+    ``marks`` holds ``(call index, policy, mark, text)`` for every action.
+    """
+
+    def __init__(self) -> None:
+        self.agents: list[str] = []
+        self.parents: dict[str, str | None] = {}
+        self.calls: list[list[int]] = []
+        self.signatures: list[tuple[str, str, str]] = []
+        self.marks: list[tuple[int, str, str, str]] = []
+
+
+class _Signature:
+    """Running statistics of one (agent, signature)."""
+
+    __slots__ = (
+        "first_actions",
+        "first_call",
+        "index",
+        "longest",
+        "occurrences",
+        "preview",
+        "run",
+        "tool",
+        "wasted_bytes",
+        "wasted_calls",
+    )
+
+    def __init__(self, tool: str, preview: str, first_call: int) -> None:
+        self.tool = tool
+        self.preview = preview
+        self.first_call = first_call
+        self.occurrences = 0
+        self.run = 0
+        self.longest = 0
+        self.index = -1
+        self.wasted_calls = 0
+        self.wasted_bytes = 0
+        self.first_actions: dict[str, PolicyAction] = {}
+
+
+class _Open:
+    """A call awaiting its result: its signature, whether it is wasted, and
+    its place in the timeline."""
+
+    __slots__ = ("index", "stats", "wasted")
+
+    def __init__(self, stats: _Signature, wasted: bool, index: int) -> None:
+        self.stats = stats
+        self.wasted = wasted
+        self.index = index
+
+
+def _intervene(call: _Open, verdict: Verdict, timeline: Timeline | None) -> None:
+    """Record ``verdict`` on the call it concerns. The first action on a
+    signature starts its waste: a denied call is itself wasted; after a
+    reminder or halt, the calls that follow are."""
+    stats = call.stats
+    first = not stats.first_actions
+    if verdict.policy not in stats.first_actions:
+        stats.first_actions[verdict.policy] = _action(verdict)
+    if first and verdict.action in DENYING and not call.wasted:
+        call.wasted = True
+        stats.wasted_calls += 1
+    if timeline is not None:
+        timeline.marks.append((call.index, verdict.policy, MARKS.get(verdict.action, verdict.action), verdict.text))
+
+
+def _action(verdict: Verdict) -> PolicyAction:
+    return PolicyAction(
+        policy=verdict.policy,
+        action=verdict.action,
+        mark=MARKS.get(verdict.action, verdict.action),
+        call_number=verdict.call_number,
+        seq=verdict.seq,
+        agent=verdict.agent,
+        tool=verdict.tool,
+        count=verdict.count,
+    )
+
+
+async def audit_session(
+    session: ImportedSession, config: Config, workdir: Path, *, timeline: Timeline | None = None
+) -> SessionAudit:
+    """Audit one imported session, using ``workdir`` for its temporary log.
+
+    ``config`` is used as given (pass it through ``audit_config`` to keep
+    escalation off). ``timeline``, when given, is filled for the report.
+    """
+    log = workdir / "session.jsonl"
+    try:
+        write_session_log(session, log)
+        outcome = await replay_log(log, config)
+        by_seq: dict[int, list[Verdict]] = {}
+        for verdict in outcome.verdicts:
+            by_seq.setdefault(verdict.seq, []).append(verdict)
+        return _measure(session, log, by_seq, outcome.verdicts, config, timeline)
+    finally:
+        log.unlink(missing_ok=True)
+
+
+def _measure(
+    session: ImportedSession,
+    log: Path,
+    by_seq: dict[int, list[Verdict]],
+    verdicts: list[Verdict],
+    config: Config,
+    timeline: Timeline | None,
+) -> SessionAudit:
+    signatures: dict[tuple[str, bytes], _Signature] = {}
+    last: dict[str, tuple[str, bytes]] = {}
+    open_calls: dict[tuple[str, str], _Open] = {}
+    order: list[_Signature] = []
+    agents: dict[str, int] = {}
+    call_number = errors = output_bytes = 0
+    best: _Signature | None = None
+    best_run = 0
+    start = end = 0.0
+    reader = read_log(log)
+    for event in reader:
+        start = start or event.ts
+        end = max(end, event.ts)
+        agent = event.agent.id if event.agent is not None else ""
+        if agent not in agents:
+            agents[agent] = len(agents)
+            if timeline is not None:
+                timeline.agents.append(agent)
+                timeline.parents[agent] = event.agent.parent_id if event.agent is not None else None
+        if not isinstance(event, ToolCall | ToolResult):
+            continue
+        slot = (agent, event.call_id)
+        if isinstance(event, ToolCall) or slot not in open_calls:
+            call_number += 1
+            fp = fingerprint(event.tool, event.args)
+            key = (agent, fp.digest)
+            stats = signatures.get(key)
+            if stats is None:
+                stats = signatures[key] = _Signature(event.tool, fp.preview(_PREVIEW), call_number)
+            stats.occurrences += 1
+            stats.run = stats.run + 1 if last.get(agent) == key else 1
+            stats.longest = max(stats.longest, stats.run)
+            last[agent] = key
+            if stats.run > best_run:
+                best, best_run = stats, stats.run
+            wasted = bool(stats.first_actions)
+            if wasted:
+                stats.wasted_calls += 1
+            open_calls[slot] = _Open(stats, wasted, len(order))
+            if timeline is not None:
+                order.append(stats)
+                timeline.calls.append([agents[agent], -1, 0, 0])
+        for verdict in by_seq.get(event.seq, ()):
+            _intervene(open_calls[slot], verdict, timeline)
+        if isinstance(event, ToolResult):
+            call = open_calls.pop(slot)
+            size = len(event.content.encode("utf-8", "surrogatepass"))
+            output_bytes += size
+            errors += event.is_error
+            if call.wasted:
+                call.stats.wasted_bytes += size
+            if timeline is not None:
+                timeline.calls[call.index][2:] = [int(event.is_error), size]
+    loops = [
+        Loop(
+            agent=agent,
+            tool=stats.tool,
+            signature=stats.preview,
+            occurrences=stats.occurrences,
+            longest_run=stats.longest,
+            first_call=stats.first_call,
+            wasted_calls=stats.wasted_calls,
+            wasted_bytes=stats.wasted_bytes,
+            first_actions=stats.first_actions,
+        )
+        for (agent, _), stats in signatures.items()
+        if stats.longest >= 2 or stats.first_actions
+    ]
+    loops.sort(key=lambda loop: (-loop.wasted_calls, -loop.occurrences, loop.first_call))
+    if timeline is not None:
+        for index, stats in enumerate(order):
+            if stats.occurrences >= 2:
+                if stats.index < 0:
+                    stats.index = len(timeline.signatures)
+                    agent = timeline.agents[timeline.calls[index][0]]
+                    timeline.signatures.append((agent, stats.tool, stats.preview))
+                timeline.calls[index][1] = stats.index
+    first_actions: dict[str, PolicyAction | None] = {p.name: None for p in build_policies(config)}
+    for verdict in verdicts:
+        if first_actions.get(verdict.policy) is None:
+            first_actions[verdict.policy] = _action(verdict)
+    return SessionAudit(
+        label=session.label,
+        path=str(session.path),
+        format=session.format,
+        session=session.session,
+        agents=len(agents),
+        calls=call_number,
+        errors=errors,
+        output_bytes=output_bytes,
+        longest_run=best_run,
+        longest_run_tool=best.tool if best is not None else "",
+        start=start,
+        end=end,
+        loops=loops,
+        first_actions=first_actions,
+        actions=dict(Counter(f"{v.policy}:{v.action}" for v in verdicts)),
+        skipped=dict(session.report.skipped) | dict(reader.report.skipped_by_reason),
+    )
+
+
+def find_transcripts(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[Path, bool]]:
+    """Each file to audit, and whether it was named explicitly.
+
+    A directory is walked in sorted order for ``.jsonl``, ``.json`` and
+    ``.traj`` files, leaving out subagent files whose session file is present
+    (they are imported with it). Anything else named is offered as is.
+    """
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not path.is_dir():
+            yield path, True
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                file = Path(root) / name
+                if name.endswith(TRANSCRIPT_SUFFIXES) and not belongs_to_session(file):
+                    yield file, False
+
+
+Progress = Callable[[int, int, str], None]
+"""Told ``(files done, files in all, current file)`` as an audit goes."""
+
+
+def audit(
+    paths: Iterable[str | os.PathLike[str]],
+    config: Config | None = None,
+    *,
+    timelines: list[Timeline] | None = None,
+    progress: Progress | None = None,
+) -> AuditReport:
+    """Audit every transcript under ``paths``.
+
+    ``config`` goes through ``audit_config``. A file that cannot be read is
+    reported in ``errors`` with its reason and the audit goes on; a file
+    found in a directory that is no known transcript format is only counted
+    (``not_transcripts``). ``timelines``, when given, receives one
+    ``Timeline`` per session, in the order of ``sessions``.
+    """
+    files = list(find_transcripts(paths))
+    return anyio.run(_audit, files, audit_config(config), timelines, progress)
+
+
+async def _audit(
+    files: list[tuple[Path, bool]], config: Config, timelines: list[Timeline] | None, progress: Progress | None
+) -> AuditReport:
+    started = time.perf_counter()
+    sessions: list[SessionAudit] = []
+    errors: list[FileError] = []
+    not_transcripts = 0
+    with tempfile.TemporaryDirectory(prefix="repeat-tool-guard-audit-") as workdir:
+        for done, (path, explicit) in enumerate(files):
+            if progress is not None:
+                progress(done, len(files), str(path))
+            try:
+                for session in open_sessions(path):
+                    timeline = Timeline() if timelines is not None else None
+                    sessions.append(await audit_session(session, config, Path(workdir), timeline=timeline))
+                    if timelines is not None and timeline is not None:
+                        timelines.append(timeline)
+            except UnknownFormatError as exc:
+                if explicit:
+                    errors.append(FileError(path=str(path), reason=str(exc)))
+                else:
+                    not_transcripts += 1
+            except TranscriptError as exc:
+                errors.append(FileError(path=str(path), reason=str(exc)))
+            except Exception as exc:  # an importer's bug on odd data must not end the audit
+                errors.append(FileError(path=str(path), reason=f"import failed: {type(exc).__name__}: {exc}"))
+        if progress is not None:
+            progress(len(files), len(files), "")
+    policies = [p.name for p in build_policies(config)]
+    return AuditReport(
+        policies=policies,
+        sessions=sessions,
+        errors=errors,
+        totals=_totals(files, sessions, errors, not_transcripts, policies),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _totals(
+    files: list[tuple[Path, bool]],
+    sessions: list[SessionAudit],
+    errors: list[FileError],
+    not_transcripts: int,
+    policies: list[str],
+) -> AuditTotals:
+    acted = Counter(policy for s in sessions for policy, first in s.first_actions.items() if first is not None)
+    actions: Counter[str] = Counter()
+    for s in sessions:
+        actions.update(s.actions)
+    return AuditTotals(
+        files=len(files),
+        sessions=len(sessions),
+        calls=sum(s.calls for s in sessions),
+        loops=sum(len(s.loops) for s in sessions),
+        wasted_calls=sum(s.wasted_calls for s in sessions),
+        wasted_bytes=sum(s.wasted_bytes for s in sessions),
+        output_bytes=sum(s.output_bytes for s in sessions),
+        sessions_acted_on={p: acted.get(p, 0) for p in policies},
+        actions=dict(sorted(actions.items())),
+        unreadable=len(errors),
+        not_transcripts=not_transcripts,
+    )

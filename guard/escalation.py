@@ -1,0 +1,163 @@
+"""Running the ask command: the one place the guard spends money.
+
+The contract (seed 003) is deliberately tiny so that any executable can
+answer: the command is started with exactly one argument, the question; it
+gets no stdin and no shell; what it prints on stdout with exit status 0 is the
+advice. Anything else means "unavailable" and the caller falls back to its
+free local denial: a missing or non-executable file, a non-zero exit, empty
+output, or no answer within the timeout. Nothing here raises for a failing
+command, so a broken ask command can never break the agent's tool call.
+
+The command runs in a new session (its own process group). On timeout, and
+whenever the ask ends for any other reason, the whole group is killed, so a
+wrapper script's children do not outlive it. POSIX only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+
+import anyio
+import msgspec
+from anyio.abc import ByteReceiveStream
+
+__all__ = ["ASK_MODEL_ENV", "AskCommand", "AskOutcome"]
+
+ASK_MODEL_ENV = "ASK_MODEL"
+"""The environment variable that tells the ask command which model to use."""
+
+_STDERR_TAIL = 2048
+
+
+class AskOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What one ask produced.
+
+    ``advice`` is the command's stdout (decoded as UTF-8 with replacement,
+    stripped, capped) when it answered, else ``None`` and ``reason`` says why
+    it was unavailable. ``elapsed_ms`` is wall time, for the trip log only.
+    """
+
+    advice: str | None
+    reason: str
+    elapsed_ms: float
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.advice is not None
+
+
+class AskCommand:
+    """One configured ask command. ``ask`` may run concurrently for many agents.
+
+    ``command`` is a path (``~`` is expanded) or a bare name looked up on
+    ``PATH``. ``model`` is passed in the environment as ``ASK_MODEL``.
+    At most ``max_output`` bytes of stdout are kept; the rest is read and
+    discarded so the command is never blocked on a full pipe.
+    """
+
+    def __init__(self, command: str, *, model: str, timeout_ms: int, max_output: int = 16_384) -> None:
+        self.command = os.path.expanduser(command)
+        self.model = model
+        self.timeout_ms = timeout_ms
+        self.max_output = max_output
+
+    async def ask(self, question: str) -> AskOutcome:
+        """Ask the question; never raises for anything the command does.
+
+        An argv element cannot carry a NUL byte, so any in the question (a
+        tool's binary output, say) are replaced with U+FFFD.
+        """
+        started = time.monotonic()
+        advice, reason, truncated = await self._run(question.replace("\x00", "\ufffd"))
+        return AskOutcome(
+            advice=advice,
+            reason=reason,
+            elapsed_ms=round((time.monotonic() - started) * 1000, 3),
+            truncated=truncated,
+        )
+
+    async def _run(self, question: str) -> tuple[str | None, str, bool]:
+        env = {**os.environ, ASK_MODEL_ENV: self.model}
+        try:
+            # Shielded: a cancellation landing mid-spawn would leak the child.
+            with anyio.CancelScope(shield=True):
+                process = await anyio.open_process(
+                    [self.command, question],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            return None, _start_failure(self.command, exc), False
+        stdout = bytearray()
+        stderr = bytearray()
+        dropped = [0]
+        try:
+            with anyio.move_on_after(self.timeout_ms / 1000) as scope:
+                assert process.stdout is not None
+                assert process.stderr is not None
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_drain, process.stdout, stdout, self.max_output, dropped)
+                    group.start_soon(_drain_tail, process.stderr, stderr)
+                    await process.wait()
+                    # The answer is the leader's; stragglers holding the pipes
+                    # open must not keep the agent waiting.
+                    _kill_group(process.pid)
+        finally:
+            _kill_group(process.pid)
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+        if scope.cancelled_caught:
+            return None, f"timed out after {self.timeout_ms} ms (process group killed)", False
+        status = process.returncode
+        if status != 0:
+            detail = _tail(stderr)
+            what = f"killed by signal {-status}" if status is not None and status < 0 else f"exit status {status}"
+            return None, what + (f": {detail}" if detail else ""), False
+        advice = bytes(stdout).decode("utf-8", "replace").strip()
+        if not advice:
+            return None, "empty output", False
+        truncated = dropped[0] > 0
+        if truncated:
+            advice += f"\n… (+{dropped[0]} more bytes of output dropped)"
+        return advice, "ok", truncated
+
+
+def _start_failure(command: str, exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"ask command not found: {command}"
+    if isinstance(exc, PermissionError):
+        return f"ask command is not executable: {command}"
+    return f"ask command could not start: {command}: {exc}"
+
+
+async def _drain(stream: ByteReceiveStream, into: bytearray, cap: int, dropped: list[int]) -> None:
+    async for chunk in stream:
+        room = cap - len(into)
+        if room > 0:
+            into += chunk[:room]
+        dropped[0] += max(0, len(chunk) - max(room, 0))
+
+
+async def _drain_tail(stream: ByteReceiveStream, into: bytearray) -> None:
+    async for chunk in stream:
+        into += chunk
+        if len(into) > _STDERR_TAIL:
+            del into[: len(into) - _STDERR_TAIL]
+
+
+def _tail(data: bytearray) -> str:
+    lines = bytes(data).decode("utf-8", "replace").strip().splitlines()
+    return lines[-1][:200] if lines else ""
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,224 @@
+"""What every importer produces: sessions that stream session-log events.
+
+An importer turns one transcript into one or more ``ImportedSession``s. A
+session's ``events()`` is a generator over ``bus`` events in log order, built
+with a ``Builder`` that keeps just what streaming needs: one handle per agent,
+each agent's open calls (to copy tool and args onto their results), and the
+call ids already seen (to drop the duplicate entries some formats write).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bus import Agent, AgentStatus, AnyEvent, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
+
+__all__ = ["Builder", "ImportReport", "ImportedSession", "TranscriptError", "UnknownFormatError"]
+
+
+class TranscriptError(Exception):
+    """A transcript cannot be imported at all: unreadable, not valid JSON, or
+    not the format it was said to be. The message names the file and why."""
+
+
+class UnknownFormatError(TranscriptError):
+    """No importer recognised the file; ``tried`` lists each format and why it
+    did not match."""
+
+    def __init__(self, path: Path, tried: list[tuple[str, str]]) -> None:
+        self.path = path
+        self.tried = tried
+        reasons = "; ".join(f"{name}: {why}" for name, why in tried)
+        super().__init__(f"{str(path)!r} is not a transcript format this tool knows (tried {reasons})")
+
+
+class ImportReport:
+    """What an import skipped, by reason (``torn`` last line, ``invalid-json``
+    line, ``orphan-result`` without a call, ``duplicate-call`` entry, ...)."""
+
+    def __init__(self) -> None:
+        self.skipped: Counter[str] = Counter()
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+    def summary(self) -> str:
+        total = sum(self.skipped.values())
+        if not total:
+            return "nothing skipped"
+        return f"{total} skipped (" + ", ".join(f"{r} {n}" for r, n in sorted(self.skipped.items())) + ")"
+
+
+class ImportedSession:
+    """One session of a transcript.
+
+    ``session`` is its id, ``label`` a human name (file, and instance for a
+    multi-session file). ``events()`` streams the events once, in log order;
+    ``report`` fills as it goes (the sessions of a multi-session file share
+    one report, so its counts are for the file up to this session).
+    """
+
+    def __init__(
+        self,
+        *,
+        format: str,
+        session: str,
+        path: Path,
+        label: str,
+        produce: Callable[[Builder], Iterator[AnyEvent]],
+        report: ImportReport | None = None,
+    ) -> None:
+        self.format = format
+        self.session = session
+        self.path = path
+        self.label = label
+        self.report = report if report is not None else ImportReport()
+        self._produce = produce
+
+    def events(self) -> Iterator[AnyEvent]:
+        return self._produce(Builder(self.report))
+
+
+def parse_time(value: Any) -> float | None:
+    """Unix seconds from an ISO-8601 string (naive means UTC) or a number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def parse_args(raw: Any) -> Any:
+    """The model's arguments: parsed JSON when ``raw`` is a JSON string, the
+    raw string when it is malformed, ``raw`` itself otherwise."""
+    if isinstance(raw, str):
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            return raw
+    return raw
+
+
+def text_of(content: Any) -> str:
+    """The text a model saw in a tool result or message: a string as is, a
+    list of content blocks joined by newlines (non-text blocks named)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_block_text(block) for block in content)
+    if content is None:
+        return ""
+    return msgspec.json.encode(content).decode()
+
+
+def _block_text(block: Any) -> str:
+    if isinstance(block, str):
+        return block
+    if isinstance(block, dict):
+        for key in ("text", "output", "content"):
+            value = block.get(key)
+            if isinstance(value, (str, list)):
+                return text_of(value)
+        if block.get("type") == "tool_reference":
+            return str(block.get("tool_name", ""))
+        return f"[{block.get('type', 'block')}]"
+    return msgspec.json.encode(block).decode()
+
+
+class Builder:
+    """Makes the events of one session, with the bookkeeping that keeps them
+    consistent: an agent's ``started`` status (with its parent) before its
+    first event, each result carrying its call's step, tool and args, calls
+    deduplicated by id, and results without a call skipped and counted."""
+
+    def __init__(self, report: ImportReport) -> None:
+        self.report = report
+        self._agents: dict[str, Agent] = {}
+        self._open: dict[tuple[str, str], ToolCall] = {}
+        self._seen: set[tuple[str, str]] = set()
+        self._parents: dict[str, str] = {}
+
+    def parent(self, agent_id: str, parent: str) -> None:
+        """Declare ``agent_id`` a subagent of ``parent``, before its first event."""
+        self._parents.setdefault(agent_id, parent)
+
+    def _handle(self, agent_id: str, ts: float) -> tuple[Agent, list[AnyEvent]]:
+        """The agent's handle, and its ``started`` status the first time."""
+        agent = self._agents.get(agent_id)
+        if agent is not None:
+            return agent, []
+        parent = self._parents.get(agent_id)
+        agent = self._agents[agent_id] = Agent(agent_id, parent_id=parent)
+        return agent, [AgentStatus(agent=agent, ts=ts, status="started", parent=parent)]
+
+    def user(self, agent_id: str, text: str, ts: float) -> Iterator[AnyEvent]:
+        agent, started = self._handle(agent_id, ts)
+        yield from started
+        yield UserMessage(agent=agent, ts=ts, text=text)
+
+    def call(self, agent_id: str, call_id: str, step: int, tool: str, args: Any, ts: float) -> Iterator[AnyEvent]:
+        """A tool call; a second call with the same id in this agent is dropped."""
+        key = (agent_id, call_id)
+        if key in self._seen:
+            self.report.skip("duplicate-call")
+            return
+        self._seen.add(key)
+        agent, started = self._handle(agent_id, ts)
+        yield from started
+        call = ToolCall(agent=agent, ts=ts, call_id=call_id, step=step, tool=tool, args=args)
+        self._open[key] = call
+        yield call
+
+    def result(
+        self,
+        agent_id: str,
+        call_id: str,
+        content: str,
+        ts: float,
+        *,
+        is_error: bool = False,
+        denied_by: str | None = None,
+    ) -> Iterator[AnyEvent]:
+        """The result of an open call; one for an unknown call is counted as
+        ``orphan-result`` and dropped, since its tool and args are unknown."""
+        call = self._open.pop((agent_id, call_id), None)
+        if call is None:
+            self.report.skip("orphan-result")
+            return
+        yield ToolResult(
+            agent=call.agent,
+            ts=ts,
+            call_id=call_id,
+            step=call.step,
+            tool=call.tool,
+            args=call.args,
+            content=content,
+            is_error=is_error,
+            denied_by=denied_by,
+        )
+
+    def was_called(self, agent_id: str, call_id: str) -> bool:
+        """Whether this agent made a call with this id (open or answered)."""
+        return (agent_id, call_id) in self._seen
+
+    def context(
+        self, agent_id: str, call_id: str, text: str, ts: float, *, plugin: str, form: str, summary: str = ""
+    ) -> Iterator[AnyEvent]:
+        agent, started = self._handle(agent_id, ts)
+        yield from started
+        source = ContextSource(plugin=plugin, form=form, summary=summary)
+        yield ContextMessage(agent=agent, ts=ts, call_id=call_id, source=source, text=text)

@@ -1,0 +1,235 @@
+"""Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
+
+One JSON object per line. The main agent is ``main``; each subagent is a
+separate file, either under ``<session>/subagents/agent-<id>.jsonl`` (Claude
+Code 2.1+) or beside the session as ``agent-<id>.jsonl`` (2.0, found by its
+``sessionId``). A subagent is imported as agent ``<id>`` with parent ``main``,
+its events interleaved with the main agent's by timestamp. See
+``docs/importers/claude_code.md`` for the field mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bus import AnyEvent
+from guard.importers._session import Builder, ImportedSession, parse_time, text_of
+from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
+
+__all__ = ["FORMAT", "belongs_to_session", "subagent_files"]
+
+NAME = "claude-code"
+MAIN = "main"
+
+_ENTRY_TYPES = frozenset(
+    {
+        "user",
+        "assistant",
+        "attachment",
+        "system",
+        "summary",
+        "file-history-snapshot",
+        "permission-mode",
+        "last-prompt",
+        "queue-operation",
+        "progress",
+    }
+)
+_ENTRY_KEYS = ("sessionId", "uuid", "leafUuid", "messageId")
+
+_NOT_PROMPTS = (
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<task-notification>",
+    "[Request interrupted by user",
+)
+_USER_REJECTED = "The user doesn't want to"
+_PERMISSION_DENIED = "Permission to use "
+
+
+def _sniff(sample: Sample) -> str | None:
+    for line in sample.lines:
+        if line.get("type") in _ENTRY_TYPES and any(key in line for key in _ENTRY_KEYS):
+            return None
+    return "no line has a Claude Code entry type with sessionId/uuid"
+
+
+def _first_line(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as file:
+            obj = msgspec.json.decode(file.readline())
+    except (OSError, msgspec.DecodeError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def subagent_files(session_file: Path) -> list[Path]:
+    """The subagent transcripts of a session file, in a stable order: those
+    under ``<session>/subagents/``, then flat ``agent-*.jsonl`` beside it
+    whose first line names this session."""
+    session = session_file.stem
+    nested = sorted((session_file.parent / session / "subagents").glob("agent-*.jsonl"))
+    flat = [
+        path
+        for path in sorted(session_file.parent.glob("agent-*.jsonl"))
+        if _first_line(path).get("sessionId") == session
+    ]
+    return nested + flat
+
+
+def belongs_to_session(path: Path) -> bool:
+    """Whether ``path`` is a subagent file whose session file is present, so a
+    directory walk imports it with that session rather than on its own."""
+    if not path.name.startswith("agent-"):
+        return False
+    if path.parent.name == "subagents" and path.parent.parent.with_suffix(".jsonl").is_file():
+        return True
+    session = _first_line(path).get("sessionId")
+    return isinstance(session, str) and bool(session) and (path.parent / f"{session}.jsonl").is_file()
+
+
+def _agent_id(path: Path) -> str:
+    return path.stem.removeprefix("agent-")
+
+
+def _sessions(sample: Sample) -> Iterator[ImportedSession]:
+    path = sample.path
+    if path.name.startswith("agent-"):
+        subagent = _agent_id(path)
+        yield ImportedSession(
+            format=NAME,
+            session=path.stem,
+            path=path,
+            label=str(path),
+            produce=lambda b: _stream(path, b, subagent, inline_sidechains=False),
+        )
+        return
+    subagents = subagent_files(path)
+
+    def produce(b: Builder) -> Iterator[AnyEvent]:
+        streams = [_stream(path, b, MAIN, inline_sidechains=True)]
+        for sub in subagents:
+            b.parent(_agent_id(sub), MAIN)
+            streams.append(_stream(sub, b, _agent_id(sub), inline_sidechains=False))
+        return merge_by_time(streams)
+
+    yield ImportedSession(format=NAME, session=path.stem, path=path, label=str(path), produce=produce)
+
+
+def _prompt(entry: dict[str, Any], content: Any) -> str | None:
+    """The text of a genuine user prompt, or ``None`` for tool results, meta
+    entries and Claude Code's own scaffolding (slash commands, local command
+    output, interruption markers, task notifications)."""
+    if entry.get("isMeta") or entry.get("isCompactSummary") or entry.get("isVisibleInTranscriptOnly"):
+        return None
+    if isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return None
+        text = "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    elif isinstance(content, str):
+        text = content
+    else:
+        return None
+    stripped = text.lstrip()
+    if not stripped or stripped.startswith(_NOT_PROMPTS):
+        return None
+    return text
+
+
+def _denial(text: str) -> str | None:
+    if text.startswith(_USER_REJECTED):
+        return "user"
+    if text.startswith(_PERMISSION_DENIED) and "has been denied" in text:
+        return "permissions"
+    return None
+
+
+def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> Iterator[AnyEvent]:
+    """The events of one transcript file, as ``agent``. In a session file,
+    entries marked ``isSidechain`` (very old versions kept subagents inline)
+    go to their ``agentId`` (or ``sidechain``), a subagent of ``agent``."""
+    ts = 0.0
+    last_message: dict[str, Any] = {}
+    steps: dict[str, int] = {}
+    for entry in read_jsonl(path, b.report):
+        ts = parse_time(entry.get("timestamp")) or ts
+        who = agent
+        if inline_sidechains and entry.get("isSidechain") is True:
+            who = str(entry.get("agentId") or "sidechain")
+            b.parent(who, agent)
+        kind = entry.get("type")
+        message = entry.get("message")
+        if kind == "assistant" and isinstance(message, dict):
+            content = message.get("content")
+            if message.get("model") == "<synthetic>" or not isinstance(content, list):
+                continue
+            response = message.get("id") or entry.get("uuid")
+            if response is None or last_message.get(who) != response:
+                last_message[who] = response
+                steps[who] = steps.get(who, 0) + 1
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    call_id = str(block.get("id") or f"{entry.get('uuid')}:{block.get('name')}")
+                    yield from b.call(who, call_id, steps[who], str(block.get("name")), block.get("input"), ts)
+        elif kind == "user" and isinstance(message, dict):
+            content = message.get("content")
+            if isinstance(content, list):
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        text = text_of(block.get("content"))
+                        yield from b.result(
+                            who,
+                            str(block.get("tool_use_id")),
+                            text,
+                            ts,
+                            is_error=bool(block.get("is_error")),
+                            denied_by=_denial(text) if block.get("is_error") else None,
+                        )
+            prompt = _prompt(entry, content)
+            if prompt is not None:
+                yield from b.user(who, prompt, ts)
+        elif kind == "attachment":
+            yield from _attachment(b, who, entry.get("attachment"), ts)
+
+
+def _attachment(b: Builder, agent: str, attachment: Any, ts: float) -> Iterator[AnyEvent]:
+    if not isinstance(attachment, dict):
+        return
+    kind = attachment.get("type")
+    if kind == "hook_additional_context":
+        hook = str(attachment.get("hookName") or attachment.get("hookEvent") or "hook")
+        call_id = str(attachment.get("toolUseID") or "")
+        if not b.was_called(agent, call_id):
+            call_id = ""
+        content = attachment.get("content")
+        text = "\n".join(map(str, content)) if isinstance(content, list) else str(content or "")
+        yield from b.context(
+            agent,
+            call_id,
+            text,
+            ts,
+            plugin=f"claude-code-hook:{hook}",
+            form="hook_additional_context",
+            summary=str(attachment.get("hookEvent") or ""),
+        )
+    elif kind == "queued_command":
+        origin = attachment.get("origin")
+        human = not isinstance(origin, dict) or origin.get("kind") in (None, "human")
+        if attachment.get("commandMode", "prompt") == "prompt" and human:
+            text = text_of(attachment.get("prompt"))
+            if text.strip():
+                yield from b.user(agent, text, ts)
+
+
+FORMAT = Format(NAME, _sniff, _sessions)

@@ -1,0 +1,137 @@
+"""Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+One ``{"timestamp", "type", "payload"}`` object per line. Tool calls are
+``response_item`` payloads of type ``function_call``, ``custom_tool_call`` and
+``local_shell_call``; their outputs carry the same ``call_id``. A model
+response is the run of model items (reasoning, assistant message, calls)
+between two inputs (a user message or a tool output), so parallel calls share
+a step. See ``docs/importers/codex.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from bus import AnyEvent
+from guard.importers._session import Builder, ImportedSession, parse_args, parse_time, text_of
+from guard.importers._source import Format, Sample, read_jsonl
+
+__all__ = ["FORMAT"]
+
+NAME = "codex"
+MAIN = "main"
+
+_LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+_MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
+_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
+_REJECTED = ("exec command rejected by user", "patch rejected by user", "rejected by user")
+
+
+def _sniff(sample: Sample) -> str | None:
+    for line in sample.lines:
+        if line.get("type") in _LINE_TYPES and "payload" in line:
+            return None
+    return "no line is a {type, payload} rollout item"
+
+
+def _sessions(sample: Sample) -> Iterator[ImportedSession]:
+    path = sample.path
+    session = path.stem
+    for line in sample.lines:
+        payload = line.get("payload")
+        if line.get("type") == "session_meta" and isinstance(payload, dict) and payload.get("id"):
+            session = str(payload["id"])
+            break
+
+    def produce(b: Builder) -> Iterator[AnyEvent]:
+        return _events(sample, b)
+
+    yield ImportedSession(format=NAME, session=session, path=path, label=str(path), produce=produce)
+
+
+def _output(raw: Any) -> tuple[str, bool]:
+    """A tool output's text and whether it failed. Shell outputs are a JSON
+    string ``{"output", "metadata": {"exit_code"}}``; older ones an object
+    ``{"content", "success"}``; others plain text."""
+    if isinstance(raw, dict):
+        return text_of(raw.get("content")), raw.get("success") is False
+    text = raw if isinstance(raw, str) else text_of(raw)
+    if text.startswith("{"):
+        try:
+            parsed = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return text, False
+        if isinstance(parsed, dict) and "output" in parsed:
+            metadata = parsed.get("metadata")
+            code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+            return text_of(parsed["output"]), isinstance(code, int) and code != 0
+    return text, False
+
+
+def _user_text(payload: dict[str, Any]) -> str | None:
+    text = text_of(payload.get("content"))
+    if not text.strip() or text.lstrip().startswith(_INJECTED):
+        return None
+    return text
+
+
+def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
+    ts = 0.0
+    step = 0
+    in_response = False
+    last_user: tuple[str, str] | None = None
+    for line in read_jsonl(sample.path, b.report):
+        ts = parse_time(line.get("timestamp")) or ts
+        payload = line.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        kind = payload.get("type")
+        if line.get("type") == "event_msg":
+            if kind == "user_message":
+                text = str(payload.get("message") or "")
+                # Recent versions record each prompt twice, as an event and as
+                # a response item, one right after the other.
+                if text.strip() and last_user != ("response_item", text):
+                    yield from b.user(MAIN, text, ts)
+                last_user = ("event_msg", text)
+            continue
+        if line.get("type") != "response_item":
+            continue
+        is_user = kind == "message" and payload.get("role") == "user"
+        if not is_user:
+            last_user = None
+        if kind in _MODEL_ITEMS or (kind == "message" and payload.get("role") == "assistant"):
+            if not in_response:
+                step += 1
+                in_response = True
+        else:
+            in_response = False
+        if kind in _CALLS:
+            call_id = str(payload.get("call_id") or payload.get("id") or f"call-{step}")
+            if kind == "function_call":
+                tool, args = str(payload.get("name")), parse_args(payload.get("arguments"))
+            elif kind == "custom_tool_call":
+                tool, args = str(payload.get("name")), payload.get("input")
+            else:
+                tool, args = "local_shell", payload.get("action")
+            yield from b.call(MAIN, call_id, step, tool, args, ts)
+        elif kind in _OUTPUTS:
+            text, failed = _output(payload.get("output"))
+            denied = "user" if text.strip().lower().startswith(_REJECTED) else None
+            yield from b.result(
+                MAIN, str(payload.get("call_id")), text, ts, is_error=failed or denied is not None, denied_by=denied
+            )
+        elif is_user:
+            prompt = _user_text(payload)
+            if prompt is not None and last_user != ("event_msg", prompt):
+                yield from b.user(MAIN, prompt, ts)
+            if prompt is not None:
+                last_user = ("response_item", prompt)
+
+
+FORMAT = Format(NAME, _sniff, _sessions)

@@ -1,0 +1,73 @@
+"""Telling a transcript's format, and opening it as sessions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from guard.importers import claude_code, codex, gemini_cli, mini_swe_agent, openhands, swe_agent
+from guard.importers._session import ImportedSession, TranscriptError, UnknownFormatError
+from guard.importers._source import Format, Sample, sample
+
+__all__ = ["FORMATS", "belongs_to_session", "detect_format", "open_sessions"]
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        claude_code.FORMAT,
+        codex.FORMAT,
+        gemini_cli.FORMAT,
+        openhands.FORMAT,
+        swe_agent.FORMAT,
+        mini_swe_agent.FORMAT,
+    )
+}
+"""Every format, by the name ``--from`` takes, in the order detection tries them."""
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """The name of the format of the file at ``path``.
+
+    Raises ``UnknownFormatError`` listing each format tried and why it did
+    not match, or ``TranscriptError`` for a file that cannot be read.
+    """
+    return _detect(Path(path))[0].name
+
+
+def _detect(path: Path) -> tuple[Format, Sample]:
+    seen = sample(path)
+    tried: list[tuple[str, str]] = []
+    for fmt in FORMATS.values():
+        why = fmt.sniff(seen)
+        if why is None:
+            return fmt, seen
+        tried.append((fmt.name, why))
+    raise UnknownFormatError(path, tried)
+
+
+def open_sessions(path: str | os.PathLike[str], format: str | None = None) -> Iterator[ImportedSession]:
+    """The sessions in the transcript at ``path``, lazily.
+
+    ``format`` forces a format by name (see ``FORMATS``); otherwise it is
+    detected. Each session's events are read only when iterated.
+    """
+    file = Path(path)
+    if format is None:
+        fmt, seen = _detect(file)
+        return fmt.sessions(seen)
+    forced = FORMATS.get(format)
+    if forced is None:
+        raise TranscriptError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
+    seen = sample(file)
+    why = forced.sniff(seen)
+    if why is not None:
+        raise TranscriptError(f"{str(file)!r} is not {forced.name}: {why}")
+    return forced.sessions(seen)
+
+
+def belongs_to_session(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a subagent's transcript whose session file is
+    present, so a directory walk leaves it to that session's import."""
+    file = Path(path)
+    return claude_code.belongs_to_session(file) or gemini_cli.belongs_to_session(file)

@@ -1,0 +1,146 @@
+"""gemini-cli chat recordings (``~/.gemini/tmp/<project>/chats/session-*.json[l]``).
+
+Two forms: the legacy single JSON document ``{sessionId, projectHash,
+messages: [...]}``, and JSON Lines whose first line is that metadata and whose
+other lines are message records (a record re-appended with the same ``id``
+replaces the earlier one), ``{"$set": ...}`` metadata updates and
+``{"$rewindTo": id}`` markers. Subagent recordings live in
+``chats/<parent session id>/<session id>.jsonl`` and are merged in as
+subagents of ``main``. See ``docs/importers/gemini_cli.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bus import AnyEvent
+from guard.importers._session import Builder, ImportedSession, parse_time, text_of
+from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
+
+__all__ = ["FORMAT", "belongs_to_session"]
+
+NAME = "gemini-cli"
+MAIN = "main"
+
+_CALL_TIME = re.compile(r"-(\d{13})-[0-9a-f]+$")
+
+
+def _sniff(sample: Sample) -> str | None:
+    doc = sample.document
+    if isinstance(doc, dict) and "sessionId" in doc and isinstance(doc.get("messages"), list):
+        return None
+    if sample.lines:
+        first = sample.lines[0]
+        if "sessionId" in first and "projectHash" in first and "type" not in first:
+            return None
+    return "neither a {sessionId, messages} document nor JSON Lines opening with {sessionId, projectHash}"
+
+
+def _sessions(sample: Sample) -> Iterator[ImportedSession]:
+    path = sample.path
+    doc = sample.document if isinstance(sample.document, dict) and "messages" in sample.document else None
+    head = doc if doc is not None else sample.lines[0]
+    session = str(head.get("sessionId") or path.stem)
+
+    def produce(b: Builder) -> Iterator[AnyEvent]:
+        if doc is not None:
+            messages = doc.get("messages")
+            return _events(messages if isinstance(messages, list) else [], b, MAIN)
+        streams = [_events(_records(path, b), b, MAIN)]
+        for sub in sorted((path.parent / session).glob("*.jsonl")):
+            b.parent(sub.stem, MAIN)
+            streams.append(_events(_records(sub, b), b, sub.stem))
+        return merge_by_time(streams)
+
+    yield ImportedSession(format=NAME, session=session, path=path, label=str(path), produce=produce)
+
+
+def belongs_to_session(path: Path) -> bool:
+    """Whether ``path`` is a subagent recording (``chats/<parent id>/<id>.jsonl``)
+    whose parent session file ``chats/session-*-<parent id[:8]>.json[l]`` is present."""
+    parent = path.parent.name
+    if path.suffix != ".jsonl" or len(parent) < 8:
+        return False
+    return any(path.parent.parent.glob(f"session-*-{parent[:8]}.json*"))
+
+
+def _records(path: Path, b: Builder) -> Iterator[dict[str, Any]]:
+    """The message records of a JSON Lines recording, each in its final
+    version. gemini-cli only ever re-appends its latest message (as tool
+    calls and token counts arrive), so holding one record back suffices.
+    Rewinds and ``$set`` rewrites are not applied: the audit wants what the
+    agent did, including turns the user later rewound."""
+    pending: dict[str, Any] | None = None
+    for record in read_jsonl(path, b.report):
+        if not isinstance(record.get("id"), str) or "type" not in record:
+            continue
+        if pending is not None and pending["id"] != record["id"]:
+            yield pending
+        pending = record
+    if pending is not None:
+        yield pending
+
+
+def _call_time(call_id: str) -> float | None:
+    match = _CALL_TIME.search(call_id)
+    return int(match.group(1)) / 1000 if match else None
+
+
+def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
+    """Events of a message list. A ``gemini`` message collects the calls of
+    every model response until the next text, so a call starts a new step
+    when it was created (the time in its id) after the previous call
+    finished: the model had seen that result."""
+    ts = 0.0
+    step = 0
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        ts = parse_time(message.get("timestamp")) or ts
+        kind = message.get("type")
+        if kind == "user":
+            text = text_of(message.get("content"))
+            if text.strip():
+                yield from b.user(agent, text, ts)
+        elif kind == "gemini":
+            step += 1
+            finished: float | None = None
+            for index, call in enumerate(message.get("toolCalls") or ()):
+                if not isinstance(call, dict):
+                    continue
+                call_id = str(call.get("id") or f"{message.get('id') or step}:{index}")
+                created = _call_time(call_id)
+                if finished is not None and created is not None and created > finished:
+                    step += 1
+                call_ts = parse_time(call.get("timestamp")) or ts
+                finished = call_ts
+                yield from b.call(agent, call_id, step, str(call.get("name")), call.get("args"), created or ts)
+                yield from _result(b, agent, call_id, call, call_ts)
+
+
+def _result(b: Builder, agent: str, call_id: str, call: dict[str, Any], ts: float) -> Iterator[AnyEvent]:
+    status = call.get("status")
+    if status not in ("success", "error", "cancelled"):
+        return  # scheduled or still running when the file was written
+    parts = [text_of(_response_text(part)) for part in call.get("result") or () if isinstance(part, dict)]
+    text = "\n".join(p for p in parts if p) or text_of(call.get("resultDisplay"))
+    denied = "user" if status == "cancelled" else None
+    yield from b.result(agent, call_id, text, ts, is_error=status != "success", denied_by=denied)
+
+
+def _response_text(part: dict[str, Any]) -> Any:
+    response = part.get("functionResponse")
+    if not isinstance(response, dict):
+        return part.get("text", "")
+    body = response.get("response")
+    if isinstance(body, dict):
+        for key in ("output", "error", "content"):
+            if key in body:
+                return body[key]
+    return body
+
+
+FORMAT = Format(NAME, _sniff, _sessions)

@@ -1,0 +1,168 @@
+"""OpenHands (V0) event trajectories.
+
+Two forms: a trajectory file, a JSON list of events (or ``{"history": [...]}``),
+which is one session; and an evaluation ``output.jsonl``, where each line is
+one benchmark instance whose ``history`` is that event list: each line is
+imported as its own session, named by its ``instance_id``. An agent action
+other than a message, think, finish or bookkeeping action is a tool call; the
+observation whose ``cause`` is the action's id is its result. Calls share a
+step when the same model response (``tool_call_metadata.model_response.id``)
+requested them. See ``docs/importers/openhands.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bus import AnyEvent
+from guard.importers._session import Builder, ImportedSession, ImportReport, parse_args, parse_time, text_of
+from guard.importers._source import Format, Sample, read_jsonl
+
+__all__ = ["FORMAT"]
+
+NAME = "openhands"
+MAIN = "main"
+
+_NOT_CALLS = frozenset({"message", "finish", "think", "system", "recall", "change_agent_state", "condensation"})
+_NOT_RESPONSES = frozenset({"system", "recall", "change_agent_state", "condensation", "condensation_request"})
+_BOOKKEEPING = frozenset(
+    {
+        "thought",
+        "security_risk",
+        "is_input",
+        "blocking",
+        "is_static",
+        "cwd",
+        "hidden",
+        "confirmation_state",
+        "impl_source",
+        "translated_ipython_code",
+        "include_extra",
+        "kernel_init_code",
+        "timeout",
+    }
+)
+
+
+def _is_events(value: Any) -> bool:
+    return isinstance(value, list) and any(
+        isinstance(e, dict) and "source" in e and ("action" in e or "observation" in e) for e in value[:20]
+    )
+
+
+def _sniff(sample: Sample) -> str | None:
+    doc = sample.document
+    if _is_events(doc) or (isinstance(doc, dict) and _is_events(doc.get("history"))):
+        return None
+    if sample.lines and any(isinstance(line.get("history"), list) and "instance_id" in line for line in sample.lines):
+        return None
+    return "neither a list of {source, action|observation} events nor JSON Lines of {instance_id, history}"
+
+
+def _sessions(sample: Sample) -> Iterator[ImportedSession]:
+    path = sample.path
+    doc = sample.document
+    if _is_events(doc) or isinstance(doc, dict):
+        history = doc if isinstance(doc, list) else doc.get("history", [])
+        yield ImportedSession(
+            format=NAME, session=path.stem, path=path, label=str(path), produce=lambda b: _events(history, b)
+        )
+        return
+    report = ImportReport()
+    records = ((n, r) for n, r in enumerate(read_jsonl(path, report), 1) if isinstance(r.get("history"), list))
+    pending = next(records, None)
+    while pending is not None:
+        number, record = pending
+        # Read one line ahead, so a torn last line is counted before the
+        # last session is handed out.
+        pending = next(records, None)
+        instance = str(record.get("instance_id") or f"line-{number}")
+        yield ImportedSession(
+            format=NAME,
+            session=instance,
+            path=path,
+            label=f"{path}#{instance}",
+            produce=_producer(record["history"]),
+            report=report,
+        )
+
+
+def _producer(history: list[Any]) -> Callable[[Builder], Iterator[AnyEvent]]:
+    return lambda b: _events(history, b)
+
+
+def _model_args(metadata: dict[str, Any], call_id: str) -> Any:
+    """The arguments exactly as the model wrote them, from the recorded model
+    response; ``None`` when the response is not recorded."""
+    response = metadata.get("model_response")
+    if not isinstance(response, dict):
+        return None
+    for choice in response.get("choices") or ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        for call in (message or {}).get("tool_calls") or ():
+            if isinstance(call, dict) and call.get("id") == call_id:
+                function = call.get("function") or {}
+                return parse_args(function.get("arguments"))
+    return None
+
+
+def _failed(event: dict[str, Any]) -> bool:
+    if event.get("observation") == "error":
+        return True
+    extras = event.get("extras")
+    metadata = extras.get("metadata") if isinstance(extras, dict) else None
+    code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+    return isinstance(code, int) and code != 0
+
+
+def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
+    ts = 0.0
+    step = 0
+    response: object = None
+    calls_by_action: dict[Any, str] = {}
+    for event in history:
+        if not isinstance(event, dict):
+            continue
+        ts = parse_time(event.get("timestamp")) or ts
+        action = event.get("action")
+        metadata = event.get("tool_call_metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        if action is not None:
+            args: dict[str, Any] = event["args"] if isinstance(event.get("args"), dict) else {}
+            if event.get("source") == "user":
+                if action == "message":
+                    yield from b.user(MAIN, str(args.get("content") or event.get("message") or ""), ts)
+                continue
+            if event.get("source") != "agent" or action in _NOT_RESPONSES:
+                continue
+            model_response = metadata.get("model_response")
+            this_response = model_response.get("id") if isinstance(model_response, dict) else None
+            if this_response is None or this_response != response:
+                step += 1
+                response = this_response
+            if action in _NOT_CALLS:
+                continue
+            call_id = str(metadata.get("tool_call_id") or f"event-{event.get('id')}")
+            tool = str(metadata.get("function_name") or action)
+            call_args = _model_args(metadata, call_id)
+            if call_args is None:
+                call_args = {k: v for k, v in args.items() if k not in _BOOKKEEPING}
+            calls_by_action[event.get("id")] = call_id
+            yield from b.call(MAIN, call_id, step, tool, call_args, ts)
+        elif event.get("observation") is not None:
+            call_id = calls_by_action.pop(event.get("cause"), "")
+            if not call_id:
+                continue  # observes no tool call: a think, a recall, a validation error
+            rejected = event.get("observation") == "user_rejected"
+            yield from b.result(
+                MAIN,
+                call_id,
+                text_of(event.get("content")),
+                ts,
+                is_error=rejected or _failed(event),
+                denied_by="user" if rejected else None,
+            )
+
+
+FORMAT = Format(NAME, _sniff, _sessions)

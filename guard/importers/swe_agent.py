@@ -1,0 +1,93 @@
+"""SWE-agent trajectories (``*.traj``): one JSON document per run.
+
+The ``history`` list holds the chat the model saw. A non-demonstration
+assistant turn is one step; its call is either the function-calling
+``tool_calls`` (results are ``tool`` messages naming ``tool_call_ids``) or the
+raw ``action`` string of the text-based interface (tool = its first word,
+args ``{"command": action}``; the next user message is its result). User
+messages before the first action are the task. The format has no
+timestamps. See ``docs/importers/swe_agent.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from bus import AnyEvent
+from guard.importers._chat import function_calls
+from guard.importers._session import Builder, ImportedSession, text_of
+from guard.importers._source import Format, Sample
+
+__all__ = ["FORMAT"]
+
+NAME = "swe-agent"
+MAIN = "main"
+
+_EDIT_REJECTED = "Your proposed edit has introduced new syntax error(s)"
+_BLOCKED = ("Operation '", "Interactive operation '")
+
+
+def _is_history(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(m, dict) and "role" in m for m in value[:20])
+
+
+def _sniff(sample: Sample) -> str | None:
+    doc = sample.document
+    if isinstance(doc, dict) and _is_history(doc.get("history")):
+        return None
+    return "not a document with a history of {role, content} messages"
+
+
+def _sessions(sample: Sample) -> Iterator[ImportedSession]:
+    path = sample.path
+    history = sample.document["history"]
+    yield ImportedSession(
+        format=NAME, session=path.stem, path=path, label=str(path), produce=lambda b: _events(history, b)
+    )
+
+
+def _outcome(text: str) -> tuple[bool, str | None]:
+    """Whether an observation is an error, and who denied the call: the
+    environment's blocklist refuses some commands before they run."""
+    if text.startswith(_BLOCKED) and "is not supported by this environment" in text:
+        return True, "blocklist"
+    return text.startswith(_EDIT_REJECTED), None
+
+
+def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
+    step = 0
+    acted = False
+    waiting: str | None = None
+    for message in history:
+        if not isinstance(message, dict) or message.get("is_demo"):
+            continue
+        role = message.get("role")
+        text = text_of(message.get("content"))
+        if role == "assistant":
+            step += 1
+            acted = True
+            waiting = None
+            calls = function_calls(message)
+            action = message.get("action")
+            if not calls and isinstance(action, str) and action.strip():
+                waiting = f"step-{step}"
+                calls = [(waiting, action.split()[0], {"command": action})]
+            for call_id, tool, args in calls:
+                yield from b.call(MAIN, call_id, step, tool, args, 0.0)
+        elif role == "tool":
+            ids = message.get("tool_call_ids") or [message.get("tool_call_id")]
+            for call_id in ids:
+                is_error, denied = _outcome(text)
+                yield from b.result(MAIN, str(call_id), text, 0.0, is_error=is_error, denied_by=denied)
+        elif role == "user":
+            if not acted:
+                if text.strip():
+                    yield from b.user(MAIN, text, 0.0)
+            elif waiting is not None:
+                is_error, denied = _outcome(text)
+                yield from b.result(MAIN, waiting, text, 0.0, is_error=is_error, denied_by=denied)
+                waiting = None
+
+
+FORMAT = Format(NAME, _sniff, _sessions)

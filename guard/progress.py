@@ -1,0 +1,63 @@
+"""What counts as progress: a call that changed something.
+
+Policy ``rescue`` voids its observations when the agent makes progress, so an
+edit-build-edit-build cycle runs freely. Agent tools spell their editing
+tools differently (``Edit``, ``MultiEdit``, ``str_replace_editor``,
+``write_file``, ``apply_patch``) and shell-only agents edit through commands
+(``sed -i``, ``cat <<EOF > file``, ``git apply``), so both the tool name and a
+shell ``command`` argument are consulted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from guard.patterns import ToolFilter
+
+__all__ = ["DEFAULT_MUTATING_COMMANDS", "ProgressRule", "loose_tool_name"]
+
+DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
+    r"\bsed\b[^|;&]*\s-[a-zA-Z]*i",
+    r"\bperl\b[^|;&]*\s-[a-zA-Z]*i",
+    r"(?<![0-9&>])>>?\s*(?!\s*&|\s*/dev/null)[\w./~$\"'-]",
+    r"\btee\b",
+    r"\bpatch\b",
+    r"\bapply_patch\b",
+    r"\bgit\s+(apply|am|checkout|restore|reset|stash|commit|merge|rebase|cherry-pick|mv|rm|switch)\b",
+    r"(^|[;&|(]\s*|\s)(mv|cp|rm|mkdir|touch|chmod|ln|truncate|dd)\s",
+    r"\b(pip3?|uv|npm|yarn|pnpm|cargo|go|apt-get|apt)\s+(install|add|remove|uninstall|get)\b",
+)
+"""Shell commands that change files or the environment. Matched with
+``re.search`` against a call's top-level string ``command`` argument."""
+
+_READ_ONLY_SUBCOMMANDS = frozenset({"view", "read", "list", "show", "cat"})
+
+
+def loose_tool_name(name: str) -> str:
+    """Lower case with separators dropped: ``MultiEdit``, ``multi_edit`` and
+    ``multi-edit`` are one name; ``*`` survives for patterns."""
+    return re.sub(r"[^a-z0-9*]", "", name.lower())
+
+
+class ProgressRule:
+    """Decides whether a successful call was progress.
+
+    A call is progress when its tool matches ``mutating_tools`` (compared
+    loosely, see ``loose_tool_name``) unless its top-level ``command``
+    argument names a read-only sub-command (``view``, as OpenHands'
+    ``str_replace_editor`` does), or when its top-level string ``command``
+    matches one of ``mutating_commands``.
+    """
+
+    def __init__(self, mutating_tools: Iterable[str], mutating_commands: Iterable[str]) -> None:
+        patterns = [loose_tool_name(p) for p in mutating_tools]
+        self._tools = ToolFilter(patterns) if patterns else None
+        self._commands = [re.compile(p) for p in mutating_commands]
+
+    def is_progress(self, tool: str, args: Any) -> bool:
+        command = args.get("command") if isinstance(args, dict) else None
+        if self._tools is not None and self._tools.tracks(loose_tool_name(tool)):
+            return not (isinstance(command, str) and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)
+        return isinstance(command, str) and any(p.search(command) for p in self._commands)

@@ -1,0 +1,354 @@
+"""Policy ``rescue``: windowed detection, progress epochs, denial, escalation.
+
+Seed 003. Where ``remind`` counts consecutive identical calls (so any other
+call in between resets it, and a cycle like ``grep X ×5, read Y`` is never
+caught), ``rescue`` counts how often a call's signature occurs among the
+agent's last ``window`` tracked calls, so a cycle of any period is caught.
+Observations only count while nothing changes: a successful call that
+changed something (``guard.progress``: a mutating tool, or a shell command
+that edits files), or a genuine user message, starts a new progress epoch and
+voids them all, which is what lets an edit-build-edit-build cycle through.
+
+At ``nudge_at`` occurrences the call is denied before it runs and the
+guidance becomes its result. At ``rescue_at`` occurrences (or when
+``stall_at`` redundant calls pile up in one epoch) the policy asks a stronger
+model, through the ask command, for one concrete way forward, and that
+advice rides the denial. Advice is bought once per signature per epoch,
+``max_rescues`` times per agent per session, at least ``cooldown_ms`` apart
+(measured on event timestamps, so replays agree); a failed ask refunds the
+budget and falls back to the free local denial.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Any
+
+import anyio
+
+from bus import ToolCall, ToolResult, UserMessage
+from guard.actions import Action
+from guard.config import RescueConfig
+from guard.escalation import AskCommand, AskOutcome
+from guard.fingerprint import Fingerprint, FingerprintCache
+from guard.patterns import ToolFilter
+from guard.policy import Policy
+from guard.progress import ProgressRule
+from guard.redact import Redactor
+from guard.trips import Trip, TripKind, TripLog, TripTrigger
+
+__all__ = ["RESCUE_PLUGIN", "RescuePolicy"]
+
+RESCUE_PLUGIN = "loop-rescue"
+
+_ARGUMENTS_PREVIEW = 500
+_QUESTION_TASK = 4000
+_QUESTION_ARGUMENTS = 2000
+_QUESTION_OUTPUT = 6000
+_QUESTION_RECENT = 300
+
+_REPEAT_HEAD = (
+    "loop-rescue denied this call; it did not run.\n"
+    "You have made this exact call {count} times in your last {seen} tool calls, with nothing changed in between:\n"
+    "- tool: {tool}\n"
+    "- arguments: {arguments}\n"
+)
+_STALL_HEAD = (
+    "loop-rescue denied this call; it did not run.\n"
+    "You have made {redundant} redundant tool calls since anything last changed (no successful edit, no new "
+    "user message), and this call repeats one of them:\n"
+    "- tool: {tool}\n"
+    "- arguments: {arguments}\n"
+)
+_LOCAL_GUIDANCE = (
+    "Repeating it would return the output you already have. Re-read that output and act on it: use what it "
+    "tells you, try a different approach or different arguments, or finish the task if you have enough "
+    "evidence. Only this exact call is blocked; other calls still run."
+)
+_ADVICE = (
+    "A stronger model reviewed your task, this call and the output you already have, and advises:\n\n"
+    "{advice}\n\n"
+    "Follow that advice instead of repeating the call. Only this exact call is blocked; other calls still run."
+)
+
+_QUESTION = """\
+An AI agent working on a task is stuck in a loop: it keeps repeating a tool call that cannot tell it anything new.
+Reply with ONE concrete next action it should take instead: a specific different step, or the conclusion it can \
+already draw from the output it has. A few sentences, no questions back. You cannot run tools; answer from \
+this text alone.
+
+## The agent's task
+{task}
+
+## The repeated call ({why})
+tool: {tool}
+arguments: {arguments}
+
+## The output the agent already has from this call
+{output}
+
+## Its recent calls, oldest first
+{recent}
+"""
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (+{len(text) - limit} more chars)"
+
+
+class _Pending:
+    """An ask in flight for one signature; parallel calls of it wait here."""
+
+    __slots__ = ("advice", "done")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.advice: str | None = None
+
+
+class _Hit:
+    """A tracked call that crossed a threshold, and what the agent's state
+    looked like then (an ask may outlive the epoch it was made in)."""
+
+    __slots__ = ("call", "count", "epoch", "fp", "redundant", "seen", "trigger")
+
+    def __init__(self, state: _AgentState, call: ToolCall, fp: Fingerprint, count: int, trigger: TripTrigger) -> None:
+        self.call = call
+        self.fp = fp
+        self.count = count
+        self.trigger = trigger
+        self.seen = len(state.window)
+        self.redundant = state.redundant
+        self.epoch = state.epoch
+
+
+class _AgentState:
+    """One agent's observations (reset every epoch) and its budget (never reset)."""
+
+    __slots__ = (
+        "advice",
+        "counts",
+        "epoch",
+        "last_ask",
+        "outputs",
+        "pending",
+        "redundant",
+        "seen",
+        "task",
+        "used",
+        "window",
+    )
+
+    def __init__(self) -> None:
+        # (tool, digest, arguments preview): bounded, so memory does not grow
+        # with argument size.
+        self.window: deque[tuple[str, bytes, str]] = deque()
+        self.counts: dict[bytes, int] = {}
+        self.seen: set[bytes] = set()
+        self.redundant = 0
+        self.outputs: dict[bytes, str] = {}
+        self.advice: dict[bytes, str] = {}
+        self.pending: dict[bytes, _Pending] = {}
+        self.epoch = 0
+        self.task = ""
+        self.used = 0
+        self.last_ask: float | None = None
+
+    def new_epoch(self) -> None:
+        self.epoch += 1
+        self.window.clear()
+        self.counts.clear()
+        self.seen.clear()
+        self.redundant = 0
+        self.outputs.clear()
+        self.advice.clear()
+
+    def observe(self, tool: str, fp: Fingerprint, size: int) -> tuple[int, bool]:
+        """Add a call to the window: its occurrences there, and whether it
+        repeats a call made earlier in the epoch."""
+        window = self.window
+        counts = self.counts
+        if len(window) == size:
+            old = window.popleft()[1]
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+                self.outputs.pop(old, None)
+        digest = fp.digest
+        window.append((tool, digest, fp.preview(_QUESTION_RECENT)))
+        count = counts.get(digest, 0) + 1
+        counts[digest] = count
+        if digest in self.seen:
+            self.redundant += 1
+            return count, True
+        self.seen.add(digest)
+        return count, False
+
+
+class RescuePolicy(Policy):
+    """Seed 003's loop rescue. Denials are ``by`` the plugin ``loop-rescue``."""
+
+    name = "rescue"
+    plugin = RESCUE_PLUGIN
+
+    def __init__(self, config: RescueConfig, *, ask: AskCommand | None = None) -> None:
+        self.config = config
+        self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
+        self._commands = [re.compile(p) for p in config.exclude_commands]
+        self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
+        self._ignore = frozenset(config.ignored_args)
+        self._window = config.window
+        self._nudge_at = config.nudge_at
+        self._rescue_at = config.rescue_at
+        self._stall_at = config.stall_at
+        self._cooldown = config.cooldown_ms / 1000
+        self.ask = ask or AskCommand(config.ask_command, model=config.ask_model, timeout_ms=config.ask_timeout_ms)
+        self._redact = Redactor(config.redact_patterns)
+        self._trips = TripLog(config.log_file)
+
+    def new_state(self) -> _AgentState:
+        return _AgentState()
+
+    def _tracks(self, tool: str, args: Any) -> bool:
+        if not self._filter.tracks(tool):
+            return False
+        if self._commands and isinstance(args, dict):
+            command = args.get("command")
+            if isinstance(command, str) and any(p.search(command) for p in self._commands):
+                return False
+        return True
+
+    async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        if not self._tracks(call.tool, call.args):
+            return None
+        fp = fingerprints.get(call.tool, call.args, self._ignore)
+        count, redundant = state.observe(call.tool, fp, self._window)
+        if count >= self._rescue_at:
+            return await self._escalate(state, _Hit(state, call, fp, count, "repeat"))
+        if redundant and self._stall_at and state.redundant % self._stall_at == 0:
+            return await self._escalate(state, _Hit(state, call, fp, count, "stall"))
+        if count >= self._nudge_at:
+            return self._trip(state, _Hit(state, call, fp, count, "repeat"), "deny")
+        return None
+
+    def on_result(self, state: _AgentState, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        if result.denied_by is not None:
+            return None
+        if not result.is_error and self._progress.is_progress(result.tool, result.args):
+            state.new_epoch()
+        elif state.counts and self._tracks(result.tool, result.args):
+            digest = fingerprints.get(result.tool, result.args, self._ignore).digest
+            if digest in state.counts:
+                state.outputs[digest] = _cap(result.content, _QUESTION_OUTPUT)
+        return None
+
+    def on_user_message(self, state: _AgentState, message: UserMessage) -> None:
+        state.new_epoch()
+        state.task = message.text
+
+    async def _escalate(self, state: _AgentState, hit: _Hit) -> Action:
+        digest = hit.fp.digest
+        advice = state.advice.get(digest)
+        if advice is not None:
+            return self._trip(state, hit, "rescue", advice, cached=True)
+        pending = state.pending.get(digest)
+        if pending is not None:
+            await pending.done.wait()
+            if pending.advice is not None:
+                return self._trip(state, hit, "rescue", pending.advice, cached=True)
+            return self._trip(state, hit, "deny", reason="a parallel ask for this call failed")
+        limit = self.config.max_rescues
+        if state.used >= limit:
+            return self._trip(state, hit, "deny", reason=f"rescue budget spent ({limit} asks)")
+        since = None if state.last_ask is None else hit.call.ts - state.last_ask
+        if since is not None and since < self._cooldown:
+            return self._trip(state, hit, "deny", reason=f"cooldown ({self._cooldown - since:.1f} s left)")
+        question = self._redact(self._question(state, hit))
+        state.used += 1
+        state.last_ask = hit.call.ts
+        pending = state.pending[digest] = _Pending()
+        outcome: AskOutcome | None = None
+        try:
+            outcome = await self.ask.ask(question)
+        finally:
+            del state.pending[digest]
+            if outcome is None or outcome.advice is None:
+                state.used -= 1  # a failed ask costs nothing
+            else:
+                pending.advice = outcome.advice
+                if state.epoch == hit.epoch:
+                    state.advice[digest] = outcome.advice
+            pending.done.set()
+        if outcome.advice is None:
+            return self._trip(state, hit, "escalation-failed", ask_ms=outcome.elapsed_ms, reason=outcome.reason)
+        return self._trip(state, hit, "rescue", outcome.advice, ask_ms=outcome.elapsed_ms)
+
+    def _question(self, state: _AgentState, hit: _Hit) -> str:
+        if hit.trigger == "repeat":
+            why = f"made {hit.count} times in its last {hit.seen} tool calls"
+        else:
+            why = f"the latest of {hit.redundant} redundant calls since anything last changed"
+        recent = "\n".join(f"{n}. {tool} {preview}" for n, (tool, _, preview) in enumerate(state.window, 1))
+        output = state.outputs.get(hit.fp.digest) or "(none: every earlier attempt was denied or printed nothing)"
+        return _QUESTION.format(
+            task=_cap(state.task, _QUESTION_TASK) or "(no user message recorded)",
+            why=why,
+            tool=hit.call.tool,
+            arguments=hit.fp.preview(_QUESTION_ARGUMENTS),
+            output=output,
+            recent=recent,
+        )
+
+    def _trip(
+        self,
+        state: _AgentState,
+        hit: _Hit,
+        kind: TripKind,
+        advice: str | None = None,
+        *,
+        cached: bool = False,
+        ask_ms: float | None = None,
+        reason: str | None = None,
+    ) -> Action:
+        call = hit.call
+        arguments = hit.fp.preview(_ARGUMENTS_PREVIEW)
+        if hit.trigger == "repeat":
+            head = _REPEAT_HEAD.format(count=hit.count, seen=hit.seen, tool=call.tool, arguments=arguments)
+            shown, threshold = hit.count, self._rescue_at if hit.count >= self._rescue_at else self._nudge_at
+        else:
+            head = _STALL_HEAD.format(redundant=hit.redundant, tool=call.tool, arguments=arguments)
+            shown, threshold = hit.redundant, self._stall_at
+        agent = call.agent.id if call.agent is not None else None
+        self._trips.record(
+            Trip(
+                ts=call.ts,
+                kind=kind,
+                agent=agent,
+                tool=call.tool,
+                call_id=call.call_id,
+                signature=hit.fp.digest.hex(),
+                count=hit.count,
+                epoch=hit.epoch,
+                trigger=hit.trigger,
+                redundant=hit.redundant,
+                rescues_used=state.used,
+                cached=cached,
+                ask_ms=ask_ms,
+                reason=reason,
+            )
+        )
+        return Action(
+            policy=self.name,
+            action=kind,
+            agent=agent,
+            tool=call.tool,
+            count=shown,
+            text=head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice)),
+            call_id=call.call_id,
+            threshold=threshold,
+        )

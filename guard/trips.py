@@ -1,0 +1,75 @@
+"""The rescue policy's trip log: one JSON line per denial or escalation.
+
+A trip is written to the configured ``log_file`` (appended, created with mode
+0600 along with its directory) and emitted as the structlog event
+``rescue.trip`` with the same fields. A log file that cannot be written is
+reported through structlog and otherwise ignored: observability never breaks
+the agent's tool call.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import structlog
+
+__all__ = ["Trip", "TripKind", "TripLog", "TripTrigger"]
+
+TripKind = Literal["deny", "rescue", "escalation-failed"]
+TripTrigger = Literal["repeat", "stall"]
+
+_log = structlog.get_logger("guard.rescue")
+_encoder = msgspec.json.Encoder()
+
+
+class Trip(msgspec.Struct, frozen=True, kw_only=True):
+    """One time the rescue policy stopped a call.
+
+    ``ts`` is the call's event timestamp (the bus clock, so replays agree);
+    ``signature`` the hex digest of (tool, arguments without ignored ones);
+    ``count`` the signature's occurrences in the window; ``trigger`` is
+    ``repeat`` (count crossed a threshold) or ``stall`` (``redundant`` calls in
+    the epoch reached ``stall_at``). ``cached`` marks advice reused for free,
+    ``ask_ms`` the wall time of an ask that ran, and ``reason`` why a call
+    got no advice (budget spent, cooldown, or why the ask failed).
+    """
+
+    ts: float
+    kind: TripKind
+    agent: str | None
+    tool: str
+    call_id: str
+    signature: str
+    count: int
+    epoch: int
+    trigger: TripTrigger
+    redundant: int
+    rescues_used: int
+    cached: bool = False
+    ask_ms: float | None = None
+    reason: str | None = None
+
+
+class TripLog:
+    """Appends trips to ``path`` (``''`` writes none) and logs each one."""
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(os.path.expanduser(path)) if path else None
+
+    def record(self, trip: Trip) -> None:
+        _log.info("rescue.trip", **msgspec.structs.asdict(trip))
+        if self.path is None:
+            return
+        line = _encoder.encode(trip) + b"\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            _log.warning("rescue.trip_log_failed", path=str(self.path), error=str(exc))

@@ -1,0 +1,489 @@
+"""Bus delivery: order, awaited nested publishes, stamping, isolation, decide."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from bus import (
+    ALLOW,
+    Agent,
+    AgentStatus,
+    Bus,
+    ContextMessage,
+    ContextSource,
+    Decision,
+    Event,
+    SessionLog,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    read_log,
+)
+from bus.testing import Capture, FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+def _call(agent: Agent | None, call_id: str = "c1", tool: str = "grep", args: Any = None) -> ToolCall:
+    return ToolCall(agent=agent, call_id=call_id, step=1, tool=tool, args=args if args is not None else {"q": "x"})
+
+
+def _reminder(result: ToolResult, text: str = "you repeated yourself") -> ContextMessage:
+    return ContextMessage(
+        agent=result.agent,
+        call_id=result.call_id,
+        source=ContextSource(plugin="test-plugin", summary=f"{result.tool} × 3"),
+        text=text,
+    )
+
+
+class _Boom(Exception):
+    pass
+
+
+async def test_subscribers_run_in_subscription_order(bus: Bus, agent: Agent) -> None:
+    seen: list[str] = []
+
+    def make(name: str) -> Any:
+        async def handler(event: UserMessage) -> None:
+            seen.append(name)
+
+        return handler
+
+    for name in ("first", "second", "third"):
+        bus.subscribe(UserMessage, make(name))
+    await bus.publish(UserMessage(agent=agent, text="hi"))
+    assert seen == ["first", "second", "third"]
+
+
+async def test_subscribers_only_see_their_exact_event_type(bus: Bus, agent: Agent) -> None:
+    seen: list[Event] = []
+
+    async def on_any(event: Event) -> None:
+        seen.append(event)
+
+    async def on_user(event: UserMessage) -> None:
+        seen.append(event)
+
+    bus.subscribe(Event, on_any)
+    bus.subscribe(UserMessage, on_user)
+    message = UserMessage(agent=agent, text="hi")
+    await bus.publish(message)
+    await bus.publish(AgentStatus(agent=agent, status="idle"))
+    assert seen == [message]
+
+
+async def test_publish_returns_after_every_subscriber_finished_even_across_awaits(bus: Bus, agent: Agent) -> None:
+    finished: list[str] = []
+
+    async def slow(event: UserMessage) -> None:
+        for _ in range(5):
+            await anyio.sleep(0)
+        finished.append("slow")
+
+    async def fast(event: UserMessage) -> None:
+        finished.append("fast")
+
+    bus.subscribe(UserMessage, slow)
+    bus.subscribe(UserMessage, fast)
+    await bus.publish(UserMessage(agent=agent, text="hi"))
+    assert finished == ["slow", "fast"]
+
+
+async def test_reminder_for_a_result_is_published_and_logged_before_publish_returns(
+    clock: FakeClock, agent: Agent, log_path: Path
+) -> None:
+    bus = Bus(clock=clock)
+    capture = Capture().attach(bus)
+    log = SessionLog(log_path, session="s").attach(bus)
+    order: list[str] = []
+
+    async def remind(result: ToolResult) -> None:
+        order.append("remind:start")
+        await bus.publish(_reminder(result))
+        order.append("remind:end")
+
+    async def later(result: ToolResult) -> None:
+        order.append("later")
+
+    async def on_context(message: ContextMessage) -> None:
+        order.append("context")
+
+    bus.subscribe(ToolResult, remind)
+    bus.subscribe(ToolResult, later)
+    bus.subscribe(ContextMessage, on_context)
+
+    result = ToolResult.answering(_call(agent), "hit")
+    await bus.publish(result)
+
+    # Depth first: the nested publish is fully delivered before the next
+    # subscriber of the outer event runs, and all of it before publish returns.
+    assert order == ["remind:start", "context", "remind:end", "later"]
+    assert [type(e) for e in capture.events] == [ToolResult, ContextMessage]
+    assert [e.seq for e in capture.events] == [1, 2]
+    log.close()
+    logged = list(read_log(log_path))
+    assert [(type(e), e.seq) for e in logged] == [(ToolResult, 1), (ContextMessage, 2)]
+    assert isinstance(logged[1], ContextMessage)
+    assert logged[1].call_id == result.call_id
+
+
+async def test_seq_counts_publishes_and_ts_reads_the_injected_clock(bus: Bus, clock: FakeClock, agent: Agent) -> None:
+    assert bus.seq == 0
+    events = [UserMessage(agent=agent, text=str(i)) for i in range(3)]
+    stamps = []
+    for event in events:
+        await bus.publish(event)
+        stamps.append((event.seq, event.ts, bus.seq))
+        clock.advance(0.5)
+    assert stamps == [
+        (1, clock.now - 1.5, 1),
+        (2, clock.now - 1.0, 2),
+        (3, clock.now - 0.5, 3),
+    ]
+
+
+async def test_bus_without_a_clock_stamps_wall_time(agent: Agent) -> None:
+    import time
+
+    bus = Bus()
+    before = time.time()
+    event = UserMessage(agent=agent, text="hi")
+    await bus.publish(event)
+    assert before <= event.ts <= time.time()
+
+
+async def test_recorders_see_events_before_subscribers_and_in_seq_order(bus: Bus, agent: Agent) -> None:
+    order: list[str] = []
+
+    async def publishes_more(event: UserMessage) -> None:
+        order.append(f"subscriber:{event.seq}")
+        if event.text == "outer":
+            await bus.publish(UserMessage(agent=agent, text="inner"))
+
+    bus.subscribe(UserMessage, publishes_more)
+    bus.record(lambda event: order.append(f"recorder:{event.seq}"))
+    await bus.publish(UserMessage(agent=agent, text="outer"))
+    assert order == ["recorder:1", "subscriber:1", "recorder:2", "subscriber:2"]
+
+
+async def test_subscriber_that_always_raises_is_isolated_and_logged(bus: Bus, agent: Agent) -> None:
+    seen: list[int] = []
+
+    async def broken(event: ToolResult) -> None:
+        raise _Boom("subscriber bug")
+
+    async def healthy(event: ToolResult) -> None:
+        seen.append(event.seq)
+
+    bus.subscribe(ToolResult, broken)
+    bus.subscribe(ToolResult, healthy)
+    with capture_logs() as logs:
+        for i in range(3):
+            await bus.publish(ToolResult.answering(_call(agent, f"c{i}"), "ok"))
+    assert seen == [1, 2, 3]
+    assert len(logs) == 3
+    entry = logs[0]
+    assert entry["log_level"] == "error"
+    assert entry["event"] == "subscriber failed"
+    assert entry["event_type"] == "ToolResult"
+    assert "broken" in entry["subscriber"]
+    assert entry["exc_info"] is True
+
+
+async def test_recorder_that_always_raises_is_isolated_and_logged(bus: Bus, capture: Capture, agent: Agent) -> None:
+    seen: list[int] = []
+
+    def broken_recorder(event: Event) -> None:
+        raise _Boom("disk full")
+
+    async def healthy(event: UserMessage) -> None:
+        seen.append(event.seq)
+
+    bus.record(broken_recorder)
+    bus.subscribe(UserMessage, healthy)
+    with capture_logs() as logs:
+        await bus.publish(UserMessage(agent=agent, text="a"))
+        await bus.publish(UserMessage(agent=agent, text="b"))
+    assert seen == [1, 2]
+    assert [e.seq for e in capture.events] == [1, 2]
+    assert [(e["event"], e["event_type"]) for e in logs] == [("recorder failed", "UserMessage")] * 2
+    assert "broken_recorder" in logs[0]["subscriber"]
+
+
+async def test_failing_callable_without_a_qualname_is_logged_by_repr(bus: Bus, agent: Agent) -> None:
+    async def handler(event: UserMessage, *, tag: str) -> None:
+        raise _Boom(tag)
+
+    partial = functools.partial(handler, tag="x")
+    bus.subscribe(UserMessage, partial)
+    with capture_logs() as logs:
+        await bus.publish(UserMessage(agent=agent, text="a"))
+    assert logs[0]["subscriber"] == repr(partial)
+
+
+async def test_unsubscribe_stops_delivery_to_that_handler_only(bus: Bus, agent: Agent) -> None:
+    seen: list[str] = []
+
+    async def one(event: UserMessage) -> None:
+        seen.append("one")
+
+    async def two(event: UserMessage) -> None:
+        seen.append("two")
+
+    bus.subscribe(UserMessage, one)
+    bus.subscribe(UserMessage, two)
+    bus.unsubscribe(UserMessage, one)
+    await bus.publish(UserMessage(agent=agent, text="a"))
+    assert seen == ["two"]
+
+
+async def test_bound_methods_can_be_unsubscribed_unrecorded_and_unintercepted(bus: Bus, agent: Agent) -> None:
+    class Plugin:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        async def on_message(self, event: UserMessage) -> None:
+            self.seen.append("subscriber")
+
+        def on_any(self, event: Event) -> None:
+            self.seen.append("recorder")
+
+        async def on_call(self, call: ToolCall) -> Decision:
+            self.seen.append("interceptor")
+            return Decision.deny("no", "plugin")
+
+    plugin = Plugin()
+    bus.subscribe(UserMessage, plugin.on_message)
+    bus.record(plugin.on_any)
+    bus.intercept("plugin", plugin.on_call)
+    # A bound method is a new object on every attribute access; detaching
+    # must still find it, as a plugin's ``detach`` does exactly this.
+    bus.unsubscribe(UserMessage, plugin.on_message)
+    bus.unrecord(plugin.on_any)
+    bus.unintercept(plugin.on_call)
+    await bus.publish(UserMessage(agent=agent, text="a"))
+    assert await bus.decide(_call(agent)) is ALLOW
+    assert plugin.seen == []
+
+
+async def test_detaching_an_unknown_handler_is_a_clear_error(bus: Bus) -> None:
+    async def handler(event: UserMessage) -> None: ...
+
+    def recorder(event: Event) -> None: ...
+
+    async def interceptor(call: ToolCall) -> Decision | None:
+        return None
+
+    with pytest.raises(ValueError, match=r"handler.* is not subscribed to UserMessage"):
+        bus.unsubscribe(UserMessage, handler)
+    bus.subscribe(ToolCall, handler)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"handler.* is not subscribed to UserMessage"):
+        bus.unsubscribe(UserMessage, handler)
+    with pytest.raises(ValueError, match=r"recorder.* is not a recorder of this bus"):
+        bus.unrecord(recorder)
+    with pytest.raises(ValueError, match=r"interceptor.* is not an interceptor of this bus"):
+        bus.unintercept(interceptor)
+
+
+async def test_subscribing_during_a_publish_takes_effect_from_the_next_publish(bus: Bus, agent: Agent) -> None:
+    seen: list[str] = []
+
+    async def late(event: UserMessage) -> None:
+        seen.append(f"late:{event.text}")
+
+    async def subscribes_another(event: UserMessage) -> None:
+        seen.append(f"early:{event.text}")
+        bus.subscribe(UserMessage, late)
+        bus.unsubscribe(UserMessage, subscribes_another)
+
+    async def stays(event: UserMessage) -> None:
+        seen.append(f"stays:{event.text}")
+
+    bus.subscribe(UserMessage, subscribes_another)
+    bus.subscribe(UserMessage, stays)
+    await bus.publish(UserMessage(agent=agent, text="1"))
+    await bus.publish(UserMessage(agent=agent, text="2"))
+    assert seen == ["early:1", "stays:1", "stays:2", "late:2"]
+
+
+async def test_cancelling_a_subscriber_propagates_out_of_publish(bus: Bus, agent: Agent) -> None:
+    after: list[str] = []
+
+    async def blocks(event: UserMessage) -> None:
+        await anyio.sleep_forever()
+
+    async def next_one(event: UserMessage) -> None:
+        after.append("next subscriber")
+
+    bus.subscribe(UserMessage, blocks)
+    bus.subscribe(UserMessage, next_one)
+    with capture_logs() as logs:
+        with anyio.move_on_after(0.01) as scope:
+            await bus.publish(UserMessage(agent=agent, text="a"))
+            after.append("publish returned")
+    assert scope.cancelled_caught
+    assert after == []
+    assert logs == []
+
+
+async def test_cancelling_an_interceptor_propagates_out_of_decide(bus: Bus, agent: Agent) -> None:
+    reached: list[str] = []
+
+    async def blocks(call: ToolCall) -> Decision | None:
+        await anyio.sleep_forever()
+        return None
+
+    bus.intercept("slow", blocks)
+    with capture_logs() as logs:
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await bus.decide(_call(agent))
+            reached.append("decided")
+    assert scope.cancelled_caught
+    assert reached == []
+    assert logs == []
+
+
+async def test_decide_publishes_the_call_before_asking_interceptors(bus: Bus, capture: Capture, agent: Agent) -> None:
+    order: list[str] = []
+
+    async def on_call(call: ToolCall) -> None:
+        order.append(f"subscriber saw seq {call.seq}")
+
+    async def interceptor(call: ToolCall) -> Decision | None:
+        order.append(f"interceptor saw seq {call.seq}")
+        return None
+
+    bus.subscribe(ToolCall, on_call)
+    bus.intercept("guard", interceptor)
+    call = _call(agent)
+    assert await bus.decide(call) is ALLOW
+    assert capture.events == [call]
+    assert order == ["subscriber saw seq 1", "interceptor saw seq 1"]
+
+
+async def test_decide_allows_when_interceptors_return_none_or_allow(bus: Bus, agent: Agent) -> None:
+    asked: list[str] = []
+
+    async def returns_none(call: ToolCall) -> Decision | None:
+        asked.append("none")
+        return None
+
+    async def returns_allow(call: ToolCall) -> Decision | None:
+        asked.append("allow")
+        return ALLOW
+
+    async def allowed_with_reason(call: ToolCall) -> Decision | None:
+        asked.append("reason")
+        return Decision(reason="looks fine")
+
+    bus.intercept("a", returns_none)
+    bus.intercept("b", returns_allow)
+    bus.intercept("c", allowed_with_reason)
+    decision = await bus.decide(_call(agent))
+    assert decision.allowed
+    assert asked == ["none", "allow", "reason"]
+
+
+async def test_decide_without_interceptors_allows(bus: Bus, agent: Agent) -> None:
+    assert await bus.decide(_call(agent)) == Decision(allowed=True, reason=None, by=None)
+
+
+async def test_first_deny_wins_and_later_interceptors_are_not_asked(bus: Bus, agent: Agent) -> None:
+    asked: list[str] = []
+
+    async def allows(call: ToolCall) -> Decision | None:
+        asked.append("allows")
+        return None
+
+    async def denies(call: ToolCall) -> Decision | None:
+        asked.append("denies")
+        return Decision.deny("stop repeating grep", "loop-guard")
+
+    async def also_denies(call: ToolCall) -> Decision | None:
+        asked.append("also_denies")
+        return Decision.deny("other reason", "other")
+
+    bus.intercept("first", allows)
+    bus.intercept("second", denies)
+    bus.intercept("third", also_denies)
+    decision = await bus.decide(_call(agent))
+    assert decision == Decision(allowed=False, reason="stop repeating grep", by="loop-guard")
+    assert asked == ["allows", "denies"]
+
+
+async def test_deny_without_by_is_attributed_to_the_interceptor_name(bus: Bus, agent: Agent) -> None:
+    async def denies(call: ToolCall) -> Decision | None:
+        return Decision(allowed=False, reason="no more")
+
+    async def denies_silently(call: ToolCall) -> Decision | None:
+        return Decision(allowed=False)
+
+    bus.intercept("budget", denies)
+    assert await bus.decide(_call(agent)) == Decision.deny("no more", "budget")
+    bus.unintercept(denies)
+    bus.intercept("quiet", denies_silently)
+    assert await bus.decide(_call(agent)) == Decision.deny("", "quiet")
+
+
+async def test_failing_interceptor_is_logged_and_counts_as_allow(bus: Bus, agent: Agent) -> None:
+    async def broken(call: ToolCall) -> Decision | None:
+        raise _Boom("guard bug")
+
+    async def denies(call: ToolCall) -> Decision | None:
+        return Decision.deny("later deny still applies", "second")
+
+    bus.intercept("broken-guard", broken)
+    with capture_logs() as logs:
+        assert (await bus.decide(_call(agent))).allowed
+    assert [(e["event"], e["event_type"], e["subscriber"]) for e in logs] == [
+        ("interceptor failed", "ToolCall", "broken-guard")
+    ]
+    bus.intercept("second", denies)
+    with capture_logs():
+        assert (await bus.decide(_call(agent))).by == "second"
+
+
+async def test_interceptor_returning_a_non_decision_is_logged_and_counts_as_allow(bus: Bus, agent: Agent) -> None:
+    async def confused(call: ToolCall) -> Any:
+        return False
+
+    bus.intercept("confused", confused)  # a mistake mypy would catch; the tool must still run
+    with capture_logs() as logs:
+        decision = await bus.decide(_call(agent))
+    assert decision.allowed
+    assert [(e["event"], e["subscriber"]) for e in logs] == [("interceptor failed", "confused")]
+    assert "False" in logs[0]["returned"]
+
+
+async def test_events_without_an_agent_are_delivered(bus: Bus, capture: Capture) -> None:
+    call = _call(None)
+    assert await bus.decide(call) is ALLOW
+    await bus.publish(ToolResult.answering(call, "ok"))
+    assert [e.agent for e in capture.events] == [None, None]
+
+
+async def test_concurrent_publishers_get_distinct_increasing_seq(bus: Bus, capture: Capture) -> None:
+    agents = [Agent(f"a{i}") for i in range(4)]
+
+    async def slow(event: ToolResult) -> None:
+        await anyio.sleep(0)
+
+    bus.subscribe(ToolResult, slow)
+
+    async def run(agent: Agent) -> None:
+        for i in range(5):
+            await bus.publish(ToolResult.answering(_call(agent, f"{agent.id}-{i}"), "ok"))
+
+    async with anyio.create_task_group() as tg:
+        for agent in agents:
+            tg.start_soon(run, agent)
+    assert [e.seq for e in capture.events] == list(range(1, 21))
+    assert bus.seq == 20

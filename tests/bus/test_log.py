@@ -1,0 +1,332 @@
+"""The session log writer: exact lines, file safety, and never losing an event."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from bus import (
+    Agent,
+    AgentStatus,
+    Bus,
+    ContextMessage,
+    ContextSource,
+    SessionLog,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    read_log,
+)
+from bus.testing import FakeClock
+
+
+@pytest.fixture
+def zero_umask() -> Iterator[None]:
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
+
+
+def test_header_line_is_exactly_the_documented_form(log_path: Path) -> None:
+    SessionLog(log_path, session="s1", clock=FakeClock(1764489600.0)).close()
+    assert log_path.read_bytes() == b'{"type":"session/start","v":1,"session":"s1","ts":1764489600.0}\n'
+
+
+def test_session_id_defaults_to_a_fresh_unique_id(tmp_path: Path) -> None:
+    first = SessionLog(tmp_path / "a.jsonl")
+    second = SessionLog(tmp_path / "b.jsonl")
+    first.close()
+    second.close()
+    assert first.session != second.session
+    assert len(first.session) == 32
+    with read_log(tmp_path / "a.jsonl") as reader:
+        assert reader.report.session == first.session
+
+
+@pytest.mark.anyio
+async def test_events_are_written_one_line_each_in_the_documented_form(log_path: Path) -> None:
+    clock = FakeClock(1764489600.0)
+    bus = Bus(clock=clock)
+    log = SessionLog(log_path, session="s1", clock=clock).attach(bus)
+    main = Agent("main")
+    clock.now = 1764489600.1
+    await bus.publish(AgentStatus(agent=main, status="started"))
+    clock.now = 1764489600.2
+    await bus.publish(UserMessage(agent=main, text="find the config loader"))
+    clock.now = 1764489601.0
+    call = ToolCall(agent=main, call_id="c1", step=1, tool="grep", args={"pattern": "load_config"})
+    await bus.decide(call)
+    clock.now = 1764489601.2
+    await bus.publish(ToolResult.answering(call, "src/cfg.py:12"))
+    clock.now = 1764489601.3
+    source = ContextSource(plugin="repeat-tool-reminder", summary="grep × 3")
+    await bus.publish(ContextMessage(agent=main, call_id="c1", source=source, text="note"))
+    log.close()
+    assert _lines(log_path) == [
+        b'{"type":"session/start","v":1,"session":"s1","ts":1764489600.0}',
+        b'{"type":"agent/status","seq":1,"ts":1764489600.1,"agent":"main","status":"started","parent":null,'
+        b'"reason":null}',
+        b'{"type":"user/message","seq":2,"ts":1764489600.2,"agent":"main","text":"find the config loader"}',
+        b'{"type":"tool/call","seq":3,"ts":1764489601.0,"agent":"main","call_id":"c1","step":1,"tool":"grep",'
+        b'"args":{"pattern":"load_config"}}',
+        b'{"type":"tool/result","seq":4,"ts":1764489601.2,"agent":"main","call_id":"c1","step":1,"tool":"grep",'
+        b'"args":{"pattern":"load_config"},"content":"src/cfg.py:12","is_error":false,"denied_by":null}',
+        b'{"type":"context/message","seq":5,"ts":1764489601.3,"agent":"main","call_id":"c1",'
+        b'"source":{"kind":"plugin","plugin":"repeat-tool-reminder","form":"notice","summary":"grep \xc3\x97 3"},'
+        b'"text":"note"}',
+    ]
+
+
+@pytest.mark.anyio
+async def test_each_event_is_on_disk_as_soon_as_publish_returns(bus: Bus, log_path: Path, agent: Agent) -> None:
+    log = SessionLog(log_path).attach(bus)
+    for i in range(1, 4):
+        await bus.publish(UserMessage(agent=agent, text=f"m{i}"))
+        assert len(_lines(log_path)) == 1 + i  # read through a separate file handle, before close
+    log.close()
+
+
+def test_event_without_an_agent_is_written_as_null(log_path: Path) -> None:
+    with SessionLog(log_path, session="s") as log:
+        log.write(ToolCall(agent=None, call_id="c", step=1, tool="t"))
+    assert b'"agent":null' in _lines(log_path)[1]
+
+
+def test_log_file_is_private_to_its_owner(log_path: Path, zero_umask: None) -> None:
+    SessionLog(log_path).close()
+    assert stat.S_IMODE(log_path.stat().st_mode) == 0o600
+
+
+def test_existing_log_is_never_overwritten(log_path: Path) -> None:
+    log_path.write_bytes(b"precious\n")
+    with pytest.raises(FileExistsError, match="already exists; pass append=True") as info:
+        SessionLog(log_path)
+    assert str(log_path) in str(info.value)
+    assert log_path.read_bytes() == b"precious\n"
+
+
+def test_missing_directory_is_an_error_naming_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "no-such-dir" / "s.jsonl"
+    with pytest.raises(FileNotFoundError) as info:
+        SessionLog(path)
+    assert str(path) in str(info.value)
+
+
+def test_append_continues_a_log_with_a_resume_header_the_reader_accepts(log_path: Path) -> None:
+    clock = FakeClock(100.0)
+    with SessionLog(log_path, session="first", clock=clock) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, ts=100.5, text="before"))
+    clock.advance(60)
+    with SessionLog(log_path, session="second", clock=clock, append=True) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, ts=160.5, text="after"))
+    lines = _lines(log_path)
+    assert lines[2] == b'{"type":"session/start","v":1,"session":"second","ts":160.0}'
+    reader = read_log(log_path)
+    assert [e.text for e in reader if isinstance(e, UserMessage)] == ["before", "after"]
+    assert reader.report.skipped == 0
+    assert reader.report.events == 2
+    assert reader.report.lines == 4
+    assert reader.report.session == "first"
+
+
+def test_append_after_a_crash_keeps_the_resume_header_off_the_torn_line(log_path: Path) -> None:
+    with SessionLog(log_path, session="first") as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, text="before"))
+    with log_path.open("ab") as torn:
+        torn.write(b'{"type":"user/message","seq":2,"ts":1.0,"agent":"a","te')  # killed mid-line
+    with SessionLog(log_path, session="second", append=True) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, text="after"))
+    reader = read_log(log_path)
+    assert [e.text for e in reader if isinstance(e, UserMessage)] == ["before", "after"]
+    assert [(s.line, s.reason) for s in reader.report.samples] == [(3, "invalid-json")]
+    assert _lines(log_path)[3].startswith(b'{"type":"session/start","v":1,"session":"second",')
+
+
+def test_a_log_can_go_to_a_device(zero_umask: None) -> None:
+    with SessionLog("/dev/null", append=True, fsync=False) as log:
+        log.write(UserMessage(agent=Agent("a"), text="discarded"))
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux /dev/full and /proc")
+def test_a_full_disk_at_open_raises_and_leaks_no_descriptor() -> None:
+    open_before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(OSError, match="No space left on device"):
+            SessionLog("/dev/full", append=True)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+def test_append_to_a_missing_file_creates_it_privately(log_path: Path, zero_umask: None) -> None:
+    SessionLog(log_path, session="s", append=True).close()
+    assert stat.S_IMODE(log_path.stat().st_mode) == 0o600
+    with read_log(log_path) as reader:
+        assert reader.report.session == "s"
+
+
+def test_fsync_forces_every_line_to_disk(log_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting_fsync)
+    with SessionLog(log_path, fsync=True) as log:
+        log.write(UserMessage(agent=Agent("a"), text="x"))
+        log.write(UserMessage(agent=Agent("a"), text="y"))
+    assert len(synced) == 3  # header and both events, each synced as written
+    assert len(_lines(log_path)) == 3
+    synced.clear()
+    with SessionLog(log_path, append=True) as log:
+        log.write(UserMessage(agent=Agent("a"), text="z"))
+    assert synced == []
+
+
+def test_write_after_close_raises_naming_the_path(log_path: Path) -> None:
+    log = SessionLog(log_path)
+    log.close()
+    log.close()  # closing twice is harmless
+    with pytest.raises(ValueError, match="is closed") as info:
+        log.write(UserMessage(agent=Agent("a"), text="late"))
+    assert str(log_path) in str(info.value)
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        return "<opaque handle>"
+
+
+class _ReprRaises:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr is broken")
+
+
+def _recursive_list() -> list[Any]:
+    items: list[Any] = [1]
+    items.append(items)
+    return items
+
+
+def _deep(depth: int) -> list[Any]:
+    root: list[Any] = []
+    node = root
+    for _ in range(depth):
+        child: list[Any] = []
+        node.append(child)
+        node = child
+    return root
+
+
+@pytest.mark.parametrize(
+    ("value", "on_disk"),
+    [
+        pytest.param(b"\x00\xff", "AP8=", id="bytes-as-base64"),
+        pytest.param((1, "two"), [1, "two"], id="tuple-as-array"),
+        pytest.param({3}, [3], id="set-as-array"),
+        pytest.param(frozenset({"a"}), ["a"], id="frozenset-as-array"),
+        pytest.param(datetime.datetime(2025, 1, 2, 3, 4, 5), "2025-01-02T03:04:05", id="datetime-as-iso"),
+        pytest.param(math.nan, None, id="nan-as-null"),
+        pytest.param(math.inf, None, id="inf-as-null"),
+        pytest.param(_Opaque(), "<opaque handle>", id="object-as-repr"),
+        pytest.param(_ReprRaises(), "<unrepresentable _ReprRaises>", id="object-whose-repr-raises"),
+        pytest.param(2**80, 2**80, id="big-int"),
+        pytest.param({(1, 2): "tuple key", 7: "int key"}, {"(1, 2)": "tuple key", "7": "int key"}, id="non-str-keys"),
+        pytest.param("bad \ud800 surrogate", "bad \\ud800 surrogate", id="lone-surrogate-escaped"),
+        pytest.param(
+            {"\udcff": ["\udcfe", 1.5, None, True]}, {"\\udcff": ["\\udcfe", 1.5, None, True]}, id="surrogates-at-depth"
+        ),
+        pytest.param(_recursive_list(), [1, "<recursive list>"], id="self-containing-list"),
+        pytest.param(
+            {"s\udc80": b"\x01", 5: datetime.date(2025, 1, 2), 1.5: _Opaque(), (1,): (2, 3)},
+            {"s\\udc80": "AQ==", "5": "2025-01-02", "1.5": "<opaque handle>", "(1,)": [2, 3]},
+            id="surrogate-beside-other-non-json-values",
+        ),
+    ],
+)
+def test_non_json_args_never_lose_the_event(log_path: Path, value: Any, on_disk: Any) -> None:
+    with SessionLog(log_path, session="s") as log:
+        log.write(ToolCall(agent=Agent("a"), seq=1, ts=1.0, call_id="c1", step=1, tool="t", args=value))
+        log.write(UserMessage(agent=Agent("a"), seq=2, ts=2.0, text="next"))
+    reader = read_log(log_path)
+    events = list(reader)
+    assert reader.report.skipped == 0
+    assert [e.seq for e in events] == [1, 2]
+    call = events[0]
+    assert isinstance(call, ToolCall)
+    assert (call.call_id, call.tool) == ("c1", "t")
+    assert call.args == on_disk
+
+
+def test_surrogates_in_every_text_field_are_escaped_not_dropped(log_path: Path) -> None:
+    source = ContextSource(plugin="p\ud800", summary="s\udcff")
+    event = ContextMessage(agent=Agent("a\ud801"), seq=1, ts=1.0, call_id="c\ud802", source=source, text="t\ud803")
+    with SessionLog(log_path, session="s\ud804") as log:
+        log.write(event)
+    reader = read_log(log_path)
+    [decoded] = list(reader)
+    assert isinstance(decoded, ContextMessage)
+    assert reader.report.session == "s\\ud804"
+    assert decoded.agent is not None
+    assert decoded.agent.id == "a\\ud801"
+    assert (decoded.call_id, decoded.text) == ("c\\ud802", "t\\ud803")
+    assert decoded.source == ContextSource(plugin="p\\ud800", summary="s\\udcff")
+
+
+def test_nesting_deeper_than_the_encoder_allows_is_cut_with_a_marker(log_path: Path) -> None:
+    with SessionLog(log_path) as log:
+        log.write(ToolCall(agent=Agent("a"), seq=1, call_id="c", step=1, tool="t", args=_deep(5000)))
+    [call] = list(read_log(log_path))
+    assert isinstance(call, ToolCall)
+    depth, node = 0, call.args
+    while isinstance(node, list):
+        depth += 1
+        node = node[0]
+    assert isinstance(node, str)
+    assert node.startswith("<list nested deeper than")
+    assert 100 < depth < 5000
+
+
+def test_an_unencodable_object_deep_in_a_bad_value_still_gets_its_repr(log_path: Path) -> None:
+    class SurrogateRepr:
+        def __repr__(self) -> str:
+            return "obj\udc80"
+
+    with SessionLog(log_path) as log:
+        log.write(ToolCall(agent=Agent("a"), seq=1, call_id="c", step=1, tool="t", args=[SurrogateRepr()]))
+    [call] = list(read_log(log_path))
+    assert isinstance(call, ToolCall)
+    assert call.args == ["obj\\udc80"]
+
+
+def test_ten_megabyte_argument_is_written_whole(log_path: Path) -> None:
+    payload = "x" * (10 * 1024 * 1024 - 7) + "\u00e9tude"
+    with SessionLog(log_path) as log:
+        log.write(ToolCall(agent=Agent("a"), seq=1, call_id="c", step=1, tool="write", args={"content": payload}))
+        log.write(UserMessage(agent=Agent("a"), seq=2, text="after"))
+    events = list(read_log(log_path))
+    assert isinstance(events[0], ToolCall)
+    assert events[0].args == {"content": payload}
+    assert isinstance(events[1], UserMessage)
+    assert events[1].text == "after"
+
+
+def test_written_lines_are_plain_msgspec_json(log_path: Path) -> None:
+    with SessionLog(log_path) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, ts=2.5, text="é"))
+    decoded = [msgspec.json.decode(line) for line in _lines(log_path)]
+    assert decoded[1] == {"type": "user/message", "seq": 1, "ts": 2.5, "agent": "a", "text": "é"}

@@ -1,0 +1,247 @@
+"""The session log reader: bad lines are skipped and counted, never fatal."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bus import AgentStatus, LogError, LogReader, SkippedLine, ToolCall, UserMessage, read_log
+from tests.bus.conftest import HEADER, RawLog
+
+GOOD_USER = b'{"type":"user/message","seq":1,"ts":1.0,"agent":"main","text":"hello"}'
+GOOD_CALL = b'{"type":"tool/call","seq":2,"ts":2.0,"agent":"main","call_id":"c1","step":1,"tool":"grep","args":{}}'
+
+
+def test_every_kind_of_bad_line_is_skipped_with_its_line_number(raw_log: RawLog) -> None:
+    path = raw_log(
+        GOOD_USER,
+        b'{"type":"user/message",,}',
+        b'{"type":"telemetry/ping","seq":3,"ts":3.0,"agent":"main"}',
+        b'{"type":"tool/call","seq":4,"ts":4.0,"agent":"main","call_id":"c","step":"one","tool":"grep"}',
+        GOOD_CALL,
+        torn=b'{"type":"tool/result","seq":6,"ts":6.0,"agent":"ma',
+    )
+    reader = read_log(path)
+    events = list(reader)
+    assert [type(e) for e in events] == [UserMessage, ToolCall]
+    report = reader.report
+    assert [(s.line, s.reason) for s in report.samples] == [
+        (3, "invalid-json"),
+        (4, "unknown-type"),
+        (5, "schema"),
+        (7, "torn"),
+    ]
+    assert "$.step" in report.samples[2].detail
+    assert report.lines == 7
+    assert report.events == 2
+    assert report.skipped == 4
+    assert report.summary() == "2 events, 4 lines skipped (invalid-json 1, schema 1, torn 1, unknown-type 1)"
+
+
+def test_summary_of_a_clean_log(raw_log: RawLog) -> None:
+    reader = read_log(raw_log(GOOD_USER, GOOD_CALL))
+    list(reader)
+    assert reader.report.summary() == "2 events, 0 lines skipped"
+    assert reader.report.samples == []
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        pytest.param(b"", "invalid-json", id="blank-line"),
+        pytest.param(b"\xff\xfe garbage", "invalid-json", id="binary-garbage"),
+        pytest.param(GOOD_USER + b" trailing", "invalid-json", id="trailing-characters"),
+        pytest.param(b"[1, 2]", "schema", id="not-an-object"),
+        pytest.param(b'{"seq":1,"ts":1.0,"agent":"a","text":"x"}', "schema", id="no-type"),
+        pytest.param(b'{"type":5,"agent":"a"}', "unknown-type", id="type-not-a-string"),
+        pytest.param(b'{"type":"user/message","seq":1,"ts":1.0,"text":"x"}', "schema", id="agent-key-missing"),
+        pytest.param(b'{"type":"user/message","seq":1,"ts":1.0,"agent":"","text":"x"}', "schema", id="empty-agent-id"),
+        pytest.param(b'{"type":"user/message","seq":1,"ts":1.0,"agent":7,"text":"x"}', "schema", id="numeric-agent"),
+        pytest.param(
+            b'{"type":"context/message","seq":1,"ts":1.0,"agent":"a","call_id":"c",'
+            b'"source":{"kind":"user","plugin":"p"},"text":"x"}',
+            "schema",
+            id="context-not-from-a-plugin",
+        ),
+    ],
+)
+def test_bad_line_is_skipped_and_reading_continues(raw_log: RawLog, line: bytes, reason: str) -> None:
+    reader = read_log(raw_log(line, GOOD_USER))
+    events = list(reader)
+    assert len(events) == 1
+    assert reader.report.samples[0].line == 2
+    assert reader.report.samples[0].reason == reason
+
+
+def test_last_line_that_is_bad_but_complete_is_not_called_torn(raw_log: RawLog) -> None:
+    reader = read_log(raw_log(GOOD_USER, b'{"type":'))
+    list(reader)
+    assert [(s.line, s.reason) for s in reader.report.samples] == [(3, "invalid-json")]
+
+
+def test_complete_last_line_without_newline_is_read(raw_log: RawLog) -> None:
+    reader = read_log(raw_log(GOOD_USER, torn=GOOD_CALL))
+    assert [type(e) for e in reader] == [UserMessage, ToolCall]
+    assert reader.report.skipped == 0
+
+
+def test_unknown_fields_from_a_newer_writer_are_ignored(raw_log: RawLog) -> None:
+    line = b'{"type":"user/message","seq":1,"ts":1.0,"agent":"main","text":"hi","lang":"en"}'
+    reader = read_log(raw_log(line))
+    [event] = list(reader)
+    assert event == UserMessage(seq=1, ts=1.0, agent=reader.agents["main"], text="hi")
+
+
+def test_resume_header_written_with_spaces_is_still_a_resume_marker(raw_log: RawLog) -> None:
+    resume = b'{"type": "session/start", "v": 1, "session": "s2", "ts": 1764489700.0}'
+    reader = read_log(raw_log(GOOD_USER, resume, GOOD_CALL))
+    assert len(list(reader)) == 2
+    assert reader.report.skipped == 0
+
+
+def test_a_garbage_file_keeps_a_bounded_sample_but_counts_everything(raw_log: RawLog) -> None:
+    reader = read_log(raw_log(*[b"not json %d" % i for i in range(500)]))
+    assert list(reader) == []
+    assert reader.report.skipped == 500
+    assert len(reader.report.samples) == 100
+    assert reader.report.samples[-1] == SkippedLine(101, "invalid-json", reader.report.samples[-1].detail)
+
+
+def _peak_bytes_while_streaming(path: Path) -> int:
+    tracemalloc.start()
+    try:
+        reader = read_log(path)
+        tracemalloc.reset_peak()
+        count = sum(1 for _ in reader)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count > 0
+    return peak
+
+
+def test_reading_streams_with_memory_independent_of_log_length(tmp_path: Path) -> None:
+    def write(name: str, events: int) -> Path:
+        path = tmp_path / name
+        template = (
+            b'{"type":"tool/result","seq":%d,"ts":1.0,"agent":"main","call_id":"c%d","step":1,'
+            b'"tool":"grep","args":{"q":"x"},"content":"' + b"r" * 200 + b'","is_error":false,"denied_by":null}\n'
+        )
+        path.write_bytes(HEADER + b"".join(template % (i, i) for i in range(1, events + 1)))
+        return path
+
+    small = _peak_bytes_while_streaming(write("small.jsonl", 1_000))
+    large = _peak_bytes_while_streaming(write("large.jsonl", 20_000))
+    # 20x the events (about 6 MB on disk) may not cost 20x the memory: the
+    # reader holds one line and one event at a time.
+    assert large < small * 2 + 64 * 1024
+
+
+def test_agent_handles_are_one_per_id_with_parents_from_started(raw_log: RawLog) -> None:
+    path = raw_log(
+        b'{"type":"user/message","seq":1,"ts":1.0,"agent":"sub","text":"early"}',
+        b'{"type":"agent/status","seq":2,"ts":2.0,"agent":"main","status":"started","parent":null}',
+        b'{"type":"agent/status","seq":3,"ts":3.0,"agent":"sub","status":"started","parent":"main"}',
+        b'{"type":"user/message","seq":4,"ts":4.0,"agent":"main","text":"hi"}',
+        b'{"type":"user/message","seq":5,"ts":5.0,"agent":"sub","text":"late"}',
+        b'{"type":"tool/call","seq":6,"ts":6.0,"agent":null,"call_id":"c","step":1,"tool":"t","args":null}',
+    )
+    reader = read_log(path)
+    events = list(reader)
+    main, sub = reader.agents["main"], reader.agents["sub"]
+    assert sorted(reader.agents) == ["main", "sub"]
+    assert [e.agent for e in events] == [sub, main, sub, main, sub, None]
+    assert events[0].agent is events[4].agent  # the same handle, not an equal one
+    assert (main.id, main.parent_id) == ("main", None)
+    assert (sub.id, sub.parent_id) == ("sub", "main")
+    assert isinstance(events[2], AgentStatus)
+    assert events[2].parent == "main"
+
+
+def test_a_later_status_does_not_reparent_an_agent(raw_log: RawLog) -> None:
+    reader = read_log(
+        raw_log(
+            b'{"type":"agent/status","seq":1,"ts":1.0,"agent":"sub","status":"started","parent":"main"}',
+            b'{"type":"agent/status","seq":2,"ts":2.0,"agent":"sub","status":"idle","parent":"other"}',
+        )
+    )
+    list(reader)
+    assert reader.agents["sub"].parent_id == "main"
+
+
+def test_missing_file_is_a_log_error_naming_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "nope.jsonl"
+    with pytest.raises(LogError, match="no session log at") as info:
+        read_log(path)
+    assert str(path) in str(info.value)
+
+
+def test_directory_is_a_log_error(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="is a directory, not a session log"):
+        read_log(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param(b"", id="empty-file"),
+        pytest.param(GOOD_USER + b"\n", id="starts-with-an-event"),
+        pytest.param(b"hello world\n", id="plain-text"),
+        pytest.param(b'{"type":"session/start","v":1,"session":"s1"', id="torn-header"),
+        pytest.param(b'{"type":"session/start","v":"1","session":"s1","ts":1.0}\n', id="version-not-an-int"),
+    ],
+)
+def test_file_without_a_header_is_a_log_error(raw_log: RawLog, header: bytes) -> None:
+    path = raw_log(GOOD_USER, header=header)
+    with pytest.raises(LogError, match="line 1 is not a session/start header") as info:
+        read_log(path)
+    assert str(path) in str(info.value)
+
+
+def test_unknown_version_is_a_log_error_naming_both_versions(raw_log: RawLog) -> None:
+    path = raw_log(GOOD_USER, header=b'{"type":"session/start","v":2,"session":"s1","ts":1.0}\n')
+    with pytest.raises(LogError, match="has session log version 2; this reader knows version 1"):
+        read_log(path)
+
+
+def test_header_is_read_on_open_and_the_reader_closes(raw_log: RawLog) -> None:
+    with LogReader(raw_log(GOOD_USER)) as reader:
+        assert reader.report.session == "s1"
+        assert reader.report.lines == 1
+    with pytest.raises(ValueError, match="is closed; a LogReader streams its file once"):
+        iter(reader)
+
+
+def test_a_reader_streams_its_file_once(raw_log: RawLog) -> None:
+    reader = read_log(raw_log(GOOD_USER))
+    assert len(list(reader)) == 1
+    with pytest.raises(ValueError, match="streams its file once"):
+        list(reader)
+
+
+_lines = st.lists(
+    st.one_of(
+        st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")),
+        st.sampled_from([GOOD_USER, GOOD_CALL, HEADER.rstrip(), b"{}", b"null", b'{"type":"tool/result"}']),
+        st.text(max_size=40).map(lambda t: t.replace("\n", "").encode("utf-8", "surrogatepass")),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=_lines, torn=st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")))
+def test_arbitrary_lines_never_raise_and_every_line_is_accounted_for(
+    raw_log: RawLog, lines: list[bytes], torn: bytes
+) -> None:
+    reader = read_log(raw_log(*lines, torn=torn))
+    events = list(reader)
+    report = reader.report
+    resumes = sum(1 for line in [*lines, torn] if line == HEADER.rstrip())
+    assert report.lines == 1 + len(lines) + (1 if torn else 0)
+    assert report.events == len(events)
+    assert report.events + report.skipped + resumes == report.lines - 1

@@ -1,0 +1,239 @@
+"""Replay: a recorded session re-published in order, calls synthesized when absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bus import (
+    Agent,
+    AgentStatus,
+    AnyEvent,
+    Bus,
+    ContextMessage,
+    ContextSource,
+    Decision,
+    Event,
+    LogError,
+    Replay,
+    SessionLog,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from bus.testing import Capture, FakeClock
+from tests.bus.conftest import RawLog
+
+pytestmark = pytest.mark.anyio
+
+
+def _result(seq: int, ts: float, call_id: str, agent: str = "main", tool: str = "grep") -> bytes:
+    return (
+        b'{"type":"tool/result","seq":%d,"ts":%r,"agent":"%s","call_id":"%s","step":%d,"tool":"%s",'
+        b'"args":{"q":"x"},"content":"hit","is_error":false,"denied_by":null}'
+        % (seq, ts, agent.encode(), call_id.encode(), seq, tool.encode())
+    )
+
+
+def _call(seq: int, ts: float, call_id: str, agent: str = "main") -> bytes:
+    return (
+        b'{"type":"tool/call","seq":%d,"ts":%r,"agent":"%s","call_id":"%s","step":%d,"tool":"grep",'
+        b'"args":{"q":"x"}}' % (seq, ts, agent.encode(), call_id.encode(), seq)
+    )
+
+
+def _context(seq: int, ts: float, call_id: str, plugin: str) -> bytes:
+    return (
+        b'{"type":"context/message","seq":%d,"ts":%r,"agent":"main","call_id":"%s",'
+        b'"source":{"kind":"plugin","plugin":"%s","form":"notice","summary":"grep \xc3\x97 3"},"text":"note"}'
+        % (seq, ts, call_id.encode(), plugin.encode())
+    )
+
+
+async def test_results_without_recorded_calls_get_calls_synthesized_and_decided(raw_log: RawLog) -> None:
+    replay = Replay(raw_log(_result(1, 10.0, "c1"), _result(2, 11.0, "c2", tool="ls")))
+    seen: list[tuple[str, str, int, int]] = []
+
+    async def on_call(call: ToolCall) -> None:
+        seen.append(("subscriber", call.call_id, replay.seq, replay.call_number))
+
+    async def interceptor(call: ToolCall) -> Decision | None:
+        seen.append(("interceptor", call.call_id, replay.seq, replay.call_number))
+        return None
+
+    async def on_result(result: ToolResult) -> None:
+        seen.append(("result", result.call_id, replay.seq, replay.call_number))
+
+    replay.bus.subscribe(ToolCall, on_call)
+    replay.bus.intercept("probe", interceptor)
+    replay.bus.subscribe(ToolResult, on_result)
+    capture = Capture().attach(replay.bus)
+    report = await replay.run()
+    assert seen == [
+        ("subscriber", "c1", 1, 1),
+        ("interceptor", "c1", 1, 1),
+        ("result", "c1", 1, 1),
+        ("subscriber", "c2", 2, 2),
+        ("interceptor", "c2", 2, 2),
+        ("result", "c2", 2, 2),
+    ]
+    synthesized = capture.of(ToolCall)
+    assert [(c.call_id, c.tool, c.step, c.args, c.ts) for c in synthesized] == [
+        ("c1", "grep", 1, {"q": "x"}, 10.0),
+        ("c2", "ls", 2, {"q": "x"}, 11.0),
+    ]
+    assert synthesized[0].agent is replay.reader.agents["main"]
+    assert replay.call_number == 2
+    assert report.events == 2
+
+
+async def test_recorded_calls_are_decided_once_and_not_synthesized_again(raw_log: RawLog) -> None:
+    replay = Replay(
+        raw_log(
+            _call(1, 1.0, "c1"),
+            _call(2, 1.0, "c2"),  # a parallel call in the same response
+            _result(3, 2.0, "c1"),
+            _result(4, 2.0, "c2"),
+            _result(5, 3.0, "c1", agent="sub"),  # same call id, another agent: no recorded call
+        )
+    )
+    decided: list[tuple[str | None, str, int]] = []
+
+    async def interceptor(call: ToolCall) -> Decision | None:
+        decided.append((call.agent.id if call.agent else None, call.call_id, replay.call_number))
+        return None
+
+    replay.bus.intercept("probe", interceptor)
+    await replay.run()
+    assert decided == [("main", "c1", 1), ("main", "c2", 2), ("sub", "c1", 3)]
+    assert replay.call_number == 3
+
+
+async def test_calls_and_results_without_an_agent_replay(raw_log: RawLog) -> None:
+    call = b'{"type":"tool/call","seq":1,"ts":1.0,"agent":null,"call_id":"c1","step":1,"tool":"t","args":null}'
+    result = (
+        b'{"type":"tool/result","seq":2,"ts":1.0,"agent":null,"call_id":"c1","step":1,"tool":"t","args":null,'
+        b'"content":"","is_error":false,"denied_by":null}'
+    )
+    orphan = result.replace(b'"seq":2', b'"seq":3').replace(b'"c1"', b'"c2"')
+    replay = Replay(raw_log(call, result, orphan))
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [(type(e).__name__, e.agent) for e in capture.events] == [
+        ("ToolCall", None),
+        ("ToolResult", None),
+        ("ToolCall", None),
+        ("ToolResult", None),
+    ]
+    assert replay.call_number == 2
+
+
+async def test_withheld_events_are_kept_not_republished(raw_log: RawLog) -> None:
+    def withhold(event: AnyEvent) -> bool:
+        return isinstance(event, ContextMessage) and event.source.plugin == "mine"
+
+    replay = Replay(
+        raw_log(_result(1, 1.0, "c1"), _context(2, 1.0, "c1", "mine"), _context(3, 1.0, "c1", "theirs")),
+        withhold=withhold,
+    )
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [(m.seq, m.source.plugin) for m in replay.withheld if isinstance(m, ContextMessage)] == [(2, "mine")]
+    assert [m.source.plugin for m in capture.of(ContextMessage)] == ["theirs"]
+
+
+async def test_withheld_call_is_synthesized_again_from_its_result(raw_log: RawLog) -> None:
+    replay = Replay(raw_log(_call(1, 1.0, "c1"), _result(2, 2.0, "c1")), withhold=lambda e: type(e) is ToolCall)
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [type(e) for e in replay.withheld] == [ToolCall]
+    assert [type(e) for e in capture.events] == [ToolCall, ToolResult]
+    assert replay.call_number == 1
+
+
+async def test_bus_clock_reads_each_events_recorded_time(raw_log: RawLog) -> None:
+    replay = Replay(
+        raw_log(
+            b'{"type":"user/message","seq":1,"ts":100.25,"agent":"main","text":"go"}',
+            _result(2, 130.5, "c1"),
+        )
+    )
+    bus = replay.bus
+    clock_at: list[tuple[str, float]] = []
+
+    async def on_user(event: UserMessage) -> None:
+        clock_at.append(("user", event.ts))
+
+    async def answer(result: ToolResult) -> None:
+        # What a subscriber publishes during replay carries the trigger's time.
+        source = ContextSource(plugin="probe", summary="s")
+        await bus.publish(ContextMessage(agent=result.agent, call_id=result.call_id, source=source, text="t"))
+
+    async def on_context(message: ContextMessage) -> None:
+        clock_at.append(("context", message.ts))
+
+    bus.subscribe(UserMessage, on_user)
+    bus.subscribe(ToolResult, answer)
+    bus.subscribe(ContextMessage, on_context)
+    await replay.run()
+    assert clock_at == [("user", 100.25), ("context", 130.5)]
+
+
+async def test_replay_seq_is_the_log_seq_while_the_bus_restamps(raw_log: RawLog) -> None:
+    replay = Replay(
+        raw_log(
+            b'{"type":"user/message","seq":10,"ts":1.0,"agent":"main","text":"a"}',
+            b"garbage",
+            _result(12, 2.0, "c1"),
+            b'{"type":"agent/status","seq":13,"ts":3.0,"agent":"main","status":"idle","parent":null,"reason":null}',
+        )
+    )
+    during: list[tuple[str, int, int, int]] = []
+
+    def recorder(event: Event) -> None:
+        during.append((type(event).__name__, replay.seq, replay.call_number, event.seq))
+
+    replay.bus.record(recorder)
+    report = await replay.run()
+    assert during == [
+        ("UserMessage", 10, 0, 1),
+        ("ToolCall", 12, 1, 2),
+        ("ToolResult", 12, 1, 3),
+        ("AgentStatus", 13, 1, 4),
+    ]
+    assert report is replay.report
+    assert report.summary() == "3 events, 1 lines skipped (invalid-json 1)"
+
+
+async def test_a_live_session_replays_to_the_same_events(log_path: Path) -> None:
+    clock = FakeClock()
+    live = Bus(clock=clock)
+    recorded = Capture().attach(live)
+    with SessionLog(log_path, session="s", clock=clock).attach(live):
+        main, sub = Agent("main"), Agent("sub", parent_id="main")
+        await live.publish(AgentStatus(agent=main, status="started"))
+        await live.publish(AgentStatus(agent=sub, status="started", parent="main"))
+        for i in range(3):
+            clock.advance(1)
+            call = ToolCall(agent=sub, call_id=f"c{i}", step=i + 1, tool="grep", args={"q": ["x", i]})
+            await live.decide(call)
+            await live.publish(ToolResult.answering(call, f"hit {i}", is_error=i == 2))
+        await live.publish(AgentStatus(agent=sub, status="halt-requested", reason="looping"))
+
+    replay = Replay(log_path)
+    replayed = Capture().attach(replay.bus)
+    await replay.run()
+
+    def plain(event: Event) -> tuple[object, ...]:
+        fields = tuple(getattr(event, f) for f in event.__struct_fields__ if f != "agent")
+        return (type(event), event.agent.id if event.agent else None, *fields)
+
+    assert [plain(e) for e in replayed.events] == [plain(e) for e in recorded.events]
+    assert replay.reader.agents["sub"].parent_id == "main"
+    assert replay.call_number == 3
+
+
+async def test_replay_of_a_missing_log_is_a_log_error(tmp_path: Path) -> None:
+    with pytest.raises(LogError, match="no session log at"):
+        Replay(tmp_path / "missing.jsonl")

@@ -1,0 +1,66 @@
+"""Fixtures for the guard tests: a scripted session on a real bus, guard and log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bus import ToolCall
+from bus.testing import Capture
+from guard import Action, ActionKind, Config, FingerprintCache, Policy
+from tests.scenarios._script import Script
+
+
+class CapturedScript(Script):
+    """A ``Script`` whose published events are also kept in ``capture``."""
+
+    def __init__(self, path: Path, config: Config | None = None) -> None:
+        super().__init__(path, config)
+        self.capture = Capture().attach(self.bus)
+
+
+class OnCallPolicy(Policy):
+    """Answers every call of an agent with one action of ``kind`` from its second call on."""
+
+    def __init__(self, name: str, kind: ActionKind) -> None:
+        self.name = name
+        self.plugin = f"{name}-plugin"
+        self.kind = kind
+
+    def new_state(self) -> list[int]:
+        return [0]
+
+    async def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        state[0] += 1
+        if state[0] < 2:
+            return None
+        return Action(
+            policy=self.name,
+            action=self.kind,
+            agent=call.agent.id if call.agent else None,
+            tool=call.tool,
+            count=state[0],
+            text=f"{self.name} says no",
+            call_id=call.call_id,
+        )
+
+
+MakeScript = Callable[..., CapturedScript]
+
+
+@pytest.fixture
+def make_script(tmp_path: Path) -> Iterator[MakeScript]:
+    """``make_script(config=None)``: a fresh scripted session writing
+    ``session-N.jsonl`` under ``tmp_path``; closed at teardown."""
+    made: list[Script] = []
+
+    def make(config: Config | None = None) -> CapturedScript:
+        script = CapturedScript(tmp_path / f"session-{len(made) + 1}.jsonl", config)
+        made.append(script)
+        return script
+
+    yield make
+    for script in made:
+        script.close()

@@ -1,0 +1,214 @@
+"""Claude Code transcripts, real and synthetic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bus import AgentStatus, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
+from guard.importers import belongs_to_session, detect_format, open_sessions
+from tests.guard.importers._transcripts import (
+    ClaudeCodeSession,
+    calls,
+    corpus_file,
+    iso,
+    longest_run,
+    of,
+    only,
+    write_lines,
+)
+
+TEAM = "claude-code/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl"
+
+
+def test_session_with_nested_subagents_counts_every_agents_calls() -> None:
+    evts = only(corpus_file(TEAM))
+    per_agent = {a: len(calls(evts, a)) for a in {c.agent.id for c in calls(evts)}}
+    assert per_agent == {
+        "main": 40,
+        "a36efb2a1231c41e2": 7,
+        "a4ca7529859c158c2": 24,
+        "a52886dc180afb356": 17,
+        "a6aa8ad077d9ea083": 6,
+        "ab1e6e141221a29ab": 17,
+        "aef063ba534d73153": 6,
+    }
+    assert longest_run(evts) == 1
+    started = of(evts, AgentStatus)
+    assert [(s.agent.id, s.parent) for s in started][:2] == [("main", None), ("a4ca7529859c158c2", "main")]
+    assert {s.parent for s in started[1:]} == {"main"}
+    assert sum(r.is_error for r in of(evts, ToolResult)) == 3
+
+
+def test_first_call_of_the_team_session_is_imported_exactly() -> None:
+    evts = only(corpus_file(TEAM))
+    first = calls(evts)[0]
+    assert first == ToolCall(
+        agent=first.agent,
+        ts=iso("2026-04-18T13:19:12.764Z"),
+        call_id="toolu_014io8Xzj9KmduZGduKZGSDL",
+        step=1,
+        tool="ToolSearch",
+        args={"query": "select:TaskCreate,SendMessage,TaskList,TaskGet", "max_results": 4},
+    )
+    assert first.agent.id == "main"
+    result = next(e for e in evts if type(e) is ToolResult and e.call_id == first.call_id)
+    assert (result.content, result.is_error, result.denied_by, result.step) == (
+        "TaskCreate\nSendMessage\nTaskList\nTaskGet",
+        False,
+        None,
+        1,
+    )
+
+
+def test_parallel_calls_of_one_response_share_a_step() -> None:
+    evts = only(corpus_file(TEAM))
+    creates = [c for c in calls(evts, "main") if c.tool == "TaskCreate"]
+    assert len(creates) == 6
+    assert {c.step for c in creates} == {3}
+
+
+def test_hook_additional_context_becomes_a_plugin_context_message() -> None:
+    (message,) = of(only(corpus_file(TEAM)), ContextMessage)
+    assert message.agent.id == "main"
+    assert message.call_id == ""
+    assert message.text == "clmail 6.0.10 session registered: -experiments/worktrees (kitty)"
+    assert message.source == ContextSource(
+        plugin="claude-code-hook:SessionStart", form="hook_additional_context", summary="SessionStart"
+    )
+
+
+def test_only_genuine_prompts_become_user_messages() -> None:
+    evts = only(corpus_file(TEAM))
+    prompts = [(m.agent.id, m.text[:40]) for m in of(evts, UserMessage)]
+    assert prompts[0] == ("main", "OK, we're going to make a little experim")
+    assert len(prompts) == 8  # two typed by the user, one task prompt per subagent
+    assert not any(t.startswith(("<command-name>", "<local-command", "Base directory")) for _, t in prompts)
+
+
+def test_old_style_flat_subagent_file_and_user_rejection() -> None:
+    evts = only(corpus_file("claude-code/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"))
+    assert len(calls(evts, "main")) == 108
+    assert len(calls(evts, "c8d9b115")) == 15
+    assert longest_run(evts) == 1
+    main_errors = [r for r in of(evts, ToolResult) if r.is_error and r.agent.id == "main"]
+    assert len(main_errors) == 4
+    assert [r.denied_by for r in main_errors].count("user") == 1
+    assert len(of(evts, UserMessage)) == 7  # slash commands, interruptions and caveats are not prompts
+
+
+def test_pomodoro_session() -> None:
+    evts = only(corpus_file("claude-code/claude-code-pomodoro-timer.jsonl"))
+    assert len(calls(evts)) == 37
+    assert longest_run(evts) == 1
+    assert [m.text[:20] for m in of(evts, UserMessage)] == [
+        "Build a simple Pomod",
+        "add smooth transitio",
+        "add a Pause/Resume f",
+    ]
+
+
+def test_corpus_subagent_files_belong_to_their_sessions() -> None:
+    nested = corpus_file("claude-code/ef958aa1-0e93-49f0-bb71-150f63befcd1/subagents/agent-a36efb2a1231c41e2.jsonl")
+    flat = corpus_file("claude-code/agent-c8d9b115.jsonl")
+    assert belongs_to_session(nested)
+    assert belongs_to_session(flat)
+    assert not belongs_to_session(corpus_file(TEAM))
+
+
+def test_synthetic_session_maps_every_kind_of_entry(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("s1")
+    s.lines.append({"type": "permission-mode", "permissionMode": "default", "sessionId": "s1"})
+    s.prompt("fix the tests")
+    s.prompt("<command-name>/model</command-name>")
+    s.prompt("caveat", isMeta=True)
+    a, b = s.respond(("Read", {"file_path": "a.py"}), ("Read", {"file_path": "b.py"}), text="Reading both.")
+    s.result(a, [{"type": "text", "text": "print(1)"}, {"type": "image", "source": {}}])
+    s.result(b, "boom", is_error=True)
+    s.attachment(
+        type="hook_additional_context",
+        content=["lint ok"],
+        hookName="PostToolUse:Read",
+        toolUseID=b,
+        hookEvent="PostToolUse",
+    )
+    s.respond(text="Thinking out loud.")
+    denied = s.call(
+        "Bash", {"command": "rm -rf /"}, "The user doesn't want to proceed with this tool use.", is_error=True
+    )
+    permission = s.call(
+        "Bash", {"command": "curl x"}, "Permission to use Bash with command curl x has been denied.", is_error=True
+    )
+    s.attachment(type="queued_command", prompt="also check the logs", commandMode="prompt", origin={"kind": "human"})
+    s.attachment(type="queued_command", prompt="<task-notification/>", commandMode="task-notification")
+    s.attachment(type="hook_success", content="")
+    s.attachment(type="queued_command", prompt="   ")
+    s.lines.append({"type": "attachment", "sessionId": "s1", "attachment": "junk"})
+    s.lines.append({"type": "user", "sessionId": "s1", "message": {"role": "user", "content": None}})
+    s.lines.append({"type": "assistant", "sessionId": "s1", "message": {"model": "<synthetic>", "content": []}})
+    s.lines.append(
+        {
+            "type": "assistant",
+            "sessionId": "s1",
+            "isSidechain": True,
+            "agentId": "old",
+            "timestamp": "2026-01-01T01:00:00Z",
+            "message": {"id": "m9", "content": [{"type": "tool_use", "id": "t9", "name": "Grep", "input": {}}]},
+        }
+    )
+    s.lines.append(dict(s.lines[-1]))  # the same entry written twice
+    s.result("never-called", "lost")
+    path = s.write(tmp_path / "s1.jsonl", torn='{"type": "user", "mess')
+
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert session.report.skipped == {"torn": 1, "duplicate-call": 1, "orphan-result": 1}
+    assert [m.text for m in of(evts, UserMessage)] == ["fix the tests", "also check the logs"]
+    by_id = {c.call_id: c for c in calls(evts)}
+    assert (by_id[a].step, by_id[b].step, by_id[denied].step, by_id[permission].step) == (1, 1, 3, 4)
+    results = {r.call_id: r for r in of(evts, ToolResult)}
+    assert results[a].content == "print(1)\n[image]"
+    assert (results[b].is_error, results[b].denied_by) == (True, None)
+    assert results[denied].denied_by == "user"
+    assert results[permission].denied_by == "permissions"
+    (hook,) = of(evts, ContextMessage)
+    assert (hook.call_id, hook.text, hook.source.plugin) == (b, "lint ok", "claude-code-hook:PostToolUse:Read")
+    old = by_id["t9"]
+    assert (old.agent.id, old.agent.parent_id, old.step) == ("old", "main", 1)
+
+
+def test_subagent_file_on_its_own_is_its_own_root_agent(tmp_path: Path) -> None:
+    sub = ClaudeCodeSession("s2", agent_id="abc")
+    sub.prompt("You are a helper; list the files")
+    sub.call("Bash", {"command": "ls"})
+    path = sub.write(tmp_path / "agent-abc.jsonl")
+    assert detect_format(path) == "claude-code"
+    assert not belongs_to_session(path)
+    evts = only(path)
+    assert [(s.agent.id, s.parent) for s in of(evts, AgentStatus)] == [("abc", None)]
+    assert of(evts, UserMessage)[0].text == "You are a helper; list the files"
+
+
+def test_subagents_beside_and_under_the_session_are_merged_by_time(tmp_path: Path) -> None:
+    main = ClaudeCodeSession("s3")
+    main.prompt("research this")
+    spawn = main.respond(("Task", {"prompt": "look"}))[0]
+    main.skip_to(100)  # the subagent works in between
+    main.result(spawn, "found it")
+    main.write(tmp_path / "s3.jsonl")
+    nested = ClaudeCodeSession("s3", agent_id="n1", start=5)
+    nested.call("Grep", {"pattern": "x"})
+    nested.write(tmp_path / "s3" / "subagents" / "agent-n1.jsonl")
+    flat = ClaudeCodeSession("s3", agent_id="f1", start=10)
+    flat.call("Read", {"file_path": "y"})
+    flat.write(tmp_path / "agent-f1.jsonl")
+    write_lines(tmp_path / "agent-other.jsonl", [{"type": "user", "sessionId": "elsewhere"}])
+    (tmp_path / "agent-broken.jsonl").write_text("not json\n")
+
+    evts = only(tmp_path / "s3.jsonl")
+    assert [(c.agent.id, c.tool) for c in calls(evts)] == [("main", "Task"), ("n1", "Grep"), ("f1", "Read")]
+    assert [e.agent.id for e in of(evts, ToolResult)] == ["n1", "f1", "main"]
+    assert {s.agent.id: s.parent for s in of(evts, AgentStatus)} == {"main": None, "n1": "main", "f1": "main"}
+    assert belongs_to_session(tmp_path / "s3" / "subagents" / "agent-n1.jsonl")
+    assert belongs_to_session(tmp_path / "agent-f1.jsonl")
+    assert not belongs_to_session(tmp_path / "agent-other.jsonl")
+    assert not belongs_to_session(tmp_path / "agent-broken.jsonl")

@@ -1,0 +1,76 @@
+"""``repeat-tool-guard import``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bus import read_log
+from guard.cli import main
+from tests.guard.importers._transcripts import ClaudeCodeSession, corpus_file, write_lines
+
+
+def test_import_detects_the_format_and_writes_a_replayable_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "team.jsonl"
+    code = main(["import", str(corpus_file("claude-code/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl")), "-o", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert printed == (
+        f"{out}: claude-code session ef958aa1-0e93-49f0-bb71-150f63befcd1: 250 events, 117 tool calls, 7 agents; "
+        "skipped nothing\n"
+    )
+    reader = read_log(out)
+    assert sum(1 for _ in reader) == 7 + 8 + 117 + 117 + 1  # started, prompts, calls, results, hook context
+    assert reader.report.skipped == 0
+    assert main(["replay", str(out)]) == 0
+
+
+def test_import_of_an_evaluation_output_writes_one_log_per_instance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "oh.jsonl"
+    assert main(["import", str(corpus_file("openhands/output.jsonl")), "--from", "openhands", "-o", str(out)]) == 0
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == [
+        "oh.ponylang__ponyc-4588.jsonl",
+        "oh.ponylang__ponyc-4593.jsonl",
+        "oh.ponylang__ponyc-4595.jsonl",
+    ]
+    assert "32 tool calls" in capsys.readouterr().out
+
+
+def test_import_of_an_unknown_format_lists_what_was_tried(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_lines(tmp_path / "x.jsonl", [{"a": 1}])
+    assert main(["import", str(src), "-o", str(tmp_path / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a transcript format this tool knows (tried claude-code:" in err
+    assert "mini-swe-agent:" in err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_import_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = ClaudeCodeSession("s")
+    s.prompt("hi")
+    src = s.write(tmp_path / "s.jsonl")
+    out = tmp_path / "out.jsonl"
+    out.write_text("precious\n")
+    assert main(["import", str(src), "-o", str(out)]) == 2
+    assert "already exists; choose another -o" in capsys.readouterr().err
+    assert out.read_text() == "precious\n"
+
+
+def test_multi_session_names_are_made_safe_for_files(tmp_path: Path) -> None:
+    src = write_lines(
+        tmp_path / "output.jsonl",
+        [
+            {"instance_id": "a/b c", "history": []},
+            {"instance_id": "d", "history": []},
+        ],
+    )
+    assert main(["import", str(src), "-o", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o.a_b_c.jsonl").exists()
+    assert json.loads((tmp_path / "o.d.jsonl").read_text())["session"] == "d"

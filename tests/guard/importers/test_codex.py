@@ -1,0 +1,107 @@
+"""Codex CLI rollouts, real and synthetic."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bus import ToolCall, ToolResult, UserMessage
+from guard.importers import open_sessions
+from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
+
+POMODORO = "codex/codex-pomodor-timer.jsonl"
+
+
+def test_rollout_calls_tools_and_prompts() -> None:
+    (session,) = open_sessions(corpus_file(POMODORO))
+    assert session.session == "019a085e-04c1-7f81-a09e-9555f6a1fb40"
+    evts = list(session.events())
+    assert Counter(c.tool for c in calls(evts)) == {"apply_patch": 11, "update_plan": 4, "shell": 3}
+    assert longest_run(evts) == 1
+    assert [m.text for m in of(evts, UserMessage)][1:] == [
+        "add smooth transitions between states",
+        "add a Pause/Resume feature",
+    ]
+    assert len(of(evts, UserMessage)) == 3  # each prompt once, the environment context not at all
+
+
+def test_first_shell_call_and_its_output_exactly() -> None:
+    evts = only(corpus_file(POMODORO))
+    first = calls(evts)[0]
+    assert first == ToolCall(
+        agent=first.agent,
+        ts=iso("2025-10-21T20:04:27.012Z"),
+        call_id="call_Xadcaju55OrZk0cmKRlq1xCw",
+        step=1,
+        tool="shell",
+        args={"command": ["zsh", "-lc", "ls"], "workdir": "/Users/yoavfarhi/dev/pomodoro/codex"},
+    )
+    result = of(evts, ToolResult)[0]
+    assert (result.call_id, result.content, result.is_error, result.step) == (first.call_id, "", False, 1)
+    patch = next(c for c in calls(evts) if c.tool == "apply_patch")
+    assert isinstance(patch.args, str)
+    assert patch.args.startswith("*** Begin Patch\n*** Add File: index.html")
+    assert [c.step for c in calls(evts)][:4] == [1, 2, 3, 4]
+
+
+def _item(payload: dict[str, Any], second: int = 0) -> dict[str, Any]:
+    return {"timestamp": f"2025-01-01T00:00:{second:02d}Z", "type": "response_item", "payload": payload}
+
+
+def test_synthetic_rollout(tmp_path: Path) -> None:
+    lines = [
+        {"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r1"}},
+        _item(
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>"}]}
+        ),
+        {
+            "timestamp": "2025-01-01T00:00:01Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "go"},
+        },
+        _item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}, 1),
+        _item({"type": "reasoning", "summary": []}, 2),
+        _item({"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": "a"}, 2),
+        _item({"type": "function_call", "name": "shell", "arguments": "{not json", "call_id": "b"}, 2),
+        _item(
+            {"type": "function_call_output", "call_id": "a", "output": '{"output": "x", "metadata": {"exit_code": 2}}'},
+            3,
+        ),
+        _item({"type": "function_call_output", "call_id": "b", "output": "exec command rejected by user"}, 3),
+        _item({"type": "local_shell_call", "call_id": "c", "action": {"type": "exec", "command": ["pwd"]}}, 4),
+        _item({"type": "function_call_output", "call_id": "c", "output": {"content": "no", "success": False}}, 5),
+        _item({"type": "custom_tool_call", "call_id": "d", "name": "apply_patch", "input": "*** Begin"}, 6),
+        _item({"type": "custom_tool_call_output", "call_id": "d", "output": "{broken json"}, 7),
+        _item({"type": "function_call", "name": "view", "arguments": "{}", "call_id": "e"}, 8),
+        _item({"type": "function_call_output", "call_id": "e", "output": '{"other": 1}'}, 8),
+        _item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}, 9),
+        {
+            "timestamp": "2025-01-01T00:00:10Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "go"},
+        },
+        {"type": "turn_context", "payload": {}},
+        {"type": "response_item", "payload": "not an object"},
+    ]
+    path = write_lines(tmp_path / "rollout.jsonl", lines)
+    (session,) = open_sessions(path)
+    assert session.session == "r1"
+    evts = list(session.events())
+    assert [m.text for m in of(evts, UserMessage)] == ["go", "go"]
+    by_id = {c.call_id: c for c in calls(evts)}
+    assert [by_id[k].step for k in "abcde"] == [1, 1, 2, 3, 4]
+    assert by_id["b"].args == "{not json"
+    assert by_id["c"].tool == "local_shell"
+    results = {r.call_id: r for r in of(evts, ToolResult)}
+    assert (results["a"].content, results["a"].is_error) == ("x", True)
+    assert (results["b"].is_error, results["b"].denied_by) == (True, "user")
+    assert (results["c"].content, results["c"].is_error) == ("no", True)
+    assert (results["d"].content, results["d"].is_error) == ("{broken json", False)
+    assert results["e"].content == '{"other": 1}'
+
+
+def test_rollout_without_session_meta_is_named_after_its_file(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "rollout-x.jsonl", [_item({"type": "reasoning"})])
+    (session,) = open_sessions(path)
+    assert session.session == "rollout-x"

@@ -1,0 +1,174 @@
+"""Format detection, clear errors for what cannot be imported, and the log writer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bus import AgentStatus, ToolCall, read_log
+from guard.importers import (
+    FORMATS,
+    TranscriptError,
+    UnknownFormatError,
+    detect_format,
+    open_sessions,
+    write_log,
+)
+from guard.importers._session import ImportReport, parse_time, text_of
+from tests.guard.importers._transcripts import CORPUS, ClaudeCodeSession, corpus_file, write_lines
+
+EXPECTED = {
+    "claude-code/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl": "claude-code",
+    "claude-code/agent-c8d9b115.jsonl": "claude-code",
+    "codex/codex-pomodor-timer.jsonl": "codex",
+    "gemini-cli/gemini-cli-pomodoro-timer.json": "gemini-cli",
+    "openhands/output.jsonl": "openhands",
+    "openhands/basic.json": "openhands",
+    "swe-agent/pydicom__pydicom-1458.traj": "swe-agent",
+    "swe-agent/function_calling_simple.traj": "swe-agent",
+    "mini-swe-agent/django__django-15563.traj.json": "mini-swe-agent",
+}
+
+
+@pytest.mark.parametrize(("relative", "format"), EXPECTED.items())
+def test_every_corpus_file_is_detected(relative: str, format: str) -> None:
+    assert detect_format(corpus_file(relative)) == format
+
+
+def test_formats_are_tried_in_a_documented_order() -> None:
+    assert list(FORMATS) == ["claude-code", "codex", "gemini-cli", "openhands", "swe-agent", "mini-swe-agent"]
+
+
+def test_a_document_of_bare_chat_messages_is_no_known_format(tmp_path: Path) -> None:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    with pytest.raises(UnknownFormatError, match="mini-swe-agent: not a document with trajectory_format"):
+        detect_format(path)
+
+
+def test_unknown_format_names_every_format_tried(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "notes.jsonl", [{"hello": "world"}, {"n": 2}])
+    with pytest.raises(UnknownFormatError) as caught:
+        detect_format(path)
+    assert [name for name, _ in caught.value.tried] == list(FORMATS)
+    message = str(caught.value)
+    assert "notes.jsonl" in message
+    assert "is not a transcript format this tool knows" in message
+    assert "codex: no line is a {type, payload} rollout item" in message
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("", "is empty"),
+        ("\n\n", "is neither JSON Lines nor a JSON document"),
+        ('{\n  "messages": [', "is neither JSON Lines nor a JSON document"),
+        ("not json at all\n", "is neither JSON Lines nor a JSON document"),
+    ],
+)
+def test_unreadable_content_is_a_clear_error(tmp_path: Path, content: str, reason: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(TranscriptError, match=reason):
+        detect_format(path)
+
+
+def test_missing_file_and_directory_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptError, match="no such file"):
+        list(open_sessions(tmp_path / "absent.jsonl"))
+    with pytest.raises(TranscriptError, match="is a directory"):
+        detect_format(tmp_path)
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "loop"
+    path.symlink_to(path)
+    with pytest.raises(TranscriptError, match="cannot read"):
+        detect_format(path)
+
+
+def test_a_pretty_printed_document_after_blank_lines_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "run.traj"
+    path.write_text("\n" + json.dumps({"history": [{"role": "user", "content": "go"}]}, indent=2))
+    assert detect_format(path) == "swe-agent"
+
+
+def test_a_forced_format_is_checked(tmp_path: Path) -> None:
+    transcript = ClaudeCodeSession("s")
+    transcript.prompt("x")
+    session = transcript.write(tmp_path / "s.jsonl")
+    with pytest.raises(TranscriptError, match=r"is not codex: no line is a \{type, payload\} rollout item"):
+        open_sessions(session, "codex")
+    with pytest.raises(TranscriptError, match="unknown format 'cursor' \\(known: claude-code, codex"):
+        open_sessions(session, "cursor")
+
+
+def test_a_forced_format_that_matches_imports(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("s")
+    s.prompt("hi")
+    path = s.write(tmp_path / "s.jsonl")
+    (session,) = open_sessions(path, "claude-code")
+    assert session.format == "claude-code"
+
+
+def test_writer_numbers_events_and_stamps_the_header_with_the_first_event(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("w1")
+    s.prompt("go")
+    s.call("Bash", {"command": "ls"}, "a")
+    (session,) = open_sessions(s.write(tmp_path / "w1.jsonl", torn="{"))
+    out = tmp_path / "w1.log.jsonl"
+    summary = write_log(session, out)
+    assert (summary.events, summary.calls, summary.agents, summary.skipped) == (4, 1, 1, {"torn": 1})
+    lines = out.read_bytes().splitlines()
+    assert json.loads(lines[0]) == {"type": "session/start", "v": 1, "session": "w1", "ts": 1767225600.0}
+    assert json.loads(lines[1]) == {
+        "type": "agent/status",
+        "seq": 1,
+        "ts": 1767225600.0,
+        "agent": "main",
+        "status": "started",
+        "parent": None,
+        "reason": None,
+    }
+    events = list(read_log(out))
+    assert [e.seq for e in events] == [1, 2, 3, 4]
+    assert type(events[0]) is AgentStatus
+    assert type(events[2]) is ToolCall
+    with pytest.raises(FileExistsError):
+        write_log(session, out)
+
+
+def test_writer_of_an_empty_session_writes_only_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text(json.dumps({"sessionId": "e", "projectHash": "h"}) + "\n")
+    (session,) = open_sessions(path)
+    summary = write_log(session, tmp_path / "out.jsonl")
+    assert (summary.events, summary.calls) == (0, 0)
+    assert json.loads((tmp_path / "out.jsonl").read_text())["ts"] == 0.0
+
+
+def test_non_object_lines_are_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"type": "user", "sessionId": "s", "message": {"content": "hi"}}\n[1, 2]\n\n{bad\n')
+    (session,) = open_sessions(path)
+    list(session.events())
+    assert session.report.skipped == {"not-an-object": 1, "invalid-json": 1}
+    assert session.report.summary() == "2 skipped (invalid-json 1, not-an-object 1)"
+    assert ImportReport().summary() == "nothing skipped"
+
+
+def test_helpers_tolerate_odd_values() -> None:
+    assert parse_time(True) is None
+    assert parse_time("yesterday") is None
+    assert parse_time(None) is None
+    assert parse_time(12) == 12.0
+    assert text_of(None) == ""
+    assert text_of({"a": 1}) == '{"a":1}'
+    assert text_of(["a", {"content": "b"}, 3]) == "a\nb\n3"
+
+
+def test_corpus_location_is_beside_the_repository() -> None:
+    assert CORPUS.name == "corpus"
+    assert CORPUS.parent.name == "shared"

@@ -1,0 +1,169 @@
+"""gemini-cli recordings: the legacy JSON document (real) and JSON Lines (synthetic)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bus import AgentStatus, ToolCall, ToolResult, UserMessage
+from guard.importers import belongs_to_session, detect_format, open_sessions
+from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
+
+POMODORO = "gemini-cli/gemini-cli-pomodoro-timer.json"
+
+
+def test_single_json_recording() -> None:
+    path = corpus_file(POMODORO)
+    assert detect_format(path) == "gemini-cli"
+    (session,) = open_sessions(path)
+    assert session.session == "0b23371a-ce2e-4b1c-81a0-44af5d94d9ce"
+    evts = list(session.events())
+    assert len(calls(evts)) == 11
+    assert longest_run(evts) == 1
+    assert len(of(evts, UserMessage)) == 5
+
+
+def test_calls_of_later_responses_in_one_message_get_their_own_steps() -> None:
+    evts = only(corpus_file(POMODORO))
+    # One "gemini" message holds three write_file calls, each made after the
+    # previous one finished: three model responses, not one.
+    assert [c.step for c in calls(evts)][:4] == [1, 2, 3, 5]
+
+
+def test_failed_replace_is_imported_exactly() -> None:
+    evts = only(corpus_file(POMODORO))
+    (failed,) = [r for r in of(evts, ToolResult) if r.is_error]
+    assert failed.call_id == "replace-1761077322005-e180d6d44397f"
+    assert failed.tool == "replace"
+    assert failed.ts == iso("2025-10-21T20:08:46.604Z")
+    assert failed.content.startswith("A secondary check by an LLM determined that no changes were necessary")
+    assert failed.denied_by is None
+    call = next(c for c in calls(evts) if c.call_id == failed.call_id)
+    assert call.ts == 1761077322.005
+    assert call.args["file_path"] == "/Users/yoavfarhi/dev/pomodoro/gemini/script.js"
+
+
+def _call(call_id: str, status: str, result: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "name": "run_shell_command",
+        "args": {"command": "ls"},
+        "status": status,
+        "result": result,
+        "timestamp": "2025-01-01T00:00:05Z",
+        **extra,
+    }
+
+
+def test_jsonl_recording_with_updates_parallel_calls_and_a_subagent(tmp_path: Path) -> None:
+    chats = tmp_path / "chats"
+    parent_id = "abcdef12-0000-0000-0000-000000000000"
+    first = {
+        "id": "m2",
+        "type": "gemini",
+        "timestamp": "2025-01-01T00:00:02Z",
+        "content": "",
+        "toolCalls": [_call("run_shell_command-1735689602000-aa", "executing", None)],
+    }
+    final = dict(
+        first,
+        toolCalls=[
+            _call(
+                "run_shell_command-1735689602000-aa",
+                "success",
+                [{"functionResponse": {"response": {"output": "a.txt"}}}],
+            ),
+            _call("run_shell_command-1735689602001-bb", "error", [{"functionResponse": {"response": {"error": "x"}}}]),
+            _call("run_shell_command-1735689602002-cc", "cancelled", [], resultDisplay="cancelled by user"),
+            _call("no-time-in-this-id", "scheduled", None),
+            "junk",
+        ],
+    )
+    main = [
+        {"sessionId": parent_id, "projectHash": "h", "startTime": "2025-01-01T00:00:00Z"},
+        {"id": "m1", "type": "user", "timestamp": "2025-01-01T00:00:01Z", "content": [{"text": "list files"}]},
+        first,
+        {"$set": {"lastUpdated": "2025-01-01T00:00:03Z"}},
+        final,
+        {"id": "m3", "type": "info", "timestamp": "2025-01-01T00:00:06Z", "content": "note"},
+        {"id": "m4", "type": "gemini", "timestamp": "2025-01-01T00:00:07Z", "content": "done"},
+        {"$rewindTo": "m4"},
+    ]
+    path = write_lines(chats / "session-2025-01-01T00-00-abcdef12.jsonl", main, torn='{"id": "m5"')
+    sub = write_lines(
+        chats / parent_id / "sub1.jsonl",
+        [
+            {"sessionId": "sub1", "projectHash": "h", "kind": "subagent"},
+            {"id": "s1", "type": "user", "timestamp": "2025-01-01T00:00:03Z", "content": "look around"},
+            {
+                "id": "s2",
+                "type": "gemini",
+                "timestamp": "2025-01-01T00:00:04Z",
+                "toolCalls": [
+                    {
+                        "id": "glob-1735689604000-dd",
+                        "name": "glob",
+                        "args": {},
+                        "status": "success",
+                        "result": [{"text": "plain part"}],
+                        "timestamp": "2025-01-01T00:00:04Z",
+                    }
+                ],
+            },
+        ],
+    )
+    assert detect_format(path) == "gemini-cli"
+    assert belongs_to_session(sub)
+    assert not belongs_to_session(path)
+    assert not belongs_to_session(write_lines(tmp_path / "x" / "y.jsonl", []))
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert session.report.skipped == {"torn": 1}
+    assert [(s.agent.id, s.parent) for s in of(evts, AgentStatus)] == [("main", None), ("sub1", "main")]
+    main_calls = calls(evts, "main")
+    assert [c.step for c in main_calls] == [1, 1, 1, 1]  # created together, before any finished
+    results = {r.call_id: r for r in of(evts, ToolResult)}
+    assert results["run_shell_command-1735689602000-aa"].content == "a.txt"
+    assert (
+        results["run_shell_command-1735689602001-bb"].content,
+        results["run_shell_command-1735689602001-bb"].is_error,
+    ) == ("x", True)
+    cancelled = results["run_shell_command-1735689602002-cc"]
+    assert (cancelled.content, cancelled.denied_by) == ("cancelled by user", "user")
+    assert "no-time-in-this-id" not in results  # still scheduled: a call without a result
+    assert results["glob-1735689604000-dd"].content == "plain part"
+    assert [(m.agent.id, m.text) for m in of(evts, UserMessage)] == [("main", "list files"), ("sub1", "look around")]
+    assert [type(e).__name__ for e in evts].count("ToolCall") == 5
+
+
+def test_single_line_metadata_only_recording_has_no_events(tmp_path: Path) -> None:
+    path = tmp_path / "session-x.jsonl"
+    path.write_text(json.dumps({"sessionId": "only", "projectHash": "h"}) + "\n")
+    (session,) = open_sessions(path)
+    assert session.session == "only"
+    assert list(session.events()) == []
+
+
+def test_document_with_odd_entries(tmp_path: Path) -> None:
+    doc = {
+        "sessionId": "d",
+        "messages": [
+            "junk",
+            {"type": "user", "content": "  "},
+            {
+                "type": "gemini",
+                "timestamp": "2025-01-01T00:00:01Z",
+                "toolCalls": [
+                    {"name": "a", "status": "success", "result": [{"functionResponse": {"response": "raw"}}]},
+                    {"name": "b", "status": "success", "result": [{"functionResponse": {"response": {"other": 1}}}]},
+                ],
+            },
+        ],
+    }
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc, indent=2))
+    evts = only(path)
+    assert [(r.call_id, r.content) for r in of(evts, ToolResult)] == [("1:0", "raw"), ("1:1", '{"other":1}')]
+    assert not of(evts, UserMessage)
+    assert isinstance(calls(evts)[0], ToolCall)

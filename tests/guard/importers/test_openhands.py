@@ -1,0 +1,147 @@
+"""OpenHands event trajectories and evaluation output, real and synthetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from bus import ToolCall, ToolResult, UserMessage
+from guard import canonical_json
+from guard.importers import open_sessions
+from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
+
+
+def test_each_evaluation_instance_is_a_session() -> None:
+    sessions = list(open_sessions(corpus_file("openhands/output.jsonl")))
+    assert [s.session for s in sessions] == ["ponylang__ponyc-4595", "ponylang__ponyc-4593", "ponylang__ponyc-4588"]
+    assert sessions[1].label.endswith("openhands/output.jsonl#ponylang__ponyc-4593")
+    evts = {s.session: list(s.events()) for s in sessions}
+    assert {k: len(calls(v)) for k, v in evts.items()} == {
+        "ponylang__ponyc-4595": 21,
+        "ponylang__ponyc-4593": 32,
+        "ponylang__ponyc-4588": 48,
+    }
+    assert {k: longest_run(v) for k, v in evts.items()} == {
+        "ponylang__ponyc-4595": 1,
+        "ponylang__ponyc-4593": 2,
+        "ponylang__ponyc-4588": 1,
+    }
+    views = [c for c in calls(evts["ponylang__ponyc-4593"]) if c.args.get("command") == "view"]
+    cli = [canonical_json(c.args) for c in views if c.args["path"].endswith("/packages/cli/cli.pony")]
+    plain = b'{"command":"view","path":"/workspace/ponylang__ponyc__0.1/packages/cli/cli.pony"}'
+    assert cli.count(plain) == 2
+    index = cli.index(plain)
+    assert cli[index + 1] == plain  # the run of two SOURCES.md reports
+    assert all(len(of(v, UserMessage)) == 1 for v in evts.values())
+
+
+def test_trajectory_edit_is_imported_with_the_models_own_arguments() -> None:
+    evts = only(corpus_file("openhands/basic.json"))
+    (call,) = calls(evts)
+    assert call.call_id == "toolu_017nBp7UfiGqyrA7j77HgtFP"
+    assert (call.tool, call.step, call.ts) == ("str_replace_editor", 1, iso("2025-01-27T22:45:13.764487"))
+    assert call.args["command"] == "create"
+    assert call.args["path"] == "/workspace/game_2048.py"
+    assert call.args["file_text"].startswith("import random\nimport keyboard\n\nclass Game2048:")
+    (result,) = of(evts, ToolResult)
+    assert result.content.startswith("--- /workspace/game_2048.py\n+++ /workspace/game_2048.py")
+    assert (result.is_error, result.denied_by) == (False, None)
+    (prompt,) = of(evts, UserMessage)
+    assert prompt.text.startswith("Please create a simple 2048 game.")
+
+
+def _response(rid: str, *calls: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    tool_calls = [{"id": i, "function": {"name": n, "arguments": json.dumps(a)}} for i, n, a in calls]
+    return {"id": rid, "choices": [{"message": {"tool_calls": tool_calls}}]}
+
+
+def _action(eid: int, action: str, tcm: dict[str, Any] | None, **args: Any) -> dict[str, Any]:
+    event = {"id": eid, "timestamp": f"2025-01-01T00:00:{eid:02d}", "source": "agent", "action": action, "args": args}
+    if tcm is not None:
+        event["tool_call_metadata"] = tcm
+    return event
+
+
+def _observation(eid: int, cause: int, kind: str, content: str, **extras: Any) -> dict[str, Any]:
+    return {
+        "id": eid,
+        "timestamp": f"2025-01-01T00:00:{eid:02d}",
+        "source": "agent",
+        "observation": kind,
+        "cause": cause,
+        "content": content,
+        "extras": extras,
+    }
+
+
+def _history() -> list[Any]:
+    both = _response("r1", ("t1", "execute_bash", {"command": "ls"}), ("t2", "execute_bash", {"command": "pwd"}))
+    return [
+        {"id": 0, "source": "agent", "action": "system", "args": {"content": "you are"}},
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "fix it"}},
+        {"id": 2, "source": "user", "action": "recall", "args": {}},
+        _action(
+            3,
+            "run",
+            {"function_name": "execute_bash", "tool_call_id": "t1", "model_response": both},
+            command="ls",
+            thought="look",
+        ),
+        _action(
+            4, "run", {"function_name": "execute_bash", "tool_call_id": "t2", "model_response": both}, command="pwd"
+        ),
+        _observation(5, 3, "run", "a b", metadata={"exit_code": 0}),
+        _observation(6, 4, "run", "nope", metadata={"exit_code": 1}),
+        _action(7, "run", None, command="rm -rf /", thought="oops", is_input=False),
+        _observation(8, 7, "user_rejected", "rejected"),
+        _action(9, "think", {"model_response": {"id": "r3"}}, thought="hmm"),
+        _observation(10, 9, "think", "logged"),
+        {"id": 11, "source": "agent", "observation": "error", "content": "bad parameter"},
+        _action(
+            12,
+            "edit",
+            {
+                "function_name": "str_replace_editor",
+                "tool_call_id": "t5",
+                "model_response": {"id": "r4", "choices": ["junk", {"message": None}]},
+            },
+            path="x",
+        ),
+        _observation(13, 12, "error", "failed"),
+        "junk",
+        {"id": 15, "source": "agent"},
+        {"id": 14, "source": "environment", "action": "message", "args": {}},
+    ]
+
+
+def test_synthetic_history_steps_errors_and_denials(tmp_path: Path) -> None:
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(_history()))
+    evts = only(path)
+    assert [m.text for m in of(evts, UserMessage)] == ["fix it"]
+    by_id = {c.call_id: c for c in calls(evts)}
+    assert [(k, by_id[k].step) for k in by_id] == [("t1", 1), ("t2", 1), ("event-7", 2), ("t5", 4)]
+    assert by_id["t1"].args == {"command": "ls"}
+    assert by_id["event-7"].args == {"command": "rm -rf /"}  # no model response: bookkeeping stripped
+    assert by_id["t5"].args == {"path": "x"}
+    results = {r.call_id: r for r in of(evts, ToolResult)}
+    assert [(k, r.is_error, r.denied_by) for k, r in results.items()] == [
+        ("t1", False, None),
+        ("t2", True, None),
+        ("event-7", True, "user"),
+        ("t5", True, None),
+    ]
+    assert isinstance(by_id["t1"], ToolCall)
+
+
+def test_history_document_and_torn_evaluation_output(tmp_path: Path) -> None:
+    doc = tmp_path / "state.json"
+    doc.write_text(json.dumps({"history": _history()}))
+    assert len(calls(only(doc))) == 4
+    lines = [{"instance_id": "i1", "history": _history()}, {"history": _history()}, {"instance_id": "x"}]
+    path = write_lines(tmp_path / "output.jsonl", lines, torn='{"instance_id": "i4", "hist')
+    sessions = list(open_sessions(path))
+    assert [s.session for s in sessions] == ["i1", "line-2"]
+    assert sessions[-1].report.skipped == {"torn": 1}
+    assert len(calls(list(sessions[1].events()))) == 4

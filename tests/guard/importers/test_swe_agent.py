@@ -1,0 +1,84 @@
+"""SWE-agent trajectories, real and synthetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bus import ToolCall, ToolResult, UserMessage
+from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only
+
+
+def test_text_interface_run_with_a_repeated_rejected_edit() -> None:
+    evts = only(corpus_file("swe-agent/pydicom__pydicom-1458.traj"))
+    assert len(calls(evts)) == 12
+    assert longest_run(evts) == 2
+    first = calls(evts)[0]
+    assert first == ToolCall(
+        agent=first.agent,
+        ts=0.0,
+        call_id="step-1",
+        step=1,
+        tool="create",
+        args={"command": "create reproduce_bug.py\n"},
+    )
+    rejected = [r for r in of(evts, ToolResult) if r.is_error]
+    assert len(rejected) == 3
+    assert all(r.content.startswith("Your proposed edit has introduced new syntax error(s)") for r in rejected)
+    repeated = [c for c in calls(evts) if c.tool == "edit" and c.args["command"].startswith("edit 287:295")]
+    assert repeated[1].args == repeated[2].args
+    (task,) = of(evts, UserMessage)
+    assert task.text.startswith("We're currently solving the following issue within our repository.")
+    assert len(of(evts, ToolResult)) == 11  # the final submit has no observation
+
+
+def test_function_calling_run() -> None:
+    evts = only(corpus_file("swe-agent/function_calling_simple.traj"))
+    assert [c.tool for c in calls(evts)] == ["find_file", "open", "edit", "bash", "submit"]
+    assert longest_run(evts) == 1
+    first = calls(evts)[0]
+    assert (first.call_id, first.args, first.step) == (
+        "call_PbWErNIge3YTrli3fiVvmIid",
+        {"file_name": "missing_colon.py"},
+        1,
+    )
+    result = of(evts, ToolResult)[0]
+    assert result.content.startswith('Found 1 matches for "missing_colon.py"')
+    assert len(of(evts, UserMessage)) == 1
+
+
+def test_synthetic_history_with_demo_parallel_calls_and_blocklist(tmp_path: Path) -> None:
+    history = [
+        {"role": "system", "content": "setting"},
+        {"role": "user", "content": "demo", "is_demo": True},
+        {"role": "assistant", "content": "demo action", "action": "ls", "is_demo": True},
+        {"role": "user", "content": ""},
+        {"role": "user", "content": "solve the issue"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "a", "function": {"name": "bash", "arguments": {"command": "ls"}}},
+                {"function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
+                "junk",
+            ],
+        },
+        {"role": "tool", "content": "x", "tool_call_ids": ["a"]},
+        {"role": "tool", "content": "y", "tool_call_id": "call-1"},
+        {"role": "assistant", "content": "", "action": "vim file.py"},
+        {"role": "user", "content": "Interactive operation 'vim' is not supported by this environment."},
+        {"role": "user", "content": "a stray message"},
+        {"role": "assistant", "content": "thinking only", "action": "  "},
+        "junk",
+    ]
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps({"history": history}))
+    evts = only(path)
+    assert [(c.call_id, c.tool, c.step) for c in calls(evts)] == [
+        ("a", "bash", 1),
+        ("call-1", "bash", 1),
+        ("step-2", "vim", 2),
+    ]
+    blocked = of(evts, ToolResult)[-1]
+    assert (blocked.is_error, blocked.denied_by) == (True, "blocklist")
+    assert [m.text for m in of(evts, UserMessage)] == ["solve the issue"]

@@ -1,0 +1,244 @@
+"""``repeat-tool-guard audit``: loops, waste and each policy's first action."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bus import ToolCall
+from guard import Config, RemindConfig, RescueConfig, replay_log
+from guard.actions import Action
+from guard.audit import NO_ASK_COMMAND, Timeline, audit, audit_config, find_transcripts
+from guard.cli import _progress_bar, main
+from guard.fingerprint import FingerprintCache
+from guard.guard import build_policies
+from guard.importers import open_sessions, write_log
+from guard.policy import Policy
+from tests.guard.importers._transcripts import CORPUS, corpus_file, looping_claude_code, write_lines
+
+GREP_OUTPUT = len(b"src/cfg.py:12: def load_config():")
+
+
+def test_audit_runs_every_policy_and_never_escalates_for_real() -> None:
+    config = audit_config()
+    assert (config.remind.enabled, config.turns.enabled, config.rescue.enabled) == (True, True, True)
+    assert config.rescue.ask_command == NO_ASK_COMMAND
+    assert not Path(NO_ASK_COMMAND).exists()
+    assert config.rescue.log_file == ""
+    mine = audit_config(Config(rescue=RescueConfig(ask_command="/usr/bin/ask", log_file="/tmp/trips.jsonl")))
+    assert (mine.turns.enabled, mine.rescue.enabled) == (False, True)
+    assert (mine.rescue.ask_command, mine.rescue.log_file) == (NO_ASK_COMMAND, "")
+
+
+def test_loop_waste_and_first_actions_of_a_looping_session(tmp_path: Path) -> None:
+    path = looping_claude_code(tmp_path / "loop.jsonl")
+    report = audit([path], Config())
+    assert report.policies == ["remind"]
+    (session,) = report.sessions
+    assert (session.calls, session.agents, session.longest_run, session.longest_run_tool) == (22, 1, 5, "Grep")
+    assert session.format == "claude-code"
+    grep, bash = session.loops
+    assert (grep.tool, grep.occurrences, grep.longest_run, grep.first_call) == ("Grep", 15, 5, 1)
+    assert grep.signature == '{"path":"src","pattern":"load_config"}'
+    first = grep.first_actions["remind"]
+    assert (first.action, first.mark, first.call_number, first.count) == ("remind", "remind", 3, 3)
+    assert (grep.wasted_calls, grep.wasted_bytes) == (12, 12 * GREP_OUTPUT)
+    assert (bash.tool, bash.occurrences, bash.first_actions["remind"].call_number, bash.wasted_calls) == (
+        "Bash",
+        3,
+        22,
+        0,
+    )
+    assert session.first_actions["remind"] == first
+    assert session.actions == {"remind:remind": 7}
+    assert (session.wasted_calls, session.wasted_bytes, session.errors) == (12, 12 * GREP_OUTPUT, 2)
+    assert report.totals.sessions_acted_on == {"remind": 1}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_audit_says_what_replay_says_on_the_imported_log(tmp_path: Path, backend: str) -> None:
+    path = looping_claude_code(tmp_path / "loop.jsonl")
+    (session,) = open_sessions(path)
+    write_log(session, tmp_path / "imported.jsonl")
+    outcome = anyio.run(replay_log, tmp_path / "imported.jsonl", Config(), backend=backend)
+    (audited,) = audit([path], Config()).sessions
+    assert sum(audited.actions.values()) == len(outcome.verdicts)
+    assert audited.first_actions["remind"] is not None
+    assert audited.first_actions["remind"].seq == outcome.verdicts[0].seq
+    assert audited.first_actions["remind"].call_number == outcome.verdicts[0].call_number
+
+
+class _DenyThird(Policy):
+    """A denying policy for the test: the third identical call is denied."""
+
+    name = "deny-third"
+    plugin = "deny-third"
+
+    def new_state(self) -> dict[bytes, int]:
+        return {}
+
+    async def on_call(self, state: dict[bytes, int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        digest = fingerprints.get(call.tool, call.args).digest
+        state[digest] = state.get(digest, 0) + 1
+        if state[digest] < 3:
+            return None
+        agent = call.agent.id if call.agent else None
+        return Action(
+            policy=self.name,
+            action="deny",
+            agent=agent,
+            tool=call.tool,
+            count=state[digest],
+            text="no",
+            call_id=call.call_id,
+        )
+
+
+def test_a_denied_call_is_itself_wasted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def policies(config: Config) -> list[Policy]:
+        return [*build_policies(config), _DenyThird()]
+
+    monkeypatch.setattr("guard.guard.build_policies", policies)
+    monkeypatch.setattr("guard.audit.build_policies", policies)
+    report = audit([looping_claude_code(tmp_path / "loop.jsonl")], Config())
+    assert report.policies == ["remind", "deny-third"]
+    grep = report.sessions[0].loops[0]
+    assert grep.first_actions["deny-third"].mark == "deny"
+    assert grep.first_actions["deny-third"].call_number == grep.first_actions["remind"].call_number == 3
+    # The denial comes before the reminder on call 3, so call 3 is wasted too.
+    assert (grep.wasted_calls, grep.wasted_bytes) == (13, 13 * GREP_OUTPUT)
+    read = next(loop for loop in report.sessions[0].loops if loop.tool == "Read")
+    assert (read.longest_run, read.first_actions["deny-third"].call_number) == (1, 18)
+
+
+def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus_file("SOURCES.md")
+    seen: list[tuple[int, int, str]] = []
+    report = audit([CORPUS], Config(), progress=lambda done, total, path: seen.append((done, total, path)))
+    t = report.totals
+    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (11, 13, 541, 0, 0)
+    assert max(s.longest_run for s in report.sessions) == 2
+    assert seen[0][:2] == (0, 11)
+    assert seen[-1] == (11, 11, "")
+    runs = {s.label.split("corpus/")[-1]: s.longest_run for s in report.sessions}
+    assert runs["openhands/output.jsonl#ponylang__ponyc-4593"] == 2
+    assert runs["swe-agent/pydicom__pydicom-1458.traj"] == 2
+
+
+def test_unreadable_files_are_reported_and_the_audit_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    walked = tmp_path / "walked"
+    looping_claude_code(walked / "good.jsonl")
+    write_lines(walked / "notes.json", [{"not": "a transcript"}])
+    (walked / "README.md").write_text("ignored: not a transcript suffix")
+    (walked / "crash.jsonl").write_text((walked / "good.jsonl").read_text())
+    corrupt = tmp_path / "corrupt.traj"
+    corrupt.write_text('{"history": [')
+    unknown = write_lines(tmp_path / "unknown.jsonl", [{"x": 1}])
+    real = open_sessions
+
+    def flaky(path: Any, format: str | None = None) -> Any:
+        if Path(path).name == "crash.jsonl":
+            raise RuntimeError("importer bug")
+        return real(path, format)
+
+    monkeypatch.setattr("guard.audit.open_sessions", flaky)
+    report = audit([walked, corrupt, unknown, tmp_path / "absent"], Config())
+    assert [s.label.rsplit("/", 1)[-1] for s in report.sessions] == ["good.jsonl"]
+    reasons = {Path(e.path).name: e.reason for e in report.errors}
+    assert reasons["crash.jsonl"] == "import failed: RuntimeError: importer bug"
+    assert "is neither JSON Lines nor a JSON document" in reasons["corrupt.traj"]
+    assert "is not a transcript format this tool knows" in reasons["unknown.jsonl"]
+    assert "no such file" in reasons["absent"]
+    assert (report.totals.unreadable, report.totals.not_transcripts) == (4, 1)
+
+
+def test_walk_leaves_subagent_files_to_their_session(tmp_path: Path) -> None:
+    corpus_file("SOURCES.md")
+    found = [path.name for path, _ in find_transcripts([CORPUS / "claude-code"])]
+    assert found == [
+        "a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl",
+        "claude-code-pomodoro-timer.jsonl",
+        "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl",
+    ]
+
+
+def test_timelines_follow_the_sessions(tmp_path: Path) -> None:
+    timelines: list[Timeline] = []
+    report = audit([looping_claude_code(tmp_path / "loop.jsonl")], Config(), timelines=timelines)
+    (timeline,) = timelines
+    assert len(timeline.calls) == report.sessions[0].calls
+    assert timeline.agents == ["main"]
+    assert timeline.signatures[0] == ("main", "Grep", '{"path":"src","pattern":"load_config"}')
+    assert [c[1] for c in timeline.calls[:6]] == [0, 0, 0, 0, 0, 1]
+    assert timeline.calls[-2][2] == 1  # the failing test run
+    assert [(m[0], m[1], m[2]) for m in timeline.marks][:2] == [(2, "remind", "remind"), (4, "remind", "remind")]
+
+
+def test_cli_audit_prints_a_table_json_and_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = looping_claude_code(tmp_path / "loop.jsonl")
+    config = tmp_path / "remind.toml"
+    config.write_text("[remind]\nthresholds = [2, 4]\n")
+    assert main(["audit", str(path), "--config", str(config)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("audited 1 sessions in 1 files: 22 tool calls, 2 loops, 14 calls wasted")
+    assert "policies: remind (acted in 1)" in table
+    assert main(["audit", str(path), "--json", "--html", str(tmp_path / "r.html")]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["totals"]["calls"] == 22
+    assert data["policies"] == [p.name for p in build_policies(audit_config())]
+    assert set(data["sessions"][0]["first_actions"]) == set(data["policies"])
+    assert f"report: {tmp_path / 'r.html'}" in captured.err
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_cli_audit_exits_1_when_a_file_could_not_be_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", str(tmp_path / "absent.jsonl")]) == 1
+    assert "could not read 1 files:" in capsys.readouterr().out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    assert (
+        main(["audit", str(looping_claude_code(tmp_path / "loop.jsonl")), "--config", str(_remind_only(tmp_path))]) == 0
+    )
+    assert "[............................] 0/1 " in terminal.getvalue()
+    assert terminal.getvalue().endswith("\r\x1b[K")
+    bar = io.StringIO()
+    draw = _progress_bar(bar)
+    draw(1, 4, "x" * 80)
+    assert bar.getvalue() == f"\r[{'#' * 7}{'.' * 21}] 1/4 …{'x' * 49}\x1b[K"
+    draw(0, 0, "")
+    assert bar.getvalue().endswith("\r\x1b[K")
+
+
+def _remind_only(tmp_path: Path) -> Path:
+    path = tmp_path / "remind.toml"
+    path.write_text("[remind]\n")
+    return path
+
+
+def test_remind_config_is_the_library_default() -> None:
+    assert Config().remind == RemindConfig()
+
+
+def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
+    """Every policy side by side over real transcripts. Their agents rerun
+    tests after each edit (Claude Code `Edit`, mini-swe-agent `sed -i` and
+    `cat > file`): none of that may be denied. The one action is rescue's
+    denial of OpenHands viewing the unchanged parser.c a third time."""
+    corpus_file("SOURCES.md")
+    report = audit([CORPUS], audit_config())
+    acted = {s.label.split("corpus/")[-1]: s.actions for s in report.sessions if s.actions}
+    assert acted == {"openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1}}

@@ -1,0 +1,244 @@
+"""The ``Guard``: policies from config, bus wiring, per-agent state, delivery, fault isolation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from bus import Agent, AgentStatus, Bus, ContextMessage, Event, ToolCall, ToolResult, UserMessage
+from bus.testing import Capture
+from guard import (
+    DENYING,
+    GUARD_PLUGINS,
+    Action,
+    ActionKind,
+    Config,
+    FingerprintCache,
+    Guard,
+    Policy,
+    RemindConfig,
+    RemindPolicy,
+    build_policies,
+)
+from tests.guard.conftest import OnCallPolicy
+
+GREP = {"pattern": "x"}
+
+
+class _Halts(Policy):
+    name = "halts"
+    plugin = "halts-plugin"
+
+    def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        return Action(
+            policy=self.name,
+            action="halt",
+            agent=result.agent.id if result.agent else None,
+            tool=result.tool,
+            count=1,
+            text="stop the run: no progress",
+            call_id=result.call_id,
+        )
+
+
+class _Broken(Policy):
+    name = "broken"
+    plugin = "broken-plugin"
+
+    async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        raise RuntimeError("on_call is broken")
+
+    def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        raise RuntimeError("on_result is broken")
+
+    def on_user_message(self, state: Any, message: UserMessage) -> None:
+        raise RuntimeError("on_user_message is broken")
+
+    def on_status(self, state: Any, status: AgentStatus) -> None:
+        raise RuntimeError("on_status is broken")
+
+
+async def _call(bus: Bus, agent: Agent | None, call_id: str, tool: str = "grep", args: Any = None) -> ToolResult:
+    """What a runtime does for one tool call: decide, run (or not), publish the result."""
+    call = ToolCall(agent=agent, call_id=call_id, step=1, tool=tool, args=GREP if args is None else args)
+    decision = await bus.decide(call)
+    if decision.allowed:
+        result = ToolResult.answering(call, "ok")
+    else:
+        result = ToolResult.answering(call, decision.reason or "", is_error=True, denied_by=decision.by)
+    await bus.publish(result)
+    return result
+
+
+def test_no_config_runs_remind_alone() -> None:
+    guard = Guard()
+    assert guard.config == Config()
+    assert [type(p) for p in guard.policies] == [RemindPolicy]
+    assert guard.plugins == frozenset({"repeat-tool-reminder"})
+    assert guard.plugins <= GUARD_PLUGINS
+
+
+def test_a_disabled_policy_is_not_built() -> None:
+    assert build_policies(Config(remind=RemindConfig(enabled=False))) == []
+
+
+@pytest.mark.anyio
+async def test_a_guard_with_no_policies_observes_nothing(bus: Bus, capture: Capture, agent: Agent) -> None:
+    guard = Guard(Config(remind=RemindConfig(enabled=False))).attach(bus)
+    for i in range(5):
+        await _call(bus, agent, f"c{i}")
+    assert capture.of(ContextMessage) == []
+    assert guard.plugins == frozenset()
+
+
+@pytest.mark.anyio
+async def test_attach_serves_one_bus_at_a_time(bus: Bus, capture: Capture, agent: Agent) -> None:
+    guard = Guard().attach(bus)
+    with pytest.raises(RuntimeError, match="already attached"):
+        guard.attach(Bus())
+    guard.detach()
+    guard.detach()  # harmless
+    for i in range(3):
+        await _call(bus, agent, f"c{i}")
+    assert capture.of(ContextMessage) == []  # detached: silent
+    other = Bus()
+    other_capture = Capture().attach(other)
+    guard.attach(other)
+    for i in range(3):
+        await _call(other, agent, f"d{i}")
+    assert [m.call_id for m in other_capture.of(ContextMessage)] == ["d2"]
+
+
+@pytest.mark.anyio
+async def test_a_denying_policy_denies_through_bus_decide(bus: Bus, agent: Agent) -> None:
+    seen: list[tuple[str, str]] = []
+    guard = Guard(
+        policies=[OnCallPolicy("gate", "deny")], on_action=lambda a, e: seen.append((a.action, type(e).__name__))
+    )
+    guard.attach(bus)
+    first = await _call(bus, agent, "c1")
+    second = await _call(bus, agent, "c2")
+    assert (first.denied_by, first.content) == (None, "ok")
+    assert (second.denied_by, second.content, second.is_error) == ("gate-plugin", "gate says no", True)
+    assert seen == [("deny", "ToolCall")]
+    guard.detach()
+    assert (await _call(bus, agent, "c3")).denied_by is None  # the interceptor left with the guard
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", sorted(DENYING))
+async def test_every_denying_kind_denies_and_the_first_deny_wins(bus: Bus, agent: Agent, kind: ActionKind) -> None:
+    actions: list[str] = []
+    Guard(
+        policies=[OnCallPolicy("first", kind), OnCallPolicy("second", "deny")],
+        on_action=lambda a, e: actions.append(a.policy),
+    ).attach(bus)
+    await _call(bus, agent, "c1")
+    result = await _call(bus, agent, "c2")
+    assert (result.denied_by, result.content) == ("first-plugin", "first says no")
+    assert actions == ["first", "second"]  # both acted; the first deny is the one the model sees
+
+
+@pytest.mark.anyio
+async def test_a_remind_action_before_the_call_allows_it(bus: Bus, capture: Capture, agent: Agent) -> None:
+    Guard(policies=[OnCallPolicy("early", "remind")]).attach(bus)
+    await _call(bus, agent, "c1")
+    result = await _call(bus, agent, "c2")
+    assert result.denied_by is None
+    [message] = capture.of(ContextMessage)
+    assert (message.call_id, message.source.plugin, message.text) == ("c2", "early-plugin", "early says no")
+
+
+@pytest.mark.anyio
+async def test_interceptors_ignore_calls_with_no_agent(bus: Bus) -> None:
+    guard = Guard(policies=[OnCallPolicy("gate", "deny")]).attach(bus)
+    for i in range(3):
+        assert (await _call(bus, None, f"c{i}")).denied_by is None
+    assert guard.agent_count() == 0
+
+
+@pytest.mark.anyio
+async def test_a_halt_action_requests_a_halt(bus: Bus, capture: Capture, agent: Agent) -> None:
+    Guard(policies=[_Halts()]).attach(bus)
+    await _call(bus, agent, "c1")
+    [status] = capture.of(AgentStatus)
+    assert (status.agent, status.status, status.reason) == (agent, "halt-requested", "stop the run: no progress")
+    assert capture.of(ContextMessage) == []
+
+
+@pytest.mark.anyio
+async def test_a_failing_policy_is_logged_and_the_others_still_run(bus: Bus, capture: Capture, agent: Agent) -> None:
+    Guard(policies=[_Broken(), RemindPolicy(RemindConfig(thresholds=(2,)))]).attach(bus)
+    with capture_logs() as logs:
+        await _call(bus, agent, "c1")
+        await bus.publish(UserMessage(agent=agent, text="again"))
+        await _call(bus, agent, "c2")
+        await _call(bus, agent, "c3")
+        await bus.publish(AgentStatus(agent=agent, status="disposed"))
+    assert [m.call_id for m in capture.of(ContextMessage)] == ["c3"]  # the reset still happened
+    failures = [(e["hook"], e["policy"], e["agent"]) for e in logs if e["event"] == "guard.policy_failed"]
+    assert failures == [
+        ("on_call", "broken", "main"),
+        ("on_result", "broken", "main"),
+        ("on_user_message", "broken", "main"),
+        ("on_call", "broken", "main"),
+        ("on_result", "broken", "main"),
+        ("on_call", "broken", "main"),
+        ("on_result", "broken", "main"),
+        ("on_status", "broken", "main"),
+    ]
+    assert all(e["log_level"] == "error" and e["exc_info"] for e in logs if e["event"] == "guard.policy_failed")
+
+
+@pytest.mark.anyio
+async def test_a_failing_listener_neither_blocks_delivery_nor_other_listeners(
+    bus: Bus, capture: Capture, agent: Agent
+) -> None:
+    def broken(action: Action, trigger: Event) -> None:
+        raise RuntimeError("listener is broken")
+
+    heard: list[int] = []
+    guard = Guard(on_action=broken).attach(bus)
+    guard.add_listener(lambda action, trigger: heard.append(action.count))
+    with capture_logs() as logs:
+        for i in range(3):
+            await _call(bus, agent, f"c{i}")
+    assert heard == [3]
+    assert [m.source.summary for m in capture.of(ContextMessage)] == ["grep × 3"]
+    assert [e["listener"] for e in logs if e["event"] == "guard.listener_failed"] == [
+        "test_a_failing_listener_neither_blocks_delivery_nor_other_listeners.<locals>.broken"
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_guard_detached_by_a_listener_publishes_nothing_more(bus: Bus, capture: Capture, agent: Agent) -> None:
+    guard = Guard()
+    guard.add_listener(lambda action, trigger: guard.detach())
+    guard.attach(bus)
+    for i in range(3):
+        await _call(bus, agent, f"c{i}")
+    assert capture.of(ContextMessage) == []
+
+
+@pytest.mark.anyio
+async def test_status_events_other_than_disposal_keep_state(bus: Bus, agent: Agent) -> None:
+    guard = Guard().attach(bus)
+    await _call(bus, agent, "c1")
+    await bus.publish(AgentStatus(agent=agent, status="idle"))
+    await bus.publish(AgentStatus(agent=None, status="disposed"))
+    assert guard.agent_count() == 1
+    await bus.publish(AgentStatus(agent=agent, status="disposed"))
+    await bus.publish(AgentStatus(agent=agent, status="disposed"))  # twice is harmless
+    assert guard.agent_count() == 0
+
+
+@pytest.mark.anyio
+async def test_user_messages_without_an_agent_are_ignored(bus: Bus, capture: Capture, agent: Agent) -> None:
+    Guard().attach(bus)
+    await _call(bus, agent, "c1")
+    await _call(bus, agent, "c2")
+    await bus.publish(UserMessage(agent=None, text="broadcast"))
+    await _call(bus, agent, "c3")
+    assert [m.call_id for m in capture.of(ContextMessage)] == ["c3"]

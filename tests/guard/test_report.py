@@ -1,0 +1,239 @@
+"""The audit's terminal table and its self-contained HTML page, rendered in a real browser."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from guard import Config
+from guard.audit import AuditReport, FileError, Timeline, audit
+from guard.report import TIMELINE_LIMIT, human_bytes, render_html, render_table
+from tests.guard.importers._transcripts import ClaudeCodeSession, looping_claude_code
+
+
+def _team(tmp_path: Path) -> Path:
+    """A session with a subagent and a repeated call in each agent."""
+    main = ClaudeCodeSession("team")
+    main.prompt("go")
+    spawn = main.respond(("Task", {"prompt": "look"}))[0]
+    main.skip_to(100)
+    main.result(spawn, "done")
+    for _ in range(3):
+        main.call("Bash", {"command": "make"}, "ok")
+    main.write(tmp_path / "team.jsonl")
+    sub = ClaudeCodeSession("team", agent_id="helper", start=10)
+    for _ in range(4):
+        sub.call("Grep", {"pattern": "<x & y>"}, "none")
+    sub.write(tmp_path / "team" / "subagents" / "agent-helper.jsonl")
+    return tmp_path / "team.jsonl"
+
+
+def _report(tmp_path: Path) -> tuple[AuditReport, list[Timeline]]:
+    timelines: list[Timeline] = []
+    looping_claude_code(tmp_path / "a" / "loop.jsonl")
+    _team(tmp_path / "a")
+    (tmp_path / "broken.jsonl").write_text("{oops\n")
+    report = audit([tmp_path / "a", tmp_path / "broken.jsonl"], Config(), timelines=timelines)
+    return report, timelines
+
+
+def test_table_lists_sessions_loops_and_errors(tmp_path: Path) -> None:
+    report, _ = _report(tmp_path)
+    table = render_table(report)
+    lines = table.splitlines()
+    assert lines[0].startswith("audited 2 sessions in 3 files: 30 tool calls, 4 loops, 13 calls wasted")
+    assert lines[1] == "policies: remind (acted in 2)"
+    header = lines[3].split()
+    assert header == ["session", "format", "agents", "calls", "run", "loops", "wasted", "output", "remind"]
+    assert lines[4].split()[:8] == ["loop.jsonl", "claude-code", "1", "22", "5", "2", "12", "2.4"]
+    assert lines[4].endswith("remind@3")
+    assert lines[5].split()[:4] == ["team.jsonl", "claude-code", "2", "8"]
+    assert "  loop.jsonl  [main] Grep ×15 (run 5): remind remind@3; wasted 12 calls, 396 B" in lines
+    assert "  team.jsonl  [helper] Grep ×4 (run 4): remind remind@4; wasted 1 calls, 4 B" in lines
+    assert lines[-2:] == ["could not read 1 files:", f"  {tmp_path / 'broken.jsonl'}: " + report.errors[0].reason]
+
+
+def test_table_of_nothing_and_of_files_that_were_not_transcripts(tmp_path: Path) -> None:
+    (tmp_path / "notes.json").write_text("{}")
+    table = render_table(audit([tmp_path], Config()))
+    assert table == (
+        "audited 0 sessions in 1 files: 0 tool calls, 0 loops, 0 calls wasted (0 B of 0 B tool output) in "
+        + table.split(" in ")[2].split("\n")[0]
+        + "\npolicies: remind (acted in 0)\n1 files found were not transcripts and were left out\n"
+    )
+
+
+def test_human_bytes() -> None:
+    assert [human_bytes(n) for n in (0, 1023, 1024, 5 * 1024**2, 3 * 1024**3, 5000 * 1024**3)] == [
+        "0 B",
+        "1023 B",
+        "1.0 KB",
+        "5.0 MB",
+        "3.0 GB",
+        "5000.0 GB",
+    ]
+
+
+def test_html_is_self_contained_and_escapes_what_it_quotes(tmp_path: Path) -> None:
+    report, timelines = _report(tmp_path)
+    page = render_html(report, timelines)
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"https?://|<script|<link|src=|@import|url\(", page)
+    assert "{&quot;pattern&quot;:&quot;&lt;x &amp; y&gt;&quot;}" in page
+    assert "<x & y>" not in page
+    assert page.count("<section class=session>") == 2
+    assert page.index("loop.jsonl") < page.index("team.jsonl")  # the most wasteful first
+    assert "↳ helper" in page
+    assert "title='helper (subagent of main)'" in page
+    assert page.count("<i class='m0 circle remind'>") == 7 + 1 + 1
+    assert "remind: remind at call 3" in page
+    assert "12 calls wasted" in page
+    assert "broken.jsonl</b>: " in page
+    assert "No call was repeated back to back" not in page
+
+
+def test_html_of_quiet_long_and_empty_sessions(tmp_path: Path) -> None:
+    quiet = ClaudeCodeSession("quiet")
+    for n in range(TIMELINE_LIMIT + 5):
+        quiet.call("Read", {"file_path": f"f{n}"})
+    quiet.write(tmp_path / "quiet.jsonl")
+    empty = ClaudeCodeSession("empty")
+    empty.prompt("hello")
+    empty.write(tmp_path / "empty.jsonl")
+    (tmp_path / "notes.json").write_text("{}")
+    timelines: list[Timeline] = []
+    report = audit([tmp_path], Config(), timelines=timelines)
+    page = render_html(report, timelines)
+    assert "5 more calls not drawn" in page
+    assert "No tool calls." in page
+    assert "No call was repeated back to back, and no policy stepped in." in page
+    assert "1 files found in directories were not transcripts" in page
+    assert " · 2.2 h" in page  # 4005 calls and their results, a second apart
+
+
+def test_many_signatures_get_distinct_colors(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("colors")
+    for n in range(23):
+        s.call("Read", {"file_path": f"f{n}"})
+        s.call("Read", {"file_path": f"f{n}"})
+    s.write(tmp_path / "colors.jsonl")
+    timelines: list[Timeline] = []
+    report = audit([tmp_path / "colors.jsonl"], Config(), timelines=timelines)
+    page = render_html(report, timelines)
+    colors = set(re.findall(r"background-color:([^']+)'", page))
+    assert len(colors) == 23
+    assert any("white" in c for c in colors)
+    assert any("black" in c for c in colors)
+    assert " · 2 min" in page
+
+
+def test_labels_keep_their_path_when_sessions_share_no_directory(tmp_path: Path) -> None:
+    timelines: list[Timeline] = []
+    report = audit([looping_claude_code(tmp_path / "loop.jsonl")], Config(), timelines=timelines)
+    (session,) = report.sessions
+    elsewhere = msgspec.structs.replace(session, label="/elsewhere/other.jsonl")
+    relative = msgspec.structs.replace(session, label="relative/other.jsonl")
+    for sessions, expected in (
+        ([session, elsewhere], str(tmp_path / "loop.jsonl")),
+        ([session, relative], str(tmp_path / "loop.jsonl")),
+    ):
+        table = render_table(msgspec.structs.replace(report, sessions=sessions))
+        assert expected in table
+    report = AuditReport(
+        policies=[],
+        sessions=[],
+        errors=[FileError(path="x", reason="y")],
+        totals=audit([], Config()).totals,
+        seconds=0.0,
+    )
+    assert "could not read 1 files:" in render_table(report)
+    assert "<b>x</b>: y" in render_html(report, [])
+
+
+# -- the page in a real browser ------------------------------------------------------------------
+
+
+def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
+    """Decode an 8-bit RGB or RGBA PNG with the standard library: width,
+    height and the unfiltered rows."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, chunks, header = 8, [], b""
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = data
+        elif kind == b"IDAT":
+            chunks.append(data)
+        pos += 12 + length
+    width, height, depth, color = struct.unpack(">IIBB", header[:10])
+    assert depth == 8, f"unsupported PNG bit depth {depth}"
+    assert color in (2, 6), f"unsupported PNG color type {color}"
+    step = 3 if color == 2 else 4
+    raw = zlib.decompress(b"".join(chunks))
+    stride = width * step
+    rows: list[bytes] = []
+    previous = bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - step] if x >= step else 0
+            b = previous[x]
+            c = previous[x - step] if x >= step else 0
+            if kind == 1:
+                line[x] = (line[x] + a) & 255
+            elif kind == 2:
+                line[x] = (line[x] + b) & 255
+            elif kind == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        previous = line
+    return width, step, rows
+
+
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium); the report was not rendered")
+    report, timelines = _report(tmp_path)
+    page = tmp_path / "report.html"
+    page.write_text(render_html(report, timelines), encoding="utf-8")
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1280,1400",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    width, step, rows = _pixels(shot.read_bytes())
+    assert (width, len(rows)) == (1280, 1400)
+    colors = {row[x : x + 3] for row in rows[::7] for x in range(0, width * step, step * 5)}
+    assert len(colors) > 200, "the screenshot is nearly uniform: the page did not render"
+    # The signature colors and the reminder markers made it onto the page.
+    assert any(abs(c[0] - 0x2F) < 8 and abs(c[1] - 0x7D) < 8 and abs(c[2] - 0xE1) < 8 for c in colors)
+    assert any(abs(c[0] - 0xE6) < 8 and abs(c[1] - 0x9B) < 8 and c[2] < 16 for c in colors)
