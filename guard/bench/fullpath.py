@@ -10,6 +10,7 @@ then all together; ``todo`` rows say which ones this build lacks.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -21,15 +22,25 @@ from guard.bench.settings import Settings
 from guard.config import Config
 from guard.guard import Guard, build_policies
 
-__all__ = ["BENCH_OVERRIDES", "fullpath", "policy_configs"]
+__all__ = ["bench_overrides", "fullpath", "policy_configs"]
 
-BENCH_OVERRIDES: dict[str, dict[str, Any]] = {}
-"""Per-section settings the benchmark needs beyond the defaults (none yet)."""
+_ASK = "#!/bin/sh\necho 'Use the output you already have instead of searching again.'\n"
+
+
+def bench_overrides(tmpdir: Path) -> dict[str, dict[str, Any]]:
+    """Per-section settings the benchmark needs beyond the defaults: a real
+    ask command for ``rescue`` (it answers once; later escalations of the
+    same loop are served from the policy's advice cache)."""
+    ask = tmpdir / "ask-model"
+    ask.write_text(_ASK)
+    ask.chmod(0o700)
+    return {"rescue": {"ask_command": os.fspath(ask)}}
+
 
 _POOL = 4096
 
 
-def policy_configs() -> tuple[dict[str, Config], list[str]]:
+def policy_configs(overrides: dict[str, dict[str, Any]]) -> tuple[dict[str, Config], list[str]]:
     """A config with each implemented policy alone (and ``all`` when there
     are several), and the sections this build does not implement yet."""
     base = Config()
@@ -39,7 +50,7 @@ def policy_configs() -> tuple[dict[str, Config], list[str]]:
     for name in sections:
         changes = {
             other: msgspec.structs.replace(
-                getattr(base, other), enabled=other == name, **(BENCH_OVERRIDES.get(other, {}) if other == name else {})
+                getattr(base, other), enabled=other == name, **(overrides.get(other, {}) if other == name else {})
             )
             for other in sections
         }
@@ -51,7 +62,7 @@ def policy_configs() -> tuple[dict[str, Config], list[str]]:
     if len(alone) > 1:
         alone["all"] = Config(
             **{
-                name: msgspec.structs.replace(getattr(base, name), enabled=True, **BENCH_OVERRIDES.get(name, {}))
+                name: msgspec.structs.replace(getattr(base, name), enabled=True, **overrides.get(name, {}))
                 for name in alone
             }
         )
@@ -105,7 +116,7 @@ def _path(pairs: list[tuple[ToolCall, ToolResult]], settings: Settings, config: 
 
 
 async def fullpath(settings: Settings) -> list[Row]:
-    configs, missing = policy_configs()
+    configs, missing = policy_configs(bench_overrides(settings.tmpdir))
     rows: list[Row] = []
     for label, arg_bytes in (("small arguments", 0), ("100 KB arguments", stream.LARGE_ARGS_BYTES)):
         pairs = _pairs(_POOL if not arg_bytes else 256, arg_bytes)

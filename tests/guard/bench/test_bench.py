@@ -134,7 +134,7 @@ def test_policy_configs_measure_each_implemented_policy_alone_and_all_together(
         return [SimpleNamespace(name=name) for name in Config.__struct_fields__ if getattr(config, name).enabled]
 
     monkeypatch.setattr(fullpath, "build_policies", every_enabled_section)
-    configs, missing = fullpath.policy_configs()
+    configs, missing = fullpath.policy_configs({})
     assert missing == []
     assert list(configs) == [*Config.__struct_fields__, "all"]
     assert all(getattr(configs["all"], name).enabled for name in Config.__struct_fields__)
