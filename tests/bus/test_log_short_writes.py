@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from bus import Agent, SessionLog, ToolCall, read_log
-from bus import log as log_module
 
 
 def test_a_short_write_still_lands_the_whole_line(log_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -20,7 +19,7 @@ def test_a_short_write_still_lands_the_whole_line(log_path: Path, monkeypatch: p
         sizes.append(written)
         return written
 
-    monkeypatch.setattr(log_module.os, "write", dribble)
+    monkeypatch.setattr(os, "write", dribble)
     agent = Agent("main")
     with SessionLog(log_path) as log:
         log.write(ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={"pattern": "x" * 40}))
