@@ -3,8 +3,10 @@
 Counted with ``tracemalloc``: the guard's share is what the heap grows by
 when each of N live agents makes one tool call (its per-agent state), apart
 from the handles themselves, which belong to the runtime. Then the handles
-are dropped (garbage collection) or the agents are ``disposed``, and the
-state table must be empty and the heap back to where it started.
+are dropped (garbage collection) or the agents are ``disposed``: the state
+table must be empty, and a second cycle of as many agents must not grow the
+heap (what stays after the first is the emptied table's capacity, which a
+CPython dict keeps until it next resizes, and the second cycle reuses).
 """
 
 from __future__ import annotations
@@ -18,6 +20,11 @@ from guard.bench.settings import Settings
 from guard.guard import Guard
 
 __all__ = ["memory"]
+
+_NOISE = 4096
+"""Heap the interpreter itself may take between two cycles (free lists,
+caches), whatever the number of agents; a leak of one byte per agent would
+show above it at any size worth measuring."""
 
 
 async def _touch(bus: Bus, agents: list[Agent]) -> None:
@@ -72,20 +79,20 @@ async def memory(settings: Settings) -> list[Row]:
         ),
         Row(
             section=section,
-            name="left behind after the handles are collected",
+            name="heap left after the handles are collected",
             rate=float(collected - empty),
             unit="bytes",
-            extra=f"{after_gc} agents still tracked",
+            extra=f"{after_gc} agents still tracked; what is left is the emptied state table's capacity",
             target="0 agents tracked",
             met=after_gc == 0,
         ),
         Row(
             section=section,
-            name="left behind after agent/status disposed",
-            rate=float(disposed - empty),
+            name="growth over a second cycle ended by agent/status disposed",
+            rate=float(disposed - collected),
             unit="bytes",
             extra=f"{disposed_count} agents tracked after disposal, before the handles go",
-            target="0 agents tracked",
-            met=disposed_count == 0,
+            target="0 tracked; growth < 4 KB + 1 B/agent",
+            met=disposed_count == 0 and disposed - collected < _NOISE + count,
         ),
     ]
