@@ -142,6 +142,14 @@ def test_policy_configs_measure_each_implemented_policy_alone_and_all_together(
     assert [name for name in Config.__struct_fields__ if getattr(configs["remind"], name).enabled] == ["remind"]
 
 
+def test_policies_this_build_lacks_are_listed_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = fullpath.build_policies
+    monkeypatch.setattr(fullpath, "build_policies", lambda config: [p for p in real(config) if p.name == "remind"])
+    configs, missing = fullpath.policy_configs({})
+    assert list(configs) == ["remind"]
+    assert missing == [name for name in Config.__struct_fields__ if name != "remind"]
+
+
 def test_memory_is_measured_under_an_already_running_tracemalloc(capsys: pytest.CaptureFixture[str]) -> None:
     tracemalloc.start()
     try:
