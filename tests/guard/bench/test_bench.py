@@ -14,6 +14,7 @@ from guard.bench import fullpath, peers
 from guard.bench._measure import _calibrate
 from guard.cli import main
 from guard.config import Config
+from guard.guard import build_policies
 
 TINY = ["--seconds", "0.001", "--repeat", "1", "--log-mb", "0.02", "--agents", "50", "--calls", "30"]
 PEER_MODULES = (
@@ -143,7 +144,7 @@ def test_policy_configs_measure_each_implemented_policy_alone_and_all_together(
 
 
 def test_policies_this_build_lacks_are_listed_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = fullpath.build_policies
+    real = build_policies
     monkeypatch.setattr(fullpath, "build_policies", lambda config: [p for p in real(config) if p.name == "remind"])
     configs, missing = fullpath.policy_configs({})
     assert list(configs) == ["remind"]
