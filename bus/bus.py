@@ -58,9 +58,13 @@ class Bus:
     never sees its exception. Works under asyncio and trio.
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time, seq: int = 0) -> None:
+        """``seq`` is the number the first event follows: pass the last seq of
+        a session log to continue its numbering on a resumed session."""
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise ValueError(f"Bus seq must be an integer >= 0, got {seq!r}")
         self._clock = clock
-        self._seq = 0
+        self._seq = seq
         self._handlers: dict[type[Event], tuple[Handler[Any], ...]] = {}
         self._recorders: tuple[Recorder, ...] = ()
         self._interceptors: tuple[tuple[str, Interceptor], ...] = ()

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 ``replay --check`` found a difference or ``audit``
 could not read some file, 2 a usage, config or file error (the message names
-what was wrong).
+what was wrong). ``hook`` exits 1 on any error of its own, since Claude Code
+reads 2 as "block the tool call".
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = ["main"]
 EXIT_OK = 0
 EXIT_DIFFERENCE = 1
 EXIT_ERROR = 2
+EXIT_HOOK_FAULT = 1
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -66,7 +68,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
 
     outcome = anyio.run(
-        lambda: replay_log(args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json))
+        lambda: replay_log(
+            args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json), live_asks=args.ask
+        )
     )
     report = outcome.report
     counts = outcome.counts()
@@ -145,6 +149,24 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_DIFFERENCE if report.errors else EXIT_OK
 
 
+def _cmd_hook(args: argparse.Namespace) -> int:
+    """Claude Code reads exit code 2 as "block this tool call", so a guard
+    fault here exits 1 (a non-blocking error) whatever went wrong."""
+    from guard.adapters.claude_hooks import default_state_dir, parse_payload, run_hook
+
+    try:
+        config = _load(args.config)
+        payload = parse_payload(sys.stdin.buffer.read())
+        state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
+        answer = anyio.run(run_hook, payload, state_dir, config)
+    except Exception as exc:
+        print(f"repeat-tool-guard hook: {exc}", file=sys.stderr)
+        return EXIT_HOOK_FAULT
+    if answer:
+        sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="repeat-tool-guard",
@@ -159,6 +181,11 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true", help="one JSON object per action on stdout")
     replay.add_argument(
         "--check", action="store_true", help="exit 1 if regenerated guard messages differ from the recorded ones"
+    )
+    replay.add_argument(
+        "--ask",
+        action="store_true",
+        help="run rescue's ask command for escalations (spends money) instead of answering them from the log",
     )
     replay.set_defaults(run=_cmd_replay)
 
@@ -193,7 +220,25 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE")
     check.set_defaults(run=_cmd_check_config)
 
+<<<<<<< HEAD
     _add_bench_command(commands)
+=======
+    hook = commands.add_parser(
+        "hook",
+        help="answer one Claude Code hook: the hook's JSON on stdin, the guard's answer on stdout",
+        description="Configure as a command hook for UserPromptSubmit, PreToolUse, PostToolUse, "
+        "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
+        "would block the tool) when the guard itself fails.",
+    )
+    hook.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    hook.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where per-session logs live (default: $REPEAT_TOOL_GUARD_STATE, else "
+        "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
+    )
+    hook.set_defaults(run=_cmd_hook)
+>>>>>>> main
     return parser
 
 

@@ -25,6 +25,8 @@ import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream
 
+from bus import ToolCall
+
 __all__ = ["ASK_MODEL_ENV", "AskCommand", "AskOutcome"]
 
 ASK_MODEL_ENV = "ASK_MODEL"
@@ -66,8 +68,10 @@ class AskCommand:
         self.timeout_ms = timeout_ms
         self.max_output = max_output
 
-    async def ask(self, question: str) -> AskOutcome:
+    async def ask(self, question: str, call: ToolCall | None = None) -> AskOutcome:
         """Ask the question; never raises for anything the command does.
+        ``call`` (the looping call) is for askers that answer from a record;
+        the command never sees it beyond the question.
 
         An argv element cannot carry a NUL byte, so any in the question (a
         tool's binary output, say) are replaced with U+FFFD.

@@ -21,13 +21,14 @@ budget and falls back to the free local denial.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
-from bus import ToolCall, ToolResult, UserMessage
+from bus import LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
@@ -38,7 +39,7 @@ from guard.progress import ProgressRule
 from guard.redact import Redactor
 from guard.trips import Trip, TripKind, TripLog, TripTrigger
 
-__all__ = ["RESCUE_PLUGIN", "RescuePolicy"]
+__all__ = ["RESCUE_PLUGIN", "Asker", "RecordedAnswers", "RescuePolicy", "advice_in"]
 
 RESCUE_PLUGIN = "loop-rescue"
 
@@ -97,6 +98,58 @@ def _cap(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… (+{len(text) - limit} more chars)"
+
+
+class Asker(Protocol):
+    """Where escalations go: the ask command, or a record of its answers."""
+
+    async def ask(self, question: str, call: ToolCall | None = None) -> AskOutcome: ...
+
+
+_ADVICE_HEAD, _ADVICE_TAIL = _ADVICE.split("{advice}")
+
+
+def advice_in(denial: str) -> str | None:
+    """The advice a rescue denial text carries, or ``None`` for a denial
+    that carries none (a local denial, a failed escalation)."""
+    start = denial.find(_ADVICE_HEAD)
+    if start < 0 or not denial.endswith(_ADVICE_TAIL):
+        return None
+    return denial[start + len(_ADVICE_HEAD) : len(denial) - len(_ADVICE_TAIL)]
+
+
+class RecordedAnswers:
+    """Answers escalations from a recorded session instead of running the
+    ask command: the advice each rescue denial in the log carried.
+
+    Replaying a log (``replay``, ``audit``, the Claude Code hook rebuilding
+    its state) must neither spend money nor depend on what a model says
+    today. An escalation the record answered gets the same advice; one it
+    did not (the original ask failed, or the log came from elsewhere) fails
+    the same way, refunding the budget as the original did.
+    """
+
+    def __init__(self, answers: dict[tuple[str | None, str], str] | None = None) -> None:
+        self.answers = answers if answers is not None else {}
+
+    @classmethod
+    def from_log(cls, path: str | os.PathLike[str]) -> RecordedAnswers:
+        """Collect the advice of every rescue denial in the log at ``path``."""
+        answers: dict[tuple[str | None, str], str] = {}
+        with LogReader(path) as reader:
+            for event in reader:
+                if type(event) is ToolResult and event.denied_by == RESCUE_PLUGIN:
+                    advice = advice_in(event.content)
+                    if advice is not None:
+                        answers[(event.agent.id if event.agent else None, event.call_id)] = advice
+        return cls(answers)
+
+    async def ask(self, question: str, call: ToolCall | None = None) -> AskOutcome:
+        key = (call.agent.id if call is not None and call.agent else None, call.call_id if call else "")
+        advice = self.answers.get(key)
+        if advice is None:
+            return AskOutcome(advice=None, reason="the recorded session has no answer for this call", elapsed_ms=0.0)
+        return AskOutcome(advice=advice, reason="answered from the recorded session", elapsed_ms=0.0)
 
 
 class _Pending:
@@ -196,7 +249,7 @@ class RescuePolicy(Policy):
     name = "rescue"
     plugin = RESCUE_PLUGIN
 
-    def __init__(self, config: RescueConfig, *, ask: AskCommand | None = None) -> None:
+    def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config
         self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
         self._commands = [re.compile(p) for p in config.exclude_commands]
@@ -207,7 +260,8 @@ class RescuePolicy(Policy):
         self._rescue_at = config.rescue_at
         self._stall_at = config.stall_at
         self._cooldown = config.cooldown_ms / 1000
-        self.ask = ask or AskCommand(config.ask_command, model=config.ask_model, timeout_ms=config.ask_timeout_ms)
+        self.command = AskCommand(config.ask_command, model=config.ask_model, timeout_ms=config.ask_timeout_ms)
+        self.ask: Asker = ask or self.command
         self._redact = Redactor(config.redact_patterns)
         self._trips = TripLog(config.log_file)
 
@@ -274,7 +328,7 @@ class RescuePolicy(Policy):
         pending = state.pending[digest] = _Pending()
         outcome: AskOutcome | None = None
         try:
-            outcome = await self.ask.ask(question)
+            outcome = await self.ask.ask(question, hit.call)
         finally:
             del state.pending[digest]
             if outcome is None or outcome.advice is None:

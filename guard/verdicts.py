@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import msgspec
 
@@ -14,8 +15,17 @@ from guard.actions import Action
 from guard.config import Config
 from guard.guard import GUARD_PLUGINS, Guard
 from guard.policy import Policy
+from guard.rescue import RecordedAnswers, RescuePolicy
 
-__all__ = ["ContextDifference", "ReplayOutcome", "Verdict", "replay_log"]
+__all__ = [
+    "ContextDifference",
+    "ReplayOutcome",
+    "Verdict",
+    "answers_from_log",
+    "is_guard_message",
+    "is_guard_output",
+    "replay_log",
+]
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,16 +88,21 @@ async def replay_log(
     *,
     on_verdict: Callable[[Verdict], None] | None = None,
     policies: Sequence[Policy] | None = None,
+    live_asks: bool = False,
 ) -> ReplayOutcome:
     """Feed the log at ``path`` through a fresh bus and guard (with the
     policies ``config`` enables, or exactly ``policies``).
+
+    Escalations are answered from the log (``RecordedAnswers``): a replay
+    never runs the ask command, so it spends nothing and agrees with what
+    was recorded, unless ``live_asks`` is true.
 
     The guard's own recorded messages and halt requests are withheld and
     regenerated, so the
     outcome says both what the guard does on this log and whether that
     matches what was recorded.
     """
-    replay = Replay(path, withhold=_is_guard_output)
+    replay = Replay(path, withhold=is_guard_output)
     verdicts: list[Verdict] = []
     regenerated: list[Event] = []
 
@@ -107,12 +122,13 @@ async def replay_log(
             on_verdict(verdict)
 
     def capture(event: Event) -> None:
-        if _is_guard_output(event):
+        if is_guard_output(event):
             regenerated.append(event)
 
-    Guard(config, on_action=on_action, policies=policies).attach(replay.bus)
+    guard = Guard(config, on_action=on_action, policies=policies).attach(replay.bus)
     replay.bus.record(capture)
-    report = await replay.run()
+    with contextlib.nullcontext() if live_asks else answers_from_log(guard, path):
+        report = await replay.run()
     recorded = [_key(e) for e in replay.withheld]
     fresh = [_key(e) for e in regenerated]
     differences = [
@@ -127,9 +143,32 @@ async def replay_log(
     return ReplayOutcome(verdicts, report, differences)
 
 
-def _is_guard_output(event: Event) -> bool:
+@contextlib.contextmanager
+def answers_from_log(guard: Guard, path: str | os.PathLike[str]) -> Iterator[None]:
+    """While inside, every rescue policy of ``guard`` answers escalations
+    from the log at ``path`` (scanned only when a rescue policy runs), not
+    by running the ask command; on leaving, each gets its asker back."""
+    rescuers = [p for p in guard.policies if isinstance(p, RescuePolicy)]
+    if not rescuers:
+        yield
+        return
+    answers = RecordedAnswers.from_log(path)
+    previous = [p.ask for p in rescuers]
+    for policy in rescuers:
+        policy.ask = answers
+    try:
+        yield
+    finally:
+        for policy, asker in zip(rescuers, previous, strict=True):
+            policy.ask = asker
+
+
+def is_guard_message(event: Event) -> bool:
+    """A context message one of this package's policies wrote."""
+    return isinstance(event, ContextMessage) and event.source.plugin in GUARD_PLUGINS
+
+
+def is_guard_output(event: Event) -> bool:
     """The guard's own recorded output: its messages and halt requests,
     which a replay regenerates rather than re-publishes."""
-    if isinstance(event, ContextMessage):
-        return event.source.plugin in GUARD_PLUGINS
-    return isinstance(event, AgentStatus) and event.status == "halt-requested"
+    return is_guard_message(event) or (isinstance(event, AgentStatus) and event.status == "halt-requested")

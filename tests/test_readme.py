@@ -49,3 +49,14 @@ def test_readme_quick_start_replay_command_succeeds() -> None:
     assert result.returncode == 0, result.stderr
     assert "remind/remind  grep × 3" in result.stdout
     assert "check: every guard message matches the log" in result.stderr
+
+
+def test_readme_config_example_is_a_valid_config() -> None:
+    import tomllib
+
+    from guard import parse_config
+
+    (example,) = _blocks("toml")
+    config = parse_config(tomllib.loads(example))
+    assert (config.remind.enabled, config.turns.enabled, config.rescue.enabled) == (True, True, True)
+    assert config.turns.threshold == 5

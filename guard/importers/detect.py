@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from guard.importers import claude_code, codex, gemini_cli, mini_swe_agent, openhands, swe_agent
+from guard.importers import claude_code, codex, gemini_cli, mini_swe_agent, openhands, session_log, swe_agent
 from guard.importers._session import ImportedSession, TranscriptError, UnknownFormatError
 from guard.importers._source import Format, Sample, sample
 
@@ -21,6 +21,7 @@ FORMATS: dict[str, Format] = {
         openhands.FORMAT,
         swe_agent.FORMAT,
         mini_swe_agent.FORMAT,
+        session_log.FORMAT,
     )
 }
 """Every format, by the name ``--from`` takes, in the order detection tries them."""

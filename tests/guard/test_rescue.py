@@ -722,4 +722,4 @@ async def test_guard_builds_rescue_only_when_enabled(missing_ask_command: str) -
 
 def test_default_ask_command_is_ask_claude_in_the_home_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", "/home/someone")
-    assert RescuePolicy(RescueConfig()).ask.command == "/home/someone/.local/bin/ask-claude"
+    assert RescuePolicy(RescueConfig()).command.command == "/home/someone/.local/bin/ask-claude"

@@ -38,7 +38,15 @@ def test_every_corpus_file_is_detected(relative: str, format: str) -> None:
 
 
 def test_formats_are_tried_in_a_documented_order() -> None:
-    assert list(FORMATS) == ["claude-code", "codex", "gemini-cli", "openhands", "swe-agent", "mini-swe-agent"]
+    assert list(FORMATS) == [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "openhands",
+        "swe-agent",
+        "mini-swe-agent",
+        "session-log",
+    ]
 
 
 def test_a_document_of_bare_chat_messages_is_no_known_format(tmp_path: Path) -> None:

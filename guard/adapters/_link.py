@@ -1,0 +1,220 @@
+"""What every adapter does with the bus, whatever the runtime.
+
+A runtime adapter maps its own seams (a hook, a middleware, a plugin) onto
+``GuardLink`` and ``AgentLink``; this module owns the bus side: agent
+handles, step numbers, publishing calls and results, and collecting the
+guard's context messages and halt requests for the agent they belong to.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+
+from bus import (
+    Agent,
+    AgentStatus,
+    Bus,
+    ContextMessage,
+    Decision,
+    Event,
+    SessionLog,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from guard.config import Config
+from guard.guard import Guard
+
+__all__ = ["AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
+
+
+class HaltRequested(RuntimeError):
+    """Raised where a runtime has no quieter way to end a run: the guard asked
+    to halt agent ``agent_id`` for ``reason``."""
+
+    def __init__(self, agent_id: str, reason: str) -> None:
+        self.agent_id = agent_id
+        self.reason = reason
+        super().__init__(f"repeat-tool-guard halted agent {agent_id!r}: {reason}")
+
+
+class GuardLink:
+    """One bus shared by the agents of one runtime, with their ``AgentLink``s.
+
+    Pass a ``bus`` you built (and attached your own ``Guard`` and logs to),
+    or let the link build one with a ``Guard(config)`` attached and, with
+    ``log``, a ``SessionLog`` at that path. Context messages and halt requests
+    the bus carries are routed to the link of the agent they name.
+    """
+
+    def __init__(
+        self,
+        bus: Bus | None = None,
+        *,
+        config: Config | None = None,
+        log: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if bus is None:
+            bus = Bus()
+            Guard(config).attach(bus)
+            if log is not None:
+                SessionLog(log).attach(bus)
+        elif config is not None or log is not None:
+            raise ValueError("pass either your own bus (with its Guard attached) or config/log, not both")
+        self.bus = bus
+        self._links: dict[Agent, AgentLink] = {}
+        bus.record(self._route)
+
+    def agent(self, agent_id: str, *, parent: AgentLink | None = None) -> AgentLink:
+        """A new live agent; publish its start with ``await link.start()``."""
+        handle = Agent(agent_id, parent_id=parent.agent.id if parent is not None else None)
+        link = self._links[handle] = AgentLink(self, handle)
+        return link
+
+    def adopt(self, agent: Agent) -> AgentLink:
+        """A link for an existing handle (one restored from a session log),
+        without publishing a start: the agent is already live."""
+        link = self._links[agent] = AgentLink(self, agent)
+        return link
+
+    def links(self) -> list[AgentLink]:
+        """The live agents, oldest first."""
+        return list(self._links.values())
+
+    def _forget(self, agent: Agent) -> None:
+        self._links.pop(agent, None)
+
+    def _route(self, event: Event) -> None:
+        agent = event.agent
+        if agent is None:
+            return
+        kind = type(event)
+        if kind is ContextMessage or (kind is AgentStatus and event.status == "halt-requested"):  # type: ignore[attr-defined]
+            link = self._links.get(agent)
+            if link is not None:
+                link._receive(event)
+
+
+class AgentLink:
+    """One live agent on a ``GuardLink``'s bus.
+
+    ``step`` numbers the agent's model responses: call ``begin_step`` when a
+    new response arrives. ``call`` asks the bus whether a tool may run;
+    ``result`` publishes what it returned (or the denial the model read).
+    The guard's context messages wait in ``pending`` until the adapter takes
+    them with ``take_context`` and shows them to the model; ``halt_reason`` is
+    set once the guard asks to halt this agent, until the next user message.
+    """
+
+    def __init__(self, link: GuardLink, agent: Agent) -> None:
+        self.agent = agent
+        self.step = 0
+        self.halt_reason: str | None = None
+        self.pending: list[ContextMessage] = []
+        self._link = link
+        self._calls: dict[str, ToolCall] = {}
+
+    @property
+    def bus(self) -> Bus:
+        return self._link.bus
+
+    async def start(self) -> None:
+        await self.bus.publish(AgentStatus(agent=self.agent, status="started", parent=self.agent.parent_id))
+
+    async def dispose(self) -> None:
+        """The agent is gone: the guard drops its state, the link forgets it."""
+        await self.bus.publish(AgentStatus(agent=self.agent, status="disposed"))
+        self._link._forget(self.agent)
+
+    def begin_step(self) -> int:
+        """A new model response: later calls share its step number."""
+        self.step += 1
+        return self.step
+
+    async def user_message(self, text: str) -> None:
+        """A genuine user turn: the guard resets, and a halt request is over."""
+        self.halt_reason = None
+        await self.bus.publish(UserMessage(agent=self.agent, text=text))
+
+    async def call(self, call_id: str, tool: str, args: Any) -> Decision:
+        """Publish the call and return the bus's decision; on a deny the
+        adapter must not run the tool, and should publish ``denied``."""
+        if self.step == 0:
+            self.step = 1
+        call = ToolCall(agent=self.agent, call_id=call_id, step=self.step, tool=tool, args=args)
+        self._calls[call_id] = call
+        return await self.bus.decide(call)
+
+    async def result(self, call_id: str, content: str, *, is_error: bool = False) -> None:
+        """Publish what the tool returned; the guard's messages for it land in ``pending``."""
+        await self._publish_result(call_id, content, is_error, None)
+
+    async def denied(self, call_id: str, decision: Decision) -> None:
+        """Publish the denial as the call's result: the model reads ``decision.reason``."""
+        await self._publish_result(call_id, decision.reason or "", True, decision.by)
+
+    async def _publish_result(self, call_id: str, content: str, is_error: bool, denied_by: str | None) -> None:
+        call = self._calls.pop(call_id, None)
+        if call is None:
+            raise KeyError(f"no open tool call {call_id!r} for agent {self.agent.id!r}; publish it with call() first")
+        await self.bus.publish(ToolResult.answering(call, content, is_error=is_error, denied_by=denied_by))
+
+    def reopen(self, call: ToolCall) -> None:
+        """Restore a call published earlier (in another process) that still waits for its result."""
+        self._calls[call.call_id] = call
+
+    def has_call(self, call_id: str) -> bool:
+        return call_id in self._calls
+
+    def open_calls(self) -> int:
+        """How many published calls still wait for their result."""
+        return len(self._calls)
+
+    def take_context(self, call_id: str | None = None) -> list[str]:
+        """Texts of the pending context messages (for ``call_id`` only, if
+        given), removed from ``pending``: the adapter now owes them to the model."""
+        return [message.text for message in self.take_messages(call_id)]
+
+    def take_messages(self, call_id: str | None = None) -> list[ContextMessage]:
+        """Like ``take_context``, but the messages themselves (with their call ids)."""
+        taken: list[ContextMessage] = []
+        kept: list[ContextMessage] = []
+        for message in self.pending:
+            if call_id is None or message.call_id == call_id:
+                taken.append(message)
+            else:
+                kept.append(message)
+        self.pending = kept
+        return taken
+
+    def _receive(self, event: Event) -> None:
+        if type(event) is ContextMessage:
+            self.pending.append(event)
+        else:
+            self.halt_reason = event.reason or "the guard requested a halt"  # type: ignore[attr-defined]
+
+
+def parse_args(raw: Any) -> Any:
+    """The ``args`` of a ``ToolCall``: the parsed JSON value when the runtime
+    hands over a JSON string, the raw string when that JSON is malformed, and
+    anything already parsed as it is."""
+    if isinstance(raw, (str, bytes)):
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    return raw
+
+
+def as_text(value: Any) -> str:
+    """The ``content`` of a ``ToolResult``: strings as they are, anything else
+    as JSON, or its ``repr`` when JSON cannot carry it."""
+    if isinstance(value, str):
+        return value
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return repr(value)

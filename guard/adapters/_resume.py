@@ -1,0 +1,88 @@
+"""Rebuilding a live guard from a session log, for runtimes that call the
+guard from a fresh process each time (Claude Code command hooks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bus import Agent, AgentStatus, Bus, Event, Replay, SessionLog, ToolCall, ToolResult, UserMessage
+from guard.adapters._link import GuardLink
+from guard.config import Config
+from guard.guard import Guard
+from guard.verdicts import answers_from_log, is_guard_message
+
+__all__ = ["resume_link"]
+
+
+class _AgentState:
+    __slots__ = ("agent", "disposed", "halt_reason", "open", "step")
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.step = 0
+        self.open: dict[str, ToolCall] = {}
+        self.halt_reason: str | None = None
+        self.disposed = False
+
+
+class _Tracker:
+    """Follows each agent through a replay: its step, its unanswered calls,
+    a halt request not yet ended by a user message, whether it was disposed."""
+
+    def __init__(self) -> None:
+        self.agents: dict[str, _AgentState] = {}
+
+    def __call__(self, event: Event) -> None:
+        agent = event.agent
+        if agent is None:
+            return
+        state = self.agents.get(agent.id)
+        if state is None:
+            state = self.agents[agent.id] = _AgentState(agent)
+        state.disposed = False
+        if isinstance(event, ToolCall):
+            state.step = max(state.step, event.step)
+            state.open[event.call_id] = event
+        elif isinstance(event, ToolResult):
+            state.open.pop(event.call_id, None)
+        elif isinstance(event, UserMessage):
+            state.halt_reason = None
+        elif isinstance(event, AgentStatus):
+            if event.status == "halt-requested":
+                state.halt_reason = event.reason or "the guard requested a halt"
+            elif event.status == "disposed":
+                state.disposed = True
+
+
+async def resume_link(path: Path, session: str, config: Config | None = None) -> tuple[GuardLink, SessionLog]:
+    """A ``GuardLink`` whose guard has seen every event of the log at ``path``
+    (replayed, the guard's own messages regenerated rather than re-read), and
+    whose new events are appended to that log with their seq continued. A
+    missing log starts a new session. The caller closes the returned log."""
+    guard = Guard(config)
+    tracker = _Tracker()
+    seq = 0
+    exists = path.exists()
+    if exists:
+        # Recorded halt requests are re-published, not withheld: a runtime or
+        # plugin may have asked for one too, and the tracker must see it.
+        replay = Replay(path, withhold=is_guard_message)
+        guard.attach(replay.bus)
+        replay.bus.record(tracker)
+        with answers_from_log(guard, path):  # history never re-runs an escalation
+            await replay.run()
+        guard.detach()
+        seq = replay.seq
+    bus = Bus(seq=seq)
+    guard.attach(bus)
+    log = SessionLog(path, session=session, append=exists).attach(bus)
+    link = GuardLink(bus)
+    for state in tracker.agents.values():
+        if state.disposed:
+            continue
+        agent = link.adopt(state.agent)
+        agent.step = state.step
+        agent.halt_reason = state.halt_reason
+        for call in state.open.values():
+            agent.reopen(call)
+    return link, log

@@ -1,0 +1,31 @@
+"""The guard as Claude Agent SDK hook callbacks.
+
+``ClaudeAgentOptions(hooks=guard_hooks(link))`` registers one callback for
+each event in ``HOOK_EVENTS``; the mapping is ``ClaudeHooks``, the same one
+the ``repeat-tool-guard hook`` command uses for plain Claude Code. In
+process the guard stays live, so no state file is involved.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
+from claude_agent_sdk.types import HookEvent
+
+from guard.adapters._link import GuardLink
+from guard.adapters.claude_hooks import HOOK_EVENTS, ClaudeHooks
+from guard.config import Config
+
+__all__ = ["guard_hooks"]
+
+
+def guard_hooks(link: GuardLink | None = None, *, config: Config | None = None) -> dict[HookEvent, list[HookMatcher]]:
+    """The ``hooks`` option for ``ClaudeAgentOptions``; merge it with your own
+    hooks by extending the lists of the same event."""
+    hooks = ClaudeHooks(link if link is not None else GuardLink(config=config))
+
+    async def callback(payload: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:
+        return cast(HookJSONOutput, await hooks.handle(cast(dict[str, Any], payload)))
+
+    return {cast(HookEvent, event): [HookMatcher(hooks=[callback])] for event in HOOK_EVENTS}

@@ -1,0 +1,106 @@
+"""The guard as an MCP proxy: a server that forwards ``tools/list`` and
+``tools/call`` to an upstream MCP server, deciding each call first.
+
+Any MCP client then gets the guard without knowing it. A deny answers the
+call with ``isError: true`` and the denial as its text; the upstream tool is
+never called. MCP has no side channel for extra model-visible text, so the
+guard's messages for a call are appended to its result as extra text blocks
+(marked by ``REMINDER_PREFIX`` and ``_meta``), after the tool's own content,
+which is never changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+
+from bus import Decision
+from guard.adapters._link import AgentLink, GuardLink
+from guard.config import Config
+
+__all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy"]
+
+HALT_DENIER = "repeat-tool-guard-halt"
+"""``denied_by`` of the calls the proxy refuses after a halt request."""
+
+REMINDER_PREFIX = "[repeat-tool-guard] "
+"""Starts every guard text block, so the model reads it as a note, not tool output."""
+
+REMINDER_META_KEY = "repeat-tool-guard"
+"""Key in the ``_meta`` of a guard text block: the plugin that wrote it."""
+
+
+class Upstream(Protocol):
+    """What the proxy needs of the upstream connection (``mcp.Client`` has it)."""
+
+    async def list_tools(self, *, cursor: str | None = None) -> types.ListToolsResult: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult: ...
+
+
+def guard_proxy(
+    upstream: Upstream,
+    link: GuardLink | None = None,
+    *,
+    config: Config | None = None,
+    agent_id: str = "mcp-client",
+    name: str = "repeat-tool-guard",
+) -> Server[Any]:
+    """A server forwarding to ``upstream``; serve it over any MCP transport.
+
+    MCP cannot tell agents apart: every call through one proxy is one agent,
+    ``agent_id``; each call is its own step; no user turn ever resets the
+    guard. After a halt request every further call is denied with the halt
+    reason, since a server cannot stop its client.
+    """
+    link = link if link is not None else GuardLink(config=config)
+    agent: AgentLink | None = None
+    calls = 0
+
+    async def live() -> AgentLink:
+        nonlocal agent
+        if agent is None:
+            agent = link.agent(agent_id)
+            await agent.start()
+        return agent
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return await upstream.list_tools(cursor=params.cursor if params is not None else None)
+
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        nonlocal calls
+        agent = await live()
+        calls += 1
+        call_id = f"mcp-{calls}"
+        agent.begin_step()
+        decision = await agent.call(call_id, params.name, params.arguments)
+        if decision.allowed and agent.halt_reason is not None:
+            decision = Decision.deny(agent.halt_reason, HALT_DENIER)
+        if not decision.allowed:
+            await agent.denied(call_id, decision)
+            return _answer(agent, call_id, [types.TextContent(text=decision.reason or "")], is_error=True)
+        result = await upstream.call_tool(params.name, params.arguments)
+        text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+        await agent.result(call_id, text, is_error=bool(result.is_error))
+        notes = _notes(agent, call_id)
+        return result.model_copy(update={"content": [*result.content, *notes]}) if notes else result
+
+    return Server(name, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def _notes(agent: AgentLink, call_id: str) -> list[types.TextContent]:
+    return [
+        types.TextContent(text=REMINDER_PREFIX + m.text, _meta={REMINDER_META_KEY: m.source.plugin})
+        for m in agent.take_messages(call_id)
+    ]
+
+
+def _answer(
+    agent: AgentLink, call_id: str, content: list[types.TextContent], *, is_error: bool
+) -> types.CallToolResult:
+    return types.CallToolResult(content=[*content, *_notes(agent, call_id)], is_error=is_error)

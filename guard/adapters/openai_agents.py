@@ -1,0 +1,174 @@
+"""The guard in the OpenAI Agents SDK.
+
+``guard = RepeatToolGuard(link)`` then ``await guard.run(agent, "prompt")``
+instead of ``Runner.run``. Seams: a tool input guardrail on every function
+tool (decide; a deny is ``reject_content``, so the tool never runs and the
+model reads the denial as its output), run hooks (``on_llm_start`` numbers
+steps, ``on_tool_end`` publishes results, ``on_handoff`` starts the target
+agent), and ``RunConfig.call_model_input_filter``, which appends the guard's
+messages to the next model input as developer messages. A halt request
+raises ``HaltRequested`` from that filter, before the next model call.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+
+from agents import (
+    Agent,
+    FunctionTool,
+    RunConfig,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    RunResult,
+    Tool,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrail,
+    ToolInputGuardrailData,
+)
+from agents.run_config import CallModelData, ModelInputData
+from agents.tool_context import ToolContext
+from openai.types.responses import EasyInputMessageParam
+
+from guard.adapters._link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
+from guard.config import Config
+
+__all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
+
+_active: ContextVar[RepeatToolGuard | None] = ContextVar("repeat_tool_guard_openai_agents", default=None)
+
+
+async def _guardrail(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+    guard = _active.get()
+    if guard is None:
+        return ToolGuardrailFunctionOutput.allow()
+    return await guard._decide(data)
+
+
+TOOL_GUARDRAIL: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=_guardrail, name="repeat-tool-guard")
+"""The guardrail ``guard_tools`` adds; it acts only inside ``RepeatToolGuard.run``."""
+
+
+def guard_tools(*agents: Agent[Any]) -> None:
+    """Add ``TOOL_GUARDRAIL`` to every function tool of ``agents`` and of the
+    agents they hand off to (once; shared tools are fine)."""
+    seen: set[int] = set()
+    pending = list(agents)
+    while pending:
+        agent = pending.pop()
+        if id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        for tool in agent.tools:
+            if isinstance(tool, FunctionTool):
+                guardrails = list(tool.tool_input_guardrails or [])
+                if TOOL_GUARDRAIL not in guardrails:
+                    tool.tool_input_guardrails = [*guardrails, TOOL_GUARDRAIL]
+        pending.extend(h for h in agent.handoffs if isinstance(h, Agent))
+
+
+class RepeatToolGuard(RunHooks[Any]):
+    """One conversation's guard: each SDK ``Agent`` object seen in it is one
+    live agent, kept across ``run`` calls. A handoff target is a child of the
+    agent that handed off; an agent first seen while another runs a tool (an
+    agent used as a tool, see ``as_tool``) is a child of that agent."""
+
+    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None) -> None:
+        self.link = link if link is not None else GuardLink(config=config)
+        self._agents: dict[int, tuple[Agent[Any], AgentLink]] = {}
+
+    def agent_link(self, agent: Agent[Any]) -> AgentLink | None:
+        entry = self._agents.get(id(agent))
+        return entry[1] if entry is not None else None
+
+    async def _link_for(self, agent: Agent[Any], parent: AgentLink | None = None) -> AgentLink:
+        entry = self._agents.get(id(agent))
+        if entry is not None:
+            return entry[1]
+        if parent is None:
+            busy = [link for _, link in self._agents.values() if link.open_calls()]
+            parent = busy[-1] if busy else None
+        link = self.link.agent(agent.name or "agent", parent=parent)
+        self._agents[id(agent)] = (agent, link)
+        await link.start()
+        return link
+
+    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+        """``base`` (or a default ``RunConfig``) with the guard's model input filter,
+        run after any filter ``base`` already has."""
+        base = base if base is not None else RunConfig()
+        inner = base.call_model_input_filter
+
+        async def model_input_filter(data: CallModelData[Any]) -> ModelInputData:
+            if inner is not None:
+                result = inner(data)
+                data = replace(data, model_data=await result if not isinstance(result, ModelInputData) else result)
+            return self._filter(data)
+
+        return replace(base, call_model_input_filter=model_input_filter)
+
+    async def run(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> RunResult:
+        """``Runner.run`` with the guard: a string input, or a list that ends
+        with a user item, is a new user turn."""
+        token = _active.set(self)
+        try:
+            guard_tools(agent)
+            link = await self._link_for(agent)
+            text = _user_text(input)
+            if text is not None:
+                await link.user_message(text)
+            run_config = self.run_config(kwargs.pop("run_config", None))
+            return await Runner.run(agent, input, hooks=self, run_config=run_config, **kwargs)
+        finally:
+            _active.reset(token)
+
+    def as_tool(self, agent: Agent[Any], **kwargs: Any) -> FunctionTool:
+        """``agent.as_tool(...)`` whose inner runs are guarded too, as a subagent."""
+        guard_tools(agent)
+        return agent.as_tool(hooks=self, run_config=self.run_config(kwargs.pop("run_config", None)), **kwargs)
+
+    async def _decide(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        link = await self._link_for(data.agent)
+        context = data.context
+        decision = await link.call(context.tool_call_id, context.tool_name, parse_args(context.tool_arguments))
+        if decision.allowed:
+            return ToolGuardrailFunctionOutput.allow()
+        await link.denied(context.tool_call_id, decision)
+        return ToolGuardrailFunctionOutput.reject_content(decision.reason or "", output_info=decision.by)
+
+    def _filter(self, data: CallModelData[Any]) -> ModelInputData:
+        link = self.agent_link(data.agent)
+        if link is None:
+            return data.model_data
+        if link.halt_reason is not None:
+            raise HaltRequested(link.agent.id, link.halt_reason)
+        texts = link.take_context()
+        if not texts:
+            return data.model_data
+        notes = [EasyInputMessageParam(role="developer", content=text) for text in texts]
+        return replace(data.model_data, input=[*data.model_data.input, *notes])
+
+    async def on_llm_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], system_prompt: str | None, input_items: Any
+    ) -> None:
+        (await self._link_for(agent)).begin_step()
+
+    async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
+        await self._link_for(to_agent, parent=await self._link_for(from_agent))
+
+    async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
+        link = self.agent_link(agent)
+        if link is not None and isinstance(context, ToolContext) and link.has_call(context.tool_call_id):
+            await link.result(context.tool_call_id, as_text(result))
+
+
+def _user_text(input: str | list[Any]) -> str | None:
+    if isinstance(input, str):
+        return input
+    last = input[-1] if input else None
+    if isinstance(last, dict) and last.get("role") == "user":
+        return as_text(last.get("content"))
+    return None

@@ -1,0 +1,103 @@
+"""The runtime-neutral part of the adapters: GuardLink and AgentLink."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bus import AgentStatus, Bus, ContextMessage, ContextSource, Decision, ToolCall, ToolResult, read_log
+from bus.testing import Capture
+from guard import Config
+from guard.adapters import GuardLink, HaltRequested, as_text, parse_args
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_link_builds_a_guarded_bus_with_a_session_log(tmp_path: Path) -> None:
+    link = GuardLink(config=Config(), log=tmp_path / "s.jsonl")
+    agent = link.agent("main")
+    await agent.start()
+    for n in range(3):
+        agent.begin_step()
+        assert (await agent.call(f"c{n}", "grep", {"p": 1})).allowed
+        await agent.result(f"c{n}", "hit")
+    reader = read_log(tmp_path / "s.jsonl")
+    kinds = [type(e).__name__ for e in reader]
+    assert kinds == ["AgentStatus"] + ["ToolCall", "ToolResult"] * 3 + ["ContextMessage"]
+    assert len(agent.take_context("c2")) == 1
+
+
+async def test_your_own_bus_is_used_as_it_is(bus: Bus, capture: Capture) -> None:
+    link = GuardLink(bus)
+    agent = link.agent("main")
+    assert await agent.call("c1", "grep", {}) == Decision()
+    assert agent.step == 1, "a call before any step marks the first step"
+    await agent.result("c1", "x")
+    assert agent.pending == [], "no guard attached: nothing reminds"
+    assert [type(e) for e in capture.events] == [ToolCall, ToolResult]
+
+
+def test_link_refuses_a_bus_together_with_config(bus: Bus) -> None:
+    with pytest.raises(ValueError, match="either your own bus"):
+        GuardLink(bus, config=Config())
+
+
+async def test_messages_and_halts_reach_only_the_agent_they_name(bus: Bus) -> None:
+    link = GuardLink(bus)
+    lead, helper = link.agent("lead"), link.agent("helper", parent=link.agent("x"))
+    assert helper.agent.parent_id == "x"
+    source = ContextSource(plugin="p")
+    await bus.publish(ContextMessage(agent=lead.agent, call_id="a", source=source, text="for a"))
+    await bus.publish(ContextMessage(agent=lead.agent, call_id="b", source=source, text="for b"))
+    await bus.publish(ContextMessage(agent=None, call_id="b", source=source, text="nobody"))
+    await bus.publish(AgentStatus(agent=helper.agent, status="halt-requested"))
+    await bus.publish(AgentStatus(agent=lead.agent, status="idle"))
+    assert lead.take_context("b") == ["for b"]
+    assert lead.take_context() == ["for a"]
+    assert (lead.halt_reason, helper.halt_reason) == (None, "the guard requested a halt")
+    await helper.user_message("go on")
+    assert helper.halt_reason is None
+
+
+async def test_dispose_forgets_the_agent(bus: Bus) -> None:
+    link = GuardLink(bus)
+    agent = link.agent("main")
+    await agent.dispose()
+    assert link.links() == []
+    await bus.publish(AgentStatus(agent=agent.agent, status="halt-requested", reason="late"))
+    assert agent.halt_reason is None
+
+
+async def test_result_without_its_call_names_the_call(bus: Bus) -> None:
+    agent = GuardLink(bus).agent("main")
+    with pytest.raises(KeyError, match="no open tool call 'c9' for agent 'main'"):
+        await agent.result("c9", "x")
+    await agent.call("c1", "grep", {})
+    assert agent.open_calls() == 1
+    await agent.denied("c1", Decision.deny("no", "me"))
+    assert agent.open_calls() == 0
+
+
+def test_halt_requested_names_agent_and_reason() -> None:
+    error = HaltRequested("main", "looping")
+    assert str(error) == "repeat-tool-guard halted agent 'main': looping"
+    assert (error.agent_id, error.reason) == ("main", "looping")
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [('{"a": 1}', {"a": 1}), (b"[1]", [1]), ('{"a": ', '{"a": '), (b"\xff{", "\ufffd{"), ({"a": 1}, {"a": 1})],
+)
+def test_parse_args_keeps_malformed_json_as_the_raw_string(raw: object, parsed: object) -> None:
+    assert parse_args(raw) == parsed
+
+
+def test_as_text_encodes_non_strings_as_json_or_repr() -> None:
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<opaque>"
+
+    assert as_text("plain") == "plain"
+    assert as_text({"a": [1]}) == '{"a":[1]}'
+    assert as_text(Opaque()) == "<opaque>"

@@ -1,0 +1,260 @@
+"""pydantic-ai: the real agent loop with a scripted ``FunctionModel``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed: pip install 'repeat-tool-guard[pydantic-ai]'")
+
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.exceptions import RunCancelled
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from bus import AgentStatus, ToolCall, ToolResult, UserMessage
+from bus.testing import Capture
+from guard import GENTLE_REMINDER
+from guard.adapters import GuardLink
+from guard.adapters.pydantic_ai import REMINDER_METADATA_KEY, RepeatToolGuard
+from tests.guard.adapters.conftest import DENIAL, HALT, DenyRepeats, HaltAfter
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """pydantic-ai runs only on asyncio (it starts its runs with ``asyncio.create_task``)."""
+    return "asyncio"
+
+
+Requests = list[list[ModelMessage]]
+
+
+def _last_request_text(messages: list[ModelMessage]) -> str:
+    last = messages[-1]
+    assert isinstance(last, ModelRequest)
+    return "\n".join(str(getattr(part, "content", "")) for part in last.parts)
+
+
+def looping_model(requests: Requests, *, calls_per_turn: int | None = None) -> FunctionModel:
+    """Calls ``grep(pattern="load_config")`` again and again until the last
+    request carries a reminder or a denial (or ``calls_per_turn`` calls ran
+    since the latest user prompt), then answers in text."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        requests.append(list(messages))
+        text = _last_request_text(messages)
+        if "repeat-tool-guard test" in text or "repeating the exact same tool call" in text:
+            return ModelResponse(parts=[TextPart("I will stop repeating myself.")])
+        if calls_per_turn is not None and _calls_since_prompt(messages) >= calls_per_turn:
+            return ModelResponse(parts=[TextPart("enough for this turn")])
+        return ModelResponse(parts=[ToolCallPart("grep", {"pattern": "load_config"})])
+
+    return FunctionModel(respond)
+
+
+def _calls_since_prompt(messages: list[ModelMessage]) -> int:
+    """Tool calls the model made since it last answered in text."""
+    count = 0
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            if any(isinstance(p, TextPart) for p in message.parts):
+                return count
+            count += sum(isinstance(p, ToolCallPart) for p in message.parts)
+    return count
+
+
+def grep_agent(model: FunctionModel, guard: RepeatToolGuard, runs: list[str]) -> Agent[None, str]:
+    agent = Agent(model, capabilities=[guard], name="main")
+
+    @agent.tool_plain
+    def grep(pattern: str) -> str:
+        runs.append(pattern)
+        return "src/cfg.py:12: def load_config():"
+
+    return agent
+
+
+def _reminders(messages: list[ModelMessage]) -> list[str]:
+    """The reminder texts the model was shown (pydantic-ai renders a system
+    prompt part inside the conversation as ``<system>...</system>`` text)."""
+    return [
+        str(getattr(part, "content", ""))
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if not isinstance(part, ToolReturnPart)
+        and any(marker in str(getattr(part, "content", "")) for marker in ("repeating the exact", "Repeated tool call"))
+    ]
+
+
+async def test_reminder_reaches_the_next_model_request_after_the_result(link: GuardLink, events: Capture) -> None:
+    requests: Requests = []
+    runs: list[str] = []
+    result = await grep_agent(looping_model(requests), RepeatToolGuard(link), runs).run("find the config loader")
+
+    assert result.output == "I will stop repeating myself."
+    assert len(runs) == 3
+    assert [_reminders(r) for r in requests[:3]] == [[], [], []]
+    fourth = requests[3][-1]
+    assert isinstance(fourth, ModelRequest)
+    tool_return, shown = fourth.parts
+    assert isinstance(tool_return, ToolReturnPart)
+    assert tool_return.content == "src/cfg.py:12: def load_config():", "the tool result is not rewritten"
+    assert GENTLE_REMINDER in str(getattr(shown, "content", ""))
+    (kept,) = [
+        part
+        for message in result.all_messages()
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, SystemPromptPart) and part.metadata
+    ]
+    assert kept.content == GENTLE_REMINDER
+    assert kept.metadata == {REMINDER_METADATA_KEY: tool_return.tool_call_id}
+    calls = events.of(ToolCall)
+    assert [c.step for c in calls] == [1, 2, 3]
+    assert [e.text for e in events.of(UserMessage)] == ["find the config loader"]
+
+
+async def test_denied_call_never_runs_and_the_model_reads_the_denial(link: GuardLink, events: Capture) -> None:
+    DenyRepeats(limit=2).attach(link.bus)
+    requests: Requests = []
+    runs: list[str] = []
+    await grep_agent(looping_model(requests), RepeatToolGuard(link), runs).run("find the config loader")
+
+    assert len(runs) == 2
+    assert DENIAL.format(count=2) in _last_request_text(requests[3]), "request 4 answers the denied 3rd call"
+    denied = [r for r in events.of(ToolResult) if r.denied_by is not None]
+    assert [(r.denied_by, r.is_error, r.content) for r in denied] == [("deny-repeats", True, DENIAL.format(count=2))]
+
+
+async def test_new_user_turn_resets_the_count(link: GuardLink, events: Capture) -> None:
+    requests: Requests = []
+    runs: list[str] = []
+    agent = grep_agent(looping_model(requests, calls_per_turn=2), RepeatToolGuard(link), runs)
+    first = await agent.run("find the config loader")
+    await agent.run("and once more", message_history=first.all_messages())
+
+    assert len(runs) == 4
+    assert all(_reminders(r) == [] for r in requests)
+    assert [e.text for e in events.of(UserMessage)] == ["find the config loader", "and once more"]
+    assert len({id(c.agent) for c in events.of(ToolCall)}) == 1, "both turns are one conversation, one agent"
+    assert [s.status for s in events.of(AgentStatus)] == ["started"]
+
+
+async def test_a_run_without_a_prompt_is_no_user_turn(link: GuardLink, events: Capture) -> None:
+    agent = grep_agent(looping_model([], calls_per_turn=1), RepeatToolGuard(link), [])
+    first = await agent.run(["find the", "config loader"])
+    await agent.run(None, message_history=first.all_messages())
+    assert [e.text for e in events.of(UserMessage)] == ["find the config loader"]
+
+
+async def test_subagent_has_its_own_state_and_names_its_parent(link: GuardLink, events: Capture) -> None:
+    guard = RepeatToolGuard(link)
+    parent_requests: Requests = []
+    child_requests: Requests = []
+    runs: list[str] = []
+    parent_script = iter(["grep", "grep", "delegate", "grep", "grep"])
+
+    def parent_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parent_requests.append(list(messages))
+        if "repeating the exact same tool call" in _last_request_text(messages):
+            return ModelResponse(parts=[TextPart("parent done")])
+        tool = next(parent_script)
+        args: dict[str, Any] = {"pattern": "load_config"} if tool == "grep" else {"task": "look too"}
+        return ModelResponse(parts=[ToolCallPart(tool, args)])
+
+    child = grep_agent(looping_model(child_requests, calls_per_turn=2), guard, runs)
+    parent = Agent(FunctionModel(parent_model), capabilities=[guard], name="lead")
+
+    @parent.tool_plain
+    def grep(pattern: str) -> str:
+        runs.append(pattern)
+        return "src/cfg.py:12"
+
+    @parent.tool
+    async def delegate(ctx: RunContext[None], task: str) -> str:
+        return (await child.run(task)).output
+
+    result = await parent.run("find the config loader")
+
+    assert result.output == "parent done"
+    assert all(_reminders(r) == [] for r in child_requests), "the child's 2 calls do not add to the parent's 2"
+    assert sum(len(_reminders(r)) for r in parent_requests) == 1
+    agents = {c.agent.id: c.agent for c in events.of(ToolCall) if c.agent is not None}
+    (lead,) = [a for a in agents.values() if a.parent_id is None]
+    (sub,) = [a for a in agents.values() if a.parent_id is not None]
+    assert sub.parent_id == lead.id
+    statuses = [(s.agent.id if s.agent else None, s.status, s.parent) for s in events.of(AgentStatus)]
+    assert (sub.id, "started", lead.id) in statuses
+    assert (sub.id, "disposed", None) in statuses
+    assert [e.text for e in events.of(UserMessage)] == ["find the config loader"], "a delegated task is no user turn"
+
+
+async def test_halt_request_cancels_the_run_before_the_next_model_request(link: GuardLink) -> None:
+    HaltAfter(results=2).attach(link.bus)
+    requests: Requests = []
+    runs: list[str] = []
+    agent = grep_agent(looping_model(requests), RepeatToolGuard(link), runs)
+    with pytest.raises(RunCancelled):
+        await agent.run("find the config loader")
+    assert len(runs) == 2
+    assert len(requests) == 2
+    (main,) = link.links()
+    assert main.halt_reason == HALT
+
+
+async def test_halt_requested_during_the_user_turn_stops_the_run_before_any_model_request(link: GuardLink) -> None:
+    async def halt_on_prompt(message: UserMessage) -> None:
+        await link.bus.publish(AgentStatus(agent=message.agent, status="halt-requested", reason=HALT))
+
+    link.bus.subscribe(UserMessage, halt_on_prompt)
+    requests: Requests = []
+    with pytest.raises(RunCancelled):
+        await grep_agent(looping_model(requests), RepeatToolGuard(link), []).run("find the config loader")
+    assert requests == []
+
+
+async def test_tool_error_is_published_as_an_error_result(link: GuardLink, events: Capture) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) > 1:
+            return ModelResponse(parts=[TextPart("gave up")])
+        return ModelResponse(parts=[ToolCallPart("broken", {})])
+
+    agent = Agent(FunctionModel(respond), capabilities=[RepeatToolGuard(link)])
+
+    @agent.tool_plain
+    def broken() -> str:
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        await agent.run("go")
+    (result,) = events.of(ToolResult)
+    assert (result.is_error, result.content) == (True, "disk on fire")
+
+
+def test_constructor_rejects_a_link_with_config(link: GuardLink) -> None:
+    with pytest.raises(ValueError, match="either a GuardLink or config/bus"):
+        RepeatToolGuard(link, bus=link.bus)
+    with pytest.raises(ValueError, match="max_conversations must be >= 1"):
+        RepeatToolGuard(max_conversations=0)
+
+
+async def test_oldest_conversation_is_disposed_past_the_limit(events: Capture, link: GuardLink) -> None:
+    requests: Requests = []
+    agent = grep_agent(looping_model(requests, calls_per_turn=1), RepeatToolGuard(link, max_conversations=1), [])
+    await agent.run("one")
+    await agent.run("two")
+    statuses = [s.status for s in events.of(AgentStatus)]
+    assert statuses == ["started", "started", "disposed"]
+    assert len(link.links()) == 1
