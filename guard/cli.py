@@ -220,9 +220,6 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE")
     check.set_defaults(run=_cmd_check_config)
 
-<<<<<<< HEAD
-    _add_bench_command(commands)
-=======
     hook = commands.add_parser(
         "hook",
         help="answer one Claude Code hook: the hook's JSON on stdin, the guard's answer on stdout",
@@ -238,7 +235,8 @@ def _parser() -> argparse.ArgumentParser:
         "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
     )
     hook.set_defaults(run=_cmd_hook)
->>>>>>> main
+
+    _add_bench_command(commands)
     return parser
 
 
