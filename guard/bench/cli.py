@@ -42,7 +42,15 @@ def _run(args: argparse.Namespace) -> int:
             sections=tuple(args.only or SECTIONS),
             trio=not args.no_trio,
         )
-        rows = run(settings, progress=lambda name: print(f"bench: {name} ...", file=sys.stderr, flush=True))
+        runs = []
+        for number in range(1, args.runs + 1):
+            prefix = f"bench: run {number} of {args.runs}: " if args.runs > 1 else "bench: "
+
+            def progress(name: str, prefix: str = prefix) -> None:
+                print(f"{prefix}{name} ...", file=sys.stderr)
+
+            runs.append(run(settings, progress=progress))
+    rows = report.combine(runs)
     render = {"text": report.text, "markdown": report.markdown, "json": report.json_lines}[args.format]
     sys.stdout.write(render(rows, machine()) + "\n")
     return EXIT_OK
@@ -56,6 +64,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="Measure throughput, per-call overhead and memory, as medians over interleaved rounds, "
         "each reported as a ratio to a baseline measured in the same run (see docs/performance.md).",
     )
+    bench.add_argument("--runs", type=_positive(int), default=1, help="whole runs; each cell is their median (1)")
     bench.add_argument("--only", action="append", choices=SECTIONS, help="run just this section (repeatable)")
     bench.add_argument("--seconds", type=_positive(float), default=0.3, help="length of one timed round (0.3)")
     bench.add_argument("--repeat", type=_positive(int), default=5, help="rounds per case; the median is kept (5)")

@@ -2,11 +2,42 @@
 
 from __future__ import annotations
 
+import statistics
+
 import msgspec
 
 from guard.bench._measure import Row
 
-__all__ = ["json_lines", "markdown", "text"]
+__all__ = ["combine", "json_lines", "markdown", "text"]
+
+
+def combine(runs: list[list[Row]]) -> list[Row]:
+    """One row per case: the median over runs of its value, its microseconds
+    and its ratio (each ratio was taken within its own run), and how many
+    runs met the target. A single run is returned as it is."""
+    if len(runs) == 1:
+        return runs[0]
+    cases: dict[tuple[str, str], list[Row]] = {}
+    for rows in runs:
+        for row in rows:
+            cases.setdefault((row.section, row.name), []).append(row)
+    combined = []
+    for same in cases.values():
+        first = same[0]
+        micros = [r.micros for r in same if r.micros is not None]
+        ratios = [r.ratio for r in same if r.ratio is not None]
+        met = [r.met for r in same if r.met is not None]
+        combined.append(
+            msgspec.structs.replace(
+                first,
+                rate=statistics.median(r.rate for r in same),
+                micros=statistics.median(micros) if micros else None,
+                ratio=statistics.median(ratios) if ratios else None,
+                target=f"{first.target}, met in {sum(met)} of {len(same)} runs" if met else first.target,
+                met=sum(met) * 2 > len(same) if met else None,
+            )
+        )
+    return combined
 
 
 def _number(row: Row) -> str:

@@ -167,6 +167,17 @@ def test_a_peer_without_distribution_metadata_shows_an_unknown_version() -> None
     assert peers.version("no-such-distribution-for-repeat-tool-guard") == "?"
 
 
+def test_several_runs_report_the_median_of_each_case(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *TINY, "--format", "json", "--only", "log", "--runs", "3"]) == 0
+    out, err = capsys.readouterr()
+    _, *rows = (msgspec.json.decode(line) for line in out.splitlines() if line)
+    logged = _row(rows, "session log write", "SessionLog.write")
+    assert logged["target"].startswith(">= 50% of raw, met in ")
+    assert logged["target"].endswith(" of 3 runs")
+    assert [r["name"] for r in rows] == ["raw os.write of pre-encoded lines", "SessionLog.write"]
+    assert "bench: run 3 of 3: log ..." in err
+
+
 @pytest.mark.parametrize(("option", "value"), [("--seconds", "0"), ("--repeat", "-1"), ("--agents", "many")])
 def test_bad_sizes_are_usage_errors_naming_the_value(
     capsys: pytest.CaptureFixture[str], option: str, value: str
