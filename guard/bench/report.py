@@ -13,8 +13,9 @@ __all__ = ["combine", "json_lines", "markdown", "text"]
 
 def combine(runs: list[list[Row]]) -> list[Row]:
     """One row per case: the median over runs of its value, its microseconds
-    and its ratio (each ratio was taken within its own run), and how many
-    runs met the target. A single run is returned as it is."""
+    and its ratio (each ratio was taken within its own run), the notes of the
+    run with the median value, and how many runs met the target. A single
+    run is returned as it is."""
     if len(runs) == 1:
         return runs[0]
     cases: dict[tuple[str, str], list[Row]] = {}
@@ -23,7 +24,7 @@ def combine(runs: list[list[Row]]) -> list[Row]:
             cases.setdefault((row.section, row.name), []).append(row)
     combined = []
     for same in cases.values():
-        first = same[0]
+        first = sorted(same, key=lambda row: row.rate)[len(same) // 2]  # its notes are the median run's
         micros = [r.micros for r in same if r.micros is not None]
         ratios = [r.ratio for r in same if r.ratio is not None]
         met = [r.met for r in same if r.met is not None]
