@@ -119,21 +119,21 @@ class Bus:
 
         Publish each event object once: the stamp is written into it.
         """
-        self._seq += 1
-        force_setattr(event, "seq", self._seq)
+        self._seq = seq = self._seq + 1
+        force_setattr(event, "seq", seq)
         force_setattr(event, "ts", self._clock())
-        for recorder in self._recorders:
-            try:
-                recorder(event)
-            except Exception:
-                _log.exception("recorder failed", event_type=type(event).__name__, subscriber=_name(recorder))
-        handlers = self._handlers.get(type(event))
-        if handlers:
-            for handler in handlers:
+        recorders = self._recorders
+        if recorders:
+            for recorder in recorders:
                 try:
-                    await handler(event)
+                    recorder(event)
                 except Exception:
-                    _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=_name(handler))
+                    _log.exception("recorder failed", event_type=type(event).__name__, subscriber=_name(recorder))
+        for handler in self._handlers.get(type(event), ()):
+            try:
+                await handler(event)
+            except Exception:
+                _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=_name(handler))
 
     async def decide(self, call: ToolCall) -> Decision:
         """Publish ``call``, then ask the interceptors in order; the first deny wins.

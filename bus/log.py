@@ -82,10 +82,12 @@ class SessionLog:
             raise ValueError(f"session log {str(self.path)!r} is closed")
         buffer = self._buffer
         encode_line(item, buffer)
-        buffer.extend(b"\n")
-        view = memoryview(buffer)
-        while view:
-            view = view[os.write(self._fd, view) :]
+        buffer.append(10)  # b"\n"
+        written = os.write(self._fd, buffer)
+        if written < len(buffer):  # a short write (a full disk, a signal): finish the line
+            view = memoryview(buffer)[written:]
+            while view:
+                view = view[os.write(self._fd, view) :]
         if self._fsync:
             os.fsync(self._fd)
 

@@ -22,6 +22,7 @@ import structlog
 
 from bus import LogError
 from guard.audit import Timeline, audit
+from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config
 from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
 from guard.report import render_html, render_table
@@ -234,6 +235,8 @@ def _parser() -> argparse.ArgumentParser:
         "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
     )
     hook.set_defaults(run=_cmd_hook)
+
+    _add_bench_command(commands)
     return parser
 
 

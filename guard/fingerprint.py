@@ -150,16 +150,18 @@ def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint
         args = {k: v for k, v in args.items() if k not in ignored}
     canonical = canonical_json(args)
     name = tool.encode("utf-8", "surrogatepass")
+    digest = _BLAKE2B_16.copy()  # copying a prepared hasher is cheaper than building one
     if len(canonical) <= _JOIN_LIMIT:  # one short buffer hashes faster than three updates
-        digest = hashlib.blake2b(b"%s\x00%s" % (name, canonical), digest_size=16)
+        digest.update(b"%s\x00%s" % (name, canonical))
     else:  # no copy of a large argument
-        digest = hashlib.blake2b(name, digest_size=16)
+        digest.update(name)
         digest.update(b"\x00")
         digest.update(canonical)
     return Fingerprint(digest.digest(), canonical)
 
 
 _JOIN_LIMIT = 1 << 16
+_BLAKE2B_16 = hashlib.blake2b(digest_size=16)
 
 
 class FingerprintCache:

@@ -1,0 +1,170 @@
+"""The full path of one tool call: decide, publish the result, guard, log.
+
+A "tool call" here is what a runtime does per call: ``await bus.decide(call)``
+then ``await bus.publish(result)``, with every enabled policy and the session
+log attached, reminders included (they are published and logged too). Each
+policy that ``Config`` knows and this build implements is measured alone,
+then all together; ``todo`` rows say which ones this build lacks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bus import Agent, Bus, SessionLog, ToolCall, ToolResult
+from guard.bench import stream
+from guard.bench._measure import Case, Row, measure
+from guard.bench.settings import Settings
+from guard.config import Config
+from guard.guard import Guard, build_policies
+
+__all__ = ["bench_overrides", "fullpath", "policy_configs"]
+
+_ASK = "#!/bin/sh\necho 'Use the output you already have instead of searching again.'\n"
+
+
+def bench_overrides(tmpdir: Path) -> dict[str, dict[str, Any]]:
+    """Per-section settings the benchmark needs beyond the defaults: a real
+    ask command for ``rescue`` (it answers once; later escalations of the
+    same loop are served from the policy's advice cache)."""
+    ask = tmpdir / "ask-model"
+    ask.write_text(_ASK)
+    ask.chmod(0o700)
+    return {"rescue": {"ask_command": os.fspath(ask)}}
+
+
+_POOL = 4096
+
+
+def policy_configs(overrides: dict[str, dict[str, Any]]) -> tuple[dict[str, Config], list[str]]:
+    """A config with each implemented policy alone (and ``all`` when there
+    are several), and the sections this build does not implement yet."""
+    base = Config()
+    sections = list(Config.__struct_fields__)
+    alone: dict[str, Config] = {}
+    missing: list[str] = []
+    for name in sections:
+        changes = {
+            other: msgspec.structs.replace(
+                getattr(base, other), enabled=other == name, **(overrides.get(other, {}) if other == name else {})
+            )
+            for other in sections
+        }
+        config = Config(**changes)
+        if [p.name for p in build_policies(config)] == [name]:
+            alone[name] = config
+        else:
+            missing.append(name)
+    if len(alone) > 1:
+        alone["all"] = Config(
+            **{
+                name: msgspec.structs.replace(getattr(base, name), enabled=True, **overrides.get(name, {}))
+                for name in alone
+            }
+        )
+    return alone, missing
+
+
+def _pairs(count: int, arg_bytes: int) -> list[tuple[ToolCall, ToolResult]]:
+    agent = Agent("bench")
+    calls = stream.calls(count, agent=agent, arg_bytes=arg_bytes)
+    return list(zip(calls, stream.results(calls), strict=True))
+
+
+def _bare(pairs: list[tuple[ToolCall, ToolResult]]) -> Case:
+    mask = len(pairs) - 1
+
+    async def handler(event: Any) -> None:
+        return None
+
+    async def case(n: int) -> None:
+        for i in range(n):
+            call, result = pairs[i & mask]
+            await handler(call)
+            await handler(result)
+
+    return case
+
+
+def _path(pairs: list[tuple[ToolCall, ToolResult]], settings: Settings, config: Config | None, log: bool) -> Case:
+    mask = len(pairs) - 1
+    path = settings.tmpdir / "fullpath.jsonl"
+
+    async def case(n: int) -> None:
+        bus = Bus()
+        if config is not None:
+            Guard(config).attach(bus)
+        session: SessionLog | None = None
+        if log:
+            session = SessionLog(path).attach(bus)
+        decide, publish = bus.decide, bus.publish
+        try:
+            for i in range(n):
+                call, result = pairs[i & mask]
+                await decide(call)
+                await publish(result)
+        finally:
+            if session is not None:
+                session.close()
+                os.unlink(path)
+
+    return case
+
+
+async def fullpath(settings: Settings) -> list[Row]:
+    configs, missing = policy_configs(bench_overrides(settings.tmpdir))
+    rows: list[Row] = []
+    for label, arg_bytes in (("small arguments", 0), ("100 KB arguments", stream.LARGE_ARGS_BYTES)):
+        pairs = _pairs(_POOL if not arg_bytes else 256, arg_bytes)
+        section = f"full path per tool call, {label}"
+        cases: list[tuple[str, Case]] = [
+            ("runtime loop, no bus", _bare(pairs)),
+            ("Bus alone", _path(pairs, settings, None, log=False)),
+            ("Bus + session log", _path(pairs, settings, None, log=True)),
+        ]
+        cases.append(("Bus + remind", _path(pairs, settings, configs["remind"], log=False)))
+        cases.extend(
+            (f"Bus + {name} + session log", _path(pairs, settings, config, log=True))
+            for name, config in configs.items()
+        )
+        timings = await measure(cases, seconds=settings.seconds, repeat=settings.repeat)
+        alone = timings["Bus alone"]
+        for name, timing in timings.items():
+            target, met = "", None
+            if name == "Bus + remind + session log" and not arg_bytes:
+                target, met = ">= 300,000/s", timing.rate >= 300_000
+            rows.append(
+                Row(
+                    section=section,
+                    name=name,
+                    rate=timing.rate,
+                    unit="tool calls/s",
+                    micros=timing.micros,
+                    ratio=timing.rate / alone.rate,
+                    baseline="Bus alone",
+                    extra=_added(timing.micros, alone.micros)
+                    if name not in ("runtime loop, no bus", "Bus alone")
+                    else "",
+                    target=target,
+                    met=met,
+                )
+            )
+        rows.extend(
+            Row(
+                section=section,
+                name=f"Bus + {name} + session log",
+                rate=0.0,
+                unit="tool calls/s",
+                extra="not in this build yet",
+            )
+            for name in missing
+        )
+    return rows
+
+
+def _added(micros: float, base: float) -> str:
+    return f"+{micros - base:.2f} us over Bus alone"

@@ -1,0 +1,65 @@
+"""Runs the selected sections in one process and collects their rows."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from pathlib import Path
+
+import anyio
+
+from guard.bench._measure import Row
+from guard.bench.detection import detection
+from guard.bench.dispatch import dispatch, dispatch_on_trio
+from guard.bench.fullpath import fullpath
+from guard.bench.logwrite import log_write
+from guard.bench.memory import memory
+from guard.bench.replay import replay
+from guard.bench.settings import Settings
+
+__all__ = ["machine", "run"]
+
+_SECTIONS: dict[str, Callable[[Settings], Awaitable[list[Row]]]] = {
+    "dispatch": dispatch,
+    "fullpath": fullpath,
+    "log": log_write,
+    "replay": replay,
+    "detection": detection,
+    "memory": memory,
+}
+
+
+def run(settings: Settings, *, progress: Callable[[str], None] = lambda _: None) -> list[Row]:
+    """Every selected section on asyncio, then (if asked) the bus on trio."""
+    rows: list[Row] = []
+    for name in settings.sections:
+        progress(name)
+        rows.extend(anyio.run(_SECTIONS[name], settings, backend="asyncio"))
+        if name == "dispatch" and settings.trio:
+            progress("dispatch on trio")
+            rows.extend(anyio.run(dispatch_on_trio, settings, backend="trio"))
+    return rows
+
+
+def _cpu() -> str:
+    text = ""
+    with contextlib.suppress(OSError):
+        text = Path("/proc/cpuinfo").read_text()
+    names = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, str]:
+    """What the numbers were measured on."""
+    return {
+        "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
+        "platform": platform.platform(),
+        "cpu": _cpu(),
+        "cores": str(os.cpu_count()),
+        "msgspec": metadata.version("msgspec"),
+        "anyio": metadata.version("anyio"),
+    }
