@@ -280,7 +280,7 @@ class RescuePolicy(Policy):
     async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._tracks(call.tool, call.args):
             return None
-        fp = fingerprints.get(call.tool, call.args, self._ignore)
+        fp = fingerprints.get(call.tool, call.args, self._ignore, call_id=call.call_id)
         count, redundant = state.observe(call.tool, fp, self._window)
         if count >= self._rescue_at:
             return await self._escalate(state, _Hit(state, call, fp, count, "repeat"))
@@ -296,7 +296,7 @@ class RescuePolicy(Policy):
         if not result.is_error and self._progress.is_progress(result.tool, result.args):
             state.new_epoch()
         elif state.counts and self._tracks(result.tool, result.args):
-            digest = fingerprints.get(result.tool, result.args, self._ignore).digest
+            digest = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
             if digest in state.counts:
                 state.outputs[digest] = _cap(result.content, _QUESTION_OUTPUT)
         return None

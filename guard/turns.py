@@ -141,7 +141,7 @@ class TurnsPolicy(Policy):
         return _AgentTurns(max(self._threshold, 1))
 
     async def on_call(self, state: _AgentTurns, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
-        note = self._observe(state, call.tool, call.args, call.step, fingerprints)
+        note = self._observe(state, call.tool, call.args, call.step, call.call_id, fingerprints)
         if note is None:
             return None
         state.calls[call.call_id] = note
@@ -169,7 +169,7 @@ class TurnsPolicy(Policy):
             # unless it belongs to a turn that is already over.
             if state.step is not None and result.step < state.step:
                 return None
-            note = self._observe(state, result.tool, result.args, result.step, fingerprints)
+            note = self._observe(state, result.tool, result.args, result.step, result.call_id, fingerprints)
             if note is None:
                 return None
         rung = state.ladder.get(note.pair)
@@ -210,7 +210,13 @@ class TurnsPolicy(Policy):
             state.reset()
 
     def _observe(
-        self, state: _AgentTurns, tool: str, args: object, step: int, fingerprints: FingerprintCache
+        self,
+        state: _AgentTurns,
+        tool: str,
+        args: object,
+        step: int,
+        call_id: str,
+        fingerprints: FingerprintCache,
     ) -> _Note | None:
         """Place one call in its turn and decide what it counts as; ``None``
         for an exempt tool."""
@@ -221,7 +227,7 @@ class TurnsPolicy(Policy):
             state.calls.clear()
         if not self._filter.tracks(tool):
             return None
-        pair = fingerprints.get(tool, args).digest
+        pair = fingerprints.get(tool, args, call_id=call_id).digest
         if state.turn_step != step:
             if state.ladder:
                 previous = state.turn
