@@ -148,10 +148,7 @@ def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint
     if ignore and isinstance(args, dict):
         ignored = ignore if isinstance(ignore, (frozenset, set)) else frozenset(ignore)
         args = {k: v for k, v in args.items() if k not in ignored}
-    try:
-        canonical = _sorted_encoder.encode(args)  # the common case, without a call
-    except Exception:
-        canonical = canonical_json(args)
+    canonical = canonical_json(args)
     name = tool.encode("utf-8", "surrogatepass")
     digest = _BLAKE2B_16.copy()  # copying a prepared hasher is cheaper than building one
     if len(canonical) <= _JOIN_LIMIT:  # one short buffer hashes faster than three updates
