@@ -242,3 +242,29 @@ async def test_user_messages_without_an_agent_are_ignored(bus: Bus, capture: Cap
     await bus.publish(UserMessage(agent=None, text="broadcast"))
     await _call(bus, agent, "c3")
     assert [m.call_id for m in capture.of(ContextMessage)] == ["c3"]
+
+
+@pytest.mark.anyio
+async def test_action_events_follow_a_logging_reconfiguration_made_after_the_guard(
+    bus: Bus, agent: Agent, request: pytest.FixtureRequest
+) -> None:
+    import logging
+
+    import structlog
+
+    request.addfinalizer(structlog.reset_defaults)
+    Guard(Config(remind=RemindConfig(thresholds=(2, 3, 4)))).attach(bus)
+    with capture_logs() as before:
+        await _call(bus, agent, "c1")
+        await _call(bus, agent, "c2")
+    assert [e["event"] for e in before] == ["guard.remind"]
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    with capture_logs() as filtered:
+        await _call(bus, agent, "c3")
+    assert filtered == []
+
+    structlog.reset_defaults()
+    with capture_logs() as after:
+        await _call(bus, agent, "c4")
+    assert [(e["event"], e["count"]) for e in after] == [("guard.remind", 4)]
