@@ -21,11 +21,9 @@ import msgspec
 import structlog
 
 from bus import LogError
-from guard.audit import Timeline, audit
 from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config
 from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
-from guard.report import render_html, render_table
 from guard.verdicts import Verdict, replay_log
 
 __all__ = ["main"]
@@ -134,6 +132,11 @@ def _progress_bar(stream: TextIO) -> Callable[[int, int, str], None]:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    # Imported here: every start of the CLI (each Claude Code hook call among
+    # them) would otherwise pay for the audit and its report.
+    from guard.audit import Timeline, audit
+    from guard.report import render_html, render_table
+
     config = load_config(args.config) if args.config else None
     timelines: list[Timeline] | None = [] if args.html else None
     progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None

@@ -8,7 +8,9 @@ loop guards, and memory per idle agent. Peers are optional
 """
 
 from guard.bench._measure import Row
-from guard.bench.runner import machine, run
 from guard.bench.settings import SECTIONS, Settings
 
-__all__ = ["SECTIONS", "Row", "Settings", "machine", "run"]
+# ``guard.bench.runner`` (``run``, ``machine``) is left to be imported where it
+# is used: the command line registers ``bench`` on every start, including
+# every Claude Code hook invocation, and must not pay for the sections.
+__all__ = ["SECTIONS", "Row", "Settings"]

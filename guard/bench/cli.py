@@ -8,8 +8,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from guard.bench import report
-from guard.bench.runner import machine, run
 from guard.bench.settings import SECTIONS, Settings
 
 __all__ = ["add_command"]
@@ -31,6 +29,9 @@ def _positive(kind: Callable[[str], float | int]) -> Callable[[str], float | int
 
 
 def _run(args: argparse.Namespace) -> int:
+    from guard.bench import report
+    from guard.bench.runner import machine, run
+
     with tempfile.TemporaryDirectory(prefix="rtg-bench-", dir=args.tmpdir) as tmp:
         settings = Settings(
             tmpdir=Path(tmp),
