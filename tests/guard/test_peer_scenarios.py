@@ -296,7 +296,7 @@ async def test_fifth_identical_turn_draws_an_advisory_quoting_the_result(run: Ru
 
 async def test_a_harness_intent_field_hides_the_loop_unless_ignored(run: Run, anyio_backend: str) -> None:
     """oh-my-pi ``canonicalizes argument key order and ignores harness intent
-    fields``: its harness adds an intent field (``_i``) to every call, worded
+    fields``: its harness adds an intent field (``_i`` here) to every call, worded
     anew each time. FINDING: exact matching makes every call distinct, so no
     policy sees the loop; only ``rescue`` can be told (``ignored_args``), and
     its default list (seed 003, issue 3) does not name intent fields."""
@@ -406,7 +406,7 @@ async def test_the_gentle_reminder_comes_at_the_first_threshold_whatever_it_is(r
     with thresholds ``2,4`` it never sends it (seed 000 fixes this in the
     port). Ours: gentle at 2, detailed at 4."""
     out = await run([call("grep", {"pattern": "TODO"})] * 4, remind={"thresholds": (2, 4)})
-    assert out.verdicts["remind"] == [(2, "remind"), (4, "remind")]
+    assert out.verdicts == {"remind": [(2, "remind"), (4, "remind")], "turns": [], "rescue": [(3, "deny"), (4, "deny")]}
     assert out.texts["remind"][0].startswith("You are repeating the exact same tool call")
     assert out.texts["remind"][1].startswith("Repeated tool call detected:\n- tool: grep\n- consecutive_calls: 4")
 
@@ -445,8 +445,8 @@ async def test_the_same_failing_edit_retried(run: Run, anyio_backend: str) -> No
 
 async def test_polling_a_changing_status_is_nagged_unless_excluded(run: Run, anyio_backend: str) -> None:
     """Polling a CI run whose status changes. FINDING: every policy treats it
-    as a loop by default (oh-my-pi's no-progress veto and OpenHands compare
-    results, ours never do). ``rescue``'s ``exclude_commands`` frees the one
+    as a loop by default (OpenHands compares results and would not; ours
+    never do). ``rescue``'s ``exclude_commands`` frees the one
     command; ``remind`` and ``turns`` can only exempt the whole ``bash`` tool."""
     polls = [call("bash", {"command": "gh run view 42"}, "in_progress" if n < 5 else "completed") for n in range(6)]
     out = await run(polls)
