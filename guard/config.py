@@ -175,6 +175,10 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         "apply_patch",
         "create_file",
         "notebook_edit",
+        "write_file",
+        "replace",
+        "str_replace_based_edit_tool",
+        "file_editor",
     )
     mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
     escalation_tools: tuple[str, ...] = ("mcp__claude__*",)

@@ -57,7 +57,17 @@ class ProgressRule:
         self._commands = [re.compile(p) for p in mutating_commands]
 
     def is_progress(self, tool: str, args: Any) -> bool:
+        if self.edits_by_tool(tool, args):
+            return True
         command = args.get("command") if isinstance(args, dict) else None
-        if self._tools is not None and self._tools.tracks(loose_tool_name(tool)):
-            return not (isinstance(command, str) and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)
         return isinstance(command, str) and any(p.search(command) for p in self._commands)
+
+    def edits_by_tool(self, tool: str, args: Any) -> bool:
+        """Whether the call is an editing tool's (``mutating_tools``, not a
+        read-only sub-command). Its arguments alone say what it changes, so
+        the same arguments again change nothing; a shell command's effect
+        depends on more than its text."""
+        if self._tools is None or not self._tools.tracks(loose_tool_name(tool)):
+            return False
+        command = args.get("command") if isinstance(args, dict) else None
+        return not (isinstance(command, str) and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

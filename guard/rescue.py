@@ -8,6 +8,8 @@ Observations only count while nothing changes: a successful call that
 changed something (``guard.progress``: a mutating tool, or a shell command
 that edits files), or a genuine user message, starts a new progress epoch and
 voids them all, which is what lets an edit-build-edit-build cycle through.
+The same edit made again (identical arguments to the editing call that
+opened the epoch) changed nothing and is not progress.
 
 At ``nudge_at`` occurrences the call is denied before it runs and the
 guidance becomes its result. At ``rescue_at`` occurrences (or when
@@ -186,6 +188,7 @@ class _AgentState:
         "counts",
         "epoch",
         "last_ask",
+        "opener",
         "outputs",
         "pending",
         "redundant",
@@ -206,12 +209,16 @@ class _AgentState:
         self.advice: dict[bytes, str] = {}
         self.pending: dict[bytes, _Pending] = {}
         self.epoch = 0
+        self.opener: bytes | None = None
         self.task = ""
         self.used = 0
         self.last_ask: float | None = None
 
-    def new_epoch(self) -> None:
+    def new_epoch(self, opener: bytes | None = None) -> None:
+        """Void every observation. ``opener`` is the digest of the editing
+        call that made the progress, if one did."""
         self.epoch += 1
+        self.opener = opener
         self.window.clear()
         self.counts.clear()
         self.seen.clear()
@@ -294,7 +301,12 @@ class RescuePolicy(Policy):
         if result.denied_by is not None:
             return None
         if not result.is_error and self._progress.is_progress(result.tool, result.args):
-            state.new_epoch()
+            opener = None
+            if self._progress.edits_by_tool(result.tool, result.args):
+                opener = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
+                if opener == state.opener:
+                    return None  # the edit that opened this epoch, made again: it changed nothing
+            state.new_epoch(opener)
         elif state.counts and self._tracks(result.tool, result.args):
             digest = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
             if digest in state.counts:

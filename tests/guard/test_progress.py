@@ -38,6 +38,10 @@ def test_loose_names_ignore_case_and_separators(name: str, loose: str) -> None:
         ("apply_patch", "*** Begin Patch"),  # Codex custom tool: raw string input
         ("str_replace_editor", {"command": "str_replace", "path": "a.py"}),  # OpenHands
         ("str_replace_editor", {"command": "create", "path": "a.py"}),
+        ("write_file", {"file_path": "a.ts", "content": ""}),  # gemini-cli
+        ("replace", {"file_path": "a.ts", "old_string": "x", "new_string": "y"}),
+        ("str_replace_based_edit_tool", {"command": "str_replace", "path": "a.py"}),  # Claude API text editor
+        ("file_editor", {"command": "insert", "path": "a.py"}),  # OpenHands SDK
     ],
 )
 def test_editing_tools_are_progress_however_spelled(rule: ProgressRule, tool: str, args: Any) -> None:
@@ -45,8 +49,19 @@ def test_editing_tools_are_progress_however_spelled(rule: ProgressRule, tool: st
 
 
 @pytest.mark.parametrize("sub", ["view", "VIEW ", "read"])
-def test_a_read_only_subcommand_of_an_editing_tool_is_not_progress(rule: ProgressRule, sub: str) -> None:
-    assert not rule.is_progress("str_replace_editor", {"command": sub, "path": "a.py"})
+@pytest.mark.parametrize("tool", ["str_replace_editor", "str_replace_based_edit_tool", "file_editor"])
+def test_a_read_only_subcommand_of_an_editing_tool_is_not_progress(rule: ProgressRule, tool: str, sub: str) -> None:
+    assert not rule.is_progress(tool, {"command": sub, "path": "a.py"})
+    assert not rule.edits_by_tool(tool, {"command": sub, "path": "a.py"})
+
+
+def test_only_an_editing_tool_edits_by_tool(rule: ProgressRule) -> None:
+    """An editing tool's arguments say what it changes; a shell command's
+    effect depends on more than its text (``curl url > page.html``)."""
+    assert rule.edits_by_tool("Write", {"file_path": "a.py", "content": "x"})
+    assert not rule.edits_by_tool("bash", {"command": "sed -i s/a/b/ f"})
+    assert rule.is_progress("bash", {"command": "sed -i s/a/b/ f"})
+    assert not ProgressRule((), DEFAULT_MUTATING_COMMANDS).edits_by_tool("Write", {"file_path": "a.py"})
 
 
 @pytest.mark.parametrize(

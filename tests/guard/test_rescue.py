@@ -242,6 +242,38 @@ async def test_no_mutating_tools_means_only_user_messages_make_progress(session:
     assert (await s.call("main", "grep", GREP)).denied_by is None
 
 
+async def test_the_same_edit_again_is_not_progress(session: Session, anyio_backend: str) -> None:
+    """Writing the same content again changed nothing: the build it feeds is
+    a loop (all three policies missed it before; see docs/policies/peers.md)."""
+    s = session()
+    await s.start("main")
+    write = {"file_path": "a.py", "content": "print(1)\n"}
+    outcomes = []
+    for _ in range(3):
+        outcomes.append((await s.call("main", "Write", write)).denied_by)
+        outcomes.append((await s.call("main", "bash", {"command": "pytest -q"}, "1 failed")).denied_by)
+    assert outcomes == [None, None, None, None, None, "loop-rescue"]
+
+
+async def test_a_different_edit_after_the_same_one_is_progress_again(session: Session, anyio_backend: str) -> None:
+    s = session()
+    await s.start("main")
+    first, second = {"file_path": "a.py", "content": "x = 1\n"}, {"file_path": "a.py", "content": "x = 2\n"}
+    for write in (first, first, second, first, second):
+        await s.call("main", "Write", write)
+        assert (await s.call("main", "bash", {"command": "pytest -q"}, "1 failed")).denied_by is None
+
+
+async def test_the_same_shell_edit_again_is_still_progress(session: Session, anyio_backend: str) -> None:
+    """A shell command's effect depends on more than its text (a redirected
+    download, a generator): only editing tools are compared."""
+    s = session()
+    await s.start("main")
+    for _ in range(4):
+        await s.call("main", "bash", {"command": "curl -s http://localhost/status > status.json"})
+        assert (await s.call("main", "read", {"path": "status.json"})).denied_by is None
+
+
 async def test_user_message_starts_a_new_epoch(session: Session, anyio_backend: str) -> None:
     s = session()
     await s.start("main")

@@ -24,6 +24,11 @@ def test_defaults_are_the_seeds() -> None:
         "apply_patch",
         "create_file",
         "notebook_edit",
+        # beyond the seed: the editing tools of gemini-cli, the Claude API text editor, the OpenHands SDK
+        "write_file",
+        "replace",
+        "str_replace_based_edit_tool",
+        "file_editor",
     )
     assert (config.ask_command, config.ask_model, config.log_file) == ("~/.local/bin/ask-claude", "opus", "")
     assert Config().rescue.enabled is False
