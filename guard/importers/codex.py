@@ -10,6 +10,8 @@ a step. See ``docs/importers/codex.md``.
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +32,10 @@ _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 _MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
 _REJECTED = ("exec command rejected by user", "patch rejected by user", "rejected by user")
+# The header newer versions put before a command's output: "Exit code: N"
+# (shell, shell_command) or "Process exited with code N" (exec_command).
+_EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)$", re.MULTILINE)
+_HEADER_LINES = 6
 
 
 def _sniff(sample: Sample) -> str | None:
@@ -56,11 +62,16 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 
 def _output(raw: Any) -> tuple[str, bool]:
     """A tool output's text and whether it failed. Shell outputs are a JSON
-    string ``{"output", "metadata": {"exit_code"}}``; older ones an object
-    ``{"content", "success"}``; others plain text."""
+    string ``{"output", "metadata": {"exit_code"}}``, or (newer versions) text
+    whose header names the exit code; older ones an object ``{"content",
+    "success"}``; others plain text."""
     if isinstance(raw, dict):
         return text_of(raw.get("content")), raw.get("success") is False
     text = raw if isinstance(raw, str) else text_of(raw)
+    header, found, _ = text.partition("\nOutput:")
+    if found and header.count("\n") < _HEADER_LINES:
+        match = _EXIT_LINE.search(header)
+        return text, match is not None and match.group(1) != "0"
     if text.startswith("{"):
         try:
             parsed = msgspec.json.decode(text)
@@ -85,6 +96,7 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
     step = 0
     in_response = False
     last_user: tuple[str, str] | None = None
+    unnamed = itertools.count(1)
     for line in read_jsonl(sample.path, b.report):
         ts = parse_time(line.get("timestamp")) or ts
         payload = line.get("payload")
@@ -112,7 +124,9 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
         else:
             in_response = False
         if kind in _CALLS:
-            call_id = str(payload.get("call_id") or payload.get("id") or f"call-{step}")
+            # A local_shell_call made through the chat completions API has
+            # call_id null (its id is not written): each is still a call.
+            call_id = str(payload.get("call_id") or payload.get("id") or f"unnamed-{next(unnamed)}")
             if kind == "function_call":
                 tool, args = str(payload.get("name")), parse_args(payload.get("arguments"))
             elif kind == "custom_tool_call":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,48 @@ def test_rollout_without_session_meta_is_named_after_its_file(tmp_path: Path) ->
     path = write_lines(tmp_path / "rollout-x.jsonl", [_item({"type": "reasoning"})])
     (session,) = open_sessions(path)
     assert session.session == "rollout-x"
+
+
+def test_exit_codes_in_the_output_header_of_newer_shell_tools(tmp_path: Path) -> None:
+    # shell/shell_command outputs open with "Exit code: N"; exec_command's
+    # (unified exec) with a chunk header holding "Process exited with code N",
+    # or "Process running with session ID" while the command still runs.
+    outputs = {
+        "shell-ok": "Exit code: 0\nWall time: 0.2 seconds\nOutput:\nok\n",
+        "shell-fail": "Exit code: 1\nWall time: 0.1 seconds\nTotal output lines: 1\nOutput:\nE   assert 1 == 2\n",
+        "exec-fail": "Chunk ID: 5f2a\nWall time: 1.0 seconds\nProcess exited with code 2\n"
+        "Original token count: 9\nOutput:\nmake: *** [all] Error 2\n",
+        "exec-running": "Chunk ID: 77aa\nWall time: 10.0 seconds\nProcess running with session ID 3\n"
+        "Original token count: 4\nOutput:\nserving on :8000\n",
+        "prose": "Notes\n" * 8 + "Exit code: 1\nOutput:\nnot a header",
+    }
+    lines: list[dict[str, object]] = []
+    for second, (call_id, output) in enumerate(outputs.items()):
+        arguments = json.dumps({"cmd": call_id})
+        lines.append(
+            _item({"type": "function_call", "name": "exec_command", "arguments": arguments, "call_id": call_id}, second)
+        )
+        lines.append(_item({"type": "function_call_output", "call_id": call_id, "output": output}, second))
+    evts = only(write_lines(tmp_path / "rollout.jsonl", lines))
+    results = {r.call_id: r for r in of(evts, ToolResult)}
+    assert {k: r.is_error for k, r in results.items()} == {
+        "shell-ok": False,
+        "shell-fail": True,
+        "exec-fail": True,
+        "exec-running": False,
+        "prose": False,
+    }
+    assert results["exec-fail"].content == outputs["exec-fail"]
+
+
+def test_local_shell_calls_without_a_call_id_are_each_a_call(tmp_path: Path) -> None:
+    # Through the chat completions API a local_shell_call has call_id null
+    # (its id is not written to the rollout).
+    def shell(command: str, second: int) -> dict[str, object]:
+        action = {"type": "exec", "command": ["bash", "-lc", command]}
+        return _item({"type": "local_shell_call", "call_id": None, "status": "completed", "action": action}, second)
+
+    session = next(open_sessions(write_lines(tmp_path / "rollout.jsonl", [shell("ls", 1), shell("pwd", 1)])))
+    evts = list(session.events())
+    assert [(c.call_id, c.args["command"][-1]) for c in calls(evts)] == [("unnamed-1", "ls"), ("unnamed-2", "pwd")]
+    assert not session.report.skipped
