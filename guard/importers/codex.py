@@ -30,6 +30,7 @@ _LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_con
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 _MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
+_BARE_ITEMS = _MODEL_ITEMS | _OUTPUTS | {"message"}
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
 _REJECTED = ("exec command rejected by user", "patch rejected by user", "rejected by user")
 # The header newer versions put before a command's output: "Exit code: N"
@@ -38,16 +39,33 @@ _EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)$", re
 _HEADER_LINES = 6
 
 
+def _is_bare(sample: Sample) -> bool:
+    """Whether ``sample`` is a rollout of the bare layout (before September
+    2025): a first line ``{id, timestamp, instructions, git}`` without a
+    ``type``, then response items without the envelope and
+    ``{"record_type": "state"}`` markers."""
+    if not sample.lines:
+        return False
+    head, rest = sample.lines[0], sample.lines[1:]
+    if "type" in head or not ("id" in head and "timestamp" in head):
+        return False
+    return any("record_type" in line or line.get("type") in _BARE_ITEMS for line in rest)
+
+
 def _sniff(sample: Sample) -> str | None:
     for line in sample.lines:
         if line.get("type") in _LINE_TYPES and "payload" in line:
             return None
-    return "no line is a {type, payload} rollout item"
+    if _is_bare(sample):
+        return None
+    return "no line is a {type, payload} rollout item (nor a bare-layout {id, timestamp} header and items)"
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
     session = path.stem
+    if _is_bare(sample) and sample.lines[0].get("id"):
+        session = str(sample.lines[0]["id"])
     for line in sample.lines:
         payload = line.get("payload")
         if line.get("type") == "session_meta" and isinstance(payload, dict) and payload.get("id"):
@@ -91,13 +109,30 @@ def _user_text(payload: dict[str, Any]) -> str | None:
     return text
 
 
+def _lines(sample: Sample, b: Builder) -> Iterator[dict[str, Any]]:
+    """The rollout's lines in the envelope layout. A bare-layout rollout's
+    items are wrapped as ``response_item``s; its header and state markers
+    are dropped, and its items, which carry no time, take the header's."""
+    lines = read_jsonl(sample.path, b.report)
+    if not _is_bare(sample):
+        yield from lines
+        return
+    for line in lines:
+        if "record_type" in line:
+            continue
+        if "type" not in line:
+            yield {"timestamp": line.get("timestamp"), "type": "session_meta", "payload": line}
+        else:
+            yield {"type": "response_item", "payload": line}
+
+
 def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
     ts = 0.0
     step = 0
     in_response = False
     last_user: tuple[str, str] | None = None
     unnamed = itertools.count(1)
-    for line in read_jsonl(sample.path, b.report):
+    for line in _lines(sample, b):
         ts = parse_time(line.get("timestamp")) or ts
         payload = line.get("payload")
         if not isinstance(payload, dict):

@@ -7,8 +7,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bus import ToolCall, ToolResult, UserMessage
-from guard.importers import open_sessions
+from guard.importers import UnknownFormatError, detect_format, open_sessions
 from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
 
 POMODORO = "codex/codex-pomodor-timer.jsonl"
@@ -151,3 +153,48 @@ def test_local_shell_calls_without_a_call_id_are_each_a_call(tmp_path: Path) -> 
     evts = list(session.events())
     assert [(c.call_id, c.args["command"][-1]) for c in calls(evts)] == [("unnamed-1", "ls"), ("unnamed-2", "pwd")]
     assert not session.report.skipped
+
+
+def test_bare_layout_rollout_before_the_payload_envelope(tmp_path: Path) -> None:
+    # Rollouts written before September 2025: a header line without a type,
+    # response items without the {timestamp, type, payload} envelope, and
+    # state markers; no per-line times.
+    shell = {"type": "function_call", "name": "shell", "arguments": '{"command": ["bash", "-lc", "ls"]}'}
+    lines = [
+        {"id": "0198f1c2-aaaa", "timestamp": "2025-08-20T10:00:00.000Z", "instructions": None, "git": {}},
+        {"record_type": "state"},
+        {
+            "type": "message",
+            "id": None,
+            "role": "user",
+            "content": [{"type": "input_text", "text": "<environment_context>"}],
+        },
+        {"type": "message", "id": None, "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+        {"record_type": "state"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"},
+        shell | {"call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": {"content": "a.py", "success": True}},
+        shell | {"call_id": "call_2"},
+        {"type": "function_call_output", "call_id": "call_2", "output": {"content": "boom", "success": False}},
+    ]
+    path = write_lines(tmp_path / "rollout-2025-08-20T10-00-00-0198f1c2.jsonl", lines)
+    assert detect_format(path) == "codex"
+    (session,) = open_sessions(path)
+    assert session.session == "0198f1c2-aaaa"
+    evts = list(session.events())
+    assert [m.text for m in of(evts, UserMessage)] == ["list files"]
+    assert [(c.call_id, c.step, c.ts) for c in calls(evts)] == [
+        ("call_1", 1, iso("2025-08-20T10:00:00Z")),
+        ("call_2", 2, iso("2025-08-20T10:00:00Z")),
+    ]
+    assert [(r.content, r.is_error) for r in of(evts, ToolResult)] == [("a.py", False), ("boom", True)]
+    assert not session.report.skipped
+
+
+def test_a_header_line_alone_is_not_a_rollout(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "x.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}, {"note": 1}])
+    with pytest.raises(UnknownFormatError):
+        detect_format(path)
+    lonely = write_lines(tmp_path / "y.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}])
+    with pytest.raises(UnknownFormatError):
+        detect_format(lonely)
