@@ -66,9 +66,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     out: TextIO = sys.stdout
 
     outcome = anyio.run(
-        lambda: replay_log(
-            args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json), live_asks=args.ask
-        )
+        lambda: replay_log(args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json), live_asks=args.ask)
     )
     report = outcome.report
     counts = outcome.counts()
@@ -200,7 +198,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("src", metavar="SRC", help="a transcript file")
     imp.add_argument(
-        "--from", dest="format", choices=list(FORMATS), metavar="FORMAT",
+        "--from",
+        dest="format",
+        choices=list(FORMATS),
+        metavar="FORMAT",
         help=f"its format, one of {', '.join(FORMATS)} (default: detected)",
     )
     imp.add_argument("-o", "--output", metavar="OUT.jsonl", required=True, help="the session log to write")

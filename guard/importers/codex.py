@@ -10,6 +10,8 @@ a step. See ``docs/importers/codex.md``.
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,20 +30,42 @@ _LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_con
 _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 _MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
+_BARE_ITEMS = _MODEL_ITEMS | _OUTPUTS | {"message"}
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
 _REJECTED = ("exec command rejected by user", "patch rejected by user", "rejected by user")
+# The header newer versions put before a command's output: "Exit code: N"
+# (shell, shell_command) or "Process exited with code N" (exec_command).
+_EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)$", re.MULTILINE)
+_HEADER_LINES = 6
+
+
+def _is_bare(sample: Sample) -> bool:
+    """Whether ``sample`` is a rollout of the bare layout (before September
+    2025): a first line ``{id, timestamp, instructions, git}`` without a
+    ``type``, then response items without the envelope and
+    ``{"record_type": "state"}`` markers."""
+    if not sample.lines:
+        return False
+    head, rest = sample.lines[0], sample.lines[1:]
+    if "type" in head or not ("id" in head and "timestamp" in head):
+        return False
+    return any("record_type" in line or line.get("type") in _BARE_ITEMS for line in rest)
 
 
 def _sniff(sample: Sample) -> str | None:
     for line in sample.lines:
         if line.get("type") in _LINE_TYPES and "payload" in line:
             return None
-    return "no line is a {type, payload} rollout item"
+    if _is_bare(sample):
+        return None
+    return "no line is a {type, payload} rollout item (nor a bare-layout {id, timestamp} header and items)"
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
     session = path.stem
+    if _is_bare(sample) and sample.lines[0].get("id"):
+        session = str(sample.lines[0]["id"])
     for line in sample.lines:
         payload = line.get("payload")
         if line.get("type") == "session_meta" and isinstance(payload, dict) and payload.get("id"):
@@ -56,11 +80,16 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 
 def _output(raw: Any) -> tuple[str, bool]:
     """A tool output's text and whether it failed. Shell outputs are a JSON
-    string ``{"output", "metadata": {"exit_code"}}``; older ones an object
-    ``{"content", "success"}``; others plain text."""
+    string ``{"output", "metadata": {"exit_code"}}``, or (newer versions) text
+    whose header names the exit code; older ones an object ``{"content",
+    "success"}``; others plain text."""
     if isinstance(raw, dict):
         return text_of(raw.get("content")), raw.get("success") is False
     text = raw if isinstance(raw, str) else text_of(raw)
+    header, found, _ = text.partition("\nOutput:")
+    if found and header.count("\n") < _HEADER_LINES:
+        match = _EXIT_LINE.search(header)
+        return text, match is not None and match.group(1) != "0"
     if text.startswith("{"):
         try:
             parsed = msgspec.json.decode(text)
@@ -80,12 +109,30 @@ def _user_text(payload: dict[str, Any]) -> str | None:
     return text
 
 
+def _lines(sample: Sample, b: Builder) -> Iterator[dict[str, Any]]:
+    """The rollout's lines in the envelope layout. A bare-layout rollout's
+    items are wrapped as ``response_item``s; its header and state markers
+    are dropped, and its items, which carry no time, take the header's."""
+    lines = read_jsonl(sample.path, b.report)
+    if not _is_bare(sample):
+        yield from lines
+        return
+    for line in lines:
+        if "record_type" in line:
+            continue
+        if "type" not in line:
+            yield {"timestamp": line.get("timestamp"), "type": "session_meta", "payload": line}
+        else:
+            yield {"type": "response_item", "payload": line}
+
+
 def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
     ts = 0.0
     step = 0
     in_response = False
     last_user: tuple[str, str] | None = None
-    for line in read_jsonl(sample.path, b.report):
+    unnamed = itertools.count(1)
+    for line in _lines(sample, b):
         ts = parse_time(line.get("timestamp")) or ts
         payload = line.get("payload")
         if not isinstance(payload, dict):
@@ -112,7 +159,9 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
         else:
             in_response = False
         if kind in _CALLS:
-            call_id = str(payload.get("call_id") or payload.get("id") or f"call-{step}")
+            # A local_shell_call made through the chat completions API has
+            # call_id null (its id is not written): each is still a call.
+            call_id = str(payload.get("call_id") or payload.get("id") or f"unnamed-{next(unnamed)}")
             if kind == "function_call":
                 tool, args = str(payload.get("name")), parse_args(payload.get("arguments"))
             elif kind == "custom_tool_call":

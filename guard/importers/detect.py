@@ -68,7 +68,12 @@ def open_sessions(path: str | os.PathLike[str], format: str | None = None) -> It
 
 
 def belongs_to_session(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a subagent's transcript whose session file is
-    present, so a directory walk leaves it to that session's import."""
+    """Whether ``path`` is imported with another file, so a directory walk
+    leaves it to that file's import: a subagent's transcript whose session
+    file is present, or a later event file of an OpenHands V1 conversation."""
     file = Path(path)
-    return claude_code.belongs_to_session(file) or gemini_cli.belongs_to_session(file)
+    return (
+        claude_code.belongs_to_session(file)
+        or gemini_cli.belongs_to_session(file)
+        or openhands.belongs_to_session(file)
+    )

@@ -1,6 +1,7 @@
-"""OpenHands (V0) event trajectories.
+"""OpenHands event trajectories: V0 (``action``/``observation`` events) and
+V1 (software-agent-sdk ``kind``-tagged events, see ``_openhands_v1``).
 
-Two forms: a trajectory file, a JSON list of events (or ``{"history": [...]}``),
+V0 comes in two forms: a trajectory file, a JSON list of events (or ``{"history": [...]}``),
 which is one session; and an evaluation ``output.jsonl``, where each line is
 one benchmark instance whose ``history`` is that event list: each line is
 imported as its own session, named by its ``instance_id``. An agent action
@@ -13,13 +14,15 @@ requested them. See ``docs/importers/openhands.md``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
+from guard.importers import _openhands_v1 as v1
 from guard.importers._session import Builder, ImportedSession, ImportReport, parse_args, parse_time, text_of
 from guard.importers._source import Format, Sample, read_jsonl
 
-__all__ = ["FORMAT"]
+__all__ = ["FORMAT", "belongs_to_session"]
 
 NAME = "openhands"
 MAIN = "main"
@@ -51,18 +54,62 @@ def _is_events(value: Any) -> bool:
     )
 
 
+def _v1_form(sample: Sample) -> str | None:
+    """Which V1 form ``sample`` is: ``folder`` (one event file of a
+    conversation's ``events/``), ``list`` or ``lines``; ``None`` if not V1."""
+    doc = sample.document
+    if v1.is_event(doc) and v1.is_event_file(sample.path):
+        return "folder"
+    if isinstance(doc, list) and any(v1.is_event(e) for e in doc[:20]):
+        return "list"
+    if any(v1.is_event(line) for line in sample.lines):
+        return "lines"
+    return None
+
+
 def _sniff(sample: Sample) -> str | None:
     doc = sample.document
     if _is_events(doc) or (isinstance(doc, dict) and _is_events(doc.get("history"))):
         return None
     if sample.lines and any(isinstance(line.get("history"), list) and "instance_id" in line for line in sample.lines):
         return None
-    return "neither a list of {source, action|observation} events nor JSON Lines of {instance_id, history}"
+    if _v1_form(sample) is not None:
+        return None
+    return (
+        "neither a list of {source, action|observation} events, JSON Lines of {instance_id, history},"
+        " nor V1 {kind, source} events"
+    )
+
+
+def belongs_to_session(path: Path) -> bool:
+    """Whether ``path`` is part of a V1 conversation folder imported from its
+    first event file."""
+    return v1.is_later_event_file(path)
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
     doc = sample.document
+    form = _v1_form(sample)
+    if form == "folder":
+        conversation = path.parent.parent
+        yield ImportedSession(
+            format=NAME,
+            session=conversation.name,
+            path=path,
+            label=str(conversation),
+            produce=lambda b: v1.events(v1.event_files(path.parent, b.report), b),
+        )
+        return
+    if form is not None:
+        yield ImportedSession(
+            format=NAME,
+            session=path.stem,
+            path=path,
+            label=str(path),
+            produce=lambda b: v1.events(doc if form == "list" else read_jsonl(path, b.report), b),
+        )
+        return
     if _is_events(doc) or isinstance(doc, dict):
         history = doc if isinstance(doc, list) else doc.get("history", [])
         yield ImportedSession(

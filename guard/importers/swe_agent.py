@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bus import AnyEvent
-from guard.importers._chat import function_calls
+from guard.importers._chat import CallIds, function_calls
 from guard.importers._session import Builder, ImportedSession, text_of
 from guard.importers._source import Format, Sample
 
@@ -59,6 +59,7 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
     step = 0
     acted = False
     waiting: str | None = None
+    issued = CallIds()
     for message in history:
         if not isinstance(message, dict) or message.get("is_demo"):
             continue
@@ -74,12 +75,11 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                 waiting = f"step-{step}"
                 calls = [(waiting, action.split()[0], {"command": action})]
             for call_id, tool, args in calls:
-                yield from b.call(MAIN, call_id, step, tool, args, 0.0)
+                yield from b.call(MAIN, issued.issue(call_id, step), step, tool, args, 0.0)
         elif role == "tool":
-            ids = message.get("tool_call_ids") or [message.get("tool_call_id")]
-            for call_id in ids:
+            for call_id in message.get("tool_call_ids") or [message.get("tool_call_id")]:
                 is_error, denied = _outcome(text)
-                yield from b.result(MAIN, str(call_id), text, 0.0, is_error=is_error, denied_by=denied)
+                yield from b.result(MAIN, issued.answer(str(call_id)), text, 0.0, is_error=is_error, denied_by=denied)
         elif role == "user":
             if not acted:
                 if text.strip():

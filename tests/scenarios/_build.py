@@ -294,6 +294,8 @@ async def _turns_issue_report(s: Script) -> None:
     sed = {"command": "sed -n '1,80p' packages/agent/src/settings-schema.ts"}
     for _ in range(9):
         await s.call("main", "bash", sed, "import { z } from 'zod';\nexport const Settings = z.object({ ... });")
+
+
 # ---------------------------------------------------------------- rescue (seed 003)
 
 _RESCUE_ADVICE = """\
@@ -563,6 +565,8 @@ async def _ask_unavailable(s: Script) -> None:
     for _ in range(6):
         await s.call("main", "grep", grep, "no matches", seconds=2)
     await s.call("main", "grep", grep, "no matches", seconds=48)
+
+
 @scenario("remind/thresholds_normalized", "[remind]\nthresholds = [4, 2]\n")
 async def _thresholds_normalized(s: Script) -> None:
     """Thresholds written [4, 2] act as [2, 4]: gentle at the 2nd identical

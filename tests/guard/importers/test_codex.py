@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bus import ToolCall, ToolResult, UserMessage
-from guard.importers import open_sessions
+from guard.importers import UnknownFormatError, detect_format, open_sessions
 from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
 
 POMODORO = "codex/codex-pomodor-timer.jsonl"
@@ -105,3 +108,93 @@ def test_rollout_without_session_meta_is_named_after_its_file(tmp_path: Path) ->
     path = write_lines(tmp_path / "rollout-x.jsonl", [_item({"type": "reasoning"})])
     (session,) = open_sessions(path)
     assert session.session == "rollout-x"
+
+
+def test_exit_codes_in_the_output_header_of_newer_shell_tools(tmp_path: Path) -> None:
+    # shell/shell_command outputs open with "Exit code: N"; exec_command's
+    # (unified exec) with a chunk header holding "Process exited with code N",
+    # or "Process running with session ID" while the command still runs.
+    outputs = {
+        "shell-ok": "Exit code: 0\nWall time: 0.2 seconds\nOutput:\nok\n",
+        "shell-fail": "Exit code: 1\nWall time: 0.1 seconds\nTotal output lines: 1\nOutput:\nE   assert 1 == 2\n",
+        "exec-fail": "Chunk ID: 5f2a\nWall time: 1.0 seconds\nProcess exited with code 2\n"
+        "Original token count: 9\nOutput:\nmake: *** [all] Error 2\n",
+        "exec-running": "Chunk ID: 77aa\nWall time: 10.0 seconds\nProcess running with session ID 3\n"
+        "Original token count: 4\nOutput:\nserving on :8000\n",
+        "prose": "Notes\n" * 8 + "Exit code: 1\nOutput:\nnot a header",
+    }
+    lines: list[dict[str, object]] = []
+    for second, (call_id, output) in enumerate(outputs.items()):
+        arguments = json.dumps({"cmd": call_id})
+        lines.append(
+            _item({"type": "function_call", "name": "exec_command", "arguments": arguments, "call_id": call_id}, second)
+        )
+        lines.append(_item({"type": "function_call_output", "call_id": call_id, "output": output}, second))
+    evts = only(write_lines(tmp_path / "rollout.jsonl", lines))
+    results = {r.call_id: r for r in of(evts, ToolResult)}
+    assert {k: r.is_error for k, r in results.items()} == {
+        "shell-ok": False,
+        "shell-fail": True,
+        "exec-fail": True,
+        "exec-running": False,
+        "prose": False,
+    }
+    assert results["exec-fail"].content == outputs["exec-fail"]
+
+
+def test_local_shell_calls_without_a_call_id_are_each_a_call(tmp_path: Path) -> None:
+    # Through the chat completions API a local_shell_call has call_id null
+    # (its id is not written to the rollout).
+    def shell(command: str, second: int) -> dict[str, object]:
+        action = {"type": "exec", "command": ["bash", "-lc", command]}
+        return _item({"type": "local_shell_call", "call_id": None, "status": "completed", "action": action}, second)
+
+    session = next(open_sessions(write_lines(tmp_path / "rollout.jsonl", [shell("ls", 1), shell("pwd", 1)])))
+    evts = list(session.events())
+    assert [(c.call_id, c.args["command"][-1]) for c in calls(evts)] == [("unnamed-1", "ls"), ("unnamed-2", "pwd")]
+    assert not session.report.skipped
+
+
+def test_bare_layout_rollout_before_the_payload_envelope(tmp_path: Path) -> None:
+    # Rollouts written before September 2025: a header line without a type,
+    # response items without the {timestamp, type, payload} envelope, and
+    # state markers; no per-line times.
+    shell = {"type": "function_call", "name": "shell", "arguments": '{"command": ["bash", "-lc", "ls"]}'}
+    lines = [
+        {"id": "0198f1c2-aaaa", "timestamp": "2025-08-20T10:00:00.000Z", "instructions": None, "git": {}},
+        {"record_type": "state"},
+        {
+            "type": "message",
+            "id": None,
+            "role": "user",
+            "content": [{"type": "input_text", "text": "<environment_context>"}],
+        },
+        {"type": "message", "id": None, "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+        {"record_type": "state"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"},
+        shell | {"call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": {"content": "a.py", "success": True}},
+        shell | {"call_id": "call_2"},
+        {"type": "function_call_output", "call_id": "call_2", "output": {"content": "boom", "success": False}},
+    ]
+    path = write_lines(tmp_path / "rollout-2025-08-20T10-00-00-0198f1c2.jsonl", lines)
+    assert detect_format(path) == "codex"
+    (session,) = open_sessions(path)
+    assert session.session == "0198f1c2-aaaa"
+    evts = list(session.events())
+    assert [m.text for m in of(evts, UserMessage)] == ["list files"]
+    assert [(c.call_id, c.step, c.ts) for c in calls(evts)] == [
+        ("call_1", 1, iso("2025-08-20T10:00:00Z")),
+        ("call_2", 2, iso("2025-08-20T10:00:00Z")),
+    ]
+    assert [(r.content, r.is_error) for r in of(evts, ToolResult)] == [("a.py", False), ("boom", True)]
+    assert not session.report.skipped
+
+
+def test_a_header_line_alone_is_not_a_rollout(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "x.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}, {"note": 1}])
+    with pytest.raises(UnknownFormatError):
+        detect_format(path)
+    lonely = write_lines(tmp_path / "y.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}])
+    with pytest.raises(UnknownFormatError):
+        detect_format(lonely)

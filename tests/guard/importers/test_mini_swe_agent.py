@@ -73,3 +73,118 @@ def test_synthetic_errors_timeouts_and_tool_messages(tmp_path: Path) -> None:
     assert [(c.call_id, c.step) for c in calls(evts)] == [("step-1", 1), ("step-2", 2), ("t", 4)]
     assert [r.is_error for r in of(evts, ToolResult)] == [True, True, False]
     assert [m.text for m in of(evts, UserMessage)] == ["fix"]
+
+
+def _v2(messages: list[object]) -> dict[str, object]:
+    return {"info": {"mini_version": "2.0.0"}, "messages": messages, "trajectory_format": "mini-swe-agent-1.1"}
+
+
+def test_version_2_tool_calls_use_the_recorded_actions_and_return_codes(tmp_path: Path) -> None:
+    # mini-swe-agent 2 (litellm tool calling): the actions it ran sit in
+    # extra.actions, each output's return code in extra.returncode, and every
+    # message has extra.timestamp.
+    def response(at: float, *commands: tuple[str, str]) -> dict[str, object]:
+        return {
+            "role": "assistant",
+            "content": "thinking",
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": c})}}
+                for i, c in commands
+            ],
+            "extra": {"actions": [{"command": c, "tool_call_id": i} for i, c in commands], "timestamp": at},
+        }
+
+    def output(at: float, call_id: str, code: int, text: str) -> dict[str, object]:
+        extra = {"raw_output": text, "returncode": code, "timestamp": at}
+        return {"role": "tool", "tool_call_id": call_id, "content": text, "extra": extra}
+
+    messages = [
+        {"role": "system", "content": "you are"},
+        {"role": "user", "content": "fix the bug"},
+        response(1000.0, ("c1", "pytest -x"), ("c2", "git status")),
+        output(1001.0, "c1", 1, "1 failed"),
+        output(1002.0, "c2", 0, "clean"),
+        response(1010.0, ("c1", "pytest -x")),
+        output(1011.0, "c1", -1, ""),
+        {"role": "exit", "content": "Submitted", "extra": {"exit_status": "Submitted"}},
+    ]
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(_v2(messages)))
+    evts = only(path)
+    assert [(c.call_id, c.step, c.args, c.ts) for c in calls(evts)] == [
+        ("c1", 1, {"command": "pytest -x"}, 1000.0),
+        ("c2", 1, {"command": "git status"}, 1000.0),
+        ("c1@2", 2, {"command": "pytest -x"}, 1010.0),
+    ]
+    assert [(r.call_id, r.is_error, r.ts) for r in of(evts, ToolResult)] == [
+        ("c1", True, 1001.0),
+        ("c2", False, 1002.0),
+        ("c1@2", True, 1011.0),
+    ]
+
+
+def test_version_2_text_actions_follow_the_configured_regex(tmp_path: Path) -> None:
+    # A text-based config may use its own action regex: the recorded action
+    # is the call even when the block is not ```bash.
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "<cmd>ls -la</cmd>", "extra": {"actions": [{"command": "ls -la"}, "junk"]}},
+        {"role": "user", "content": "listing", "extra": {"returncode": 0}},
+    ]
+    path = tmp_path / "text.traj.json"
+    path.write_text(json.dumps(_v2(messages)))
+    evts = only(path)
+    assert [(c.call_id, c.args) for c in calls(evts)] == [("step-1", {"command": "ls -la"})]
+    assert [(r.content, r.is_error) for r in of(evts, ToolResult)] == [("listing", False)]
+
+
+def test_version_2_responses_api_items(tmp_path: Path) -> None:
+    # The *_response models store the Responses API object itself and answer
+    # with function_call_output items.
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1700000000,
+        "output": [
+            {"type": "reasoning", "summary": []},
+            {"type": "function_call", "call_id": "fc1", "name": "bash", "arguments": '{"command": "cat a.py"}'},
+        ],
+    }
+    no_actions = {
+        "id": "resp_2",
+        "object": "response",
+        "output": [{"type": "function_call", "call_id": "fc2", "name": "bash", "arguments": "{}"}],
+    }
+    messages = [
+        {"role": "user", "content": "task"},
+        response,
+        {"type": "function_call_output", "call_id": "fc1", "output": "print(1)", "extra": {"returncode": 0}},
+        no_actions,
+        {"type": "function_call_output", "call_id": "fc2", "output": "boom", "extra": {"returncode": 2}},
+    ]
+    path = tmp_path / "resp.traj.json"
+    path.write_text(json.dumps(_v2(messages)))
+    evts = only(path)
+    assert [(c.call_id, c.step, c.args, c.ts) for c in calls(evts)] == [
+        ("fc1", 1, {"command": "cat a.py"}, 1700000000.0),
+        ("fc2", 2, {}, 1700000000.0),
+    ]
+    assert [(r.content, r.is_error) for r in of(evts, ToolResult)] == [("print(1)", False), ("boom", True)]
+
+
+def test_a_bare_message_list_is_a_trajectory(tmp_path: Path) -> None:
+    # mini-swe-agent's own test data keeps just the message list.
+    messages = [
+        {"role": "system", "content": "you are"},
+        {"role": "user", "content": "Please solve this issue: x"},
+        {"role": "assistant", "content": "Run it:\n\n```mswea_bash_command\necho hi\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\nhi\n</output>"},
+    ]
+    path = tmp_path / "local.traj.json"
+    path.write_text(json.dumps(messages))
+    assert detect_format(path) == "mini-swe-agent"
+    session = next(open_sessions(path))
+    assert session.session == "local"
+    evts = list(session.events())
+    assert [c.args for c in calls(evts)] == [{"command": "echo hi"}]
+    assert [m.text for m in of(evts, UserMessage)] == ["Please solve this issue: x"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from bus import ToolCall, ToolResult, UserMessage
 from guard import canonical_json
-from guard.importers import open_sessions
+from guard.importers import belongs_to_session, open_sessions
 from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
 
 
@@ -145,3 +145,148 @@ def test_history_document_and_torn_evaluation_output(tmp_path: Path) -> None:
     assert [s.session for s in sessions] == ["i1", "line-2"]
     assert sessions[-1].report.skipped == {"torn": 1}
     assert len(calls(list(sessions[1].events()))) == 4
+
+
+def _v1_conversation() -> list[dict[str, Any]]:
+    """A V1 (software-agent-sdk) event stream, written the way the SDK
+    serialises its events: a kind tag on each, the model's tool call beside
+    the parsed action, observations naming the tool call they answer."""
+    clock = iter(range(100))
+
+    def event(kind: str, source: str, **fields: Any) -> dict[str, Any]:
+        second = next(clock)
+        eid = f"{second:08x}-0000-4000-8000-000000000000"
+        return {
+            "id": eid,
+            "timestamp": f"2026-06-16T05:39:{second:02d}.000001",
+            "source": source,
+            "kind": kind,
+            **fields,
+        }
+
+    def action(response: str, call_id: str, command: str) -> dict[str, Any]:
+        arguments = json.dumps({"command": command, "security_risk": "LOW"})
+        return event(
+            "ActionEvent",
+            "agent",
+            thought=[{"type": "text", "text": "let me look"}],
+            action={"command": command, "is_input": False, "kind": "TerminalAction"},
+            tool_name="terminal",
+            tool_call_id=call_id,
+            tool_call={"id": call_id, "name": "terminal", "arguments": arguments},
+            llm_response_id=response,
+        )
+
+    def observation(call_id: str, text: str, exit_code: int) -> dict[str, Any]:
+        body = {
+            "content": [{"type": "text", "text": text}],
+            "is_error": False,
+            "exit_code": exit_code,
+            "kind": "TerminalObservation",
+        }
+        return event(
+            "ObservationEvent",
+            "environment",
+            tool_name="terminal",
+            tool_call_id=call_id,
+            observation=body,
+            action_id="a",
+        )
+
+    return [
+        event("SystemPromptEvent", "agent", system_prompt={"type": "text", "text": "You are OpenHands"}, tools=[]),
+        event("ConversationStateUpdateEvent", "environment", key="execution_status", value="running"),
+        event(
+            "MessageEvent", "user", llm_message={"role": "user", "content": [{"type": "text", "text": "fix the test"}]}
+        ),
+        action("r1", "c1", "pytest -x"),
+        action("r1", "c2", "git status"),
+        observation("c1", "1 failed", 1),
+        observation("c2", "clean", 0),
+        event(
+            "MessageEvent",
+            "agent",
+            llm_message={"role": "assistant", "content": [{"type": "text", "text": "hmm"}]},
+            llm_response_id="r2",
+        ),
+        action("r3", "c3", "rm -rf build"),
+        event(
+            "UserRejectObservation",
+            "user",
+            tool_name="terminal",
+            tool_call_id="c3",
+            rejection_reason="no",
+            rejection_source="hook",
+            action_id="b",
+        ),
+        event("AgentErrorEvent", "agent", tool_name="terminal", tool_call_id="c9", error="unknown tool"),
+        action("r4", "c4", "pytest -x"),
+        event("AgentErrorEvent", "agent", tool_name="terminal", tool_call_id="c4", error="sandbox died"),
+        event("MessageEvent", "user", llm_message={"role": "user", "content": []}),
+        event(
+            "ActionEvent",
+            "agent",
+            action={"command": "ls", "kind": "TerminalAction"},
+            tool_name="terminal",
+            tool_call_id="c5",
+        ),
+        event(
+            "ActionEvent", "agent", tool_call={"id": "c6", "name": "finish"}, tool_call_id="c6", llm_response_id="r6"
+        ),
+        event("ActionEvent", "agent", tool_call={"id": "c7", "name": "grep", "arguments": "{}"}, tool_call_id="c7"),
+        {"id": "z", "kind": "SomeFutureEvent", "source": "agent"},
+    ]
+
+
+def test_v1_events_as_json_lines(tmp_path: Path) -> None:
+    session = next(open_sessions(write_lines(tmp_path / "events.jsonl", _v1_conversation())))
+    assert session.format == "openhands"
+    evts = list(session.events())
+    assert [m.text for m in of(evts, UserMessage)] == ["fix the test"]
+    assert [(c.call_id, c.step, c.tool, c.args) for c in calls(evts)] == [
+        ("c1", 1, "terminal", {"command": "pytest -x", "security_risk": "LOW"}),
+        ("c2", 1, "terminal", {"command": "git status", "security_risk": "LOW"}),
+        ("c3", 3, "terminal", {"command": "rm -rf build", "security_risk": "LOW"}),
+        ("c4", 4, "terminal", {"command": "pytest -x", "security_risk": "LOW"}),
+        ("c5", 5, "terminal", {"command": "ls"}),  # no recorded tool call: the action, minus its kind
+        ("c7", 7, "grep", {}),  # finish (c6) is a response, not a call
+    ]
+    assert [(r.call_id, r.content, r.is_error, r.denied_by) for r in of(evts, ToolResult)] == [
+        ("c1", "1 failed", True, None),
+        ("c2", "clean", False, None),
+        ("c3", "no", True, "hook"),
+        ("c4", "sandbox died", True, None),
+    ]
+    assert calls(evts)[0].ts == iso("2026-06-16T05:39:03.000001")
+    assert not session.report.skipped  # the error for a call never made is not an orphan
+
+
+def test_v1_conversation_folder_is_one_session_from_its_first_event(tmp_path: Path) -> None:
+    conversation = tmp_path / "conversations" / "7c1f0e9a2b3d4c5e"
+    folder = conversation / "events"
+    folder.mkdir(parents=True)
+    (conversation / "base_state.json").write_text(json.dumps({"id": "7c1f0e9a2b3d4c5e", "agent": {}}))
+    stream = _v1_conversation()
+    for index, event in enumerate(stream):
+        (folder / f"event-{index:05d}-{event['id'][:8]}-aaaa.json").write_text(json.dumps(event))
+    (folder / "event-00099-deadbeef-bad.json").write_text('{"kind": "ActionEv')
+    (folder / "notes.json").write_text("{}")
+    first = folder / "event-00000-00000000-aaaa.json"
+    assert not belongs_to_session(first)
+    assert belongs_to_session(folder / "event-00003-00000003-aaaa.json")
+    assert belongs_to_session(conversation / "base_state.json")
+    assert not belongs_to_session(tmp_path / "base_state.json")
+    (session,) = open_sessions(folder / "event-00004-00000004-aaaa.json")
+    assert (session.session, session.label) == ("7c1f0e9a2b3d4c5e", str(conversation))
+    assert len(calls(list(session.events()))) == 6
+    assert session.report.skipped == {"invalid-json": 1}
+
+
+def test_v1_events_as_a_json_list(tmp_path: Path) -> None:
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps(_v1_conversation()[2:]))
+    evts = only(path)
+    assert [c.call_id for c in calls(evts)] == ["c1", "c2", "c3", "c4", "c5", "c7"]
+    one = tmp_path / "event.json"  # a lone event outside an events/ folder
+    one.write_text(json.dumps(_v1_conversation()[3]))
+    assert [c.call_id for c in calls(only(one))] == ["c1"]

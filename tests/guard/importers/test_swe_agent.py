@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from bus import ToolCall, ToolResult, UserMessage
+from guard.importers import open_sessions
 from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only
 
 
@@ -82,3 +83,40 @@ def test_synthetic_history_with_demo_parallel_calls_and_blocklist(tmp_path: Path
     blocked = of(evts, ToolResult)[-1]
     assert (blocked.is_error, blocked.denied_by) == (True, "blocklist")
     assert [m.text for m in of(evts, UserMessage)] == ["solve the issue"]
+
+
+def test_a_tool_call_id_reused_in_a_later_turn_is_a_new_call(tmp_path: Path) -> None:
+    # SWE-agent's replayed demonstrations (and some providers) give a call
+    # the id an earlier turn's call had; each turn is still a new call.
+    def turn(call_id: str, command: str) -> dict[str, object]:
+        arguments = json.dumps({"command": command})
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": call_id, "function": {"name": "bash", "arguments": arguments}}],
+        }
+
+    history = [
+        {"role": "user", "content": "fix it"},
+        turn("call_run", "python repro.py"),
+        {"role": "tool", "content": "344", "tool_call_ids": ["call_run"]},
+        turn("call_run", "ls"),
+        {"role": "tool", "content": "setup.py", "tool_call_ids": ["call_run"]},
+        turn("call_run", "python repro.py"),
+        {"role": "tool", "content": "345", "tool_call_ids": ["call_run"]},
+    ]
+    path = tmp_path / "replay.traj"
+    path.write_text(json.dumps({"history": history}))
+    session = next(open_sessions(path))
+    evts = list(session.events())
+    assert [(c.call_id, c.args["command"]) for c in calls(evts)] == [
+        ("call_run", "python repro.py"),
+        ("call_run@2", "ls"),
+        ("call_run@3", "python repro.py"),
+    ]
+    assert [(r.call_id, r.content) for r in of(evts, ToolResult)] == [
+        ("call_run", "344"),
+        ("call_run@2", "setup.py"),
+        ("call_run@3", "345"),
+    ]
+    assert not session.report.skipped

@@ -1,0 +1,141 @@
+"""OpenHands V1 (software-agent-sdk) conversations.
+
+A V1 conversation is a folder ``<conversation id>/`` holding ``base_state.json``
+and ``events/event-<index>-<event id>.json``, one event per file, each tagged
+with its class in ``kind``. The same events also travel as a JSON list or as
+JSON Lines (one event per line). An ``ActionEvent`` is a tool call (``tool_call``
+holds the arguments exactly as the model wrote them); the observation events
+(``ObservationEvent``, ``UserRejectObservation``, ``AgentErrorEvent``) answer
+it by ``tool_call_id``. Calls share a step when one model response
+(``llm_response_id``) requested them. See ``docs/importers/openhands.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bus import AnyEvent
+from guard.importers._session import Builder, ImportReport, parse_args, parse_time, text_of
+
+__all__ = ["event_files", "events", "is_event", "is_event_file", "is_later_event_file"]
+
+MAIN = "main"
+
+_EVENT_FILE = re.compile(r"^event-(\d{5,})-[0-9a-fA-F-]{8,}\.json$")
+_KINDS = frozenset(
+    {
+        "ActionEvent",
+        "ObservationEvent",
+        "UserRejectObservation",
+        "AgentErrorEvent",
+        "MessageEvent",
+        "SystemPromptEvent",
+        "ConversationStateUpdateEvent",
+        "Condensation",
+        "CondensationRequest",
+        "CondensationSummaryEvent",
+        "PauseEvent",
+        "TokenEvent",
+        "LLMCompletionLogEvent",
+        "HookExecutionEvent",
+        "ConversationErrorEvent",
+    }
+)
+_ANSWERS = frozenset({"ObservationEvent", "UserRejectObservation", "AgentErrorEvent"})
+_NOT_CALLS = frozenset({"finish", "think"})  # as in V0: a response, not a tool call
+
+
+def is_event(value: Any) -> bool:
+    """Whether ``value`` is a V1 event: a ``kind`` this module knows, with a ``source``."""
+    return isinstance(value, dict) and value.get("kind") in _KINDS and "source" in value
+
+
+def is_event_file(path: Path) -> bool:
+    return path.parent.name == "events" and _EVENT_FILE.match(path.name) is not None
+
+
+def is_later_event_file(path: Path) -> bool:
+    """Whether ``path`` is an event file other than a conversation's first
+    (``event-00000-…``), or the ``base_state.json`` beside ``events/``: a
+    directory walk imports the conversation once, from its first event."""
+    if path.name == "base_state.json":
+        return (path.parent / "events").is_dir()
+    match = _EVENT_FILE.match(path.name)
+    return path.parent.name == "events" and match is not None and int(match.group(1)) > 0
+
+
+def event_files(folder: Path, report: ImportReport) -> Iterator[Any]:
+    """The events of an ``events/`` folder in index order; a file that does
+    not decode is skipped and counted as ``invalid-json``."""
+    numbered = []
+    for path in folder.glob("event-*.json"):
+        match = _EVENT_FILE.match(path.name)
+        if match is not None:
+            numbered.append((int(match.group(1)), path))
+    for _, path in sorted(numbered):
+        try:
+            yield msgspec.json.decode(path.read_bytes())
+        except (OSError, msgspec.DecodeError):
+            report.skip("invalid-json")
+
+
+def _text(value: Any) -> str:
+    return text_of(value.get("content")) if isinstance(value, dict) else ""
+
+
+def _call_args(event: dict[str, Any]) -> Any:
+    call = event.get("tool_call")
+    if isinstance(call, dict) and "arguments" in call:
+        return parse_args(call["arguments"])
+    action = event.get("action")
+    return {k: v for k, v in action.items() if k != "kind"} if isinstance(action, dict) else {}
+
+
+def _answer(event: dict[str, Any]) -> tuple[str, bool, str | None]:
+    """An observation's text, whether it failed, and who denied the call."""
+    kind = event["kind"]
+    if kind == "UserRejectObservation":
+        return str(event.get("rejection_reason") or ""), True, str(event.get("rejection_source") or "user")
+    if kind == "AgentErrorEvent":
+        return str(event.get("error") or ""), True, None
+    observation = event.get("observation")
+    observation = observation if isinstance(observation, dict) else {}
+    code = observation.get("exit_code")
+    failed = observation.get("is_error") is True or (isinstance(code, int) and not isinstance(code, bool) and code != 0)
+    return _text(observation), failed, None
+
+
+def events(stream: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
+    ts = 0.0
+    step = 0
+    response: object = None
+    for event in stream:
+        if not is_event(event):
+            continue
+        ts = parse_time(event.get("timestamp")) or ts
+        kind = event["kind"]
+        if kind == "MessageEvent" and event.get("source") == "user":
+            text = _text(event.get("llm_message"))
+            if text.strip():
+                yield from b.user(MAIN, text, ts)
+        elif kind in ("ActionEvent", "MessageEvent") and event.get("source") == "agent":
+            this_response = event.get("llm_response_id")
+            if this_response is None or this_response != response:
+                step += 1
+                response = this_response
+            call = event.get("tool_call")
+            tool = event.get("tool_name") or (call.get("name") if isinstance(call, dict) else None)
+            if kind == "ActionEvent" and tool not in _NOT_CALLS:
+                call_id = str(event.get("tool_call_id") or f"event-{event.get('id')}")
+                yield from b.call(MAIN, call_id, step, str(tool), _call_args(event), ts)
+        elif kind in _ANSWERS:
+            call_id = str(event.get("tool_call_id"))
+            if kind == "AgentErrorEvent" and not b.was_called(MAIN, call_id):
+                continue  # a malformed call that never became an action
+            text, failed, denied = _answer(event)
+            yield from b.result(MAIN, call_id, text, ts, is_error=failed, denied_by=denied)
