@@ -123,13 +123,16 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     ``threshold`` consecutive turns draw one advisory (0 switches the policy
     off); if the call goes on, ``deny_after`` more turns deny it and
     ``halt_after`` more after that request a halt (0 switches a rung off).
-    ``exempt`` tools are invisible to it. ``summary_chars`` caps the quoted
+    ``exempt`` tools, and calls whose shell ``command`` matches one of
+    ``exempt_commands`` (deliberate polling through a shell tool), are
+    invisible to it. ``summary_chars`` caps the quoted
     last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
     overrides ``threshold`` when the guard is built (``apply_environment``).
     """
 
     threshold: int = 5
     exempt: tuple[str, ...] = ()
+    exempt_commands: tuple[str, ...] = ()
     deny_after: int = 2
     halt_after: int = 2
     summary_chars: int = 200
@@ -143,6 +146,8 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             )
         _check_patterns("turns.exempt", self.exempt)
         force_setattr(self, "exempt", tuple(self.exempt))
+        _check_regexes("turns.exempt_commands", self.exempt_commands)
+        force_setattr(self, "exempt_commands", tuple(self.exempt_commands))
         _check_int("turns.deny_after", self.deny_after, 0)
         _check_int("turns.halt_after", self.halt_after, 0)
         _check_int("turns.summary_chars", self.summary_chars, 1)

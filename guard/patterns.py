@@ -1,11 +1,13 @@
-"""Tool-name patterns: ``*`` is a wildcard, every other character is literal."""
+"""Which calls a policy looks at: tool-name patterns (``*`` is a wildcard,
+every other character is literal) and regexes over a shell command."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["ToolFilter", "compile_pattern"]
+__all__ = ["CommandPatterns", "ToolFilter", "compile_pattern", "shell_command"]
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
@@ -35,3 +37,24 @@ class ToolFilter:
                 self._memo.clear()
             self._memo[tool] = tracked
         return tracked
+
+
+def shell_command(args: Any) -> str | None:
+    """A call's top-level string ``command`` argument (a shell command, or an
+    editing tool's sub-command), or ``None`` when it has none."""
+    command = args.get("command") if isinstance(args, dict) else None
+    return command if isinstance(command, str) else None
+
+
+class CommandPatterns:
+    """Regular expressions searched (``re.search``) in a call's top-level
+    string ``command`` argument; a call without one matches none."""
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        self._patterns = [re.compile(p) for p in patterns]
+
+    def match(self, args: Any) -> bool:
+        if not self._patterns:
+            return False
+        command = shell_command(args)
+        return command is not None and any(p.search(command) for p in self._patterns)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from guard.patterns import ToolFilter
+from guard.patterns import CommandPatterns, ToolFilter, shell_command
 
 __all__ = ["DEFAULT_MUTATING_COMMANDS", "ProgressRule", "loose_tool_name"]
 
@@ -54,13 +54,10 @@ class ProgressRule:
     def __init__(self, mutating_tools: Iterable[str], mutating_commands: Iterable[str]) -> None:
         patterns = [loose_tool_name(p) for p in mutating_tools]
         self._tools = ToolFilter(patterns) if patterns else None
-        self._commands = [re.compile(p) for p in mutating_commands]
+        self._commands = CommandPatterns(mutating_commands)
 
     def is_progress(self, tool: str, args: Any) -> bool:
-        if self.edits_by_tool(tool, args):
-            return True
-        command = args.get("command") if isinstance(args, dict) else None
-        return isinstance(command, str) and any(p.search(command) for p in self._commands)
+        return self.edits_by_tool(tool, args) or self._commands.match(args)
 
     def edits_by_tool(self, tool: str, args: Any) -> bool:
         """Whether the call is an editing tool's (``mutating_tools``, not a
@@ -69,5 +66,5 @@ class ProgressRule:
         depends on more than its text."""
         if self._tools is None or not self._tools.tracks(loose_tool_name(tool)):
             return False
-        command = args.get("command") if isinstance(args, dict) else None
-        return not (isinstance(command, str) and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)
+        command = shell_command(args)
+        return not (command is not None and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

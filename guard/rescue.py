@@ -24,7 +24,6 @@ budget and falls back to the free local denial.
 from __future__ import annotations
 
 import os
-import re
 from collections import deque
 from typing import Any, Protocol
 
@@ -35,7 +34,7 @@ from guard.actions import Action
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
-from guard.patterns import ToolFilter
+from guard.patterns import CommandPatterns, ToolFilter
 from guard.policy import Policy
 from guard.progress import ProgressRule
 from guard.redact import Redactor
@@ -259,7 +258,7 @@ class RescuePolicy(Policy):
     def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config
         self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
-        self._commands = [re.compile(p) for p in config.exclude_commands]
+        self._excluded_commands = CommandPatterns(config.exclude_commands)
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
         self._ignore = frozenset(config.ignored_args)
         self._window = config.window
@@ -276,13 +275,7 @@ class RescuePolicy(Policy):
         return _AgentState()
 
     def _tracks(self, tool: str, args: Any) -> bool:
-        if not self._filter.tracks(tool):
-            return False
-        if self._commands and isinstance(args, dict):
-            command = args.get("command")
-            if isinstance(command, str) and any(p.search(command) for p in self._commands):
-                return False
-        return True
+        return self._filter.tracks(tool) and not self._excluded_commands.match(args)
 
     async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._tracks(call.tool, call.args):

@@ -20,8 +20,9 @@ What ends runs:
   tool calls);
 - a genuine user message ends every run and resets the ladder.
 
-Calls to ``exempt`` tools are transparent: they neither count nor end a run,
-and a turn that calls only exempt tools is skipped as if it did not happen.
+Calls to ``exempt`` tools, and calls whose top-level shell ``command`` matches
+one of ``exempt_commands``, are transparent: they neither count nor end a
+run, and a turn that calls only exempt ones is skipped as if it did not happen.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind
 from guard.config import TurnsConfig
 from guard.fingerprint import FingerprintCache
-from guard.patterns import ToolFilter
+from guard.patterns import CommandPatterns, ToolFilter
 from guard.policy import Policy
 from guard.turn_ring import Pair, TurnRing, detect_loop
 
@@ -132,6 +133,7 @@ class TurnsPolicy(Policy):
     def __init__(self, config: TurnsConfig) -> None:
         self.config = config
         self._filter = ToolFilter(exclude=config.exempt)
+        self._exempt_commands = CommandPatterns(config.exempt_commands)
         self._threshold = config.threshold
         self._deny_after = config.deny_after
         self._halt_after = config.halt_after
@@ -225,7 +227,7 @@ class TurnsPolicy(Policy):
                 state.reset()  # a turn without tool calls, or a restarted count
             state.step = step
             state.calls.clear()
-        if not self._filter.tracks(tool):
+        if not self._filter.tracks(tool) or self._exempt_commands.match(args):
             return None
         pair = fingerprints.get(tool, args, call_id=call_id).digest
         if state.turn_step != step:

@@ -168,6 +168,21 @@ async def test_exempt_calls_neither_count_nor_end_a_run(
     assert len(actions) == 1
 
 
+async def test_polling_through_a_shell_is_exempted_by_command_not_by_tool(
+    make_guard: Callable[..., Guard], respond: Respond, actions: list[Action]
+) -> None:
+    """A CI poll every turn would otherwise be advised, denied and halted; an
+    ``exempt_commands`` regex frees it while every other shell loop is still
+    watched (exempting the whole ``bash`` tool would not)."""
+    make_guard(threshold=3, exempt_commands=[r"^gh run (view|watch)\b"])
+    for step in range(1, 11):
+        await respond(step, ("bash", {"command": "gh run view 4242 --json status"}))
+    assert actions == []
+    for step in range(11, 14):
+        await respond(step, ("bash", {"command": "make test"}))
+    assert _kinds(actions) == [("remind", 3)]
+
+
 async def test_after_an_advisory_the_next_needs_n_more_turns(
     make_guard: Callable[..., Guard], respond: Respond, actions: list[Action]
 ) -> None:

@@ -25,6 +25,7 @@ def test_defaults_advise_at_five_then_deny_and_halt_two_turns_apart() -> None:
     turns = TurnsConfig()
     assert (turns.enabled, turns.threshold, turns.deny_after, turns.halt_after) == (True, 5, 2, 2)
     assert turns.exempt == ()
+    assert turns.exempt_commands == ()
     assert turns.summary_chars == 200
 
 
@@ -62,6 +63,7 @@ def test_a_toml_section_sets_every_key(tmp_path: Path) -> None:
         ({"halt_after": -2}, "turns.halt_after", -2, "integer >= 0"),
         ({"summary_chars": 0}, "turns.summary_chars", 0, "integer >= 1"),
         ({"exempt": ["poll", ""]}, "turns.exempt", "", "non-empty string"),
+        ({"exempt_commands": ["gh run (view"]}, "turns.exempt_commands", "gh run (view", "valid regular expression"),
     ],
 )
 def test_a_bad_value_names_key_value_and_rule(settings: dict[str, Any], key: str, value: Any, rule: str) -> None:
