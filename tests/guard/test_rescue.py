@@ -523,12 +523,38 @@ async def test_stall_at_zero_disables_stall_detection(session: Session, anyio_ba
 # ---------------------------------------------------------------- concurrency
 
 
+class HeldAsk:
+    """A real ask command that records each question in ``asked``, then
+    waits until the test calls ``release`` before printing its last line."""
+
+    def __init__(self, ask_script: AskScript, tmp_path: Path, last_line: str) -> None:
+        self.asked = tmp_path / "asked"
+        self._release = tmp_path / "release"
+        script = f"echo x >> {self.asked}\nwhile [ ! -f {self._release} ]; do sleep 0.02; done\n{last_line}"
+        self.command = str(ask_script(script))
+
+    async def until_asked(self) -> None:
+        while not self.asked.exists():
+            await anyio.sleep(0.01)
+
+    def release(self) -> None:
+        self._release.touch()
+
+    @property
+    def invocations(self) -> int:
+        return _invocations(self.asked)
+
+
+@pytest.fixture
+def held_ask(ask_script: AskScript, tmp_path: Path) -> Callable[[str], HeldAsk]:
+    return lambda last_line: HeldAsk(ask_script, tmp_path, last_line)
+
+
 async def test_ask_in_flight_for_one_agent_never_stalls_another(
-    session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+    session: Session, held_ask: Callable[[str], HeldAsk], anyio_backend: str
 ) -> None:
-    started, release = tmp_path / "started", tmp_path / "release"
-    command = ask_script(f"touch {started}\nwhile [ ! -f {release} ]; do sleep 0.02; done\necho 'slow advice'")
-    s = session(ask_command=str(command))
+    ask = held_ask("echo 'slow advice'")
+    s = session(ask_command=ask.command)
     await s.start("main")
     await s.start("other")
     for _ in range(4):
@@ -543,23 +569,21 @@ async def test_ask_in_flight_for_one_agent_never_stalls_another(
     with anyio.fail_after(_NEVER):
         async with anyio.create_task_group() as group:
             group.start_soon(stuck_main)
-            while not started.exists():
-                await anyio.sleep(0.01)
+            await ask.until_asked()
             for _ in range(4):
                 other.append(await s.call("other", "read", READ))
             assert not main_done.is_set()  # other's four calls went through while main's ask ran
-            release.touch()
+            ask.release()
 
     assert [r.denied_by for r in other] == [None, None, "loop-rescue", "loop-rescue"]
     assert main_done.is_set()
 
 
 async def test_parallel_calls_share_one_ask(
-    session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+    session: Session, held_ask: Callable[[str], HeldAsk], anyio_backend: str
 ) -> None:
-    calls, release = tmp_path / "asked", tmp_path / "release"
-    command = ask_script(f"echo x >> {calls}\nwhile [ ! -f {release} ]; do sleep 0.02; done\necho 'shared advice'")
-    s = session(ask_command=str(command), cooldown_ms=0)
+    ask = held_ask("echo 'shared advice'")
+    s = session(ask_command=ask.command, cooldown_ms=0)
     await s.start("main")
     for _ in range(3):
         await s.call("main", "grep", GREP)
@@ -573,21 +597,19 @@ async def test_parallel_calls_share_one_ask(
             group.start_soon(parallel, 9)
             group.start_soon(parallel, 9)
             group.start_soon(parallel, 9)
-            while not calls.exists():
-                await anyio.sleep(0.01)
+            await ask.until_asked()
             await anyio.sleep(0.1)
-            release.touch()
+            ask.release()
 
-    assert _invocations(calls) == 1
+    assert ask.invocations == 1
     assert sum("shared advice" in r.content for r in results) == 2  # the 5th and 6th; the 4th is a plain deny
 
 
 async def test_parallel_call_waiting_on_a_failed_ask_is_denied_locally(
-    session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+    session: Session, held_ask: Callable[[str], HeldAsk], anyio_backend: str
 ) -> None:
-    calls, release = tmp_path / "asked", tmp_path / "release"
-    command = ask_script(f"echo x >> {calls}\nwhile [ ! -f {release} ]; do sleep 0.02; done\nexit 1")
-    s = session(ask_command=str(command), cooldown_ms=0)
+    ask = held_ask("exit 1")
+    s = session(ask_command=ask.command, cooldown_ms=0)
     verdicts: list[str] = []
     s.guard.add_listener(lambda action, _: verdicts.append(action.action))
     await s.start("main")
@@ -597,22 +619,20 @@ async def test_parallel_call_waiting_on_a_failed_ask_is_denied_locally(
     with anyio.fail_after(_NEVER):
         async with anyio.create_task_group() as group:
             group.start_soon(s.call, "main", "grep", GREP)
-            while not calls.exists():
-                await anyio.sleep(0.01)
+            await ask.until_asked()
             group.start_soon(s.call, "main", "grep", GREP)
             await anyio.sleep(0.1)
-            release.touch()
+            ask.release()
 
-    assert _invocations(calls) == 1
+    assert ask.invocations == 1
     assert sorted(verdicts[2:]) == ["deny", "escalation-failed"]
 
 
 async def test_advice_arriving_after_progress_is_delivered_but_not_cached(
-    session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+    session: Session, held_ask: Callable[[str], HeldAsk], anyio_backend: str
 ) -> None:
-    calls, release = tmp_path / "asked", tmp_path / "release"
-    command = ask_script(f"echo x >> {calls}\nwhile [ ! -f {release} ]; do sleep 0.02; done\necho 'late advice'")
-    s = session(ask_command=str(command), cooldown_ms=0)
+    ask = held_ask("echo 'late advice'")
+    s = session(ask_command=ask.command, cooldown_ms=0)
     await s.start("main")
     for _ in range(4):
         await s.call("main", "grep", GREP)
@@ -624,14 +644,13 @@ async def test_advice_arriving_after_progress_is_delivered_but_not_cached(
     with anyio.fail_after(_NEVER):
         async with anyio.create_task_group() as group:
             group.start_soon(fifth)
-            while not calls.exists():
-                await anyio.sleep(0.01)
+            await ask.until_asked()
             await s.call("main", "edit", {"path": "src/cfg.py"})
-            release.touch()
+            ask.release()
     assert "late advice" in rescued[0].content
     for _ in range(5):
         await s.call("main", "grep", GREP)
-    assert _invocations(calls) == 2
+    assert ask.invocations == 2
 
 
 async def test_cancelled_ask_refunds_the_budget(
