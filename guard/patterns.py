@@ -4,7 +4,7 @@ every other character is literal) and regexes over a shell command."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["CommandPatterns", "ToolFilter", "compile_pattern", "shell_command"]
@@ -18,20 +18,30 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
 class ToolFilter:
     """Which tools a policy tracks: those matching ``include`` (all when it is
     empty) and no ``exclude`` pattern. Patterns are predicates over whatever
-    tools exist, so a pattern that matches nothing is valid."""
+    tools exist, so a pattern that matches nothing is valid. ``normalize``,
+    when given, is applied to each tool name before matching (the patterns
+    are taken as given); answers are memoized by the name as called."""
 
     _MEMO_LIMIT = 4096
 
-    def __init__(self, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        include: Iterable[str] = (),
+        exclude: Iterable[str] = (),
+        *,
+        normalize: Callable[[str], str] | None = None,
+    ) -> None:
         self._include = [compile_pattern(p) for p in include]
         self._exclude = [compile_pattern(p) for p in exclude]
+        self._normalize = normalize
         self._memo: dict[str, bool] = {}
 
     def tracks(self, tool: str) -> bool:
         tracked = self._memo.get(tool)
         if tracked is None:
-            tracked = (not self._include or any(p.fullmatch(tool) for p in self._include)) and not any(
-                p.fullmatch(tool) for p in self._exclude
+            name = self._normalize(tool) if self._normalize is not None else tool
+            tracked = (not self._include or any(p.fullmatch(name) for p in self._include)) and not any(
+                p.fullmatch(name) for p in self._exclude
             )
             if len(self._memo) >= self._MEMO_LIMIT:
                 self._memo.clear()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from guard.patterns import CommandPatterns, ToolFilter, shell_command
 
@@ -53,18 +53,25 @@ class ProgressRule:
 
     def __init__(self, mutating_tools: Iterable[str], mutating_commands: Iterable[str]) -> None:
         patterns = [loose_tool_name(p) for p in mutating_tools]
-        self._tools = ToolFilter(patterns) if patterns else None
+        self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
         self._commands = CommandPatterns(mutating_commands)
 
+    def kind(self, tool: str, args: Any) -> Literal["edit", "command"] | None:
+        """``edit`` for an editing tool's call (see ``edits_by_tool``),
+        ``command`` for a shell command that edits, ``None`` for no progress."""
+        if self.edits_by_tool(tool, args):
+            return "edit"
+        return "command" if self._commands.match(args) else None
+
     def is_progress(self, tool: str, args: Any) -> bool:
-        return self.edits_by_tool(tool, args) or self._commands.match(args)
+        return self.kind(tool, args) is not None
 
     def edits_by_tool(self, tool: str, args: Any) -> bool:
         """Whether the call is an editing tool's (``mutating_tools``, not a
         read-only sub-command). Its arguments alone say what it changes, so
         the same arguments again change nothing; a shell command's effect
         depends on more than its text."""
-        if self._tools is None or not self._tools.tracks(loose_tool_name(tool)):
+        if self._tools is None or not self._tools.tracks(tool):  # memoized: this runs on every result
             return False
         command = shell_command(args)
         return not (command is not None and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

@@ -293,9 +293,10 @@ class RescuePolicy(Policy):
     def on_result(self, state: _AgentState, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         if result.denied_by is not None:
             return None
-        if not result.is_error and self._progress.is_progress(result.tool, result.args):
+        progress = None if result.is_error else self._progress.kind(result.tool, result.args)
+        if progress is not None:
             opener = None
-            if self._progress.edits_by_tool(result.tool, result.args):
+            if progress == "edit":
                 opener = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
                 if opener == state.opener:
                     return None  # the edit that opened this epoch, made again: it changed nothing
