@@ -52,3 +52,36 @@ def test_every_config_key_is_in_its_sections_table(section: str, struct: type[ms
     body = page.split(f"\n## `{section}`\n")[1].split("\n## ")[0]
     documented = re.findall(r"^\| `([a-z_]+)` \|", body, re.MULTILINE)
     assert documented == list(struct.__struct_fields__)
+
+
+@pytest.mark.anyio
+async def test_the_bookkeeping_exclude_on_the_remind_page_keeps_every_runtimes_todo_tool_transparent(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    import tomllib
+
+    from bus import ContextMessage
+    from bus.testing import Capture
+    from guard import parse_config
+    from tests.scenarios._script import Script
+
+    page = (DOCS / "policies" / "remind.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", page, re.DOTALL) if "TodoWrite" in b]
+    s = Script(tmp_path / "s.jsonl", parse_config(tomllib.loads(block)))
+    capture = Capture().attach(s.bus)
+    for todo in ("TodoWrite", "update_plan", "write_todos", "todo_write"):
+        await s.call("main", "grep", {"pattern": "x"})
+        await s.call("main", todo, {"todos": []})
+    s.close()
+    assert [m.source.summary for m in capture.of(ContextMessage)] == ["grep × 3"]
+
+
+@pytest.mark.parametrize(
+    ("transcript", "tool"),
+    [("claude-code/claude-code-pomodoro-timer.jsonl", "TodoWrite"), ("codex/codex-pomodor-timer.jsonl", "update_plan")],
+)
+def test_the_bookkeeping_tool_names_are_the_runtimes_own(transcript: str, tool: str) -> None:
+    path = ROOT.parent / "shared" / "corpus" / transcript
+    if not path.is_file():
+        pytest.skip(f"real transcript {transcript} not found (shared corpus absent)")
+    assert f'"{tool}"' in path.read_text(encoding="utf-8")
