@@ -24,6 +24,7 @@ from bus import LogError
 from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config
 from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
+from guard.server.command import add_command as _add_serve_command  # the server itself loads only for `serve`
 from guard.verdicts import Verdict, replay_log
 
 __all__ = ["main"]
@@ -240,6 +241,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     hook.set_defaults(run=_cmd_hook)
 
+    _add_serve_command(commands)
     _add_bench_command(commands)
     return parser
 

@@ -28,6 +28,7 @@ from guard.config import Config
 
 __all__ = [
     "HOOK_EVENTS",
+    "SESSION_ID_RULE",
     "ClaudeHooks",
     "HookInputError",
     "default_state_dir",
@@ -136,6 +137,9 @@ def _answer(agent: AgentLink, event: str, call_id: str, specific: dict[str, Any]
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+SESSION_ID_RULE = "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
 def is_session_id(value: object) -> bool:
     """Whether ``value`` can name a session: 1-128 letters, digits, '.', '_'
     or '-', not starting with a punctuation mark, so it is safe as a file name
@@ -167,7 +171,7 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")
     if not is_session_id(session):
-        raise HookInputError(f"hook input session_id = {session!r}: must be 1-128 letters, digits, '.', '_' or '-'")
+        raise HookInputError(f"hook input session_id = {session!r}: {SESSION_ID_RULE}")
     return payload
 
 
