@@ -16,20 +16,21 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.config import Sockets
+from prometheus_client import disable_created_metrics
 
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import load_config
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore
 
-__all__ = ["ServeError", "is_loopback", "read_token", "run"]
+__all__ = ["Hypercorn", "ServeError", "hypercorn_config", "is_loopback", "read_token", "run", "serve_app"]
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -81,16 +82,36 @@ def _lock_state_dir(state_dir: Path) -> IO[str]:
     return lock
 
 
-class _Hypercorn(HypercornConfig):
-    """Tells ``on_bound`` where the server listens once its sockets are bound
-    (with ``--port 0``, the port the system picked)."""
+def hypercorn_config(bind: str, *, graceful_timeout: float = 30.0) -> Hypercorn:
+    """Hypercorn's settings for the server: one ``bind`` (``HOST:PORT`` or
+    ``unix:PATH``, the socket made 0600), no access log, no ``server`` header."""
+    config = Hypercorn()
+    config.bind = [bind]
+    config.umask = 0o177
+    config.graceful_timeout = graceful_timeout
+    config.accesslog = None
+    config.loglevel = "WARNING"
+    config.include_server_header = False
+    return config
 
-    on_bound: Callable[[Sockets], None] = staticmethod(lambda sockets: None)
+
+class Hypercorn(HypercornConfig):
+    """Hypercorn's config, binding up front: ``listen`` binds and listens
+    before anything else starts (a port in use is a plain ``OSError``, the
+    address is known, and connections wait in the backlog until the server
+    accepts), and the server then serves on those sockets."""
+
+    _sockets: Sockets | None = None
+
+    def listen(self) -> str:
+        """Bind and listen; returns where (``http://HOST:PORT`` or ``unix:PATH``)."""
+        sockets = self._sockets = super().create_sockets()
+        for sock in sockets.insecure_sockets:
+            sock.listen(self.backlog)
+        return _where(sockets)
 
     def create_sockets(self) -> Sockets:
-        sockets = super().create_sockets()
-        self.on_bound(sockets)
-        return sockets
+        return self._sockets if self._sockets is not None else super().create_sockets()
 
 
 def _where(sockets: Sockets) -> str:
@@ -112,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    disable_created_metrics()  # one series per counter in /metrics, not two
     config = load_config(args.config) if args.config else None
     token = read_token(args.token_file) if args.token_file else None
     if args.uds is None and not is_loopback(args.host) and token is None:
@@ -129,53 +151,68 @@ def _run(args: argparse.Namespace) -> int:
     if not args.graceful_timeout >= 0:
         raise ServeError(f"--graceful-timeout {args.graceful_timeout}: must be >= 0")
     lock = _lock_state_dir(state_dir)
-    hypercorn = _Hypercorn()
-    hypercorn.bind = (
-        [f"unix:{args.uds}"]
+    bind = (
+        f"unix:{args.uds}"
         if args.uds
-        else [f"[{args.host}]:{args.port}" if ":" in args.host else f"{args.host}:{args.port}"]
+        else f"[{args.host}]:{args.port}"
+        if ":" in args.host
+        else f"{args.host}:{args.port}"
     )
-    hypercorn.umask = 0o177  # a Unix socket only its owner may connect to
-    hypercorn.graceful_timeout = args.graceful_timeout
-    hypercorn.accesslog = None
-    hypercorn.loglevel = "WARNING"
-    hypercorn.include_server_header = False
 
-    def announce(sockets: Sockets) -> None:
-        print(
-            f"repeat-tool-guard serve: listening on {_where(sockets)} (state dir {state_dir}, "
-            f"{'bearer token required' if token else 'no token'}, {args.backend})",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    hypercorn.on_bound = announce
+    hypercorn = hypercorn_config(bind, graceful_timeout=args.graceful_timeout)
+    try:
+        where = hypercorn.listen()
+    except OSError as exc:
+        lock.close()
+        raise ServeError(f"cannot listen on {bind}: {exc.strerror or exc}") from None
+    print(
+        f"repeat-tool-guard serve: listening on {where} (state dir {state_dir}, "
+        f"{'bearer token required' if token else 'no token'}, {args.backend})",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         anyio.run(_serve, app, hypercorn, args.backend, backend=args.backend)
-    except OSError as exc:
-        raise ServeError(f"cannot listen on {hypercorn.bind[0]}: {exc.strerror or exc}") from None
     finally:
+        if args.uds and Path(args.uds).is_socket():
+            Path(args.uds).unlink()
         lock.close()
     print("repeat-tool-guard serve: stopped; every session log is closed", file=sys.stderr, flush=True)
     return EXIT_OK
 
 
 async def _serve(app: Any, hypercorn: HypercornConfig, backend: str) -> None:
-    async def until_signal() -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    # The signal receiver is open before the server binds, so a SIGTERM that
+    # arrives during startup still shuts down gracefully.
+    stop = anyio.Event()
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+
+        async def until_signal() -> None:
             async for signum in signals:
                 print(
                     f"repeat-tool-guard serve: {signal.Signals(signum).name}: finishing in-flight requests",
                     file=sys.stderr,
                     flush=True,
                 )
+                stop.set()
                 return
 
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(until_signal)
+            await serve_app(app, hypercorn, backend, shutdown_trigger=stop.wait)
+            tasks.cancel_scope.cancel()
+
+
+async def serve_app(
+    app: Any, hypercorn: HypercornConfig, backend: str, *, shutdown_trigger: Callable[[], Awaitable[Any]]
+) -> None:
+    """Serve ``app`` with Hypercorn on the running ``backend`` ("asyncio" or
+    "trio") until ``shutdown_trigger`` returns, then shut down gracefully."""
     if backend == "trio":
         from hypercorn.trio import serve as serve_trio
 
-        await serve_trio(app, hypercorn, shutdown_trigger=until_signal)
+        await serve_trio(app, hypercorn, shutdown_trigger=shutdown_trigger)
     else:
         from hypercorn.asyncio import serve as serve_asyncio
 
-        await serve_asyncio(app, hypercorn, shutdown_trigger=until_signal)
+        await serve_asyncio(app, hypercorn, shutdown_trigger=shutdown_trigger)
