@@ -209,6 +209,7 @@ class FileSessionStore(SessionStore):
         return self.state_dir / f"{session_id}.jsonl"
 
     async def restore(self, session_id: str) -> Session:
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self.log_path(session_id)
         existed = path.exists()
         link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
