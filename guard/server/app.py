@@ -10,7 +10,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -98,11 +98,12 @@ class _Handlers:
             raise RequestError(413, f"body of {declared} bytes is larger than the limit of {limit} bytes")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestError(413, f"body is larger than the limit of {limit} bytes")
-            chunks.append(chunk)
+        async with aclosing(request.stream()) as stream:
+            async for chunk in stream:
+                size += len(chunk)
+                if size > limit:
+                    raise RequestError(413, f"body is larger than the limit of {limit} bytes")
+                chunks.append(chunk)
         return b"".join(chunks)
 
     async def claude_code(self, request: Request) -> Response:
