@@ -152,9 +152,8 @@ def test_a_subagent_has_its_own_counts_and_its_disposal_drops_them(served: Serve
         call_and_result(served, "sub", f"h{n}", agent="helper")
     assert call_and_result(served, "sub", "h2", agent="helper")["messages"][0]["agent"] == "helper"
     served.event("sub", type="agent/status", agent="helper", status="disposed")
-    statuses = [
-        (e.agent and e.agent.id, e.status, e.parent) for e in events_of(served.state_dir / "sub.jsonl") if type(e) is AgentStatus
-    ]
+    events = events_of(served.state_dir / "sub.jsonl")
+    statuses = [(e.agent and e.agent.id, e.status, e.parent) for e in events if type(e) is AgentStatus]
     assert statuses == [("main", "started", None), ("helper", "started", "main"), ("helper", "disposed", None)]
     # a new agent of the same id starts from nothing
     assert call_and_result(served, "sub", "h3", agent="helper")["messages"] == []
