@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from bus import AgentStatus, read_log
+from guard.adapters.claude_hooks import SESSION_ID_RULE
 from guard.config import load_config
 from guard.verdicts import replay_log
 from tests.guard.server.conftest import REPO, MakeServed, hook_payload
@@ -145,11 +146,11 @@ def test_session_end_frees_the_session_and_a_resumed_session_continues_its_log(m
         (b"[1, 2]", "hook input must be a JSON object, got list"),
         (
             b'{"hook_event_name": "PreToolUse"}',
-            "hook input session_id = None: must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            f"hook input session_id = None: {SESSION_ID_RULE}",
         ),
         (
             b'{"session_id": "../etc", "hook_event_name": "PreToolUse"}',
-            "hook input session_id = '../etc': must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            f"hook input session_id = '../etc': {SESSION_ID_RULE}",
         ),
     ],
 )
