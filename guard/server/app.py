@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, is_session_id, parse_payload
+from guard.adapters.claude_hooks import HOOK_EVENTS, SESSION_ID_RULE, HookInputError, is_session_id, parse_payload
 from guard.server.events import RequestError, apply_event, decode_event
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
@@ -111,6 +111,8 @@ class _Handlers:
             payload = parse_payload(await self.body(request))
         except HookInputError as exc:
             raise RequestError(400, str(exc)) from None
+        if payload.get("hook_event_name") not in HOOK_EVENTS:
+            return _json({})  # nothing the guard follows: the session is not even opened
         async with self.store.use(payload["session_id"]) as session:
             answer = await session.hooks.handle(payload)
         return _json(answer)
