@@ -10,10 +10,12 @@ application's lifespan shutdown, which closes every session log.
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import ipaddress
 import os
 import signal
+import socket
 import stat
 import sys
 from collections.abc import Awaitable, Callable
@@ -87,7 +89,6 @@ def hypercorn_config(bind: str, *, graceful_timeout: float = 30.0) -> Hypercorn:
     ``unix:PATH``, the socket made 0600), no access log, no ``server`` header."""
     config = Hypercorn()
     config.bind = [bind]
-    config.umask = 0o177
     config.graceful_timeout = graceful_timeout
     config.accesslog = None
     config.loglevel = "WARNING"
@@ -99,23 +100,50 @@ class Hypercorn(HypercornConfig):
     """Hypercorn's config, binding up front: ``listen`` binds and listens
     before anything else starts (a port in use is a plain ``OSError``, the
     address is known, and connections wait in the backlog until the server
-    accepts), and the server then serves on those sockets."""
+    accepts), and the server then serves on that socket."""
 
     _sockets: Sockets | None = None
 
     def listen(self) -> str:
         """Bind and listen; returns where (``http://HOST:PORT`` or ``unix:PATH``)."""
-        sockets = self._sockets = super().create_sockets()
-        for sock in sockets.insecure_sockets:
-            sock.listen(self.backlog)
-        return _where(sockets)
+        sock = _bind(self.bind[0], self.backlog)
+        sock.setblocking(False)
+        self._sockets = Sockets(secure_sockets=[], insecure_sockets=[sock], quic_sockets=[])
+        return _where(sock)
 
     def create_sockets(self) -> Sockets:
-        return self._sockets if self._sockets is not None else super().create_sockets()
+        if self._sockets is None:
+            self.listen()
+        assert self._sockets is not None
+        return self._sockets
 
 
-def _where(sockets: Sockets) -> str:
-    sock = sockets.insecure_sockets[0]
+def _bind(bind: str, backlog: int) -> socket.socket:
+    if not bind.startswith("unix:"):
+        host, _, port = bind.rpartition(":")
+        host = host.strip("[]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, int(port)), family=family, backlog=backlog)
+    path = bind[len("unix:") :]
+    if Path(path).is_socket():
+        with socket.socket(socket.AF_UNIX) as probe:
+            if probe.connect_ex(path) == 0:
+                raise OSError(errno.EADDRINUSE, "a server is listening on it")
+        os.unlink(path)  # left behind by a server that died
+    sock = socket.socket(socket.AF_UNIX)
+    umask = os.umask(0o177)  # a socket only its owner may connect to
+    try:
+        sock.bind(path)
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(umask)
+    return sock
+
+
+def _where(sock: socket.socket) -> str:
     address = sock.getsockname()
     if isinstance(address, str):
         return f"unix:{address}"
@@ -165,14 +193,17 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         lock.close()
         raise ServeError(f"cannot listen on {bind}: {exc.strerror or exc}") from None
-    print(
-        f"repeat-tool-guard serve: listening on {where} (state dir {state_dir}, "
-        f"{'bearer token required' if token else 'no token'}, {args.backend})",
-        file=sys.stderr,
-        flush=True,
-    )
+
+    def ready() -> None:
+        print(
+            f"repeat-tool-guard serve: listening on {where} (state dir {state_dir}, "
+            f"{'bearer token required' if token else 'no token'}, {args.backend})",
+            file=sys.stderr,
+            flush=True,
+        )
+
     try:
-        anyio.run(_serve, app, hypercorn, args.backend, backend=args.backend)
+        anyio.run(_serve, app, hypercorn, args.backend, ready, backend=args.backend)
     finally:
         if args.uds and Path(args.uds).is_socket():
             Path(args.uds).unlink()
@@ -181,11 +212,12 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _serve(app: Any, hypercorn: HypercornConfig, backend: str) -> None:
-    # The signal receiver is open before the server binds, so a SIGTERM that
-    # arrives during startup still shuts down gracefully.
+async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Callable[[], None]) -> None:
+    # The server says it is listening only once the signal receiver is open,
+    # so a SIGTERM right after that line still shuts down gracefully.
     stop = anyio.Event()
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        ready()
 
         async def until_signal() -> None:
             async for signum in signals:
