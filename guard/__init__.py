@@ -5,7 +5,7 @@ per its enabled policies, reminds the model, denies the repeated call, or
 escalates. See ``docs/`` for the policies and their configuration.
 """
 
-from guard.actions import DENYING, Action, ActionKind
+from guard.actions import DENYING, Action, ActionKind, action_for
 from guard.config import (
     TURNS_THRESHOLD_ENV,
     Config,
@@ -21,7 +21,7 @@ from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
 from guard.patterns import ToolFilter, compile_pattern
-from guard.policy import Policy
+from guard.policy import AnyPolicy, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.rescue import RESCUE_PLUGIN, RescuePolicy
@@ -45,6 +45,7 @@ __all__ = [
     "Action",
     "ActionKind",
     "ActionListener",
+    "AnyPolicy",
     "AskCommand",
     "AskOutcome",
     "Config",
@@ -60,6 +61,7 @@ __all__ = [
     "ReplayOutcome",
     "RescueConfig",
     "RescuePolicy",
+    "StateT",
     "ToolFilter",
     "Trip",
     "TripKind",
@@ -69,6 +71,8 @@ __all__ = [
     "TurnsConfig",
     "TurnsPolicy",
     "Verdict",
+    "Watch",
+    "action_for",
     "apply_environment",
     "build_policies",
     "canonical_json",
