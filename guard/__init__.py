@@ -19,23 +19,22 @@ from guard.config import (
 )
 from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
-from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
+from guard.guard import ActionListener, Guard, build_policies
 from guard.patterns import ToolFilter, compile_pattern
-from guard.policy import AnyPolicy, Policy, StateT, Watch
+from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.rescue import RESCUE_PLUGIN, RescuePolicy
 from guard.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.turn_ring import TurnRing, detect_loop
 from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
-from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
+from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
     "ASK_MODEL_ENV",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
-    "GUARD_PLUGINS",
     "REDACTED",
     "RESCUE_PLUGIN",
     "TURNS_ADVISORY",
@@ -46,11 +45,12 @@ __all__ = [
     "ActionKind",
     "ActionListener",
     "AnyPolicy",
+    "AnyWatch",
     "AskCommand",
     "AskOutcome",
     "Config",
     "ConfigError",
-    "ContextDifference",
+    "Difference",
     "Fingerprint",
     "FingerprintCache",
     "Guard",
