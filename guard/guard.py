@@ -23,6 +23,7 @@ from bus import (
 from guard.actions import DENYING, Action
 from guard.config import Config, apply_environment
 from guard.fingerprint import FingerprintCache
+from guard.loops import LoopsPolicy
 from guard.policy import Policy
 from guard.remind import RemindPolicy
 from guard.rescue import RescuePolicy
@@ -72,7 +73,9 @@ class _ActionLog:
         self._bound.info(event, **fields)
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin})
+GUARD_PLUGINS: frozenset[str] = frozenset(
+    {RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin, LoopsPolicy.plugin}
+)
 """Every plugin name a policy of this package writes, enabled or not: replay
 withholds their recorded messages and regenerates them."""
 
@@ -87,6 +90,8 @@ def build_policies(config: Config) -> list[Policy]:
         policies.append(TurnsPolicy(config.turns))
     if config.rescue.enabled:
         policies.append(RescuePolicy(config.rescue))
+    if config.loops.enabled:
+        policies.append(LoopsPolicy(config.loops))
     return policies
 
 
