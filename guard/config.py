@@ -262,6 +262,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
     window: int = 30
     advise_at: int = 2
+    advise_span: int = 6
     deny_at: int = 3
     halt_after: int = 3
     error_at: int = 3
@@ -289,7 +290,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending)\b",
     )
-    poll_nudge_at: int = 3
+    poll_nudge_at: int = 2
     poll_nudge_every: int = 2
     poll_waits: tuple[int, ...] = (5, 10, 30, 60)
     poll_deny_after: int = 12
@@ -313,6 +314,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             _check_regexes(f"loops.{key}", getattr(self, key))
         _check_names("loops.ignored_args", self.ignored_args)
         _check_int("loops.advise_at", self.advise_at, 1)
+        _check_int("loops.advise_span", self.advise_span, 0)
         _check_int("loops.deny_at", self.deny_at, 2)
         _check_int("loops.window", self.window, self.deny_at)
         _check_int("loops.halt_after", self.halt_after, 0)

@@ -11,9 +11,11 @@ advances, a retry that then succeeds, a re-read after the file changed):
   information: that signature's count starts over. Occurrences with the same
   result count up, wherever they fall in the last ``window`` calls, so a
   cycle of any period counts like a run.
-- **Advice, then denial, then a halt.** When ``advise_at`` calls in a row
-  each repeat an earlier call with its earlier result (the agent is going in
-  a circle), an advisory follows the result. The ``deny_at``-th occurrence
+- **Advice, then denial, then a halt.** When a call repeats, with its
+  earlier result, a call made a few calls before (at most ``advise_span``
+  back, so a cycle is forming), or when ``advise_at`` calls in a row each
+  repeat an earlier call with its earlier result, an advisory follows the
+  result (once per such run). The ``deny_at``-th occurrence
   with an unchanged result is denied before it runs; a signature denied
   ``halt_after`` times asks the runtime to end the run.
 - **Polls back off.** A poll (a known poll tool, a shell command matching
@@ -59,10 +61,10 @@ _PREVIEW = 300
 _FAILED = b"\x00failed"
 
 _CYCLE_ADVICE = (
-    "loop-detector: your last {run} calls each repeated an earlier call and got the same result as before, "
-    "with nothing changed in between (latest: {tool} {arguments}). Repeating calls will not tell you anything "
-    "new. Re-read the results you already have and act on them: change approach, or finish the task. "
-    "An identical call that returns the same result again will be denied."
+    "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
+    "{arguments}) and got the same result, with nothing changed in between. Repeating calls will not tell you "
+    "anything new: re-read the results you already have and act on them, change approach, or finish the task. "
+    "A call that returns the same result a third time will be denied."
 )
 _REPEAT_DENIAL = (
     "loop-detector denied this call; it did not run. You have made this exact call {count} times and it "
@@ -138,10 +140,11 @@ class _Signature:
     failure or a poll, when the unchanged stretch began, and how often it was
     nudged and denied since."""
 
-    __slots__ = ("count", "denials", "failed", "nudges", "poll", "result", "since")
+    __slots__ = ("count", "denials", "failed", "last", "nudges", "poll", "result", "since")
 
     def __init__(self) -> None:
         self.count = 0
+        self.last = 0
         self.result = b""
         self.failed = False
         self.poll = False
@@ -165,11 +168,15 @@ class _AgentLoops:
     """One agent's observations. ``window`` holds the digests of its last
     tracked calls; ``signatures`` what each of them did; ``streaks`` maps a
     tool (and editing sub-command) to its current failure kind and count;
-    ``run`` counts consecutive calls that repeated an earlier call's result."""
+    ``run`` counts consecutive calls that repeated an earlier call's result,
+    ``advised`` whether this run drew its advisory; ``seen`` numbers the
+    tracked results."""
 
-    __slots__ = ("calls", "opener", "run", "signatures", "streaks", "window")
+    __slots__ = ("advised", "calls", "opener", "run", "seen", "signatures", "streaks", "window")
 
     def __init__(self) -> None:
+        self.advised = False
+        self.seen = 0
         self.window: deque[bytes] = deque()
         self.signatures: dict[bytes, _Signature] = {}
         self.streaks: dict[tuple[str, str | None], tuple[str, int]] = {}
@@ -182,6 +189,7 @@ class _AgentLoops:
         self.signatures.clear()
         self.streaks.clear()
         self.run = 0
+        self.advised = False
         self.opener = opener
 
     def remember(self, digest: bytes, size: int) -> _Signature:
@@ -304,9 +312,10 @@ class LoopsPolicy(Policy):
         else:
             digest = self._normalizer.digest(result.content)
             state.streaks.pop(streak_key, None)
-        signature, repeated = self._observe(state, result, fp, digest, failed)
-        if not repeated:
+        signature, gap = self._observe(state, result, fp, digest, failed)
+        if not gap:
             state.run = 0
+            state.advised = False
         elif not failed and not signature.poll:
             state.run += 1
         config = self.config
@@ -339,9 +348,12 @@ class LoopsPolicy(Policy):
                 how=_BLOCKING_WAIT.format(wait=wait),
             )
             return self._action("remind", result, count, text, at)
-        if count >= 2 and state.run == config.advise_at:
+        if state.advised or not gap:
+            return None
+        if state.run >= config.advise_at or 1 < gap <= config.advise_span:
+            state.advised = True
             text = _CYCLE_ADVICE.format(run=state.run, tool=result.tool, arguments=arguments)
-            return self._action("remind", result, state.run, text, config.advise_at)
+            return self._action("remind", result, count, text, config.advise_at)
         return None
 
     def on_user_message(self, state: _AgentLoops, message: UserMessage) -> None:
@@ -350,22 +362,26 @@ class LoopsPolicy(Policy):
 
     def _observe(
         self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, failed: bool
-    ) -> tuple[_Signature, bool]:
-        """Count one result of a tracked call against its signature; whether
-        it repeated the signature's previous result."""
+    ) -> tuple[_Signature, int]:
+        """Count one result of a tracked call against its signature. The
+        gap: how many tracked results back the signature's previous one was,
+        when this one repeats it unchanged; 0 when it brings news."""
         signature = state.remember(fp.digest, self.config.window)
-        repeated = bool(signature.count) and signature.result == digest
-        if repeated:
+        state.seen += 1
+        gap = 0
+        if signature.count and signature.result == digest:
             signature.count += 1
+            gap = state.seen - signature.last
         else:
             signature.count = 1
             signature.result = digest
             signature.since = result.ts
             signature.nudges = 0
             signature.denials = 0
+        signature.last = state.seen
         signature.failed = failed
         signature.poll = not failed and self._is_poll(result)
-        return signature, repeated
+        return signature, gap
 
     def _is_poll(self, result: ToolResult) -> bool:
         args = result.args
