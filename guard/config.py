@@ -277,6 +277,8 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         "check_status",
         "get_status",
         "wait_for_*",
+        "*poll*",
+        "*status*",
     )
     poll_commands: tuple[str, ...] = (
         r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
@@ -289,6 +291,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         r"creating|containercreating|building|deploying)\b",
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending)\b",
+        r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
     )
     poll_nudge_at: int = 2
     poll_nudge_every: int = 2

@@ -293,7 +293,7 @@ class LoopsPolicy(Policy):
             if opener is None or opener != state.opener:
                 state.new_epoch(opener)
                 if opener is not None and tracked:
-                    self._observe(state, result, fp, self._normalizer.digest(result.content), False)
+                    self._observe(state, result, fp, self._normalizer.digest(result.content), False, False)
                 return None
         if not tracked:
             return None
@@ -303,7 +303,8 @@ class LoopsPolicy(Policy):
             else self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id)
         )
         streak_key = (result.tool, _subcommand(result.args))
-        if failed:
+        poll = self._is_poll(result, failed)
+        if failed and not poll:
             digest = _FAILED
             kind = error_kind(result.content)
             previous = state.streaks.get(streak_key)
@@ -312,16 +313,16 @@ class LoopsPolicy(Policy):
         else:
             digest = self._normalizer.digest(result.content)
             state.streaks.pop(streak_key, None)
-        signature, gap = self._observe(state, result, fp, digest, failed)
+        signature, gap = self._observe(state, result, fp, digest, failed and not poll, poll)
         if not gap:
             state.run = 0
             state.advised = False
-        elif not failed and not signature.poll:
+        elif not failed and not poll:
             state.run += 1
         config = self.config
         count = signature.count
         arguments = fp.preview(_PREVIEW)
-        if failed:
+        if failed and not poll:
             if count == config.error_at:
                 text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=arguments)
                 return self._action("remind", result, count, text, config.error_at)
@@ -332,7 +333,7 @@ class LoopsPolicy(Policy):
                 )
                 return self._action("remind", result, streak, text, config.error_at)
             return None
-        if signature.poll:
+        if poll:
             at = config.poll_nudge_at
             if count < at or (count - at) % config.poll_nudge_every:
                 return None
@@ -361,7 +362,7 @@ class LoopsPolicy(Policy):
             state.new_epoch()
 
     def _observe(
-        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, failed: bool
+        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, failed: bool, poll: bool
     ) -> tuple[_Signature, int]:
         """Count one result of a tracked call against its signature. The
         gap: how many tracked results back the signature's previous one was,
@@ -380,10 +381,12 @@ class LoopsPolicy(Policy):
             signature.denials = 0
         signature.last = state.seen
         signature.failed = failed
-        signature.poll = not failed and self._is_poll(result)
+        signature.poll = poll
         return signature, gap
 
-    def _is_poll(self, result: ToolResult) -> bool:
+    def _is_poll(self, result: ToolResult, failed: bool) -> bool:
+        """A poll: a poll tool's call (not typing input), a poll command, or
+        (for a call that succeeded) a result reporting a pending state."""
         args = result.args
         if self._poll_tools is not None and self._poll_tools.tracks(result.tool):
             typed = isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
@@ -391,6 +394,8 @@ class LoopsPolicy(Policy):
                 return True
         if self._poll_commands.match(args):
             return True
+        if failed:
+            return False
         head = result.content[:2000]
         return any(p.search(head) for p in self._poll_states)
 
