@@ -5,7 +5,7 @@ per its enabled policies, reminds the model, denies the repeated call, or
 escalates. See ``docs/`` for the policies and their configuration.
 """
 
-from guard.actions import DENYING, Action, ActionKind
+from guard.actions import DENYING, Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.config import (
     PRESETS,
@@ -27,7 +27,7 @@ from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
 from guard.loops import LOOPS_PLUGIN, LoopsPolicy
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import ToolFilter, compile_pattern
-from guard.policy import Policy
+from guard.policy import AnyPolicy, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.rescue import RESCUE_PLUGIN, RescuePolicy
@@ -57,6 +57,7 @@ __all__ = [
     "Action",
     "ActionKind",
     "ActionListener",
+    "AnyPolicy",
     "AskCommand",
     "AskOutcome",
     "CallSelector",
@@ -77,6 +78,7 @@ __all__ = [
     "RescueConfig",
     "RescuePolicy",
     "ResultNormalizer",
+    "StateT",
     "ToolFilter",
     "Trip",
     "TripKind",
@@ -86,6 +88,8 @@ __all__ = [
     "TurnsConfig",
     "TurnsPolicy",
     "Verdict",
+    "Watch",
+    "action_for",
     "apply_environment",
     "build_policies",
     "canonical_json",

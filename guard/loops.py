@@ -44,7 +44,7 @@ from collections import deque
 from typing import Any
 
 from bus import ToolCall, ToolResult, UserMessage
-from guard.actions import Action, ActionKind
+from guard.actions import Action, ActionKind, action_for
 from guard.calls import CallSelector, Interjections
 from guard.config import LoopsConfig
 from guard.fingerprint import Fingerprint, FingerprintCache
@@ -207,7 +207,7 @@ class _AgentLoops:
         return signature
 
 
-class LoopsPolicy(Policy):
+class LoopsPolicy(Policy[_AgentLoops]):
     """Result-aware detection of repeats, cycles, stalled polls and failure
     streaks. Denials are ``by`` the plugin ``loop-detector``."""
 
@@ -400,13 +400,4 @@ class LoopsPolicy(Policy):
         return any(p.search(head) for p in self._poll_states)
 
     def _action(self, kind: ActionKind, event: ToolCall | ToolResult, count: int, text: str, threshold: int) -> Action:
-        return Action(
-            policy=self.name,
-            action=kind,
-            agent=event.agent.id if event.agent is not None else None,
-            tool=event.tool,
-            count=count,
-            text=text,
-            call_id=event.call_id,
-            threshold=threshold,
-        )
+        return action_for(event, policy=self.name, kind=kind, count=count, text=text, threshold=threshold)

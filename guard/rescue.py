@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import anyio
 
 from bus import LogReader, ToolCall, ToolResult, UserMessage
-from guard.actions import Action
+from guard.actions import Action, action_for
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
@@ -249,7 +249,7 @@ class _AgentState:
         return count, False
 
 
-class RescuePolicy(Policy):
+class RescuePolicy(Policy[_AgentState]):
     """Seed 003's loop rescue. Denials are ``by`` the plugin ``loop-rescue``."""
 
     name = "rescue"
@@ -402,13 +402,5 @@ class RescuePolicy(Policy):
                 reason=reason,
             )
         )
-        return Action(
-            policy=self.name,
-            action=kind,
-            agent=agent,
-            tool=call.tool,
-            count=shown,
-            text=head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice)),
-            call_id=call.call_id,
-            threshold=threshold,
-        )
+        text = head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice))
+        return action_for(call, policy=self.name, kind=kind, count=shown, text=text, threshold=threshold, advice=advice)

@@ -18,7 +18,7 @@ from guard.cli import _progress_bar, main
 from guard.fingerprint import FingerprintCache
 from guard.guard import build_policies
 from guard.importers import open_sessions, write_log
-from guard.policy import Policy
+from guard.policy import AnyPolicy, Policy
 from tests.guard.importers._transcripts import CORPUS, corpus_file, looping_claude_code, write_lines
 
 GREP_OUTPUT = len(b"src/cfg.py:12: def load_config():")
@@ -73,7 +73,7 @@ def test_audit_says_what_replay_says_on_the_imported_log(tmp_path: Path, backend
     assert audited.first_actions["remind"].call_number == outcome.verdicts[0].call_number
 
 
-class _DenyThird(Policy):
+class _DenyThird(Policy[dict[bytes, int]]):
     """A denying policy for the test: the third identical call is denied."""
 
     name = "deny-third"
@@ -100,7 +100,7 @@ class _DenyThird(Policy):
 
 
 def test_a_denied_call_is_itself_wasted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def policies(config: Config) -> list[Policy]:
+    def policies(config: Config) -> list[AnyPolicy]:
         return [*build_policies(config), _DenyThird()]
 
     monkeypatch.setattr("guard.guard.build_policies", policies)
