@@ -29,6 +29,8 @@ MAIN = "main"
 
 _NOT_CALLS = frozenset({"message", "finish", "think", "system", "recall", "change_agent_state", "condensation"})
 _NOT_RESPONSES = frozenset({"system", "recall", "change_agent_state", "condensation", "condensation_request"})
+_EDITOR_OBSERVATIONS = frozenset({"edit", "read"})
+_EDITOR_ERROR = "ERROR:"
 _BOOKKEEPING = frozenset(
     {
         "thought",
@@ -155,7 +157,14 @@ def _model_args(metadata: dict[str, Any], call_id: str) -> Any:
 
 
 def _failed(event: dict[str, Any]) -> bool:
-    if event.get("observation") == "error":
+    """Whether an observation reports a failure: an ``error`` observation, an
+    editor observation whose text is the editor's ``ERROR:`` report (how
+    OpenHands records a failed ``str_replace`` or an invalid ``view_range``),
+    or a command's non-zero exit code."""
+    kind = event.get("observation")
+    if kind == "error":
+        return True
+    if kind in _EDITOR_OBSERVATIONS and text_of(event.get("content")).startswith(_EDITOR_ERROR):
         return True
     extras = event.get("extras")
     metadata = extras.get("metadata") if isinstance(extras, dict) else None

@@ -236,9 +236,14 @@ def test_remind_config_is_the_library_default() -> None:
 def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
     """Every policy side by side over real transcripts. Their agents rerun
     tests after each edit (Claude Code `Edit`, mini-swe-agent `sed -i` and
-    `cat > file`): none of that may be denied. The one action is rescue's
-    denial of OpenHands viewing the unchanged parser.c a third time."""
+    `cat > file`): none of that may be denied. Rescue acts on OpenHands
+    twice: it denies viewing the unchanged parser.c a third time, and the
+    same failed ``str_replace`` (no ``old_str``) a third and fourth time; a
+    failed edit is no progress."""
     corpus_file("SOURCES.md")
     report = audit([CORPUS], audit_config())
     acted = {s.label.split("corpus/")[-1]: s.actions for s in report.sessions if s.actions}
-    assert acted == {"openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1}}
+    assert acted == {
+        "openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1},
+        "openhands/output.jsonl#ponylang__ponyc-4593": {"rescue:deny": 2},
+    }

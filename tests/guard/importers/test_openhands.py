@@ -75,6 +75,50 @@ def _observation(eid: int, cause: int, kind: str, content: str, **extras: Any) -
     }
 
 
+def _edit(eid: int, call_id: str, old: str) -> dict[str, Any]:
+    args = {"command": "str_replace", "path": "/workspace/src/match.c", "old_str": old, "new_str": "x"}
+    response = _response(f"r{eid}", (call_id, "str_replace_editor", args))
+    tcm = {"function_name": "str_replace_editor", "tool_call_id": call_id, "model_response": response}
+    return _action(eid, "edit", tcm, **args, impl_source="oh_aci")
+
+
+def _editor_answer(eid: int, cause: int, kind: str, content: str) -> dict[str, Any]:
+    return _observation(eid, cause, kind, content, path="/workspace/src/match.c", impl_source="oh_aci", diff=None)
+
+
+def test_editor_error_text_marks_the_result_failed(tmp_path: Path) -> None:
+    """The editor reports a failed edit as an ``edit`` observation whose text
+    starts with ``ERROR:``; no error flag or exit code is recorded."""
+    not_found = (
+        "ERROR:\nNo replacement was performed, old_str `case X:` did not appear verbatim in /workspace/src/match.c."
+    )
+    history = [
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "fix match.c"}},
+        _edit(2, "t1", "case X:"),
+        _editor_answer(3, 2, "edit", not_found),
+        _edit(4, "t2", "case Y:"),
+        _editor_answer(5, 4, "edit", "The file /workspace/src/match.c has been edited. ERROR: is now handled"),
+        _action(6, "read", {"function_name": "str_replace_editor", "tool_call_id": "t3"}, path="/a"),
+        _editor_answer(7, 6, "read", "ERROR:\nInvalid `view_range` parameter: [100, 150]."),
+        _action(8, "run", {"function_name": "execute_bash", "tool_call_id": "t4"}, command="cat log"),
+        _observation(9, 8, "run", "ERROR: from the log file", metadata={"exit_code": 0}),
+    ]
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(history))
+    results = of(only(path), ToolResult)
+    assert [(r.call_id, r.is_error) for r in results] == [("t1", True), ("t2", False), ("t3", True), ("t4", False)]
+    assert results[0].content == not_found
+
+
+def test_real_failed_str_replace_streak_is_errors() -> None:
+    (session,) = [s for s in open_sessions(corpus_file("openhands/output.jsonl")) if s.session.endswith("4593")]
+    failed = [r for r in of(list(session.events()), ToolResult) if r.is_error]
+    edits = [r for r in failed if r.tool == "str_replace_editor" and r.args.get("command") == "str_replace"]
+    assert len(edits) == 10  # 7 of them in a row: a streak of failed edits, not progress
+    assert all(r.content.startswith("ERROR:\n") for r in edits)
+    assert len(failed) == 13  # and an invalid view_range, and two commands that exited non-zero
+
+
 def _history() -> list[Any]:
     both = _response("r1", ("t1", "execute_bash", {"command": "ls"}), ("t2", "execute_bash", {"command": "pwd"}))
     return [
