@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from bus import ToolCall, ToolResult, UserMessage
@@ -126,7 +127,7 @@ def test_str_replace_editor_refusals_are_errors(tmp_path: Path) -> None:
     """SWE-agent keeps no exit code: its ``str_replace_editor`` refusing an
     edit is told by the refusal it prints."""
 
-    def turn(call_id: str, args: dict[str, object]) -> dict[str, object]:
+    def turn(call_id: str, args: Mapping[str, object]) -> dict[str, object]:
         function = {"name": "str_replace_editor", "arguments": json.dumps(args)}
         return {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "function": function}]}
 
@@ -146,7 +147,7 @@ def test_str_replace_editor_refusals_are_errors(tmp_path: Path) -> None:
             " the number of lines in the file: `12`",
             "tool_call_ids": ["e2"],
         },
-        turn("e3", edit | {"old_str": "x = 0"}),
+        turn("e3", {**edit, "old_str": "x = 0"}),
         {
             "role": "tool",
             "content": "The file /repo/a.py has been edited. No replacement was performed before.",
