@@ -284,7 +284,7 @@ def test_1_0_inline_sidechains_are_one_agent_each(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "s10.jsonl", _v1_0_session())
     (session,) = open_sessions(path)
     evts = list(session.events())
-    agents = {e.agent.id: e.agent.parent_id for e in evts}
+    agents = {e.agent.id: e.agent.parent_id for e in evts if e.agent is not None}
     assert agents == {
         "main": None,
         "sidechain-1": "main",
