@@ -155,6 +155,9 @@ def test_unreadable_files_are_reported_and_the_audit_goes_on(tmp_path: Path, mon
     assert "is not a transcript format this tool knows" in reasons["unknown.jsonl"]
     assert "no such file" in reasons["absent"]
     assert (report.totals.unreadable, report.totals.not_transcripts) == (4, 1)
+    (left_out,) = report.not_transcripts
+    assert left_out.path == str(walked / "notes.json")
+    assert left_out.reason.startswith(f"{str(walked / 'notes.json')!r} is not a transcript format this tool knows")
 
 
 def test_walk_leaves_subagent_files_to_their_session(tmp_path: Path) -> None:
@@ -195,6 +198,25 @@ def test_cli_audit_prints_a_table_json_and_html(tmp_path: Path, capsys: pytest.C
     assert set(data["sessions"][0]["first_actions"]) == set(data["policies"])
     assert f"report: {tmp_path / 'r.html'}" in captured.err
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_cli_audit_names_each_file_it_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file found in a directory that no importer reads is not an error
+    (exit 0), but the table and the JSON name it and say why."""
+    looping_claude_code(tmp_path / "loop.jsonl")
+    write_lines(tmp_path / "history" / "output.jsonl", [{"instance_id": "x", "result": "no history"}])
+    skipped = str(tmp_path / "history" / "output.jsonl")
+    assert main(["audit", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "1 files found were not transcripts and were left out" in table
+    listed = table.split("left out 1 files that are not transcripts:\n")[1]
+    assert listed.startswith(f"  {skipped}: {skipped!r} is not a transcript format this tool knows (tried claude-code:")
+    assert main(["audit", str(tmp_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (entry,) = data["not_transcripts"]
+    assert entry["path"] == skipped
+    assert "openhands: neither a list of" in entry["reason"]
+    assert data["totals"]["not_transcripts"] == 1
 
 
 def test_cli_audit_exits_1_when_a_file_could_not_be_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
