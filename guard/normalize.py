@@ -39,8 +39,8 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     r"\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
     # durations: 12ms, 3.4 s, 5 seconds, 2m30s, took 1.2s
     r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)\b",
-    # process, session, job and thread ids
-    r"(?i)\b(?:pid|process(?: id)?|session(?: id)?|session_id|job(?: id)?|thread|port)\b[\s:=#]*\d+",
+    # process, session and job ids
+    r"(?i)\b(?:pid|process(?: id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
     # UUIDs, hex digests and long numbers (7 digits or more)
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
     r"\b(?:0x)?[0-9a-fA-F]{7,}\b",
