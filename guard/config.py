@@ -8,6 +8,7 @@ silently to a default.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
@@ -36,6 +37,7 @@ __all__ = [
     "apply_environment",
     "load_config",
     "parse_config",
+    "to_toml",
 ]
 
 
@@ -437,6 +439,31 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     except (ConfigError, ValueError):  # ValueError: more digits than int() takes
         raise ConfigError(TURNS_THRESHOLD_ENV, raw, rule) from None
     return msgspec.structs.replace(config, turns=turns)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    items = [_toml_value(v) for v in value]
+    if sum(len(i) + 2 for i in items) <= 80:
+        return f"[{', '.join(items)}]"
+    return "[\n" + "".join(f"    {i},\n" for i in items) + "]"
+
+
+def to_toml(config: Config) -> str:
+    """``config`` as a TOML file that ``load_config`` reads back to an equal
+    ``Config``: every section, every key (how to start a file from a preset)."""
+    lines: list[str] = []
+    for name in _SECTIONS:
+        section = getattr(config, name)
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {_toml_value(getattr(section, key))}" for key in section.__struct_fields__)
+        lines.append("")
+    return "\n".join(lines)
 
 
 RECOMMENDED = Config(remind=RemindConfig(enabled=False), loops=LoopsConfig())

@@ -275,9 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scores, stretches, notes = anyio.run(lambda: score(corpus=args.corpus))
     counts = {label: sum(1 for s in stretches if s.label == label) for label in ("loop", "legit", "unclear")}
-    print(
-        f"{len(stretches)} labelled stretches: {counts['loop']} loop, {counts['legit']} legit, {counts['unclear']} unclear"
-    )
+    labels = ", ".join(f"{n} {label}" for label, n in counts.items())
+    print(f"{len(stretches)} labelled stretches: {labels}")
     for note in notes:
         print(note, file=sys.stderr)
     print()

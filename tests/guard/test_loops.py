@@ -273,10 +273,12 @@ async def test_a_call_the_guard_was_not_asked_about_still_counts(anyio_backend: 
         call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="ls", args={})
         actions.append(policy.on_result(state, ToolResult.answering(call, "a"), cache))
     assert actions[1] is None
-    assert actions[2] is not None and actions[2].action == "remind"  # two repeats in a row
+    assert actions[2] is not None
+    assert actions[2].action == "remind"
     call = ToolCall(agent=agent, call_id="c9", step=9, tool="ls", args={})
     denial = await policy.on_call(state, call, cache)
-    assert denial is not None and denial.action == "deny"
+    assert denial is not None
+    assert denial.action == "deny"
     other = ToolResult.answering(call, "denied elsewhere", denied_by="someone-else")
     assert policy.on_result(state, other, cache) is None
 
@@ -294,7 +296,9 @@ async def test_a_halt_survives_a_signature_that_fell_out_of_the_window(anyio_bac
     assert await policy.on_call(state, call, cache) is not None
     state.signatures.clear()
     halt = policy.on_result(state, ToolResult.answering(call, "denied", denied_by=LOOPS_PLUGIN), cache)
-    assert halt is not None and halt.action == "halt" and halt.count == 1
+    assert halt is not None
+    assert halt.action == "halt"
+    assert halt.count == 1
 
 
 async def test_signatures_leave_with_the_window(make: Make, anyio_backend: str) -> None:
