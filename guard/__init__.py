@@ -6,10 +6,14 @@ escalates. See ``docs/`` for the policies and their configuration.
 """
 
 from guard.actions import DENYING, Action, ActionKind, action_for
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.config import (
+    PRESETS,
+    RECOMMENDED,
     TURNS_THRESHOLD_ENV,
     Config,
     ConfigError,
+    LoopsConfig,
     RemindConfig,
     RescueConfig,
     TurnsConfig,
@@ -20,6 +24,8 @@ from guard.config import (
 from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import ActionListener, Guard, build_policies
+from guard.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import ToolFilter, compile_pattern
 from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
@@ -32,9 +38,15 @@ from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
     "ASK_MODEL_ENV",
+    "DEFAULT_IGNORED_ARGS",
+    "DEFAULT_INTERJECTIONS",
+    "DEFAULT_RESULT_NORMALIZE",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
+    "LOOPS_PLUGIN",
+    "PRESETS",
+    "RECOMMENDED",
     "REDACTED",
     "RESCUE_PLUGIN",
     "TURNS_ADVISORY",
@@ -48,12 +60,16 @@ __all__ = [
     "AnyWatch",
     "AskCommand",
     "AskOutcome",
+    "CallSelector",
     "Config",
     "ConfigError",
     "Difference",
     "Fingerprint",
     "FingerprintCache",
     "Guard",
+    "Interjections",
+    "LoopsConfig",
+    "LoopsPolicy",
     "Policy",
     "Redactor",
     "RemindConfig",
@@ -61,6 +77,7 @@ __all__ = [
     "ReplayOutcome",
     "RescueConfig",
     "RescuePolicy",
+    "ResultNormalizer",
     "StateT",
     "ToolFilter",
     "Trip",
@@ -78,6 +95,7 @@ __all__ = [
     "canonical_json",
     "compile_pattern",
     "detect_loop",
+    "error_kind",
     "fingerprint",
     "load_config",
     "parse_config",

@@ -24,6 +24,7 @@ from bus import (
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
+from guard.loops import LoopsPolicy
 from guard.policy import AnyPolicy, AnyWatch
 from guard.remind import RemindPolicy
 from guard.rescue import RescuePolicy
@@ -83,6 +84,8 @@ def build_policies(config: Config) -> list[AnyPolicy]:
         policies.append(TurnsPolicy(config.turns))
     if config.rescue.enabled:
         policies.append(RescuePolicy(config.rescue))
+    if config.loops.enabled:
+        policies.append(LoopsPolicy(config.loops))
     return policies
 
 
