@@ -37,6 +37,18 @@ def test_remind_example_prints_what_the_page_says() -> None:
     assert out.getvalue() == printed
 
 
+@pytest.mark.usefixtures("_restore_structlog")
+def test_custom_policy_example_prints_what_the_page_says() -> None:
+    page = (DOCS / "policies" / "custom.md").read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", page, re.DOTALL)
+    assert match is not None
+    code, printed = match.groups()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/policies/custom.md", "exec"), {"__name__": "__main__"})
+    assert out.getvalue() == printed
+
+
 def test_every_remind_scenario_is_listed_on_the_policy_page() -> None:
     page = (DOCS / "policies" / "remind.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"`([a-z_]+)`", page.split("## Scenarios")[1].split("##")[0]))
