@@ -65,7 +65,7 @@ def test_pytest_runs_of_a_real_session_differ_only_in_their_timing() -> None:
     """Claude Code session: test runs reporting the same count in different
     times normalise alike; a different count does not."""
     (session,) = open_sessions(corpus_file("claude-code/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"))
-    summaries = {}
+    summaries: dict[str, set[str]] = {}
     for text in _results(session):
         for line in text.splitlines():
             if " passed in " in line:
