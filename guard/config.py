@@ -275,8 +275,8 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     section is present; the ``recommended`` preset turns it on."""
 
     include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    exclude_commands: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("sleep", "wait")
+    exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
     ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
     interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
     window: int = 30
@@ -303,7 +303,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
         r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
         r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
-        r"jobs\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
+        r"jobs\b|sleep\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
     )
     poll_states: tuple[str, ...] = (
         r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"

@@ -40,6 +40,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Any
 
@@ -125,13 +126,30 @@ def _elapsed(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-def _subcommand(args: Any) -> str | None:
-    """An editing tool's sub-command (``str_replace``, ``view``): a
-    one-word ``command`` argument; a shell command has spaces."""
+_SHELL_SEGMENTS = re.compile(r"&&|\|\||[;\n]")
+_SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
+_PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
+
+
+def _streak_key(tool: str, args: Any) -> tuple[str, str | None]:
+    """What a failure streak is counted on: the tool, and for an editing
+    tool its sub-command (``str_replace``, not ``view``), for a shell
+    command the program of its last step (``make`` in ``rm -rf build && cd
+    app && make``; a pipeline's first program): different programs failing
+    the same way are no streak."""
     command = shell_command(args)
-    if command is None or not command or any(c.isspace() for c in command):
-        return None
-    return command
+    if not command:
+        return (tool, None)
+    if not any(c.isspace() for c in command.strip()):
+        return (tool, command.strip())
+    program = None
+    for segment in _SHELL_SEGMENTS.split(command):
+        words = segment.strip().lstrip("({ ").split()
+        while words and (words[0] in _PREFIXES or "=" in words[0] or words[0][:1] in "-0123456789"):
+            words = words[1:]
+        if words and words[0] not in _SETUP:
+            program = words[0].rsplit("/", 1)[-1]
+    return (tool, program)
 
 
 class _Signature:
@@ -262,7 +280,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 elapsed=_elapsed(call.ts - signature.since),
             )
         else:
-            streak = state.streaks.get((call.tool, _subcommand(call.args)))
+            streak = state.streaks.get(_streak_key(call.tool, call.args))
             if streak is None or not config.error_deny_at or streak[1] < config.error_deny_at:
                 return None
             kind, count = streak
@@ -302,7 +320,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if note is not None
             else self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id)
         )
-        streak_key = (result.tool, _subcommand(result.args))
+        streak_key = _streak_key(result.tool, result.args)
         poll = self._is_poll(result, failed)
         if failed and not poll:
             digest = _FAILED
@@ -392,6 +410,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             typed = isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
             if not typed:
                 return True
+        command = shell_command(args)
+        if command is not None and not command.strip():
+            return True  # an empty shell command reads more output of the running one
         if self._poll_commands.match(args):
             return True
         if failed:

@@ -330,3 +330,28 @@ async def test_a_signature_still_in_the_window_keeps_its_count(make: Make, anyio
     for tool in ("A", "B", "A", "C", "A"):
         await run.do(tool, {}, "same")
     assert run.actions == [(3, "remind"), (5, "deny")]
+
+
+async def test_different_programs_failing_alike_are_no_streak(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for command in ("make", "cd /w && make clean && make", "rm -rf build && make"):
+        await run.do("Bash", {"command": command}, "Exit code 2\nmake: *** No rule to make target", is_error=True)
+    assert run.actions == [(3, "remind")]
+    for command in ("pytest -q a", "ruff check b", "mypy c"):
+        await run.do("Bash", {"command": command}, "Exit code 1\nerror: something failed", is_error=True)
+    assert run.actions == [(3, "remind")]
+
+
+async def test_a_bare_sleep_is_a_wait_not_a_loop(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        await run.do("Bash", {"command": "sleep 30"}, "")
+        await run.do("Bash", {"command": "./ci status"}, f"step {n}")
+    assert run.actions == []
+
+
+async def test_an_empty_shell_command_reads_output_as_a_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("execute_bash", {"command": "", "is_input": True}, "[still running]")
+    assert run.actions == [(2, "remind")]
