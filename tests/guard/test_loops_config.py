@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from guard import RECOMMENDED, Config, ConfigError, Guard, LoopsConfig, LoopsPolicy, load_config, parse_config
 from guard.cli import main
 from guard.config import to_toml
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """``main`` configures structlog for the process, as a command does; undo it."""
+    yield
+    structlog.reset_defaults()
 
 
 def test_no_config_still_runs_remind_alone() -> None:
