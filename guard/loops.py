@@ -158,7 +158,7 @@ class _Signature:
     failure or a poll, when the unchanged stretch began, and how often it was
     nudged and denied since."""
 
-    __slots__ = ("count", "denials", "failed", "last", "nudges", "poll", "result", "since")
+    __slots__ = ("count", "denials", "failed", "last", "level", "nudges", "poll", "result", "since", "spacing", "ts")
 
     def __init__(self) -> None:
         self.count = 0
@@ -168,6 +168,9 @@ class _Signature:
         self.poll = False
         self.since = 0.0
         self.nudges = 0
+        self.level = 0
+        self.ts = 0.0
+        self.spacing = 0.0
         self.denials = 0
 
 
@@ -352,21 +355,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return self._action("remind", result, streak, text, config.error_at)
             return None
         if poll:
-            at = config.poll_nudge_at
-            if count < at or (count - at) % config.poll_nudge_every:
-                return None
-            waits = config.poll_waits
-            wait = waits[min(signature.nudges, len(waits) - 1)]
-            signature.nudges += 1
-            text = _POLL_ADVICE.format(
-                count=count,
-                tool=result.tool,
-                arguments=arguments,
-                elapsed=_elapsed(result.ts - signature.since),
-                wait=wait,
-                how=_BLOCKING_WAIT.format(wait=wait),
-            )
-            return self._action("remind", result, count, text, at)
+            return self._back_off(signature, result, arguments)
         if state.advised or not gap:
             return None
         if state.run >= config.advise_at or 1 < gap <= config.advise_span:
@@ -396,11 +385,47 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.result = digest
             signature.since = result.ts
             signature.nudges = 0
+            signature.level = 0
             signature.denials = 0
         signature.last = state.seen
+        signature.spacing = result.ts - signature.ts
+        signature.ts = result.ts
         signature.failed = failed
         signature.poll = poll
         return signature, gap
+
+    def _back_off(self, signature: _Signature, result: ToolResult, arguments: str) -> Action | None:
+        """A nudge for an unchanged poll, naming the next wait. Waits the
+        agent already keeps between polls are skipped, so a patient poller
+        is not nagged; before a poll is denied it is always nudged once."""
+        config = self.config
+        count = signature.count
+        at = config.poll_nudge_at
+        stalled = count >= config.poll_deny_after or bool(
+            config.poll_deny_seconds and result.ts - signature.since >= config.poll_deny_seconds
+        )
+        final = stalled and not signature.nudges
+        if not final and (count < at or (count - at) % config.poll_nudge_every):
+            return None
+        waits = config.poll_waits
+        level = signature.level
+        while level < len(waits) and signature.spacing >= waits[level]:
+            level += 1
+        signature.level = level
+        if level == len(waits) and not final:
+            return None
+        wait = waits[min(level, len(waits) - 1)]
+        signature.level = min(level + 1, len(waits))
+        signature.nudges += 1
+        text = _POLL_ADVICE.format(
+            count=count,
+            tool=result.tool,
+            arguments=arguments,
+            elapsed=_elapsed(result.ts - signature.since),
+            wait=wait,
+            how=_BLOCKING_WAIT.format(wait=wait),
+        )
+        return self._action("remind", result, count, text, at)
 
     def _is_poll(self, result: ToolResult, failed: bool) -> bool:
         """A poll: a poll tool's call (not typing input), a poll command, or

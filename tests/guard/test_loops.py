@@ -228,8 +228,11 @@ async def test_an_unchanged_poll_is_denied_after_its_time(make: Make, anyio_back
     run = make(poll_deny_seconds=100)
     for _ in range(4):
         await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>", seconds=60)
-    assert run.actions == [(2, "remind"), (3, "deny"), (4, "deny")]
-    assert "over 2 min" in run.texts[1]
+    # every poll a minute apart: it already waits longer than any nudge would
+    # name, so it is nudged once, when it is about to be denied
+    assert run.actions == [(3, "remind"), (4, "deny")]
+    assert "wait about 60 seconds" in run.texts[0]
+    assert "over 3 min" in run.texts[1]
 
 
 async def test_typing_into_a_session_is_no_poll(make: Make, anyio_backend: str) -> None:
@@ -355,3 +358,21 @@ async def test_an_empty_shell_command_reads_output_as_a_poll(make: Make, anyio_b
     for _ in range(3):
         await run.do("execute_bash", {"command": "", "is_input": True}, "[still running]")
     assert run.actions == [(2, "remind")]
+
+
+async def test_a_poller_that_already_waits_is_nudged_with_a_longer_wait(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("write_stdin", {"session_id": 3, "chars": ""}, "Process running\nOutput:\n", seconds=12)
+    # 12 s apart: it already waits 5 and 10 s, so the first nudge names 30 s,
+    # the second 60 s, and then it has been told every wait there is
+    assert run.actions == [(2, "remind"), (4, "remind")]
+    assert "wait about 30 seconds" in run.texts[0]
+    assert "wait about 60 seconds" in run.texts[1]
+
+
+async def test_prefixes_and_assignments_do_not_name_the_program(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for command in ("FOO=1 timeout 30 ./build.sh", "sudo -E ./build.sh --fast", "nohup ./build.sh x"):
+        await run.do("Bash", {"command": command}, "Error: toolchain missing", is_error=True)
+    assert run.actions == [(3, "remind")]

@@ -123,3 +123,8 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
         "rm: cannot remove #: no such file"
     )
     assert error_kind("Exit code 1\nsome output\nmore output") == "some output"
+
+
+def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
+    noise = "\n".join(f"line {n}" for n in range(500))
+    assert error_kind(noise + "\nfatal: boom") == "line #"
