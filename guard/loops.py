@@ -24,9 +24,10 @@ advances, a retry that then succeeds, a re-read after the file changed):
   thing gets back-off nudges naming a wait (``poll_waits``), and is denied
   only once it has been unchanged for ``poll_deny_after`` polls or
   ``poll_deny_seconds``, and never before a nudge.
-- **Failures.** The same call failing ``error_at`` times draws an advisory
-  and is denied from then on. The same tool failing with the same kind of
-  error (``guard.normalize.error_kind``) ``error_at`` times in a row, with
+- **Failures.** The same call failing ``error_at`` times draws an advisory;
+  its ``error_deny_at``-th attempt is denied (a retry that then succeeds is
+  left alone). The same tool failing with the same kind of error
+  (``guard.normalize.error_kind``) ``error_at`` times in a row, with
   whatever arguments, draws an advisory, and from ``error_deny_at`` failures
   its further calls are denied until one of its calls succeeds. A failure
   is the result's error flag or a result matching ``error_results`` (the
@@ -77,8 +78,8 @@ _REPEAT_DENIAL = (
 )
 _FAILURE_ADVICE = (
     "loop-detector: this exact call has now failed {count} times ({tool} {arguments}). Retrying it unchanged "
-    "will fail again. Read the error, fix its cause or change the arguments; this exact call will be denied "
-    "from now on."
+    "will fail again. Read the error and fix its cause, or change approach; if it keeps failing, this exact "
+    "call will be denied."
 )
 _FAILURE_DENIAL = (
     "loop-detector denied this call; it did not run. This exact call has failed {count} times:\n"
@@ -263,8 +264,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if signature is not None and signature.count:
             count = signature.count + 1
             if signature.failed:
-                if signature.count >= config.error_at:
-                    text, threshold = _FAILURE_DENIAL, config.error_at
+                if config.error_deny_at and count >= config.error_deny_at:
+                    text, threshold = _FAILURE_DENIAL, config.error_deny_at
             elif signature.poll:
                 stalled = signature.count >= config.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds

@@ -347,6 +347,21 @@ async def _retry_after_404s(s: Session) -> None:
 
 
 @scenario
+async def _retry_through_a_deploy(s: Session) -> None:
+    await s.start("check the new endpoint once the deploy is live")
+    with s.stretch("legit", "retry", "three 503s while the deploy rolls out, then the endpoint answers"):
+        for _ in range(3):
+            await s.call(
+                "Bash",
+                _bash("curl -fsS https://staging.example.org/api/v2/items"),
+                "curl: (22) The requested URL returned error: 503",
+                error=True,
+                seconds=15,
+            )
+        await s.call("Bash", _bash("curl -fsS https://staging.example.org/api/v2/items"), '{"items": []}')
+
+
+@scenario
 async def _flaky_test_retry(s: Session) -> None:
     await s.start("the deploy step failed with a timeout; try again")
     with s.stretch("legit", "retry", "a network timeout retried once, then success"):

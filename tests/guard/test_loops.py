@@ -156,14 +156,14 @@ async def test_an_edit_of_an_untracked_tool_still_voids_counts(make: Make, anyio
     assert run.actions == []
 
 
-async def test_the_same_call_failing_is_advised_at_the_third_failure_then_denied(
+async def test_the_same_call_failing_is_advised_at_the_third_failure_and_denied_at_the_fifth(
     make: Make, anyio_backend: str
 ) -> None:
     run = make()
     fetch = {"url": "https://example.org/x"}
-    for _ in range(5):
+    for _ in range(6):
         await run.do("WebFetch", fetch, "Request failed with status code 404", is_error=True)
-    assert run.actions == [(3, "remind"), (4, "deny"), (5, "deny")]
+    assert run.actions == [(3, "remind"), (5, "deny"), (6, "deny")]
     assert "failed 3 times" in run.texts[0]
 
 
@@ -201,10 +201,13 @@ async def test_a_success_ends_the_streak_and_streak_denial_can_be_off(make: Make
     for n in range(7):
         await run.do("tool", {"n": n}, "Error: broken", is_error=True)
     assert run.actions == [(3, "remind")]
+    for _ in range(5):
+        await run.do("other", {}, "Error: broken", is_error=True)
+    assert run.actions == [(3, "remind"), (10, "remind")]
     await run.do("tool", {"n": 99}, "fine")
     for n in range(3):
         await run.do("tool", {"m": n}, "", is_error=True)
-    assert run.actions == [(3, "remind")]
+    assert run.actions == [(3, "remind"), (10, "remind")]
 
 
 async def test_a_poll_whose_output_advances_is_never_acted_on(make: Make, anyio_backend: str) -> None:
