@@ -99,6 +99,9 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     thresholds: tuple[int, ...] = (3, 5, 8)
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ("todo_write",)
+    exclude_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = ()
+    interjections: tuple[str, ...] = ()
     arguments_preview_chars: int = 500
     repeat_every: int = 0
 
@@ -121,6 +124,11 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         _check_patterns("remind.exclude", self.exclude)
         force_setattr(self, "include", tuple(self.include))
         force_setattr(self, "exclude", tuple(self.exclude))
+        _check_regexes("remind.exclude_commands", self.exclude_commands)
+        _check_names("remind.ignored_args", self.ignored_args)
+        _check_regexes("remind.interjections", self.interjections)
+        for key in ("exclude_commands", "ignored_args", "interjections"):
+            force_setattr(self, key, tuple(getattr(self, key)))
         _check_int("remind.arguments_preview_chars", self.arguments_preview_chars, 1)
         _check_int("remind.repeat_every", self.repeat_every, 0)
 
@@ -141,6 +149,8 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     threshold: int = 5
     exempt: tuple[str, ...] = ()
     exempt_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = ()
+    interjections: tuple[str, ...] = ()
     deny_after: int = 2
     halt_after: int = 2
     summary_chars: int = 200
@@ -156,6 +166,10 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         force_setattr(self, "exempt", tuple(self.exempt))
         _check_regexes("turns.exempt_commands", self.exempt_commands)
         force_setattr(self, "exempt_commands", tuple(self.exempt_commands))
+        _check_names("turns.ignored_args", self.ignored_args)
+        _check_regexes("turns.interjections", self.interjections)
+        force_setattr(self, "ignored_args", tuple(self.ignored_args))
+        force_setattr(self, "interjections", tuple(self.interjections))
         _check_int("turns.deny_after", self.deny_after, 0)
         _check_int("turns.halt_after", self.halt_after, 0)
         _check_int("turns.summary_chars", self.summary_chars, 1)
@@ -179,7 +193,8 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ("todo_write", "ask_user", "mcp__claude__*")
     exclude_commands: tuple[str, ...] = ()
-    ignored_args: tuple[str, ...] = ("description", "explanation", "reasoning", "thought", "comment")
+    ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
+    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
     mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
     mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
     escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
@@ -209,6 +224,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         _check_patterns("rescue.exclude", self.exclude)
         _check_regexes("rescue.exclude_commands", self.exclude_commands)
         _check_names("rescue.ignored_args", self.ignored_args)
+        _check_regexes("rescue.interjections", self.interjections)
         _check_patterns("rescue.mutating_tools", self.mutating_tools)
         _check_regexes("rescue.mutating_commands", self.mutating_commands)
         _check_patterns("rescue.escalation_tools", self.escalation_tools)
@@ -224,6 +240,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             "exclude",
             "exclude_commands",
             "ignored_args",
+            "interjections",
             "mutating_tools",
             "mutating_commands",
             "escalation_tools",
@@ -258,8 +275,8 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     section is present; the ``recommended`` preset turns it on."""
 
     include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    exclude_commands: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("sleep", "wait")
+    exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
     ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
     interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
     window: int = 30
@@ -286,7 +303,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
         r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
         r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
-        r"jobs\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
+        r"jobs\b|sleep\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
     )
     poll_states: tuple[str, ...] = (
         r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"

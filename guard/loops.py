@@ -24,9 +24,10 @@ advances, a retry that then succeeds, a re-read after the file changed):
   thing gets back-off nudges naming a wait (``poll_waits``), and is denied
   only once it has been unchanged for ``poll_deny_after`` polls or
   ``poll_deny_seconds``, and never before a nudge.
-- **Failures.** The same call failing ``error_at`` times draws an advisory
-  and is denied from then on. The same tool failing with the same kind of
-  error (``guard.normalize.error_kind``) ``error_at`` times in a row, with
+- **Failures.** The same call failing ``error_at`` times draws an advisory;
+  its ``error_deny_at``-th attempt is denied (a retry that then succeeds is
+  left alone). The same tool failing with the same kind of error
+  (``guard.normalize.error_kind``) ``error_at`` times in a row, with
   whatever arguments, draws an advisory, and from ``error_deny_at`` failures
   its further calls are denied until one of its calls succeeds. A failure
   is the result's error flag or a result matching ``error_results`` (the
@@ -40,6 +41,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Any
 
@@ -76,8 +78,8 @@ _REPEAT_DENIAL = (
 )
 _FAILURE_ADVICE = (
     "loop-detector: this exact call has now failed {count} times ({tool} {arguments}). Retrying it unchanged "
-    "will fail again. Read the error, fix its cause or change the arguments; this exact call will be denied "
-    "from now on."
+    "will fail again. Read the error and fix its cause, or change approach; if it keeps failing, this exact "
+    "call will be denied."
 )
 _FAILURE_DENIAL = (
     "loop-detector denied this call; it did not run. This exact call has failed {count} times:\n"
@@ -125,13 +127,30 @@ def _elapsed(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-def _subcommand(args: Any) -> str | None:
-    """An editing tool's sub-command (``str_replace``, ``view``): a
-    one-word ``command`` argument; a shell command has spaces."""
+_SHELL_SEGMENTS = re.compile(r"&&|\|\||[;\n]")
+_SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
+_PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
+
+
+def _streak_key(tool: str, args: Any) -> tuple[str, str | None]:
+    """What a failure streak is counted on: the tool, and for an editing
+    tool its sub-command (``str_replace``, not ``view``), for a shell
+    command the program of its last step (``make`` in ``rm -rf build && cd
+    app && make``; a pipeline's first program): different programs failing
+    the same way are no streak."""
     command = shell_command(args)
-    if command is None or not command or any(c.isspace() for c in command):
-        return None
-    return command
+    if not command:
+        return (tool, None)
+    if not any(c.isspace() for c in command.strip()):
+        return (tool, command.strip())
+    program = None
+    for segment in _SHELL_SEGMENTS.split(command):
+        words = segment.strip().lstrip("({ ").split()
+        while words and (words[0] in _PREFIXES or "=" in words[0] or words[0][:1] in "-0123456789"):
+            words = words[1:]
+        if words and words[0] not in _SETUP:
+            program = words[0].rsplit("/", 1)[-1]
+    return (tool, program)
 
 
 class _Signature:
@@ -140,7 +159,7 @@ class _Signature:
     failure or a poll, when the unchanged stretch began, and how often it was
     nudged and denied since."""
 
-    __slots__ = ("count", "denials", "failed", "last", "nudges", "poll", "result", "since")
+    __slots__ = ("count", "denials", "failed", "last", "level", "nudges", "poll", "result", "since", "spacing", "ts")
 
     def __init__(self) -> None:
         self.count = 0
@@ -150,6 +169,9 @@ class _Signature:
         self.poll = False
         self.since = 0.0
         self.nudges = 0
+        self.level = 0
+        self.ts = 0.0
+        self.spacing = 0.0
         self.denials = 0
 
 
@@ -242,8 +264,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if signature is not None and signature.count:
             count = signature.count + 1
             if signature.failed:
-                if signature.count >= config.error_at:
-                    text, threshold = _FAILURE_DENIAL, config.error_at
+                if config.error_deny_at and count >= config.error_deny_at:
+                    text, threshold = _FAILURE_DENIAL, config.error_deny_at
             elif signature.poll:
                 stalled = signature.count >= config.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
@@ -262,7 +284,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 elapsed=_elapsed(call.ts - signature.since),
             )
         else:
-            streak = state.streaks.get((call.tool, _subcommand(call.args)))
+            streak = state.streaks.get(_streak_key(call.tool, call.args))
             if streak is None or not config.error_deny_at or streak[1] < config.error_deny_at:
                 return None
             kind, count = streak
@@ -302,7 +324,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if note is not None
             else self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id)
         )
-        streak_key = (result.tool, _subcommand(result.args))
+        streak_key = _streak_key(result.tool, result.args)
         poll = self._is_poll(result, failed)
         if failed and not poll:
             digest = _FAILED
@@ -334,21 +356,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return self._action("remind", result, streak, text, config.error_at)
             return None
         if poll:
-            at = config.poll_nudge_at
-            if count < at or (count - at) % config.poll_nudge_every:
-                return None
-            waits = config.poll_waits
-            wait = waits[min(signature.nudges, len(waits) - 1)]
-            signature.nudges += 1
-            text = _POLL_ADVICE.format(
-                count=count,
-                tool=result.tool,
-                arguments=arguments,
-                elapsed=_elapsed(result.ts - signature.since),
-                wait=wait,
-                how=_BLOCKING_WAIT.format(wait=wait),
-            )
-            return self._action("remind", result, count, text, at)
+            return self._back_off(signature, result, arguments)
         if state.advised or not gap:
             return None
         if state.run >= config.advise_at or 1 < gap <= config.advise_span:
@@ -378,11 +386,47 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.result = digest
             signature.since = result.ts
             signature.nudges = 0
+            signature.level = 0
             signature.denials = 0
         signature.last = state.seen
+        signature.spacing = result.ts - signature.ts
+        signature.ts = result.ts
         signature.failed = failed
         signature.poll = poll
         return signature, gap
+
+    def _back_off(self, signature: _Signature, result: ToolResult, arguments: str) -> Action | None:
+        """A nudge for an unchanged poll, naming the next wait. Waits the
+        agent already keeps between polls are skipped, so a patient poller
+        is not nagged; before a poll is denied it is always nudged once."""
+        config = self.config
+        count = signature.count
+        at = config.poll_nudge_at
+        stalled = count >= config.poll_deny_after or bool(
+            config.poll_deny_seconds and result.ts - signature.since >= config.poll_deny_seconds
+        )
+        final = stalled and not signature.nudges
+        if not final and (count < at or (count - at) % config.poll_nudge_every):
+            return None
+        waits = config.poll_waits
+        level = signature.level
+        while level < len(waits) and signature.spacing >= waits[level]:
+            level += 1
+        signature.level = level
+        if level == len(waits) and not final:
+            return None
+        wait = waits[min(level, len(waits) - 1)]
+        signature.level = min(level + 1, len(waits))
+        signature.nudges += 1
+        text = _POLL_ADVICE.format(
+            count=count,
+            tool=result.tool,
+            arguments=arguments,
+            elapsed=_elapsed(result.ts - signature.since),
+            wait=wait,
+            how=_BLOCKING_WAIT.format(wait=wait),
+        )
+        return self._action("remind", result, count, text, at)
 
     def _is_poll(self, result: ToolResult, failed: bool) -> bool:
         """A poll: a poll tool's call (not typing input), a poll command, or
@@ -392,6 +436,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             typed = isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
             if not typed:
                 return True
+        command = shell_command(args)
+        if command is not None and not command.strip():
+            return True  # an empty shell command reads more output of the running one
         if self._poll_commands.match(args):
             return True
         if failed:

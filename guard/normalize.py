@@ -98,18 +98,34 @@ _ERROR_NOISE = re.compile(
     | 0x[0-9a-fA-F]+ | \d+(?:\.\d+)?     # numbers
     """
 )
-_ERROR_SKIP = re.compile(r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|```|-{3,}|={3,})")
+_ERROR_SKIP = re.compile(
+    r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<(\w+)>[^<]*</\1>\s*$|```|-{3,}|={3,}"
+    r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$)"
+)
+_ERROR_WORDS = re.compile(
+    r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
+    r"unable|refused|timed? ?out|unknown|missing|required|not allowed|forbidden|unauthori[sz]ed)\b"
+)
 _KIND_CHARS = 160
+_KIND_LINES = 200
 
 
 def error_kind(text: str) -> str:
-    """The kind of an error: its first meaningful line, lower-cased, with
-    quoted text, paths, file names and numbers stripped (``ERROR: No
-    replacement was performed, old_str `x` did not appear verbatim in
-    /a/b.py.`` and the same with other values are one kind)."""
-    for line in text.splitlines():
+    """The kind of an error: its first line that reads like an error (or,
+    without one, its first meaningful line), lower-cased, with quoted text,
+    paths, file names and numbers stripped (``ERROR: No replacement was
+    performed, old_str `x` did not appear verbatim in /a/b.py.`` and the same
+    with other values are one kind). Bare status lines (``Exit code 1``) and
+    banners are skipped: they say that something failed, not what."""
+    first = ""
+    for number, line in enumerate(text.splitlines()):
+        if number >= _KIND_LINES:
+            break
         if not line.strip() or _ERROR_SKIP.match(line):
             continue
-        kind = " ".join(_ERROR_NOISE.sub("#", line).lower().split())
-        return kind[:_KIND_CHARS]
-    return ""
+        if not first:
+            first = line
+        if _ERROR_WORDS.search(line):
+            first = line
+            break
+    return " ".join(_ERROR_NOISE.sub("#", first).lower().split())[:_KIND_CHARS]

@@ -30,6 +30,12 @@ DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
     "replace",
     "str_replace_based_edit_tool",
     "file_editor",
+    "edit_file",
+    "search_replace",
+    "replace_in_file",
+    "write_to_file",
+    "apply_diff",
+    "insert_content",
 )
 """Editing tools of the agent runtimes, compared loosely (``loose_tool_name``)."""
 

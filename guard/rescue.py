@@ -31,6 +31,7 @@ import anyio
 
 from bus import LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
+from guard.calls import Interjections
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
@@ -265,6 +266,7 @@ class RescuePolicy(Policy[_AgentState]):
         self._excluded_commands = CommandPatterns(config.exclude_commands)
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
         self._ignore = frozenset(config.ignored_args)
+        self._interjection = Interjections(config.interjections)
         self._window = config.window
         self._nudge_at = config.nudge_at
         self._rescue_at = config.rescue_at
@@ -312,6 +314,8 @@ class RescuePolicy(Policy[_AgentState]):
         return None
 
     def on_user_message(self, state: _AgentState, message: UserMessage) -> None:
+        if self._interjection(message.text):
+            return
         state.new_epoch()
         state.task = message.text
 

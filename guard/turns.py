@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
+from guard.calls import Interjections
 from guard.config import TurnsConfig
 from guard.fingerprint import FingerprintCache
 from guard.patterns import CommandPatterns, ToolFilter
@@ -134,6 +135,8 @@ class TurnsPolicy(Policy[_AgentTurns]):
         self.config = config
         self._filter = ToolFilter(exclude=config.exempt)
         self._exempt_commands = CommandPatterns(config.exempt_commands)
+        self._ignore = frozenset(config.ignored_args)
+        self._interjection = Interjections(config.interjections)
         self._threshold = config.threshold
         self._deny_after = config.deny_after
         self._halt_after = config.halt_after
@@ -185,7 +188,8 @@ class TurnsPolicy(Policy[_AgentTurns]):
         return action_for(result, policy=self.name, kind=note.kind, count=note.count, text=text, threshold=threshold)
 
     def on_user_message(self, state: _AgentTurns, message: UserMessage) -> None:
-        state.reset()
+        if not self._interjection(message.text):
+            state.reset()
 
     def on_status(self, state: _AgentTurns, status: AgentStatus) -> None:
         if status.status == "idle":
@@ -209,7 +213,7 @@ class TurnsPolicy(Policy[_AgentTurns]):
             state.calls.clear()
         if not self._filter.tracks(tool) or self._exempt_commands.match(args):
             return None
-        pair = fingerprints.get(tool, args, call_id=call_id).digest
+        pair = fingerprints.get(tool, args, self._ignore, call_id=call_id).digest
         if state.turn_step != step:
             if state.ladder:
                 previous = state.turn

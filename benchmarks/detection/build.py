@@ -256,6 +256,42 @@ async def _tail_log_unchanged(s: Session) -> None:
             )
 
 
+@scenario
+async def _sleep_then_check(s: Session) -> None:
+    await s.start("wait for the release build, then publish")
+    with s.stretch("legit", "poll", "sleep 30, then the build status, until it is done: the status advances"):
+        for state in ("queued", "building 20%", "building 60%", "building 90%", "done"):
+            await s.call("Bash", _bash("sleep 30"), "", seconds=30)
+            await s.call("Bash", _bash("./ci status release-7"), f"release-7: {state}")
+
+
+@scenario
+async def _openhands_empty_command_reads_output(s: Session) -> None:
+    await s.start("run the full test suite")
+    await s.call("execute_bash", {"command": "make test", "is_input": False}, "[Command still running...]")
+    with s.stretch("legit", "poll", "OpenHands reading a running command's output with an empty command"):
+        for n in range(6):
+            await s.call("execute_bash", {"command": "", "is_input": True}, f"ok {n * 40} tests\n[still running]")
+
+
+@scenario
+async def _pytest_failing_other_tests(s: Session) -> None:
+    await s.start("find which tests fail and why")
+    await s.call(
+        "Bash", _bash("pytest -q"), "Exit code 1\nFAILED tests/test_a.py::test_x - KeyError\n3 failed", error=True
+    )
+    with s.stretch("legit", "distinct args", "running one failing test after another to read each failure"):
+        for name, error in (("test_x", "KeyError"), ("test_y", "TypeError"), ("test_z", "ValueError")):
+            await s.call(
+                "Bash",
+                _bash(f"pytest -q tests/test_a.py::{name}"),
+                f"Exit code 1\nFAILED tests/test_a.py::{name} - {error}: bad input\n1 failed in 0.2s",
+                error=True,
+            )
+        await s.call("Bash", _bash("ls tests"), "test_a.py\ntest_b.py")
+        await s.call("Bash", _bash("git log --oneline -3"), "5d6e7f8 fix\n1a2b3c4 add")
+
+
 # ------------------------------------------------------------------- paging
 
 
@@ -308,6 +344,21 @@ async def _retry_after_404s(s: Session) -> None:
             {"url": "https://example.org/releases/v2.json", "prompt": "list the changes"},
             "v2: new importer, faster replay",
         )
+
+
+@scenario
+async def _retry_through_a_deploy(s: Session) -> None:
+    await s.start("check the new endpoint once the deploy is live")
+    with s.stretch("legit", "retry", "three 503s while the deploy rolls out, then the endpoint answers"):
+        for _ in range(3):
+            await s.call(
+                "Bash",
+                _bash("curl -fsS https://staging.example.org/api/v2/items"),
+                "curl: (22) The requested URL returned error: 503",
+                error=True,
+                seconds=15,
+            )
+        await s.call("Bash", _bash("curl -fsS https://staging.example.org/api/v2/items"), '{"items": []}')
 
 
 @scenario

@@ -156,14 +156,14 @@ async def test_an_edit_of_an_untracked_tool_still_voids_counts(make: Make, anyio
     assert run.actions == []
 
 
-async def test_the_same_call_failing_is_advised_at_the_third_failure_then_denied(
+async def test_the_same_call_failing_is_advised_at_the_third_failure_and_denied_at_the_fifth(
     make: Make, anyio_backend: str
 ) -> None:
     run = make()
     fetch = {"url": "https://example.org/x"}
-    for _ in range(5):
+    for _ in range(6):
         await run.do("WebFetch", fetch, "Request failed with status code 404", is_error=True)
-    assert run.actions == [(3, "remind"), (4, "deny"), (5, "deny")]
+    assert run.actions == [(3, "remind"), (5, "deny"), (6, "deny")]
     assert "failed 3 times" in run.texts[0]
 
 
@@ -201,10 +201,13 @@ async def test_a_success_ends_the_streak_and_streak_denial_can_be_off(make: Make
     for n in range(7):
         await run.do("tool", {"n": n}, "Error: broken", is_error=True)
     assert run.actions == [(3, "remind")]
+    for _ in range(5):
+        await run.do("other", {}, "Error: broken", is_error=True)
+    assert run.actions == [(3, "remind"), (10, "remind")]
     await run.do("tool", {"n": 99}, "fine")
     for n in range(3):
         await run.do("tool", {"m": n}, "", is_error=True)
-    assert run.actions == [(3, "remind")]
+    assert run.actions == [(3, "remind"), (10, "remind")]
 
 
 async def test_a_poll_whose_output_advances_is_never_acted_on(make: Make, anyio_backend: str) -> None:
@@ -228,8 +231,11 @@ async def test_an_unchanged_poll_is_denied_after_its_time(make: Make, anyio_back
     run = make(poll_deny_seconds=100)
     for _ in range(4):
         await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>", seconds=60)
-    assert run.actions == [(2, "remind"), (3, "deny"), (4, "deny")]
-    assert "over 2 min" in run.texts[1]
+    # every poll a minute apart: it already waits longer than any nudge would
+    # name, so it is nudged once, when it is about to be denied
+    assert run.actions == [(3, "remind"), (4, "deny")]
+    assert "wait about 60 seconds" in run.texts[0]
+    assert "over 3 min" in run.texts[1]
 
 
 async def test_typing_into_a_session_is_no_poll(make: Make, anyio_backend: str) -> None:
@@ -330,3 +336,46 @@ async def test_a_signature_still_in_the_window_keeps_its_count(make: Make, anyio
     for tool in ("A", "B", "A", "C", "A"):
         await run.do(tool, {}, "same")
     assert run.actions == [(3, "remind"), (5, "deny")]
+
+
+async def test_different_programs_failing_alike_are_no_streak(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for command in ("make", "cd /w && make clean && make", "rm -rf build && make"):
+        await run.do("Bash", {"command": command}, "Exit code 2\nmake: *** No rule to make target", is_error=True)
+    assert run.actions == [(3, "remind")]
+    for command in ("pytest -q a", "ruff check b", "mypy c"):
+        await run.do("Bash", {"command": command}, "Exit code 1\nerror: something failed", is_error=True)
+    assert run.actions == [(3, "remind")]
+
+
+async def test_a_bare_sleep_is_a_wait_not_a_loop(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        await run.do("Bash", {"command": "sleep 30"}, "")
+        await run.do("Bash", {"command": "./ci status"}, f"step {n}")
+    assert run.actions == []
+
+
+async def test_an_empty_shell_command_reads_output_as_a_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("execute_bash", {"command": "", "is_input": True}, "[still running]")
+    assert run.actions == [(2, "remind")]
+
+
+async def test_a_poller_that_already_waits_is_nudged_with_a_longer_wait(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("write_stdin", {"session_id": 3, "chars": ""}, "Process running\nOutput:\n", seconds=12)
+    # 12 s apart: it already waits 5 and 10 s, so the first nudge names 30 s,
+    # the second 60 s, and then it has been told every wait there is
+    assert run.actions == [(2, "remind"), (4, "remind")]
+    assert "wait about 30 seconds" in run.texts[0]
+    assert "wait about 60 seconds" in run.texts[1]
+
+
+async def test_prefixes_and_assignments_do_not_name_the_program(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for command in ("FOO=1 timeout 30 ./build.sh", "sudo -E ./build.sh --fast", "nohup ./build.sh x"):
+        await run.do("Bash", {"command": command}, "Error: toolchain missing", is_error=True)
+    assert run.actions == [(3, "remind")]

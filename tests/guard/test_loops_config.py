@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from guard import RECOMMENDED, Config, ConfigError, Guard, LoopsConfig, LoopsPolicy, load_config, parse_config
 from guard.cli import main
 from guard.config import to_toml
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """``main`` configures structlog for the process, as a command does; undo it."""
+    yield
+    structlog.reset_defaults()
 
 
 def test_no_config_still_runs_remind_alone() -> None:
@@ -78,3 +87,41 @@ def test_a_bad_value_names_its_key(settings: dict[str, Any], key: str) -> None:
 
 def test_streak_denial_can_be_off() -> None:
     assert LoopsConfig(error_deny_at=0).error_deny_at == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("section", ["remind", "turns", "rescue"])
+async def test_every_policy_lets_an_interjection_through_when_told(
+    section: str, make_script: Any, missing_ask_command: str, anyio_backend: str
+) -> None:
+    """``interjections`` is one key in every section: such a message resets
+    nothing, any other message still does."""
+    settings: dict[str, Any] = {"interjections": [r"(?i)done"]}
+    if section == "rescue":
+        settings["ask_command"] = missing_ask_command
+    off = {"remind": {"enabled": False}} if section != "remind" else {}
+    config = parse_config({**off, section: settings})
+    script = make_script(config)
+    actions: list[str] = []
+    script.guard.add_listener(lambda action, _trigger: actions.append(action.action))
+    grep = {"pattern": "x", "command": "grep x"}
+    for text in ["Done", "keep looking"]:
+        for _ in range(3):
+            await script.call("main", "grep", grep, "none")
+        await script.user("main", text)
+    before = len(actions)
+    await script.call("main", "grep", grep, "none")
+    assert before > 0  # six calls across "Done" made one run
+    assert len(actions) == before  # the real message reset it
+
+
+@pytest.mark.anyio
+async def test_remind_excludes_commands_and_ignores_arguments_when_told(make_script: Any, anyio_backend: str) -> None:
+    config = parse_config({"remind": {"exclude_commands": ["^sleep"], "ignored_args": ["description"]}})
+    script = make_script(config)
+    summaries: list[str] = []
+    script.guard.add_listener(lambda action, _trigger: summaries.append(f"{action.tool} × {action.count}"))
+    for n in range(3):
+        await script.call("main", "Bash", {"command": "sleep 1"}, "")
+        await script.call("main", "Bash", {"command": "ls", "description": f"list {n}"}, "a")
+    assert summaries == ["Bash × 3"]

@@ -114,3 +114,17 @@ def test_one_kind_of_error_with_other_values(a: str, b: str) -> None:
 def test_different_errors_are_different_kinds() -> None:
     assert error_kind("Request failed with status code 404") != error_kind("Permission denied")
     assert error_kind("") == error_kind("\n\n") == ""
+
+
+def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
+    pytest_output = "Exit code 1\n===== test session starts =====\nplatform linux -- Python 3.12\nE   KeyError: 'x'"
+    assert error_kind(pytest_output) == "e keyerror: #"
+    assert error_kind("<returncode>1</returncode>\n<output>\nrm: cannot remove 'x': No such file") == (
+        "rm: cannot remove #: no such file"
+    )
+    assert error_kind("Exit code 1\nsome output\nmore output") == "some output"
+
+
+def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
+    noise = "\n".join(f"line {n}" for n in range(500))
+    assert error_kind(noise + "\nfatal: boom") == "line #"
