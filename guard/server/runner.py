@@ -28,7 +28,7 @@ from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
 from guard.adapters.claude_hooks import default_state_dir
-from guard.config import load_config
+from guard.config import Config, apply_environment, load_config
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore
 
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
-    config = load_config(args.config) if args.config else None
+    config = apply_environment(load_config(args.config) if args.config else Config())
     token = read_token(args.token_file) if args.token_file else None
     if args.uds is None and not is_loopback(args.host) and token is None:
         raise ServeError(

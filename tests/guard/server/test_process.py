@@ -56,7 +56,7 @@ def test_tcp_on_a_free_port_answers_and_stops_cleanly_on_sigterm(start_server: S
     for log in ("tcp.jsonl", "tcp-claude.jsonl"):
         checked = replay_check(server.state_dir / log)
         assert checked.returncode == 0, checked.stderr
-        assert "check: every guard message matches the log" in checked.stderr
+        assert "check: every guard action matches the log" in checked.stderr
 
 
 def test_a_unix_socket_only_its_owner_can_open_removed_at_exit(start_server: StartServer, tmp_path: Path) -> None:
