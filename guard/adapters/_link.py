@@ -102,7 +102,10 @@ class AgentLink:
     """One live agent on a ``GuardLink``'s bus.
 
     ``step`` numbers the agent's model responses: call ``begin_step`` when a
-    new response arrives. ``call`` asks the bus whether a tool may run;
+    new response arrives. A runtime that reports where a response ends
+    instead (after its tool calls ran) calls ``end_step``: ``step_done`` is
+    then set until the next ``begin_step``, and ``steps_reported`` stays set.
+    ``call`` asks the bus whether a tool may run;
     ``result`` publishes what it returned (or the denial the model read).
     The guard's context messages wait in ``pending`` until the adapter takes
     them with ``take_context`` and shows them to the model; ``halt_reason`` is
@@ -112,6 +115,8 @@ class AgentLink:
     def __init__(self, link: GuardLink, agent: Agent) -> None:
         self.agent = agent
         self.step = 0
+        self.step_done = False
+        self.steps_reported = False
         self.halt_reason: str | None = None
         self.pending: list[ContextMessage] = []
         self._link = link
@@ -132,7 +137,20 @@ class AgentLink:
     def begin_step(self) -> int:
         """A new model response: later calls share its step number."""
         self.step += 1
+        self.step_done = False
         return self.step
+
+    async def end_step(self) -> None:
+        """The runtime says the current model response is over (its tool calls
+        all answered): publish ``agent/status`` ``step-done``, so the boundary
+        is in the log too, for a process that rebuilds the agent from it."""
+        self.step_done = self.steps_reported = True
+        await self.bus.publish(AgentStatus(agent=self.agent, status="step-done"))
+
+    async def idle(self) -> None:
+        """The agent stopped: its last response called no tool (``agent/status`` ``idle``)."""
+        self.step_done = True
+        await self.bus.publish(AgentStatus(agent=self.agent, status="idle"))
 
     async def user_message(self, text: str) -> None:
         """A genuine user turn: the guard resets, and a halt request is over."""
