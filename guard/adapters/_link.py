@@ -46,8 +46,11 @@ class GuardLink:
 
     Pass a ``bus`` you built (and attached your own ``Guard`` and logs to),
     or let the link build one with a ``Guard(config)`` attached and, with
-    ``log``, a ``SessionLog`` at that path. Context messages and halt requests
-    the bus carries are routed to the link of the agent they name.
+    ``log``, a ``SessionLog`` at that path (``self.log``). A log that exists
+    already is continued (a resume header, then this run's events), so the
+    same program can run again; ``append=False`` refuses it instead.
+    ``close()`` closes the log. Context messages and halt requests the bus
+    carries are routed to the link of the agent they name.
     """
 
     def __init__(
@@ -56,17 +59,24 @@ class GuardLink:
         *,
         config: Config | None = None,
         log: str | os.PathLike[str] | None = None,
+        append: bool = True,
     ) -> None:
+        self.log: SessionLog | None = None
         if bus is None:
             bus = Bus()
             Guard(config).attach(bus)
             if log is not None:
-                SessionLog(log).attach(bus)
+                self.log = SessionLog(log, append=append).attach(bus)
         elif config is not None or log is not None:
             raise ValueError("pass either your own bus (with its Guard attached) or config/log, not both")
         self.bus = bus
         self._links: dict[Agent, AgentLink] = {}
         bus.record(self._route)
+
+    def close(self) -> None:
+        """Close the session log the link opened (if any); harmless twice."""
+        if self.log is not None:
+            self.log.close()
 
     def agent(self, agent_id: str, *, parent: AgentLink | None = None) -> AgentLink:
         """A new live agent; publish its start with ``await link.start()``."""
