@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FakeAnthropic", "bundled_cli", "text", "tool_use"]
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 EXHAUSTED = "(script exhausted)"
 
 Block = dict[str, Any]

@@ -28,7 +28,12 @@ from bus import (
 from guard.config import Config
 from guard.guard import Guard
 
-__all__ = ["AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
+__all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
+
+REMINDER_PREFIX = "[repeat-tool-guard] "
+"""How a guard message starts where a runtime can only show it as user or tool
+text (no system role there): the model, and anyone reading the transcript,
+can tell it from the user's own words."""
 
 
 class HaltRequested(RuntimeError):

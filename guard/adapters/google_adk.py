@@ -28,13 +28,10 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from guard.adapters._link import AgentLink, GuardLink, as_text
+from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
 from guard.config import Config
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
-
-REMINDER_PREFIX = "[repeat-tool-guard] "
-"""Starts each reminder text the model is shown, marking it as the guard's note."""
 
 _running: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_google_adk", default=None)
 

@@ -18,16 +18,13 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
 from bus import Decision
-from guard.adapters._link import AgentLink, GuardLink
+from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink
 from guard.config import Config
 
 __all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy"]
 
 HALT_DENIER = "repeat-tool-guard-halt"
 """``denied_by`` of the calls the proxy refuses after a halt request."""
-
-REMINDER_PREFIX = "[repeat-tool-guard] "
-"""Starts every guard text block, so the model reads it as a note, not tool output."""
 
 REMINDER_META_KEY = "repeat-tool-guard"
 """Key in the ``_meta`` of a guard text block: the plugin that wrote it."""
