@@ -20,9 +20,10 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,16 @@ from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
 from guard.config import Config
 
-__all__ = ["HOOK_EVENTS", "ClaudeHooks", "HookInputError", "default_state_dir", "parse_payload", "run_hook"]
+__all__ = [
+    "HOOK_EVENTS",
+    "ClaudeHooks",
+    "HookInputError",
+    "default_state_dir",
+    "hook_command",
+    "hook_settings",
+    "parse_payload",
+    "run_hook",
+]
 
 HOOK_EVENTS: tuple[str, ...] = (
     "UserPromptSubmit",
@@ -45,6 +55,32 @@ HOOK_EVENTS: tuple[str, ...] = (
     "SessionEnd",
 )
 """The hook events the guard listens to; any other event is answered with ``{}``."""
+
+_TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+
+_FAILED_MESSAGE = '{"systemMessage":"repeat-tool-guard hook failed (exit %s): the loop guard is off for this event"}'
+_FAILED = "printf " + shlex.quote(_FAILED_MESSAGE + "\\n") + ' "$?"'
+
+
+def hook_command(argv: Sequence[str]) -> str:
+    """The shell command a Claude Code hook runs: ``argv`` (the hook command,
+    by absolute path, so it runs whatever ``PATH`` Claude Code has), and when
+    it cannot start or fails, a ``systemMessage`` that shows the user the
+    guard is off, instead of Claude Code dropping the failure silently."""
+    return f"{shlex.join(argv)} || {_FAILED}"
+
+
+def hook_settings(argv: Sequence[str]) -> dict[str, Any]:
+    """The ``hooks`` block of ``.claude/settings.json`` running ``hook_command(argv)``
+    for every event in ``HOOK_EVENTS`` (tool events for every tool)."""
+    handler = {"type": "command", "command": hook_command(argv)}
+    return {
+        "hooks": {
+            event: [{"matcher": "*", "hooks": [handler]} if event in _TOOL_EVENTS else {"hooks": [handler]}]
+            for event in HOOK_EVENTS
+        }
+    }
+
 
 MAX_SESSIONS = 256
 """How many sessions one ``ClaudeHooks`` keeps live by default (see ``max_sessions``)."""

@@ -511,3 +511,35 @@ async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_pat
         await run_hook_in_process(hook_payload, tmp_path)
     calls = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolCall)]
     assert [c.step for c in calls] == [1, 2, 3, 3, 4, 4], "inferred until the first PostToolBatch, then responses"
+
+
+def test_hook_settings_name_this_installation_and_every_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    import shlex
+
+    import structlog
+
+    from guard.cli import main
+
+    request.addfinalizer(structlog.reset_defaults)
+    config = tmp_path / "guard.toml"
+    config.write_text("[rescue]\nenabled = true\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["hook-settings", "--config", "guard.toml", "--state-dir", "state"]) == 0
+    hooks = json.loads(capsys.readouterr().out)["hooks"]
+    assert tuple(hooks) == HOOK_EVENTS
+    assert [m.get("matcher") for m in hooks["PreToolUse"]] == ["*"]
+    assert "matcher" not in hooks["PostToolBatch"][0]
+    command = hooks["Stop"][0]["hooks"][0]["command"]
+    run, fallback = command.split(" || ")
+    script = Path(sys.executable).parent / "repeat-tool-guard"
+    assert shlex.split(run) == [str(script), "hook", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    assert fallback.startswith("printf ")
+
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))  # an interpreter without the script beside it
+    assert main(["hook-settings"]) == 0
+    command = json.loads(capsys.readouterr().out)["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert shlex.split(command.split(" || ")[0]) == [str(tmp_path / "python3"), "-m", "guard", "hook"]
+    assert main(["hook-settings", "--config", "missing.toml"]) == 2
+    assert "missing.toml" in capsys.readouterr().err

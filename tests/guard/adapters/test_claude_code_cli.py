@@ -5,14 +5,19 @@ dispatched by the CLI itself over the SDK's control protocol."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bus import AgentStatus, ToolCall
+from bus import AgentStatus, ToolCall, read_log
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON
 from guard.adapters import GuardLink
+from guard.adapters.claude_hooks import hook_settings
 from tests.claude_cli import FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
 
@@ -104,3 +109,49 @@ async def test_sessions_beyond_the_bound_are_disposed_since_session_end_never_co
     assert len(set(started)) == 3
     assert disposed == started[:1], "the oldest session made room"
     assert [a.agent.id for a in link.links()] == started[1:]
+
+
+# --- plain Claude Code with the `repeat-tool-guard hook` command -------------------------------
+
+
+def printed_settings(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "hook-settings", *args], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    settings: dict[str, Any] = json.loads(done.stdout)
+    return settings
+
+
+def shown_to_the_user(done: subprocess.CompletedProcess[str]) -> list[str]:
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return [m["content"] for m in lines if m.get("type") == "system" and m.get("subtype") == "informational"]
+
+
+def test_printed_settings_run_the_hook_by_absolute_path_without_it_on_path(
+    fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    settings = printed_settings("--state-dir", str(state))
+    fake_anthropic.script(*[[bash("ls")]] * 3, [text("Found it.")])
+    done = fake_anthropic.run_cli("list the files", settings=settings, env={"PATH": "/usr/bin:/bin"})
+
+    assert done.returncode == 0, done.stderr
+    assert shown_to_the_user(done) == []
+    assert GENTLE_REMINDER in fake_anthropic.texts_after_tool_results(3)
+    (log,) = state.glob("*.jsonl")
+    statuses = [e.status for e in read_log(log) if isinstance(e, AgentStatus)]
+    assert statuses == ["started", "step-done", "step-done", "step-done", "idle", "disposed"], "SessionEnd came too"
+
+
+def test_a_hook_that_cannot_run_tells_the_user_the_guard_is_off(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    settings = hook_settings([str(tmp_path / "uninstalled" / "repeat-tool-guard"), "hook"])
+    fake_anthropic.script([bash("ls")], [text("Done.")])
+    done = fake_anthropic.run_cli("list the files", settings=settings)
+
+    assert done.returncode == 0, done.stderr
+    said = shown_to_the_user(done)
+    assert said, "Claude Code showed the user nothing"
+    assert all("repeat-tool-guard hook failed (exit 127): the loop guard is off" in s for s in said)
+    assert {s.split(" says:")[0] for s in said} >= {"UserPromptSubmit", "PreToolUse:Bash", "PostToolUse:Bash"}
+    assert json.loads(done.stdout.splitlines()[-1])["result"] == "Done.", "and the session went on"
