@@ -3,8 +3,8 @@
 Each page's fenced blocks run in order in one fresh directory (holding
 ``scenarios`` and ``examples`` links to the repository's), offline:
 
-- ``python``: run as a script in a subprocess (twice when it writes a session
-  log, since a second run of the same program must work too). A model the
+- ``python``: run as a script in a subprocess (an agent program, one with a
+  ``GuardLink``, twice: a second run on the same session log must work too). A model the
   example names is served by a local stand-in through the provider's
   base-URL variables (``tests/fake_providers.py``: a model that keeps calling
   one tool); the Claude Code CLI gets the scripted fake Anthropic API
@@ -113,7 +113,7 @@ def _run(command: list[str], cwd: Path, env: dict[str, str], block: Block) -> No
 def _run_python(block: Block, work: Path, tmp_path: Path) -> None:
     script = work / f"example_{block.line}.py"
     script.write_text(block.code)
-    runs = 2 if ("log=" in block.code or "SessionLog(" in block.code) else 1
+    runs = 2 if "GuardLink(" in block.code else 1  # an agent program runs again on its session log
     for _ in range(runs):
         if "claude_agent_sdk" in block.code:
             if bundled_cli() is None:
