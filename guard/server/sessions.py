@@ -34,7 +34,8 @@ _DENIALS_KEPT = 256
 
 class Session:
     """One session's live state: its ``GuardLink`` (bus, guard and log), the
-    live agents by id (one registry for every seam that drives the session),
+    translators of its two routes (``hooks`` for Claude Code hook payloads,
+    ``agents`` for the events API; a session is driven through one of them),
     and a lock that serializes its events, so they reach the guard and the
     log in the order they were answered.
 
@@ -46,7 +47,8 @@ class Session:
         self.id = session_id
         self.link = link
         self.agents: dict[str, AgentLink] = {agent.agent.id: agent for agent in link.links()}
-        self.hooks = ClaudeHooks(link, self.agents)
+        """The events API's live agents by id."""
+        self.hooks = ClaudeHooks(link)
         self.lock = anyio.Lock()
         self.last_used = 0.0
         self.closed = False
@@ -65,8 +67,9 @@ class Session:
 
     @property
     def finished(self) -> bool:
-        """Every agent of the session is disposed (a Claude Code ``SessionEnd``)."""
-        return not self.agents
+        """No agent of the session is live (a Claude Code ``SessionEnd``, or
+        every agent disposed through the events API)."""
+        return not self.link.links()
 
     def close(self) -> None:
         if not self.closed:

@@ -12,7 +12,7 @@ import pytest
 from bus.testing import FakeClock
 from guard import GENTLE_REMINDER
 from guard.server import FileSessionStore, Session
-from guard.server.events import ToolCallIn, ToolResultIn, UserMessageIn, apply_event
+from guard.server.events import AgentStatusIn, ToolCallIn, ToolResultIn, UserMessageIn, apply_event
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ async def test_a_request_waiting_for_a_session_that_ends_gets_it_restored(store:
         await apply_event(first, UserMessageIn(agent="main", text="hello"))
         tasks.start_soon(second)
         await anyio.sleep(0.05)  # second now waits for the lock
-        await first.hooks.handle({"session_id": "s", "hook_event_name": "SessionEnd"})
+        await apply_event(first, AgentStatusIn(agent="main", status="disposed"))
     (restored,) = seen
     assert restored is not first
     assert first.closed
