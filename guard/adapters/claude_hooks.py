@@ -39,6 +39,7 @@ __all__ = [
     "default_state_dir",
     "hook_command",
     "hook_settings",
+    "http_hook_settings",
     "is_session_id",
     "parse_payload",
     "run_hook",
@@ -74,7 +75,23 @@ def hook_command(argv: Sequence[str]) -> str:
 def hook_settings(argv: Sequence[str]) -> dict[str, Any]:
     """The ``hooks`` block of ``.claude/settings.json`` running ``hook_command(argv)``
     for every event in ``HOOK_EVENTS`` (tool events for every tool)."""
-    handler = {"type": "command", "command": hook_command(argv)}
+    return _settings({"type": "command", "command": hook_command(argv)})
+
+
+def http_hook_settings(url: str, *, token_env: str | None = None) -> dict[str, Any]:
+    """The ``hooks`` block of ``.claude/settings.json`` posting every event in
+    ``HOOK_EVENTS`` to the resident server at ``url`` (its
+    ``/hooks/claude-code``), with ``Authorization: Bearer $<token_env>`` when
+    the server needs a token (Claude Code reads the variable from its own
+    environment)."""
+    handler: dict[str, Any] = {"type": "http", "url": url}
+    if token_env is not None:
+        handler["headers"] = {"Authorization": f"Bearer ${token_env}"}
+        handler["allowedEnvVars"] = [token_env]
+    return _settings(handler)
+
+
+def _settings(handler: dict[str, Any]) -> dict[str, Any]:
     return {
         "hooks": {
             event: [{"matcher": "*", "hooks": [handler]} if event in _TOOL_EVENTS else {"hooks": [handler]}]
