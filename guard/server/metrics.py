@@ -71,9 +71,7 @@ class Metrics:
 
     def on_event(self, event: Event) -> None:
         """A bus recorder: count the event by its type."""
-        counter = self._by_class.get(type(event))
-        if counter is not None:
-            counter.inc()
+        self._by_class[type(event)].inc()
 
     def on_action(self, action: Action, trigger: Event) -> None:
         """A guard action listener: count the action by policy and kind."""

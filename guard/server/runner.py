@@ -112,9 +112,7 @@ class Hypercorn(HypercornConfig):
         return _where(sock)
 
     def create_sockets(self) -> Sockets:
-        if self._sockets is None:
-            self.listen()
-        assert self._sockets is not None
+        assert self._sockets is not None, "listen() before serving"
         return self._sockets
 
 
@@ -224,14 +222,13 @@ async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Call
         ready()
 
         async def until_signal() -> None:
-            async for signum in signals:
-                print(
-                    f"repeat-tool-guard serve: {signal.Signals(signum).name}: finishing in-flight requests",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                stop.set()
-                return
+            signum = await anext(signals)
+            print(
+                f"repeat-tool-guard serve: {signal.Signals(signum).name}: finishing in-flight requests",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.set()
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(until_signal)

@@ -156,17 +156,17 @@ class SessionStore(abc.ABC):
                 session = await self.restore(session_id)
                 session.last_used = self._clock()
                 self._live[session_id] = session
-                self._make_room()
+                self._make_room(keep=session)
         return session
 
-    def _make_room(self) -> None:
+    def _make_room(self, keep: Session) -> None:
+        # Sessions in use stay, and so does the one being opened: with every
+        # other session busy, the store is over its bound until one is free.
         excess = len(self._live) - self.max_sessions
-        if excess <= 0:
-            return
         for session in list(self._live.values()):
             if excess <= 0:
                 break
-            if not session.lock.locked():
+            if session is not keep and not session.lock.locked():
                 self._evict(session)
                 excess -= 1
 
@@ -179,8 +179,7 @@ class SessionStore(abc.ABC):
         return len(idle)
 
     def _evict(self, session: Session) -> None:
-        if self._live.get(session.id) is session:
-            del self._live[session.id]
+        self._live.pop(session.id, None)  # gone already if the store closed under a request past its grace
         session.close()
         self.evicted += 1
 

@@ -25,36 +25,55 @@ def serve(tmp_path: Path, *args: str) -> list[str]:
     return ["serve", "--state-dir", str(tmp_path / "state"), *args]
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize(("backend", "where"), [("asyncio", "uds"), ("trio", "tcp")])
 def test_a_run_of_the_command_serves_until_sigterm(
-    tmp_path: Path, backend: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, backend: str, where: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sock = tmp_path / "guard.sock"
+    port = 0
+    if where == "uds":
+        bind, transport, url = ["--uds", str(sock)], httpx.HTTPTransport(uds=str(sock)), "http://guard"
+        (tmp_path / "token").write_text("abc")  # and a token, read and required
+        (tmp_path / "token").chmod(0o600)
+        bind += ["--token-file", str(tmp_path / "token")]
+    else:
+        port = free_port()
+        bind, transport, url = ["--port", str(port)], httpx.HTTPTransport(), f"http://127.0.0.1:{port}"
     answers: list[int] = []
+
+    def listening() -> bool:
+        family, address = (socket.AF_UNIX, str(sock)) if where == "uds" else (socket.AF_INET, ("127.0.0.1", port))
+        with socket.socket(family) as probe:
+            return probe.connect_ex(address) == 0
 
     def client() -> None:
         deadline = time.monotonic() + 30
-        with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://guard") as http:
-            while True:
-                try:
-                    answers.append(http.get("/healthz").status_code)
-                    break
-                except (httpx.ConnectError, FileNotFoundError):
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(0.02)
+        while not listening() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with httpx.Client(transport=transport, base_url=url, headers={"Authorization": "Bearer abc"}) as http:
+            answers.append(http.get("/healthz").status_code)
             event = {"type": "user/message", "agent": "main", "text": "hi"}
             answers.append(http.post("/v1/sessions/cli/events", json=event).status_code)
         os.kill(os.getpid(), signal.SIGTERM)
 
     thread = threading.Thread(target=client)
     thread.start()
-    code = main(serve(tmp_path, "--uds", str(sock), "--backend", backend))
+    code = main(serve(tmp_path, *bind, "--backend", backend))
     thread.join(30)
     assert code == 0
     assert answers == [200, 200]
     err = capsys.readouterr().err
-    assert f"listening on unix:{sock} (state dir {tmp_path / 'state'}, no token, {backend})" in err
+    if where == "uds":
+        assert f"listening on unix:{sock} (state dir {tmp_path / 'state'}, bearer token required, {backend})" in err
+    else:
+        assert f"listening on {url} (state dir {tmp_path / 'state'}, no token, {backend})" in err
     assert "stopped; every session log is closed" in err
     assert (tmp_path / "state" / "cli.jsonl").exists()
     assert not sock.exists()
@@ -152,3 +171,36 @@ def test_other_commands_never_load_the_server(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
     assert done.stderr.strip() == "[]"
+
+
+def test_a_unix_socket_a_server_listens_on_is_not_taken_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "guard.sock"
+    with socket.socket(socket.AF_UNIX) as live:
+        live.bind(str(path))
+        live.listen()
+        assert main(serve(tmp_path, "--uds", str(path))) == 2
+    assert capsys.readouterr().err == (
+        f"repeat-tool-guard serve: cannot listen on unix:{path}: a server is listening on it\n"
+    )
+
+
+def test_a_unix_socket_left_by_a_dead_server_is_replaced(tmp_path: Path) -> None:
+    from guard.server.runner import hypercorn_config
+
+    path = tmp_path / "guard.sock"
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(path))  # bound, never listening, closed: what a killed server leaves
+    config = hypercorn_config(f"unix:{path}")
+    assert config.listen() == f"unix:{path}"
+    (sock,) = config.create_sockets().insecure_sockets
+    sock.close()
+
+
+def test_a_unix_socket_where_none_can_be_made_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "no-such-dir" / "guard.sock"
+    assert main(serve(tmp_path, "--uds", str(path))) == 2
+    assert (
+        capsys.readouterr().err == f"repeat-tool-guard serve: cannot listen on unix:{path}: No such file or directory\n"
+    )

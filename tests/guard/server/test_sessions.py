@@ -118,3 +118,41 @@ async def test_close_closes_every_session(store: FileSessionStore) -> None:
 def test_bad_limits_are_refused(tmp_path: Path, options: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         FileSessionStore(tmp_path, **options)
+
+
+async def test_requests_racing_to_open_a_new_session_share_one(store: FileSessionStore) -> None:
+    opened: list[Session] = []
+
+    async def open_it() -> None:
+        async with store.use("race") as session:
+            opened.append(session)
+            await apply_event(session, UserMessageIn(agent="main", text="hi"))
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(3):
+            tasks.start_soon(open_it)
+    assert len(opened) == 3
+    assert opened[0] is opened[1] is opened[2]
+    assert (store.restored, store.evicted) == (0, 0)
+
+
+async def test_with_every_other_session_busy_the_store_goes_over_its_bound_for_a_while(
+    tmp_path: Path,
+) -> None:
+    store = FileSessionStore(tmp_path / "state", max_sessions=1)
+    async with store.use("busy") as busy:
+        await apply_event(busy, UserMessageIn(agent="main", text="a slow call follows"))
+        assert await grep(store, "other", "c1") == []  # opened although busy holds the only place
+        assert len(store) == 2
+    assert await grep(store, "third", "c1") == []
+    assert len(store) == 1
+
+
+def test_only_the_latest_denials_are_remembered(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path / "state")
+    session = anyio.run(store.restore, "d")
+    for n in range(300):
+        session.remember_denial("main", f"c{n}")
+    assert not session.was_denied("main", "c0")
+    assert session.was_denied("main", "c299")
+    session.close()
