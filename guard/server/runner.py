@@ -207,8 +207,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         anyio.run(_serve, app, hypercorn, args.backend, ready, backend=args.backend)
     finally:
-        if args.uds and Path(args.uds).is_socket():
-            Path(args.uds).unlink()
+        if args.uds:
+            Path(args.uds).unlink(missing_ok=True)  # the server may have removed it already
         lock.close()
     print("repeat-tool-guard serve: stopped; every session log is closed", file=sys.stderr, flush=True)
     return EXIT_OK
