@@ -150,3 +150,16 @@ def test_either_stop_signal_closes_the_logs(start_server: StartServer, sig: str)
     assert os.path.getsize(server.state_dir / "sig.jsonl") > 0
     # nothing holds the state dir any more: a new server takes it at once
     assert start_server(state_dir=server.state_dir).stop() == 0
+
+
+def test_the_recommended_preset_denies_the_third_identical_call(start_server: StartServer) -> None:
+    server = start_server("--config", "recommended")
+    with server.client() as client:
+        grep(client, "rec", "c1")
+        grep(client, "rec", "c2")
+        call = {"type": "tool/call", "agent": "main", "call_id": "c3", "tool": "grep", "args": {"pattern": "x"}}
+        answer = client.post("/v1/sessions/rec/events", json=call).json()
+    assert answer["allowed"] is False
+    assert answer["reason"].startswith("loop-detector denied this call; it did not run.")
+    assert server.stop() == 0
+    assert replay_check(server.state_dir / "rec.jsonl", "--config", "recommended").returncode == 0
