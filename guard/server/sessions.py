@@ -123,7 +123,11 @@ class SessionStore(abc.ABC):
     @abc.abstractmethod
     async def restore(self, session_id: str) -> Session:
         """The session rebuilt from its persisted events (a new one when it
-        has none), with its new events persisted from now on."""
+        has none). The backend appends each new event where the session
+        persists (a recorder on the session's bus, as ``SessionLog`` is),
+        reports live guard actions to ``on_action`` and events to
+        ``on_event``, and gives the ``Session`` a ``close`` that releases
+        what it holds."""
 
     @asynccontextmanager
     async def use(self, session_id: str) -> AsyncIterator[Session]:
