@@ -32,7 +32,7 @@ def free_port() -> int:
         return port
 
 
-@pytest.mark.parametrize(("backend", "where"), [("asyncio", "uds"), ("trio", "tcp")])
+@pytest.mark.parametrize(("backend", "where"), [("asyncio", "uds"), ("trio", "uds"), ("trio", "tcp")])
 def test_a_run_of_the_command_serves_until_sigterm(
     tmp_path: Path, backend: str, where: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
