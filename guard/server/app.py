@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from guard.adapters.claude_hooks import HOOK_EVENTS, SESSION_ID_RULE, HookInputError, is_session_id, parse_payload
-from guard.server.events import RequestError, apply_event, decode_event
+from guard.server.events import RequestError, answer_event, decode_event
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
 from guard.server.sessions import SessionStore
@@ -123,8 +123,8 @@ class _Handlers:
             raise RequestError(400, f"session {session_id!r}: {SESSION_ID_RULE}")
         event = decode_event(await self.body(request))
         async with self.store.use(session_id) as session:
-            answer = await apply_event(session, event)
-        return _json(answer)
+            answer = await answer_event(session, event)
+        return Response(answer, media_type=_JSON)
 
     async def healthz(self, request: Request) -> Response:
         return _json({"status": "ok", "sessions": len(self.store)})

@@ -29,8 +29,10 @@ __all__ = [
     "ToolCallIn",
     "ToolResultIn",
     "UserMessageIn",
+    "answer_event",
     "apply_event",
     "decode_event",
+    "retry_key",
 ]
 
 AgentId = Annotated[str, msgspec.Meta(min_length=1, description="the agent's id; the first event of an id starts it")]
@@ -141,6 +143,30 @@ def decode_event(body: bytes) -> EventIn:
         raise RequestError(422, f"invalid event: {exc}") from None
     except msgspec.DecodeError as exc:
         raise RequestError(400, f"body is not JSON: {exc}") from None
+
+
+def retry_key(kind: str, agent: str, call_id: str) -> str:
+    """The key of a call's (``tool/call``) or result's (``tool/result``) answer in ``Session.answers``."""
+    return f"{kind}\x1f{agent}\x1f{call_id}"
+
+
+async def answer_event(session: Session, event: EventIn) -> bytes:
+    """``apply_event``'s answer, encoded; a retried ``tool/call`` or
+    ``tool/result`` (same type, agent and call id as one answered recently)
+    gets the original answer again and nothing is published twice. A call
+    id may be used again for a new call: a call's answer is forgotten once
+    its result is in, and its result's old answer when it is posted."""
+    if type(event) is ToolCallIn or type(event) is ToolResultIn:
+        kind, other = ("tool/call", "tool/result") if type(event) is ToolCallIn else ("tool/result", "tool/call")
+        key = retry_key(kind, event.agent, event.call_id)
+        answered = session.answers.get(key)
+        if answered is not None:
+            return answered
+        answer = msgspec.json.encode(await apply_event(session, event))
+        session.answers.pop(retry_key(other, event.agent, event.call_id), None)
+        session.remember_answer(key, answer)
+        return answer
+    return msgspec.json.encode(await apply_event(session, event))
 
 
 async def apply_event(session: Session, event: EventIn) -> EventAnswer:

@@ -30,6 +30,7 @@ from guard.config import Config
 __all__ = ["FileSessionStore", "Session", "SessionStore"]
 
 _DENIALS_KEPT = 256
+_ANSWERS_KEPT = 1024
 
 
 class Session:
@@ -54,6 +55,14 @@ class Session:
         self.closed = False
         self._close = close
         self._denied: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.answers: OrderedDict[str, bytes] = OrderedDict()
+        """Recent answers to calls and results by ``retry_key``, encoded, so a
+        client's retry gets the original answer and publishes nothing twice."""
+
+    def remember_answer(self, key: str, answer: bytes) -> None:
+        self.answers[key] = answer
+        if len(self.answers) > _ANSWERS_KEPT:
+            self.answers.popitem(last=False)
 
     def remember_denial(self, agent_id: str, call_id: str) -> None:
         """The guard denied this call and its denial is recorded as its result."""

@@ -230,9 +230,31 @@ def test_conflicts_with_the_sessions_state_are_409(served: Served) -> None:
     assert again.status_code == 409
     assert again.json() == {"error": "agent 'main' is already started in session 'k'"}
     served.event("k", type="tool/call", agent="main", call_id="c1", tool="ls")
+    served.store._live["k"].answers.clear()  # a retry too late to be recognised as one
     twice = served.post("/v1/sessions/k/events", {"type": "tool/call", "agent": "main", "call_id": "c1", "tool": "ls"})
     assert twice.status_code == 409
     assert twice.json() == {"error": "call 'c1' of agent 'main' is already open"}
+
+
+def test_a_retried_call_or_result_gets_the_original_answer_and_is_published_once(served: Served) -> None:
+    answers = []
+    for n in range(1, 4):
+        call = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", **GREP}
+        result = {"type": "tool/result", "agent": "main", "call_id": f"c{n}", "content": "none"}
+        answers += [served.event("retry", **call), served.event("retry", **call)]
+        answers += [served.event("retry", **result), served.event("retry", **result)]
+    assert all(first == again for first, again in zip(answers[::2], answers[1::2], strict=True))
+    assert [m["text"] for m in answers[-1]["messages"]] == [GENTLE_REMINDER]
+    events = events_of(served.state_dir / "retry.jsonl")
+    assert [type(e).__name__ for e in events].count("ToolCall") == 3
+    assert [type(e).__name__ for e in events].count("ContextMessage") == 1
+    # an id used again for a new call, once its result is in, is a new call
+    again = served.event("retry", type="tool/call", agent="main", call_id="c1", **GREP)
+    assert again["seq"] > answers[-1]["seq"]
+    served.event("retry", type="tool/result", agent="main", call_id="c1", content="none")
+    calls = [e for e in events_of(served.state_dir / "retry.jsonl") if type(e) is ToolCall]
+    assert [c.call_id for c in calls] == ["c1", "c2", "c3", "c1"]
+    check_replays(served.state_dir / "retry.jsonl")
 
 
 def test_an_unusable_session_id_is_400(served: Served) -> None:

@@ -148,11 +148,15 @@ async def test_with_every_other_session_busy_the_store_goes_over_its_bound_for_a
     assert len(store) == 1
 
 
-def test_only_the_latest_denials_are_remembered(tmp_path: Path) -> None:
+def test_only_the_latest_denials_and_answers_are_remembered(tmp_path: Path) -> None:
     store = FileSessionStore(tmp_path / "state")
     session = anyio.run(store.restore, "d")
     for n in range(300):
         session.remember_denial("main", f"c{n}")
+    for n in range(1100):
+        session.remember_answer(f"k{n}", b"{}")
     assert not session.was_denied("main", "c0")
     assert session.was_denied("main", "c299")
+    assert "k0" not in session.answers
+    assert len(session.answers) == 1024
     session.close()
