@@ -44,7 +44,11 @@ def test_formats_are_tried_in_a_documented_order() -> None:
         "gemini-cli",
         "openhands",
         "swe-agent",
+        "cline",
+        "goose",
         "mini-swe-agent",
+        "opencode",
+        "pi",
         "session-log",
     ]
 
