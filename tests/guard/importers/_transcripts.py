@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,11 @@ from guard import canonical_json
 from guard.importers import open_sessions
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-CORPUS = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
+CORPUS = Path(
+    os.environ.get("REPEAT_TOOL_GUARD_CORPUS") or Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
+)
+"""The real transcripts: ``../shared/corpus`` beside the repository, or the
+folder ``REPEAT_TOOL_GUARD_CORPUS`` names (see ``DATA.md``)."""
 
 
 def write_lines(path: Path, objects: list[Any], *, torn: str = "") -> Path:
