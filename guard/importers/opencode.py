@@ -37,7 +37,7 @@ def _is_export(doc: Any) -> bool:
         isinstance(doc, dict)
         and isinstance(doc.get("info"), dict)
         and isinstance(doc.get("messages"), list)
-        and all(isinstance(m, dict) and "parts" in m for m in doc["messages"][:20])
+        and any(isinstance(m, dict) and isinstance(m.get("info"), dict) and "parts" in m for m in doc["messages"][:20])
     )
 
 
