@@ -71,18 +71,19 @@ _PROMPT = re.compile(r"<(task|feedback|answer|user_message)>\n?(.*?)\n?</\1>", r
 
 
 def _is_history(doc: Any) -> bool:
-    return (
-        isinstance(doc, list)
-        and bool(doc)
-        and all(isinstance(m, dict) and m.get("role") in ("user", "assistant") and "content" in m for m in doc[:20])
-    )
+    messages = [m for m in doc[:20] if isinstance(m, dict)] if isinstance(doc, list) else []
+    return bool(messages) and all(m.get("role") in ("user", "assistant") and "content" in m for m in messages)
 
 
 def _sniff(sample: Sample) -> str | None:
     doc = sample.document
-    if _is_history(doc) and (sample.path.name == HISTORY or any(m in text_of(doc[0]["content"]) for m in _MARKERS)):
+    if _is_history(doc) and (sample.path.name == HISTORY or any(m in text_of(_first(doc)) for m in _MARKERS)):
         return None
-    return f"not a {HISTORY}: a list of {{role, content}} messages opening with a <task>"
+    return f"not a task history ({HISTORY}: a list of {{role, content}} messages opening with a <task>)"
+
+
+def _first(history: list[Any]) -> Any:
+    return next(m for m in history if isinstance(m, dict))["content"]
 
 
 def belongs_to_session(path: Path) -> bool:

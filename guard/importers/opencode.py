@@ -122,6 +122,10 @@ def _stored(storage: Path, session: str, report: ImportReport) -> Iterator[dict[
         yield {"info": info, "parts": [p for p in parts if isinstance(p, dict)]}
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _millis(value: Any) -> float | None:
     seconds = parse_time(value)
     return None if seconds is None else seconds / 1000
@@ -133,9 +137,8 @@ def _messages(messages: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
         if not isinstance(message, dict) or not isinstance(message.get("info"), dict):
             continue
         info = message["info"]
-        parts = message.get("parts") if isinstance(message.get("parts"), list) else []
-        times = info.get("time") if isinstance(info.get("time"), dict) else {}
-        ts = _millis(times.get("created")) or 0.0
+        parts: list[Any] = message["parts"] if isinstance(message.get("parts"), list) else []
+        ts = _millis(_dict(info.get("time")).get("created")) or 0.0
         if info.get("role") == "user":
             text = "\n".join(
                 str(p.get("text") or "")
@@ -172,8 +175,8 @@ def _run(lines: Iterator[dict[str, Any]], b: Builder) -> Iterator[AnyEvent]:
 
 def _tool(part: dict[str, Any], step: int, ts: float, b: Builder) -> Iterator[AnyEvent]:
     """A tool part: the call, and its result once it has one."""
-    state = part.get("state") if isinstance(part.get("state"), dict) else {}
-    times = state.get("time") if isinstance(state.get("time"), dict) else {}
+    state = _dict(part.get("state"))
+    times = _dict(state.get("time"))
     call_id = str(part.get("callID") or part.get("id"))
     yield from b.call(MAIN, call_id, step, str(part.get("tool")), state.get("input"), _millis(times.get("start")) or ts)
     status = state.get("status")
@@ -185,8 +188,7 @@ def _tool(part: dict[str, Any], step: int, ts: float, b: Builder) -> Iterator[An
         denied = "user" if text.startswith(_REJECTED) else None
         yield from b.result(MAIN, call_id, text, done, is_error=True, denied_by=denied)
         return
-    metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
-    code = metadata.get("exit")
+    code = _dict(state.get("metadata")).get("exit")
     failed = isinstance(code, int) and not isinstance(code, bool) and code != 0
     yield from b.result(MAIN, call_id, text_of(state.get("output")), done, is_error=failed)
 

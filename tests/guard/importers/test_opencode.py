@@ -44,7 +44,7 @@ class Export:
         self._part(message, type="file", mime="text/plain", filename="a.ts", url="file:///w/a.ts")
         self.messages.append(message)
 
-    def assistant(self, *steps: list[dict[str, Any]]) -> None:
+    def assistant(self, *steps: list[tuple[str, dict[str, Any]]]) -> None:
         """One assistant message; each step a list of tool states."""
         created = next(self._clock)
         info = {
