@@ -232,6 +232,7 @@ def test_odd_messages_and_parts_are_passed_over(tmp_path: Path) -> None:
     document["messages"][1:1] = [
         "junk",
         {"info": {"role": "system"}, "parts": []},
+        {"info": {"role": "user", "time": None}, "parts": [{"type": "file", "url": "file:///w/a.ts"}]},
         {"info": {"role": "assistant"}, "parts": ["junk", {"type": "tool", "callID": "c9", "tool": "x"}]},
     ]
     path = tmp_path / "odd.json"
