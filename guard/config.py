@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import reprlib
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -393,6 +394,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 
 
 _TOO_DEEP = f"nests tables or lists deeper than {MAX_NESTING} levels"
+_TOO_LONG = f"holds a number of more than {sys.get_int_max_str_digits()} digits"
 
 
 def _parse_toml(file: Path, raw: bytes) -> Any:
@@ -402,8 +404,8 @@ def _parse_toml(file: Path, raw: bytes) -> Any:
         raise ConfigError("config file", str(file), f"is not valid TOML ({exc})") from None
     except RecursionError:
         raise ConfigError("config file", str(file), _TOO_DEEP) from None
-    except ValueError as exc:  # an integer of more digits than int() converts
-        raise ConfigError("config file", str(file), f"is not a usable TOML file ({exc})") from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise ConfigError("config file", str(file), _TOO_LONG) from None
     if _depth(data) > MAX_NESTING:
         raise ConfigError("config file", str(file), _TOO_DEEP)
     return data
@@ -439,5 +441,5 @@ def _parse_yaml(file: Path, raw: bytes) -> Any:
         raise ConfigError("config file", str(file), f"is not valid YAML ({what}{where})") from None
     except yaml.YAMLError as exc:
         raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
-    except ValueError as exc:  # an integer of more digits than int() converts
-        raise ConfigError("config file", str(file), f"is not a usable YAML file ({exc})") from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise ConfigError("config file", str(file), _TOO_LONG) from None
