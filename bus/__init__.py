@@ -21,7 +21,7 @@ from bus.events import (
     UserMessage,
 )
 from bus.files import NotRegularFileError, open_regular, read_regular
-from bus.log import LOG_VERSION, SessionLog
+from bus.log import LOG_VERSION, LogWriteError, SessionLog
 from bus.reader import LogError, LogReader, ReadReport, SkippedLine, read_log
 from bus.replay import Replay
 
@@ -42,6 +42,7 @@ __all__ = [
     "Interceptor",
     "LogError",
     "LogReader",
+    "LogWriteError",
     "NotRegularFileError",
     "ReadReport",
     "Recorder",

@@ -15,9 +15,22 @@ from bus.bus import Bus
 from bus.events import Event, SessionStart
 from bus.files import open_regular
 
-__all__ = ["LOG_VERSION", "SessionLog"]
+__all__ = ["LOG_VERSION", "LogWriteError", "SessionLog"]
 
 LOG_VERSION = 1
+
+
+class LogWriteError(OSError):
+    """An event could not be written to a session log (a full disk, a file
+    size limit, an I/O error); ``errno`` is the system's. The log holds no
+    part of it."""
+
+    def __init__(self, errno: int | None, message: str) -> None:
+        super().__init__(errno, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class SessionLog:
@@ -34,7 +47,7 @@ class SessionLog:
     FIFO, socket or directory raises ``NotRegularFileError``, and so does a
     symbolic link unless ``follow_symlinks=True``.
 
-    A write either lands a whole line or raises ``OSError`` and leaves none:
+    A write either lands a whole line or raises ``LogWriteError`` and leaves none:
     the part of a line a full disk accepted is cut off again, or, if even
     that fails, ended with a newline before the next line, so a failed event
     never swallows the next one. ``failures`` counts the events not written
@@ -55,7 +68,7 @@ class SessionLog:
         self.path = Path(path)
         self.session = session or uuid.uuid4().hex
         self.failures = 0
-        self.error: OSError | None = None
+        self.error: LogWriteError | None = None
         self._fsync = fsync
         self._torn = False
         flags = os.O_CREAT | os.O_APPEND | (os.O_RDWR if append else os.O_WRONLY | os.O_EXCL)
@@ -89,7 +102,7 @@ class SessionLog:
         return self
 
     def write(self, event: Event) -> None:
-        """Append one event as a line; ``OSError`` if it could not be (see above)."""
+        """Append one event as a line; ``LogWriteError`` if it could not be (see above)."""
         self._write_line(event)
 
     def _write_line(self, item: Event | SessionStart) -> None:
@@ -115,7 +128,7 @@ class SessionLog:
             view.release()
             self._cut(fd, written)
             self.failures += 1
-            self.error = OSError(exc.errno, f"session log {str(self.path)!r}: event not written ({exc.strerror})")
+            self.error = LogWriteError(exc.errno, f"session log {str(self.path)!r}: event not written ({exc.strerror})")
             raise self.error from None
         view.release()
         self._torn = False

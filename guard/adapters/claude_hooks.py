@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bus import LogError, open_regular
+from bus import LogError, LogWriteError, open_regular
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
 from guard.config import Config
@@ -163,7 +163,7 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     guard, handles the payload, and appends the new events. A log that is not
     a session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
     Both files are created 0600; the log is not written through a symbolic
-    link. An event the log could not record (a full disk) raises ``OSError``
+    link. An event the log could not record (a full disk) raises ``LogWriteError``
     once the payload is handled, and the log is left whole.
     """
     session = str(payload["session_id"])
@@ -182,5 +182,5 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     finally:
         os.close(lock)
     if log.error is not None:
-        raise OSError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
+        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
     return answer
