@@ -25,6 +25,7 @@ from guard._text import one_line
 from guard.progress import DEFAULT_MUTATING_COMMANDS
 
 __all__ = [
+    "MAX_CONFIG_BYTES",
     "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
@@ -362,18 +363,23 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     return msgspec.structs.replace(config, turns=turns)
 
 
+MAX_CONFIG_BYTES = 64 * 1024
+"""The largest config file ``load_config`` reads."""
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Load a ``Config`` from a ``.toml`` file, or ``.yaml``/``.yml`` (needs PyYAML).
 
-    The file must be a regular file (not a FIFO, device or directory); a
-    UTF-8 byte order mark is allowed. Nesting deeper than ``MAX_NESTING``
+    The file must be a regular file (not a FIFO, device or directory) of at
+    most ``MAX_CONFIG_BYTES`` (a config is a few hundred bytes; the bound
+    keeps parsing fast); a UTF-8 byte order mark is allowed. Nesting deeper than ``MAX_NESTING``
     levels, a YAML alias (``*name``), a key given twice and a number too
     large to convert are errors, each a one-line ``ConfigError``.
     """
     file = Path(path)
     try:
         with read_regular(file, what="config file") as stream:
-            raw = stream.read()
+            raw = stream.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError("config file", str(file), "no such file") from None
     except NotRegularFileError as exc:
@@ -381,6 +387,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         raise ConfigError("config file", str(file), f"is {kind}") from None
     except OSError as exc:
         raise ConfigError("config file", str(file), f"cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("config file", str(file), f"is larger than {MAX_CONFIG_BYTES // 1024} KiB")
     suffix = file.suffix.lower()
     if suffix == ".toml":
         data = _parse_toml(file, raw)

@@ -80,7 +80,7 @@ def test_a_deep_document_is_a_one_line_error(name: str, depth: int, tmp_path: Pa
     assert f"deeper than {MAX_NESTING} levels" in line
 
 
-@pytest.mark.parametrize("depth", DEPTHS)
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 1_000, 30_000])  # a config is at most 64 KiB
 @pytest.mark.parametrize("suffix", [".toml", ".yaml"])
 def test_a_deep_config_is_a_one_line_error(depth: int, suffix: str, tmp_path: Path, cli: CLI) -> None:
     config = tmp_path / f"guard{suffix}"
