@@ -54,7 +54,7 @@ def test_a_line_at_the_limit_is_read(tmp_path: Path) -> None:
 def test_brackets_inside_strings_are_not_nesting(tmp_path: Path) -> None:
     with SessionLog(tmp_path / "s.jsonl") as log:
         log.write(ToolCall(agent=Agent("a"), seq=1, call_id="c", step=1, tool="t", args={"s": "[{" * 5000}))
-    assert [e.args for e in LogReader(tmp_path / "s.jsonl")] == [{"s": "[{" * 5000}]
+    assert [e.args for e in LogReader(tmp_path / "s.jsonl") if isinstance(e, ToolCall)] == [{"s": "[{" * 5000}]
 
 
 @pytest.mark.parametrize("name", sorted(set(_LINE_HEADS) - {"session-log"}))

@@ -18,19 +18,105 @@ from hypothesis import strategies as st
 
 from guard.importers import FORMATS, TranscriptError, open_sessions
 
-_KEYS = (
-    "action actions agentId args arguments attachment call_id calls cause choices command content created "
-    "error events exit_code extra extras function functionResponse function_name history id input instance_id "
-    "isMeta isSidechain is_error kind llm_message llm_response_id message messages metadata model "
-    "model_response name observation output payload prompt record_type response result resultDisplay "
-    "returncode role sessionId source status success text timestamp toolCalls toolUseID tool_call "
-    "tool_call_id tool_call_ids tool_call_metadata tool_calls tool_name tool_use_id type uuid projectHash"
-).split()
-_WORDS = (
-    "user assistant agent tool system function_call function_call_output custom_tool_call local_shell_call "
-    "response_item event_msg session_meta user_message message run read edit finish think tool_use "
-    "tool_result text ActionEvent ObservationEvent MessageEvent run_ipython main c1 c2 2026-01-01T00:00:00Z"
-).split()
+_KEYS = [
+    "action",
+    "actions",
+    "agentId",
+    "args",
+    "arguments",
+    "attachment",
+    "call_id",
+    "calls",
+    "cause",
+    "choices",
+    "command",
+    "content",
+    "created",
+    "error",
+    "events",
+    "exit_code",
+    "extra",
+    "extras",
+    "function",
+    "functionResponse",
+    "function_name",
+    "history",
+    "id",
+    "input",
+    "instance_id",
+    "isMeta",
+    "isSidechain",
+    "is_error",
+    "kind",
+    "llm_message",
+    "llm_response_id",
+    "message",
+    "messages",
+    "metadata",
+    "model",
+    "model_response",
+    "name",
+    "observation",
+    "output",
+    "payload",
+    "prompt",
+    "record_type",
+    "response",
+    "result",
+    "resultDisplay",
+    "returncode",
+    "role",
+    "sessionId",
+    "source",
+    "status",
+    "success",
+    "text",
+    "timestamp",
+    "toolCalls",
+    "toolUseID",
+    "tool_call",
+    "tool_call_id",
+    "tool_call_ids",
+    "tool_call_metadata",
+    "tool_calls",
+    "tool_name",
+    "tool_use_id",
+    "type",
+    "uuid",
+    "projectHash",
+]
+_WORDS = [
+    "user",
+    "assistant",
+    "agent",
+    "tool",
+    "system",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "local_shell_call",
+    "response_item",
+    "event_msg",
+    "session_meta",
+    "user_message",
+    "message",
+    "run",
+    "read",
+    "edit",
+    "finish",
+    "think",
+    "tool_use",
+    "tool_result",
+    "text",
+    "ActionEvent",
+    "ObservationEvent",
+    "MessageEvent",
+    "run_ipython",
+    "main",
+    "c1",
+    "c2",
+    "2026-01-01T00:00:00Z",
+]
 
 _scalars = (
     st.none()
