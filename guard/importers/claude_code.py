@@ -14,11 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
-from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
+from guard.importers._source import Format, Sample, first_object, merge_by_time, read_jsonl
 
 __all__ = ["FORMAT", "belongs_to_session", "subagent_files"]
 
@@ -66,12 +64,7 @@ def _sniff(sample: Sample) -> str | None:
 
 
 def _first_line(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as file:
-            obj = msgspec.json.decode(file.readline())
-    except (OSError, msgspec.DecodeError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
+    return first_object(path)
 
 
 def subagent_files(session_file: Path) -> list[Path]:
