@@ -62,7 +62,8 @@ class ClaudeCodeSession:
         """Let time pass: the next entry is ``second`` seconds after the start."""
         self._clock = itertools.count(second)
 
-    def prompt(self, text: str, **fields: Any) -> None:
+    def prompt(self, text: Any, **fields: Any) -> None:
+        """A typed prompt: a string, or content blocks."""
         self._entry("user", message={"role": "user", "content": text}, **fields)
 
     def respond(self, *calls: tuple[str, Any], text: str = "") -> list[str]:
