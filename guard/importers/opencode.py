@@ -16,11 +16,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportedSession, ImportReport, parse_time, text_of
-from guard.importers._source import Format, Sample, read_jsonl
+from guard.importers._source import Format, Sample, read_documents, read_jsonl
 
 __all__ = ["FORMAT", "belongs_to_session"]
 
@@ -103,22 +101,13 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         )
 
 
-def _load(path: Path, report: ImportReport) -> Any:
-    try:
-        return msgspec.json.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
-        report.skip("invalid-json")
-        return None
-
-
 def _stored(storage: Path, session: str, report: ImportReport) -> Iterator[dict[str, Any]]:
     """The messages of a stored session with their parts, in id order (OpenCode's
-    ids ascend with time)."""
-    for file in sorted((storage / "message" / session).glob("*.json")):
-        info = _load(file, report)
+    ids ascend with time); a file that does not decode is skipped and counted."""
+    for info in read_documents(sorted((storage / "message" / session).glob("*.json")), report):
         if not isinstance(info, dict):
             continue
-        parts = [_load(p, report) for p in sorted((storage / "part" / file.stem).glob("*.json"))]
+        parts = read_documents(sorted((storage / "part" / str(info.get("id"))).glob("*.json")), report)
         yield {"info": info, "parts": [p for p in parts if isinstance(p, dict)]}
 
 
