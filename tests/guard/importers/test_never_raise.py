@@ -84,6 +84,24 @@ _KEYS = [
     "type",
     "uuid",
     "projectHash",
+    "toolCall",
+    "toolResult",
+    "toolCallId",
+    "isError",
+    "parts",
+    "info",
+    "state",
+    "callID",
+    "tool",
+    "part",
+    "time",
+    "exit",
+    "start",
+    "ts",
+    "conversation",
+    "parentId",
+    "synthetic",
+    "value",
 ]
 _WORDS = [
     "user",
@@ -116,6 +134,18 @@ _WORDS = [
     "c1",
     "c2",
     "2026-01-01T00:00:00Z",
+    "toolRequest",
+    "toolResponse",
+    "toolCall",
+    "toolResult",
+    "session",
+    "step-start",
+    "step_start",
+    "completed",
+    "error",
+    "success",
+    "[read_file for 'a'] Result:",
+    "<read_file><path>a</path></read_file>",
 ]
 
 _scalars = (
@@ -139,6 +169,9 @@ _LINE_HEADS: dict[str, dict[str, Any]] = {
     "gemini-cli": {"sessionId": "s", "projectHash": "p"},
     "openhands": {"kind": "MessageEvent", "source": "user", "llm_message": {"role": "user", "content": "hi"}},
     "session-log": {"type": "session/start", "v": 1, "session": "s", "ts": 0.0},
+    "pi": {"type": "session", "id": "s", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+    "goose": {"working_dir": "/w", "message_count": 1},
+    "opencode": {"type": "tool_use", "timestamp": 1, "sessionID": "s", "part": {"type": "tool", "callID": "c1"}},
 }
 
 
@@ -151,6 +184,12 @@ def _document(name: str, records: list[dict[str, Any]]) -> Any:
         return {"history": [{"role": "system", "content": "x"}, *records]}
     if name == "mini-swe-agent":
         return {"trajectory_format": "mini-swe-agent-1", "info": {}, "messages": records}
+    if name == "cline":
+        return [{"role": "user", "content": "<task>\nhi\n</task>"}, *records]
+    if name == "goose":
+        return {"id": "s", "conversation": [{"role": "user", "created": 1, "content": []}, *records]}
+    if name == "opencode":
+        return {"info": {"id": "s"}, "messages": [{"info": {"role": "user"}, "parts": []}, *records]}
     return records
 
 
@@ -183,7 +222,9 @@ def test_json_lines_of_any_types_never_raise(name: str, records: list[dict[str, 
     _consume(path, None)
 
 
-@pytest.mark.parametrize("name", ["gemini-cli", "mini-swe-agent", "openhands", "swe-agent"])
+@pytest.mark.parametrize(
+    "name", ["cline", "gemini-cli", "goose", "mini-swe-agent", "opencode", "openhands", "swe-agent"]
+)
 @_settings
 @given(records=st.lists(_records | _values, max_size=8))
 def test_documents_of_any_types_never_raise(name: str, records: list[Any], tmp_path: Path) -> None:
