@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bus import ToolCall
+from bus import ToolCall, ToolResult
 from guard import canonical_json
 from guard.importers import open_sessions
 
@@ -167,6 +167,12 @@ def longest_run(evts: list[Any]) -> int:
         last[call.agent.id] = (key, run)
         best = max(best, run)
     return best
+
+
+def counts(evts: list[Any]) -> tuple[int, int, int]:
+    """What the data notes count for a real transcript: calls, failed
+    results, and the longest run of identical calls."""
+    return len(calls(evts)), sum(e.is_error for e in evts if type(e) is ToolResult), longest_run(evts)
 
 
 def iso(text: str) -> float:

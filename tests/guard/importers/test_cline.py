@@ -11,7 +11,7 @@ import pytest
 
 from bus import ToolResult, UserMessage
 from guard.importers import TranscriptError, belongs_to_session, detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only
+from tests.guard.importers._transcripts import calls, corpus_file, counts, longest_run, of, only
 
 TASK = "1777073160794"
 ENV = "<environment_details>\n# Visual Studio Code Visible Files\n(No visible files)\n</environment_details>"
@@ -199,4 +199,4 @@ REAL = {
 @pytest.mark.parametrize(("relative", "expected"), REAL.items())
 def test_real_task_histories(relative: str, expected: tuple[int, int, int]) -> None:
     evts = only(corpus_file(relative))
-    assert (len(calls(evts)), sum(r.is_error for r in of(evts, ToolResult)), longest_run(evts)) == expected
+    assert counts(evts) == expected

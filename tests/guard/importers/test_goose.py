@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bus import ToolResult, UserMessage
-from guard.importers import detect_format, open_sessions
+from guard.importers import UnknownFormatError, detect_format, open_sessions
 from tests.guard.importers._transcripts import calls, longest_run, of, write_lines
 
 METADATA = {
@@ -166,5 +166,5 @@ def test_a_new_session_file_holds_only_its_metadata(tmp_path: Path) -> None:
 
 def test_not_goose(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [{"working_dir": "/w"}, {"role": "user", "content": "no created"}])
-    with pytest.raises(Exception, match="goose: neither JSON Lines opening with"):
+    with pytest.raises(UnknownFormatError, match="goose: neither JSON Lines opening with"):
         detect_format(path)

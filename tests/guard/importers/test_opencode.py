@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from bus import ToolResult, UserMessage
-from guard.importers import belongs_to_session, detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only, write_lines
+from guard.importers import UnknownFormatError, belongs_to_session, detect_format, open_sessions
+from tests.guard.importers._transcripts import calls, corpus_file, counts, longest_run, of, only, write_lines
 
 SESSION = "ses_39b2e52e8ffeokU5mBDCeUvc8t"
 _T0 = 1771217988887
@@ -246,7 +246,7 @@ def test_odd_messages_and_parts_are_passed_over(tmp_path: Path) -> None:
 def test_not_opencode(tmp_path: Path) -> None:
     path = tmp_path / "info.json"
     path.write_text(json.dumps({"info": {}, "messages": [{"text": "hi"}]}))
-    with pytest.raises(Exception, match="opencode: neither an export"):
+    with pytest.raises(UnknownFormatError, match="opencode: neither an export"):
         detect_format(path)
 
 
@@ -278,8 +278,8 @@ def test_real_exports() -> None:
     found = {}
     for path in sorted(folder.glob("*.json")):
         (session,) = open_sessions(path)
-        evts = list(session.events())
-        assert longest_run(evts) == 1
+        calls_made, errors, run = counts(list(session.events()))
+        assert run == 1
         assert not session.report.skipped
-        found[session.session] = (len(calls(evts)), sum(r.is_error for r in of(evts, ToolResult)))
+        found[session.session] = (calls_made, errors)
     assert found == REAL

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bus import ToolResult, UserMessage
-from guard.importers import detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
+from guard.importers import UnknownFormatError, detect_format, open_sessions
+from tests.guard.importers._transcripts import calls, corpus_file, counts, iso, longest_run, of, only, write_lines
 
 
 class PiSession:
@@ -158,7 +158,7 @@ def test_entries_without_a_header_and_odd_entries(tmp_path: Path) -> None:
 
 def test_lines_that_are_not_pi_are_not_detected_as_pi(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [{"type": "message", "message": {"role": "system"}}])
-    with pytest.raises(Exception, match="pi: neither a"):
+    with pytest.raises(UnknownFormatError, match="pi: neither a"):
         detect_format(path)
 
 
@@ -171,7 +171,7 @@ REAL = {
 @pytest.mark.parametrize(("relative", "expected"), REAL.items())
 def test_real_sessions(relative: str, expected: tuple[int, int, int]) -> None:
     evts = only(corpus_file(relative))
-    assert (len(calls(evts)), sum(r.is_error for r in of(evts, ToolResult)), longest_run(evts)) == expected
+    assert counts(evts) == expected
     assert {c.agent.id for c in calls(evts)} == {"main"}
 
 
