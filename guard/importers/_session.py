@@ -128,8 +128,8 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
     the import runs again from the start passing over that record, and the
     events already handed out are not repeated (an import is deterministic).
     The failure is counted as ``bad-record``. When the record cannot be told
-    (a failure outside any record) or after twenty re-runs, the session
-    ends there instead, with what was handed out so far.
+    (a failure before the first record) or after twenty re-runs, the
+    session ends there instead, with what came before.
     """
     released = 0
     agents: dict[str, Agent] = {}
@@ -153,7 +153,10 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
         except Exception as exc:
             report.skipped = counts
             report._bad_record(exc)
-            if report._at is None or rerun == _MAX_RERUNS:
+            if report._at is None:  # before any record: keep what came first
+                yield from pending
+                return
+            if rerun == _MAX_RERUNS:
                 return
             report._passed.add(report._at)
             continue
