@@ -188,8 +188,7 @@ def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict
     """An ``exc_info`` as ``error="Type: message"``: the hook's stderr gets no tracebacks."""
     exc_info = event.pop("exc_info", None)
     if exc_info:
-        exc = sys.exc_info()[1] if exc_info is True else exc_info
-        exc = exc[1] if isinstance(exc, tuple) else exc
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
         event["error"] = f"{type(exc).__name__}: {exc}"
     return event
 
