@@ -80,3 +80,15 @@ def file_size_limit() -> Iterator[Callable[[int], None]]:
         yield limit
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, previous)
+
+
+@pytest.fixture
+def zero_umask() -> Iterator[None]:
+    """Umask 0 for the test: a file's mode is then exactly what its creator asked for."""
+    import os
+
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)

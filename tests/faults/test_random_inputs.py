@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bus import LogReader
+from guard.adapters.claude_hooks import HOOK_EVENTS
 from tests.faults.conftest import CLI
 
 _SCALARS: list[Any] = [None, True, 0, -1, 10**50, 1.5, 1e308, "", "x", "\u0000", "é", "a" * 3000]
@@ -81,18 +82,7 @@ def test_a_random_log_replays_with_every_line_accounted_for(
         assert events + reader.report.skipped + 1 == lines  # the header is the one line neither
 
 
-_EVENTS: list[Any] = [
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "SubagentStart",
-    "SubagentStop",
-    "SessionEnd",
-    "Stop",
-    None,
-    5,
-]
+_EVENTS: list[Any] = [*HOOK_EVENTS, "Stop", None, 5]
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -55,6 +55,16 @@ def _fill(log: SessionLog, count: int) -> list[str]:
     return landed
 
 
+def _trip(tool: str = "t") -> Trip:
+    return Trip(
+        ts=1.0, kind="deny", agent=None, tool=tool, call_id="c", signature="s", count=5, epoch=0,
+        trigger="repeat", redundant=0, rescues_used=0,
+    )  # fmt: skip
+
+
+_PROMPT = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}).encode()
+
+
 def _read(path: Path) -> tuple[list[str], dict[str, int]]:
     reader = LogReader(path)
     ids = [e.call_id for e in reader if isinstance(e, ToolCall)]
@@ -139,19 +149,7 @@ def test_import_onto_a_full_disk_is_one_line_and_leaves_a_readable_log(
 
 def test_a_full_trip_log_is_reported_and_never_torn(small_disk: Path) -> None:
     trips = TripLog(str(small_disk / "trips.jsonl"))
-    trip = Trip(
-        ts=1.0,
-        kind="deny",
-        agent="a",
-        tool="t" * 900,
-        call_id="c",
-        signature="s",
-        count=5,
-        epoch=0,
-        trigger="repeat",
-        redundant=0,
-        rescues_used=0,
-    )
+    trip = _trip("t" * 900)
     with structlog.testing.capture_logs() as events:
         for _ in range(100):
             trips.record(trip)
@@ -164,23 +162,13 @@ def test_a_full_trip_log_is_reported_and_never_torn(small_disk: Path) -> None:
 # --- file modes and symbolic links ----------------------------------------------------------------
 
 
-@pytest.fixture
-def open_umask() -> Iterator[None]:
-    previous = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(previous)
-
-
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_files_the_project_creates_are_private(tmp_path: Path, cli: CLI, open_umask: None) -> None:
+def test_files_the_project_creates_are_private(tmp_path: Path, cli: CLI, zero_umask: None) -> None:
     state = tmp_path / "state"
-    payload = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
-    assert cli("hook", "--state-dir", state, stdin=json.dumps(payload).encode()).code == 0
+    assert cli("hook", "--state-dir", state, stdin=_PROMPT).code == 0
     assert (_mode(state), _mode(state / "s.jsonl"), _mode(state / "s.lock")) == (0o700, 0o600, 0o600)
     html = tmp_path / "report.html"
     assert cli("audit", state / "s.jsonl", "--html", html).code == 0
@@ -188,21 +176,7 @@ def test_files_the_project_creates_are_private(tmp_path: Path, cli: CLI, open_um
     assert cli("import", state / "s.jsonl", "-o", tmp_path / "copy.jsonl").code == 0
     assert _mode(tmp_path / "copy.jsonl") == 0o600
     trips = tmp_path / "trips" / "t.jsonl"
-    TripLog(str(trips)).record(
-        Trip(
-            ts=1.0,
-            kind="deny",
-            agent=None,
-            tool="t",
-            call_id="c",
-            signature="s",
-            count=5,
-            epoch=0,
-            trigger="repeat",
-            redundant=0,
-            rescues_used=0,
-        )
-    )
+    TripLog(str(trips)).record(_trip())
     assert (_mode(trips.parent), _mode(trips)) == (0o700, 0o600)
 
 
@@ -226,8 +200,7 @@ def test_the_hook_refuses_a_state_log_that_links_to_another_log(tmp_path: Path, 
     state = tmp_path / "state"
     state.mkdir()
     (state / "s.jsonl").symlink_to(victim)
-    payload = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
-    line = cli("hook", "--state-dir", state, stdin=json.dumps(payload).encode()).clean_error(1)
+    line = cli("hook", "--state-dir", state, stdin=_PROMPT).clean_error(1)
     assert "is a symbolic link" in line
     assert victim.read_bytes() == before
 
@@ -238,8 +211,7 @@ def test_the_hook_sets_aside_a_state_log_that_links_to_something_else(tmp_path: 
     state = tmp_path / "state"
     state.mkdir()
     (state / "s.jsonl").symlink_to(victim)
-    payload = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
-    assert cli("hook", "--state-dir", state, stdin=json.dumps(payload).encode()).code == 0
+    assert cli("hook", "--state-dir", state, stdin=_PROMPT).code == 0
     assert victim.read_text() == "keep me\n"
     assert not (state / "s.jsonl").is_symlink()
 
@@ -249,20 +221,6 @@ def test_a_trip_log_that_is_a_symbolic_link_is_not_written(tmp_path: Path) -> No
     victim.write_text("keep me\n")
     (tmp_path / "trips.jsonl").symlink_to(victim)
     with structlog.testing.capture_logs() as events:
-        TripLog(str(tmp_path / "trips.jsonl")).record(
-            Trip(
-                ts=1.0,
-                kind="deny",
-                agent=None,
-                tool="t",
-                call_id="c",
-                signature="s",
-                count=5,
-                epoch=0,
-                trigger="repeat",
-                redundant=0,
-                rescues_used=0,
-            )
-        )
+        TripLog(str(tmp_path / "trips.jsonl")).record(_trip())
     assert victim.read_text() == "keep me\n"
     assert "rescue.trip_log_failed" in [e["event"] for e in events]

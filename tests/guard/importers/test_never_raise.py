@@ -161,31 +161,9 @@ def _mini_swe(n: int) -> dict[str, Any]:
 def _session_log(n: int) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = [{"type": "session/start", "v": 1, "session": "s", "ts": 0.0}]
     for i in range(n):
-        lines.append(
-            {
-                "type": "tool/call",
-                "seq": 2 * i + 1,
-                "ts": 1.0,
-                "agent": "a",
-                "call_id": f"c{i}",
-                "step": i,
-                "tool": "t",
-                "args": {"x": 1},
-            }
-        )
-        lines.append(
-            {
-                "type": "tool/result",
-                "seq": 2 * i + 2,
-                "ts": 1.0,
-                "agent": "a",
-                "call_id": f"c{i}",
-                "step": i,
-                "tool": "t",
-                "args": {"x": 1},
-                "content": "a",
-            }
-        )
+        call = {"type": "tool/call", "seq": 2 * i + 1, "ts": 1.0, "agent": "a", "call_id": f"c{i}", "step": i}
+        call.update(tool="t", args={"x": 1})
+        lines += [call, dict(call, type="tool/result", seq=2 * i + 2, content="a")]
     return lines
 
 
@@ -307,13 +285,7 @@ def _corpus_template(name: str) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(_CORPUS_FILES))
-@settings(
-    max_examples=10,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(_settings, max_examples=10)
 @given(data=st.data())
 def test_a_real_transcript_with_fields_of_any_type_never_raises(name: str, data: st.DataObject, tmp_path: Path) -> None:
     template = _corpus_template(name)
