@@ -26,18 +26,17 @@ class NotRegularFileError(OSError):
         return self.message
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return "not a regular file"  # pragma: no cover - every other kind is regular
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def open_regular(
@@ -66,10 +65,10 @@ def open_regular(
             raise NotRegularFileError(
                 f"{what} {name!r} is a symbolic link; it is not written through unless asked to"
             ) from None
-        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
-            raise NotRegularFileError(f"{what} {name!r} is a FIFO (named pipe), not a regular file") from None
-        if exc.errno == errno.EISDIR:
-            raise NotRegularFileError(f"{what} {name!r} is a directory, not a regular file") from None
+        if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without a reader, a socket; a directory
+            raise NotRegularFileError(
+                f"{what} {name!r} is {_kind(os.stat(name).st_mode)}, not a regular file"
+            ) from None
         raise
     info = os.fstat(fd)
     if stat.S_ISREG(info.st_mode) or (devices and stat.S_ISCHR(info.st_mode)):

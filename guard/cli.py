@@ -173,7 +173,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         answer = anyio.run(run_hook, payload, state_dir, config)
     except Exception as exc:
-        print(f"repeat-tool-guard hook: {one_line(str(exc), 500)}", file=sys.stderr)
+        print(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_HOOK_FAULT
     for entry in held.entries:
         level, event = entry.pop("log_level"), entry.pop("event")
@@ -188,8 +188,7 @@ def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict
     """An ``exc_info`` as ``error="Type: message"``: the hook's stderr gets no tracebacks."""
     exc_info = event.pop("exc_info", None)
     if exc_info:
-        exc = sys.exc_info()[1] if exc_info is True else exc_info
-        exc = exc[1] if isinstance(exc, tuple) else exc
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
         event["error"] = f"{type(exc).__name__}: {exc}"
     return event
 
@@ -283,13 +282,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {name}: {one_line(why, 300)}", file=sys.stderr)
         return EXIT_ERROR
     except (ConfigError, LogError, TranscriptError, OSError) as exc:
-        print(f"repeat-tool-guard: {one_line(str(exc), 500)}", file=sys.stderr)
+        print(f"repeat-tool-guard: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_ERROR
     except (ValueError, RecursionError, MemoryError) as exc:
         # What a bad argument provokes below the checks (a NUL in a path, a
         # structure too deep or too big): still one line, not a traceback.
         if args.verbose:
             raise
-        print(f"repeat-tool-guard: {type(exc).__name__}: {one_line(str(exc), 500)}", file=sys.stderr)
+        print(f"repeat-tool-guard: {type(exc).__name__}: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_ERROR
     return code

@@ -56,7 +56,7 @@ class ImportReport:
     def __init__(self) -> None:
         self.skipped: Counter[str] = Counter()
         self.problems: list[str] = []
-        self._at: tuple[str, int] | None = None  # the JSON Lines record being imported
+        self._at: tuple[str, int] | None = None  # the record being imported (see _where)
         self._passed: set[tuple[str, int]] = set()  # records a re-run passes over
 
     def skip(self, reason: str) -> None:
@@ -65,7 +65,7 @@ class ImportReport:
     def _bad_record(self, exc: Exception) -> None:
         self.skip("bad-record")
         if len(self.problems) < _MAX_PROBLEMS:
-            where = f"{self._at[0]}:{self._at[1]}" if self._at is not None else "a record"
+            where = _where(self._at)
             self.problems.append(f"{where}: {type(exc).__name__}: {one_line(str(exc))}")
 
     def summary(self) -> str:
@@ -106,18 +106,30 @@ class ImportedSession:
         return _isolated(self.report, self._produce)
 
 
+def _where(at: tuple[str, int] | None) -> str:
+    """A record's place: ``file:line`` for a JSON Lines line (or a one-event
+    file), ``file#list[index]`` for an item of a document's list."""
+    if at is None:
+        return "a record"
+    name, number = at
+    if "#" in name:
+        return f"{name}[{number}]"
+    return f"{name}:{number}"
+
+
 def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEvent]]) -> Iterator[AnyEvent]:
     """``produce``'s events, with a record the importer cannot use skipped.
 
     An importer reads fields of any JSON type; one of an unexpected type may
     make it raise. That costs the record, not the session: events are handed
-    out a record at a time (once the importer moves on to the next JSON
-    Lines record), so on an error the failing record's events are dropped,
+    out a record at a time (once the importer moves on to the next record:
+    a JSON Lines line, a one-event file, an item of a document's top-level
+    list, see ``Records``), so on an error the failing record's events are dropped,
     the import runs again from the start passing over that record, and the
     events already handed out are not repeated (an import is deterministic).
     The failure is counted as ``bad-record``. When the record cannot be told
-    (a whole-document format) or after twenty re-runs, the session ends
-    there instead, with what was handed out so far.
+    (a failure before the first record) or after twenty re-runs, the
+    session ends there instead, with what came before.
     """
     released = 0
     agents: dict[str, Agent] = {}
@@ -141,10 +153,12 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
         except Exception as exc:
             report.skipped = counts
             report._bad_record(exc)
-            culprit = report._at
-            if culprit is None or culprit in report._passed or rerun == _MAX_RERUNS:
+            if report._at is None:  # before any record: keep what came first
+                yield from pending
                 return
-            report._passed.add(culprit)
+            if rerun == _MAX_RERUNS:
+                return
+            report._passed.add(report._at)
             continue
         while pending:
             released += 1

@@ -31,6 +31,42 @@ _SAMPLE_BYTES = 1 << 20
 _decode = msgspec.json.decode
 
 
+class Records(list[Any]):
+    """A list of a JSON document (the document itself, or a list directly
+    under its top level: ``messages``, ``history``) whose items are records
+    like the lines of a JSON Lines file: iterating it marks the item being
+    imported in the bound report, and passes over the items a re-run was
+    told to (see ``ImportedSession.events``). Unbound, it is a plain list."""
+
+    def __init__(self, items: list[Any], name: str) -> None:
+        super().__init__(items)
+        self.name = name
+        self.report: ImportReport | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        report = self.report
+        if report is None:
+            yield from super().__iter__()
+            return
+        for index, item in enumerate(super().__iter__()):
+            key = (self.name, index)
+            if key in report._passed:
+                continue
+            report._at = key
+            yield item
+
+
+def _records(document: Any, path: Path) -> Any:
+    """``document`` with its top-level lists as ``Records``."""
+    if isinstance(document, list):
+        return Records(document, f"{path}#")
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if isinstance(value, list):
+                document[key] = Records(value, f"{path}#{key}")
+    return document
+
+
 class Sample:
     """What detection looks at: the first lines of a JSON Lines file decoded
     (``lines``), or the whole file when it is one JSON document
@@ -39,7 +75,15 @@ class Sample:
     def __init__(self, path: Path, lines: list[dict[str, Any]], document: Any = None) -> None:
         self.path = path
         self.lines = lines
-        self.document = document
+        self.document = _records(document, path)
+
+    def bind(self, report: ImportReport) -> None:
+        """Let ``report`` follow the document's records (``Records``)."""
+        document = self.document
+        lists = document.values() if isinstance(document, dict) else (document,)
+        for value in lists:
+            if isinstance(value, Records):
+                value.report = report
 
 
 class Format:

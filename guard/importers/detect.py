@@ -78,7 +78,9 @@ def _guarded(fmt: Format, seen: Sample) -> Iterator[ImportedSession]:
     events guard themselves (``ImportedSession.events``); this covers
     reading the sessions' headers."""
     try:
-        yield from fmt.sessions(seen)
+        for session in fmt.sessions(seen):
+            seen.bind(session.report)
+            yield session
     except TranscriptError:
         raise
     except Exception as exc:

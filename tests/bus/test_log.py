@@ -6,7 +6,6 @@ import datetime
 import math
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +26,6 @@ from bus import (
     read_log,
 )
 from bus.testing import FakeClock
-
-
-@pytest.fixture
-def zero_umask() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -42,6 +42,9 @@ CASES = {
     "huge.toml": ("# " + "x" * 1_000_000 + "\n", "is larger than 64 KiB"),
     "not-utf8.toml": ("[remind]\nx = '\udcff'\n", "is not valid TOML"),
     "list.yaml": ("- 1\n- 2\n", "must be a table of policy sections"),
+    "list-key.yaml": ("? [1, 2]\n: x\n", "found unhashable key at line 1, column 3"),
+    "nul.yaml": ("remind:\n  thresholds: [3]\x00\n", "unacceptable character #x0000"),
+    "two-documents.yaml": ("remind: {}\n---\nturns: {}\n", "expected a single document"),
     "scalar.toml": ("remind = 3\n", "remind = 3: must be a table of settings"),
 }
 

@@ -4,18 +4,16 @@ hook exits 1 with one line. Files the project creates are 0600 and logs are
 not written through symbolic links unless asked.
 
 The disk is real: a small tmpfs mounted for the test where the system
-allows it (root), and ``RLIMIT_FSIZE`` in a child process everywhere.
+allows it (root), and a real file size limit (``RLIMIT_FSIZE``) everywhere.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import stat
 import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -24,7 +22,7 @@ import structlog
 
 from bus import Agent, Bus, LogReader, LogWriteError, NotRegularFileError, SessionLog, ToolCall, UserMessage
 from guard.trips import Trip, TripLog
-from tests.faults.conftest import CLI, HANG_SECONDS, REPO, Run
+from tests.faults.conftest import CLI
 
 
 @pytest.fixture
@@ -57,6 +55,16 @@ def _fill(log: SessionLog, count: int) -> list[str]:
     return landed
 
 
+def _trip(tool: str = "t") -> Trip:
+    return Trip(
+        ts=1.0, kind="deny", agent=None, tool=tool, call_id="c", signature="s", count=5, epoch=0,
+        trigger="repeat", redundant=0, rescues_used=0,
+    )  # fmt: skip
+
+
+_PROMPT = json.dumps({"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}).encode()
+
+
 def _read(path: Path) -> tuple[list[str], dict[str, int]]:
     reader = LogReader(path)
     ids = [e.call_id for e in reader if isinstance(e, ToolCall)]
@@ -72,50 +80,34 @@ def test_a_full_disk_loses_only_the_events_that_did_not_fit(small_disk: Path) ->
     assert _read(path) == (landed, {})
 
 
-_CHILD = """
-import os, resource, sys
-from bus import Agent, SessionLog, ToolCall
-limit, cut = int(sys.argv[2]), sys.argv[3] == "cut"
-if not cut:
-    def fail(fd, size):
-        raise OSError(30, "Read-only file system")
-    os.ftruncate = fail  # the repair by truncation fails too: the next line must still stand alone
-resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-landed = []
-with SessionLog(sys.argv[1]) as log:
-    for n in range(200):
-        try:
-            args = {"x": "y" * ((n * 37) % 700)}
-            log.write(ToolCall(agent=Agent("a"), seq=n, call_id=f"c{n}", step=n, tool="t", args=args))
-        except OSError:
-            limit += 1500  # room for a line or two more, then full again
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-        else:
-            landed.append(f"c{n}")
-print(" ".join(landed))
-"""
-
-
 @pytest.mark.parametrize("repair", ["cut", "newline"])
 @pytest.mark.parametrize("limit", [1000, 5_000, 20_011])
-def test_a_file_size_limit_never_glues_two_events(repair: str, limit: int, tmp_path: Path) -> None:
+def test_a_file_size_limit_never_glues_two_events(
+    repair: str, limit: int, tmp_path: Path, file_size_limit: Callable[[int], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(fd: int, length: int) -> None:
+        raise OSError(30, "Read-only file system")
+
+    if repair == "newline":
+        monkeypatch.setattr(os, "ftruncate", refuse)  # the fragment stays: the next line must still stand alone
     path = tmp_path / "s.jsonl"
-    child = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), str(limit), repair],
-        capture_output=True,
-        text=True,
-        timeout=HANG_SECONDS * 4,
-        cwd=REPO,
-        check=True,
-    )
-    landed = child.stdout.split()
+    landed = []
+    with SessionLog(path) as log:
+        file_size_limit(limit)
+        for n in range(200):
+            try:
+                log.write(_call(n, (n * 37) % 700))
+            except LogWriteError:
+                limit += 1500  # room for a line or two more, then full again
+                file_size_limit(limit)
+                continue
+            landed.append(f"c{n}")
+        file_size_limit(1 << 40)
+    monkeypatch.undo()
     assert 20 < len(landed) < 180
     ids, skipped = _read(path)
     assert ids == landed, "every event the writer accepted is there, none merged"
-    if repair == "cut":
-        assert skipped == {}
-    else:
-        assert set(skipped) <= {"invalid-json"}  # only the fragments of events that raised
+    assert set(skipped) <= ({"invalid-json"} if repair == "newline" else set())
 
 
 def test_the_bus_carries_on_and_logs_a_write_failure(small_disk: Path) -> None:
@@ -139,47 +131,6 @@ def test_the_bus_carries_on_and_logs_a_write_failure(small_disk: Path) -> None:
     assert ids == [f"c{n}" for n in range(len(ids))]
 
 
-def _hook(state: Path, payload: dict[str, object], limit: int | None = None) -> Run:
-    def limited() -> None:
-        if limit is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-
-    done = subprocess.run(
-        [sys.executable, "-m", "guard", "hook", "--state-dir", str(state)],
-        input=json.dumps(payload).encode(),
-        capture_output=True,
-        timeout=HANG_SECONDS * 4,
-        cwd=REPO,
-        preexec_fn=limited,
-        check=False,
-    )
-    return Run(done.returncode, done.stdout.decode(), done.stderr.decode())
-
-
-def _pre(n: int) -> dict[str, object]:
-    return {
-        "session_id": "s",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_use_id": f"toolu_{n}",
-        "tool_input": {"command": "ls " + "x" * 300},
-    }
-
-
-def test_the_hook_exits_1_with_one_line_when_its_log_is_full(tmp_path: Path) -> None:
-    assert _hook(tmp_path, _pre(1)).code == 0
-    log = tmp_path / "s.jsonl"
-    size = log.stat().st_size
-    run = _hook(tmp_path, _pre(2), limit=size + 120)  # room for the resume header, not the call
-    line = run.clean_error(1)
-    assert line.startswith("repeat-tool-guard hook: 1 event(s) not recorded: session log ")
-    assert "File too large" in line
-    assert run.out == ""
-    assert _hook(tmp_path, _pre(3)).code == 0  # room again: the session goes on
-    ids, skipped = _read(log)
-    assert (ids, skipped) == (["toolu_1", "toolu_3"], {})
-
-
 def test_import_onto_a_full_disk_is_one_line_and_leaves_a_readable_log(
     small_disk: Path, tmp_path: Path, cli: CLI
 ) -> None:
@@ -198,19 +149,7 @@ def test_import_onto_a_full_disk_is_one_line_and_leaves_a_readable_log(
 
 def test_a_full_trip_log_is_reported_and_never_torn(small_disk: Path) -> None:
     trips = TripLog(str(small_disk / "trips.jsonl"))
-    trip = Trip(
-        ts=1.0,
-        kind="deny",
-        agent="a",
-        tool="t" * 900,
-        call_id="c",
-        signature="s",
-        count=5,
-        epoch=0,
-        trigger="repeat",
-        redundant=0,
-        rescues_used=0,
-    )
+    trip = _trip("t" * 900)
     with structlog.testing.capture_logs() as events:
         for _ in range(100):
             trips.record(trip)
@@ -223,23 +162,13 @@ def test_a_full_trip_log_is_reported_and_never_torn(small_disk: Path) -> None:
 # --- file modes and symbolic links ----------------------------------------------------------------
 
 
-@pytest.fixture
-def open_umask() -> Iterator[None]:
-    previous = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(previous)
-
-
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_files_the_project_creates_are_private(tmp_path: Path, cli: CLI, open_umask: None) -> None:
+def test_files_the_project_creates_are_private(tmp_path: Path, cli: CLI, zero_umask: None) -> None:
     state = tmp_path / "state"
-    payload = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
-    assert cli("hook", "--state-dir", state, stdin=json.dumps(payload).encode()).code == 0
+    assert cli("hook", "--state-dir", state, stdin=_PROMPT).code == 0
     assert (_mode(state), _mode(state / "s.jsonl"), _mode(state / "s.lock")) == (0o700, 0o600, 0o600)
     html = tmp_path / "report.html"
     assert cli("audit", state / "s.jsonl", "--html", html).code == 0
@@ -247,21 +176,7 @@ def test_files_the_project_creates_are_private(tmp_path: Path, cli: CLI, open_um
     assert cli("import", state / "s.jsonl", "-o", tmp_path / "copy.jsonl").code == 0
     assert _mode(tmp_path / "copy.jsonl") == 0o600
     trips = tmp_path / "trips" / "t.jsonl"
-    TripLog(str(trips)).record(
-        Trip(
-            ts=1.0,
-            kind="deny",
-            agent=None,
-            tool="t",
-            call_id="c",
-            signature="s",
-            count=5,
-            epoch=0,
-            trigger="repeat",
-            redundant=0,
-            rescues_used=0,
-        )
-    )
+    TripLog(str(trips)).record(_trip())
     assert (_mode(trips.parent), _mode(trips)) == (0o700, 0o600)
 
 
@@ -285,8 +200,7 @@ def test_the_hook_refuses_a_state_log_that_links_to_another_log(tmp_path: Path, 
     state = tmp_path / "state"
     state.mkdir()
     (state / "s.jsonl").symlink_to(victim)
-    payload = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
-    line = cli("hook", "--state-dir", state, stdin=json.dumps(payload).encode()).clean_error(1)
+    line = cli("hook", "--state-dir", state, stdin=_PROMPT).clean_error(1)
     assert "is a symbolic link" in line
     assert victim.read_bytes() == before
 
@@ -297,8 +211,7 @@ def test_the_hook_sets_aside_a_state_log_that_links_to_something_else(tmp_path: 
     state = tmp_path / "state"
     state.mkdir()
     (state / "s.jsonl").symlink_to(victim)
-    payload = {"session_id": "s", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
-    assert cli("hook", "--state-dir", state, stdin=json.dumps(payload).encode()).code == 0
+    assert cli("hook", "--state-dir", state, stdin=_PROMPT).code == 0
     assert victim.read_text() == "keep me\n"
     assert not (state / "s.jsonl").is_symlink()
 
@@ -308,20 +221,6 @@ def test_a_trip_log_that_is_a_symbolic_link_is_not_written(tmp_path: Path) -> No
     victim.write_text("keep me\n")
     (tmp_path / "trips.jsonl").symlink_to(victim)
     with structlog.testing.capture_logs() as events:
-        TripLog(str(tmp_path / "trips.jsonl")).record(
-            Trip(
-                ts=1.0,
-                kind="deny",
-                agent=None,
-                tool="t",
-                call_id="c",
-                signature="s",
-                count=5,
-                epoch=0,
-                trigger="repeat",
-                redundant=0,
-                rescues_used=0,
-            )
-        )
+        TripLog(str(tmp_path / "trips.jsonl")).record(_trip())
     assert victim.read_text() == "keep me\n"
     assert "rescue.trip_log_failed" in [e["event"] for e in events]
