@@ -139,14 +139,18 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     ``threshold`` consecutive turns draw one advisory (0 switches the policy
     off); if the call goes on, ``deny_after`` more turns deny it and
     ``halt_after`` more after that request a halt (0 switches a rung off).
-    ``exempt`` tools, and calls whose shell ``command`` matches one of
-    ``exempt_commands`` (deliberate polling through a shell tool), are
-    invisible to it. ``summary_chars`` caps the quoted
+    Tools outside ``include`` or in ``exclude``, and calls whose shell
+    ``command`` matches one of ``exclude_commands`` (deliberate polling
+    through a shell tool), are invisible to it; ``exempt`` and
+    ``exempt_commands`` are the older names of the same lists. ``summary_chars`` caps the quoted
     last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
     overrides ``threshold`` when the guard is built (``apply_environment``).
     """
 
     threshold: int = 5
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    exclude_commands: tuple[str, ...] = ()
     exempt: tuple[str, ...] = ()
     exempt_commands: tuple[str, ...] = ()
     ignored_args: tuple[str, ...] = ()
@@ -162,6 +166,11 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             raise ConfigError(
                 "turns.threshold", 1, "must be 0 (off) or an integer >= 2: at 1 every call would be a loop"
             )
+        _check_patterns("turns.include", self.include)
+        _check_patterns("turns.exclude", self.exclude)
+        _check_regexes("turns.exclude_commands", self.exclude_commands)
+        for key in ("include", "exclude", "exclude_commands"):
+            force_setattr(self, key, tuple(getattr(self, key)))
         _check_patterns("turns.exempt", self.exempt)
         force_setattr(self, "exempt", tuple(self.exempt))
         _check_regexes("turns.exempt_commands", self.exempt_commands)
