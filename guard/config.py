@@ -293,6 +293,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     advise_span: int = 6
     deny_at: int = 3
     halt_after: int = 3
+    requested_repeats: bool = True
     error_at: int = 3
     error_deny_at: int = 5
     error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
@@ -331,6 +332,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         _check_bool("loops.enabled", self.enabled)
+        _check_bool("loops.requested_repeats", self.requested_repeats)
         for key in ("include", "exclude", "poll_tools", "mutating_tools"):
             _check_patterns(f"loops.{key}", getattr(self, key))
         for key in (
