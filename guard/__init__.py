@@ -20,7 +20,16 @@ from guard.config import (
 from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
-from guard.patterns import ToolFilter, compile_pattern
+from guard.patterns import (
+    PATTERN_INPUT_LIMIT,
+    CommandPatterns,
+    Glob,
+    PatternError,
+    Regex,
+    RegexSet,
+    ToolFilter,
+    compile_regex,
+)
 from guard.policy import Policy
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
@@ -32,6 +41,7 @@ from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
     "ASK_MODEL_ENV",
+    "PATTERN_INPUT_LIMIT",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
@@ -50,11 +60,16 @@ __all__ = [
     "Config",
     "ConfigError",
     "ContextDifference",
+    "CommandPatterns",
     "Fingerprint",
     "FingerprintCache",
+    "Glob",
     "Guard",
+    "PatternError",
     "Policy",
     "Redactor",
+    "Regex",
+    "RegexSet",
     "RemindConfig",
     "RemindPolicy",
     "ReplayOutcome",
@@ -72,7 +87,7 @@ __all__ = [
     "apply_environment",
     "build_policies",
     "canonical_json",
-    "compile_pattern",
+    "compile_regex",
     "detect_loop",
     "fingerprint",
     "load_config",

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
+from guard.patterns import PatternError, check_regexes
 from guard.progress import DEFAULT_MUTATING_COMMANDS
 
 __all__ = [
@@ -67,10 +68,10 @@ def _check_regexes(key: str, value: Any) -> None:
     for item in value:
         if not isinstance(item, str):
             raise ConfigError(key, item, "each entry must be a string")
-        try:
-            re.compile(item)
-        except re.error as exc:
-            raise ConfigError(key, item, f"must be a valid regular expression ({exc})") from None
+    try:
+        check_regexes(key, value)
+    except PatternError as exc:
+        raise ConfigError(key, exc.pattern, exc.reason) from None
 
 
 def _check_names(key: str, value: Any) -> None:

@@ -258,7 +258,7 @@ class RescuePolicy(Policy):
     def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config
         self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
-        self._excluded_commands = CommandPatterns(config.exclude_commands)
+        self._excluded_commands = CommandPatterns(config.exclude_commands, setting="rescue.exclude_commands")
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
         self._ignore = frozenset(config.ignored_args)
         self._window = config.window

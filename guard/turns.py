@@ -133,7 +133,7 @@ class TurnsPolicy(Policy):
     def __init__(self, config: TurnsConfig) -> None:
         self.config = config
         self._filter = ToolFilter(exclude=config.exempt)
-        self._exempt_commands = CommandPatterns(config.exempt_commands)
+        self._exempt_commands = CommandPatterns(config.exempt_commands, setting="turns.exempt_commands")
         self._threshold = config.threshold
         self._deny_after = config.deny_after
         self._halt_after = config.halt_after

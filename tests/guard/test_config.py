@@ -104,7 +104,7 @@ _BAD_VALUES: list[tuple[dict[str, Any], str, Any, str]] = [
     ({"rescue": {"nudge_at": 5, "rescue_at": 5}}, "rescue.rescue_at", 5, "must exceed rescue.nudge_at (5)"),
     ({"rescue": {"window": 4, "rescue_at": 5}}, "rescue.window", 4, "at least rescue.rescue_at (5)"),
     ({"rescue": {"exclude": [""]}}, "rescue.exclude", "", "non-empty string"),
-    ({"rescue": {"exclude_commands": ["("]}}, "rescue.exclude_commands", "(", "valid regular expression"),
+    ({"rescue": {"exclude_commands": ["("]}}, "rescue.exclude_commands", "(", "valid RE2 regular expression"),
     ({"rescue": {"ignored_args": [""]}}, "rescue.ignored_args", "", "non-empty string"),
     ({"rescue": {"mutating_tools": [""]}}, "rescue.mutating_tools", "", "non-empty string"),
     ({"rescue": {"ask_command": 7}}, "rescue.ask_command", 7, "Expected `str`"),
