@@ -122,8 +122,13 @@ class Regex:
         return text if replaced == head else _decode(replaced) + text[PATTERN_INPUT_LIMIT:]
 
     def finditer_bytes(self, data: bytes) -> Iterator[Any]:
-        """RE2 match objects over ``data`` (already encoded and capped by the caller)."""
+        """RE2 match objects (``span(group)`` in bytes) over ``data``, UTF-8
+        that the caller encoded and capped itself."""
         return self._regexp.finditer(data)  # type: ignore[no-any-return]
+
+    def group_index(self, name: str) -> int:
+        """The number of the group called ``name``, 0 when there is none."""
+        return int(self._regexp.groupindex.get(name, 0))
 
     def __repr__(self) -> str:
         return f"Regex({self.pattern!r})"
