@@ -68,13 +68,16 @@ _UNSUPPORTED = (
 )
 
 
+_RULE = "must be a valid RE2 regular expression"
+
+
 def _reason(pattern: str, error: Exception) -> str:
     detail = error.args[0].decode("utf-8", "replace") if error.args and isinstance(error.args[0], bytes) else ""
     for token, what in _UNSUPPORTED:
         if token in pattern:
-            return f"must be a valid RE2 regular expression: {what} is not supported, as it can take exponential time ({detail})"
+            return f"{_RULE}: {what} is not supported, as it can take exponential time ({detail})"
     if "invalid escape sequence: \\" in detail and detail[-1:].isdigit():
-        return f"must be a valid RE2 regular expression: backreferences are not supported, as they can take exponential time ({detail})"
+        return f"{_RULE}: backreferences are not supported, as they can take exponential time ({detail})"
     return f"must be a valid RE2 regular expression ({detail})"
 
 

@@ -385,7 +385,8 @@ class RescuePolicy(Policy):
         output = state.outputs.get(hit.fp.digest)
         arguments = _excerpt(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS)
         return _QUESTION.format(
-            task=_redacted(_excerpt(state.task, _QUESTION_TASK), _QUESTION_TASK, redact) or "(no user message recorded)",
+            task=_redacted(_excerpt(state.task, _QUESTION_TASK), _QUESTION_TASK, redact)
+            or "(no user message recorded)",
             why=why,
             tool=redact(hit.call.tool),
             arguments=_redacted(arguments, _QUESTION_ARGUMENTS, redact),

@@ -76,9 +76,31 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("github-app", "installation ", "ghs_" + token(ALNUM, 36, "ghs"), " granted"),
     Sample("github-fine-grained", "pat ", "github_pat_" + token(ALNUM + "_", 82, "ghpat"), " ok"),
     Sample("gitlab-pat", "gitlab ", "glpat-" + token(URLSAFE, 20, "glpat"), " works"),
-    Sample("slack-bot", "bot ", "xoxb-" + token(DIGITS, 12, "s1") + "-" + token(DIGITS, 13, "s2") + "-" + token(ALNUM, 24, "s3"), " posted"),
-    Sample("slack-user", "user ", "xoxp-" + token(DIGITS, 12, "u1") + "-" + token(DIGITS, 12, "u2") + "-" + token(DIGITS, 13, "u3") + "-" + token(HEX, 32, "u4"), " read"),
-    Sample("slack-app", "socket mode with ", "xapp-1-A" + token(UPPER + DIGITS, 10, "xa") + "-" + token(DIGITS, 13, "xb") + "-" + token(HEX, 64, "xc"), " connected"),
+    Sample(
+        "slack-bot",
+        "bot ",
+        "xoxb-" + token(DIGITS, 12, "s1") + "-" + token(DIGITS, 13, "s2") + "-" + token(ALNUM, 24, "s3"),
+        " posted",
+    ),
+    Sample(
+        "slack-user",
+        "user ",
+        "xoxp-"
+        + token(DIGITS, 12, "u1")
+        + "-"
+        + token(DIGITS, 12, "u2")
+        + "-"
+        + token(DIGITS, 13, "u3")
+        + "-"
+        + token(HEX, 32, "u4"),
+        " read",
+    ),
+    Sample(
+        "slack-app",
+        "socket mode with ",
+        "xapp-1-A" + token(UPPER + DIGITS, 10, "xa") + "-" + token(DIGITS, 13, "xb") + "-" + token(HEX, 64, "xc"),
+        " connected",
+    ),
     Sample(
         "slack-webhook",
         "POST https://hooks.slack.com/services/",
@@ -91,7 +113,12 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("stripe-test", "test mode ", "sk_test_" + token(ALNUM, 24, "sk_test"), "!"),
     Sample("stripe-webhook", "signing secret ", "whsec_" + token(ALNUM, 32, "whsec"), " verified"),
     Sample("google-api-key", "maps ", "AIza" + token(URLSAFE, 35, "aiza"), " quota"),
-    Sample("google-oauth-client-secret", "client secret is ", "GOCSPX-" + token(URLSAFE, 28, "gocspx"), "; client id 123.apps"),
+    Sample(
+        "google-oauth-client-secret",
+        "client secret is ",
+        "GOCSPX-" + token(URLSAFE, 28, "gocspx"),
+        "; client id 123.apps",
+    ),
     Sample("google-access-token", "got ", "ya29." + token(URLSAFE, 60, "ya29"), " back"),
     Sample("google-refresh-token", "refresh ", "1//0" + token(URLSAFE, 60, "refresh"), " stored"),
     Sample("npm", "//registry.npmjs.org/ uses ", "npm_" + token(ALNUM, 36, "npm"), " today"),
@@ -106,7 +133,12 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("vault", "VAULT says ", "hvs." + token(URLSAFE, 90, "hvs"), " ok"),
     Sample("twilio", "twilio ", "SK" + token(HEX, 32, "twilio"), " ok"),
     Sample("telegram-bot", "bot ", token(DIGITS, 9, "tg1") + ":AA" + token(URLSAFE, 33, "tg2"), " polling"),
-    Sample("age-key", "age ", "AGE-SECRET-KEY-1" + token(UPPER.replace("B", "").replace("I", "").replace("O", "") + "023456789", 58, "age"), " ok"),
+    Sample(
+        "age-key",
+        "age ",
+        "AGE-SECRET-KEY-1" + token(UPPER.replace("B", "").replace("I", "").replace("O", "") + "023456789", 58, "age"),
+        " ok",
+    ),
     # Tokens in headers and cookies.
     Sample("jwt-bare", "token ", _jwt("jwt1"), " decoded"),
     Sample("jwt-cookie", "Cookie: session=", _jwt("jwt2"), "; theme=dark"),
@@ -119,8 +151,18 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("rsa-private-key", "key:\n", _pem("RSA PRIVATE KEY", "rsa"), "\ndone"),
     Sample("openssh-private-key", "cat id_ed25519\n", _pem("OPENSSH PRIVATE KEY", "ssh"), "\n$ "),
     Sample("ec-private-key", "", _pem("EC PRIVATE KEY", "ec"), "\n"),
-    Sample("encrypted-pem", "pem: ", _pem("RSA PRIVATE KEY", "enc", "Proc-Type: 4,ENCRYPTED\nDEK-Info: DES-EDE3-CBC,3F17F5316E2BAC89\n\n"), " end"),
-    Sample("pgp-private-key", "gpg --export-secret-keys -a\n", _pem("PGP PRIVATE KEY BLOCK", "pgp", "Version: GnuPG v2\n\n") , "\n"),
+    Sample(
+        "encrypted-pem",
+        "pem: ",
+        _pem("RSA PRIVATE KEY", "enc", "Proc-Type: 4,ENCRYPTED\nDEK-Info: DES-EDE3-CBC,3F17F5316E2BAC89\n\n"),
+        " end",
+    ),
+    Sample(
+        "pgp-private-key",
+        "gpg --export-secret-keys -a\n",
+        _pem("PGP PRIVATE KEY BLOCK", "pgp", "Version: GnuPG v2\n\n"),
+        "\n",
+    ),
     # Connection strings and URLs.
     Sample(
         "azure-account-key",
@@ -128,11 +170,21 @@ SAMPLES: tuple[Sample, ...] = (
         token(B64, 86, "azure") + "==",
         ";EndpointSuffix=core.windows.net",
     ),
-    Sample("azure-sas-sig", "https://acme.blob.core.windows.net/c/f?sv=2022-11-02&sr=b&sig=", token(ALNUM, 40, "sas") + "%3D", "&se=2030-01-01"),
+    Sample(
+        "azure-sas-sig",
+        "https://acme.blob.core.windows.net/c/f?sv=2022-11-02&sr=b&sig=",
+        token(ALNUM, 40, "sas") + "%3D",
+        "&se=2030-01-01",
+    ),
     Sample("postgres-url", "DATABASE_URL=postgres://app:", "s3cr3tpw", "@db.internal:5432/app"),
     Sample("redis-url-no-user", "redis://:", "hunter2", "@cache:6379/0"),
     Sample("url-password-with-at-and-slash", "psql postgres://admin:", "p@ss/w:rd", "@db:5432/prod"),
-    Sample("git-clone-token", "git clone https://x-access-token:", "ghs_" + token(ALNUM, 36, "clone"), "@github.com/acme/app.git"),
+    Sample(
+        "git-clone-token",
+        "git clone https://x-access-token:",
+        "ghs_" + token(ALNUM, 36, "clone"),
+        "@github.com/acme/app.git",
+    ),
     Sample("mongodb-srv", "mongodb+srv://svc:", "Tr0ub4dor", "@cluster0.mongodb.net/db"),
     # Environment and config assignments, any value length.
     Sample("db-pass-env", "export DB_PASS=", "hunter2", "\nexport DB_HOST=db"),
@@ -142,7 +194,12 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("password-quoted-spaces", 'password = "', "correct horse battery staple", '"\nuser = "bob"'),
     Sample("password-single-quoted", "DB_PASSWORD='", "my secret pw", "' ./run.sh"),
     Sample("json-password", '{"user": "bob", "password": "', "pa55 word", '", "port": 5432}'),
-    Sample("json-escaped-secret-access-key", '{\\"AccessKeyId\\": \\"id\\", \\"SecretAccessKey\\": \\"', token(B64, 40, "escaped"), '\\"}'),
+    Sample(
+        "json-escaped-secret-access-key",
+        '{\\"AccessKeyId\\": \\"id\\", \\"SecretAccessKey\\": \\"',
+        token(B64, 40, "escaped"),
+        '\\"}',
+    ),
     Sample("yaml-client-secret", "client_id: web\nclient_secret: ", token(ALNUM, 24, "yaml"), "\nredirect: /cb"),
     Sample("toml-api-key", 'api_key = "', token(ALNUM, 32, "toml"), '"\ntimeout = 30'),
     Sample("env-github-token", 'export GITHUB_TOKEN="', "abc", '"\n'),
