@@ -131,7 +131,8 @@ class Regex:
 
     def group_index(self, name: str) -> int:
         """The number of the group called ``name``, 0 when there is none."""
-        return int(self._regexp.groupindex.get(name, 0))
+        index = self._regexp.groupindex  # keys are bytes: the pattern was compiled as UTF-8
+        return int(index.get(name.encode("utf-8"), 0))
 
     def __repr__(self) -> str:
         return f"Regex({self.pattern!r})"

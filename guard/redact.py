@@ -210,8 +210,12 @@ class Redactor:
             tail = f"… (+{len(text) - REDACT_INPUT_LIMIT} chars withheld: past the redaction limit)"
             text = text[:REDACT_INPUT_LIMIT]
         data = text.encode("utf-8", "surrogatepass")
-        lowered = data.lower()
-        spans = sorted(span for rule in self.rules for span in rule.spans(data, lowered))
+        # JSON-escaped text (a call's arguments) glues the n of an escaped
+        # newline to the next word, which hides a word boundary from every
+        # rule; the rules see the escapes as spaces, at the same offsets.
+        seen = data.replace(b"\\n", b"  ").replace(b"\\r", b"  ").replace(b"\\t", b"  ")
+        lowered = seen.lower()
+        spans = sorted(span for rule in self.rules for span in rule.spans(seen, lowered))
         if not spans:
             return text + tail
         out = bytearray()
