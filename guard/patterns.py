@@ -72,7 +72,7 @@ _RULE = "must be a valid RE2 regular expression"
 
 
 def _reason(pattern: str, error: Exception) -> str:
-    detail = error.args[0].decode("utf-8", "replace") if error.args and isinstance(error.args[0], bytes) else ""
+    detail = error.args[0].decode("utf-8", "replace")  # google-re2 reports RE2's message as bytes
     for token, what in _UNSUPPORTED:
         if token in pattern:
             return f"{_RULE}: {what} is not supported, as it can take exponential time ({detail})"

@@ -124,6 +124,10 @@ def test_rule_data_follows_gitleaks_semantics(spec: dict[str, Any], text: str, e
     assert Redactor(rules=[_rule(regex, **spec)])(text) == expected
 
 
+def test_empty_matches_redact_nothing() -> None:
+    assert Redactor(rules=[_rule(r"(x*)")])("abc") == "abc"
+
+
 def test_keywords_gate_a_rule_and_a_rule_without_groups_redacts_its_match() -> None:
     rule = _rule(r"\d{4}", keywords=["pin"])
     redact = Redactor(rules=[rule])

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from structlog.testing import capture_logs
 
 from guard import REDACTED, Config, RemindConfig, RescueConfig
 from tests.conftest import AskScript
-from tests.guard.secret_samples import SAMPLES, Sample
+from tests.guard.secret_samples import ALNUM, SAMPLES, Sample, token
 from tests.scenarios._script import Script
 
 pytestmark = pytest.mark.anyio
@@ -88,3 +89,42 @@ async def test_every_format_is_redacted_in_all_four_parts_of_the_question(
         assert _json_inner(redacted) in arguments, sample.name
         assert redacted in output, sample.name
         assert f'run {{"command":"{_json_inner(redacted)}"}}' in recent, sample.name
+
+
+async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    command = ask_script("echo 'error: invalid key sk-ant-api03-Zq3vR8pLm2Xw9Yt4Kd7Hs1Fb6Ng0Jc5' >&2\nexit 1")
+    trips = tmp_path / "trips.jsonl"
+    config = Config(
+        remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), log_file=str(trips))
+    )
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    with capture_logs() as logs:
+        for _ in range(5):
+            await s.call("main", "grep", {"pattern": "x"}, "no matches")
+
+    failed = [msgspec.json.decode(line) for line in trips.read_text().splitlines()][-1]
+    assert failed["kind"] == "escalation-failed"
+    assert failed["reason"] == f"exit status 1: error: invalid key {REDACTED}"
+    event = [e for e in logs if e["event"] == "rescue.trip"][-1]
+    assert event["reason"] == failed["reason"]
+
+
+async def test_a_secret_cut_by_a_question_cap_is_redacted_whole(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    question = tmp_path / "question"
+    command = ask_script(f"printf '%s' \"$1\" > {question}\necho advice")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command)))
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    key = "sk_live_" + token(ALNUM, 24, "cut")
+    output = "x" * 5994 + " " + key + " and more" * 100
+    for _ in range(5):
+        await s.call("main", "grep", {"pattern": "x"}, output)
+
+    text = question.read_text()
+    assert "x" * 5994 + f" {REDACTED}… (+{len(output) - 6000} more chars)" in text
+    assert key[:10] not in text
