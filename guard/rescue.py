@@ -119,9 +119,9 @@ def _redacted(excerpt: _Excerpt, limit: int, redact: Callable[[str], str]) -> st
     if excerpt.total <= limit:
         return text
     cut = limit
-    inside = text.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit)
-    if inside >= 0:
-        cut = inside + len(REDACTED)
+    straddling = text.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
+    if straddling >= 0:
+        cut = straddling + len(REDACTED)
     return f"{text[:cut]}… (+{excerpt.total - limit} more chars)"
 
 
