@@ -21,9 +21,11 @@ from __future__ import annotations
 import math
 import tomllib
 from collections import Counter
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from importlib.resources import files
 from typing import Any
+
+import re2  # type: ignore[import-untyped]
 
 from guard.patterns import Regex, compile_regex
 
@@ -100,10 +102,9 @@ class SecretRule:
             self.allowlists = (*locals_, *self.allowlists)
         return self._regex
 
-    def spans(self, data: bytes, lowered: bytes) -> Iterable[tuple[int, int]]:
-        """Byte spans of the secrets this rule finds in ``data`` (UTF-8)."""
-        if self.keywords and not any(k in lowered for k in self.keywords):
-            return
+    def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
+        """Byte spans of the secrets this rule finds in ``data`` (UTF-8),
+        keywords aside (the ``Redactor`` checks those for all rules at once)."""
         regex = self.regex
         for match in regex.finditer_bytes(data):
             start, end = self._secret_span(match)
@@ -194,13 +195,52 @@ class Redactor:
         self._user = tuple(_UserRule(p, i) for i, p in enumerate(patterns))
         self._given = tuple(rules) if rules is not None else None
         self._rules: tuple[SecretRule, ...] | None = None
+        self._keywords: Any = None
+        self._by_keyword: tuple[tuple[SecretRule, ...], ...] = ()
+        self._always: tuple[SecretRule, ...] = ()
 
     @property
     def rules(self) -> tuple[SecretRule, ...]:
         if self._rules is None:
             base = self._given if self._given is not None else load_rules()
             self._rules = (*base, *self._user)
+            self._plan(self._rules)
         return self._rules
+
+    def _plan(self, rules: tuple[SecretRule, ...]) -> None:
+        """One RE2 set of every rule's keywords: a single pass over a text
+        says which rules may match it."""
+        keywords = sorted({k for rule in rules for k in rule.keywords})
+        index = {k: i for i, k in enumerate(keywords)}
+        by_keyword: list[list[SecretRule]] = [[] for _ in keywords]
+        for rule in rules:
+            for k in rule.keywords:
+                by_keyword[index[k]].append(rule)
+        self._always = tuple(rule for rule in rules if not rule.keywords)
+        self._by_keyword = tuple(tuple(group) for group in by_keyword)
+        if keywords:
+            options = re2.Options()
+            options.log_errors = False
+            found = re2.Set.SearchSet(options)
+            for k in keywords:
+                found.Add(re2.escape(k.decode("utf-8")))
+            found.Compile()
+            self._keywords = found
+
+    def findings(self, text: str) -> Iterator[tuple[SecretRule, int, int]]:
+        """Each rule's secrets in ``text`` (at most ``REDACT_INPUT_LIMIT``
+        characters) as byte offsets into its UTF-8 encoding, unmerged."""
+        rules = self.rules
+        data = text[:REDACT_INPUT_LIMIT].encode("utf-8", "surrogatepass")
+        # JSON-escaped text (a call's arguments) glues the n of an escaped
+        # newline to the next word, which hides a word boundary from every
+        # rule; the rules see the escapes as spaces, at the same offsets.
+        seen = data.replace(b"\\n", b"  ").replace(b"\\r", b"  ").replace(b"\\t", b"  ")
+        hits = self._keywords.Match(seen.lower()) if self._keywords is not None else None
+        chosen = {id(r): r for i in hits or () for r in self._by_keyword[i]}
+        for rule in (*self._always, *(r for r in rules if id(r) in chosen)):
+            for start, end in rule.spans(seen):
+                yield rule, start, end
 
     def __call__(self, text: str) -> str:
         if not text:
@@ -209,15 +249,10 @@ class Redactor:
         if len(text) > REDACT_INPUT_LIMIT:
             tail = f"… (+{len(text) - REDACT_INPUT_LIMIT} chars withheld: past the redaction limit)"
             text = text[:REDACT_INPUT_LIMIT]
-        data = text.encode("utf-8", "surrogatepass")
-        # JSON-escaped text (a call's arguments) glues the n of an escaped
-        # newline to the next word, which hides a word boundary from every
-        # rule; the rules see the escapes as spaces, at the same offsets.
-        seen = data.replace(b"\\n", b"  ").replace(b"\\r", b"  ").replace(b"\\t", b"  ")
-        lowered = seen.lower()
-        spans = sorted(span for rule in self.rules for span in rule.spans(seen, lowered))
+        spans = sorted((start, end) for _, start, end in self.findings(text))
         if not spans:
             return text + tail
+        data = text.encode("utf-8", "surrogatepass")
         out = bytearray()
         at = 0
         marker = REDACTED.encode()
