@@ -27,11 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from redaction import old_redact  # noqa: E402
+from redaction import old_redact
 
-from guard.patterns import Glob, RegexSet  # noqa: E402
-from guard.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule  # noqa: E402
-from guard.redact import Redactor  # noqa: E402
+from guard.patterns import Glob, RegexSet
+from guard.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule
+from guard.redact import Redactor
 
 _OLD_SED = re.compile(r"\bsed\b[^|;&]*\s-[a-zA-Z]*i")
 
