@@ -234,8 +234,9 @@ class Redactor:
         data = text[:REDACT_INPUT_LIMIT].encode("utf-8", "surrogatepass")
         # JSON-escaped text (a call's arguments) glues the n of an escaped
         # newline to the next word, which hides a word boundary from every
-        # rule; the rules see the escapes as spaces, at the same offsets.
-        seen = data.replace(b"\\n", b"  ").replace(b"\\r", b"  ").replace(b"\\t", b"  ")
+        # rule; the rules see each escape as a backslash and the character
+        # it stands for, at the same offsets.
+        seen = data.replace(b"\\n", b"\\\n").replace(b"\\r", b"\\\r").replace(b"\\t", b"\\\t")
         hits = self._keywords.Match(seen.lower()) if self._keywords is not None else None
         chosen = {id(r): r for i in hits or () for r in self._by_keyword[i]}
         for rule in (*self._always, *(r for r in rules if id(r) in chosen)):

@@ -141,7 +141,15 @@ SAMPLES: tuple[Sample, ...] = (
     ),
     # Tokens in headers and cookies.
     Sample("jwt-bare", "token ", _jwt("jwt1"), " decoded"),
-    Sample("jwt-cookie", "Cookie: session=", _jwt("jwt2"), "; theme=dark"),
+    Sample("jwt-cookie", "Cookie: session=", _jwt("jwt2"), "; theme=dark", "Cookie: {R}"),
+    Sample("set-cookie", "Set-Cookie: ", "sid=" + token(ALNUM, 32, "sid") + "; Path=/; HttpOnly", "\nVary: Origin"),
+    Sample("curl-cookie", "curl -b '", "session=" + token(ALNUM, 24, "curlb"), "' https://app.example.com/api"),
+    Sample(
+        "discord-webhook",
+        "POST https://discord.com/api/webhooks/1234567890/",
+        token(URLSAFE, 68, "discord"),
+        " with payload",
+    ),
     Sample("bearer-header", "Authorization: Bearer ", token(ALNUM, 40, "bearer"), "\nAccept: */*"),
     Sample("basic-header", "-H 'Authorization: Basic ", base64.b64encode(b"alice:pa55w0rd!").decode(), "' https://api"),
     Sample("token-header", "Authorization: token ", token(HEX, 40, "tokhdr"), "\nUser-Agent: x"),
