@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     sed = "sed " * 15_500
     dashes = "a-" * 8_000
     nested_short = "a" * 24 + "!"
-    nested_long = "a" * 65_536 + "!"
+    nested_long = "a" * 131_072 + "!"
     many_stars = "*a" * 4 + "*b"
     glob_name = "a" * 120
     rule = ProgressRule((), DEFAULT_MUTATING_COMMANDS)
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         (f"redactor on {len(dashes) // 1000} KB of 'a-a-…'", lambda: old_redact(dashes), lambda: redactor(dashes)),
         (
-            "user pattern (a+)+$: re on 25 chars / RE2 on 64 KB",
+            "user pattern (a+)+$: re on 25 chars / RE2 on 128 KB",
             lambda: re.search(r"(a+)+$", nested_short),
             lambda: user.search(nested_long),
         ),

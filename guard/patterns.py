@@ -36,7 +36,7 @@ __all__ = [
     "shell_command",
 ]
 
-PATTERN_INPUT_LIMIT = 65_536
+PATTERN_INPUT_LIMIT = 131_072
 """Characters of input a configured regular expression looks at (the head)."""
 
 
