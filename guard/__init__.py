@@ -5,11 +5,15 @@ per its enabled policies, reminds the model, denies the repeated call, or
 escalates. See ``docs/`` for the policies and their configuration.
 """
 
-from guard.actions import DENYING, Action, ActionKind
+from guard.actions import DENYING, Action, ActionKind, action_for
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.config import (
+    PRESETS,
+    RECOMMENDED,
     TURNS_THRESHOLD_ENV,
     Config,
     ConfigError,
+    LoopsConfig,
     RemindConfig,
     RescueConfig,
     TurnsConfig,
@@ -30,7 +34,9 @@ from guard.patterns import (
     ToolFilter,
     compile_regex,
 )
-from guard.policy import Policy
+from guard.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
+from guard.policy import AnyPolicy, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.rescue import RESCUE_PLUGIN, RescuePolicy
@@ -41,11 +47,17 @@ from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
     "ASK_MODEL_ENV",
+    "DEFAULT_IGNORED_ARGS",
+    "DEFAULT_INTERJECTIONS",
+    "DEFAULT_RESULT_NORMALIZE",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "GUARD_PLUGINS",
     "PATTERN_INPUT_LIMIT",
+    "LOOPS_PLUGIN",
+    "PRESETS",
+    "RECOMMENDED",
     "REDACTED",
     "RESCUE_PLUGIN",
     "TURNS_ADVISORY",
@@ -55,9 +67,11 @@ __all__ = [
     "Action",
     "ActionKind",
     "ActionListener",
+    "AnyPolicy",
     "AskCommand",
     "AskOutcome",
     "CommandPatterns",
+    "CallSelector",
     "Config",
     "ConfigError",
     "ContextDifference",
@@ -66,6 +80,9 @@ __all__ = [
     "Glob",
     "Guard",
     "PatternError",
+    "Interjections",
+    "LoopsConfig",
+    "LoopsPolicy",
     "Policy",
     "Redactor",
     "Regex",
@@ -75,6 +92,8 @@ __all__ = [
     "ReplayOutcome",
     "RescueConfig",
     "RescuePolicy",
+    "ResultNormalizer",
+    "StateT",
     "ToolFilter",
     "Trip",
     "TripKind",
@@ -84,11 +103,14 @@ __all__ = [
     "TurnsConfig",
     "TurnsPolicy",
     "Verdict",
+    "Watch",
+    "action_for",
     "apply_environment",
     "build_policies",
     "canonical_json",
     "compile_regex",
     "detect_loop",
+    "error_kind",
     "fingerprint",
     "load_config",
     "parse_config",

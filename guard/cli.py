@@ -22,7 +22,7 @@ import structlog
 
 from bus import LogError
 from guard.bench.cli import add_command as _add_bench_command
-from guard.config import Config, ConfigError, load_config
+from guard.config import Config, ConfigError, load_config, to_toml
 from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
 from guard.redact import Redactor
 from guard.verdicts import Verdict, replay_log
@@ -92,7 +92,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
+    if args.toml:
+        sys.stdout.write(to_toml(config))
+    else:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
     return EXIT_OK
 
 
@@ -181,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
 
     replay = commands.add_parser("replay", help="replay a session log through a fresh guard")
     replay.add_argument("log", metavar="LOG", help="a session log (.jsonl)")
-    replay.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    replay.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
     replay.add_argument("--json", action="store_true", help="one JSON object per action on stdout")
     replay.add_argument(
         "--check", action="store_true", help="exit 1 if regenerated guard messages differ from the recorded ones"
@@ -218,13 +223,21 @@ def _parser() -> argparse.ArgumentParser:
         "Exits 1 when some file could not be read (it is listed with its reason).",
     )
     aud.add_argument("paths", metavar="PATH", nargs="+", help="transcript files or directories to walk")
-    aud.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: every policy)")
+    aud.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: every policy)"
+    )
     aud.add_argument("--json", action="store_true", help="print the report as one JSON object")
     aud.add_argument("--html", metavar="REPORT.html", help="also write a self-contained HTML report")
     aud.set_defaults(run=_cmd_audit)
 
-    check = commands.add_parser("check-config", help="validate a config file and print the effective config")
+    check = commands.add_parser(
+        "check-config",
+        help="validate a config file (or a preset: recommended) and print the effective config",
+        description="Validate FILE (.toml, .yaml) or name a preset (recommended) and print the effective "
+        "config as JSON, or with --toml as a config file to start your own from.",
+    )
     check.add_argument("file", metavar="FILE")
+    check.add_argument("--toml", action="store_true", help="print it as a TOML config file, every key spelled out")
     check.set_defaults(run=_cmd_check_config)
 
     hook = commands.add_parser(
@@ -234,7 +247,9 @@ def _parser() -> argparse.ArgumentParser:
         "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
         "would block the tool) when the guard itself fails.",
     )
-    hook.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    hook.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
     hook.add_argument(
         "--state-dir",
         metavar="DIR",

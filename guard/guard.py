@@ -23,7 +23,8 @@ from bus import (
 from guard.actions import DENYING, Action
 from guard.config import Config, apply_environment
 from guard.fingerprint import FingerprintCache
-from guard.policy import Policy
+from guard.loops import LoopsPolicy
+from guard.policy import AnyPolicy, Watch
 from guard.remind import RemindPolicy
 from guard.rescue import RescuePolicy
 from guard.turns import TurnsPolicy
@@ -72,21 +73,25 @@ class _ActionLog:
         self._bound.info(event, **fields)
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin})
+GUARD_PLUGINS: frozenset[str] = frozenset(
+    {RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin, LoopsPolicy.plugin}
+)
 """Every plugin name a policy of this package writes, enabled or not: replay
 withholds their recorded messages and regenerates them."""
 
 
-def build_policies(config: Config) -> list[Policy]:
+def build_policies(config: Config) -> list[AnyPolicy]:
     """The enabled policies, in the order they are consulted (``turns`` at
     threshold 0 is off)."""
-    policies: list[Policy] = []
+    policies: list[AnyPolicy] = []
     if config.remind.enabled:
         policies.append(RemindPolicy(config.remind))
     if config.turns.enabled and config.turns.threshold > 0:
         policies.append(TurnsPolicy(config.turns))
     if config.rescue.enabled:
         policies.append(RescuePolicy(config.rescue))
+    if config.loops.enabled:
+        policies.append(LoopsPolicy(config.loops))
     return policies
 
 
@@ -109,14 +114,12 @@ class Guard:
         config: Config | None = None,
         *,
         on_action: ActionListener | None = None,
-        policies: Sequence[Policy] | None = None,
+        policies: Sequence[AnyPolicy] | None = None,
     ) -> None:
         self.config = apply_environment(config if config is not None else Config())
         self.policies = list(policies) if policies is not None else build_policies(self.config)
-        self._interceptors = [
-            (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
-        ]
-        self._agents: WeakKeyDictionary[Agent, list[Any]] = WeakKeyDictionary()
+        self._intercepts = any(policy.intercepts for policy in self.policies)
+        self._agents: WeakKeyDictionary[Agent, list[Watch]] = WeakKeyDictionary()
         self._fingerprints = FingerprintCache()
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
@@ -139,7 +142,7 @@ class Guard:
         bus.subscribe(ToolResult, self._on_result)
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
-        if self._interceptors:
+        if self._intercepts:
             bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
@@ -151,7 +154,7 @@ class Guard:
         bus.unsubscribe(ToolResult, self._on_result)
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
-        if self._interceptors:
+        if self._intercepts:
             bus.unintercept(self._interceptor)
         self._bus = None
 
@@ -159,21 +162,23 @@ class Guard:
         """How many agents currently have state."""
         return len(self._agents)
 
-    def _states(self, agent: Agent) -> list[Any]:
-        states = self._agents.get(agent)
-        if states is None:
-            states = self._agents[agent] = [p.new_state() for p in self.policies]
-        return states
+    def _watches(self, agent: Agent) -> list[Watch]:
+        watches = self._agents.get(agent)
+        if watches is None:
+            watches = self._agents[agent] = [p.watch() for p in self.policies]
+        return watches
 
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
         if agent is None:
             return None
-        states = self._states(agent)
         decision: Decision | None = None
-        for index, policy in self._interceptors:
+        for watch in self._watches(agent):
+            if watch.on_call is None:
+                continue
+            policy = watch.policy
             try:
-                action = await policy.on_call(states[index], call, self._fingerprints)
+                action = await watch.on_call(call, self._fingerprints)
             except Exception:
                 _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
                 continue
@@ -188,18 +193,18 @@ class Guard:
         agent = result.agent
         if agent is None:
             return
-        states = self._agents.get(agent)  # _states, inlined on the hot path
-        if states is None:
-            states = self._states(agent)
+        watches = self._agents.get(agent)  # _watches, inlined on the hot path
+        if watches is None:
+            watches = self._watches(agent)
         fingerprints = self._fingerprints
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in watches:
             try:
-                action = policy.on_result(state, result, fingerprints)
+                action = watch.on_result(result, fingerprints)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_result", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
                 continue
             if action is not None:
-                await self._deliver(policy, action, result)
+                await self._deliver(watch.policy, action, result)
 
     async def _on_user_message(self, message: UserMessage) -> None:
         agent = message.agent
@@ -207,29 +212,28 @@ class Guard:
             return
         # Creates the state: a policy may remember the message (rescue keeps
         # the task), and the first prompt arrives before any call.
-        states = self._states(agent)
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in self._watches(agent):
             try:
-                policy.on_user_message(state, message)
+                watch.on_user_message(message)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_user_message", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_user_message", agent=agent.id)
 
     async def _on_status(self, status: AgentStatus) -> None:
         agent = status.agent
         if agent is None:
             return
-        states = self._agents.get(agent)
-        if states is None:
+        watches = self._agents.get(agent)
+        if watches is None:
             return
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in watches:
             try:
-                policy.on_status(state, status)
+                watch.on_status(status)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_status", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent.id)
         if status.status == "disposed":
             self._agents.pop(agent, None)
 
-    async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
+    async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
         self._action_log.info(
             f"guard.{action.action}",
             policy=action.policy,

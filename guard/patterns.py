@@ -104,10 +104,11 @@ def _decode(data: bytes) -> str:
 class Regex:
     """One compiled regular expression (RE2 syntax) over capped input.
 
-    ``search`` says whether it matches anywhere; ``sub`` replaces every
-    match (``\\1`` and ``\\g<name>`` refer to groups) and leaves text past
-    ``PATTERN_INPUT_LIMIT`` as it was; ``spans`` yields match positions
-    in the UTF-8 encoding of the capped input, for callers that work on bytes.
+    ``search``, ``match`` and ``fullmatch`` answer whether it matches
+    anywhere, at the start, or the whole text; ``sub`` replaces every match
+    (``\\1`` and ``\\g<name>`` refer to groups) and leaves text past
+    ``PATTERN_INPUT_LIMIT`` as it was; ``finditer_bytes`` yields matches in
+    UTF-8 the caller encoded, for callers that work on bytes.
     """
 
     __slots__ = ("_regexp", "pattern")
@@ -118,6 +119,15 @@ class Regex:
 
     def search(self, text: str) -> bool:
         return self._regexp.search(_encode(text)) is not None
+
+    def match(self, text: str) -> bool:
+        """Whether it matches at the start of ``text``."""
+        return self._regexp.match(_encode(text)) is not None
+
+    def fullmatch(self, text: str) -> bool:
+        """Whether it matches the whole of ``text`` (never for a text longer
+        than the cap, which it cannot see whole)."""
+        return len(text) <= PATTERN_INPUT_LIMIT and self._regexp.fullmatch(_encode(text)) is not None
 
     def sub(self, replacement: str, text: str) -> str:
         head = _encode(text)

@@ -14,7 +14,7 @@ from bus import AgentStatus, ContextMessage, Event, ReadReport, Replay
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import GUARD_PLUGINS, Guard
-from guard.policy import Policy
+from guard.policy import AnyPolicy
 from guard.rescue import RecordedAnswers, RescuePolicy
 
 __all__ = [
@@ -87,7 +87,7 @@ async def replay_log(
     config: Config | None = None,
     *,
     on_verdict: Callable[[Verdict], None] | None = None,
-    policies: Sequence[Policy] | None = None,
+    policies: Sequence[AnyPolicy] | None = None,
     live_asks: bool = False,
 ) -> ReplayOutcome:
     """Feed the log at ``path`` through a fresh bus and guard (with the

@@ -189,6 +189,9 @@ def test_check_config_prints_the_effective_config(tmp_path: Path, capsys: pytest
         "thresholds": [2, 4],
         "include": [],
         "exclude": [],
+        "exclude_commands": [],
+        "ignored_args": [],
+        "interjections": [],
         "arguments_preview_chars": 500,
         "repeat_every": 0,
     }

@@ -27,9 +27,12 @@ from tests.guard.conftest import OnCallPolicy
 GREP = {"pattern": "x"}
 
 
-class _Halts(Policy):
+class _Halts(Policy[None]):
     name = "halts"
     plugin = "halts-plugin"
+
+    def new_state(self) -> None:
+        return None
 
     def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         return Action(
@@ -43,9 +46,12 @@ class _Halts(Policy):
         )
 
 
-class _Broken(Policy):
+class _Broken(Policy[None]):
     name = "broken"
     plugin = "broken-plugin"
+
+    def new_state(self) -> None:
+        return None
 
     async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         raise RuntimeError("on_call is broken")
