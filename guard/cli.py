@@ -25,6 +25,7 @@ from bus import LogError
 from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config, to_toml
 from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
+from guard.redact import Redactor
 from guard.verdicts import ReplayOutcome, Verdict, replay_log
 
 __all__ = ["main"]
@@ -36,9 +37,11 @@ EXIT_HOOK_FAULT = 1
 
 
 def _configure_logging(verbose: bool) -> None:
-    """Send structlog to stderr so ``--json`` output on stdout stays clean."""
+    """Send structlog to stderr so ``--json`` output on stdout stays clean,
+    with every string in an event (a rendered traceback too) redacted."""
+    renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        processors=[structlog.processors.add_log_level, Redactor().processor, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if verbose else logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,

@@ -21,7 +21,7 @@ from msgspec.structs import force_setattr
 
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
-from guard.patterns import compile_regex
+from guard.patterns import PatternError, check_regexes
 from guard.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
 
 __all__ = [
@@ -75,10 +75,10 @@ def _check_regexes(key: str, value: Any) -> None:
     for item in value:
         if not isinstance(item, str):
             raise ConfigError(key, item, "each entry must be a string")
-        try:
-            compile_regex(item)
-        except re.error as exc:
-            raise ConfigError(key, item, f"must be a valid regular expression ({exc})") from None
+    try:
+        check_regexes(key, value)
+    except PatternError as exc:
+        raise ConfigError(key, exc.pattern, exc.reason) from None
 
 
 def _check_names(key: str, value: Any) -> None:

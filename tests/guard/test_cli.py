@@ -129,6 +129,20 @@ def test_verbose_logs_each_action_to_stderr(session: Path, capsys: pytest.Captur
     assert "count=3" in err
 
 
+def test_log_lines_on_stderr_are_redacted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(session), "--json"]) == 0
+    capsys.readouterr()
+    try:
+        raise RuntimeError("connect failed for postgres://app:s3cr3tpw@db/app")
+    except RuntimeError:
+        structlog.get_logger("guard").exception("guard.listener_failed", detail="export DB_PASS=hunter2")
+    err = capsys.readouterr().err
+    assert "detail='export DB_PASS=[REDACTED]'" in err
+    assert "RuntimeError: connect failed for postgres://app:[REDACTED]@db/app" in err
+    assert "hunter2" not in err
+    assert "s3cr3tpw" not in err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
