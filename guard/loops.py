@@ -13,9 +13,10 @@ advances, a retry that then succeeds, a re-read after the file changed):
   cycle of any period counts like a run.
 - **Advice, then denial, then a halt.** When a call repeats, with its
   earlier result, a call made a few calls before (at most ``advise_span``
-  back, so a cycle is forming), or when ``advise_at`` calls in a row each
-  repeat an earlier call with its earlier result, an advisory follows the
-  result (once per such run). The ``deny_at``-th occurrence
+  back, so a cycle is forming, with no failure in between: a re-read after a
+  failed edit is how the edit gets fixed), or when ``advise_at`` calls in a
+  row each repeat an earlier call with its earlier result, an advisory
+  follows the result (once per such run). The ``deny_at``-th occurrence
   with an unchanged result is denied before it runs; a signature denied
   ``halt_after`` times asks the runtime to end the run.
 - **Polls back off.** A poll (a known poll tool, a shell command matching
@@ -236,11 +237,23 @@ class _AgentLoops:
     ``advised`` whether this run drew its advisory; ``seen`` numbers the
     tracked results."""
 
-    __slots__ = ("advised", "allowance", "calls", "opener", "run", "seen", "signatures", "streaks", "window")
+    __slots__ = (
+        "advised",
+        "allowance",
+        "calls",
+        "failed_at",
+        "opener",
+        "run",
+        "seen",
+        "signatures",
+        "streaks",
+        "window",
+    )
 
     def __init__(self) -> None:
         self.advised = False
         self.allowance = 0
+        self.failed_at = 0
         self.seen = 0
         self.window: deque[bytes] = deque()
         self.signatures: dict[bytes, _Signature] = {}
@@ -379,6 +392,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             digest = self._normalizer.digest(result.content)
             state.streaks.pop(streak_key, None)
         signature, gap = self._observe(state, result, fp, digest, failed and not poll, poll)
+        if failed:
+            state.failed_at = state.seen
         if not gap:
             state.run = 0
             state.advised = False
@@ -402,7 +417,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return self._back_off(signature, result, arguments)
         if state.advised or not gap or count <= state.allowance:
             return None
-        if state.run >= config.advise_at or 1 < gap <= config.advise_span:
+        # a repeat a few calls back means a cycle is forming, unless a call
+        # failed in between: re-reading after a failed edit is how it is fixed
+        forming = 1 < gap <= config.advise_span and state.failed_at <= state.seen - gap
+        if state.run >= config.advise_at or forming:
             state.advised = True
             text = _CYCLE_ADVICE.format(run=state.run, tool=result.tool, arguments=arguments)
             return self._action("remind", result, count, text, config.advise_at)

@@ -407,3 +407,14 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("Run the flaky integration test six times") == 6
     assert requested_repeats("retry 3 more times, then twice more") == 3
     assert requested_repeats("Sometimes it fails; look at the log") == 0
+
+
+async def test_a_re_read_after_a_failed_edit_draws_no_advisory(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    await run.do("Edit", {"file_path": "a.py", "old_string": "x=1"}, "String not found", is_error=True)
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    assert run.actions == []
+    await run.do("Grep", {"pattern": "y"}, "none")
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")  # third time, nothing changed
+    assert run.actions == [(5, "deny")]
