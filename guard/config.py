@@ -139,14 +139,18 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     ``threshold`` consecutive turns draw one advisory (0 switches the policy
     off); if the call goes on, ``deny_after`` more turns deny it and
     ``halt_after`` more after that request a halt (0 switches a rung off).
-    ``exempt`` tools, and calls whose shell ``command`` matches one of
-    ``exempt_commands`` (deliberate polling through a shell tool), are
-    invisible to it. ``summary_chars`` caps the quoted
+    Tools outside ``include`` or in ``exclude``, and calls whose shell
+    ``command`` matches one of ``exclude_commands`` (deliberate polling
+    through a shell tool), are invisible to it; ``exempt`` and
+    ``exempt_commands`` are the older names of the same lists. ``summary_chars`` caps the quoted
     last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
     overrides ``threshold`` for live guards (``apply_environment``).
     """
 
     threshold: int = 5
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    exclude_commands: tuple[str, ...] = ()
     exempt: tuple[str, ...] = ()
     exempt_commands: tuple[str, ...] = ()
     ignored_args: tuple[str, ...] = ()
@@ -162,6 +166,11 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             raise ConfigError(
                 "turns.threshold", 1, "must be 0 (off) or an integer >= 2: at 1 every call would be a loop"
             )
+        _check_patterns("turns.include", self.include)
+        _check_patterns("turns.exclude", self.exclude)
+        _check_regexes("turns.exclude_commands", self.exclude_commands)
+        for key in ("include", "exclude", "exclude_commands"):
+            force_setattr(self, key, tuple(getattr(self, key)))
         _check_patterns("turns.exempt", self.exempt)
         force_setattr(self, "exempt", tuple(self.exempt))
         _check_regexes("turns.exempt_commands", self.exempt_commands)
@@ -284,6 +293,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     advise_span: int = 6
     deny_at: int = 3
     halt_after: int = 3
+    requested_repeats: bool = True
     error_at: int = 3
     error_deny_at: int = 5
     error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
@@ -322,6 +332,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         _check_bool("loops.enabled", self.enabled)
+        _check_bool("loops.requested_repeats", self.requested_repeats)
         for key in ("include", "exclude", "poll_tools", "mutating_tools"):
             _check_patterns(f"loops.{key}", getattr(self, key))
         for key in (

@@ -31,11 +31,10 @@ import anyio
 
 from bus import LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
-from guard.calls import Interjections
+from guard.calls import CallSelector, Interjections
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
-from guard.patterns import CommandPatterns, ToolFilter
 from guard.policy import Policy
 from guard.progress import ProgressRule
 from guard.redact import Redactor
@@ -262,10 +261,10 @@ class RescuePolicy(Policy[_AgentState]):
 
     def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config
-        self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
-        self._excluded_commands = CommandPatterns(config.exclude_commands)
+        self._calls = CallSelector(
+            config.include, (*config.exclude, *config.escalation_tools), config.exclude_commands, config.ignored_args
+        )
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
-        self._ignore = frozenset(config.ignored_args)
         self._interjection = Interjections(config.interjections)
         self._window = config.window
         self._nudge_at = config.nudge_at
@@ -281,12 +280,12 @@ class RescuePolicy(Policy[_AgentState]):
         return _AgentState()
 
     def _tracks(self, tool: str, args: Any) -> bool:
-        return self._filter.tracks(tool) and not self._excluded_commands.match(args)
+        return self._calls.tracks(tool, args)
 
     async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._tracks(call.tool, call.args):
             return None
-        fp = fingerprints.get(call.tool, call.args, self._ignore, call_id=call.call_id)
+        fp = self._calls.fingerprint(fingerprints, call.tool, call.args, call.call_id)
         count, redundant = state.observe(call.tool, fp, self._window)
         if count >= self._rescue_at:
             return await self._escalate(state, _Hit(state, call, fp, count, "repeat"))
@@ -303,12 +302,12 @@ class RescuePolicy(Policy[_AgentState]):
         if progress is not None:
             opener = None
             if progress == "edit":
-                opener = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
+                opener = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id).digest
                 if opener == state.opener:
                     return None  # the edit that opened this epoch, made again: it changed nothing
             state.new_epoch(opener)
         elif state.counts and self._tracks(result.tool, result.args):
-            digest = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
+            digest = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id).digest
             if digest in state.counts:
                 state.outputs[digest] = _cap(result.content, _QUESTION_OUTPUT)
         return None
