@@ -24,6 +24,8 @@ from guard.config import (
 from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
+from guard.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import (
     PATTERN_INPUT_LIMIT,
     CommandPatterns,
@@ -34,8 +36,6 @@ from guard.patterns import (
     ToolFilter,
     compile_regex,
 )
-from guard.loops import LOOPS_PLUGIN, LoopsPolicy
-from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.policy import AnyPolicy, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
@@ -54,8 +54,8 @@ __all__ = [
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "GUARD_PLUGINS",
-    "PATTERN_INPUT_LIMIT",
     "LOOPS_PLUGIN",
+    "PATTERN_INPUT_LIMIT",
     "PRESETS",
     "RECOMMENDED",
     "REDACTED",
@@ -70,8 +70,8 @@ __all__ = [
     "AnyPolicy",
     "AskCommand",
     "AskOutcome",
-    "CommandPatterns",
     "CallSelector",
+    "CommandPatterns",
     "Config",
     "ConfigError",
     "ContextDifference",
@@ -79,10 +79,10 @@ __all__ = [
     "FingerprintCache",
     "Glob",
     "Guard",
-    "PatternError",
     "Interjections",
     "LoopsConfig",
     "LoopsPolicy",
+    "PatternError",
     "Policy",
     "Redactor",
     "Regex",
