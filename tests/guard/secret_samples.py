@@ -217,6 +217,15 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("kubectl-from-literal", "kubectl create secret generic db --from-literal=password=", "s3cr3t", " -n prod"),
     Sample("query-access-token", "GET /api/me?access_token=", token(ALNUM, 30, "qat"), "&format=json"),
     Sample("npmrc-auth-token", "//npm.pkg.github.com/:_authToken=", "localtok", "\n"),
+    Sample("env-key-suffix", "export STRIPE_KEY=", token(ALNUM, 24, "stripe-env"), "\nexport STRIPE_PUBLIC_KEY=pk"),
+    Sample("laravel-app-key", "APP_KEY=", "base64:" + token(B64, 43, "laravel") + "=", "\nAPP_DEBUG=true"),
+    Sample("wordpress-define", "define( 'AUTH_KEY', '", "k8#Pq!2 zR@v", "' );"),
+    Sample(
+        "kubeconfig-client-key-data",
+        "    client-key-data: ",
+        base64.b64encode(_pem("RSA PRIVATE KEY", "kube").encode()).decode(),
+        "\n    token: none",
+    ),
     # Command-line flags.
     Sample("password-flag", "app --password ", "foo", " --verbose"),
     Sample("password-flag-equals", "app --password=", "foo", " --verbose"),
@@ -230,6 +239,12 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("sshpass", "sshpass -p ", "rootpw", " ssh root@host"),
     Sample("keytool-storepass", "keytool -list -keystore ks.jks -storepass ", "changeit2", " -v"),
     Sample("openssl-passin", "openssl rsa -in k.pem -passin pass:", "pemsecret", " -out k2.pem"),
+    Sample("redis-cli-a", "redis-cli -h cache -a ", "r3dispw", " ping"),
+    Sample("mongosh-p", "mongosh mongodb://db --username app -p ", "m0ngopw", " --eval 'db.stats()'"),
+    Sample("sqlcmd-P", "sqlcmd -S db -U sa -P ", "Sq1Pass!", " -Q 'select 1'"),
+    Sample("ldapsearch-w", "ldapsearch -x -D cn=admin,dc=example -w ", "ldappw", " -b dc=example"),
+    Sample("smbclient-user-percent", "smbclient //files/share -U bob%", "smbpw", " -c ls"),
+    Sample("az-login-p", "az login -u ci@example.com -p ", "azur3pw", " --tenant t"),
     Sample("netrc-one-line", "machine api.example.com login me password ", "n3trc", "\nmachine other"),
     Sample("netrc-multi-line", "machine example.org\n  login me\n  password ", "multi", "\n"),
 )
