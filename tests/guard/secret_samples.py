@@ -271,5 +271,10 @@ KEPT: tuple[str, ...] = (
     "--token-file ~/.tok",
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVr user@host",
     "key_id: 42",
+    "secret = data[start:end]",
+    "call(signature=stats.preview)",
+    "the password: see below",
+    'AGENT_KEY = "repeat_tool_guard_agent"',
+    "STRIPE_PUBLISHABLE_KEY=pk_live_abc",
 )
 """Ordinary text that looks a little like a secret and must pass unchanged."""
