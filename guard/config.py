@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import reprlib
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,12 +21,15 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
+from bus import MAX_NESTING, NotRegularFileError, read_regular
+from guard._text import one_line
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
 from guard.patterns import PatternError, check_regexes
 from guard.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
 
 __all__ = [
+    "MAX_CONFIG_BYTES",
     "PRESETS",
     "RECOMMENDED",
     "TURNS_THRESHOLD_ENV",
@@ -41,14 +46,23 @@ __all__ = [
 ]
 
 
+_shown = reprlib.Repr()
+_shown.maxstring = _shown.maxother = 100
+_shown.maxlevel = 3
+
+
 class ConfigError(ValueError):
-    """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``)."""
+    """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``).
+
+    The message is one line: a long value is shown cut short, and a long
+    key or rule is too.
+    """
 
     def __init__(self, key: str, value: Any, rule: str) -> None:
         self.key = key
         self.value = value
         self.rule = rule
-        super().__init__(f"{key} = {value!r}: {rule}")
+        super().__init__(f"{one_line(key, 100)} = {one_line(_shown.repr(value), 120)}: {one_line(rule, 300)}")
 
 
 def _check_bool(key: str, value: Any) -> None:
@@ -501,40 +515,96 @@ PRESETS: dict[str, Config] = {"recommended": RECOMMENDED}
 names selects the preset instead of a file."""
 
 
+MAX_CONFIG_BYTES = 64 * 1024
+"""The largest config file ``load_config`` reads."""
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Load a ``Config`` from a ``.toml`` file, or ``.yaml``/``.yml`` (needs
     PyYAML), or name a preset (``recommended``): the one place a config
-    named on a command line or in an adapter is resolved."""
+    named on a command line or in an adapter is resolved.
+
+    The file must be a regular file (not a FIFO, device or directory) of at
+    most ``MAX_CONFIG_BYTES`` (a config is a few hundred bytes; the bound
+    keeps parsing fast); a UTF-8 byte order mark is allowed. Nesting deeper than ``MAX_NESTING``
+    levels, a YAML alias (``*name``), a key given twice and a number too
+    large to convert are errors, each a one-line ``ConfigError``.
+    """
     preset = PRESETS.get(os.fspath(path)) if isinstance(path, str) else None
     if preset is not None:
         return preset
     file = Path(path)
     try:
-        raw = file.read_bytes()
+        with read_regular(file, what="config file") as stream:
+            raw = stream.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError("config file", str(file), "no such file") from None
-    except IsADirectoryError:
-        raise ConfigError("config file", str(file), "is a directory, not a file") from None
+    except NotRegularFileError as exc:
+        kind = str(exc).rpartition(" is ")[2]
+        raise ConfigError("config file", str(file), f"is {kind}") from None
     except OSError as exc:
         raise ConfigError("config file", str(file), f"cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("config file", str(file), f"is larger than {MAX_CONFIG_BYTES // 1024} KiB")
     suffix = file.suffix.lower()
     if suffix == ".toml":
-        try:
-            data: Any = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError("config file", str(file), f"is not valid TOML ({exc})") from None
+        data = _parse_toml(file, raw)
     elif suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:  # pragma: no cover - depends on the environment
-            rule = "YAML needs PyYAML: pip install 'repeat-tool-guard[yaml]'"
-            raise ConfigError("config file", str(file), rule) from None
-        try:
-            data = yaml.safe_load(raw) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
+        data = _parse_yaml(file, raw)
     else:
         raise ConfigError("config file", str(file), "must end in .toml, .yaml or .yml")
     config = parse_config(data, origin=str(file))
     rescue = config.rescue.relative_to(file.resolve().parent)
     return config if rescue is config.rescue else msgspec.structs.replace(config, rescue=rescue)
+
+
+_TOO_DEEP = f"nests tables or lists deeper than {MAX_NESTING} levels"
+_TOO_LONG = f"holds a number of more than {sys.get_int_max_str_digits()} digits"
+
+
+def _parse_toml(file: Path, raw: bytes) -> Any:
+    try:
+        data = tomllib.loads(raw.decode("utf-8-sig"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError("config file", str(file), f"is not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError("config file", str(file), _TOO_DEEP) from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise ConfigError("config file", str(file), _TOO_LONG) from None
+    if _depth(data) > MAX_NESTING:
+        raise ConfigError("config file", str(file), _TOO_DEEP)
+    return data
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data`` nests dicts and lists, counted without recursion."""
+    deepest = 0
+    stack = [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _parse_yaml(file: Path, raw: bytes) -> Any:
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - depends on the environment
+        rule = "YAML needs PyYAML: pip install 'repeat-tool-guard[yaml]'"
+        raise ConfigError("config file", str(file), rule) from None
+    from guard._yaml import load_yaml
+
+    try:
+        return load_yaml(raw.removeprefix(b"\xef\xbb\xbf")) or {}
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = "; ".join(part for part in (exc.context, exc.problem) if part)
+        raise ConfigError("config file", str(file), f"is not valid YAML ({what}{where})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise ConfigError("config file", str(file), _TOO_LONG) from None

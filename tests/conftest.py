@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,3 +62,33 @@ def ask_script(tmp_path: Path) -> AskScript:
 def missing_ask_command(tmp_path: Path) -> str:
     """An ask command path that does not exist: tests never reach a real model."""
     return str(tmp_path / "no-such-ask-command")
+
+
+@pytest.fixture
+def file_size_limit() -> Iterator[Callable[[int], None]]:
+    """Set this process's file size limit (``RLIMIT_FSIZE``, soft) for the
+    rest of the test: a write past it fails for real, part-way if it
+    straddles the limit (Python ignores ``SIGXFSZ``, so it is ``EFBIG``)."""
+    import resource
+
+    previous = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+    def limit(size: int) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, previous[1]))
+
+    try:
+        yield limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, previous)
+
+
+@pytest.fixture
+def zero_umask() -> Iterator[None]:
+    """Umask 0 for the test: a file's mode is then exactly what its creator asked for."""
+    import os
+
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bus import LogError
+from bus import LogError, LogWriteError, open_regular
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
 from guard.config import Config
@@ -162,11 +162,15 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     an exclusive lock on ``<session_id>.lock``, replays the log into a fresh
     guard, handles the payload, and appends the new events. A log that is not
     a session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
+    Both files are created 0600; the log is not written through a symbolic
+    link. An event the log could not record (a full disk) raises ``LogWriteError``
+    once the payload is handled, and the log is left whole.
     """
     session = str(payload["session_id"])
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / f"{session}.jsonl"
-    with open(state_dir / f"{session}.lock", "a+b") as lock:
+    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             link, log = await resume_link(path, session, config)
@@ -174,4 +178,9 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
             path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
             link, log = await resume_link(path, session, config)
         with log:
-            return await ClaudeHooks(link).handle(payload)
+            answer = await ClaudeHooks(link).handle(payload)
+    finally:
+        os.close(lock)
+    if log.error is not None:
+        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
+    return answer

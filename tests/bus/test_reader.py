@@ -181,7 +181,7 @@ def test_missing_file_is_a_log_error_naming_the_path(tmp_path: Path) -> None:
 
 
 def test_directory_is_a_log_error(tmp_path: Path) -> None:
-    with pytest.raises(LogError, match="is a directory, not a session log"):
+    with pytest.raises(LogError, match="is a directory, not a regular file"):
         read_log(tmp_path)
 
 

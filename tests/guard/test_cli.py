@@ -145,8 +145,11 @@ def test_log_lines_on_stderr_are_redacted(session: Path, capsys: pytest.CaptureF
     ("argv", "message"),
     [
         (["replay", "{tmp}/missing.jsonl"], "repeat-tool-guard: no session log at '{tmp}/missing.jsonl'"),
-        (["replay", "{tmp}"], "repeat-tool-guard: '{tmp}' is a directory, not a session log"),
-        (["replay", "{tmp}/plain.txt/x.jsonl"], "repeat-tool-guard: [Errno 20] Not a directory:"),
+        (["replay", "{tmp}"], "repeat-tool-guard: session log '{tmp}' is a directory, not a regular file"),
+        (
+            ["replay", "{tmp}/plain.txt/x.jsonl"],
+            "repeat-tool-guard: cannot read session log '{tmp}/plain.txt/x.jsonl': Not a directory",
+        ),
         (["replay", "{tmp}/plain.txt"], "repeat-tool-guard: '{tmp}/plain.txt' is not a session log: line 1 is not"),
         (
             ["replay", "{tmp}/plain.txt", "--config", "{tmp}/nope.toml"],

@@ -1,0 +1,70 @@
+"""Odd arguments and files at the commands: a one-line error with the
+documented exit code, or the work done; never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bus import Agent, SessionLog, UserMessage
+from tests.faults.conftest import CLI
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    path = tmp_path / "s.jsonl"
+    with SessionLog(path, session="s") as writer:
+        writer.write(UserMessage(agent=Agent("a"), seq=1, text="hi"))
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "a\x00b.jsonl"],
+        ["check-config", "a\x00b.toml"],
+        ["import", "a\x00b.jsonl", "-o", "out.jsonl"],
+    ],
+)
+def test_a_nul_in_a_path_is_one_line(argv: list[str], cli: CLI) -> None:
+    assert "null byte" in cli(*argv).clean_error(2)
+
+
+def test_verbose_shows_the_traceback_of_an_unexpected_error(cli: CLI) -> None:
+    with pytest.raises(ValueError, match="null byte"):
+        cli("-v", "replay", "a\x00b.jsonl")
+
+
+def test_a_log_with_a_byte_order_mark_replays(log: Path, cli: CLI) -> None:
+    log.write_bytes(b"\xef\xbb\xbf" + log.read_bytes())
+    run = cli("replay", log)
+    assert run.code == 0
+    assert run.err.startswith("1 events, 0 lines skipped")
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("missing-dir/out.jsonl", "No such file or directory"),
+        (".", "already exists"),
+        ("s.jsonl", "already exists; choose another -o"),
+    ],
+)
+def test_import_to_a_place_it_cannot_write_is_one_line(target: str, expected: str, log: Path, cli: CLI) -> None:
+    assert expected in cli("import", log, "-o", log.parent / target).clean_error(2)
+
+
+def test_a_damaged_first_line_costs_one_line_at_import(tmp_path: Path, cli: CLI) -> None:
+    source = tmp_path / "t.jsonl"
+    call = {"type": "function_call", "name": "sh", "arguments": "{}", "call_id": "c1"}
+    lines = [
+        '{"timestamp": "2026-01-01T00:00:00Z", "type": "session_me',
+        json.dumps({"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": call}),
+    ]
+    source.write_text("\n".join(lines) + "\n")
+    run = cli("import", source, "-o", tmp_path / "out.jsonl")
+    assert run.code == 0, run.err
+    assert "1 tool calls" in run.out
+    assert "invalid-json 1" in run.out
