@@ -23,7 +23,7 @@ from guard.config import (
 )
 from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
-from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
+from guard.guard import ActionListener, Guard, build_policies
 from guard.loops import LOOPS_PLUGIN, LoopsPolicy
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import (
@@ -36,14 +36,14 @@ from guard.patterns import (
     ToolFilter,
     compile_regex,
 )
-from guard.policy import AnyPolicy, Policy, StateT, Watch
+from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.rescue import RESCUE_PLUGIN, RescuePolicy
 from guard.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.turn_ring import TurnRing, detect_loop
 from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
-from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
+from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
     "ASK_MODEL_ENV",
@@ -53,7 +53,6 @@ __all__ = [
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
-    "GUARD_PLUGINS",
     "LOOPS_PLUGIN",
     "PATTERN_INPUT_LIMIT",
     "PRESETS",
@@ -68,13 +67,14 @@ __all__ = [
     "ActionKind",
     "ActionListener",
     "AnyPolicy",
+    "AnyWatch",
     "AskCommand",
     "AskOutcome",
     "CallSelector",
     "CommandPatterns",
     "Config",
     "ConfigError",
-    "ContextDifference",
+    "Difference",
     "Fingerprint",
     "FingerprintCache",
     "Glob",

@@ -13,6 +13,7 @@ import itertools
 import logging
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -27,7 +28,7 @@ from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, apply_environment, load_config, to_toml
 from guard.importers import FORMATS, TranscriptError, UnknownFormatError, open_sessions, write_log
 from guard.redact import Redactor
-from guard.verdicts import Verdict, replay_log
+from guard.verdicts import ReplayOutcome, Verdict, replay_log
 
 __all__ = ["main"]
 
@@ -80,23 +81,43 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for sample in report.samples[:10]:
         print(f"  skipped line {sample.line} ({sample.reason}): {sample.detail}", file=sys.stderr)
     if args.check:
-        for diff in outcome.differences:
-            print(
-                f"check: guard message {diff.index + 1} differs\n  recorded:    {diff.recorded}\n"
-                f"  regenerated: {diff.regenerated}",
-                file=sys.stderr,
-            )
-        if outcome.differences:
-            return EXIT_DIFFERENCE
-        print("check: every guard message matches the log", file=sys.stderr)
+        return _report_check(outcome)
+    return EXIT_OK
+
+
+def _report_check(outcome: ReplayOutcome) -> int:
+    """Print every difference between the recorded and the regenerated guard
+    actions to stderr; exit 1 if there is any."""
+    err = sys.stderr
+    for diff in outcome.differences:
+        if diff.kind == "missing":
+            err.write(f"check: seq {diff.seq}: the replay makes a {diff.what} the log lacks\n")
+        elif diff.kind == "extra":
+            err.write(f"check: seq {diff.seq}: the log records a {diff.what} the replay does not make\n")
+        else:
+            err.write(f"check: seq {diff.seq}: the recorded {diff.what} differs from the replay's\n")
+        if diff.recorded is not None:
+            err.write(f"  recorded:    {diff.recorded}\n")
+        if diff.regenerated is not None:
+            err.write(f"  regenerated: {diff.regenerated}\n")
+    checked = ", ".join(f"{n} {what}{'s' if n != 1 else ''}" for what, n in sorted(outcome.checked.items()))
+    if outcome.differences:
+        kinds = Counter(d.kind for d in outcome.differences)
+        detail = ", ".join(f"{kinds[k]} {k}" for k in ("missing", "extra", "changed") if kinds[k])
+        err.write(
+            f"check: {len(outcome.differences)} guard actions differ ({detail}); the log records {checked or 'none'}\n"
+        )
+        return EXIT_DIFFERENCE
+    err.write(f"check: every guard action matches the log ({checked or 'none recorded'})\n")
     return EXIT_OK
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    config = apply_environment(load_config(args.file))
+    config = load_config(args.file)
     if args.toml:
         sys.stdout.write(to_toml(config))
     else:
+        config = apply_environment(config)
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
     return EXIT_OK
 
@@ -214,7 +235,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--json", action="store_true", help="one JSON object per action on stdout")
     replay.add_argument(
-        "--check", action="store_true", help="exit 1 if regenerated guard messages differ from the recorded ones"
+        "--check",
+        action="store_true",
+        help="exit 1 if any guard action (message, denial, escalation, halt) the log records differs from the replay's",
     )
     replay.add_argument(
         "--ask",

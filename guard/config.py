@@ -158,7 +158,7 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     through a shell tool), are invisible to it; ``exempt`` and
     ``exempt_commands`` are the older names of the same lists. ``summary_chars`` caps the quoted
     last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
-    overrides ``threshold`` when the guard is built (``apply_environment``).
+    overrides ``threshold`` for live guards (``apply_environment``).
     """
 
     threshold: int = 5
@@ -307,6 +307,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     advise_span: int = 6
     deny_at: int = 3
     halt_after: int = 3
+    requested_repeats: bool = True
     error_at: int = 3
     error_deny_at: int = 5
     error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
@@ -345,6 +346,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         _check_bool("loops.enabled", self.enabled)
+        _check_bool("loops.requested_repeats", self.requested_repeats)
         for key in ("include", "exclude", "poll_tools", "mutating_tools"):
             _check_patterns(f"loops.{key}", getattr(self, key))
         for key in (
@@ -452,15 +454,17 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
 
 
 TURNS_THRESHOLD_ENV = "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"
-"""Overrides ``turns.threshold`` (file or Python value) when the guard is built."""
+"""Overrides ``turns.threshold`` (file or Python value) for live guards."""
 
 _DIGITS = re.compile(r"\s*[0-9]+\s*")
 
 
 def apply_environment(config: Config, environ: Mapping[str, str] | None = None) -> Config:
-    """``config`` with the environment's overrides applied; the ``Guard``
-    calls this when it is built, so the environment wins over a file or a
-    Python value. ``environ`` defaults to ``os.environ``.
+    """``config`` with the environment's overrides applied. The edges that
+    start a live guard call it (the adapters' ``GuardLink``, the Claude Code
+    hook), so there the environment wins over a file or a Python value; a
+    replay or an audit never does, so its result depends on the log and the
+    config alone. ``environ`` defaults to ``os.environ``.
 
     ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` replaces ``turns.threshold`` (0
     switches the policy off; it does not switch on a disabled section). A

@@ -7,6 +7,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import structlog
+from msgspec import UNSET
 
 from bus import (
     Agent,
@@ -21,15 +22,15 @@ from bus import (
     UserMessage,
 )
 from guard.actions import DENYING, Action
-from guard.config import Config, apply_environment
+from guard.config import Config
 from guard.fingerprint import FingerprintCache
 from guard.loops import LoopsPolicy
-from guard.policy import AnyPolicy, Watch
+from guard.policy import AnyPolicy, AnyWatch
 from guard.remind import RemindPolicy
 from guard.rescue import RescuePolicy
 from guard.turns import TurnsPolicy
 
-__all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
+__all__ = ["ActionListener", "Guard", "build_policies"]
 
 ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
@@ -73,13 +74,6 @@ class _ActionLog:
         self._bound.info(event, **fields)
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset(
-    {RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin, LoopsPolicy.plugin}
-)
-"""Every plugin name a policy of this package writes, enabled or not: replay
-withholds their recorded messages and regenerates them."""
-
-
 def build_policies(config: Config) -> list[AnyPolicy]:
     """The enabled policies, in the order they are consulted (``turns`` at
     threshold 0 is off)."""
@@ -100,9 +94,10 @@ class Guard:
 
     State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
     it disappears with the agent handle, on its ``disposed`` status, and
-    never crosses agents. Events without an agent are ignored. The
-    environment's overrides are applied to ``config`` here
-    (``apply_environment``), so ``guard.config`` is what actually runs.
+    never crosses agents. Events without an agent are ignored. ``config`` runs
+    as given: the environment's overrides (``apply_environment``) belong to
+    the edges that start a live guard (the adapters, the ``hook`` command),
+    so a replay of a log depends on nothing but the log and the config.
 
     The policies are those ``config`` enables, or exactly ``policies`` when
     given (your own ``Policy`` subclasses, say). A policy or listener that
@@ -116,10 +111,11 @@ class Guard:
         on_action: ActionListener | None = None,
         policies: Sequence[AnyPolicy] | None = None,
     ) -> None:
-        self.config = apply_environment(config if config is not None else Config())
+        self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
-        self._intercepts = any(policy.intercepts for policy in self.policies)
-        self._agents: WeakKeyDictionary[Agent, list[Watch]] = WeakKeyDictionary()
+        self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
+        self._plugins = frozenset(policy.plugin for policy in self.policies)
+        self._agents: WeakKeyDictionary[Agent, list[AnyWatch]] = WeakKeyDictionary()
         self._fingerprints = FingerprintCache()
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
@@ -129,8 +125,25 @@ class Guard:
 
     @property
     def plugins(self) -> frozenset[str]:
-        """The plugin names this guard's messages and denials carry."""
-        return frozenset(p.plugin for p in self.policies)
+        """The plugin names this guard's messages, denials and halt requests carry."""
+        return self._plugins
+
+    def owns(self, event: Event) -> bool:
+        """Whether ``event`` (read from a session log) is output of this
+        guard's policies: a context message one of them labels, a halt
+        request one of them asked for, or the result of a call one of them
+        denied. A halt request that names nobody (logs recorded before halt
+        requests named their plugin) counts as the guard's. Replay decides
+        what to regenerate and compare with this, so another plugin's
+        messages, and those of a policy this guard does not run, are
+        replayed as recorded."""
+        if isinstance(event, ContextMessage):
+            return event.source.plugin in self._plugins
+        if isinstance(event, ToolResult):
+            return event.denied_by in self._plugins
+        if isinstance(event, AgentStatus) and event.status == "halt-requested":
+            return event.by is UNSET or event.by in self._plugins
+        return False
 
     def add_listener(self, listener: ActionListener) -> None:
         self._listeners.append(listener)
@@ -142,7 +155,7 @@ class Guard:
         bus.subscribe(ToolResult, self._on_result)
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
-        if self._intercepts:
+        if self._interceptors:
             bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
@@ -154,7 +167,7 @@ class Guard:
         bus.unsubscribe(ToolResult, self._on_result)
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
-        if self._intercepts:
+        if self._interceptors:
             bus.unintercept(self._interceptor)
         self._bus = None
 
@@ -162,7 +175,7 @@ class Guard:
         """How many agents currently have state."""
         return len(self._agents)
 
-    def _watches(self, agent: Agent) -> list[Watch]:
+    def _watches(self, agent: Agent) -> list[AnyWatch]:
         watches = self._agents.get(agent)
         if watches is None:
             watches = self._agents[agent] = [p.watch() for p in self.policies]
@@ -173,9 +186,9 @@ class Guard:
         if agent is None:
             return None
         decision: Decision | None = None
-        for watch in self._watches(agent):
-            if watch.on_call is None:
-                continue
+        watches = self._watches(agent)
+        for index in self._interceptors:
+            watch = watches[index]
             policy = watch.policy
             try:
                 action = await watch.on_call(call, self._fingerprints)
@@ -186,7 +199,7 @@ class Guard:
                 continue
             await self._deliver(policy, action, call)
             if decision is None and action.action in DENYING:
-                decision = Decision.deny(action.text, policy.plugin)
+                decision = Decision.deny(action.text, policy.plugin, advice=action.advice)
         return decision
 
     async def _on_result(self, result: ToolResult) -> None:
@@ -256,4 +269,6 @@ class Guard:
                 ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
             )
         elif action.action == "halt":
-            await bus.publish(AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text))
+            await bus.publish(
+                AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text, by=policy.plugin)
+            )

@@ -8,45 +8,31 @@ never publishes or awaits the bus itself.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action
 from guard.fingerprint import FingerprintCache
 
-__all__ = ["AnyPolicy", "Policy", "StateT", "Watch"]
+__all__ = ["AnyPolicy", "AnyWatch", "Policy", "StateT", "Watch"]
 
 StateT = TypeVar("StateT")
 """The type of the per-agent state a policy keeps."""
 
 
-class Watch:
-    """One agent's hooks into one policy, that agent's state bound in.
+class AnyWatch(Protocol):
+    """One agent's hooks into one policy, whatever its state type."""
 
-    The guard keeps one per agent and policy, so it calls each hook without
-    knowing (or typing) the state; ``state`` is there for inspection only.
-    ``on_call`` is ``None`` for a policy that does not intercept calls.
-    """
+    @property
+    def policy(self) -> AnyPolicy: ...
 
-    __slots__ = ("on_call", "on_result", "on_status", "on_user_message", "policy", "state")
+    async def on_call(self, call: ToolCall, fingerprints: FingerprintCache) -> Action | None: ...
 
-    def __init__(
-        self,
-        policy: AnyPolicy,
-        state: object,
-        on_call: Callable[[ToolCall, FingerprintCache], Awaitable[Action | None]] | None,
-        on_result: Callable[[ToolResult, FingerprintCache], Action | None],
-        on_user_message: Callable[[UserMessage], None],
-        on_status: Callable[[AgentStatus], None],
-    ) -> None:
-        self.policy = policy
-        self.state = state
-        self.on_call = on_call
-        self.on_result = on_result
-        self.on_user_message = on_user_message
-        self.on_status = on_status
+    def on_result(self, result: ToolResult, fingerprints: FingerprintCache) -> Action | None: ...
+
+    def on_user_message(self, message: UserMessage) -> None: ...
+
+    def on_status(self, status: AgentStatus) -> None: ...
 
 
 class AnyPolicy(Protocol):
@@ -61,7 +47,7 @@ class AnyPolicy(Protocol):
     @property
     def intercepts(self) -> bool: ...
 
-    def watch(self) -> Watch: ...
+    def watch(self) -> AnyWatch: ...
 
 
 class Policy(ABC, Generic[StateT]):
@@ -105,14 +91,30 @@ class Policy(ABC, Generic[StateT]):
         """Whether this policy decides calls before they run (overrides ``on_call``)."""
         return type(self).on_call is not Policy.on_call
 
-    def watch(self) -> Watch:
+    def watch(self) -> Watch[StateT]:
         """This policy's hooks for a new agent, over a fresh ``new_state()``."""
-        state = self.new_state()
-        return Watch(
-            self,
-            state,
-            partial(self.on_call, state) if self.intercepts else None,
-            partial(self.on_result, state),
-            partial(self.on_user_message, state),
-            partial(self.on_status, state),
-        )
+        return Watch(self)
+
+
+class Watch(Generic[StateT]):
+    """One agent's hooks into one policy, that agent's state bound in: the
+    guard keeps one per agent and policy, so it calls each hook without
+    knowing (or typing) the state. Two slots, so an idle agent costs little."""
+
+    __slots__ = ("policy", "state")
+
+    def __init__(self, policy: Policy[StateT]) -> None:
+        self.policy = policy
+        self.state = policy.new_state()
+
+    async def on_call(self, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        return await self.policy.on_call(self.state, call, fingerprints)
+
+    def on_result(self, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        return self.policy.on_result(self.state, result, fingerprints)
+
+    def on_user_message(self, message: UserMessage) -> None:
+        self.policy.on_user_message(self.state, message)
+
+    def on_status(self, status: AgentStatus) -> None:
+        self.policy.on_status(self.state, status)

@@ -50,5 +50,4 @@ async def test_each_watch_binds_its_own_state(agent: Agent) -> None:
     first.on_result(result, cache)
     second.on_result(result, cache)
     assert (first.state, second.state) == ([2], [1])
-    assert first.on_call is None
     assert first.policy is policy
