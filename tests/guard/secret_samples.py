@@ -226,6 +226,10 @@ SAMPLES: tuple[Sample, ...] = (
         base64.b64encode(_pem("RSA PRIVATE KEY", "kube").encode()).decode(),
         "\n    token: none",
     ),
+    Sample("json-one-char-password", '{"user":"bob","password":"', "a", '"}'),
+    Sample("prose-api-key", "Here is the API key: ", token(ALNUM, 12, "prose-api"), "\nUse it for staging."),
+    Sample("prose-password-for", "Password for bob: ", "t0ps3cret", " (change it soon)"),
+    Sample("prose-password-is", "Your password is: ", "Wint3r2026", "\n"),
     # Command-line flags.
     Sample("password-flag", "app --password ", "foo", " --verbose"),
     Sample("password-flag-equals", "app --password=", "foo", " --verbose"),
