@@ -187,6 +187,7 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("postgres-url", "DATABASE_URL=postgres://app:", "s3cr3tpw", "@db.internal:5432/app"),
     Sample("redis-url-no-user", "redis://:", "hunter2", "@cache:6379/0"),
     Sample("url-password-with-at-and-slash", "psql postgres://admin:", "p@ss/w:rd", "@db:5432/prod"),
+    Sample("url-password-with-hash", "mysql://app:", "p#ss?w0rd", "@db:3306/shop"),
     Sample(
         "git-clone-token",
         "git clone https://x-access-token:",
