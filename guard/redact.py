@@ -188,7 +188,8 @@ class Redactor:
     Findings of all rules are collected on the original text and merged,
     so one rule's output never feeds another's input. Surrounding text is
     kept: a rule redacts its secret group (the value of ``password=...``,
-    not the name). Lone surrogates come out as U+FFFD.
+    not the name). In a text with something redacted, lone surrogates come
+    out as U+FFFD.
     """
 
     def __init__(self, patterns: Iterable[str] = (), *, rules: Iterable[SecretRule] | None = None) -> None:
