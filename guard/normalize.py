@@ -18,7 +18,6 @@ failure with different arguments has one kind.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable
 
 from guard.patterns import compile_regex
@@ -52,11 +51,13 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
 )
 """The built-in ``result_normalize`` patterns, in the order they apply."""
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_OVERWRITTEN = re.compile(r"[^\n]*\r(?!\n)")
-_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
-_BLANK_RUNS = re.compile(r"\n{3,}")
-_MARKS = re.compile(r"\x00(?:[\s\x00]*\x00)?")
+# RE2 like every pattern here: linear in the text, whatever the text holds.
+_ANSI = compile_regex(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# What a carriage return overwrote: up to the last \r of a line that is not a line end.
+_OVERWRITTEN = compile_regex(r"[^\n]*\r([^\n]|\z)")
+_TRAILING = compile_regex(r"(?m)[ \t]+$")
+_BLANK_RUNS = compile_regex(r"\n{3,}")
+_MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 _HEAD = 4096
 _TAIL = 4096
 
@@ -71,10 +72,11 @@ class ResultNormalizer:
         self._patterns = [compile_regex(p) for p in patterns]
 
     def normalize(self, text: str) -> str:
-        """``text`` without its noise (the whole text, however long)."""
+        """``text`` without its noise (each pattern reads the first
+        ``PATTERN_INPUT_LIMIT`` characters; ``digest`` passes at most 8 KiB)."""
         text = _ANSI.sub("", text)
         if "\r" in text:
-            text = _OVERWRITTEN.sub("", text.replace("\r\n", "\n"))
+            text = _OVERWRITTEN.sub(r"\1", text.replace("\r\n", "\n"))
         for pattern in self._patterns:
             text = pattern.sub("\x00", text)
         text = _MARKS.sub("\x00", text)
@@ -98,23 +100,22 @@ class ResultNormalizer:
         return hasher.digest()
 
 
-_ERROR_NOISE = re.compile(
-    r"""(?x)
-    "[^"\n]*" | '[^'\n]*' | `[^`\n]*`     # quoted text: names, values, snippets
-    | (?:[A-Za-z]:)?[~.]?/[^\s:,;)]*      # paths
-    | \b[\w.-]+\.[A-Za-z]{1,5}\b          # file names
-    | 0x[0-9a-fA-F]+ | \d+(?:\.\d+)?     # numbers
-    """
+_ERROR_NOISE = compile_regex(
+    r""""[^"\n]*"|'[^'\n]*'|`[^`\n]*`"""  # quoted text: names, values, snippets
+    r"|(?:[A-Za-z]:)?[~.]?/[^\s:,;)]*"  # paths
+    r"|\b[\w.-]+\.[A-Za-z]{1,5}\b"  # file names
+    r"|0x[0-9a-fA-F]+|\d+(?:\.\d+)?"  # numbers
 )
-_ERROR_SKIP = re.compile(
-    r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<(\w+)>[^<]*</\1>\s*$|```|-{3,}|={3,}"
+_ERROR_SKIP = compile_regex(
+    r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<\w+>[^<]*</\w+>\s*$|```|-{3,}|={3,}"
     r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$)"
 )
-_ERROR_WORDS = re.compile(
+_ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
     r"unable|refused|timed? ?out|unknown|missing|required|not allowed|forbidden|unauthori[sz]ed)\b"
 )
 _KIND_CHARS = 160
+_KIND_READ = 4096
 _KIND_LINES = 200
 
 
@@ -136,4 +137,5 @@ def error_kind(text: str) -> str:
         if _ERROR_WORDS.search(line):
             first = line
             break
-    return " ".join(_ERROR_NOISE.sub("#", first).lower().split())[:_KIND_CHARS]
+    # The kind is short: a long line is read only as far as it can matter.
+    return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]

@@ -27,6 +27,7 @@ __all__ = [
     "PATTERN_INPUT_LIMIT",
     "CommandPatterns",
     "Glob",
+    "LiteralSet",
     "PatternError",
     "Regex",
     "RegexSet",
@@ -183,6 +184,23 @@ class RegexSet:
     def search(self, text: str) -> bool:
         """Whether any entry matches somewhere in ``text`` (its head)."""
         return self._any is not None and self._any.search(_encode(text)) is not None
+
+
+class LiteralSet:
+    """Which of several literal byte strings occur in a text: one pass of an
+    RE2 set, however many there are (the redaction rules' keywords)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self, literals: Iterable[bytes]) -> None:
+        self._set = re2.Set.SearchSet(_options())
+        for literal in literals:
+            self._set.Add(re2.escape(literal.decode("utf-8", "surrogatepass")))
+        self._set.Compile()
+
+    def found(self, data: bytes) -> list[int]:
+        """Indexes (in the order given) of the literals that occur in ``data``."""
+        return self._set.Match(data) or []
 
 
 class Glob:

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from importlib.resources import files
 from typing import Any
 
-import re2  # type: ignore[import-untyped]
+import structlog
 
-from guard.patterns import Regex, compile_regex
+from guard.patterns import LiteralSet, Regex, compile_regex
 
 __all__ = ["REDACTED", "REDACT_INPUT_LIMIT", "Redactor", "SecretRule", "load_rules"]
 
@@ -188,14 +188,15 @@ class Redactor:
     Findings of all rules are collected on the original text and merged,
     so one rule's output never feeds another's input. Surrounding text is
     kept: a rule redacts its secret group (the value of ``password=...``,
-    not the name). Lone surrogates come out as U+FFFD.
+    not the name). In a text with something redacted, lone surrogates come
+    out as U+FFFD.
     """
 
     def __init__(self, patterns: Iterable[str] = (), *, rules: Iterable[SecretRule] | None = None) -> None:
         self._user = tuple(_UserRule(p, i) for i, p in enumerate(patterns))
         self._given = tuple(rules) if rules is not None else None
         self._rules: tuple[SecretRule, ...] | None = None
-        self._keywords: Any = None
+        self._keywords: LiteralSet | None = None
         self._by_keyword: tuple[tuple[SecretRule, ...], ...] = ()
         self._always: tuple[SecretRule, ...] = ()
 
@@ -218,14 +219,7 @@ class Redactor:
                 by_keyword[index[k]].append(rule)
         self._always = tuple(rule for rule in rules if not rule.keywords)
         self._by_keyword = tuple(tuple(group) for group in by_keyword)
-        if keywords:
-            options = re2.Options()
-            options.log_errors = False
-            found = re2.Set.SearchSet(options)
-            for k in keywords:
-                found.Add(re2.escape(k.decode("utf-8")))
-            found.Compile()
-            self._keywords = found
+        self._keywords = LiteralSet(keywords) if keywords else None
 
     def findings(self, text: str) -> Iterator[tuple[SecretRule, int, int]]:
         """Each rule's secrets in ``text`` (at most ``REDACT_INPUT_LIMIT``
@@ -237,8 +231,8 @@ class Redactor:
         # rule; the rules see each escape as a backslash and the character
         # it stands for, at the same offsets.
         seen = data.replace(b"\\n", b"\\\n").replace(b"\\r", b"\\\r").replace(b"\\t", b"\\\t")
-        hits = self._keywords.Match(seen.lower()) if self._keywords is not None else None
-        chosen = {id(r): r for i in hits or () for r in self._by_keyword[i]}
+        hits = self._keywords.found(seen.lower()) if self._keywords is not None else ()
+        chosen = {id(r): r for i in hits for r in self._by_keyword[i]}
         for rule in (*self._always, *(r for r in rules if id(r) in chosen)):
             for start, end in rule.spans(seen):
                 yield rule, start, end
@@ -291,8 +285,6 @@ class Redactor:
         the renderer."""
         exc_info = event_dict.pop("exc_info", None)
         if exc_info:
-            import structlog
-
             event_dict["exc_info"] = exc_info
             event_dict = structlog.processors.format_exc_info(logger, method_name, event_dict)
         return {key: self.redact_value(value) for key, value in event_dict.items()}

@@ -187,6 +187,7 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("postgres-url", "DATABASE_URL=postgres://app:", "s3cr3tpw", "@db.internal:5432/app"),
     Sample("redis-url-no-user", "redis://:", "hunter2", "@cache:6379/0"),
     Sample("url-password-with-at-and-slash", "psql postgres://admin:", "p@ss/w:rd", "@db:5432/prod"),
+    Sample("url-password-with-hash", "mysql://app:", "p#ss?w0rd", "@db:3306/shop"),
     Sample(
         "git-clone-token",
         "git clone https://x-access-token:",
@@ -217,6 +218,19 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("kubectl-from-literal", "kubectl create secret generic db --from-literal=password=", "s3cr3t", " -n prod"),
     Sample("query-access-token", "GET /api/me?access_token=", token(ALNUM, 30, "qat"), "&format=json"),
     Sample("npmrc-auth-token", "//npm.pkg.github.com/:_authToken=", "localtok", "\n"),
+    Sample("env-key-suffix", "export STRIPE_KEY=", token(ALNUM, 24, "stripe-env"), "\nexport STRIPE_PUBLIC_KEY=pk"),
+    Sample("laravel-app-key", "APP_KEY=", "base64:" + token(B64, 43, "laravel") + "=", "\nAPP_DEBUG=true"),
+    Sample("wordpress-define", "define( 'AUTH_KEY', '", "k8#Pq!2 zR@v", "' );"),
+    Sample(
+        "kubeconfig-client-key-data",
+        "    client-key-data: ",
+        base64.b64encode(_pem("RSA PRIVATE KEY", "kube").encode()).decode(),
+        "\n    token: none",
+    ),
+    Sample("json-one-char-password", '{"user":"bob","password":"', "a", '"}'),
+    Sample("prose-api-key", "Here is the API key: ", token(ALNUM, 12, "prose-api"), "\nUse it for staging."),
+    Sample("prose-password-for", "Password for bob: ", "t0ps3cret", " (change it soon)"),
+    Sample("prose-password-is", "Your password is: ", "Wint3r2026", "\n"),
     # Command-line flags.
     Sample("password-flag", "app --password ", "foo", " --verbose"),
     Sample("password-flag-equals", "app --password=", "foo", " --verbose"),
@@ -230,6 +244,12 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("sshpass", "sshpass -p ", "rootpw", " ssh root@host"),
     Sample("keytool-storepass", "keytool -list -keystore ks.jks -storepass ", "changeit2", " -v"),
     Sample("openssl-passin", "openssl rsa -in k.pem -passin pass:", "pemsecret", " -out k2.pem"),
+    Sample("redis-cli-a", "redis-cli -h cache -a ", "r3dispw", " ping"),
+    Sample("mongosh-p", "mongosh mongodb://db --username app -p ", "m0ngopw", " --eval 'db.stats()'"),
+    Sample("sqlcmd-P", "sqlcmd -S db -U sa -P ", "Sq1Pass!", " -Q 'select 1'"),
+    Sample("ldapsearch-w", "ldapsearch -x -D cn=admin,dc=example -w ", "ldappw", " -b dc=example"),
+    Sample("smbclient-user-percent", "smbclient //files/share -U bob%", "smbpw", " -c ls"),
+    Sample("az-login-p", "az login -u ci@example.com -p ", "azur3pw", " --tenant t"),
     Sample("netrc-one-line", "machine api.example.com login me password ", "n3trc", "\nmachine other"),
     Sample("netrc-multi-line", "machine example.org\n  login me\n  password ", "multi", "\n"),
 )
@@ -256,5 +276,10 @@ KEPT: tuple[str, ...] = (
     "--token-file ~/.tok",
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHVr user@host",
     "key_id: 42",
+    "secret = data[start:end]",
+    "call(signature=stats.preview)",
+    "the password: see below",
+    'AGENT_KEY = "repeat_tool_guard_agent"',
+    "STRIPE_PUBLISHABLE_KEY=pk_live_abc",
 )
 """Ordinary text that looks a little like a secret and must pass unchanged."""
