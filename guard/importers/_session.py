@@ -132,8 +132,9 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
     session ends there instead, with what came before.
     """
     released = 0
+    reruns = 0
     agents: dict[str, Agent] = {}
-    for rerun in range(_MAX_RERUNS + 1):
+    while True:
         counts = report.skipped.copy()
         report._at = at = None
         pending: deque[AnyEvent] = deque()
@@ -156,8 +157,9 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
             if report._at is None:  # before any record: keep what came first
                 yield from pending
                 return
-            if rerun == _MAX_RERUNS:
+            if reruns == _MAX_RERUNS:
                 return
+            reruns += 1
             report._passed.add(report._at)
             continue
         while pending:

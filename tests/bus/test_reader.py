@@ -245,3 +245,12 @@ def test_arbitrary_lines_never_raise_and_every_line_is_accounted_for(
     assert report.lines == 1 + len(lines) + (1 if torn else 0)
     assert report.events == len(events)
     assert report.events + report.skipped + resumes == report.lines - 1
+
+
+def test_a_header_nested_too_deeply_is_not_a_session_log(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"type":"session/start","v":1,"session":' + "[" * 5000 + "]" * 5000 + "}\n")
+    with pytest.raises(
+        LogError, match=r"is not a session log: line 1 is not a session/start header \(nested deeper than 100 levels\)"
+    ):
+        read_log(path)
