@@ -25,7 +25,7 @@ from bus import LogError, open_regular
 from guard._text import one_line
 from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, apply_environment, load_config
-from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
+from guard.importers import FORMATS, TranscriptError, UnknownFormatError, open_sessions, write_log
 from guard.verdicts import Verdict, replay_log
 
 __all__ = ["main"]
@@ -274,6 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         code: int = args.run(args)
+    except UnknownFormatError as exc:
+        # Every format tried and why not, a line each: the list outgrows one line.
+        where = one_line(repr(str(exc.path)), 300)
+        print(f"repeat-tool-guard: {where} is not a transcript format this tool knows; tried:", file=sys.stderr)
+        for name, why in exc.tried:
+            print(f"  {name}: {one_line(why, 300)}", file=sys.stderr)
+        return EXIT_ERROR
     except (ConfigError, LogError, TranscriptError, OSError) as exc:
         print(f"repeat-tool-guard: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_ERROR

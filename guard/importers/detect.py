@@ -7,7 +7,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from guard._text import one_line
-from guard.importers import claude_code, codex, gemini_cli, mini_swe_agent, openhands, session_log, swe_agent
+from guard.importers import (
+    claude_code,
+    cline,
+    codex,
+    gemini_cli,
+    goose,
+    mini_swe_agent,
+    opencode,
+    openhands,
+    pi,
+    session_log,
+    swe_agent,
+)
 from guard.importers._session import ImportedSession, TranscriptError, UnknownFormatError
 from guard.importers._source import Format, Sample, sample
 
@@ -21,7 +33,11 @@ FORMATS: dict[str, Format] = {
         gemini_cli.FORMAT,
         openhands.FORMAT,
         swe_agent.FORMAT,
+        cline.FORMAT,
+        goose.FORMAT,
         mini_swe_agent.FORMAT,
+        opencode.FORMAT,
+        pi.FORMAT,
         session_log.FORMAT,
     )
 }
@@ -102,4 +118,6 @@ def belongs_to_session(path: str | os.PathLike[str]) -> bool:
         claude_code.belongs_to_session(file)
         or gemini_cli.belongs_to_session(file)
         or openhands.belongs_to_session(file)
+        or opencode.belongs_to_session(file)
+        or cline.belongs_to_session(file)
     )

@@ -158,6 +158,86 @@ def _mini_swe(n: int) -> dict[str, Any]:
     return {"info": {"exit_status": "Submitted"}, "messages": messages, "trajectory_format": "mini-swe-agent-1"}
 
 
+def _cline(n: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "<task>\ngo\n</task>"}]}]
+    for i in range(n):
+        use = {"type": "tool_use", "id": f"t{i}", "name": "read_file", "input": {"path": "a"}}
+        history.append({"role": "assistant", "content": [{"type": "text", "text": "x"}, use], "ts": 1767225600000 + i})
+        answer = {"type": "text", "text": f"[read_file for 'a'] Result:\nCommand failed with exit code {i % 2}."}
+        history.append({"role": "user", "content": [answer, {"type": "text", "text": "<environment_details>"}]})
+    return history
+
+
+def _goose(n: int) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = [
+        {"working_dir": "/w", "description": "d", "message_count": 2 * n + 1},
+        {"role": "user", "created": 1767225600, "content": [{"type": "text", "text": "go"}]},
+    ]
+    for i in range(n):
+        call = {"status": "success", "value": {"name": "developer__shell", "arguments": {"command": "ls"}}}
+        result = (
+            {"status": "success", "value": [{"type": "text", "text": "a"}]}
+            if i % 2
+            else {"status": "error", "error": "x"}
+        )
+        lines.append(
+            {
+                "role": "assistant",
+                "created": 1767225601,
+                "content": [{"type": "toolRequest", "id": f"t{i}", "toolCall": call}],
+            }
+        )
+        lines.append(
+            {
+                "role": "user",
+                "created": 1767225602,
+                "content": [{"type": "toolResponse", "id": f"t{i}", "toolResult": result}],
+            }
+        )
+    return lines
+
+
+def _opencode(n: int) -> dict[str, Any]:
+    user = {
+        "info": {"id": "msg_0", "role": "user", "time": {"created": 1767225600000}},
+        "parts": [{"type": "text", "text": "go"}],
+    }
+    messages: list[dict[str, Any]] = [user]
+    for i in range(n):
+        state = {
+            "status": "completed",
+            "input": {"command": "ls"},
+            "output": "a",
+            "metadata": {"exit": i % 2},
+            "time": {"start": 1767225601000, "end": 1767225602000},
+        }
+        parts = [{"type": "step-start"}, {"type": "tool", "callID": f"c{i}", "tool": "bash", "state": state}]
+        messages.append(
+            {"info": {"id": f"msg_{i + 1}", "role": "assistant", "time": {"created": 1767225601000}}, "parts": parts}
+        )
+    return {"info": {"id": "ses_s", "projectID": "p"}, "messages": messages}
+
+
+def _pi(n: int) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = [
+        {"type": "session", "id": "s", "timestamp": _T.format(0), "cwd": "/w"},
+        {"type": "message", "timestamp": _T.format(0), "message": {"role": "user", "content": "go"}},
+    ]
+    for i in range(n):
+        call = {"type": "toolCall", "id": f"t{i}", "name": "bash", "arguments": {"command": "ls"}}
+        result = {
+            "role": "toolResult",
+            "toolCallId": f"t{i}",
+            "toolName": "bash",
+            "content": [{"type": "text", "text": "a"}],
+        }
+        lines.append(
+            {"type": "message", "timestamp": _T.format(i), "message": {"role": "assistant", "content": [call]}}
+        )
+        lines.append({"type": "message", "timestamp": _T.format(i), "message": result | {"isError": i % 2 == 1}})
+    return lines
+
+
 def _session_log(n: int) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = [{"type": "session/start", "v": 1, "session": "s", "ts": 0.0}]
     for i in range(n):
@@ -175,6 +255,10 @@ TEMPLATES: dict[str, Any] = {
     "swe-agent": _swe_agent(3),
     "mini-swe-agent": _mini_swe(3),
     "session-log": _session_log(3),
+    "cline": _cline(3),
+    "goose": _goose(3),
+    "opencode": _opencode(3),
+    "pi": _pi(3),
 }
 _CORPUS_FILES = {
     "claude-code": "claude-code/claude-code-pomodoro-timer.jsonl",
@@ -239,7 +323,7 @@ def _write(path: Path, transcript: Any) -> Path:
 
 
 def _file(tmp_path: Path, name: str) -> Path:
-    jsonl = name in ("claude-code", "codex", "session-log")
+    jsonl = name in ("claude-code", "codex", "session-log", "goose", "pi")
     return tmp_path / ("t.jsonl" if jsonl else "t.json")
 
 
