@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import reprlib
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -21,7 +20,7 @@ import msgspec
 from msgspec.structs import force_setattr
 
 from bus import MAX_NESTING, NotRegularFileError, read_regular
-from guard._text import one_line
+from guard._text import one_line, shown
 from guard.progress import DEFAULT_MUTATING_COMMANDS
 
 __all__ = [
@@ -38,11 +37,6 @@ __all__ = [
 ]
 
 
-_shown = reprlib.Repr()
-_shown.maxstring = _shown.maxother = 100
-_shown.maxlevel = 3
-
-
 class ConfigError(ValueError):
     """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``).
 
@@ -54,7 +48,7 @@ class ConfigError(ValueError):
         self.key = key
         self.value = value
         self.rule = rule
-        super().__init__(f"{one_line(key, 100)} = {one_line(_shown.repr(value), 120)}: {one_line(rule, 300)}")
+        super().__init__(f"{one_line(key, 100)} = {shown(value)}: {one_line(rule, 300)}")
 
 
 def _check_bool(key: str, value: Any) -> None:

@@ -68,3 +68,19 @@ def test_a_damaged_first_line_costs_one_line_at_import(tmp_path: Path, cli: CLI)
     assert run.code == 0, run.err
     assert "1 tool calls" in run.out
     assert "invalid-json 1" in run.out
+
+
+def test_a_huge_session_id_is_shown_cut_short(tmp_path: Path, cli: CLI) -> None:
+    payload = {"session_id": "x" * 1_000_000, "hook_event_name": "UserPromptSubmit"}
+    line = cli("hook", "--state-dir", tmp_path, stdin=json.dumps(payload).encode()).clean_error(1)
+    assert line.startswith("repeat-tool-guard hook: hook input session_id = 'xxxx")
+    assert len(line) < 300
+
+
+def test_a_huge_agent_value_in_a_log_line_is_reported_cut_short(log: Path, cli: CLI) -> None:
+    with log.open("a") as file:
+        file.write('{"type":"user/message","seq":2,"ts":1,"agent":{"k":"' + "v" * 100_000 + '"},"text":"x"}\n')
+    run = cli("replay", log)
+    assert run.code == 0
+    [skipped] = [line for line in run.err.splitlines() if line.startswith("  skipped line 3 (schema)")]
+    assert len(skipped) < 300
