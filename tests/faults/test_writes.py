@@ -124,6 +124,8 @@ def test_the_bus_carries_on_and_logs_a_write_failure(small_disk: Path) -> None:
     with structlog.testing.capture_logs() as events:
         anyio.run(publish)
     failures = [e for e in events if e["event"] == "recorder failed"]
+    assert "exc_info" not in failures[0]
+    assert failures[0]["error"].endswith(": event not written (No space left on device)")
     assert failures
     assert all(e["log_level"] == "error" for e in failures)
     ids, skipped = _read(path)
