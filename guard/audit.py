@@ -48,7 +48,7 @@ NO_ASK_COMMAND = os.path.join(os.devnull, "repeat-tool-guard-audit-never-asks")
 file under ``/dev/null``), so an audit never runs a program or spends money;
 the escalations it would have made show as ``escalation-failed``."""
 
-TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj")
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", "sessions.db")
 """The files a directory walk offers to the importers."""
 
 DENYING = frozenset({"deny", "rescue", "escalation-failed"})
@@ -394,7 +394,7 @@ def find_transcripts(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[
     """Each file to audit, and whether it was named explicitly.
 
     A directory is walked in sorted order for ``.jsonl``, ``.json`` and
-    ``.traj`` files, leaving out subagent files whose session file is present
+    ``.traj`` files and goose's ``sessions.db``, leaving out subagent files whose session file is present
     (they are imported with it). Anything else named is offered as is.
     """
     for raw in paths:

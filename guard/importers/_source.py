@@ -28,6 +28,7 @@ __all__ = [
 
 _SAMPLE_LINES = 40
 _SAMPLE_BYTES = 1 << 20
+_SQLITE = b"SQLite format 3\x00"
 _decode = msgspec.json.decode
 
 
@@ -70,12 +71,15 @@ def _records(document: Any, path: Path) -> Any:
 class Sample:
     """What detection looks at: the first lines of a JSON Lines file decoded
     (``lines``), or the whole file when it is one JSON document
-    (``document``; the importer reuses it rather than parsing twice)."""
+    (``document``; the importer reuses it rather than parsing twice).
+    ``sqlite`` marks an SQLite database, which holds no JSON to sample: a
+    format that keeps its sessions in one reads it itself."""
 
-    def __init__(self, path: Path, lines: list[dict[str, Any]], document: Any = None) -> None:
+    def __init__(self, path: Path, lines: list[dict[str, Any]], document: Any = None, *, sqlite: bool = False) -> None:
         self.path = path
         self.lines = lines
         self.document = _records(document, path)
+        self.sqlite = sqlite
 
     def bind(self, report: ImportReport) -> None:
         """Let ``report`` follow the document's records (``Records``)."""
@@ -150,6 +154,8 @@ def sample(path: Path) -> Sample:
     """
     with _open(path) as file:
         first = file.readline().removeprefix(codecs.BOM_UTF8)
+        if first.startswith(_SQLITE):
+            return Sample(path, [], sqlite=True)
         if not first.strip():
             rest = file.read(1)
             if not rest:

@@ -1,23 +1,29 @@
 """goose sessions.
 
-Two forms, one session each: a session file of goose up to 1.9
-(``~/.local/share/goose/sessions/<id>.jsonl``: a first line of metadata,
-``{working_dir, description, message_count, ...}``, then one message per
-line), and a session exported as JSON (``goose session export --format
-json``: the metadata with the messages under ``conversation``). A message is
-``{role, created, content: [...]}``; a ``toolRequest`` block is a call
-(``toolCall.value`` holds name and arguments) and the ``toolResponse`` block
-with the same ``id`` is its result. goose 1.10 and later keep sessions in a
-SQLite database; export them to read them. See ``docs/importers/goose.md``.
+Three forms: goose's session database (``~/.local/share/goose/sessions/
+sessions.db``, SQLite, since 1.10: every session in it, its messages in the
+``messages`` table); a session file of goose up to 1.9 (``<id>.jsonl``: a
+first line of metadata, ``{working_dir, description, message_count, ...}``,
+then one message per line); and a session exported as JSON (``goose session
+export --format json``: the metadata with the messages under
+``conversation``). A message is ``{role, created, content: [...]}``; a
+``toolRequest`` block is a call (``toolCall.value`` holds name and
+arguments) and the ``toolResponse`` block with the same ``id`` is its
+result. See ``docs/importers/goose.md``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from bus import AnyEvent
-from guard.importers._session import Builder, ImportedSession, parse_time, text_of
+from guard.importers._session import Builder, ImportedSession, ImportReport, TranscriptError, parse_time, text_of
 from guard.importers._source import Format, Sample, read_jsonl
 
 __all__ = ["FORMAT"]
@@ -55,11 +61,76 @@ def _is_jsonl(sample: Sample) -> bool:
 def _sniff(sample: Sample) -> str | None:
     if _is_jsonl(sample) or _is_export(sample.document):
         return None
+    if sample.sqlite:
+        return None if _has_messages(sample.path) else "an SQLite database without goose's messages table"
     return "neither JSON Lines opening with {working_dir, message_count, ...} nor an export with a conversation"
+
+
+def _connect(path: Path) -> closing[sqlite3.Connection]:
+    """The database, read-only (goose may be writing to it), closed after use."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    return closing(db)
+
+
+def _has_messages(path: Path) -> bool:
+    try:
+        with _connect(path) as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(messages)")}
+    except sqlite3.Error:
+        return False
+    return {"session_id", "role", "content_json", "created_timestamp"} <= columns
+
+
+def _database_sessions(path: Path) -> Iterator[ImportedSession]:
+    try:
+        with _connect(path) as db:
+            ids = [
+                str(row[0])
+                for row in db.execute("SELECT session_id, MIN(rowid) FROM messages GROUP BY session_id ORDER BY 2")
+            ]
+    except sqlite3.Error as exc:
+        raise TranscriptError(f"{str(path)!r} cannot be read as goose's session database: {exc}") from None
+    for session in ids:
+        yield ImportedSession(
+            format=NAME,
+            session=session,
+            path=path,
+            label=f"{path}#{session}",
+            produce=_stored(path, session),
+        )
+
+
+def _stored(path: Path, session: str) -> Any:
+    return lambda b: _events(_rows(path, session, b.report), b)
+
+
+def _rows(path: Path, session: str, report: ImportReport) -> Iterator[dict[str, Any]]:
+    """A session's messages from the database, in the order goose wrote them;
+    a message whose JSON does not decode is skipped and counted."""
+    try:
+        with _connect(path) as db:
+            rows = db.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY rowid", (session,)).fetchall()
+    except sqlite3.Error as exc:
+        raise TranscriptError(f"{str(path)!r} cannot be read as goose's session database: {exc}") from None
+    columns = set(rows[0].keys()) if rows else set()
+    for row in rows:
+        metadata = row["metadata_json"] if "metadata_json" in columns else None  # older databases lack it
+        try:
+            content = msgspec.json.decode(row["content_json"] or "")
+            message = {"role": row["role"], "created": row["created_timestamp"], "content": content}
+            message["metadata"] = msgspec.json.decode(metadata) if metadata else None
+        except msgspec.DecodeError:
+            report.skip("invalid-json")
+            continue
+        yield message
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
+    if sample.sqlite:
+        yield from _database_sessions(path)
+        return
     doc = sample.document
     if _is_export(doc):
         session = str(doc.get("id") or path.stem)

@@ -5,13 +5,15 @@ their bug reports, see DATA.md)."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bus import ToolResult, UserMessage
-from guard.importers import UnknownFormatError, detect_format, open_sessions
+from guard.importers import TranscriptError, UnknownFormatError, detect_format, open_sessions
 from tests.guard.importers._transcripts import calls, longest_run, of, write_lines
 
 METADATA = {
@@ -168,3 +170,89 @@ def test_not_goose(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [{"working_dir": "/w"}, {"role": "user", "content": "no created"}])
     with pytest.raises(UnknownFormatError, match="goose: neither JSON Lines opening with"):
         detect_format(path)
+
+
+_SCHEMA = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', description TEXT NOT NULL DEFAULT '',
+    user_set_name BOOLEAN DEFAULT FALSE, session_type TEXT NOT NULL DEFAULT 'user', working_dir TEXT NOT NULL,
+    created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+    extension_data TEXT DEFAULT '{}', total_tokens INTEGER, input_tokens INTEGER, output_tokens INTEGER,
+    accumulated_total_tokens INTEGER, accumulated_input_tokens INTEGER, accumulated_output_tokens INTEGER,
+    schedule_id TEXT, recipe_json TEXT, user_recipe_values_json TEXT
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL REFERENCES sessions(id), role TEXT NOT NULL,
+    content_json TEXT NOT NULL, created_timestamp INTEGER NOT NULL, timestamp TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+    tokens INTEGER, metadata_json TEXT
+);
+"""
+
+
+def _database(path: Path, sessions: dict[str, list[dict[str, Any]]], *, metadata: bool = True) -> Path:
+    """A sessions.db as goose 1.10+ creates it (its own CREATE TABLE statements)."""
+    schema = _SCHEMA if metadata else _SCHEMA.replace(",\n    tokens INTEGER, metadata_json TEXT", ", tokens INTEGER")
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(schema)
+        rows = []
+        for session, messages in sessions.items():
+            db.execute("INSERT INTO sessions (id, working_dir) VALUES (?, ?)", (session, "/w"))
+            for m in messages:
+                row = [session, m["role"], json.dumps(m["content"]), m["created"]]
+                rows.append([*row, json.dumps(m["metadata"]) if "metadata" in m else None] if metadata else row)
+        columns = "session_id, role, content_json, created_timestamp" + (", metadata_json" if metadata else "")
+        marks = ", ".join("?" * (5 if metadata else 4))
+        db.executemany(f"INSERT INTO messages ({columns}) VALUES ({marks})", rows)
+        db.commit()
+    return path
+
+
+def test_session_database_holds_every_session(tmp_path: Path) -> None:
+    """goose 1.10 and later keep every session in ``sessions.db``."""
+    other = [_message("user", 1, {"type": "text", "text": "hi"}), _message("assistant", 2, _request("x1", "shell", {}))]
+    path = _database(tmp_path / "sessions.db", {"20260105_1": _messages(), "20260105_2": other})
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("UPDATE messages SET content_json = '[' WHERE id = 2")  # a message that does not decode
+        db.commit()
+    assert detect_format(path) == "goose"
+    sessions = list(open_sessions(path))
+    assert [(s.session, s.label) for s in sessions] == [
+        ("20260105_1", f"{path}#20260105_1"),
+        ("20260105_2", f"{path}#20260105_2"),
+    ]
+    evts = list(sessions[0].events())
+    assert [c.call_id for c in calls(evts)] == ["toolu_03", "toolu_04", "toolu_06", "toolu_07"]
+    assert [m.text for m in of(evts, UserMessage)] == ["Why are the Celery tasks not processed?", "restart redis"]
+    assert sessions[0].report.skipped == {"invalid-json": 1, "orphan-result": 2}  # the lost request's answers
+    assert [c.call_id for c in calls(list(sessions[1].events()))] == ["x1"]
+
+
+def test_database_of_an_older_schema_and_other_databases(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    old = _database(tmp_path / "old" / "sessions.db", {"s": _messages()}, metadata=False)
+    evts = list(next(open_sessions(old)).events())
+    assert len(of(evts, UserMessage)) == 3  # without metadata, the summary counts as a prompt
+    other = tmp_path / "other.db"
+    with closing(sqlite3.connect(other)) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    with pytest.raises(UnknownFormatError, match="goose: an SQLite database without goose's messages table"):
+        detect_format(other)
+    broken = tmp_path / "broken.db"
+    broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    with pytest.raises(UnknownFormatError):
+        detect_format(broken)
+
+
+def test_a_database_that_goes_away_is_a_transcript_error(tmp_path: Path) -> None:
+    path = _database(tmp_path / "sessions.db", {"s": _messages()})
+    (session,) = open_sessions(path)
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("DROP TABLE messages")
+    with pytest.raises(TranscriptError, match="cannot be read as goose's session database"):
+        list(session.events())
+    _database(path.with_name("again.db"), {"s": _messages()})
+    sessions = open_sessions(path.with_name("again.db"), "goose")  # detected now, read when iterated
+    with closing(sqlite3.connect(path.with_name("again.db"))) as db:
+        db.execute("DROP TABLE messages")
+    with pytest.raises(TranscriptError, match="cannot be read as goose's session database"):
+        list(sessions)
