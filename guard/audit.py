@@ -21,6 +21,7 @@ import anyio
 import msgspec
 
 from bus import ToolCall, ToolResult, read_log
+from guard.actions import DENYING
 from guard.config import Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.fingerprint import canonical_json, fingerprint
 from guard.guard import build_policies
@@ -52,7 +53,6 @@ the escalations it would have made show as ``escalation-failed``."""
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", "sessions.db")
 """The files a directory walk offers to the importers."""
 
-DENYING = frozenset({"deny", "rescue", "escalation-failed"})
 MARKS = {"remind": "remind", "deny": "deny", "rescue": "escalate", "escalation-failed": "escalate", "halt": "halt"}
 """How the report marks each action kind: where a policy would remind, deny,
 escalate (an ask the audit never makes) or halt."""
