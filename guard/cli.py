@@ -114,11 +114,11 @@ def _report_check(outcome: ReplayOutcome) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
+    effective = apply_environment(config)  # validated either way, as a live guard would
     if args.toml:
         sys.stdout.write(to_toml(config))
     else:
-        config = apply_environment(config)
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(effective), indent=2).decode() + "\n")
     return EXIT_OK
 
 
