@@ -18,7 +18,18 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus import Agent, AgentStatus, AnyEvent, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
+from bus import (
+    MAX_NESTING,
+    Agent,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    ContextSource,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    too_deep,
+)
 from guard._text import one_line
 
 __all__ = ["Builder", "ImportReport", "ImportedSession", "TranscriptError", "UnknownFormatError"]
@@ -198,8 +209,11 @@ def parse_time(value: Any) -> float | None:
 
 def parse_args(raw: Any) -> Any:
     """The model's arguments: parsed JSON when ``raw`` is a JSON string, the
-    raw string when it is malformed, ``raw`` itself otherwise."""
+    raw string when it is malformed or nested deeper than ``MAX_NESTING``
+    levels, ``raw`` itself otherwise."""
     if isinstance(raw, str):
+        if raw.count("[") + raw.count("{") > MAX_NESTING and too_deep(raw.encode()):
+            return raw
         try:
             return msgspec.json.decode(raw)
         except msgspec.DecodeError:

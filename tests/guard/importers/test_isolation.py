@@ -185,3 +185,12 @@ def test_records_nobody_follows_are_a_plain_list() -> None:
 
     records = Records([{"a": 1}, 2], "t.json#messages")
     assert (list(records), records[1:], len(records)) == ([{"a": 1}, 2], [2], 2)
+
+
+def test_arguments_nested_too_deeply_stay_the_string_the_model_wrote(tmp_path: Path) -> None:
+    arguments = "[" * 5000 + "]" * 5000
+    lines = _rollout("function_call")
+    lines[1]["payload"]["arguments"] = arguments
+    events, session = _import(write_lines(tmp_path / "r.jsonl", lines))
+    assert [e.args for e in events if isinstance(e, ToolCall)] == [arguments]
+    assert not session.report.skipped
