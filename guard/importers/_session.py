@@ -207,12 +207,19 @@ def parse_time(value: Any) -> float | None:
     return moment.timestamp()
 
 
+def nests_too_deep(text: str) -> bool:
+    """Whether the JSON in ``text`` (a string a record carries: arguments, a
+    stored message) nests deeper than ``MAX_NESTING`` levels; decode it only
+    if not, since the decoder does not survive a thousand levels."""
+    return text.count("[") + text.count("{") > MAX_NESTING and too_deep(text.encode())
+
+
 def parse_args(raw: Any) -> Any:
     """The model's arguments: parsed JSON when ``raw`` is a JSON string, the
     raw string when it is malformed or nested deeper than ``MAX_NESTING``
     levels, ``raw`` itself otherwise."""
     if isinstance(raw, str):
-        if raw.count("[") + raw.count("{") > MAX_NESTING and too_deep(raw.encode()):
+        if nests_too_deep(raw):
             return raw
         try:
             return msgspec.json.decode(raw)
