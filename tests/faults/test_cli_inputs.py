@@ -4,12 +4,15 @@ documented exit code, or the work done; never a traceback."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bus import Agent, SessionLog, UserMessage
-from tests.faults.conftest import CLI
+from bus import Agent, SessionLog, ToolCall, ToolResult, UserMessage
+from tests.faults.conftest import CLI, REPO
 
 
 @pytest.fixture
@@ -84,3 +87,36 @@ def test_a_huge_agent_value_in_a_log_line_is_reported_cut_short(log: Path, cli: 
     assert run.code == 0
     [skipped] = [line for line in run.err.splitlines() if line.startswith("  skipped line 3 (schema)")]
     assert len(skipped) < 300
+
+
+def _with_stdout_gone(*argv: str | Path) -> subprocess.CompletedProcess[str]:
+    """The command with a stdout whose reader has already left (as ``| head``
+    leaves once it has its lines): every write to it fails with EPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "guard", *map(str, argv)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=20,
+            cwd=REPO,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly(log: Path, tmp_path: Path) -> None:
+    with SessionLog(log, append=True) as writer:
+        for n in range(5):
+            call = ToolCall(agent=Agent("a"), seq=2 * n + 2, call_id=f"c{n}", step=n + 1, tool="grep", args={})
+            writer.write(call)
+            writer.write(ToolResult.answering(call, "same"))
+    replay = _with_stdout_gone("replay", log, "--json")
+    assert (replay.returncode, replay.stderr.splitlines()[0]) == (0, "11 events, 0 lines skipped; actions: remind 2")
+    checked = _with_stdout_gone("check-config", tmp_path / "missing.toml")
+    assert checked.returncode == 2
+    for done in (_with_stdout_gone("audit", log), _with_stdout_gone("check-config", "recommended")):
+        assert (done.returncode, done.stderr) == (0, "")
