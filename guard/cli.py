@@ -337,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
     except UnknownFormatError as exc:
         # Every format tried and why not, a line each: the list outgrows one line.
         where = one_line(repr(str(exc.path)), 300)

@@ -3,16 +3,19 @@ documented exit code, or the work done; never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
 from bus import Agent, SessionLog, ToolCall, ToolResult, UserMessage
-from tests.faults.conftest import CLI, REPO
+from guard.cli import _quiet_stdout, main
+from tests.faults.conftest import CLI
 
 
 @pytest.fixture
@@ -89,34 +92,52 @@ def test_a_huge_agent_value_in_a_log_line_is_reported_cut_short(log: Path, cli: 
     assert len(skipped) < 300
 
 
-def _with_stdout_gone(*argv: str | Path) -> subprocess.CompletedProcess[str]:
-    """The command with a stdout whose reader has already left (as ``| head``
-    leaves once it has its lines): every write to it fails with EPIPE."""
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        return subprocess.run(
-            [sys.executable, "-m", "guard", *map(str, argv)],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=20,
-            cwd=REPO,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
+@pytest.fixture
+def stdout_gone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
+    """Give the command a stdout whose reader has already left (as ``| head``
+    leaves once it has its lines): a real pipe, so every write to it fails
+    with EPIPE. Each call makes a fresh one."""
+    pipes: list[TextIO] = []
+
+    def gone() -> None:
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        pipes.append(os.fdopen(write_end, "w", buffering=1))  # each line is a write, as a terminal's
+        monkeypatch.setattr(sys, "stdout", pipes[-1])
+
+    yield gone
+    monkeypatch.undo()
+    for pipe in pipes:
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
-def test_a_reader_that_leaves_early_ends_the_output_quietly(log: Path, tmp_path: Path) -> None:
+def test_a_reader_that_leaves_early_ends_the_output_quietly(
+    log: Path, tmp_path: Path, stdout_gone: Callable[[], None], capsys: pytest.CaptureFixture[str]
+) -> None:
     with SessionLog(log, append=True) as writer:
         for n in range(5):
             call = ToolCall(agent=Agent("a"), seq=2 * n + 2, call_id=f"c{n}", step=n + 1, tool="grep", args={})
             writer.write(call)
             writer.write(ToolResult.answering(call, "same"))
-    replay = _with_stdout_gone("replay", log, "--json")
-    assert (replay.returncode, replay.stderr.splitlines()[0]) == (0, "11 events, 0 lines skipped; actions: remind 2")
-    checked = _with_stdout_gone("check-config", tmp_path / "missing.toml")
-    assert checked.returncode == 2
-    for done in (_with_stdout_gone("audit", log), _with_stdout_gone("check-config", "recommended")):
-        assert (done.returncode, done.stderr) == (0, "")
+    stdout_gone()
+    assert main(["replay", str(log), "--json"]) == 0
+    assert capsys.readouterr().err.splitlines() == ["11 events, 0 lines skipped; actions: remind 2"]
+    stdout_gone()
+    assert main(["check-config", "recommended"]) == 0
+    assert capsys.readouterr().err == ""
+    read_end, write_end = os.pipe()  # block-buffered, as a pipe's: the flush finds the reader gone
+    os.close(read_end)
+    with os.fdopen(write_end, "w") as pipe:
+        sys.stdout = pipe
+        assert main(["check-config", "recommended"]) == 0
+    assert capsys.readouterr().err == ""
+    stdout_gone()
+    assert main(["check-config", str(tmp_path / "missing.toml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_quieting_a_stdout_that_is_no_file_is_harmless(capsys: pytest.CaptureFixture[str]) -> None:
+    _quiet_stdout()
+    print("still captured")
+    assert capsys.readouterr().out == "still captured\n"
