@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
@@ -124,7 +125,7 @@ def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[Any
         # any other exception would escape the reader.
         if isinstance(obj, str) and obj:
             return agent_for(obj)
-        raise ValueError(f"Expected a non-empty agent id string, got {obj!r}")
+        raise ValueError(f"Expected a non-empty agent id string, got {reprlib.repr(obj)}")
 
     return msgspec.json.Decoder(AnyEvent, dec_hook=hook)
 

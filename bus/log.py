@@ -87,6 +87,8 @@ class SessionLog:
             self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
         except BaseException:
             self.close()
+            if not append:  # the file is ours and empty: a retry must not find it "already there"
+                self.path.unlink(missing_ok=True)
             raise
 
     @staticmethod

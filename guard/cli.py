@@ -71,9 +71,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     config = _load(args.config)
     out: TextIO = sys.stdout
 
-    outcome = anyio.run(
-        lambda: replay_log(args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json), live_asks=args.ask)
-    )
+    reader_left = False
+
+    def emit(verdict: Verdict) -> None:
+        nonlocal reader_left
+        if reader_left:
+            return
+        try:
+            _print_verdict(verdict, out, args.json)
+        except BrokenPipeError:  # `| head` has what it wanted: finish quietly
+            reader_left = True
+            _quiet_stdout()
+
+    outcome = anyio.run(lambda: replay_log(args.log, config, on_verdict=emit, live_asks=args.ask))
     report = outcome.report
     counts = outcome.counts()
     actions = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
@@ -83,6 +93,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if args.check:
         return _report_check(outcome)
     return EXIT_OK
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone (``| head``), so
+    later writes and Python's flush at exit do not fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _report_check(outcome: ReplayOutcome) -> int:
@@ -114,11 +136,11 @@ def _report_check(outcome: ReplayOutcome) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
+    effective = apply_environment(config)  # validated either way, as a live guard would
     if args.toml:
         sys.stdout.write(to_toml(config))
     else:
-        config = apply_environment(config)
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(effective), indent=2).decode() + "\n")
     return EXIT_OK
 
 
@@ -315,6 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
     except UnknownFormatError as exc:
         # Every format tried and why not, a line each: the list outgrows one line.
         where = one_line(repr(str(exc.path)), 300)
@@ -322,6 +345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, why in exc.tried:
             print(f"  {name}: {one_line(why, 300)}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # stdout's reader left early (`| head`): not an error of ours
+        _quiet_stdout()
+        return EXIT_OK
     except (ConfigError, LogError, TranscriptError, OSError) as exc:
         print(f"repeat-tool-guard: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_ERROR

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import reprlib
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ import msgspec
 from msgspec.structs import force_setattr
 
 from bus import MAX_NESTING, NotRegularFileError, read_regular
-from guard._text import one_line
+from guard._text import one_line, shown
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
 from guard.patterns import PatternError, check_regexes
@@ -46,11 +45,6 @@ __all__ = [
 ]
 
 
-_shown = reprlib.Repr()
-_shown.maxstring = _shown.maxother = 100
-_shown.maxlevel = 3
-
-
 class ConfigError(ValueError):
     """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``).
 
@@ -62,7 +56,7 @@ class ConfigError(ValueError):
         self.key = key
         self.value = value
         self.rule = rule
-        super().__init__(f"{one_line(key, 100)} = {one_line(_shown.repr(value), 120)}: {one_line(rule, 300)}")
+        super().__init__(f"{one_line(key, 100)} = {shown(value)}: {one_line(rule, 300)}")
 
 
 def _check_bool(key: str, value: Any) -> None:
@@ -530,8 +524,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
 
     The file must be a regular file (not a FIFO, device or directory) of at
     most ``MAX_CONFIG_BYTES`` (a config is a few hundred bytes; the bound
-    keeps parsing fast); a UTF-8 byte order mark is allowed. Nesting deeper than ``MAX_NESTING``
-    levels, a YAML alias (``*name``), a key given twice and a number too
+    keeps parsing fast); a UTF-8 byte order mark is allowed. Nesting deeper
+    than ``MAX_NESTING`` levels, a YAML alias (``*name``), a key given twice and a number too
     large to convert are errors, each a one-line ``ConfigError``.
     """
     preset = PRESETS.get(os.fspath(path)) if isinstance(path, str) else None

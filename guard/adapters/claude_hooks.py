@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import LogError, LogWriteError, open_regular
+from guard._text import shown
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
 from guard.config import Config, apply_environment
@@ -150,7 +151,9 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")
     if not isinstance(session, str) or not _SESSION_ID.fullmatch(session):
-        raise HookInputError(f"hook input session_id = {session!r}: must be 1-128 letters, digits, '.', '_' or '-'")
+        raise HookInputError(
+            f"hook input session_id = {shown(session)}: must be 1-128 letters, digits, '.', '_' or '-'"
+        )
     return payload
 
 

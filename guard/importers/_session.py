@@ -18,7 +18,18 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus import Agent, AgentStatus, AnyEvent, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
+from bus import (
+    MAX_NESTING,
+    Agent,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    ContextSource,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    too_deep,
+)
 from guard._text import one_line
 
 __all__ = ["Builder", "ImportReport", "ImportedSession", "TranscriptError", "UnknownFormatError"]
@@ -132,8 +143,9 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
     session ends there instead, with what came before.
     """
     released = 0
+    reruns = 0
     agents: dict[str, Agent] = {}
-    for rerun in range(_MAX_RERUNS + 1):
+    while True:
         counts = report.skipped.copy()
         report._at = at = None
         pending: deque[AnyEvent] = deque()
@@ -156,8 +168,9 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
             if report._at is None:  # before any record: keep what came first
                 yield from pending
                 return
-            if rerun == _MAX_RERUNS:
+            if reruns == _MAX_RERUNS:
                 return
+            reruns += 1
             report._passed.add(report._at)
             continue
         while pending:
@@ -194,10 +207,20 @@ def parse_time(value: Any) -> float | None:
     return moment.timestamp()
 
 
+def nests_too_deep(text: str) -> bool:
+    """Whether the JSON in ``text`` (a string a record carries: arguments, a
+    stored message) nests deeper than ``MAX_NESTING`` levels; decode it only
+    if not, since the decoder does not survive a thousand levels."""
+    return text.count("[") + text.count("{") > MAX_NESTING and too_deep(text.encode())
+
+
 def parse_args(raw: Any) -> Any:
     """The model's arguments: parsed JSON when ``raw`` is a JSON string, the
-    raw string when it is malformed, ``raw`` itself otherwise."""
+    raw string when it is malformed or nested deeper than ``MAX_NESTING``
+    levels, ``raw`` itself otherwise."""
     if isinstance(raw, str):
+        if nests_too_deep(raw):
+            return raw
         try:
             return msgspec.json.decode(raw)
         except msgspec.DecodeError:

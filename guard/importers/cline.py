@@ -22,6 +22,7 @@ from typing import Any
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample
+from guard.importers._tags import tagged
 
 __all__ = ["FORMAT", "belongs_to_session"]
 
@@ -61,13 +62,11 @@ _XML_TOOLS = frozenset(
         "report_bug",
     }
 )
-_XML_CALL = re.compile(r"<(" + "|".join(sorted(_XML_TOOLS)) + r")>(.*?)</\1>", re.DOTALL)
-_XML_PARAM = re.compile(r"<(\w+)>(.*?)</\1>", re.DOTALL)
 _RESULT_HEADER = re.compile(r"^\[([^\]\s]+)(?: for .*?)?\] Result:", re.DOTALL)
 _EXIT = re.compile(r"(?:Command failed with exit code|Exit code:) (-?\d+)")
 _FAILED = ("The tool execution failed with the following error:", "<error>")
 _DENIED = "The user denied this operation"
-_PROMPT = re.compile(r"<(task|feedback|answer|user_message)>\n?(.*?)\n?</\1>", re.DOTALL)
+_PROMPT_TAGS = frozenset({"task", "feedback", "answer", "user_message"})
 
 
 def _is_history(doc: Any) -> bool:
@@ -109,10 +108,16 @@ def _millis(value: Any) -> float | None:
 
 def _xml_call(text: str) -> tuple[str, dict[str, str]] | None:
     """The first XML tool block of an assistant's text: its tool and params."""
-    match = _XML_CALL.search(text)
-    if match is None:
+    call = next(tagged(text, _XML_TOOLS), None)
+    if call is None:
         return None
-    return match.group(1), {name: value.strip() for name, value in _XML_PARAM.findall(match.group(2))}
+    return call[0], {name: value.strip() for name, value in tagged(call[1])}
+
+
+def _prompt(body: str) -> str:
+    """A prompt tag's text without the newline after the opening tag and
+    the one before the closing tag."""
+    return body.removeprefix("\n").removesuffix("\n")
 
 
 def _outcome(text: str) -> tuple[bool, str | None]:
@@ -170,7 +175,9 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
             failed, denied = _outcome(text)
             yield from b.result(MAIN, call_id, text, ts, is_error=failed, denied_by=denied)
         said = [str(x.get("text") or "") for x in blocks if isinstance(x, dict) and x.get("type") == "text"]
-        prompt = "\n".join(m.group(2) for t in said if not _RESULT_HEADER.match(t) for m in _PROMPT.finditer(t))
+        prompt = "\n".join(
+            _prompt(body) for t in said if not _RESULT_HEADER.match(t) for _, body in tagged(t, _PROMPT_TAGS)
+        )
         if prompt.strip():
             yield from b.user(MAIN, prompt, ts)
 

@@ -23,7 +23,15 @@ from typing import Any
 import msgspec
 
 from bus import AnyEvent
-from guard.importers._session import Builder, ImportedSession, ImportReport, TranscriptError, parse_time, text_of
+from guard.importers._session import (
+    Builder,
+    ImportedSession,
+    ImportReport,
+    TranscriptError,
+    nests_too_deep,
+    parse_time,
+    text_of,
+)
 from guard.importers._source import Format, Sample, read_jsonl
 
 __all__ = ["FORMAT"]
@@ -110,12 +118,20 @@ def _rows(path: Path, session: str, report: ImportReport) -> Iterator[dict[str, 
     a message whose JSON does not decode is skipped and counted."""
     try:
         with _connect(path) as db:
-            rows = db.execute("SELECT * FROM messages WHERE session_id = ? ORDER BY rowid", (session,)).fetchall()
+            query = "SELECT rowid AS record, * FROM messages WHERE session_id = ? ORDER BY rowid"
+            rows = db.execute(query, (session,)).fetchall()
     except sqlite3.Error as exc:
         raise TranscriptError(f"{str(path)!r} cannot be read as goose's session database: {exc}") from None
     columns = set(rows[0].keys()) if rows else set()
+    name = f"{path}#messages"
     for row in rows:
+        record = (name, row["record"])  # a row is a record: one the importer fails on costs that row
+        if record in report._passed:
+            continue
         metadata = row["metadata_json"] if "metadata_json" in columns else None  # older databases lack it
+        if any(nests_too_deep(text) for text in (row["content_json"] or "", metadata or "")):
+            report.skip("too-deep")
+            continue
         try:
             content = msgspec.json.decode(row["content_json"] or "")
             message = {"role": row["role"], "created": row["created_timestamp"], "content": content}
@@ -123,6 +139,7 @@ def _rows(path: Path, session: str, report: ImportReport) -> Iterator[dict[str, 
         except msgspec.DecodeError:
             report.skip("invalid-json")
             continue
+        report._at = record
         yield message
 
 

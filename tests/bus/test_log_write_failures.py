@@ -54,3 +54,12 @@ def test_when_the_fragment_cannot_be_cut_the_next_line_still_stands_alone(
         file_size_limit(1 << 30)
         log.write(_call(4))
     assert _ids(log_path) == (["c1", "c4"], {"invalid-json": 1})
+
+
+def test_a_new_log_whose_header_does_not_fit_is_not_left_behind(log_path: Path, file_size_limit: Limit) -> None:
+    file_size_limit(10)
+    with pytest.raises(LogWriteError, match="File too large"):
+        SessionLog(log_path)
+    file_size_limit(1 << 30)
+    assert not log_path.exists()
+    SessionLog(log_path).close()  # so trying again just works

@@ -3,12 +3,18 @@ documented exit code, or the work done; never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
-from bus import Agent, SessionLog, UserMessage
+from bus import Agent, SessionLog, ToolCall, ToolResult, UserMessage
+from guard.cli import _quiet_stdout, main
 from tests.faults.conftest import CLI
 
 
@@ -68,3 +74,70 @@ def test_a_damaged_first_line_costs_one_line_at_import(tmp_path: Path, cli: CLI)
     assert run.code == 0, run.err
     assert "1 tool calls" in run.out
     assert "invalid-json 1" in run.out
+
+
+def test_a_huge_session_id_is_shown_cut_short(tmp_path: Path, cli: CLI) -> None:
+    payload = {"session_id": "x" * 1_000_000, "hook_event_name": "UserPromptSubmit"}
+    line = cli("hook", "--state-dir", tmp_path, stdin=json.dumps(payload).encode()).clean_error(1)
+    assert line.startswith("repeat-tool-guard hook: hook input session_id = 'xxxx")
+    assert len(line) < 300
+
+
+def test_a_huge_agent_value_in_a_log_line_is_reported_cut_short(log: Path, cli: CLI) -> None:
+    with log.open("a") as file:
+        file.write('{"type":"user/message","seq":2,"ts":1,"agent":{"k":"' + "v" * 100_000 + '"},"text":"x"}\n')
+    run = cli("replay", log)
+    assert run.code == 0
+    [skipped] = [line for line in run.err.splitlines() if line.startswith("  skipped line 3 (schema)")]
+    assert len(skipped) < 300
+
+
+@pytest.fixture
+def stdout_gone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
+    """Give the command a stdout whose reader has already left (as ``| head``
+    leaves once it has its lines): a real pipe, so every write to it fails
+    with EPIPE. Each call makes a fresh one."""
+    pipes: list[TextIO] = []
+
+    def gone() -> None:
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        pipes.append(os.fdopen(write_end, "w", buffering=1))  # each line is a write, as a terminal's
+        monkeypatch.setattr(sys, "stdout", pipes[-1])
+
+    yield gone
+    monkeypatch.undo()
+    for pipe in pipes:
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly(
+    log: Path, tmp_path: Path, stdout_gone: Callable[[], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SessionLog(log, append=True) as writer:
+        for n in range(5):
+            call = ToolCall(agent=Agent("a"), seq=2 * n + 2, call_id=f"c{n}", step=n + 1, tool="grep", args={})
+            writer.write(call)
+            writer.write(ToolResult.answering(call, "same"))
+    stdout_gone()
+    assert main(["replay", str(log), "--json"]) == 0
+    assert capsys.readouterr().err.splitlines() == ["11 events, 0 lines skipped; actions: remind 2"]
+    stdout_gone()
+    assert main(["check-config", "recommended"]) == 0
+    assert capsys.readouterr().err == ""
+    read_end, write_end = os.pipe()  # block-buffered, as a pipe's: the flush finds the reader gone
+    os.close(read_end)
+    with os.fdopen(write_end, "w") as pipe:
+        sys.stdout = pipe
+        assert main(["check-config", "recommended"]) == 0
+    assert capsys.readouterr().err == ""
+    stdout_gone()
+    assert main(["check-config", str(tmp_path / "missing.toml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_quieting_a_stdout_that_is_no_file_is_harmless(capsys: pytest.CaptureFixture[str]) -> None:
+    _quiet_stdout()
+    print("still captured")
+    assert capsys.readouterr().out == "still captured\n"

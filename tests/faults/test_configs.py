@@ -70,15 +70,16 @@ def test_a_byte_order_mark_is_accepted(suffix: str, tmp_path: Path, cli: CLI) ->
 
 
 @pytest.mark.parametrize("value", ["", "x", "1", "-3", "9" * 5000])
-def test_check_config_validates_the_environment_override_as_replay_does(
+def test_check_config_validates_the_environment_override_as_live_guards_do(
     value: str, tmp_path: Path, cli: CLI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "guard.toml"
     config.write_text("[turns]\n")
     monkeypatch.setenv(TURNS_THRESHOLD_ENV, value)
-    line = cli("check-config", config).clean_error(2)
-    assert line.startswith(f"repeat-tool-guard: {TURNS_THRESHOLD_ENV} = ")
-    assert len(line) < 300
+    for argv in (["check-config", config], ["check-config", config, "--toml"]):
+        line = cli(*argv).clean_error(2)
+        assert line.startswith(f"repeat-tool-guard: {TURNS_THRESHOLD_ENV} = ")
+        assert len(line) < 300
 
 
 def test_check_config_shows_the_environment_override_in_effect(

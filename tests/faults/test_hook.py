@@ -57,3 +57,16 @@ def test_the_guard_s_log_lines_are_one_line_each(tmp_path: Path, cli: CLI) -> No
     assert runs[-1].err.startswith("info: guard.remind ")
     assert len(runs[-1].err.splitlines()) == 1
     assert "count=3" in runs[-1].err
+
+
+def test_an_exception_in_the_guard_s_log_becomes_one_error_field() -> None:
+    from guard.cli import _error_text
+
+    try:
+        raise OSError(28, "No space left on device")
+    except OSError as exc:
+        held = _error_text(None, "error", {"event": "recorder failed", "exc_info": True})
+        given = _error_text(None, "error", {"event": "x", "exc_info": exc})
+    assert held == {"event": "recorder failed", "error": "OSError: [Errno 28] No space left on device"}
+    assert given["error"] == held["error"]
+    assert _error_text(None, "info", {"event": "y"}) == {"event": "y"}

@@ -124,6 +124,8 @@ def test_the_bus_carries_on_and_logs_a_write_failure(small_disk: Path) -> None:
     with structlog.testing.capture_logs() as events:
         anyio.run(publish)
     failures = [e for e in events if e["event"] == "recorder failed"]
+    assert "exc_info" not in failures[0]
+    assert failures[0]["error"].endswith(": event not written (No space left on device)")
     assert failures
     assert all(e["log_level"] == "error" for e in failures)
     ids, skipped = _read(path)
@@ -224,3 +226,16 @@ def test_a_trip_log_that_is_a_symbolic_link_is_not_written(tmp_path: Path) -> No
         TripLog(str(tmp_path / "trips.jsonl")).record(_trip())
     assert victim.read_text() == "keep me\n"
     assert "rescue.trip_log_failed" in [e["event"] for e in events]
+
+
+def test_a_trip_that_does_not_fit_at_all_is_reported(tmp_path: Path, file_size_limit: Callable[[int], None]) -> None:
+    path = tmp_path / "trips.jsonl"
+    trips = TripLog(str(path))
+    trips.record(_trip())
+    size = path.stat().st_size
+    with structlog.testing.capture_logs() as events:
+        file_size_limit(size)
+        trips.record(_trip())
+        file_size_limit(1 << 40)
+    assert "rescue.trip_log_failed" in [e["event"] for e in events]
+    assert path.stat().st_size == size

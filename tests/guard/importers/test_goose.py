@@ -256,3 +256,20 @@ def test_a_database_that_goes_away_is_a_transcript_error(tmp_path: Path) -> None
         db.execute("DROP TABLE messages")
     with pytest.raises(TranscriptError, match="cannot be read as goose's session database"):
         list(sessions)
+
+
+def test_a_bad_row_of_the_database_costs_that_row(tmp_path: Path) -> None:
+    """A row whose content has types goose never writes, or nests too deeply
+    to decode, is skipped and counted; the rows around it are imported."""
+    path = _database(tmp_path / "sessions.db", {"s": _messages()})
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("""UPDATE messages SET content_json = '[{"type": {"not": "a type"}}]' WHERE id = 3""")
+        db.execute("UPDATE messages SET content_json = ? WHERE id = 5", ("[" * 5000 + "]" * 5000,))
+        db.commit()
+    (session,) = open_sessions(path)
+    whole = calls(list(next(open_sessions(_database(tmp_path / "whole.db", {"s": _messages()}))).events()))
+    evts = list(session.events())
+    assert session.report.skipped["bad-record"] == 1
+    assert session.report.skipped["too-deep"] == 1
+    assert session.report.problems[0].startswith(f"{path}#messages[3]: TypeError")
+    assert [c.call_id for c in calls(evts)] == [c.call_id for c in whole]  # rows 3 and 5 hold no call

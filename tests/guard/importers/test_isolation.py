@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bus import Agent, AnyEvent, ToolCall, ToolResult
+from bus import Agent, AnyEvent, ToolCall, ToolResult, UserMessage
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, open_sessions
 from guard.importers._session import Builder
 from guard.importers._source import Format, Sample
@@ -149,3 +149,48 @@ def test_agent_handles_are_never_shared_between_imports(tmp_path: Path) -> None:
     agents = {id(e.agent) for e in first} | {id(e.agent) for e in second}
     assert len(agents) == 2
     assert all(isinstance(e.agent, Agent) for e in first)
+
+
+def test_a_bad_event_file_of_a_v1_conversation_costs_that_file(tmp_path: Path) -> None:
+    from tests.guard.importers.test_openhands import _v1_conversation
+
+    def conversation(name: str, stream: list[dict[str, Any]]) -> list[str]:
+        folder = tmp_path / name / "events"
+        folder.mkdir(parents=True)
+        for index, event in enumerate(stream):
+            (folder / f"event-{index:05d}-{event['id'][:8]}-aaaa.json").write_text(json.dumps(event))
+        events, session = _import(folder / "event-00000-00000000-aaaa.json")
+        assert session.report.problems == ([] if name == "good" else [session.report.problems[0]])
+        return [e.call_id for e in events if isinstance(e, ToolCall)]
+
+    stream = _v1_conversation()
+    calls = conversation("good", stream)
+    bad = next(event for event in stream if event.get("tool_call_id") == calls[1])
+    bad["tool_name"] = {"not": "a name"}
+    assert conversation("bad", stream) == [calls[0], *calls[2:]]
+
+
+def test_a_session_log_s_agentless_events_import_as_they_are(tmp_path: Path) -> None:
+    from bus import SessionLog
+
+    path = tmp_path / "s.jsonl"
+    with SessionLog(path) as log:
+        log.write(UserMessage(agent=None, seq=1, text="no agent"))
+    events, _ = _import(path)
+    assert [(e.agent, e.text) for e in events if isinstance(e, UserMessage)] == [(None, "no agent")]
+
+
+def test_records_nobody_follows_are_a_plain_list() -> None:
+    from guard.importers._source import Records
+
+    records = Records([{"a": 1}, 2], "t.json#messages")
+    assert (list(records), records[1:], len(records)) == ([{"a": 1}, 2], [2], 2)
+
+
+def test_arguments_nested_too_deeply_stay_the_string_the_model_wrote(tmp_path: Path) -> None:
+    arguments = "[" * 5000 + "]" * 5000
+    lines = _rollout("function_call")
+    lines[1]["payload"]["arguments"] = arguments
+    events, session = _import(write_lines(tmp_path / "r.jsonl", lines))
+    assert [e.args for e in events if isinstance(e, ToolCall)] == [arguments]
+    assert not session.report.skipped
