@@ -114,7 +114,6 @@ class Guard:
         self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
-        self._intercepts = bool(self._interceptors)
         self._plugins = frozenset(policy.plugin for policy in self.policies)
         self._agents: WeakKeyDictionary[Agent, list[AnyWatch]] = WeakKeyDictionary()
         self._fingerprints = FingerprintCache()
@@ -156,7 +155,7 @@ class Guard:
         bus.subscribe(ToolResult, self._on_result)
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
-        if self._intercepts:
+        if self._interceptors:
             bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
@@ -168,7 +167,7 @@ class Guard:
         bus.unsubscribe(ToolResult, self._on_result)
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
-        if self._intercepts:
+        if self._interceptors:
             bus.unintercept(self._interceptor)
         self._bus = None
 

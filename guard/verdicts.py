@@ -12,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-from bus import AgentStatus, AnyEvent, ContextMessage, Event, ReadReport, Replay, ToolCall, ToolResult
+from bus import AgentStatus, AnyEvent, ContextMessage, Event, ReadReport, Replay, ToolCall, ToolResult, UserMessage
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.guard import Guard
@@ -189,27 +189,38 @@ async def replay_log(
     guard = Guard(config, on_action=on_action, policies=policies)
     plugins = {policy.name: policy.plugin for policy in guard.policies}
 
+    # Both run on every event of the log: the common kinds leave first.
     def withhold(event: AnyEvent) -> bool:
-        if not guard.owns(event):
+        kind = type(event)
+        if kind is ToolCall or kind is UserMessage:
             return False
-        if isinstance(event, ToolResult):  # a denied call: replayed, so the policies see it
-            agent = event.agent.id if event.agent else None
-            advice = event.advice if isinstance(event.advice, str) else None
-            recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
+        if kind is ToolResult:
+            assert isinstance(event, ToolResult)
+            if event.denied_by is not None and guard.owns(event):  # replayed, so the policies see it
+                agent = event.agent.id if event.agent else None
+                advice = event.advice if isinstance(event.advice, str) else None
+                recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
+            return False
+        if not guard.owns(event):
             return False
         assert isinstance(event, ContextMessage | AgentStatus)
         recorded.append(_message(event))
         return True
 
     def capture(event: Event) -> None:
-        if isinstance(event, ToolResult):
+        kind = type(event)
+        if kind is ToolResult:
+            if not denials:
+                return
+            assert isinstance(event, ToolResult)
             agent = event.agent.id if event.agent else None
             denied = denials.pop((agent, event.call_id), None)
             if denied is not None:
                 _, plugin, action = denied
                 advice = action.advice if isinstance(event.advice, str) else None
                 fresh.append(_denial(replay.seq, agent, event.call_id, plugin, action.text, advice))
-        elif isinstance(event, ContextMessage | AgentStatus) and guard.owns(event):
+        elif (kind is ContextMessage or kind is AgentStatus) and guard.owns(event):
+            assert isinstance(event, ContextMessage | AgentStatus)
             fresh.append(_message(msgspec.structs.replace(event, seq=replay.seq)))
 
     replay = Replay(path, withhold=withhold)

@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bus import Decision
+from bus import Decision, LogWriteError, open_regular
+from guard._text import shown
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_or_restart
 from guard.config import Config, apply_environment
@@ -270,7 +271,7 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")
     if not is_session_id(session):
-        raise HookInputError(f"hook input session_id = {session!r}: {SESSION_ID_RULE}")
+        raise HookInputError(f"hook input session_id = {shown(session)}: {SESSION_ID_RULE}")
     return payload
 
 
@@ -283,13 +284,22 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     guard, handles the payload, and appends the new events. A log that is not
     a session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
     The environment's overrides (``apply_environment``) apply to ``config``.
+    Both files are created 0600; the log is not written through a symbolic
+    link. An event the log could not record (a full disk) raises ``LogWriteError``
+    once the payload is handled, and the log is left whole.
     """
     config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / f"{session}.jsonl"
-    with open(state_dir / f"{session}.lock", "a+b") as lock:
+    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         link, log = await resume_or_restart(path, session, config)
         with log:
-            return await ClaudeHooks(link).handle(payload)
+            answer = await ClaudeHooks(link).handle(payload)
+    finally:
+        os.close(lock)
+    if log.error is not None:
+        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
+    return answer

@@ -317,3 +317,26 @@ async def test_a_halt_request_names_its_plugin_and_another_plugins_halt_is_repla
     outcome = await replay_log(log, config)
     assert outcome.differences == []
     assert outcome.checked["halt request"] == 1
+
+
+@pytest.mark.anyio
+async def test_a_recorded_denial_the_replay_does_not_make_is_extra(make_script: MakeScript, tmp_path: Path) -> None:
+    s = make_script()
+    for _ in range(2):
+        await s.call("main", "grep", GREP)
+    s.close()
+    lines = _lines(s.log.path)
+    last = max(i for i, line in enumerate(lines) if line["type"] == "tool/result")
+    lines[last] |= {"denied_by": "repeat-tool-reminder", "is_error": True, "content": "denied, says the log"}
+    [diff] = (await replay_log(_write(tmp_path / "forged.jsonl", lines))).differences
+    assert (diff.what, diff.kind, diff.seq, diff.regenerated) == ("denial", "extra", lines[last]["seq"], None)
+
+
+@pytest.mark.anyio
+async def test_a_missing_halt_request_is_a_difference(tmp_path: Path) -> None:
+    ladder = SCENARIOS / "turns" / "ladder.jsonl"
+    lines = [line for line in _lines(ladder) if line.get("status") != "halt-requested"]
+    [diff] = (
+        await replay_log(_write(tmp_path / "no-halt.jsonl", lines), load_config(ladder.with_suffix(".toml")))
+    ).differences
+    assert (diff.what, diff.kind, diff.recorded) == ("halt request", "missing", None)
