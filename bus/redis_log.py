@@ -16,7 +16,8 @@ Keys, for a prefix ``p`` and a session ``s`` (the braces keep one session's
 keys in one Redis Cluster slot): ``p:{s}:events`` (the stream), ``p:{s}:meta``
 (a hash: log version, creation time, the ``seq`` counter) and ``p:{s}:keys``
 (idempotency key -> seq). ``p:sessions`` is a sorted set of session ids by
-last append, for listing and watching.
+last append, for listing and watching, and ``p:metrics`` a hash of fleet-wide
+counters (``events``: appends that added an event).
 
 This module needs the optional ``redis`` package (``pip install
 'repeat-tool-guard[redis]'``) and runs on asyncio (redis-py has no trio
@@ -51,7 +52,7 @@ _SEQ_PLACEHOLDER = b'"seq":0,'
 # Atomic append: dedupe by key, take the next seq, write it into the line in
 # place of the placeholder, add the entry, trim, and index the session.
 _APPEND = """
-local events, meta, keys, sessions = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local events, meta, keys, sessions, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local key, line, maxlen, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now, session, version = ARGV[5], ARGV[6], ARGV[7]
 if key ~= '' then
@@ -72,6 +73,7 @@ else
 end
 if key ~= '' then redis.call('HSET', keys, key, seq) end
 redis.call('ZADD', sessions, now, session)
+redis.call('HINCRBY', metrics, 'events', 1)
 if ttl > 0 then
   redis.call('EXPIRE', events, ttl)
   redis.call('EXPIRE', meta, ttl)
@@ -142,6 +144,7 @@ class RedisSessionLog:
             f"{prefix}:{{{session}}}:meta",
             f"{prefix}:{{{session}}}:keys",
             f"{prefix}:sessions",
+            f"{prefix}:metrics",
         ]
         self._script = client.register_script(_APPEND)
         self._buffer = bytearray()

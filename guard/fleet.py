@@ -31,6 +31,7 @@ import msgspec
 from bus import Agent, AgentStatus, AnyEvent, ContextMessage, Decision, Event, Replay, ToolCall, ToolResult
 from bus._codec import event_decoder
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog
+from guard.actions import Action
 from guard.config import Config
 from guard.escalation import AskOutcome
 from guard.guard import Guard
@@ -40,9 +41,35 @@ from guard.verdicts import is_guard_output
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["FleetGuard", "Outcome", "idempotency_key"]
+__all__ = ["FleetAction", "FleetGuard", "Outcome", "idempotency_key"]
 
 _KEPT_OUTCOMES = 256
+_ACTIONS_MAXLEN = 100_000
+
+# Record one guard action fleet-wide, once: every worker that applies an
+# event computes its actions, and only the first to record each one counts.
+_RECORD_ACTION = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], 1) == 0 then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'action', ARGV[2])
+redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
+return 1
+"""
+
+
+class FleetAction(msgspec.Struct, frozen=True, kw_only=True):
+    """One guard action as the fleet records it for ``watch`` and metrics:
+    the session and triggering event's ``seq`` place it; the rest is what
+    ``replay --json`` prints for it."""
+
+    session: str
+    seq: int
+    agent: str | None
+    policy: str
+    action: str
+    tool: str
+    count: int
+    text: str
+    worker: str
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,7 +127,15 @@ class _Replica:
     def __init__(self, fleet: FleetGuard, session: str) -> None:
         self.log = RedisSessionLog(fleet.client, session, prefix=fleet.prefix, maxlen=fleet.maxlen, ttl=fleet.ttl)
         self.replay = Replay(withhold=is_guard_output)
-        self.guard = Guard(fleet.config)
+        self.fleet = fleet
+        self.session = session
+        self.guard = Guard(fleet.config, on_action=self._on_action)
+        self.actions: list[Action] = []
+        self._action_keys = [
+            f"{fleet.prefix}:{{{session}}}:acted",
+            f"{fleet.prefix}:actions",
+            f"{fleet.prefix}:metrics",
+        ]
         for policy in self.guard.policies:
             if isinstance(policy, RescuePolicy):
                 policy.ask = _FleetAsker(fleet, session, policy.ask)
@@ -119,6 +154,33 @@ class _Replica:
         if agent is None:
             agent = self.agents[agent_id] = Agent(agent_id)
         return agent
+
+    def _on_action(self, action: Action, trigger: Event) -> None:
+        self.actions.append(action)
+
+    async def _record_actions(self, seq: int) -> None:
+        fleet = self.fleet
+        for index, action in enumerate(self.actions):
+            entry = FleetAction(
+                session=self.session,
+                seq=seq,
+                agent=action.agent,
+                policy=action.policy,
+                action=action.action,
+                tool=action.tool,
+                count=action.count,
+                text=action.text,
+                worker=fleet.worker,
+            )
+            await fleet._record_action(
+                keys=self._action_keys,
+                args=[
+                    f"{seq}\x1f{index}",
+                    msgspec.json.encode(entry),
+                    f"{action.policy}\x1f{action.action}",
+                    _ACTIONS_MAXLEN,
+                ],
+            )
 
     def _capture(self, event: Event) -> None:
         if is_guard_output(event):
@@ -139,12 +201,14 @@ class _Replica:
             if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
                 event.agent.parent_id = event.agent.parent_id or event.parent
             self.output.clear()
+            self.actions.clear()
             decision = await self.replay.apply(event)
             self.seq = event.seq
             messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
             halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
             for index, output in enumerate(self.output):
                 await self.log.append(output, key=f"out\x1f{event.seq}\x1f{index}")
+            await self._record_actions(event.seq)
             self.outcomes[event.seq] = Outcome(
                 seq=event.seq,
                 decision=decision,
@@ -196,6 +260,16 @@ class FleetGuard:
         self.lease_ms = lease_ms
         self.worker = worker or f"worker-{time.time_ns()}"
         self._replicas: OrderedDict[str, _Replica] = OrderedDict()
+        self._record_action = client.register_script(_RECORD_ACTION)
+
+    async def counts(self) -> dict[tuple[str, str], int]:
+        """Fleet-wide action counts by (policy, action), every worker's."""
+        raw = await self.client.hgetall(f"{self.prefix}:metrics")
+        counts: dict[tuple[str, str], int] = {}
+        for field, value in raw.items():
+            policy, _, kind = (field.decode() if isinstance(field, bytes) else str(field)).partition("\x1f")
+            counts[(policy, kind)] = int(value)
+        return counts
 
     @property
     def sessions(self) -> int:
