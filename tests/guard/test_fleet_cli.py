@@ -80,7 +80,7 @@ async def test_an_unknown_session_is_a_one_line_error(redis_url: str, tmp_path: 
     done = _cli("export", redis_url, "--session", "nobody", "-o", str(tmp_path / "x.jsonl"))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"repeat-tool-guard: no session 'nobody' under prefix 'rtg' in Redis",
+        "repeat-tool-guard: no session 'nobody' under prefix 'rtg' in Redis",
     ]
 
 
