@@ -198,7 +198,10 @@ class RedisSessionLog:
         meta = await self.client.hgetall(self._keys[1])
         if not meta:
             raise LogError(f"no session {self.session!r} under prefix {self.prefix!r} in Redis")
-        return SessionStart(v=int(_field(meta, b"v")), session=self.session, ts=float(_field(meta, b"ts")))
+        try:
+            return SessionStart(v=int(_field(meta, b"v")), session=self.session, ts=float(_field(meta, b"ts")))
+        except ValueError:
+            raise LogError(f"session {self.session!r} in Redis has a damaged header: {meta!r}") from None
 
     async def read(self, report: ReadReport | None = None) -> AsyncIterator[AnyEvent]:
         """The session's events, decoded as ``LogReader`` decodes a file's:
@@ -264,11 +267,8 @@ def _write_all(fd: int, data: bytearray) -> None:
 
 
 def _field(fields: dict[Any, Any], name: bytes) -> bytes:
-    value = fields.get(name)
-    if value is None:
-        value = fields.get(name.decode())
-    if isinstance(value, str):
-        return value.encode()
-    if not isinstance(value, bytes):
-        raise LogError(f"Redis entry lacks field {name.decode()!r}")
-    return value
+    """A field of an entry or hash as bytes (clients made with
+    ``decode_responses=True`` give str); empty when it is missing, which
+    the decoder then counts as a bad line."""
+    value = fields.get(name, fields.get(name.decode(), b""))
+    return value.encode() if isinstance(value, str) else bytes(value)

@@ -41,7 +41,7 @@ from guard.verdicts import is_guard_output
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["FleetAction", "FleetGuard", "Outcome", "idempotency_key"]
+__all__ = ["FleetAction", "FleetCounts", "FleetGuard", "Outcome", "idempotency_key"]
 
 _KEPT_OUTCOMES = 256
 _ACTIONS_MAXLEN = 100_000
@@ -54,6 +54,14 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'action', ARGV[2])
 redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
 return 1
 """
+
+
+class FleetCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """Fleet-wide counters: events appended to every session, and guard
+    actions recorded, by (policy, action)."""
+
+    events: int
+    actions: dict[tuple[str, str], int]
 
 
 class FleetAction(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,10 +121,12 @@ class _FleetAsker:
             recorded = await client.hget(answers, field)
             if recorded is not None:
                 return msgspec.json.decode(recorded, type=AskOutcome)
+            # The lease is never released: it lapses after lease_ms, so a
+            # worker that died mid-ask is taken over, and one that answered
+            # leaves no gap in which a second worker could ask again.
             if await client.set(lease, self._fleet.worker, nx=True, px=self._fleet.lease_ms):
                 outcome = await self._inner.ask(question, call)
                 await client.hset(answers, field, msgspec.json.encode(outcome))
-                await client.delete(lease)
                 return outcome
             await anyio.sleep(0.02)
 
@@ -234,7 +244,8 @@ class FleetGuard:
     memory; the least recently used is dropped and rebuilt from its stream
     when it comes back. ``maxlen`` and ``ttl`` bound each session's stream
     (see ``RedisSessionLog``); ``lease_ms`` is how long an escalation's
-    lease lasts before another worker may take it over.
+    lease lasts before another worker may take it over: keep it above the
+    ask command's timeout, or a slow ask may be asked twice.
     """
 
     def __init__(
@@ -262,14 +273,20 @@ class FleetGuard:
         self._replicas: OrderedDict[str, _Replica] = OrderedDict()
         self._record_action = client.register_script(_RECORD_ACTION)
 
-    async def counts(self) -> dict[tuple[str, str], int]:
-        """Fleet-wide action counts by (policy, action), every worker's."""
+    async def counts(self) -> FleetCounts:
+        """Fleet-wide counters, every worker's: events appended, and guard
+        actions by (policy, action)."""
         raw = await self.client.hgetall(f"{self.prefix}:metrics")
-        counts: dict[tuple[str, str], int] = {}
+        events = 0
+        actions: dict[tuple[str, str], int] = {}
         for field, value in raw.items():
-            policy, _, kind = (field.decode() if isinstance(field, bytes) else str(field)).partition("\x1f")
-            counts[(policy, kind)] = int(value)
-        return counts
+            name = field.decode() if isinstance(field, bytes) else str(field)
+            if name == "events":
+                events = int(value)
+            else:
+                policy, _, kind = name.partition("\x1f")
+                actions[(policy, kind)] = int(value)
+        return FleetCounts(events=events, actions=actions)
 
     @property
     def sessions(self) -> int:
@@ -302,4 +319,6 @@ class FleetGuard:
                     await replica.catch_up(appended.seq)
             else:
                 await replica.catch_up(appended.seq)
-            return replica.outcomes[appended.seq]
+            # Absent only when the stream no longer holds the event (trimmed
+            # or expired in between): the guard has nothing to say about it.
+            return replica.outcomes.get(appended.seq) or Outcome(seq=appended.seq)

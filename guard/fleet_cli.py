@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import msgspec
+from redis.exceptions import RedisError, ResponseError
 
 from bus.reader import LogError
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, parse_redis_target
@@ -34,11 +35,12 @@ def is_redis(source: str) -> bool:
 
 
 def _client(url: str) -> Redis:
+    from redis.asyncio import Redis
+
     try:
-        from redis.asyncio import Redis
-    except ImportError:  # pragma: no cover - the dev extra installs it
-        raise LogError("reading from Redis needs the redis extra: pip install 'repeat-tool-guard[redis]'") from None
-    return Redis.from_url(url)
+        return Redis.from_url(url)
+    except ValueError as exc:
+        raise LogError(f"not a usable Redis URL {url!r}: {exc}") from None
 
 
 async def _sessions(client: Redis, prefix: str, session: str | None) -> list[str]:
@@ -57,7 +59,7 @@ async def _export_all(url: str, prefix: str, session: str | None, folder: Path) 
             await RedisSessionLog(client, name, prefix=prefix).export(path)
             paths.append(path)
         return paths
-    except OSError as exc:
+    except (RedisError, OSError) as exc:
         raise LogError(f"cannot read Redis at {url}: {exc}") from None
     finally:
         await client.aclose()
@@ -84,7 +86,7 @@ def export(args: argparse.Namespace) -> int:
         client = _client(args.source)
         try:
             return await RedisSessionLog(client, args.session, prefix=args.prefix).export(args.output)
-        except (ConnectionError, OSError) as exc:
+        except (RedisError, OSError) as exc:
             raise LogError(f"cannot export session {args.session!r} from {args.source}: {exc}") from None
         finally:
             await client.aclose()
@@ -107,8 +109,6 @@ def _print_action(action: FleetAction, out: TextIO, as_json: bool) -> None:
 
 
 async def _watch(args: argparse.Namespace, out: TextIO) -> None:
-    from redis.exceptions import ResponseError
-
     client = _client(args.source)
     stream = f"{args.prefix}:actions"
     try:
@@ -140,6 +140,9 @@ def watch(args: argparse.Namespace) -> int:
     """``repeat-tool-guard watch``."""
     if not is_redis(args.source):
         raise LogError(f"watch follows a Redis URL (redis://HOST:PORT/DB), not {args.source!r}")
-    with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(_watch, args, sys.stdout)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(_watch, args, sys.stdout)
+    except RedisError as exc:
+        raise LogError(f"cannot watch {args.source}: {exc}") from None
     return 0

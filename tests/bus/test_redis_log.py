@@ -152,3 +152,42 @@ def test_redis_urls_are_told_from_paths() -> None:
     assert parse_redis_target("redis://localhost:6379/0") is not None
     assert parse_redis_target("unix:///tmp/r.sock") is not None
     assert parse_redis_target("session.jsonl") is None
+
+
+async def test_entries_read_the_same_through_a_decoding_client(redis_url: str, agent: Agent, tmp_path: Path) -> None:
+    plain = Redis.from_url(redis_url)
+    decoding = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await RedisSessionLog(plain, "s1").append(_call(agent, 1))
+        await plain.xadd(RedisSessionLog(plain, "s1").stream, {"seq": 2})  # no line at all
+        report = ReadReport()
+        events = [e async for e in RedisSessionLog(decoding, "s1").read(report)]
+        assert [e.seq for e in events] == [1]
+        assert report.skipped_by_reason == {"invalid-json": 1}
+    finally:
+        await plain.aclose()
+        await decoding.aclose()
+
+
+async def test_a_damaged_header_is_a_clear_error(client: Redis) -> None:
+    await client.hset("rtg:{s1}:meta", mapping={"v": "one"})
+    with pytest.raises(LogError, match="damaged header"):
+        await RedisSessionLog(client, "s1").header()
+
+
+async def test_export_of_a_large_session_is_whole(client: Redis, agent: Agent, tmp_path: Path) -> None:
+    log = RedisSessionLog(client, "big")
+    sub = Agent("sub", parent_id="main")
+    await log.append(AgentStatus(agent=sub, status="started", parent="main"))
+    for n in range(40):
+        await log.append(ToolResult.answering(_call(sub, n), "x" * 4000))
+    report = ReadReport()
+    read = [e async for e in log.read(report)]
+    assert read[1].agent is read[0].agent
+    assert read[0].agent is not None
+    assert read[0].agent.parent_id == "main"
+    out = tmp_path / "big.jsonl"
+    assert await log.export(out) == 41
+    with read_log(out) as reader:
+        assert len(list(reader)) == 41
+        assert reader.report.skipped == 0

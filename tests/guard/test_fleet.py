@@ -141,7 +141,7 @@ async def test_a_retry_is_applied_once_and_answered_the_same(workers: Workers, r
 
 async def test_a_worker_that_dies_loses_nothing(workers: Workers, redis_url: str, tmp_path: Path) -> None:
     config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=2, deny_after=1, halt_after=1))
-    first, = workers(1, config)
+    (first,) = workers(1, config)
     driver = Driver([first], "s2", pick=lambda n: 0)
     await driver.call("grep", GREP, "no matches")
     await driver.call("grep", GREP, "no matches")
@@ -195,7 +195,7 @@ async def test_concurrent_sessions_on_many_workers_match_their_replays(
 
 
 async def test_the_least_recent_session_is_dropped_and_rebuilt(workers: Workers) -> None:
-    worker, = workers(1, max_sessions=2)
+    (worker,) = workers(1, max_sessions=2)
     agent = Agent("main")
     for session in ("a", "b", "c"):
         await worker.handle(session, UserMessage(agent=agent, text="go"))
@@ -211,3 +211,111 @@ async def test_the_least_recent_session_is_dropped_and_rebuilt(workers: Workers)
 def test_max_sessions_is_validated() -> None:
     with pytest.raises(ValueError, match="max_sessions must be >= 1"):
         FleetGuard(Redis(), max_sessions=0)
+
+
+async def test_a_retry_racing_the_first_attempt_waits_for_its_escalation(
+    workers: Workers, tmp_path: Path, ask_script: AskScript
+) -> None:
+    asked = tmp_path / "asked"
+    script = ask_script(f"echo x >> {asked}\nsleep 0.5\necho 'Read the file once.'")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(script), nudge_at=3))
+    a, b = workers(2, config)
+    agent = Agent("main")
+    for step in range(1, 5):
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        await a.handle("s1", call)
+        await a.handle("s1", ToolResult.answering(call, "none"))
+    escalating = ToolCall(agent=agent, call_id="c5", step=5, tool="grep", args=GREP)
+    outcomes: list[Outcome] = []
+
+    async def send(worker: FleetGuard) -> None:
+        outcomes.append(await worker.handle("s1", escalating))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(send, a)
+        tg.start_soon(send, b)
+    assert asked.read_text().splitlines() == ["x"]
+    assert next(_wire(o) for o in outcomes) == [_wire(o) for o in outcomes][1]
+    decision = outcomes[0].decision
+    assert decision is not None
+    assert "Read the file once." in (decision.reason or "")
+
+
+async def test_fleet_counts_every_action_once(workers: Workers) -> None:
+    a, b = workers(2)
+    driver = Driver([a, b], "s1", pick=lambda n: n)
+    for _ in range(5):
+        await driver.call("grep", GREP, "none")
+    await b.handle("s1", UserMessage(agent=driver.agent, text="again"))
+    counts = await a.counts()
+    assert counts.actions == {("remind", "remind"): 2}
+    assert counts.events == 13  # 10 calls and results, 2 reminders, 1 user message
+    assert await b.counts() == await a.counts()
+
+
+async def test_subagents_and_disposal_follow_the_stream(workers: Workers, redis_url: str, tmp_path: Path) -> None:
+    a, b = workers(2)
+    main, sub = Agent("main"), Agent("sub", parent_id="main")
+    await a.handle("s1", AgentStatus(agent=sub, status="started", parent="main"))
+    for step in range(1, 4):
+        call = ToolCall(agent=sub, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        await a.handle("s1", call)
+        await a.handle("s1", ToolResult.answering(call, "none"))
+    await a.handle("s1", AgentStatus(agent=sub, status="disposed"))
+    outcome = await b.handle("s1", UserMessage(agent=main, text="next"))
+    assert outcome.messages == ()
+    replayed, _ = await _export_and_replay(redis_url, "s1", tmp_path, None)
+    assert replayed.differences == []
+    assert [v.agent for v in replayed.verdicts] == ["sub"]
+
+
+async def test_an_unreadable_entry_is_passed_over(workers: Workers, redis_url: str) -> None:
+    a, b = workers(2)
+    agent = Agent("main")
+    await a.handle("s1", UserMessage(agent=agent, text="go"))
+    client = Redis.from_url(redis_url)
+    try:
+        await client.xadd(RedisSessionLog(client, "s1").stream, {"seq": 99, "line": b"{torn"})
+    finally:
+        await client.aclose()
+    outcome = await b.handle("s1", UserMessage(agent=agent, text="again"))
+    assert outcome.seq == 2
+
+
+async def test_a_retry_older_than_the_kept_outcomes_is_rebuilt_from_the_stream(workers: Workers) -> None:
+    (worker,) = workers(1)
+    agent = Agent("main")
+    first = ToolCall(agent=agent, call_id="c0", step=1, tool="grep", args=GREP)
+    original = await worker.handle("s1", first)
+    for step in range(1, 300):
+        await worker.handle("s1", UserMessage(agent=agent, text=f"message {step}"))
+    again = await worker.handle("s1", first)
+    assert _wire(again) == _wire(original)
+
+
+async def test_the_same_event_sent_twice_at_once_to_one_worker_is_one_event(workers: Workers) -> None:
+    (worker,) = workers(1)
+    agent = Agent("main")
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP)
+    seqs: list[int] = []
+
+    async def send() -> None:
+        seqs.append((await worker.handle("s1", call)).seq)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(send)
+    assert seqs == [1, 1, 1]
+
+
+async def test_a_retry_of_an_event_the_stream_no_longer_holds_is_allowed(workers: Workers, redis_url: str) -> None:
+    first, later = workers(2)
+    call = ToolCall(agent=Agent("main"), call_id="c1", step=1, tool="grep", args=GREP)
+    await first.handle("s1", call)
+    client = Redis.from_url(redis_url)
+    try:
+        await client.xtrim(RedisSessionLog(client, "s1").stream, maxlen=0)  # retention removed it
+    finally:
+        await client.aclose()
+    outcome = await later.handle("s1", call)
+    assert (outcome.seq, outcome.decision, outcome.messages) == (1, None, ())
