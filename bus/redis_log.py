@@ -54,10 +54,15 @@ _SEQ_PLACEHOLDER = b'"seq":0,'
 _APPEND = """
 local events, meta, keys, sessions, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local key, line, maxlen, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local now, session, version = ARGV[5], ARGV[6], ARGV[7]
+local now, session, version, after, count = ARGV[5], ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
+local function since()
+  if after == '' then return {} end
+  local start = after == '-' and '-' or '(' .. after
+  return redis.call('XRANGE', events, start, '+', 'COUNT', count)
+end
 if key ~= '' then
   local seen = redis.call('HGET', keys, key)
-  if seen then return {tonumber(seen), 0} end
+  if seen then return {tonumber(seen), 0, since()} end
 end
 if redis.call('HSETNX', meta, 'v', version) == 1 then
   redis.call('HSET', meta, 'ts', now, 'session', session)
@@ -79,16 +84,19 @@ if ttl > 0 then
   redis.call('EXPIRE', meta, ttl)
   redis.call('EXPIRE', keys, ttl)
 end
-return {seq, 1}
+return {seq, 1, since()}
 """
 
 
 class Appended(msgspec.Struct, frozen=True):
-    """The outcome of one append: the event's ``seq`` in its session, and
-    whether this call added it (false for a retry of an idempotency key)."""
+    """The outcome of one append: the event's ``seq`` in its session,
+    whether this call added it (false for a retry of an idempotency key),
+    and, when the append asked for them, the stream's entries after the
+    given position as (entry id, line), read in the same atomic step."""
 
     seq: int
     new: bool
+    entries: list[tuple[str, bytes]] = []
 
 
 class RedisTarget(msgspec.Struct, frozen=True):
@@ -154,17 +162,21 @@ class RedisSessionLog:
         """The stream's key."""
         return self._keys[0]
 
-    async def append(self, event: Event, *, key: str | None = None) -> Appended:
+    async def append(
+        self, event: Event, *, key: str | None = None, after: str | None = None, count: int = 1000
+    ) -> Appended:
         """Add ``event`` (its ``seq`` is ignored and assigned here); with
         ``key``, a second append under the same key adds nothing and returns
-        the first one's seq."""
+        the first one's seq. With ``after`` (an entry id, or ``-`` for the
+        start), the answer also carries up to ``count`` entries that follow
+        it, so a reader catching up pays one round trip, not two."""
         line = self._line(event)
         now = self._clock()
-        seq, new = await self._script(
+        seq, new, rows = await self._script(
             keys=self._keys,
-            args=[key or "", line, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION],
+            args=[key or "", line, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, after or "", count],
         )
-        return Appended(int(seq), bool(new))
+        return Appended(int(seq), bool(new), [_entry(row) for row in rows])
 
     def _line(self, event: Event) -> bytes:
         buffer = self._buffer
@@ -185,9 +197,9 @@ class RedisSessionLog:
         while True:
             rows: list[tuple[Any, Any]] = (await self.client.xrange(self.stream, min=start, max="+", count=batch)) or []
             ident = ""
-            for entry_id, fields in rows:
-                ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-                yield ident, _field(fields or {}, b"line")
+            for row in rows:
+                ident, line = _entry(row)
+                yield ident, line
             if len(rows) < batch:
                 return
             start = f"({ident}"
@@ -264,6 +276,15 @@ def _write_all(fd: int, data: bytearray) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _entry(row: Any) -> tuple[str, bytes]:
+    """A stream entry as XRANGE returns it (id, fields as a dict, or as a
+    flat list from a script) -> (id, line)."""
+    entry_id, fields = row
+    if isinstance(fields, list):
+        fields = dict(zip(fields[::2], fields[1::2], strict=True))
+    return (entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)), _field(fields or {}, b"line")
 
 
 def _field(fields: dict[Any, Any], name: bytes) -> bytes:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -196,41 +197,58 @@ class _Replica:
         if is_guard_output(event):
             self.output.append(event)
 
-    async def catch_up(self, until: int) -> None:
+    async def catch_up(self, until: int, fetched: Sequence[tuple[str, bytes]] = ()) -> None:
         """Apply every event the stream holds up to seq ``until``, recording
-        the guard's output for each one that has not been recorded yet."""
-        async for entry, line in self.log.entries(self.position):
-            try:
-                event = self.decode(line)
-            except msgspec.DecodeError:
-                self.position = entry
-                continue
-            self.position = entry
-            if is_guard_output(event):
-                continue  # recorded guard output: regenerated, never re-applied
-            if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
-                event.agent.parent_id = event.agent.parent_id or event.parent
-            self.output.clear()
-            self.actions.clear()
-            decision = await self.replay.apply(event)
-            self.seq = event.seq
-            messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
-            halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
-            for index, output in enumerate(self.output):
-                await self.log.append(output, key=f"out\x1f{event.seq}\x1f{index}")
-            await self._record_actions(event.seq)
-            self.outcomes[event.seq] = Outcome(
-                seq=event.seq,
-                decision=decision,
-                messages=messages,
-                halt=halts[0] if halts else None,
-            )
-            while len(self.outcomes) > _KEPT_OUTCOMES:
-                self.outcomes.popitem(last=False)
-            if type(event) is AgentStatus and event.status == "disposed" and event.agent is not None:
-                self.agents.pop(event.agent.id, None)
-            if event.seq >= until:
+        the guard's output for each one that has not been recorded yet.
+        ``fetched`` are entries already read (with the append); those this
+        replica has applied are passed over, and the stream is read for the
+        rest only when they fall short of ``until``."""
+        for entry, line in fetched:
+            if _entry_key(entry) > _entry_key(self.position) and await self._apply(entry, line, until):
                 return
+        async for entry, line in self.log.entries(self.position):
+            if await self._apply(entry, line, until):
+                return
+
+    async def _apply(self, entry: str, line: bytes, until: int) -> bool:
+        """Apply one entry; true once seq ``until`` is reached."""
+        self.position = entry
+        try:
+            event = self.decode(line)
+        except msgspec.DecodeError:
+            return False
+        if is_guard_output(event):
+            return False  # recorded guard output: regenerated, never re-applied
+        if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
+            event.agent.parent_id = event.agent.parent_id or event.parent
+        self.output.clear()
+        self.actions.clear()
+        decision = await self.replay.apply(event)
+        self.seq = event.seq
+        messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
+        halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
+        for index, output in enumerate(self.output):
+            await self.log.append(output, key=f"out\x1f{event.seq}\x1f{index}")
+        await self._record_actions(event.seq)
+        self.outcomes[event.seq] = Outcome(
+            seq=event.seq,
+            decision=decision,
+            messages=messages,
+            halt=halts[0] if halts else None,
+        )
+        while len(self.outcomes) > _KEPT_OUTCOMES:
+            self.outcomes.popitem(last=False)
+        if type(event) is AgentStatus and event.status == "disposed" and event.agent is not None:
+            self.agents.pop(event.agent.id, None)
+        return event.seq >= until
+
+
+def _entry_key(entry: str) -> tuple[int, int]:
+    """A stream entry id (``ms-n``; ``-`` for before the first) as a sortable pair."""
+    if entry == "-":
+        return (-1, -1)
+    ms, _, n = entry.partition("-")
+    return (int(ms), int(n))
 
 
 class FleetGuard:
@@ -307,7 +325,9 @@ class FleetGuard:
         """Append ``event`` to ``session`` and return the guard's outcome at
         it. ``key`` overrides ``idempotency_key(event)``."""
         replica = self._replica(session)
-        appended = await replica.log.append(event, key=key if key is not None else idempotency_key(event))
+        appended = await replica.log.append(
+            event, key=key if key is not None else idempotency_key(event), after=replica.position
+        )
         async with replica.lock:
             known = replica.outcomes.get(appended.seq)
             if known is not None:
@@ -318,7 +338,7 @@ class FleetGuard:
                 async with replica.lock:
                     await replica.catch_up(appended.seq)
             else:
-                await replica.catch_up(appended.seq)
+                await replica.catch_up(appended.seq, appended.entries)
             # Absent only when the stream no longer holds the event (trimmed
             # or expired in between): the guard has nothing to say about it.
             return replica.outcomes.get(appended.seq) or Outcome(seq=appended.seq)

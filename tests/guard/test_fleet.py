@@ -286,6 +286,7 @@ async def test_an_unreadable_entry_is_passed_over(workers: Workers, redis_url: s
 async def test_a_retry_older_than_the_kept_outcomes_is_rebuilt_from_the_stream(workers: Workers) -> None:
     (worker,) = workers(1)
     agent = Agent("main")
+    await worker.handle("s1", UserMessage(agent=agent, text="start"))
     first = ToolCall(agent=agent, call_id="c0", step=1, tool="grep", args=GREP)
     original = await worker.handle("s1", first)
     for step in range(1, 300):
@@ -320,3 +321,16 @@ async def test_a_retry_of_an_event_the_stream_no_longer_holds_is_allowed(workers
         await client.aclose()
     outcome = await later.handle("s1", call)
     assert (outcome.seq, outcome.decision, outcome.messages) == (1, None, ())
+
+
+async def test_concurrent_events_of_one_session_on_one_worker_are_each_applied_once(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    (worker,) = workers(1)
+    agents = [Agent(f"a{i}") for i in range(6)]
+    async with anyio.create_task_group() as tg:
+        for agent in agents:
+            tg.start_soon(worker.handle, "s1", UserMessage(agent=agent, text="go"))
+    replayed, _ = await _export_and_replay(redis_url, "s1", tmp_path, None)
+    assert replayed.report.events == 6
+    assert worker.sessions == 1
