@@ -89,7 +89,9 @@ def main() -> None:
         baseline = asyncio.run(_bare_xadd(server.url, 200_000))
         queue: multiprocessing.Queue = multiprocessing.Queue()
         procs = [
-            multiprocessing.Process(target=_run_worker, args=(server.url, i, args.workers, args.sessions, args.calls, queue))
+            multiprocessing.Process(
+                target=_run_worker, args=(server.url, i, args.workers, args.sessions, args.calls, queue)
+            )
             for i in range(args.workers)
         ]
         start = time.perf_counter()
@@ -107,10 +109,13 @@ def main() -> None:
     rate = calls / wall
     p50 = statistics.median(latencies) * 1000
     p99 = latencies[int(len(latencies) * 0.99)] * 1000
-    print(f"machine: {platform.processor() or platform.machine()}, {multiprocessing.cpu_count()} cpus, Python {platform.python_version()}")
+    machine = platform.processor() or platform.machine()
+    print(f"machine: {machine}, {multiprocessing.cpu_count()} cpus, Python {platform.python_version()}")
     print(f"bare pipelined XADD: {baseline:,.0f} events/s ({baseline / 2:,.0f} tool calls/s at 2 events each)")
-    print(f"fleet, {args.workers} workers, {args.sessions} sessions x {args.calls} calls: {rate:,.0f} tool calls/s "
-          f"({rate * 2 / baseline:.2f}x the bare XADD event rate)")
+    print(
+        f"fleet, {args.workers} workers, {args.sessions} sessions x {args.calls} calls: {rate:,.0f} tool calls/s "
+        f"({rate * 2 / baseline:.2f}x the bare XADD event rate)"
+    )
     print(f"decision latency per event: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 

@@ -164,11 +164,13 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     """What ``audit`` found: the policies that ran, each session, each file
-    it could not read, totals, and how long it took."""
+    it could not read, each file found in a directory that is no transcript
+    (and why), totals, and how long it took."""
 
     policies: list[str]
     sessions: list[SessionAudit]
     errors: list[FileError]
+    not_transcripts: list[FileError] = msgspec.field(default_factory=list)
     totals: AuditTotals
     seconds: float
 
@@ -423,8 +425,8 @@ def audit(
 
     ``config`` goes through ``audit_config``. A file that cannot be read is
     reported in ``errors`` with its reason and the audit goes on; a file
-    found in a directory that is no known transcript format is only counted
-    (``not_transcripts``). ``timelines``, when given, receives one
+    found in a directory that is no known transcript format is left out and
+    listed, with why, in ``not_transcripts``. ``timelines``, when given, receives one
     ``Timeline`` per session, in the order of ``sessions``.
     """
     files = list(find_transcripts(paths))
@@ -437,7 +439,7 @@ async def _audit(
     started = time.perf_counter()
     sessions: list[SessionAudit] = []
     errors: list[FileError] = []
-    not_transcripts = 0
+    not_transcripts: list[FileError] = []
     with tempfile.TemporaryDirectory(prefix="repeat-tool-guard-audit-") as workdir:
         for done, (path, explicit) in enumerate(files):
             if progress is not None:
@@ -449,10 +451,7 @@ async def _audit(
                     if timelines is not None and timeline is not None:
                         timelines.append(timeline)
             except UnknownFormatError as exc:
-                if explicit:
-                    errors.append(FileError(path=str(path), reason=str(exc)))
-                else:
-                    not_transcripts += 1
+                (errors if explicit else not_transcripts).append(FileError(path=str(path), reason=str(exc)))
             except TranscriptError as exc:
                 errors.append(FileError(path=str(path), reason=str(exc)))
             except Exception as exc:  # an importer's bug on odd data must not end the audit
@@ -464,7 +463,8 @@ async def _audit(
         policies=policies,
         sessions=sessions,
         errors=errors,
-        totals=_totals(files, sessions, errors, not_transcripts, policies),
+        not_transcripts=not_transcripts,
+        totals=_totals(files, sessions, errors, len(not_transcripts), policies),
         seconds=time.perf_counter() - started,
     )
 

@@ -37,7 +37,6 @@ from guard.config import Config
 from guard.escalation import AskOutcome
 from guard.guard import Guard
 from guard.rescue import Asker, RescuePolicy
-from guard.verdicts import is_guard_output
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -137,7 +136,7 @@ class _Replica:
 
     def __init__(self, fleet: FleetGuard, session: str) -> None:
         self.log = RedisSessionLog(fleet.client, session, prefix=fleet.prefix, maxlen=fleet.maxlen, ttl=fleet.ttl)
-        self.replay = Replay(withhold=is_guard_output)
+        self.replay = Replay(withhold=self._regenerated)
         self.fleet = fleet
         self.session = session
         self.guard = Guard(fleet.config, on_action=self._on_action)
@@ -193,8 +192,14 @@ class _Replica:
                 ],
             )
 
+    def _regenerated(self, event: Event) -> bool:
+        """The guard's own messages and halt requests, which every worker
+        regenerates (as replay does) rather than reads back; a denied call's
+        result is the runtime's and is applied like any result."""
+        return not isinstance(event, ToolResult) and self.guard.owns(event)
+
     def _capture(self, event: Event) -> None:
-        if is_guard_output(event):
+        if self._regenerated(event):
             self.output.append(event)
 
     async def catch_up(self, until: int, fetched: Sequence[tuple[str, bytes]] = ()) -> None:
@@ -217,7 +222,7 @@ class _Replica:
             event = self.decode(line)
         except msgspec.DecodeError:
             return False
-        if is_guard_output(event):
+        if self._regenerated(event):
             return False  # recorded guard output: regenerated, never re-applied
         if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
             event.agent.parent_id = event.agent.parent_id or event.parent

@@ -8,7 +8,7 @@ the result. It never blocks or rewrites a call.
 from __future__ import annotations
 
 from bus import ToolResult, UserMessage
-from guard.actions import Action
+from guard.actions import Action, action_for
 from guard.config import RemindConfig
 from guard.fingerprint import FingerprintCache
 from guard.patterns import ToolFilter
@@ -44,7 +44,7 @@ class _Chain:
         self.count = 0
 
 
-class RemindPolicy(Policy):
+class RemindPolicy(Policy[_Chain]):
     name = "remind"
     plugin = "repeat-tool-reminder"
 
@@ -79,16 +79,7 @@ class RemindPolicy(Policy):
             text = GENTLE_REMINDER
         else:
             text = DETAILED_REMINDER.format(tool=result.tool, count=count, arguments=fp.preview(self._preview))
-        return Action(
-            policy=self.name,
-            action="remind",
-            agent=result.agent.id if result.agent else None,
-            tool=result.tool,
-            count=count,
-            text=text,
-            call_id=result.call_id,
-            threshold=threshold,
-        )
+        return action_for(result, policy=self.name, kind="remind", count=count, text=text, threshold=threshold)
 
     def on_user_message(self, state: _Chain, message: UserMessage) -> None:
         state.digest = b""

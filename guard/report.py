@@ -94,6 +94,9 @@ def render_table(report: AuditReport) -> str:
     if report.errors:
         lines += ["", f"could not read {len(report.errors)} files:"]
         lines += [f"  {e.path}: {e.reason}" for e in report.errors]
+    if report.not_transcripts:
+        lines += ["", f"left out {len(report.not_transcripts)} files that are not transcripts:"]
+        lines += [f"  {e.path}: {e.reason}" for e in report.not_transcripts]
     return "\n".join(lines) + "\n"
 
 
@@ -218,11 +221,9 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
             f"of {t.sessions} sessions<div class=stats>{_e(counts or 'no actions')}</div></div>"
         )
     out.append("</div>")
-    if report.errors or t.not_transcripts:
+    if report.errors or report.not_transcripts:
         out.append("<div class='card errors'><div class=lbl>not audited</div><ul>")
-        out += [f"<li><b>{_e(e.path)}</b>: {_e(e.reason)}</li>" for e in report.errors]
-        if t.not_transcripts:
-            out.append(f"<li>{t.not_transcripts} files found in directories were not transcripts</li>")
+        out += [f"<li><b>{_e(e.path)}</b>: {_e(e.reason)}</li>" for e in [*report.errors, *report.not_transcripts]]
         out.append("</ul></div>")
     out.append(
         "<div class=legend><span><i class=key style='background:var(--single);border-radius:3px'></i>"

@@ -28,7 +28,7 @@ run, and a turn that calls only exempt ones is skipped as if it did not happen.
 from __future__ import annotations
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
-from guard.actions import Action, ActionKind
+from guard.actions import Action, ActionKind, action_for
 from guard.config import TurnsConfig
 from guard.fingerprint import FingerprintCache
 from guard.patterns import CommandPatterns, ToolFilter
@@ -126,7 +126,7 @@ class _AgentTurns:
             note.kind = None
 
 
-class TurnsPolicy(Policy):
+class TurnsPolicy(Policy[_AgentTurns]):
     name = "turns"
     plugin = "tool-loop-guard"
 
@@ -150,18 +150,8 @@ class TurnsPolicy(Policy):
         if not note.denied:
             return None
         summary = state.ladder[note.pair].summary
-        return Action(
-            policy=self.name,
-            action="deny",
-            agent=call.agent.id if call.agent else None,
-            tool=call.tool,
-            count=note.count,
-            text=TURNS_DENIAL.format(
-                tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count)
-            ),
-            call_id=call.call_id,
-            threshold=self._deny_after,
-        )
+        text = TURNS_DENIAL.format(tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count))
+        return action_for(call, policy=self.name, kind="deny", count=note.count, text=text, threshold=self._deny_after)
 
     def on_result(self, state: _AgentTurns, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         note = state.calls.pop(result.call_id, None)
@@ -182,7 +172,6 @@ class TurnsPolicy(Policy):
             rung.summary = summary
         if note.kind is None:
             return None
-        agent = result.agent.id if result.agent else None
         if note.kind == "halt":
             denied = note.count - self._threshold - self._deny_after + 1 if self._deny_after else 0
             denials = f" and {denied} denied calls" if denied else ""
@@ -193,16 +182,7 @@ class TurnsPolicy(Policy):
                 tool=note.tool, count=note.count, summary=summary, warning=self._warning(note.count)
             )
             threshold = self._threshold
-        return Action(
-            policy=self.name,
-            action=note.kind,
-            agent=agent,
-            tool=note.tool,
-            count=note.count,
-            text=text,
-            call_id=result.call_id,
-            threshold=threshold,
-        )
+        return action_for(result, policy=self.name, kind=note.kind, count=note.count, text=text, threshold=threshold)
 
     def on_user_message(self, state: _AgentTurns, message: UserMessage) -> None:
         state.reset()

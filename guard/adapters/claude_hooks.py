@@ -26,7 +26,7 @@ from typing import Any
 from bus import LogError
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
-from guard.config import Config
+from guard.config import Config, apply_environment
 
 __all__ = ["HOOK_EVENTS", "ClaudeHooks", "HookInputError", "default_state_dir", "parse_payload", "run_hook"]
 
@@ -162,7 +162,9 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     an exclusive lock on ``<session_id>.lock``, replays the log into a fresh
     guard, handles the payload, and appends the new events. A log that is not
     a session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
+    The environment's overrides (``apply_environment``) apply to ``config``.
     """
+    config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / f"{session}.jsonl"

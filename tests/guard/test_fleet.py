@@ -80,7 +80,9 @@ class Driver:
         call = ToolCall(agent=self.agent, call_id=f"c{self.step}", step=self.step, tool=tool, args=args, ts=self.step)
         decision = (await self.send(call)).decision
         if decision is not None and not decision.allowed:
-            result = ToolResult.answering(call, decision.reason or "", is_error=True, denied_by=decision.by)
+            result = ToolResult.answering(
+                call, decision.reason or "", is_error=True, denied_by=decision.by, advice=decision.advice
+            )
         else:
             result = ToolResult.answering(call, content)
         return await self.send(msgspec.structs.replace(result, ts=self.step + 0.5))

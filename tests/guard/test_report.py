@@ -67,6 +67,9 @@ def test_table_of_nothing_and_of_files_that_were_not_transcripts(tmp_path: Path)
         "audited 0 sessions in 1 files: 0 tool calls, 0 loops, 0 calls wasted (0 B of 0 B tool output) in "
         + table.split(" in ")[2].split("\n")[0]
         + "\npolicies: remind (acted in 0)\n1 files found were not transcripts and were left out\n"
+        + "\nleft out 1 files that are not transcripts:\n"
+        + f"  {tmp_path / 'notes.json'}: {str(tmp_path / 'notes.json')!r} is not a transcript format this tool knows"
+        + table.split("this tool knows", 1)[1]
     )
 
 
@@ -114,7 +117,7 @@ def test_html_of_quiet_long_and_empty_sessions(tmp_path: Path) -> None:
     assert "5 more calls not drawn" in page
     assert "No tool calls." in page
     assert "No call was repeated back to back, and no policy stepped in." in page
-    assert "1 files found in directories were not transcripts" in page
+    assert f"<li><b>{tmp_path / 'notes.json'}</b>: " in page
     assert " · 2.2 h" in page  # 4005 calls and their results, a second apart
 
 
