@@ -27,6 +27,7 @@ from bus import LogError
 from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config, to_toml
 from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
+from guard.server.command import add_command as _add_serve_command  # the server itself loads only for `serve`
 from guard.verdicts import ReplayOutcome, Verdict, replay_log
 
 __all__ = ["main"]
@@ -299,6 +300,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     hook.set_defaults(run=_cmd_hook)
 
+    _add_serve_command(commands)
     _add_bench_command(commands)
     _add_fleet_commands(commands)
     return parser

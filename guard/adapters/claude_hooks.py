@@ -18,17 +18,24 @@ import fcntl
 import json
 import os
 import re
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bus import LogError
 from guard.adapters._link import AgentLink, GuardLink, as_text
-from guard.adapters._resume import resume_link
+from guard.adapters._resume import resume_or_restart
 from guard.config import Config, apply_environment
 
-__all__ = ["HOOK_EVENTS", "ClaudeHooks", "HookInputError", "default_state_dir", "parse_payload", "run_hook"]
+__all__ = [
+    "HOOK_EVENTS",
+    "SESSION_ID_RULE",
+    "ClaudeHooks",
+    "HookInputError",
+    "default_state_dir",
+    "is_session_id",
+    "parse_payload",
+    "run_hook",
+]
 
 HOOK_EVENTS: tuple[str, ...] = (
     "UserPromptSubmit",
@@ -50,11 +57,15 @@ class ClaudeHooks:
     model response boundaries, so a step is inferred: a call that arrives
     while none of the agent's calls is running starts a new step, and calls
     that arrive while one runs (Claude Code's parallel tool use) share it.
+
+    ``agents`` is the registry of live agents by id, when the same session is
+    also driven through another seam (the resident server's events API keeps
+    one per session); by default the link's live agents.
     """
 
-    def __init__(self, link: GuardLink) -> None:
+    def __init__(self, link: GuardLink, agents: dict[str, AgentLink] | None = None) -> None:
         self.link = link
-        self._agents: dict[str, AgentLink] = {link_.agent.id: link_ for link_ in link.links()}
+        self._agents = agents if agents is not None else {link_.agent.id: link_ for link_ in link.links()}
 
     async def handle(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """The hook's answer (the CLI's JSON form: ``continue``, not ``continue_``)."""
@@ -126,6 +137,16 @@ def _answer(agent: AgentLink, event: str, call_id: str, specific: dict[str, Any]
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+SESSION_ID_RULE = "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def is_session_id(value: object) -> bool:
+    """Whether ``value`` can name a session: 1-128 letters, digits, '.', '_'
+    or '-', not starting with a punctuation mark, so it is safe as a file name
+    in the state directory."""
+    return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+
+
 def default_state_dir() -> Path:
     """``$REPEAT_TOOL_GUARD_STATE``, else ``$XDG_STATE_HOME/repeat-tool-guard``,
     else ``~/.local/state/repeat-tool-guard``."""
@@ -149,8 +170,8 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")
-    if not isinstance(session, str) or not _SESSION_ID.fullmatch(session):
-        raise HookInputError(f"hook input session_id = {session!r}: must be 1-128 letters, digits, '.', '_' or '-'")
+    if not is_session_id(session):
+        raise HookInputError(f"hook input session_id = {session!r}: {SESSION_ID_RULE}")
     return payload
 
 
@@ -170,10 +191,6 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     path = state_dir / f"{session}.jsonl"
     with open(state_dir / f"{session}.lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            link, log = await resume_link(path, session, config)
-        except LogError:
-            path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
-            link, log = await resume_link(path, session, config)
+        link, log = await resume_or_restart(path, session, config)
         with log:
             return await ClaudeHooks(link).handle(payload)
