@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,37 @@ if ttl > 0 then
   redis.call('EXPIRE', keys, ttl)
 end
 return {seq, 1, since()}
+"""
+
+
+# Append events that already carry their seqs, only if the stream is still
+# where the writer saw it (the writer holds the session's lease; this check
+# turns a lease lost to a pause into a refusal rather than a fork).
+_EXTEND = """
+local events, meta, sessions, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local expected, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, session, version = ARGV[4], ARGV[5], ARGV[6]
+local current = tonumber(redis.call('HGET', meta, 'seq') or '0')
+if current ~= expected then return {0, current} end
+if redis.call('HSETNX', meta, 'v', version) == 1 then
+  redis.call('HSET', meta, 'ts', now, 'session', session)
+end
+for i = 7, #ARGV do
+  current = current + 1
+  if maxlen > 0 then
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', current, 'line', ARGV[i])
+  else
+    redis.call('XADD', events, '*', 'seq', current, 'line', ARGV[i])
+  end
+end
+redis.call('HSET', meta, 'seq', current)
+redis.call('ZADD', sessions, now, session)
+redis.call('HINCRBY', metrics, 'events', #ARGV - 6)
+if ttl > 0 then
+  redis.call('EXPIRE', events, ttl)
+  redis.call('EXPIRE', meta, ttl)
+end
+return {1, current}
 """
 
 
@@ -155,6 +186,7 @@ class RedisSessionLog:
             f"{prefix}:metrics",
         ]
         self._script = client.register_script(_APPEND)
+        self._extend = client.register_script(_EXTEND)
         self._buffer = bytearray()
 
     @property
@@ -177,6 +209,30 @@ class RedisSessionLog:
             args=[key or "", line, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, after or "", count],
         )
         return Appended(int(seq), bool(new), [_entry(row) for row in rows])
+
+    async def last_seq(self) -> int:
+        """The seq of the session's last event (0 for none)."""
+        value = await self.client.hget(self._keys[1], "seq")
+        return int(value or 0)
+
+    async def extend(self, events: Sequence[Event], *, expected: int) -> bool:
+        """Append ``events``, which carry their seqs already (``expected`` + 1,
+        + 2, ...: a writer that holds the session's lease numbers them
+        itself), if and only if the session's last seq is still
+        ``expected``; false, and nothing written, when another writer got
+        there first."""
+        if not events:
+            return True
+        lines = []
+        for event in events:
+            encode_line(event, self._buffer)
+            lines.append(bytes(self._buffer))
+        now = self._clock()
+        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[4]]
+        done, _ = await self._extend(
+            keys=keys, args=[expected, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, *lines]
+        )
+        return bool(done)
 
     def _line(self, event: Event) -> bytes:
         buffer = self._buffer

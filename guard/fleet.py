@@ -41,7 +41,7 @@ from guard.rescue import Asker, RescuePolicy
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["FleetAction", "FleetCounts", "FleetGuard", "Outcome", "idempotency_key"]
+__all__ = ["ActionLedger", "FleetAction", "FleetCounts", "FleetGuard", "Outcome", "idempotency_key"]
 
 _KEPT_OUTCOMES = 256
 _ACTIONS_MAXLEN = 100_000
@@ -101,6 +101,50 @@ def idempotency_key(event: Event) -> str | None:
     return None
 
 
+class ActionLedger:
+    """Records guard actions fleet-wide, each once, for ``watch`` and the
+    fleet's counters: an action is keyed by its session, its triggering
+    event's ``seq`` and its place among that event's actions, so a worker
+    that computes it again (a retry, a catch-up) records nothing twice."""
+
+    def __init__(self, client: Redis, *, prefix: str = DEFAULT_PREFIX, worker: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.worker = worker
+        self._script = client.register_script(_RECORD_ACTION)
+
+    async def record(self, session: str, seq: int, actions: Sequence[Action]) -> None:
+        keys = [f"{self.prefix}:{{{session}}}:acted", f"{self.prefix}:actions", f"{self.prefix}:metrics"]
+        for index, action in enumerate(actions):
+            entry = FleetAction(
+                session=session,
+                seq=seq,
+                agent=action.agent,
+                policy=action.policy,
+                action=action.action,
+                tool=action.tool,
+                count=action.count,
+                text=action.text,
+                worker=self.worker,
+            )
+            kind = f"{action.policy}\x1f{action.action}"
+            await self._script(keys=keys, args=[f"{seq}\x1f{index}", msgspec.json.encode(entry), kind, _ACTIONS_MAXLEN])
+
+    async def counts(self) -> FleetCounts:
+        """Events appended to every session, and actions by (policy, action)."""
+        raw = await self.client.hgetall(f"{self.prefix}:metrics")
+        events = 0
+        actions: dict[tuple[str, str], int] = {}
+        for field, value in raw.items():
+            name = field.decode() if isinstance(field, bytes) else str(field)
+            if name == "events":
+                events = int(value)
+            else:
+                policy, _, kind = name.partition("\x1f")
+                actions[(policy, kind)] = int(value)
+        return FleetCounts(events=events, actions=actions)
+
+
 class _FleetAsker:
     """Runs an escalation once fleet-wide: the first worker to take the
     call's lease asks ``inner`` and records the outcome; every other worker
@@ -141,11 +185,6 @@ class _Replica:
         self.session = session
         self.guard = Guard(fleet.config, on_action=self._on_action)
         self.actions: list[Action] = []
-        self._action_keys = [
-            f"{fleet.prefix}:{{{session}}}:acted",
-            f"{fleet.prefix}:actions",
-            f"{fleet.prefix}:metrics",
-        ]
         for policy in self.guard.policies:
             if isinstance(policy, RescuePolicy):
                 policy.ask = _FleetAsker(fleet, session, policy.ask)
@@ -167,30 +206,6 @@ class _Replica:
 
     def _on_action(self, action: Action, trigger: Event) -> None:
         self.actions.append(action)
-
-    async def _record_actions(self, seq: int) -> None:
-        fleet = self.fleet
-        for index, action in enumerate(self.actions):
-            entry = FleetAction(
-                session=self.session,
-                seq=seq,
-                agent=action.agent,
-                policy=action.policy,
-                action=action.action,
-                tool=action.tool,
-                count=action.count,
-                text=action.text,
-                worker=fleet.worker,
-            )
-            await fleet._record_action(
-                keys=self._action_keys,
-                args=[
-                    f"{seq}\x1f{index}",
-                    msgspec.json.encode(entry),
-                    f"{action.policy}\x1f{action.action}",
-                    _ACTIONS_MAXLEN,
-                ],
-            )
 
     def _regenerated(self, event: Event) -> bool:
         """The guard's own messages and halt requests, which every worker
@@ -234,7 +249,7 @@ class _Replica:
         halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
         for index, output in enumerate(self.output):
             await self.log.append(output, key=f"out\x1f{event.seq}\x1f{index}")
-        await self._record_actions(event.seq)
+        await self.fleet.ledger.record(self.session, event.seq, self.actions)
         self.outcomes[event.seq] = Outcome(
             seq=event.seq,
             decision=decision,
@@ -294,22 +309,11 @@ class FleetGuard:
         self.lease_ms = lease_ms
         self.worker = worker or f"worker-{time.time_ns()}"
         self._replicas: OrderedDict[str, _Replica] = OrderedDict()
-        self._record_action = client.register_script(_RECORD_ACTION)
+        self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
 
     async def counts(self) -> FleetCounts:
-        """Fleet-wide counters, every worker's: events appended, and guard
-        actions by (policy, action)."""
-        raw = await self.client.hgetall(f"{self.prefix}:metrics")
-        events = 0
-        actions: dict[tuple[str, str], int] = {}
-        for field, value in raw.items():
-            name = field.decode() if isinstance(field, bytes) else str(field)
-            if name == "events":
-                events = int(value)
-            else:
-                policy, _, kind = name.partition("\x1f")
-                actions[(policy, kind)] = int(value)
-        return FleetCounts(events=events, actions=actions)
+        """Fleet-wide counters, every worker's (see ``ActionLedger.counts``)."""
+        return await self.ledger.counts()
 
     @property
     def sessions(self) -> int:
