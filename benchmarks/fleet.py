@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import multiprocessing
 import platform
 import random
 import statistics
 import time
 
+import structlog
 from redis.asyncio import Redis
 
 from bus import Agent, ToolCall, ToolResult
@@ -79,6 +81,7 @@ def _run_worker(url: str, index: int, workers: int, sessions: int, calls: int, o
 
 
 def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--sessions", type=int, default=200)
