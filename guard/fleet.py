@@ -33,7 +33,7 @@ from bus import Agent, AgentStatus, AnyEvent, ContextMessage, Decision, Event, R
 from bus._codec import event_decoder
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog
 from guard.actions import Action
-from guard.config import Config
+from guard.config import Config, apply_environment
 from guard.escalation import AskOutcome
 from guard.guard import Guard
 from guard.rescue import Asker, RescuePolicy
@@ -274,7 +274,8 @@ def _entry_key(entry: str) -> tuple[int, int]:
 class FleetGuard:
     """Guards many sessions for one worker of a fleet; every worker sharing
     ``client``'s Redis (and ``prefix``) sees the same sessions and decides
-    the same way.
+    the same way. A live guard: the environment's overrides apply to
+    ``config`` here, so every worker of a fleet needs the same environment.
 
     ``handle`` is the one entry point: it appends the event (a retry with
     the same idempotency key is applied once) and returns the guard's
@@ -301,7 +302,7 @@ class FleetGuard:
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         self.client = client
-        self.config = config if config is not None else Config()
+        self.config = apply_environment(config if config is not None else Config())
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
