@@ -130,7 +130,7 @@ class _Handlers:
         return _json({"status": "ok", "sessions": len(self.store)})
 
     async def metrics_text(self, request: Request) -> Response:
-        return Response(self.metrics.render(), media_type=CONTENT_TYPE)
+        return Response(self.metrics.render(await self.store.fleet_counts()), media_type=CONTENT_TYPE)
 
     async def openapi_json(self, request: Request) -> Response:
         return Response(self.openapi, media_type=_JSON)
@@ -178,12 +178,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(store.evict_idle_forever, evict_every)
-            try:
-                yield
-            finally:
-                tasks.cancel_scope.cancel()
-                store.close()
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(store.evict_idle_forever, evict_every)
+                try:
+                    yield
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.aclose()
 
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)

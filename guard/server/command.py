@@ -77,4 +77,13 @@ def add_command(commands: Any) -> None:
     serve.add_argument(
         "--backend", choices=("asyncio", "trio"), default="asyncio", help="anyio backend to run on (default: asyncio)"
     )
+    serve.add_argument(
+        "--redis",
+        metavar="URL",
+        help="fleet mode: keep every session in Redis (redis://HOST:PORT/DB) so several replicas share them; "
+        "--state-dir is then unused (asyncio only)",
+    )
+    serve.add_argument(
+        "--redis-prefix", default="rtg", metavar="PREFIX", help="the fleet's key prefix in Redis (default: rtg)"
+    )
     serve.set_defaults(run=_run)

@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 
 from bus import EVENT_TYPES, Event
 from guard.actions import Action
+from guard.fleet import FleetCounts
 from guard.server.sessions import SessionStore
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics"]
@@ -81,5 +82,19 @@ class Metrics:
         self._responses.labels(route, str(status)).inc()
         self._latency.labels(route).observe(seconds)
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, fleet: FleetCounts | None = None) -> bytes:
+        """The metrics in Prometheus text; with ``fleet`` (a store shared by
+        several replicas), also every replica's events and actions."""
+        text = generate_latest(self.registry)
+        if fleet is None:
+            return text
+        lines = [
+            "# HELP repeat_tool_guard_fleet_events_total Events appended to the fleet's sessions, by every replica.",
+            "# TYPE repeat_tool_guard_fleet_events_total counter",
+            f"repeat_tool_guard_fleet_events_total {fleet.events}",
+            "# HELP repeat_tool_guard_fleet_actions_total Guard actions of the fleet, by policy and kind.",
+            "# TYPE repeat_tool_guard_fleet_actions_total counter",
+        ]
+        for (policy, kind), count in sorted(fleet.actions.items()):
+            lines.append(f'repeat_tool_guard_fleet_actions_total{{policy="{policy}",action="{kind}"}} {count}')
+        return text + ("\n".join(lines) + "\n").encode()

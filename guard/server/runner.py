@@ -30,7 +30,7 @@ from prometheus_client import disable_created_metrics
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config
 from guard.server.app import create_app
-from guard.server.sessions import FileSessionStore
+from guard.server.sessions import FileSessionStore, SessionStore
 
 __all__ = ["Hypercorn", "ServeError", "hypercorn_config", "is_loopback", "read_token", "run", "serve_app"]
 
@@ -162,6 +162,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
 
+def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> SessionStore:
+    options = {"idle_seconds": args.idle_timeout, "max_sessions": args.max_sessions}
+    if args.redis is None:
+        return FileSessionStore(state_dir, config, **options)
+    if args.backend != "asyncio":
+        raise ServeError("--redis runs on asyncio only (the Redis client has no trio support)")
+    if not args.redis.startswith(("redis://", "rediss://", "unix://")):
+        raise ServeError(f"--redis {args.redis}: must be a redis://, rediss:// or unix:// URL")
+    from redis.asyncio import Redis
+
+    from guard.server.redis_store import RedisSessionStore
+
+    return RedisSessionStore(Redis.from_url(args.redis), config, prefix=args.redis_prefix, **options)
+
+
 def _run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
     config = apply_environment(load_config(args.config) if args.config else Config())
@@ -174,13 +189,14 @@ def _run(args: argparse.Namespace) -> int:
         raise ServeError(f"--port {args.port}: must be 0-65535")
     state_dir = Path(args.state_dir) if args.state_dir else default_state_dir() / "serve"
     try:
-        store = FileSessionStore(state_dir, config, idle_seconds=args.idle_timeout, max_sessions=args.max_sessions)
+        store = _store(args, state_dir, config)
         app = create_app(store, token=token, max_body=args.max_body)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
     if not args.graceful_timeout >= 0:
         raise ServeError(f"--graceful-timeout {args.graceful_timeout}: must be >= 0")
-    lock = _lock_state_dir(state_dir)
+    lock = _lock_state_dir(state_dir) if args.redis is None else None
+    sessions_at = f"state dir {state_dir}" if args.redis is None else f"sessions in {args.redis}"
     bind = (
         f"unix:{args.uds}"
         if args.uds
@@ -193,12 +209,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         where = hypercorn.listen()
     except OSError as exc:
-        lock.close()
+        if lock is not None:
+            lock.close()
         raise ServeError(f"cannot listen on {bind}: {exc.strerror or exc}") from None
 
     def ready() -> None:
         print(
-            f"repeat-tool-guard serve: listening on {where} (state dir {state_dir}, "
+            f"repeat-tool-guard serve: listening on {where} ({sessions_at}, "
             f"{'bearer token required' if token else 'no token'}, {args.backend})",
             file=sys.stderr,
             flush=True,
@@ -209,7 +226,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if args.uds:
             Path(args.uds).unlink(missing_ok=True)  # the server may have removed it already
-        lock.close()
+        if lock is not None:
+            lock.close()
     print("repeat-tool-guard serve: stopped; every session log is closed", file=sys.stderr, flush=True)
     return EXIT_OK
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -26,6 +26,9 @@ from guard.adapters._link import AgentLink, GuardLink
 from guard.adapters._resume import resume_or_restart
 from guard.adapters.claude_hooks import ClaudeHooks
 from guard.config import Config
+
+if TYPE_CHECKING:
+    from guard.fleet import FleetCounts
 
 __all__ = ["FileSessionStore", "Session", "SessionStore"]
 
@@ -203,6 +206,16 @@ class SessionStore(abc.ABC):
         while True:
             await anyio.sleep(period)
             self.evict_idle()
+
+    async def fleet_counts(self) -> FleetCounts | None:
+        """Counts across every replica sharing this store's sessions, or
+        ``None`` for a store only this process uses."""
+        return None
+
+    async def aclose(self) -> None:
+        """``close``, and release what the store holds beyond its sessions
+        (a connection, say); the server calls it at shutdown."""
+        self.close()
 
     def close(self) -> None:
         """Close every live session (the logs among them); the store is empty after."""
