@@ -10,6 +10,7 @@ application's lifespan shutdown, which closes every session log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import fcntl
 import ipaddress
@@ -195,7 +196,9 @@ def _run(args: argparse.Namespace) -> int:
         raise ServeError(str(exc)) from None
     if not args.graceful_timeout >= 0:
         raise ServeError(f"--graceful-timeout {args.graceful_timeout}: must be >= 0")
-    lock = _lock_state_dir(state_dir) if args.redis is None else None
+    held = contextlib.ExitStack()  # the state dir's lock, when sessions live there
+    if args.redis is None:
+        held.enter_context(_lock_state_dir(state_dir))
     sessions_at = f"state dir {state_dir}" if args.redis is None else f"sessions in {args.redis}"
     bind = (
         f"unix:{args.uds}"
@@ -209,8 +212,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         where = hypercorn.listen()
     except OSError as exc:
-        if lock is not None:
-            lock.close()
+        held.close()
         raise ServeError(f"cannot listen on {bind}: {exc.strerror or exc}") from None
 
     def ready() -> None:
@@ -226,8 +228,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if args.uds:
             Path(args.uds).unlink(missing_ok=True)  # the server may have removed it already
-        if lock is not None:
-            lock.close()
+        held.close()
     print("repeat-tool-guard serve: stopped; every session log is closed", file=sys.stderr, flush=True)
     return EXIT_OK
 
