@@ -121,6 +121,14 @@ class ScriptedServer:
             blocks.append(block)
         return blocks
 
+    def script_subagent(self, task: str, *turns: Sequence[Block]) -> None:
+        """Turns for the subagent whose task (its first user message) contains
+        ``task``: its requests are answered from these, in order, and kept in
+        ``subagent_requests``, so a subagent running beside the main agent
+        cannot take the main agent's turns."""
+        with self._lock:
+            self._subagent_turns.setdefault(task, []).extend(self._numbered(turn) for turn in turns)
+
     @property
     def remaining(self) -> int:
         """Scripted turns not yet served."""
@@ -148,7 +156,9 @@ class FakeAnthropic(ScriptedServer):
         self.work = home / "work"
         self.work.mkdir(parents=True, exist_ok=True)
         self.side_requests: list[dict[str, Any]] = []
+        self.subagent_requests: list[dict[str, Any]] = []
         self.overruns = 0
+        self._subagent_turns: dict[str, list[list[Block]]] = {}
 
     # --- what reached the model ------------------------------------------------------------
 
@@ -253,9 +263,18 @@ class FakeAnthropic(ScriptedServer):
             if not body.get("tools"):
                 self.side_requests.append(body)
                 return [text("ok")]
-            self.requests.append(body)
-            if self._turns:
-                return self._turns.pop(0)
+            first = body.get("messages", [{}])[0].get("content")
+            opening = "\n".join(_texts([text(first)] if isinstance(first, str) else first or []))
+            for task, turns in self._subagent_turns.items():
+                if task in opening:
+                    self.subagent_requests.append(body)
+                    if turns:
+                        return turns.pop(0)
+                    break
+            else:
+                self.requests.append(body)
+                if self._turns:
+                    return self._turns.pop(0)
             self.overruns += 1
             return [text(EXHAUSTED)]
 
