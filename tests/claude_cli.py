@@ -121,14 +121,6 @@ class ScriptedServer:
             blocks.append(block)
         return blocks
 
-    def script_subagent(self, task: str, *turns: Sequence[Block]) -> None:
-        """Turns for the subagent whose task (its first user message) contains
-        ``task``: its requests are answered from these, in order, and kept in
-        ``subagent_requests``, so a subagent running beside the main agent
-        cannot take the main agent's turns."""
-        with self._lock:
-            self._subagent_turns.setdefault(task, []).extend(self._numbered(turn) for turn in turns)
-
     @property
     def remaining(self) -> int:
         """Scripted turns not yet served."""
@@ -159,6 +151,14 @@ class FakeAnthropic(ScriptedServer):
         self.subagent_requests: list[dict[str, Any]] = []
         self.overruns = 0
         self._subagent_turns: dict[str, list[list[Block]]] = {}
+
+    def script_subagent(self, task: str, *turns: Sequence[Block]) -> None:
+        """Turns for the subagent whose task (its first user message) contains
+        ``task``: its requests are answered from these, in order, and kept in
+        ``subagent_requests``, so a subagent running beside the main agent
+        cannot take the main agent's turns."""
+        with self._lock:
+            self._subagent_turns.setdefault(task, []).extend(self._numbered(turn) for turn in turns)
 
     # --- what reached the model ------------------------------------------------------------
 
