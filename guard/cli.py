@@ -2,8 +2,8 @@
 
 Exit codes: 0 success, 1 ``replay --check`` found a difference or ``audit``
 could not read some file, 2 a usage, config or file error (the message names
-what was wrong). ``hook`` exits 1 on any error of its own, since Claude Code
-reads 2 as "block the tool call".
+what was wrong, on one line). ``hook`` exits 1 on any error of its own, since
+Claude Code reads 2 as "block the tool call".
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -22,11 +23,13 @@ import anyio
 import msgspec
 import structlog
 
-from bus import LogError
+from bus import LogError, open_regular
+from guard._text import one_line
 from guard.bench.cli import add_command as _add_bench_command
-from guard.config import Config, ConfigError, load_config
-from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
-from guard.verdicts import Verdict, replay_log
+from guard.config import Config, ConfigError, apply_environment, load_config, to_toml
+from guard.importers import FORMATS, TranscriptError, UnknownFormatError, open_sessions, write_log
+from guard.redact import Redactor
+from guard.verdicts import ReplayOutcome, Verdict, replay_log
 
 __all__ = ["main"]
 
@@ -37,9 +40,11 @@ EXIT_HOOK_FAULT = 1
 
 
 def _configure_logging(verbose: bool) -> None:
-    """Send structlog to stderr so ``--json`` output on stdout stays clean."""
+    """Send structlog to stderr so ``--json`` output on stdout stays clean,
+    with every string in an event (a rendered traceback too) redacted."""
+    renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        processors=[structlog.processors.add_log_level, Redactor().processor, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if verbose else logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
@@ -67,9 +72,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     config = _load(args.config)
     out: TextIO = sys.stdout
 
-    outcome = anyio.run(
-        lambda: replay_log(args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json), live_asks=args.ask)
-    )
+    reader_left = False
+
+    def emit(verdict: Verdict) -> None:
+        nonlocal reader_left
+        if reader_left:
+            return
+        try:
+            _print_verdict(verdict, out, args.json)
+        except BrokenPipeError:  # `| head` has what it wanted: finish quietly
+            reader_left = True
+            _quiet_stdout()
+
+    outcome = anyio.run(lambda: replay_log(args.log, config, on_verdict=emit, live_asks=args.ask))
     report = outcome.report
     counts = outcome.counts()
     actions = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
@@ -77,21 +92,56 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for sample in report.samples[:10]:
         print(f"  skipped line {sample.line} ({sample.reason}): {sample.detail}", file=sys.stderr)
     if args.check:
-        for diff in outcome.differences:
-            print(
-                f"check: guard message {diff.index + 1} differs\n  recorded:    {diff.recorded}\n"
-                f"  regenerated: {diff.regenerated}",
-                file=sys.stderr,
-            )
-        if outcome.differences:
-            return EXIT_DIFFERENCE
-        print("check: every guard message matches the log", file=sys.stderr)
+        return _report_check(outcome)
+    return EXIT_OK
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone (``| head``), so
+    later writes and Python's flush at exit do not fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _report_check(outcome: ReplayOutcome) -> int:
+    """Print every difference between the recorded and the regenerated guard
+    actions to stderr; exit 1 if there is any."""
+    err = sys.stderr
+    for diff in outcome.differences:
+        if diff.kind == "missing":
+            err.write(f"check: seq {diff.seq}: the replay makes a {diff.what} the log lacks\n")
+        elif diff.kind == "extra":
+            err.write(f"check: seq {diff.seq}: the log records a {diff.what} the replay does not make\n")
+        else:
+            err.write(f"check: seq {diff.seq}: the recorded {diff.what} differs from the replay's\n")
+        if diff.recorded is not None:
+            err.write(f"  recorded:    {diff.recorded}\n")
+        if diff.regenerated is not None:
+            err.write(f"  regenerated: {diff.regenerated}\n")
+    checked = ", ".join(f"{n} {what}{'s' if n != 1 else ''}" for what, n in sorted(outcome.checked.items()))
+    if outcome.differences:
+        kinds = Counter(d.kind for d in outcome.differences)
+        detail = ", ".join(f"{kinds[k]} {k}" for k in ("missing", "extra", "changed") if kinds[k])
+        err.write(
+            f"check: {len(outcome.differences)} guard actions differ ({detail}); the log records {checked or 'none'}\n"
+        )
+        return EXIT_DIFFERENCE
+    err.write(f"check: every guard action matches the log ({checked or 'none recorded'})\n")
     return EXIT_OK
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
+    effective = apply_environment(config)  # validated either way, as a live guard would
+    if args.toml:
+        sys.stdout.write(to_toml(config))
+    else:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(effective), indent=2).decode() + "\n")
     return EXIT_OK
 
 
@@ -147,24 +197,38 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(report))
     if args.html:
         assert timelines is not None
-        Path(args.html).write_text(render_html(report, timelines), encoding="utf-8")
+        page = render_html(report, timelines).encode("utf-8")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        with os.fdopen(open_regular(args.html, flags, 0o600, what="HTML report"), "wb") as html:
+            html.write(page)
         print(f"report: {args.html}", file=sys.stderr)
     return EXIT_DIFFERENCE if report.errors else EXIT_OK
 
 
 def _cmd_hook(args: argparse.Namespace) -> int:
     """Claude Code reads exit code 2 as "block this tool call", so a guard
-    fault here exits 1 (a non-blocking error) whatever went wrong."""
+    fault here exits 1 (a non-blocking error) whatever went wrong, with one
+    line on stderr naming it. The guard's own log lines are held until the
+    answer is known and then written one line each, never as a traceback."""
     from guard.adapters.claude_hooks import default_state_dir, parse_payload, run_hook
 
+    held = structlog.testing.LogCapture()
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, _error_text, held],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if args.verbose else logging.WARNING),
+    )
     try:
         config = _load(args.config)
         payload = parse_payload(sys.stdin.buffer.read())
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         answer = anyio.run(run_hook, payload, state_dir, config)
     except Exception as exc:
-        print(f"repeat-tool-guard hook: {exc}", file=sys.stderr)
+        print(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_HOOK_FAULT
+    for entry in held.entries:
+        level, event = entry.pop("log_level"), entry.pop("event")
+        fields = " ".join(f"{key}={value!r}" for key, value in entry.items())
+        print(one_line(f"{level}: {event} {fields}", 1000), file=sys.stderr)
     if answer:
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     return EXIT_OK
@@ -185,6 +249,15 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """An ``exc_info`` as ``error="Type: message"``: the hook's stderr gets no tracebacks."""
+    exc_info = event.pop("exc_info", None)
+    if exc_info:
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+        event["error"] = f"{type(exc).__name__}: {exc}"
+    return event
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="repeat-tool-guard",
@@ -195,10 +268,14 @@ def _parser() -> argparse.ArgumentParser:
 
     replay = commands.add_parser("replay", help="replay a session log through a fresh guard")
     replay.add_argument("log", metavar="LOG", help="a session log (.jsonl)")
-    replay.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    replay.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
     replay.add_argument("--json", action="store_true", help="one JSON object per action on stdout")
     replay.add_argument(
-        "--check", action="store_true", help="exit 1 if regenerated guard messages differ from the recorded ones"
+        "--check",
+        action="store_true",
+        help="exit 1 if any guard action (message, denial, escalation, halt) the log records differs from the replay's",
     )
     replay.add_argument(
         "--ask",
@@ -232,13 +309,21 @@ def _parser() -> argparse.ArgumentParser:
         "Exits 1 when some file could not be read (it is listed with its reason).",
     )
     aud.add_argument("paths", metavar="PATH", nargs="+", help="transcript files or directories to walk")
-    aud.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: every policy)")
+    aud.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: every policy)"
+    )
     aud.add_argument("--json", action="store_true", help="print the report as one JSON object")
     aud.add_argument("--html", metavar="REPORT.html", help="also write a self-contained HTML report")
     aud.set_defaults(run=_cmd_audit)
 
-    check = commands.add_parser("check-config", help="validate a config file and print the effective config")
+    check = commands.add_parser(
+        "check-config",
+        help="validate a config file (or a preset: recommended) and print the effective config",
+        description="Validate FILE (.toml, .yaml) or name a preset (recommended) and print the effective "
+        "config as JSON, or with --toml as a config file to start your own from.",
+    )
     check.add_argument("file", metavar="FILE")
+    check.add_argument("--toml", action="store_true", help="print it as a TOML config file, every key spelled out")
     check.set_defaults(run=_cmd_check_config)
 
     hook = commands.add_parser(
@@ -248,7 +333,9 @@ def _parser() -> argparse.ArgumentParser:
         "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
         "would block the tool) when the guard itself fails.",
     )
-    hook.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    hook.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
     hook.add_argument(
         "--state-dir",
         metavar="DIR",
@@ -277,7 +364,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose)
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
+    except UnknownFormatError as exc:
+        # Every format tried and why not, a line each: the list outgrows one line.
+        where = one_line(repr(str(exc.path)), 300)
+        print(f"repeat-tool-guard: {where} is not a transcript format this tool knows; tried:", file=sys.stderr)
+        for name, why in exc.tried:
+            print(f"  {name}: {one_line(why, 300)}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # stdout's reader left early (`| head`): not an error of ours
+        _quiet_stdout()
+        return EXIT_OK
     except (ConfigError, LogError, TranscriptError, OSError) as exc:
-        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
+        print(f"repeat-tool-guard: {one_line(str(exc), 4000)}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ValueError, RecursionError, MemoryError) as exc:
+        # What a bad argument provokes below the checks (a NUL in a path, a
+        # structure too deep or too big): still one line, not a traceback.
+        if args.verbose:
+            raise
+        print(f"repeat-tool-guard: {type(exc).__name__}: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_ERROR
     return code

@@ -7,6 +7,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import structlog
+from msgspec import UNSET
 
 from bus import (
     Agent,
@@ -21,14 +22,15 @@ from bus import (
     UserMessage,
 )
 from guard.actions import DENYING, Action
-from guard.config import Config, apply_environment
+from guard.config import Config
 from guard.fingerprint import FingerprintCache
-from guard.policy import Policy
+from guard.loops import LoopsPolicy
+from guard.policy import AnyPolicy, AnyWatch
 from guard.remind import RemindPolicy
 from guard.rescue import RescuePolicy
 from guard.turns import TurnsPolicy
 
-__all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
+__all__ = ["ActionListener", "Guard", "build_policies"]
 
 ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
@@ -72,21 +74,18 @@ class _ActionLog:
         self._bound.info(event, **fields)
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin})
-"""Every plugin name a policy of this package writes, enabled or not: replay
-withholds their recorded messages and regenerates them."""
-
-
-def build_policies(config: Config) -> list[Policy]:
+def build_policies(config: Config) -> list[AnyPolicy]:
     """The enabled policies, in the order they are consulted (``turns`` at
     threshold 0 is off)."""
-    policies: list[Policy] = []
+    policies: list[AnyPolicy] = []
     if config.remind.enabled:
         policies.append(RemindPolicy(config.remind))
     if config.turns.enabled and config.turns.threshold > 0:
         policies.append(TurnsPolicy(config.turns))
     if config.rescue.enabled:
         policies.append(RescuePolicy(config.rescue))
+    if config.loops.enabled:
+        policies.append(LoopsPolicy(config.loops))
     return policies
 
 
@@ -95,9 +94,10 @@ class Guard:
 
     State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
     it disappears with the agent handle, on its ``disposed`` status, and
-    never crosses agents. Events without an agent are ignored. The
-    environment's overrides are applied to ``config`` here
-    (``apply_environment``), so ``guard.config`` is what actually runs.
+    never crosses agents. Events without an agent are ignored. ``config`` runs
+    as given: the environment's overrides (``apply_environment``) belong to
+    the edges that start a live guard (the adapters, the ``hook`` command),
+    so a replay of a log depends on nothing but the log and the config.
 
     The policies are those ``config`` enables, or exactly ``policies`` when
     given (your own ``Policy`` subclasses, say). A policy or listener that
@@ -109,14 +109,13 @@ class Guard:
         config: Config | None = None,
         *,
         on_action: ActionListener | None = None,
-        policies: Sequence[Policy] | None = None,
+        policies: Sequence[AnyPolicy] | None = None,
     ) -> None:
-        self.config = apply_environment(config if config is not None else Config())
+        self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
-        self._interceptors = [
-            (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
-        ]
-        self._agents: WeakKeyDictionary[Agent, list[Any]] = WeakKeyDictionary()
+        self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
+        self._plugins = frozenset(policy.plugin for policy in self.policies)
+        self._agents: WeakKeyDictionary[Agent, list[AnyWatch]] = WeakKeyDictionary()
         self._fingerprints = FingerprintCache()
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
@@ -126,8 +125,25 @@ class Guard:
 
     @property
     def plugins(self) -> frozenset[str]:
-        """The plugin names this guard's messages and denials carry."""
-        return frozenset(p.plugin for p in self.policies)
+        """The plugin names this guard's messages, denials and halt requests carry."""
+        return self._plugins
+
+    def owns(self, event: Event) -> bool:
+        """Whether ``event`` (read from a session log) is output of this
+        guard's policies: a context message one of them labels, a halt
+        request one of them asked for, or the result of a call one of them
+        denied. A halt request that names nobody (logs recorded before halt
+        requests named their plugin) counts as the guard's. Replay decides
+        what to regenerate and compare with this, so another plugin's
+        messages, and those of a policy this guard does not run, are
+        replayed as recorded."""
+        if isinstance(event, ContextMessage):
+            return event.source.plugin in self._plugins
+        if isinstance(event, ToolResult):
+            return event.denied_by in self._plugins
+        if isinstance(event, AgentStatus) and event.status == "halt-requested":
+            return event.by is UNSET or event.by in self._plugins
+        return False
 
     def add_listener(self, listener: ActionListener) -> None:
         self._listeners.append(listener)
@@ -159,21 +175,23 @@ class Guard:
         """How many agents currently have state."""
         return len(self._agents)
 
-    def _states(self, agent: Agent) -> list[Any]:
-        states = self._agents.get(agent)
-        if states is None:
-            states = self._agents[agent] = [p.new_state() for p in self.policies]
-        return states
+    def _watches(self, agent: Agent) -> list[AnyWatch]:
+        watches = self._agents.get(agent)
+        if watches is None:
+            watches = self._agents[agent] = [p.watch() for p in self.policies]
+        return watches
 
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
         if agent is None:
             return None
-        states = self._states(agent)
         decision: Decision | None = None
-        for index, policy in self._interceptors:
+        watches = self._watches(agent)
+        for index in self._interceptors:
+            watch = watches[index]
+            policy = watch.policy
             try:
-                action = await policy.on_call(states[index], call, self._fingerprints)
+                action = await watch.on_call(call, self._fingerprints)
             except Exception:
                 _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
                 continue
@@ -181,25 +199,25 @@ class Guard:
                 continue
             await self._deliver(policy, action, call)
             if decision is None and action.action in DENYING:
-                decision = Decision.deny(action.text, policy.plugin)
+                decision = Decision.deny(action.text, policy.plugin, advice=action.advice)
         return decision
 
     async def _on_result(self, result: ToolResult) -> None:
         agent = result.agent
         if agent is None:
             return
-        states = self._agents.get(agent)  # _states, inlined on the hot path
-        if states is None:
-            states = self._states(agent)
+        watches = self._agents.get(agent)  # _watches, inlined on the hot path
+        if watches is None:
+            watches = self._watches(agent)
         fingerprints = self._fingerprints
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in watches:
             try:
-                action = policy.on_result(state, result, fingerprints)
+                action = watch.on_result(result, fingerprints)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_result", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
                 continue
             if action is not None:
-                await self._deliver(policy, action, result)
+                await self._deliver(watch.policy, action, result)
 
     async def _on_user_message(self, message: UserMessage) -> None:
         agent = message.agent
@@ -207,29 +225,28 @@ class Guard:
             return
         # Creates the state: a policy may remember the message (rescue keeps
         # the task), and the first prompt arrives before any call.
-        states = self._states(agent)
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in self._watches(agent):
             try:
-                policy.on_user_message(state, message)
+                watch.on_user_message(message)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_user_message", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_user_message", agent=agent.id)
 
     async def _on_status(self, status: AgentStatus) -> None:
         agent = status.agent
         if agent is None:
             return
-        states = self._agents.get(agent)
-        if states is None:
+        watches = self._agents.get(agent)
+        if watches is None:
             return
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in watches:
             try:
-                policy.on_status(state, status)
+                watch.on_status(status)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_status", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent.id)
         if status.status == "disposed":
             self._agents.pop(agent, None)
 
-    async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
+    async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
         self._action_log.info(
             f"guard.{action.action}",
             policy=action.policy,
@@ -252,4 +269,6 @@ class Guard:
                 ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
             )
         elif action.action == "halt":
-            await bus.publish(AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text))
+            await bus.publish(
+                AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text, by=policy.plugin)
+            )

@@ -25,19 +25,20 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import anyio
 
 from bus import LogReader, ToolCall, ToolResult, UserMessage
-from guard.actions import Action
+from guard.actions import Action, action_for
+from guard.calls import CallSelector, Interjections
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
-from guard.patterns import CommandPatterns, ToolFilter
 from guard.policy import Policy
 from guard.progress import ProgressRule
-from guard.redact import Redactor
+from guard.redact import REDACTED, Redactor
 from guard.trips import Trip, TripKind, TripLog, TripTrigger
 
 __all__ = ["RESCUE_PLUGIN", "Asker", "RecordedAnswers", "RescuePolicy", "advice_in"]
@@ -95,10 +96,33 @@ arguments: {arguments}
 """
 
 
-def _cap(text: str, limit: int) -> str:
-    if len(text) <= limit:
+_REDACT_SLACK = 1024
+"""Characters kept past a question part's cap until it is redacted, so a
+secret the cap cuts is still whole when the redaction rules see it."""
+
+
+class _Excerpt(NamedTuple):
+    """The head of a text (its cap plus ``_REDACT_SLACK``) and its full length."""
+
+    head: str
+    total: int
+
+
+def _excerpt(text: str, limit: int) -> _Excerpt:
+    return _Excerpt(text[: limit + _REDACT_SLACK], len(text))
+
+
+def _redacted(excerpt: _Excerpt, limit: int, redact: Callable[[str], str]) -> str:
+    """The excerpt redacted, then cut to ``limit`` characters (never inside a
+    ``[REDACTED]`` marker) with a ``… (+N more chars)`` note when cut."""
+    text = redact(excerpt.head)
+    if excerpt.total <= limit:
         return text
-    return f"{text[:limit]}… (+{len(text) - limit} more chars)"
+    cut = limit
+    straddling = text.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
+    if straddling >= 0:
+        cut = straddling + len(REDACTED)
+    return f"{text[:cut]}… (+{excerpt.total - limit} more chars)"
 
 
 class Asker(Protocol):
@@ -111,8 +135,9 @@ _ADVICE_HEAD, _ADVICE_TAIL = _ADVICE.split("{advice}")
 
 
 def advice_in(denial: str) -> str | None:
-    """The advice a rescue denial text carries, or ``None`` for a denial
-    that carries none (a local denial, a failed escalation)."""
+    """The advice a rescue denial text quotes, or ``None`` for a denial
+    that carries none (a local denial, a failed escalation). Only for
+    denials recorded without their ``advice`` field."""
     start = denial.find(_ADVICE_HEAD)
     if start < 0 or not denial.endswith(_ADVICE_TAIL):
         return None
@@ -135,12 +160,15 @@ class RecordedAnswers:
 
     @classmethod
     def from_log(cls, path: str | os.PathLike[str]) -> RecordedAnswers:
-        """Collect the advice of every rescue denial in the log at ``path``."""
+        """Collect the advice of every rescue denial in the log at ``path``:
+        its ``advice`` field, or, for a denial recorded without one (logs
+        written before the field, or by a runtime that dropped it), the
+        advice its text quotes."""
         answers: dict[tuple[str | None, str], str] = {}
         with LogReader(path) as reader:
             for event in reader:
                 if type(event) is ToolResult and event.denied_by == RESCUE_PLUGIN:
-                    advice = advice_in(event.content)
+                    advice = event.advice if isinstance(event.advice, str) else advice_in(event.content)
                     if advice is not None:
                         answers[(event.agent.id if event.agent else None, event.call_id)] = advice
         return cls(answers)
@@ -198,13 +226,13 @@ class _AgentState:
     )
 
     def __init__(self) -> None:
-        # (tool, digest, arguments preview): bounded, so memory does not grow
+        # (tool, digest, arguments excerpt): bounded, so memory does not grow
         # with argument size.
-        self.window: deque[tuple[str, bytes, str]] = deque()
+        self.window: deque[tuple[str, bytes, _Excerpt]] = deque()
         self.counts: dict[bytes, int] = {}
         self.seen: set[bytes] = set()
         self.redundant = 0
-        self.outputs: dict[bytes, str] = {}
+        self.outputs: dict[bytes, _Excerpt] = {}
         self.advice: dict[bytes, str] = {}
         self.pending: dict[bytes, _Pending] = {}
         self.epoch = 0
@@ -239,7 +267,7 @@ class _AgentState:
                 del counts[old]
                 self.outputs.pop(old, None)
         digest = fp.digest
-        window.append((tool, digest, fp.preview(_QUESTION_RECENT)))
+        window.append((tool, digest, _excerpt(fp.canonical.decode("utf-8", "replace"), _QUESTION_RECENT)))
         count = counts.get(digest, 0) + 1
         counts[digest] = count
         if digest in self.seen:
@@ -249,7 +277,7 @@ class _AgentState:
         return count, False
 
 
-class RescuePolicy(Policy):
+class RescuePolicy(Policy[_AgentState]):
     """Seed 003's loop rescue. Denials are ``by`` the plugin ``loop-rescue``."""
 
     name = "rescue"
@@ -257,10 +285,11 @@ class RescuePolicy(Policy):
 
     def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config
-        self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
-        self._excluded_commands = CommandPatterns(config.exclude_commands)
+        self._calls = CallSelector(
+            config.include, (*config.exclude, *config.escalation_tools), config.exclude_commands, config.ignored_args
+        )
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
-        self._ignore = frozenset(config.ignored_args)
+        self._interjection = Interjections(config.interjections)
         self._window = config.window
         self._nudge_at = config.nudge_at
         self._rescue_at = config.rescue_at
@@ -275,12 +304,12 @@ class RescuePolicy(Policy):
         return _AgentState()
 
     def _tracks(self, tool: str, args: Any) -> bool:
-        return self._filter.tracks(tool) and not self._excluded_commands.match(args)
+        return self._calls.tracks(tool, args)
 
     async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._tracks(call.tool, call.args):
             return None
-        fp = fingerprints.get(call.tool, call.args, self._ignore, call_id=call.call_id)
+        fp = self._calls.fingerprint(fingerprints, call.tool, call.args, call.call_id)
         count, redundant = state.observe(call.tool, fp, self._window)
         if count >= self._rescue_at:
             return await self._escalate(state, _Hit(state, call, fp, count, "repeat"))
@@ -297,17 +326,19 @@ class RescuePolicy(Policy):
         if progress is not None:
             opener = None
             if progress == "edit":
-                opener = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
+                opener = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id).digest
                 if opener == state.opener:
                     return None  # the edit that opened this epoch, made again: it changed nothing
             state.new_epoch(opener)
         elif state.counts and self._tracks(result.tool, result.args):
-            digest = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
+            digest = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id).digest
             if digest in state.counts:
-                state.outputs[digest] = _cap(result.content, _QUESTION_OUTPUT)
+                state.outputs[digest] = _excerpt(result.content, _QUESTION_OUTPUT)
         return None
 
     def on_user_message(self, state: _AgentState, message: UserMessage) -> None:
+        if self._interjection(message.text):
+            return
         state.new_epoch()
         state.task = message.text
 
@@ -328,7 +359,7 @@ class RescuePolicy(Policy):
         since = None if state.last_ask is None else hit.call.ts - state.last_ask
         if since is not None and since < self._cooldown:
             return self._trip(state, hit, "deny", reason=f"cooldown ({self._cooldown - since:.1f} s left)")
-        question = self._redact(self._question(state, hit))
+        question = self._question(state, hit)
         state.used += 1
         state.last_ask = hit.call.ts
         pending = state.pending[digest] = _Pending()
@@ -353,14 +384,22 @@ class RescuePolicy(Policy):
             why = f"made {hit.count} times in its last {hit.seen} tool calls"
         else:
             why = f"the latest of {hit.redundant} redundant calls since anything last changed"
-        recent = "\n".join(f"{n}. {tool} {preview}" for n, (tool, _, preview) in enumerate(state.window, 1))
-        output = state.outputs.get(hit.fp.digest) or "(none: every earlier attempt was denied or printed nothing)"
+        redact = self._redact
+        recent = "\n".join(
+            f"{n}. {redact(tool)} {_redacted(args, _QUESTION_RECENT, redact)}"
+            for n, (tool, _, args) in enumerate(state.window, 1)
+        )
+        output = state.outputs.get(hit.fp.digest)
+        arguments = _excerpt(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS)
         return _QUESTION.format(
-            task=_cap(state.task, _QUESTION_TASK) or "(no user message recorded)",
+            task=_redacted(_excerpt(state.task, _QUESTION_TASK), _QUESTION_TASK, redact)
+            or "(no user message recorded)",
             why=why,
-            tool=hit.call.tool,
-            arguments=hit.fp.preview(_QUESTION_ARGUMENTS),
-            output=output,
+            tool=redact(hit.call.tool),
+            arguments=_redacted(arguments, _QUESTION_ARGUMENTS, redact),
+            output=_redacted(output, _QUESTION_OUTPUT, redact)
+            if output is not None and output.total
+            else "(none: every earlier attempt was denied or printed nothing)",
             recent=recent,
         )
 
@@ -399,16 +438,8 @@ class RescuePolicy(Policy):
                 rescues_used=state.used,
                 cached=cached,
                 ask_ms=ask_ms,
-                reason=reason,
+                reason=self._redact(reason) if reason else reason,
             )
         )
-        return Action(
-            policy=self.name,
-            action=kind,
-            agent=agent,
-            tool=call.tool,
-            count=shown,
-            text=head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice)),
-            call_id=call.call_id,
-            threshold=threshold,
-        )
+        text = head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice))
+        return action_for(call, policy=self.name, kind=kind, count=shown, text=text, threshold=threshold, advice=advice)

@@ -27,10 +27,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bus import Decision, LogError
+from bus import Decision, LogError, LogWriteError, open_regular
+from guard._text import shown
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
-from guard.config import Config
+from guard.config import Config, apply_environment
 
 __all__ = [
     "HOOK_EVENTS",
@@ -248,7 +249,9 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")
     if not isinstance(session, str) or not _SESSION_ID.fullmatch(session):
-        raise HookInputError(f"hook input session_id = {session!r}: must be 1-128 letters, digits, '.', '_' or '-'")
+        raise HookInputError(
+            f"hook input session_id = {shown(session)}: must be 1-128 letters, digits, '.', '_' or '-'"
+        )
     return payload
 
 
@@ -260,11 +263,17 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     an exclusive lock on ``<session_id>.lock``, replays the log into a fresh
     guard, handles the payload, and appends the new events. A log that is not
     a session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
+    The environment's overrides (``apply_environment``) apply to ``config``.
+    Both files are created 0600; the log is not written through a symbolic
+    link. An event the log could not record (a full disk) raises ``LogWriteError``
+    once the payload is handled, and the log is left whole.
     """
+    config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / f"{session}.jsonl"
-    with open(state_dir / f"{session}.lock", "a+b") as lock:
+    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             link, log = await resume_link(path, session, config)
@@ -272,4 +281,9 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
             path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
             link, log = await resume_link(path, session, config)
         with log:
-            return await ClaudeHooks(link).handle(payload)
+            answer = await ClaudeHooks(link).handle(payload)
+    finally:
+        os.close(lock)
+    if log.error is not None:
+        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
+    return answer

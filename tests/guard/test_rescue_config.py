@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from guard import Config, ConfigError, RescueConfig, load_config, parse_config
+from guard import DEFAULT_IGNORED_ARGS, Config, ConfigError, RescueConfig, load_config, parse_config
 
 
 def test_defaults_are_the_seeds() -> None:
@@ -15,7 +15,9 @@ def test_defaults_are_the_seeds() -> None:
     assert (config.window, config.nudge_at, config.rescue_at, config.stall_at) == (12, 3, 5, 40)
     assert (config.max_rescues, config.cooldown_ms, config.ask_timeout_ms) == (3, 45_000, 90_000)
     assert config.exclude == ("todo_write", "ask_user", "mcp__claude__*")
-    assert config.ignored_args == ("description", "explanation", "reasoning", "thought", "comment")
+    # the seed's names, within the one list every section shares
+    assert {"description", "explanation", "reasoning", "thought", "comment"} <= set(config.ignored_args)
+    assert config.ignored_args == DEFAULT_IGNORED_ARGS
     assert config.mutating_tools == (
         "edit",
         "write",
@@ -29,6 +31,13 @@ def test_defaults_are_the_seeds() -> None:
         "replace",
         "str_replace_based_edit_tool",
         "file_editor",
+        # Cursor and Cline
+        "edit_file",
+        "search_replace",
+        "replace_in_file",
+        "write_to_file",
+        "apply_diff",
+        "insert_content",
     )
     assert (config.ask_command, config.ask_model, config.log_file) == ("~/.local/bin/ask-claude", "opus", "")
     assert Config().rescue.enabled is False
@@ -59,14 +68,14 @@ def test_a_rescue_section_in_a_file_enables_it(tmp_path: Path) -> None:
         ({"ask_timeout_ms": 0}, "rescue.ask_timeout_ms", 0, "must be an integer >= 1"),
         ({"include": "bash"}, "rescue.include", "bash", "must be a list of tool-name patterns"),
         ({"exclude": [""]}, "rescue.exclude", "", "each pattern must be a non-empty string"),
-        ({"exclude_commands": ["docker ("]}, "rescue.exclude_commands", "docker (", "must be a valid regular"),
+        ({"exclude_commands": ["docker ("]}, "rescue.exclude_commands", "docker (", "must be a valid RE2 regular"),
         ({"exclude_commands": [3]}, "rescue.exclude_commands", 3, "each entry must be a string"),
         ({"exclude_commands": "^ls$"}, "rescue.exclude_commands", "^ls$", "must be a list of regular expressions"),
         ({"ignored_args": "description"}, "rescue.ignored_args", "description", "must be a list of names"),
         ({"ignored_args": [""]}, "rescue.ignored_args", "", "each entry must be a non-empty string"),
         ({"mutating_tools": [None]}, "rescue.mutating_tools", None, "each pattern must be a non-empty string"),
         ({"escalation_tools": "mcp__*"}, "rescue.escalation_tools", "mcp__*", "must be a list of tool-name"),
-        ({"redact_patterns": ["[a-"]}, "rescue.redact_patterns", "[a-", "must be a valid regular expression"),
+        ({"redact_patterns": ["[a-"]}, "rescue.redact_patterns", "[a-", "must be a valid RE2 regular expression"),
         ({"ask_command": ""}, "rescue.ask_command", "", "must be a non-empty string"),
         ({"ask_command": "  "}, "rescue.ask_command", "  ", "must be a non-empty string"),
         ({"ask_model": 4}, "rescue.ask_model", 4, "must be a non-empty string"),
@@ -85,7 +94,7 @@ def test_bad_values_name_key_value_and_rule(settings: dict[str, Any], key: str, 
     [
         ("rescue_at = 3", "rescue.rescue_at", "must exceed rescue.nudge_at (3)"),
         ("window = 4", "rescue.window", "must be at least rescue.rescue_at (5)"),
-        ('exclude_commands = ["("]', "rescue.exclude_commands", "must be a valid regular expression"),
+        ('exclude_commands = ["("]', "rescue.exclude_commands", "must be a valid RE2 regular expression"),
         ('window = "12"', "rescue.window", "Expected `int`, got `str`"),
         ("nudge_at_count = 3", "rescue.nudge_at_count", "unknown key"),
     ],
