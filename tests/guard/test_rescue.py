@@ -534,7 +534,7 @@ class HeldAsk:
         self.command = str(ask_script(script))
 
     async def until_asked(self) -> None:
-        while not self.asked.exists():
+        while self.invocations == 0:  # the file exists before its line is written
             await anyio.sleep(0.01)
 
     def release(self) -> None:
