@@ -25,7 +25,9 @@ class SessionLog:
     The file is created with mode 0600 and a ``session/start`` header. An
     existing file is never overwritten: pass ``append=True`` to continue it,
     which writes a fresh header line marking the resumed session (on a line
-    of its own, even after a line torn by a crash). Each line goes to the
+    of its own, even after a line torn by a crash), unless ``mark_resume`` is
+    false: a session that goes on in one short process after another (a
+    command hook) keeps the one header its log began with. Each line goes to the
     file as it is written, so nothing sits in a user-space buffer;
     ``fsync=True`` also forces it to disk.
     """
@@ -37,6 +39,7 @@ class SessionLog:
         session: str | None = None,
         append: bool = False,
         fsync: bool = False,
+        mark_resume: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
@@ -51,22 +54,26 @@ class SessionLog:
             ) from None
         self._buffer = bytearray()
         try:
-            if append:
-                self._end_torn_line(self._fd)
-            self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
+            size = self._end_torn_line(self._fd) if append else 0
+            if not size or mark_resume:
+                self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
         except BaseException:
             self.close()
             raise
 
-    def _end_torn_line(self, fd: int) -> None:
-        # A writer killed mid-line leaves no newline; the resume header must
-        # not be glued onto that fragment, or the reader loses it too.
+    def _end_torn_line(self, fd: int) -> int:
+        """The size of what the file held (nonzero for a pipe or device)."""
+        # A writer killed mid-line leaves no newline; the next line must not
+        # be glued onto that fragment, or the reader loses it too.
         info = os.fstat(fd)
-        if info.st_size and stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode):
+            return 1
+        if info.st_size:
             with self.path.open("rb") as existing:
                 existing.seek(info.st_size - 1)
                 if existing.read(1) != b"\n":
                     os.write(fd, b"\n")
+        return info.st_size
 
     def attach(self, bus: Bus) -> SessionLog:
         """Record every event ``bus`` publishes, in ``seq`` order."""

@@ -2,29 +2,29 @@
 
 Exit codes: 0 success, 1 ``replay --check`` found a difference or ``audit``
 could not read some file, 2 a usage, config or file error (the message names
-what was wrong). ``hook`` exits 1 on any error of its own, since Claude Code
-reads 2 as "block the tool call".
+what was wrong). ``hook`` exits 1 on any error of its own, usage errors
+included, since Claude Code reads 2 as "block the tool call".
+
+Claude Code starts ``hook`` for every hook event, so this module imports
+only what every command needs; each command imports the rest itself.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
-import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import anyio
 import msgspec
-import structlog
 
 from bus import LogError
-from guard.bench.cli import add_command as _add_bench_command
 from guard.config import Config, ConfigError, load_config
-from guard.importers import FORMATS, TranscriptError, open_sessions, write_log
-from guard.verdicts import Verdict, replay_log
+
+if TYPE_CHECKING:
+    from guard.verdicts import Verdict
 
 __all__ = ["main"]
 
@@ -36,6 +36,10 @@ EXIT_HOOK_FAULT = 1
 
 def _configure_logging(verbose: bool) -> None:
     """Send structlog to stderr so ``--json`` output on stdout stays clean."""
+    import logging
+
+    import structlog
+
     structlog.configure(
         processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if verbose else logging.WARNING),
@@ -62,6 +66,10 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    import anyio
+
+    from guard.verdicts import replay_log
+
     config = _load(args.config)
     out: TextIO = sys.stdout
 
@@ -94,6 +102,10 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    import itertools
+
+    from guard.importers import TranscriptError, open_sessions, write_log
+
     sessions = open_sessions(args.src, args.format)
     head = list(itertools.islice(sessions, 2))
     out = Path(args.output)
@@ -152,29 +164,92 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 def _cmd_hook(args: argparse.Namespace) -> int:
     """Claude Code reads exit code 2 as "block this tool call", so a guard
-    fault here exits 1 (a non-blocking error) whatever went wrong."""
-    from guard.adapters.claude_hooks import default_state_dir, parse_payload, run_hook
+    fault here exits 1 (a non-blocking error) whatever went wrong.
 
+    stdout carries the answer and nothing else: while the guard runs, anything
+    printed (a structlog record, whose default goes to stdout) goes to stderr.
+    """
+    from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
+
+    def replaying(reason: str) -> None:
+        print(f"repeat-tool-guard hook: {reason}", file=sys.stderr)
+
+    answer_to = sys.stdout
+    sys.stdout = sys.stderr
     try:
         config = _load(args.config)
         payload = parse_payload(sys.stdin.buffer.read())
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
-        answer = anyio.run(run_hook, payload, state_dir, config)
+        answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying)
     except Exception as exc:
         print(f"repeat-tool-guard hook: {exc}", file=sys.stderr)
         return EXIT_HOOK_FAULT
+    finally:
+        sys.stdout = answer_to
     if answer:
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     return EXIT_OK
 
 
-def _parser() -> argparse.ArgumentParser:
+def _cmd_bench(args: argparse.Namespace) -> int:
+    print(
+        "repeat-tool-guard: the benchmarks are not part of the installed package any more; from a source "
+        "checkout run `python -m benchmarks` (see docs/performance.md)",
+        file=sys.stderr,
+    )
+    return EXIT_ERROR
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal's width up front: left to
+    find it, argparse imports shutil (and with it every compression module)
+    for each parser it builds, on every start of the hook."""
+
+    def __init__(self, prog: str) -> None:
+        try:
+            columns = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(2).columns
+        except (ValueError, OSError, AttributeError):
+            columns = 80
+        super().__init__(prog, width=columns - 2)
+
+
+def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
+    """The command line; with ``hook_only``, just ``hook`` (whose every start
+    would otherwise pay for the importers that ``import`` lists)."""
     parser = argparse.ArgumentParser(
         prog="repeat-tool-guard",
         description="Stop AI agents from re-issuing the same tool call.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every guard action to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if not hook_only:
+        _add_commands(commands)
+    hook = commands.add_parser(
+        "hook",
+        formatter_class=_HelpFormatter,
+        help="answer one Claude Code hook: the hook's JSON on stdin, the guard's answer on stdout",
+        description="Configure as a command hook for UserPromptSubmit, PreToolUse, PostToolUse, "
+        "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
+        "would block the tool) on any error of its own, a usage error included.",
+    )
+    hook.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    hook.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where per-session logs and snapshots live (default: $REPEAT_TOOL_GUARD_STATE, else "
+        "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
+    )
+    hook.set_defaults(run=_cmd_hook)
+    if not hook_only:
+        bench = commands.add_parser("bench", help="moved: run `python -m benchmarks` from a source checkout")
+        bench.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        bench.set_defaults(run=_cmd_bench)
+    return parser
+
+
+def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from guard.importers import FORMATS
 
     replay = commands.add_parser("replay", help="replay a session log through a fresh guard")
     replay.add_argument("log", metavar="LOG", help="a session log (.jsonl)")
@@ -224,29 +299,30 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("file", metavar="FILE")
     check.set_defaults(run=_cmd_check_config)
 
-    hook = commands.add_parser(
-        "hook",
-        help="answer one Claude Code hook: the hook's JSON on stdin, the guard's answer on stdout",
-        description="Configure as a command hook for UserPromptSubmit, PreToolUse, PostToolUse, "
-        "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
-        "would block the tool) when the guard itself fails.",
-    )
-    hook.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
-    hook.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        help="where per-session logs live (default: $REPEAT_TOOL_GUARD_STATE, else "
-        "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
-    )
-    hook.set_defaults(run=_cmd_hook)
 
-    _add_bench_command(commands)
-    return parser
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is no option)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    hook = _command(argv) == "hook"
+    try:
+        args = _parser(hook_only=hook).parse_args(argv)
+    except SystemExit as exit_:
+        if hook and exit_.code not in (0, None):
+            return EXIT_HOOK_FAULT  # a typo in settings.json must not block every tool call
+        raise
+    if hook:
+        if args.verbose:
+            _configure_logging(verbose=True)
+        # Otherwise structlog is imported (unconfigured) only if something
+        # logs, and _cmd_hook keeps stdout for the answer meanwhile.
+        return int(args.run(args))
     _configure_logging(args.verbose)
+    from guard.importers import TranscriptError
+
     try:
         code: int = args.run(args)
     except (ConfigError, LogError, TranscriptError, OSError) as exc:

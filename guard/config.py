@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -189,7 +188,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
     ask_command: str = "~/.local/bin/ask-claude"
     ask_model: str = "opus"
-    ask_timeout_ms: int = 90_000
+    ask_timeout_ms: int = 45_000
     redact_patterns: tuple[str, ...] = ()
     log_file: str = ""
 
@@ -363,6 +362,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     suffix = file.suffix.lower()
     if suffix == ".toml":
         try:
+            import tomllib  # here: a hook without --config never parses TOML
+
             data: Any = tomllib.loads(raw.decode("utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError("config file", str(file), f"is not valid TOML ({exc})") from None

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
-from weakref import WeakKeyDictionary
-
-import structlog
 
 from bus import (
     Agent,
@@ -20,6 +18,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
+from bus._logging import LazyLogger
 from guard.actions import DENYING, Action
 from guard.config import Config, apply_environment
 from guard.fingerprint import FingerprintCache
@@ -33,26 +32,34 @@ __all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
 ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
 
-_log = structlog.get_logger("guard")
+_log = LazyLogger("guard")
 
 
 class _ActionLog:
-    """The logger for action events, bound once per structlog configuration.
+    """The structlog logger for action events, bound once per structlog
+    configuration, and skipped whole while that configuration filters out
+    ``info``.
 
     structlog's lazy proxy binds a fresh logger on every call (about 2.5 µs,
     paid on every action); this one rebinds only when ``structlog.configure``
     changed what a logger is made of, so the guard still follows a
     reconfiguration (and ``structlog.testing.capture_logs``, which edits the
-    processor list in place).
+    processor list in place). structlog itself is imported on the first action.
     """
 
-    __slots__ = ("_bound", "_made_of")
+    __slots__ = ("_bound", "_enabled", "_made_of")
 
     def __init__(self) -> None:
         self._made_of: tuple[Any, ...] = ()
         self._bound: Any = None
+        self._enabled = True
 
-    def info(self, event: str, **fields: Any) -> None:
+    def _current(self) -> bool:
+        """Rebind if structlog was reconfigured; whether ``info`` gets through."""
+        import logging
+
+        import structlog
+
         config = structlog.get_config()
         made_of = self._made_of
         if (
@@ -62,14 +69,27 @@ class _ActionLog:
             or made_of[2] is not config["logger_factory"]
             or made_of[3] is not config["context_class"]
         ):
-            self._bound = structlog.get_logger("guard").bind()
+            bound = self._bound = structlog.get_logger("guard").bind()
+            enabled_for = getattr(bound, "is_enabled_for", None)
+            self._enabled = enabled_for(logging.INFO) if callable(enabled_for) else True
             self._made_of = (
                 config["processors"],
                 config["wrapper_class"],
                 config["logger_factory"],
                 config["context_class"],
             )
-        self._bound.info(event, **fields)
+        return self._enabled
+
+    def action(self, action: Action) -> None:
+        if self._current():
+            self._bound.info(
+                f"guard.{action.action}",
+                policy=action.policy,
+                agent=action.agent,
+                tool=action.tool,
+                count=action.count,
+                threshold=action.threshold,
+            )
 
 
 GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin})
@@ -93,15 +113,17 @@ def build_policies(config: Config) -> list[Policy]:
 class Guard:
     """Watches each agent's tool calls on a bus and acts on loops.
 
-    State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
-    it disappears with the agent handle, on its ``disposed`` status, and
-    never crosses agents. Events without an agent are ignored. The
+    State is kept per live agent, in memory only, keyed on the handle's
+    identity and held through a weak reference: it disappears with the agent
+    handle, on its ``disposed`` status, and never crosses agents. Events without an agent are ignored. The
     environment's overrides are applied to ``config`` here
     (``apply_environment``), so ``guard.config`` is what actually runs.
 
     The policies are those ``config`` enables, or exactly ``policies`` when
     given (your own ``Policy`` subclasses, say). A policy or listener that
-    raises is logged and skipped; the others still run.
+    raises is logged and skipped; the others still run. Every action is
+    logged through structlog (``guard.remind``, ...) unless ``log_actions`` is
+    false; listeners hear of it either way.
     """
 
     def __init__(
@@ -110,17 +132,20 @@ class Guard:
         *,
         on_action: ActionListener | None = None,
         policies: Sequence[Policy] | None = None,
+        log_actions: bool = True,
     ) -> None:
         self.config = apply_environment(config if config is not None else Config())
         self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [
             (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
         ]
-        self._agents: WeakKeyDictionary[Agent, list[Any]] = WeakKeyDictionary()
+        # id(handle) -> (a weak reference whose callback drops the entry, the
+        # policies' states): a plain dict lookup on the hot path.
+        self._agents: dict[int, tuple[weakref.ref[Agent], list[Any]]] = {}
         self._fingerprints = FingerprintCache()
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
-        self._action_log = _ActionLog()
+        self._action_log = _ActionLog() if log_actions else None
         # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
         self._interceptor = self._on_call
 
@@ -159,11 +184,33 @@ class Guard:
         """How many agents currently have state."""
         return len(self._agents)
 
-    def _states(self, agent: Agent) -> list[Any]:
-        states = self._agents.get(agent)
-        if states is None:
-            states = self._agents[agent] = [p.new_state() for p in self.policies]
+    def states(self, agent: Agent) -> list[Any] | None:
+        """The policies' states for ``agent`` (one per policy, in order), or
+        ``None`` before its first event: what a process that answers one hook
+        at a time saves, to ``restore`` them in the next."""
+        entry = self._agents.get(id(agent))
+        return entry[1] if entry is not None else None
+
+    def restore(self, agent: Agent, states: list[Any]) -> None:
+        """Give ``agent`` the ``states`` an earlier guard with the same
+        policies had for it (see ``states``)."""
+        if len(states) != len(self.policies):
+            raise ValueError(f"{len(states)} states for {len(self.policies)} policies")
+        self._track(agent, states)
+
+    def _track(self, agent: Agent, states: list[Any]) -> list[Any]:
+        key = id(agent)
+        agents = self._agents
+        # The callback runs when the handle is collected, before its id can
+        # be reused; it holds the dict, not the guard.
+        agents[key] = (weakref.ref(agent, lambda _, key=key, agents=agents: agents.pop(key, None)), states)  # type: ignore[misc]
         return states
+
+    def _states(self, agent: Agent) -> list[Any]:
+        entry = self._agents.get(id(agent))
+        if entry is None:
+            return self._track(agent, [p.new_state() for p in self.policies])
+        return entry[1]
 
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
@@ -188,9 +235,8 @@ class Guard:
         agent = result.agent
         if agent is None:
             return
-        states = self._agents.get(agent)  # _states, inlined on the hot path
-        if states is None:
-            states = self._states(agent)
+        entry = self._agents.get(id(agent))  # _states, inlined on the hot path
+        states = entry[1] if entry is not None else self._states(agent)
         fingerprints = self._fingerprints
         for policy, state in zip(self.policies, states, strict=True):
             try:
@@ -218,26 +264,21 @@ class Guard:
         agent = status.agent
         if agent is None:
             return
-        states = self._agents.get(agent)
-        if states is None:
+        entry = self._agents.get(id(agent))
+        if entry is None:
             return
+        states = entry[1]
         for policy, state in zip(self.policies, states, strict=True):
             try:
                 policy.on_status(state, status)
             except Exception:
                 _log.exception("guard.policy_failed", policy=policy.name, hook="on_status", agent=agent.id)
         if status.status == "disposed":
-            self._agents.pop(agent, None)
+            self._agents.pop(id(agent), None)
 
     async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
-        self._action_log.info(
-            f"guard.{action.action}",
-            policy=action.policy,
-            agent=action.agent,
-            tool=action.tool,
-            count=action.count,
-            threshold=action.threshold,
-        )
+        if self._action_log is not None:
+            self._action_log.action(action)
         for listener in self._listeners:
             try:
                 listener(action, trigger)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -45,6 +44,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     def json_line(self) -> str:
         """This verdict as ``replay --json`` prints it: one JSON object, the
         fields in the order above, formatted as DESIGN.md shows them."""
+        import json  # here: the command hook imports this module and never prints a verdict
+
         return json.dumps(msgspec.to_builtins(self), ensure_ascii=False)
 
 
@@ -127,7 +128,7 @@ async def replay_log(
 
     guard = Guard(config, on_action=on_action, policies=policies).attach(replay.bus)
     replay.bus.record(capture)
-    with contextlib.nullcontext() if live_asks else answers_from_log(guard, path):
+    with answers_from_log(guard, path, live_asks=live_asks):
         report = await replay.run()
     recorded = [_key(e) for e in replay.withheld]
     fresh = [_key(e) for e in regenerated]
@@ -144,23 +145,27 @@ async def replay_log(
 
 
 @contextlib.contextmanager
-def answers_from_log(guard: Guard, path: str | os.PathLike[str]) -> Iterator[None]:
+def answers_from_log(guard: Guard, path: str | os.PathLike[str], *, live_asks: bool = False) -> Iterator[None]:
     """While inside, every rescue policy of ``guard`` answers escalations
     from the log at ``path`` (scanned only when a rescue policy runs), not
-    by running the ask command; on leaving, each gets its asker back."""
+    by running the ask command, unless ``live_asks``; and records no trips,
+    since the history's trips were recorded when they happened. On leaving,
+    each gets its asker and its trip log back."""
     rescuers = [p for p in guard.policies if isinstance(p, RescuePolicy)]
     if not rescuers:
         yield
         return
-    answers = RecordedAnswers.from_log(path)
-    previous = [p.ask for p in rescuers]
+    answers = None if live_asks else RecordedAnswers.from_log(path)
+    previous = [(p.ask, p.trips) for p in rescuers]
     for policy in rescuers:
-        policy.ask = answers
+        policy.ask = answers or policy.ask
+        policy.trips = None
     try:
         yield
     finally:
-        for policy, asker in zip(rescuers, previous, strict=True):
+        for policy, (asker, trips) in zip(rescuers, previous, strict=True):
             policy.ask = asker
+            policy.trips = trips
 
 
 def is_guard_message(event: Event) -> bool:

@@ -15,10 +15,10 @@ from typing import Any
 
 import msgspec
 
+from benchmarks import stream
+from benchmarks._measure import Case, Row, measure
+from benchmarks.settings import Settings
 from bus import Agent, Bus, SessionLog, ToolCall, ToolResult
-from guard.bench import stream
-from guard.bench._measure import Case, Row, measure
-from guard.bench.settings import Settings
 from guard.config import Config
 from guard.guard import Guard, build_policies
 

@@ -10,13 +10,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from guard.bench import fullpath, peers
-from guard.bench._measure import _calibrate
-from guard.cli import main
+from benchmarks import fullpath, peers
+from benchmarks._measure import _calibrate
+from benchmarks.cli import main
 from guard.config import Config
 from guard.guard import build_policies
 
-TINY = ["--seconds", "0.001", "--repeat", "1", "--log-mb", "0.02", "--agents", "50", "--calls", "30"]
+TINY = [
+    *("--seconds", "0.001", "--repeat", "1", "--log-mb", "0.02", "--agents", "50", "--calls", "30"),
+    *("--hook-sizes", "0", "--hook-processes", "1", "--audit-calls", "20", "--corpus", "/nonexistent"),
+]
 PEER_MODULES = (
     "blinker",
     "pyee.asyncio",
@@ -29,7 +32,7 @@ PEER_MODULES = (
 
 
 def _bench(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    assert main(["bench", *TINY, "--format", "json", *extra]) == 0
+    assert main([*TINY, "--format", "json", *extra]) == 0
     machine, *rows = (msgspec.json.decode(line) for line in capsys.readouterr().out.splitlines() if line)
     return machine, rows
 
@@ -100,7 +103,7 @@ def test_missing_peers_become_rows_that_say_how_to_install_them(
     for module in PEER_MODULES:
         monkeypatch.setitem(sys.modules, module, None)  # makes the import fail
     _, rows = _bench(capsys, "--only", "dispatch", "--only", "detection", "--no-trio")
-    hints = {r["name"] for r in rows if r["extra"] == "not installed: pip install 'repeat-tool-guard[bench]'"}
+    hints = {r["name"] for r in rows if r["extra"] == "not installed: pip install --group bench"}
     assert hints == {
         "blinker",
         "pyee",
@@ -125,7 +128,7 @@ def test_missing_peers_become_rows_that_say_how_to_install_them(
 def test_human_formats_render_a_table(
     capsys: pytest.CaptureFixture[str], fmt: str, section: str, lines: list[str]
 ) -> None:
-    assert main(["bench", *TINY, "--only", section, "--format", fmt]) == 0
+    assert main([*TINY, "--only", section, "--format", fmt]) == 0
     out = capsys.readouterr().out
     for line in lines:
         assert line in out
@@ -168,14 +171,14 @@ def test_a_peer_without_distribution_metadata_shows_an_unknown_version() -> None
 
 
 def test_several_runs_report_the_median_of_each_case(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", *TINY, "--format", "json", "--only", "log", "--runs", "3"]) == 0
+    assert main([*TINY, "--format", "json", "--only", "log", "--runs", "3"]) == 0
     out, err = capsys.readouterr()
     _, *rows = (msgspec.json.decode(line) for line in out.splitlines() if line)
     logged = _row(rows, "session log write", "SessionLog.write")
     assert logged["target"].startswith(">= 50% of raw, met in ")
     assert logged["target"].endswith(" of 3 runs")
     assert [r["name"] for r in rows] == ["raw os.write of pre-encoded lines", "SessionLog.write"]
-    assert "bench: run 3 of 3: log ..." in err
+    assert "benchmarks: run 3 of 3: log ..." in err
 
 
 @pytest.mark.parametrize(("option", "value"), [("--seconds", "0"), ("--repeat", "-1"), ("--agents", "many")])
@@ -183,7 +186,7 @@ def test_bad_sizes_are_usage_errors_naming_the_value(
     capsys: pytest.CaptureFixture[str], option: str, value: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["bench", option, value])
+        main([option, value])
     assert exit_.value.code == 2
     assert repr(value) in capsys.readouterr().err
 

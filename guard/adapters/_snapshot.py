@@ -1,0 +1,130 @@
+"""The command hook's state between invocations: a snapshot beside the log.
+
+Claude Code starts the command hook as a fresh process for every hook
+event. Replaying the session's log to rebuild the guard costs time linear
+in the session, so each invocation ends by saving what the next one needs
+(the bus's seq; each live agent's step, calls in flight and halt request;
+each policy's state for it) next to the log, and the next one starts from
+that when it still describes the log: the same snapshot format, the same
+effective config, the same log file at the same size. Anything else (no
+snapshot, another format or config, a log that grew, shrank or was
+replaced, a file that does not load) falls back to replaying the log, and
+the caller is told why.
+
+The snapshot is a pickle, because the policies' states are live Python
+objects (their own classes, sets, deques) and a pickle keeps them as they
+are, custom policies' included, in one C call each way. A pickle runs code
+when loaded, so only a regular file owned by this user and writable by no
+one else is loaded: the trust already placed in the state directory (mode
+0700) and in the config, whose ``ask_command`` runs anyway. It is written to
+a temporary file and renamed over the old one, so a reader sees a whole
+snapshot or none.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bus import Agent, Bus, SessionLog, ToolCall
+from guard.adapters._link import GuardLink
+from guard.guard import Guard
+
+__all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
+
+SNAPSHOT_VERSION = 1
+"""The snapshot format. Raise it whenever what a snapshot holds changes
+shape or meaning (a policy's state among it), so an older one is replayed
+over rather than misread."""
+
+_AgentRecord = tuple[Agent, int, str | None, list[ToolCall], list[Any] | None]
+"""A live agent: its handle, step, halt reason, calls in flight and the policies' states."""
+
+
+def snapshot_path(log: Path) -> Path:
+    """Where the snapshot of the session log at ``log`` lives."""
+    return log.with_name(f"{log.stem}.snapshot")
+
+
+def _config_key(guard: Guard) -> bytes:
+    return msgspec.json.encode(guard.config)
+
+
+def _log_identity(info: os.stat_result) -> tuple[int, int, int]:
+    return (info.st_dev, info.st_ino, info.st_size)
+
+
+def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) -> None:
+    """Save the state of ``link``'s agents and ``guard`` as of the end of
+    ``log`` (the caller holds the session's lock)."""
+    agents: list[_AgentRecord] = [
+        (a.agent, a.step, a.halt_reason, a.calls_in_flight(), guard.states(a.agent)) for a in link.links()
+    ]
+    record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents)
+    data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+    temporary = path.with_name(f"{path.name}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tuple[GuardLink, SessionLog] | str:
+    """A link and a log continuing the session as the snapshot at ``path``
+    saved it, with ``guard`` (fresh, same policies) restored and attached;
+    or, when the snapshot cannot be used, why not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return "there is no snapshot"
+    except OSError as exc:
+        return f"the snapshot cannot be opened ({exc.strerror})"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return "the snapshot is not a file of yours that only you can write"
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read()
+    finally:
+        os.close(fd)
+    try:
+        version, config_key, log_id, seq, agents = pickle.loads(data)
+    except Exception as exc:
+        return f"the snapshot does not load ({type(exc).__name__}: {exc})"
+    if version != SNAPSHOT_VERSION:
+        return f"the snapshot has format {version!r}; this guard writes format {SNAPSHOT_VERSION}"
+    if config_key != _config_key(guard):
+        return "the snapshot was written under another config"
+    try:
+        current = _log_identity(os.stat(log_path))
+    except FileNotFoundError:
+        return "the session log is gone"
+    if current != tuple(log_id):
+        return "the session log changed since the snapshot was written"
+    policies = len(guard.policies)
+    if any(states is not None and len(states) != policies for *_, states in agents):
+        return "the snapshot's policy states do not match the config's policies"
+    bus = Bus(seq=seq)
+    guard.attach(bus)
+    log = SessionLog(log_path, session=session, append=True, mark_resume=False).attach(bus)
+    link = GuardLink(bus)
+    record: _AgentRecord
+    for record in agents:
+        agent, step, halt_reason, calls, states = record
+        adopted = link.adopt(agent)
+        adopted.step = step
+        adopted.halt_reason = halt_reason
+        for call in calls:
+            adopted.reopen(call)
+        if states is not None:
+            guard.restore(agent, states)
+    return link, log
