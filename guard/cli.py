@@ -191,7 +191,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
+def _bench_moved() -> int:
     print(
         "repeat-tool-guard: the benchmarks are not part of the installed package any more; from a source "
         "checkout run `python -m benchmarks` (see docs/performance.md)",
@@ -206,11 +206,12 @@ class _HelpFormatter(argparse.HelpFormatter):
     for each parser it builds, on every start of the hook."""
 
     def __init__(self, prog: str) -> None:
+        columns = os.environ.get("COLUMNS", "")
         try:
-            columns = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(2).columns
-        except (ValueError, OSError, AttributeError):
-            columns = 80
-        super().__init__(prog, width=columns - 2)
+            width = int(columns) if columns.isdigit() else os.get_terminal_size(1).columns
+        except OSError:  # not a terminal
+            width = 80
+        super().__init__(prog, width=width - 2)
 
 
 def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
@@ -242,9 +243,8 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     )
     hook.set_defaults(run=_cmd_hook)
     if not hook_only:
-        bench = commands.add_parser("bench", help="moved: run `python -m benchmarks` from a source checkout")
-        bench.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        bench.set_defaults(run=_cmd_bench)
+        # Listed so that help says where it went; main() answers it, options and all.
+        commands.add_parser("bench", help="moved: run `python -m benchmarks` from a source checkout")
     return parser
 
 
@@ -307,7 +307,10 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    hook = _command(argv) == "hook"
+    command = _command(argv)
+    if command == "bench":
+        return _bench_moved()
+    hook = command == "hook"
     try:
         args = _parser(hook_only=hook).parse_args(argv)
     except SystemExit as exit_:

@@ -115,7 +115,10 @@ class AskCommand:
         import anyio
 
         env = {**os.environ, ASK_MODEL_ENV: self.model}
-        watchdog = _start_watchdog()
+        try:
+            watchdog = _start_watchdog()
+        except OSError as exc:  # pragma: no cover - /bin/sh is POSIX
+            return None, f"the ask's watchdog could not start: /bin/sh: {exc}", False
         try:
             # Shielded: a cancellation landing mid-spawn would leak the child.
             with anyio.CancelScope(shield=True):
@@ -167,36 +170,29 @@ class AskCommand:
         return advice, "ok", truncated
 
 
-def _start_watchdog() -> subprocess.Popen[bytes] | None:
-    """The watchdog of one ask, or ``None`` when it cannot start (the ask
-    then runs unwatched, as it would on a system without ``/bin/sh``)."""
+def _start_watchdog() -> subprocess.Popen[bytes]:
+    """The watchdog of one ask: it learns the group to guard from ``_watch``."""
     import subprocess
 
-    try:
-        return subprocess.Popen(
-            ["/bin/sh", "-c", _WATCHDOG],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # a signal to the asker's group spares it
-        )
-    except OSError:  # pragma: no cover - /bin/sh is POSIX
-        return None
+    return subprocess.Popen(
+        ["/bin/sh", "-c", _WATCHDOG],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a signal to the asker's group spares it
+    )
 
 
-def _watch(watchdog: subprocess.Popen[bytes] | None, line: str) -> None:
-    if watchdog is not None:
-        stdin: IO[bytes] | None = watchdog.stdin
-        assert stdin is not None
-        with contextlib.suppress(OSError):
-            stdin.write(line.encode())
-            stdin.flush()
+def _watch(watchdog: subprocess.Popen[bytes], line: str) -> None:
+    stdin: IO[bytes] | None = watchdog.stdin
+    assert stdin is not None
+    with contextlib.suppress(OSError):  # a watchdog already gone (killed with the asker's session) hears nothing
+        stdin.write(line.encode())
+        stdin.flush()
 
 
-def _release(watchdog: subprocess.Popen[bytes] | None) -> None:
+def _release(watchdog: subprocess.Popen[bytes]) -> None:
     """The ask ended here: tell the watchdog so, and reap it."""
-    if watchdog is None:
-        return
     _watch(watchdog, "done\n")
     with contextlib.suppress(OSError):
         assert watchdog.stdin is not None

@@ -70,8 +70,10 @@ class _ActionLog:
             or made_of[3] is not config["context_class"]
         ):
             bound = self._bound = structlog.get_logger("guard").bind()
-            enabled_for = getattr(bound, "is_enabled_for", None)
-            self._enabled = enabled_for(logging.INFO) if callable(enabled_for) else True
+            # Asked of the class: a generic BoundLogger proxies any attribute,
+            # and would log a call of one it lacks.
+            knows_level = callable(getattr(type(bound), "is_enabled_for", None))
+            self._enabled = bound.is_enabled_for(logging.INFO) if knows_level else True
             self._made_of = (
                 config["processors"],
                 config["wrapper_class"],

@@ -158,16 +158,13 @@ class _Pending:
     the guard without an event loop (the command hook) never has a parallel
     call, and cannot make one."""
 
-    __slots__ = ("_event", "advice", "finished")
+    __slots__ = ("_event", "advice")
 
     def __init__(self) -> None:
         self.advice: str | None = None
-        self.finished = False
         self._event: Any = None
 
     async def wait(self) -> None:
-        if self.finished:
-            return
         if self._event is None:
             import anyio
 
@@ -175,7 +172,6 @@ class _Pending:
         await self._event.wait()
 
     def finish(self) -> None:
-        self.finished = True
         if self._event is not None:
             self._event.set()
 
