@@ -150,16 +150,16 @@ async def command_hook(settings: Settings) -> list[Row]:
         first = medians[f"hook, {next(iter(states)):,} earlier calls"]
         section = f"command hook per invocation, {label} (median of {settings.hook_processes} rounds)"
         for name, median in medians.items():
-            size = next((s for s in states if name == f"hook, {s:,} earlier calls"), None)
+            sized = next((s for s in states if name == f"hook, {s:,} earlier calls"), None)
             extra = (
                 f"{median / base:.2f}× python -c pass; CPU {cpu_medians[name] * 1000:.1f} ms, "
                 f"{cpu_medians[name] / cpu_base:.2f}× its"
             )
             target, met = "", None
-            if size is not None:
+            if sized is not None:
                 extra += f", {median / first:.2f}× the {next(iter(states)):,}-call session"
-                if replayed[size]:
-                    extra += f", REPLAYED its log {replayed[size]} times"
+                if replayed[sized]:
+                    extra += f", REPLAYED its log {replayed[sized]} times"
                 target = "<= 3× python -c pass, <= 1.2× the shortest session"
                 met = median <= 3 * base and median <= 1.2 * first
             rows.append(

@@ -67,7 +67,8 @@ def hook(tmp_path: Path) -> Hook:
 
 
 def context(answer: dict[str, Any]) -> str | None:
-    return answer.get("hookSpecificOutput", {}).get("additionalContext")
+    text: str | None = answer.get("hookSpecificOutput", {}).get("additionalContext")
+    return text
 
 
 def test_each_invocation_restores_from_the_snapshot_and_the_log_keeps_one_header(hook: Hook) -> None:
