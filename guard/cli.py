@@ -191,6 +191,23 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_hook_settings(args: argparse.Namespace) -> int:
+    import json
+
+    from guard.adapters.claude_hooks import hook_settings
+
+    script = Path(sys.executable).parent / "repeat-tool-guard"  # this installation's, not whatever PATH finds
+    argv = [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-m", "guard"]
+    argv.append("hook")
+    if args.config:
+        _load(args.config)
+        argv += ["--config", str(Path(args.config).absolute())]
+    if args.state_dir:
+        argv += ["--state-dir", str(Path(args.state_dir).absolute())]
+    sys.stdout.write(json.dumps(hook_settings(argv), indent=2) + "\n")
+    return EXIT_OK
+
+
 def _bench_moved() -> int:
     print(
         "repeat-tool-guard: the benchmarks are not part of the installed package any more; from a source "
@@ -298,6 +315,17 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     check = commands.add_parser("check-config", help="validate a config file and print the effective config")
     check.add_argument("file", metavar="FILE")
     check.set_defaults(run=_cmd_check_config)
+
+    settings = commands.add_parser(
+        "hook-settings",
+        help="print the .claude/settings.json hooks that run this installation's hook command",
+        description="Print the hooks block of .claude/settings.json for every hook event the guard needs. "
+        "The command is this installation's repeat-tool-guard by absolute path (Claude Code's PATH may not "
+        "have it), and when it cannot run Claude Code shows you a message saying the guard is off.",
+    )
+    settings.add_argument("--config", metavar="FILE", help="a config file the hook should use")
+    settings.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
+    settings.set_defaults(run=_cmd_hook_settings)
 
 
 def _command(argv: Sequence[str]) -> str | None:

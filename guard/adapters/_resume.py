@@ -15,19 +15,22 @@ __all__ = ["resume_link"]
 
 
 class _AgentState:
-    __slots__ = ("agent", "disposed", "halt_reason", "open", "step")
+    __slots__ = ("agent", "disposed", "halt_reason", "open", "step", "step_done", "steps_reported")
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.step = 0
+        self.step_done = False
+        self.steps_reported = False
         self.open: dict[str, ToolCall] = {}
         self.halt_reason: str | None = None
         self.disposed = False
 
 
 class _Tracker:
-    """Follows each agent through a replay: its step, its unanswered calls,
-    a halt request not yet ended by a user message, whether it was disposed."""
+    """Follows each agent through a replay: its step (and whether the runtime
+    reported it over), its unanswered calls, a halt request not yet ended by a
+    user message, whether it was disposed."""
 
     def __init__(self) -> None:
         self.agents: dict[str, _AgentState] = {}
@@ -41,7 +44,9 @@ class _Tracker:
             state = self.agents[agent.id] = _AgentState(agent)
         state.disposed = False
         if isinstance(event, ToolCall):
-            state.step = max(state.step, event.step)
+            if event.step > state.step:
+                state.step = event.step
+                state.step_done = False
             state.open[event.call_id] = event
         elif isinstance(event, ToolResult):
             state.open.pop(event.call_id, None)
@@ -52,6 +57,10 @@ class _Tracker:
                 state.halt_reason = event.reason or "the guard requested a halt"
             elif event.status == "disposed":
                 state.disposed = True
+            elif event.status == "step-done":
+                state.step_done = state.steps_reported = True
+            elif event.status == "idle":
+                state.step_done = True
 
 
 async def resume_link(
@@ -92,6 +101,8 @@ async def resume_link(
             continue
         agent = link.adopt(state.agent)
         agent.step = state.step
+        agent.step_done = state.step_done
+        agent.steps_reported = state.steps_reported
         agent.halt_reason = state.halt_reason
         for call in state.open.values():
             agent.reopen(call)

@@ -42,8 +42,9 @@ SNAPSHOT_VERSION = 1
 shape or meaning (a policy's state among it), so an older one is replayed
 over rather than misread."""
 
-_AgentRecord = tuple[Agent, int, str | None, list[ToolCall], list[Any] | None]
-"""A live agent: its handle, step, halt reason, calls in flight and the policies' states."""
+_AgentRecord = tuple[Agent, int, bool, bool, str | None, list[ToolCall], list[Any] | None]
+"""A live agent: its handle, step, ``step_done``, ``steps_reported``, halt
+reason, calls in flight and the policies' states."""
 
 
 def snapshot_path(log: Path) -> Path:
@@ -63,7 +64,8 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
     """Save the state of ``link``'s agents and ``guard`` as of the end of
     ``log`` (the caller holds the session's lock)."""
     agents: list[_AgentRecord] = [
-        (a.agent, a.step, a.halt_reason, a.calls_in_flight(), guard.states(a.agent)) for a in link.links()
+        (a.agent, a.step, a.step_done, a.steps_reported, a.halt_reason, a.calls_in_flight(), guard.states(a.agent))
+        for a in link.links()
     ]
     record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents)
     data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
@@ -119,9 +121,11 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
     link = GuardLink(bus)
     record: _AgentRecord
     for record in agents:
-        agent, step, halt_reason, calls, states = record
+        agent, step, step_done, steps_reported, halt_reason, calls, states = record
         adopted = link.adopt(agent)
         adopted.step = step
+        adopted.step_done = step_done
+        adopted.steps_reported = steps_reported
         adopted.halt_reason = halt_reason
         for call in calls:
             adopted.reopen(call)

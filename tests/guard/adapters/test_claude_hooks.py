@@ -114,7 +114,7 @@ def _resave(hook: Hook, *, version: int = SNAPSHOT_VERSION, states: list[Any] | 
     record = list(pickle.loads(hook.snapshot.read_bytes()))
     record[0] = version
     if states is not None:
-        record[4] = [(*agent[:4], states) for agent in record[4]]
+        record[4] = [(*agent[:-1], states) for agent in record[4]]
     hook.snapshot.write_bytes(pickle.dumps(tuple(record)))
 
 
