@@ -15,7 +15,7 @@ import anyio
 from benchmarks._measure import Row
 from benchmarks.audit_scale import audit_scale
 from benchmarks.command_hook import command_hook
-from benchmarks.detection import detection
+from benchmarks.detection_speed import detection
 from benchmarks.dispatch import dispatch, dispatch_on_trio
 from benchmarks.fullpath import fullpath
 from benchmarks.logwrite import log_write

@@ -29,17 +29,20 @@ _log = LazyLogger("bus")
 class Decision(msgspec.Struct, frozen=True):
     """What ``Bus.decide`` concluded about a tool call.
 
-    A deny carries the text the model will read as the tool's result and the
-    name of the interceptor that denied.
+    A deny carries the text the model will read as the tool's result, the
+    name of the interceptor that denied, and any ``advice`` an escalation
+    bought (``reason`` quotes it); the runtime records both in the denied
+    call's ``ToolResult``.
     """
 
     allowed: bool = True
     reason: str | None = None
     by: str | None = None
+    advice: str | None = None
 
     @classmethod
-    def deny(cls, reason: str, by: str) -> Decision:
-        return cls(allowed=False, reason=reason, by=by)
+    def deny(cls, reason: str, by: str, *, advice: str | None = None) -> Decision:
+        return cls(allowed=False, reason=reason, by=by, advice=advice)
 
 
 ALLOW = Decision()
@@ -157,7 +160,9 @@ class Bus:
                 _log.error("interceptor failed", event_type="ToolCall", subscriber=name, returned=repr(decision)[:200])
                 continue
             if not decision.allowed:
-                return decision if decision.by is not None else Decision.deny(decision.reason or "", name)
+                if decision.by is None:
+                    return Decision.deny(decision.reason or "", name, advice=decision.advice)
+                return decision
         return ALLOW
 
 

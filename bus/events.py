@@ -64,7 +64,10 @@ class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
     """A tool ran, or was denied; published either way.
 
     ``denied_by`` names the interceptor that denied the call, and then
-    ``content`` is the denial text the model saw.
+    ``content`` is the denial text the model saw. ``advice`` is what the
+    denier's escalation bought (``content`` quotes it): recorded apart so a
+    replay answers the escalation from the log instead of asking again. It
+    is ``UNSET`` (and left out of the log line) when there was none.
     """
 
     call_id: str
@@ -74,6 +77,7 @@ class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
     content: str = ""
     is_error: bool = False
     denied_by: str | None = None
+    advice: str | msgspec.UnsetType = msgspec.UNSET
 
     @classmethod
     def answering(
@@ -83,6 +87,7 @@ class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
         *,
         is_error: bool = False,
         denied_by: str | None = None,
+        advice: str | None = None,
     ) -> ToolResult:
         """The result of ``call``: same agent, call id, step, tool and args."""
         return cls(
@@ -94,6 +99,7 @@ class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
             content=content,
             is_error=is_error,
             denied_by=denied_by,
+            advice=msgspec.UNSET if advice is None else advice,
         )
 
 
@@ -102,12 +108,14 @@ class AgentStatus(Event, kw_only=True, frozen=True, tag="agent/status"):
 
     ``status`` is ``started`` (``parent`` names the parent agent's id for a
     subagent), ``idle``, ``disposed`` or ``halt-requested`` (a guard asks the
-    runtime to end the run; ``reason`` says why).
+    runtime to end the run; ``reason`` says why and ``by`` names the plugin
+    that asked, ``UNSET`` and left out of the log line when none is named).
     """
 
     status: str
     parent: str | None = None
     reason: str | None = None
+    by: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class ContextSource(msgspec.Struct, frozen=True, kw_only=True):

@@ -5,11 +5,15 @@ per its enabled policies, reminds the model, denies the repeated call, or
 escalates. See ``docs/`` for the policies and their configuration.
 """
 
-from guard.actions import DENYING, Action, ActionKind
+from guard.actions import DENYING, Action, ActionKind, action_for
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.config import (
+    PRESETS,
+    RECOMMENDED,
     TURNS_THRESHOLD_ENV,
     Config,
     ConfigError,
+    LoopsConfig,
     RemindConfig,
     RescueConfig,
     TurnsConfig,
@@ -19,23 +23,30 @@ from guard.config import (
 )
 from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
-from guard.guard import GUARD_PLUGINS, ActionListener, Guard, build_policies
+from guard.guard import ActionListener, Guard, build_policies
+from guard.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import ToolFilter, compile_pattern
-from guard.policy import Policy
+from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.rescue import RESCUE_PLUGIN, RescuePolicy
 from guard.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.turn_ring import TurnRing, detect_loop
 from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
-from guard.verdicts import ContextDifference, ReplayOutcome, Verdict, replay_log
+from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
     "ASK_MODEL_ENV",
+    "DEFAULT_IGNORED_ARGS",
+    "DEFAULT_INTERJECTIONS",
+    "DEFAULT_RESULT_NORMALIZE",
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
-    "GUARD_PLUGINS",
+    "LOOPS_PLUGIN",
+    "PRESETS",
+    "RECOMMENDED",
     "REDACTED",
     "RESCUE_PLUGIN",
     "TURNS_ADVISORY",
@@ -45,14 +56,20 @@ __all__ = [
     "Action",
     "ActionKind",
     "ActionListener",
+    "AnyPolicy",
+    "AnyWatch",
     "AskCommand",
     "AskOutcome",
+    "CallSelector",
     "Config",
     "ConfigError",
-    "ContextDifference",
+    "Difference",
     "Fingerprint",
     "FingerprintCache",
     "Guard",
+    "Interjections",
+    "LoopsConfig",
+    "LoopsPolicy",
     "Policy",
     "Redactor",
     "RemindConfig",
@@ -60,6 +77,8 @@ __all__ = [
     "ReplayOutcome",
     "RescueConfig",
     "RescuePolicy",
+    "ResultNormalizer",
+    "StateT",
     "ToolFilter",
     "Trip",
     "TripKind",
@@ -69,11 +88,14 @@ __all__ = [
     "TurnsConfig",
     "TurnsPolicy",
     "Verdict",
+    "Watch",
+    "action_for",
     "apply_environment",
     "build_policies",
     "canonical_json",
     "compile_pattern",
     "detect_loop",
+    "error_kind",
     "fingerprint",
     "load_config",
     "parse_config",

@@ -6,7 +6,9 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["DENYING", "Action", "ActionKind"]
+from bus import ToolCall, ToolResult
+
+__all__ = ["DENYING", "Action", "ActionKind", "action_for"]
 
 ActionKind = Literal["remind", "deny", "rescue", "escalation-failed", "halt"]
 
@@ -17,7 +19,9 @@ DENYING: frozenset[str] = frozenset({"deny", "rescue", "escalation-failed"})
 class Action(msgspec.Struct, frozen=True, kw_only=True):
     """One guard action. ``text`` is exactly what the model (or runtime) gets:
     a reminder, a denial, or a halt reason. ``count`` is the repeat count the
-    policy saw and ``threshold`` the configured value it crossed."""
+    policy saw and ``threshold`` the configured value it crossed. ``advice``
+    is what an escalation bought (``text`` quotes it), kept apart so a
+    session log records it as its own field and a replay answers from it."""
 
     policy: str
     action: ActionKind
@@ -27,3 +31,30 @@ class Action(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     call_id: str
     threshold: int | None = None
+    advice: str | None = None
+
+
+def action_for(
+    event: ToolCall | ToolResult,
+    *,
+    policy: str,
+    kind: ActionKind,
+    count: int,
+    text: str,
+    threshold: int | None = None,
+    advice: str | None = None,
+) -> Action:
+    """The action ``policy`` takes on ``event`` (the call it denies, or the
+    result its message or halt follows): agent, tool and call id are the
+    event's. Every policy builds its actions here."""
+    return Action(
+        policy=policy,
+        action=kind,
+        agent=event.agent.id if event.agent is not None else None,
+        tool=event.tool,
+        count=count,
+        text=text,
+        call_id=event.call_id,
+        threshold=threshold,
+        advice=advice,
+    )

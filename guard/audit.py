@@ -22,7 +22,7 @@ import msgspec
 
 from bus import ToolCall, ToolResult, read_log
 from guard.config import Config, RemindConfig, RescueConfig, TurnsConfig
-from guard.fingerprint import fingerprint
+from guard.fingerprint import canonical_json, fingerprint
 from guard.guard import build_policies
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
 from guard.importers import write_log as write_session_log
@@ -40,6 +40,7 @@ __all__ = [
     "audit",
     "audit_config",
     "audit_session",
+    "estimated_tokens",
     "find_transcripts",
 ]
 
@@ -57,6 +58,17 @@ MARKS = {"remind": "remind", "deny": "deny", "rescue": "escalate", "escalation-f
 escalate (an ask the audit never makes) or halt."""
 
 _PREVIEW = 160
+
+BYTES_PER_TOKEN = 4
+"""The token estimate's rule of thumb: about four bytes of English text or
+code per token for the BPE tokenizers agents' models use."""
+
+
+def estimated_tokens(size: int) -> int:
+    """Tokens estimated for ``size`` UTF-8 bytes: ``ceil(size / 4)``. An
+    estimate, not a tokenizer's count: it is the same for every model, so
+    sessions and policies compare, and it is what an audit reports."""
+    return -(-size // BYTES_PER_TOKEN)
 
 
 def audit_config(config: Config | None = None) -> Config:
@@ -94,9 +106,13 @@ class Loop(msgspec.Struct, frozen=True, kw_only=True):
 
     ``wasted_calls`` are the calls with this signature from the first point
     a policy stepped in (the denied call itself, or the calls after a
-    reminder or halt); ``wasted_bytes`` the tool output they returned, a
-    stand-in for the tokens they cost. ``first_actions`` holds each policy's
-    first action on this call.
+    reminder or halt); ``wasted_bytes`` the tool output they returned.
+    ``wasted_tokens`` estimates what they cost: ``estimated_tokens`` of the
+    bytes of their arguments (canonical JSON, what the model wrote) plus
+    their output (what it read back). ``first_actions`` holds each policy's
+    first action on this call; ``saved_calls`` and ``saved_tokens``, for
+    every policy that ran, what it would have saved by the same rule counted
+    from its own first action (0 for a policy that never acted on it).
     """
 
     agent: str
@@ -107,7 +123,10 @@ class Loop(msgspec.Struct, frozen=True, kw_only=True):
     first_call: int
     wasted_calls: int
     wasted_bytes: int
+    wasted_tokens: int
     first_actions: dict[str, PolicyAction]
+    saved_calls: dict[str, int]
+    saved_tokens: dict[str, int]
 
 
 class SessionAudit(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,6 +159,10 @@ class SessionAudit(msgspec.Struct, frozen=True, kw_only=True):
     def wasted_bytes(self) -> int:
         return sum(loop.wasted_bytes for loop in self.loops)
 
+    @property
+    def wasted_tokens(self) -> int:
+        return sum(loop.wasted_tokens for loop in self.loops)
+
 
 class FileError(msgspec.Struct, frozen=True, kw_only=True):
     """A file the audit could not read, and why; the audit went on."""
@@ -155,7 +178,10 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
     loops: int
     wasted_calls: int
     wasted_bytes: int
+    wasted_tokens: int
     output_bytes: int
+    saved_calls: dict[str, int]
+    saved_tokens: dict[str, int]
     sessions_acted_on: dict[str, int]
     actions: dict[str, int]
     unreadable: int
@@ -164,11 +190,13 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
     """What ``audit`` found: the policies that ran, each session, each file
-    it could not read, totals, and how long it took."""
+    it could not read, each file found in a directory that is no transcript
+    (and why), totals, and how long it took."""
 
     policies: list[str]
     sessions: list[SessionAudit]
     errors: list[FileError]
+    not_transcripts: list[FileError] = msgspec.field(default_factory=list)
     totals: AuditTotals
     seconds: float
 
@@ -191,9 +219,12 @@ class Timeline:
 
 
 class _Signature:
-    """Running statistics of one (agent, signature)."""
+    """Running statistics of one (agent, signature). ``saved_calls`` and
+    ``saved_bytes`` count, per policy that acted on it, the calls from its
+    first action (and their bytes, arguments and output)."""
 
     __slots__ = (
+        "args_bytes",
         "first_actions",
         "first_call",
         "index",
@@ -201,47 +232,62 @@ class _Signature:
         "occurrences",
         "preview",
         "run",
+        "saved_bytes",
+        "saved_calls",
         "tool",
         "wasted_bytes",
         "wasted_calls",
+        "wasted_in",
     )
 
-    def __init__(self, tool: str, preview: str, first_call: int) -> None:
+    def __init__(self, tool: str, preview: str, first_call: int, args_bytes: int) -> None:
         self.tool = tool
         self.preview = preview
         self.first_call = first_call
+        self.args_bytes = args_bytes
         self.occurrences = 0
         self.run = 0
         self.longest = 0
         self.index = -1
         self.wasted_calls = 0
         self.wasted_bytes = 0
+        self.wasted_in = 0
         self.first_actions: dict[str, PolicyAction] = {}
+        self.saved_calls: Counter[str] = Counter()
+        self.saved_bytes: Counter[str] = Counter()
 
 
 class _Open:
-    """A call awaiting its result: its signature, whether it is wasted, and
-    its place in the timeline."""
+    """A call awaiting its result: its signature, whether it is wasted, the
+    policies that would have saved it, and its place in the timeline."""
 
-    __slots__ = ("index", "stats", "wasted")
+    __slots__ = ("index", "savers", "stats", "wasted")
 
-    def __init__(self, stats: _Signature, wasted: bool, index: int) -> None:
+    def __init__(self, stats: _Signature, index: int) -> None:
         self.stats = stats
-        self.wasted = wasted
+        self.savers = list(stats.first_actions)
+        self.wasted = bool(self.savers)
         self.index = index
+        if self.wasted:
+            stats.wasted_calls += 1
+            stats.saved_calls.update(self.savers)
 
 
 def _intervene(call: _Open, verdict: Verdict, timeline: Timeline | None) -> None:
-    """Record ``verdict`` on the call it concerns. The first action on a
-    signature starts its waste: a denied call is itself wasted; after a
-    reminder or halt, the calls that follow are."""
+    """Record ``verdict`` on the call it concerns. A policy's first action on
+    a signature starts what it saves: a denied call is itself saved; after a
+    reminder, an escalation or a halt, the calls that follow are. The first
+    action of any policy starts the signature's waste the same way."""
     stats = call.stats
-    first = not stats.first_actions
-    if verdict.policy not in stats.first_actions:
-        stats.first_actions[verdict.policy] = _action(verdict)
-    if first and verdict.action in DENYING and not call.wasted:
-        call.wasted = True
-        stats.wasted_calls += 1
+    policy = verdict.policy
+    if policy not in stats.first_actions:
+        stats.first_actions[policy] = _action(verdict)
+        if verdict.action in DENYING:
+            call.savers.append(policy)
+            stats.saved_calls[policy] += 1
+            if not call.wasted:
+                call.wasted = True
+                stats.wasted_calls += 1
     if timeline is not None:
         timeline.marks.append((call.index, verdict.policy, MARKS.get(verdict.action, verdict.action), verdict.text))
 
@@ -315,17 +361,15 @@ def _measure(
             key = (agent, fp.digest)
             stats = signatures.get(key)
             if stats is None:
-                stats = signatures[key] = _Signature(event.tool, fp.preview(_PREVIEW), call_number)
+                args_bytes = len(canonical_json(event.args))
+                stats = signatures[key] = _Signature(event.tool, fp.preview(_PREVIEW), call_number, args_bytes)
             stats.occurrences += 1
             stats.run = stats.run + 1 if last.get(agent) == key else 1
             stats.longest = max(stats.longest, stats.run)
             last[agent] = key
             if stats.run > best_run:
                 best, best_run = stats, stats.run
-            wasted = bool(stats.first_actions)
-            if wasted:
-                stats.wasted_calls += 1
-            open_calls[slot] = _Open(stats, wasted, len(order))
+            open_calls[slot] = _Open(stats, len(order))
             if timeline is not None:
                 order.append(stats)
                 timeline.calls.append([agents[agent], -1, 0, 0])
@@ -338,8 +382,11 @@ def _measure(
             errors += event.is_error
             if call.wasted:
                 call.stats.wasted_bytes += size
+                call.stats.wasted_in += size + call.stats.args_bytes
+                call.stats.saved_bytes.update(dict.fromkeys(call.savers, size + call.stats.args_bytes))
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]
+    policies = [p.name for p in build_policies(config)]
     loops = [
         Loop(
             agent=agent,
@@ -350,7 +397,10 @@ def _measure(
             first_call=stats.first_call,
             wasted_calls=stats.wasted_calls,
             wasted_bytes=stats.wasted_bytes,
+            wasted_tokens=estimated_tokens(stats.wasted_in),
             first_actions=stats.first_actions,
+            saved_calls={p: stats.saved_calls[p] for p in policies},
+            saved_tokens={p: estimated_tokens(stats.saved_bytes[p]) for p in policies},
         )
         for (agent, _), stats in signatures.items()
         if stats.longest >= 2 or stats.first_actions
@@ -364,7 +414,7 @@ def _measure(
                     agent = timeline.agents[timeline.calls[index][0]]
                     timeline.signatures.append((agent, stats.tool, stats.preview))
                 timeline.calls[index][1] = stats.index
-    first_actions: dict[str, PolicyAction | None] = {p.name: None for p in build_policies(config)}
+    first_actions: dict[str, PolicyAction | None] = dict.fromkeys(policies)
     for verdict in verdicts:
         if first_actions.get(verdict.policy) is None:
             first_actions[verdict.policy] = _action(verdict)
@@ -423,8 +473,8 @@ def audit(
 
     ``config`` goes through ``audit_config``. A file that cannot be read is
     reported in ``errors`` with its reason and the audit goes on; a file
-    found in a directory that is no known transcript format is only counted
-    (``not_transcripts``). ``timelines``, when given, receives one
+    found in a directory that is no known transcript format is left out and
+    listed, with why, in ``not_transcripts``. ``timelines``, when given, receives one
     ``Timeline`` per session, in the order of ``sessions``.
     """
     files = list(find_transcripts(paths))
@@ -437,7 +487,7 @@ async def _audit(
     started = time.perf_counter()
     sessions: list[SessionAudit] = []
     errors: list[FileError] = []
-    not_transcripts = 0
+    not_transcripts: list[FileError] = []
     with tempfile.TemporaryDirectory(prefix="repeat-tool-guard-audit-") as workdir:
         for done, (path, explicit) in enumerate(files):
             if progress is not None:
@@ -449,10 +499,7 @@ async def _audit(
                     if timelines is not None and timeline is not None:
                         timelines.append(timeline)
             except UnknownFormatError as exc:
-                if explicit:
-                    errors.append(FileError(path=str(path), reason=str(exc)))
-                else:
-                    not_transcripts += 1
+                (errors if explicit else not_transcripts).append(FileError(path=str(path), reason=str(exc)))
             except TranscriptError as exc:
                 errors.append(FileError(path=str(path), reason=str(exc)))
             except Exception as exc:  # an importer's bug on odd data must not end the audit
@@ -464,7 +511,8 @@ async def _audit(
         policies=policies,
         sessions=sessions,
         errors=errors,
-        totals=_totals(files, sessions, errors, not_transcripts, policies),
+        not_transcripts=not_transcripts,
+        totals=_totals(files, sessions, errors, len(not_transcripts), policies),
         seconds=time.perf_counter() - started,
     )
 
@@ -478,8 +526,13 @@ def _totals(
 ) -> AuditTotals:
     acted = Counter(policy for s in sessions for policy, first in s.first_actions.items() if first is not None)
     actions: Counter[str] = Counter()
+    saved_calls: Counter[str] = Counter()
+    saved_tokens: Counter[str] = Counter()
     for s in sessions:
         actions.update(s.actions)
+        for loop in s.loops:
+            saved_calls.update(loop.saved_calls)
+            saved_tokens.update(loop.saved_tokens)
     return AuditTotals(
         files=len(files),
         sessions=len(sessions),
@@ -487,7 +540,10 @@ def _totals(
         loops=sum(len(s.loops) for s in sessions),
         wasted_calls=sum(s.wasted_calls for s in sessions),
         wasted_bytes=sum(s.wasted_bytes for s in sessions),
+        wasted_tokens=sum(s.wasted_tokens for s in sessions),
         output_bytes=sum(s.output_bytes for s in sessions),
+        saved_calls={p: saved_calls[p] for p in policies},
+        saved_tokens={p: saved_tokens[p] for p in policies},
         sessions_acted_on={p: acted.get(p, 0) for p in policies},
         actions=dict(sorted(actions.items())),
         unreadable=len(errors),

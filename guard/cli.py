@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -24,7 +25,7 @@ from bus import LogError
 from guard.config import Config, ConfigError, load_config
 
 if TYPE_CHECKING:
-    from guard.verdicts import Verdict
+    from guard.verdicts import ReplayOutcome, Verdict
 
 __all__ = ["main"]
 
@@ -83,21 +84,45 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for sample in report.samples[:10]:
         print(f"  skipped line {sample.line} ({sample.reason}): {sample.detail}", file=sys.stderr)
     if args.check:
-        for diff in outcome.differences:
-            print(
-                f"check: guard message {diff.index + 1} differs\n  recorded:    {diff.recorded}\n"
-                f"  regenerated: {diff.regenerated}",
-                file=sys.stderr,
-            )
-        if outcome.differences:
-            return EXIT_DIFFERENCE
-        print("check: every guard message matches the log", file=sys.stderr)
+        return _report_check(outcome)
+    return EXIT_OK
+
+
+def _report_check(outcome: ReplayOutcome) -> int:
+    """Print every difference between the recorded and the regenerated guard
+    actions to stderr; exit 1 if there is any."""
+    err = sys.stderr
+    for diff in outcome.differences:
+        if diff.kind == "missing":
+            err.write(f"check: seq {diff.seq}: the replay makes a {diff.what} the log lacks\n")
+        elif diff.kind == "extra":
+            err.write(f"check: seq {diff.seq}: the log records a {diff.what} the replay does not make\n")
+        else:
+            err.write(f"check: seq {diff.seq}: the recorded {diff.what} differs from the replay's\n")
+        if diff.recorded is not None:
+            err.write(f"  recorded:    {diff.recorded}\n")
+        if diff.regenerated is not None:
+            err.write(f"  regenerated: {diff.regenerated}\n")
+    checked = ", ".join(f"{n} {what}{'s' if n != 1 else ''}" for what, n in sorted(outcome.checked.items()))
+    if outcome.differences:
+        kinds = Counter(d.kind for d in outcome.differences)
+        detail = ", ".join(f"{kinds[k]} {k}" for k in ("missing", "extra", "changed") if kinds[k])
+        err.write(
+            f"check: {len(outcome.differences)} guard actions differ ({detail}); the log records {checked or 'none'}\n"
+        )
+        return EXIT_DIFFERENCE
+    err.write(f"check: every guard action matches the log ({checked or 'none recorded'})\n")
     return EXIT_OK
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
+    if args.toml:
+        from guard.config import to_toml
+
+        sys.stdout.write(to_toml(config))
+    else:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
     return EXIT_OK
 
 
@@ -251,7 +276,9 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
         "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
         "would block the tool) on any error of its own, a usage error included.",
     )
-    hook.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    hook.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
     hook.add_argument(
         "--state-dir",
         metavar="DIR",
@@ -270,10 +297,14 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
     replay = commands.add_parser("replay", help="replay a session log through a fresh guard")
     replay.add_argument("log", metavar="LOG", help="a session log (.jsonl)")
-    replay.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: remind only)")
+    replay.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
     replay.add_argument("--json", action="store_true", help="one JSON object per action on stdout")
     replay.add_argument(
-        "--check", action="store_true", help="exit 1 if regenerated guard messages differ from the recorded ones"
+        "--check",
+        action="store_true",
+        help="exit 1 if any guard action (message, denial, escalation, halt) the log records differs from the replay's",
     )
     replay.add_argument(
         "--ask",
@@ -307,13 +338,21 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "Exits 1 when some file could not be read (it is listed with its reason).",
     )
     aud.add_argument("paths", metavar="PATH", nargs="+", help="transcript files or directories to walk")
-    aud.add_argument("--config", metavar="FILE", help="a .toml or .yaml config (default: every policy)")
+    aud.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: every policy)"
+    )
     aud.add_argument("--json", action="store_true", help="print the report as one JSON object")
     aud.add_argument("--html", metavar="REPORT.html", help="also write a self-contained HTML report")
     aud.set_defaults(run=_cmd_audit)
 
-    check = commands.add_parser("check-config", help="validate a config file and print the effective config")
+    check = commands.add_parser(
+        "check-config",
+        help="validate a config file (or a preset: recommended) and print the effective config",
+        description="Validate FILE (.toml, .yaml) or name a preset (recommended) and print the effective "
+        "config as JSON, or with --toml as a config file to start your own from.",
+    )
     check.add_argument("file", metavar="FILE")
+    check.add_argument("--toml", action="store_true", help="print it as a TOML config file, every key spelled out")
     check.set_defaults(run=_cmd_check_config)
 
     settings = commands.add_parser(

@@ -8,6 +8,7 @@ silently to a default.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -17,18 +18,25 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
-from guard.progress import DEFAULT_MUTATING_COMMANDS
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
+from guard.normalize import DEFAULT_RESULT_NORMALIZE
+from guard.patterns import compile_regex
+from guard.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
 
 __all__ = [
+    "PRESETS",
+    "RECOMMENDED",
     "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
+    "LoopsConfig",
     "RemindConfig",
     "RescueConfig",
     "TurnsConfig",
     "apply_environment",
     "load_config",
     "parse_config",
+    "to_toml",
 ]
 
 
@@ -67,7 +75,7 @@ def _check_regexes(key: str, value: Any) -> None:
         if not isinstance(item, str):
             raise ConfigError(key, item, "each entry must be a string")
         try:
-            re.compile(item)
+            compile_regex(item)
         except re.error as exc:
             raise ConfigError(key, item, f"must be a valid regular expression ({exc})") from None
 
@@ -90,6 +98,9 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     thresholds: tuple[int, ...] = (3, 5, 8)
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ("todo_write",)
+    exclude_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = ()
+    interjections: tuple[str, ...] = ()
     arguments_preview_chars: int = 500
     repeat_every: int = 0
 
@@ -112,6 +123,11 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         _check_patterns("remind.exclude", self.exclude)
         force_setattr(self, "include", tuple(self.include))
         force_setattr(self, "exclude", tuple(self.exclude))
+        _check_regexes("remind.exclude_commands", self.exclude_commands)
+        _check_names("remind.ignored_args", self.ignored_args)
+        _check_regexes("remind.interjections", self.interjections)
+        for key in ("exclude_commands", "ignored_args", "interjections"):
+            force_setattr(self, key, tuple(getattr(self, key)))
         _check_int("remind.arguments_preview_chars", self.arguments_preview_chars, 1)
         _check_int("remind.repeat_every", self.repeat_every, 0)
 
@@ -126,12 +142,14 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     ``exempt_commands`` (deliberate polling through a shell tool), are
     invisible to it. ``summary_chars`` caps the quoted
     last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
-    overrides ``threshold`` when the guard is built (``apply_environment``).
+    overrides ``threshold`` for live guards (``apply_environment``).
     """
 
     threshold: int = 5
     exempt: tuple[str, ...] = ()
     exempt_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = ()
+    interjections: tuple[str, ...] = ()
     deny_after: int = 2
     halt_after: int = 2
     summary_chars: int = 200
@@ -147,6 +165,10 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         force_setattr(self, "exempt", tuple(self.exempt))
         _check_regexes("turns.exempt_commands", self.exempt_commands)
         force_setattr(self, "exempt_commands", tuple(self.exempt_commands))
+        _check_names("turns.ignored_args", self.ignored_args)
+        _check_regexes("turns.interjections", self.interjections)
+        force_setattr(self, "ignored_args", tuple(self.ignored_args))
+        force_setattr(self, "interjections", tuple(self.interjections))
         _check_int("turns.deny_after", self.deny_after, 0)
         _check_int("turns.halt_after", self.halt_after, 0)
         _check_int("turns.summary_chars", self.summary_chars, 1)
@@ -170,20 +192,9 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ("todo_write", "ask_user", "mcp__claude__*")
     exclude_commands: tuple[str, ...] = ()
-    ignored_args: tuple[str, ...] = ("description", "explanation", "reasoning", "thought", "comment")
-    mutating_tools: tuple[str, ...] = (
-        "edit",
-        "write",
-        "multi_edit",
-        "str_replace_editor",
-        "apply_patch",
-        "create_file",
-        "notebook_edit",
-        "write_file",
-        "replace",
-        "str_replace_based_edit_tool",
-        "file_editor",
-    )
+    ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
+    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
+    mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
     mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
     escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
     ask_command: str = "~/.local/bin/ask-claude"
@@ -212,6 +223,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         _check_patterns("rescue.exclude", self.exclude)
         _check_regexes("rescue.exclude_commands", self.exclude_commands)
         _check_names("rescue.ignored_args", self.ignored_args)
+        _check_regexes("rescue.interjections", self.interjections)
         _check_patterns("rescue.mutating_tools", self.mutating_tools)
         _check_regexes("rescue.mutating_commands", self.mutating_commands)
         _check_patterns("rescue.escalation_tools", self.escalation_tools)
@@ -227,6 +239,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             "exclude",
             "exclude_commands",
             "ignored_args",
+            "interjections",
             "mutating_tools",
             "mutating_commands",
             "escalation_tools",
@@ -248,12 +261,107 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return msgspec.structs.replace(self, **changes) if changes else self
 
 
+def _check_positive_list(key: str, value: Any) -> None:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(key, value, "must be a non-empty list of integers >= 1")
+    for item in value:
+        _check_int(key, item, 1)
+
+
+class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``loops``: result-aware detection of repeats, cycles, stalled
+    polls and failure streaks (docs/policies/loops.md). Off unless its
+    section is present; the ``recommended`` preset turns it on."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("sleep", "wait")
+    exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
+    ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
+    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
+    window: int = 30
+    advise_at: int = 2
+    advise_span: int = 6
+    deny_at: int = 3
+    halt_after: int = 3
+    error_at: int = 3
+    error_deny_at: int = 5
+    error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
+    result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
+    poll_tools: tuple[str, ...] = (
+        "BashOutput",
+        "TaskOutput",
+        "write_stdin",
+        "get_task_output",
+        "check_status",
+        "get_status",
+        "wait_for_*",
+        "*poll*",
+        "*status*",
+    )
+    poll_commands: tuple[str, ...] = (
+        r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
+        r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
+        r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
+        r"jobs\b|sleep\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
+    )
+    poll_states: tuple[str, ...] = (
+        r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"
+        r"creating|containercreating|building|deploying)\b",
+        r"(?i)\bprocess (is )?(still )?running\b",
+        r"(?i)\b(still|is) (running|in progress|pending)\b",
+        r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
+    )
+    poll_nudge_at: int = 2
+    poll_nudge_every: int = 2
+    poll_waits: tuple[int, ...] = (5, 10, 30, 60)
+    poll_deny_after: int = 12
+    poll_deny_seconds: int = 600
+    mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
+    mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
+
+    def __post_init__(self) -> None:
+        _check_bool("loops.enabled", self.enabled)
+        for key in ("include", "exclude", "poll_tools", "mutating_tools"):
+            _check_patterns(f"loops.{key}", getattr(self, key))
+        for key in (
+            "exclude_commands",
+            "interjections",
+            "error_results",
+            "result_normalize",
+            "poll_commands",
+            "poll_states",
+            "mutating_commands",
+        ):
+            _check_regexes(f"loops.{key}", getattr(self, key))
+        _check_names("loops.ignored_args", self.ignored_args)
+        _check_int("loops.advise_at", self.advise_at, 1)
+        _check_int("loops.advise_span", self.advise_span, 0)
+        _check_int("loops.deny_at", self.deny_at, 2)
+        _check_int("loops.window", self.window, self.deny_at)
+        _check_int("loops.halt_after", self.halt_after, 0)
+        _check_int("loops.error_at", self.error_at, 2)
+        _check_int("loops.error_deny_at", self.error_deny_at, 0)
+        if self.error_deny_at and self.error_deny_at <= self.error_at:
+            rule = f"must be 0 (never deny) or more than loops.error_at ({self.error_at})"
+            raise ConfigError("loops.error_deny_at", self.error_deny_at, rule)
+        _check_int("loops.poll_nudge_at", self.poll_nudge_at, 2)
+        _check_int("loops.poll_nudge_every", self.poll_nudge_every, 1)
+        _check_positive_list("loops.poll_waits", self.poll_waits)
+        _check_int("loops.poll_deny_after", self.poll_deny_after, self.poll_nudge_at + 1)
+        _check_int("loops.poll_deny_seconds", self.poll_deny_seconds, 0)
+        for key in self.__struct_fields__:
+            value = getattr(self, key)
+            if isinstance(value, list):
+                force_setattr(self, key, tuple(value))
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """All policies' settings. With no arguments only ``remind`` runs."""
 
     remind: RemindConfig = RemindConfig()
     turns: TurnsConfig = TurnsConfig(enabled=False)
     rescue: RescueConfig = RescueConfig(enabled=False)
+    loops: LoopsConfig = LoopsConfig(enabled=False)
 
     def __post_init__(self) -> None:
         for name, kind in _SECTION_TYPES.items():
@@ -265,6 +373,7 @@ _SECTION_TYPES: dict[str, type[msgspec.Struct]] = {
     "remind": RemindConfig,
     "turns": TurnsConfig,
     "rescue": RescueConfig,
+    "loops": LoopsConfig,
 }
 _SECTIONS = tuple(_SECTION_TYPES)
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -319,15 +428,17 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
 
 
 TURNS_THRESHOLD_ENV = "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"
-"""Overrides ``turns.threshold`` (file or Python value) when the guard is built."""
+"""Overrides ``turns.threshold`` (file or Python value) for live guards."""
 
 _DIGITS = re.compile(r"\s*[0-9]+\s*")
 
 
 def apply_environment(config: Config, environ: Mapping[str, str] | None = None) -> Config:
-    """``config`` with the environment's overrides applied; the ``Guard``
-    calls this when it is built, so the environment wins over a file or a
-    Python value. ``environ`` defaults to ``os.environ``.
+    """``config`` with the environment's overrides applied. The edges that
+    start a live guard call it (the adapters' ``GuardLink``, the Claude Code
+    hook), so there the environment wins over a file or a Python value; a
+    replay or an audit never does, so its result depends on the log and the
+    config alone. ``environ`` defaults to ``os.environ``.
 
     ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` replaces ``turns.threshold`` (0
     switches the policy off; it does not switch on a disabled section). A
@@ -348,8 +459,47 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     return msgspec.structs.replace(config, turns=turns)
 
 
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    items = [_toml_value(v) for v in value]
+    if sum(len(i) + 2 for i in items) <= 80:
+        return f"[{', '.join(items)}]"
+    return "[\n" + "".join(f"    {i},\n" for i in items) + "]"
+
+
+def to_toml(config: Config) -> str:
+    """``config`` as a TOML file that ``load_config`` reads back to an equal
+    ``Config``: every section, every key (how to start a file from a preset)."""
+    lines: list[str] = []
+    for name in _SECTIONS:
+        section = getattr(config, name)
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {_toml_value(getattr(section, key))}" for key in section.__struct_fields__)
+        lines.append("")
+    return "\n".join(lines)
+
+
+RECOMMENDED = Config(remind=RemindConfig(enabled=False), loops=LoopsConfig())
+"""The ``recommended`` preset: the ``loops`` policy alone, with its
+defaults (docs/policies/recommended.md has its measured error rates)."""
+
+PRESETS: dict[str, Config] = {"recommended": RECOMMENDED}
+"""Named configurations: wherever a config file is accepted, one of these
+names selects the preset instead of a file."""
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
-    """Load a ``Config`` from a ``.toml`` file, or ``.yaml``/``.yml`` (needs PyYAML)."""
+    """Load a ``Config`` from a ``.toml`` file, or ``.yaml``/``.yml`` (needs
+    PyYAML), or name a preset (``recommended``): the one place a config
+    named on a command line or in an adapter is resolved."""
+    preset = PRESETS.get(os.fspath(path)) if isinstance(path, str) else None
+    if preset is not None:
+        return preset
     file = Path(path)
     try:
         raw = file.read_bytes()

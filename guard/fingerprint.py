@@ -180,7 +180,9 @@ class FingerprintCache:
 
     Pass the event's ``call_id``: a runtime may reuse one ``args`` object and
     mutate it between calls, and only a call and its own result are certain
-    to hold the same arguments. Memory is bounded by ``size`` entries.
+    to hold the same arguments. Memory is bounded by ``size`` entries; a
+    cache of size 0 keeps none and fingerprints every time (where no lookup
+    could hit, it costs only the fingerprint).
     """
 
     def __init__(self, size: int = 8) -> None:
@@ -190,6 +192,8 @@ class FingerprintCache:
     def get(
         self, tool: str, args: Any, ignore: frozenset[str] = frozenset(), *, call_id: str | None = None
     ) -> Fingerprint:
+        if not self._size:
+            return fingerprint(tool, args, ignore)
         key = (tool, call_id, id(args), ignore)
         entry = self._entries.get(key)
         if entry is not None:  # the entry holds ``args``, so its id was not reused

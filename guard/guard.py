@@ -6,6 +6,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from msgspec import UNSET
+
 from bus import (
     Agent,
     AgentStatus,
@@ -20,14 +22,15 @@ from bus import (
 )
 from bus._logging import LazyLogger
 from guard.actions import DENYING, Action
-from guard.config import Config, apply_environment
+from guard.config import Config
 from guard.fingerprint import FingerprintCache
-from guard.policy import Policy
+from guard.loops import LoopsPolicy
+from guard.policy import AnyPolicy, AnyWatch
 from guard.remind import RemindPolicy
 from guard.rescue import RescuePolicy
 from guard.turns import TurnsPolicy
 
-__all__ = ["GUARD_PLUGINS", "ActionListener", "Guard", "build_policies"]
+__all__ = ["ActionListener", "Guard", "build_policies"]
 
 ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
@@ -94,21 +97,18 @@ class _ActionLog:
             )
 
 
-GUARD_PLUGINS: frozenset[str] = frozenset({RemindPolicy.plugin, TurnsPolicy.plugin, RescuePolicy.plugin})
-"""Every plugin name a policy of this package writes, enabled or not: replay
-withholds their recorded messages and regenerates them."""
-
-
-def build_policies(config: Config) -> list[Policy]:
+def build_policies(config: Config) -> list[AnyPolicy]:
     """The enabled policies, in the order they are consulted (``turns`` at
     threshold 0 is off)."""
-    policies: list[Policy] = []
+    policies: list[AnyPolicy] = []
     if config.remind.enabled:
         policies.append(RemindPolicy(config.remind))
     if config.turns.enabled and config.turns.threshold > 0:
         policies.append(TurnsPolicy(config.turns))
     if config.rescue.enabled:
         policies.append(RescuePolicy(config.rescue))
+    if config.loops.enabled:
+        policies.append(LoopsPolicy(config.loops))
     return policies
 
 
@@ -117,9 +117,10 @@ class Guard:
 
     State is kept per live agent, in memory only, keyed on the handle's
     identity and held through a weak reference: it disappears with the agent
-    handle, on its ``disposed`` status, and never crosses agents. Events without an agent are ignored. The
-    environment's overrides are applied to ``config`` here
-    (``apply_environment``), so ``guard.config`` is what actually runs.
+    handle, on its ``disposed`` status, and never crosses agents. Events without an agent are ignored. ``config`` runs
+    as given: the environment's overrides (``apply_environment``) belong to
+    the edges that start a live guard (the adapters, the ``hook`` command),
+    so a replay of a log depends on nothing but the log and the config.
 
     The policies are those ``config`` enables, or exactly ``policies`` when
     given (your own ``Policy`` subclasses, say). A policy or listener that
@@ -133,18 +134,20 @@ class Guard:
         config: Config | None = None,
         *,
         on_action: ActionListener | None = None,
-        policies: Sequence[Policy] | None = None,
+        policies: Sequence[AnyPolicy] | None = None,
         log_actions: bool = True,
     ) -> None:
-        self.config = apply_environment(config if config is not None else Config())
+        self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
-        self._interceptors = [
-            (index, policy) for index, policy in enumerate(self.policies) if type(policy).on_call is not Policy.on_call
-        ]
+        self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
+        self._intercepts = bool(self._interceptors)
+        self._plugins = frozenset(policy.plugin for policy in self.policies)
         # id(handle) -> (a weak reference whose callback drops the entry, the
-        # policies' states): a plain dict lookup on the hot path.
-        self._agents: dict[int, tuple[weakref.ref[Agent], list[Any]]] = {}
-        self._fingerprints = FingerprintCache()
+        # agent's watches): a plain dict lookup on the hot path.
+        self._agents: dict[int, tuple[weakref.ref[Agent], list[AnyWatch]]] = {}
+        # A call and its result share one fingerprint only when some policy
+        # looks at the call too, or several look at the result.
+        self._fingerprints = FingerprintCache(size=8 if self._intercepts or len(self.policies) > 1 else 0)
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
         self._action_log = _ActionLog() if log_actions else None
@@ -153,8 +156,25 @@ class Guard:
 
     @property
     def plugins(self) -> frozenset[str]:
-        """The plugin names this guard's messages and denials carry."""
-        return frozenset(p.plugin for p in self.policies)
+        """The plugin names this guard's messages, denials and halt requests carry."""
+        return self._plugins
+
+    def owns(self, event: Event) -> bool:
+        """Whether ``event`` (read from a session log) is output of this
+        guard's policies: a context message one of them labels, a halt
+        request one of them asked for, or the result of a call one of them
+        denied. A halt request that names nobody (logs recorded before halt
+        requests named their plugin) counts as the guard's. Replay decides
+        what to regenerate and compare with this, so another plugin's
+        messages, and those of a policy this guard does not run, are
+        replayed as recorded."""
+        if isinstance(event, ContextMessage):
+            return event.source.plugin in self._plugins
+        if isinstance(event, ToolResult):
+            return event.denied_by in self._plugins
+        if isinstance(event, AgentStatus) and event.status == "halt-requested":
+            return event.by is UNSET or event.by in self._plugins
+        return False
 
     def add_listener(self, listener: ActionListener) -> None:
         self._listeners.append(listener)
@@ -166,7 +186,7 @@ class Guard:
         bus.subscribe(ToolResult, self._on_result)
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
-        if self._interceptors:
+        if self._intercepts:
             bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
@@ -178,7 +198,7 @@ class Guard:
         bus.unsubscribe(ToolResult, self._on_result)
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
-        if self._interceptors:
+        if self._intercepts:
             bus.unintercept(self._interceptor)
         self._bus = None
 
@@ -186,43 +206,47 @@ class Guard:
         """How many agents currently have state."""
         return len(self._agents)
 
-    def states(self, agent: Agent) -> list[Any] | None:
-        """The policies' states for ``agent`` (one per policy, in order), or
-        ``None`` before its first event: what a process that answers one hook
-        at a time saves, to ``restore`` them in the next."""
+    def watches(self, agent: Agent) -> list[AnyWatch] | None:
+        """``agent``'s watches (one per policy, in order, each with its state),
+        or ``None`` before its first event: what a process that answers one
+        hook at a time saves, to ``restore`` them in the next."""
         entry = self._agents.get(id(agent))
         return entry[1] if entry is not None else None
 
-    def restore(self, agent: Agent, states: list[Any]) -> None:
-        """Give ``agent`` the ``states`` an earlier guard with the same
-        policies had for it (see ``states``)."""
-        if len(states) != len(self.policies):
-            raise ValueError(f"{len(states)} states for {len(self.policies)} policies")
-        self._track(agent, states)
+    def restore(self, agent: Agent, watches: list[AnyWatch]) -> None:
+        """Give ``agent`` the ``watches`` an earlier guard had for it, each
+        over the policy of this guard at its place (see ``watches``)."""
+        if len(watches) != len(self.policies) or any(
+            w.policy is not p for w, p in zip(watches, self.policies, strict=True)
+        ):
+            raise ValueError("these watches are not over this guard's policies")
+        self._track(agent, watches)
 
-    def _track(self, agent: Agent, states: list[Any]) -> list[Any]:
+    def _track(self, agent: Agent, watches: list[AnyWatch]) -> list[AnyWatch]:
         key = id(agent)
         agents = self._agents
         # The callback runs when the handle is collected, before its id can
         # be reused; it holds the dict, not the guard.
-        agents[key] = (weakref.ref(agent, lambda _, key=key, agents=agents: agents.pop(key, None)), states)  # type: ignore[misc]
-        return states
+        agents[key] = (weakref.ref(agent, lambda _, key=key, agents=agents: agents.pop(key, None)), watches)  # type: ignore[misc]
+        return watches
 
-    def _states(self, agent: Agent) -> list[Any]:
+    def _watches(self, agent: Agent) -> list[AnyWatch]:
         entry = self._agents.get(id(agent))
         if entry is None:
-            return self._track(agent, [p.new_state() for p in self.policies])
+            return self._track(agent, [p.watch() for p in self.policies])
         return entry[1]
 
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
         if agent is None:
             return None
-        states = self._states(agent)
         decision: Decision | None = None
-        for index, policy in self._interceptors:
+        watches = self._watches(agent)
+        for index in self._interceptors:
+            watch = watches[index]
+            policy = watch.policy
             try:
-                action = await policy.on_call(states[index], call, self._fingerprints)
+                action = await watch.on_call(call, self._fingerprints)
             except Exception:
                 _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
                 continue
@@ -230,24 +254,24 @@ class Guard:
                 continue
             await self._deliver(policy, action, call)
             if decision is None and action.action in DENYING:
-                decision = Decision.deny(action.text, policy.plugin)
+                decision = Decision.deny(action.text, policy.plugin, advice=action.advice)
         return decision
 
     async def _on_result(self, result: ToolResult) -> None:
         agent = result.agent
         if agent is None:
             return
-        entry = self._agents.get(id(agent))  # _states, inlined on the hot path
-        states = entry[1] if entry is not None else self._states(agent)
+        entry = self._agents.get(id(agent))  # _watches, inlined on the hot path
+        watches = entry[1] if entry is not None else self._watches(agent)
         fingerprints = self._fingerprints
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in watches:
             try:
-                action = policy.on_result(state, result, fingerprints)
+                action = watch.on_result(result, fingerprints)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_result", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
                 continue
             if action is not None:
-                await self._deliver(policy, action, result)
+                await self._deliver(watch.policy, action, result)
 
     async def _on_user_message(self, message: UserMessage) -> None:
         agent = message.agent
@@ -255,12 +279,11 @@ class Guard:
             return
         # Creates the state: a policy may remember the message (rescue keeps
         # the task), and the first prompt arrives before any call.
-        states = self._states(agent)
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in self._watches(agent):
             try:
-                policy.on_user_message(state, message)
+                watch.on_user_message(message)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_user_message", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_user_message", agent=agent.id)
 
     async def _on_status(self, status: AgentStatus) -> None:
         agent = status.agent
@@ -269,16 +292,15 @@ class Guard:
         entry = self._agents.get(id(agent))
         if entry is None:
             return
-        states = entry[1]
-        for policy, state in zip(self.policies, states, strict=True):
+        for watch in entry[1]:
             try:
-                policy.on_status(state, status)
+                watch.on_status(status)
             except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_status", agent=agent.id)
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent.id)
         if status.status == "disposed":
             self._agents.pop(id(agent), None)
 
-    async def _deliver(self, policy: Policy, action: Action, trigger: Event) -> None:
+    async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
         if self._action_log is not None:
             self._action_log.action(action)
         for listener in self._listeners:
@@ -295,4 +317,6 @@ class Guard:
                 ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
             )
         elif action.action == "halt":
-            await bus.publish(AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text))
+            await bus.publish(
+                AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text, by=policy.plugin)
+            )

@@ -7,12 +7,19 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["CommandPatterns", "ToolFilter", "compile_pattern", "shell_command"]
+__all__ = ["CommandPatterns", "ToolFilter", "compile_pattern", "compile_regex", "shell_command"]
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
     """Compile a tool-name pattern; ``*`` matches any run of characters."""
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+
+
+def compile_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a regular expression from a setting: the one place every
+    configured regex (command patterns, result normalisation, poll
+    patterns) is compiled."""
+    return re.compile(pattern)
 
 
 class ToolFilter:
@@ -61,7 +68,7 @@ class CommandPatterns:
     string ``command`` argument; a call without one matches none."""
 
     def __init__(self, patterns: Iterable[str] = ()) -> None:
-        self._patterns = [re.compile(p) for p in patterns]
+        self._patterns = [compile_regex(p) for p in patterns]
 
     def match(self, args: Any) -> bool:
         if not self._patterns:

@@ -7,42 +7,114 @@ never publishes or awaits the bus itself.
 
 from __future__ import annotations
 
-from typing import Any
+from abc import ABC, abstractmethod
+from typing import Generic, Protocol, TypeVar
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action
 from guard.fingerprint import FingerprintCache
 
-__all__ = ["Policy"]
+__all__ = ["AnyPolicy", "AnyWatch", "Policy", "StateT", "Watch"]
+
+StateT = TypeVar("StateT")
+"""The type of the per-agent state a policy keeps."""
 
 
-class Policy:
-    """Base class of the policies: every hook is a no-op by default.
+class AnyWatch(Protocol):
+    """One agent's hooks into one policy, whatever its state type."""
+
+    @property
+    def policy(self) -> AnyPolicy: ...
+
+    async def on_call(self, call: ToolCall, fingerprints: FingerprintCache) -> Action | None: ...
+
+    def on_result(self, result: ToolResult, fingerprints: FingerprintCache) -> Action | None: ...
+
+    def on_user_message(self, message: UserMessage) -> None: ...
+
+    def on_status(self, status: AgentStatus) -> None: ...
+
+
+class AnyPolicy(Protocol):
+    """What the guard needs of a policy, whatever its state type."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def plugin(self) -> str: ...
+
+    @property
+    def intercepts(self) -> bool: ...
+
+    def watch(self) -> AnyWatch: ...
+
+
+class Policy(ABC, Generic[StateT]):
+    """Base class of the policies: every hook is a no-op by default, except
+    ``new_state``, which each policy must define (a stateless one subclasses
+    ``Policy[None]`` and returns ``None``): a class without it cannot be
+    instantiated.
 
     ``name`` is the config section and the ``policy`` of its actions;
-    ``plugin`` labels its context messages and denials. The guard consults
-    ``on_call`` only for policies that override it.
+    ``plugin`` labels its context messages, denials and halt requests, and
+    is how a replay tells its recorded output from everyone else's. The
+    guard consults ``on_call`` only for policies that override it. Build
+    actions with ``guard.actions.action_for``.
     """
 
     name: str = ""
     plugin: str = ""
 
-    def new_state(self) -> Any:
+    @abstractmethod
+    def new_state(self) -> StateT:
         """Fresh per-agent state, created on the agent's first event."""
-        return None
 
-    async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+    async def on_call(self, state: StateT, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         """Before the tool runs. A denying action stops the call."""
         return None
 
-    def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+    def on_result(self, state: StateT, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         """After the tool ran or was denied. A ``remind`` action becomes a
         context message for this result, a ``halt`` action a halt request."""
         return None
 
-    def on_user_message(self, state: Any, message: UserMessage) -> None:
+    def on_user_message(self, state: StateT, message: UserMessage) -> None:
         """A genuine user message reached the agent."""
 
-    def on_status(self, state: Any, status: AgentStatus) -> None:
+    def on_status(self, state: StateT, status: AgentStatus) -> None:
         """The agent's lifecycle changed (``idle``, ``halt-requested``, ...);
         called for agents that have state, before ``disposed`` drops it."""
+
+    @property
+    def intercepts(self) -> bool:
+        """Whether this policy decides calls before they run (overrides ``on_call``)."""
+        return type(self).on_call is not Policy.on_call
+
+    def watch(self) -> Watch[StateT]:
+        """This policy's hooks for a new agent, over a fresh ``new_state()``."""
+        return Watch(self)
+
+
+class Watch(Generic[StateT]):
+    """One agent's hooks into one policy, that agent's state bound in: the
+    guard keeps one per agent and policy, so it calls each hook without
+    knowing (or typing) the state. Two slots, so an idle agent costs little."""
+
+    __slots__ = ("policy", "state")
+
+    def __init__(self, policy: Policy[StateT]) -> None:
+        self.policy = policy
+        self.state = policy.new_state()
+
+    async def on_call(self, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        return await self.policy.on_call(self.state, call, fingerprints)
+
+    def on_result(self, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        return self.policy.on_result(self.state, result, fingerprints)
+
+    def on_user_message(self, message: UserMessage) -> None:
+        self.policy.on_user_message(self.state, message)
+
+    def on_status(self, status: AgentStatus) -> None:
+        self.policy.on_status(self.state, status)

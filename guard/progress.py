@@ -16,7 +16,28 @@ from typing import Any, Literal
 
 from guard.patterns import CommandPatterns, ToolFilter, shell_command
 
-__all__ = ["DEFAULT_MUTATING_COMMANDS", "ProgressRule", "loose_tool_name"]
+__all__ = ["DEFAULT_MUTATING_COMMANDS", "DEFAULT_MUTATING_TOOLS", "ProgressRule", "loose_tool_name"]
+
+DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
+    "edit",
+    "write",
+    "multi_edit",
+    "str_replace_editor",
+    "apply_patch",
+    "create_file",
+    "notebook_edit",
+    "write_file",
+    "replace",
+    "str_replace_based_edit_tool",
+    "file_editor",
+    "edit_file",
+    "search_replace",
+    "replace_in_file",
+    "write_to_file",
+    "apply_diff",
+    "insert_content",
+)
+"""Editing tools of the agent runtimes, compared loosely (``loose_tool_name``)."""
 
 DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
     r"\bsed\b[^|;&]*\s-[a-zA-Z]*i",

@@ -8,10 +8,10 @@ the result. It never blocks or rewrites a call.
 from __future__ import annotations
 
 from bus import ToolResult, UserMessage
-from guard.actions import Action
+from guard.actions import Action, action_for
+from guard.calls import CallSelector, Interjections
 from guard.config import RemindConfig
 from guard.fingerprint import FingerprintCache
-from guard.patterns import ToolFilter
 from guard.policy import Policy
 
 __all__ = ["DETAILED_REMINDER", "GENTLE_REMINDER", "RemindPolicy"]
@@ -44,12 +44,13 @@ class _Chain:
         self.count = 0
 
 
-class RemindPolicy(Policy):
+class RemindPolicy(Policy[_Chain]):
     name = "remind"
     plugin = "repeat-tool-reminder"
 
     def __init__(self, config: RemindConfig) -> None:
-        self._filter = ToolFilter(config.include, config.exclude)
+        self._calls = CallSelector(config.include, config.exclude, config.exclude_commands, config.ignored_args)
+        self._interjection = Interjections(config.interjections)
         self._thresholds = frozenset(config.thresholds)
         self._first = config.thresholds[0]
         self._last = config.thresholds[-1]
@@ -60,9 +61,9 @@ class RemindPolicy(Policy):
         return _Chain()
 
     def on_result(self, state: _Chain, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
-        if not self._filter.tracks(result.tool):
+        if not self._calls.tracks(result.tool, result.args):
             return None  # untracked calls neither count nor reset
-        fp = fingerprints.get(result.tool, result.args, call_id=result.call_id)
+        fp = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id)
         if state.count and state.digest == fp.digest:
             state.count += 1
         else:
@@ -79,17 +80,10 @@ class RemindPolicy(Policy):
             text = GENTLE_REMINDER
         else:
             text = DETAILED_REMINDER.format(tool=result.tool, count=count, arguments=fp.preview(self._preview))
-        return Action(
-            policy=self.name,
-            action="remind",
-            agent=result.agent.id if result.agent else None,
-            tool=result.tool,
-            count=count,
-            text=text,
-            call_id=result.call_id,
-            threshold=threshold,
-        )
+        return action_for(result, policy=self.name, kind="remind", count=count, text=text, threshold=threshold)
 
     def on_user_message(self, state: _Chain, message: UserMessage) -> None:
+        if self._interjection(message.text):
+            return
         state.digest = b""
         state.count = 0

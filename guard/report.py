@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from guard.audit import AuditReport, Loop, PolicyAction, SessionAudit, Timeline
 
-__all__ = ["TIMELINE_LIMIT", "human_bytes", "render_html", "render_table"]
+__all__ = ["TIMELINE_LIMIT", "human_bytes", "human_count", "render_html", "render_table"]
 
 TIMELINE_LIMIT = 4000
 """Calls drawn per session; a longer session's timeline says how many it left out."""
@@ -45,19 +45,35 @@ def _first(action: PolicyAction | None) -> str:
     return f"{action.mark}@{action.call_number}" if action is not None else "—"
 
 
+def _saved(calls: dict[str, int], tokens: dict[str, int]) -> str:
+    """Each policy's saving, as ``remind 3 calls (~1.2k tokens)``."""
+    return ", ".join(f"{p} {n} calls (~{human_count(tokens.get(p, 0))} tokens)" for p, n in calls.items())
+
+
+def human_count(n: int) -> str:
+    """A count for people: ``950``, ``12.3k``, ``4.1M``."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
 def render_table(report: AuditReport) -> str:
     """The audit as text: totals, one row per session, the loops, the errors."""
     t = report.totals
     lines = [
         f"audited {t.sessions} sessions in {t.files} files: {t.calls} tool calls, {t.loops} loops, "
-        f"{t.wasted_calls} calls wasted ({human_bytes(t.wasted_bytes)} of {human_bytes(t.output_bytes)} "
-        f"tool output) in {report.seconds:.2f} s",
+        f"{t.wasted_calls} calls wasted (~{human_count(t.wasted_tokens)} tokens; {human_bytes(t.wasted_bytes)} of "
+        f"{human_bytes(t.output_bytes)} tool output) in {report.seconds:.2f} s",
         "policies: " + (", ".join(f"{p} (acted in {t.sessions_acted_on[p]})" for p in report.policies) or "none"),
+        "would have saved: " + (_saved(t.saved_calls, t.saved_tokens) or "nothing"),
+        "(tokens are estimated: bytes of the calls' arguments and output / 4)",
     ]
     if t.not_transcripts:
         lines.append(f"{t.not_transcripts} files found were not transcripts and were left out")
     labels = _labels(report.sessions)
-    header = ["session", "format", "agents", "calls", "run", "loops", "wasted", "output", *report.policies]
+    header = ["session", "format", "agents", "calls", "run", "loops", "wasted", "tokens", "output", *report.policies]
     rows = [
         [
             label if len(label) <= 48 else "…" + label[-47:],
@@ -67,6 +83,7 @@ def render_table(report: AuditReport) -> str:
             str(s.longest_run),
             str(len(s.loops)),
             str(s.wasted_calls),
+            f"~{human_count(s.wasted_tokens)}",
             human_bytes(s.output_bytes),
             *(_first(s.first_actions.get(p)) for p in report.policies),
         ]
@@ -74,7 +91,7 @@ def render_table(report: AuditReport) -> str:
     ]
     if rows:
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        numeric = {2, 3, 4, 5, 6, 7}
+        numeric = {2, 3, 4, 5, 6, 7, 8}
         lines.append("")
         for row in [header, *rows]:
             cells = [
@@ -88,12 +105,17 @@ def render_table(report: AuditReport) -> str:
             firsts = ", ".join(f"{p} {a.mark}@{a.call_number}" for p, a in loop.first_actions.items()) or "no policy"
             lines.append(
                 f"  {label}  [{loop.agent}] {loop.tool} ×{loop.occurrences} (run {loop.longest_run}): "
-                f"{firsts}; wasted {loop.wasted_calls} calls, {human_bytes(loop.wasted_bytes)}"
+                f"{firsts}; wasted {loop.wasted_calls} calls, ~{human_count(loop.wasted_tokens)} tokens, "
+                f"{human_bytes(loop.wasted_bytes)}"
             )
             lines.append(f"      {loop.signature}")
+            lines.append(f"      would have saved: {_saved(loop.saved_calls, loop.saved_tokens) or 'nothing'}")
     if report.errors:
         lines += ["", f"could not read {len(report.errors)} files:"]
         lines += [f"  {e.path}: {e.reason}" for e in report.errors]
+    if report.not_transcripts:
+        lines += ["", f"left out {len(report.not_transcripts)} files that are not transcripts:"]
+        lines += [f"  {e.path}: {e.reason}" for e in report.not_transcripts]
     return "\n".join(lines) + "\n"
 
 
@@ -206,6 +228,7 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
         _card("tool calls", f"{t.calls:,}"),
         _card("loops found", str(t.loops)),
         _card("calls wasted", f"{t.wasted_calls:,}"),
+        _card("tokens wasted", f"~{human_count(t.wasted_tokens)}", "estimated: bytes of arguments and output / 4"),
         _card("output wasted", human_bytes(t.wasted_bytes), f"of {human_bytes(t.output_bytes)} in all"),
         "</div><div class=policies>",
     ]
@@ -215,14 +238,14 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
             f"<div class='card policy'><div class=lbl>policy</div>"
             f"{_shape(shapes[policy], 'halt')} <b>{_e(policy)}</b> would have acted in "
             f"<b>{t.sessions_acted_on.get(policy, 0)}</b> "
-            f"of {t.sessions} sessions<div class=stats>{_e(counts or 'no actions')}</div></div>"
+            f"of {t.sessions} sessions<div class=stats>{_e(counts or 'no actions')}</div>"
+            f"<div class=stats>would have saved {t.saved_calls.get(policy, 0):,} calls "
+            f"(~{human_count(t.saved_tokens.get(policy, 0))} tokens)</div></div>"
         )
     out.append("</div>")
-    if report.errors or t.not_transcripts:
+    if report.errors or report.not_transcripts:
         out.append("<div class='card errors'><div class=lbl>not audited</div><ul>")
-        out += [f"<li><b>{_e(e.path)}</b>: {_e(e.reason)}</li>" for e in report.errors]
-        if t.not_transcripts:
-            out.append(f"<li>{t.not_transcripts} files found in directories were not transcripts</li>")
+        out += [f"<li><b>{_e(e.path)}</b>: {_e(e.reason)}</li>" for e in [*report.errors, *report.not_transcripts]]
         out.append("</ul></div>")
     out.append(
         "<div class=legend><span><i class=key style='background:var(--single);border-radius:3px'></i>"
@@ -338,6 +361,8 @@ def _loop(loop: Loop, timeline: Timeline, shapes: dict[str, str]) -> str:
         f"<div class=loop><div class=sw style='background:{swatch}'></div><div>"
         f"<b>{_e(loop.tool)}</b> ×{loop.occurrences} <span class=stats>· longest run {loop.longest_run} · "
         f"agent {_e(loop.agent)}</span><div class=sig>{_e(loop.signature)}</div><div class=chips>{chips}</div>"
-        f"<div class=waste>wasted: {loop.wasted_calls} calls, {human_bytes(loop.wasted_bytes)} of output</div>"
+        f"<div class=waste>wasted: {loop.wasted_calls} calls, ~{human_count(loop.wasted_tokens)} tokens, "
+        f"{human_bytes(loop.wasted_bytes)} of output</div>"
+        f"<div class=stats>would have saved: {_e(_saved(loop.saved_calls, loop.saved_tokens) or 'nothing')}</div>"
         "</div></div>"
     )

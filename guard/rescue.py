@@ -28,7 +28,8 @@ from collections import deque
 from typing import Any, Protocol
 
 from bus import LogReader, ToolCall, ToolResult, UserMessage
-from guard.actions import Action
+from guard.actions import Action, action_for
+from guard.calls import Interjections
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
@@ -109,8 +110,9 @@ _ADVICE_HEAD, _ADVICE_TAIL = _ADVICE.split("{advice}")
 
 
 def advice_in(denial: str) -> str | None:
-    """The advice a rescue denial text carries, or ``None`` for a denial
-    that carries none (a local denial, a failed escalation)."""
+    """The advice a rescue denial text quotes, or ``None`` for a denial
+    that carries none (a local denial, a failed escalation). Only for
+    denials recorded without their ``advice`` field."""
     start = denial.find(_ADVICE_HEAD)
     if start < 0 or not denial.endswith(_ADVICE_TAIL):
         return None
@@ -133,12 +135,15 @@ class RecordedAnswers:
 
     @classmethod
     def from_log(cls, path: str | os.PathLike[str]) -> RecordedAnswers:
-        """Collect the advice of every rescue denial in the log at ``path``."""
+        """Collect the advice of every rescue denial in the log at ``path``:
+        its ``advice`` field, or, for a denial recorded without one (logs
+        written before the field, or by a runtime that dropped it), the
+        advice its text quotes."""
         answers: dict[tuple[str | None, str], str] = {}
         with LogReader(path) as reader:
             for event in reader:
                 if type(event) is ToolResult and event.denied_by == RESCUE_PLUGIN:
-                    advice = advice_in(event.content)
+                    advice = event.advice if isinstance(event.advice, str) else advice_in(event.content)
                     if advice is not None:
                         answers[(event.agent.id if event.agent else None, event.call_id)] = advice
         return cls(answers)
@@ -262,7 +267,7 @@ class _AgentState:
         return count, False
 
 
-class RescuePolicy(Policy):
+class RescuePolicy(Policy[_AgentState]):
     """Seed 003's loop rescue. Denials are ``by`` the plugin ``loop-rescue``."""
 
     name = "rescue"
@@ -274,6 +279,7 @@ class RescuePolicy(Policy):
         self._excluded_commands = CommandPatterns(config.exclude_commands)
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
         self._ignore = frozenset(config.ignored_args)
+        self._interjection = Interjections(config.interjections)
         self._window = config.window
         self._nudge_at = config.nudge_at
         self._rescue_at = config.rescue_at
@@ -323,6 +329,8 @@ class RescuePolicy(Policy):
         return None
 
     def on_user_message(self, state: _AgentState, message: UserMessage) -> None:
+        if self._interjection(message.text):
+            return
         state.new_epoch()
         state.task = message.text
 
@@ -418,13 +426,5 @@ class RescuePolicy(Policy):
                     reason=reason,
                 )
             )
-        return Action(
-            policy=self.name,
-            action=kind,
-            agent=agent,
-            tool=call.tool,
-            count=shown,
-            text=head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice)),
-            call_id=call.call_id,
-            threshold=threshold,
-        )
+        text = head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice))
+        return action_for(call, policy=self.name, kind=kind, count=shown, text=text, threshold=threshold, advice=advice)

@@ -28,7 +28,8 @@ run, and a turn that calls only exempt ones is skipped as if it did not happen.
 from __future__ import annotations
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
-from guard.actions import Action, ActionKind
+from guard.actions import Action, ActionKind, action_for
+from guard.calls import Interjections
 from guard.config import TurnsConfig
 from guard.fingerprint import FingerprintCache
 from guard.patterns import CommandPatterns, ToolFilter
@@ -126,7 +127,7 @@ class _AgentTurns:
             note.kind = None
 
 
-class TurnsPolicy(Policy):
+class TurnsPolicy(Policy[_AgentTurns]):
     name = "turns"
     plugin = "tool-loop-guard"
 
@@ -134,6 +135,8 @@ class TurnsPolicy(Policy):
         self.config = config
         self._filter = ToolFilter(exclude=config.exempt)
         self._exempt_commands = CommandPatterns(config.exempt_commands)
+        self._ignore = frozenset(config.ignored_args)
+        self._interjection = Interjections(config.interjections)
         self._threshold = config.threshold
         self._deny_after = config.deny_after
         self._halt_after = config.halt_after
@@ -150,18 +153,8 @@ class TurnsPolicy(Policy):
         if not note.denied:
             return None
         summary = state.ladder[note.pair].summary
-        return Action(
-            policy=self.name,
-            action="deny",
-            agent=call.agent.id if call.agent else None,
-            tool=call.tool,
-            count=note.count,
-            text=TURNS_DENIAL.format(
-                tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count)
-            ),
-            call_id=call.call_id,
-            threshold=self._deny_after,
-        )
+        text = TURNS_DENIAL.format(tool=call.tool, count=note.count, summary=summary, warning=self._warning(note.count))
+        return action_for(call, policy=self.name, kind="deny", count=note.count, text=text, threshold=self._deny_after)
 
     def on_result(self, state: _AgentTurns, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         note = state.calls.pop(result.call_id, None)
@@ -182,7 +175,6 @@ class TurnsPolicy(Policy):
             rung.summary = summary
         if note.kind is None:
             return None
-        agent = result.agent.id if result.agent else None
         if note.kind == "halt":
             denied = note.count - self._threshold - self._deny_after + 1 if self._deny_after else 0
             denials = f" and {denied} denied calls" if denied else ""
@@ -193,19 +185,11 @@ class TurnsPolicy(Policy):
                 tool=note.tool, count=note.count, summary=summary, warning=self._warning(note.count)
             )
             threshold = self._threshold
-        return Action(
-            policy=self.name,
-            action=note.kind,
-            agent=agent,
-            tool=note.tool,
-            count=note.count,
-            text=text,
-            call_id=result.call_id,
-            threshold=threshold,
-        )
+        return action_for(result, policy=self.name, kind=note.kind, count=note.count, text=text, threshold=threshold)
 
     def on_user_message(self, state: _AgentTurns, message: UserMessage) -> None:
-        state.reset()
+        if not self._interjection(message.text):
+            state.reset()
 
     def on_status(self, state: _AgentTurns, status: AgentStatus) -> None:
         if status.status == "idle":
@@ -229,7 +213,7 @@ class TurnsPolicy(Policy):
             state.calls.clear()
         if not self._filter.tracks(tool) or self._exempt_commands.match(args):
             return None
-        pair = fingerprints.get(tool, args, call_id=call_id).digest
+        pair = fingerprints.get(tool, args, self._ignore, call_id=call_id).digest
         if state.turn_step != step:
             if state.ladder:
                 previous = state.turn

@@ -6,25 +6,18 @@ import contextlib
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
 import msgspec
 
-from bus import AgentStatus, ContextMessage, Event, ReadReport, Replay
-from guard.actions import Action
+from bus import AgentStatus, AnyEvent, ContextMessage, Event, ReadReport, Replay, ToolCall, ToolResult, UserMessage
+from guard.actions import DENYING, Action
 from guard.config import Config
-from guard.guard import GUARD_PLUGINS, Guard
-from guard.policy import Policy
+from guard.guard import Guard
+from guard.policy import AnyPolicy
 from guard.rescue import RecordedAnswers, RescuePolicy
 
-__all__ = [
-    "ContextDifference",
-    "ReplayOutcome",
-    "Verdict",
-    "answers_from_log",
-    "is_guard_message",
-    "is_guard_output",
-    "replay_log",
-]
+__all__ = ["Difference", "OutputKind", "ReplayOutcome", "Verdict", "answers_from_log", "replay_log"]
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,40 +37,107 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     def json_line(self) -> str:
         """This verdict as ``replay --json`` prints it: one JSON object, the
         fields in the order above, formatted as DESIGN.md shows them."""
-        import json  # here: the command hook imports this module and never prints a verdict
+        import json
 
         return json.dumps(msgspec.to_builtins(self), ensure_ascii=False)
 
 
-class ContextDifference(msgspec.Struct, frozen=True, kw_only=True):
-    """A guard output (a context message, or a halt request) the log
-    recorded that replay did not regenerate the same way, or the reverse.
-    ``index`` counts guard outputs in order."""
+OutputKind = Literal["context message", "denial", "halt request"]
 
-    index: int
+
+class Difference(msgspec.Struct, frozen=True, kw_only=True):
+    """A guard action the log recorded that the replay did not make the same
+    way, or the reverse. ``what`` is the kind of output; ``recorded`` and
+    ``regenerated`` are each side's fields as one JSON object, ``None`` on
+    the side that lacks it; ``seq`` is the recorded event's seq, or, for an
+    action the log lacks, the seq of the event the replay made it on."""
+
+    what: OutputKind
+    seq: int
     recorded: str | None
     regenerated: str | None
 
+    @property
+    def kind(self) -> Literal["missing", "extra", "changed"]:
+        """``missing`` from the log, ``extra`` in it, or ``changed``."""
+        if self.recorded is None:
+            return "missing"
+        return "extra" if self.regenerated is None else "changed"
 
-def _key(event: Event) -> str:
+
+class _Output(msgspec.Struct, frozen=True):
+    what: OutputKind
+    seq: int
+    key: str
+
+
+def _fields(**fields: object) -> str:
+    import json  # here, as difflib below: the command hook imports this module and never compares
+
+    return json.dumps(fields, ensure_ascii=False)
+
+
+def _message(event: ContextMessage | AgentStatus) -> _Output:
     agent = event.agent.id if event.agent else None
     if isinstance(event, ContextMessage):
         source = event.source
-        fields = [agent, event.call_id, source.plugin, source.form, source.summary, event.text]
-    else:
-        assert isinstance(event, AgentStatus)
-        fields = [agent, event.status, event.reason]
-    return msgspec.json.encode(fields).decode()
+        key = _fields(
+            agent=agent,
+            call_id=event.call_id,
+            plugin=source.plugin,
+            form=source.form,
+            summary=source.summary,
+            text=event.text,
+        )
+        return _Output("context message", event.seq, key)
+    return _Output("halt request", event.seq, _fields(agent=agent, reason=event.reason))
+
+
+def _denial(seq: int, agent: str | None, call_id: str, by: str | None, text: str, advice: str | None) -> _Output:
+    fields: dict[str, object] = {"agent": agent, "call_id": call_id, "by": by, "text": text}
+    if advice is not None:
+        fields["advice"] = advice
+    return _Output("denial", seq, _fields(**fields))
+
+
+def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
+    """Align the two sequences (so one missing action is one difference, not
+    a shifted tail) and report what differs."""
+    import difflib
+
+    a = [o.key for o in recorded]
+    b = [o.key for o in fresh]
+    if a == b:
+        return []
+    differences: list[Difference] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        old, new = recorded[i1:i2], fresh[j1:j2]
+        while old and new and old[0].what == new[0].what:
+            was, now = old.pop(0), new.pop(0)
+            differences.append(Difference(what=was.what, seq=was.seq, recorded=was.key, regenerated=now.key))
+        differences += [Difference(what=o.what, seq=o.seq, recorded=o.key, regenerated=None) for o in old]
+        differences += [Difference(what=o.what, seq=o.seq, recorded=None, regenerated=o.key) for o in new]
+    return sorted(differences, key=lambda d: d.seq)
 
 
 class ReplayOutcome:
-    """What a replay found: the verdicts in order, the reader's report, and
-    the differences between recorded and regenerated guard messages."""
+    """What a replay found: the verdicts in order, the reader's report, the
+    guard outputs the log recorded (``checked``, by kind), and the
+    differences between those and the regenerated ones."""
 
-    def __init__(self, verdicts: list[Verdict], report: ReadReport, differences: list[ContextDifference]) -> None:
+    def __init__(
+        self,
+        verdicts: list[Verdict],
+        report: ReadReport,
+        differences: list[Difference],
+        checked: Counter[str] | None = None,
+    ) -> None:
         self.verdicts = verdicts
         self.report = report
         self.differences = differences
+        self.checked = checked if checked is not None else Counter()
 
     def counts(self) -> Counter[str]:
         return Counter(v.action for v in self.verdicts)
@@ -88,24 +148,29 @@ async def replay_log(
     config: Config | None = None,
     *,
     on_verdict: Callable[[Verdict], None] | None = None,
-    policies: Sequence[Policy] | None = None,
+    policies: Sequence[AnyPolicy] | None = None,
     live_asks: bool = False,
 ) -> ReplayOutcome:
     """Feed the log at ``path`` through a fresh bus and guard (with the
-    policies ``config`` enables, or exactly ``policies``).
+    policies ``config`` enables, or exactly ``policies``). ``config`` is used
+    as given: the environment's overrides are for live guards, so a replay
+    depends on nothing but the log and the config.
 
     Escalations are answered from the log (``RecordedAnswers``): a replay
     never runs the ask command, so it spends nothing and agrees with what
     was recorded, unless ``live_asks`` is true.
 
-    The guard's own recorded messages and halt requests are withheld and
-    regenerated, so the
-    outcome says both what the guard does on this log and whether that
-    matches what was recorded.
+    What is the guard's recorded output is decided by this guard's policies
+    (``Guard.owns``): their context messages and halt requests are withheld
+    and regenerated, and the calls they denied are replayed as recorded.
+    Every one of those (denials with their text and advice) is compared with
+    what the replay makes, in order: ``differences`` lists what is missing
+    from the log, extra in it, or changed.
     """
-    replay = Replay(path, withhold=is_guard_output)
     verdicts: list[Verdict] = []
-    regenerated: list[Event] = []
+    recorded: list[_Output] = []
+    fresh: list[_Output] = []
+    denials: dict[tuple[str | None, str], tuple[int, str, Action]] = {}
 
     def on_action(action: Action, trigger: Event) -> None:
         verdict = Verdict(
@@ -119,29 +184,57 @@ async def replay_log(
             text=action.text,
         )
         verdicts.append(verdict)
+        if action.action in DENYING and isinstance(trigger, ToolCall):
+            # The first denial decides the call, as on a live bus.
+            denials.setdefault((action.agent, action.call_id), (replay.seq, plugins[action.policy], action))
         if on_verdict is not None:
             on_verdict(verdict)
 
-    def capture(event: Event) -> None:
-        if is_guard_output(event):
-            regenerated.append(event)
+    guard = Guard(config, on_action=on_action, policies=policies)
+    plugins = {policy.name: policy.plugin for policy in guard.policies}
 
-    guard = Guard(config, on_action=on_action, policies=policies).attach(replay.bus)
+    # Both run on every event of the log: the common kinds leave first.
+    def withhold(event: AnyEvent) -> bool:
+        kind = type(event)
+        if kind is ToolCall or kind is UserMessage:
+            return False
+        if kind is ToolResult:
+            assert isinstance(event, ToolResult)
+            if event.denied_by is not None and guard.owns(event):  # replayed, so the policies see it
+                agent = event.agent.id if event.agent else None
+                advice = event.advice if isinstance(event.advice, str) else None
+                recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
+            return False
+        if not guard.owns(event):
+            return False
+        assert isinstance(event, ContextMessage | AgentStatus)
+        recorded.append(_message(event))
+        return True
+
+    def capture(event: Event) -> None:
+        kind = type(event)
+        if kind is ToolResult:
+            if not denials:
+                return
+            assert isinstance(event, ToolResult)
+            agent = event.agent.id if event.agent else None
+            denied = denials.pop((agent, event.call_id), None)
+            if denied is not None:
+                _, plugin, action = denied
+                advice = action.advice if isinstance(event.advice, str) else None
+                fresh.append(_denial(replay.seq, agent, event.call_id, plugin, action.text, advice))
+        elif (kind is ContextMessage or kind is AgentStatus) and guard.owns(event):
+            assert isinstance(event, ContextMessage | AgentStatus)
+            fresh.append(_message(msgspec.structs.replace(event, seq=replay.seq)))
+
+    replay = Replay(path, withhold=withhold)
+    guard.attach(replay.bus)
     replay.bus.record(capture)
     with answers_from_log(guard, path, live_asks=live_asks):
         report = await replay.run()
-    recorded = [_key(e) for e in replay.withheld]
-    fresh = [_key(e) for e in regenerated]
-    differences = [
-        ContextDifference(
-            index=i,
-            recorded=recorded[i] if i < len(recorded) else None,
-            regenerated=fresh[i] if i < len(fresh) else None,
-        )
-        for i in range(max(len(recorded), len(fresh)))
-        if i >= len(recorded) or i >= len(fresh) or recorded[i] != fresh[i]
-    ]
-    return ReplayOutcome(verdicts, report, differences)
+    for (agent, call_id), (seq, plugin, action) in denials.items():  # denied calls the log has no result for
+        fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
+    return ReplayOutcome(verdicts, report, _compare(recorded, fresh), Counter(o.what for o in recorded))
 
 
 @contextlib.contextmanager
@@ -166,14 +259,3 @@ def answers_from_log(guard: Guard, path: str | os.PathLike[str], *, live_asks: b
         for policy, (asker, trips) in zip(rescuers, previous, strict=True):
             policy.ask = asker
             policy.trips = trips
-
-
-def is_guard_message(event: Event) -> bool:
-    """A context message one of this package's policies wrote."""
-    return isinstance(event, ContextMessage) and event.source.plugin in GUARD_PLUGINS
-
-
-def is_guard_output(event: Event) -> bool:
-    """The guard's own recorded output: its messages and halt requests,
-    which a replay regenerates rather than re-publishes."""
-    return is_guard_message(event) or (isinstance(event, AgentStatus) and event.status == "halt-requested")

@@ -6,10 +6,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from bus import Agent, Bus
 from bus.testing import Capture, FakeClock
 from tests.claude_cli import FakeAnthropic, bundled_cli
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    """A command run in-process (``main([...])``) configures structlog for
+    the whole process, as a command does; every test starts from the defaults."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -48,7 +48,7 @@ def test_readme_quick_start_replay_command_succeeds() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "remind/remind  grep × 3" in result.stdout
-    assert "check: every guard message matches the log" in result.stderr
+    assert "check: every guard action matches the log" in result.stderr
 
 
 def test_readme_config_example_is_a_valid_config() -> None:

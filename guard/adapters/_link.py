@@ -25,7 +25,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
-from guard.config import Config
+from guard.config import Config, apply_environment
 from guard.guard import Guard
 
 __all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
@@ -50,7 +50,8 @@ class GuardLink:
     """One bus shared by the agents of one runtime, with their ``AgentLink``s.
 
     Pass a ``bus`` you built (and attached your own ``Guard`` and logs to),
-    or let the link build one with a ``Guard(config)`` attached and, with
+    or let the link build one with a ``Guard(config)`` attached (the
+    environment's overrides applied: ``apply_environment``) and, with
     ``log``, a ``SessionLog`` at that path (``self.log``). A log that exists
     already is continued (a resume header, then this run's events), so the
     same program can run again; ``append=False`` refuses it instead.
@@ -69,7 +70,7 @@ class GuardLink:
         self.log: SessionLog | None = None
         if bus is None:
             bus = Bus()
-            Guard(config).attach(bus)
+            Guard(apply_environment(config if config is not None else Config())).attach(bus)
             if log is not None:
                 self.log = SessionLog(log, append=append).attach(bus)
         elif config is not None or log is not None:
@@ -187,13 +188,16 @@ class AgentLink:
 
     async def denied(self, call_id: str, decision: Decision) -> None:
         """Publish the denial as the call's result: the model reads ``decision.reason``."""
-        await self._publish_result(call_id, decision.reason or "", True, decision.by)
+        await self._publish_result(call_id, decision.reason or "", True, decision.by, decision.advice)
 
-    async def _publish_result(self, call_id: str, content: str, is_error: bool, denied_by: str | None) -> None:
+    async def _publish_result(
+        self, call_id: str, content: str, is_error: bool, denied_by: str | None, advice: str | None = None
+    ) -> None:
         call = self._calls.pop(call_id, None)
         if call is None:
             raise KeyError(f"no open tool call {call_id!r} for agent {self.agent.id!r}; publish it with call() first")
-        await self.bus.publish(ToolResult.answering(call, content, is_error=is_error, denied_by=denied_by))
+        result = ToolResult.answering(call, content, is_error=is_error, denied_by=denied_by, advice=advice)
+        await self.bus.publish(result)
 
     def reopen(self, call: ToolCall) -> None:
         """Restore a call published earlier (in another process) that still waits for its result."""

@@ -5,11 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bus import Agent, AgentStatus, Bus, Event, Replay, SessionLog, ToolCall, ToolResult, UserMessage
+from bus import (
+    Agent,
+    AgentStatus,
+    Bus,
+    ContextMessage,
+    Event,
+    Replay,
+    SessionLog,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 from guard.adapters._link import GuardLink
 from guard.config import Config
 from guard.guard import Guard
-from guard.verdicts import answers_from_log, is_guard_message
+from guard.verdicts import answers_from_log
 
 __all__ = ["resume_link"]
 
@@ -85,7 +96,7 @@ async def resume_link(
     if exists:
         # Recorded halt requests are re-published, not withheld: a runtime or
         # plugin may have asked for one too, and the tracker must see it.
-        replay = Replay(path, withhold=is_guard_message)
+        replay = Replay(path, withhold=lambda event: type(event) is ContextMessage and guard.owns(event))
         guard.attach(replay.bus)
         replay.bus.record(tracker)
         with answers_from_log(guard, path):  # history never re-runs an escalation

@@ -13,7 +13,9 @@ the caller is told why.
 
 The snapshot is a pickle, because the policies' states are live Python
 objects (their own classes, sets, deques) and a pickle keeps them as they
-are, custom policies' included, in one C call each way. A pickle runs code
+are, custom policies' included. A policy itself is not in it, only its place
+among the guard's policies: the next process's guard, built from the same
+config, puts its own there. A pickle runs code
 when loaded, so only a regular file owned by this user and writable by no
 one else is loaded: the trust already placed in the state directory (mode
 0700) and in the config, whose ``ask_command`` runs anyway. It is written to
@@ -23,6 +25,7 @@ snapshot or none.
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import stat
@@ -34,6 +37,7 @@ import msgspec
 from bus import Agent, Bus, SessionLog, ToolCall
 from guard.adapters._link import GuardLink
 from guard.guard import Guard
+from guard.policy import AnyPolicy, AnyWatch
 
 __all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 
@@ -42,9 +46,33 @@ SNAPSHOT_VERSION = 1
 shape or meaning (a policy's state among it), so an older one is replayed
 over rather than misread."""
 
-_AgentRecord = tuple[Agent, int, bool, bool, str | None, list[ToolCall], list[Any] | None]
+_AgentRecord = tuple[Agent, int, bool, bool, str | None, list[ToolCall], list[AnyWatch] | None]
 """A live agent: its handle, step, ``step_done``, ``steps_reported``, halt
-reason, calls in flight and the policies' states."""
+reason, calls in flight and its watches (each policy's state for it)."""
+
+
+class _Pickler(pickle.Pickler):
+    """Writes each of the guard's policies as its index."""
+
+    def __init__(self, file: io.BytesIO, policies: list[AnyPolicy]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._places = {id(policy): index for index, policy in enumerate(policies)}
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return self._places.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads an index back as the guard's policy at that place."""
+
+    def __init__(self, data: bytes, policies: list[AnyPolicy]) -> None:
+        super().__init__(io.BytesIO(data))
+        self._policies = policies
+
+    def persistent_load(self, pid: Any) -> AnyPolicy:
+        if not isinstance(pid, int) or not 0 <= pid < len(self._policies):
+            raise pickle.UnpicklingError(f"no policy at place {pid!r}")
+        return self._policies[pid]
 
 
 def snapshot_path(log: Path) -> Path:
@@ -64,11 +92,13 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
     """Save the state of ``link``'s agents and ``guard`` as of the end of
     ``log`` (the caller holds the session's lock)."""
     agents: list[_AgentRecord] = [
-        (a.agent, a.step, a.step_done, a.steps_reported, a.halt_reason, a.calls_in_flight(), guard.states(a.agent))
+        (a.agent, a.step, a.step_done, a.steps_reported, a.halt_reason, a.calls_in_flight(), guard.watches(a.agent))
         for a in link.links()
     ]
     record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents)
-    data = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
+    buffer = io.BytesIO()
+    _Pickler(buffer, guard.policies).dump(record)
+    data = buffer.getbuffer()
     temporary = path.with_name(f"{path.name}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -99,7 +129,7 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
     finally:
         os.close(fd)
     try:
-        version, config_key, log_id, seq, agents = pickle.loads(data)
+        version, config_key, log_id, seq, agents = _Unpickler(data, guard.policies).load()
     except Exception as exc:
         return f"the snapshot does not load ({type(exc).__name__}: {exc})"
     if version != SNAPSHOT_VERSION:
@@ -112,8 +142,8 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
         return "the session log is gone"
     if current != tuple(log_id):
         return "the session log changed since the snapshot was written"
-    policies = len(guard.policies)
-    if any(states is not None and len(states) != policies for *_, states in agents):
+    places = list(guard.policies)
+    if any(watches is not None and [getattr(w, "policy", None) for w in watches] != places for *_, watches in agents):
         return "the snapshot's policy states do not match the config's policies"
     bus = Bus(seq=seq)
     guard.attach(bus)
@@ -121,7 +151,7 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
     link = GuardLink(bus)
     record: _AgentRecord
     for record in agents:
-        agent, step, step_done, steps_reported, halt_reason, calls, states = record
+        agent, step, step_done, steps_reported, halt_reason, calls, watches = record
         adopted = link.adopt(agent)
         adopted.step = step
         adopted.step_done = step_done
@@ -129,6 +159,6 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
         adopted.halt_reason = halt_reason
         for call in calls:
             adopted.reopen(call)
-        if states is not None:
-            guard.restore(agent, states)
+        if watches is not None:
+            guard.restore(agent, watches)
     return link, log

@@ -32,7 +32,7 @@ from bus import Decision, LogError
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
 from guard.adapters._snapshot import load_snapshot, save_snapshot, snapshot_path
-from guard.config import Config
+from guard.config import Config, apply_environment
 from guard.guard import Guard
 
 __all__ = [
@@ -273,7 +273,9 @@ async def run_hook(
     log is replayed instead and ``on_replay`` is told why. A log that is not a
     session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
     ``log_actions`` is ``Guard``'s.
+    The environment's overrides (``apply_environment``) apply to ``config``.
     """
+    config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / f"{session}.jsonl"

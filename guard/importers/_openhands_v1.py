@@ -22,7 +22,7 @@ import msgspec
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportReport, parse_args, parse_time, text_of
 
-__all__ = ["event_files", "events", "is_event", "is_event_file", "is_later_event_file"]
+__all__ = ["conversation_of", "event_files", "events", "is_event", "is_event_file", "is_later_event_file"]
 
 MAIN = "main"
 
@@ -56,17 +56,25 @@ def is_event(value: Any) -> bool:
 
 
 def is_event_file(path: Path) -> bool:
-    return path.parent.name == "events" and _EVENT_FILE.match(path.name) is not None
+    """Whether ``path`` is named as one event of a conversation folder: in its
+    ``events/`` folder, or in a flat folder of event files."""
+    return _EVENT_FILE.match(path.name) is not None
+
+
+def conversation_of(path: Path) -> Path:
+    """The conversation an event file belongs to: the folder holding
+    ``events/``, or the flat folder of event files itself."""
+    return path.parent.parent if path.parent.name == "events" else path.parent
 
 
 def is_later_event_file(path: Path) -> bool:
     """Whether ``path`` is an event file other than a conversation's first
-    (``event-00000-…``), or the ``base_state.json`` beside ``events/``: a
+    (``event-00000-…``), or the ``base_state.json`` beside its events: a
     directory walk imports the conversation once, from its first event."""
     if path.name == "base_state.json":
-        return (path.parent / "events").is_dir()
+        return (path.parent / "events").is_dir() or any(path.parent.glob("event-0*.json"))
     match = _EVENT_FILE.match(path.name)
-    return path.parent.name == "events" and match is not None and int(match.group(1)) > 0
+    return match is not None and int(match.group(1)) > 0
 
 
 def event_files(folder: Path, report: ImportReport) -> Iterator[Any]:
@@ -96,8 +104,18 @@ def _call_args(event: dict[str, Any]) -> Any:
     return {k: v for k, v in action.items() if k != "kind"} if isinstance(action, dict) else {}
 
 
+def _failed_code(code: Any) -> bool:
+    return isinstance(code, int) and not isinstance(code, bool) and code != 0
+
+
 def _answer(event: dict[str, Any]) -> tuple[str, bool, str | None]:
-    """An observation's text, whether it failed, and who denied the call."""
+    """An observation's text, whether it failed, and who denied the call.
+
+    Observations have changed shape across SDK releases: the text is
+    ``content`` (blocks) in current ones and ``output`` in late-2025 ones,
+    where a failure is ``error`` (a message, or ``true`` for a command) and the
+    exit code sits in ``metadata``. The text is what the model saw: an error
+    message replaces the output."""
     kind = event["kind"]
     if kind == "UserRejectObservation":
         return str(event.get("rejection_reason") or ""), True, str(event.get("rejection_source") or "user")
@@ -105,15 +123,27 @@ def _answer(event: dict[str, Any]) -> tuple[str, bool, str | None]:
         return str(event.get("error") or ""), True, None
     observation = event.get("observation")
     observation = observation if isinstance(observation, dict) else {}
-    code = observation.get("exit_code")
-    failed = observation.get("is_error") is True or (isinstance(code, int) and not isinstance(code, bool) and code != 0)
-    return _text(observation), failed, None
+    metadata = observation.get("metadata")
+    error = observation.get("error")
+    failed = (
+        observation.get("is_error") is True
+        or error is True
+        or (isinstance(error, str) and bool(error))
+        or _failed_code(observation.get("exit_code"))
+        or (isinstance(metadata, dict) and _failed_code(metadata.get("exit_code")))
+    )
+    if isinstance(error, str) and error:
+        return error, True, None
+    if "content" in observation:
+        return _text(observation), failed, None
+    return text_of(observation.get("output")), failed, None
 
 
 def events(stream: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
     ts = 0.0
     step = 0
     response: object = None
+    responses: set[str] = set()  # the ids of think and finish calls, whose observations answer no tool call
     for event in stream:
         if not is_event(event):
             continue
@@ -130,11 +160,15 @@ def events(stream: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
                 response = this_response
             call = event.get("tool_call")
             tool = event.get("tool_name") or (call.get("name") if isinstance(call, dict) else None)
-            if kind == "ActionEvent" and tool not in _NOT_CALLS:
-                call_id = str(event.get("tool_call_id") or f"event-{event.get('id')}")
+            call_id = str(event.get("tool_call_id") or f"event-{event.get('id')}")
+            if kind == "ActionEvent" and tool in _NOT_CALLS:
+                responses.add(call_id)
+            elif kind == "ActionEvent":
                 yield from b.call(MAIN, call_id, step, str(tool), _call_args(event), ts)
         elif kind in _ANSWERS:
             call_id = str(event.get("tool_call_id"))
+            if call_id in responses:
+                continue
             if kind == "AgentErrorEvent" and not b.was_called(MAIN, call_id):
                 continue  # a malformed call that never became an action
             text, failed, denied = _answer(event)

@@ -157,16 +157,19 @@ def _denial(text: str) -> str | None:
 
 def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> Iterator[AnyEvent]:
     """The events of one transcript file, as ``agent``. In a session file,
-    entries marked ``isSidechain`` (very old versions kept subagents inline)
-    go to their ``agentId`` (or ``sidechain``), a subagent of ``agent``."""
+    entries marked ``isSidechain`` (1.0 versions kept subagents inline) go to
+    a subagent of ``agent``: their ``agentId``, or, without one, the
+    subagent whose thread they continue (``parentUuid``); a sidechain entry
+    that continues no known thread starts subagent ``sidechain-<n>``."""
     ts = 0.0
     last_message: dict[str, Any] = {}
     steps: dict[str, int] = {}
+    threads: dict[Any, str] = {}  # sidechain entry uuid -> its subagent
     for entry in read_jsonl(path, b.report):
         ts = parse_time(entry.get("timestamp")) or ts
         who = agent
         if inline_sidechains and entry.get("isSidechain") is True:
-            who = str(entry.get("agentId") or "sidechain")
+            who = _sidechain(entry, threads)
             b.parent(who, agent)
         kind = entry.get("type")
         message = entry.get("message")
@@ -201,6 +204,17 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
                 yield from b.user(who, prompt, ts)
         elif kind == "attachment":
             yield from _attachment(b, who, entry.get("attachment"), ts)
+
+
+def _sidechain(entry: dict[str, Any], threads: dict[Any, str]) -> str:
+    """The subagent of an inline sidechain entry, remembered for the entries
+    that continue its thread."""
+    named = entry.get("agentId")
+    who = str(named) if named else threads.get(entry.get("parentUuid")) or f"sidechain-{len(set(threads.values())) + 1}"
+    uuid = entry.get("uuid")
+    if uuid is not None:
+        threads[uuid] = who
+    return who
 
 
 def _attachment(b: Builder, agent: str, attachment: Any, ts: float) -> Iterator[AnyEvent]:

@@ -27,8 +27,12 @@ __all__ = ["FORMAT", "belongs_to_session"]
 NAME = "openhands"
 MAIN = "main"
 
-_NOT_CALLS = frozenset({"message", "finish", "think", "system", "recall", "change_agent_state", "condensation"})
-_NOT_RESPONSES = frozenset({"system", "recall", "change_agent_state", "condensation", "condensation_request"})
+_NOT_CALLS = frozenset(
+    {"message", "finish", "reject", "think", "system", "recall", "change_agent_state", "condensation", "null"}
+)
+_NOT_RESPONSES = frozenset({"system", "recall", "change_agent_state", "condensation", "condensation_request", "null"})
+_EDITOR_OBSERVATIONS = frozenset({"edit", "read"})
+_EDITOR_ERROR = "ERROR:"
 _BOOKKEEPING = frozenset(
     {
         "thought",
@@ -44,19 +48,48 @@ _BOOKKEEPING = frozenset(
         "include_extra",
         "kernel_init_code",
         "timeout",
+        "keep_prompt",
+        "is_confirmed",
     }
 )
 
 
-def _is_events(value: Any) -> bool:
-    return isinstance(value, list) and any(
-        isinstance(e, dict) and "source" in e and ("action" in e or "observation" in e) for e in value[:20]
+def _is_event(value: Any) -> bool:
+    return isinstance(value, dict) and "source" in value and ("action" in value or "observation" in value)
+
+
+def _is_pair(value: Any) -> bool:
+    """Whether ``value`` is an ``[action, observation]`` pair, as 2024
+    evaluation output records its history."""
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], dict)
+        and "action" in value[0]
+        and isinstance(value[1], dict)
+        and "observation" in value[1]
     )
+
+
+def _is_events(value: Any) -> bool:
+    return isinstance(value, list) and any(_is_event(e) or _is_pair(e) for e in value[:20])
+
+
+def _is_history(value: Any) -> bool:
+    """Whether ``value`` is an evaluation record's history: V0 events or
+    pairs, or V1 events."""
+    return _is_events(value) or (isinstance(value, list) and any(v1.is_event(e) for e in value[:20]))
+
+
+def _is_record(line: dict[str, Any]) -> bool:
+    history = line.get("history")
+    return isinstance(history, list) and ("instance_id" in line or _is_history(history))
 
 
 def _v1_form(sample: Sample) -> str | None:
     """Which V1 form ``sample`` is: ``folder`` (one event file of a
-    conversation's ``events/``), ``list`` or ``lines``; ``None`` if not V1."""
+    conversation, in its ``events/`` or a flat folder), ``list`` or ``lines``;
+    ``None`` if not V1."""
     doc = sample.document
     if v1.is_event(doc) and v1.is_event_file(sample.path):
         return "folder"
@@ -71,13 +104,13 @@ def _sniff(sample: Sample) -> str | None:
     doc = sample.document
     if _is_events(doc) or (isinstance(doc, dict) and _is_events(doc.get("history"))):
         return None
-    if sample.lines and any(isinstance(line.get("history"), list) and "instance_id" in line for line in sample.lines):
+    if any(_is_record(line) for line in sample.lines):
         return None
     if _v1_form(sample) is not None:
         return None
     return (
-        "neither a list of {source, action|observation} events, JSON Lines of {instance_id, history},"
-        " nor V1 {kind, source} events"
+        "neither a list of {source, action|observation} events (or [action, observation] pairs),"
+        " JSON Lines of {instance_id, history}, nor V1 {kind, source} events"
     )
 
 
@@ -92,7 +125,7 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     doc = sample.document
     form = _v1_form(sample)
     if form == "folder":
-        conversation = path.parent.parent
+        conversation = v1.conversation_of(path)
         yield ImportedSession(
             format=NAME,
             session=conversation.name,
@@ -117,14 +150,14 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         )
         return
     report = ImportReport()
-    records = ((n, r) for n, r in enumerate(read_jsonl(path, report), 1) if isinstance(r.get("history"), list))
+    records = ((n, r) for n, r in enumerate(read_jsonl(path, report), 1) if _is_record(r))
     pending = next(records, None)
     while pending is not None:
         number, record = pending
         # Read one line ahead, so a torn last line is counted before the
         # last session is handed out.
         pending = next(records, None)
-        instance = str(record.get("instance_id") or f"line-{number}")
+        instance = str(record.get("instance_id") or record.get("task_id") or f"line-{number}")
         yield ImportedSession(
             format=NAME,
             session=instance,
@@ -136,6 +169,10 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 
 
 def _producer(history: list[Any]) -> Callable[[Builder], Iterator[AnyEvent]]:
+    """The events of one evaluation record: V1 evaluation output keeps the
+    SDK's events in ``history``, V0 its own."""
+    if any(v1.is_event(e) for e in history[:20]):
+        return lambda b: v1.events(history, b)
     return lambda b: _events(history, b)
 
 
@@ -155,12 +192,33 @@ def _model_args(metadata: dict[str, Any], call_id: str) -> Any:
 
 
 def _failed(event: dict[str, Any]) -> bool:
-    if event.get("observation") == "error":
+    """Whether an observation reports a failure: an ``error`` observation, an
+    editor observation whose text is the editor's ``ERROR:`` report (how
+    OpenHands records a failed ``str_replace`` or an invalid ``view_range``),
+    or a command's non-zero exit code (in ``extras.metadata``, or in
+    ``extras`` itself in 2024 output)."""
+    kind = event.get("observation")
+    if kind == "error":
+        return True
+    if kind in _EDITOR_OBSERVATIONS and text_of(event.get("content")).startswith(_EDITOR_ERROR):
         return True
     extras = event.get("extras")
-    metadata = extras.get("metadata") if isinstance(extras, dict) else None
-    code = metadata.get("exit_code") if isinstance(metadata, dict) else None
-    return isinstance(code, int) and code != 0
+    extras = extras if isinstance(extras, dict) else {}
+    metadata = extras.get("metadata")
+    code = metadata.get("exit_code") if isinstance(metadata, dict) else extras.get("exit_code")
+    return isinstance(code, int) and not isinstance(code, bool) and code != 0
+
+
+def _linked(history: list[Any]) -> Iterator[tuple[int, dict[str, Any], Any]]:
+    """Each event of a V0 history with its position and the key that links
+    an observation to its action: the action's ``id`` and the observation's
+    ``cause``, or, for an ``[action, observation]`` pair, the pair itself."""
+    for position, item in enumerate(history):
+        if isinstance(item, dict):
+            yield position, item, item.get("id") if item.get("action") is not None else item.get("cause")
+        elif _is_pair(item):
+            yield position, item[0], ("pair", position)
+            yield position, item[1], ("pair", position)
 
 
 def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
@@ -168,9 +226,7 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
     step = 0
     response: object = None
     calls_by_action: dict[Any, str] = {}
-    for event in history:
-        if not isinstance(event, dict):
-            continue
+    for position, event, link in _linked(history):
         ts = parse_time(event.get("timestamp")) or ts
         action = event.get("action")
         metadata = event.get("tool_call_metadata")
@@ -181,7 +237,7 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                 if action == "message":
                     yield from b.user(MAIN, str(args.get("content") or event.get("message") or ""), ts)
                 continue
-            if event.get("source") != "agent" or action in _NOT_RESPONSES:
+            if event.get("source") != "agent" or not isinstance(action, str) or action in _NOT_RESPONSES:
                 continue
             model_response = metadata.get("model_response")
             this_response = model_response.get("id") if isinstance(model_response, dict) else None
@@ -190,15 +246,17 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                 response = this_response
             if action in _NOT_CALLS:
                 continue
-            call_id = str(metadata.get("tool_call_id") or f"event-{event.get('id')}")
+            event_id = event.get("id")
+            call_id = str(metadata.get("tool_call_id") or (f"event-{event_id}" if event_id is not None else ""))
+            call_id = call_id or f"position-{position}"
             tool = str(metadata.get("function_name") or action)
             call_args = _model_args(metadata, call_id)
             if call_args is None:
                 call_args = {k: v for k, v in args.items() if k not in _BOOKKEEPING}
-            calls_by_action[event.get("id")] = call_id
+            calls_by_action[link] = call_id
             yield from b.call(MAIN, call_id, step, tool, call_args, ts)
         elif event.get("observation") is not None:
-            call_id = calls_by_action.pop(event.get("cause"), "")
+            call_id = calls_by_action.pop(link, "")
             if not call_id:
                 continue  # observes no tool call: a think, a recall, a validation error
             rejected = event.get("observation") == "user_rejected"

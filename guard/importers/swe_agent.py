@@ -25,6 +25,12 @@ NAME = "swe-agent"
 MAIN = "main"
 
 _EDIT_REJECTED = "Your proposed edit has introduced new syntax error(s)"
+_EDITOR_FAILED = (
+    "No replacement was performed",
+    "Invalid `view_range`",
+    "Invalid `insert_line`",
+    "No edit history found for ",
+)
 _BLOCKED = ("Operation '", "Interactive operation '")
 
 
@@ -49,10 +55,12 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 
 def _outcome(text: str) -> tuple[bool, str | None]:
     """Whether an observation is an error, and who denied the call: the
-    environment's blocklist refuses some commands before they run."""
+    environment's blocklist refuses some commands before they run. The
+    trajectory keeps no exit code, so a failed edit is told by the editor's
+    own report: a rolled-back edit, or ``str_replace_editor`` refusing one."""
     if text.startswith(_BLOCKED) and "is not supported by this environment" in text:
         return True, "blocklist"
-    return text.startswith(_EDIT_REJECTED), None
+    return text.startswith(_EDIT_REJECTED) or text.lstrip().startswith(_EDITOR_FAILED), None
 
 
 def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:

@@ -58,6 +58,8 @@ def test_every_section_reports_rates_and_ratios_to_its_baseline(
         "replay",
         "loop detection",
         "memory",
+        "command hook per invocation",
+        "audit",
     }
     for row in rows:
         if row["unit"].endswith("/s") and not row["extra"].startswith(("not ", "not measured")):

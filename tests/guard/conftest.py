@@ -21,7 +21,7 @@ class CapturedScript(Script):
         self.capture = Capture().attach(self.bus)
 
 
-class OnCallPolicy(Policy):
+class OnCallPolicy(Policy[list[int]]):
     """Answers every call of an agent with one action of ``kind`` from its second call on."""
 
     def __init__(self, name: str, kind: ActionKind) -> None:

@@ -8,18 +8,25 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from bus import ToolCall
 from guard import Config, RemindConfig, RescueConfig, replay_log
 from guard.actions import Action
-from guard.audit import NO_ASK_COMMAND, Timeline, audit, audit_config, find_transcripts
+from guard.audit import NO_ASK_COMMAND, Timeline, audit, audit_config, estimated_tokens, find_transcripts
 from guard.cli import _progress_bar, main
 from guard.fingerprint import FingerprintCache
 from guard.guard import build_policies
 from guard.importers import open_sessions, write_log
-from guard.policy import Policy
-from tests.guard.importers._transcripts import CORPUS, corpus_file, looping_claude_code, write_lines
+from guard.policy import AnyPolicy, Policy
+from tests.guard.importers._transcripts import (
+    CORPUS,
+    ClaudeCodeSession,
+    corpus_file,
+    looping_claude_code,
+    write_lines,
+)
 
 GREP_OUTPUT = len(b"src/cfg.py:12: def load_config():")
 
@@ -73,7 +80,7 @@ def test_audit_says_what_replay_says_on_the_imported_log(tmp_path: Path, backend
     assert audited.first_actions["remind"].call_number == outcome.verdicts[0].call_number
 
 
-class _DenyThird(Policy):
+class _DenyThird(Policy[dict[bytes, int]]):
     """A denying policy for the test: the third identical call is denied."""
 
     name = "deny-third"
@@ -100,7 +107,7 @@ class _DenyThird(Policy):
 
 
 def test_a_denied_call_is_itself_wasted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def policies(config: Config) -> list[Policy]:
+    def policies(config: Config) -> list[AnyPolicy]:
         return [*build_policies(config), _DenyThird()]
 
     monkeypatch.setattr("guard.guard.build_policies", policies)
@@ -155,6 +162,9 @@ def test_unreadable_files_are_reported_and_the_audit_goes_on(tmp_path: Path, mon
     assert "is not a transcript format this tool knows" in reasons["unknown.jsonl"]
     assert "no such file" in reasons["absent"]
     assert (report.totals.unreadable, report.totals.not_transcripts) == (4, 1)
+    (left_out,) = report.not_transcripts
+    assert left_out.path == str(walked / "notes.json")
+    assert left_out.reason.startswith(f"{str(walked / 'notes.json')!r} is not a transcript format this tool knows")
 
 
 def test_walk_leaves_subagent_files_to_their_session(tmp_path: Path) -> None:
@@ -197,6 +207,25 @@ def test_cli_audit_prints_a_table_json_and_html(tmp_path: Path, capsys: pytest.C
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 
+def test_cli_audit_names_each_file_it_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file found in a directory that no importer reads is not an error
+    (exit 0), but the table and the JSON name it and say why."""
+    looping_claude_code(tmp_path / "loop.jsonl")
+    write_lines(tmp_path / "history" / "output.jsonl", [{"instance_id": "x", "result": "no history"}])
+    skipped = str(tmp_path / "history" / "output.jsonl")
+    assert main(["audit", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "1 files found were not transcripts and were left out" in table
+    listed = table.split("left out 1 files that are not transcripts:\n")[1]
+    assert listed.startswith(f"  {skipped}: {skipped!r} is not a transcript format this tool knows (tried claude-code:")
+    assert main(["audit", str(tmp_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (entry,) = data["not_transcripts"]
+    assert entry["path"] == skipped
+    assert "openhands: neither a list of" in entry["reason"]
+    assert data["totals"]["not_transcripts"] == 1
+
+
 def test_cli_audit_exits_1_when_a_file_could_not_be_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", str(tmp_path / "absent.jsonl")]) == 1
     assert "could not read 1 files:" in capsys.readouterr().out
@@ -236,9 +265,65 @@ def test_remind_config_is_the_library_default() -> None:
 def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
     """Every policy side by side over real transcripts. Their agents rerun
     tests after each edit (Claude Code `Edit`, mini-swe-agent `sed -i` and
-    `cat > file`): none of that may be denied. The one action is rescue's
-    denial of OpenHands viewing the unchanged parser.c a third time."""
+    `cat > file`): none of that may be denied. Rescue acts on OpenHands
+    twice: it denies viewing the unchanged parser.c a third time, and the
+    same failed ``str_replace`` (no ``old_str``) a third and fourth time; a
+    failed edit is no progress."""
     corpus_file("SOURCES.md")
     report = audit([CORPUS], audit_config())
     acted = {s.label.split("corpus/")[-1]: s.actions for s in report.sessions if s.actions}
-    assert acted == {"openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1}}
+    assert acted == {
+        "openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1},
+        "openhands/output.jsonl#ponylang__ponyc-4593": {"rescue:deny": 2},
+    }
+
+
+def test_each_loop_says_its_estimated_tokens_and_what_each_policy_would_have_saved(tmp_path: Path) -> None:
+    """Six identical greps, every policy side by side: ``rescue`` denies the
+    3rd (the denied call is itself saved), ``remind`` reminds after the 3rd
+    (the 4th on are saved), ``turns`` advises after the 5th. Tokens are the
+    calls' argument and output bytes / 4, rounded up."""
+    session = ClaudeCodeSession("six")
+    session.prompt("find x")
+    for _ in range(6):
+        session.call("Grep", {"pattern": "x"}, "none")
+    path = session.write(tmp_path / "six.jsonl")
+    report = audit([path])
+    (loop,) = report.sessions[0].loops
+    per_call = len(b'{"pattern":"x"}') + len(b"none")  # 19 bytes
+    assert {p: a.call_number for p, a in loop.first_actions.items()} == {"rescue": 3, "remind": 3, "turns": 5}
+    assert loop.saved_calls == {"remind": 3, "turns": 1, "rescue": 4}
+    assert loop.saved_tokens == {"remind": -(-3 * per_call // 4), "turns": -(-per_call // 4), "rescue": 19}
+    assert (loop.wasted_calls, loop.wasted_bytes, loop.wasted_tokens) == (4, 4 * len(b"none"), 19)
+    totals = report.totals
+    assert (totals.wasted_tokens, totals.saved_calls, totals.saved_tokens) == (19, loop.saved_calls, loop.saved_tokens)
+    as_json = json.loads(msgspec.json.encode(report))
+    assert as_json["sessions"][0]["loops"][0]["saved_calls"] == {"remind": 3, "turns": 1, "rescue": 4}
+    assert as_json["totals"]["wasted_tokens"] == 19
+
+
+def test_a_loop_no_policy_acted_on_saves_nothing(tmp_path: Path) -> None:
+    session = ClaudeCodeSession("two")
+    session.prompt("go")
+    for _ in range(2):
+        session.call("Read", {"path": "a.py"}, "print(1)")
+    (loop,) = audit([session.write(tmp_path / "two.jsonl")]).sessions[0].loops
+    assert (loop.occurrences, loop.first_actions, loop.wasted_tokens) == (2, {}, 0)
+    assert loop.saved_calls == {"remind": 0, "turns": 0, "rescue": 0}
+    assert loop.saved_tokens == {"remind": 0, "turns": 0, "rescue": 0}
+
+
+def test_estimated_tokens_rounds_bytes_over_four_up() -> None:
+    assert [estimated_tokens(n) for n in (0, 1, 4, 5, 400)] == [0, 1, 1, 2, 100]
+
+
+def test_a_call_saved_by_two_policies_is_wasted_once(tmp_path: Path) -> None:
+    session = ClaudeCodeSession("five")
+    session.prompt("find x")
+    for _ in range(5):
+        session.call("Grep", {"pattern": "x"}, "none")
+    config = Config(remind=RemindConfig(thresholds=(2,)), rescue=RescueConfig())
+    (loop,) = audit([session.write(tmp_path / "five.jsonl")], config).sessions[0].loops
+    # remind reminds after the 2nd call, rescue denies the 3rd: both save calls 3 to 5
+    assert loop.saved_calls == {"remind": 3, "rescue": 3}
+    assert loop.wasted_calls == 3

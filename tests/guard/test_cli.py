@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import subprocess
 import sys
@@ -70,7 +71,7 @@ def test_replay_text_names_each_action_and_indents_its_text(session: Path, capsy
 
 def test_check_passes_on_an_intact_log(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", str(session), "--check"]) == 0
-    assert capsys.readouterr().err.endswith("check: every guard message matches the log\n")
+    assert capsys.readouterr().err.endswith("check: every guard action matches the log (2 context messages)\n")
 
 
 def test_check_fails_on_a_tampered_log(session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +81,8 @@ def test_check_fails_on_a_tampered_log(session: Path, tmp_path: Path, capsys: py
     tampered.write_text(text.replace("consecutive_calls: 5", "consecutive_calls: 4"), encoding="utf-8")
     assert main(["replay", str(tampered), "--check", "--json"]) == 1
     err = capsys.readouterr().err
-    assert "check: guard message 2 differs\n" in err
+    assert "check: seq 13: the recorded context message differs from the replay's\n" in err
+    assert err.endswith("check: 1 guard actions differ (1 changed); the log records 2 context messages\n")
     assert "consecutive_calls: 4" in err.split("regenerated:")[0]
     assert "consecutive_calls: 5" in err.split("regenerated:")[1]
 
@@ -107,7 +109,7 @@ def test_a_log_without_actions_says_none(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["replay", str(log), "--check"]) == 0
     assert (
         capsys.readouterr().err
-        == "0 events, 0 lines skipped; actions: none\ncheck: every guard message matches the log\n"
+        == "0 events, 0 lines skipped; actions: none\ncheck: every guard action matches the log (none recorded)\n"
     )
 
 
@@ -175,6 +177,9 @@ def test_check_config_prints_the_effective_config(tmp_path: Path, capsys: pytest
         "thresholds": [2, 4],
         "include": [],
         "exclude": [],
+        "exclude_commands": [],
+        "ignored_args": [],
+        "interjections": [],
         "arguments_preview_chars": 500,
         "repeat_every": 0,
     }
@@ -205,4 +210,48 @@ def test_the_bundled_scenario_replays_and_checks_in_a_real_process() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["count"] for line in done.stdout.splitlines()] == [3, 5, 8]
-    assert done.stderr.endswith("actions: remind 3\ncheck: every guard message matches the log\n")
+    assert done.stderr.endswith("actions: remind 3\ncheck: every guard action matches the log (3 context messages)\n")
+
+
+INCIDENT = ROOT / "scenarios" / "rescue" / "incident_192.jsonl"
+
+
+def test_check_fails_on_a_tampered_denial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(INCIDENT.with_suffix(".toml"))
+    assert main(["replay", str(INCIDENT), "--config", config, "--check"]) == 0
+    assert capsys.readouterr().err.endswith("check: every guard action matches the log (91 denials)\n")
+    tampered = tmp_path / "tampered.jsonl"
+    text = INCIDENT.read_text(encoding="utf-8")
+    tampered.write_text(text.replace("exact call 3 times", "exact call 2 times", 1), encoding="utf-8")
+    assert main(["replay", str(tampered), "--config", config, "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "the recorded denial differs from the replay's\n" in err
+    assert err.endswith("check: 1 guard actions differ (1 changed); the log records 91 denials\n")
+
+
+def test_check_fails_on_a_log_lacking_the_denials_the_replay_makes(
+    session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session recorded with ``remind`` does not pass as one recorded with ``rescue``."""
+    config = tmp_path / "rescue.toml"
+    config.write_text("[rescue]\nask_command = '/nonexistent/ask'\n")
+    assert main(["replay", str(session), "--config", str(config), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("the replay makes a denial the log lacks") == 3
+    assert err.endswith("check: 3 guard actions differ (3 missing); the log records 2 context messages\n")
+
+
+def test_a_replay_never_depends_on_the_environment() -> None:
+    """``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` is for live guards: the same
+    replay, with the variable set or unset, prints the same."""
+    log = ROOT / "scenarios" / "turns" / "ladder.jsonl"
+    command = [sys.executable, "-m", "guard", "replay", str(log), "--config", str(log.with_suffix(".toml"))]
+    command += ["--json", "--check"]
+    env = {k: v for k, v in os.environ.items() if k != "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"}
+    runs = [
+        subprocess.run(command, env=env | extra, capture_output=True, text=True, timeout=60, check=False)
+        for extra in ({}, {"REPEAT_TOOL_GUARD_TURNS_THRESHOLD": "2"}, {"REPEAT_TOOL_GUARD_TURNS_THRESHOLD": "0"})
+    ]
+    assert [r.returncode for r in runs] == [0, 0, 0], runs[1].stderr
+    assert runs[0].stdout
+    assert [(r.stdout, r.stderr) for r in runs[1:]] == [(runs[0].stdout, runs[0].stderr)] * 2

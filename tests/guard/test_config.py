@@ -89,7 +89,7 @@ _BAD_VALUES: list[tuple[dict[str, Any], str, Any, str]] = [
     ({"remind": {1: 2}}, "remind.1", 2, "keys must be strings"),
     ({"remind": 3}, "remind", 3, "must be a table of settings"),
     ({"remind": None}, "remind", None, "must be a table of settings"),
-    ({"reminder": {}}, "reminder", {}, "unknown section (known: remind, turns, rescue)"),
+    ({"reminder": {}}, "reminder", {}, "unknown section (known: remind, turns, rescue, loops)"),
     ({"turns": {"threshold": -1}}, "turns.threshold", -1, "integer >= 0"),
     ({"turns": {"exempt": [""]}}, "turns.exempt", "", "non-empty string"),
     ({"turns": {"nudgeAt": 3}}, "turns.nudgeAt", 3, "known: enabled, threshold"),

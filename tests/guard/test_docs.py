@@ -25,16 +25,23 @@ def _restore_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-@pytest.mark.usefixtures("_restore_structlog")
-def test_remind_example_prints_what_the_page_says() -> None:
-    page = (DOCS / "policies" / "remind.md").read_text(encoding="utf-8")
-    match = re.search(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", page, re.DOTALL)
+def _printed_by_page_example(page: str) -> tuple[str, str]:
+    """What a page's ``python`` example prints when run, and what the page says it prints."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```\n\nprints\n\n```\n(.*?)```", text, re.DOTALL)
     assert match is not None
     code, printed = match.groups()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "docs/policies/remind.md", "exec"), {"__name__": "__main__"})
-    assert out.getvalue() == printed
+        exec(compile(code, f"docs/{page}", "exec"), {"__name__": "__main__"})
+    return out.getvalue(), printed
+
+
+@pytest.mark.usefixtures("_restore_structlog")
+@pytest.mark.parametrize("page", ["policies/remind.md", "policies/custom.md"])
+def test_page_example_prints_what_the_page_says(page: str) -> None:
+    ran, printed = _printed_by_page_example(page)
+    assert ran == printed
 
 
 def test_every_remind_scenario_is_listed_on_the_policy_page() -> None:

@@ -11,7 +11,6 @@ from bus import Agent, AgentStatus, Bus, ContextMessage, Event, ToolCall, ToolRe
 from bus.testing import Capture, FakeClock
 from guard import (
     DENYING,
-    GUARD_PLUGINS,
     Action,
     ActionKind,
     Config,
@@ -27,9 +26,12 @@ from tests.guard.conftest import OnCallPolicy
 GREP = {"pattern": "x"}
 
 
-class _Halts(Policy):
+class _Halts(Policy[None]):
     name = "halts"
     plugin = "halts-plugin"
+
+    def new_state(self) -> None:
+        return None
 
     def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         return Action(
@@ -43,9 +45,12 @@ class _Halts(Policy):
         )
 
 
-class _Broken(Policy):
+class _Broken(Policy[None]):
     name = "broken"
     plugin = "broken-plugin"
+
+    def new_state(self) -> None:
+        return None
 
     async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         raise RuntimeError("on_call is broken")
@@ -67,7 +72,9 @@ async def _call(bus: Bus, agent: Agent | None, call_id: str, tool: str = "grep",
     if decision.allowed:
         result = ToolResult.answering(call, "ok")
     else:
-        result = ToolResult.answering(call, decision.reason or "", is_error=True, denied_by=decision.by)
+        result = ToolResult.answering(
+            call, decision.reason or "", is_error=True, denied_by=decision.by, advice=decision.advice
+        )
     await bus.publish(result)
     return result
 
@@ -77,7 +84,6 @@ def test_no_config_runs_remind_alone() -> None:
     assert guard.config == Config()
     assert [type(p) for p in guard.policies] == [RemindPolicy]
     assert guard.plugins == frozenset({"repeat-tool-reminder"})
-    assert guard.plugins <= GUARD_PLUGINS
 
 
 def test_a_disabled_policy_is_not_built() -> None:
@@ -298,19 +304,26 @@ async def test_action_records_go_through_a_logger_that_cannot_say_its_level(
 
 
 @pytest.mark.anyio
-async def test_states_saved_from_one_guard_continue_in_another(bus: Bus, agent: Agent, clock: FakeClock) -> None:
+async def test_watches_saved_from_one_guard_continue_in_another(bus: Bus, agent: Agent, clock: FakeClock) -> None:
+    import copy
+
     config = Config(remind=RemindConfig(thresholds=(3,)))
     first = Guard(config).attach(bus)
     await _call(bus, agent, "c1")
     await _call(bus, agent, "c2")
-    saved = first.states(agent)
+    saved = first.watches(agent)
     assert saved is not None
-    assert first.states(Agent("never-seen")) is None
+    assert first.watches(Agent("never-seen")) is None
     later_bus = Bus(clock=clock, seq=bus.seq)
     capture = Capture().attach(later_bus)
     later = Guard(config).attach(later_bus)
-    with pytest.raises(ValueError, match="2 states for 1 policies"):
-        later.restore(agent, [*saved, *saved])
-    later.restore(agent, saved)
+    with pytest.raises(ValueError, match="not over this guard's policies"):
+        later.restore(agent, saved)  # over the first guard's policy
+    moved = [copy.copy(w) for w in saved]
+    for watch in moved:
+        watch.policy = later.policies[0]  # type: ignore[misc]
+    with pytest.raises(ValueError, match="not over this guard's policies"):
+        later.restore(agent, [*moved, *moved])
+    later.restore(agent, moved)
     await _call(later_bus, agent, "c3")
     assert [m.call_id for m in capture.of(ContextMessage)] == ["c3"], "the run of three went on"

@@ -297,15 +297,16 @@ async def test_fifth_identical_turn_draws_an_advisory_quoting_the_result(run: Ru
 async def test_a_harness_intent_field_hides_the_loop_unless_ignored(run: Run, anyio_backend: str) -> None:
     """oh-my-pi ``canonicalizes argument key order and ignores harness intent
     fields``: its harness adds an intent field (``_i`` here) to every call, worded
-    anew each time. FINDING: exact matching makes every call distinct, so no
-    policy sees the loop; only ``rescue`` can be told (``ignored_args``), and
-    its default list (seed 003, issue 3) does not name intent fields."""
+    anew each time. Exact matching makes every call distinct, so ``remind``
+    and ``turns`` (exact by their seeds unless given ``ignored_args``) miss
+    it; ``rescue``'s default ``ignored_args`` (the shared list) names intent
+    fields, and ``turns`` sees it once told."""
     reads = [call("read", {"path": "a.ts", "_i": f"check the file again ({n})"}) for n in range(1, 6)]
     out = await run(reads)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
-    ignored = (*RescueConfig().ignored_args, "_i")
-    out = await run(reads, rescue={"ignored_args": ignored})
-    assert out.verdicts["rescue"] == [(3, "deny"), (4, "deny"), (5, "escalation-failed")]
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")]}
+    out = await run(reads, remind={"ignored_args": ("_i",)}, turns={"ignored_args": ("_i",)})
+    assert out.verdicts["remind"] == [(3, "remind"), (5, "remind")]
+    assert out.verdicts["turns"] == [(5, "remind")]
 
 
 async def test_a_different_call_in_between_resets(run: Run, anyio_backend: str) -> None:

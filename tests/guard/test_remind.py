@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import importlib
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -472,9 +472,9 @@ async def test_a_10mb_argument_is_canonicalized_once_per_call_and_not_kept(
     assert capture.of(ContextMessage)[1].text == detailed(
         "write", 3, '{"content":"' + "x" * 28 + "… (+9999974 more chars)"
     )
-    states = guard.states(agent)
-    assert states is not None
-    chain = states[0]
+    watches = guard.watches(agent)
+    assert watches is not None
+    chain = cast(Any, watches[0]).state
     assert (chain.count, len(chain.digest)) == (3, 16)
     assert set(type(chain).__slots__) == {"count", "digest"}
 

@@ -14,7 +14,7 @@ import pytest
 
 from guard import Config
 from guard.audit import AuditReport, FileError, Timeline, audit
-from guard.report import TIMELINE_LIMIT, human_bytes, render_html, render_table
+from guard.report import TIMELINE_LIMIT, human_bytes, human_count, render_html, render_table
 from tests.guard.importers._transcripts import ClaudeCodeSession, looping_claude_code
 
 
@@ -48,15 +48,19 @@ def test_table_lists_sessions_loops_and_errors(tmp_path: Path) -> None:
     report, _ = _report(tmp_path)
     table = render_table(report)
     lines = table.splitlines()
-    assert lines[0].startswith("audited 2 sessions in 3 files: 30 tool calls, 4 loops, 13 calls wasted")
+    assert lines[0].startswith("audited 2 sessions in 3 files: 30 tool calls, 4 loops, 13 calls wasted (~220 tokens")
     assert lines[1] == "policies: remind (acted in 2)"
-    header = lines[3].split()
-    assert header == ["session", "format", "agents", "calls", "run", "loops", "wasted", "output", "remind"]
-    assert lines[4].split()[:8] == ["loop.jsonl", "claude-code", "1", "22", "5", "2", "12", "2.4"]
-    assert lines[4].endswith("remind@3")
-    assert lines[5].split()[:4] == ["team.jsonl", "claude-code", "2", "8"]
-    assert "  loop.jsonl  [main] Grep ×15 (run 5): remind remind@3; wasted 12 calls, 396 B" in lines
-    assert "  team.jsonl  [helper] Grep ×4 (run 4): remind remind@4; wasted 1 calls, 4 B" in lines
+    assert lines[2] == "would have saved: remind 13 calls (~220 tokens)"
+    assert lines[3] == "(tokens are estimated: bytes of the calls' arguments and output / 4)"
+    header = lines[5].split()
+    assert header == ["session", "format", "agents", "calls", "run", "loops", "wasted", "tokens", "output", "remind"]
+    assert lines[6].split()[:9] == ["loop.jsonl", "claude-code", "1", "22", "5", "2", "12", "~213", "2.4"]
+    assert lines[6].endswith("remind@3")
+    assert lines[7].split()[:4] == ["team.jsonl", "claude-code", "2", "8"]
+    # 12 calls of {"path":"src","pattern":"load_config"} (38 B) that returned 396 B: (12 * 38 + 396) / 4
+    assert "  loop.jsonl  [main] Grep ×15 (run 5): remind remind@3; wasted 12 calls, ~213 tokens, 396 B" in lines
+    assert "      would have saved: remind 12 calls (~213 tokens)" in lines
+    assert "  team.jsonl  [helper] Grep ×4 (run 4): remind remind@4; wasted 1 calls, ~7 tokens, 4 B" in lines
     assert lines[-2:] == ["could not read 1 files:", f"  {tmp_path / 'broken.jsonl'}: " + report.errors[0].reason]
 
 
@@ -64,9 +68,14 @@ def test_table_of_nothing_and_of_files_that_were_not_transcripts(tmp_path: Path)
     (tmp_path / "notes.json").write_text("{}")
     table = render_table(audit([tmp_path], Config()))
     assert table == (
-        "audited 0 sessions in 1 files: 0 tool calls, 0 loops, 0 calls wasted (0 B of 0 B tool output) in "
+        "audited 0 sessions in 1 files: 0 tool calls, 0 loops, 0 calls wasted (~0 tokens; 0 B of 0 B tool output) in "
         + table.split(" in ")[2].split("\n")[0]
-        + "\npolicies: remind (acted in 0)\n1 files found were not transcripts and were left out\n"
+        + "\npolicies: remind (acted in 0)\nwould have saved: remind 0 calls (~0 tokens)\n"
+        + "(tokens are estimated: bytes of the calls' arguments and output / 4)\n"
+        + "1 files found were not transcripts and were left out\n"
+        + "\nleft out 1 files that are not transcripts:\n"
+        + f"  {tmp_path / 'notes.json'}: {str(tmp_path / 'notes.json')!r} is not a transcript format this tool knows"
+        + table.split("this tool knows", 1)[1]
     )
 
 
@@ -114,7 +123,7 @@ def test_html_of_quiet_long_and_empty_sessions(tmp_path: Path) -> None:
     assert "5 more calls not drawn" in page
     assert "No tool calls." in page
     assert "No call was repeated back to back, and no policy stepped in." in page
-    assert "1 files found in directories were not transcripts" in page
+    assert f"<li><b>{tmp_path / 'notes.json'}</b>: " in page
     assert " · 2.2 h" in page  # 4005 calls and their results, a second apart
 
 
@@ -237,3 +246,17 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     # The signature colors and the reminder markers made it onto the page.
     assert any(abs(c[0] - 0x2F) < 8 and abs(c[1] - 0x7D) < 8 and abs(c[2] - 0xE1) < 8 for c in colors)
     assert any(abs(c[0] - 0xE6) < 8 and abs(c[1] - 0x9B) < 8 and c[2] < 16 for c in colors)
+
+
+def test_human_count() -> None:
+    assert [human_count(n) for n in (0, 999, 1000, 12_345, 4_100_000)] == ["0", "999", "1.0k", "12.3k", "4.1M"]
+
+
+def test_html_shows_estimated_tokens_and_each_policys_savings(tmp_path: Path) -> None:
+    report, timelines = _report(tmp_path)
+    page = render_html(report, timelines)
+    assert "<div class=lbl>tokens wasted</div>" in page
+    assert "~220" in page
+    assert "would have saved 13 calls (~220 tokens)" in page  # remind's card
+    assert "wasted: 12 calls, ~213 tokens, 396 B of output" in page
+    assert "would have saved: remind 12 calls (~213 tokens)" in page

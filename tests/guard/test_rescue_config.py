@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from guard import Config, ConfigError, RescueConfig, load_config, parse_config
+from guard import DEFAULT_IGNORED_ARGS, Config, ConfigError, RescueConfig, load_config, parse_config
 
 
 def test_defaults_are_the_seeds() -> None:
@@ -15,7 +15,9 @@ def test_defaults_are_the_seeds() -> None:
     assert (config.window, config.nudge_at, config.rescue_at, config.stall_at) == (12, 3, 5, 40)
     assert (config.max_rescues, config.cooldown_ms, config.ask_timeout_ms) == (3, 45_000, 90_000)
     assert config.exclude == ("todo_write", "ask_user", "mcp__claude__*")
-    assert config.ignored_args == ("description", "explanation", "reasoning", "thought", "comment")
+    # the seed's names, within the one list every section shares
+    assert {"description", "explanation", "reasoning", "thought", "comment"} <= set(config.ignored_args)
+    assert config.ignored_args == DEFAULT_IGNORED_ARGS
     assert config.mutating_tools == (
         "edit",
         "write",
@@ -29,6 +31,13 @@ def test_defaults_are_the_seeds() -> None:
         "replace",
         "str_replace_based_edit_tool",
         "file_editor",
+        # Cursor and Cline
+        "edit_file",
+        "search_replace",
+        "replace_in_file",
+        "write_to_file",
+        "apply_diff",
+        "insert_content",
     )
     assert (config.ask_command, config.ask_model, config.log_file) == ("~/.local/bin/ask-claude", "opus", "")
     assert Config().rescue.enabled is False

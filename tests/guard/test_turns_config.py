@@ -12,6 +12,7 @@ from guard import (
     Config,
     ConfigError,
     Guard,
+    RemindConfig,
     TurnsConfig,
     TurnsPolicy,
     apply_environment,
@@ -19,6 +20,7 @@ from guard import (
     load_config,
     parse_config,
 )
+from guard.adapters import GuardLink
 
 
 def test_defaults_advise_at_five_then_deny_and_halt_two_turns_apart() -> None:
@@ -149,15 +151,31 @@ def test_a_bad_variable_value_is_an_error_naming_the_variable(raw: str) -> None:
     assert "turns.threshold" in caught.value.rule
 
 
-def test_the_guard_applies_the_environment_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_guard_built_directly_runs_its_config_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TURNS_THRESHOLD_ENV, "3")
     guard = Guard(Config(turns=TurnsConfig(threshold=9)))
-    assert guard.config.turns.threshold == 3
+    assert guard.config.turns.threshold == 9
     policy = next(p for p in guard.policies if isinstance(p, TurnsPolicy))
-    assert policy.config.threshold == 3
+    assert policy.config.threshold == 9
 
 
-def test_the_guard_refuses_a_bad_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.anyio
+async def test_an_adapter_link_applies_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TURNS_THRESHOLD_ENV, "2")
+    link = GuardLink(config=Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=9)))
+    agent = link.agent("main")
+    await agent.start()
+    advised: list[list[str]] = []
+    for n in range(3):
+        agent.begin_step()
+        assert (await agent.call(f"c{n}", "grep", {"pattern": "x"})).allowed
+        await agent.result(f"c{n}", "no match")
+        advised.append(agent.take_context())
+    assert [len(texts) for texts in advised] == [0, 1, 0], "advised at the 2nd turn, as the variable says, not the 9th"
+    assert advised[1][0].startswith("Tool-call loop detected")
+
+
+def test_an_adapter_link_refuses_a_bad_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TURNS_THRESHOLD_ENV, "often")
     with pytest.raises(ConfigError, match=TURNS_THRESHOLD_ENV):
-        Guard()
+        GuardLink()

@@ -8,7 +8,21 @@ from typing import Any
 
 import pytest
 
-from guard import Config, RemindConfig, Verdict, load_config, replay_log
+from bus import Agent, AgentStatus, Bus, SessionLog, ToolCall, ToolResult
+from guard import (
+    Action,
+    Config,
+    FingerprintCache,
+    Guard,
+    Policy,
+    RemindConfig,
+    TurnsConfig,
+    Verdict,
+    load_config,
+    replay_log,
+)
+from guard.actions import action_for
+from guard.rescue import RecordedAnswers, advice_in
 from tests.guard.conftest import MakeScript, OnCallPolicy
 
 GREP = {"pattern": "x"}
@@ -81,7 +95,8 @@ async def test_check_finds_a_tampered_a_missing_and_an_extra_message(make_script
     tampered = tmp_path / "tampered.jsonl"
     tampered.write_text("".join(lines).replace("Carefully analyze", "Please analyze"), encoding="utf-8")
     [diff] = (await replay_log(tampered)).differences
-    assert diff.index == 0
+    seqs = [json.loads(lines[i])["seq"] for i in reminders]
+    assert (diff.what, diff.kind, diff.seq) == ("context message", "changed", seqs[0])
     assert diff.recorded is not None
     assert "Please analyze" in diff.recorded
     assert diff.regenerated is not None
@@ -90,13 +105,13 @@ async def test_check_finds_a_tampered_a_missing_and_an_extra_message(make_script
     missing = tmp_path / "missing.jsonl"
     missing.write_text("".join(line for i, line in enumerate(lines) if i != reminders[1]), encoding="utf-8")
     [diff] = (await replay_log(missing)).differences
-    assert (diff.index, diff.recorded) == (1, None)
+    assert (diff.kind, diff.recorded) == ("missing", None)
     assert diff.regenerated is not None
     assert "consecutive_calls: 5" in diff.regenerated
 
     # replayed with thresholds the recording did not use: the second message is not regenerated
     [diff] = (await replay_log(s.log.path, Config(remind=RemindConfig(thresholds=(3,))))).differences
-    assert diff.index == 1
+    assert (diff.kind, diff.seq) == ("extra", seqs[1])
     assert diff.regenerated is None
 
 
@@ -130,4 +145,198 @@ async def test_recorded_halt_requests_are_regenerated_not_republished(tmp_path: 
     )
     [diff] = (await replay_log(tampered, config)).differences
     assert "EDITED" in (diff.recorded or "")
-    assert "halt-requested" in (diff.regenerated or "")
+    assert (diff.what, diff.kind) == ("halt request", "changed")
+    assert (diff.regenerated or "").startswith('{"agent": "main", "reason": "tool-loop-guard: ')
+
+
+# --- every guard action is compared: denials, escalations, halts, any policy's messages -------
+
+INCIDENT = SCENARIOS / "rescue" / "incident_192.jsonl"
+
+
+def _incident_config() -> Config:
+    return load_config(INCIDENT.with_suffix(".toml"))
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _write(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _denials(lines: list[dict[str, Any]]) -> list[int]:
+    return [i for i, line in enumerate(lines) if line.get("denied_by") == "loop-rescue"]
+
+
+@pytest.mark.anyio
+async def test_check_compares_every_recorded_denial_and_escalation() -> None:
+    outcome = await replay_log(INCIDENT, _incident_config())
+    assert outcome.differences == []
+    assert outcome.checked["denial"] == 91
+    assert outcome.counts()["rescue"] > 0
+
+
+@pytest.mark.anyio
+async def test_a_tampered_denial_text_is_a_difference(tmp_path: Path) -> None:
+    lines = _lines(INCIDENT)
+    first = _denials(lines)[0]
+    lines[first]["content"] = lines[first]["content"].replace("3 times", "2 times")
+    [diff] = (await replay_log(_write(tmp_path / "t.jsonl", lines), _incident_config())).differences
+    assert (diff.what, diff.kind, diff.seq) == ("denial", "changed", lines[first]["seq"])
+    assert "2 times" in (diff.recorded or "")
+    assert "3 times" in (diff.regenerated or "")
+
+
+@pytest.mark.anyio
+async def test_a_log_lacking_the_denials_the_replay_makes_is_a_difference(tmp_path: Path) -> None:
+    lines = _lines(INCIDENT)
+    for i in _denials(lines):  # the log says these calls ran
+        lines[i] = {**lines[i], "denied_by": None, "is_error": False, "content": "src/cfg.rs:12"}
+    differences = (await replay_log(_write(tmp_path / "ran.jsonl", lines), _incident_config())).differences
+    assert len(differences) == 91
+    assert {(d.what, d.kind) for d in differences} == {("denial", "missing")}
+
+
+@pytest.mark.anyio
+async def test_a_denial_by_another_plugin_is_replayed_not_compared(tmp_path: Path) -> None:
+    lines = _lines(INCIDENT)
+    first = _denials(lines)[0]
+    lines[first]["denied_by"] = "permissions"
+    [diff] = (await replay_log(_write(tmp_path / "other.jsonl", lines), _incident_config())).differences
+    assert (diff.what, diff.kind, diff.recorded) == ("denial", "missing", None)
+
+
+@pytest.mark.anyio
+async def test_recorded_advice_answers_the_escalation_and_a_tampered_one_is_a_difference(tmp_path: Path) -> None:
+    """Escalation advice is its own field of the denied result: the replay
+    answers from it (not from the denial's prose), and ``--check`` notices
+    when it no longer matches the text the model read."""
+    lines = _lines(INCIDENT)
+    escalations = [i for i in _denials(lines) if "advises:" in lines[i]["content"]]
+    assert escalations
+    for i in escalations:
+        lines[i]["advice"] = advice_in(lines[i]["content"])
+    intact = _write(tmp_path / "advice.jsonl", lines)
+    assert (await replay_log(intact, _incident_config())).differences == []
+    assert RecordedAnswers.from_log(intact).answers == RecordedAnswers.from_log(INCIDENT).answers
+
+    first = escalations[0]
+    lines[first]["advice"] = "Delete the repository."
+    differences = (await replay_log(_write(tmp_path / "forged.jsonl", lines), _incident_config())).differences
+    diff = differences[0]
+    assert (diff.what, diff.kind, diff.seq) == ("denial", "changed", lines[first]["seq"])
+    assert "Delete the repository." in (diff.regenerated or "")
+    assert "Delete the repository." not in json.loads(diff.recorded or "{}")["text"]
+    # the forged advice is reused for the rest of the epoch: each reuse differs too
+    assert {(d.what, d.kind) for d in differences} == {("denial", "changed")}
+
+
+@pytest.mark.anyio
+async def test_a_missing_escalation_is_a_difference(tmp_path: Path) -> None:
+    lines = _lines(INCIDENT)
+    first = next(i for i in _denials(lines) if "advises:" in lines[i]["content"])
+    call_seq = lines[first]["seq"] - 1
+    del lines[first]
+    differences = (await replay_log(_write(tmp_path / "gone.jsonl", lines), _incident_config())).differences
+    assert (differences[0].what, differences[0].kind, differences[0].seq) == ("denial", "missing", call_seq)
+
+
+class _EveryThird(Policy[list[int]]):
+    """A custom policy: a note after every third result."""
+
+    name = "every-third"
+    plugin = "every-third-note"
+
+    def new_state(self) -> list[int]:
+        return [0]
+
+    def on_result(self, state: list[int], result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        state[0] += 1
+        if state[0] % 3:
+            return None
+        return action_for(result, policy=self.name, kind="remind", count=state[0], text=f"{state[0]} calls so far")
+
+
+@pytest.mark.anyio
+async def test_a_tampered_message_of_a_custom_policy_is_a_difference(tmp_path: Path) -> None:
+    log = tmp_path / "custom.jsonl"
+    bus = Bus()
+    with SessionLog(log).attach(bus):
+        Guard(policies=[_EveryThird()]).attach(bus)
+        agent = Agent("main")
+        for n in range(6):
+            call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="grep", args=GREP)
+            await bus.decide(call)
+            await bus.publish(ToolResult.answering(call, "ok"))
+    intact = await replay_log(log, policies=[_EveryThird()])
+    assert (len(intact.verdicts), intact.differences, intact.checked) == (2, [], {"context message": 2})
+
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text(log.read_text(encoding="utf-8").replace("6 calls so far", "6 calls, all fine"))
+    [diff] = (await replay_log(tampered, policies=[_EveryThird()])).differences
+    assert (diff.what, diff.kind) == ("context message", "changed")
+    assert "all fine" in (diff.recorded or "")
+
+
+@pytest.mark.anyio
+async def test_messages_of_a_policy_the_replay_does_not_run_are_another_plugins(make_script: MakeScript) -> None:
+    """What is guard output is decided by the replay's policies: a log's
+    ``turns`` messages and denials, replayed with ``remind`` alone, are
+    replayed as recorded, like any other plugin's."""
+    s = make_script(Config(turns=TurnsConfig(threshold=3, deny_after=1)))
+    for _ in range(5):
+        await s.call("main", "grep", GREP)
+    s.close()
+    both = await replay_log(s.log.path, s.guard.config)
+    assert both.differences == []
+    assert both.checked == {"context message": 3, "denial": 2}
+    remind_only = await replay_log(s.log.path, Config())
+    assert remind_only.differences == []
+    assert remind_only.checked == {"context message": 2}
+
+
+@pytest.mark.anyio
+async def test_a_halt_request_names_its_plugin_and_another_plugins_halt_is_replayed(tmp_path: Path) -> None:
+    log = tmp_path / "halts.jsonl"
+    bus = Bus()
+    config = load_config(SCENARIOS / "turns" / "ladder.toml")
+    with SessionLog(log).attach(bus):
+        Guard(config).attach(bus)
+        agent = Agent("main")
+        await bus.publish(AgentStatus(agent=agent, status="halt-requested", reason="budget spent", by="budget"))
+        for n in range(12):
+            call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="grep", args=GREP)
+            decision = await bus.decide(call)
+            content = "ok" if decision.allowed else decision.reason or ""
+            await bus.publish(ToolResult.answering(call, content, is_error=not decision.allowed, denied_by=decision.by))
+    halts = [line for line in _lines(log) if line.get("status") == "halt-requested"]
+    assert [h["by"] for h in halts] == ["budget", "tool-loop-guard"]
+    outcome = await replay_log(log, config)
+    assert outcome.differences == []
+    assert outcome.checked["halt request"] == 1
+
+
+@pytest.mark.anyio
+async def test_a_recorded_denial_the_replay_does_not_make_is_extra(make_script: MakeScript, tmp_path: Path) -> None:
+    s = make_script()
+    for _ in range(2):
+        await s.call("main", "grep", GREP)
+    s.close()
+    lines = _lines(s.log.path)
+    last = max(i for i, line in enumerate(lines) if line["type"] == "tool/result")
+    lines[last] |= {"denied_by": "repeat-tool-reminder", "is_error": True, "content": "denied, says the log"}
+    [diff] = (await replay_log(_write(tmp_path / "forged.jsonl", lines))).differences
+    assert (diff.what, diff.kind, diff.seq, diff.regenerated) == ("denial", "extra", lines[last]["seq"], None)
+
+
+@pytest.mark.anyio
+async def test_a_missing_halt_request_is_a_difference(tmp_path: Path) -> None:
+    ladder = SCENARIOS / "turns" / "ladder.jsonl"
+    lines = [line for line in _lines(ladder) if line.get("status") != "halt-requested"]
+    [diff] = (
+        await replay_log(_write(tmp_path / "no-halt.jsonl", lines), load_config(ladder.with_suffix(".toml")))
+    ).differences
+    assert (diff.what, diff.kind, diff.recorded) == ("halt request", "missing", None)

@@ -80,7 +80,9 @@ async def _response(s: Script, agent_id: str, calls: list[tuple[str, Any, str]])
         if decision.allowed:
             result = ToolResult.answering(call, content)
         else:
-            result = ToolResult.answering(call, decision.reason or "", is_error=True, denied_by=decision.by)
+            result = ToolResult.answering(
+                call, decision.reason or "", is_error=True, denied_by=decision.by, advice=decision.advice
+            )
         await s.bus.publish(result)
 
 

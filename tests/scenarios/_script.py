@@ -80,7 +80,9 @@ class Script:
         if decision.allowed:
             result = ToolResult.answering(call, content, is_error=is_error)
         else:
-            result = ToolResult.answering(call, decision.reason or "", is_error=True, denied_by=decision.by)
+            result = ToolResult.answering(
+                call, decision.reason or "", is_error=True, denied_by=decision.by, advice=decision.advice
+            )
         await self.bus.publish(result)
         return result
 

@@ -2,18 +2,20 @@
 
 A scenario is ``NAME.jsonl`` (a session log), ``NAME.expected.jsonl`` (one
 verdict per line, as ``replay --json`` prints them) and optionally
-``NAME.toml`` (the config; without it the default config). The guard
-messages recorded in the log must also be regenerated exactly (``--check``).
+``NAME.toml`` (the config; without it the default config). Every guard
+action recorded in the log (messages, denials, halt requests) must also be
+regenerated exactly (``--check``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from guard import Verdict, load_config, replay_log
+from guard import DENYING, Verdict, load_config, replay_log
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -41,4 +43,11 @@ async def test_scenario_replays_to_expected_verdicts(log: Path) -> None:
 
     assert outcome.verdicts == expected
     assert outcome.differences == []
+    kinds = outcome.counts()
+    denying = sum(kinds[k] for k in DENYING)
+    # every guard action the log records was compared, denials included
+    assert (
+        outcome.checked
+        == Counter({"context message": kinds["remind"], "denial": denying, "halt request": kinds["halt"]}) - Counter()
+    )
     assert outcome.report.skipped == 0

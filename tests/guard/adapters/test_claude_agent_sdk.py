@@ -16,11 +16,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from bus import AgentStatus, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage, read_log
 from bus.testing import Capture
-from guard import DETAILED_REMINDER, GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
+from guard import (
+    DETAILED_REMINDER,
+    GENTLE_REMINDER,
+    TURNS_ADVISORY,
+    TURNS_HALT_REASON,
+    TURNS_THRESHOLD_ENV,
+    Config,
+    RemindConfig,
+    TurnsConfig,
+    replay_log,
+)
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import HOOK_EVENTS, ClaudeHooks, HookInputError, default_state_dir, parse_payload
 from guard.rescue import advice_in
@@ -543,3 +554,23 @@ def test_hook_settings_name_this_installation_and_every_event(
     assert shlex.split(command.split(" || ")[0]) == [str(tmp_path / "python3"), "-m", "guard", "hook"]
     assert main(["hook-settings", "--config", "missing.toml"]) == 2
     assert "missing.toml" in capsys.readouterr().err
+
+
+async def test_the_hook_applies_the_environment_and_its_log_replays_with_the_config_that_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook is a live edge: ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` wins
+    over the file there. Its log then replays, and checks, with the config
+    that actually ran, whatever the environment of the replay."""
+    from guard.adapters.claude_hooks import run_hook as run_hook_in_process
+
+    monkeypatch.setenv(TURNS_THRESHOLD_ENV, "2")
+    config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=9))
+    answers = [await run_hook_in_process(p, tmp_path, config) for n in range(2) for p in ls_call(n)]
+    assert answers[3]["hookSpecificOutput"]["additionalContext"].startswith(TURNS_ADVISORY.split("{tool}")[0])
+    log = tmp_path / f"{SESSION}.jsonl"
+    ran = msgspec.structs.replace(config, turns=TurnsConfig(threshold=2))
+    for environment in ("2", "0"):
+        monkeypatch.setenv(TURNS_THRESHOLD_ENV, environment)
+        assert (await replay_log(log, ran)).differences == []
+        assert [d.kind for d in (await replay_log(log, config)).differences] == ["extra"]

@@ -5,6 +5,7 @@ hook whatever signal kills it."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -110,12 +111,28 @@ def test_an_unusable_snapshot_falls_back_to_replaying_the_log_and_says_why(
     assert len(hook.replays) == 1
 
 
+class _Place(int):
+    """A policy's place, as the snapshot writes it."""
+
+
+class _Keep(pickle.Unpickler):
+    def persistent_load(self, pid: Any) -> _Place:
+        return _Place(pid)
+
+
+class _Put(pickle.Pickler):
+    def persistent_id(self, obj: Any) -> int | None:
+        return int(obj) if type(obj) is _Place else None
+
+
 def _resave(hook: Hook, *, version: int = SNAPSHOT_VERSION, states: list[Any] | None = None) -> None:
-    record = list(pickle.loads(hook.snapshot.read_bytes()))
+    record = list(_Keep(io.BytesIO(hook.snapshot.read_bytes())).load())
     record[0] = version
     if states is not None:
         record[4] = [(*agent[:-1], states) for agent in record[4]]
-    hook.snapshot.write_bytes(pickle.dumps(tuple(record)))
+    buffer = io.BytesIO()
+    _Put(buffer).dump(tuple(record))
+    hook.snapshot.write_bytes(buffer.getvalue())
 
 
 def _append(path: Path, data: bytes) -> None:

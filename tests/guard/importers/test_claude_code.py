@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bus import AgentStatus, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
 from guard.importers import belongs_to_session, detect_format, open_sessions
@@ -212,3 +215,86 @@ def test_subagents_beside_and_under_the_session_are_merged_by_time(tmp_path: Pat
     assert belongs_to_session(tmp_path / "agent-f1.jsonl")
     assert not belongs_to_session(tmp_path / "agent-other.jsonl")
     assert not belongs_to_session(tmp_path / "agent-broken.jsonl")
+
+
+def _v1_0_session() -> list[dict[str, Any]]:
+    """A Claude Code 1.0 session file: five ``Task`` subagents recorded in
+    the file itself as sidechains (``isSidechain``, no ``agentId``), each a
+    thread of ``parentUuid`` links; three of them run at the same time, so
+    their entries interleave."""
+    lines: list[dict[str, Any]] = []
+    clock = itertools.count()
+
+    def entry(kind: str, parent: str | None, uuid: str, message: dict[str, Any], *, side: bool) -> str:
+        moment = 1_750_000_000 + next(clock)
+        stamp = datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        lines.append(
+            {
+                "parentUuid": parent,
+                "isSidechain": side,
+                "userType": "external",
+                "cwd": "/work",
+                "sessionId": "s10",
+                "version": "1.0.35",
+                "type": kind,
+                "message": message,
+                "uuid": uuid,
+                "timestamp": stamp,
+            }
+        )
+        return uuid
+
+    def tool_use(uuid: str, parent: str, call: str, name: str, args: dict[str, Any], *, side: bool) -> str:
+        block = {"type": "tool_use", "id": call, "name": name, "input": args}
+        message = {"id": f"msg-{uuid}", "role": "assistant", "model": "claude-sonnet-4", "content": [block]}
+        return entry("assistant", parent, uuid, message, side=side)
+
+    def tool_result(uuid: str, parent: str, call: str, text: str, *, side: bool) -> str:
+        block = {"tool_use_id": call, "type": "tool_result", "content": text}
+        return entry("user", parent, uuid, {"role": "user", "content": [block]}, side=side)
+
+    last = entry("user", None, "u0", {"role": "user", "content": "audit the repo"}, side=False)
+    tasks = [f"toolu_task{n}" for n in range(5)]
+    # Three Tasks in one response: their subagents run concurrently.
+    for n in range(3):
+        prompt = {"description": f"part {n}", "prompt": f"look at part {n}"}
+        last = tool_use(f"a{n}", last, tasks[n], "Task", prompt, side=False)
+    heads = {
+        n: entry("user", None, f"r{n}", {"role": "user", "content": f"look at part {n}"}, side=True) for n in range(3)
+    }
+    for turn in range(2):
+        for n in range(3):
+            call = f"toolu_s{n}_{turn}"
+            heads[n] = tool_use(f"s{n}c{turn}", heads[n], call, "Grep", {"pattern": "TODO"}, side=True)
+        for n in range(3):
+            heads[n] = tool_result(f"s{n}r{turn}", heads[n], f"toolu_s{n}_{turn}", "src/a.py:1: TODO", side=True)
+    for n in range(3):
+        last = tool_result(f"t{n}", last, tasks[n], f"part {n} done", side=False)
+    # Then two more, one after the other.
+    for n in (3, 4):
+        last = tool_use(f"a{n}", last, tasks[n], "Task", {"description": "more", "prompt": "look again"}, side=False)
+        head = entry("user", None, f"r{n}", {"role": "user", "content": "look again"}, side=True)
+        head = tool_use(f"s{n}c", head, f"toolu_s{n}", "Read", {"file_path": "/work/a.py"}, side=True)
+        tool_result(f"s{n}r", head, f"toolu_s{n}", "print(1)", side=True)
+        last = tool_result(f"t{n}", last, tasks[n], "done", side=False)
+    return lines
+
+
+def test_1_0_inline_sidechains_are_one_agent_each(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "s10.jsonl", _v1_0_session())
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    agents = {e.agent.id: e.agent.parent_id for e in evts if e.agent is not None}
+    assert agents == {
+        "main": None,
+        "sidechain-1": "main",
+        "sidechain-2": "main",
+        "sidechain-3": "main",
+        "sidechain-4": "main",
+        "sidechain-5": "main",
+    }
+    assert [len(calls(evts, a)) for a in sorted(agents)] == [5, 2, 2, 2, 1, 1]
+    assert [c.args["pattern"] for c in calls(evts, "sidechain-2")] == ["TODO", "TODO"]
+    assert longest_run(evts) == 2  # each subagent grepped twice; merged, it would be six in a row
+    assert [m.text for m in of(evts, UserMessage) if m.agent.id == "sidechain-3"] == ["look at part 2"]
+    assert not session.report.skipped

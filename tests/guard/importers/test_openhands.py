@@ -75,6 +75,50 @@ def _observation(eid: int, cause: int, kind: str, content: str, **extras: Any) -
     }
 
 
+def _edit(eid: int, call_id: str, old: str) -> dict[str, Any]:
+    args = {"command": "str_replace", "path": "/workspace/src/match.c", "old_str": old, "new_str": "x"}
+    response = _response(f"r{eid}", (call_id, "str_replace_editor", args))
+    tcm = {"function_name": "str_replace_editor", "tool_call_id": call_id, "model_response": response}
+    return _action(eid, "edit", tcm, **args, impl_source="oh_aci")
+
+
+def _editor_answer(eid: int, cause: int, kind: str, content: str) -> dict[str, Any]:
+    return _observation(eid, cause, kind, content, path="/workspace/src/match.c", impl_source="oh_aci", diff=None)
+
+
+def test_editor_error_text_marks_the_result_failed(tmp_path: Path) -> None:
+    """The editor reports a failed edit as an ``edit`` observation whose text
+    starts with ``ERROR:``; no error flag or exit code is recorded."""
+    not_found = (
+        "ERROR:\nNo replacement was performed, old_str `case X:` did not appear verbatim in /workspace/src/match.c."
+    )
+    history = [
+        {"id": 1, "source": "user", "action": "message", "args": {"content": "fix match.c"}},
+        _edit(2, "t1", "case X:"),
+        _editor_answer(3, 2, "edit", not_found),
+        _edit(4, "t2", "case Y:"),
+        _editor_answer(5, 4, "edit", "The file /workspace/src/match.c has been edited. ERROR: is now handled"),
+        _action(6, "read", {"function_name": "str_replace_editor", "tool_call_id": "t3"}, path="/a"),
+        _editor_answer(7, 6, "read", "ERROR:\nInvalid `view_range` parameter: [100, 150]."),
+        _action(8, "run", {"function_name": "execute_bash", "tool_call_id": "t4"}, command="cat log"),
+        _observation(9, 8, "run", "ERROR: from the log file", metadata={"exit_code": 0}),
+    ]
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(history))
+    results = of(only(path), ToolResult)
+    assert [(r.call_id, r.is_error) for r in results] == [("t1", True), ("t2", False), ("t3", True), ("t4", False)]
+    assert results[0].content == not_found
+
+
+def test_real_failed_str_replace_streak_is_errors() -> None:
+    (session,) = [s for s in open_sessions(corpus_file("openhands/output.jsonl")) if s.session.endswith("4593")]
+    failed = [r for r in of(list(session.events()), ToolResult) if r.is_error]
+    edits = [r for r in failed if r.tool == "str_replace_editor" and r.args.get("command") == "str_replace"]
+    assert len(edits) == 10  # 7 of them in a row: a streak of failed edits, not progress
+    assert all(r.content.startswith("ERROR:\n") for r in edits)
+    assert len(failed) == 13  # and an invalid view_range, and two commands that exited non-zero
+
+
 def _history() -> list[Any]:
     both = _response("r1", ("t1", "execute_bash", {"command": "ls"}), ("t2", "execute_bash", {"command": "pwd"}))
     return [
@@ -290,3 +334,233 @@ def test_v1_events_as_a_json_list(tmp_path: Path) -> None:
     one = tmp_path / "event.json"  # a lone event outside an events/ folder
     one.write_text(json.dumps(_v1_conversation()[3]))
     assert [c.call_id for c in calls(only(one))] == ["c1"]
+
+
+def test_v1_evaluation_output_is_one_session_per_instance(tmp_path: Path) -> None:
+    """V1 evaluation output (the benchmarks' ``EvalOutput``): each line is
+    an instance whose ``history`` is the SDK's events, whose ``action`` is a
+    dict (V0 reads it as a string)."""
+    record = {
+        "instance_id": "django__django-11099",
+        "attempt": 1,
+        "test_result": {"git_patch": "diff --git a/x b/x"},
+        "instruction": "fix the test",
+        "metadata": {"llm": {"model": "m"}, "dataset": "princeton-nlp/SWE-bench_Verified", "max_iterations": 100},
+        "history": _v1_conversation(),
+        "metrics": {"accumulated_cost": 0.1},
+        "error": None,
+    }
+    path = write_lines(tmp_path / "output.jsonl", [record, record | {"instance_id": "astropy__astropy-12907"}])
+    sessions = list(open_sessions(path))
+    assert [s.session for s in sessions] == ["django__django-11099", "astropy__astropy-12907"]
+    evts = list(sessions[0].events())
+    assert [c.call_id for c in calls(evts)] == ["c1", "c2", "c3", "c4", "c5", "c7"]
+    assert [r.is_error for r in of(evts, ToolResult)] == [True, False, True, True]
+    assert not sessions[0].report.skipped
+
+
+def _late_2025_conversation() -> list[dict[str, Any]]:
+    """V1 events as SDK releases of late 2025 wrote them: an observation's
+    text in ``output``, a failure in ``error`` (a message for the editor,
+    ``true`` for a command) and the exit code in ``metadata``."""
+
+    def event(n: int, kind: str, source: str, **fields: Any) -> dict[str, Any]:
+        eid = f"{n:08x}-1111-4000-8000-000000000000"
+        return {"id": eid, "timestamp": f"2025-11-02T10:00:{n:02d}.5", "source": source, "kind": kind, **fields}
+
+    def action(n: int, call_id: str, tool: str, **args: Any) -> dict[str, Any]:
+        call = {"id": call_id, "name": tool, "arguments": json.dumps(args)}
+        action_kind = "ExecuteBashAction" if tool == "execute_bash" else "StrReplaceEditorAction"
+        return event(
+            n,
+            "ActionEvent",
+            "agent",
+            thought=[],
+            action={"kind": action_kind, **args},
+            tool_name=tool,
+            tool_call_id=call_id,
+            tool_call=call,
+            llm_response_id=f"resp-{n}",
+        )
+
+    def bash(n: int, call_id: str, output: str, exit_code: int, *, error: bool = False) -> dict[str, Any]:
+        metadata = {"exit_code": exit_code, "pid": -1, "working_dir": "/workspace", "prefix": "", "suffix": ""}
+        body = {
+            "kind": "ExecuteBashObservation",
+            "output": output,
+            "command": "pytest -q",
+            "exit_code": None,
+            "error": error,
+            "timeout": False,
+            "metadata": metadata,
+        }
+        return event(
+            n,
+            "ObservationEvent",
+            "environment",
+            tool_name="execute_bash",
+            tool_call_id=call_id,
+            observation=body,
+            action_id="x",
+        )
+
+    def editor(n: int, call_id: str, output: str, error: str | None) -> dict[str, Any]:
+        body = {
+            "kind": "StrReplaceEditorObservation",
+            "command": "str_replace",
+            "output": output,
+            "path": "/workspace/a.py",
+            "prev_exist": True,
+            "old_content": None,
+            "new_content": None,
+            "error": error,
+        }
+        return event(
+            n,
+            "ObservationEvent",
+            "environment",
+            tool_name="str_replace_editor",
+            tool_call_id=call_id,
+            observation=body,
+            action_id="y",
+        )
+
+    missing = "No replacement was performed, old_str `x = 1` did not appear verbatim in /workspace/a.py."
+    return [
+        event(0, "MessageEvent", "user", llm_message={"role": "user", "content": [{"type": "text", "text": "go"}]}),
+        action(1, "k1", "execute_bash", command="pytest -q"),
+        bash(2, "k1", "1 failed", 1),
+        action(3, "k2", "str_replace_editor", command="str_replace", path="/workspace/a.py", old_str="x = 1"),
+        editor(4, "k2", "", missing),
+        action(5, "k3", "str_replace_editor", command="str_replace", path="/workspace/a.py", old_str="x = 2"),
+        editor(6, "k3", "The file /workspace/a.py has been edited.", None),
+        action(7, "k4", "execute_bash", command="pytest -q"),
+        bash(8, "k4", "3 passed", 0),
+        action(9, "k5", "execute_bash", command="make"),
+        bash(10, "k5", "bash: make: command not found", 0, error=True),
+        action(11, "k6", "think", thought="hmm"),
+        event(
+            12,
+            "ObservationEvent",
+            "environment",
+            tool_name="think",
+            tool_call_id="k6",
+            observation={"kind": "ThinkObservation", "content": "Your thought has been logged."},
+        ),
+        action(13, "k7", "finish", message="done"),
+        event(
+            14,
+            "ObservationEvent",
+            "environment",
+            tool_name="finish",
+            tool_call_id="k7",
+            observation={"kind": "FinishObservation", "message": "done"},
+        ),
+    ]
+
+
+def test_late_2025_v1_output_error_and_exit_code_in_metadata(tmp_path: Path) -> None:
+    session = next(open_sessions(write_lines(tmp_path / "events.jsonl", _late_2025_conversation())))
+    evts = list(session.events())
+    assert [c.tool for c in calls(evts)] == ["execute_bash", "str_replace_editor", "str_replace_editor"] + [
+        "execute_bash"
+    ] * 2
+    assert [(r.call_id, r.content, r.is_error) for r in of(evts, ToolResult)] == [
+        ("k1", "1 failed", True),
+        ("k2", "No replacement was performed, old_str `x = 1` did not appear verbatim in /workspace/a.py.", True),
+        ("k3", "The file /workspace/a.py has been edited.", False),
+        ("k4", "3 passed", False),
+        ("k5", "bash: make: command not found", True),
+    ]
+    assert not session.report.skipped  # the think and finish observations answer no tool call: no orphans
+
+
+def _event_file_name(index: int, event: dict[str, Any]) -> str:
+    return f"event-{index:05d}-{event['id']}.json"
+
+
+def test_flat_v1_event_folder_is_one_session(tmp_path: Path) -> None:
+    """Event files straight in a conversation folder, with no ``events/``."""
+    conversation = tmp_path / "3f2a9c1e"
+    conversation.mkdir()
+    stream = _late_2025_conversation()
+    for index, event in enumerate(stream):
+        (conversation / _event_file_name(index, event)).write_text(json.dumps(event, indent=2))
+    (conversation / "base_state.json").write_text(json.dumps({"id": "3f2a9c1e"}))
+    files = sorted(conversation.glob("event-*.json"))
+    assert [belongs_to_session(f) for f in files] == [False] + [True] * (len(files) - 1)
+    assert belongs_to_session(conversation / "base_state.json")
+    (session,) = open_sessions(files[0])
+    assert (session.session, session.label) == ("3f2a9c1e", str(conversation))
+    assert len(calls(list(session.events()))) == 5
+    assert not session.report.skipped
+
+
+def test_2024_evaluation_output_with_action_observation_pairs(tmp_path: Path) -> None:
+    """2024 (OpenDevin) evaluation output keeps ``history`` as
+    ``[action, observation]`` pairs; a message or finish is paired with a
+    ``null`` observation, and the exit code sits in ``extras``."""
+
+    def pair(n: int, action: str, args: dict[str, Any], observation: str, content: str, **extras: Any) -> list[Any]:
+        ts = f"2024-06-11T08:00:{n:02d}.000000"
+        act = {
+            "id": n,
+            "timestamp": ts,
+            "source": "agent",
+            "message": f"Running {action}",
+            "action": action,
+            "args": args | {"thought": "", "keep_prompt": True, "is_confirmed": "confirmed"},
+        }
+        obs = {
+            "id": n + 1,
+            "timestamp": ts,
+            "source": "agent",
+            "message": "",
+            "cause": n,
+            "observation": observation,
+            "content": content,
+            "extras": extras,
+        }
+        return [act, obs]
+
+    null = {"message": "No observation", "observation": "null", "content": "", "extras": {}}
+    prompt = {
+        "id": 0,
+        "timestamp": "2024-06-11T08:00:00",
+        "source": "user",
+        "message": "fix",
+        "action": "message",
+        "args": {"content": "Fix the failing test", "wait_for_response": False},
+    }
+    history = [
+        [prompt, null],
+        pair(2, "run", {"command": "pytest"}, "run", "1 failed", command_id=-1, command="pytest", exit_code=1),
+        pair(4, "run", {"command": "pytest"}, "run", "1 failed", command_id=-1, command="pytest", exit_code=1),
+        pair(6, "run_ipython", {"code": "print(1)", "kernel_init_code": ""}, "run_ipython", "1", code="print(1)"),
+        pair(8, "run", {"command": "pytest"}, "run", "2 passed", command_id=-1, command="pytest", exit_code=0),
+        [{"id": 10, "source": "agent", "action": "finish", "args": {"outputs": {}, "thought": ""}}, null],
+    ]
+    record = {"instance_id": "sympy__sympy-20590", "instruction": "fix", "history": history, "error": None}
+    path = write_lines(tmp_path / "output.jsonl", [record, {"task_id": "gaia-7", "history": history}])
+    sessions = list(open_sessions(path))
+    assert [s.session for s in sessions] == ["sympy__sympy-20590", "gaia-7"]
+    evts = list(sessions[0].events())
+    assert [m.text for m in of(evts, UserMessage)] == ["Fix the failing test"]
+    assert [(c.call_id, c.tool, c.args, c.step) for c in calls(evts)] == [
+        ("event-2", "run", {"command": "pytest"}, 1),
+        ("event-4", "run", {"command": "pytest"}, 2),
+        ("event-6", "run_ipython", {"code": "print(1)"}, 3),
+        ("event-8", "run", {"command": "pytest"}, 4),
+    ]
+    assert [r.is_error for r in of(evts, ToolResult)] == [True, True, False, False]
+    assert longest_run(evts) == 2
+    assert not sessions[0].report.skipped
+
+
+def test_pairs_without_ids_are_linked_by_position(tmp_path: Path) -> None:
+    act = {"source": "agent", "action": "run", "args": {"command": "ls"}}
+    obs = {"source": "agent", "observation": "run", "content": "a", "extras": {"exit_code": 0}}
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps([[act, obs], [act, obs | {"extras": {"exit_code": 2}}]]))
+    evts = only(path)
+    assert [(r.call_id, r.is_error) for r in of(evts, ToolResult)] == [("position-0", False), ("position-1", True)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from bus import ToolCall, ToolResult, UserMessage
@@ -120,3 +121,47 @@ def test_a_tool_call_id_reused_in_a_later_turn_is_a_new_call(tmp_path: Path) -> 
         ("call_run@3", "345"),
     ]
     assert not session.report.skipped
+
+
+def test_str_replace_editor_refusals_are_errors(tmp_path: Path) -> None:
+    """SWE-agent keeps no exit code: its ``str_replace_editor`` refusing an
+    edit is told by the refusal it prints."""
+
+    def turn(call_id: str, args: Mapping[str, object]) -> dict[str, object]:
+        function = {"name": "str_replace_editor", "arguments": json.dumps(args)}
+        return {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "function": function}]}
+
+    edit = {"command": "str_replace", "path": "/repo/a.py", "old_str": "x = 1", "new_str": "x = 2"}
+    history = [
+        {"role": "user", "content": "fix it"},
+        turn("e1", edit),
+        {
+            "role": "tool",
+            "content": "No replacement was performed, old_str `x = 1` did not appear verbatim in /repo/a.py.",
+            "tool_call_ids": ["e1"],
+        },
+        turn("e2", {"command": "view", "path": "/repo/a.py", "view_range": [1, 90]}),
+        {
+            "role": "tool",
+            "content": "Invalid `view_range`: [1, 90]. Its second element `90` should be smaller than"
+            " the number of lines in the file: `12`",
+            "tool_call_ids": ["e2"],
+        },
+        turn("e3", {**edit, "old_str": "x = 0"}),
+        {
+            "role": "tool",
+            "content": "The file /repo/a.py has been edited. No replacement was performed before.",
+            "tool_call_ids": ["e3"],
+        },
+        {"role": "assistant", "content": "", "action": "str_replace_editor undo_edit /repo/b.py"},
+        {"role": "user", "content": "No edit history found for /repo/b.py."},
+    ]
+    path = tmp_path / "editor.traj"
+    path.write_text(json.dumps({"history": history}))
+    results = of(only(path), ToolResult)
+    assert [(r.call_id, r.is_error, r.denied_by) for r in results] == [
+        ("e1", True, None),
+        ("e2", True, None),
+        ("e3", False, None),
+        ("step-4", True, None),
+    ]

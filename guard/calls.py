@@ -1,0 +1,87 @@
+"""Which calls a policy sees, how their arguments are compared, and which
+user messages end a run: the one seam every policy uses.
+
+Every policy section names these settings the same way: ``include`` and
+``exclude`` (tool-name patterns), ``exclude_commands`` (regexes over a shell
+``command``), ``ignored_args`` (top-level argument names left out of the
+comparison, for fields a harness rewrites on every call) and
+``interjections`` (user messages that carry no new instruction and so do
+not reset anything).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from guard.fingerprint import Fingerprint, FingerprintCache
+from guard.patterns import CommandPatterns, ToolFilter, compile_regex
+
+__all__ = ["DEFAULT_IGNORED_ARGS", "DEFAULT_INTERJECTIONS", "CallSelector", "Interjections"]
+
+DEFAULT_IGNORED_ARGS: tuple[str, ...] = (
+    "description",
+    "task_progress",
+    "explanation",
+    "reasoning",
+    "thought",
+    "comment",
+    "__intent",
+    "_i",
+    "intent",
+    "_intent",
+    "metadata",
+)
+"""Argument names that say why a call is made, not what it does: Claude
+Code's Bash ``description``, Cline's ``task_progress``, reasoning fields, and
+harness intent or metadata fields (``__intent``, ``_i``)."""
+
+DEFAULT_INTERJECTIONS: tuple[str, ...] = (
+    r"(?i)(ok(ay)?|k|yes|yep|yeah|sure|right|fine|good|great|nice|cool|thanks?( you)?|thx|ty|done|go( on| ahead)?|"
+    r"continue|proceed|keep going|carry on|next|come on|hurry( up)?|please( continue| proceed| go on)?|"
+    r"try again|again|well|so|and|hm+|\?+|\.+|!+)[\s.!?,]*",
+    r"(?i)(please )?(continue|proceed|go on|keep going)( please)?( with the task| where you left off| working)?"
+    r"[\s.!?,]*",
+    r"(?i)(please )?continue( the conversation)? from where (we|you) left( it)? off[\s.!?,]*",
+)
+"""User messages that carry no instruction (matched whole, after trimming
+whitespace): short acknowledgements and nudges ("Done", "Come on", "ok"),
+and the canned continuation messages runtimes send ("please continue",
+"Continue from where you left off")."""
+
+
+class CallSelector:
+    """A section's ``include``/``exclude``/``exclude_commands`` and
+    ``ignored_args``: whether a call is tracked, and its fingerprint."""
+
+    def __init__(
+        self,
+        include: Iterable[str] = (),
+        exclude: Iterable[str] = (),
+        exclude_commands: Iterable[str] = (),
+        ignored_args: Iterable[str] = (),
+    ) -> None:
+        self._filter = ToolFilter(include, exclude)
+        self._commands = CommandPatterns(exclude_commands)
+        self.ignored = frozenset(ignored_args)
+
+    def tracks(self, tool: str, args: Any) -> bool:
+        """Whether the policy counts this call; an untracked call neither
+        counts nor resets anything."""
+        return self._filter.tracks(tool) and not self._commands.match(args)
+
+    def fingerprint(self, fingerprints: FingerprintCache, tool: str, args: Any, call_id: str) -> Fingerprint:
+        """The call's fingerprint with ``ignored_args`` left out."""
+        return fingerprints.get(tool, args, self.ignored, call_id=call_id)
+
+
+class Interjections:
+    """Recognises a user message that carries no new instruction: it matches
+    one of ``patterns`` in full, after trimming whitespace."""
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        self._patterns = [compile_regex(p) for p in patterns]
+
+    def __call__(self, text: str) -> bool:
+        stripped = text.strip()
+        return any(p.fullmatch(stripped) for p in self._patterns)

@@ -1,0 +1,131 @@
+"""Result normalisation: what a tool result says once the noise is gone.
+
+Two results of the same call are "the same result" when their normalised
+texts are equal. Normalisation strips what changes between runs without
+meaning anything: ANSI escape codes, text a carriage return overwrote
+(spinners, progress bars redrawn in place), timestamps, dates and clock
+times, durations, process and session ids, hex digests and UUIDs, and
+trailing whitespace. The patterns are settings (``result_normalize``), so a
+runtime's own noise can be added; each match is replaced by one marker, so
+``12 ms`` and ``3.4 s`` normalise alike while ``3 failed`` and ``2 failed``
+do not.
+
+An error's *kind* (``error_kind``) goes further: the first meaningful line of
+the error text with paths, quoted strings and numbers stripped, so the same
+failure with different arguments has one kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from guard.patterns import compile_regex
+
+__all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "error_kind"]
+
+DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
+    # ISO 8601 dates and timestamps, with optional time, fraction and zone
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?",
+    # clock times (00:11:10, 9:05 PM)
+    r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:\s?[AaPp][Mm])?\b",
+    # day and month names as `date`, `ls -l` and HTTP headers print them
+    r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,?\s",
+    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{1,2}\b",
+    # the year `date` prints after the time (with or without a zone)
+    r"\x00\s+(?:[A-Z]{2,5}\s+)?(?:19|20)\d{2}\b",
+    # Unix epoch seconds or milliseconds
+    r"\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
+    # durations: 12ms, 3.4 s, 5 seconds, 2m30s, took 1.2s
+    r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)\b",
+    # process, session and job ids
+    r"(?i)\b(?:pid|process(?: id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
+    # UUIDs, hex digests and long numbers (7 digits or more)
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
+    r"\b(?:0x)?[0-9a-fA-F]{7,}\b",
+    # bar glyphs of progress bars
+    r"[█▉▊▋▌▍▎▏░▒▓■□▰▱⣿⣀]+",
+    r"\[[#=>\-.\s]{4,}\]",
+    # braille and line-drawing spinner frames
+    r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏⠁⠂⠄⡀⢀⠠⠐⠈]",
+)
+"""The built-in ``result_normalize`` patterns, in the order they apply."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_OVERWRITTEN = re.compile(r"[^\n]*\r(?!\n)")
+_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
+_BLANK_RUNS = re.compile(r"\n{3,}")
+_MARKS = re.compile(r"\x00(?:[\s\x00]*\x00)?")
+_HEAD = 32_768
+_TAIL = 32_768
+
+
+class ResultNormalizer:
+    """Normalises tool results and digests them for comparison.
+
+    ``patterns`` are regular expressions; every match becomes one marker.
+    Only the first and last 32 KiB of a huge result are read (plus its
+    length), so a long log costs no more than a short one and output that
+    grows at its end still reads as changed.
+    """
+
+    def __init__(self, patterns: Iterable[str] = DEFAULT_RESULT_NORMALIZE) -> None:
+        self._patterns = [compile_regex(p) for p in patterns]
+
+    def normalize(self, text: str) -> str:
+        if len(text) > _HEAD + _TAIL:
+            text = f"{text[:_HEAD]}\n…{len(text)}…\n{text[-_TAIL:]}"
+        text = _ANSI.sub("", text)
+        if "\r" in text:
+            text = _OVERWRITTEN.sub("", text.replace("\r\n", "\n"))
+        for pattern in self._patterns:
+            text = pattern.sub("\x00", text)
+        text = _MARKS.sub("\x00", text)
+        text = _TRAILING.sub("", text)
+        return _BLANK_RUNS.sub("\n\n", text).strip()
+
+    def digest(self, text: str) -> bytes:
+        """A 16-byte digest of the normalised ``text``."""
+        return hashlib.blake2b(self.normalize(text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+_ERROR_NOISE = re.compile(
+    r"""(?x)
+    "[^"\n]*" | '[^'\n]*' | `[^`\n]*`     # quoted text: names, values, snippets
+    | (?:[A-Za-z]:)?[~.]?/[^\s:,;)]*      # paths
+    | \b[\w.-]+\.[A-Za-z]{1,5}\b          # file names
+    | 0x[0-9a-fA-F]+ | \d+(?:\.\d+)?     # numbers
+    """
+)
+_ERROR_SKIP = re.compile(
+    r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<(\w+)>[^<]*</\1>\s*$|```|-{3,}|={3,}"
+    r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$)"
+)
+_ERROR_WORDS = re.compile(
+    r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
+    r"unable|refused|timed? ?out|unknown|missing|required|not allowed|forbidden|unauthori[sz]ed)\b"
+)
+_KIND_CHARS = 160
+_KIND_LINES = 200
+
+
+def error_kind(text: str) -> str:
+    """The kind of an error: its first line that reads like an error (or,
+    without one, its first meaningful line), lower-cased, with quoted text,
+    paths, file names and numbers stripped (``ERROR: No replacement was
+    performed, old_str `x` did not appear verbatim in /a/b.py.`` and the same
+    with other values are one kind). Bare status lines (``Exit code 1``) and
+    banners are skipped: they say that something failed, not what."""
+    first = ""
+    for number, line in enumerate(text.splitlines()):
+        if number >= _KIND_LINES:
+            break
+        if not line.strip() or _ERROR_SKIP.match(line):
+            continue
+        if not first:
+            first = line
+        if _ERROR_WORDS.search(line):
+            first = line
+            break
+    return " ".join(_ERROR_NOISE.sub("#", first).lower().split())[:_KIND_CHARS]

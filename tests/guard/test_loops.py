@@ -1,0 +1,381 @@
+"""Policy ``loops`` on a real bus: result-aware repeats, cycles, polls, failures, progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import Agent, Bus, ContextMessage, ToolCall, ToolResult
+from bus.testing import Capture
+from guard import Action, Config, FingerprintCache, Guard, LoopsConfig, LoopsPolicy, RemindConfig
+from guard.loops import LOOPS_PLUGIN
+from tests.scenarios._script import Script
+
+pytestmark = pytest.mark.anyio
+
+GREP = {"pattern": "load_config", "path": "src"}
+
+
+class Run(Script):
+    """A scripted runtime with only ``loops`` on; ``actions`` lists
+    ``(call number, kind)`` as the guard acted."""
+
+    def __init__(self, path: Path, config: Config) -> None:
+        super().__init__(path, config)
+        self.actions: list[tuple[int, str]] = []
+        self.texts: list[str] = []
+        self.numbers: dict[str, int] = {}
+        self.guard.add_listener(self._heard)
+
+    def _heard(self, action: Action, trigger: object) -> None:
+        self.actions.append((self.numbers.get(action.call_id, len(self.numbers) + 1), action.action))
+        self.texts.append(action.text)
+
+    async def do(self, tool: str, args: Any, content: str = "ok", **kw: Any) -> ToolResult:
+        self.numbers[f"c{len(self.numbers) + 1}"] = len(self.numbers) + 1
+        return await self.call("main", tool, args, content, **kw)
+
+
+Make = Callable[..., Run]
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Make:
+    def build(**loops: Any) -> Run:
+        config = Config(remind=RemindConfig(enabled=False), loops=LoopsConfig(**loops))
+        return Run(tmp_path / f"s{len(list(tmp_path.iterdir()))}.jsonl", config)
+
+    return build
+
+
+async def test_the_third_identical_call_with_the_same_result_is_denied(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        last = await run.do("Grep", GREP, "No matches found")
+    assert run.actions == [(3, "deny")]
+    assert last.denied_by == LOOPS_PLUGIN
+    assert "made this exact call 2 times" in last.content
+
+
+async def test_a_changing_result_is_progress_for_that_call(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(6):
+        await run.do("Bash", {"command": "pytest -q"}, f"{6 - n} failed")
+    assert run.actions == []
+
+
+async def test_a_clock_normalises_to_one_result(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(3):
+        await run.do("Bash", {"command": "date"}, f"Tue Dec  1 00:11:{10 + n:02d} UTC 2026")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_cycle_draws_one_advisory_then_denials(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("ls", {}, "a b")
+        await run.do("read", {"path": "a"}, "A")
+    assert run.actions == [(3, "remind"), (5, "deny"), (6, "deny")]
+    assert "going in a circle" in run.texts[0]
+
+
+async def test_a_long_cycle_is_advised_after_two_repeats_in_a_row(make: Make, anyio_backend: str) -> None:
+    run = make(advise_span=0)
+    calls = [("t", {"n": n}, "same") for n in range(4)]
+    for tool, args, out in calls * 2:
+        await run.do(tool, args, out)
+    assert run.actions == [(6, "remind")]
+
+
+async def test_a_denial_ignored_three_times_asks_for_a_halt(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(5):
+        await run.do("Grep", GREP, "No matches found")
+    assert run.actions == [(3, "deny"), (4, "deny"), (5, "deny"), (5, "halt")]
+    assert "denied 3 times" in run.texts[-1]
+
+
+async def test_halting_can_be_switched_off(make: Make, anyio_backend: str) -> None:
+    run = make(halt_after=0)
+    for _ in range(6):
+        await run.do("Grep", GREP, "No matches found")
+    assert [kind for _, kind in run.actions] == ["deny"] * 4
+
+
+async def test_ignored_args_do_not_make_a_new_call(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(3):
+        await run.do("Bash", {"command": "ls", "description": f"list ({n})"}, "a")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_an_interjection_does_not_reset_but_an_instruction_does(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.do("Grep", GREP, "none")
+    await run.do("Grep", GREP, "none")
+    await run.user("main", "Come on")
+    await run.do("Grep", GREP, "none")
+    assert run.actions == [(3, "deny")]
+    await run.user("main", "I added the loader, grep again")
+    await run.do("Grep", GREP, "none")
+    await run.do("Grep", GREP, "none")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_an_edit_voids_counts_but_the_same_edit_again_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    write = {"file_path": "a.py", "content": "x = 1\n"}
+    await run.do("Grep", GREP, "none")
+    await run.do("Grep", GREP, "none")
+    await run.do("Write", write, "written")
+    await run.do("Grep", GREP, "none")
+    await run.do("Write", write, "written")
+    await run.do("Write", write, "written")
+    assert run.actions == [(5, "remind"), (6, "deny")]
+
+
+async def test_a_failed_edit_is_no_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.do("Grep", GREP, "none")
+    await run.do("Grep", GREP, "none")
+    await run.do("Edit", {"file_path": "a.py", "old_string": "x"}, "String to replace not found", is_error=True)
+    await run.do("Grep", GREP, "none")
+    assert run.actions == [(4, "deny")]
+
+
+async def test_an_edit_of_an_untracked_tool_still_voids_counts(make: Make, anyio_backend: str) -> None:
+    run = make(exclude=["Edit"])
+    await run.do("Grep", GREP, "none")
+    await run.do("Grep", GREP, "none")
+    await run.do("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"}, "updated")
+    await run.do("Grep", GREP, "none")
+    assert run.actions == []
+
+
+async def test_the_same_call_failing_is_advised_at_the_third_failure_and_denied_at_the_fifth(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    fetch = {"url": "https://example.org/x"}
+    for _ in range(6):
+        await run.do("WebFetch", fetch, "Request failed with status code 404", is_error=True)
+    assert run.actions == [(3, "remind"), (5, "deny"), (6, "deny")]
+    assert "failed 3 times" in run.texts[0]
+
+
+async def test_two_failures_then_success_is_left_alone(make: Make, anyio_backend: str) -> None:
+    run = make()
+    fetch = {"url": "https://example.org/x"}
+    await run.do("WebFetch", fetch, "404", is_error=True)
+    await run.do("WebFetch", fetch, "404", is_error=True)
+    await run.do("WebFetch", fetch, "the page")
+    assert run.actions == []
+
+
+async def test_the_same_error_kind_with_varying_arguments_is_a_streak(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(6):
+        await run.do("search_code", {"q": n}, f"Error: tool 'search_code' not found ({n})", is_error=True)
+    assert run.actions == [(3, "remind"), (6, "deny")]
+    assert "same kind of error" in run.texts[0]
+    assert "has failed 5 times in a row" in run.texts[1]
+
+
+async def test_error_text_without_the_flag_is_a_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(3):
+        await run.do(
+            "str_replace_editor",
+            {"command": "str_replace", "path": "/w/a.c", "old_str": f"x{n}"},
+            f"ERROR:\nNo replacement was performed, old_str `x{n}` did not appear verbatim in /w/a.c.",
+        )
+    assert run.actions == [(3, "remind")]
+
+
+async def test_a_success_ends_the_streak_and_streak_denial_can_be_off(make: Make, anyio_backend: str) -> None:
+    run = make(error_deny_at=0)
+    for n in range(7):
+        await run.do("tool", {"n": n}, "Error: broken", is_error=True)
+    assert run.actions == [(3, "remind")]
+    for _ in range(5):
+        await run.do("other", {}, "Error: broken", is_error=True)
+    assert run.actions == [(3, "remind"), (10, "remind")]
+    await run.do("tool", {"n": 99}, "fine")
+    for n in range(3):
+        await run.do("tool", {"m": n}, "", is_error=True)
+    assert run.actions == [(3, "remind"), (10, "remind")]
+
+
+async def test_a_poll_whose_output_advances_is_never_acted_on(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(8):
+        await run.do("BashOutput", {"bash_id": "b1"}, f"<status>running</status>\nline {n}")
+    assert run.actions == []
+
+
+async def test_an_unchanged_poll_backs_off_before_any_denial(make: Make, anyio_backend: str) -> None:
+    run = make(poll_deny_after=5, poll_deny_seconds=0)
+    for _ in range(7):
+        await run.do("Bash", {"command": "kubectl get pods"}, "api 0/1 Pending", seconds=2)
+    assert run.actions == [(2, "remind"), (4, "remind"), (6, "deny"), (7, "deny")]
+    assert "wait about 5 seconds" in run.texts[0]
+    assert "wait about 10 seconds" in run.texts[1]
+    assert "despite the advice to back off" in run.texts[2]
+
+
+async def test_an_unchanged_poll_is_denied_after_its_time(make: Make, anyio_backend: str) -> None:
+    run = make(poll_deny_seconds=100)
+    for _ in range(4):
+        await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>", seconds=60)
+    # every poll a minute apart: it already waits longer than any nudge would
+    # name, so it is nudged once, when it is about to be denied
+    assert run.actions == [(3, "remind"), (4, "deny")]
+    assert "wait about 60 seconds" in run.texts[0]
+    assert "over 3 min" in run.texts[1]
+
+
+async def test_typing_into_a_session_is_no_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("write_stdin", {"session_id": 4, "chars": "y\n"}, "ok")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_result_reporting_a_pending_state_is_a_poll(make: Make, anyio_backend: str) -> None:
+    run = make(poll_tools=[])
+    for _ in range(3):
+        await run.do("ci", {"run": 7}, "status: in_progress")
+    assert run.actions == [(2, "remind")]
+
+
+async def test_a_failing_poll_backs_off_rather_than_counting_as_failures(make: Make, anyio_backend: str) -> None:
+    run = make()
+    health = {"command": "curl -fsS http://localhost:8080/health"}
+    for _ in range(4):
+        await run.do("Bash", health, "curl: (7) Failed to connect", is_error=True)
+    await run.do("Bash", health, "ok")
+    assert run.actions == [(2, "remind"), (4, "remind")]
+
+
+async def test_excluded_calls_are_not_counted(make: Make, anyio_backend: str) -> None:
+    run = make(exclude=["todo_write"], exclude_commands=["^sleep"])
+    for _ in range(4):
+        await run.do("todo_write", {}, "ok")
+        await run.do("Bash", {"command": "sleep 5"}, "")
+    assert run.actions == []
+
+
+async def test_a_call_the_guard_was_not_asked_about_still_counts(anyio_backend: str) -> None:
+    policy = LoopsPolicy(LoopsConfig())
+    state = policy.new_state()
+    cache = FingerprintCache()
+    agent = Agent("main")
+    actions = []
+    for n in range(3):
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="ls", args={})
+        actions.append(policy.on_result(state, ToolResult.answering(call, "a"), cache))
+    assert actions[1] is None
+    assert actions[2] is not None
+    assert actions[2].action == "remind"
+    call = ToolCall(agent=agent, call_id="c9", step=9, tool="ls", args={})
+    denial = await policy.on_call(state, call, cache)
+    assert denial is not None
+    assert denial.action == "deny"
+    other = ToolResult.answering(call, "denied elsewhere", denied_by="someone-else")
+    assert policy.on_result(state, other, cache) is None
+
+
+async def test_a_halt_survives_a_signature_that_fell_out_of_the_window(anyio_backend: str) -> None:
+    policy = LoopsPolicy(LoopsConfig(window=3, deny_at=3, halt_after=1))
+    state = policy.new_state()
+    cache = FingerprintCache()
+    agent = Agent("main")
+    for n in range(2):
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="ls", args={})
+        assert await policy.on_call(state, call, cache) is None
+        policy.on_result(state, ToolResult.answering(call, "a"), cache)
+    call = ToolCall(agent=agent, call_id="c3", step=3, tool="ls", args={})
+    assert await policy.on_call(state, call, cache) is not None
+    state.signatures.clear()
+    halt = policy.on_result(state, ToolResult.answering(call, "denied", denied_by=LOOPS_PLUGIN), cache)
+    assert halt is not None
+    assert halt.action == "halt"
+    assert halt.count == 1
+
+
+async def test_signatures_leave_with_the_window(make: Make, anyio_backend: str) -> None:
+    run = make(window=3)
+    await run.do("Grep", GREP, "none")
+    for n in range(3):
+        await run.do("Read", {"n": n}, "x")
+    await run.do("Grep", GREP, "none")
+    await run.do("Grep", GREP, "none")
+    assert run.actions == []
+
+
+async def test_the_guard_publishes_the_advisory_after_the_result(anyio_backend: str) -> None:
+    bus = Bus()
+    Guard(Config(remind=RemindConfig(enabled=False), loops=LoopsConfig())).attach(bus)
+    capture = Capture().attach(bus)
+    agent = Agent("main")
+    for n, args in enumerate([{"a": 1}, {"b": 1}, {"a": 1}]):
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="t", args=args)
+        await bus.decide(call)
+        await bus.publish(ToolResult.answering(call, "same"))
+    (message,) = capture.of(ContextMessage)
+    assert message.source.plugin == LOOPS_PLUGIN
+    assert message.source.summary == "t × 2"
+
+
+async def test_a_signature_still_in_the_window_keeps_its_count(make: Make, anyio_backend: str) -> None:
+    run = make(window=3)
+    for tool in ("A", "B", "A", "C", "A"):
+        await run.do(tool, {}, "same")
+    assert run.actions == [(3, "remind"), (5, "deny")]
+
+
+async def test_different_programs_failing_alike_are_no_streak(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for command in ("make", "cd /w && make clean && make", "rm -rf build && make"):
+        await run.do("Bash", {"command": command}, "Exit code 2\nmake: *** No rule to make target", is_error=True)
+    assert run.actions == [(3, "remind")]
+    for command in ("pytest -q a", "ruff check b", "mypy c"):
+        await run.do("Bash", {"command": command}, "Exit code 1\nerror: something failed", is_error=True)
+    assert run.actions == [(3, "remind")]
+
+
+async def test_a_bare_sleep_is_a_wait_not_a_loop(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        await run.do("Bash", {"command": "sleep 30"}, "")
+        await run.do("Bash", {"command": "./ci status"}, f"step {n}")
+    assert run.actions == []
+
+
+async def test_an_empty_shell_command_reads_output_as_a_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("execute_bash", {"command": "", "is_input": True}, "[still running]")
+    assert run.actions == [(2, "remind")]
+
+
+async def test_a_poller_that_already_waits_is_nudged_with_a_longer_wait(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("write_stdin", {"session_id": 3, "chars": ""}, "Process running\nOutput:\n", seconds=12)
+    # 12 s apart: it already waits 5 and 10 s, so the first nudge names 30 s,
+    # the second 60 s, and then it has been told every wait there is
+    assert run.actions == [(2, "remind"), (4, "remind")]
+    assert "wait about 30 seconds" in run.texts[0]
+    assert "wait about 60 seconds" in run.texts[1]
+
+
+async def test_prefixes_and_assignments_do_not_name_the_program(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for command in ("FOO=1 timeout 30 ./build.sh", "sudo -E ./build.sh --fast", "nohup ./build.sh x"):
+        await run.do("Bash", {"command": command}, "Error: toolchain missing", is_error=True)
+    assert run.actions == [(3, "remind")]

@@ -1,0 +1,127 @@
+"""The ``[loops]`` section, the ``recommended`` preset and starting a file from it."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from guard import RECOMMENDED, Config, ConfigError, Guard, LoopsConfig, LoopsPolicy, load_config, parse_config
+from guard.cli import main
+from guard.config import to_toml
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """``main`` configures structlog for the process, as a command does; undo it."""
+    yield
+    structlog.reset_defaults()
+
+
+def test_no_config_still_runs_remind_alone() -> None:
+    assert [p.name for p in Guard().policies] == ["remind"]
+    assert Config().loops.enabled is False
+
+
+def test_recommended_is_a_preset_wherever_a_config_file_is_named() -> None:
+    assert load_config("recommended") is RECOMMENDED
+    assert [p.name for p in Guard(RECOMMENDED).policies] == ["loops"]
+    assert isinstance(Guard(load_config("recommended")).policies[0], LoopsPolicy)
+
+
+def test_a_file_named_like_a_preset_needs_a_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "recommended")
+
+
+def test_check_config_prints_the_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", "recommended"]) == 0
+    effective = json.loads(capsys.readouterr().out)
+    assert effective["loops"]["enabled"] is True
+    assert effective["remind"]["enabled"] is False
+    assert effective["loops"]["deny_at"] == 3
+
+
+def test_a_file_started_from_the_preset_loads_back_to_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", "recommended", "--toml"]) == 0
+    text = capsys.readouterr().out
+    path = tmp_path / "guard.toml"
+    path.write_text(text.replace("deny_at = 3", "deny_at = 4"), encoding="utf-8")
+    loaded = load_config(path)
+    assert loaded.loops.deny_at == 4
+    assert loaded.loops.result_normalize == RECOMMENDED.loops.result_normalize
+    assert parse_config(tomllib.loads(to_toml(RECOMMENDED))) == RECOMMENDED
+
+
+def test_a_section_of_lists_becomes_tuples() -> None:
+    config = parse_config({"loops": {"exclude": ["todo_write"], "poll_waits": [1, 2]}})
+    assert config.loops.exclude == ("todo_write",)
+    assert config.loops.poll_waits == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        ({"error_deny_at": 3}, "loops.error_deny_at"),
+        ({"poll_waits": []}, "loops.poll_waits"),
+        ({"poll_waits": [0]}, "loops.poll_waits"),
+        ({"deny_at": 1}, "loops.deny_at"),
+        ({"window": 2}, "loops.window"),
+        ({"poll_deny_after": 2}, "loops.poll_deny_after"),
+        ({"result_normalize": ["("]}, "loops.result_normalize"),
+        ({"poll_tools": [""]}, "loops.poll_tools"),
+        ({"ignored_args": [1]}, "loops.ignored_args"),
+        ({"enabled": "yes"}, "loops.enabled"),
+    ],
+)
+def test_a_bad_value_names_its_key(settings: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        LoopsConfig(**settings)
+    assert info.value.key == key
+
+
+def test_streak_denial_can_be_off() -> None:
+    assert LoopsConfig(error_deny_at=0).error_deny_at == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("section", ["remind", "turns", "rescue"])
+async def test_every_policy_lets_an_interjection_through_when_told(
+    section: str, make_script: Any, missing_ask_command: str, anyio_backend: str
+) -> None:
+    """``interjections`` is one key in every section: such a message resets
+    nothing, any other message still does."""
+    settings: dict[str, Any] = {"interjections": [r"(?i)done"]}
+    if section == "rescue":
+        settings["ask_command"] = missing_ask_command
+    off = {"remind": {"enabled": False}} if section != "remind" else {}
+    config = parse_config({**off, section: settings})
+    script = make_script(config)
+    actions: list[str] = []
+    script.guard.add_listener(lambda action, _trigger: actions.append(action.action))
+    grep = {"pattern": "x", "command": "grep x"}
+    for text in ["Done", "keep looking"]:
+        for _ in range(3):
+            await script.call("main", "grep", grep, "none")
+        await script.user("main", text)
+    before = len(actions)
+    await script.call("main", "grep", grep, "none")
+    assert before > 0  # six calls across "Done" made one run
+    assert len(actions) == before  # the real message reset it
+
+
+@pytest.mark.anyio
+async def test_remind_excludes_commands_and_ignores_arguments_when_told(make_script: Any, anyio_backend: str) -> None:
+    config = parse_config({"remind": {"exclude_commands": ["^sleep"], "ignored_args": ["description"]}})
+    script = make_script(config)
+    summaries: list[str] = []
+    script.guard.add_listener(lambda action, _trigger: summaries.append(f"{action.tool} × {action.count}"))
+    for n in range(3):
+        await script.call("main", "Bash", {"command": "sleep 1"}, "")
+        await script.call("main", "Bash", {"command": "ls", "description": f"list {n}"}, "a")
+    assert summaries == ["Bash × 3"]

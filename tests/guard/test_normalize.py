@@ -1,0 +1,130 @@
+"""Result normalisation and error kinds, on synthetic and real tool outputs."""
+
+from __future__ import annotations
+
+import pytest
+
+from bus import ToolResult, read_log
+from guard import ResultNormalizer, error_kind
+from guard.importers import open_sessions, write_log
+from tests.guard.importers._transcripts import corpus_file
+
+normalize = ResultNormalizer().normalize
+
+
+def test_a_clock_reads_the_same_every_time() -> None:
+    outputs = {normalize(f"Tue Dec  1 00:{m:02d}:{s:02d} UTC 2026") for m in range(3) for s in range(0, 60, 7)}
+    assert len(outputs) == 1
+    assert normalize("Sat Jan 31 23:59:59 PST 2027") == normalize("Tue Dec  1 00:11:10 UTC 2026")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("12 passed in 0.31s", "12 passed in 1.07s"),
+        ("2026-11-30T23:59:01.120Z started", "2026-12-01T00:00:02Z started"),
+        (
+            "Process running with session ID 41932\nWall time: 10.0 seconds",
+            "Process running with session ID 7\nWall time: 95.5 seconds",
+        ),
+        ("commit 5d6e7f8a9b done", "commit 1a2b3c4d5e done"),
+        ("id 3f2b9c1e-1d2c-4b5a-9e8f-0a1b2c3d4e5f", "id 00000000-1111-2222-3333-444444444444"),
+        ("\x1b[32mok\x1b[0m   \n", "ok"),
+        ("downloading ⠋ 10%\rdownloading ⠙ 50%\rdone", "done"),
+        ("[#####     ] building", "[########  ] building"),
+        ("started pid 3318", "started pid 77"),
+        ("a\n\n\n\n\nb", "a\n\nb"),
+    ],
+)
+def test_noise_is_stripped(a: str, b: str) -> None:
+    assert normalize(a) == normalize(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("3 failed, 9 passed", "2 failed, 10 passed"), ("port: 8000", "port: 8080"), ("line 1\nline 2", "line 1")],
+)
+def test_meaning_is_kept(a: str, b: str) -> None:
+    assert normalize(a) != normalize(b)
+
+
+def test_a_huge_result_is_read_at_both_ends() -> None:
+    head, tail = "x" * 40_000, "y" * 40_000
+    assert normalize(head + "middle one" + tail) == normalize(head + "middle two" + tail)
+    assert normalize(head + tail + "new line") != normalize(head + tail)
+    digest = ResultNormalizer().digest
+    assert len(digest(head)) == 16
+
+
+def test_extra_patterns_apply() -> None:
+    custom = ResultNormalizer([r"build #\d+"])
+    assert custom.normalize("build #41 ok") == custom.normalize("build #42 ok")
+
+
+def test_pytest_runs_of_a_real_session_differ_only_in_their_timing() -> None:
+    """Claude Code session: test runs reporting the same count in different
+    times normalise alike; a different count does not."""
+    (session,) = open_sessions(corpus_file("claude-code/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"))
+    summaries: dict[str, set[str]] = {}
+    for text in _results(session):
+        for line in text.splitlines():
+            if " passed in " in line:
+                summaries.setdefault(normalize(line), set()).add(line.strip())
+    by_count = {next(iter(lines)).split()[0]: norm for norm, lines in summaries.items() if lines}
+    same_count = [lines for lines in summaries.values() if len(lines) > 1]
+    assert same_count, summaries
+    assert len(set(by_count.values())) == len(by_count)
+
+
+def test_a_real_directory_listing_loses_its_dates() -> None:
+    sessions = open_sessions(corpus_file("openhands/output.jsonl"))
+    listing = next(t for s in sessions for t in _results(s) if t.startswith("total ") and " root root " in t)
+    assert "Apr 30 08:32" in listing
+    assert "Apr 30" not in normalize(listing)
+    assert "08:32" not in normalize(listing)
+
+
+def _results(session: object) -> list[str]:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "log.jsonl"
+        write_log(session, path)  # type: ignore[arg-type]
+        return [e.content for e in read_log(path) if isinstance(e, ToolResult)]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (
+            "ERROR:\nNo replacement was performed, old_str `x = 1` did not appear verbatim in /w/a.py.",
+            "ERROR:\nNo replacement was performed, old_str `y(2)` did not appear verbatim in /w/b.py.",
+        ),
+        ("Error: tool 'search' not found (request 3)", "Error: tool 'grep_x' not found (request 9)"),
+        ("/bin/sh: 1: cd: can't cd to /w/build\nmake: Error 2", "/bin/sh: 1: cd: can't cd to /x/y"),
+        ('Traceback (most recent call last):\n  File "a.py", line 3', 'Traceback:\n  File "b.py", line 9'),
+    ],
+)
+def test_one_kind_of_error_with_other_values(a: str, b: str) -> None:
+    assert error_kind(a) == error_kind(b)
+    assert error_kind(a)
+
+
+def test_different_errors_are_different_kinds() -> None:
+    assert error_kind("Request failed with status code 404") != error_kind("Permission denied")
+    assert error_kind("") == error_kind("\n\n") == ""
+
+
+def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
+    pytest_output = "Exit code 1\n===== test session starts =====\nplatform linux -- Python 3.12\nE   KeyError: 'x'"
+    assert error_kind(pytest_output) == "e keyerror: #"
+    assert error_kind("<returncode>1</returncode>\n<output>\nrm: cannot remove 'x': No such file") == (
+        "rm: cannot remove #: no such file"
+    )
+    assert error_kind("Exit code 1\nsome output\nmore output") == "some output"
+
+
+def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
+    noise = "\n".join(f"line {n}" for n in range(500))
+    assert error_kind(noise + "\nfatal: boom") == "line #"
