@@ -97,6 +97,25 @@ class _ActionLog:
             )
 
 
+class _Entry(weakref.ref[Agent]):
+    """An agent's watches, held through a weak reference to its handle
+    (``key`` is the handle's id): when the handle is collected, the guard's
+    callback drops the entry, before that id can be reused."""
+
+    __slots__ = ("key", "watches")
+    key: int
+    watches: list[AnyWatch]
+
+    def __new__(cls, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> _Entry:
+        self = super().__new__(cls, agent, callback)
+        self.key = id(agent)
+        self.watches = watches
+        return self
+
+    def __init__(self, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> None:
+        super().__init__(agent, callback)  # type: ignore[call-arg]  # ref's own, which typeshed leaves out
+
+
 def build_policies(config: Config) -> list[AnyPolicy]:
     """The enabled policies, in the order they are consulted (``turns`` at
     threshold 0 is off)."""
@@ -142,9 +161,14 @@ class Guard:
         self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
         self._intercepts = bool(self._interceptors)
         self._plugins = frozenset(policy.plugin for policy in self.policies)
-        # id(handle) -> (a weak reference whose callback drops the entry, the
-        # agent's watches): a plain dict lookup on the hot path.
-        self._agents: dict[int, tuple[weakref.ref[Agent], list[AnyWatch]]] = {}
+        # id(handle) -> its entry: a plain dict lookup on the hot path.
+        agents: dict[int, _Entry] = {}
+        self._agents = agents
+
+        def gone(entry: _Entry) -> None:  # holds the dict, not the guard
+            agents.pop(entry.key, None)
+
+        self._gone = gone
         # A call and its result share one fingerprint only when some policy
         # looks at the call too, or several look at the result.
         self._fingerprints = FingerprintCache(size=8 if self._intercepts or len(self.policies) > 1 else 0)
@@ -211,7 +235,7 @@ class Guard:
         or ``None`` before its first event: what a process that answers one
         hook at a time saves, to ``restore`` them in the next."""
         entry = self._agents.get(id(agent))
-        return entry[1] if entry is not None else None
+        return entry.watches if entry is not None else None
 
     def restore(self, agent: Agent, watches: list[AnyWatch]) -> None:
         """Give ``agent`` the ``watches`` an earlier guard had for it, each
@@ -223,18 +247,14 @@ class Guard:
         self._track(agent, watches)
 
     def _track(self, agent: Agent, watches: list[AnyWatch]) -> list[AnyWatch]:
-        key = id(agent)
-        agents = self._agents
-        # The callback runs when the handle is collected, before its id can
-        # be reused; it holds the dict, not the guard.
-        agents[key] = (weakref.ref(agent, lambda _, key=key, agents=agents: agents.pop(key, None)), watches)  # type: ignore[misc]
+        self._agents[id(agent)] = _Entry(agent, self._gone, watches)
         return watches
 
     def _watches(self, agent: Agent) -> list[AnyWatch]:
         entry = self._agents.get(id(agent))
         if entry is None:
             return self._track(agent, [p.watch() for p in self.policies])
-        return entry[1]
+        return entry.watches
 
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
@@ -262,7 +282,7 @@ class Guard:
         if agent is None:
             return
         entry = self._agents.get(id(agent))  # _watches, inlined on the hot path
-        watches = entry[1] if entry is not None else self._watches(agent)
+        watches = entry.watches if entry is not None else self._watches(agent)
         fingerprints = self._fingerprints
         for watch in watches:
             try:
@@ -292,7 +312,7 @@ class Guard:
         entry = self._agents.get(id(agent))
         if entry is None:
             return
-        for watch in entry[1]:
+        for watch in entry.watches:
             try:
                 watch.on_status(status)
             except Exception:
