@@ -10,13 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from bus._codec import encode_line
+from bus._codec import encode_line, encoder
 from bus.bus import Bus
 from bus.events import Event, SessionStart
 
 __all__ = ["LOG_VERSION", "SessionLog"]
 
 LOG_VERSION = 1
+
+_encode_into = encoder.encode_into
 
 
 class SessionLog:
@@ -56,7 +58,7 @@ class SessionLog:
         try:
             size = self._end_torn_line(self._fd) if append else 0
             if not size or mark_resume:
-                self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
+                self.write(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
         except BaseException:
             self.close()
             raise
@@ -80,23 +82,25 @@ class SessionLog:
         bus.record(self.write)
         return self
 
-    def write(self, event: Event) -> None:
-        """Append one event as a line."""
-        self._write_line(event)
-
-    def _write_line(self, item: Event | SessionStart) -> None:
-        if self._fd is None:
+    def write(self, event: Event | SessionStart) -> None:
+        """Append one event as a line (one ``os.write``, the encoding done
+        in place: this runs for every event a bus publishes)."""
+        fd = self._fd
+        if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
         buffer = self._buffer
-        encode_line(item, buffer)
+        try:
+            _encode_into(event, buffer)
+        except (UnicodeEncodeError, RecursionError):
+            encode_line(event, buffer)
         buffer.append(10)  # b"\n"
-        written = os.write(self._fd, buffer)
-        if written < len(buffer):  # a short write (a full disk, a signal): finish the line
+        written = os.write(fd, buffer)
+        if written != len(buffer):  # a short write (a full disk, a signal): finish the line
             view = memoryview(buffer)[written:]
             while view:
-                view = view[os.write(self._fd, view) :]
+                view = view[os.write(fd, view) :]
         if self._fsync:
-            os.fsync(self._fd)
+            os.fsync(fd)
 
     def close(self) -> None:
         """Close the file; later writes raise. Closing twice is harmless."""
