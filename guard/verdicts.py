@@ -66,15 +66,22 @@ class Difference(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Output(msgspec.Struct, frozen=True):
+    """One guard output; ``key`` is its fields as (name, value) pairs, which
+    compare as they are and become JSON text only in a difference."""
+
     what: OutputKind
     seq: int
-    key: str
+    key: tuple[tuple[str, object], ...]
 
 
-def _fields(**fields: object) -> str:
+def _fields(**fields: object) -> tuple[tuple[str, object], ...]:
+    return tuple(fields.items())
+
+
+def _text(key: tuple[tuple[str, object], ...]) -> str:
     import json  # here, as difflib below: the command hook imports this module and never compares
 
-    return json.dumps(fields, ensure_ascii=False)
+    return json.dumps(dict(key), ensure_ascii=False)
 
 
 def _message(event: ContextMessage | AgentStatus) -> _Output:
@@ -116,9 +123,11 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
         old, new = recorded[i1:i2], fresh[j1:j2]
         while old and new and old[0].what == new[0].what:
             was, now = old.pop(0), new.pop(0)
-            differences.append(Difference(what=was.what, seq=was.seq, recorded=was.key, regenerated=now.key))
-        differences += [Difference(what=o.what, seq=o.seq, recorded=o.key, regenerated=None) for o in old]
-        differences += [Difference(what=o.what, seq=o.seq, recorded=None, regenerated=o.key) for o in new]
+            differences.append(
+                Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=_text(now.key))
+            )
+        differences += [Difference(what=o.what, seq=o.seq, recorded=_text(o.key), regenerated=None) for o in old]
+        differences += [Difference(what=o.what, seq=o.seq, recorded=None, regenerated=_text(o.key)) for o in new]
     return sorted(differences, key=lambda d: d.seq)
 
 
