@@ -1,63 +1,62 @@
-"""Scripted chat APIs on loopback, for the real provider classes of LangChain.
+"""Scripted chat APIs on loopback, for the real provider classes of LangChain,
+pydantic-ai, the OpenAI Agents SDK and ADK.
 
-``FakeChatAPI("anthropic" | "openai" | "gemini")`` serves that provider's
-HTTP API (Anthropic Messages, OpenAI Chat Completions, Gemini
-``generateContent``) from a thread on 127.0.0.1, answering each request with
-the next scripted turn and recording every request body, so a test asserts
-on the payload the provider's own request builder sent. ``chat_model()``
-is ``ChatAnthropic`` / ``ChatOpenAI`` / ``ChatGoogleGenerativeAI`` pointed at it
-with a dummy key. Turns are lists of ``text(...)`` and ``tool_use(...)``
-blocks (from ``tests.claude_cli``); past the script the server answers text.
+``FakeChatAPI(dialect)`` serves every provider's HTTP API from a thread on
+127.0.0.1, whichever path a request takes: Anthropic Messages
+(``/v1/messages``), OpenAI Chat Completions (``/chat/completions``), OpenAI
+Responses (``/responses``) and Gemini (``:generateContent``). It answers each
+request with the next scripted turn and records every request body, so a test
+asserts on the payload the provider's own request builder sent.
+``chat_model()`` is the LangChain chat model of ``dialect`` pointed at it;
+``env()`` points every SDK at it through their base-URL variables. Turns are
+lists of ``text(...)`` and ``tool_use(...)`` blocks (from ``tests.claude_cli``).
+With ``stubborn(n)``, past the script the server calls one offered tool ``n``
+times with the same arguments, like a model stuck in a loop (a tool named
+``grep``, else ``Bash``, else the first), then answers text.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
-from tests.claude_cli import Block, text
+from tests.claude_cli import Block, ScriptedServer, text
 
 __all__ = ["DIALECTS", "Dialect", "FakeChatAPI"]
 
 Dialect = Literal["anthropic", "openai", "gemini"]
+"""Which LangChain chat model ``chat_model()`` builds; the server speaks every dialect."""
 DIALECTS: tuple[Dialect, ...] = ("anthropic", "openai", "gemini")
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1-mini", "gemini": "gemini-2.5-flash"}
 
 
-class FakeChatAPI:
+class FakeChatAPI(ScriptedServer):
     """One provider's chat API, scripted; ``requests`` are the JSON bodies received."""
 
     def __init__(self, dialect: Dialect) -> None:
+        super().__init__(f"fake-{dialect}", "call_")
         self.dialect = dialect
-        self.requests: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-        self._turns: list[list[Block]] = []
-        self._ids = 0
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"fake-{dialect}", daemon=True)
-        self._thread.start()
+        self._stubborn = 0
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
-    def script(self, *turns: Sequence[Block]) -> None:
-        with self._lock:
-            for turn in turns:
-                blocks = []
-                for block in turn:
-                    block = dict(block)
-                    if block["type"] == "tool_use" and block.get("id") is None:
-                        self._ids += 1
-                        block["id"] = f"call_{self._ids:02d}"
-                    blocks.append(block)
-                self._turns.append(blocks)
+    def stubborn(self, times: int) -> None:
+        """After the script, call one offered tool ``times`` times, then answer text."""
+        self._stubborn = times
+
+    def env(self) -> dict[str, str]:
+        """Environment variables pointing the providers' SDKs here, with dummy keys."""
+        return {
+            "OPENAI_BASE_URL": f"{self.url}/v1",
+            "OPENAI_API_KEY": "sk-fake",
+            "ANTHROPIC_BASE_URL": self.url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake",
+            "GOOGLE_GEMINI_BASE_URL": self.url,
+            "GOOGLE_API_KEY": "fake-key",
+            "OPENAI_AGENTS_DISABLE_TRACING": "1",
+        }
 
     def chat_model(self) -> Any:
         """The provider's LangChain chat model, sending to this server."""
@@ -74,19 +73,62 @@ class FakeChatAPI:
 
         return ChatGoogleGenerativeAI(model=model, base_url=self.url, google_api_key="fake-key", max_retries=0)
 
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
     def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        route = _route(path)
         with self._lock:
             self.paths.append(path)
             self.requests.append(body)
-            blocks = self._turns.pop(0) if self._turns else [text("(script exhausted)")]
+            if self._turns:
+                blocks = self._turns.pop(0)
+            elif self._stubborn:
+                self._stubborn -= 1
+                blocks = [_loop_call(route, body)]
+            else:
+                blocks = [text("(script exhausted)")]
+            blocks = self._numbered(blocks)
             self._ids += 1
             number = self._ids
-        return _FORMATS[self.dialect](blocks, number, body)
+        return _FORMATS[route](blocks, number, body)
+
+
+def _route(path: str) -> str:
+    if "/messages" in path:
+        return "anthropic"
+    if "/chat/completions" in path:
+        return "openai"
+    if "/responses" in path:
+        return "responses"
+    return "gemini"
+
+
+def _offered(route: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The tools a request offers, as (name, JSON schema of the arguments)."""
+    tools = body.get("tools") or []
+    if route == "anthropic":
+        return [(t["name"], t.get("input_schema") or {}) for t in tools if "name" in t]
+    if route == "openai":
+        return [(t["function"]["name"], t["function"].get("parameters") or {}) for t in tools if "function" in t]
+    if route == "responses":
+        return [(t["name"], t.get("parameters") or {}) for t in tools if t.get("type") == "function"]
+    return [
+        (d["name"], d.get("parametersJsonSchema") or d.get("parameters") or {})
+        for t in tools
+        for d in t.get("functionDeclarations") or []
+    ]
+
+
+def _loop_call(route: str, body: dict[str, Any]) -> Block:
+    offered = dict(_offered(route, body))
+    if not offered:
+        return text("(no tool offered)")
+    name = next((n for n in ("grep", "Bash") if n in offered), next(iter(offered)))
+    schema = offered[name]
+    args = {
+        key: ("ls" if key == "command" else "load_config")
+        for key in schema.get("required") or []
+        if str((schema.get("properties") or {}).get(key, {}).get("type", "string")).lower() == "string"
+    }
+    return {"type": "tool_use", "id": None, "name": name, "input": args}
 
 
 def _anthropic(blocks: list[Block], number: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +165,37 @@ def _openai(blocks: list[Block], number: int, body: dict[str, Any]) -> dict[str,
     }
 
 
+def _responses(blocks: list[Block], number: int, body: dict[str, Any]) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    for n, b in enumerate(blocks):
+        if b["type"] == "tool_use":
+            arguments = json.dumps(b["input"])
+            item = {"type": "function_call", "id": f"fc_{number}_{n}", "call_id": b["id"], "name": b["name"]}
+            output.append({**item, "arguments": arguments, "status": "completed"})
+        else:
+            content = [{"type": "output_text", "text": b["text"], "annotations": []}]
+            message = {"type": "message", "id": f"msg_{number}_{n}", "role": "assistant", "status": "completed"}
+            output.append({**message, "content": content})
+    return {
+        "id": f"resp_{number:02d}",
+        "object": "response",
+        "created_at": 1764489600,
+        "status": "completed",
+        "model": body.get("model", "gpt-5"),
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "total_tokens": 15,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
 def _gemini(blocks: list[Block], number: int, body: dict[str, Any]) -> dict[str, Any]:
     parts = [
         {"text": b["text"]} if b["type"] == "text" else {"functionCall": {"name": b["name"], "args": b["input"]}}
@@ -136,7 +209,7 @@ def _gemini(blocks: list[Block], number: int, body: dict[str, Any]) -> dict[str,
     }
 
 
-_FORMATS = {"anthropic": _anthropic, "openai": _openai, "gemini": _gemini}
+_FORMATS = {"anthropic": _anthropic, "openai": _openai, "responses": _responses, "gemini": _gemini}
 
 
 def _handler(api: FakeChatAPI) -> type[BaseHTTPRequestHandler]:

@@ -2,17 +2,17 @@
 and the JSON it answers), shared by the Claude Agent SDK callbacks and the
 ``repeat-tool-guard hook`` command.
 
-Seams: ``UserPromptSubmit`` (a user turn), ``PreToolUse`` (decide; a deny is
+Seams: ``UserPromptSubmit`` (a user turn, unless it is a background task's
+``<task-notification>``), ``PreToolUse`` (decide; a deny is
 ``permissionDecision: deny`` with the denial as its reason, and the denied
 call is published as its result right away, since no post hook follows it),
 ``PostToolUse`` / ``PostToolUseFailure`` (publish the result; the guard's
 messages go back as ``additionalContext``, never as a rewritten tool output),
-``PostToolBatch`` (the model response is over: ``agent/status`` ``step-done``),
-``Stop`` (a response without tool calls: ``idle``), ``SubagentStart`` /
-``SubagentStop`` (a subagent's life; its tool hooks carry its ``agent_id``),
-``SessionEnd`` (every agent of the session is disposed).
-A halt request answers ``continue: false`` with the reason as ``stopReason``.
-"""
+``PostToolBatch`` (the model response is over: ``agent/status``
+``step-done``), ``Stop`` (a response without tool calls: ``idle``),
+``SubagentStart`` / ``SubagentStop`` (a subagent's life; its tool hooks carry
+its ``agent_id``), ``SessionEnd`` (every agent of the session is disposed).
+A halt request answers ``continue: false`` with the reason as ``stopReason``."""
 
 from __future__ import annotations
 
@@ -89,6 +89,10 @@ def hook_settings(argv: Sequence[str]) -> dict[str, Any]:
     }
 
 
+TASK_NOTIFICATION = "<task-notification>"
+"""How the prompt starts when Claude Code reports a finished background task
+(a subagent run in the background) through ``UserPromptSubmit``: no user turn."""
+
 MAX_SESSIONS = 256
 """How many sessions one ``ClaudeHooks`` keeps live by default (see ``max_sessions``)."""
 
@@ -134,7 +138,9 @@ class ClaudeHooks:
             return {}
         agent = await self._agent(payload)
         if event == "UserPromptSubmit":
-            await agent.user_message(str(payload.get("prompt", "")))
+            prompt = str(payload.get("prompt", ""))
+            if not prompt.lstrip().startswith(TASK_NOTIFICATION):  # a background task reporting back
+                await agent.user_message(prompt)
             return {}
         if event == "SubagentStop":
             del self._subagents[agent.agent.id]
