@@ -166,9 +166,9 @@ _JOIN_LIMIT = 1 << 16
 try:
     # hashlib's own BLAKE2; importing hashlib itself also loads OpenSSL, about
     # 2 ms of every command hook start.
-    from _blake2 import blake2b
+    from _blake2 import blake2b as blake2b
 except ImportError:  # pragma: no cover - an interpreter without CPython's _blake2
-    from hashlib import blake2b
+    from hashlib import blake2b as blake2b
 
 _BLAKE2B_16 = blake2b(digest_size=16)
 

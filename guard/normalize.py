@@ -17,10 +17,10 @@ failure with different arguments has one kind.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 
+from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
 from guard.patterns import compile_regex
 
 __all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "error_kind"]
@@ -87,7 +87,7 @@ class ResultNormalizer:
 
     def digest(self, text: str) -> bytes:
         """A 16-byte digest of the normalised ``text``."""
-        return hashlib.blake2b(self.normalize(text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return blake2b(self.normalize(text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 _ERROR_NOISE = re.compile(
