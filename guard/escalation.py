@@ -14,7 +14,8 @@ wrapper script's children do not outlive it. A watchdog (``/bin/sh``, in a
 session of its own) holds a pipe from the asking process and kills the group
 when that pipe closes without a word: so the ask dies with its asker whatever
 signal ends it, SIGKILL included (a Claude Code hook that timed out, say).
-POSIX only.
+The group is named to the watchdog right after the ask starts; an asker
+killed within that instant leaves the ask unwatched. POSIX only.
 """
 
 from __future__ import annotations

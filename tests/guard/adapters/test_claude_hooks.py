@@ -95,6 +95,7 @@ def test_each_invocation_restores_from_the_snapshot_and_the_log_keeps_one_header
         (lambda h: _resave(h, states=[None, None]), "the snapshot's policy states do not match the config's policies"),
         (lambda h: _append(h.log, b"\n"), "the session log changed since the snapshot was written"),
         (lambda h: _replace_with_link(h.snapshot), "the snapshot cannot be opened (Too many levels of symbolic"),
+        (lambda h: _resave(h, states=[_Place(7)]), "the snapshot does not load (UnpicklingError: no policy at place 7"),
     ],
 )
 def test_an_unusable_snapshot_falls_back_to_replaying_the_log_and_says_why(
@@ -271,6 +272,10 @@ def test_the_ask_and_its_children_die_with_the_hook_whatever_signal_kills_it(
         assert time.monotonic() < deadline, "the ask never started"
         time.sleep(0.05)
     ask_pid, child_pid = (int(pid) for pid in pids.read_text().split())
+    # The hook names the ask's group to the watchdog right after starting it;
+    # a hook killed within that first instant leaves the ask unwatched. A
+    # hook timeout comes seconds later: so does this kill.
+    time.sleep(1)
     hook.send_signal(kill_with)
     assert hook.wait(timeout=10) == -kill_with
     deadline = time.monotonic() + 10
@@ -317,3 +322,20 @@ def test_resuming_without_a_guard_of_ones_own_builds_one_from_the_config(tmp_pat
         assert link.links() == []
     assert [type(e) for e in read_log(tmp_path / "s.jsonl")] == []
     assert (tmp_path / "s.jsonl").read_bytes().startswith(b'{"type":"session/start"')
+
+
+def test_the_hook_command_says_on_stderr_that_it_replayed_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    def call(hook_payload: dict[str, Any]) -> int:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(hook_payload).encode())))
+        return main(["hook", "--state-dir", str(tmp_path)])
+
+    assert [call(p) for p in grep(0)] == [0, 0]
+    (tmp_path / f"{SESSION}.snapshot").unlink()
+    assert call(next(grep(1))) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"repeat-tool-guard hook: there is no snapshot; replaying {str(tmp_path / f'{SESSION}.jsonl')!r}\n"
