@@ -5,6 +5,7 @@ messages, status changes) and plugins such as a loop guard subscribe. The
 bus does not depend on any plugin.
 """
 
+from bus._codec import MAX_NESTING, too_deep
 from bus.agent import Agent
 from bus.bus import ALLOW, Bus, Decision, Handler, Interceptor, Recorder
 from bus.events import (
@@ -19,7 +20,8 @@ from bus.events import (
     ToolResult,
     UserMessage,
 )
-from bus.log import LOG_VERSION, SessionLog
+from bus.files import NotRegularFileError, open_regular, read_regular
+from bus.log import LOG_VERSION, LogWriteError, SessionLog
 from bus.reader import LogError, LogReader, ReadReport, SkippedLine, read_log
 from bus.replay import Replay
 
@@ -27,6 +29,7 @@ __all__ = [
     "ALLOW",
     "EVENT_TYPES",
     "LOG_VERSION",
+    "MAX_NESTING",
     "Agent",
     "AgentStatus",
     "AnyEvent",
@@ -39,6 +42,8 @@ __all__ = [
     "Interceptor",
     "LogError",
     "LogReader",
+    "LogWriteError",
+    "NotRegularFileError",
     "ReadReport",
     "Recorder",
     "Replay",
@@ -48,5 +53,8 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "UserMessage",
+    "open_regular",
     "read_log",
+    "read_regular",
+    "too_deep",
 ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import reprlib
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 import msgspec
@@ -10,7 +13,25 @@ import msgspec
 from bus.agent import Agent
 from bus.events import AnyEvent, SessionStart
 
-_MAX_DEPTH = 200
+MAX_NESTING = 100
+"""The deepest nesting of arrays and objects a log line or transcript record
+may have: a deeper one is skipped and counted, and the writer replaces what
+lies deeper with a readable stand-in, so a log it wrote always reads back."""
+
+_MAX_DEPTH = MAX_NESTING - 1  # _plain's depth 0 is the event object itself
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def too_deep(data: bytes | bytearray, limit: int = MAX_NESTING) -> bool:
+    """Whether the JSON text ``data`` nests arrays and objects deeper than
+    ``limit``, told in linear time without decoding it (a decoder recurses,
+    and a thousand levels exhaust Python's stack)."""
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
 
 
 def _repr(obj: object) -> str:
@@ -37,13 +58,17 @@ def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
 
     The fast path is msgspec itself. Values it refuses (a string with lone
     surrogates, as ``json.loads`` or ``surrogateescape`` decoding produce; a
-    self-containing list; nesting deeper than the recursion limit) send the
-    item through ``_plain`` first, which swaps only the offending values for
-    readable stand-ins, so the event is still written whole.
+    self-containing list; nesting deeper than the recursion limit), and
+    lines nested deeper than ``MAX_NESTING``, send the item through
+    ``_plain`` first, which swaps only the offending values for readable
+    stand-ins, so the event is still written whole and reads back.
     """
     try:
         encoder.encode_into(item, buffer)
     except (UnicodeEncodeError, RecursionError):
+        encoder.encode_into(_plain(item, set(), 0), buffer)
+        return
+    if too_deep(buffer):
         encoder.encode_into(_plain(item, set(), 0), buffer)
 
 
@@ -101,7 +126,7 @@ def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[Any
         # any other exception would escape the reader.
         if isinstance(obj, str) and obj:
             return agent_for(obj)
-        raise ValueError(f"Expected a non-empty agent id string, got {obj!r}")
+        raise ValueError(f"Expected a non-empty agent id string, got {reprlib.repr(obj)}")
 
     return msgspec.json.Decoder(AnyEvent | SessionStart, dec_hook=hook)
 

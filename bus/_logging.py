@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LazyLogger"]
+__all__ = ["LazyLogger", "configure_when_imported"]
+
+_pending: list[Callable[[], None]] = []
+"""Configurations waiting for structlog's import (see ``configure_when_imported``):
+process-wide, as structlog's own configuration is."""
+
+
+def configure_when_imported(configure: Callable[[], None]) -> None:
+    """Run ``configure`` (a ``structlog.configure`` call) right before a
+    ``LazyLogger`` first imports structlog, or now if it is imported already.
+    For a short process that logs only when something goes wrong (the
+    command hook): it configures logging without paying for structlog."""
+    if "structlog" in sys.modules:
+        configure()
+    else:
+        _pending.append(configure)
 
 
 class LazyLogger:
@@ -26,4 +43,6 @@ class LazyLogger:
     def __getattr__(self, method: str) -> Any:
         import structlog
 
+        while _pending:
+            _pending.pop(0)()
         return getattr(structlog.get_logger(self._name), method)

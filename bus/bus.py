@@ -130,6 +130,10 @@ class Bus:
             for recorder in recorders:
                 try:
                     recorder(event)
+                except OSError as exc:  # a full disk, say: the message says it all
+                    _log.error(
+                        "recorder failed", event_type=type(event).__name__, subscriber=_name(recorder), error=str(exc)
+                    )
                 except Exception:
                     _log.exception("recorder failed", event_type=type(event).__name__, subscriber=_name(recorder))
         for handler in self._handlers.get(type(event), ()):

@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import errno
 import os
-import stat
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
 
 from bus._codec import encode_line, encoder
 from bus.bus import Bus
 from bus.events import Event, SessionStart
+from bus.files import open_regular
 
-__all__ = ["LOG_VERSION", "SessionLog"]
+__all__ = ["LOG_VERSION", "LogWriteError", "SessionLog"]
 
 LOG_VERSION = 1
 
 _encode_into = encoder.encode_into
+
+
+class LogWriteError(OSError):
+    """An event could not be written to a session log (a full disk, a file
+    size limit, an I/O error); ``errno`` is the system's. The log holds no
+    part of it."""
+
+    def __init__(self, errno: int | None, message: str) -> None:
+        super().__init__(errno, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class SessionLog:
@@ -32,6 +47,17 @@ class SessionLog:
     command hook) keeps the one header its log began with. Each line goes to the
     file as it is written, so nothing sits in a user-space buffer;
     ``fsync=True`` also forces it to disk.
+
+    The log must be a regular file or a character device (``/dev/null``); a
+    FIFO, socket or directory raises ``NotRegularFileError``, and so does a
+    symbolic link unless ``follow_symlinks=True``.
+
+    A write either lands a whole line or raises ``LogWriteError`` and leaves none:
+    the part of a line a full disk accepted is cut off again, or, if even
+    that fails, ended with a newline before the next line, so a failed event
+    never swallows the next one. ``failures`` counts the events not written
+    and ``error`` keeps the last error, for a caller that recorded through
+    the bus (which logs a failing recorder and carries on).
     """
 
     def __init__(
@@ -41,41 +67,45 @@ class SessionLog:
         session: str | None = None,
         append: bool = False,
         fsync: bool = False,
+        follow_symlinks: bool = False,
         mark_resume: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
         self.session = session or uuid.uuid4().hex
+        self.failures = 0
+        self.error: LogWriteError | None = None
         self._fsync = fsync
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if append else os.O_EXCL)
+        self._torn = False
+        flags = os.O_CREAT | os.O_APPEND | (os.O_RDWR if append else os.O_WRONLY | os.O_EXCL)
         try:
-            self._fd: int | None = os.open(self.path, flags, 0o600)
+            self._fd: int | None = open_regular(
+                self.path, flags, 0o600, what="session log", follow_symlinks=follow_symlinks, devices=True
+            )
         except FileExistsError:
             raise FileExistsError(
                 f"session log {str(self.path)!r} already exists; pass append=True to continue it"
             ) from None
         self._buffer = bytearray()
         try:
-            size = self._end_torn_line(self._fd) if append else 0
-            if not size or mark_resume:
+            empty = True
+            if append:
+                empty = not os.fstat(self._fd).st_size
+                self._torn = self._ends_mid_line(self._fd)
+            if empty or mark_resume:
                 self.write(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
         except BaseException:
             self.close()
+            if not append:  # the file is ours and empty: a retry must not find it "already there"
+                self.path.unlink(missing_ok=True)
             raise
 
-    def _end_torn_line(self, fd: int) -> int:
-        """The size of what the file held (nonzero for a pipe or device)."""
-        # A writer killed mid-line leaves no newline; the next line must not
-        # be glued onto that fragment, or the reader loses it too.
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return 1
-        if info.st_size:
-            with self.path.open("rb") as existing:
-                existing.seek(info.st_size - 1)
-                if existing.read(1) != b"\n":
-                    os.write(fd, b"\n")
-        return info.st_size
+    @staticmethod
+    def _ends_mid_line(fd: int) -> bool:
+        # A writer killed mid-line leaves no newline; the resume header must
+        # not be glued onto that fragment, or the reader loses it too.
+        size = os.fstat(fd).st_size
+        return bool(size) and os.pread(fd, 1, size - 1) != b"\n"
 
     def attach(self, bus: Bus) -> SessionLog:
         """Record every event ``bus`` publishes, in ``seq`` order."""
@@ -83,8 +113,9 @@ class SessionLog:
         return self
 
     def write(self, event: Event | SessionStart) -> None:
-        """Append one event as a line (one ``os.write``, the encoding done
-        in place: this runs for every event a bus publishes)."""
+        """Append one event as a line; ``LogWriteError`` if it could not be
+        (see above). One ``os.write``, the encoding done in place: this runs
+        for every event a bus publishes."""
         fd = self._fd
         if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
@@ -94,13 +125,49 @@ class SessionLog:
         except (UnicodeEncodeError, RecursionError):
             encode_line(event, buffer)
         buffer.append(10)  # b"\n"
-        written = os.write(fd, buffer)
-        if written != len(buffer):  # a short write (a full disk, a signal): finish the line
-            view = memoryview(buffer)[written:]
-            while view:
-                view = view[os.write(fd, view) :]
-        if self._fsync:
-            os.fsync(fd)
+        torn = self._torn
+        if torn:
+            buffer[0:0] = b"\n"
+        try:
+            written = os.write(fd, buffer)
+        except OSError as exc:
+            self._fail(fd, 0, exc)
+        if written != len(buffer) or self._fsync:
+            self._finish(fd, buffer, written)
+        if torn:
+            self._torn = False
+
+    def _finish(self, fd: int, buffer: bytearray, written: int) -> None:
+        """After a short write (a full disk, a signal): write the rest of the
+        line; then fsync, if asked."""
+        view = memoryview(buffer)
+        try:
+            while written < len(buffer):
+                n = os.write(fd, view[written:])
+                if n <= 0:  # pragma: no cover - a regular file's write returns > 0 or raises
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += n
+            if self._fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            view.release()
+            self._fail(fd, written, exc)
+        view.release()
+
+    def _fail(self, fd: int, written: int, exc: OSError) -> NoReturn:
+        self._cut(fd, written)
+        self.failures += 1
+        self.error = LogWriteError(exc.errno, f"session log {str(self.path)!r}: event not written ({exc.strerror})")
+        raise self.error from None
+
+    def _cut(self, fd: int, written: int) -> None:
+        """Take back the ``written`` bytes of a line that did not land whole."""
+        if not written:
+            return
+        try:
+            os.ftruncate(fd, os.fstat(fd).st_size - written)
+        except OSError:
+            self._torn = True  # the next line starts with a newline instead
 
     def close(self) -> None:
         """Close the file; later writes raise. Closing twice is harmless."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -11,21 +12,23 @@ from typing import IO, Literal
 
 import msgspec
 
-from bus._codec import event_decoder, header_decoder
+from bus._codec import MAX_NESTING, event_decoder, header_decoder, too_deep
 from bus.agent import Agent
 from bus.events import AgentStatus, AnyEvent, SessionStart
+from bus.files import NotRegularFileError, read_regular
 from bus.log import LOG_VERSION
 
 __all__ = ["LogError", "LogReader", "ReadReport", "SkippedLine", "read_log"]
 
-SkipReason = Literal["torn", "invalid-json", "unknown-type", "schema"]
+SkipReason = Literal["torn", "invalid-json", "unknown-type", "schema", "too-deep"]
 
 _MAX_SAMPLES = 100
 
 
 class LogError(Exception):
-    """The file cannot be read as a session log at all (missing, no header,
-    unknown version). Bad lines inside a log never raise; they are skipped."""
+    """The file cannot be read as a session log at all (missing, not a
+    regular file, no header, unknown version). Bad lines inside a log never
+    raise; they are skipped."""
 
 
 class SkippedLine(msgspec.Struct, frozen=True):
@@ -72,8 +75,11 @@ class LogReader:
 
     Events carry ``Agent`` handles, one per agent id, kept in ``agents``; a
     subagent's handle gets its ``parent_id`` from its ``started`` status.
-    Opening raises ``LogError`` for a missing file or a bad header; iterating
-    never raises for a bad line, it records it in ``report``.
+    Opening raises ``LogError`` for a missing file, one that is not a regular
+    file (a directory, a FIFO, a device) or a bad header; a UTF-8 byte order
+    mark before the header is allowed. Iterating never raises for a bad line,
+    it records it in ``report``: a line nested deeper than ``MAX_NESTING``
+    levels is ``too-deep``.
 
     The file stays open from construction until iteration ends; a reader
     that is not iterated to the end should be closed, with ``close()`` or by
@@ -86,14 +92,18 @@ class LogReader:
         self.agents: dict[str, Agent] = {}
         self._decoder = event_decoder(self._agent)
         try:
-            self._file: IO[bytes] = open(self.path, "rb")  # noqa: SIM115 - closed by iteration
+            self._file: IO[bytes] = read_regular(self.path, what="session log")
         except FileNotFoundError:
             raise LogError(f"no session log at {str(self.path)!r}") from None
-        except IsADirectoryError:
-            raise LogError(f"{str(self.path)!r} is a directory, not a session log") from None
-        first = self._file.readline()
+        except NotRegularFileError as exc:
+            raise LogError(str(exc)) from None
+        except OSError as exc:
+            raise LogError(f"cannot read session log {str(self.path)!r}: {exc.strerror or exc}") from None
+        first = self._file.readline().removeprefix(codecs.BOM_UTF8)
         self.report.lines = 1
         try:
+            if too_deep(first):
+                raise msgspec.DecodeError(f"nested deeper than {MAX_NESTING} levels")
             header = header_decoder.decode(first)
         except msgspec.DecodeError as exc:
             self._file.close()
@@ -141,6 +151,9 @@ class LogReader:
             for line in file:
                 number += 1
                 report.lines = number
+                if too_deep(line):
+                    report._skip(number, "too-deep", f"nested deeper than {MAX_NESTING} levels")
+                    continue
                 try:
                     event = decode(line)
                 except msgspec.ValidationError as exc:

@@ -26,7 +26,16 @@ from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fin
 from guard.guard import ActionListener, Guard, build_policies
 from guard.loops import LOOPS_PLUGIN, LoopsPolicy
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
-from guard.patterns import ToolFilter, compile_pattern
+from guard.patterns import (
+    PATTERN_INPUT_LIMIT,
+    CommandPatterns,
+    Glob,
+    PatternError,
+    Regex,
+    RegexSet,
+    ToolFilter,
+    compile_regex,
+)
 from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
 from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
@@ -45,6 +54,7 @@ __all__ = [
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "LOOPS_PLUGIN",
+    "PATTERN_INPUT_LIMIT",
     "PRESETS",
     "RECOMMENDED",
     "REDACTED",
@@ -61,17 +71,22 @@ __all__ = [
     "AskCommand",
     "AskOutcome",
     "CallSelector",
+    "CommandPatterns",
     "Config",
     "ConfigError",
     "Difference",
     "Fingerprint",
     "FingerprintCache",
+    "Glob",
     "Guard",
     "Interjections",
     "LoopsConfig",
     "LoopsPolicy",
+    "PatternError",
     "Policy",
     "Redactor",
+    "Regex",
+    "RegexSet",
     "RemindConfig",
     "RemindPolicy",
     "ReplayOutcome",
@@ -93,7 +108,7 @@ __all__ = [
     "apply_environment",
     "build_policies",
     "canonical_json",
-    "compile_pattern",
+    "compile_regex",
     "detect_loop",
     "error_kind",
     "fingerprint",

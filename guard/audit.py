@@ -21,6 +21,7 @@ import anyio
 import msgspec
 
 from bus import ToolCall, ToolResult, read_log
+from guard.actions import DENYING
 from guard.config import Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.fingerprint import canonical_json, fingerprint
 from guard.guard import build_policies
@@ -49,10 +50,9 @@ NO_ASK_COMMAND = os.path.join(os.devnull, "repeat-tool-guard-audit-never-asks")
 file under ``/dev/null``), so an audit never runs a program or spends money;
 the escalations it would have made show as ``escalation-failed``."""
 
-TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj")
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".traj", "sessions.db")
 """The files a directory walk offers to the importers."""
 
-DENYING = frozenset({"deny", "rescue", "escalation-failed"})
 MARKS = {"remind": "remind", "deny": "deny", "rescue": "escalate", "escalation-failed": "escalate", "halt": "halt"}
 """How the report marks each action kind: where a policy would remind, deny,
 escalate (an ask the audit never makes) or halt."""
@@ -442,7 +442,7 @@ def find_transcripts(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[
     """Each file to audit, and whether it was named explicitly.
 
     A directory is walked in sorted order for ``.jsonl``, ``.json`` and
-    ``.traj`` files, leaving out subagent files whose session file is present
+    ``.traj`` files and goose's ``sessions.db``, leaving out subagent files whose session file is present
     (they are imported with it). Anything else named is offered as is.
     """
     for raw in paths:

@@ -2,8 +2,8 @@
 
 Exit codes: 0 success, 1 ``replay --check`` found a difference or ``audit``
 could not read some file, 2 a usage, config or file error (the message names
-what was wrong). ``hook`` exits 1 on any error of its own, usage errors
-included, since Claude Code reads 2 as "block the tool call".
+what was wrong, on one line). ``hook`` exits 1 on any error of its own,
+usage errors included, since Claude Code reads 2 as "block the tool call".
 
 Claude Code starts ``hook`` for every hook event, so this module imports
 only what every command needs; each command imports the rest itself.
@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, TextIO
 
 import msgspec
 
-from bus import LogError
+from bus import LogError, open_regular
+from guard._text import one_line
 from guard.config import Config, ConfigError, load_config
 
 if TYPE_CHECKING:
+    import structlog
+
     from guard.verdicts import ReplayOutcome, Verdict
 
 __all__ = ["main"]
@@ -36,13 +39,17 @@ EXIT_HOOK_FAULT = 1
 
 
 def _configure_logging(verbose: bool) -> None:
-    """Send structlog to stderr so ``--json`` output on stdout stays clean."""
+    """Send structlog to stderr so ``--json`` output on stdout stays clean,
+    with every string in an event (a rendered traceback too) redacted."""
     import logging
 
     import structlog
 
+    from guard.redact import Redactor
+
+    renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        processors=[structlog.processors.add_log_level, Redactor().processor, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if verbose else logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
@@ -74,9 +81,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     config = _load(args.config)
     out: TextIO = sys.stdout
 
-    outcome = anyio.run(
-        lambda: replay_log(args.log, config, on_verdict=lambda v: _print_verdict(v, out, args.json), live_asks=args.ask)
-    )
+    reader_left = False
+
+    def emit(verdict: Verdict) -> None:
+        nonlocal reader_left
+        if reader_left:
+            return
+        try:
+            _print_verdict(verdict, out, args.json)
+        except BrokenPipeError:  # `| head` has what it wanted: finish quietly
+            reader_left = True
+            _quiet_stdout()
+
+    outcome = anyio.run(lambda: replay_log(args.log, config, on_verdict=emit, live_asks=args.ask))
     report = outcome.report
     counts = outcome.counts()
     actions = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
@@ -86,6 +103,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if args.check:
         return _report_check(outcome)
     return EXIT_OK
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone (``| head``), so
+    later writes and Python's flush at exit do not fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a real file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _report_check(outcome: ReplayOutcome) -> int:
@@ -116,13 +145,14 @@ def _report_check(outcome: ReplayOutcome) -> int:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    config = load_config(args.file)
-    if args.toml:
-        from guard.config import to_toml
+    from guard.config import apply_environment, to_toml
 
+    config = load_config(args.file)
+    effective = apply_environment(config)  # validated either way, as a live guard would
+    if args.toml:
         sys.stdout.write(to_toml(config))
     else:
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(config), indent=2).decode() + "\n")
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(effective), indent=2).decode() + "\n")
     return EXIT_OK
 
 
@@ -182,23 +212,48 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(report))
     if args.html:
         assert timelines is not None
-        Path(args.html).write_text(render_html(report, timelines), encoding="utf-8")
+        page = render_html(report, timelines).encode("utf-8")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        with os.fdopen(open_regular(args.html, flags, 0o600, what="HTML report"), "wb") as html:
+            html.write(page)
         print(f"report: {args.html}", file=sys.stderr)
     return EXIT_DIFFERENCE if report.errors else EXIT_OK
 
 
 def _cmd_hook(args: argparse.Namespace) -> int:
     """Claude Code reads exit code 2 as "block this tool call", so a guard
-    fault here exits 1 (a non-blocking error) whatever went wrong.
+    fault here exits 1 (a non-blocking error) whatever went wrong, with one
+    line on stderr naming it. The guard's own log lines are held until the
+    answer is known and then written one line each, never as a traceback.
 
-    stdout carries the answer and nothing else: while the guard runs, anything
-    printed (a structlog record, whose default goes to stdout) goes to stderr.
+    structlog is imported only when something logs (or with ``-v``): every
+    hook call would pay for it otherwise. stdout carries the answer and
+    nothing else.
     """
+    from bus._logging import configure_when_imported
     from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
 
-    def replaying(reason: str) -> None:
-        print(f"repeat-tool-guard hook: {reason}", file=sys.stderr)
+    held: list[structlog.testing.LogCapture] = []
 
+    def hold_log_lines() -> None:
+        import logging
+
+        import structlog
+
+        capture = structlog.testing.LogCapture()
+        held.append(capture)
+        structlog.configure(
+            processors=[structlog.processors.add_log_level, _error_text, capture],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if args.verbose else logging.WARNING),
+        )
+
+    def replaying(reason: str) -> None:
+        print(f"repeat-tool-guard hook: {one_line(reason, 1000)}", file=sys.stderr)
+
+    if args.verbose:
+        hold_log_lines()
+    else:
+        configure_when_imported(hold_log_lines)
     answer_to = sys.stdout
     sys.stdout = sys.stderr
     try:
@@ -207,13 +262,27 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying)
     except Exception as exc:
-        print(f"repeat-tool-guard hook: {exc}", file=sys.stderr)
+        print(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_HOOK_FAULT
     finally:
         sys.stdout = answer_to
+    for capture in held:
+        for entry in capture.entries:
+            level, event = entry.pop("log_level"), entry.pop("event")
+            fields = " ".join(f"{key}={value!r}" for key, value in entry.items())
+            print(one_line(f"{level}: {event} {fields}", 1000), file=sys.stderr)
     if answer:
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     return EXIT_OK
+
+
+def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """An ``exc_info`` as ``error="Type: message"``: the hook's stderr gets no tracebacks."""
+    exc_info = event.pop("exc_info", None)
+    if exc_info:
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+        event["error"] = f"{type(exc).__name__}: {exc}"
+    return event
 
 
 def _cmd_hook_settings(args: argparse.Namespace) -> int:
@@ -387,15 +456,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hook:
         if args.verbose:
             _configure_logging(verbose=True)
-        # Otherwise structlog is imported (unconfigured) only if something
-        # logs, and _cmd_hook keeps stdout for the answer meanwhile.
         return int(args.run(args))
     _configure_logging(args.verbose)
-    from guard.importers import TranscriptError
+    from guard.importers import TranscriptError, UnknownFormatError
 
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
+    except UnknownFormatError as exc:
+        # Every format tried and why not, a line each: the list outgrows one line.
+        where = one_line(repr(str(exc.path)), 300)
+        print(f"repeat-tool-guard: {where} is not a transcript format this tool knows; tried:", file=sys.stderr)
+        for name, why in exc.tried:
+            print(f"  {name}: {one_line(why, 300)}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # stdout's reader left early (`| head`): not an error of ours
+        _quiet_stdout()
+        return EXIT_OK
     except (ConfigError, LogError, TranscriptError, OSError) as exc:
-        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
+        print(f"repeat-tool-guard: {one_line(str(exc), 4000)}", file=sys.stderr)
+        return EXIT_ERROR
+    except (ValueError, RecursionError, MemoryError) as exc:
+        # What a bad argument provokes below the checks (a NUL in a path, a
+        # structure too deep or too big): still one line, not a traceback.
+        if args.verbose:
+            raise
+        print(f"repeat-tool-guard: {type(exc).__name__}: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_ERROR
     return code

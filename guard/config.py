@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,12 +19,15 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
+from bus import MAX_NESTING, NotRegularFileError, read_regular
+from guard._text import one_line, shown
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
-from guard.patterns import compile_regex
+from guard.patterns import PatternError, check_regexes
 from guard.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
 
 __all__ = [
+    "MAX_CONFIG_BYTES",
     "PRESETS",
     "RECOMMENDED",
     "TURNS_THRESHOLD_ENV",
@@ -41,13 +45,17 @@ __all__ = [
 
 
 class ConfigError(ValueError):
-    """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``)."""
+    """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``).
+
+    The message is one line: a long value is shown cut short, and a long
+    key or rule is too.
+    """
 
     def __init__(self, key: str, value: Any, rule: str) -> None:
         self.key = key
         self.value = value
         self.rule = rule
-        super().__init__(f"{key} = {value!r}: {rule}")
+        super().__init__(f"{one_line(key, 100)} = {shown(value)}: {one_line(rule, 300)}")
 
 
 def _check_bool(key: str, value: Any) -> None:
@@ -88,10 +96,10 @@ def _check_regexes(key: str, value: Any, default: Any = None) -> None:
     for item in value:
         if not isinstance(item, str):
             raise ConfigError(key, item, "each entry must be a string")
-        try:
-            compile_regex(item)
-        except re.error as exc:
-            raise ConfigError(key, item, f"must be a valid regular expression ({exc})") from None
+    try:
+        check_regexes(key, value)
+    except PatternError as exc:
+        raise ConfigError(key, exc.pattern, exc.reason) from None
 
 
 def _check_names(key: str, value: Any) -> None:
@@ -152,14 +160,18 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     ``threshold`` consecutive turns draw one advisory (0 switches the policy
     off); if the call goes on, ``deny_after`` more turns deny it and
     ``halt_after`` more after that request a halt (0 switches a rung off).
-    ``exempt`` tools, and calls whose shell ``command`` matches one of
-    ``exempt_commands`` (deliberate polling through a shell tool), are
-    invisible to it. ``summary_chars`` caps the quoted
+    Tools outside ``include`` or in ``exclude``, and calls whose shell
+    ``command`` matches one of ``exclude_commands`` (deliberate polling
+    through a shell tool), are invisible to it; ``exempt`` and
+    ``exempt_commands`` are the older names of the same lists. ``summary_chars`` caps the quoted
     last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
     overrides ``threshold`` for live guards (``apply_environment``).
     """
 
     threshold: int = 5
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    exclude_commands: tuple[str, ...] = ()
     exempt: tuple[str, ...] = ()
     exempt_commands: tuple[str, ...] = ()
     ignored_args: tuple[str, ...] = ()
@@ -175,6 +187,11 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             raise ConfigError(
                 "turns.threshold", 1, "must be 0 (off) or an integer >= 2: at 1 every call would be a loop"
             )
+        _check_patterns("turns.include", self.include)
+        _check_patterns("turns.exclude", self.exclude)
+        _check_regexes("turns.exclude_commands", self.exclude_commands)
+        for key in ("include", "exclude", "exclude_commands"):
+            force_setattr(self, key, tuple(getattr(self, key)))
         _check_patterns("turns.exempt", self.exempt)
         force_setattr(self, "exempt", tuple(self.exempt))
         _check_regexes("turns.exempt_commands", self.exempt_commands, _default(self, "exempt_commands"))
@@ -297,6 +314,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     advise_span: int = 6
     deny_at: int = 3
     halt_after: int = 3
+    requested_repeats: bool = True
     error_at: int = 3
     error_deny_at: int = 5
     error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
@@ -335,6 +353,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         _check_bool("loops.enabled", self.enabled)
+        _check_bool("loops.requested_repeats", self.requested_repeats)
         for key in ("include", "exclude", "poll_tools", "mutating_tools"):
             _check_patterns(f"loops.{key}", getattr(self, key))
         for key in (
@@ -509,42 +528,98 @@ PRESETS: dict[str, Config] = {"recommended": RECOMMENDED}
 names selects the preset instead of a file."""
 
 
+MAX_CONFIG_BYTES = 64 * 1024
+"""The largest config file ``load_config`` reads."""
+
+
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Load a ``Config`` from a ``.toml`` file, or ``.yaml``/``.yml`` (needs
     PyYAML), or name a preset (``recommended``): the one place a config
-    named on a command line or in an adapter is resolved."""
+    named on a command line or in an adapter is resolved.
+
+    The file must be a regular file (not a FIFO, device or directory) of at
+    most ``MAX_CONFIG_BYTES`` (a config is a few hundred bytes; the bound
+    keeps parsing fast); a UTF-8 byte order mark is allowed. Nesting deeper
+    than ``MAX_NESTING`` levels, a YAML alias (``*name``), a key given twice and a number too
+    large to convert are errors, each a one-line ``ConfigError``.
+    """
     preset = PRESETS.get(os.fspath(path)) if isinstance(path, str) else None
     if preset is not None:
         return preset
     file = Path(path)
     try:
-        raw = file.read_bytes()
+        with read_regular(file, what="config file") as stream:
+            raw = stream.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError("config file", str(file), "no such file") from None
-    except IsADirectoryError:
-        raise ConfigError("config file", str(file), "is a directory, not a file") from None
+    except NotRegularFileError as exc:
+        kind = str(exc).rpartition(" is ")[2]
+        raise ConfigError("config file", str(file), f"is {kind}") from None
     except OSError as exc:
         raise ConfigError("config file", str(file), f"cannot be read ({exc.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("config file", str(file), f"is larger than {MAX_CONFIG_BYTES // 1024} KiB")
     suffix = file.suffix.lower()
     if suffix == ".toml":
-        try:
-            import tomllib  # here: a hook without --config never parses TOML
-
-            data: Any = tomllib.loads(raw.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError("config file", str(file), f"is not valid TOML ({exc})") from None
+        data = _parse_toml(file, raw)
     elif suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:  # pragma: no cover - depends on the environment
-            rule = "YAML needs PyYAML: pip install 'repeat-tool-guard[yaml]'"
-            raise ConfigError("config file", str(file), rule) from None
-        try:
-            data = yaml.safe_load(raw) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
+        data = _parse_yaml(file, raw)
     else:
         raise ConfigError("config file", str(file), "must end in .toml, .yaml or .yml")
     config = parse_config(data, origin=str(file))
     rescue = config.rescue.relative_to(file.resolve().parent)
     return config if rescue is config.rescue else msgspec.structs.replace(config, rescue=rescue)
+
+
+_TOO_DEEP = f"nests tables or lists deeper than {MAX_NESTING} levels"
+_TOO_LONG = f"holds a number of more than {sys.get_int_max_str_digits()} digits"
+
+
+def _parse_toml(file: Path, raw: bytes) -> Any:
+    import tomllib  # here: a hook without --config never parses TOML
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8-sig"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError("config file", str(file), f"is not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError("config file", str(file), _TOO_DEEP) from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise ConfigError("config file", str(file), _TOO_LONG) from None
+    if _depth(data) > MAX_NESTING:
+        raise ConfigError("config file", str(file), _TOO_DEEP)
+    return data
+
+
+def _depth(data: Any) -> int:
+    """How deeply ``data`` nests dicts and lists, counted without recursion."""
+    deepest = 0
+    stack = [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _parse_yaml(file: Path, raw: bytes) -> Any:
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - depends on the environment
+        rule = "YAML needs PyYAML: pip install 'repeat-tool-guard[yaml]'"
+        raise ConfigError("config file", str(file), rule) from None
+    from guard._yaml import load_yaml
+
+    try:
+        return load_yaml(raw.removeprefix(b"\xef\xbb\xbf")) or {}
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = "; ".join(part for part in (exc.context, exc.problem) if part)
+        raise ConfigError("config file", str(file), f"is not valid YAML ({what}{where})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("config file", str(file), f"is not valid YAML ({exc})") from None
+    except ValueError:  # an integer of more digits than int() converts
+        raise ConfigError("config file", str(file), _TOO_LONG) from None

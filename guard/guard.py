@@ -159,7 +159,6 @@ class Guard:
         self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
-        self._intercepts = bool(self._interceptors)
         self._plugins = frozenset(policy.plugin for policy in self.policies)
         # id(handle) -> its entry: a plain dict lookup on the hot path.
         agents: dict[int, _Entry] = {}
@@ -171,7 +170,7 @@ class Guard:
         self._gone = gone
         # A call and its result share one fingerprint only when some policy
         # looks at the call too, or several look at the result.
-        self._fingerprints = FingerprintCache(size=8 if self._intercepts or len(self.policies) > 1 else 0)
+        self._fingerprints = FingerprintCache(size=8 if self._interceptors or len(self.policies) > 1 else 0)
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
         self._action_log = _ActionLog() if log_actions else None
@@ -210,7 +209,7 @@ class Guard:
         bus.subscribe(ToolResult, self._on_result)
         bus.subscribe(UserMessage, self._on_user_message)
         bus.subscribe(AgentStatus, self._on_status)
-        if self._intercepts:
+        if self._interceptors:
             bus.intercept("repeat-tool-guard", self._interceptor)
         self._bus = bus
         return self
@@ -222,7 +221,7 @@ class Guard:
         bus.unsubscribe(ToolResult, self._on_result)
         bus.unsubscribe(UserMessage, self._on_user_message)
         bus.unsubscribe(AgentStatus, self._on_status)
-        if self._intercepts:
+        if self._interceptors:
             bus.unintercept(self._interceptor)
         self._bus = None
 

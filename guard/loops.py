@@ -13,9 +13,10 @@ advances, a retry that then succeeds, a re-read after the file changed):
   cycle of any period counts like a run.
 - **Advice, then denial, then a halt.** When a call repeats, with its
   earlier result, a call made a few calls before (at most ``advise_span``
-  back, so a cycle is forming), or when ``advise_at`` calls in a row each
-  repeat an earlier call with its earlier result, an advisory follows the
-  result (once per such run). The ``deny_at``-th occurrence
+  back, so a cycle is forming, with no failure in between: a re-read after a
+  failed edit is how the edit gets fixed), or when ``advise_at`` calls in a
+  row each repeat an earlier call with its earlier result, an advisory
+  follows the result (once per such run). The ``deny_at``-th occurrence
   with an unchanged result is denied before it runs; a signature denied
   ``halt_after`` times asks the runtime to end the run.
 - **Polls back off.** A poll (a known poll tool, a shell command matching
@@ -36,7 +37,10 @@ advances, a retry that then succeeds, a re-read after the file changed):
   epoch: every count is voided, except that the edit itself is remembered,
   so the same edit made again is a repeat (three identical writes are a
   loop). A failed edit is no progress. A genuine user message starts a new
-  epoch too; an interjection (``interjections``) does not.
+  epoch too; an interjection (``interjections``) does not. A message that
+  asks for something to be done N times ("run the flaky test six times")
+  lets an unchanged call be made N times before it is denied
+  (``requested_repeats``).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from guard.patterns import CommandPatterns, ToolFilter, compile_regex, shell_com
 from guard.policy import Policy
 from guard.progress import ProgressRule, loose_tool_name
 
-__all__ = ["LOOPS_PLUGIN", "LoopsPolicy"]
+__all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "requested_repeats"]
 
 LOOPS_PLUGIN = "loop-detector"
 
@@ -119,6 +123,45 @@ _HALT = (
 )
 _BLOCKING_WAIT = "sleep {wait} in the shell, or the tool's own wait or timeout argument"
 _INPUT_KEYS = ("chars", "input", "stdin", "text", "keys", "data")
+
+
+_NUMBERS = {
+    word: n
+    for n, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
+_REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b")
+
+
+def requested_repeats(text: str) -> int:
+    """How many times a user message asks for something to be done ("run
+    the flaky test six times", "retry 3 times"): the largest such count, 0
+    when it asks for none."""
+    counts = [int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _REPEAT_REQUEST.findall(text)]
+    return max(counts, default=0)
 
 
 def _elapsed(seconds: float) -> str:
@@ -194,10 +237,23 @@ class _AgentLoops:
     ``advised`` whether this run drew its advisory; ``seen`` numbers the
     tracked results."""
 
-    __slots__ = ("advised", "calls", "opener", "run", "seen", "signatures", "streaks", "window")
+    __slots__ = (
+        "advised",
+        "allowance",
+        "calls",
+        "failed_at",
+        "opener",
+        "run",
+        "seen",
+        "signatures",
+        "streaks",
+        "window",
+    )
 
     def __init__(self) -> None:
         self.advised = False
+        self.allowance = 0
+        self.failed_at = 0
         self.seen = 0
         self.window: deque[bytes] = deque()
         self.signatures: dict[bytes, _Signature] = {}
@@ -272,7 +328,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 )
                 if signature.nudges and stalled:
                     text, threshold = _POLL_DENIAL, config.poll_deny_after
-            elif count >= config.deny_at:
+            elif count >= max(config.deny_at, state.allowance + 1):
                 text, threshold = _REPEAT_DENIAL, config.deny_at
         arguments = fp.preview(_PREVIEW)
         if text is not None:
@@ -336,6 +392,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             digest = self._normalizer.digest(result.content)
             state.streaks.pop(streak_key, None)
         signature, gap = self._observe(state, result, fp, digest, failed and not poll, poll)
+        if failed:
+            state.failed_at = state.seen
         if not gap:
             state.run = 0
             state.advised = False
@@ -357,17 +415,22 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return None
         if poll:
             return self._back_off(signature, result, arguments)
-        if state.advised or not gap:
+        if state.advised or not gap or count <= state.allowance:
             return None
-        if state.run >= config.advise_at or 1 < gap <= config.advise_span:
+        # a repeat a few calls back means a cycle is forming, unless a call
+        # failed in between: re-reading after a failed edit is how it is fixed
+        forming = 1 < gap <= config.advise_span and state.failed_at <= state.seen - gap
+        if state.run >= config.advise_at or forming:
             state.advised = True
             text = _CYCLE_ADVICE.format(run=state.run, tool=result.tool, arguments=arguments)
             return self._action("remind", result, count, text, config.advise_at)
         return None
 
     def on_user_message(self, state: _AgentLoops, message: UserMessage) -> None:
-        if not self._interjection(message.text):
-            state.new_epoch()
+        if self._interjection(message.text):
+            return
+        state.new_epoch()
+        state.allowance = requested_repeats(message.text) if self.config.requested_repeats else 0
 
     def _observe(
         self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, failed: bool, poll: bool

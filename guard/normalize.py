@@ -17,7 +17,6 @@ failure with different arguments has one kind.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
@@ -52,33 +51,32 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
 )
 """The built-in ``result_normalize`` patterns, in the order they apply."""
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_OVERWRITTEN = re.compile(r"[^\n]*\r(?!\n)")
-_TRAILING = re.compile(r"[ \t]+$", re.MULTILINE)
-_BLANK_RUNS = re.compile(r"\n{3,}")
-_MARKS = re.compile(r"\x00(?:[\s\x00]*\x00)?")
-_HEAD = 32_768
-_TAIL = 32_768
+# RE2 like every pattern here: linear in the text, whatever the text holds.
+_ANSI = compile_regex(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# What a carriage return overwrote: up to the last \r of a line that is not a line end.
+_OVERWRITTEN = compile_regex(r"[^\n]*\r([^\n]|\z)")
+_TRAILING = compile_regex(r"(?m)[ \t]+$")
+_BLANK_RUNS = compile_regex(r"\n{3,}")
+_MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
+_HEAD = 4096
+_TAIL = 4096
 
 
 class ResultNormalizer:
     """Normalises tool results and digests them for comparison.
 
     ``patterns`` are regular expressions; every match becomes one marker.
-    Only the first and last 32 KiB of a huge result are read (plus its
-    length), so a long log costs no more than a short one and output that
-    grows at its end still reads as changed.
     """
 
     def __init__(self, patterns: Iterable[str] = DEFAULT_RESULT_NORMALIZE) -> None:
         self._patterns = [compile_regex(p) for p in patterns]
 
     def normalize(self, text: str) -> str:
-        if len(text) > _HEAD + _TAIL:
-            text = f"{text[:_HEAD]}\n…{len(text)}…\n{text[-_TAIL:]}"
+        """``text`` without its noise (each pattern reads the first
+        ``PATTERN_INPUT_LIMIT`` characters; ``digest`` passes at most 8 KiB)."""
         text = _ANSI.sub("", text)
         if "\r" in text:
-            text = _OVERWRITTEN.sub("", text.replace("\r\n", "\n"))
+            text = _OVERWRITTEN.sub(r"\1", text.replace("\r\n", "\n"))
         for pattern in self._patterns:
             text = pattern.sub("\x00", text)
         text = _MARKS.sub("\x00", text)
@@ -86,27 +84,38 @@ class ResultNormalizer:
         return _BLANK_RUNS.sub("\n\n", text).strip()
 
     def digest(self, text: str) -> bytes:
-        """A 16-byte digest of the normalised ``text``."""
-        return blake2b(self.normalize(text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        """A 16-byte digest of the normalised ``text``. Of a result longer
+        than 8 KiB only the first and last 4 KiB are normalised; the middle
+        is compared as it is, so noise there reads as a change (the safe
+        side: a change is never taken for a repeat), and a long output costs
+        no more than a short one."""
+        hasher = blake2b(digest_size=16)
+        if len(text) > _HEAD + _TAIL:
+            hasher.update(self.normalize(text[:_HEAD]).encode("utf-8", "surrogatepass"))
+            hasher.update(b"\x00\x01")
+            hasher.update(text[_HEAD:-_TAIL].encode("utf-8", "surrogatepass"))
+            hasher.update(b"\x00\x01")
+            text = text[-_TAIL:]
+        hasher.update(self.normalize(text).encode("utf-8", "surrogatepass"))
+        return hasher.digest()
 
 
-_ERROR_NOISE = re.compile(
-    r"""(?x)
-    "[^"\n]*" | '[^'\n]*' | `[^`\n]*`     # quoted text: names, values, snippets
-    | (?:[A-Za-z]:)?[~.]?/[^\s:,;)]*      # paths
-    | \b[\w.-]+\.[A-Za-z]{1,5}\b          # file names
-    | 0x[0-9a-fA-F]+ | \d+(?:\.\d+)?     # numbers
-    """
+_ERROR_NOISE = compile_regex(
+    r""""[^"\n]*"|'[^'\n]*'|`[^`\n]*`"""  # quoted text: names, values, snippets
+    r"|(?:[A-Za-z]:)?[~.]?/[^\s:,;)]*"  # paths
+    r"|\b[\w.-]+\.[A-Za-z]{1,5}\b"  # file names
+    r"|0x[0-9a-fA-F]+|\d+(?:\.\d+)?"  # numbers
 )
-_ERROR_SKIP = re.compile(
-    r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<(\w+)>[^<]*</\1>\s*$|```|-{3,}|={3,}"
+_ERROR_SKIP = compile_regex(
+    r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<\w+>[^<]*</\w+>\s*$|```|-{3,}|={3,}"
     r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$)"
 )
-_ERROR_WORDS = re.compile(
+_ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
     r"unable|refused|timed? ?out|unknown|missing|required|not allowed|forbidden|unauthori[sz]ed)\b"
 )
 _KIND_CHARS = 160
+_KIND_READ = 4096
 _KIND_LINES = 200
 
 
@@ -128,4 +137,5 @@ def error_kind(text: str) -> str:
         if _ERROR_WORDS.search(line):
             first = line
             break
-    return " ".join(_ERROR_NOISE.sub("#", first).lower().split())[:_KIND_CHARS]
+    # The kind is short: a long line is read only as far as it can matter.
+    return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]

@@ -1,25 +1,243 @@
-"""Which calls a policy looks at: tool-name patterns (``*`` is a wildcard,
-every other character is literal) and regexes over a shell command."""
+"""Every pattern the guard matches, compiled in one place so none can hang it.
+
+Two kinds of pattern reach the guard from a config:
+
+* tool-name patterns (``Glob``): ``*`` matches any run of characters, every
+  other character is literal. Matching is a left-to-right scan for the
+  literal pieces, linear in the name whatever the number of ``*``.
+* regular expressions (``compile_regex``, ``RegexSet``), in RE2 syntax,
+  compiled with google-re2: matching takes time linear in the input, so a
+  pattern such as ``(a+)+$`` cannot backtrack catastrophically. What RE2
+  cannot run in linear time (backreferences, lookahead, lookbehind) it
+  refuses, and ``PatternError`` names the setting that held the pattern.
+
+Each regular expression sees at most the first ``PATTERN_INPUT_LIMIT``
+characters of its input, which bounds the cost of one match however large a
+command or result is.
+"""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["CommandPatterns", "ToolFilter", "compile_pattern", "compile_regex", "shell_command"]
+import re2  # type: ignore[import-untyped]
+
+__all__ = [
+    "PATTERN_INPUT_LIMIT",
+    "CommandPatterns",
+    "Glob",
+    "LiteralSet",
+    "PatternError",
+    "Regex",
+    "RegexSet",
+    "ToolFilter",
+    "check_regexes",
+    "compile_regex",
+    "shell_command",
+]
+
+PATTERN_INPUT_LIMIT = 131_072
+"""Characters of input a configured regular expression looks at (the head)."""
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """Compile a tool-name pattern; ``*`` matches any run of characters."""
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+class PatternError(ValueError):
+    """A pattern setting holds a regular expression RE2 refuses. ``setting``
+    names the setting (``rescue.mutating_commands``), ``pattern`` is the
+    entry and ``reason`` says what is wrong with it."""
+
+    def __init__(self, setting: str, pattern: str, reason: str) -> None:
+        self.setting = setting
+        self.pattern = pattern
+        self.reason = reason
+        super().__init__(f"{setting} = {pattern!r}: {reason}")
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a regular expression from a setting: the one place every
-    configured regex (command patterns, result normalisation, poll
-    patterns) is compiled."""
-    return re.compile(pattern)
+def _options(*, capture: bool = True, case_sensitive: bool = True) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every refused pattern to stderr
+    options.never_capture = not capture
+    options.case_sensitive = case_sensitive
+    return options
+
+
+_UNSUPPORTED = (
+    ("(?=", "lookahead"),
+    ("(?!", "lookahead"),
+    ("(?<=", "lookbehind"),
+    ("(?<!", "lookbehind"),
+)
+
+
+_RULE = "must be a valid RE2 regular expression"
+
+
+def _reason(pattern: str, error: Exception) -> str:
+    detail = error.args[0].decode("utf-8", "replace")  # google-re2 reports RE2's message as bytes
+    for token, what in _UNSUPPORTED:
+        if token in pattern:
+            return f"{_RULE}: {what} is not supported, as it can take exponential time ({detail})"
+    if "invalid escape sequence: \\" in detail and detail[-1:].isdigit():
+        return f"{_RULE}: backreferences are not supported, as they can take exponential time ({detail})"
+    return f"must be a valid RE2 regular expression ({detail})"
+
+
+def _compile(pattern: str, setting: str, options: Any) -> Any:
+    if not isinstance(pattern, str):
+        raise PatternError(setting, repr(pattern), "each entry must be a string")
+    try:
+        return re2.compile(pattern.encode("utf-8", "surrogatepass"), options)
+    except re2.error as exc:
+        raise PatternError(setting, pattern, _reason(pattern, exc)) from None
+
+
+def _encode(text: str) -> bytes:
+    return text[:PATTERN_INPUT_LIMIT].encode("utf-8", "surrogatepass")
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # a match boundary fell inside a lone surrogate
+        return data.decode("utf-8", "replace")
+
+
+class Regex:
+    """One compiled regular expression (RE2 syntax) over capped input.
+
+    ``search``, ``match`` and ``fullmatch`` answer whether it matches
+    anywhere, at the start, or the whole text; ``sub`` replaces every match
+    (``\\1`` and ``\\g<name>`` refer to groups) and leaves text past
+    ``PATTERN_INPUT_LIMIT`` as it was; ``finditer_bytes`` yields matches in
+    UTF-8 the caller encoded, for callers that work on bytes.
+    """
+
+    __slots__ = ("_regexp", "pattern")
+
+    def __init__(self, pattern: str, regexp: Any) -> None:
+        self.pattern = pattern
+        self._regexp = regexp
+
+    def search(self, text: str) -> bool:
+        return self._regexp.search(_encode(text)) is not None
+
+    def match(self, text: str) -> bool:
+        """Whether it matches at the start of ``text``."""
+        return self._regexp.match(_encode(text)) is not None
+
+    def fullmatch(self, text: str) -> bool:
+        """Whether it matches the whole of ``text`` (never for a text longer
+        than the cap, which it cannot see whole)."""
+        return len(text) <= PATTERN_INPUT_LIMIT and self._regexp.fullmatch(_encode(text)) is not None
+
+    def sub(self, replacement: str, text: str) -> str:
+        head = _encode(text)
+        replaced = self._regexp.sub(replacement.encode("utf-8", "surrogatepass"), head)
+        return text if replaced == head else _decode(replaced) + text[PATTERN_INPUT_LIMIT:]
+
+    def finditer_bytes(self, data: bytes) -> Iterator[Any]:
+        """RE2 match objects (``span(group)`` in bytes) over ``data``, UTF-8
+        that the caller encoded and capped itself."""
+        return self._regexp.finditer(data)  # type: ignore[no-any-return]
+
+    def group_index(self, name: str) -> int:
+        """The number of the group called ``name``, 0 when there is none."""
+        index = self._regexp.groupindex  # keys are bytes: the pattern was compiled as UTF-8
+        return int(index.get(name.encode("utf-8"), 0))
+
+    def __repr__(self) -> str:
+        return f"Regex({self.pattern!r})"
+
+
+def compile_regex(pattern: str, *, setting: str = "pattern", ignore_case: bool = False) -> Regex:
+    """Compile one regular expression in RE2 syntax; ``PatternError`` names
+    ``setting`` when RE2 refuses it."""
+    return Regex(pattern, _compile(pattern, setting, _options(case_sensitive=not ignore_case)))
+
+
+def check_regexes(setting: str, patterns: Iterable[str]) -> None:
+    """Raise ``PatternError`` for the first entry of ``patterns`` RE2 refuses."""
+    for pattern in patterns:
+        _compile(pattern, setting, _options())
+
+
+class RegexSet:
+    """Several regular expressions asked one question: does any match?
+
+    They run as one RE2 alternation (captures off, so group names may
+    repeat across entries), one linear pass over the capped input whatever
+    their number. Each entry is compiled on its own first, so an error
+    names the entry.
+    """
+
+    __slots__ = ("_any", "patterns")
+
+    def __init__(self, patterns: Iterable[str] = (), *, setting: str = "patterns") -> None:
+        self.patterns = tuple(patterns)
+        check_regexes(setting, self.patterns)
+        joined = "|".join(f"(?:{p})" for p in self.patterns)
+        self._any = _compile(joined, setting, _options(capture=False)) if self.patterns else None
+
+    def __bool__(self) -> bool:
+        return self._any is not None
+
+    def search(self, text: str) -> bool:
+        """Whether any entry matches somewhere in ``text`` (its head)."""
+        return self._any is not None and self._any.search(_encode(text)) is not None
+
+
+class LiteralSet:
+    """Which of several literal byte strings occur in a text: one pass of an
+    RE2 set, however many there are (the redaction rules' keywords)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self, literals: Iterable[bytes]) -> None:
+        self._set = re2.Set.SearchSet(_options())
+        for literal in literals:
+            self._set.Add(re2.escape(literal.decode("utf-8", "surrogatepass")))
+        self._set.Compile()
+
+    def found(self, data: bytes) -> list[int]:
+        """Indexes (in the order given) of the literals that occur in ``data``."""
+        return self._set.Match(data) or []
+
+
+class Glob:
+    """A tool-name pattern: ``*`` matches any run of characters (newlines
+    too), every other character is literal, and the whole name must match.
+
+    The literal pieces between stars are found left to right, each at its
+    earliest place after the previous one; for a pattern whose only
+    wildcard is ``*`` that greedy scan is exact, and it never backtracks.
+    """
+
+    __slots__ = ("_first", "_last", "_middle", "_star", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        pieces = pattern.split("*")
+        self._star = len(pieces) > 1
+        self._first = pieces[0]
+        self._last = pieces[-1] if self._star else ""
+        self._middle = tuple(p for p in pieces[1:-1] if p)
+
+    def matches(self, name: str) -> bool:
+        if not self._star:
+            return name == self.pattern
+        first, last = self._first, self._last
+        if len(name) < len(first) + len(last) or not name.startswith(first) or not name.endswith(last):
+            return False
+        at, end = len(first), len(name) - len(last)
+        for piece in self._middle:
+            found = name.find(piece, at, end)
+            if found < 0:
+                return False
+            at = found + len(piece)
+        return True
+
+    def __repr__(self) -> str:
+        return f"Glob({self.pattern!r})"
 
 
 class ToolFilter:
@@ -38,8 +256,8 @@ class ToolFilter:
         *,
         normalize: Callable[[str], str] | None = None,
     ) -> None:
-        self._include = [compile_pattern(p) for p in include]
-        self._exclude = [compile_pattern(p) for p in exclude]
+        self._include = [Glob(p) for p in include]
+        self._exclude = [Glob(p) for p in exclude]
         self._normalize = normalize
         self._memo: dict[str, bool] = {}
 
@@ -47,8 +265,8 @@ class ToolFilter:
         tracked = self._memo.get(tool)
         if tracked is None:
             name = self._normalize(tool) if self._normalize is not None else tool
-            tracked = (not self._include or any(p.fullmatch(name) for p in self._include)) and not any(
-                p.fullmatch(name) for p in self._exclude
+            tracked = (not self._include or any(p.matches(name) for p in self._include)) and not any(
+                p.matches(name) for p in self._exclude
             )
             if len(self._memo) >= self._MEMO_LIMIT:
                 self._memo.clear()
@@ -64,14 +282,15 @@ def shell_command(args: Any) -> str | None:
 
 
 class CommandPatterns:
-    """Regular expressions searched (``re.search``) in a call's top-level
-    string ``command`` argument; a call without one matches none."""
+    """Regular expressions (RE2) searched in a call's top-level string
+    ``command`` argument; a call without one matches none. ``setting``
+    names the config key an error is reported under."""
 
-    def __init__(self, patterns: Iterable[str] = ()) -> None:
-        self._patterns = [compile_regex(p) for p in patterns]
+    def __init__(self, patterns: Iterable[str] = (), *, setting: str = "patterns") -> None:
+        self._patterns = RegexSet(patterns, setting=setting)
 
     def match(self, args: Any) -> bool:
         if not self._patterns:
             return False
         command = shell_command(args)
-        return command is not None and any(p.search(command) for p in self._patterns)
+        return command is not None and self._patterns.search(command)

@@ -42,7 +42,9 @@ DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
 DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
     r"\bsed\b[^|;&]*\s-[a-zA-Z]*i",
     r"\bperl\b[^|;&]*\s-[a-zA-Z]*i",
-    r"(?<![0-9&>])>>?\s*(?!\s*&|\s*/dev/null)[\w./~$\"'-]",
+    # A redirection to a file: not 2>&1, not >/dev/null (RE2 has no lookaround, so spelled out).
+    r"(?:^|[^0-9&>])>>?\s*(?:[\w.~$\"'\x{80}-\x{10FFFF}-]|/(?:$|[^d]|d(?:$|[^e]|e(?:$|[^v]|v(?:$|[^/]|/(?:$|[^n]"
+    r"|n(?:$|[^u]|u(?:$|[^l]|l(?:$|[^l])))))))))",
     r"\btee\b",
     r"\bpatch\b",
     r"\bapply_patch\b",
@@ -50,8 +52,9 @@ DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
     r"(^|[;&|(]\s*|\s)(mv|cp|rm|mkdir|touch|chmod|ln|truncate|dd)\s",
     r"\b(pip3?|uv|npm|yarn|pnpm|cargo|go|apt-get|apt)\s+(install|add|remove|uninstall|get)\b",
 )
-"""Shell commands that change files or the environment. Matched with
-``re.search`` against a call's top-level string ``command`` argument."""
+"""Shell commands that change files or the environment, in RE2 syntax
+(``guard.patterns``), searched in a call's top-level string ``command``
+argument."""
 
 _READ_ONLY_SUBCOMMANDS = frozenset({"view", "read", "list", "show", "cat"})
 
@@ -75,7 +78,7 @@ class ProgressRule:
     def __init__(self, mutating_tools: Iterable[str], mutating_commands: Iterable[str]) -> None:
         patterns = [loose_tool_name(p) for p in mutating_tools]
         self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
-        self._commands = CommandPatterns(mutating_commands)
+        self._commands = CommandPatterns(mutating_commands, setting="rescue.mutating_commands")
 
     def kind(self, tool: str, args: Any) -> Literal["edit", "command"] | None:
         """``edit`` for an editing tool's call (see ``edits_by_tool``),

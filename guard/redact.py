@@ -1,63 +1,290 @@
 """Removing secrets from text before it leaves the process.
 
 The rescue policy sends the agent's task, its looping call and that call's
-output to an ask command, which usually forwards them to a hosted model.
-Whatever credentials the agent happened to print must not go with them. The
-built-in rules cover the common shapes (provider API keys, bearer and basic
-authorization headers, PEM private keys, passwords in URLs, ``password=...``
-style assignments); a deployment adds its own regular expressions for
-anything else. Redaction is best effort: it narrows what leaks, it does not
-make an untrusted responder safe.
+output to an ask command, which usually forwards them to a hosted model; trip
+logs and structured log events go to files and log collectors. Whatever
+credentials the agent happened to print must not go with them.
+
+The rules are data: gitleaks' rule list (``secret_rules/gitleaks.toml``,
+MIT licence, carried unchanged) for the long tail of provider keys, and this
+project's own rules in the same schema (``secret_rules/builtin.toml``) for
+what an agent's session holds that a repository scan does not: command-line
+flags, assignments whose name says secret whatever the value, JSON-escaped
+text, URL credentials, private key blocks cut short. A deployment adds its own
+regular expressions. Every pattern runs on RE2, so redaction takes time
+linear in the text. Redaction is best effort: it narrows what leaks, it does
+not make an untrusted responder safe.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+import math
+import tomllib
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from importlib.resources import files
+from typing import Any
 
-__all__ = ["REDACTED", "Redactor"]
+import structlog
+
+from guard.patterns import LiteralSet, Regex, compile_regex
+
+__all__ = ["REDACTED", "REDACT_INPUT_LIMIT", "Redactor", "SecretRule", "load_rules"]
 
 REDACTED = "[REDACTED]"
 
-_BUILTIN: tuple[tuple[str, str], ...] = (
-    # PEM private keys, whole block (also a block cut off by an output cap).
-    (r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", REDACTED),
-    # user:password@ in URLs: keep the user and host, drop the password.
-    (r"(?P<keep>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(?=@)", rf"\g<keep>{REDACTED}"),
-    # Authorization headers and bearer tokens.
-    (r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}", rf"\g<keep>{REDACTED}"),
-    (r"(?i)(?P<keep>\bauthorization\s*[:=]\s*(?:basic|token)\s+)\S+", rf"\g<keep>{REDACTED}"),
-    # Provider keys with recognizable prefixes.
-    (r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}", REDACTED),
-    (r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", REDACTED),
-    (r"\bgh[pousr]_[A-Za-z0-9]{30,}", REDACTED),
-    (r"\bgithub_pat_[A-Za-z0-9_]{40,}", REDACTED),
-    (r"\bxox[abposr]-[A-Za-z0-9-]{10,}", REDACTED),
-    (r"\bAIza[0-9A-Za-z_-]{35}", REDACTED),
-    (r"\bglpat-[A-Za-z0-9_-]{20,}", REDACTED),
-    # key = value assignments whose name says secret.
-    (
-        r"(?i)(?P<keep>\b[\w.-]*(?:api[_-]?key|secret|token|passw(?:or)?d|passwd|credential)[\w.-]*"
-        r"[\"']?\s*[:=]\s*[\"']?)(?!\d+\b)[^\s\"',;]{4,}",
-        rf"\g<keep>{REDACTED}",
-    ),
-)
+REDACT_INPUT_LIMIT = 1 << 20
+"""Characters of one text the redactor scans. Anything past it is withheld
+(replaced by a note saying how much), never passed on unscanned."""
+
+_RULE_FILES = ("builtin.toml", "gitleaks.toml")
+_MAX_DEPTH = 16
+
+
+def _entropy(text: str) -> float:
+    """Shannon entropy in bits per character."""
+    total = len(text)
+    return -sum(n / total * math.log2(n / total) for n in Counter(text).values())
+
+
+class _Allowlist:
+    """Vetoes a finding (gitleaks' allowlist semantics, without paths and
+    commits, which a session does not have)."""
+
+    __slots__ = ("match_all", "never", "regex", "stopwords", "target")
+
+    def __init__(self, spec: Mapping[str, Any], origin: str) -> None:
+        self.target: str = spec.get("regexTarget", "secret")
+        patterns = spec.get("regexes", [])
+        self.regex = compile_regex("|".join(f"(?:{p})" for p in patterns), setting=origin) if patterns else None
+        self.stopwords = tuple(w.lower() for w in spec.get("stopwords", []))
+        self.match_all = spec.get("condition", "OR").upper() == "AND"
+        # Under AND, a path or commit condition can never hold here.
+        self.never = self.match_all and bool(spec.get("paths") or spec.get("commits"))
+
+    def allows(self, secret: str, match: str, line: str) -> bool:
+        if self.never:
+            return False
+        target = match if self.target == "match" else line if self.target == "line" else secret
+        checks: list[bool] = []
+        if self.regex is not None:
+            checks.append(self.regex.search(target))
+        if self.stopwords:
+            lowered = secret.lower()
+            checks.append(any(w in lowered for w in self.stopwords))
+        return all(checks) if self.match_all else any(checks)
+
+
+class SecretRule:
+    """One rule: where its regular expression matches (and the keywords
+    allow it to run), the secret group is redacted unless the secret's
+    entropy is too low or an allowlist vetoes it."""
+
+    __slots__ = ("_regex", "_spec", "allowlists", "entropy", "id", "keywords", "origin", "secret_group")
+
+    def __init__(self, spec: Mapping[str, Any], *, origin: str, allowlists: Iterable[_Allowlist] = ()) -> None:
+        self.id: str = spec["id"]
+        self.origin = origin
+        self._spec = spec
+        self.keywords = tuple(k.lower().encode() for k in spec.get("keywords", []))
+        self.secret_group: int = spec.get("secretGroup", 0)
+        self.entropy: float = spec.get("entropy", 0.0)
+        self.allowlists = tuple(allowlists)
+        self._regex: Regex | None = None
+
+    @property
+    def regex(self) -> Regex:
+        """Compiled on first use: most rules never see their keywords."""
+        if self._regex is None:
+            setting = f"{self.origin} rule {self.id}"
+            self._regex = compile_regex(self._spec["regex"], setting=setting)
+            locals_ = [_Allowlist(a, setting) for a in self._spec.get("allowlists", [])]
+            self.allowlists = (*locals_, *self.allowlists)
+        return self._regex
+
+    def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
+        """Byte spans of the secrets this rule finds in ``data`` (UTF-8),
+        keywords aside (the ``Redactor`` checks those for all rules at once)."""
+        regex = self.regex
+        for match in regex.finditer_bytes(data):
+            start, end = self._secret_span(match)
+            if start >= end:
+                continue
+            secret = data[start:end].decode("utf-8", "replace")
+            if self.entropy and _entropy(secret) <= self.entropy:
+                continue
+            if self.allowlists and self._allowed(data, match, secret):
+                continue
+            yield start, end
+
+    def _secret_span(self, match: Any) -> tuple[int, int]:
+        if self.secret_group:
+            span: tuple[int, int] = match.span(self.secret_group)
+            return span
+        for group in range(1, len(match.groups()) + 1):
+            start, end = match.span(group)
+            if end > start:
+                return start, end
+        whole: tuple[int, int] = match.span()
+        return whole
+
+    def _allowed(self, data: bytes, match: Any, secret: str) -> bool:
+        start, end = match.span()
+        text = data[start:end].decode("utf-8", "replace")
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", end)
+        line = data[line_start : len(data) if line_end < 0 else line_end].decode("utf-8", "replace")
+        return any(a.allows(secret, text, line) for a in self.allowlists)
+
+
+def load_rules(names: Iterable[str] = _RULE_FILES) -> tuple[SecretRule, ...]:
+    """The rules of the named files in ``guard/secret_rules``. Rules that
+    need a file path (gitleaks' ``path``) or have no regular expression are
+    left out: a session's text has no path. A file's global allowlists apply
+    to its own rules; ``[extend] disabledRules`` in any file drops rules of
+    the others by id."""
+    folder = files("guard").joinpath("secret_rules")
+    loaded = [(name, tomllib.loads(folder.joinpath(name).read_text("utf-8"))) for name in names]
+    disabled = {rule for _, data in loaded for rule in data.get("extend", {}).get("disabledRules", [])}
+    rules: list[SecretRule] = []
+    for name, data in loaded:
+        shared = [
+            _Allowlist(spec, f"{name} global allowlist")
+            for spec in (data.get("allowlist"), *data.get("allowlists", []))
+            if spec
+        ]
+        rules.extend(
+            SecretRule(spec, origin=name, allowlists=shared)
+            for spec in data.get("rules", [])
+            if "regex" in spec and "path" not in spec and spec["id"] not in disabled
+        )
+    return tuple(rules)
+
+
+class _UserRule(SecretRule):
+    """A configured pattern: its whole match (or its group named ``secret``)
+    is redacted, with no keywords, entropy or allowlist."""
+
+    def __init__(self, pattern: str, index: int) -> None:
+        super().__init__({"id": f"redact_patterns[{index}]", "regex": pattern}, origin="rescue.redact_patterns")
+        self._regex = compile_regex(pattern, setting="rescue.redact_patterns")
+        self.secret_group = self._regex.group_index("secret")
+
+    def _secret_span(self, match: Any) -> tuple[int, int]:
+        span: tuple[int, int] = match.span(self.secret_group)
+        return span
 
 
 class Redactor:
     """Replaces secrets in text with ``[REDACTED]``.
 
-    ``patterns`` are extra regular expressions (Python syntax); each whole
-    match is replaced. They are compiled here, so a bad one raises
-    ``re.error`` (the config validates them first, naming the key).
+    ``patterns`` are extra regular expressions (RE2 syntax, see
+    ``guard.patterns``); each whole match is replaced, or only the group
+    named ``secret`` when the pattern has one. A bad pattern raises
+    ``PatternError`` naming ``rescue.redact_patterns``. ``rules`` replaces
+    the built-in rule set (``load_rules()``), which is read and compiled on
+    first use, so a guard that never redacts pays nothing for it.
+
+    Findings of all rules are collected on the original text and merged,
+    so one rule's output never feeds another's input. Surrounding text is
+    kept: a rule redacts its secret group (the value of ``password=...``,
+    not the name). In a text with something redacted, lone surrogates come
+    out as U+FFFD.
     """
 
-    def __init__(self, patterns: Iterable[str] = ()) -> None:
-        rules = [(re.compile(p, re.DOTALL), r) for p, r in _BUILTIN]
-        rules.extend((re.compile(p), REDACTED) for p in patterns)
-        self._rules = tuple(rules)
+    def __init__(self, patterns: Iterable[str] = (), *, rules: Iterable[SecretRule] | None = None) -> None:
+        self._user = tuple(_UserRule(p, i) for i, p in enumerate(patterns))
+        self._given = tuple(rules) if rules is not None else None
+        self._rules: tuple[SecretRule, ...] | None = None
+        self._keywords: LiteralSet | None = None
+        self._by_keyword: tuple[tuple[SecretRule, ...], ...] = ()
+        self._always: tuple[SecretRule, ...] = ()
+
+    @property
+    def rules(self) -> tuple[SecretRule, ...]:
+        if self._rules is None:
+            base = self._given if self._given is not None else load_rules()
+            self._rules = (*base, *self._user)
+            self._plan(self._rules)
+        return self._rules
+
+    def _plan(self, rules: tuple[SecretRule, ...]) -> None:
+        """One RE2 set of every rule's keywords: a single pass over a text
+        says which rules may match it."""
+        keywords = sorted({k for rule in rules for k in rule.keywords})
+        index = {k: i for i, k in enumerate(keywords)}
+        by_keyword: list[list[SecretRule]] = [[] for _ in keywords]
+        for rule in rules:
+            for k in rule.keywords:
+                by_keyword[index[k]].append(rule)
+        self._always = tuple(rule for rule in rules if not rule.keywords)
+        self._by_keyword = tuple(tuple(group) for group in by_keyword)
+        self._keywords = LiteralSet(keywords) if keywords else None
+
+    def findings(self, text: str) -> Iterator[tuple[SecretRule, int, int]]:
+        """Each rule's secrets in ``text`` (at most ``REDACT_INPUT_LIMIT``
+        characters) as byte offsets into its UTF-8 encoding, unmerged."""
+        rules = self.rules
+        data = text[:REDACT_INPUT_LIMIT].encode("utf-8", "surrogatepass")
+        # JSON-escaped text (a call's arguments) glues the n of an escaped
+        # newline to the next word, which hides a word boundary from every
+        # rule; the rules see each escape as a backslash and the character
+        # it stands for, at the same offsets.
+        seen = data.replace(b"\\n", b"\\\n").replace(b"\\r", b"\\\r").replace(b"\\t", b"\\\t")
+        hits = self._keywords.found(seen.lower()) if self._keywords is not None else ()
+        chosen = {id(r): r for i in hits for r in self._by_keyword[i]}
+        for rule in (*self._always, *(r for r in rules if id(r) in chosen)):
+            for start, end in rule.spans(seen):
+                yield rule, start, end
 
     def __call__(self, text: str) -> str:
-        for pattern, replacement in self._rules:
-            text = pattern.sub(replacement, text)
-        return text
+        if not text:
+            return text
+        tail = ""
+        if len(text) > REDACT_INPUT_LIMIT:
+            tail = f"… (+{len(text) - REDACT_INPUT_LIMIT} chars withheld: past the redaction limit)"
+            text = text[:REDACT_INPUT_LIMIT]
+        spans = sorted((start, end) for _, start, end in self.findings(text))
+        if not spans:
+            return text + tail
+        data = text.encode("utf-8", "surrogatepass")
+        out = bytearray()
+        at = 0
+        marker = REDACTED.encode()
+        for start, end in spans:
+            if start < at:  # overlaps the previous secret: extend it
+                if end > at:
+                    at = end
+                continue
+            out += data[at:start]
+            out += marker
+            at = end
+        out += data[at:]
+        return bytes(out).decode("utf-8", "replace") + tail
+
+    def redact_value(self, value: Any, _depth: int = 0) -> Any:
+        """``value`` with every string in it redacted: strings, and the
+        values and keys of mappings, lists and tuples (to a depth of 16;
+        deeper containers become their redacted ``repr``)."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, (Mapping, list, tuple)) and _depth >= _MAX_DEPTH:
+            return self(repr(value))
+        if isinstance(value, Mapping):
+            return {self.redact_value(k, _depth + 1): self.redact_value(v, _depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact_value(v, _depth + 1) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.redact_value(v, _depth + 1) for v in value)
+        return value
+
+    def processor(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> Any:
+        """A structlog processor: every string in the event redacted. An
+        ``exc_info`` is rendered to an ``exception`` string first (so a
+        secret in an exception message is redacted too); place it before
+        the renderer."""
+        exc_info = event_dict.pop("exc_info", None)
+        if exc_info:
+            event_dict["exc_info"] = exc_info
+            event_dict = structlog.processors.format_exc_info(logger, method_name, event_dict)
+        return {key: self.redact_value(value) for key, value in event_dict.items()}

@@ -228,8 +228,12 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
         _card("tool calls", f"{t.calls:,}"),
         _card("loops found", str(t.loops)),
         _card("calls wasted", f"{t.wasted_calls:,}"),
-        _card("tokens wasted", f"~{human_count(t.wasted_tokens)}", "estimated: bytes of arguments and output / 4"),
-        _card("output wasted", human_bytes(t.wasted_bytes), f"of {human_bytes(t.output_bytes)} in all"),
+        _card(
+            "tokens wasted",
+            f"~{human_count(t.wasted_tokens)}",
+            f"estimated: (argument + output bytes) / 4; {human_bytes(t.wasted_bytes)} of "
+            f"{human_bytes(t.output_bytes)} output",
+        ),
         "</div><div class=policies>",
     ]
     for policy in report.policies:
@@ -286,7 +290,9 @@ def _session(s: SessionAudit, label: str, timeline: Timeline, policies: list[str
         for p, a in s.first_actions.items()
     )
     if s.wasted_calls:
-        firsts += f"<span class='badge hot'>{s.wasted_calls} calls wasted</span>"
+        firsts += (
+            f"<span class='badge hot'>{s.wasted_calls} calls wasted, ~{human_count(s.wasted_tokens)} tokens</span>"
+        )
     span = _duration(s.end - s.start) if s.start > 0 else ""
     out = [
         "<section class=session><div class=shead>",

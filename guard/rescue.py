@@ -25,18 +25,18 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from bus import LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
-from guard.calls import Interjections
+from guard.calls import CallSelector, Interjections
 from guard.config import RescueConfig
 from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
-from guard.patterns import CommandPatterns, ToolFilter
 from guard.policy import Policy
 from guard.progress import ProgressRule
-from guard.redact import Redactor
+from guard.redact import REDACTED, Redactor
 from guard.trips import Trip, TripKind, TripLog, TripTrigger
 
 __all__ = ["RESCUE_PLUGIN", "Asker", "RecordedAnswers", "RescuePolicy", "advice_in"]
@@ -94,10 +94,33 @@ arguments: {arguments}
 """
 
 
-def _cap(text: str, limit: int) -> str:
-    if len(text) <= limit:
+_REDACT_SLACK = 1024
+"""Characters kept past a question part's cap until it is redacted, so a
+secret the cap cuts is still whole when the redaction rules see it."""
+
+
+class _Excerpt(NamedTuple):
+    """The head of a text (its cap plus ``_REDACT_SLACK``) and its full length."""
+
+    head: str
+    total: int
+
+
+def _excerpt(text: str, limit: int) -> _Excerpt:
+    return _Excerpt(text[: limit + _REDACT_SLACK], len(text))
+
+
+def _redacted(excerpt: _Excerpt, limit: int, redact: Callable[[str], str]) -> str:
+    """The excerpt redacted, then cut to ``limit`` characters (never inside a
+    ``[REDACTED]`` marker) with a ``… (+N more chars)`` note when cut."""
+    text = redact(excerpt.head)
+    if excerpt.total <= limit:
         return text
-    return f"{text[:limit]}… (+{len(text) - limit} more chars)"
+    cut = limit
+    straddling = text.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
+    if straddling >= 0:
+        cut = straddling + len(REDACTED)
+    return f"{text[:cut]}… (+{excerpt.total - limit} more chars)"
 
 
 class Asker(Protocol):
@@ -216,13 +239,13 @@ class _AgentState:
     )
 
     def __init__(self) -> None:
-        # (tool, digest, arguments preview): bounded, so memory does not grow
+        # (tool, digest, arguments excerpt): bounded, so memory does not grow
         # with argument size.
-        self.window: deque[tuple[str, bytes, str]] = deque()
+        self.window: deque[tuple[str, bytes, _Excerpt]] = deque()
         self.counts: dict[bytes, int] = {}
         self.seen: set[bytes] = set()
         self.redundant = 0
-        self.outputs: dict[bytes, str] = {}
+        self.outputs: dict[bytes, _Excerpt] = {}
         self.advice: dict[bytes, str] = {}
         self.pending: dict[bytes, _Pending] = {}
         self.epoch = 0
@@ -257,7 +280,7 @@ class _AgentState:
                 del counts[old]
                 self.outputs.pop(old, None)
         digest = fp.digest
-        window.append((tool, digest, fp.preview(_QUESTION_RECENT)))
+        window.append((tool, digest, _excerpt(fp.canonical.decode("utf-8", "replace"), _QUESTION_RECENT)))
         count = counts.get(digest, 0) + 1
         counts[digest] = count
         if digest in self.seen:
@@ -275,10 +298,10 @@ class RescuePolicy(Policy[_AgentState]):
 
     def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config
-        self._filter = ToolFilter(config.include, (*config.exclude, *config.escalation_tools))
-        self._excluded_commands = CommandPatterns(config.exclude_commands)
+        self._calls = CallSelector(
+            config.include, (*config.exclude, *config.escalation_tools), config.exclude_commands, config.ignored_args
+        )
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
-        self._ignore = frozenset(config.ignored_args)
         self._interjection = Interjections(config.interjections)
         self._window = config.window
         self._nudge_at = config.nudge_at
@@ -296,12 +319,12 @@ class RescuePolicy(Policy[_AgentState]):
         return _AgentState()
 
     def _tracks(self, tool: str, args: Any) -> bool:
-        return self._filter.tracks(tool) and not self._excluded_commands.match(args)
+        return self._calls.tracks(tool, args)
 
     async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._tracks(call.tool, call.args):
             return None
-        fp = fingerprints.get(call.tool, call.args, self._ignore, call_id=call.call_id)
+        fp = self._calls.fingerprint(fingerprints, call.tool, call.args, call.call_id)
         count, redundant = state.observe(call.tool, fp, self._window)
         if count >= self._rescue_at:
             return await self._escalate(state, _Hit(state, call, fp, count, "repeat"))
@@ -318,14 +341,14 @@ class RescuePolicy(Policy[_AgentState]):
         if progress is not None:
             opener = None
             if progress == "edit":
-                opener = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
+                opener = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id).digest
                 if opener == state.opener:
                     return None  # the edit that opened this epoch, made again: it changed nothing
             state.new_epoch(opener)
         elif state.counts and self._tracks(result.tool, result.args):
-            digest = fingerprints.get(result.tool, result.args, self._ignore, call_id=result.call_id).digest
+            digest = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id).digest
             if digest in state.counts:
-                state.outputs[digest] = _cap(result.content, _QUESTION_OUTPUT)
+                state.outputs[digest] = _excerpt(result.content, _QUESTION_OUTPUT)
         return None
 
     def on_user_message(self, state: _AgentState, message: UserMessage) -> None:
@@ -351,7 +374,7 @@ class RescuePolicy(Policy[_AgentState]):
         since = None if state.last_ask is None else hit.call.ts - state.last_ask
         if since is not None and since < self._cooldown:
             return self._trip(state, hit, "deny", reason=f"cooldown ({self._cooldown - since:.1f} s left)")
-        question = self._redact(self._question(state, hit))
+        question = self._question(state, hit)
         state.used += 1
         state.last_ask = hit.call.ts
         pending = state.pending[digest] = _Pending()
@@ -376,14 +399,22 @@ class RescuePolicy(Policy[_AgentState]):
             why = f"made {hit.count} times in its last {hit.seen} tool calls"
         else:
             why = f"the latest of {hit.redundant} redundant calls since anything last changed"
-        recent = "\n".join(f"{n}. {tool} {preview}" for n, (tool, _, preview) in enumerate(state.window, 1))
-        output = state.outputs.get(hit.fp.digest) or "(none: every earlier attempt was denied or printed nothing)"
+        redact = self._redact
+        recent = "\n".join(
+            f"{n}. {redact(tool)} {_redacted(args, _QUESTION_RECENT, redact)}"
+            for n, (tool, _, args) in enumerate(state.window, 1)
+        )
+        output = state.outputs.get(hit.fp.digest)
+        arguments = _excerpt(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS)
         return _QUESTION.format(
-            task=_cap(state.task, _QUESTION_TASK) or "(no user message recorded)",
+            task=_redacted(_excerpt(state.task, _QUESTION_TASK), _QUESTION_TASK, redact)
+            or "(no user message recorded)",
             why=why,
-            tool=hit.call.tool,
-            arguments=hit.fp.preview(_QUESTION_ARGUMENTS),
-            output=output,
+            tool=redact(hit.call.tool),
+            arguments=_redacted(arguments, _QUESTION_ARGUMENTS, redact),
+            output=_redacted(output, _QUESTION_OUTPUT, redact)
+            if output is not None and output.total
+            else "(none: every earlier attempt was denied or printed nothing)",
             recent=recent,
         )
 
@@ -423,7 +454,7 @@ class RescuePolicy(Policy[_AgentState]):
                     rescues_used=state.used,
                     cached=cached,
                     ask_ms=ask_ms,
-                    reason=reason,
+                    reason=self._redact(reason) if reason else reason,
                 )
             )
         text = head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice))

@@ -1,10 +1,11 @@
 """The rescue policy's trip log: one JSON line per denial or escalation.
 
 A trip is written to the configured ``log_file`` (appended, created with mode
-0600 along with its directory) and emitted as the structlog event
-``rescue.trip`` with the same fields. A log file that cannot be written is
+0600 along with its directory, 0700) and emitted as the structlog event
+``rescue.trip`` with the same fields. A log file that cannot be written (a
+full disk, a FIFO, a symbolic link, which is never written through) is
 reported through structlog and otherwise ignored: observability never breaks
-the agent's tool call.
+the agent's tool call. A line is written whole or not at all.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Literal
 
 import msgspec
 
+from bus import open_regular
 from bus._logging import LazyLogger
 
 __all__ = ["Trip", "TripKind", "TripLog", "TripTrigger"]
@@ -66,11 +68,23 @@ class TripLog:
             return
         line = _encoder.encode(trip) + b"\n"
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, what="trip log", follow_symlinks=False)
             try:
-                os.write(fd, line)
+                _append(fd, line)
             finally:
                 os.close(fd)
         except OSError as exc:
             _log.warning("rescue.trip_log_failed", path=str(self.path), error=str(exc))
+
+
+def _append(fd: int, line: bytes) -> None:
+    """Write ``line`` whole, or take back what landed and raise."""
+    written = 0
+    try:
+        while written < len(line):
+            written += os.write(fd, line[written:])
+    except OSError:
+        if written:
+            os.ftruncate(fd, os.fstat(fd).st_size - written)
+        raise

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
-from guard.calls import Interjections
+from guard.calls import CallSelector, Interjections
 from guard.config import TurnsConfig
 from guard.fingerprint import FingerprintCache
-from guard.patterns import CommandPatterns, ToolFilter
 from guard.policy import Policy
 from guard.turn_ring import Pair, TurnRing, detect_loop
 
@@ -133,9 +132,12 @@ class TurnsPolicy(Policy[_AgentTurns]):
 
     def __init__(self, config: TurnsConfig) -> None:
         self.config = config
-        self._filter = ToolFilter(exclude=config.exempt)
-        self._exempt_commands = CommandPatterns(config.exempt_commands)
-        self._ignore = frozenset(config.ignored_args)
+        self._calls = CallSelector(
+            config.include,
+            (*config.exclude, *config.exempt),
+            (*config.exclude_commands, *config.exempt_commands),
+            config.ignored_args,
+        )
         self._interjection = Interjections(config.interjections)
         self._threshold = config.threshold
         self._deny_after = config.deny_after
@@ -211,9 +213,9 @@ class TurnsPolicy(Policy[_AgentTurns]):
                 state.reset()  # a turn without tool calls, or a restarted count
             state.step = step
             state.calls.clear()
-        if not self._filter.tracks(tool) or self._exempt_commands.match(args):
+        if not self._calls.tracks(tool, args):
             return None
-        pair = fingerprints.get(tool, args, self._ignore, call_id=call_id).digest
+        pair = self._calls.fingerprint(fingerprints, tool, args, call_id).digest
         if state.turn_step != step:
             if state.ladder:
                 previous = state.turn

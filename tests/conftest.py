@@ -87,3 +87,33 @@ def fake_anthropic(tmp_path: Path) -> Iterator[FakeAnthropic]:
         yield api
     finally:
         api.close()
+
+
+@pytest.fixture
+def file_size_limit() -> Iterator[Callable[[int], None]]:
+    """Set this process's file size limit (``RLIMIT_FSIZE``, soft) for the
+    rest of the test: a write past it fails for real, part-way if it
+    straddles the limit (Python ignores ``SIGXFSZ``, so it is ``EFBIG``)."""
+    import resource
+
+    previous = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+    def limit(size: int) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, previous[1]))
+
+    try:
+        yield limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, previous)
+
+
+@pytest.fixture
+def zero_umask() -> Iterator[None]:
+    """Umask 0 for the test: a file's mode is then exactly what its creator asked for."""
+    import os
+
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)

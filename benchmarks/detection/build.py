@@ -404,6 +404,26 @@ async def _reread_after_external_change(s: Session) -> None:
 
 
 @scenario
+async def _reread_after_a_failed_edit(s: Session) -> None:
+    await s.start("rename the config flag")
+    with s.stretch("legit", "re-read", "the file re-read to copy the exact text after an edit failed, then the edit"):
+        await s.call("Read", {"file_path": "cli.py"}, "    parser.add_argument('--cfg')")
+        await s.call(
+            "Edit",
+            {"file_path": "cli.py", "old_string": 'add_argument("--cfg")', "new_string": 'add_argument("--config")'},
+            "<tool_use_error>String to replace not found in file.</tool_use_error>",
+            error=True,
+        )
+        await s.call("Read", {"file_path": "cli.py"}, "    parser.add_argument('--cfg')")
+        await s.call(
+            "Edit",
+            {"file_path": "cli.py", "old_string": "add_argument('--cfg')", "new_string": "add_argument('--config')"},
+            "The file cli.py has been updated.",
+        )
+        await s.call("Bash", _bash("pytest -q"), "9 passed in 0.4s")
+
+
+@scenario
 async def _edit_then_reread(s: Session) -> None:
     await s.start("fix the off-by-one in pager.py")
     with s.stretch("legit", "edit-run", "read, edit, re-read to check, run tests: each edit different"):

@@ -100,7 +100,7 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
     _Pickler(buffer, guard.policies).dump(record)
     data = buffer.getbuffer()
     temporary = path.with_name(f"{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         view = memoryview(data)
         while view:

@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from bus import Decision, LogError
+from bus import Decision, LogError, LogWriteError, open_regular
+from guard._text import shown
 from guard.adapters._link import AgentLink, GuardLink, as_text
 from guard.adapters._resume import resume_link
 from guard.adapters._snapshot import load_snapshot, save_snapshot, snapshot_path
@@ -255,7 +256,9 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")
     if not isinstance(session, str) or not _SESSION_ID.fullmatch(session):
-        raise HookInputError(f"hook input session_id = {session!r}: must be 1-128 letters, digits, '.', '_' or '-'")
+        raise HookInputError(
+            f"hook input session_id = {shown(session)}: must be 1-128 letters, digits, '.', '_' or '-'"
+        )
     return payload
 
 
@@ -280,13 +283,17 @@ async def run_hook(
     session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
     ``log_actions`` is ``Guard``'s.
     The environment's overrides (``apply_environment``) apply to ``config``.
+    Both files are created 0600; the log is not written through a symbolic
+    link. An event the log could not record (a full disk) raises ``LogWriteError``
+    once the payload is handled, and the log is left whole.
     """
     config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / f"{session}.jsonl"
     saved = snapshot_path(path)
-    with open(state_dir / f"{session}.lock", "a+b") as lock:
+    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         guard = Guard(config, log_actions=log_actions)
         restored = load_snapshot(saved, path, session, guard)
@@ -302,8 +309,13 @@ async def run_hook(
         link, log = restored
         with log:
             answer = await ClaudeHooks(link).handle(payload)
-            save_snapshot(saved, link, guard, log)
-        return answer
+            if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
+                save_snapshot(saved, link, guard, log)
+    finally:
+        os.close(lock)
+    if log.error is not None:
+        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
+    return answer
 
 
 def answer_hook(

@@ -3,8 +3,9 @@
 ``open_sessions(path)`` detects a transcript's format and yields its
 sessions; each streams ``bus`` events in the session log schema, and
 ``write_log`` writes one as a log that ``replay`` and ``audit`` read.
-Formats: Claude Code, Codex CLI, gemini-cli, OpenHands, SWE-agent and
-mini-swe-agent (see ``docs/importers/``).
+Formats: Claude Code, Codex CLI, gemini-cli, OpenHands, SWE-agent,
+mini-swe-agent, Cline / Roo Code, goose, OpenCode and pi (see
+``docs/importers/``).
 """
 
 from guard.importers._session import ImportedSession, ImportReport, TranscriptError, UnknownFormatError

@@ -17,10 +17,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportReport, parse_args, parse_time, text_of
+from guard.importers._source import read_documents
 
 __all__ = ["conversation_of", "event_files", "events", "is_event", "is_event_file", "is_later_event_file"]
 
@@ -85,11 +84,7 @@ def event_files(folder: Path, report: ImportReport) -> Iterator[Any]:
         match = _EVENT_FILE.match(path.name)
         if match is not None:
             numbered.append((int(match.group(1)), path))
-    for _, path in sorted(numbered):
-        try:
-            yield msgspec.json.decode(path.read_bytes())
-        except (OSError, msgspec.DecodeError):
-            report.skip("invalid-json")
+    yield from read_documents((path for _, path in sorted(numbered)), report)
 
 
 def _text(value: Any) -> str:

@@ -9,15 +9,28 @@ call ids already seen (to drop the duplicate entries some formats write).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec.structs import force_setattr
 
-from bus import Agent, AgentStatus, AnyEvent, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
+from bus import (
+    MAX_NESTING,
+    Agent,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    ContextSource,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    too_deep,
+)
+from guard._text import one_line
 
 __all__ = ["Builder", "ImportReport", "ImportedSession", "TranscriptError", "UnknownFormatError"]
 
@@ -38,15 +51,33 @@ class UnknownFormatError(TranscriptError):
         super().__init__(f"{str(path)!r} is not a transcript format this tool knows (tried {reasons})")
 
 
+_MAX_PROBLEMS = 20
+_MAX_RERUNS = 20
+
+
 class ImportReport:
     """What an import skipped, by reason (``torn`` last line, ``invalid-json``
-    line, ``orphan-result`` without a call, ``duplicate-call`` entry, ...)."""
+    line, ``too-deep`` line, ``orphan-result`` without a call,
+    ``duplicate-call`` entry, ``bad-record`` the importer could not use, ...).
+
+    ``problems`` keeps the first twenty ``bad-record`` details (where, and
+    the error the record caused), for a user who wants to know which.
+    """
 
     def __init__(self) -> None:
         self.skipped: Counter[str] = Counter()
+        self.problems: list[str] = []
+        self._at: tuple[str, int] | None = None  # the record being imported (see _where)
+        self._passed: set[tuple[str, int]] = set()  # records a re-run passes over
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
+
+    def _bad_record(self, exc: Exception) -> None:
+        self.skip("bad-record")
+        if len(self.problems) < _MAX_PROBLEMS:
+            where = _where(self._at)
+            self.problems.append(f"{where}: {type(exc).__name__}: {one_line(str(exc))}")
 
     def summary(self) -> str:
         total = sum(self.skipped.values())
@@ -82,7 +113,81 @@ class ImportedSession:
         self._produce = produce
 
     def events(self) -> Iterator[AnyEvent]:
-        return self._produce(Builder(self.report))
+        """The session's events; never raises but ``TranscriptError`` (see ``_isolated``)."""
+        return _isolated(self.report, self._produce)
+
+
+def _where(at: tuple[str, int] | None) -> str:
+    """A record's place: ``file:line`` for a JSON Lines line (or a one-event
+    file), ``file#list[index]`` for an item of a document's list."""
+    if at is None:
+        return "a record"
+    name, number = at
+    if "#" in name:
+        return f"{name}[{number}]"
+    return f"{name}:{number}"
+
+
+def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEvent]]) -> Iterator[AnyEvent]:
+    """``produce``'s events, with a record the importer cannot use skipped.
+
+    An importer reads fields of any JSON type; one of an unexpected type may
+    make it raise. That costs the record, not the session: events are handed
+    out a record at a time (once the importer moves on to the next record:
+    a JSON Lines line, a one-event file, an item of a document's top-level
+    list, see ``Records``), so on an error the failing record's events are dropped,
+    the import runs again from the start passing over that record, and the
+    events already handed out are not repeated (an import is deterministic).
+    The failure is counted as ``bad-record``. When the record cannot be told
+    (a failure before the first record) or after twenty re-runs, the
+    session ends there instead, with what came before.
+    """
+    released = 0
+    reruns = 0
+    agents: dict[str, Agent] = {}
+    while True:
+        counts = report.skipped.copy()
+        report._at = at = None
+        pending: deque[AnyEvent] = deque()
+        index = 0
+        try:
+            for event in produce(Builder(report)):
+                if report._at != at:  # the records before this one are done
+                    at = report._at
+                    while pending:
+                        released += 1
+                        yield pending.popleft()
+                index += 1
+                if index > released:
+                    pending.append(_same_agent(event, agents))
+        except TranscriptError:
+            raise
+        except Exception as exc:
+            report.skipped = counts
+            report._bad_record(exc)
+            if report._at is None:  # before any record: keep what came first
+                yield from pending
+                return
+            if reruns == _MAX_RERUNS:
+                return
+            reruns += 1
+            report._passed.add(report._at)
+            continue
+        while pending:
+            released += 1
+            yield pending.popleft()
+        return
+
+
+def _same_agent(event: AnyEvent, agents: dict[str, Agent]) -> AnyEvent:
+    """``event`` carrying the handle earlier events of its agent carried:
+    a re-run builds new handles, and a handle is the agent's identity."""
+    agent = event.agent
+    if agent is not None:
+        known = agents.setdefault(agent.id, agent)
+        if known is not agent:
+            force_setattr(event, "agent", known)
+    return event
 
 
 def parse_time(value: Any) -> float | None:
@@ -102,10 +207,20 @@ def parse_time(value: Any) -> float | None:
     return moment.timestamp()
 
 
+def nests_too_deep(text: str) -> bool:
+    """Whether the JSON in ``text`` (a string a record carries: arguments, a
+    stored message) nests deeper than ``MAX_NESTING`` levels; decode it only
+    if not, since the decoder does not survive a thousand levels."""
+    return text.count("[") + text.count("{") > MAX_NESTING and too_deep(text.encode())
+
+
 def parse_args(raw: Any) -> Any:
     """The model's arguments: parsed JSON when ``raw`` is a JSON string, the
-    raw string when it is malformed, ``raw`` itself otherwise."""
+    raw string when it is malformed or nested deeper than ``MAX_NESTING``
+    levels, ``raw`` itself otherwise."""
     if isinstance(raw, str):
+        if nests_too_deep(raw):
+            return raw
         try:
             return msgspec.json.decode(raw)
         except msgspec.DecodeError:

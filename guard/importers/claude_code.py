@@ -10,15 +10,14 @@ its events interleaved with the main agent's by timestamp. See
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
-from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
+from guard.importers._source import Format, Sample, first_object, merge_by_time, read_jsonl
 
 __all__ = ["FORMAT", "belongs_to_session", "subagent_files"]
 
@@ -66,12 +65,7 @@ def _sniff(sample: Sample) -> str | None:
 
 
 def _first_line(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as file:
-            obj = msgspec.json.decode(file.readline())
-    except (OSError, msgspec.DecodeError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
+    return first_object(path)
 
 
 def subagent_files(session_file: Path) -> list[Path]:
@@ -165,11 +159,12 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
     last_message: dict[str, Any] = {}
     steps: dict[str, int] = {}
     threads: dict[Any, str] = {}  # sidechain entry uuid -> its subagent
+    roots = itertools.count(1)
     for entry in read_jsonl(path, b.report):
         ts = parse_time(entry.get("timestamp")) or ts
         who = agent
         if inline_sidechains and entry.get("isSidechain") is True:
-            who = _sidechain(entry, threads)
+            who = _sidechain(entry, threads, roots)
             b.parent(who, agent)
         kind = entry.get("type")
         message = entry.get("message")
@@ -206,11 +201,11 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
             yield from _attachment(b, who, entry.get("attachment"), ts)
 
 
-def _sidechain(entry: dict[str, Any], threads: dict[Any, str]) -> str:
+def _sidechain(entry: dict[str, Any], threads: dict[Any, str], roots: Iterator[int]) -> str:
     """The subagent of an inline sidechain entry, remembered for the entries
     that continue its thread."""
     named = entry.get("agentId")
-    who = str(named) if named else threads.get(entry.get("parentUuid")) or f"sidechain-{len(set(threads.values())) + 1}"
+    who = str(named) if named else threads.get(entry.get("parentUuid")) or f"sidechain-{next(roots)}"
     uuid = entry.get("uuid")
     if uuid is not None:
         threads[uuid] = who

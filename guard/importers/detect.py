@@ -6,7 +6,20 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from guard.importers import claude_code, codex, gemini_cli, mini_swe_agent, openhands, session_log, swe_agent
+from guard._text import one_line
+from guard.importers import (
+    claude_code,
+    cline,
+    codex,
+    gemini_cli,
+    goose,
+    mini_swe_agent,
+    opencode,
+    openhands,
+    pi,
+    session_log,
+    swe_agent,
+)
 from guard.importers._session import ImportedSession, TranscriptError, UnknownFormatError
 from guard.importers._source import Format, Sample, sample
 
@@ -20,7 +33,11 @@ FORMATS: dict[str, Format] = {
         gemini_cli.FORMAT,
         openhands.FORMAT,
         swe_agent.FORMAT,
+        cline.FORMAT,
+        goose.FORMAT,
         mini_swe_agent.FORMAT,
+        opencode.FORMAT,
+        pi.FORMAT,
         session_log.FORMAT,
     )
 }
@@ -40,11 +57,36 @@ def _detect(path: Path) -> tuple[Format, Sample]:
     seen = sample(path)
     tried: list[tuple[str, str]] = []
     for fmt in FORMATS.values():
-        why = fmt.sniff(seen)
+        why = _sniff(fmt, seen)
         if why is None:
             return fmt, seen
         tried.append((fmt.name, why))
     raise UnknownFormatError(path, tried)
+
+
+def _sniff(fmt: Format, seen: Sample) -> str | None:
+    """``fmt.sniff``, where a sample whose fields have types the format never
+    writes is simply not that format."""
+    try:
+        return fmt.sniff(seen)
+    except Exception as exc:
+        return f"fields of unexpected types ({type(exc).__name__}: {one_line(str(exc), 80)})"
+
+
+def _guarded(fmt: Format, seen: Sample) -> Iterator[ImportedSession]:
+    """``fmt.sessions``, raising nothing but ``TranscriptError``: a session's
+    events guard themselves (``ImportedSession.events``); this covers
+    reading the sessions' headers."""
+    try:
+        for session in fmt.sessions(seen):
+            seen.bind(session.report)
+            yield session
+    except TranscriptError:
+        raise
+    except Exception as exc:
+        raise TranscriptError(
+            f"{str(seen.path)!r} cannot be imported as {fmt.name}: {type(exc).__name__}: {one_line(str(exc))}"
+        ) from None
 
 
 def open_sessions(path: str | os.PathLike[str], format: str | None = None) -> Iterator[ImportedSession]:
@@ -56,15 +98,15 @@ def open_sessions(path: str | os.PathLike[str], format: str | None = None) -> It
     file = Path(path)
     if format is None:
         fmt, seen = _detect(file)
-        return fmt.sessions(seen)
+        return _guarded(fmt, seen)
     forced = FORMATS.get(format)
     if forced is None:
         raise TranscriptError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
     seen = sample(file)
-    why = forced.sniff(seen)
+    why = _sniff(forced, seen)
     if why is not None:
         raise TranscriptError(f"{str(file)!r} is not {forced.name}: {why}")
-    return forced.sessions(seen)
+    return _guarded(forced, seen)
 
 
 def belongs_to_session(path: str | os.PathLike[str]) -> bool:
@@ -76,4 +118,6 @@ def belongs_to_session(path: str | os.PathLike[str]) -> bool:
         claude_code.belongs_to_session(file)
         or gemini_cli.belongs_to_session(file)
         or openhands.belongs_to_session(file)
+        or opencode.belongs_to_session(file)
+        or cline.belongs_to_session(file)
     )

@@ -25,6 +25,7 @@ from bus import AnyEvent
 from guard.importers._chat import CallIds, function_calls
 from guard.importers._session import Builder, ImportedSession, parse_args, parse_time, text_of
 from guard.importers._source import Format, Sample
+from guard.importers._tags import fenced
 
 __all__ = ["FORMAT"]
 
@@ -131,7 +132,7 @@ def _events(messages: list[Any], b: Builder) -> Iterator[AnyEvent]:
             if calls is None:
                 calls = _output_calls(message) if is_response else function_calls(message)
             if not calls and not is_response:
-                blocks = _ACTION.findall(text)
+                blocks = fenced(_ACTION, text)
                 if len(blocks) == 1:
                     calls = [(f"step-{step}", "bash", {"command": blocks[0].strip()})]
             if len(calls) == 1 and calls[0][0].startswith("step-"):

@@ -181,7 +181,7 @@ def test_missing_file_is_a_log_error_naming_the_path(tmp_path: Path) -> None:
 
 
 def test_directory_is_a_log_error(tmp_path: Path) -> None:
-    with pytest.raises(LogError, match="is a directory, not a session log"):
+    with pytest.raises(LogError, match="is a directory, not a regular file"):
         read_log(tmp_path)
 
 
@@ -223,17 +223,33 @@ def test_a_reader_streams_its_file_once(raw_log: RawLog) -> None:
         list(reader)
 
 
+_HOSTILE = [
+    b"[" * 5000,
+    b'{"a":' * 150 + b"1" + b"}" * 150,
+    b'{"type":"user/message","seq":1,"ts":1,"agent":{"id":"' + b"a" * 5000 + b'"},"text":"x"}',
+    b'{"type":"tool/call","seq":' + b"9" * 5000 + b',"ts":1,"agent":"a","call_id":"c","step":1,"tool":"t","args":1}',
+    b'{"type":"tool/call","seq":1,"ts":1e999,"agent":"a","call_id":"c","step":1,"tool":"t","args":'
+    + b"[" * 99
+    + b"]" * 99
+    + b"}",
+    b"\xef\xbb\xbf" + GOOD_USER,
+    b"\x00" * 10,
+]
+
 _lines = st.lists(
     st.one_of(
         st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")),
         st.sampled_from([GOOD_USER, GOOD_CALL, HEADER.rstrip(), b"{}", b"null", b'{"type":"tool/result"}']),
+        st.sampled_from(_HOSTILE),
         st.text(max_size=40).map(lambda t: t.replace("\n", "").encode("utf-8", "surrogatepass")),
     ),
     max_size=20,
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(lines=_lines, torn=st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")))
 def test_arbitrary_lines_never_raise_and_every_line_is_accounted_for(
     raw_log: RawLog, lines: list[bytes], torn: bytes
@@ -245,3 +261,12 @@ def test_arbitrary_lines_never_raise_and_every_line_is_accounted_for(
     assert report.lines == 1 + len(lines) + (1 if torn else 0)
     assert report.events == len(events)
     assert report.events + report.skipped + resumes == report.lines - 1
+
+
+def test_a_header_nested_too_deeply_is_not_a_session_log(tmp_path: Path) -> None:
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"type":"session/start","v":1,"session":' + "[" * 5000 + "]" * 5000 + "}\n")
+    with pytest.raises(
+        LogError, match=r"is not a session log: line 1 is not a session/start header \(nested deeper than 100 levels\)"
+    ):
+        read_log(path)

@@ -129,12 +129,29 @@ def test_verbose_logs_each_action_to_stderr(session: Path, capsys: pytest.Captur
     assert "count=3" in err
 
 
+def test_log_lines_on_stderr_are_redacted(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(session), "--json"]) == 0
+    capsys.readouterr()
+    try:
+        raise RuntimeError("connect failed for postgres://app:s3cr3tpw@db/app")
+    except RuntimeError:
+        structlog.get_logger("guard").exception("guard.listener_failed", detail="export DB_PASS=hunter2")
+    err = capsys.readouterr().err
+    assert "detail='export DB_PASS=[REDACTED]'" in err
+    assert "RuntimeError: connect failed for postgres://app:[REDACTED]@db/app" in err
+    assert "hunter2" not in err
+    assert "s3cr3tpw" not in err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["replay", "{tmp}/missing.jsonl"], "repeat-tool-guard: no session log at '{tmp}/missing.jsonl'"),
-        (["replay", "{tmp}"], "repeat-tool-guard: '{tmp}' is a directory, not a session log"),
-        (["replay", "{tmp}/plain.txt/x.jsonl"], "repeat-tool-guard: [Errno 20] Not a directory:"),
+        (["replay", "{tmp}"], "repeat-tool-guard: session log '{tmp}' is a directory, not a regular file"),
+        (
+            ["replay", "{tmp}/plain.txt/x.jsonl"],
+            "repeat-tool-guard: cannot read session log '{tmp}/plain.txt/x.jsonl': Not a directory",
+        ),
         (["replay", "{tmp}/plain.txt"], "repeat-tool-guard: '{tmp}/plain.txt' is not a session log: line 1 is not"),
         (
             ["replay", "{tmp}/plain.txt", "--config", "{tmp}/nope.toml"],

@@ -104,7 +104,7 @@ _BAD_VALUES: list[tuple[dict[str, Any], str, Any, str]] = [
     ({"rescue": {"nudge_at": 5, "rescue_at": 5}}, "rescue.rescue_at", 5, "must exceed rescue.nudge_at (5)"),
     ({"rescue": {"window": 4, "rescue_at": 5}}, "rescue.window", 4, "at least rescue.rescue_at (5)"),
     ({"rescue": {"exclude": [""]}}, "rescue.exclude", "", "non-empty string"),
-    ({"rescue": {"exclude_commands": ["("]}}, "rescue.exclude_commands", "(", "valid regular expression"),
+    ({"rescue": {"exclude_commands": ["("]}}, "rescue.exclude_commands", "(", "valid RE2 regular expression"),
     ({"rescue": {"ignored_args": [""]}}, "rescue.ignored_args", "", "non-empty string"),
     ({"rescue": {"mutating_tools": [""]}}, "rescue.mutating_tools", "", "non-empty string"),
     ({"rescue": {"ask_command": 7}}, "rescue.ask_command", 7, "Expected `str`"),
@@ -241,3 +241,19 @@ def test_errors_inside_a_file_name_the_key(tmp_path: Path) -> None:
     path.write_text("[turn]\nthreshold = 3\n")
     with pytest.raises(ConfigError, match=r"^turn = \{'threshold': 3\}: unknown section"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["turns.exempt_commands", "rescue.exclude_commands", "rescue.mutating_commands", "rescue.redact_patterns"],
+)
+def test_every_regex_setting_refuses_a_pattern_re2_cannot_run(key: str) -> None:
+    section, name = key.split(".")
+    with pytest.raises(ConfigError) as info:
+        parse_config({section: {name: ["ok", r"poll(?=ing)"]}})
+    assert (info.value.key, info.value.value) == (key, r"poll(?=ing)")
+    assert info.value.rule.startswith("must be a valid RE2 regular expression: lookahead is not supported")
+
+
+def test_the_default_patterns_are_valid_re2() -> None:
+    assert parse_config({"rescue": {}}).rescue.mutating_commands == RescueConfig().mutating_commands

@@ -379,3 +379,42 @@ async def test_prefixes_and_assignments_do_not_name_the_program(make: Make, anyi
     for command in ("FOO=1 timeout 30 ./build.sh", "sudo -E ./build.sh --fast", "nohup ./build.sh x"):
         await run.do("Bash", {"command": command}, "Error: toolchain missing", is_error=True)
     assert run.actions == [(3, "remind")]
+
+
+async def test_a_user_asking_for_n_runs_gets_them(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.user("main", "Run the flaky test six times and tell me how often it fails")
+    for _ in range(7):
+        await run.do("Bash", {"command": "pytest -q tests/test_flaky.py"}, "1 passed in 4.1s")
+    assert run.actions == [(7, "deny")]
+    await run.user("main", "now look at the log instead")
+    for _ in range(3):
+        await run.do("Bash", {"command": "pytest -q tests/test_flaky.py"}, "1 passed in 4.1s")
+    assert run.actions == [(7, "deny"), (10, "deny")]
+
+
+async def test_requested_repeats_can_be_ignored(make: Make, anyio_backend: str) -> None:
+    run = make(requested_repeats=False)
+    await run.user("main", "retry 5 times")
+    for _ in range(3):
+        await run.do("Bash", {"command": "./deploy.sh"}, "deployed")
+    assert run.actions == [(3, "deny")]
+
+
+def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
+    from guard.loops import requested_repeats
+
+    assert requested_repeats("Run the flaky integration test six times") == 6
+    assert requested_repeats("retry 3 more times, then twice more") == 3
+    assert requested_repeats("Sometimes it fails; look at the log") == 0
+
+
+async def test_a_re_read_after_a_failed_edit_draws_no_advisory(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    await run.do("Edit", {"file_path": "a.py", "old_string": "x=1"}, "String not found", is_error=True)
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    assert run.actions == []
+    await run.do("Grep", {"pattern": "y"}, "none")
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")  # third time, nothing changed
+    assert run.actions == [(5, "deny")]

@@ -125,3 +125,23 @@ async def test_remind_excludes_commands_and_ignores_arguments_when_told(make_scr
         await script.call("main", "Bash", {"command": "sleep 1"}, "")
         await script.call("main", "Bash", {"command": "ls", "description": f"list {n}"}, "a")
     assert summaries == ["Bash × 3"]
+
+
+@pytest.mark.anyio
+async def test_turns_names_its_exclusions_like_every_section(make_script: Any, anyio_backend: str) -> None:
+    """``turns`` takes ``include``/``exclude``/``exclude_commands`` as the
+    other sections do; its older ``exempt`` keys still apply too."""
+    config = parse_config(
+        {"remind": {"enabled": False}, "turns": {"exclude": ["poll"], "exclude_commands": ["^sleep"], "exempt": ["w"]}}
+    )
+    script = make_script(config)
+    actions: list[str] = []
+    script.guard.add_listener(lambda action, _trigger: actions.append(action.action))
+    for _ in range(5):
+        await script.call("main", "grep", {"q": 1}, "none")
+        await script.call("main", "poll", {}, "running", step=script._steps["main"])
+        await script.call("main", "Bash", {"command": "sleep 1"}, "", step=script._steps["main"])
+        await script.call("main", "w", {}, "", step=script._steps["main"])
+    assert actions == ["remind"]
+    only = parse_config({"turns": {"include": ["Bash"]}}).turns
+    assert only.include == ("Bash",)

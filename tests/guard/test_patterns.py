@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard import ToolFilter, compile_pattern
+from guard import PATTERN_INPUT_LIMIT, CommandPatterns, Glob, PatternError, RegexSet, ToolFilter, compile_regex
 
 
 @pytest.mark.parametrize(
@@ -37,7 +39,7 @@ from guard import ToolFilter, compile_pattern
     ],
 )
 def test_star_is_the_only_wildcard(pattern: str, tool: str, matches: bool) -> None:
-    assert (compile_pattern(pattern).fullmatch(tool) is not None) is matches
+    assert Glob(pattern).matches(tool) is matches
 
 
 def test_empty_include_tracks_every_tool() -> None:
@@ -71,4 +73,90 @@ def test_many_distinct_tool_names_keep_answering_correctly() -> None:
 @given(st.text(max_size=12), st.text(max_size=12))
 def test_a_pattern_without_star_matches_only_itself(pattern: str, tool: str) -> None:
     pattern = pattern.replace("*", "")
-    assert (compile_pattern(pattern).fullmatch(tool) is not None) is (pattern == tool)
+    assert Glob(pattern).matches(tool) is (pattern == tool)
+
+
+def _backtracking_glob(pattern: str) -> re.Pattern[str]:
+    """The old way: a regex with ``.*`` for each star (exponential with many stars)."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+
+
+@given(st.text(alphabet="ab*", max_size=8), st.text(alphabet="ab", max_size=10))
+def test_glob_agrees_with_the_regex_it_replaces(pattern: str, tool: str) -> None:
+    assert Glob(pattern).matches(tool) is (_backtracking_glob(pattern).fullmatch(tool) is not None)
+
+
+def test_a_glob_with_many_stars_answers_a_long_name() -> None:
+    assert not Glob("*a" * 60 + "*b").matches("a" * 20_000)
+    assert Glob("*a" * 60 + "*b").matches("a" * 20_000 + "b")
+    assert repr(Glob("mcp_*")) == "Glob('mcp_*')"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        (r"sleep(?= \d)", "lookahead is not supported"),
+        (r"(?!gh)run", "lookahead is not supported"),
+        (r"(?<=gh )run", "lookbehind is not supported"),
+        (r"(?<!x)y", "lookbehind is not supported"),
+        (r"(a)\1", "backreferences are not supported"),
+        (r"a++", "must be a valid RE2 regular expression (bad repetition operator: ++)"),
+        (r"(", "must be a valid RE2 regular expression (missing ): ()"),
+    ],
+)
+def test_a_pattern_re2_refuses_is_rejected_naming_the_setting(pattern: str, reason: str) -> None:
+    with pytest.raises(PatternError) as info:
+        compile_regex(pattern, setting="turns.exempt_commands")
+    assert (info.value.setting, info.value.pattern) == ("turns.exempt_commands", pattern)
+    assert reason in info.value.reason
+    assert str(info.value).startswith(f"turns.exempt_commands = {pattern!r}: must be a valid RE2 regular expression")
+
+
+def test_a_non_string_pattern_is_rejected() -> None:
+    with pytest.raises(PatternError, match="each entry must be a string"):
+        RegexSet([3], setting="x.y")  # type: ignore[list-item]
+
+
+def test_nested_quantifiers_run_in_linear_time() -> None:
+    assert not compile_regex(r"(a+)+$").search("a" * 50_000 + "!")
+    assert not RegexSet([r"(x+x+)+y", r"(\w|\d)*z"]).search("x" * 50_000)
+
+
+def test_patterns_see_only_the_head_of_a_long_input() -> None:
+    tail = compile_regex(r"needle")
+    assert tail.search("x" * (PATTERN_INPUT_LIMIT - 6) + "needle")
+    assert not tail.search("x" * PATTERN_INPUT_LIMIT + "needle")
+
+
+def test_sub_replaces_in_the_head_and_keeps_the_tail() -> None:
+    digits = compile_regex(r"\d+")
+    assert digits.sub("N", "pid 4242 took 17 ms") == "pid N took N ms"
+    text = "1" * PATTERN_INPUT_LIMIT + "22"
+    assert digits.sub("N", text) == "N22"
+    unchanged = "no digits"
+    assert digits.sub("N", unchanged) is unchanged
+    assert compile_regex(r"(?P<word>\w+)=\d+").sub(r"\g<word>=N", "a=1 b=2") == "a=N b=N"
+    assert repr(digits) == "Regex('\\\\d+')"
+
+
+def test_lone_surrogates_are_matched_and_survive() -> None:
+    assert compile_regex("b").search("\ud800b")
+    assert compile_regex("b").sub("c", "\ud800b") == "\ud800c"
+    assert compile_regex(r"^\C").sub("X", "\ud800b") == "X\ufffd\ufffdb"  # a cut inside the surrogate
+
+
+def test_ignore_case_and_named_groups() -> None:
+    assert compile_regex("kubectl get", ignore_case=True).search("KUBECTL GET pods")
+    assert compile_regex(r"(?P<secret>\d+)").group_index("secret") == 1
+    assert compile_regex(r"\d+").group_index("secret") == 0
+
+
+def test_an_empty_set_matches_nothing() -> None:
+    empty = RegexSet()
+    assert not empty
+    assert not empty.search("anything")
+    assert not CommandPatterns().match({"command": "anything"})
+
+
+def test_group_names_may_repeat_across_a_settings_entries() -> None:
+    assert RegexSet([r"(?P<n>gh) run", r"(?P<n>kubectl) get"]).search("kubectl get pods")

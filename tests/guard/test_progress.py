@@ -79,6 +79,9 @@ def test_only_an_editing_tool_edits_by_tool(rule: ProgressRule) -> None:
         "rm reproduce.py test_none.py",
         "pip install -e .",
         "printf 'a' | tee out.txt",
+        "echo x >/dev/stdout",
+        "echo hi > файл.txt",
+        ">out.log make",
     ],
 )
 def test_shell_commands_that_edit_are_progress(rule: ProgressRule, command: str) -> None:
@@ -92,6 +95,9 @@ def test_shell_commands_that_edit_are_progress(rule: ProgressRule, command: str)
         "sed -n '1830,1870p' django/db/models/sql/compiler.py",
         "pytest -x 2>&1 | tail -5",
         "make > /dev/null",
+        "make >/dev/null 2>&1",
+        "make 2> errors.txt",
+        "make &> /dev/null",
         "ls -la",
         "grep -rn 'form' src/",
         "cargo clippy",
@@ -99,6 +105,12 @@ def test_shell_commands_that_edit_are_progress(rule: ProgressRule, command: str)
 )
 def test_shell_commands_that_only_read_are_not_progress(rule: ProgressRule, command: str) -> None:
     assert not rule.is_progress("bash", {"command": command})
+
+
+@pytest.mark.parametrize("command", ["sed " * 15_500, "perl " * 12_400, "a-" * 31_000, "> " * 31_000])
+def test_long_pathological_commands_are_answered(rule: ProgressRule, command: str) -> None:
+    # The old sed -i pattern backtracked: 17.5 s on the first of these (benchmarks/patterns.py measures).
+    assert rule.kind("bash", {"command": command}) is None
 
 
 def test_a_tool_outside_both_lists_is_not_progress(rule: ProgressRule) -> None:

@@ -256,7 +256,8 @@ def test_html_shows_estimated_tokens_and_each_policys_savings(tmp_path: Path) ->
     report, timelines = _report(tmp_path)
     page = render_html(report, timelines)
     assert "<div class=lbl>tokens wasted</div>" in page
-    assert "~220" in page
+    assert "estimated: (argument + output bytes) / 4; 400 B of 2.5 KB output" in page
+    assert "12 calls wasted, ~213 tokens</span>" in page
     assert "would have saved 13 calls (~220 tokens)" in page  # remind's card
     assert "wasted: 12 calls, ~213 tokens, 396 B of output" in page
     assert "would have saved: remind 12 calls (~213 tokens)" in page

@@ -65,7 +65,12 @@ def test_a_toml_section_sets_every_key(tmp_path: Path) -> None:
         ({"halt_after": -2}, "turns.halt_after", -2, "integer >= 0"),
         ({"summary_chars": 0}, "turns.summary_chars", 0, "integer >= 1"),
         ({"exempt": ["poll", ""]}, "turns.exempt", "", "non-empty string"),
-        ({"exempt_commands": ["gh run (view"]}, "turns.exempt_commands", "gh run (view", "valid regular expression"),
+        (
+            {"exempt_commands": ["gh run (view"]},
+            "turns.exempt_commands",
+            "gh run (view",
+            "valid RE2 regular expression",
+        ),
     ],
 )
 def test_a_bad_value_names_key_value_and_rule(settings: dict[str, Any], key: str, value: Any, rule: str) -> None:

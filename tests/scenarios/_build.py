@@ -758,6 +758,57 @@ async def _repeat_every(s: Script) -> None:
         await s.call("main", "grep", GREP, "no matches")
 
 
+# --- loops (the recommended preset) -----------------------------------------
+# Recorded live with the policy on, so the logs hold its messages, denials
+# and halt requests as a runtime would: replay --check regenerates them.
+
+LOOPS_ONLY = """\
+[remind]
+enabled = false
+
+[loops]
+"""
+
+
+@scenario("loops/repeat_denied_then_halt", LOOPS_ONLY)
+async def _loops_repeat_denied_then_halt(s: Script) -> None:
+    """The same grep, same result: the 3rd is denied before it runs, and
+    after three denials the runtime is asked to end the run."""
+    await s.start("main")
+    await s.user("main", "find where the config is loaded")
+    for _ in range(5):
+        await s.call("main", "grep", GREP, "no matches")
+
+
+@scenario("loops/poll_backs_off", LOOPS_ONLY)
+async def _loops_poll_backs_off(s: Script) -> None:
+    """A build polled while its output advances is left alone; once it stops
+    changing, polls a few seconds apart are told to back off (5 s, then 10 s)."""
+    await s.start("main")
+    await s.user("main", "wait for the build")
+    for n in range(3):
+        await s.call("main", "BashOutput", {"bash_id": "b1"}, f"<status>running</status>\nstep {n}", seconds=3)
+    for _ in range(4):
+        await s.call("main", "BashOutput", {"bash_id": "b1"}, "<status>running</status>\nstep 2", seconds=3)
+
+
+@scenario("loops/cycle_and_error_streak", LOOPS_ONLY)
+async def _loops_cycle_and_error_streak(s: Script) -> None:
+    """A two-call cycle draws one advisory, then its third round is denied;
+    a "Done" from the user changes nothing. Then an unknown tool is called
+    with new arguments each time: an advisory at the third failure, denial
+    from the fifth."""
+    await s.start("main")
+    await s.user("main", "why does the service not start?")
+    for _ in range(2):
+        await s.call("main", "ls", {}, "app.py service.log")
+        await s.call("main", "read", {"path": "service.log"}, "ERROR bind: address in use")
+    await s.user("main", "Done")
+    await s.call("main", "ls", {}, "app.py service.log")
+    for n in range(6):
+        await s.call("main", "search_code", {"q": f"bind {n}"}, f"Error: unknown tool search_code ({n})", is_error=True)
+
+
 async def _build(name: str, write_expected: bool) -> None:
     fn, config_toml = _REGISTRY[name]
     log = ROOT / f"{name}.jsonl"

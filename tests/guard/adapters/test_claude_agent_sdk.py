@@ -479,6 +479,19 @@ def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path, as
     assert len(denials) == 5
     assert [advice_in(d) for d in denials] == [None] + ["Read main.py instead."] * 4
     assert asked.read_text().count("x") == 1
+    log = state / f"{SESSION}.jsonl"
+    recorded = [e for e in read_log(log) if isinstance(e, ToolResult) and e.denied_by == "loop-rescue"]
+    assert [e.advice for e in recorded] == [msgspec.UNSET] + ["Read main.py instead."] * 4, "advice is its own field"
+    assert run_hook(state, payload("SessionEnd"), "--config", str(config)).returncode == 0
+    checked = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(log), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr.endswith("check: every guard action matches the log (5 denials)\n")
 
 
 def test_hook_command_carries_the_turns_ladder_and_its_halt_across_invocations(tmp_path: Path) -> None:

@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bus import ToolCall
+from bus import ToolCall, ToolResult
 from guard import canonical_json
 from guard.importers import open_sessions
 
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
-CORPUS = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
+CORPUS = Path(
+    os.environ.get("REPEAT_TOOL_GUARD_CORPUS") or Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus"
+)
+"""The real transcripts: ``../shared/corpus`` beside the repository, or the
+folder ``REPEAT_TOOL_GUARD_CORPUS`` names (see ``DATA.md``)."""
 
 
 def write_lines(path: Path, objects: list[Any], *, torn: str = "") -> Path:
@@ -57,7 +62,8 @@ class ClaudeCodeSession:
         """Let time pass: the next entry is ``second`` seconds after the start."""
         self._clock = itertools.count(second)
 
-    def prompt(self, text: str, **fields: Any) -> None:
+    def prompt(self, text: Any, **fields: Any) -> None:
+        """A typed prompt: a string, or content blocks."""
         self._entry("user", message={"role": "user", "content": text}, **fields)
 
     def respond(self, *calls: tuple[str, Any], text: str = "") -> list[str]:
@@ -161,6 +167,12 @@ def longest_run(evts: list[Any]) -> int:
         last[call.agent.id] = (key, run)
         best = max(best, run)
     return best
+
+
+def counts(evts: list[Any]) -> tuple[int, int, int]:
+    """What the data notes count for a real transcript: calls, failed
+    results, and the longest run of identical calls."""
+    return len(calls(evts)), sum(e.is_error for e in evts if type(e) is ToolResult), longest_run(evts)
 
 
 def iso(text: str) -> float:

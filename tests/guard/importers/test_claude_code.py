@@ -298,3 +298,17 @@ def test_1_0_inline_sidechains_are_one_agent_each(tmp_path: Path) -> None:
     assert longest_run(evts) == 2  # each subagent grepped twice; merged, it would be six in a row
     assert [m.text for m in of(evts, UserMessage) if m.agent.id == "sidechain-3"] == ["look at part 2"]
     assert not session.report.skipped
+
+
+def test_prompt_blocks_tool_references_and_a_hook_for_no_call(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("blocks")
+    s.attachment(type="hook_additional_context", content=["project rules"], hookName="SessionStart", toolUseID="x")
+    s.prompt([{"type": "text", "text": "look at this"}, {"type": "image", "source": {"data": "iVBOR"}}])
+    (search,) = s.respond(("ToolSearch", {"query": "grep"}))
+    s.result(search, [{"type": "tool_reference", "tool_name": "Grep"}])
+    evts = only(s.write(tmp_path / "blocks.jsonl"))
+    assert [m.text for m in of(evts, UserMessage)] == ["look at this"]
+    (result,) = of(evts, ToolResult)
+    assert result.content == "Grep"
+    (hook,) = of(evts, ContextMessage)
+    assert (hook.call_id, hook.text) == ("", "project rules")  # SessionStart answers no call

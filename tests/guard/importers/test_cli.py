@@ -9,6 +9,7 @@ import pytest
 
 from bus import read_log
 from guard.cli import main
+from guard.importers import FORMATS
 from tests.guard.importers._transcripts import ClaudeCodeSession, corpus_file, write_lines
 
 
@@ -47,8 +48,10 @@ def test_import_of_an_unknown_format_lists_what_was_tried(tmp_path: Path, capsys
     src = write_lines(tmp_path / "x.jsonl", [{"a": 1}])
     assert main(["import", str(src), "-o", str(tmp_path / "out.jsonl")]) == 2
     err = capsys.readouterr().err
-    assert "is not a transcript format this tool knows (tried claude-code:" in err
-    assert "mini-swe-agent:" in err
+    head, *tried = err.splitlines()
+    assert head == f"repeat-tool-guard: {str(src)!r} is not a transcript format this tool knows; tried:"
+    assert [line.split(":")[0] for line in tried] == [f"  {name}" for name in FORMATS]
+    assert "  mini-swe-agent: not a document with trajectory_format" in err
     assert not (tmp_path / "out.jsonl").exists()
 
 

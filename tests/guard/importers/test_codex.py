@@ -198,3 +198,20 @@ def test_a_header_line_alone_is_not_a_rollout(tmp_path: Path) -> None:
     lonely = write_lines(tmp_path / "y.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}])
     with pytest.raises(UnknownFormatError):
         detect_format(lonely)
+
+
+def test_a_prompt_recorded_as_item_then_event_is_one_message(tmp_path: Path) -> None:
+    """Some versions write the response item first and the event second."""
+    lines = [
+        {"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r2"}},
+        _item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}, 1),
+        {
+            "timestamp": "2025-01-01T00:00:01Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "fix it"},
+        },
+        {"timestamp": "2025-01-01T00:00:02Z", "type": "event_msg", "payload": {"type": "token_count", "info": None}},
+        {"timestamp": "2025-01-01T00:00:03Z", "type": "event_msg", "payload": {"type": "user_message", "message": " "}},
+    ]
+    evts = only(write_lines(tmp_path / "rollout.jsonl", lines))
+    assert [m.text for m in of(evts, UserMessage)] == ["fix it"]

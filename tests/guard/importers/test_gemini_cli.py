@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,30 @@ def test_document_with_odd_entries(tmp_path: Path) -> None:
     assert [(r.call_id, r.content) for r in of(evts, ToolResult)] == [("1:0", "raw"), ("1:1", '{"other":1}')]
     assert not of(evts, UserMessage)
     assert isinstance(calls(evts)[0], ToolCall)
+
+
+def test_calls_made_after_the_previous_one_finished_are_later_responses(tmp_path: Path) -> None:
+    """gemini-cli keeps all the calls of one turn in one message; a call id
+    names the moment the model made it, so a call made after the previous
+    call finished came from a later model response."""
+    start = 1760000000000
+
+    def call(n: int, made: int, finished: int) -> dict[str, Any]:
+        stamp = datetime.fromtimestamp(finished / 1000, UTC).isoformat()
+        return {
+            "id": f"write_file-{made}-{n:012x}",
+            "name": "write_file",
+            "args": {"file_path": f"f{n}.ts"},
+            "status": "success",
+            "timestamp": stamp,
+            "result": [{"functionResponse": {"response": {"output": "ok"}}}],
+        }
+
+    calls_made = [call(0, start, start + 500), call(1, start + 100, start + 600), call(2, start + 900, start + 1200)]
+    doc = {
+        "sessionId": "s",
+        "messages": [{"type": "gemini", "timestamp": "2025-10-09T09:33:20Z", "toolCalls": calls_made}],
+    }
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(doc, indent=2))
+    assert [c.step for c in calls(only(path))] == [1, 1, 2]  # the first two ran in parallel

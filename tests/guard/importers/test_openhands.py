@@ -425,6 +425,9 @@ def _late_2025_conversation() -> list[dict[str, Any]]:
             action_id="y",
         )
 
+    def answer(n: int, call_id: str, tool: str, body: dict[str, Any]) -> dict[str, Any]:
+        return event(n, "ObservationEvent", "environment", tool_name=tool, tool_call_id=call_id, observation=body)
+
     missing = "No replacement was performed, old_str `x = 1` did not appear verbatim in /workspace/a.py."
     return [
         event(0, "MessageEvent", "user", llm_message={"role": "user", "content": [{"type": "text", "text": "go"}]}),
@@ -439,23 +442,9 @@ def _late_2025_conversation() -> list[dict[str, Any]]:
         action(9, "k5", "execute_bash", command="make"),
         bash(10, "k5", "bash: make: command not found", 0, error=True),
         action(11, "k6", "think", thought="hmm"),
-        event(
-            12,
-            "ObservationEvent",
-            "environment",
-            tool_name="think",
-            tool_call_id="k6",
-            observation={"kind": "ThinkObservation", "content": "Your thought has been logged."},
-        ),
+        answer(12, "k6", "think", {"kind": "ThinkObservation", "content": "Your thought has been logged."}),
         action(13, "k7", "finish", message="done"),
-        event(
-            14,
-            "ObservationEvent",
-            "environment",
-            tool_name="finish",
-            tool_call_id="k7",
-            observation={"kind": "FinishObservation", "message": "done"},
-        ),
+        answer(14, "k7", "finish", {"kind": "FinishObservation", "message": "done"}),
     ]
 
 

@@ -1,0 +1,27 @@
+"""Text a message may quote: one line, bounded."""
+
+from __future__ import annotations
+
+import reprlib
+from typing import Any
+
+__all__ = ["one_line", "shown"]
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 100
+_repr.maxlevel = 3
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line (runs of whitespace, newlines among them, become
+    one space) and at most ``limit`` characters, cut with an ellipsis: an
+    error message quotes what was wrong without flooding the terminal."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def shown(value: Any, limit: int = 120) -> str:
+    """``repr(value)`` for an error message: long strings, deep and long
+    containers cut short (``'xxx...xxx'``, ``[0, 1, 2, 3, 4, 5, ...]``)
+    before they are formatted, so a huge value costs nothing, on one line."""
+    return one_line(_repr.repr(value), limit)

@@ -1,0 +1,47 @@
+"""Finding ``<name>…</name>`` spans and fenced blocks in the text of a
+transcript in linear time.
+
+The obvious regular expression, ``<(name)>(.*?)</\\1>`` with a lazy body,
+retries every opening tag that has no closing tag after it by scanning to
+the end of the text: thousands of unclosed tags in one message (a model
+that looped, a hostile transcript) make it quadratic, seconds per message.
+These helpers find the same spans from an index of the closing tags.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Collection, Iterator
+
+__all__ = ["fenced", "tagged"]
+
+_OPEN = re.compile(r"<(\w+)>")
+_CLOSE = re.compile(r"</(\w+)>")
+
+
+def tagged(text: str, names: Collection[str] | None = None) -> Iterator[tuple[str, str]]:
+    """``(name, body)`` of each ``<name>body</name>`` in ``text``, leftmost
+    first and not overlapping, the body ending at the first closing tag of
+    its name: what ``re.finditer(r"<(name)>(.*?)</\\1>", text, re.DOTALL)``
+    gives, for tag names among ``names`` (any ``\\w+`` name when ``None``)."""
+    closes: dict[str, list[int]] = {}
+    for close in _CLOSE.finditer(text):
+        closes.setdefault(close.group(1), []).append(close.start())
+    pos = 0
+    while (match := _OPEN.search(text, pos)) is not None:
+        name = match.group(1)
+        ends = closes.get(name, []) if names is None or name in names else []
+        index = bisect_left(ends, match.end())
+        if index == len(ends):
+            pos = match.start() + 1
+            continue
+        yield name, text[match.end() : ends[index]]
+        pos = ends[index] + len(name) + 3
+
+
+def fenced(pattern: re.Pattern[str], text: str) -> list[str]:
+    """``pattern.findall(text)`` for a pattern that must end with a closing
+    fence ``\\n```\\``: no match can end after the text's last fence, so the
+    search stops there instead of retrying every unclosed opening fence."""
+    return pattern.findall(text, 0, text.rfind("\n```") + 4)

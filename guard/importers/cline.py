@@ -1,0 +1,185 @@
+"""Cline and Roo Code task histories (``tasks/<task id>/api_conversation_history.json``).
+
+The file is the conversation exactly as the model saw it: a JSON list of
+Anthropic-style ``{role, content, ts?}`` messages. An assistant message is
+one model response. Its calls are ``tool_use`` blocks (native tool calling)
+or, in older versions, the first XML tool block in its text
+(``<read_file><path>a.py</path></read_file>``). The next user message
+answers them: with ``tool_result`` blocks by id, or with one text block per
+call opening ``[<tool> for '<what>'] Result:``, in call order. The other
+files of the task folder (``ui_messages.json``, ``task_metadata.json``) are
+the extension's own records and are left to this one. See
+``docs/importers/cline.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bus import AnyEvent
+from guard.importers._session import Builder, ImportedSession, parse_time, text_of
+from guard.importers._source import Format, Sample
+from guard.importers._tags import tagged
+
+__all__ = ["FORMAT", "belongs_to_session"]
+
+NAME = "cline"
+MAIN = "main"
+
+HISTORY = "api_conversation_history.json"
+_COMPANIONS = frozenset({"ui_messages.json", "task_metadata.json", "context_history.json", "metadata.json"})
+_MARKERS = ("<task>", "<environment_details>")
+_XML_TOOLS = frozenset(
+    {
+        "execute_command",
+        "read_file",
+        "write_to_file",
+        "replace_in_file",
+        "apply_diff",
+        "insert_content",
+        "search_and_replace",
+        "search_files",
+        "list_files",
+        "list_code_definition_names",
+        "codebase_search",
+        "browser_action",
+        "use_mcp_tool",
+        "access_mcp_resource",
+        "ask_followup_question",
+        "attempt_completion",
+        "plan_mode_respond",
+        "new_task",
+        "switch_mode",
+        "update_todo_list",
+        "fetch_instructions",
+        "load_mcp_documentation",
+        "web_fetch",
+        "condense",
+        "new_rule",
+        "report_bug",
+    }
+)
+_RESULT_HEADER = re.compile(r"^\[([^\]\s]+)(?: for .*?)?\] Result:", re.DOTALL)
+_EXIT = re.compile(r"(?:Command failed with exit code|Exit code:) (-?\d+)")
+_FAILED = ("The tool execution failed with the following error:", "<error>")
+_DENIED = "The user denied this operation"
+_PROMPT_TAGS = frozenset({"task", "feedback", "answer", "user_message"})
+
+
+def _is_history(doc: Any) -> bool:
+    messages = [m for m in doc[:20] if isinstance(m, dict)] if isinstance(doc, list) else []
+    return bool(messages) and all(m.get("role") in ("user", "assistant") and "content" in m for m in messages)
+
+
+def _sniff(sample: Sample) -> str | None:
+    doc = sample.document
+    if _is_history(doc) and (sample.path.name == HISTORY or any(m in text_of(_first(doc)) for m in _MARKERS)):
+        return None
+    return f"not a task history ({HISTORY}: a list of {{role, content}} messages opening with a <task>)"
+
+
+def _first(history: list[Any]) -> Any:
+    return next(m for m in history if isinstance(m, dict))["content"]
+
+
+def belongs_to_session(path: Path) -> bool:
+    """Whether ``path`` is one of a task folder's other records, imported
+    with its ``api_conversation_history.json``."""
+    return path.name in _COMPANIONS and (path.parent / HISTORY).is_file()
+
+
+def _sessions(sample: Sample) -> Iterator[ImportedSession]:
+    path = sample.path
+    history: list[Any] = sample.document
+    task = path.parent.name if path.name == HISTORY else path.stem
+    start = _millis(task) if task.isdigit() else None
+    yield ImportedSession(
+        format=NAME, session=task, path=path, label=str(path), produce=lambda b: _events(history, b, start or 0.0)
+    )
+
+
+def _millis(value: Any) -> float | None:
+    seconds = parse_time(int(value) if isinstance(value, str) else value)
+    return None if seconds is None else seconds / 1000
+
+
+def _xml_call(text: str) -> tuple[str, dict[str, str]] | None:
+    """The first XML tool block of an assistant's text: its tool and params."""
+    call = next(tagged(text, _XML_TOOLS), None)
+    if call is None:
+        return None
+    return call[0], {name: value.strip() for name, value in tagged(call[1])}
+
+
+def _prompt(body: str) -> str:
+    """A prompt tag's text without the newline after the opening tag and
+    the one before the closing tag."""
+    return body.removeprefix("\n").removesuffix("\n")
+
+
+def _outcome(text: str) -> tuple[bool, str | None]:
+    """Whether a result reports a failure, and who refused the call."""
+    if text.startswith(_DENIED):
+        return True, "user"
+    code = _EXIT.search(text[:400])
+    failed = text.startswith(_FAILED) or (code is not None and int(code.group(1)) != 0)
+    return failed, None
+
+
+def _answers(blocks: list[Any]) -> list[str]:
+    """The results a user message's text gives, in order: each text block
+    opening with a ``[tool …] Result:`` header, without the header."""
+    texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    return [t[m.end() :].lstrip("\n") for t in texts if (m := _RESULT_HEADER.match(t)) is not None]
+
+
+def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
+    ts = start
+    step = 0
+    waiting: list[str] = []  # calls of the last response that no tool_result block answered yet
+    for number, message in enumerate(history):
+        if not isinstance(message, dict):
+            continue
+        ts = _millis(message.get("ts")) or ts
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": text_of(content)}]
+        if message.get("role") == "assistant":
+            step += 1
+            waiting = []
+            uses = [x for x in blocks if isinstance(x, dict) and x.get("type") == "tool_use"]
+            for use in uses:
+                call_id = str(use.get("id") or f"call-{number}-{len(waiting)}")
+                waiting.append(call_id)
+                yield from b.call(MAIN, call_id, step, str(use.get("name")), use.get("input"), ts)
+            if not uses:
+                found = _xml_call("\n".join(str(x.get("text") or "") for x in blocks if isinstance(x, dict)))
+                if found is not None:
+                    waiting.append(f"xml-{number}")
+                    yield from b.call(MAIN, waiting[0], step, found[0], found[1], ts)
+            continue
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                call_id = str(block.get("tool_use_id"))
+                text = text_of(block.get("content"))
+                failed, denied = _outcome(text)
+                if call_id in waiting:
+                    waiting.remove(call_id)
+                yield from b.result(
+                    MAIN, call_id, text, ts, is_error=failed or block.get("is_error") is True, denied_by=denied
+                )
+        for call_id, text in zip(list(waiting), _answers(blocks), strict=False):
+            waiting.remove(call_id)
+            failed, denied = _outcome(text)
+            yield from b.result(MAIN, call_id, text, ts, is_error=failed, denied_by=denied)
+        said = [str(x.get("text") or "") for x in blocks if isinstance(x, dict) and x.get("type") == "text"]
+        prompt = "\n".join(
+            _prompt(body) for t in said if not _RESULT_HEADER.match(t) for _, body in tagged(t, _PROMPT_TAGS)
+        )
+        if prompt.strip():
+            yield from b.user(MAIN, prompt, ts)
+
+
+FORMAT = Format(NAME, _sniff, _sessions)

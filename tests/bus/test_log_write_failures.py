@@ -1,0 +1,65 @@
+"""A session log write that fails part-way leaves no part of its line: the
+fragment is cut off, or, when even that fails, ended before the next line,
+so no event is ever glued to another. The limit is real (``RLIMIT_FSIZE``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bus import Agent, LogReader, LogWriteError, SessionLog, ToolCall
+
+Limit = Callable[[int], None]
+
+
+def _call(n: int, size: int = 300) -> ToolCall:
+    return ToolCall(agent=Agent("a"), seq=n, call_id=f"c{n}", step=n, tool="t", args={"x": "y" * size})
+
+
+def _ids(path: Path) -> tuple[list[str], dict[str, int]]:
+    reader = LogReader(path)
+    return [e.call_id for e in reader if isinstance(e, ToolCall)], dict(reader.report.skipped_by_reason)
+
+
+def test_a_line_that_straddles_the_limit_is_taken_back(log_path: Path, file_size_limit: Limit) -> None:
+    with SessionLog(log_path) as log:
+        log.write(_call(1))
+        file_size_limit(log_path.stat().st_size + 100)  # part of the next line fits
+        with pytest.raises(LogWriteError, match=r"session log '.*': event not written \(File too large\)$") as info:
+            log.write(_call(2))
+        assert info.value.errno == 27
+        file_size_limit(1 << 30)
+        log.write(_call(3))
+        assert (log.failures, log.error) == (1, info.value)
+    assert _ids(log_path) == (["c1", "c3"], {})
+
+
+def test_when_the_fragment_cannot_be_cut_the_next_line_still_stands_alone(
+    log_path: Path, file_size_limit: Limit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(fd: int, length: int) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    with SessionLog(log_path) as log:
+        log.write(_call(1))
+        monkeypatch.setattr(os, "ftruncate", refuse)  # an append-only file, say
+        file_size_limit(log_path.stat().st_size + 100)
+        with pytest.raises(LogWriteError):
+            log.write(_call(2))
+        with pytest.raises(LogWriteError):
+            log.write(_call(3))  # not even the newline fits: still owed
+        file_size_limit(1 << 30)
+        log.write(_call(4))
+    assert _ids(log_path) == (["c1", "c4"], {"invalid-json": 1})
+
+
+def test_a_new_log_whose_header_does_not_fit_is_not_left_behind(log_path: Path, file_size_limit: Limit) -> None:
+    file_size_limit(10)
+    with pytest.raises(LogWriteError, match="File too large"):
+        SessionLog(log_path)
+    file_size_limit(1 << 30)
+    assert not log_path.exists()
+    SessionLog(log_path).close()  # so trying again just works

@@ -1,0 +1,100 @@
+"""The fault and bad-input suite: every entry point (the commands, the hook,
+the library's log writer and reader, the importers) given what a careless
+or hostile user would give it. Each trial is deterministic and bounded: a
+trial that runs over 5 s fails as a hang instead of stalling the suite.
+
+What every trial asserts: no traceback, one line on stderr for an error,
+the documented exit code, and no session-log line lost or merged.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from guard.cli import main
+
+HANG_SECONDS = 5.0
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Hang(Exception):
+    """A trial ran past ``HANG_SECONDS``."""
+
+
+def _alarm(signum: int, frame: FrameType | None) -> None:
+    raise Hang(f"the trial ran over {HANG_SECONDS} s")
+
+
+@pytest.fixture(autouse=True)
+def bounded() -> Iterator[None]:
+    """Fail a trial that hangs: a blocking ``open`` or read is interrupted
+    by the alarm and the trial fails with ``Hang``."""
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def clean_error(self, code: int) -> str:
+        """Assert the run failed with ``code`` and one line, no traceback; the line."""
+        assert self.code == code, (self.code, self.err)
+        assert "Traceback" not in self.err
+        lines = self.err.splitlines()
+        assert len(lines) == 1, self.err
+        return lines[0]
+
+
+CLI = Callable[..., Run]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> CLI:
+    """Run the command line in this process: ``cli(*argv, stdin=b"")``."""
+
+    def run(*argv: str | os.PathLike[str], stdin: bytes = b"") -> Run:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        capsys.readouterr()
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        assert "Traceback" not in err
+        return Run(code, out, err)
+
+    return run
+
+
+def subprocess_run(*argv: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> Run:
+    """The command in a fresh process (for what needs one: resource limits)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=HANG_SECONDS * 4,
+        cwd=REPO,
+        env=env,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def make_fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path

@@ -1,0 +1,72 @@
+"""The hook command's fault behaviour: exit 1 (never 2, which would block
+the tool) with exactly one line on stderr and nothing on stdout when the
+guard cannot record; its own log lines one per line, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from bus import LogReader, ToolCall
+from tests.faults.conftest import CLI
+
+Limit = Callable[[int], None]
+
+
+def _pre(n: int, command: str = "ls") -> bytes:
+    payload = {
+        "session_id": "s",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": f"toolu_{n}",
+        "tool_input": {"command": command},
+    }
+    return json.dumps(payload).encode()
+
+
+def _post(n: int, command: str = "ls") -> bytes:
+    payload = json.loads(_pre(n, command))
+    payload.update(hook_event_name="PostToolUse", tool_response="same output")
+    return json.dumps(payload).encode()
+
+
+def test_a_log_that_cannot_take_the_event_exits_1_with_one_line(
+    tmp_path: Path, cli: CLI, file_size_limit: Limit
+) -> None:
+    assert cli("hook", "--state-dir", tmp_path, stdin=_pre(1)).code == 0
+    file_size_limit((tmp_path / "s.jsonl").stat().st_size + 120)  # the resume header fits, the call does not
+    run = cli("hook", "--state-dir", tmp_path, stdin=_pre(2, "x" * 300))
+    file_size_limit(1 << 30)
+    line = run.clean_error(1)
+    assert line.startswith("repeat-tool-guard hook: 1 event(s) not recorded: session log ")
+    assert line.endswith(": event not written (File too large)")
+    assert run.out == ""
+    assert cli("hook", "--state-dir", tmp_path, stdin=_pre(3)).code == 0
+    reader = LogReader(tmp_path / "s.jsonl")
+    assert [e.call_id for e in reader if isinstance(e, ToolCall)] == ["toolu_1", "toolu_3"]
+    assert reader.report.skipped == 0
+
+
+def test_the_guard_s_log_lines_are_one_line_each(tmp_path: Path, cli: CLI) -> None:
+    runs = []
+    for n in range(3):
+        runs.append(cli("-v", "hook", "--state-dir", tmp_path, stdin=_pre(n)))
+        runs.append(cli("-v", "hook", "--state-dir", tmp_path, stdin=_post(n)))
+    assert [r.code for r in runs] == [0] * 6
+    assert runs[-1].err.startswith("info: guard.remind ")
+    assert len(runs[-1].err.splitlines()) == 1
+    assert "count=3" in runs[-1].err
+
+
+def test_an_exception_in_the_guard_s_log_becomes_one_error_field() -> None:
+    from guard.cli import _error_text
+
+    try:
+        raise OSError(28, "No space left on device")
+    except OSError as exc:
+        held = _error_text(None, "error", {"event": "recorder failed", "exc_info": True})
+        given = _error_text(None, "error", {"event": "x", "exc_info": exc})
+    assert held == {"event": "recorder failed", "error": "OSError: [Errno 28] No space left on device"}
+    assert given["error"] == held["error"]
+    assert _error_text(None, "info", {"event": "y"}) == {"event": "y"}

@@ -1,0 +1,202 @@
+"""Cline and Roo Code task histories, synthetic (shaped like the real task
+folders of DATA.md) and real when the shared corpus holds them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import ToolResult, UserMessage
+from guard.importers import TranscriptError, belongs_to_session, detect_format, open_sessions
+from tests.guard.importers._transcripts import calls, corpus_file, counts, longest_run, of, only
+
+TASK = "1777073160794"
+ENV = "<environment_details>\n# Visual Studio Code Visible Files\n(No visible files)\n</environment_details>"
+TODO = "\n\n\t\t\t\t# TODO LIST UPDATE REQUIRED - You MUST include the task_progress parameter in your NEXT tool call."
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def _user(*texts: str, ts: int | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "user", "content": [_text(t) for t in texts]}
+    if ts is not None:
+        message["ts"] = ts
+    return message
+
+
+def _uses(*uses: tuple[str, str, dict[str, Any]], ts: int | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "thinking", "thinking": "...", "signature": "x"}]
+    content += [{"type": "tool_use", "id": i, "name": n, "input": a, "call_id": i} for i, n, a in uses]
+    message: dict[str, Any] = {"role": "assistant", "content": content, "modelInfo": {"modelId": "m"}}
+    if ts is not None:
+        message["ts"] = ts
+    return message
+
+
+def _native_task() -> list[dict[str, Any]]:
+    """Cline with native tool calls: the results come back as text blocks
+    opening ``[<tool> for '<what>'] Result:``, one per call, in order."""
+    t = 1777073160794
+    read = {"path": "src/a.ts", "task_progress": "- [ ] read"}
+    return [
+        _user("<task>\nMake the tests pass\n</task>", "\n# task_progress RECOMMENDED\n", ENV, ts=t),
+        _uses(("toolu_1", "read_file", read), ("toolu_2", "list_files", {"path": "src"}), ts=t + 1000),
+        _user(
+            "[read_file for 'src/a.ts'] Result:\n1 | export const a = 1",
+            "[list_files for 'src'] Result:\na.ts",
+            TODO,
+            ENV,
+        ),
+        _uses(("toolu_3", "execute_command", {"command": "npm test", "requires_approval": False}), ts=t + 3000),
+        _user("[execute_command for 'npm test'] Result:\nCommand failed with exit code 1.\nOutput:\n1 failing", ENV),
+        _uses(("toolu_4", "execute_command", {"command": "npm test", "requires_approval": False})),
+        _user("[execute_command for 'npm test'] Result:\nCommand executed.\nOutput:\nExit code: 0\n3 passing", ENV),
+        _uses(("toolu_5", "replace_in_file", {"path": ".env", "diff": "..."})),
+        _user("[replace_in_file for '.env'] Result:\nThe user denied this operation. The file was not updated.", ENV),
+        _uses(("toolu_6", "read_file", {"path": "missing.ts"})),
+        _user(
+            "[read_file for 'missing.ts'] Result:\n"
+            "The tool execution failed with the following error:\n<error>\nENOENT\n</error>",
+            ENV,
+        ),
+        {"role": "assistant", "content": [_text("I am done.")]},
+        _user("[ERROR] You did not use a tool in your previous response! Please retry with a tool use.", ENV),
+        _uses(("toolu_7", "attempt_completion", {"result": "Done"})),
+        _user(
+            "[attempt_completion] Result:\nDone",
+            "The user has provided feedback on the results.\n<feedback>\nalso update the docs\n</feedback>",
+            ENV,
+        ),
+        _uses(("toolu_8", "read_file", {"path": "README.md"})),  # the task ends before the result
+    ]
+
+
+def _write(folder: Path, history: list[Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "api_conversation_history.json"
+    path.write_text(json.dumps(history))
+    (folder / "ui_messages.json").write_text(json.dumps([{"ts": 1, "type": "say", "say": "text", "text": "x"}]))
+    (folder / "task_metadata.json").write_text(json.dumps({"files_in_context": []}))
+    return path
+
+
+def test_native_tool_calls_answered_by_result_text(tmp_path: Path) -> None:
+    path = _write(tmp_path / "tasks" / TASK, _native_task())
+    assert detect_format(path) == "cline"
+    assert belongs_to_session(path.parent / "ui_messages.json")
+    assert belongs_to_session(path.parent / "task_metadata.json")
+    assert not belongs_to_session(path)
+    (session,) = open_sessions(path)
+    assert session.session == TASK
+    evts = list(session.events())
+    assert [(c.call_id, c.tool, c.step) for c in calls(evts)] == [
+        ("toolu_1", "read_file", 1),
+        ("toolu_2", "list_files", 1),
+        ("toolu_3", "execute_command", 2),
+        ("toolu_4", "execute_command", 3),
+        ("toolu_5", "replace_in_file", 4),
+        ("toolu_6", "read_file", 5),
+        ("toolu_7", "attempt_completion", 7),
+        ("toolu_8", "read_file", 8),
+    ]
+    assert calls(evts)[0].args == {"path": "src/a.ts", "task_progress": "- [ ] read"}
+    assert calls(evts)[0].ts == 1777073161.794
+    assert calls(evts)[-1].ts == 1777073163.794  # a message without ts keeps the last time
+    results = of(evts, ToolResult)
+    assert [(r.call_id, r.is_error, r.denied_by) for r in results] == [
+        ("toolu_1", False, None),
+        ("toolu_2", False, None),
+        ("toolu_3", True, None),
+        ("toolu_4", False, None),
+        ("toolu_5", True, "user"),
+        ("toolu_6", True, None),
+        ("toolu_7", False, None),
+    ]
+    assert results[0].content == "1 | export const a = 1"
+    assert [m.text for m in of(evts, UserMessage)] == ["Make the tests pass", "also update the docs"]
+    assert longest_run(evts) == 2
+    assert not session.report.skipped
+
+
+def test_xml_tool_blocks_of_older_versions(tmp_path: Path) -> None:
+    """Before native tool calling the call is an XML block in the text; only
+    the first one in a response runs."""
+    history = [
+        _user("<task>\nfind the bug\n</task>", ENV),
+        {
+            "role": "assistant",
+            "content": [
+                _text("<thinking>look first</thinking>\n<read_file>\n<path>src/a.ts</path>\n</read_file>"),
+                _text("<read_file>\n<path>src/b.ts</path>\n</read_file>"),
+            ],
+        },
+        _user("[read_file for 'src/a.ts'] Result:\nexport const a = 1", ENV),
+        {"role": "assistant", "content": "<execute_command>\n<command>npm test</command>\n</execute_command>"},
+        _user("[execute_command for 'npm test'] Result:", "Command executed.\nOutput:\nok", ENV),
+        {"role": "assistant", "content": [_text("<unknown_tool><x>1</x></unknown_tool> no call here")]},
+        _user("[ERROR] You did not use a tool in your previous response!"),
+    ]
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(history))
+    (session,) = open_sessions(path)
+    assert session.session == "export"
+    evts = list(session.events())
+    assert [(c.call_id, c.tool, c.args) for c in calls(evts)] == [
+        ("xml-1", "read_file", {"path": "src/a.ts"}),
+        ("xml-3", "execute_command", {"command": "npm test"}),
+    ]
+    assert [r.content for r in of(evts, ToolResult)] == ["export const a = 1", ""]
+
+
+def test_tool_result_blocks_of_roo_code(tmp_path: Path) -> None:
+    """Roo Code's native protocol answers each ``tool_use`` with a
+    ``tool_result`` block."""
+    history: list[Any] = [
+        _user("<task>\nrun it\n</task>", ENV, ts=1764052609358),
+        _uses(("toolu_a", "execute_command", {"command": "make"}), ("toolu_b", "read_file", {"path": "x"})),
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_a",
+                    "content": "Command executed in terminal 1. Exit code: 2",
+                },
+                {"type": "tool_result", "tool_use_id": "toolu_b", "content": [_text("x")], "is_error": True},
+                {"type": "tool_result", "tool_use_id": "never", "content": "?"},
+                _text(ENV),
+            ],
+            "ts": 1764052619358,
+        },
+        "junk",
+    ]
+    path = _write(tmp_path / "tasks" / "8c0c1f9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b", history)
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert [(r.call_id, r.is_error) for r in of(evts, ToolResult)] == [("toolu_a", True), ("toolu_b", True)]
+    assert of(evts, ToolResult)[0].ts == 1764052619.358
+    assert session.report.skipped == {"orphan-result": 1}
+
+
+def test_other_message_lists_are_not_cline(tmp_path: Path) -> None:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]))
+    with pytest.raises(TranscriptError, match=r"is not cline: not a task history \(api_conversation_history.json"):
+        open_sessions(path, "cline")
+
+
+REAL = {
+    "cline/1769053680585/api_conversation_history.json": (47, 0, 1),
+    "cline/1777073160794/api_conversation_history.json": (231, 27, 1),
+}
+
+
+@pytest.mark.parametrize(("relative", "expected"), REAL.items())
+def test_real_task_histories(relative: str, expected: tuple[int, int, int]) -> None:
+    evts = only(corpus_file(relative))
+    assert counts(evts) == expected

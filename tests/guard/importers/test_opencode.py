@@ -1,0 +1,285 @@
+"""OpenCode sessions: exports, ``run --format json`` output and storage
+folders, synthetic (shaped like the real exports of DATA.md) and real when
+the shared corpus holds them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import ToolResult, UserMessage
+from guard.importers import UnknownFormatError, belongs_to_session, detect_format, open_sessions
+from tests.guard.importers._transcripts import calls, corpus_file, counts, longest_run, of, only, write_lines
+
+SESSION = "ses_39b2e52e8ffeokU5mBDCeUvc8t"
+_T0 = 1771217988887
+
+
+class Export:
+    """An ``opencode export`` document, built a message at a time."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._clock = itertools.count(_T0, 1000)
+        self.messages: list[dict[str, Any]] = []
+
+    def _id(self, prefix: str) -> str:
+        return f"{prefix}_c64d1ad1a{next(self._ids):03d}"
+
+    def _part(self, message: dict[str, Any], **fields: Any) -> dict[str, Any]:
+        part = {**fields, "id": self._id("prt"), "sessionID": SESSION, "messageID": message["info"]["id"]}
+        message["parts"].append(part)
+        return part
+
+    def user(self, text: str, *, synthetic: str = "") -> None:
+        info = {"role": "user", "time": {"created": next(self._clock)}, "agent": "build", "id": self._id("msg")}
+        message: dict[str, Any] = {"info": info | {"sessionID": SESSION}, "parts": []}
+        self._part(message, type="text", text=text)
+        if synthetic:
+            self._part(message, type="text", text=synthetic, synthetic=True)
+        self._part(message, type="file", mime="text/plain", filename="a.ts", url="file:///w/a.ts")
+        self.messages.append(message)
+
+    def assistant(self, *steps: list[tuple[str, dict[str, Any]]]) -> None:
+        """One assistant message; each step a list of tool states."""
+        created = next(self._clock)
+        info = {
+            "role": "assistant",
+            "time": {"created": created, "completed": created + 900},
+            "modelID": "gpt-5.3-codex",
+            "providerID": "openai",
+            "finish": "tool-calls",
+            "id": self._id("msg"),
+            "sessionID": SESSION,
+        }
+        message: dict[str, Any] = {"info": info, "parts": []}
+        for states in steps:
+            self._part(message, type="step-start", snapshot="76a77821bfc8")
+            self._part(message, type="reasoning", text="**Planning**")
+            for tool, state in states:
+                call = f"call_{next(self._ids):04d}"
+                self._part(message, type="tool", callID=call, tool=tool, state=state)
+            self._part(message, type="step-finish", reason="tool-calls", cost=0)
+        self.messages.append(message)
+
+    def document(self) -> dict[str, Any]:
+        info = {
+            "id": SESSION,
+            "slug": "silent-nebula",
+            "projectID": "51ce91990cdb80fb62489f7028ffc023d69077fd",
+            "directory": "/w",
+            "title": "t",
+            "version": "1.2.5",
+            "time": {"created": _T0, "updated": _T0 + 60000},
+        }
+        return {"info": info, "messages": self.messages}
+
+
+def _done(tool_input: dict[str, Any], output: str, start: int, **metadata: Any) -> dict[str, Any]:
+    return {
+        "status": "completed",
+        "input": tool_input,
+        "output": output,
+        "title": "t",
+        "metadata": metadata,
+        "time": {"start": start, "end": start + 50},
+    }
+
+
+def _failed(tool_input: dict[str, Any], error: str, start: int) -> dict[str, Any]:
+    return {"status": "error", "input": tool_input, "error": error, "time": {"start": start, "end": start + 5}}
+
+
+def _session() -> Export:
+    e = Export()
+    e.user("make the tests pass", synthetic="Called the Read tool with the following input: {}")
+    read = {"filePath": "/w/a.ts"}
+    e.assistant(
+        [
+            ("read", _done(read, "<content>1: a</content>", _T0 + 2000)),
+            ("glob", _done({"pattern": "*.ts"}, "a.ts", _T0 + 2001)),
+        ],
+        [("bash", _done({"command": "bun test", "description": "Run tests"}, "1 fail", _T0 + 3000, exit=1))],
+    )
+    e.assistant(
+        [("bash", _done({"command": "bun test", "description": "Run tests again"}, "1 fail", _T0 + 4000, exit=1))]
+    )
+    e.assistant(
+        [
+            (
+                "apply_patch",
+                _failed({"patchText": "*** Begin Patch"}, "Error: apply_patch verification failed", _T0 + 5000),
+            )
+        ]
+    )
+    e.assistant(
+        [
+            (
+                "bash",
+                _failed(
+                    {"command": "rm -rf /"}, "The user rejected permission to use this specific tool call.", _T0 + 6000
+                ),
+            )
+        ]
+    )
+    e.assistant([("bash", _done({"command": "bun test"}, "3 pass", _T0 + 7000, exit=0))])
+    e.assistant([("bash", {"status": "running", "input": {"command": "bun dev"}, "time": {"start": _T0 + 8000}})])
+    e.user("thanks")
+    return e
+
+
+def test_export_calls_steps_and_outcomes(tmp_path: Path) -> None:
+    path = tmp_path / "session.json"
+    path.write_text(json.dumps(_session().document(), indent=2))
+    assert detect_format(path) == "opencode"
+    (session,) = open_sessions(path)
+    assert session.session == SESSION
+    evts = list(session.events())
+    assert [(c.tool, c.step) for c in calls(evts)] == [
+        ("read", 1),
+        ("glob", 1),
+        ("bash", 2),
+        ("bash", 3),
+        ("apply_patch", 4),
+        ("bash", 5),
+        ("bash", 6),
+        ("bash", 7),  # still running when exported: a call without a result
+    ]
+    assert calls(evts)[2].args == {"command": "bun test", "description": "Run tests"}
+    assert calls(evts)[0].ts == (_T0 + 2000) / 1000
+    results = of(evts, ToolResult)
+    assert [(r.tool, r.is_error, r.denied_by) for r in results] == [
+        ("read", False, None),
+        ("glob", False, None),
+        ("bash", True, None),  # exit code 1
+        ("bash", True, None),
+        ("apply_patch", True, None),
+        ("bash", True, "user"),
+        ("bash", False, None),
+    ]
+    assert results[4].content == "Error: apply_patch verification failed"
+    assert [m.text for m in of(evts, UserMessage)] == ["make the tests pass", "thanks"]
+    assert not session.report.skipped
+
+
+def test_run_format_json_events(tmp_path: Path) -> None:
+    """``opencode run --format json`` prints one event per line."""
+    states = [
+        ("bash", _done({"command": "echo hi"}, "hi\n", _T0, exit=0)),
+        ("bash", _done({"command": "echo hi"}, "hi\n", _T0 + 10, exit=0)),
+    ]
+    lines: list[dict[str, Any]] = []
+    for n, (tool, state) in enumerate(states):
+        step = {"type": "step-start", "id": f"prt_s{n}", "sessionID": SESSION, "messageID": f"msg_{n}"}
+        lines.append({"type": "step_start", "timestamp": _T0 + n, "sessionID": SESSION, "part": step})
+        part = {"id": f"prt_{n}", "sessionID": SESSION, "messageID": f"msg_{n}", "type": "tool", "callID": f"call_{n}"}
+        lines.append(
+            {
+                "type": "tool_use",
+                "timestamp": _T0 + n,
+                "sessionID": SESSION,
+                "part": part | {"tool": tool, "state": state},
+            }
+        )
+    lines.append(
+        {"type": "text", "timestamp": _T0 + 99, "sessionID": SESSION, "part": {"type": "text", "text": "done"}}
+    )
+    lines.append({"type": "error", "timestamp": _T0 + 99, "sessionID": SESSION, "error": {"name": "x"}})
+    path = write_lines(tmp_path / "run.jsonl", lines)
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert session.session == SESSION
+    assert [(c.call_id, c.step) for c in calls(evts)] == [("call_0", 1), ("call_1", 2)]
+    assert longest_run(evts) == 2
+    assert [r.content for r in of(evts, ToolResult)] == ["hi\n", "hi\n"]
+
+
+def test_storage_session_reads_its_messages_and_parts(tmp_path: Path) -> None:
+    storage = tmp_path / "storage"
+    document = _session().document()
+    session_file = storage / "session" / document["info"]["projectID"] / f"{SESSION}.json"
+    session_file.parent.mkdir(parents=True)
+    session_file.write_text(json.dumps(document["info"]))
+    for message in document["messages"]:
+        info = message["info"]
+        (storage / "message" / SESSION).mkdir(parents=True, exist_ok=True)
+        (storage / "message" / SESSION / f"{info['id']}.json").write_text(json.dumps(info))
+        for part in message["parts"]:
+            folder = storage / "part" / info["id"]
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{part['id']}.json").write_text(json.dumps(part))
+    broken = storage / "message" / SESSION / "msg_zzz.json"
+    broken.write_text("{")
+    (storage / "message" / SESSION / "msg_zzzz.json").write_text("[]")
+    some_part = next((storage / "part").glob("*/*.json"))
+    assert belongs_to_session(broken)
+    assert belongs_to_session(some_part)
+    assert not belongs_to_session(session_file)
+    (session,) = open_sessions(session_file)
+    evts = list(session.events())
+    assert session.session == SESSION
+    assert len(calls(evts)) == 8
+    assert [r.is_error for r in of(evts, ToolResult)] == [False, False, True, True, True, True, False]
+    assert session.report.skipped == {"invalid-json": 1}
+
+
+def test_odd_messages_and_parts_are_passed_over(tmp_path: Path) -> None:
+    document = _session().document()
+    document["messages"][1:1] = [
+        "junk",
+        {"info": {"role": "system"}, "parts": []},
+        {"info": {"role": "user", "time": None}, "parts": [{"type": "file", "url": "file:///w/a.ts"}]},
+        {"info": {"role": "assistant"}, "parts": ["junk", {"type": "tool", "callID": "c9", "tool": "x"}]},
+    ]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(document))
+    evts = only(path)
+    assert calls(evts)[0].call_id == "c9"
+    assert calls(evts)[0].args is None
+    assert len(calls(evts)) == 9
+
+
+def test_not_opencode(tmp_path: Path) -> None:
+    path = tmp_path / "info.json"
+    path.write_text(json.dumps({"info": {}, "messages": [{"text": "hi"}]}))
+    with pytest.raises(UnknownFormatError, match="opencode: neither an export"):
+        detect_format(path)
+
+
+# calls, errors (failed parts and commands that exited non-zero), longest identical run
+REAL = {
+    "ses_39b5bd57fffeoHgocdtybSVa3d": (16, 1),
+    "ses_39bc72f63ffeQb8egYBpyTrCNr": (39, 2),
+    "ses_39b4b4b3bffeXCkbhNdUgsq5wv": (43, 6),
+    "ses_39b7f9e89ffe7J0WzLzYrUt4eW": (47, 1),
+    "ses_39b583141ffe5xDtTd3Mc1wh0o": (146, 7),
+    "ses_39b709b7fffea1aT6PAuEvX6Zq": (55, 0),
+    "ses_39b5d713cffeRgAoxPIwS3Plus": (2, 0),
+    "ses_39b9a333bffeVNXMK6bSZru9Uq": (87, 1),
+    "ses_39b2f9630ffewQksq2Ld8n4axU": (46, 0),
+    "ses_39b430a8affeJ8s45wKs0BBaz9": (44, 8),
+    "ses_39b623ce7ffeILPe9UgDcyGicH": (15, 0),
+    "ses_39b4c1891ffezxPVc5OPmcqF33": (4, 0),
+    "ses_39b569d9bffepYd1SOgyi0Fp1f": (24, 2),
+    "ses_39b807128ffeskZYgLLXdO7p7M": (83, 2),
+    "ses_39c0a3da8ffeFQWvKTGUJWivpv": (37, 3),
+    "ses_39b5e5180ffeUO9pt25DSY2L3f": (18, 0),
+    "ses_39b2e52e8ffeokU5mBDCeUvc8t": (25, 0),
+    "ses_39b3d0892ffeaCoiaHPszzRI8d": (102, 0),
+}
+
+
+def test_real_exports() -> None:
+    folder = corpus_file("opencode/session__jolly-eagle__ses_39b5d713cffeRgAoxPIwS3Plus.json").parent
+    found = {}
+    for path in sorted(folder.glob("*.json")):
+        (session,) = open_sessions(path)
+        calls_made, errors, run = counts(list(session.events()))
+        assert run == 1
+        assert not session.report.skipped
+        found[session.session] = (calls_made, errors)
+    assert found == REAL

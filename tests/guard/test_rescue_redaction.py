@@ -1,0 +1,130 @@
+"""Every secret format is redacted in all four parts of the rescue question.
+
+A real session on a real bus with a real ask command that records the
+question it is given: the task (user message), the looping call's arguments
+(JSON, so quotes and newlines arrive escaped), the output the agent already
+has, and the recent calls (each capped at 300 characters, so a long key block
+is cut there). Each sample's secret must be gone from the question, no eight
+characters of it left, and the text around it must arrive as it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from structlog.testing import capture_logs
+
+from guard import REDACTED, Config, RemindConfig, RescueConfig
+from tests.conftest import AskScript
+from tests.guard.secret_samples import ALNUM, SAMPLES, Sample, token
+from tests.scenarios._script import Script
+
+pytestmark = pytest.mark.anyio
+
+
+def _json_inner(text: str) -> str:
+    return msgspec.json.encode(text).decode()[1:-1]
+
+
+def _groups(limit: int = 1900) -> list[tuple[Sample, ...]]:
+    """Samples in groups that fit the question's caps (arguments: 2000
+    characters after JSON escaping)."""
+    groups: list[tuple[Sample, ...]] = []
+    current: list[Sample] = []
+    for sample in SAMPLES:
+        if current and len(_json_inner("\n".join(s.text for s in (*current, sample)))) > limit:
+            groups.append(tuple(current))
+            current = []
+        current.append(sample)
+    groups.append(tuple(current))
+    return groups
+
+
+GROUPS = _groups()
+
+
+def _leaks(secret: str, question: str, context: str) -> list[str]:
+    """Pieces of ``secret`` (the whole, and every 8-character window of a
+    longer one) found in ``question``, as written or JSON-escaped, other
+    than those the samples' context text holds too (`` secret `` in a
+    passphrase and in ``kubectl create secret``)."""
+    pieces = {secret} | {secret[i : i + 8] for i in range(len(secret) - 7)}
+    return sorted(p for p in pieces if p.strip() and p not in context and (p in question or _json_inner(p) in question))
+
+
+def test_the_corpus_has_at_least_sixty_formats() -> None:
+    assert len({s.name for s in SAMPLES}) == len(SAMPLES) >= 60
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=[f"{g[0].name}..{g[-1].name}" for g in GROUPS])
+async def test_every_format_is_redacted_in_all_four_parts_of_the_question(
+    group: tuple[Sample, ...], ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    question = tmp_path / "question"
+    command = ask_script(f"printf '%s' \"$1\" > {question}\necho advice")
+    config = Config(
+        remind=RemindConfig(enabled=False),
+        rescue=RescueConfig(ask_command=str(command), window=len(group) + 8, stall_at=0),
+    )
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    joined = "\n".join(sample.text for sample in group)
+    await s.user("main", joined)
+    for sample in group:
+        await s.call("main", "run", {"command": sample.text}, "ok")
+    for _ in range(5):
+        await s.call("main", "probe", {"input": joined}, joined)
+
+    text = question.read_text()
+    context = "\n".join(f"{sample.before}\0{sample.after}" for sample in group)
+    task, rest = text.split("## The repeated call", 1)
+    arguments, rest = rest.split("## The output the agent already has from this call", 1)
+    output, recent = rest.split("## Its recent calls, oldest first", 1)
+    for sample in group:
+        assert _leaks(sample.secret, text, context) == [], sample.name
+        redacted = sample.redacted(REDACTED)
+        assert redacted in task, sample.name
+        assert _json_inner(redacted) in arguments, sample.name
+        assert redacted in output, sample.name
+        assert f'run {{"command":"{_json_inner(redacted)}"}}' in recent, sample.name
+
+
+async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    command = ask_script("echo 'error: invalid key sk-ant-api03-Zq3vR8pLm2Xw9Yt4Kd7Hs1Fb6Ng0Jc5' >&2\nexit 1")
+    trips = tmp_path / "trips.jsonl"
+    config = Config(
+        remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), log_file=str(trips))
+    )
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    with capture_logs() as logs:
+        for _ in range(5):
+            await s.call("main", "grep", {"pattern": "x"}, "no matches")
+
+    failed = [msgspec.json.decode(line) for line in trips.read_text().splitlines()][-1]
+    assert failed["kind"] == "escalation-failed"
+    assert failed["reason"] == f"exit status 1: error: invalid key {REDACTED}"
+    event = [e for e in logs if e["event"] == "rescue.trip"][-1]
+    assert event["reason"] == failed["reason"]
+
+
+async def test_a_secret_cut_by_a_question_cap_is_redacted_whole(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    question = tmp_path / "question"
+    command = ask_script(f"printf '%s' \"$1\" > {question}\necho advice")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command)))
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    key = "sk_live_" + token(ALNUM, 24, "cut")
+    output = "x" * 5994 + " " + key + " and more" * 100
+    for _ in range(5):
+        await s.call("main", "grep", {"pattern": "x"}, output)
+
+    text = question.read_text()
+    assert "x" * 5994 + f" {REDACTED}… (+{len(output) - 6000} more chars)" in text
+    assert key[:10] not in text
