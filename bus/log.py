@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
-from bus._codec import encode_line, encoder
+from bus._codec import encode_line
 from bus.bus import Bus
 from bus.events import Event, SessionStart
 from bus.files import open_regular
@@ -19,8 +19,6 @@ from bus.files import open_regular
 __all__ = ["LOG_VERSION", "LogWriteError", "SessionLog"]
 
 LOG_VERSION = 1
-
-_encode_into = encoder.encode_into
 
 
 class LogWriteError(OSError):
@@ -114,16 +112,13 @@ class SessionLog:
 
     def write(self, event: Event | SessionStart) -> None:
         """Append one event as a line; ``LogWriteError`` if it could not be
-        (see above). One ``os.write``, the encoding done in place: this runs
+        (see above). One ``os.write`` of a buffer encoded in place: this runs
         for every event a bus publishes."""
         fd = self._fd
         if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
         buffer = self._buffer
-        try:
-            _encode_into(event, buffer)
-        except (UnicodeEncodeError, RecursionError):
-            encode_line(event, buffer)
+        encode_line(event, buffer)
         buffer.append(10)  # b"\n"
         torn = self._torn
         if torn:

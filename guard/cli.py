@@ -247,8 +247,10 @@ def _cmd_hook(args: argparse.Namespace) -> int:
             wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if args.verbose else logging.WARNING),
         )
 
+    notes: list[str] = []  # said on success only: a failure is one line, its error
+
     def replaying(reason: str) -> None:
-        print(f"repeat-tool-guard hook: {one_line(reason, 1000)}", file=sys.stderr)
+        notes.append(f"repeat-tool-guard hook: {one_line(reason, 1000)}")
 
     if args.verbose:
         hold_log_lines()
@@ -266,6 +268,8 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         return EXIT_HOOK_FAULT
     finally:
         sys.stdout = answer_to
+    for note in notes:
+        print(note, file=sys.stderr)
     for capture in held:
         for entry in capture.entries:
             level, event = entry.pop("log_level"), entry.pop("event")
