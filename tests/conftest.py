@@ -10,6 +10,7 @@ import structlog
 
 from bus import Agent, Bus
 from bus.testing import Capture, FakeClock
+from tests.claude_cli import FakeAnthropic, bundled_cli
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +72,21 @@ def ask_script(tmp_path: Path) -> AskScript:
 def missing_ask_command(tmp_path: Path) -> str:
     """An ask command path that does not exist: tests never reach a real model."""
     return str(tmp_path / "no-such-ask-command")
+
+
+@pytest.fixture
+def fake_anthropic(tmp_path: Path) -> Iterator[FakeAnthropic]:
+    """A scripted Anthropic Messages API on loopback for the real Claude Code
+    CLI bundled in ``claude-agent-sdk`` (see ``tests/claude_cli.py``); its
+    home (settings, transcripts, the working directory ``work``) is
+    ``tmp_path/claude-home``. Skips when the SDK or its CLI is not installed."""
+    if bundled_cli() is None:
+        pytest.skip("claude-agent-sdk with its bundled Claude Code CLI is not installed")
+    api = FakeAnthropic(tmp_path / "claude-home")
+    try:
+        yield api
+    finally:
+        api.close()
 
 
 @pytest.fixture

@@ -28,7 +28,12 @@ from bus import (
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 
-__all__ = ["AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
+__all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
+
+REMINDER_PREFIX = "[repeat-tool-guard] "
+"""How a guard message starts where a runtime can only show it as user or tool
+text (no system role there): the model, and anyone reading the transcript,
+can tell it from the user's own words."""
 
 
 class HaltRequested(RuntimeError):
@@ -47,8 +52,11 @@ class GuardLink:
     Pass a ``bus`` you built (and attached your own ``Guard`` and logs to),
     or let the link build one with a ``Guard(config)`` attached (the
     environment's overrides applied: ``apply_environment``) and, with
-    ``log``, a ``SessionLog`` at that path. Context messages and halt requests
-    the bus carries are routed to the link of the agent they name.
+    ``log``, a ``SessionLog`` at that path (``self.log``). A log that exists
+    already is continued (a resume header, then this run's events), so the
+    same program can run again; ``append=False`` refuses it instead.
+    ``close()`` closes the log. Context messages and halt requests the bus
+    carries are routed to the link of the agent they name.
     """
 
     def __init__(
@@ -57,17 +65,24 @@ class GuardLink:
         *,
         config: Config | None = None,
         log: str | os.PathLike[str] | None = None,
+        append: bool = True,
     ) -> None:
+        self.log: SessionLog | None = None
         if bus is None:
             bus = Bus()
             Guard(apply_environment(config if config is not None else Config())).attach(bus)
             if log is not None:
-                SessionLog(log).attach(bus)
+                self.log = SessionLog(log, append=append).attach(bus)
         elif config is not None or log is not None:
             raise ValueError("pass either your own bus (with its Guard attached) or config/log, not both")
         self.bus = bus
         self._links: dict[Agent, AgentLink] = {}
         bus.record(self._route)
+
+    def close(self) -> None:
+        """Close the session log the link opened (if any); harmless twice."""
+        if self.log is not None:
+            self.log.close()
 
     def agent(self, agent_id: str, *, parent: AgentLink | None = None) -> AgentLink:
         """A new live agent; publish its start with ``await link.start()``."""
@@ -103,7 +118,10 @@ class AgentLink:
     """One live agent on a ``GuardLink``'s bus.
 
     ``step`` numbers the agent's model responses: call ``begin_step`` when a
-    new response arrives. ``call`` asks the bus whether a tool may run;
+    new response arrives. A runtime that reports where a response ends
+    instead (after its tool calls ran) calls ``end_step``: ``step_done`` is
+    then set until the next ``begin_step``, and ``steps_reported`` stays set.
+    ``call`` asks the bus whether a tool may run;
     ``result`` publishes what it returned (or the denial the model read).
     The guard's context messages wait in ``pending`` until the adapter takes
     them with ``take_context`` and shows them to the model; ``halt_reason`` is
@@ -113,6 +131,8 @@ class AgentLink:
     def __init__(self, link: GuardLink, agent: Agent) -> None:
         self.agent = agent
         self.step = 0
+        self.step_done = False
+        self.steps_reported = False
         self.halt_reason: str | None = None
         self.pending: list[ContextMessage] = []
         self._link = link
@@ -133,7 +153,20 @@ class AgentLink:
     def begin_step(self) -> int:
         """A new model response: later calls share its step number."""
         self.step += 1
+        self.step_done = False
         return self.step
+
+    async def end_step(self) -> None:
+        """The runtime says the current model response is over (its tool calls
+        all answered): publish ``agent/status`` ``step-done``, so the boundary
+        is in the log too, for a process that rebuilds the agent from it."""
+        self.step_done = self.steps_reported = True
+        await self.bus.publish(AgentStatus(agent=self.agent, status="step-done"))
+
+    async def idle(self) -> None:
+        """The agent stopped: its last response called no tool (``agent/status`` ``idle``)."""
+        self.step_done = True
+        await self.bus.publish(AgentStatus(agent=self.agent, status="idle"))
 
     async def user_message(self, text: str) -> None:
         """A genuine user turn: the guard resets, and a halt request is over."""
@@ -172,6 +205,10 @@ class AgentLink:
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls
+
+    def calls_in_flight(self) -> list[ToolCall]:
+        """The published calls that still wait for their result, oldest first."""
+        return list(self._calls.values())
 
     def open_calls(self) -> int:
         """How many published calls still wait for their result."""

@@ -26,19 +26,22 @@ __all__ = ["resume_link"]
 
 
 class _AgentState:
-    __slots__ = ("agent", "disposed", "halt_reason", "open", "step")
+    __slots__ = ("agent", "disposed", "halt_reason", "open", "step", "step_done", "steps_reported")
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.step = 0
+        self.step_done = False
+        self.steps_reported = False
         self.open: dict[str, ToolCall] = {}
         self.halt_reason: str | None = None
         self.disposed = False
 
 
 class _Tracker:
-    """Follows each agent through a replay: its step, its unanswered calls,
-    a halt request not yet ended by a user message, whether it was disposed."""
+    """Follows each agent through a replay: its step (and whether the runtime
+    reported it over), its unanswered calls, a halt request not yet ended by a
+    user message, whether it was disposed."""
 
     def __init__(self) -> None:
         self.agents: dict[str, _AgentState] = {}
@@ -52,7 +55,9 @@ class _Tracker:
             state = self.agents[agent.id] = _AgentState(agent)
         state.disposed = False
         if isinstance(event, ToolCall):
-            state.step = max(state.step, event.step)
+            if event.step > state.step:
+                state.step = event.step
+                state.step_done = False
             state.open[event.call_id] = event
         elif isinstance(event, ToolResult):
             state.open.pop(event.call_id, None)
@@ -63,14 +68,28 @@ class _Tracker:
                 state.halt_reason = event.reason or "the guard requested a halt"
             elif event.status == "disposed":
                 state.disposed = True
+            elif event.status == "step-done":
+                state.step_done = state.steps_reported = True
+            elif event.status == "idle":
+                state.step_done = True
 
 
-async def resume_link(path: Path, session: str, config: Config | None = None) -> tuple[GuardLink, SessionLog]:
+async def resume_link(
+    path: Path,
+    session: str,
+    config: Config | None = None,
+    *,
+    guard: Guard | None = None,
+    mark_resume: bool = True,
+) -> tuple[GuardLink, SessionLog]:
     """A ``GuardLink`` whose guard has seen every event of the log at ``path``
-    (replayed, the guard's own messages regenerated rather than re-read), and
-    whose new events are appended to that log with their seq continued. A
-    missing log starts a new session. The caller closes the returned log."""
-    guard = Guard(config)
+    (replayed, the guard's own messages regenerated rather than re-read, no
+    escalation asked again, no trip recorded again), and whose new events are
+    appended to that log with their seq continued. A missing log starts a new
+    session. ``guard`` is the fresh guard to resume (default ``Guard(config)``);
+    ``mark_resume`` is ``SessionLog``'s. The caller closes the returned log."""
+    if guard is None:
+        guard = Guard(config)
     tracker = _Tracker()
     seq = 0
     exists = path.exists()
@@ -86,13 +105,15 @@ async def resume_link(path: Path, session: str, config: Config | None = None) ->
         seq = replay.seq
     bus = Bus(seq=seq)
     guard.attach(bus)
-    log = SessionLog(path, session=session, append=exists).attach(bus)
+    log = SessionLog(path, session=session, append=exists, mark_resume=mark_resume).attach(bus)
     link = GuardLink(bus)
     for state in tracker.agents.values():
         if state.disposed:
             continue
         agent = link.adopt(state.agent)
         agent.step = state.step
+        agent.step_done = state.step_done
+        agent.steps_reported = state.steps_reported
         agent.halt_reason = state.halt_reason
         for call in state.open.values():
             agent.reopen(call)

@@ -16,6 +16,7 @@ disposed in ``after_run_callback``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from contextvars import ContextVar
 from typing import Any
 
@@ -28,26 +29,37 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from guard.adapters._link import AgentLink, GuardLink, as_text
+from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
 from guard.config import Config
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
-
-REMINDER_PREFIX = "[repeat-tool-guard] "
-"""Starts each reminder text the model is shown, marking it as the guard's note."""
 
 _running: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_google_adk", default=None)
 
 
 class RepeatToolGuard(BasePlugin):
-    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None) -> None:
+    """One plugin may serve many sessions. Each agent of a session is one
+    live agent, kept across the session's turns; beyond ``max_sessions``
+    sessions the agents of the least recently active one are disposed."""
+
+    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_sessions: int = 256) -> None:
         super().__init__(name="repeat_tool_guard")
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         self.link = link if link is not None else GuardLink(config=config)
+        self._max = max_sessions
         self._agents: dict[tuple[str, str], AgentLink] = {}
+        self._sessions: OrderedDict[str, None] = OrderedDict()
         self._nested: dict[str, AgentLink] = {}
         self._outer: dict[tuple[str, str], AgentLink | None] = {}
 
     async def _agent(self, session_id: str, agent: Any) -> AgentLink:
+        if session_id in self._sessions:
+            self._sessions.move_to_end(session_id)
+        else:
+            self._sessions[session_id] = None
+            while len(self._sessions) > self._max:
+                await self._dispose_session(next(iter(self._sessions)))
         key = (session_id, agent.name)
         known = self._agents.get(key)
         if known is not None:
@@ -64,8 +76,13 @@ class RepeatToolGuard(BasePlugin):
         await link.start()
         return link
 
+    async def _dispose_session(self, session_id: str) -> None:
+        del self._sessions[session_id]
+        for key in [key for key in self._agents if key[0] == session_id]:
+            await self._agents.pop(key).dispose()
+
     async def _from(self, context: CallbackContext) -> AgentLink:
-        invocation = context._invocation_context
+        invocation = context.get_invocation_context()
         return await self._agent(invocation.session.id, invocation.agent)
 
     async def on_user_message_callback(
@@ -80,10 +97,8 @@ class RepeatToolGuard(BasePlugin):
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         session_id = invocation_context.session.id
-        if self._nested.pop(session_id, None) is None:
-            return
-        for key in [key for key in self._agents if key[0] == session_id]:
-            await self._agents.pop(key).dispose()
+        if self._nested.pop(session_id, None) is not None and session_id in self._sessions:
+            await self._dispose_session(session_id)
 
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest

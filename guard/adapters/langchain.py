@@ -4,56 +4,81 @@
 with ``ainvoke``/``astream``. Seams: ``abefore_agent`` (agent identity; a
 top-level run whose last message is a human message is a user turn),
 ``abefore_model`` (one step per model call; the guard's pending messages go
-into the conversation as their own ``SystemMessage``s before the call; a
-halt request jumps to the end), ``awrap_tool_call`` (decide; a deny answers
-an error ``ToolMessage`` carrying the denial, and the tool never runs; the
-result is published as the tool returned it).
+into the conversation before the call as human messages marked with
+``REMINDER_PREFIX``, right after the tool results they follow: providers
+accept a single leading system message only; a halt request jumps to the
+end and records its reason under ``HALT_KEY``), ``awrap_tool_call``
+(decide; a deny answers an error ``ToolMessage`` carrying the denial, and the
+tool never runs; the result is published as the tool returned it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from guard.adapters._link import AgentLink, GuardLink, as_text
+from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
 from guard.config import Config
 
-__all__ = ["AGENT_KEY", "REMINDER_KEY", "GuardState", "RepeatToolGuard"]
+__all__ = ["AGENT_KEY", "HALT_KEY", "REMINDER_KEY", "GuardState", "RepeatToolGuard", "halt_reason", "is_reminder"]
 
 AGENT_KEY = "repeat_tool_guard_agent"
 """State key holding the id of the live agent a run belongs to."""
 
-REMINDER_KEY = "repeat_tool_guard"
-"""Key in a reminder ``SystemMessage.additional_kwargs``: the call id it follows."""
+HALT_KEY = "repeat_tool_guard_halt"
+"""State key holding why the guard ended the run (``None`` when it did not)."""
 
-_current: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_langchain", default=None)
+REMINDER_KEY = "repeat_tool_guard"
+"""Key in a reminder message's ``additional_kwargs``: the call id it follows."""
+
+_running: ContextVar[tuple[AgentLink, list[AgentLink]] | None] = ContextVar("repeat_tool_guard_langchain", default=None)
+"""The agent whose guarded tool is running here, and the subagents started inside that tool call."""
 
 
 class GuardState(AgentState[Any]):
     repeat_tool_guard_agent: NotRequired[str]
+    repeat_tool_guard_halt: NotRequired[str | None]
+
+
+def halt_reason(result: Mapping[str, Any]) -> str | None:
+    """Why the guard ended the run whose final state is ``result`` (what
+    ``ainvoke`` returned), or ``None`` when the run finished on its own."""
+    reason = result.get(HALT_KEY)
+    return reason if isinstance(reason, str) else None
+
+
+def is_reminder(message: BaseMessage) -> bool:
+    """Whether ``message`` is a guard message the middleware added, not the user's."""
+    return REMINDER_KEY in message.additional_kwargs
 
 
 class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
     """One middleware may serve many agents and runs. A top-level run is the
     agent of its ``thread_id`` (one live agent per thread, kept across its
-    runs; ``"main"`` without a thread). A run started while a guarded tool
-    executes is a subagent of the agent running the tool, disposed when that
-    run ends. Async only: LangChain calls these hooks from ``ainvoke``/``astream``."""
+    runs; ``"main"`` without a thread); beyond ``max_threads`` live threads
+    the least recently run one is disposed. A run started while a guarded
+    tool executes is a subagent of the agent running the tool, disposed when
+    that run ends (or the tool call does). Async only: LangChain calls these
+    hooks from ``ainvoke``/``astream``."""
 
     state_schema = GuardState
 
-    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None) -> None:
+    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_threads: int = 256) -> None:
         super().__init__()
+        if max_threads < 1:
+            raise ValueError(f"max_threads must be >= 1, got {max_threads}")
         self.link = link if link is not None else GuardLink(config=config)
-        self._threads: dict[str, AgentLink] = {}
+        self._max = max_threads
+        self._threads: OrderedDict[str, AgentLink] = OrderedDict()
         self._live: dict[str, AgentLink] = {}
         self._subagents = 0
 
@@ -62,41 +87,55 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         return "repeat-tool-guard"
 
     async def abefore_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        parent = _current.get()
-        if parent is not None:
+        running = _running.get()
+        if running is not None:
+            parent, children = running
             self._subagents += 1
             agent = self.link.agent(f"{parent.agent.id}/sub-{self._subagents}", parent=parent)
             await agent.start()
+            children.append(agent)
         else:
-            thread = str(get_config().get("configurable", {}).get("thread_id") or "main")
-            known = self._threads.get(thread)
-            if known is None:
-                known = self._threads[thread] = self.link.agent(thread)
-                await known.start()
-            agent = known
+            agent = await self._thread(str(get_config().get("configurable", {}).get("thread_id") or "main"))
             messages = state["messages"]
-            if messages and isinstance(messages[-1], HumanMessage):
+            if messages and isinstance(messages[-1], HumanMessage) and not is_reminder(messages[-1]):
                 await agent.user_message(messages[-1].text)
         self._live[agent.agent.id] = agent
-        return {AGENT_KEY: agent.agent.id}
+        return {AGENT_KEY: agent.agent.id, HALT_KEY: None}
+
+    async def _thread(self, thread: str) -> AgentLink:
+        agent = self._threads.get(thread)
+        if agent is not None:
+            self._threads.move_to_end(thread)
+            return agent
+        agent = self._threads[thread] = self.link.agent(thread)
+        await agent.start()
+        while len(self._threads) > self._max:
+            _, oldest = self._threads.popitem(last=False)
+            self._live.pop(oldest.agent.id, None)
+            await oldest.dispose()
+        return agent
 
     async def aafter_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        agent = self._live[state["repeat_tool_guard_agent"]]
-        if agent.agent.parent_id is not None:
-            del self._live[agent.agent.id]
-            await agent.dispose()
+        agent = self._live.get(state["repeat_tool_guard_agent"])
+        if agent is not None and agent.agent.parent_id is not None:
+            await self._end_subagent(agent)
         return None
+
+    async def _end_subagent(self, agent: AgentLink) -> None:
+        del self._live[agent.agent.id]
+        await agent.dispose()
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         agent = self._live[state["repeat_tool_guard_agent"]]
         if agent.halt_reason is not None:
-            return {"jump_to": "end"}
+            return {"jump_to": "end", HALT_KEY: agent.halt_reason}
         agent.begin_step()
         pending = agent.take_messages()
         if not pending:
             return None
-        return {"messages": [SystemMessage(m.text, additional_kwargs={REMINDER_KEY: m.call_id}) for m in pending]}
+        notes = [HumanMessage(REMINDER_PREFIX + m.text, additional_kwargs={REMINDER_KEY: m.call_id}) for m in pending]
+        return {"messages": notes}
 
     async def awrap_tool_call(
         self,
@@ -110,14 +149,18 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         if not decision.allowed:
             await agent.denied(call_id, decision)
             return ToolMessage(decision.reason or "", tool_call_id=call_id, name=call["name"], status="error")
-        token = _current.set(agent)
+        children: list[AgentLink] = []
+        token = _running.set((agent, children))
         try:
             answer = await handler(request)
         except Exception as exc:
             await agent.result(call_id, str(exc) or type(exc).__name__, is_error=True)
             raise
         finally:
-            _current.reset(token)
+            _running.reset(token)
+            for child in children:  # a subagent run that raised never reached aafter_agent
+                if child.agent.id in self._live:
+                    await self._end_subagent(child)
         if isinstance(answer, ToolMessage):
             await agent.result(call_id, as_text(answer.content), is_error=answer.status == "error")
         else:

@@ -7,10 +7,18 @@ never called. MCP has no side channel for extra model-visible text, so the
 guard's messages for a call are appended to its result as extra text blocks
 (marked by ``REMINDER_PREFIX`` and ``_meta``), after the tool's own content,
 which is never changed.
+
+A client shows ``structuredContent`` in place of the text blocks when a
+result has it (Claude Code does), which would hide those blocks; so a result
+that carries guard messages goes without its structured content (its JSON
+then stands as a text block if upstream sent none), and ``tools/list``
+drops each tool's ``outputSchema``, which would oblige every result to carry
+structured content.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -18,16 +26,13 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
 from bus import Decision
-from guard.adapters._link import AgentLink, GuardLink
+from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink
 from guard.config import Config
 
 __all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy"]
 
 HALT_DENIER = "repeat-tool-guard-halt"
 """``denied_by`` of the calls the proxy refuses after a halt request."""
-
-REMINDER_PREFIX = "[repeat-tool-guard] "
-"""Starts every guard text block, so the model reads it as a note, not tool output."""
 
 REMINDER_META_KEY = "repeat-tool-guard"
 """Key in the ``_meta`` of a guard text block: the plugin that wrote it."""
@@ -70,7 +75,9 @@ def guard_proxy(
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return await upstream.list_tools(cursor=params.cursor if params is not None else None)
+        listed = await upstream.list_tools(cursor=params.cursor if params is not None else None)
+        tools = [tool.model_copy(update={"output_schema": None}) for tool in listed.tools]
+        return listed.model_copy(update={"tools": tools})
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         nonlocal calls
@@ -88,7 +95,12 @@ def guard_proxy(
         text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
         await agent.result(call_id, text, is_error=bool(result.is_error))
         notes = _notes(agent, call_id)
-        return result.model_copy(update={"content": [*result.content, *notes]}) if notes else result
+        if not notes:
+            return result
+        content: list[types.ContentBlock] = list(result.content)
+        if result.structured_content is not None and not any(isinstance(b, types.TextContent) for b in content):
+            content.append(types.TextContent(text=json.dumps(result.structured_content)))
+        return result.model_copy(update={"content": [*content, *notes], "structured_content": None})
 
     return Server(name, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 

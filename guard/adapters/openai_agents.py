@@ -1,7 +1,8 @@
 """The guard in the OpenAI Agents SDK.
 
 ``guard = RepeatToolGuard(link)`` then ``await guard.run(agent, "prompt")``
-instead of ``Runner.run``. Seams: a tool input guardrail on every function
+instead of ``Runner.run`` (``await guard.run_streamed(...)`` instead of
+``Runner.run_streamed``). Seams: a tool input guardrail on every function
 tool (decide; a deny is ``reject_content``, so the tool never runs and the
 model reads the denial as its output), run hooks (``on_llm_start`` numbers
 steps, ``on_tool_end`` publishes results, ``on_handoff`` starts the target
@@ -12,6 +13,7 @@ raises ``HaltRequested`` from that filter, before the next model call.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -24,6 +26,7 @@ from agents import (
     RunHooks,
     Runner,
     RunResult,
+    RunResultStreaming,
     Tool,
     ToolGuardrailFunctionOutput,
     ToolInputGuardrail,
@@ -72,13 +75,18 @@ def guard_tools(*agents: Agent[Any]) -> None:
 
 class RepeatToolGuard(RunHooks[Any]):
     """One conversation's guard: each SDK ``Agent`` object seen in it is one
-    live agent, kept across ``run`` calls. A handoff target is a child of the
-    agent that handed off; an agent first seen while another runs a tool (an
-    agent used as a tool, see ``as_tool``) is a child of that agent."""
+    live agent, kept across ``run`` calls; beyond ``max_agents`` the least
+    recently active one is disposed (and the guard lets go of the object).
+    A handoff target is a child of the agent that handed off; an agent first
+    seen while another runs a tool (an agent used as a tool, see ``as_tool``)
+    is a child of that agent. Your own ``hooks=`` run after the guard's."""
 
-    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None) -> None:
+    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_agents: int = 256) -> None:
+        if max_agents < 1:
+            raise ValueError(f"max_agents must be >= 1, got {max_agents}")
         self.link = link if link is not None else GuardLink(config=config)
-        self._agents: dict[int, tuple[Agent[Any], AgentLink]] = {}
+        self._max = max_agents
+        self._agents: OrderedDict[int, tuple[Agent[Any], AgentLink]] = OrderedDict()
 
     def agent_link(self, agent: Agent[Any]) -> AgentLink | None:
         entry = self._agents.get(id(agent))
@@ -87,6 +95,7 @@ class RepeatToolGuard(RunHooks[Any]):
     async def _link_for(self, agent: Agent[Any], parent: AgentLink | None = None) -> AgentLink:
         entry = self._agents.get(id(agent))
         if entry is not None:
+            self._agents.move_to_end(id(agent))
             return entry[1]
         if parent is None:
             busy = [link for _, link in self._agents.values() if link.open_calls()]
@@ -94,6 +103,9 @@ class RepeatToolGuard(RunHooks[Any]):
         link = self.link.agent(agent.name or "agent", parent=parent)
         self._agents[id(agent)] = (agent, link)
         await link.start()
+        while len(self._agents) > self._max:
+            _, (_, oldest) = self._agents.popitem(last=False)
+            await oldest.dispose()
         return link
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
@@ -112,23 +124,43 @@ class RepeatToolGuard(RunHooks[Any]):
 
     async def run(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> RunResult:
         """``Runner.run`` with the guard: a string input, or a list that ends
-        with a user item, is a new user turn."""
+        with a user item, is a new user turn. Other arguments go to
+        ``Runner.run`` (``hooks`` and ``run_config`` composed with the guard's)."""
         token = _active.set(self)
         try:
-            guard_tools(agent)
-            link = await self._link_for(agent)
-            text = _user_text(input)
-            if text is not None:
-                await link.user_message(text)
-            run_config = self.run_config(kwargs.pop("run_config", None))
-            return await Runner.run(agent, input, hooks=self, run_config=run_config, **kwargs)
+            await self._begin(agent, input)
+            return await Runner.run(agent, input, **self._guarded(kwargs))
         finally:
             _active.reset(token)
+
+    async def run_streamed(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> RunResultStreaming:
+        """``Runner.run_streamed`` with the guard, as ``run``; awaited (the user
+        turn is published first), then consumed as usual with ``stream_events()``.
+        A halt request raises ``HaltRequested`` from the stream."""
+        token = _active.set(self)
+        try:
+            await self._begin(agent, input)
+            return Runner.run_streamed(agent, input, **self._guarded(kwargs))  # its task copies _active
+        finally:
+            _active.reset(token)
+
+    async def _begin(self, agent: Agent[Any], input: str | list[Any]) -> None:
+        guard_tools(agent)
+        link = await self._link_for(agent)
+        text = _user_text(input)
+        if text is not None:
+            await link.user_message(text)
+
+    def _guarded(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with the guard's hooks (then the caller's) and model input filter."""
+        hooks = kwargs.pop("hooks", None)
+        run_config = self.run_config(kwargs.pop("run_config", None))
+        return {**kwargs, "hooks": self if hooks is None else _ChainedHooks(self, hooks), "run_config": run_config}
 
     def as_tool(self, agent: Agent[Any], **kwargs: Any) -> FunctionTool:
         """``agent.as_tool(...)`` whose inner runs are guarded too, as a subagent."""
         guard_tools(agent)
-        return agent.as_tool(hooks=self, run_config=self.run_config(kwargs.pop("run_config", None)), **kwargs)
+        return agent.as_tool(**self._guarded(kwargs))
 
     async def _decide(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         link = await self._link_for(data.agent)
@@ -163,6 +195,41 @@ class RepeatToolGuard(RunHooks[Any]):
         link = self.agent_link(agent)
         if link is not None and isinstance(context, ToolContext) and link.has_call(context.tool_call_id):
             await link.result(context.tool_call_id, as_text(result))
+
+
+class _ChainedHooks(RunHooks[Any]):
+    """Run hooks that call each of ``hooks`` in turn (the guard's first)."""
+
+    def __init__(self, *hooks: RunHooks[Any]) -> None:
+        self._hooks = hooks
+
+    async def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        for hooks in self._hooks:
+            await hooks.on_llm_start(*args, **kwargs)
+
+    async def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
+        for hooks in self._hooks:
+            await hooks.on_llm_end(*args, **kwargs)
+
+    async def on_agent_start(self, *args: Any, **kwargs: Any) -> None:
+        for hooks in self._hooks:
+            await hooks.on_agent_start(*args, **kwargs)
+
+    async def on_agent_end(self, *args: Any, **kwargs: Any) -> None:
+        for hooks in self._hooks:
+            await hooks.on_agent_end(*args, **kwargs)
+
+    async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
+        for hooks in self._hooks:
+            await hooks.on_handoff(*args, **kwargs)
+
+    async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
+        for hooks in self._hooks:
+            await hooks.on_tool_start(*args, **kwargs)
+
+    async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
+        for hooks in self._hooks:
+            await hooks.on_tool_end(*args, **kwargs)
 
 
 def _user_text(input: str | list[Any]) -> str | None:

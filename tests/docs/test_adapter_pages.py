@@ -1,7 +1,7 @@
-"""Each adapter page's example is at most twenty lines, imports only names
-that exist, and builds a config enabling the policy the page recommends for
-that runtime. (The examples need a provider model, so they are not run; the
-integration tests under ``tests/guard/adapters`` run the same wiring.)"""
+"""Each adapter page's example builds a config enabling the policy the page
+recommends for that runtime, and the hand-written Claude Code settings match
+what ``repeat-tool-guard hook-settings`` prints. (``test_examples`` runs the
+examples themselves.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from guard import Config, parse_config
-from guard.adapters.claude_hooks import HOOK_EVENTS
+from guard.adapters.claude_hooks import HOOK_EVENTS, hook_settings
 
 PAGES = Path(__file__).resolve().parents[2] / "docs" / "adapters"
 
@@ -39,11 +39,10 @@ def test_every_adapter_page_is_checked() -> None:
 
 
 @pytest.mark.parametrize("page", RECOMMENDED)
-def test_example_is_short_imports_real_names_and_enables_its_policy(page: str) -> None:
+def test_example_enables_the_policy_its_page_recommends(page: str) -> None:
     module, policy = RECOMMENDED[page]
     pytest.importorskip(module, reason=f"{module} is not installed")
-    (code,) = _blocks(page, "python")
-    assert len(code.splitlines()) <= 20
+    code = _blocks(page, "python(?: file=guard_proxy.py)?")[0]
     flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     tree = compile(code, f"docs/adapters/{page}.md", "exec", flags=flags)
     namespace: dict[str, Any] = {}
@@ -62,9 +61,11 @@ def test_example_is_short_imports_real_names_and_enables_its_policy(page: str) -
 def test_claude_code_settings_register_every_hook_event_and_the_toml_enables_rescue() -> None:
     (settings,) = _blocks("claude_agent_sdk", "json")
     hooks = json.loads(settings)["hooks"]
-    assert tuple(hooks) == HOOK_EVENTS
-    assert {h["command"] for matchers in hooks.values() for m in matchers for h in m["hooks"]} == {
-        "repeat-tool-guard hook"
-    }
-    (toml,) = _blocks("claude_agent_sdk", "toml")
+    command = ["/home/me/.local/bin/repeat-tool-guard", "hook", "--config", "/home/me/guard.toml"]
+    printed = hook_settings(command)["hooks"]
+    assert tuple(hooks) == tuple(printed) == HOOK_EVENTS
+    for event, matchers in hooks.items():
+        assert [m.get("matcher") for m in matchers] == [m.get("matcher") for m in printed[event]], event
+        assert {h["command"] for m in matchers for h in m["hooks"]} == {" ".join(command)}
+    (toml,) = _blocks("claude_agent_sdk", "toml file=guard.toml")
     assert parse_config(tomllib.loads(toml)).rescue.enabled

@@ -33,7 +33,7 @@ from guard import (
     replay_log,
 )
 from guard.adapters import GuardLink
-from guard.adapters.claude_hooks import ClaudeHooks, HookInputError, default_state_dir, parse_payload
+from guard.adapters.claude_hooks import HOOK_EVENTS, ClaudeHooks, HookInputError, default_state_dir, parse_payload
 from guard.rescue import advice_in
 from tests.conftest import AskScript
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
@@ -189,12 +189,78 @@ async def test_failure_is_an_error_result_and_a_post_without_pre_still_counts(li
     assert [(r.is_error, r.content) for r in events.of(ToolResult)] == [(True, "exit 2")] * 3
 
 
-async def test_session_end_disposes_every_agent_and_other_events_are_ignored(link: GuardLink) -> None:
+async def test_session_end_disposes_every_agent_and_other_events_are_ignored(link: GuardLink, events: Capture) -> None:
     hooks = ClaudeHooks(link)
     await feed(hooks, ls_call(0, agent_id="a1"))
+    assert await hooks.handle(payload("Notification", message="hi", notification_type="x")) == {}
     assert await hooks.handle(payload("Stop", stop_hook_active=False)) == {}
     assert await hooks.handle(payload("SessionEnd", reason="exit")) == {}
+    assert await hooks.handle(payload("SessionEnd", session_id="never-seen", reason="exit")) == {}
     assert link.links() == []
+    statuses = [(s.agent.id if s.agent else "", s.status) for s in events.of(AgentStatus)]
+    assert statuses[-3:] == [(SESSION, "idle"), ("a1", "disposed"), (SESSION, "disposed")]
+
+
+def batch(*calls: tuple[str, Any], **fields: Any) -> dict[str, Any]:
+    entries = [
+        {"tool_name": "Bash", "tool_input": {"command": "ls src"}, "tool_use_id": call_id, "tool_response": response}
+        for call_id, response in calls
+    ]
+    return payload("PostToolBatch", tool_calls=entries, **fields)
+
+
+async def test_post_tool_batch_ends_the_response_and_answers_calls_no_post_hook_reported(
+    link: GuardLink, events: Capture
+) -> None:
+    hooks = ClaudeHooks(link)
+    pre, _ = ls_call(0)
+    await hooks.handle(pre)
+    assert await hooks.handle(batch(("toolu_00", "cfg.py"))) == {}, "no post hook: the batch carries the result"
+    (result,) = events.of(ToolResult)
+    assert (result.call_id, result.content) == ("toolu_00", "cfg.py")
+    for n in (1, 2):  # serial calls of one response: pre, post, pre, post
+        await feed(hooks, ls_call(n, tool_input={"command": f"cat f{n}"}))
+    reported_twice = batch(("toolu_01", "x"), ("toolu_02", "y"))
+    assert await hooks.handle(reported_twice | {"tool_calls": [*reported_twice["tool_calls"], 7]}) == {}
+    assert len(events.of(ToolResult)) == 3, "calls their post hooks answered are not answered again"
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 2], "after the first batch, a response is a step"
+    assert await hooks.handle(payload("PostToolBatch", tool_calls=None)) == {}
+    await feed(hooks, ls_call(3))
+    assert [c.step for c in events.of(ToolCall)][-1] == 3
+    assert [s.status for s in events.of(AgentStatus)].count("step-done") == 3
+
+
+async def test_a_reminder_for_the_batch_goes_back_on_it_and_a_halt_stops_there(turns_link: GuardLink) -> None:
+    hooks = ClaudeHooks(turns_link, steps_reported=True)
+    answers = []
+    for n in range(4):
+        pre, _ = ls_call(n)
+        answers.append(await hooks.handle(pre))
+        answers.append(await hooks.handle(batch((f"toolu_{n:02d}", "cfg.py"))))
+    assert "Tool-call loop detected" in answers[3]["hookSpecificOutput"]["additionalContext"]
+    assert answers[3]["hookSpecificOutput"]["hookEventName"] == "PostToolBatch"
+    assert answers[-2]["continue"] is False
+    assert await hooks.handle(payload("Stop", stop_hook_active=False)) == {
+        "continue": False,
+        "stopReason": answers[-2]["stopReason"],
+    }
+
+
+async def test_sessions_beyond_max_sessions_are_disposed_with_their_subagents(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_sessions must be >= 1, got 0"):
+        ClaudeHooks(link, max_sessions=0)
+    hooks = ClaudeHooks(link, max_sessions=2)
+    for session in ("s1", "s2"):
+        await hooks.handle(payload("UserPromptSubmit", session_id=session, prompt="x"))
+    await feed(hooks, ls_call(0, session_id="s1", agent_id="s1-helper"))
+    await hooks.handle(payload("UserPromptSubmit", session_id="s1", prompt="y"))  # s1 is the most recent now
+    await hooks.handle(payload("UserPromptSubmit", session_id="s3", prompt="z"))
+    disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
+    assert disposed == ["s2"]
+    await hooks.handle(payload("UserPromptSubmit", session_id="s4", prompt="z"))
+    disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
+    assert disposed == ["s2", "s1-helper", "s1"]
+    assert sorted(a.agent.id for a in link.links()) == ["s3", "s4"]
 
 
 async def test_sdk_callbacks_are_registered_for_every_hook_event(link: GuardLink) -> None:
@@ -211,7 +277,7 @@ async def test_sdk_callbacks_are_registered_for_every_hook_event(link: GuardLink
         callback = options.hooks[p["hook_event_name"]][0].hooks[0]
         answers.append(await callback(p, p["tool_use_id"], {"signal": None}))  # type: ignore[arg-type]
     assert answers[-1] == {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": GENTLE_REMINDER}}
-    assert len(guard_hooks()) == 7
+    assert tuple(guard_hooks()) == HOOK_EVENTS
 
 
 # --- the `repeat-tool-guard hook` command, as Claude Code runs it ------------------------------
@@ -453,6 +519,58 @@ def test_hook_command_carries_the_turns_ladder_and_its_halt_across_invocations(t
     }, "the halt request outlives the process until a user turn"
     assert hook(payload("UserPromptSubmit", prompt="go on")) == {}
     assert hook(next(ls_call(4))) == {}
+
+
+@pytest.mark.parametrize("snapshots", [True, False], ids=["from-snapshots", "replayed"])
+async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_path: Path, snapshots: bool) -> None:
+    """Each invocation is a new process: that the runtime reports where a
+    response ends, and whether the last one ended, live in its snapshot and
+    in the log, which rebuilds them when there is no snapshot."""
+    from guard.adapters.claude_hooks import run_hook as run_hook_in_process
+
+    def serial(n: int) -> list[dict[str, Any]]:
+        return [*ls_call(n, tool_input={"command": f"cat f{n}"})]
+
+    script = [*serial(0), *serial(1), batch(), *serial(2), *serial(3), batch()]
+    script += [payload("Stop", stop_hook_active=False), *serial(4), *serial(5)]
+    for hook_payload in script:
+        if not snapshots:  # each invocation rebuilds the agents from the log alone
+            (tmp_path / f"{SESSION}.snapshot").unlink(missing_ok=True)
+        await run_hook_in_process(hook_payload, tmp_path)
+    calls = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolCall)]
+    assert [c.step for c in calls] == [1, 2, 3, 3, 4, 4], "inferred until the first PostToolBatch, then responses"
+
+
+def test_hook_settings_name_this_installation_and_every_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    import shlex
+
+    import structlog
+
+    from guard.cli import main
+
+    request.addfinalizer(structlog.reset_defaults)
+    config = tmp_path / "guard.toml"
+    config.write_text("[rescue]\nenabled = true\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["hook-settings", "--config", "guard.toml", "--state-dir", "state"]) == 0
+    hooks = json.loads(capsys.readouterr().out)["hooks"]
+    assert tuple(hooks) == HOOK_EVENTS
+    assert [m.get("matcher") for m in hooks["PreToolUse"]] == ["*"]
+    assert "matcher" not in hooks["PostToolBatch"][0]
+    command = hooks["Stop"][0]["hooks"][0]["command"]
+    run, fallback = command.split(" || ")
+    script = Path(sys.executable).parent / "repeat-tool-guard"
+    assert shlex.split(run) == [str(script), "hook", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    assert fallback.startswith("printf ")
+
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))  # an interpreter without the script beside it
+    assert main(["hook-settings"]) == 0
+    command = json.loads(capsys.readouterr().out)["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert shlex.split(command.split(" || ")[0]) == [str(tmp_path / "python3"), "-m", "guard", "hook"]
+    assert main(["hook-settings", "--config", "missing.toml"]) == 2
+    assert "missing.toml" in capsys.readouterr().err
 
 
 async def test_the_hook_applies_the_environment_and_its_log_replays_with_the_config_that_ran(

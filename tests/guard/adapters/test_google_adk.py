@@ -275,3 +275,20 @@ async def test_tool_error_is_an_error_result(link: GuardLink, events: Capture) -
         async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
             pass
     assert [(r.is_error, r.content) for r in events.of(ToolResult)] == [(True, "disk on fire")]
+
+
+async def test_sessions_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_sessions must be >= 1, got 0"):
+        RepeatToolGuard(link, max_sessions=0)
+    llm = LoopingLlm(model="looping", requests=[], per_turn=1)
+    agent = LlmAgent(name="main", model=llm, tools=[])
+    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[RepeatToolGuard(link, max_sessions=2)]))
+    sessions = [(await runner.session_service.create_session(app_name="app", user_id="u")).id for _ in range(3)]
+    for session in (sessions[0], sessions[1], sessions[0], sessions[2]):
+        message = types.Content(role="user", parts=[types.Part(text="hello")])
+        async for _event in runner.run_async(user_id="u", session_id=session, new_message=message):
+            pass
+
+    disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
+    assert disposed == [f"{sessions[1]}/main"], "the first session ran again after the second"
+    assert sorted(a.agent.id for a in link.links()) == sorted(f"{s}/main" for s in (sessions[0], sessions[2]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ pytest.importorskip("langchain", reason="langchain is not installed: pip install
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
@@ -23,9 +24,11 @@ from langgraph.types import Command
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
-from guard.adapters import GuardLink
-from guard.adapters.langchain import REMINDER_KEY, RepeatToolGuard
+from guard.adapters import REMINDER_PREFIX, GuardLink
+from guard.adapters.langchain import REMINDER_KEY, RepeatToolGuard, halt_reason, is_reminder
 from guard.rescue import advice_in
+from tests.claude_cli import text, tool_use
+from tests.fake_providers import DIALECTS, FakeChatAPI
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +78,11 @@ def loop(n: int, then: str = "done") -> Iterator[AIMessage]:
     yield AIMessage(then)
 
 
-async def test_reminder_is_a_system_message_before_the_next_model_call(link: GuardLink, events: Capture) -> None:
+def guard_notes(messages: list[BaseMessage]) -> list[str]:
+    return [m.text for m in messages if is_reminder(m)]
+
+
+async def test_reminder_follows_the_tool_result_before_the_next_model_call(link: GuardLink, events: Capture) -> None:
     runs: list[str] = []
     model = chat(*loop(3))
     agent = create_agent(model, [make_grep(runs)], middleware=[RepeatToolGuard(link)])
@@ -85,11 +92,12 @@ async def test_reminder_is_a_system_message_before_the_next_model_call(link: Gua
     fourth = model.requests[3]
     assert isinstance(fourth[-2], ToolMessage)
     assert fourth[-2].content == "src/cfg.py:12: def load_config():", "the tool result is not rewritten"
-    assert isinstance(fourth[-1], SystemMessage)
-    assert fourth[-1].content == GENTLE_REMINDER
+    assert isinstance(fourth[-1], HumanMessage)
+    assert fourth[-1].content == REMINDER_PREFIX + GENTLE_REMINDER
     assert fourth[-1].additional_kwargs == {REMINDER_KEY: "grep-2"}
-    assert not any(isinstance(m, SystemMessage) for r in model.requests[:3] for m in r)
-    assert any(isinstance(m, SystemMessage) for m in result["messages"]), "kept in the conversation"
+    assert not any(guard_notes(r) for r in model.requests[:3])
+    assert guard_notes(result["messages"]) == [REMINDER_PREFIX + GENTLE_REMINDER], "kept in the conversation"
+    assert halt_reason(result) is None, "the run finished on its own"
     assert [c.step for c in events.of(ToolCall)] == [1, 2, 3]
     assert [m.text for m in events.of(UserMessage)] == ["find the config loader"]
 
@@ -139,7 +147,7 @@ async def test_new_user_turn_on_a_thread_resets_the_count(link: GuardLink, event
     await agent.ainvoke({"messages": []}, thread)  # a resumed run without a new human message
 
     assert len(runs) == 4
-    assert not any(isinstance(m, SystemMessage) for r in model.requests for m in r)
+    assert not any(guard_notes(r) for r in model.requests)
     assert [m.text for m in events.of(UserMessage)] == ["find the config loader", "and once more"]
     assert [(s.agent.id if s.agent else "", s.status) for s in events.of(AgentStatus)] == [("t1", "started")]
 
@@ -161,8 +169,8 @@ async def test_subagent_run_inside_a_tool_is_isolated(link: GuardLink, events: C
     lead = create_agent(parent_model, [make_grep(runs), delegate], middleware=[guard])
     await lead.ainvoke({"messages": [HumanMessage("find the config loader")]})
 
-    assert not any(isinstance(m, SystemMessage) for r in child_model.requests for m in r)
-    reminded = [r for r in parent_model.requests if isinstance(r[-1], SystemMessage)]
+    assert not any(guard_notes(r) for r in child_model.requests)
+    reminded = [r for r in parent_model.requests if is_reminder(r[-1])]
     assert len(reminded) == 1, "the lead's 3rd grep, not the child's calls, triggers it"
     statuses = [(s.agent.id if s.agent else "", s.status, s.parent) for s in events.of(AgentStatus)]
     assert statuses == [("main", "started", None), ("main/sub-1", "started", "main"), ("main/sub-1", "disposed", None)]
@@ -178,17 +186,19 @@ async def test_turns_advises_then_denies_then_its_halt_request_ends_the_run(turn
 
     assert len(runs) == 2, "turns 3 and 4 were denied"
     assert [c.step for c in events.of(ToolCall)] == [1, 2, 3, 4], "one step per model call"
-    assert not any(isinstance(m, SystemMessage) for m in model.requests[1])
-    advisory = model.requests[2][-1]
-    assert isinstance(advisory, SystemMessage)
-    assert advisory.text.startswith(TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments in 2")
+    assert not guard_notes(model.requests[1])
+    (advisory,) = guard_notes(model.requests[2])
+    advised = TURNS_ADVISORY.split("{tool}")[0] + "grep with identical arguments in 2"
+    assert advisory.startswith(REMINDER_PREFIX + advised)
     assert model.requests[3][-1].text.startswith(TURNS_DENIED)
     assert len(model.requests) == 4, "the run ended before a 5th model call"
     last = result["messages"][-1]
     assert isinstance(last, ToolMessage)
     assert last.text.startswith(TURNS_DENIED), "the 4th call's denial, which carried the halt request"
     (main,) = turns_link.links()
-    assert main.halt_reason == TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
+    halt = TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
+    assert main.halt_reason == halt
+    assert halt_reason(result) == halt, "the caller can tell the halt from a normal finish"
 
 
 async def test_parallel_calls_of_one_response_are_one_turn(turns_link: GuardLink) -> None:
@@ -200,9 +210,9 @@ async def test_parallel_calls_of_one_response_are_one_turn(turns_link: GuardLink
 
     assert [c.step for c in events.of(ToolCall)] == [1, 1, 2, 2, 3, 3]
     assert len(runs) == 4, "both copies of the 3rd response were denied"
-    notes = [m.text for m in model.requests[2] if isinstance(m, SystemMessage)]
+    notes = guard_notes(model.requests[2])
     assert len(notes) == 1, "the 2nd response is the 2nd turn: one advisory, not one per copy"
-    assert notes[0].startswith(TURNS_ADVISORY.split("{tool}")[0])
+    assert notes[0].startswith(REMINDER_PREFIX + TURNS_ADVISORY.split("{tool}")[0])
     denials = [m for m in model.requests[3] if isinstance(m, ToolMessage) and m.text.startswith(TURNS_DENIED)]
     assert len(denials) == 2
 
@@ -245,3 +255,119 @@ def test_the_sync_invoke_path_is_refused_by_langchain(link: GuardLink) -> None:
     agent = create_agent(chat(*loop(1)), [make_grep([])], middleware=[RepeatToolGuard(link)])
     with pytest.raises(TypeError, match='No synchronous function provided to "abefore_agent"'):
         agent.invoke({"messages": [HumanMessage("find the config loader")]})
+
+
+PROVIDER_PACKAGES = {
+    "anthropic": "langchain_anthropic",
+    "openai": "langchain_openai",
+    "gemini": "langchain_google_genai",
+}
+
+
+@pytest.fixture(params=DIALECTS)
+def provider(request: pytest.FixtureRequest) -> Iterator[FakeChatAPI]:
+    """A provider's real LangChain chat model class sending real HTTP to a scripted local API."""
+    pytest.importorskip(PROVIDER_PACKAGES[request.param], reason="pip install 'repeat-tool-guard[langchain]'")
+    api = FakeChatAPI(request.param)
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+def said_after_the_last_tool_result(api: FakeChatAPI, index: int) -> list[str]:
+    """The texts of request ``index`` after its last tool result, in each provider's own wire format."""
+    body = api.requests[index]
+    if api.dialect == "anthropic":
+        last = body["messages"][-1]
+        assert last["role"] == "user"
+        blocks = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
+        results = [i for i, b in enumerate(blocks) if b["type"] == "tool_result"]
+        return [b["text"] for b in blocks[results[-1] + 1 :] if b["type"] == "text"]
+    if api.dialect == "openai":
+        messages = body["messages"]
+        tool = max(i for i, m in enumerate(messages) if m["role"] == "tool")
+        assert all(m["role"] == "user" for m in messages[tool + 1 :])
+        return [m["content"] for m in messages[tool + 1 :]]
+    contents = body["contents"]
+    response = max(i for i, c in enumerate(contents) if any("functionResponse" in p for p in c["parts"]))
+    assert all(c["role"] == "user" for c in contents[response + 1 :])
+    return [p["text"] for c in contents[response + 1 :] for p in c["parts"] if "text" in p]
+
+
+async def test_reminder_reaches_the_model_on_every_provider_beside_a_system_prompt(
+    provider: FakeChatAPI, link: GuardLink
+) -> None:
+    """Providers take one leading system message: a reminder in the middle
+    of the conversation must be something each request builder accepts and
+    keeps (Anthropic refused a second system message; Gemini folded it into
+    the system instruction, away from the result it is about)."""
+    provider.script(*[[tool_use("grep", {"pattern": "load_config"})]] * 3, [text("Found it.")])
+    runs: list[str] = []
+    agent = create_agent(
+        provider.chat_model(), [make_grep(runs)], system_prompt="You are terse.", middleware=[RepeatToolGuard(link)]
+    )
+    result = await agent.ainvoke({"messages": [HumanMessage("find the config loader")]})
+
+    assert result["messages"][-1].text == "Found it."
+    assert len(provider.requests) == 4
+    assert [said_after_the_last_tool_result(provider, n) for n in (1, 2)] == [[], []]
+    assert said_after_the_last_tool_result(provider, 3) == [REMINDER_PREFIX + GENTLE_REMINDER]
+    assert json.dumps(provider.requests[3]).count("You are terse.") == 1, "the system prompt is untouched"
+
+
+async def test_threads_beyond_max_threads_are_disposed_oldest_first(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_threads must be >= 1, got 0"):
+        RepeatToolGuard(link, max_threads=0)
+    guard = RepeatToolGuard(link, max_threads=2)
+    model = chat(*(AIMessage(f"reply {n}") for n in range(4)))
+    agent = create_agent(model, [make_grep([])], middleware=[guard], checkpointer=InMemorySaver())
+    for thread in ("t1", "t2", "t1", "t3"):
+        await agent.ainvoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": thread}})
+
+    disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
+    assert disposed == ["t2"], "t1 ran again after t2, so t2 was the least recently run"
+    assert sorted(a.agent.id for a in link.links()) == ["t1", "t3"]
+
+
+async def test_a_halted_thread_runs_again_after_a_user_turn_and_finishes_normally(turns_link: GuardLink) -> None:
+    model = chat(*(grep_call(i) for i in range(4)), AIMessage("fresh start"))
+    agent = create_agent(model, [make_grep([])], middleware=[RepeatToolGuard(turns_link)], checkpointer=InMemorySaver())
+    thread: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    halted = await agent.ainvoke({"messages": [HumanMessage("find the config loader")]}, thread)
+    again = await agent.ainvoke({"messages": [HumanMessage("try something else")]}, thread)
+
+    assert halt_reason(halted) is not None
+    assert again["messages"][-1].text == "fresh start"
+    assert halt_reason(again) is None
+
+
+async def test_a_subagent_whose_run_raises_is_disposed_with_the_tool_call(link: GuardLink, events: Capture) -> None:
+    guard = RepeatToolGuard(link)
+
+    @tool
+    def explode() -> str:
+        """Fails."""
+        raise RuntimeError("child failed")
+
+    child = create_agent(
+        chat(AIMessage("", tool_calls=[{"name": "explode", "args": {}, "id": "e1"}])), [explode], middleware=[guard]
+    )
+
+    @tool
+    async def delegate(task: str) -> str:
+        """Hand a task to a helper agent."""
+        try:
+            await child.ainvoke({"messages": [HumanMessage(task)]})
+        except RuntimeError as exc:
+            return f"helper failed: {exc}"
+        return "unreached"
+
+    hand_off = AIMessage("", tool_calls=[{"name": "delegate", "args": {"task": "go"}, "id": "d1"}])
+    lead = create_agent(chat(hand_off, AIMessage("lead done")), [delegate], middleware=[guard])
+    result = await lead.ainvoke({"messages": [HumanMessage("start")]})
+
+    assert result["messages"][-1].text == "lead done"
+    statuses = [(s.agent.id if s.agent else "", s.status) for s in events.of(AgentStatus)]
+    assert statuses == [("main", "started"), ("main/sub-1", "started"), ("main/sub-1", "disposed")]
+    assert [a.agent.id for a in link.links()] == ["main"]

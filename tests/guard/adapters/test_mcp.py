@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +14,7 @@ pytest.importorskip("mcp", reason="mcp is not installed: pip install 'repeat-too
 
 import mcp_types as types
 from mcp import Client
+from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -21,6 +24,7 @@ from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.mcp import HALT_DENIER, REMINDER_META_KEY, REMINDER_PREFIX, guard_proxy
 from guard.rescue import advice_in
+from tests.claude_cli import FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
@@ -75,6 +79,8 @@ async def test_reminder_is_an_extra_text_block_after_the_tools_own(
     assert texts(results[0]) == ["src/cfg.py:12: def load_config():"]
     assert texts(results[2]) == ["src/cfg.py:12: def load_config():", REMINDER_PREFIX + GENTLE_REMINDER]
     assert results[2].content[1].meta == {REMINDER_META_KEY: "repeat-tool-reminder"}
+    assert results[0].structured_content == {"result": "src/cfg.py:12: def load_config():"}, "a typed return"
+    assert results[2].structured_content is None, "a client showing it would hide the reminder"
     assert [r.content for r in events.of(ToolResult)] == ["src/cfg.py:12: def load_config():"] * 3
 
 
@@ -137,3 +143,90 @@ async def test_an_upstream_error_is_an_error_result(link: GuardLink, events: Cap
     assert published.is_error
     assert "compile error in cfg.py" in published.content
     assert texts(result) == [published.content], "the upstream blocks, unchanged"
+
+
+async def test_a_structured_only_result_keeps_its_json_as_text_beside_the_reminder(
+    link: GuardLink, anyio_backend: str
+) -> None:
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        schema = {"type": "object", "properties": {"hits": {"type": "integer"}}, "required": ["hits"]}
+        tool = types.Tool(name="count", input_schema={"type": "object"}, output_schema=schema)
+        return types.ListToolsResult(tools=[tool])
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[], structured_content={"hits": 3})
+
+    upstream_server = Server("counter", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
+        (tool,) = (await client.list_tools()).tools
+        results = [await client.call_tool("count", {}) for _ in range(3)]
+    assert tool.output_schema is None, "with a schema, a result without structured content would be refused"
+    assert [r.structured_content for r in results[:2]] == [{"hits": 3}] * 2
+    assert texts(results[2]) == ['{"hits": 3}', REMINDER_PREFIX + GENTLE_REMINDER]
+    assert results[2].structured_content is None
+
+
+PROXY_SCRIPT = """
+import sys
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.server.stdio import stdio_server
+
+from guard import Config, RemindConfig
+from guard.adapters import GuardLink
+from guard.adapters.mcp import guard_proxy
+
+
+async def main() -> None:
+    upstream_command = StdioServerParameters(command=sys.executable, args=sys.argv[1:])
+    async with Client(upstream_command) as upstream, stdio_server() as (read, write):
+        link = GuardLink(config=Config(remind=RemindConfig(thresholds=(2,))), log="proxy-session.jsonl")
+        proxy = guard_proxy(upstream, link)
+        await proxy.run(read, write, proxy.create_initialization_options())
+
+
+anyio.run(main)
+"""
+
+UPSTREAM_SCRIPT = """
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("files")
+
+
+@server.tool()
+def grep(pattern: str) -> str:
+    \"\"\"Search the code.\"\"\"
+    return "src/cfg.py:12: def load_config():"
+
+
+server.run("stdio")
+"""
+
+
+async def test_claude_code_shows_the_model_the_reminder_of_a_structured_result(
+    fake_anthropic: FakeAnthropic, tmp_path: Path, anyio_backend: str
+) -> None:
+    """The real Claude Code CLI, with the proxy as its MCP server over stdio,
+    run twice in one project: the second session continues the proxy's log."""
+    from claude_agent_sdk import query
+
+    (tmp_path / "proxy.py").write_text(PROXY_SCRIPT)
+    (tmp_path / "upstream.py").write_text(UPSTREAM_SCRIPT)
+    command = [str(tmp_path / "proxy.py"), str(tmp_path / "upstream.py")]
+    servers: Any = {"files": {"type": "stdio", "command": sys.executable, "args": command}}
+    for _ in range(2):
+        fake_anthropic.script(*[[tool_use("mcp__files__grep", {"pattern": "load_config"})]] * 2, [text("Found it.")])
+        options = fake_anthropic.options(mcp_servers=servers)
+        async for _message in query(prompt="find the config loader", options=options):
+            pass
+
+    for session in (0, 3):
+        first, second = (fake_anthropic.texts_after_tool_results(session + n) for n in (1, 2))
+        assert "src/cfg.py:12: def load_config():" in first
+        assert REMINDER_PREFIX not in first
+        assert "src/cfg.py:12: def load_config():" in second
+        assert REMINDER_PREFIX + GENTLE_REMINDER in second
+    log = fake_anthropic.work / "proxy-session.jsonl"
+    assert log.read_text().count('"type":"session/start"') == 2

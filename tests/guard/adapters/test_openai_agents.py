@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("agents", reason="openai-agents is not installed: pip install 'repeat-tool-guard[openai-agents]'")
 
-from agents import Agent, RunConfig, Runner, WebSearchTool, function_tool, set_tracing_disabled
+from agents import Agent, RunConfig, RunHooks, Runner, WebSearchTool, function_tool, set_tracing_disabled
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing.model import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
-from bus import AgentStatus, ToolCall, ToolResult, UserMessage
+from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink, HaltRequested
@@ -320,3 +320,92 @@ async def test_your_model_input_filter_runs_before_the_guards(link: GuardLink) -
     quiet = grep_agent(ScriptedModel([[assistant_message("fine")]]), [])
     await guard.run(quiet, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
     assert turns.of(UserMessage) == [], "a list that does not end with a user item is no new turn"
+
+
+class RecordingHooks(RunHooks[Any]):
+    """The caller's own run hooks: they must still be called under the guard."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        self.seen.append(f"agent_start {agent.name}")
+
+    async def on_llm_start(self, context: Any, agent: Agent[Any], system_prompt: Any, input_items: Any) -> None:
+        self.seen.append("llm_start")
+
+    async def on_llm_end(self, context: Any, agent: Agent[Any], response: Any) -> None:
+        self.seen.append("llm_end")
+
+    async def on_tool_start(self, context: Any, agent: Agent[Any], tool: Any) -> None:
+        self.seen.append(f"tool_start {tool.name}")
+
+    async def on_tool_end(self, context: Any, agent: Agent[Any], tool: Any, result: object) -> None:
+        self.seen.append(f"tool_end {tool.name}")
+
+    async def on_handoff(self, context: Any, from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
+        self.seen.append(f"handoff {from_agent.name}->{to_agent.name}")
+
+    async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
+        self.seen.append(f"agent_end {agent.name}")
+
+
+async def test_your_own_run_hooks_run_beside_the_guards(link: GuardLink, events: Capture) -> None:
+    runs: list[str] = []
+    calls: list[ModelCall] = []
+    specialist = grep_agent(looping(calls), runs, name="specialist")
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel([[function_call("transfer_to_specialist", {}, call_id="h1")]]),
+        handoffs=[specialist],
+    )
+    mine = RecordingHooks()
+    result = await RepeatToolGuard(link).run(triage, "find the config loader", hooks=mine, max_turns=8)
+
+    assert result.final_output == "I will stop repeating myself."
+    assert mine.seen[:3] == ["agent_start triage", "llm_start", "llm_end"]
+    assert "handoff triage->specialist" in mine.seen
+    assert mine.seen.count("tool_end grep") == 3
+    assert mine.seen[-1] == "agent_end specialist"
+    assert len(events.of(ContextMessage)) == 1, "and the guard still reminded"
+    assert [c.step for c in events.of(ToolCall)] == [1, 2, 3], "its own hooks numbered the steps"
+
+
+async def test_run_streamed_is_guarded_and_streams_its_events(link: GuardLink, events: Capture) -> None:
+    calls: list[ModelCall] = []
+    runs: list[str] = []
+    mine = RecordingHooks()
+    streamed = await RepeatToolGuard(link).run_streamed(grep_agent(looping(calls), runs), "find it", hooks=mine)
+    kinds = [event.type async for event in streamed.stream_events()]
+
+    assert streamed.final_output == "I will stop repeating myself."
+    assert "run_item_stream_event" in kinds
+    assert len(runs) == 3
+    assert developer_notes(calls[3]) == [GENTLE_REMINDER]
+    assert [e.text for e in events.of(UserMessage)] == ["find it"]
+    assert mine.seen.count("tool_end grep") == 3
+
+
+async def test_a_streamed_run_ends_with_halt_requested(turns_link: GuardLink) -> None:
+    calls: list[ModelCall] = []
+    runs: list[str] = []
+    streamed = await RepeatToolGuard(turns_link).run_streamed(grep_agent(looping(calls, until=()), runs), "find it")
+    with pytest.raises(HaltRequested, match="consecutive turns"):
+        async for _event in streamed.stream_events():
+            pass
+    assert len(runs) == 2, "turns 3 and 4 were denied"
+    assert len(calls) == 4, "no model call after the halt request"
+
+
+async def test_agents_beyond_max_agents_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_agents must be >= 1, got 0"):
+        RepeatToolGuard(link, max_agents=0)
+    guard = RepeatToolGuard(link, max_agents=2)
+    agents = [Agent(name=f"a{n}", model=ScriptedModel([[assistant_message("hi")]] * 2)) for n in range(3)]
+    for agent in (agents[0], agents[1], agents[0], agents[2]):
+        await guard.run(agent, "hello")
+
+    disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
+    assert disposed == ["a1"], "a0 ran again after a1"
+    assert guard.agent_link(agents[1]) is None
+    assert sorted(a.agent.id for a in link.links()) == ["a0", "a2"]

@@ -23,7 +23,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from bus import AgentStatus, ToolCall, ToolResult, UserMessage
+from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
@@ -344,3 +344,21 @@ async def test_oldest_conversation_is_disposed_past_the_limit(events: Capture, l
     statuses = [s.status for s in events.of(AgentStatus)]
     assert statuses == ["started", "started", "disposed"]
     assert len(link.links()) == 1
+
+
+async def test_the_same_program_runs_again_on_its_session_log(tmp_path: Path) -> None:
+    """A second run of a script that passes ``log=`` continues the log
+    (after a resume header) instead of refusing the file."""
+    log = tmp_path / "session.jsonl"
+    for run in range(2):
+        link = GuardLink(log=log)
+        requests: Requests = []
+        await grep_agent(looping_model(requests), RepeatToolGuard(link), []).run(f"run {run}")
+        link.close()
+        link.close()
+    lines = log.read_text().splitlines()
+    assert sum('"type":"session/start"' in line for line in lines) == 2
+    assert [e.text for e in read_log(log) if isinstance(e, UserMessage)] == ["run 0", "run 1"]
+    assert sum(isinstance(e, ContextMessage) for e in read_log(log)) == 2, "each run was reminded"
+    with pytest.raises(FileExistsError, match="pass append=True"):
+        GuardLink(log=log, append=False)
