@@ -270,11 +270,15 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         sys.stdout = answer_to
     for note in notes:
         print(note, file=sys.stderr)
-    for capture in held:
-        for entry in capture.entries:
+    entries = [entry for capture in held for entry in capture.entries]
+    if entries:
+        from guard.redact import Redactor  # only when there is something to print: its rules cost a compile
+
+        redact = Redactor()
+        for entry in entries:
             level, event = entry.pop("log_level"), entry.pop("event")
             fields = " ".join(f"{key}={value!r}" for key, value in entry.items())
-            print(one_line(f"{level}: {event} {fields}", 1000), file=sys.stderr)
+            print(one_line(redact(f"{level}: {event} {fields}"), 1000), file=sys.stderr)
     if answer:
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     return EXIT_OK
