@@ -74,12 +74,22 @@ class _Tracker:
                 state.step_done = True
 
 
-async def resume_link(path: Path, session: str, config: Config | None = None) -> tuple[GuardLink, SessionLog]:
+async def resume_link(
+    path: Path,
+    session: str,
+    config: Config | None = None,
+    *,
+    guard: Guard | None = None,
+    mark_resume: bool = True,
+) -> tuple[GuardLink, SessionLog]:
     """A ``GuardLink`` whose guard has seen every event of the log at ``path``
-    (replayed, the guard's own messages regenerated rather than re-read), and
-    whose new events are appended to that log with their seq continued. A
-    missing log starts a new session. The caller closes the returned log."""
-    guard = Guard(config)
+    (replayed, the guard's own messages regenerated rather than re-read, no
+    escalation asked again, no trip recorded again), and whose new events are
+    appended to that log with their seq continued. A missing log starts a new
+    session. ``guard`` is the fresh guard to resume (default ``Guard(config)``);
+    ``mark_resume`` is ``SessionLog``'s. The caller closes the returned log."""
+    if guard is None:
+        guard = Guard(config)
     tracker = _Tracker()
     seq = 0
     exists = path.exists()
@@ -95,7 +105,7 @@ async def resume_link(path: Path, session: str, config: Config | None = None) ->
         seq = replay.seq
     bus = Bus(seq=seq)
     guard.attach(bus)
-    log = SessionLog(path, session=session, append=exists).attach(bus)
+    log = SessionLog(path, session=session, append=exists, mark_resume=mark_resume).attach(bus)
     link = GuardLink(bus)
     for state in tracker.agents.values():
         if state.disposed:

@@ -521,9 +521,11 @@ def test_hook_command_carries_the_turns_ladder_and_its_halt_across_invocations(t
     assert hook(next(ls_call(4))) == {}
 
 
-async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("snapshots", [True, False], ids=["from-snapshots", "replayed"])
+async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_path: Path, snapshots: bool) -> None:
     """Each invocation is a new process: that the runtime reports where a
-    response ends, and whether the last one ended, live only in the log."""
+    response ends, and whether the last one ended, live in its snapshot and
+    in the log, which rebuilds them when there is no snapshot."""
     from guard.adapters.claude_hooks import run_hook as run_hook_in_process
 
     def serial(n: int) -> list[dict[str, Any]]:
@@ -532,6 +534,8 @@ async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_pat
     script = [*serial(0), *serial(1), batch(), *serial(2), *serial(3), batch()]
     script += [payload("Stop", stop_hook_active=False), *serial(4), *serial(5)]
     for hook_payload in script:
+        if not snapshots:  # each invocation rebuilds the agents from the log alone
+            (tmp_path / f"{SESSION}.snapshot").unlink(missing_ok=True)
         await run_hook_in_process(hook_payload, tmp_path)
     calls = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolCall)]
     assert [c.step for c in calls] == [1, 2, 3, 3, 4, 4], "inferred until the first PostToolBatch, then responses"
