@@ -22,6 +22,7 @@ import platform
 import random
 import statistics
 import time
+from typing import Any
 
 import structlog
 from redis.asyncio import Redis
@@ -46,7 +47,9 @@ async def _bare_xadd(url: str, events: int) -> float:
     return events / elapsed
 
 
-async def _worker(url: str, index: int, workers: int, sessions: int, calls: int, out: multiprocessing.Queue) -> None:
+async def _worker(
+    url: str, index: int, workers: int, sessions: int, calls: int, out: multiprocessing.Queue[Any]
+) -> None:
     client = Redis.from_url(url, max_connections=64)
     fleet = FleetGuard(client, worker=f"w{index}")
     latencies: list[float] = []
@@ -76,7 +79,7 @@ async def _worker(url: str, index: int, workers: int, sessions: int, calls: int,
     out.put((len(mine) * calls, elapsed, latencies))
 
 
-def _run_worker(url: str, index: int, workers: int, sessions: int, calls: int, out: multiprocessing.Queue) -> None:
+def _run_worker(url: str, index: int, workers: int, sessions: int, calls: int, out: multiprocessing.Queue[Any]) -> None:
     asyncio.run(_worker(url, index, workers, sessions, calls, out))
 
 
@@ -90,7 +93,7 @@ def main() -> None:
     server = start_redis_server()
     try:
         baseline = asyncio.run(_bare_xadd(server.url, 200_000))
-        queue: multiprocessing.Queue = multiprocessing.Queue()
+        queue: multiprocessing.Queue[Any] = multiprocessing.Queue()
         procs = [
             multiprocessing.Process(
                 target=_run_worker, args=(server.url, i, args.workers, args.sessions, args.calls, queue)

@@ -42,7 +42,7 @@ def _repr(obj: object) -> str:
 
 
 def _encode_hook(obj: Any) -> Any:
-    if isinstance(obj, Agent):
+    if type(obj) is Agent or isinstance(obj, Agent):  # every event's agent: the common case first
         return obj.id
     # A runtime may pass values JSON cannot carry in ``args``; the log keeps a
     # readable stand-in rather than losing the event.
@@ -117,8 +117,9 @@ def _key(key: Any) -> Any:
     return _text(_repr(key))
 
 
-def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[AnyEvent]:
-    """A decoder whose events carry handles from ``agent_for`` (id -> handle)."""
+def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[AnyEvent | SessionStart]:
+    """A decoder whose events carry handles from ``agent_for`` (id -> handle).
+    It decodes a resume header too (a ``SessionStart``), in the same pass."""
 
     def hook(type_: type, obj: Any) -> Any:
         # msgspec turns a ValueError here into a ValidationError for the line;
@@ -127,7 +128,7 @@ def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[Any
             return agent_for(obj)
         raise ValueError(f"Expected a non-empty agent id string, got {reprlib.repr(obj)}")
 
-    return msgspec.json.Decoder(AnyEvent, dec_hook=hook)
+    return msgspec.json.Decoder(AnyEvent | SessionStart, dec_hook=hook)
 
 
 header_decoder = msgspec.json.Decoder(SessionStart)

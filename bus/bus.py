@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import msgspec
-import structlog
 from msgspec.structs import force_setattr
 
+from bus._logging import LazyLogger
 from bus.events import Event, ToolCall
 
 __all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
@@ -23,7 +23,7 @@ Recorder = Callable[[Event], None]
 """A synchronous observer of every event, run at publish time before any
 subscriber: the session log is one, so the file is always in ``seq`` order."""
 
-_log = structlog.get_logger("bus")
+_log = LazyLogger("bus")
 
 
 class Decision(msgspec.Struct, frozen=True):

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
 
 from bus._codec import encode_line
 from bus.bus import Bus
@@ -39,7 +40,9 @@ class SessionLog:
     The file is created with mode 0600 and a ``session/start`` header. An
     existing file is never overwritten: pass ``append=True`` to continue it,
     which writes a fresh header line marking the resumed session (on a line
-    of its own, even after a line torn by a crash). Each line goes to the
+    of its own, even after a line torn by a crash), unless ``mark_resume`` is
+    false: a session that goes on in one short process after another (a
+    command hook) keeps the one header its log began with. Each line goes to the
     file as it is written, so nothing sits in a user-space buffer;
     ``fsync=True`` also forces it to disk.
 
@@ -63,6 +66,7 @@ class SessionLog:
         append: bool = False,
         fsync: bool = False,
         follow_symlinks: bool = False,
+        mark_resume: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
@@ -82,9 +86,12 @@ class SessionLog:
             ) from None
         self._buffer = bytearray()
         try:
+            empty = True
             if append:
+                empty = not os.fstat(self._fd).st_size
                 self._torn = self._ends_mid_line(self._fd)
-            self._write_line(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
+            if empty or mark_resume:
+                self.write(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
         except BaseException:
             self.close()
             if not append:  # the file is ours and empty: a retry must not find it "already there"
@@ -103,23 +110,34 @@ class SessionLog:
         bus.record(self.write)
         return self
 
-    def write(self, event: Event) -> None:
-        """Append one event as a line; ``LogWriteError`` if it could not be (see above)."""
-        self._write_line(event)
-
-    def _write_line(self, item: Event | SessionStart) -> None:
+    def write(self, event: Event | SessionStart) -> None:
+        """Append one event as a line; ``LogWriteError`` if it could not be
+        (see above). One ``os.write`` of a buffer encoded in place: this runs
+        for every event a bus publishes."""
         fd = self._fd
         if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
         buffer = self._buffer
-        encode_line(item, buffer)
+        encode_line(event, buffer)
         buffer.append(10)  # b"\n"
-        if self._torn:
+        torn = self._torn
+        if torn:
             buffer[0:0] = b"\n"
-        view = memoryview(buffer)
-        written = 0
         try:
-            while written < len(buffer):  # a short write (a full disk, a signal): finish the line
+            written = os.write(fd, buffer)
+        except OSError as exc:
+            self._fail(fd, 0, exc)
+        if written != len(buffer) or self._fsync:
+            self._finish(fd, buffer, written)
+        if torn:
+            self._torn = False
+
+    def _finish(self, fd: int, buffer: bytearray, written: int) -> None:
+        """After a short write (a full disk, a signal): write the rest of the
+        line; then fsync, if asked."""
+        view = memoryview(buffer)
+        try:
+            while written < len(buffer):
                 n = os.write(fd, view[written:])
                 if n <= 0:  # pragma: no cover - a regular file's write returns > 0 or raises
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -128,12 +146,14 @@ class SessionLog:
                 os.fsync(fd)
         except OSError as exc:
             view.release()
-            self._cut(fd, written)
-            self.failures += 1
-            self.error = LogWriteError(exc.errno, f"session log {str(self.path)!r}: event not written ({exc.strerror})")
-            raise self.error from None
+            self._fail(fd, written, exc)
         view.release()
-        self._torn = False
+
+    def _fail(self, fd: int, written: int, exc: OSError) -> NoReturn:
+        self._cut(fd, written)
+        self.failures += 1
+        self.error = LogWriteError(exc.errno, f"session log {str(self.path)!r}: event not written ({exc.strerror})")
+        raise self.error from None
 
     def _cut(self, fd: int, written: int) -> None:
         """Take back the ``written`` bytes of a line that did not land whole."""

@@ -14,7 +14,7 @@ import msgspec
 
 from bus._codec import MAX_NESTING, event_decoder, header_decoder, too_deep
 from bus.agent import Agent
-from bus.events import AgentStatus, AnyEvent
+from bus.events import AgentStatus, AnyEvent, SessionStart
 from bus.files import NotRegularFileError, read_regular
 from bus.log import LOG_VERSION
 
@@ -157,8 +157,6 @@ class LogReader:
                 try:
                     event = decode(line)
                 except msgspec.ValidationError as exc:
-                    if _is_header(line):
-                        continue  # an appended session's header: a resume marker
                     reason: SkipReason = "unknown-type" if "`$.type`" in str(exc) else "schema"
                     report._skip(number, reason, str(exc))
                     continue
@@ -166,18 +164,12 @@ class LogReader:
                     torn = not line.endswith(b"\n")
                     report._skip(number, "torn" if torn else "invalid-json", str(exc))
                     continue
+                if type(event) is SessionStart:
+                    continue  # an appended session's header: a resume marker
                 if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
                     event.agent.parent_id = event.agent.parent_id or event.parent
                 report.events += 1
-                yield event
-
-
-def _is_header(line: bytes) -> bool:
-    try:
-        header_decoder.decode(line)
-    except msgspec.DecodeError:
-        return False
-    return True
+                yield event  # type: ignore[misc]  # a SessionStart went on above
 
 
 def read_log(path: str | os.PathLike[str]) -> LogReader:

@@ -299,6 +299,9 @@ class RedisSessionLog:
             except msgspec.DecodeError as exc:
                 report._skip(number, "invalid-json", str(exc))
                 continue
+            if isinstance(event, SessionStart):  # a stream holds events only; a header here is not one
+                report._skip(number, "schema", "a session/start header among the events")
+                continue
             if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
                 event.agent.parent_id = event.agent.parent_id or event.parent
             report.events += 1

@@ -25,7 +25,9 @@ class Replay:
     Tool calls go through ``bus.decide``; a result with no recorded call gets
     one synthesized from it first. Events for which ``withhold`` is true are
     not re-published (a guard withholds its own recorded messages, to
-    regenerate them); they are kept in ``withheld``.
+    regenerate them); ``withheld`` counts them. The predicate sees each one:
+    keep there what you need of them, for the replay keeps nothing (its
+    memory stays constant however long the log).
     """
 
     def __init__(
@@ -38,7 +40,7 @@ class Replay:
         self.bus = Bus(clock=self._now)
         self.seq = 0
         self.call_number = 0
-        self.withheld: list[AnyEvent] = []
+        self.withheld = 0
         self._withhold = withhold
         self._ts = 0.0
         self._calls = 0
@@ -70,7 +72,7 @@ class Replay:
         self.seq = event.seq
         self._ts = event.ts
         if self._withhold is not None and self._withhold(event):
-            self.withheld.append(event)
+            self.withheld += 1
             return None
         bus = self.bus
         if type(event) is ToolCall:

@@ -2,36 +2,34 @@
 
 Exit codes: 0 success, 1 ``replay --check`` found a difference or ``audit``
 could not read some file, 2 a usage, config or file error (the message names
-what was wrong, on one line). ``hook`` exits 1 on any error of its own, since
-Claude Code reads 2 as "block the tool call".
+what was wrong, on one line). ``hook`` exits 1 on any error of its own,
+usage errors included, since Claude Code reads 2 as "block the tool call".
+
+Claude Code starts ``hook`` for every hook event, so this module imports
+only what every command needs; each command imports the rest itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
-import json
-import logging
 import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import anyio
 import msgspec
-import structlog
 
 from bus import LogError, open_regular
 from guard._text import one_line
-from guard.bench.cli import add_command as _add_bench_command
-from guard.config import Config, ConfigError, apply_environment, load_config, to_toml
-from guard.importers import FORMATS, TranscriptError, UnknownFormatError, open_sessions, write_log
-from guard.redact import Redactor
-from guard.server.command import add_command as _add_serve_command  # the server itself loads only for `serve`
-from guard.verdicts import ReplayOutcome, Verdict, replay_log
+from guard.config import Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    import structlog
+
+    from guard.verdicts import ReplayOutcome, Verdict
 
 __all__ = ["main"]
 
@@ -44,6 +42,12 @@ EXIT_HOOK_FAULT = 1
 def _configure_logging(verbose: bool) -> None:
     """Send structlog to stderr so ``--json`` output on stdout stays clean,
     with every string in an event (a rendered traceback too) redacted."""
+    import logging
+
+    import structlog
+
+    from guard.redact import Redactor
+
     renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     structlog.configure(
         processors=[structlog.processors.add_log_level, Redactor().processor, renderer],
@@ -84,6 +88,10 @@ def _session_logs(sources: Sequence[str], session: str | None) -> Iterator[list[
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    import anyio
+
+    from guard.verdicts import replay_log
+
     config = _load(args.config)
     out: TextIO = sys.stdout
     if args.log.startswith(("redis://", "rediss://", "unix://")) and not args.session:
@@ -154,6 +162,8 @@ def _report_check(outcome: ReplayOutcome) -> int:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
+    from guard.config import apply_environment, to_toml
+
     config = load_config(args.file)
     effective = apply_environment(config)  # validated either way, as a live guard would
     if args.toml:
@@ -164,6 +174,10 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    import itertools
+
+    from guard.importers import TranscriptError, open_sessions, write_log
+
     sessions = open_sessions(args.src, args.format)
     head = list(itertools.islice(sessions, 2))
     out = Path(args.output)
@@ -228,32 +242,78 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     """Claude Code reads exit code 2 as "block this tool call", so a guard
     fault here exits 1 (a non-blocking error) whatever went wrong, with one
     line on stderr naming it. The guard's own log lines are held until the
-    answer is known and then written one line each, never as a traceback."""
-    from guard.adapters.claude_hooks import default_state_dir, parse_payload, run_hook
+    answer is known and then written one line each, never as a traceback.
 
-    held = structlog.testing.LogCapture()
-    structlog.configure(
-        processors=[structlog.processors.add_log_level, _error_text, held],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if args.verbose else logging.WARNING),
-    )
+    structlog is imported only when something logs (or with ``-v``): every
+    hook call would pay for it otherwise. stdout carries the answer and
+    nothing else.
+    """
+    from bus._logging import configure_when_imported
+    from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
+
+    held: list[structlog.testing.LogCapture] = []
+
+    def hold_log_lines() -> None:
+        import logging
+
+        import structlog
+
+        capture = structlog.testing.LogCapture()
+        held.append(capture)
+        structlog.configure(
+            processors=[structlog.processors.add_log_level, _error_text, capture],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if args.verbose else logging.WARNING),
+        )
+
+    notes: list[str] = []  # said on success only: a failure is one line, its error
+
+    def replaying(reason: str) -> None:
+        notes.append(f"repeat-tool-guard hook: {one_line(reason, 1000)}")
+
+    if args.verbose:
+        hold_log_lines()
+    else:
+        configure_when_imported(hold_log_lines)
+    answer_to = sys.stdout
+    sys.stdout = sys.stderr
     try:
         config = _load(args.config)
         payload = parse_payload(sys.stdin.buffer.read())
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
-        answer = anyio.run(run_hook, payload, state_dir, config)
+        answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying)
     except Exception as exc:
         print(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_HOOK_FAULT
-    for entry in held.entries:
-        level, event = entry.pop("log_level"), entry.pop("event")
-        fields = " ".join(f"{key}={value!r}" for key, value in entry.items())
-        print(one_line(f"{level}: {event} {fields}", 1000), file=sys.stderr)
+    finally:
+        sys.stdout = answer_to
+    for note in notes:
+        print(note, file=sys.stderr)
+    entries = [entry for capture in held for entry in capture.entries]
+    if entries:
+        from guard.redact import Redactor  # only when there is something to print: its rules cost a compile
+
+        redact = Redactor()
+        for entry in entries:
+            level, event = entry.pop("log_level"), entry.pop("event")
+            fields = " ".join(f"{key}={value!r}" for key, value in entry.items())
+            print(one_line(redact(f"{level}: {event} {fields}"), 1000), file=sys.stderr)
     if answer:
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     return EXIT_OK
 
 
+def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """An ``exc_info`` as ``error="Type: message"``: the hook's stderr gets no tracebacks."""
+    exc_info = event.pop("exc_info", None)
+    if exc_info:
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+        event["error"] = f"{type(exc).__name__}: {exc}"
+    return event
+
+
 def _cmd_hook_settings(args: argparse.Namespace) -> int:
+    import json
+
     from guard.adapters.claude_hooks import hook_settings
 
     script = Path(sys.executable).parent / "repeat-tool-guard"  # this installation's, not whatever PATH finds
@@ -268,22 +328,67 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
-    """An ``exc_info`` as ``error="Type: message"``: the hook's stderr gets no tracebacks."""
-    exc_info = event.pop("exc_info", None)
-    if exc_info:
-        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
-        event["error"] = f"{type(exc).__name__}: {exc}"
-    return event
+def _bench_moved() -> int:
+    print(
+        "repeat-tool-guard: the benchmarks are not part of the installed package any more; from a source "
+        "checkout run `python -m benchmarks` (see docs/performance.md)",
+        file=sys.stderr,
+    )
+    return EXIT_ERROR
 
 
-def _parser() -> argparse.ArgumentParser:
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal's width up front: left to
+    find it, argparse imports shutil (and with it every compression module)
+    for each parser it builds, on every start of the hook."""
+
+    def __init__(self, prog: str) -> None:
+        columns = os.environ.get("COLUMNS", "")
+        try:
+            width = int(columns) if columns.isdigit() else os.get_terminal_size(1).columns
+        except OSError:  # not a terminal
+            width = 80
+        super().__init__(prog, width=width - 2)
+
+
+def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
+    """The command line; with ``hook_only``, just ``hook`` (whose every start
+    would otherwise pay for the importers that ``import`` lists)."""
     parser = argparse.ArgumentParser(
         prog="repeat-tool-guard",
         description="Stop AI agents from re-issuing the same tool call.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every guard action to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if not hook_only:
+        _add_commands(commands)
+    hook = commands.add_parser(
+        "hook",
+        formatter_class=_HelpFormatter,
+        help="answer one Claude Code hook: the hook's JSON on stdin, the guard's answer on stdout",
+        description="Configure as a command hook for UserPromptSubmit, PreToolUse, PostToolUse, "
+        "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
+        "would block the tool) on any error of its own, a usage error included.",
+    )
+    hook.add_argument(
+        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
+    hook.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where per-session logs and snapshots live (default: $REPEAT_TOOL_GUARD_STATE, else "
+        "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
+    )
+    hook.set_defaults(run=_cmd_hook)
+    if not hook_only:
+        # Listed so that help says where it went; main() answers it, options and all.
+        commands.add_parser("bench", help="moved: run `python -m benchmarks` from a source checkout")
+    return parser
+
+
+def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from guard.importers import FORMATS
 
     replay = commands.add_parser("replay", help="replay a session log through a fresh guard")
     replay.add_argument("log", metavar="LOG", help="a session log (.jsonl), or a fleet's redis://HOST:PORT/DB")
@@ -349,25 +454,6 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--toml", action="store_true", help="print it as a TOML config file, every key spelled out")
     check.set_defaults(run=_cmd_check_config)
 
-    hook = commands.add_parser(
-        "hook",
-        help="answer one Claude Code hook: the hook's JSON on stdin, the guard's answer on stdout",
-        description="Configure as a command hook for UserPromptSubmit, PreToolUse, PostToolUse, "
-        "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
-        "would block the tool) when the guard itself fails.",
-    )
-    hook.add_argument(
-        "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
-    )
-    hook.add_argument(
-        "--state-dir",
-        metavar="DIR",
-        help="where per-session logs live (default: $REPEAT_TOOL_GUARD_STATE, else "
-        "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
-    )
-    hook.set_defaults(run=_cmd_hook)
-
-    _add_serve_command(commands)
     settings = commands.add_parser(
         "hook-settings",
         help="print the .claude/settings.json hooks that run this installation's hook command",
@@ -379,9 +465,10 @@ def _parser() -> argparse.ArgumentParser:
     settings.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
     settings.set_defaults(run=_cmd_hook_settings)
 
-    _add_bench_command(commands)
+    from guard.server.command import add_command as add_serve_command  # the server itself loads only for `serve`
+
+    add_serve_command(commands)
     _add_fleet_commands(commands)
-    return parser
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -429,9 +516,30 @@ def _add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     watch.set_defaults(run=_cmd_watch)
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is no option)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command(argv)
+    if command == "bench":
+        return _bench_moved()
+    hook = command == "hook"
+    try:
+        args = _parser(hook_only=hook).parse_args(argv)
+    except SystemExit as exit_:
+        if hook and exit_.code not in (0, None):
+            return EXIT_HOOK_FAULT  # a typo in settings.json must not block every tool call
+        raise
+    if hook:
+        if args.verbose:
+            _configure_logging(verbose=True)
+        return int(args.run(args))
     _configure_logging(args.verbose)
+    from guard.importers import TranscriptError, UnknownFormatError
+
     try:
         code: int = args.run(args)
         sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit

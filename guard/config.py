@@ -8,11 +8,10 @@ silently to a default.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import re
 import sys
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,7 +76,21 @@ def _check_patterns(key: str, value: Any) -> None:
             raise ConfigError(key, item, "each pattern must be a non-empty string")
 
 
-def _check_regexes(key: str, value: Any) -> None:
+@functools.cache
+def _defaults(section: type[msgspec.Struct]) -> dict[str, Any]:
+    return {field.name: field.default for field in msgspec.structs.fields(section)}
+
+
+def _default(section: msgspec.Struct, name: str) -> Any:
+    """The default of ``section``'s field ``name``."""
+    return _defaults(type(section))[name]
+
+
+def _check_regexes(key: str, value: Any, default: Any = None) -> None:
+    if value is default:
+        # The defaults are valid. Compiling them to check would cost every
+        # start of the command hook (the sections' defaults are built at import).
+        return
     if not isinstance(value, (list, tuple)):
         raise ConfigError(key, value, "must be a list of regular expressions")
     for item in value:
@@ -132,9 +145,9 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         _check_patterns("remind.exclude", self.exclude)
         force_setattr(self, "include", tuple(self.include))
         force_setattr(self, "exclude", tuple(self.exclude))
-        _check_regexes("remind.exclude_commands", self.exclude_commands)
+        _check_regexes("remind.exclude_commands", self.exclude_commands, _default(self, "exclude_commands"))
         _check_names("remind.ignored_args", self.ignored_args)
-        _check_regexes("remind.interjections", self.interjections)
+        _check_regexes("remind.interjections", self.interjections, _default(self, "interjections"))
         for key in ("exclude_commands", "ignored_args", "interjections"):
             force_setattr(self, key, tuple(getattr(self, key)))
         _check_int("remind.arguments_preview_chars", self.arguments_preview_chars, 1)
@@ -181,10 +194,10 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             force_setattr(self, key, tuple(getattr(self, key)))
         _check_patterns("turns.exempt", self.exempt)
         force_setattr(self, "exempt", tuple(self.exempt))
-        _check_regexes("turns.exempt_commands", self.exempt_commands)
+        _check_regexes("turns.exempt_commands", self.exempt_commands, _default(self, "exempt_commands"))
         force_setattr(self, "exempt_commands", tuple(self.exempt_commands))
         _check_names("turns.ignored_args", self.ignored_args)
-        _check_regexes("turns.interjections", self.interjections)
+        _check_regexes("turns.interjections", self.interjections, _default(self, "interjections"))
         force_setattr(self, "ignored_args", tuple(self.ignored_args))
         force_setattr(self, "interjections", tuple(self.interjections))
         _check_int("turns.deny_after", self.deny_after, 0)
@@ -217,7 +230,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
     ask_command: str = "~/.local/bin/ask-claude"
     ask_model: str = "opus"
-    ask_timeout_ms: int = 90_000
+    ask_timeout_ms: int = 45_000
     redact_patterns: tuple[str, ...] = ()
     log_file: str = ""
 
@@ -239,13 +252,13 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             raise ConfigError("rescue.stall_at", self.stall_at, rule)
         _check_patterns("rescue.include", self.include)
         _check_patterns("rescue.exclude", self.exclude)
-        _check_regexes("rescue.exclude_commands", self.exclude_commands)
+        _check_regexes("rescue.exclude_commands", self.exclude_commands, _default(self, "exclude_commands"))
         _check_names("rescue.ignored_args", self.ignored_args)
-        _check_regexes("rescue.interjections", self.interjections)
+        _check_regexes("rescue.interjections", self.interjections, _default(self, "interjections"))
         _check_patterns("rescue.mutating_tools", self.mutating_tools)
-        _check_regexes("rescue.mutating_commands", self.mutating_commands)
+        _check_regexes("rescue.mutating_commands", self.mutating_commands, _default(self, "mutating_commands"))
         _check_patterns("rescue.escalation_tools", self.escalation_tools)
-        _check_regexes("rescue.redact_patterns", self.redact_patterns)
+        _check_regexes("rescue.redact_patterns", self.redact_patterns, _default(self, "redact_patterns"))
         for key in ("ask_command", "ask_model"):
             value = getattr(self, key)
             if not isinstance(value, str) or not value.strip():
@@ -352,7 +365,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             "poll_states",
             "mutating_commands",
         ):
-            _check_regexes(f"loops.{key}", getattr(self, key))
+            _check_regexes(f"loops.{key}", getattr(self, key), _default(self, key))
         _check_names("loops.ignored_args", self.ignored_args)
         _check_int("loops.advise_at", self.advise_at, 1)
         _check_int("loops.advise_span", self.advise_span, 0)
@@ -485,6 +498,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
+        import json  # here: only printing a config as TOML needs it
+
         return json.dumps(value, ensure_ascii=False)
     items = [_toml_value(v) for v in value]
     if sum(len(i) + 2 for i in items) <= 80:
@@ -561,6 +576,8 @@ _TOO_LONG = f"holds a number of more than {sys.get_int_max_str_digits()} digits"
 
 
 def _parse_toml(file: Path, raw: bytes) -> Any:
+    import tomllib  # here: a hook without --config never parses TOML
+
     try:
         data = tomllib.loads(raw.decode("utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

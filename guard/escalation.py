@@ -10,22 +10,29 @@ command, so a broken ask command can never break the agent's tool call.
 
 The command runs in a new session (its own process group). On timeout, and
 whenever the ask ends for any other reason, the whole group is killed, so a
-wrapper script's children do not outlive it. POSIX only.
+wrapper script's children do not outlive it. A watchdog (``/bin/sh``, in a
+session of its own) holds a pipe from the asking process and kills the group
+when that pipe closes without a word: so the ask dies with its asker whatever
+signal ends it, SIGKILL included (a Claude Code hook that timed out, say).
+The group is named to the watchdog right after the ask starts; an asker
+killed within that instant leaves the ask unwatched. POSIX only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import time
+from typing import IO, TYPE_CHECKING
 
-import anyio
 import msgspec
-from anyio.abc import ByteReceiveStream
 
 from bus import ToolCall
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from anyio.abc import ByteReceiveStream
 
 __all__ = ["ASK_MODEL_ENV", "AskCommand", "AskOutcome"]
 
@@ -33,6 +40,12 @@ ASK_MODEL_ENV = "ASK_MODEL"
 """The environment variable that tells the ask command which model to use."""
 
 _STDERR_TAIL = 2048
+
+_WATCHDOG = (
+    # The group to guard, then one word: "done" when the ask ended normally,
+    # end of file when its asker died.
+    'read -r pgid && [ -n "$pgid" ] || exit 0; read -r word; [ "$word" = done ] || kill -s KILL -- "-$pgid" 2>/dev/null'
+)
 
 
 class AskOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,9 +86,19 @@ class AskCommand:
         ``call`` (the looping call) is for askers that answer from a record;
         the command never sees it beyond the question.
 
+        Called where no event loop runs (a coroutine driven to completion by
+        hand, as the command hook does), the ask starts a loop of its own and
+        the call blocks until the ask ends.
+
         An argv element cannot carry a NUL byte, so any in the question (a
         tool's binary output, say) are replaced with U+FFFD.
         """
+        import anyio
+
+        try:
+            anyio.get_current_task()
+        except RuntimeError:  # no event loop (anyio's NoEventLoopError, or sniffio's error before 4.10)
+            return anyio.run(self.ask, question, call)
         started = time.monotonic()
         advice, reason, truncated = await self._run(question.replace("\x00", "\ufffd"))
         return AskOutcome(
@@ -86,7 +109,17 @@ class AskCommand:
         )
 
     async def _run(self, question: str) -> tuple[str | None, str, bool]:
+        # Imported here: a process that never asks (a Claude Code hook, most
+        # of the time) does not pay for them.
+        import subprocess
+
+        import anyio
+
         env = {**os.environ, ASK_MODEL_ENV: self.model}
+        try:
+            watchdog = _start_watchdog()
+        except OSError as exc:  # pragma: no cover - /bin/sh is POSIX
+            return None, f"the ask's watchdog could not start: /bin/sh: {exc}", False
         try:
             # Shielded: a cancellation landing mid-spawn would leak the child.
             with anyio.CancelScope(shield=True):
@@ -98,7 +131,10 @@ class AskCommand:
                     env=env,
                     start_new_session=True,
                 )
+                _watch(watchdog, f"{process.pid}\n")
         except OSError as exc:
+            _watch(watchdog, "\n")  # no group to guard
+            _release(watchdog)
             return None, _start_failure(self.command, exc), False
         stdout = bytearray()
         stderr = bytearray()
@@ -116,6 +152,7 @@ class AskCommand:
                     _kill_group(process.pid)
         finally:
             _kill_group(process.pid)
+            _release(watchdog)
             with anyio.CancelScope(shield=True):
                 await process.aclose()
         if scope.cancelled_caught:
@@ -132,6 +169,36 @@ class AskCommand:
         if truncated:
             advice += f"\n… (+{dropped[0]} more bytes of output dropped)"
         return advice, "ok", truncated
+
+
+def _start_watchdog() -> subprocess.Popen[bytes]:
+    """The watchdog of one ask: it learns the group to guard from ``_watch``."""
+    import subprocess
+
+    return subprocess.Popen(
+        ["/bin/sh", "-c", _WATCHDOG],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a signal to the asker's group spares it
+    )
+
+
+def _watch(watchdog: subprocess.Popen[bytes], line: str) -> None:
+    stdin: IO[bytes] | None = watchdog.stdin
+    assert stdin is not None
+    with contextlib.suppress(OSError):  # a watchdog already gone (killed with the asker's session) hears nothing
+        stdin.write(line.encode())
+        stdin.flush()
+
+
+def _release(watchdog: subprocess.Popen[bytes]) -> None:
+    """The ask ended here: tell the watchdog so, and reap it."""
+    _watch(watchdog, "done\n")
+    with contextlib.suppress(OSError):
+        assert watchdog.stdin is not None
+        watchdog.stdin.close()
+    watchdog.wait()
 
 
 def _start_failure(command: str, exc: OSError) -> str:
@@ -163,5 +230,7 @@ def _tail(data: bytearray) -> str:
 
 
 def _kill_group(pgid: int) -> None:
+    import signal
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)

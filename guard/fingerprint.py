@@ -9,12 +9,9 @@ a message quotes it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import decimal
 import enum
-import hashlib
-import json
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -28,7 +25,9 @@ def _stand_in(obj: Any) -> Any:
     """A JSON-able stand-in for a value JSON cannot carry, stable across runs."""
     if isinstance(obj, msgspec.Struct):
         return msgspec.structs.asdict(obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+    if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
+        import dataclasses  # imported already by whoever made the dataclass
+
         return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     dump = getattr(obj, "model_dump", None)  # pydantic models
     if callable(dump):
@@ -100,13 +99,16 @@ def _text(text: str) -> str | msgspec.Raw:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
+        import json  # here: only a string with lone surrogates needs it
+
         return msgspec.Raw(json.dumps(text).encode("ascii"))
     return text
 
 
 def _key(key: Any, path: set[int]) -> str:
     if isinstance(key, str):
-        return key if not isinstance(_text(key), msgspec.Raw) else json.dumps(key)[1:-1]
+        text = _text(key)
+        return key if not isinstance(text, msgspec.Raw) else bytes(text).decode("ascii")[1:-1]
     return _sorted_encoder.encode(_normalize(key, path)).decode()
 
 
@@ -161,7 +163,14 @@ def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint
 
 
 _JOIN_LIMIT = 1 << 16
-_BLAKE2B_16 = hashlib.blake2b(digest_size=16)
+try:
+    # hashlib's own BLAKE2; importing hashlib itself also loads OpenSSL, about
+    # 2 ms of every command hook start.
+    from _blake2 import blake2b as blake2b
+except ImportError:  # pragma: no cover - an interpreter without CPython's _blake2
+    from hashlib import blake2b as blake2b
+
+_BLAKE2B_16 = blake2b(digest_size=16)
 
 
 class FingerprintCache:
@@ -171,7 +180,9 @@ class FingerprintCache:
 
     Pass the event's ``call_id``: a runtime may reuse one ``args`` object and
     mutate it between calls, and only a call and its own result are certain
-    to hold the same arguments. Memory is bounded by ``size`` entries.
+    to hold the same arguments. Memory is bounded by ``size`` entries; a
+    cache of size 0 keeps none and fingerprints every time (where no lookup
+    could hit, it costs only the fingerprint).
     """
 
     def __init__(self, size: int = 8) -> None:
@@ -181,6 +192,8 @@ class FingerprintCache:
     def get(
         self, tool: str, args: Any, ignore: frozenset[str] = frozenset(), *, call_id: str | None = None
     ) -> Fingerprint:
+        if not self._size:
+            return fingerprint(tool, args, ignore)
         key = (tool, call_id, id(args), ignore)
         entry = self._entries.get(key)
         if entry is not None:  # the entry holds ``args``, so its id was not reused

@@ -29,7 +29,18 @@ from typing import TYPE_CHECKING
 import anyio
 import msgspec
 
-from bus import Agent, AgentStatus, AnyEvent, ContextMessage, Decision, Event, Replay, ToolCall, ToolResult
+from bus import (
+    Agent,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    Decision,
+    Event,
+    Replay,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+)
 from bus._codec import event_decoder
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog
 from guard.actions import Action
@@ -236,6 +247,8 @@ class _Replica:
         try:
             event = self.decode(line)
         except msgspec.DecodeError:
+            return False
+        if isinstance(event, SessionStart):  # a stream holds events only
             return False
         if self._regenerated(event):
             return False  # recorded guard output: regenerated, never re-applied

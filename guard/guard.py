@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
-from weakref import WeakKeyDictionary
 
-import structlog
 from msgspec import UNSET
 
 from bus import (
@@ -21,6 +20,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
+from bus._logging import LazyLogger
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
@@ -35,26 +35,34 @@ __all__ = ["ActionListener", "Guard", "build_policies"]
 ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
 
-_log = structlog.get_logger("guard")
+_log = LazyLogger("guard")
 
 
 class _ActionLog:
-    """The logger for action events, bound once per structlog configuration.
+    """The structlog logger for action events, bound once per structlog
+    configuration, and skipped whole while that configuration filters out
+    ``info``.
 
     structlog's lazy proxy binds a fresh logger on every call (about 2.5 µs,
     paid on every action); this one rebinds only when ``structlog.configure``
     changed what a logger is made of, so the guard still follows a
     reconfiguration (and ``structlog.testing.capture_logs``, which edits the
-    processor list in place).
+    processor list in place). structlog itself is imported on the first action.
     """
 
-    __slots__ = ("_bound", "_made_of")
+    __slots__ = ("_bound", "_enabled", "_made_of")
 
     def __init__(self) -> None:
         self._made_of: tuple[Any, ...] = ()
         self._bound: Any = None
+        self._enabled = True
 
-    def info(self, event: str, **fields: Any) -> None:
+    def _current(self) -> bool:
+        """Rebind if structlog was reconfigured; whether ``info`` gets through."""
+        import logging
+
+        import structlog
+
         config = structlog.get_config()
         made_of = self._made_of
         if (
@@ -64,14 +72,48 @@ class _ActionLog:
             or made_of[2] is not config["logger_factory"]
             or made_of[3] is not config["context_class"]
         ):
-            self._bound = structlog.get_logger("guard").bind()
+            bound = self._bound = structlog.get_logger("guard").bind()
+            # Asked of the class: a generic BoundLogger proxies any attribute,
+            # and would log a call of one it lacks.
+            knows_level = callable(getattr(type(bound), "is_enabled_for", None))
+            self._enabled = bound.is_enabled_for(logging.INFO) if knows_level else True
             self._made_of = (
                 config["processors"],
                 config["wrapper_class"],
                 config["logger_factory"],
                 config["context_class"],
             )
-        self._bound.info(event, **fields)
+        return self._enabled
+
+    def action(self, action: Action) -> None:
+        if self._current():
+            self._bound.info(
+                f"guard.{action.action}",
+                policy=action.policy,
+                agent=action.agent,
+                tool=action.tool,
+                count=action.count,
+                threshold=action.threshold,
+            )
+
+
+class _Entry(weakref.ref[Agent]):
+    """An agent's watches, held through a weak reference to its handle
+    (``key`` is the handle's id): when the handle is collected, the guard's
+    callback drops the entry, before that id can be reused."""
+
+    __slots__ = ("key", "watches")
+    key: int
+    watches: list[AnyWatch]
+
+    def __new__(cls, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> _Entry:
+        self = super().__new__(cls, agent, callback)
+        self.key = id(agent)
+        self.watches = watches
+        return self
+
+    def __init__(self, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> None:
+        super().__init__(agent, callback)  # type: ignore[call-arg]  # ref's own, which typeshed leaves out
 
 
 def build_policies(config: Config) -> list[AnyPolicy]:
@@ -92,16 +134,18 @@ def build_policies(config: Config) -> list[AnyPolicy]:
 class Guard:
     """Watches each agent's tool calls on a bus and acts on loops.
 
-    State is kept per live agent in a ``WeakKeyDictionary``, in memory only:
-    it disappears with the agent handle, on its ``disposed`` status, and
-    never crosses agents. Events without an agent are ignored. ``config`` runs
+    State is kept per live agent, in memory only, keyed on the handle's
+    identity and held through a weak reference: it disappears with the agent
+    handle, on its ``disposed`` status, and never crosses agents. Events without an agent are ignored. ``config`` runs
     as given: the environment's overrides (``apply_environment``) belong to
     the edges that start a live guard (the adapters, the ``hook`` command),
     so a replay of a log depends on nothing but the log and the config.
 
     The policies are those ``config`` enables, or exactly ``policies`` when
     given (your own ``Policy`` subclasses, say). A policy or listener that
-    raises is logged and skipped; the others still run.
+    raises is logged and skipped; the others still run. Every action is
+    logged through structlog (``guard.remind``, ...) unless ``log_actions`` is
+    false; listeners hear of it either way.
     """
 
     def __init__(
@@ -110,16 +154,26 @@ class Guard:
         *,
         on_action: ActionListener | None = None,
         policies: Sequence[AnyPolicy] | None = None,
+        log_actions: bool = True,
     ) -> None:
         self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
         self._plugins = frozenset(policy.plugin for policy in self.policies)
-        self._agents: WeakKeyDictionary[Agent, list[AnyWatch]] = WeakKeyDictionary()
-        self._fingerprints = FingerprintCache()
+        # id(handle) -> its entry: a plain dict lookup on the hot path.
+        agents: dict[int, _Entry] = {}
+        self._agents = agents
+
+        def gone(entry: _Entry) -> None:  # holds the dict, not the guard
+            agents.pop(entry.key, None)
+
+        self._gone = gone
+        # A call and its result share one fingerprint only when some policy
+        # looks at the call too, or several look at the result.
+        self._fingerprints = FingerprintCache(size=8 if self._interceptors or len(self.policies) > 1 else 0)
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
-        self._action_log = _ActionLog()
+        self._action_log = _ActionLog() if log_actions else None
         # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
         self._interceptor = self._on_call
 
@@ -175,11 +229,31 @@ class Guard:
         """How many agents currently have state."""
         return len(self._agents)
 
-    def _watches(self, agent: Agent) -> list[AnyWatch]:
-        watches = self._agents.get(agent)
-        if watches is None:
-            watches = self._agents[agent] = [p.watch() for p in self.policies]
+    def watches(self, agent: Agent) -> list[AnyWatch] | None:
+        """``agent``'s watches (one per policy, in order, each with its state),
+        or ``None`` before its first event: what a process that answers one
+        hook at a time saves, to ``restore`` them in the next."""
+        entry = self._agents.get(id(agent))
+        return entry.watches if entry is not None else None
+
+    def restore(self, agent: Agent, watches: list[AnyWatch]) -> None:
+        """Give ``agent`` the ``watches`` an earlier guard had for it, each
+        over the policy of this guard at its place (see ``watches``)."""
+        if len(watches) != len(self.policies) or any(
+            w.policy is not p for w, p in zip(watches, self.policies, strict=True)
+        ):
+            raise ValueError("these watches are not over this guard's policies")
+        self._track(agent, watches)
+
+    def _track(self, agent: Agent, watches: list[AnyWatch]) -> list[AnyWatch]:
+        self._agents[id(agent)] = _Entry(agent, self._gone, watches)
         return watches
+
+    def _watches(self, agent: Agent) -> list[AnyWatch]:
+        entry = self._agents.get(id(agent))
+        if entry is None:
+            return self._track(agent, [p.watch() for p in self.policies])
+        return entry.watches
 
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
@@ -206,9 +280,8 @@ class Guard:
         agent = result.agent
         if agent is None:
             return
-        watches = self._agents.get(agent)  # _watches, inlined on the hot path
-        if watches is None:
-            watches = self._watches(agent)
+        entry = self._agents.get(id(agent))  # _watches, inlined on the hot path
+        watches = entry.watches if entry is not None else self._watches(agent)
         fingerprints = self._fingerprints
         for watch in watches:
             try:
@@ -235,26 +308,20 @@ class Guard:
         agent = status.agent
         if agent is None:
             return
-        watches = self._agents.get(agent)
-        if watches is None:
+        entry = self._agents.get(id(agent))
+        if entry is None:
             return
-        for watch in watches:
+        for watch in entry.watches:
             try:
                 watch.on_status(status)
             except Exception:
                 _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent.id)
         if status.status == "disposed":
-            self._agents.pop(agent, None)
+            self._agents.pop(id(agent), None)
 
     async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
-        self._action_log.info(
-            f"guard.{action.action}",
-            policy=action.policy,
-            agent=action.agent,
-            tool=action.tool,
-            count=action.count,
-            threshold=action.threshold,
-        )
+        if self._action_log is not None:
+            self._action_log.action(action)
         for listener in self._listeners:
             try:
                 listener(action, trigger)

@@ -17,9 +17,9 @@ failure with different arguments has one kind.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
+from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
 from guard.patterns import compile_regex
 
 __all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "error_kind"]
@@ -89,7 +89,7 @@ class ResultNormalizer:
         is compared as it is, so noise there reads as a change (the safe
         side: a change is never taken for a repeat), and a long output costs
         no more than a short one."""
-        hasher = hashlib.blake2b(digest_size=16)
+        hasher = blake2b(digest_size=16)
         if len(text) > _HEAD + _TAIL:
             hasher.update(self.normalize(text[:_HEAD]).encode("utf-8", "surrogatepass"))
             hasher.update(b"\x00\x01")

@@ -19,13 +19,9 @@ not make an untrusted responder safe.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from importlib.resources import files
 from typing import Any
-
-import structlog
 
 from guard.patterns import LiteralSet, Regex, compile_regex
 
@@ -143,6 +139,11 @@ def load_rules(names: Iterable[str] = _RULE_FILES) -> tuple[SecretRule, ...]:
     left out: a session's text has no path. A file's global allowlists apply
     to its own rules; ``[extend] disabledRules`` in any file drops rules of
     the others by id."""
+    # Imported here, as structlog below: the command hook imports this module
+    # and, without rescue, never builds a Redactor.
+    import tomllib
+    from importlib.resources import files
+
     folder = files("guard").joinpath("secret_rules")
     loaded = [(name, tomllib.loads(folder.joinpath(name).read_text("utf-8"))) for name in names]
     disabled = {rule for _, data in loaded for rule in data.get("extend", {}).get("disabledRules", [])}
@@ -285,6 +286,8 @@ class Redactor:
         the renderer."""
         exc_info = event_dict.pop("exc_info", None)
         if exc_info:
+            import structlog
+
             event_dict["exc_info"] = exc_info
             event_dict = structlog.processors.format_exc_info(logger, method_name, event_dict)
         return {key: self.redact_value(value) for key, value in event_dict.items()}

@@ -28,8 +28,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
-import anyio
-
 from bus import LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
 from guard.calls import CallSelector, Interjections
@@ -182,13 +180,28 @@ class RecordedAnswers:
 
 
 class _Pending:
-    """An ask in flight for one signature; parallel calls of it wait here."""
+    """An ask in flight for one signature; parallel calls of it wait here.
 
-    __slots__ = ("advice", "done")
+    The event is made by the first call that waits: a process that drives
+    the guard without an event loop (the command hook) never has a parallel
+    call, and cannot make one."""
+
+    __slots__ = ("_event", "advice")
 
     def __init__(self) -> None:
-        self.done = anyio.Event()
         self.advice: str | None = None
+        self._event: Any = None
+
+    async def wait(self) -> None:
+        if self._event is None:
+            import anyio
+
+            self._event = anyio.Event()
+        await self._event.wait()
+
+    def finish(self) -> None:
+        if self._event is not None:
+            self._event.set()
 
 
 class _Hit:
@@ -298,7 +311,9 @@ class RescuePolicy(Policy[_AgentState]):
         self.command = AskCommand(config.ask_command, model=config.ask_model, timeout_ms=config.ask_timeout_ms)
         self.ask: Asker = ask or self.command
         self._redact = Redactor(config.redact_patterns)
-        self._trips = TripLog(config.log_file)
+        self.trips: TripLog | None = TripLog(config.log_file)
+        """Where trips are recorded; ``None`` while history is replayed, whose
+        trips were recorded when they happened."""
 
     def new_state(self) -> _AgentState:
         return _AgentState()
@@ -349,7 +364,7 @@ class RescuePolicy(Policy[_AgentState]):
             return self._trip(state, hit, "rescue", advice, cached=True)
         pending = state.pending.get(digest)
         if pending is not None:
-            await pending.done.wait()
+            await pending.wait()
             if pending.advice is not None:
                 return self._trip(state, hit, "rescue", pending.advice, cached=True)
             return self._trip(state, hit, "deny", reason="a parallel ask for this call failed")
@@ -374,7 +389,7 @@ class RescuePolicy(Policy[_AgentState]):
                 pending.advice = outcome.advice
                 if state.epoch == hit.epoch:
                     state.advice[digest] = outcome.advice
-            pending.done.set()
+            pending.finish()
         if outcome.advice is None:
             return self._trip(state, hit, "escalation-failed", ask_ms=outcome.elapsed_ms, reason=outcome.reason)
         return self._trip(state, hit, "rescue", outcome.advice, ask_ms=outcome.elapsed_ms)
@@ -423,23 +438,24 @@ class RescuePolicy(Policy[_AgentState]):
             head = _STALL_HEAD.format(redundant=hit.redundant, tool=call.tool, arguments=arguments)
             shown, threshold = hit.redundant, self._stall_at
         agent = call.agent.id if call.agent is not None else None
-        self._trips.record(
-            Trip(
-                ts=call.ts,
-                kind=kind,
-                agent=agent,
-                tool=call.tool,
-                call_id=call.call_id,
-                signature=hit.fp.digest.hex(),
-                count=hit.count,
-                epoch=hit.epoch,
-                trigger=hit.trigger,
-                redundant=hit.redundant,
-                rescues_used=state.used,
-                cached=cached,
-                ask_ms=ask_ms,
-                reason=self._redact(reason) if reason else reason,
+        if self.trips is not None:
+            self.trips.record(
+                Trip(
+                    ts=call.ts,
+                    kind=kind,
+                    agent=agent,
+                    tool=call.tool,
+                    call_id=call.call_id,
+                    signature=hit.fp.digest.hex(),
+                    count=hit.count,
+                    epoch=hit.epoch,
+                    trigger=hit.trigger,
+                    redundant=hit.redundant,
+                    rescues_used=state.used,
+                    cached=cached,
+                    ask_ms=ask_ms,
+                    reason=self._redact(reason) if reason else reason,
+                )
             )
-        )
         text = head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice))
         return action_for(call, policy=self.name, kind=kind, count=shown, text=text, threshold=threshold, advice=advice)

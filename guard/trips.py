@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-import structlog
 
 from bus import open_regular
+from bus._logging import LazyLogger
 
 __all__ = ["Trip", "TripKind", "TripLog", "TripTrigger"]
 
 TripKind = Literal["deny", "rescue", "escalation-failed"]
 TripTrigger = Literal["repeat", "stall"]
 
-_log = structlog.get_logger("guard.rescue")
+_log = LazyLogger("guard.rescue")
 _encoder = msgspec.json.Encoder()
 
 

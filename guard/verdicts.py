@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
-import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +37,8 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     def json_line(self) -> str:
         """This verdict as ``replay --json`` prints it: one JSON object, the
         fields in the order above, formatted as DESIGN.md shows them."""
+        import json
+
         return json.dumps(msgspec.to_builtins(self), ensure_ascii=False)
 
 
@@ -66,13 +66,22 @@ class Difference(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Output(msgspec.Struct, frozen=True):
+    """One guard output; ``key`` is its fields as (name, value) pairs, which
+    compare as they are and become JSON text only in a difference."""
+
     what: OutputKind
     seq: int
-    key: str
+    key: tuple[tuple[str, object], ...]
 
 
-def _fields(**fields: object) -> str:
-    return json.dumps(fields, ensure_ascii=False)
+def _fields(**fields: object) -> tuple[tuple[str, object], ...]:
+    return tuple(fields.items())
+
+
+def _text(key: tuple[tuple[str, object], ...]) -> str:
+    import json  # here, as difflib below: the command hook imports this module and never compares
+
+    return json.dumps(dict(key), ensure_ascii=False)
 
 
 def _message(event: ContextMessage | AgentStatus) -> _Output:
@@ -101,6 +110,8 @@ def _denial(seq: int, agent: str | None, call_id: str, by: str | None, text: str
 def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
     """Align the two sequences (so one missing action is one difference, not
     a shifted tail) and report what differs."""
+    import difflib
+
     a = [o.key for o in recorded]
     b = [o.key for o in fresh]
     if a == b:
@@ -112,9 +123,11 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
         old, new = recorded[i1:i2], fresh[j1:j2]
         while old and new and old[0].what == new[0].what:
             was, now = old.pop(0), new.pop(0)
-            differences.append(Difference(what=was.what, seq=was.seq, recorded=was.key, regenerated=now.key))
-        differences += [Difference(what=o.what, seq=o.seq, recorded=o.key, regenerated=None) for o in old]
-        differences += [Difference(what=o.what, seq=o.seq, recorded=None, regenerated=o.key) for o in new]
+            differences.append(
+                Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=_text(now.key))
+            )
+        differences += [Difference(what=o.what, seq=o.seq, recorded=_text(o.key), regenerated=None) for o in old]
+        differences += [Difference(what=o.what, seq=o.seq, recorded=None, regenerated=_text(o.key)) for o in new]
     return sorted(differences, key=lambda d: d.seq)
 
 
@@ -226,7 +239,7 @@ async def replay_log(
     replay = Replay(path, withhold=withhold)
     guard.attach(replay.bus)
     replay.bus.record(capture)
-    with contextlib.nullcontext() if live_asks else answers_from_log(guard, path):
+    with answers_from_log(guard, path, live_asks=live_asks):
         report = await replay.run()
     for (agent, call_id), (seq, plugin, action) in denials.items():  # denied calls the log has no result for
         fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
@@ -234,20 +247,24 @@ async def replay_log(
 
 
 @contextlib.contextmanager
-def answers_from_log(guard: Guard, path: str | os.PathLike[str]) -> Iterator[None]:
+def answers_from_log(guard: Guard, path: str | os.PathLike[str], *, live_asks: bool = False) -> Iterator[None]:
     """While inside, every rescue policy of ``guard`` answers escalations
     from the log at ``path`` (scanned only when a rescue policy runs), not
-    by running the ask command; on leaving, each gets its asker back."""
+    by running the ask command, unless ``live_asks``; and records no trips,
+    since the history's trips were recorded when they happened. On leaving,
+    each gets its asker and its trip log back."""
     rescuers = [p for p in guard.policies if isinstance(p, RescuePolicy)]
     if not rescuers:
         yield
         return
-    answers = RecordedAnswers.from_log(path)
-    previous = [p.ask for p in rescuers]
+    answers = None if live_asks else RecordedAnswers.from_log(path)
+    previous = [(p.ask, p.trips) for p in rescuers]
     for policy in rescuers:
-        policy.ask = answers
+        policy.ask = answers or policy.ask
+        policy.trips = None
     try:
         yield
     finally:
-        for policy, asker in zip(rescuers, previous, strict=True):
+        for policy, (asker, trips) in zip(rescuers, previous, strict=True):
             policy.ask = asker
+            policy.trips = trips

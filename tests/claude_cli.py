@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from claude_agent_sdk import ClaudeAgentOptions
 
-__all__ = ["FakeAnthropic", "bundled_cli", "text", "tool_use"]
+__all__ = ["FakeAnthropic", "ScriptedServer", "bundled_cli", "text", "tool_use"]
 
 MODEL = "claude-sonnet-4-6"
 EXHAUSTED = "(script exhausted)"
@@ -80,31 +80,25 @@ class _Recorded:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class FakeAnthropic:
-    """A scripted Anthropic Messages API on ``http://127.0.0.1:<port>``; the CLI
-    runs with ``home`` as its HOME and ``home/work`` (``work``) as its cwd.
+class ScriptedServer:
+    """An HTTP server on 127.0.0.1 in a thread, answering with scripted assistant
+    turns: the shared part of the fake model APIs. ``requests`` are the JSON
+    bodies it answered, ``paths`` every request path; thread-safe."""
 
-    ``requests`` holds the JSON bodies of the agent-loop requests (those
-    offering tools) in arrival order, ``side_requests`` the others, and
-    ``paths`` every request path seen. Thread-safe: the CLI may send
-    requests concurrently.
-    """
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.work = home / "work"
-        self.work.mkdir(parents=True, exist_ok=True)
+    def __init__(self, name: str, id_prefix: str) -> None:
         self.requests: list[dict[str, Any]] = []
-        self.side_requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
-        self.overruns = 0
         self._turns: list[list[Block]] = []
+        self._id_prefix = id_prefix
         self._ids = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-anthropic", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
         self._thread.start()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
 
     @property
     def url(self) -> str:
@@ -112,17 +106,20 @@ class FakeAnthropic:
         return f"http://{host!s}:{port}"
 
     def script(self, *turns: Sequence[Block]) -> None:
-        """Append assistant turns, answered one per agent-loop request."""
+        """Append assistant turns, answered one per request."""
         with self._lock:
-            for turn in turns:
-                blocks = []
-                for block in turn:
-                    block = dict(block)
-                    if block["type"] == "tool_use" and block.get("id") is None:
-                        self._ids += 1
-                        block["id"] = f"toolu_fake_{self._ids:02d}"
-                    blocks.append(block)
-                self._turns.append(blocks)
+            self._turns.extend(self._numbered(turn) for turn in turns)
+
+    def _numbered(self, turn: Sequence[Block]) -> list[Block]:
+        """``turn`` with an id for each tool call that has none (call with the lock held)."""
+        blocks = []
+        for block in turn:
+            block = dict(block)
+            if block["type"] == "tool_use" and block.get("id") is None:
+                self._ids += 1
+                block["id"] = f"{self._id_prefix}{self._ids:02d}"
+            blocks.append(block)
+        return blocks
 
     @property
     def remaining(self) -> int:
@@ -133,6 +130,35 @@ class FakeAnthropic:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+class FakeAnthropic(ScriptedServer):
+    """A scripted Anthropic Messages API on ``http://127.0.0.1:<port>``; the CLI
+    runs with ``home`` as its HOME and ``home/work`` (``work``) as its cwd.
+
+    ``requests`` holds the JSON bodies of the agent-loop requests (those
+    offering tools) in arrival order, ``side_requests`` the others, and
+    ``paths`` every request path seen. Thread-safe: the CLI may send
+    requests concurrently.
+    """
+
+    def __init__(self, home: Path) -> None:
+        super().__init__("fake-anthropic", "toolu_fake_")
+        self.home = home
+        self.work = home / "work"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.side_requests: list[dict[str, Any]] = []
+        self.subagent_requests: list[dict[str, Any]] = []
+        self.overruns = 0
+        self._subagent_turns: dict[str, list[list[Block]]] = {}
+
+    def script_subagent(self, task: str, *turns: Sequence[Block]) -> None:
+        """Turns for the subagent whose task (its first user message) contains
+        ``task``: its requests are answered from these, in order, and kept in
+        ``subagent_requests``, so a subagent running beside the main agent
+        cannot take the main agent's turns."""
+        with self._lock:
+            self._subagent_turns.setdefault(task, []).extend(self._numbered(turn) for turn in turns)
 
     # --- what reached the model ------------------------------------------------------------
 
@@ -226,6 +252,9 @@ class FakeAnthropic:
 
     # --- serving ---------------------------------------------------------------------------
 
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
+
     def _answer(self, path: str, body: dict[str, Any]) -> list[Block] | None:
         with self._lock:
             self.paths.append(path)
@@ -234,9 +263,18 @@ class FakeAnthropic:
             if not body.get("tools"):
                 self.side_requests.append(body)
                 return [text("ok")]
-            self.requests.append(body)
-            if self._turns:
-                return self._turns.pop(0)
+            first = body.get("messages", [{}])[0].get("content")
+            opening = "\n".join(_texts([text(first)] if isinstance(first, str) else first or []))
+            for task, turns in self._subagent_turns.items():
+                if task in opening:
+                    self.subagent_requests.append(body)
+                    if turns:
+                        return turns.pop(0)
+                    break
+            else:
+                self.requests.append(body)
+                if self._turns:
+                    return self._turns.pop(0)
             self.overruns += 1
             return [text(EXHAUSTED)]
 

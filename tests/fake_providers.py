@@ -18,12 +18,10 @@ times with the same arguments, like a model stuck in a loop (a tool named
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
-from tests.claude_cli import Block, text
+from tests.claude_cli import Block, ScriptedServer, text
 
 __all__ = ["DIALECTS", "Dialect", "FakeChatAPI"]
 
@@ -33,38 +31,16 @@ DIALECTS: tuple[Dialect, ...] = ("anthropic", "openai", "gemini")
 MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1-mini", "gemini": "gemini-2.5-flash"}
 
 
-class FakeChatAPI:
+class FakeChatAPI(ScriptedServer):
     """One provider's chat API, scripted; ``requests`` are the JSON bodies received."""
 
     def __init__(self, dialect: Dialect) -> None:
+        super().__init__(f"fake-{dialect}", "call_")
         self.dialect = dialect
-        self.requests: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-        self._turns: list[list[Block]] = []
         self._stubborn = 0
-        self._ids = 0
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"fake-{dialect}", daemon=True)
-        self._thread.start()
 
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def script(self, *turns: Sequence[Block]) -> None:
-        with self._lock:
-            for turn in turns:
-                blocks = []
-                for block in turn:
-                    block = dict(block)
-                    if block["type"] == "tool_use" and block.get("id") is None:
-                        self._ids += 1
-                        block["id"] = f"call_{self._ids:02d}"
-                    blocks.append(block)
-                self._turns.append(blocks)
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     def stubborn(self, times: int) -> None:
         """After the script, call one offered tool ``times`` times, then answer text."""
@@ -97,11 +73,6 @@ class FakeChatAPI:
 
         return ChatGoogleGenerativeAI(model=model, base_url=self.url, google_api_key="fake-key", max_retries=0)
 
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
     def _answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         route = _route(path)
         with self._lock:
@@ -114,10 +85,7 @@ class FakeChatAPI:
                 blocks = [_loop_call(route, body)]
             else:
                 blocks = [text("(script exhausted)")]
-            for block in blocks:
-                if block["type"] == "tool_use" and block.get("id") is None:
-                    self._ids += 1
-                    block["id"] = f"call_{self._ids:02d}"
+            blocks = self._numbered(blocks)
             self._ids += 1
             number = self._ids
         return _FORMATS[route](blocks, number, body)

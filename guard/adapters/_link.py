@@ -206,6 +206,10 @@ class AgentLink:
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls
 
+    def calls_in_flight(self) -> list[ToolCall]:
+        """The published calls that still wait for their result, oldest first."""
+        return list(self._calls.values())
+
     def open_calls(self) -> int:
         """How many published calls still wait for their result."""
         return len(self._calls)

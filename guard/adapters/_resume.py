@@ -77,15 +77,24 @@ class _Tracker:
 
 
 async def resume_link(
-    path: Path, session: str, config: Config | None = None, *, on_action: ActionListener | None = None
+    path: Path,
+    session: str,
+    config: Config | None = None,
+    *,
+    guard: Guard | None = None,
+    mark_resume: bool = True,
+    on_action: ActionListener | None = None,
 ) -> tuple[GuardLink, SessionLog]:
     """A ``GuardLink`` whose guard has seen every event of the log at ``path``
-    (replayed, the guard's own messages regenerated rather than re-read), and
-    whose new events are appended to that log with their seq continued. A
-    missing log starts a new session. The caller closes the returned log.
+    (replayed, the guard's own messages regenerated rather than re-read, no
+    escalation asked again, no trip recorded again), and whose new events are
+    appended to that log with their seq continued. A missing log starts a new
+    session. ``guard`` is the fresh guard to resume (default ``Guard(config)``);
+    ``mark_resume`` is ``SessionLog``'s. The caller closes the returned log.
     ``on_action`` hears of the guard's actions from now on, not of those the
     history replays."""
-    guard = Guard(config)
+    if guard is None:
+        guard = Guard(config)
     tracker = _Tracker()
     seq = 0
     exists = path.exists()
@@ -103,7 +112,7 @@ async def resume_link(
         guard.add_listener(on_action)
     bus = Bus(seq=seq)
     guard.attach(bus)
-    log = SessionLog(path, session=session, append=exists).attach(bus)
+    log = SessionLog(path, session=session, append=exists, mark_resume=mark_resume).attach(bus)
     link = GuardLink(bus)
     for state in tracker.agents.values():
         if state.disposed:

@@ -2,41 +2,46 @@
 and the JSON it answers), shared by the Claude Agent SDK callbacks and the
 ``repeat-tool-guard hook`` command.
 
-Seams: ``UserPromptSubmit`` (a user turn), ``PreToolUse`` (decide; a deny is
+Seams: ``UserPromptSubmit`` (a user turn, unless it is a background task's
+``<task-notification>``), ``PreToolUse`` (decide; a deny is
 ``permissionDecision: deny`` with the denial as its reason, and the denied
 call is published as its result right away, since no post hook follows it),
 ``PostToolUse`` / ``PostToolUseFailure`` (publish the result; the guard's
 messages go back as ``additionalContext``, never as a rewritten tool output),
-``PostToolBatch`` (the model response is over: ``agent/status`` ``step-done``),
-``Stop`` (a response without tool calls: ``idle``), ``SubagentStart`` /
-``SubagentStop`` (a subagent's life; its tool hooks carry its ``agent_id``),
-``SessionEnd`` (every agent of the session is disposed).
-A halt request answers ``continue: false`` with the reason as ``stopReason``.
-"""
+``PostToolBatch`` (the model response is over: ``agent/status``
+``step-done``), ``Stop`` (a response without tool calls: ``idle``),
+``SubagentStart`` / ``SubagentStop`` (a subagent's life; its tool hooks carry
+its ``agent_id``), ``SessionEnd`` (every agent of the session is disposed).
+A halt request answers ``continue: false`` with the reason as ``stopReason``."""
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import shlex
+import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from bus import Decision, LogWriteError, open_regular
+import msgspec
+
+from bus import Decision, LogError, LogWriteError, open_regular
 from guard._text import shown
 from guard.adapters._link import AgentLink, GuardLink, as_text
-from guard.adapters._resume import resume_or_restart
+from guard.adapters._resume import resume_link
+from guard.adapters._snapshot import load_snapshot, save_snapshot, snapshot_path
 from guard.config import Config, apply_environment
+from guard.guard import Guard
 
 __all__ = [
     "HOOK_EVENTS",
     "SESSION_ID_RULE",
     "ClaudeHooks",
     "HookInputError",
+    "answer_hook",
     "default_state_dir",
     "hook_command",
     "hook_settings",
@@ -44,7 +49,10 @@ __all__ = [
     "is_session_id",
     "parse_payload",
     "run_hook",
+    "run_to_completion",
 ]
+
+T = TypeVar("T")
 
 HOOK_EVENTS: tuple[str, ...] = (
     "UserPromptSubmit",
@@ -101,6 +109,10 @@ def _settings(handler: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+TASK_NOTIFICATION = "<task-notification>"
+"""How the prompt starts when Claude Code reports a finished background task
+(a subagent run in the background) through ``UserPromptSubmit``: no user turn."""
+
 MAX_SESSIONS = 256
 """How many sessions one ``ClaudeHooks`` keeps live by default (see ``max_sessions``)."""
 
@@ -146,7 +158,9 @@ class ClaudeHooks:
             return {}
         agent = await self._agent(payload)
         if event == "UserPromptSubmit":
-            await agent.user_message(str(payload.get("prompt", "")))
+            prompt = str(payload.get("prompt", ""))
+            if not prompt.lstrip().startswith(TASK_NOTIFICATION):  # a background task reporting back
+                await agent.user_message(prompt)
             return {}
         if event == "SubagentStop":
             del self._subagents[agent.agent.id]
@@ -264,8 +278,8 @@ class HookInputError(ValueError):
 def parse_payload(raw: bytes) -> dict[str, Any]:
     """The hook payload on stdin, checked for what the guard relies on."""
     try:
-        payload = json.loads(raw)
-    except ValueError as exc:
+        payload = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
         raise HookInputError(f"hook input is not JSON ({exc})") from None
     if not isinstance(payload, dict):
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
@@ -275,14 +289,26 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     return payload
 
 
-async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config | None = None) -> dict[str, Any]:
+async def run_hook(
+    payload: Mapping[str, Any],
+    state_dir: Path,
+    config: Config | None = None,
+    *,
+    log_actions: bool = True,
+    on_replay: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Answer one hook invocation with per-session state kept in ``state_dir``.
 
     The session's events live in ``<state_dir>/<session_id>.jsonl`` (a normal
-    session log: ``repeat-tool-guard replay`` reads it). Each invocation takes
-    an exclusive lock on ``<session_id>.lock``, replays the log into a fresh
-    guard, handles the payload, and appends the new events. A log that is not
-    a session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
+    session log with one header: ``repeat-tool-guard replay`` reads it), and
+    the guard's state as of the log's end in ``<session_id>.snapshot``. Each
+    invocation takes an exclusive lock on ``<session_id>.lock``, restores the
+    guard from the snapshot, handles the payload, appends the new events and
+    saves a new snapshot: constant work per call, however long the session.
+    When the snapshot cannot be used (see ``guard.adapters._snapshot``), the
+    log is replayed instead and ``on_replay`` is told why. A log that is not a
+    session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
+    ``log_actions`` is ``Guard``'s.
     The environment's overrides (``apply_environment``) apply to ``config``.
     Both files are created 0600; the log is not written through a symbolic
     link. An event the log could not record (a full disk) raises ``LogWriteError``
@@ -292,14 +318,55 @@ async def run_hook(payload: Mapping[str, Any], state_dir: Path, config: Config |
     session = str(payload["session_id"])
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = state_dir / f"{session}.jsonl"
+    saved = snapshot_path(path)
     lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        link, log = await resume_or_restart(path, session, config)
+        guard = Guard(config, log_actions=log_actions)
+        restored = load_snapshot(saved, path, session, guard)
+        if isinstance(restored, str):
+            if on_replay is not None and (path.exists() or saved.exists()):
+                on_replay(f"{restored}; replaying {str(path)!r}")
+            guard = Guard(config, log_actions=log_actions)
+            try:
+                restored = await resume_link(path, session, guard=guard, mark_resume=False)
+            except LogError:
+                path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
+                restored = await resume_link(path, session, guard=guard, mark_resume=False)
+        link, log = restored
         with log:
             answer = await ClaudeHooks(link).handle(payload)
+            if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
+                save_snapshot(saved, link, guard, log)
     finally:
         os.close(lock)
     if log.error is not None:
         raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
     return answer
+
+
+def answer_hook(
+    payload: Mapping[str, Any],
+    state_dir: Path,
+    config: Config | None = None,
+    *,
+    log_actions: bool = True,
+    on_replay: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """``run_hook`` for a process of its own (the ``hook`` command), run to
+    completion without an event loop: one hook event has nothing to wait for
+    but ``rescue``'s ask, which starts a loop of its own when it runs. So the
+    process pays for importing and starting one only when it asks.
+    """
+    return run_to_completion(run_hook(payload, state_dir, config, log_actions=log_actions, on_replay=on_replay))
+
+
+def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never suspends, run without an event
+    loop; one that does suspend is closed and is a ``RuntimeError``."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError("the coroutine waited on an event loop, and none is running")

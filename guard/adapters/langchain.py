@@ -40,8 +40,8 @@ HALT_KEY = "repeat_tool_guard_halt"
 REMINDER_KEY = "repeat_tool_guard"
 """Key in a reminder message's ``additional_kwargs``: the call id it follows."""
 
-_current: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_langchain", default=None)
-_children: ContextVar[list[AgentLink] | None] = ContextVar("repeat_tool_guard_langchain_children", default=None)
+_running: ContextVar[tuple[AgentLink, list[AgentLink]] | None] = ContextVar("repeat_tool_guard_langchain", default=None)
+"""The agent whose guarded tool is running here, and the subagents started inside that tool call."""
 
 
 class GuardState(AgentState[Any]):
@@ -87,14 +87,13 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         return "repeat-tool-guard"
 
     async def abefore_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        parent = _current.get()
-        if parent is not None:
+        running = _running.get()
+        if running is not None:
+            parent, children = running
             self._subagents += 1
             agent = self.link.agent(f"{parent.agent.id}/sub-{self._subagents}", parent=parent)
             await agent.start()
-            children = _children.get()
-            if children is not None:
-                children.append(agent)
+            children.append(agent)
         else:
             agent = await self._thread(str(get_config().get("configurable", {}).get("thread_id") or "main"))
             messages = state["messages"]
@@ -151,15 +150,14 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             await agent.denied(call_id, decision)
             return ToolMessage(decision.reason or "", tool_call_id=call_id, name=call["name"], status="error")
         children: list[AgentLink] = []
-        token, children_token = _current.set(agent), _children.set(children)
+        token = _running.set((agent, children))
         try:
             answer = await handler(request)
         except Exception as exc:
             await agent.result(call_id, str(exc) or type(exc).__name__, is_error=True)
             raise
         finally:
-            _current.reset(token)
-            _children.reset(children_token)
+            _running.reset(token)
             for child in children:  # a subagent run that raised never reached aafter_agent
                 if child.agent.id in self._live:
                     await self._end_subagent(child)

@@ -321,3 +321,15 @@ def test_written_lines_are_plain_msgspec_json(log_path: Path) -> None:
         log.write(UserMessage(agent=Agent("a"), seq=1, ts=2.5, text="é"))
     decoded = [msgspec.json.decode(line) for line in _lines(log_path)]
     assert decoded[1] == {"type": "user/message", "seq": 1, "ts": 2.5, "agent": "a", "text": "é"}
+
+
+def test_a_session_continued_without_a_resume_mark_keeps_its_one_header(log_path: Path) -> None:
+    with SessionLog(log_path, session="s", append=True, mark_resume=False) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, text="first process"))
+    with log_path.open("ab") as torn:
+        torn.write(b'{"type":"user/message","seq":2')  # the next process was killed mid-line
+    with SessionLog(log_path, session="s", append=True, mark_resume=False) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=2, text="third process"))
+    lines = _lines(log_path)
+    assert [line.startswith(b'{"type":"session/start"') for line in lines] == [True, False, False, False]
+    assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["first process", "third process"]

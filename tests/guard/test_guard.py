@@ -8,7 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from bus import Agent, AgentStatus, Bus, ContextMessage, Event, ToolCall, ToolResult, UserMessage
-from bus.testing import Capture
+from bus.testing import Capture, FakeClock
 from guard import (
     DENYING,
     Action,
@@ -274,3 +274,56 @@ async def test_action_events_follow_a_logging_reconfiguration_made_after_the_gua
     with capture_logs() as after:
         await _call(bus, agent, "c4")
     assert [(e["event"], e["count"]) for e in after] == [("guard.remind", 4)]
+
+
+@pytest.mark.anyio
+async def test_without_action_logging_the_guard_still_acts_and_tells_listeners(bus: Bus, agent: Agent) -> None:
+    heard: list[str] = []
+    Guard(
+        Config(remind=RemindConfig(thresholds=(2,))), log_actions=False, on_action=lambda a, _: heard.append(a.action)
+    ).attach(bus)
+    with capture_logs() as logged:
+        await _call(bus, agent, "c1")
+        await _call(bus, agent, "c2")
+    assert (logged, heard) == ([], ["remind"])
+
+
+@pytest.mark.anyio
+async def test_action_records_go_through_a_logger_that_cannot_say_its_level(
+    bus: Bus, agent: Agent, request: pytest.FixtureRequest
+) -> None:
+    import structlog
+
+    request.addfinalizer(structlog.reset_defaults)
+    structlog.configure(wrapper_class=structlog.BoundLogger)  # the generic wrapper: no is_enabled_for
+    Guard(Config(remind=RemindConfig(thresholds=(2,)))).attach(bus)
+    with capture_logs() as logged:
+        await _call(bus, agent, "c1")
+        await _call(bus, agent, "c2")
+    assert [e["event"] for e in logged] == ["guard.remind"]
+
+
+@pytest.mark.anyio
+async def test_watches_saved_from_one_guard_continue_in_another(bus: Bus, agent: Agent, clock: FakeClock) -> None:
+    import copy
+
+    config = Config(remind=RemindConfig(thresholds=(3,)))
+    first = Guard(config).attach(bus)
+    await _call(bus, agent, "c1")
+    await _call(bus, agent, "c2")
+    saved = first.watches(agent)
+    assert saved is not None
+    assert first.watches(Agent("never-seen")) is None
+    later_bus = Bus(clock=clock, seq=bus.seq)
+    capture = Capture().attach(later_bus)
+    later = Guard(config).attach(later_bus)
+    with pytest.raises(ValueError, match="not over this guard's policies"):
+        later.restore(agent, saved)  # over the first guard's policy
+    moved = [copy.copy(w) for w in saved]
+    for watch in moved:
+        watch.policy = later.policies[0]  # type: ignore[misc]
+    with pytest.raises(ValueError, match="not over this guard's policies"):
+        later.restore(agent, [*moved, *moved])
+    later.restore(agent, moved)
+    await _call(later_bus, agent, "c3")
+    assert [m.call_id for m in capture.of(ContextMessage)] == ["c3"], "the run of three went on"

@@ -472,7 +472,9 @@ async def test_a_10mb_argument_is_canonicalized_once_per_call_and_not_kept(
     assert capture.of(ContextMessage)[1].text == detailed(
         "write", 3, '{"content":"' + "x" * 28 + "… (+9999974 more chars)"
     )
-    chain = cast(Any, guard._agents[agent][0]).state
+    watches = guard.watches(agent)
+    assert watches is not None
+    chain = cast(Any, watches[0]).state
     assert (chain.count, len(chain.digest)) == (3, 16)
     assert set(type(chain).__slots__) == {"count", "digest"}
 

@@ -534,7 +534,7 @@ class HeldAsk:
         self.command = str(ask_script(script))
 
     async def until_asked(self) -> None:
-        while not self.asked.exists():
+        while self.invocations == 0:  # the file exists before its line is written
             await anyio.sleep(0.01)
 
     def release(self) -> None:
@@ -670,7 +670,7 @@ async def test_cancelled_ask_refunds_the_budget(
     with anyio.fail_after(_NEVER):
         async with anyio.create_task_group() as group:
             group.start_soon(policy.on_call, state, call(4), cache)  # the agent is cancelled mid-ask
-            while not calls.exists():
+            while _invocations(calls) == 0:  # the file exists before its line is written
                 await anyio.sleep(0.01)
             group.cancel_scope.cancel()
         answer.touch()
@@ -774,3 +774,26 @@ async def test_guard_builds_rescue_only_when_enabled(missing_ask_command: str) -
 def test_default_ask_command_is_ask_claude_in_the_home_directory(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", "/home/someone")
     assert RescuePolicy(RescueConfig()).command.command == "/home/someone/.local/bin/ask-claude"
+
+
+@pytest.mark.anyio
+async def test_every_call_waiting_on_one_ask_is_released_when_it_finishes(anyio_backend: str) -> None:
+    import anyio
+
+    from guard.rescue import _Pending
+
+    pending = _Pending()
+    released: list[int] = []
+
+    async def wait(n: int) -> None:
+        await pending.wait()
+        released.append(n)
+
+    async with anyio.create_task_group() as group:
+        for n in range(3):
+            group.start_soon(wait, n)
+        await anyio.wait_all_tasks_blocked()
+        assert released == []
+        pending.advice = "read the file"
+        pending.finish()
+    assert sorted(released) == [0, 1, 2]

@@ -13,7 +13,7 @@ from guard import DEFAULT_IGNORED_ARGS, Config, ConfigError, RescueConfig, load_
 def test_defaults_are_the_seeds() -> None:
     config = RescueConfig()
     assert (config.window, config.nudge_at, config.rescue_at, config.stall_at) == (12, 3, 5, 40)
-    assert (config.max_rescues, config.cooldown_ms, config.ask_timeout_ms) == (3, 45_000, 90_000)
+    assert (config.max_rescues, config.cooldown_ms, config.ask_timeout_ms) == (3, 45_000, 45_000)
     assert config.exclude == ("todo_write", "ask_user", "mcp__claude__*")
     # the seed's names, within the one list every section shares
     assert {"description", "explanation", "reasoning", "thought", "comment"} <= set(config.ignored_args)

@@ -521,29 +521,11 @@ def test_hook_command_carries_the_turns_ladder_and_its_halt_across_invocations(t
     assert hook(next(ls_call(4))) == {}
 
 
-async def test_the_hook_applies_the_environment_and_its_log_replays_with_the_config_that_ran(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The hook is a live edge: ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` wins
-    over the file there. Its log then replays, and checks, with the config
-    that actually ran, whatever the environment of the replay."""
-    from guard.adapters.claude_hooks import run_hook as run_hook_in_process
-
-    monkeypatch.setenv(TURNS_THRESHOLD_ENV, "2")
-    config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=9))
-    answers = [await run_hook_in_process(p, tmp_path, config) for n in range(2) for p in ls_call(n)]
-    assert answers[3]["hookSpecificOutput"]["additionalContext"].startswith(TURNS_ADVISORY.split("{tool}")[0])
-    log = tmp_path / f"{SESSION}.jsonl"
-    ran = msgspec.structs.replace(config, turns=TurnsConfig(threshold=2))
-    for environment in ("2", "0"):
-        monkeypatch.setenv(TURNS_THRESHOLD_ENV, environment)
-        assert (await replay_log(log, ran)).differences == []
-        assert [d.kind for d in (await replay_log(log, config)).differences] == ["extra"]
-
-
-async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("snapshots", [True, False], ids=["from-snapshots", "replayed"])
+async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_path: Path, snapshots: bool) -> None:
     """Each invocation is a new process: that the runtime reports where a
-    response ends, and whether the last one ended, live only in the log."""
+    response ends, and whether the last one ended, live in its snapshot and
+    in the log, which rebuilds them when there is no snapshot."""
     from guard.adapters.claude_hooks import run_hook as run_hook_in_process
 
     def serial(n: int) -> list[dict[str, Any]]:
@@ -552,6 +534,8 @@ async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_pat
     script = [*serial(0), *serial(1), batch(), *serial(2), *serial(3), batch()]
     script += [payload("Stop", stop_hook_active=False), *serial(4), *serial(5)]
     for hook_payload in script:
+        if not snapshots:  # each invocation rebuilds the agents from the log alone
+            (tmp_path / f"{SESSION}.snapshot").unlink(missing_ok=True)
         await run_hook_in_process(hook_payload, tmp_path)
     calls = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolCall)]
     assert [c.step for c in calls] == [1, 2, 3, 3, 4, 4], "inferred until the first PostToolBatch, then responses"
@@ -587,3 +571,23 @@ def test_hook_settings_name_this_installation_and_every_event(
     assert shlex.split(command.split(" || ")[0]) == [str(tmp_path / "python3"), "-m", "guard", "hook"]
     assert main(["hook-settings", "--config", "missing.toml"]) == 2
     assert "missing.toml" in capsys.readouterr().err
+
+
+async def test_the_hook_applies_the_environment_and_its_log_replays_with_the_config_that_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook is a live edge: ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` wins
+    over the file there. Its log then replays, and checks, with the config
+    that actually ran, whatever the environment of the replay."""
+    from guard.adapters.claude_hooks import run_hook as run_hook_in_process
+
+    monkeypatch.setenv(TURNS_THRESHOLD_ENV, "2")
+    config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=9))
+    answers = [await run_hook_in_process(p, tmp_path, config) for n in range(2) for p in ls_call(n)]
+    assert answers[3]["hookSpecificOutput"]["additionalContext"].startswith(TURNS_ADVISORY.split("{tool}")[0])
+    log = tmp_path / f"{SESSION}.jsonl"
+    ran = msgspec.structs.replace(config, turns=TurnsConfig(threshold=2))
+    for environment in ("2", "0"):
+        monkeypatch.setenv(TURNS_THRESHOLD_ENV, environment)
+        assert (await replay_log(log, ran)).differences == []
+        assert [d.kind for d in (await replay_log(log, config)).differences] == ["extra"]

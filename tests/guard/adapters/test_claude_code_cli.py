@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bus import AgentStatus, ToolCall, read_log
+from bus import AgentStatus, ToolCall, ToolResult, UserMessage, read_log
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON
 from guard.adapters import GuardLink
@@ -155,3 +155,22 @@ def test_a_hook_that_cannot_run_tells_the_user_the_guard_is_off(fake_anthropic: 
     assert all("repeat-tool-guard hook failed (exit 127): the loop guard is off" in s for s in said)
     assert {s.split(" says:")[0] for s in said} >= {"UserPromptSubmit", "PreToolUse:Bash", "PostToolUse:Bash"}
     assert json.loads(done.stdout.splitlines()[-1])["result"] == "Done.", "and the session went on"
+
+
+async def test_a_background_subagents_report_is_no_user_turn(
+    fake_anthropic: FakeAnthropic, rescue_link: GuardLink
+) -> None:
+    """Claude Code reports a finished background subagent through
+    UserPromptSubmit (a ``<task-notification>`` prompt). Taken for the user
+    taking control, it would reset the guard: here, rescue's count."""
+    events = Capture().attach(rescue_link.bus)
+    task = {"description": "look around", "prompt": "SUBTASK: list the files", "subagent_type": "general-purpose"}
+    fake_anthropic.script([bash("ls src")], [tool_use("Task", task)], [text("Waiting for the helper.")])
+    fake_anthropic.script([bash("ls src")], [bash("ls src")], [text("Done.")])
+    fake_anthropic.script_subagent("SUBTASK", [text("The files are listed.")])
+    await run(fake_anthropic, rescue_link)
+
+    assert fake_anthropic.subagent_requests, "the subagent ran"
+    assert [m.text for m in events.of(UserMessage)] == ["find the config loader"]
+    denied = [r for r in events.of(ToolResult) if r.denied_by]
+    assert [r.tool for r in denied] == ["Bash"], "the 3rd ls was denied: the report reset nothing"

@@ -43,6 +43,12 @@ def test_link_refuses_a_bus_together_with_config(bus: Bus) -> None:
         GuardLink(bus, config=Config())
 
 
+def test_closing_a_link_without_a_log_is_harmless(bus: Bus) -> None:
+    link = GuardLink(bus)
+    link.close()
+    assert link.log is None
+
+
 async def test_messages_and_halts_reach_only_the_agent_they_name(bus: Bus) -> None:
     link = GuardLink(bus)
     lead, helper = link.agent("lead"), link.agent("helper", parent=link.agent("x"))

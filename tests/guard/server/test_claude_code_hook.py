@@ -144,7 +144,7 @@ def test_session_end_frees_the_session_and_a_resumed_session_continues_its_log(m
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        (b"not json", "hook input is not JSON (Expecting value: line 1 column 1 (char 0))"),
+        (b"not json", "hook input is not JSON (JSON is malformed: invalid character (byte 4))"),
         (b"[1, 2]", "hook input must be a JSON object, got list"),
         (
             b'{"hook_event_name": "PreToolUse"}',

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 
+from benchmarks import stream
+from benchmarks._measure import Case, Row, measure
+from benchmarks.settings import Settings
 from bus import Agent, SessionLog
 from bus._codec import encoder
-from guard.bench import stream
-from guard.bench._measure import Case, Row, measure
-from guard.bench.settings import Settings
 
 __all__ = ["log_write"]
 

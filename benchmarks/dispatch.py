@@ -15,10 +15,10 @@ from typing import Any
 
 import anyio
 
+from benchmarks import peers, stream
+from benchmarks._measure import Case, Row, measure
+from benchmarks.settings import Settings
 from bus import Agent, Bus, ToolResult
-from guard.bench import peers, stream
-from guard.bench._measure import Case, Row, measure
-from guard.bench.settings import Settings
 from guard.guard import Guard
 
 __all__ = ["dispatch", "dispatch_on_trio"]

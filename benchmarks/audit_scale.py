@@ -1,29 +1,27 @@
 """How ``repeat-tool-guard audit`` scales with a session's size.
 
-    python -m tests.bench.audit_scale [--calls 100000] [--corpus ../shared/corpus]
-
-Writes one synthetic Claude Code session of ``--calls`` tool calls (a mix of
+Writes one synthetic Claude Code session of ``--audit-calls`` tool calls (a mix of
 distinct reads, an edit-and-test cycle and a grep loop, with results of a
 few hundred bytes) and audits it, every policy on, in a fresh
 ``python -m guard audit`` process; then does the same for the shared corpus
-when it is present. Prints the file size, the calls, the wall time and the
-process's peak RSS. Not a test: no timing is asserted anywhere.
+when it is present (``--corpus``). Reports the file size, the calls, the
+wall time and the process's peak RSS. Not a test: no timing is asserted anywhere.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._measure import Row
+from benchmarks.settings import Settings
 from tests.guard.importers._transcripts import ClaudeCodeSession
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def write_session(path: Path, calls: int) -> Path:
@@ -65,30 +63,29 @@ def _audit(paths: list[Path], out: Path) -> tuple[float, float, dict[str, int]]:
     return seconds, peak, {k: totals[k] for k in ("files", "sessions", "calls")}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=100_000)
-    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
-    args = parser.parse_args(argv)
-    print(f"{'audited':<28} {'size':>9} {'calls':>8} {'wall':>8} {'peak RSS':>9}")
-    with tempfile.TemporaryDirectory(prefix="rtg-audit-scale-") as tmp:
-        session, report = Path(tmp) / "scale.jsonl", Path(tmp) / "report.json"
-        # Written by a child too, so this process never holds the session.
-        write = (
-            f"from pathlib import Path; from tests.bench.audit_scale import write_session; "
-            f"write_session(Path({str(session)!r}), {args.calls})"
-        )
-        _child([sys.executable, "-c", write], Path(tmp) / "write.out")
-        seconds, peak, totals = _audit([session], report)
-        size = session.stat().st_size / 1e6
-        print(
-            f"{'synthetic Claude session':<28} {size:>6.1f} MB {totals['calls']:>8} {seconds:>6.2f} s {peak:>6.0f} MB"
-        )
-        if args.corpus.is_dir():
-            size = sum(p.stat().st_size for p in args.corpus.rglob("*") if p.is_file()) / 1e6
-            seconds, peak, totals = _audit([args.corpus], report)
-            print(f"{'shared corpus':<28} {size:>6.1f} MB {totals['calls']:>8} {seconds:>6.2f} s {peak:>6.0f} MB")
+def _row(name: str, paths: list[Path], size: float, out: Path) -> Row:
+    seconds, peak, totals = _audit(paths, out)
+    return Row(
+        section="audit, every policy, one fresh process each",
+        name=name,
+        rate=totals["calls"] / seconds,
+        unit="calls/s",
+        extra=f"{size:.1f} MB, {totals['calls']:,} calls in {seconds:.2f} s, peak RSS {peak:.0f} MB",
+    )
 
 
-if __name__ == "__main__":
-    main()
+async def audit_scale(settings: Settings) -> list[Row]:
+    session, report = settings.tmpdir / "scale.jsonl", settings.tmpdir / "report.json"
+    # Written by a child too, so this process never holds the session.
+    write = (
+        f"from pathlib import Path; from benchmarks.audit_scale import write_session; "
+        f"write_session(Path({str(session)!r}), {settings.audit_calls})"
+    )
+    _child([sys.executable, "-c", write], settings.tmpdir / "write.out")
+    rows = [_row("synthetic Claude Code session", [session], session.stat().st_size / 1e6, report)]
+    session.unlink()
+    corpus = settings.corpus
+    if corpus is not None and corpus.is_dir():
+        size = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file()) / 1e6
+        rows.append(_row("shared corpus", [corpus], size, report))
+    return rows

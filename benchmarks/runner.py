@@ -12,14 +12,16 @@ from pathlib import Path
 
 import anyio
 
-from guard.bench._measure import Row
-from guard.bench.detection import detection
-from guard.bench.dispatch import dispatch, dispatch_on_trio
-from guard.bench.fullpath import fullpath
-from guard.bench.logwrite import log_write
-from guard.bench.memory import memory
-from guard.bench.replay import replay
-from guard.bench.settings import Settings
+from benchmarks._measure import Row
+from benchmarks.audit_scale import audit_scale
+from benchmarks.command_hook import command_hook
+from benchmarks.detection_speed import detection
+from benchmarks.dispatch import dispatch, dispatch_on_trio
+from benchmarks.fullpath import fullpath
+from benchmarks.logwrite import log_write
+from benchmarks.memory import memory
+from benchmarks.replay import replay
+from benchmarks.settings import Settings
 
 __all__ = ["machine", "run"]
 
@@ -30,6 +32,8 @@ _SECTIONS: dict[str, Callable[[Settings], Awaitable[list[Row]]]] = {
     "replay": replay,
     "detection": detection,
     "memory": memory,
+    "command-hook": command_hook,
+    "audit": audit_scale,
 }
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from benchmarks import stream
+from benchmarks._measure import Case, Row, measure
+from benchmarks.settings import Settings
 from bus import Agent, Bus, LogReader, SessionLog
 from bus._codec import event_decoder
-from guard.bench import stream
-from guard.bench._measure import Case, Row, measure
-from guard.bench.settings import Settings
 from guard.guard import Guard
 from guard.verdicts import replay_log
 

@@ -6,7 +6,7 @@ import statistics
 
 import msgspec
 
-from guard.bench._measure import Row
+from benchmarks._measure import Row
 
 __all__ = ["combine", "json_lines", "markdown", "text"]
 

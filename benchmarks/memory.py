@@ -14,9 +14,9 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
+from benchmarks._measure import Row
+from benchmarks.settings import Settings
 from bus import Agent, AgentStatus, Bus, ToolResult
-from guard.bench._measure import Row
-from guard.bench.settings import Settings
 from guard.guard import Guard
 
 __all__ = ["memory"]

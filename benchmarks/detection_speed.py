@@ -18,11 +18,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from benchmarks import peers, stream
+from benchmarks._measure import Case, Row, measure
+from benchmarks.settings import Settings
 from bus import Agent, Bus, ToolCall, ToolResult
 from guard.actions import Action
-from guard.bench import peers, stream
-from guard.bench._measure import Case, Row, measure
-from guard.bench.settings import Settings
 from guard.config import RemindConfig
 from guard.fingerprint import FingerprintCache
 from guard.guard import Guard

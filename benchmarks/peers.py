@@ -1,6 +1,6 @@
 """Optional peers: other event buses and loop guards, loaded if installed.
 
-They are extras of the benchmark (``pip install 'repeat-tool-guard[bench]'``),
+They are the benchmarks' dependency group (``pip install --group bench``),
 never dependencies of the library; a missing one becomes a row that says so.
 """
 
@@ -12,7 +12,7 @@ from types import ModuleType
 
 __all__ = ["INSTALL_HINT", "load", "version"]
 
-INSTALL_HINT = "not installed: pip install 'repeat-tool-guard[bench]'"
+INSTALL_HINT = "not installed: pip install --group bench"
 
 
 def load(module: str) -> ModuleType | None:

@@ -1,0 +1,164 @@
+"""The command hook's state between invocations: a snapshot beside the log.
+
+Claude Code starts the command hook as a fresh process for every hook
+event. Replaying the session's log to rebuild the guard costs time linear
+in the session, so each invocation ends by saving what the next one needs
+(the bus's seq; each live agent's step, calls in flight and halt request;
+each policy's state for it) next to the log, and the next one starts from
+that when it still describes the log: the same snapshot format, the same
+effective config, the same log file at the same size. Anything else (no
+snapshot, another format or config, a log that grew, shrank or was
+replaced, a file that does not load) falls back to replaying the log, and
+the caller is told why.
+
+The snapshot is a pickle, because the policies' states are live Python
+objects (their own classes, sets, deques) and a pickle keeps them as they
+are, custom policies' included. A policy itself is not in it, only its place
+among the guard's policies: the next process's guard, built from the same
+config, puts its own there. A pickle runs code
+when loaded, so only a regular file owned by this user and writable by no
+one else is loaded: the trust already placed in the state directory (mode
+0700) and in the config, whose ``ask_command`` runs anyway. It is written to
+a temporary file and renamed over the old one, so a reader sees a whole
+snapshot or none.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import stat
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bus import Agent, Bus, SessionLog, ToolCall
+from guard.adapters._link import GuardLink
+from guard.guard import Guard
+from guard.policy import AnyPolicy, AnyWatch
+
+__all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
+
+SNAPSHOT_VERSION = 1
+"""The snapshot format. Raise it whenever what a snapshot holds changes
+shape or meaning (a policy's state among it), so an older one is replayed
+over rather than misread."""
+
+_AgentRecord = tuple[Agent, int, bool, bool, str | None, list[ToolCall], list[AnyWatch] | None]
+"""A live agent: its handle, step, ``step_done``, ``steps_reported``, halt
+reason, calls in flight and its watches (each policy's state for it)."""
+
+
+class _Pickler(pickle.Pickler):
+    """Writes each of the guard's policies as its index."""
+
+    def __init__(self, file: io.BytesIO, policies: list[AnyPolicy]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._places = {id(policy): index for index, policy in enumerate(policies)}
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return self._places.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads an index back as the guard's policy at that place."""
+
+    def __init__(self, data: bytes, policies: list[AnyPolicy]) -> None:
+        super().__init__(io.BytesIO(data))
+        self._policies = policies
+
+    def persistent_load(self, pid: Any) -> AnyPolicy:
+        if not isinstance(pid, int) or not 0 <= pid < len(self._policies):
+            raise pickle.UnpicklingError(f"no policy at place {pid!r}")
+        return self._policies[pid]
+
+
+def snapshot_path(log: Path) -> Path:
+    """Where the snapshot of the session log at ``log`` lives."""
+    return log.with_name(f"{log.stem}.snapshot")
+
+
+def _config_key(guard: Guard) -> bytes:
+    return msgspec.json.encode(guard.config)
+
+
+def _log_identity(info: os.stat_result) -> tuple[int, int, int]:
+    return (info.st_dev, info.st_ino, info.st_size)
+
+
+def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) -> None:
+    """Save the state of ``link``'s agents and ``guard`` as of the end of
+    ``log`` (the caller holds the session's lock)."""
+    agents: list[_AgentRecord] = [
+        (a.agent, a.step, a.step_done, a.steps_reported, a.halt_reason, a.calls_in_flight(), guard.watches(a.agent))
+        for a in link.links()
+    ]
+    record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents)
+    buffer = io.BytesIO()
+    _Pickler(buffer, guard.policies).dump(record)
+    data = buffer.getbuffer()
+    temporary = path.with_name(f"{path.name}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tuple[GuardLink, SessionLog] | str:
+    """A link and a log continuing the session as the snapshot at ``path``
+    saved it, with ``guard`` (fresh, same policies) restored and attached;
+    or, when the snapshot cannot be used, why not."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return "there is no snapshot"
+    except OSError as exc:
+        return f"the snapshot cannot be opened ({exc.strerror})"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+            return "the snapshot is not a file of yours that only you can write"
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read()
+    finally:
+        os.close(fd)
+    try:
+        version, config_key, log_id, seq, agents = _Unpickler(data, guard.policies).load()
+    except Exception as exc:
+        return f"the snapshot does not load ({type(exc).__name__}: {exc})"
+    if version != SNAPSHOT_VERSION:
+        return f"the snapshot has format {version!r}; this guard writes format {SNAPSHOT_VERSION}"
+    if config_key != _config_key(guard):
+        return "the snapshot was written under another config"
+    try:
+        current = _log_identity(os.stat(log_path))
+    except FileNotFoundError:
+        return "the session log is gone"
+    if current != tuple(log_id):
+        return "the session log changed since the snapshot was written"
+    places = list(guard.policies)
+    if any(watches is not None and [getattr(w, "policy", None) for w in watches] != places for *_, watches in agents):
+        return "the snapshot's policy states do not match the config's policies"
+    bus = Bus(seq=seq)
+    guard.attach(bus)
+    log = SessionLog(log_path, session=session, append=True, mark_resume=False).attach(bus)
+    link = GuardLink(bus)
+    record: _AgentRecord
+    for record in agents:
+        agent, step, step_done, steps_reported, halt_reason, calls, watches = record
+        adopted = link.adopt(agent)
+        adopted.step = step
+        adopted.step_done = step_done
+        adopted.steps_reported = steps_reported
+        adopted.halt_reason = halt_reason
+        for call in calls:
+            adopted.reopen(call)
+        if watches is not None:
+            guard.restore(agent, watches)
+    return link, log

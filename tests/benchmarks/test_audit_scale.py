@@ -1,0 +1,18 @@
+"""Smoke test of the audit section at a tiny size. No timing is asserted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from benchmarks.cli import main
+
+
+def test_the_audit_section_audits_the_session_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    options = ["--only", "audit", "--audit-calls", "40", "--corpus", str(tmp_path / "no-corpus"), "--format", "json"]
+    assert main(options) == 0
+    _, *rows = (msgspec.json.decode(line) for line in capsys.readouterr().out.splitlines() if line)
+    assert [row["name"] for row in rows] == ["synthetic Claude Code session"]
+    assert " 40 calls in " in rows[0]["extra"]

@@ -1,0 +1,88 @@
+"""Plain Claude Code with ``repeat-tool-guard hook`` as its command hook, end
+to end: the CLI bundled in ``claude-agent-sdk`` runs offline against the
+scripted fake Anthropic API, starts the hook as a process for every hook
+event from the settings ``hook-settings`` prints, and what the model reads
+next is recorded. Each hook process restores the guard from the snapshot the
+previous one left, so nothing is replayed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bus import AgentStatus, read_log
+from guard import GENTLE_REMINDER, TURNS_HALT_REASON
+from tests.claude_cli import FakeAnthropic, text, tool_use
+from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
+
+
+def bash(command: str) -> dict[str, Any]:
+    return tool_use("Bash", {"command": command})
+
+
+def settings(state: Path, config: Path | None = None) -> dict[str, Any]:
+    options = ["--state-dir", str(state), *(["--config", str(config)] if config else [])]
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "hook-settings", *options], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    printed: dict[str, Any] = json.loads(done.stdout)
+    return printed
+
+
+def one_session_log(state: Path) -> Path:
+    (log,) = state.glob("*.jsonl")
+    assert log.with_suffix(".snapshot").exists()
+    headers = [line for line in log.read_bytes().splitlines() if b'"session/start"' in line]
+    assert len(headers) == 1, "one header, however many hook processes wrote to the log"
+    return log
+
+
+def test_a_reminder_from_the_hook_process_reaches_the_model(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    fake_anthropic.script(*[[bash("ls src")]] * 3, [text("Found it.")])
+    done = fake_anthropic.run_cli("find the config loader", settings=settings(state))
+
+    assert done.returncode == 0, done.stderr
+    assert GENTLE_REMINDER not in fake_anthropic.texts_after_tool_results(2)
+    assert GENTLE_REMINDER in fake_anthropic.texts_after_tool_results(3)
+    assert isinstance(next(iter(read_log(one_session_log(state)))), AgentStatus)
+
+
+def test_a_denial_from_the_hook_process_stops_the_tool(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    state, config = tmp_path / "state", tmp_path / "guard.toml"
+    config.write_text(f'[remind]\nenabled = false\n\n[rescue]\nask_command = "{tmp_path / "no-ask"}"\n')
+    leaves_a_trace = """python3 -c 'open("ran.txt", "a").write("ran\\n")'"""
+    fake_anthropic.script(*[[bash(leaves_a_trace)]] * 3, [text("Giving up.")])
+    done = fake_anthropic.run_cli("record a run", settings=settings(state, config))
+
+    assert done.returncode == 0, done.stderr
+    assert (fake_anthropic.work / "ran.txt").read_text() == "ran\nran\n", "the third call did not run"
+    (denied,) = fake_anthropic.tool_results(3)
+    assert denied["is_error"] is True
+    assert RESCUE_DENIED in fake_anthropic.texts_after_tool_results(3)
+    one_session_log(state)
+
+
+def test_a_halt_from_the_hook_process_ends_the_session(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    state, config = tmp_path / "state", tmp_path / "guard.toml"
+    config.write_text("[remind]\nenabled = false\n\n[turns]\nthreshold = 2\ndeny_after = 1\nhalt_after = 1\n")
+    fake_anthropic.script(*[[bash("ls src")]] * 5, [text("never asked")])
+    done = fake_anthropic.run_cli("find the config loader", settings=settings(state, config))
+
+    assert done.returncode == 0, done.stderr
+    assert TURNS_DENIED in fake_anthropic.texts_after_tool_results(3)
+    assert len(fake_anthropic.requests) == 4, "no model request after the halt"
+    log = one_session_log(state)
+    halts = [e for e in read_log(log) if isinstance(e, AgentStatus) and e.status == "halt-requested"]
+    assert [h.reason for h in halts] == [TURNS_HALT_REASON.format(tool="Bash", count=4, denials=" and 2 denied calls")]
+    replay = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(log), "--check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stderr

@@ -1,0 +1,341 @@
+"""The command hook between invocations: the snapshot it restores from, the
+replay it falls back to (and says why), one header per log, one trip-log line
+per trip, exit codes Claude Code reads right, and an ask that dies with the
+hook whatever signal kills it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import read_log
+from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
+from guard.adapters._snapshot import SNAPSHOT_VERSION, snapshot_path
+from guard.adapters.claude_hooks import answer_hook, run_to_completion
+from guard.cli import main
+from tests.conftest import AskScript
+
+SESSION = "hook-session"
+REPO = Path(__file__).resolve().parents[3]
+
+
+def payload(event: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": SESSION, "hook_event_name": event, "cwd": "/w", "transcript_path": "/t", **fields}
+
+
+def grep(n: int) -> Iterator[dict[str, Any]]:
+    """One Grep call (the same arguments every time) as its two hook events."""
+    tool = {"tool_name": "Grep", "tool_input": {"pattern": "load_config"}, "tool_use_id": f"toolu_{n:02d}"}
+    yield payload("PreToolUse", **tool)
+    yield payload("PostToolUse", tool_response="src/cfg.py:12", **tool)
+
+
+class Hook:
+    """``repeat-tool-guard hook`` in process, as its own process runs it
+    (no event loop), recording what it said about replaying."""
+
+    def __init__(self, state: Path, config: Config | None = None) -> None:
+        self.state = state
+        self.config = config
+        self.replays: list[str] = []
+
+    def __call__(self, hook_payload: dict[str, Any]) -> dict[str, Any]:
+        return answer_hook(hook_payload, self.state, self.config, log_actions=False, on_replay=self.replays.append)
+
+    @property
+    def log(self) -> Path:
+        return self.state / f"{SESSION}.jsonl"
+
+    @property
+    def snapshot(self) -> Path:
+        return snapshot_path(self.log)
+
+
+@pytest.fixture
+def hook(tmp_path: Path) -> Hook:
+    return Hook(tmp_path / "state")
+
+
+def context(answer: dict[str, Any]) -> str | None:
+    text: str | None = answer.get("hookSpecificOutput", {}).get("additionalContext")
+    return text
+
+
+def test_each_invocation_restores_from_the_snapshot_and_the_log_keeps_one_header(hook: Hook) -> None:
+    answers = [hook(p) for n in range(3) for p in grep(n)]
+    assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER]
+    assert hook.replays == [], "a snapshot was there every time after the first"
+    assert hook.snapshot.stat().st_mode & 0o777 == 0o600
+    lines = hook.log.read_bytes().splitlines()
+    assert sum(b'"session/start"' in line for line in lines) == 1
+    assert [e.seq for e in read_log(hook.log)] == list(range(1, len(lines)))
+
+
+@pytest.mark.parametrize(
+    ("spoil", "reason"),
+    [
+        (lambda h: h.snapshot.unlink(), "there is no snapshot"),
+        (lambda h: h.snapshot.write_bytes(b"not a pickle"), "the snapshot does not load (UnpicklingError"),
+        (lambda h: h.snapshot.chmod(0o666), "the snapshot is not a file of yours that only you can write"),
+        (
+            lambda h: _resave(h, version=SNAPSHOT_VERSION + 1),
+            f"the snapshot has format {SNAPSHOT_VERSION + 1}; this guard",
+        ),
+        (lambda h: _resave(h, states=[None, None]), "the snapshot's policy states do not match the config's policies"),
+        (lambda h: _append(h.log, b"\n"), "the session log changed since the snapshot was written"),
+        (lambda h: _replace_with_link(h.snapshot), "the snapshot cannot be opened (Too many levels of symbolic"),
+        (lambda h: _resave(h, states=[_Place(7)]), "the snapshot does not load (UnpicklingError: no policy at place 7"),
+    ],
+)
+def test_an_unusable_snapshot_falls_back_to_replaying_the_log_and_says_why(
+    hook: Hook, spoil: Callable[[Hook], object], reason: str
+) -> None:
+    answers = [hook(p) for n in range(2) for p in grep(n)]
+    spoil(hook)
+    answers += [hook(p) for p in grep(2)]
+    assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER], "replay rebuilt the same state"
+    (said,) = hook.replays
+    assert said.startswith(reason)
+    assert said.endswith(f"; replaying {str(hook.log)!r}")
+    assert [context(hook(p)) for p in grep(3)] == [None, None], "the 4th is no threshold; a fresh snapshot is used"
+    assert len(hook.replays) == 1
+
+
+class _Place(int):
+    """A policy's place, as the snapshot writes it."""
+
+
+class _Keep(pickle.Unpickler):
+    def persistent_load(self, pid: Any) -> _Place:
+        return _Place(pid)
+
+
+class _Put(pickle.Pickler):
+    def persistent_id(self, obj: Any) -> int | None:
+        return int(obj) if type(obj) is _Place else None
+
+
+def _resave(hook: Hook, *, version: int = SNAPSHOT_VERSION, states: list[Any] | None = None) -> None:
+    record = list(_Keep(io.BytesIO(hook.snapshot.read_bytes())).load())
+    record[0] = version
+    if states is not None:
+        record[4] = [(*agent[:-1], states) for agent in record[4]]
+    buffer = io.BytesIO()
+    _Put(buffer).dump(tuple(record))
+    hook.snapshot.write_bytes(buffer.getvalue())
+
+
+def _append(path: Path, data: bytes) -> None:
+    with path.open("ab") as file:
+        file.write(data)
+
+
+def _replace_with_link(snapshot: Path) -> None:
+    target = snapshot.with_name("elsewhere")
+    snapshot.rename(target)
+    snapshot.symlink_to(target)
+
+
+def test_a_snapshot_of_another_config_is_replayed_over(hook: Hook) -> None:
+    for p in grep(0):
+        hook(p)
+    other = Hook(hook.state, Config(remind=RemindConfig(thresholds=(2,))))
+    answers = [other(p) for p in grep(1)]
+    assert context(answers[1]) == GENTLE_REMINDER, "the log replayed under the new config: 2 in a row"
+    assert other.replays == [f"the snapshot was written under another config; replaying {str(other.log)!r}"]
+
+
+def test_a_snapshot_whose_log_is_gone_starts_a_new_session_and_says_so(hook: Hook) -> None:
+    for p in grep(0):
+        hook(p)
+    hook.log.unlink()
+    assert [context(hook(p)) for n in (1, 2) for p in grep(n)] == [None] * 4, "the old calls are forgotten"
+    assert hook.replays == [f"the session log is gone; replaying {str(hook.log)!r}"]
+    assert isinstance(next(iter(read_log(hook.log))), type(next(iter(read_log(hook.log))))), "a new log"
+
+
+def test_a_new_session_replays_nothing_and_says_nothing(hook: Hook) -> None:
+    assert hook(payload("UserPromptSubmit", prompt="go")) == {}
+    assert hook.replays == []
+
+
+def test_a_coroutine_that_waits_on_an_event_loop_cannot_be_run_without_one() -> None:
+    import asyncio
+
+    async def waits() -> None:
+        await asyncio.sleep(0)
+
+    with pytest.raises(RuntimeError, match="waited on an event loop, and none is running"):
+        run_to_completion(waits())
+
+
+def test_rescue_trips_are_written_once_however_many_invocations_follow(tmp_path: Path, ask_script: AskScript) -> None:
+    trips = tmp_path / "trips.jsonl"
+    ask = ask_script("echo 'Read src/cfg.py instead.'")
+    config = Config(
+        remind=RemindConfig(enabled=False),
+        rescue=RescueConfig(ask_command=str(ask), nudge_at=2, rescue_at=3, log_file=str(trips)),
+    )
+    hook = Hook(tmp_path / "state", config)
+    denied = 0
+    for n in range(5):
+        pre, post = grep(n)
+        answer = hook(pre)
+        if answer.get("hookSpecificOutput", {}).get("permissionDecision") == "deny":
+            denied += 1
+        else:
+            hook(post)
+    hook.snapshot.unlink()  # the next invocation replays every trip's call
+    hook(payload("UserPromptSubmit", prompt="go on"))
+    assert denied == 4
+    kinds = [json.loads(line)["kind"] for line in trips.read_text().splitlines()]
+    assert kinds == ["deny", "rescue", "rescue", "rescue"], "one line per trip, none from the replay"
+    assert len(hook.replays) == 1
+    main(["replay", str(hook.log), "--config", str(_toml(tmp_path, config, trips))])
+    assert len(trips.read_text().splitlines()) == 4, "replay never appends to the live trip log"
+
+
+def _toml(tmp_path: Path, config: Config, trips: Path) -> Path:
+    path = tmp_path / "guard.toml"
+    rescue = config.rescue
+    path.write_text(
+        f'[remind]\nenabled = false\n\n[rescue]\nask_command = "{rescue.ask_command}"\n'
+        f'nudge_at = 2\nrescue_at = 3\nlog_file = "{trips}"\n'
+    )
+    return path
+
+
+def test_every_usage_error_of_hook_exits_1_never_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hook", "--confg", "guard.toml"]) == 1
+    assert "unrecognized arguments: --confg" in capsys.readouterr().err
+    assert main(["-v", "hook", "--state-dir"]) == 1
+    assert "--state-dir: expected one argument" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as other:
+        main(["replay", "--bogus"])
+    assert other.value.code == 2, "other commands keep argparse's 2"
+    with pytest.raises(SystemExit) as asked_for_help:
+        main(["hook", "--help"])
+    assert asked_for_help.value.code == 0
+    assert "--state-dir DIR" in capsys.readouterr().out
+
+
+def test_bench_says_where_the_benchmarks_went(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--only", "fullpath"]) == 2
+    assert "python -m benchmarks" in capsys.readouterr().err
+
+
+def test_help_is_as_wide_as_columns_says(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit):
+        main(["hook", "--help"])
+    wide = capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "50")
+    with pytest.raises(SystemExit):
+        main(["hook", "--help"])
+    narrow = capsys.readouterr().out
+    assert max(map(len, narrow.splitlines())) <= 50 < max(map(len, wide.splitlines()))
+
+
+# --- the ask dies with the hook: real processes, real signals --------------------------------
+
+
+@pytest.mark.parametrize("kill_with", [signal.SIGTERM, signal.SIGKILL])
+def test_the_ask_and_its_children_die_with_the_hook_whatever_signal_kills_it(
+    tmp_path: Path, ask_script: AskScript, kill_with: signal.Signals
+) -> None:
+    pids = tmp_path / "pids"
+    ask = ask_script(f"sleep 300 &\necho $$ $! > {pids}.tmp && mv {pids}.tmp {pids}\nwait")
+    config = tmp_path / "guard.toml"
+    config.write_text(f'[remind]\nenabled = false\n\n[rescue]\nask_command = "{ask}"\nnudge_at = 2\nrescue_at = 3\n')
+    state = tmp_path / "state"
+    command = [sys.executable, "-m", "guard", "hook", "--state-dir", str(state), "--config", str(config)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COVERAGE")}
+    for hook_payload in (*grep(0), next(grep(1))):  # a call, its result, a denied repeat
+        subprocess.run(command, input=json.dumps(hook_payload).encode(), check=True, cwd=REPO, env=env)
+    hook = subprocess.Popen(command, stdin=subprocess.PIPE, cwd=REPO, env=env)
+    assert hook.stdin is not None
+    hook.stdin.write(json.dumps(next(grep(2))).encode())  # the third escalates: the ask runs
+    hook.stdin.close()
+    deadline = time.monotonic() + 30
+    while not pids.exists():
+        assert time.monotonic() < deadline, "the ask never started"
+        time.sleep(0.05)
+    ask_pid, child_pid = (int(pid) for pid in pids.read_text().split())
+    # The hook names the ask's group to the watchdog right after starting it;
+    # a hook killed within that first instant leaves the ask unwatched. A
+    # hook timeout comes seconds later: so does this kill.
+    time.sleep(1)
+    hook.send_signal(kill_with)
+    assert hook.wait(timeout=10) == -kill_with
+    deadline = time.monotonic() + 10
+    while _alive(ask_pid) or _alive(child_pid):
+        assert time.monotonic() < deadline, "the ask outlived the hook"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"  # a zombie waits for init to reap it: it is dead
+    except FileNotFoundError:
+        return False
+
+
+def test_a_verbose_hook_logs_its_actions_to_stderr_and_answers_alone_on_stdout(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+) -> None:
+    import io
+
+    import structlog
+
+    request.addfinalizer(structlog.reset_defaults)  # -v configures logging for the whole process
+    codes = []
+    for n in range(3):
+        for hook_payload in grep(n):
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(hook_payload).encode())))
+            codes.append(main(["-v", "hook", "--state-dir", str(tmp_path)]))
+    out, err = capsys.readouterr()
+    assert codes == [0] * 6
+    assert [context(json.loads(line)) for line in out.splitlines()] == [GENTLE_REMINDER]
+    assert "guard.remind" in err
+
+
+def test_resuming_without_a_guard_of_ones_own_builds_one_from_the_config(tmp_path: Path) -> None:
+    from guard.adapters._resume import resume_link
+
+    link, log = run_to_completion(resume_link(tmp_path / "s.jsonl", "s", Config()))
+    with log:
+        assert link.links() == []
+    assert [type(e) for e in read_log(tmp_path / "s.jsonl")] == []
+    assert (tmp_path / "s.jsonl").read_bytes().startswith(b'{"type":"session/start"')
+
+
+def test_the_hook_command_says_on_stderr_that_it_replayed_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    def call(hook_payload: dict[str, Any]) -> int:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(hook_payload).encode())))
+        return main(["hook", "--state-dir", str(tmp_path)])
+
+    assert [call(p) for p in grep(0)] == [0, 0]
+    (tmp_path / f"{SESSION}.snapshot").unlink()
+    assert call(next(grep(1))) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"repeat-tool-guard hook: there is no snapshot; replaying {str(tmp_path / f'{SESSION}.jsonl')!r}\n"
