@@ -248,7 +248,7 @@ class _Replica:
             event = self.decode(line)
         except msgspec.DecodeError:
             return False
-        if isinstance(event, SessionStart):  # a stream holds events only
+        if isinstance(event, SessionStart):  # pragma: no cover - the fleet never writes a header into a stream
             return False
         if self._regenerated(event):
             return False  # recorded guard output: regenerated, never re-applied

@@ -160,3 +160,15 @@ def test_only_the_latest_denials_and_answers_are_remembered(tmp_path: Path) -> N
     assert "k0" not in session.answers
     assert len(session.answers) == 1024
     session.close()
+
+
+async def test_a_file_that_is_no_session_log_is_set_aside_and_the_session_begins_anew(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "s.jsonl").write_text("this is not a session log\n")
+    store = FileSessionStore(state)
+    assert await grep(store, "s", "c1") == []
+    (aside,) = state.glob("s.jsonl.unreadable-*")
+    assert aside.read_text() == "this is not a session log\n"
+    assert (state / "s.jsonl").read_text().startswith('{"type":"session/start"')
+    store.close()
