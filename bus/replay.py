@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from bus.bus import Bus
+from bus.bus import Bus, Decision
 from bus.events import AnyEvent, ToolCall, ToolResult
 from bus.reader import LogReader, ReadReport
 
@@ -32,58 +32,71 @@ class Replay:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         *,
         withhold: Callable[[AnyEvent], bool] | None = None,
     ) -> None:
-        self.reader = LogReader(path)
+        self.reader = LogReader(path) if path is not None else None
         self.bus = Bus(clock=self._now)
         self.seq = 0
         self.call_number = 0
         self.withheld = 0
         self._withhold = withhold
         self._ts = 0.0
+        self._calls = 0
+        self._open_calls: dict[tuple[str | None, str], int] = {}
+        self._fed = ReadReport()
 
     @property
     def report(self) -> ReadReport:
-        return self.reader.report
+        return self.reader.report if self.reader is not None else self._fed
 
     def _now(self) -> float:
         return self._ts
 
     async def run(self) -> ReadReport:
         """Replay the whole log; returns the reader's report of skipped lines."""
-        open_calls: dict[tuple[str | None, str], int] = {}
-        calls = 0
-        bus = self.bus
+        if self.reader is None:
+            raise ValueError("this Replay has no log to run; feed it events with apply()")
+        apply = self.apply
         for event in self.reader:
-            self.seq = event.seq
-            self._ts = event.ts
-            if self._withhold is not None and self._withhold(event):
-                self.withheld += 1
-                continue
-            if type(event) is ToolCall:
-                calls += 1
-                self.call_number = calls
-                open_calls[(event.agent.id if event.agent else None, event.call_id)] = calls
-                await bus.decide(event)
-            elif type(event) is ToolResult:
-                number = open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
-                if number is not None:
-                    self.call_number = number
-                else:
-                    calls += 1
-                    self.call_number = calls
-                    call = ToolCall(
-                        agent=event.agent,
-                        call_id=event.call_id,
-                        step=event.step,
-                        tool=event.tool,
-                        args=event.args,
-                    )
-                    await bus.decide(call)
-                await bus.publish(event)
+            await apply(event)
+        return self.reader.report
+
+    async def apply(self, event: AnyEvent) -> Decision | None:
+        """Re-publish one event, as ``run`` does for each event of the log;
+        for a tool call, returns what ``bus.decide`` concluded. Feeding
+        events one at a time lets a caller follow a log that is still being
+        written (another process's appends) with the same state a whole
+        replay would reach."""
+        self.seq = event.seq
+        self._ts = event.ts
+        if self._withhold is not None and self._withhold(event):
+            self.withheld += 1
+            return None
+        bus = self.bus
+        if type(event) is ToolCall:
+            self._calls += 1
+            self.call_number = self._calls
+            self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = self._calls
+            return await bus.decide(event)
+        if type(event) is ToolResult:
+            number = self._open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
+            if number is not None:
+                self.call_number = number
             else:
-                self.call_number = calls
-                await bus.publish(event)
-        return self.report
+                self._calls += 1
+                self.call_number = self._calls
+                call = ToolCall(
+                    agent=event.agent,
+                    call_id=event.call_id,
+                    step=event.step,
+                    tool=event.tool,
+                    args=event.args,
+                )
+                await bus.decide(call)
+            await bus.publish(event)
+            return None
+        self.call_number = self._calls
+        await bus.publish(event)
+        return None

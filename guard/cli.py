@@ -12,10 +12,11 @@ only what every command needs; each command imports the rest itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -73,6 +74,19 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
         out.write(f"    {line}\n")
 
 
+@contextlib.contextmanager
+def _session_logs(sources: Sequence[str], session: str | None) -> Iterator[list[Path]]:
+    """Files as themselves; a Redis URL as its sessions exported for the
+    duration (the fleet code is imported only then)."""
+    if not any(s.startswith(("redis://", "rediss://", "unix://")) for s in sources):
+        yield [Path(s) for s in sources]
+        return
+    from guard.fleet_cli import local_logs
+
+    with contextlib.ExitStack() as stack:
+        yield [path for source in sources for path in stack.enter_context(local_logs(source, session))]
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     import anyio
 
@@ -80,6 +94,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     config = _load(args.config)
     out: TextIO = sys.stdout
+    if args.log.startswith(("redis://", "rediss://", "unix://")) and not args.session:
+        raise LogError("replay of a Redis URL needs --session ID")
 
     reader_left = False
 
@@ -93,7 +109,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             reader_left = True
             _quiet_stdout()
 
-    outcome = anyio.run(lambda: replay_log(args.log, config, on_verdict=emit, live_asks=args.ask))
+    with _session_logs([args.log], args.session) as (log,):
+        outcome = anyio.run(lambda: replay_log(log, config, on_verdict=emit, live_asks=args.ask))
     report = outcome.report
     counts = outcome.counts()
     actions = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
@@ -205,7 +222,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     config = load_config(args.config) if args.config else None
     timelines: list[Timeline] | None = [] if args.html else None
     progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None
-    report = audit(args.paths, config, timelines=timelines, progress=progress)
+    with _session_logs(args.paths, args.session) as paths:
+        report = audit(paths, config, timelines=timelines, progress=progress)
     if args.json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
@@ -373,7 +391,8 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     from guard.importers import FORMATS
 
     replay = commands.add_parser("replay", help="replay a session log through a fresh guard")
-    replay.add_argument("log", metavar="LOG", help="a session log (.jsonl)")
+    replay.add_argument("log", metavar="LOG", help="a session log (.jsonl), or a fleet's redis://HOST:PORT/DB")
+    replay.add_argument("--session", metavar="ID", help="with a Redis URL: the session to replay")
     replay.add_argument(
         "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
     )
@@ -414,7 +433,10 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "through every policy side by side, and report calls, runs, loops and each policy's first action. "
         "Exits 1 when some file could not be read (it is listed with its reason).",
     )
-    aud.add_argument("paths", metavar="PATH", nargs="+", help="transcript files or directories to walk")
+    aud.add_argument(
+        "paths", metavar="PATH", nargs="+", help="transcript files or directories to walk, or a fleet's redis:// URL"
+    )
+    aud.add_argument("--session", metavar="ID", help="with a Redis URL: audit this session only (default: all)")
     aud.add_argument(
         "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: every policy)"
     )
@@ -442,6 +464,56 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     settings.add_argument("--config", metavar="FILE", help="a config file the hook should use")
     settings.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
     settings.set_defaults(run=_cmd_hook_settings)
+
+    from guard.server.command import add_command as add_serve_command  # the server itself loads only for `serve`
+
+    add_serve_command(commands)
+    _add_fleet_commands(commands)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from guard.fleet_cli import export
+
+    return export(args)
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    from guard.fleet_cli import watch
+
+    return watch(args)
+
+
+_FLEET_PREFIX = "rtg"
+
+
+def _add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    export = commands.add_parser(
+        "export",
+        help="write a Redis-held session as a normal session log",
+        description="Write one session of a fleet's Redis as a session log that replay and audit read.",
+    )
+    export.add_argument("source", metavar="REDIS_URL", help="redis://HOST:PORT/DB")
+    export.add_argument("--session", required=True, help="the session id")
+    export.add_argument(
+        "-o", "--output", metavar="FILE.jsonl", required=True, help="the log to write (never overwritten)"
+    )
+    export.add_argument("--prefix", default=_FLEET_PREFIX, help=f"the fleet's key prefix (default {_FLEET_PREFIX})")
+    export.set_defaults(run=_cmd_export)
+
+    watch = commands.add_parser(
+        "watch",
+        help="follow every session's guard actions live, fleet-wide",
+        description="Read the fleet's action stream through a consumer group (several watchers in one "
+        "group share the actions; separate groups each see all of them). Ctrl-C ends it.",
+    )
+    watch.add_argument("source", metavar="REDIS_URL", help="redis://HOST:PORT/DB")
+    watch.add_argument("--json", action="store_true", help="one JSON object per action")
+    watch.add_argument("--group", default=f"watch-{os.getpid()}", help="the consumer group (default: a new one)")
+    watch.add_argument("--consumer", default="watcher", help="this watcher's name in the group")
+    watch.add_argument("--from-start", action="store_true", help="a new group starts at the oldest kept action")
+    watch.add_argument("--count", type=int, default=None, help="stop after this many actions")
+    watch.add_argument("--prefix", default=_FLEET_PREFIX, help=f"the fleet's key prefix (default {_FLEET_PREFIX})")
+    watch.set_defaults(run=_cmd_watch)
 
 
 def _command(argv: Sequence[str]) -> str | None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import socket
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -117,3 +121,65 @@ def zero_umask() -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+class RedisServer:
+    """A real ``redis-server`` on a free loopback port, persistence off."""
+
+    def __init__(self, port: int, process: subprocess.Popen[bytes]) -> None:
+        self.port = port
+        self.process = process
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_redis_server() -> RedisServer:
+    """Start ``redis-server`` on a free port and wait until it answers
+    ``PING``; skips the test when the binary is absent (``.ci/run`` installs it)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does it)")
+    port = _free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return RedisServer(port, process)
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"redis-server did not answer on port {port} within 10 s")
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = start_redis_server()
+    try:
+        yield server
+    finally:
+        server.process.terminate()
+        server.process.wait(timeout=10)
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The shared test server's URL, emptied before each test."""
+    with socket.create_connection(("127.0.0.1", redis_server.port), timeout=5) as sock:
+        sock.sendall(b"FLUSHALL\r\n")
+        sock.recv(16)
+    return redis_server.url

@@ -3,6 +3,7 @@ guard from a fresh process each time (Claude Code command hooks)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from bus import (
@@ -11,6 +12,7 @@ from bus import (
     Bus,
     ContextMessage,
     Event,
+    LogError,
     Replay,
     SessionLog,
     ToolCall,
@@ -19,10 +21,10 @@ from bus import (
 )
 from guard.adapters._link import GuardLink
 from guard.config import Config
-from guard.guard import Guard
+from guard.guard import ActionListener, Guard
 from guard.verdicts import answers_from_log
 
-__all__ = ["resume_link"]
+__all__ = ["resume_link", "resume_or_restart"]
 
 
 class _AgentState:
@@ -81,13 +83,16 @@ async def resume_link(
     *,
     guard: Guard | None = None,
     mark_resume: bool = True,
+    on_action: ActionListener | None = None,
 ) -> tuple[GuardLink, SessionLog]:
     """A ``GuardLink`` whose guard has seen every event of the log at ``path``
     (replayed, the guard's own messages regenerated rather than re-read, no
     escalation asked again, no trip recorded again), and whose new events are
     appended to that log with their seq continued. A missing log starts a new
     session. ``guard`` is the fresh guard to resume (default ``Guard(config)``);
-    ``mark_resume`` is ``SessionLog``'s. The caller closes the returned log."""
+    ``mark_resume`` is ``SessionLog``'s. The caller closes the returned log.
+    ``on_action`` hears of the guard's actions from now on, not of those the
+    history replays."""
     if guard is None:
         guard = Guard(config)
     tracker = _Tracker()
@@ -103,6 +108,8 @@ async def resume_link(
             await replay.run()
         guard.detach()
         seq = replay.seq
+    if on_action is not None:
+        guard.add_listener(on_action)
     bus = Bus(seq=seq)
     guard.attach(bus)
     log = SessionLog(path, session=session, append=exists, mark_resume=mark_resume).attach(bus)
@@ -118,3 +125,16 @@ async def resume_link(
         for call in state.open.values():
             agent.reopen(call)
     return link, log
+
+
+async def resume_or_restart(
+    path: Path, session: str, config: Config | None = None, *, on_action: ActionListener | None = None
+) -> tuple[GuardLink, SessionLog]:
+    """``resume_link``, except that a file at ``path`` which is not a session
+    log any more is renamed ``*.unreadable-<time>`` and a new log begun, so a
+    damaged file costs its history, never the agent's tool calls."""
+    try:
+        return await resume_link(path, session, config, on_action=on_action)
+    except LogError:
+        path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
+        return await resume_link(path, session, config, on_action=on_action)

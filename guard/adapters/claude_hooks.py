@@ -38,12 +38,15 @@ from guard.guard import Guard
 
 __all__ = [
     "HOOK_EVENTS",
+    "SESSION_ID_RULE",
     "ClaudeHooks",
     "HookInputError",
     "answer_hook",
     "default_state_dir",
     "hook_command",
     "hook_settings",
+    "http_hook_settings",
+    "is_session_id",
     "parse_payload",
     "run_hook",
     "run_to_completion",
@@ -81,7 +84,23 @@ def hook_command(argv: Sequence[str]) -> str:
 def hook_settings(argv: Sequence[str]) -> dict[str, Any]:
     """The ``hooks`` block of ``.claude/settings.json`` running ``hook_command(argv)``
     for every event in ``HOOK_EVENTS`` (tool events for every tool)."""
-    handler = {"type": "command", "command": hook_command(argv)}
+    return _settings({"type": "command", "command": hook_command(argv)})
+
+
+def http_hook_settings(url: str, *, token_env: str | None = None) -> dict[str, Any]:
+    """The ``hooks`` block of ``.claude/settings.json`` posting every event in
+    ``HOOK_EVENTS`` to the resident server at ``url`` (its
+    ``/hooks/claude-code``), with ``Authorization: Bearer $<token_env>`` when
+    the server needs a token (Claude Code reads the variable from its own
+    environment)."""
+    handler: dict[str, Any] = {"type": "http", "url": url}
+    if token_env is not None:
+        handler["headers"] = {"Authorization": f"Bearer ${token_env}"}
+        handler["allowedEnvVars"] = [token_env]
+    return _settings(handler)
+
+
+def _settings(handler: dict[str, Any]) -> dict[str, Any]:
     return {
         "hooks": {
             event: [{"matcher": "*", "hooks": [handler]} if event in _TOOL_EVENTS else {"hooks": [handler]}]
@@ -232,6 +251,16 @@ def _answer(agent: AgentLink, event: str, call_id: str | None, specific: dict[st
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+SESSION_ID_RULE = "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def is_session_id(value: object) -> bool:
+    """Whether ``value`` can name a session: 1-128 letters, digits, '.', '_'
+    or '-', not starting with a punctuation mark, so it is safe as a file name
+    in the state directory."""
+    return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+
+
 def default_state_dir() -> Path:
     """``$REPEAT_TOOL_GUARD_STATE``, else ``$XDG_STATE_HOME/repeat-tool-guard``,
     else ``~/.local/state/repeat-tool-guard``."""
@@ -255,10 +284,8 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")
-    if not isinstance(session, str) or not _SESSION_ID.fullmatch(session):
-        raise HookInputError(
-            f"hook input session_id = {shown(session)}: must be 1-128 letters, digits, '.', '_' or '-'"
-        )
+    if not is_session_id(session):
+        raise HookInputError(f"hook input session_id = {shown(session)}: {SESSION_ID_RULE}")
     return payload
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from bus import (
+    ALLOW,
     Agent,
     AgentStatus,
     AnyEvent,
@@ -83,6 +85,7 @@ async def test_results_without_recorded_calls_get_calls_synthesized_and_decided(
         ("c1", "grep", 1, {"q": "x"}, 10.0),
         ("c2", "ls", 2, {"q": "x"}, 11.0),
     ]
+    assert replay.reader is not None
     assert synthesized[0].agent is replay.reader.agents["main"]
     assert replay.call_number == 2
     assert report.events == 2
@@ -235,6 +238,7 @@ async def test_a_live_session_replays_to_the_same_events(log_path: Path) -> None
         return (type(event), event.agent.id if event.agent else None, *fields)
 
     assert [plain(e) for e in replayed.events] == [plain(e) for e in recorded.events]
+    assert replay.reader is not None
     assert replay.reader.agents["sub"].parent_id == "main"
     assert replay.call_number == 3
 
@@ -242,3 +246,19 @@ async def test_a_live_session_replays_to_the_same_events(log_path: Path) -> None
 async def test_replay_of_a_missing_log_is_a_log_error(tmp_path: Path) -> None:
     with pytest.raises(LogError, match="no session log at"):
         Replay(tmp_path / "missing.jsonl")
+
+
+async def test_events_fed_one_at_a_time_replay_as_the_whole_log_does(
+    log_path: Path, agent: Agent, anyio_backend: str
+) -> None:
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={}, seq=1, ts=5.0)
+    result = ToolResult.answering(call, "x")
+    fed = Replay()
+    seen = Capture().attach(fed.bus)
+    assert await fed.apply(call) == ALLOW
+    assert await fed.apply(msgspec.structs.replace(result, seq=2, ts=6.0)) is None
+    assert await fed.apply(UserMessage(agent=agent, text="go", seq=3, ts=7.0)) is None
+    assert [type(e) for e in seen.events] == [ToolCall, ToolResult, UserMessage]
+    assert (fed.seq, fed.call_number, fed.report.events) == (3, 1, 0)
+    with pytest.raises(ValueError, match="no log to run"):
+        await fed.run()

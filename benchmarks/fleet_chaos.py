@@ -1,0 +1,214 @@
+"""Fleet chaos run: ``serve --redis`` replicas killed and restarted under load.
+
+Starts a redis-server and ``--replicas`` ``repeat-tool-guard serve --redis``
+processes on free loopback ports, drives ``--sessions`` sessions from
+``--clients`` concurrent HTTP clients (httpx), each request to a replica
+chosen at random, while one replica is killed (SIGKILL) and restarted every
+``--kill-every`` seconds. A request that fails because its replica died is
+retried on another one. At the end every session is exported and compared
+with a single-process replay of it:
+
+- lost events: events a client got an answer for that the export lacks;
+- action differences: ``replay --check`` differences (a missing, extra or
+  changed reminder, denial, escalation or halt), over every session;
+- throughput (tool calls per second, all replicas) and the latency of each
+  answered request.
+
+    python -m benchmarks.fleet_chaos [--replicas 4] [--sessions 1000] [--clients 50] [--calls 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import platform
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import structlog
+from redis.asyncio import Redis
+
+from bus.redis_log import RedisSessionLog
+from guard.verdicts import replay_log
+from tests.conftest import start_redis_server
+
+
+class Replica:
+    def __init__(self, url: str, index: int) -> None:
+        self.redis = url
+        self.index = index
+        self.proc: subprocess.Popen[str] | None = None
+        self.base = ""
+        self.kills = 0
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "guard", "serve", "--port", "0", "--redis", self.redis],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )  # fmt: skip
+        assert self.proc.stderr is not None
+        first = self.proc.stderr.readline()
+        if "listening on " not in first:
+            raise RuntimeError(f"replica {self.index} did not start: {first}")
+        self.base = first.split("listening on ", 1)[1].split(" ", 1)[0]
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+            self.kills += 1
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+
+
+class Run:
+    def __init__(self, replicas: list[Replica]) -> None:
+        self.replicas = replicas
+        self.latencies: list[float] = []
+        self.answered: dict[str, int] = {}
+        self.retries = 0
+        self.failures = 0
+        self.calls = 0
+
+    async def post(self, http: httpx.AsyncClient, session: str, event: dict[str, Any]) -> dict[str, Any]:
+        for _ in range(50):
+            replica = random.choice(self.replicas)
+            if not replica.base:
+                continue
+            begun = time.perf_counter()
+            try:
+                response = await http.post(f"{replica.base}/v1/sessions/{session}/events", json=event)
+            except httpx.TransportError:
+                self.retries += 1
+                await asyncio.sleep(0.05)
+                continue
+            if response.status_code == 200:
+                self.latencies.append(time.perf_counter() - begun)
+                answer: dict[str, Any] = response.json()
+                self.answered[session] = max(self.answered.get(session, 0), answer["seq"])
+                return answer
+            if response.status_code == 409:  # a retry of what a dying replica had already recorded
+                self.retries += 1
+                return {"allowed": True, "seq": 0, "messages": []}
+            self.retries += 1
+            await asyncio.sleep(0.05)
+        self.failures += 1
+        return {"allowed": True, "seq": 0, "messages": []}
+
+    async def session(self, http: httpx.AsyncClient, name: str, calls: int) -> None:
+        rng = random.Random(name)
+        for n in range(calls):
+            args = {"pattern": "loader"} if rng.random() < 0.6 else {"pattern": f"{name}-{n}"}
+            call = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "args": args}
+            answer = await self.post(http, name, call)
+            self.calls += 1
+            if answer.get("allowed") is False:
+                continue
+            result = {"type": "tool/result", "agent": "main", "call_id": f"c{n}", "content": "no matches"}
+            await self.post(http, name, result)
+
+
+async def _chaos(replicas: list[Replica], every: float, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except TimeoutError:
+            victim = random.choice(replicas)
+            victim.base = ""
+            victim.kill()
+            await asyncio.to_thread(victim.start)
+
+
+async def _drive(args: argparse.Namespace, replicas: list[Replica]) -> tuple[Run, float]:
+    run = Run(replicas)
+    names = [f"chaos-{n}" for n in range(args.sessions)]
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for name in names:
+        queue.put_nowait(name)
+    stop = asyncio.Event()
+    limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+
+        async def client() -> None:
+            while not queue.empty():
+                await run.session(http, queue.get_nowait(), args.calls)
+
+        killer = asyncio.create_task(_chaos(replicas, args.kill_every, stop))
+        begun = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(args.clients)))
+        elapsed = time.perf_counter() - begun
+        stop.set()
+        await killer
+    return run, elapsed
+
+
+async def _verify(url: str, run: Run, folder: Path) -> tuple[int, int, int]:
+    client = Redis.from_url(url)
+    lost = differences = sessions = 0
+    try:
+        for name, answered in run.answered.items():
+            path = folder / f"{name}.jsonl"
+            await RedisSessionLog(client, name).export(path)
+            outcome = await replay_log(path)
+            differences += len(outcome.differences)
+            last = outcome.report.events
+            lost += max(0, answered - last)
+            sessions += 1
+    finally:
+        await client.aclose()
+    return sessions, lost, differences
+
+
+def main() -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=4)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=6, help="tool calls per session")
+    parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between replica kills")
+    args = parser.parse_args()
+    server = start_redis_server()
+    replicas = [Replica(server.url, i) for i in range(args.replicas)]
+    try:
+        for replica in replicas:
+            replica.start()
+        run, elapsed = asyncio.run(_drive(args, replicas))
+        with tempfile.TemporaryDirectory() as folder:
+            sessions, lost, differences = asyncio.run(_verify(server.url, run, Path(folder)))
+    finally:
+        for replica in replicas:
+            replica.stop()
+        server.process.terminate()
+        server.process.wait()
+    latencies = sorted(run.latencies)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}")
+    print(
+        f"{args.replicas} replicas, {sessions} sessions, {args.clients} clients, "
+        f"{sum(r.kills for r in replicas)} kills; {run.calls} tool calls in {elapsed:.1f} s = "
+        f"{run.calls / elapsed:,.0f} calls/s"
+    )
+    print(
+        f"latency per request: p50 {statistics.median(latencies) * 1000:.1f} ms, "
+        f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:.1f} ms; retries {run.retries}, "
+        f"requests that never got an answer {run.failures}"
+    )
+    print(f"lost events: {lost}; replay --check differences over every session: {differences}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""What one Claude Code HTTP hook round trip to ``repeat-tool-guard serve``
+costs, and that it stays flat as the session grows; the command hook timed
+in the same run for comparison.
+
+The server runs as a real process on loopback (``--port 0``). For each
+session length N (earlier tool calls: a realistic mix of distinct reads, an
+edit-and-test cycle and a grep loop), the session's log is prepared as the
+server leaves it, and the server restores it on the session's first request
+(once; not timed). Then each round posts, for every N in turn, a
+``PreToolUse`` and its ``PostToolUse`` for new calls (each post is one hook
+invocation, timed from the client: request, guard, log write, answer) over
+one keep-alive connection, as Claude Code's HTTP client keeps one. Rounds
+interleave the sizes, so a noisy neighbour slows them alike.
+
+The command hook (``repeat-tool-guard hook``, a process per invocation) is
+timed in the same run on the same kind of session, fewer times (it costs
+far more). Not a test: nothing here asserts a timing.
+
+    python benchmarks/http_hook.py                  # sizes 0 1000 10000 100000
+    python benchmarks/http_hook.py --sizes 0 1000 --rounds 5 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import structlog
+
+from bus import Bus, SessionLog
+from guard import Config
+from guard.adapters import GuardLink
+from guard.adapters.claude_hooks import ClaudeHooks
+from guard.guard import Guard
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _payload(session: str, event: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": session, "hook_event_name": event, "cwd": "/w", "transcript_path": "/t", **fields}
+
+
+def _calls(n: int) -> list[tuple[str, dict[str, str]]]:
+    calls: list[tuple[str, dict[str, str]]] = []
+    i = 0
+    while len(calls) < n:
+        calls += [("Read", {"file_path": f"src/mod{i}.py"}), ("Edit", {"file_path": f"src/mod{i}.py", "old": "a"})]
+        calls += [("Bash", {"command": "pytest -q"})] + [("Grep", {"pattern": "load_config", "path": "src"})] * 4
+        i += 1
+    return calls[:n]
+
+
+async def prepare(state: Path, session: str, n: int) -> None:
+    """``state/<session>.jsonl`` after ``n`` tool calls through the hook translation."""
+    bus = Bus()
+    Guard(Config()).attach(bus)
+    with SessionLog(state / f"{session}.jsonl", session=session).attach(bus):
+        hooks = ClaudeHooks(GuardLink(bus))
+        await hooks.handle(_payload(session, "UserPromptSubmit", prompt="find the config loader"))
+        for k, (tool, args) in enumerate(_calls(n)):
+            pre = _payload(session, "PreToolUse", tool_use_id=f"t{k}", tool_name=tool, tool_input=args)
+            await hooks.handle(pre)
+            await hooks.handle(pre | {"hook_event_name": "PostToolUse", "tool_response": "ok"})
+
+
+def _new_call(session: str, k: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    pre = _payload(
+        session, "PreToolUse", tool_use_id=f"new{k}", tool_name="Read", tool_input={"file_path": f"new/{k}.py"}
+    )
+    return pre, pre | {"hook_event_name": "PostToolUse", "tool_response": "text"}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _start_server(state: Path) -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "guard", "serve", "--port", "0", "--state-dir", str(state)],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    assert server.stderr is not None
+    line = server.stderr.readline()
+    if "listening on " not in line:
+        raise RuntimeError(f"the server did not start: {line}{server.stderr.read()}")
+    return server, line.split("listening on ", 1)[1].split(" ", 1)[0]
+
+
+def _command_hook(state: Path, payload: dict[str, Any]) -> float:
+    script = Path(sys.executable).with_name("repeat-tool-guard")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "guard"]
+    started = time.perf_counter()
+    subprocess.run(
+        [*command, "hook", "--state-dir", str(state)],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        check=True,
+    )
+    return time.perf_counter() - started
+
+
+def run(sizes: list[int], rounds: int, pairs: int, command_calls: int) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="http-hook-bench-"))
+    try:
+        serve_state, hook_state = work / "serve", work / "hook"
+        serve_state.mkdir()
+        hook_state.mkdir()
+        for n in sizes:
+            anyio.run(prepare, serve_state, f"s{n}", n)
+        command_sizes = [n for n in sizes if n <= 1000]
+        for n in command_sizes:
+            anyio.run(prepare, hook_state, f"s{n}", n)
+        server, url = _start_server(serve_state)
+        times: dict[int, list[float]] = {n: [] for n in sizes}
+        try:
+            with httpx.Client(base_url=url, timeout=120) as client:
+                for n in sizes:  # the restore of each session, once, untimed
+                    client.post("/hooks/claude-code", json=_payload(f"s{n}", "UserPromptSubmit", prompt="go on"))
+                k = 0
+                for _ in range(rounds):
+                    for n in sizes:
+                        for _ in range(pairs):
+                            for payload in _new_call(f"s{n}", k):
+                                started = time.perf_counter()
+                                response = client.post("/hooks/claude-code", json=payload)
+                                times[n].append(time.perf_counter() - started)
+                                response.raise_for_status()
+                            k += 1
+        finally:
+            server.terminate()
+            server.wait(60)
+        command: dict[int, list[float]] = {n: [] for n in command_sizes}
+        for k in range(command_calls):
+            for n in command_sizes:
+                for payload in _new_call(f"s{n}", 10_000_000 + k):
+                    command[n].append(_command_hook(hook_state, payload))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    http_rows = {
+        n: {
+            "median_ms": statistics.median(t) * 1e3,
+            "p99_ms": _percentile(t, 0.99) * 1e3,
+            "invocations": len(t),
+        }
+        for n, t in times.items()
+    }
+    command_rows = {n: {"median_ms": statistics.median(t) * 1e3, "invocations": len(t)} for n, t in command.items()}
+    return {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f}",
+        "http": http_rows,
+        "command": command_rows,
+    }
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    http, command = result["http"], result["command"]
+    base = http[min(http)]["median_ms"]
+    lines = [
+        f"Machine: {result['machine']}",
+        "",
+        "| earlier calls | HTTP hook median | HTTP hook p99 | vs. 0 calls | command hook median | command / HTTP |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, row in http.items():
+        cmd = command.get(n)
+        cmd_text = f"{cmd['median_ms']:.0f} ms" if cmd else "-"
+        ratio = f"{cmd['median_ms'] / row['median_ms']:.0f}×" if cmd else "-"
+        lines.append(
+            f"| {n:,} | {row['median_ms']:.2f} ms | {row['p99_ms']:.2f} ms | {row['median_ms'] / base:.2f}× "
+            f"| {cmd_text} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[0, 1000, 10_000, 100_000], metavar="N")
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default: 10)")
+    parser.add_argument("--pairs", type=int, default=25, help="new calls per size per round (default: 25)")
+    parser.add_argument("--command-calls", type=int, default=10, help="command hook calls per size (default: 10)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    result = run(args.sizes, args.rounds, args.pairs, args.command_calls)
+    print(json.dumps(result, indent=2) if args.json else _markdown(result))
+
+
+if __name__ == "__main__":
+    main()

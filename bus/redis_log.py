@@ -1,0 +1,354 @@
+"""Session logs on Redis Streams: one stream per session, many writers.
+
+A fleet of workers (several processes, several machines) appends the events
+of one session to that session's stream. Redis orders the appends, so the
+stream's order *is* the session's order: ``seq`` is assigned inside Redis, in
+the same atomic step that adds the entry, and two writers can neither
+reorder nor share a ``seq``. An append may carry an idempotency key; a retry
+with the same key is answered with the ``seq`` of the first append and adds
+nothing, so a client that resends after a timeout is applied once.
+
+Each stream entry holds one line of the session log's JSON form, ``seq``
+included, so ``export`` writes a stream out as a normal session log that
+``replay``, ``audit`` and ``LogReader`` read unchanged.
+
+Keys, for a prefix ``p`` and a session ``s`` (the braces keep one session's
+keys in one Redis Cluster slot): ``p:{s}:events`` (the stream), ``p:{s}:meta``
+(a hash: log version, creation time, the ``seq`` counter) and ``p:{s}:keys``
+(idempotency key -> seq). ``p:sessions`` is a sorted set of session ids by
+last append, for listing and watching, and ``p:metrics`` a hash of fleet-wide
+counters (``events``: appends that added an event).
+
+This module needs the optional ``redis`` package (``pip install
+'repeat-tool-guard[redis]'``) and runs on asyncio (redis-py has no trio
+support).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from bus._codec import encode_line, event_decoder
+from bus.agent import Agent
+from bus.events import AgentStatus, AnyEvent, Event, SessionStart
+from bus.log import LOG_VERSION
+from bus.reader import LogError, ReadReport
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["Appended", "RedisSessionLog", "RedisTarget", "parse_redis_target"]
+
+DEFAULT_PREFIX = "rtg"
+
+_SEQ_PLACEHOLDER = b'"seq":0,'
+
+# Atomic append: dedupe by key, take the next seq, write it into the line in
+# place of the placeholder, add the entry, trim, and index the session.
+_APPEND = """
+local events, meta, keys, sessions, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local key, line, maxlen, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now, session, version, after, count = ARGV[5], ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
+local function since()
+  if after == '' then return {} end
+  local start = after == '-' and '-' or '(' .. after
+  return redis.call('XRANGE', events, start, '+', 'COUNT', count)
+end
+if key ~= '' then
+  local seen = redis.call('HGET', keys, key)
+  if seen then return {tonumber(seen), 0, since()} end
+end
+if redis.call('HSETNX', meta, 'v', version) == 1 then
+  redis.call('HSET', meta, 'ts', now, 'session', session)
+end
+local seq = redis.call('HINCRBY', meta, 'seq', 1)
+local i = string.find(line, '"seq":0,', 1, true)
+if not i then return redis.error_reply('event line has no seq placeholder') end
+line = string.sub(line, 1, i - 1) .. '"seq":' .. seq .. ',' .. string.sub(line, i + 8)
+if maxlen > 0 then
+  redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', seq, 'line', line)
+else
+  redis.call('XADD', events, '*', 'seq', seq, 'line', line)
+end
+if key ~= '' then redis.call('HSET', keys, key, seq) end
+redis.call('ZADD', sessions, now, session)
+redis.call('HINCRBY', metrics, 'events', 1)
+if ttl > 0 then
+  redis.call('EXPIRE', events, ttl)
+  redis.call('EXPIRE', meta, ttl)
+  redis.call('EXPIRE', keys, ttl)
+end
+return {seq, 1, since()}
+"""
+
+
+# Append events that already carry their seqs, only if the stream is still
+# where the writer saw it (the writer holds the session's lease; this check
+# turns a lease lost to a pause into a refusal rather than a fork).
+_EXTEND = """
+local events, meta, sessions, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local expected, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now, session, version = ARGV[4], ARGV[5], ARGV[6]
+local current = tonumber(redis.call('HGET', meta, 'seq') or '0')
+if current ~= expected then return {0, current} end
+if redis.call('HSETNX', meta, 'v', version) == 1 then
+  redis.call('HSET', meta, 'ts', now, 'session', session)
+end
+for i = 7, #ARGV do
+  current = current + 1
+  if maxlen > 0 then
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', current, 'line', ARGV[i])
+  else
+    redis.call('XADD', events, '*', 'seq', current, 'line', ARGV[i])
+  end
+end
+redis.call('HSET', meta, 'seq', current)
+redis.call('ZADD', sessions, now, session)
+redis.call('HINCRBY', metrics, 'events', #ARGV - 6)
+if ttl > 0 then
+  redis.call('EXPIRE', events, ttl)
+  redis.call('EXPIRE', meta, ttl)
+end
+return {1, current}
+"""
+
+
+class Appended(msgspec.Struct, frozen=True):
+    """The outcome of one append: the event's ``seq`` in its session,
+    whether this call added it (false for a retry of an idempotency key),
+    and, when the append asked for them, the stream's entries after the
+    given position as (entry id, line), read in the same atomic step."""
+
+    seq: int
+    new: bool
+    entries: list[tuple[str, bytes]] = []
+
+
+class RedisTarget(msgspec.Struct, frozen=True):
+    """A Redis server and database as a ``redis://`` URL names it."""
+
+    url: str
+
+
+def parse_redis_target(text: str) -> RedisTarget | None:
+    """``text`` as a Redis target when it is a ``redis://``, ``rediss://`` or
+    ``unix://`` URL, else ``None`` (a file path)."""
+    if text.startswith(("redis://", "rediss://", "unix://")):
+        return RedisTarget(text)
+    return None
+
+
+def _events_key(prefix: str, session: str) -> str:
+    return f"{prefix}:{{{session}}}:events"
+
+
+class RedisSessionLog:
+    """One session's log in a Redis stream, shared by every writer.
+
+    ``append`` is the only way events enter: it assigns ``seq`` in Redis and
+    returns it. ``maxlen`` trims the stream approximately to that many
+    entries (Redis ``MAXLEN ~``); ``ttl`` expires an idle session's keys that
+    many seconds after its last append. Either bounds what a long-lived fleet
+    keeps; neither is on by default, so nothing is dropped unasked.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        session: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        maxlen: int = 0,
+        ttl: int = 0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not session:
+            raise ValueError("a Redis session log needs a non-empty session id")
+        if maxlen < 0 or ttl < 0:
+            raise ValueError(f"maxlen and ttl must be >= 0, got maxlen={maxlen}, ttl={ttl}")
+        self.client = client
+        self.session = session
+        self.prefix = prefix
+        self.maxlen = maxlen
+        self.ttl = ttl
+        self._clock = clock
+        self._keys = [
+            _events_key(prefix, session),
+            f"{prefix}:{{{session}}}:meta",
+            f"{prefix}:{{{session}}}:keys",
+            f"{prefix}:sessions",
+            f"{prefix}:metrics",
+        ]
+        self._script = client.register_script(_APPEND)
+        self._extend = client.register_script(_EXTEND)
+        self._buffer = bytearray()
+
+    @property
+    def stream(self) -> str:
+        """The stream's key."""
+        return self._keys[0]
+
+    async def append(
+        self, event: Event, *, key: str | None = None, after: str | None = None, count: int = 1000
+    ) -> Appended:
+        """Add ``event`` (its ``seq`` is ignored and assigned here); with
+        ``key``, a second append under the same key adds nothing and returns
+        the first one's seq. With ``after`` (an entry id, or ``-`` for the
+        start), the answer also carries up to ``count`` entries that follow
+        it, so a reader catching up pays one round trip, not two."""
+        line = self._line(event)
+        now = self._clock()
+        seq, new, rows = await self._script(
+            keys=self._keys,
+            args=[key or "", line, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, after or "", count],
+        )
+        return Appended(int(seq), bool(new), [_entry(row) for row in rows])
+
+    async def last_seq(self) -> int:
+        """The seq of the session's last event (0 for none)."""
+        value = await self.client.hget(self._keys[1], "seq")
+        return int(value or 0)
+
+    async def extend(self, events: Sequence[Event], *, expected: int) -> bool:
+        """Append ``events``, which carry their seqs already (``expected`` + 1,
+        + 2, ...: a writer that holds the session's lease numbers them
+        itself), if and only if the session's last seq is still
+        ``expected``; false, and nothing written, when another writer got
+        there first."""
+        if not events:
+            return True
+        lines = []
+        for event in events:
+            encode_line(event, self._buffer)
+            lines.append(bytes(self._buffer))
+        now = self._clock()
+        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[4]]
+        done, _ = await self._extend(
+            keys=keys, args=[expected, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, *lines]
+        )
+        return bool(done)
+
+    def _line(self, event: Event) -> bytes:
+        buffer = self._buffer
+        encode_line(msgspec.structs.replace(event, seq=0), buffer)
+        line = bytes(buffer)
+        if _SEQ_PLACEHOLDER not in line[:64]:  # pragma: no cover - every Event encodes type, then seq
+            raise ValueError(f"cannot place seq in {line[:64]!r}")
+        return line
+
+    async def length(self) -> int:
+        """How many events the stream holds now (after any trimming)."""
+        return int(await self.client.xlen(self.stream))
+
+    async def entries(self, after: str = "-", *, batch: int = 1000) -> AsyncIterator[tuple[str, bytes]]:
+        """Stream entries as (entry id, line) from just after ``after`` (an
+        entry id; ``-`` for the start), in order, ``batch`` at a time."""
+        start = after if after == "-" else f"({after}"
+        while True:
+            rows: list[tuple[Any, Any]] = (await self.client.xrange(self.stream, min=start, max="+", count=batch)) or []
+            ident = ""
+            for row in rows:
+                ident, line = _entry(row)
+                yield ident, line
+            if len(rows) < batch:
+                return
+            start = f"({ident}"
+
+    async def header(self) -> SessionStart:
+        """The session's header, as a file log's first line; ``LogError`` when
+        no event was ever appended (or the session expired)."""
+        meta = await self.client.hgetall(self._keys[1])
+        if not meta:
+            raise LogError(f"no session {self.session!r} under prefix {self.prefix!r} in Redis")
+        try:
+            return SessionStart(v=int(_field(meta, b"v")), session=self.session, ts=float(_field(meta, b"ts")))
+        except ValueError:
+            raise LogError(f"session {self.session!r} in Redis has a damaged header: {meta!r}") from None
+
+    async def read(self, report: ReadReport | None = None) -> AsyncIterator[AnyEvent]:
+        """The session's events, decoded as ``LogReader`` decodes a file's:
+        a bad entry is skipped and counted in ``report``, never raised."""
+        report = report if report is not None else ReadReport()
+        header = await self.header()
+        report.session = header.session
+        agents: dict[str, Agent] = {}
+
+        def agent_for(agent_id: str) -> Agent:
+            agent = agents.get(agent_id)
+            if agent is None:
+                agent = agents[agent_id] = Agent(agent_id)
+            return agent
+
+        decode = event_decoder(agent_for).decode
+        number = 1
+        report.lines = 1
+        async for _, line in self.entries():
+            number += 1
+            report.lines = number
+            try:
+                event = decode(line)
+            except msgspec.ValidationError as exc:
+                report._skip(number, "unknown-type" if "`$.type`" in str(exc) else "schema", str(exc))
+                continue
+            except msgspec.DecodeError as exc:
+                report._skip(number, "invalid-json", str(exc))
+                continue
+            if isinstance(event, SessionStart):  # pragma: no cover - the fleet never writes a header into a stream
+                report._skip(number, "schema", "a session/start header among the events")
+                continue
+            if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
+                event.agent.parent_id = event.agent.parent_id or event.parent
+            report.events += 1
+            yield event
+
+    async def export(self, path: str | os.PathLike[str]) -> int:
+        """Write the session as a normal session log at ``path`` (created
+        0600, never overwritten); returns the number of events written."""
+        header = await self.header()
+        buffer = bytearray()
+        encode_line(header, buffer)
+        fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        count = 0
+        try:
+            os.write(fd, bytes(buffer) + b"\n")
+            chunk = bytearray()
+            async for _, line in self.entries():
+                chunk += line
+                chunk.append(10)
+                count += 1
+                if len(chunk) >= 1 << 16:
+                    _write_all(fd, chunk)
+                    chunk.clear()
+            _write_all(fd, chunk)
+        finally:
+            os.close(fd)
+        return count
+
+
+def _write_all(fd: int, data: bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _entry(row: Any) -> tuple[str, bytes]:
+    """A stream entry as XRANGE returns it (id, fields as a dict, or as a
+    flat list from a script) -> (id, line)."""
+    entry_id, fields = row
+    if isinstance(fields, list):
+        fields = dict(zip(fields[::2], fields[1::2], strict=True))
+    return (entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)), _field(fields or {}, b"line")
+
+
+def _field(fields: dict[Any, Any], name: bytes) -> bytes:
+    """A field of an entry or hash as bytes (clients made with
+    ``decode_responses=True`` give str); empty when it is missing, which
+    the decoder then counts as a bad line."""
+    value = fields.get(name, fields.get(name.decode(), b""))
+    return value.encode() if isinstance(value, str) else bytes(value)

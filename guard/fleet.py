@@ -1,0 +1,367 @@
+"""Guard state shared by a fleet of workers through Redis Streams.
+
+Every worker that handles an event of a session appends it to the session's
+stream first, then brings its in-memory copy of that session's guard up to
+the event's position, reading whatever other workers appended since, and
+only then decides. The guard is a pure function of the stream's events
+(guard output is withheld and regenerated, as in ``replay``), so every
+worker computes the same decision for the same position, and a session can
+move between workers, or survive a worker's death, without losing a count.
+
+What the guard says (context messages, halt requests) is appended to the
+stream by whichever worker computes it first, under an idempotency key made
+from the triggering event's ``seq``, so it is recorded exactly once and an
+exported session passes ``replay --check``. Escalations run once fleet-wide
+per call: one worker takes a lease in Redis and asks, the others wait for
+the answer it records.
+
+Needs the optional ``redis`` package and asyncio (redis-py has no trio
+support).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+import msgspec
+
+from bus import (
+    Agent,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    Decision,
+    Event,
+    Replay,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+)
+from bus._codec import event_decoder
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog
+from guard.actions import Action
+from guard.config import Config, apply_environment
+from guard.escalation import AskOutcome
+from guard.guard import Guard
+from guard.rescue import Asker, RescuePolicy
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["ActionLedger", "FleetAction", "FleetCounts", "FleetGuard", "Outcome", "idempotency_key"]
+
+_KEPT_OUTCOMES = 256
+_ACTIONS_MAXLEN = 100_000
+
+# Record one guard action fleet-wide, once: every worker that applies an
+# event computes its actions, and only the first to record each one counts.
+_RECORD_ACTION = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], 1) == 0 then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'action', ARGV[2])
+redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
+return 1
+"""
+
+
+class FleetCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """Fleet-wide counters: events appended to every session, and guard
+    actions recorded, by (policy, action)."""
+
+    events: int
+    actions: dict[tuple[str, str], int]
+
+
+class FleetAction(msgspec.Struct, frozen=True, kw_only=True):
+    """One guard action as the fleet records it for ``watch`` and metrics:
+    the session and triggering event's ``seq`` place it; the rest is what
+    ``replay --json`` prints for it."""
+
+    session: str
+    seq: int
+    agent: str | None
+    policy: str
+    action: str
+    tool: str
+    count: int
+    text: str
+    worker: str
+
+
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What the guard concluded at one event: ``decision`` answers a tool
+    call (``None`` for other events); ``messages`` are the context messages
+    to show the model after it; ``halt`` is the reason when the guard asks
+    the runtime to stop."""
+
+    seq: int
+    decision: Decision | None = None
+    messages: tuple[ContextMessage, ...] = ()
+    halt: str | None = None
+
+
+def idempotency_key(event: Event) -> str | None:
+    """The key under which a retry of ``event`` is recognised: its agent,
+    call id and type for tool calls and results; ``None`` for other events,
+    which a caller may key itself."""
+    if isinstance(event, ToolCall | ToolResult) and event.agent is not None:
+        return f"{event.agent.id}\x1f{event.call_id}\x1f{type(event).__struct_config__.tag}"
+    return None
+
+
+class ActionLedger:
+    """Records guard actions fleet-wide, each once, for ``watch`` and the
+    fleet's counters: an action is keyed by its session, its triggering
+    event's ``seq`` and its place among that event's actions, so a worker
+    that computes it again (a retry, a catch-up) records nothing twice."""
+
+    def __init__(self, client: Redis, *, prefix: str = DEFAULT_PREFIX, worker: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.worker = worker
+        self._script = client.register_script(_RECORD_ACTION)
+
+    async def record(self, session: str, seq: int, actions: Sequence[Action]) -> None:
+        keys = [f"{self.prefix}:{{{session}}}:acted", f"{self.prefix}:actions", f"{self.prefix}:metrics"]
+        for index, action in enumerate(actions):
+            entry = FleetAction(
+                session=session,
+                seq=seq,
+                agent=action.agent,
+                policy=action.policy,
+                action=action.action,
+                tool=action.tool,
+                count=action.count,
+                text=action.text,
+                worker=self.worker,
+            )
+            kind = f"{action.policy}\x1f{action.action}"
+            await self._script(keys=keys, args=[f"{seq}\x1f{index}", msgspec.json.encode(entry), kind, _ACTIONS_MAXLEN])
+
+    async def counts(self) -> FleetCounts:
+        """Events appended to every session, and actions by (policy, action)."""
+        raw = await self.client.hgetall(f"{self.prefix}:metrics")
+        events = 0
+        actions: dict[tuple[str, str], int] = {}
+        for field, value in raw.items():
+            name = field.decode() if isinstance(field, bytes) else str(field)
+            if name == "events":
+                events = int(value)
+            else:
+                policy, _, kind = name.partition("\x1f")
+                actions[(policy, kind)] = int(value)
+        return FleetCounts(events=events, actions=actions)
+
+
+class _FleetAsker:
+    """Runs an escalation once fleet-wide: the first worker to take the
+    call's lease asks ``inner`` and records the outcome; every other worker
+    (and every later catch-up) reuses the record."""
+
+    def __init__(self, fleet: FleetGuard, session: str, inner: Asker) -> None:
+        self._fleet = fleet
+        self._session = session
+        self._inner = inner
+
+    async def ask(self, question: str, call: ToolCall | None = None) -> AskOutcome:
+        client, prefix = self._fleet.client, self._fleet.prefix
+        agent = call.agent.id if call is not None and call.agent is not None else ""
+        field = f"{agent}\x1f{call.call_id if call is not None else ''}"
+        answers = f"{prefix}:{{{self._session}}}:advice"
+        lease = f"{prefix}:{{{self._session}}}:lease:{field}"
+        while True:
+            recorded = await client.hget(answers, field)
+            if recorded is not None:
+                return msgspec.json.decode(recorded, type=AskOutcome)
+            # The lease is never released: it lapses after lease_ms, so a
+            # worker that died mid-ask is taken over, and one that answered
+            # leaves no gap in which a second worker could ask again.
+            if await client.set(lease, self._fleet.worker, nx=True, px=self._fleet.lease_ms):
+                outcome = await self._inner.ask(question, call)
+                await client.hset(answers, field, msgspec.json.encode(outcome))
+                return outcome
+            await anyio.sleep(0.02)
+
+
+class _Replica:
+    """This worker's copy of one session's guard, and how far it has read."""
+
+    def __init__(self, fleet: FleetGuard, session: str) -> None:
+        self.log = RedisSessionLog(fleet.client, session, prefix=fleet.prefix, maxlen=fleet.maxlen, ttl=fleet.ttl)
+        self.replay = Replay(withhold=self._regenerated)
+        self.fleet = fleet
+        self.session = session
+        self.guard = Guard(fleet.config, on_action=self._on_action)
+        self.actions: list[Action] = []
+        for policy in self.guard.policies:
+            if isinstance(policy, RescuePolicy):
+                policy.ask = _FleetAsker(fleet, session, policy.ask)
+        self.guard.attach(self.replay.bus)
+        self.replay.bus.record(self._capture)
+        self.agents: dict[str, Agent] = {}
+        self.decode = event_decoder(self._agent).decode
+        self.position = "-"
+        self.seq = 0
+        self.lock = anyio.Lock()
+        self.outcomes: OrderedDict[int, Outcome] = OrderedDict()
+        self.output: list[Event] = []
+
+    def _agent(self, agent_id: str) -> Agent:
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            agent = self.agents[agent_id] = Agent(agent_id)
+        return agent
+
+    def _on_action(self, action: Action, trigger: Event) -> None:
+        self.actions.append(action)
+
+    def _regenerated(self, event: Event) -> bool:
+        """The guard's own messages and halt requests, which every worker
+        regenerates (as replay does) rather than reads back; a denied call's
+        result is the runtime's and is applied like any result."""
+        return not isinstance(event, ToolResult) and self.guard.owns(event)
+
+    def _capture(self, event: Event) -> None:
+        if self._regenerated(event):
+            self.output.append(event)
+
+    async def catch_up(self, until: int, fetched: Sequence[tuple[str, bytes]] = ()) -> None:
+        """Apply every event the stream holds up to seq ``until``, recording
+        the guard's output for each one that has not been recorded yet.
+        ``fetched`` are entries already read (with the append); those this
+        replica has applied are passed over, and the stream is read for the
+        rest only when they fall short of ``until``."""
+        for entry, line in fetched:
+            if _entry_key(entry) > _entry_key(self.position) and await self._apply(entry, line, until):
+                return
+        async for entry, line in self.log.entries(self.position):
+            if await self._apply(entry, line, until):
+                return
+
+    async def _apply(self, entry: str, line: bytes, until: int) -> bool:
+        """Apply one entry; true once seq ``until`` is reached."""
+        self.position = entry
+        try:
+            event = self.decode(line)
+        except msgspec.DecodeError:
+            return False
+        if isinstance(event, SessionStart):  # pragma: no cover - the fleet never writes a header into a stream
+            return False
+        if self._regenerated(event):
+            return False  # recorded guard output: regenerated, never re-applied
+        if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
+            event.agent.parent_id = event.agent.parent_id or event.parent
+        self.output.clear()
+        self.actions.clear()
+        decision = await self.replay.apply(event)
+        self.seq = event.seq
+        messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
+        halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
+        for index, output in enumerate(self.output):
+            await self.log.append(output, key=f"out\x1f{event.seq}\x1f{index}")
+        await self.fleet.ledger.record(self.session, event.seq, self.actions)
+        self.outcomes[event.seq] = Outcome(
+            seq=event.seq,
+            decision=decision,
+            messages=messages,
+            halt=halts[0] if halts else None,
+        )
+        while len(self.outcomes) > _KEPT_OUTCOMES:
+            self.outcomes.popitem(last=False)
+        if type(event) is AgentStatus and event.status == "disposed" and event.agent is not None:
+            self.agents.pop(event.agent.id, None)
+        return event.seq >= until
+
+
+def _entry_key(entry: str) -> tuple[int, int]:
+    """A stream entry id (``ms-n``; ``-`` for before the first) as a sortable pair."""
+    if entry == "-":
+        return (-1, -1)
+    ms, _, n = entry.partition("-")
+    return (int(ms), int(n))
+
+
+class FleetGuard:
+    """Guards many sessions for one worker of a fleet; every worker sharing
+    ``client``'s Redis (and ``prefix``) sees the same sessions and decides
+    the same way. A live guard: the environment's overrides apply to
+    ``config`` here, so every worker of a fleet needs the same environment.
+
+    ``handle`` is the one entry point: it appends the event (a retry with
+    the same idempotency key is applied once) and returns the guard's
+    ``Outcome`` at that event. At most ``max_sessions`` sessions are held in
+    memory; the least recently used is dropped and rebuilt from its stream
+    when it comes back. ``maxlen`` and ``ttl`` bound each session's stream
+    (see ``RedisSessionLog``); ``lease_ms`` is how long an escalation's
+    lease lasts before another worker may take it over: keep it above the
+    ask command's timeout, or a slow ask may be asked twice.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        config: Config | None = None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        maxlen: int = 0,
+        ttl: int = 0,
+        max_sessions: int = 10_000,
+        lease_ms: int = 120_000,
+        worker: str | None = None,
+    ) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self.client = client
+        self.config = apply_environment(config if config is not None else Config())
+        self.prefix = prefix
+        self.maxlen = maxlen
+        self.ttl = ttl
+        self.max_sessions = max_sessions
+        self.lease_ms = lease_ms
+        self.worker = worker or f"worker-{time.time_ns()}"
+        self._replicas: OrderedDict[str, _Replica] = OrderedDict()
+        self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
+
+    async def counts(self) -> FleetCounts:
+        """Fleet-wide counters, every worker's (see ``ActionLedger.counts``)."""
+        return await self.ledger.counts()
+
+    @property
+    def sessions(self) -> int:
+        """How many sessions this worker holds in memory."""
+        return len(self._replicas)
+
+    def _replica(self, session: str) -> _Replica:
+        replica = self._replicas.get(session)
+        if replica is None:
+            replica = self._replicas[session] = _Replica(self, session)
+            while len(self._replicas) > self.max_sessions:
+                self._replicas.popitem(last=False)
+        else:
+            self._replicas.move_to_end(session)
+        return replica
+
+    async def handle(self, session: str, event: AnyEvent, *, key: str | None = None) -> Outcome:
+        """Append ``event`` to ``session`` and return the guard's outcome at
+        it. ``key`` overrides ``idempotency_key(event)``."""
+        replica = self._replica(session)
+        appended = await replica.log.append(
+            event, key=key if key is not None else idempotency_key(event), after=replica.position
+        )
+        async with replica.lock:
+            known = replica.outcomes.get(appended.seq)
+            if known is not None:
+                return known
+            if appended.seq <= replica.seq:
+                # Applied here long ago and forgotten: rebuild from the stream.
+                replica = self._replicas[session] = _Replica(self, session)
+                async with replica.lock:
+                    await replica.catch_up(appended.seq)
+            else:
+                await replica.catch_up(appended.seq, appended.entries)
+            # Absent only when the stream no longer holds the event (trimmed
+            # or expired in between): the guard has nothing to say about it.
+            return replica.outcomes.get(appended.seq) or Outcome(seq=appended.seq)

@@ -1,0 +1,148 @@
+"""The command line's fleet side: ``export``, ``watch``, and Redis-held
+sessions wherever a session log is read (``replay``, ``audit``).
+
+Imported only for those uses, so the hook and file-only commands never load
+the Redis client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+import msgspec
+from redis.exceptions import RedisError, ResponseError
+
+from bus.reader import LogError
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, parse_redis_target
+from guard.fleet import FleetAction
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["export", "is_redis", "local_logs", "watch"]
+
+
+def is_redis(source: str) -> bool:
+    """Whether ``source`` names a Redis server rather than a file."""
+    return parse_redis_target(source) is not None
+
+
+def _client(url: str) -> Redis:
+    from redis.asyncio import Redis
+
+    try:
+        return Redis.from_url(url)
+    except ValueError as exc:
+        raise LogError(f"not a usable Redis URL {url!r}: {exc}") from None
+
+
+async def _sessions(client: Redis, prefix: str, session: str | None) -> list[str]:
+    if session is not None:
+        return [session]
+    names = await client.zrange(f"{prefix}:sessions", 0, -1)
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
+async def _export_all(url: str, prefix: str, session: str | None, folder: Path) -> list[Path]:
+    client = _client(url)
+    try:
+        paths = []
+        for name in await _sessions(client, prefix, session):
+            path = folder / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}.jsonl"
+            await RedisSessionLog(client, name, prefix=prefix).export(path)
+            paths.append(path)
+        return paths
+    except (RedisError, OSError) as exc:
+        raise LogError(f"cannot read Redis at {url}: {exc}") from None
+    finally:
+        await client.aclose()
+
+
+@contextlib.contextmanager
+def local_logs(source: str, session: str | None, prefix: str = DEFAULT_PREFIX) -> Iterator[list[Path]]:
+    """The session logs ``source`` names, as files for the duration: a path
+    as itself; a Redis URL as an export of ``session`` (or of every session
+    when ``None``) into a private temporary folder, removed afterwards."""
+    if not is_redis(source):
+        yield [Path(source)]
+        return
+    with tempfile.TemporaryDirectory(prefix="rtg-export-") as folder:
+        yield anyio.run(_export_all, source, prefix, session, Path(folder))
+
+
+def export(args: argparse.Namespace) -> int:
+    """``repeat-tool-guard export``."""
+    if not is_redis(args.source):
+        raise LogError(f"export reads a Redis URL (redis://HOST:PORT/DB), not {args.source!r}")
+
+    async def run() -> int:
+        client = _client(args.source)
+        try:
+            return await RedisSessionLog(client, args.session, prefix=args.prefix).export(args.output)
+        except (RedisError, OSError) as exc:
+            raise LogError(f"cannot export session {args.session!r} from {args.source}: {exc}") from None
+        finally:
+            await client.aclose()
+
+    count = anyio.run(run)
+    print(f"{args.output}: session {args.session}: {count} events", file=sys.stderr)
+    return 0
+
+
+def _print_action(action: FleetAction, out: TextIO, as_json: bool) -> None:
+    if as_json:
+        out.write(msgspec.json.encode(action).decode() + "\n")
+    else:
+        first = action.text.splitlines()[0] if action.text else ""
+        out.write(
+            f"{action.session}  seq {action.seq}  {action.agent or '-'}  {action.policy}/{action.action}  "
+            f"{action.tool} × {action.count}  [{action.worker}]  {first}\n"
+        )
+    out.flush()
+
+
+async def _watch(args: argparse.Namespace, out: TextIO) -> None:
+    client = _client(args.source)
+    stream = f"{args.prefix}:actions"
+    try:
+        try:
+            await client.xgroup_create(stream, args.group, id="0" if args.from_start else "$", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise LogError(f"cannot create consumer group {args.group!r} on {stream}: {exc}") from None
+        seen = 0
+        decode = msgspec.json.Decoder(FleetAction).decode
+        while args.count is None or seen < args.count:
+            rows: Any = await client.xreadgroup(args.group, args.consumer, {stream: ">"}, count=100, block=1000)
+            for _, entries in rows or []:
+                for entry_id, fields in entries:
+                    raw = fields.get(b"action") if isinstance(fields, dict) else None
+                    try:
+                        _print_action(decode(raw if isinstance(raw, bytes) else b""), out, args.json)
+                    except msgspec.DecodeError:
+                        print(f"watch: skipped an unreadable action entry {entry_id!r}", file=sys.stderr)
+                    await client.xack(stream, args.group, entry_id)
+                    seen += 1
+                    if args.count is not None and seen >= args.count:
+                        return
+    finally:
+        await client.aclose()
+
+
+def watch(args: argparse.Namespace) -> int:
+    """``repeat-tool-guard watch``."""
+    if not is_redis(args.source):
+        raise LogError(f"watch follows a Redis URL (redis://HOST:PORT/DB), not {args.source!r}")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            anyio.run(_watch, args, sys.stdout)
+    except RedisError as exc:
+        raise LogError(f"cannot watch {args.source}: {exc}") from None
+    return 0

@@ -1,0 +1,268 @@
+"""The generic events API: one event of a session in its log form, the
+guard's answer out.
+
+Any runtime, in any language, posts what its agents do (``user/message``,
+``tool/call``, ``tool/result``, ``agent/status``) as the session log writes
+it, without ``seq`` and ``ts``, and gets back what the guard decided:
+whether a call may run, the context messages to show the model, and a halt
+request. The wire types are frozen msgspec Structs, so the request is
+validated and the OpenAPI schema derived from one definition.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from bus import AgentStatus, ContextSource, Decision
+from guard.adapters._link import AgentLink
+from guard.server.sessions import Session
+
+__all__ = [
+    "AgentStatusIn",
+    "ContextMessageOut",
+    "EventAnswer",
+    "EventIn",
+    "Halt",
+    "RequestError",
+    "ToolCallIn",
+    "ToolResultIn",
+    "UserMessageIn",
+    "answer_event",
+    "apply_event",
+    "decode_event",
+    "retry_key",
+]
+
+AgentId = Annotated[str, msgspec.Meta(min_length=1, description="the agent's id; the first event of an id starts it")]
+
+
+class UserMessageIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="user/message"):
+    """A genuine user prompt or interjection: the guard's counts start over
+    and a halt request is over."""
+
+    agent: AgentId
+    text: str
+
+
+class ToolCallIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="tool/call"):
+    """The model asked for a tool; post it before the tool runs. ``step``
+    numbers the agent's model responses (parallel calls share one); without
+    it, a call made while none of the agent's calls is open starts a new step."""
+
+    agent: AgentId
+    call_id: Annotated[str, msgspec.Meta(min_length=1)]
+    step: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    tool: Annotated[str, msgspec.Meta(min_length=1)]
+    args: Any = None
+
+
+class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="tool/result"):
+    """What an allowed tool returned. A call the guard denied already has
+    its denial recorded as its result: do not post one for it. ``denied_by``
+    names your own interceptor when something else stopped the call.
+    ``tool``/``args``/``step`` matter only for a result whose call was never
+    posted (the call is recorded from them first)."""
+
+    agent: AgentId
+    call_id: Annotated[str, msgspec.Meta(min_length=1)]
+    step: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    tool: str = ""
+    args: Any = None
+    content: str = ""
+    is_error: bool = False
+    denied_by: str | None = None
+
+
+class AgentStatusIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="agent/status"):
+    """An agent's lifecycle: ``started`` (``parent`` is a live agent's id for
+    a subagent), ``idle``, ``disposed`` (the guard drops its state)."""
+
+    agent: AgentId
+    status: Literal["started", "idle", "disposed"]
+    parent: str | None = None
+
+
+EventIn = UserMessageIn | ToolCallIn | ToolResultIn | AgentStatusIn
+"""One event of a session, as the session log writes it without ``seq`` and ``ts``."""
+
+
+class ContextMessageOut(msgspec.Struct, frozen=True, kw_only=True, tag="context/message"):
+    """A guard message as the session log holds it: show ``text`` to the
+    model after the result of ``call_id``, labelled as coming from ``source``."""
+
+    seq: int
+    ts: float
+    agent: str
+    call_id: str
+    source: ContextSource
+    text: str
+
+
+class Halt(msgspec.Struct, frozen=True):
+    """The guard asks the runtime to end the agent's run, until the next user message."""
+
+    reason: str
+
+
+class EventAnswer(msgspec.Struct, frozen=True):
+    """The guard's answer to one event.
+
+    ``seq`` is the event's place in the session log. ``allowed``/``reason``
+    answer a ``tool/call`` (``null`` for other events): on ``false`` do not
+    run the tool and give the model ``reason`` as its result. ``messages``
+    are the guard's ``context/message`` events (log form) to show the model
+    after this event; ``halt`` is set while the guard asks to stop the agent.
+    """
+
+    seq: int
+    allowed: bool | None
+    reason: str | None
+    messages: list[ContextMessageOut]
+    halt: Halt | None
+
+
+class RequestError(Exception):
+    """A request the server cannot act on: ``status`` and a one-line ``reason``."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+_decoder = msgspec.json.Decoder(EventIn)
+
+
+def decode_event(body: bytes) -> EventIn:
+    """The posted event, or a 422 ``RequestError`` naming what is wrong with it."""
+    try:
+        return _decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise RequestError(422, f"invalid event: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise RequestError(400, f"body is not JSON: {exc}") from None
+
+
+def retry_key(kind: str, agent: str, call_id: str) -> str:
+    """The key of a call's (``tool/call``) or result's (``tool/result``) answer in ``Session.answers``."""
+    return f"{kind}\x1f{agent}\x1f{call_id}"
+
+
+async def answer_event(session: Session, event: EventIn) -> bytes:
+    """``apply_event``'s answer, encoded; a retried ``tool/call`` or
+    ``tool/result`` (same type, agent and call id as one answered recently)
+    gets the original answer again and nothing is published twice. A call
+    id may be used again for a new call: a call's answer is forgotten once
+    its result is in, and its result's old answer when it is posted."""
+    if type(event) is ToolCallIn or type(event) is ToolResultIn:
+        kind, other = ("tool/call", "tool/result") if type(event) is ToolCallIn else ("tool/result", "tool/call")
+        key = retry_key(kind, event.agent, event.call_id)
+        answered = session.answers.get(key)
+        if answered is not None:
+            return answered
+        answer = msgspec.json.encode(await apply_event(session, event))
+        session.answers.pop(retry_key(other, event.agent, event.call_id), None)
+        session.remember_answer(key, answer)
+        return answer
+    return msgspec.json.encode(await apply_event(session, event))
+
+
+async def apply_event(session: Session, event: EventIn) -> EventAnswer:
+    """Publish ``event`` on the session's bus and collect the guard's answer."""
+    agents = session.agents
+    if type(event) is AgentStatusIn:
+        return await _status(session, event)
+    agent = agents.get(event.agent)
+    if agent is None:
+        agent = await _start(session, event.agent, None)
+    bus = agent.bus
+    allowed: bool | None = None
+    reason: str | None = None
+    if type(event) is UserMessageIn:
+        seq = bus.seq + 1
+        await agent.user_message(event.text)
+    elif type(event) is ToolCallIn:
+        if agent.has_call(event.call_id):
+            raise RequestError(409, f"call {event.call_id!r} of agent {event.agent!r} is already open")
+        _set_step(agent, event.step)
+        seq = bus.seq + 1
+        decision = await agent.call(event.call_id, event.tool, event.args)
+        allowed, reason = decision.allowed, decision.reason
+        if not decision.allowed:
+            await agent.denied(event.call_id, decision)
+            session.remember_denial(event.agent, event.call_id)
+    else:
+        assert type(event) is ToolResultIn
+        seq = await _result(session, agent, event)
+    return _answer(agent, seq, allowed, reason)
+
+
+async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
+    if not agent.has_call(event.call_id):
+        if session.was_denied(event.agent, event.call_id):
+            raise RequestError(
+                409, f"call {event.call_id!r} of agent {event.agent!r} was denied; its denial is already its result"
+            )
+        if not event.tool:
+            raise RequestError(422, f"result of call {event.call_id!r} was never posted as a call: it needs its tool")
+        # A result whose call was never posted counts all the same, as replay counts it.
+        _set_step(agent, event.step)
+        await agent.call(event.call_id, event.tool, event.args)
+    seq = agent.bus.seq + 1
+    if event.denied_by is not None:
+        await agent.denied(event.call_id, Decision.deny(event.content, event.denied_by))
+    else:
+        await agent.result(event.call_id, event.content, is_error=event.is_error)
+    return seq
+
+
+def _set_step(agent: AgentLink, step: int | None) -> None:
+    if step is not None:
+        agent.step = step
+    elif agent.open_calls() == 0:
+        agent.begin_step()
+
+
+async def _status(session: Session, event: AgentStatusIn) -> EventAnswer:
+    agents = session.agents
+    agent = agents.get(event.agent)
+    if event.status == "started":
+        if agent is not None:
+            raise RequestError(409, f"agent {event.agent!r} is already started in session {session.id!r}")
+        seq = session.link.bus.seq + 1
+        agent = await _start(session, event.agent, event.parent)
+        return _answer(agent, seq, None, None)
+    if agent is None:
+        raise RequestError(409, f"agent {event.agent!r} is not live in session {session.id!r}")
+    seq = agent.bus.seq + 1
+    if event.status == "disposed":
+        del agents[event.agent]
+        await agent.dispose()
+        return EventAnswer(seq, None, None, _messages(agent), None)
+    await agent.bus.publish(AgentStatus(agent=agent.agent, status="idle"))
+    return _answer(agent, seq, None, None)
+
+
+async def _start(session: Session, agent_id: str, parent_id: str | None) -> AgentLink:
+    parent = None
+    if parent_id is not None:
+        parent = session.agents.get(parent_id)
+        if parent is None:
+            raise RequestError(409, f"parent agent {parent_id!r} is not live in session {session.id!r}")
+    agent = session.agents[agent_id] = session.link.agent(agent_id, parent=parent)
+    await agent.start()
+    return agent
+
+
+def _messages(agent: AgentLink) -> list[ContextMessageOut]:
+    return [
+        ContextMessageOut(seq=m.seq, ts=m.ts, agent=agent.agent.id, call_id=m.call_id, source=m.source, text=m.text)
+        for m in agent.take_messages()
+    ]
+
+
+def _answer(agent: AgentLink, seq: int, allowed: bool | None, reason: str | None) -> EventAnswer:
+    halt = Halt(agent.halt_reason) if agent.halt_reason is not None else None
+    return EventAnswer(seq, allowed, reason, _messages(agent), halt)

@@ -1,0 +1,270 @@
+"""Running the server: checks before binding, Hypercorn on the chosen anyio
+backend, and a graceful stop on SIGTERM/SIGINT.
+
+Hypercorn serves the application on asyncio or trio alike (the application
+is anyio code), binds TCP or a Unix socket, and on shutdown stops accepting,
+lets in-flight requests finish (up to ``--graceful-timeout``), then runs the
+application's lifespan shutdown, which closes every session log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import fcntl
+import ipaddress
+import os
+import signal
+import socket
+import stat
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.config import Sockets
+from prometheus_client import disable_created_metrics
+
+from guard.adapters.claude_hooks import default_state_dir
+from guard.config import Config, apply_environment, load_config
+from guard.server.app import create_app
+from guard.server.sessions import FileSessionStore, SessionStore
+
+__all__ = ["Hypercorn", "ServeError", "hypercorn_config", "is_loopback", "read_token", "run", "serve_app"]
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+
+
+class ServeError(Exception):
+    """The server cannot start as asked; the message says why."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(path: str) -> str:
+    """The bearer token in ``path``; the file must be readable by its owner only."""
+    try:
+        info = os.stat(path)
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServeError(f"token file {path!r}: {exc}") from None
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ServeError(
+            f"token file {path!r} is readable by others (mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
+        )
+    if not text or any(c.isspace() for c in text):
+        raise ServeError(f"token file {path!r} must hold one token: no whitespace inside, not empty")
+    return text
+
+
+def _lock_state_dir(state_dir: Path) -> IO[str]:
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = open(state_dir / "serve.lock", "a+", encoding="utf-8")  # noqa: SIM115 - held for the process's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise ServeError(f"state dir {str(state_dir)!r} is in use by another server (pid {holder})") from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
+def hypercorn_config(bind: str, *, graceful_timeout: float = 30.0) -> Hypercorn:
+    """Hypercorn's settings for the server: one ``bind`` (``HOST:PORT`` or
+    ``unix:PATH``, the socket made 0600), no access log, no ``server`` header."""
+    config = Hypercorn()
+    config.bind = [bind]
+    config.graceful_timeout = graceful_timeout
+    config.accesslog = None
+    config.loglevel = "WARNING"
+    config.include_server_header = False
+    return config
+
+
+class Hypercorn(HypercornConfig):
+    """Hypercorn's config, binding up front: ``listen`` binds and listens
+    before anything else starts (a port in use is a plain ``OSError``, the
+    address is known, and connections wait in the backlog until the server
+    accepts), and the server then serves on that socket."""
+
+    _sockets: Sockets | None = None
+
+    def listen(self) -> str:
+        """Bind and listen; returns where (``http://HOST:PORT`` or ``unix:PATH``)."""
+        sock = _bind(self.bind[0], self.backlog)
+        sock.setblocking(False)
+        self._sockets = Sockets(secure_sockets=[], insecure_sockets=[sock], quic_sockets=[])
+        return _where(sock)
+
+    def create_sockets(self) -> Sockets:
+        assert self._sockets is not None, "listen() before serving"
+        return self._sockets
+
+
+def _bind(bind: str, backlog: int) -> socket.socket:
+    if not bind.startswith("unix:"):
+        host, _, port = bind.rpartition(":")
+        host = host.strip("[]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, int(port)), family=family, backlog=backlog)
+        # Answers go out in more than one write: without this, Nagle's
+        # algorithm and delayed ACKs add 40 ms to every request.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    path = bind[len("unix:") :]
+    if Path(path).is_socket():
+        with socket.socket(socket.AF_UNIX) as probe:
+            if probe.connect_ex(path) == 0:
+                raise OSError(errno.EADDRINUSE, "a server is listening on it")
+        os.unlink(path)  # left behind by a server that died
+    sock = socket.socket(socket.AF_UNIX)
+    umask = os.umask(0o177)  # a socket only its owner may connect to
+    try:
+        sock.bind(path)
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(umask)
+    return sock
+
+
+def _where(sock: socket.socket) -> str:
+    address = sock.getsockname()
+    if isinstance(address, str):
+        return f"unix:{address}"
+    host, port = address[0], address[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``serve`` command: returns the exit code."""
+    try:
+        return _run(args)
+    except ServeError as exc:
+        print(f"repeat-tool-guard serve: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> SessionStore:
+    options = {"idle_seconds": args.idle_timeout, "max_sessions": args.max_sessions}
+    if args.redis is None:
+        return FileSessionStore(state_dir, config, **options)
+    if args.backend != "asyncio":
+        raise ServeError("--redis runs on asyncio only (the Redis client has no trio support)")
+    if not args.redis.startswith(("redis://", "rediss://", "unix://")):
+        raise ServeError(f"--redis {args.redis}: must be a redis://, rediss:// or unix:// URL")
+    from redis.asyncio import Redis
+
+    from guard.server.redis_store import RedisSessionStore
+
+    return RedisSessionStore(Redis.from_url(args.redis), config, prefix=args.redis_prefix, **options)
+
+
+def _run(args: argparse.Namespace) -> int:
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
+    config = apply_environment(load_config(args.config) if args.config else Config())
+    token = read_token(args.token_file) if args.token_file else None
+    if args.uds is None and not is_loopback(args.host) and token is None:
+        raise ServeError(
+            f"--host {args.host} is not a loopback address: give --token-file so clients must authenticate"
+        )
+    if not 0 <= args.port <= 65535:
+        raise ServeError(f"--port {args.port}: must be 0-65535")
+    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir() / "serve"
+    try:
+        store = _store(args, state_dir, config)
+        app = create_app(store, token=token, max_body=args.max_body)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
+    if not args.graceful_timeout >= 0:
+        raise ServeError(f"--graceful-timeout {args.graceful_timeout}: must be >= 0")
+    held = contextlib.ExitStack()  # the state dir's lock, when sessions live there
+    if args.redis is None:
+        held.enter_context(_lock_state_dir(state_dir))
+    sessions_at = f"state dir {state_dir}" if args.redis is None else f"sessions in {args.redis}"
+    bind = (
+        f"unix:{args.uds}"
+        if args.uds
+        else f"[{args.host}]:{args.port}"
+        if ":" in args.host
+        else f"{args.host}:{args.port}"
+    )
+
+    hypercorn = hypercorn_config(bind, graceful_timeout=args.graceful_timeout)
+    try:
+        where = hypercorn.listen()
+    except OSError as exc:
+        held.close()
+        raise ServeError(f"cannot listen on {bind}: {exc.strerror or exc}") from None
+
+    def ready() -> None:
+        print(
+            f"repeat-tool-guard serve: listening on {where} ({sessions_at}, "
+            f"{'bearer token required' if token else 'no token'}, {args.backend})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    try:
+        anyio.run(_serve, app, hypercorn, args.backend, ready, backend=args.backend)
+    finally:
+        if args.uds:
+            Path(args.uds).unlink(missing_ok=True)  # the server may have removed it already
+        held.close()
+    print("repeat-tool-guard serve: stopped; every session log is closed", file=sys.stderr, flush=True)
+    return EXIT_OK
+
+
+async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Callable[[], None]) -> None:
+    # The server says it is listening only once the signal receiver is open,
+    # so a SIGTERM right after that line still shuts down gracefully.
+    stop = anyio.Event()
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        ready()
+
+        async def until_signal() -> None:
+            signum = await anext(signals)
+            print(
+                f"repeat-tool-guard serve: {signal.Signals(signum).name}: finishing in-flight requests",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.set()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(until_signal)
+            await serve_app(app, hypercorn, backend, shutdown_trigger=stop.wait)
+            tasks.cancel_scope.cancel()
+
+
+async def serve_app(
+    app: Any, hypercorn: HypercornConfig, backend: str, *, shutdown_trigger: Callable[[], Awaitable[Any]]
+) -> None:
+    """Serve ``app`` with Hypercorn on the running ``backend`` ("asyncio" or
+    "trio") until ``shutdown_trigger`` returns, then shut down gracefully."""
+    if backend == "trio":
+        from hypercorn.trio import serve as serve_trio
+
+        await serve_trio(app, hypercorn, shutdown_trigger=shutdown_trigger)
+    else:
+        from hypercorn.asyncio import serve as serve_asyncio
+
+        await serve_asyncio(app, hypercorn, shutdown_trigger=shutdown_trigger)

@@ -1,0 +1,248 @@
+"""The resident server's sessions: live guard state in memory, persisted
+events, restoration after a restart, eviction of idle sessions.
+
+``SessionStore`` owns every live session and is the one seam between the
+HTTP layer and where a session's events persist: the file-backed store keeps
+one session log per session in a state directory; another backend (a Redis
+stream per session, say) subclasses ``SessionStore`` and implements
+``restore`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from bus import Event
+from guard.actions import Action
+from guard.adapters._link import AgentLink, GuardLink
+from guard.adapters._resume import resume_or_restart
+from guard.adapters.claude_hooks import ClaudeHooks
+from guard.config import Config
+
+if TYPE_CHECKING:
+    from guard.fleet import FleetCounts
+
+__all__ = ["FileSessionStore", "Session", "SessionStore"]
+
+_DENIALS_KEPT = 256
+_ANSWERS_KEPT = 1024
+
+
+class Session:
+    """One session's live state: its ``GuardLink`` (bus, guard and log), the
+    translators of its two routes (``hooks`` for Claude Code hook payloads,
+    ``agents`` for the events API; a session is driven through one of them),
+    and a lock that serializes its events, so they reach the guard and the
+    log in the order they were answered.
+
+    ``close`` is called by the store once the session is evicted; the store
+    never hands out a closed session.
+    """
+
+    def __init__(self, session_id: str, link: GuardLink, close: Callable[[], None]) -> None:
+        self.id = session_id
+        self.link = link
+        self.agents: dict[str, AgentLink] = {agent.agent.id: agent for agent in link.links()}
+        """The events API's live agents by id."""
+        self.hooks = ClaudeHooks(link)
+        self.lock = anyio.Lock()
+        self.last_used = 0.0
+        self.closed = False
+        self._close = close
+        self._denied: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self.answers: OrderedDict[str, bytes] = OrderedDict()
+        """Recent answers to calls and results by ``retry_key``, encoded, so a
+        client's retry gets the original answer and publishes nothing twice."""
+
+    def remember_answer(self, key: str, answer: bytes) -> None:
+        self.answers[key] = answer
+        if len(self.answers) > _ANSWERS_KEPT:
+            self.answers.popitem(last=False)
+
+    def remember_denial(self, agent_id: str, call_id: str) -> None:
+        """The guard denied this call and its denial is recorded as its result."""
+        self._denied[(agent_id, call_id)] = None
+        if len(self._denied) > _DENIALS_KEPT:
+            self._denied.popitem(last=False)
+
+    def was_denied(self, agent_id: str, call_id: str) -> bool:
+        """Whether a recent call of this agent with this id was denied by the guard."""
+        return (agent_id, call_id) in self._denied
+
+    @property
+    def finished(self) -> bool:
+        """No agent of the session is live (a Claude Code ``SessionEnd``, or
+        every agent disposed through the events API)."""
+        return not self.link.links()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._close()
+
+
+class SessionStore(abc.ABC):
+    """Owns the live sessions of one server.
+
+    ``use(session_id)`` yields the session with its lock held: live, restored
+    from where its events persist, or new. A session idle for longer than
+    ``idle_seconds`` is evicted by ``evict_idle``; beyond ``max_sessions``
+    live sessions the least recently used idle one is evicted as soon as
+    another opens. An evicted session's state is gone from memory and comes
+    back from its events on its next use.
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        idle_seconds: float = 900.0,
+        max_sessions: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not idle_seconds > 0:
+            raise ValueError(f"idle_seconds = {idle_seconds!r}: must be > 0")
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ValueError(f"max_sessions = {max_sessions!r}: must be an integer >= 1")
+        self.config = config
+        self.idle_seconds = idle_seconds
+        self.max_sessions = max_sessions
+        self.on_action: Callable[[Action, Event], None] | None = None
+        """Told of every live guard action of every session (not of a restore's history)."""
+        self.on_event: Callable[[Event], None] | None = None
+        """Told of every event published on a session's bus after its restore."""
+        self.restored = 0
+        self.evicted = 0
+        self._clock = clock
+        self._live: OrderedDict[str, Session] = OrderedDict()
+        self._restoring = anyio.Lock()
+
+    def __len__(self) -> int:
+        """How many sessions are live in memory."""
+        return len(self._live)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._live
+
+    @abc.abstractmethod
+    async def restore(self, session_id: str) -> Session:
+        """The session rebuilt from its persisted events (a new one when it
+        has none). The backend appends each new event where the session
+        persists (a recorder on the session's bus, as ``SessionLog`` is),
+        reports live guard actions to ``on_action`` and events to
+        ``on_event``, and gives the ``Session`` a ``close`` that releases
+        what it holds."""
+
+    @asynccontextmanager
+    async def use(self, session_id: str) -> AsyncIterator[Session]:
+        """The session, its lock held for the duration of the block. A
+        session whose agents are all gone when the block ends is evicted."""
+        while True:
+            session = await self._get(session_id)
+            async with session.lock:
+                if session.closed:  # evicted while this request waited for the lock
+                    continue
+                session.last_used = self._clock()
+                try:
+                    yield session
+                finally:
+                    session.last_used = self._clock()
+                    if session.finished:
+                        self._evict(session)
+                return
+
+    async def _get(self, session_id: str) -> Session:
+        session = self._live.get(session_id)
+        if session is not None:
+            self._live.move_to_end(session_id)
+            return session
+        # Restores take turns: they run on the event loop anyway, and two
+        # requests for one new session must not restore it twice.
+        async with self._restoring:
+            session = self._live.get(session_id)
+            if session is None:
+                session = await self.restore(session_id)
+                session.last_used = self._clock()
+                self._live[session_id] = session
+                self._make_room(keep=session)
+        return session
+
+    def _make_room(self, keep: Session) -> None:
+        # Sessions in use stay, and so does the one being opened: with every
+        # other session busy, the store is over its bound until one is free.
+        excess = len(self._live) - self.max_sessions
+        for session in list(self._live.values()):
+            if excess <= 0:
+                break
+            if session is not keep and not session.lock.locked():
+                self._evict(session)
+                excess -= 1
+
+    def evict_idle(self) -> int:
+        """Evict every session unused for ``idle_seconds`` and not in use; how many."""
+        deadline = self._clock() - self.idle_seconds
+        idle = [s for s in self._live.values() if s.last_used <= deadline and not s.lock.locked()]
+        for session in idle:
+            self._evict(session)
+        return len(idle)
+
+    def _evict(self, session: Session) -> None:
+        self._live.pop(session.id, None)  # gone already if the store closed under a request past its grace
+        session.close()
+        self.evicted += 1
+
+    async def evict_idle_forever(self, every: float | None = None) -> None:
+        """Run ``evict_idle`` every ``every`` seconds (a quarter of
+        ``idle_seconds``, at most 30 s, by default) until cancelled."""
+        period = every if every is not None else min(self.idle_seconds / 4, 30.0)
+        while True:
+            await anyio.sleep(period)
+            self.evict_idle()
+
+    async def fleet_counts(self) -> FleetCounts | None:
+        """Counts across every replica sharing this store's sessions, or
+        ``None`` for a store only this process uses."""
+        return None
+
+    async def aclose(self) -> None:
+        """``close``, and release what the store holds beyond its sessions
+        (a connection, say); the server calls it at shutdown."""
+        self.close()
+
+    def close(self) -> None:
+        """Close every live session (the logs among them); the store is empty after."""
+        for session in list(self._live.values()):
+            del self._live[session.id]
+            session.close()
+
+
+class FileSessionStore(SessionStore):
+    """Sessions persisted as session logs: ``<state_dir>/<session>.jsonl``,
+    the same format as every session log, so ``replay --check`` reads them.
+    A restored session appends to its log after a resume header."""
+
+    def __init__(self, state_dir: Path, config: Config | None = None, **options: Any) -> None:
+        super().__init__(config, **options)
+        self.state_dir = state_dir
+
+    def log_path(self, session_id: str) -> Path:
+        return self.state_dir / f"{session_id}.jsonl"
+
+    async def restore(self, session_id: str) -> Session:
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.log_path(session_id)
+        existed = path.exists()
+        link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
+        if self.on_event is not None:
+            link.bus.record(self.on_event)
+        if existed:
+            self.restored += 1
+        return Session(session_id, link, log.close)

@@ -1,0 +1,193 @@
+"""Session logs on Redis Streams, against a real redis-server.
+
+redis-py's asyncio client does not run under trio, so these tests run on
+asyncio only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+
+from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
+from bus.reader import LogError
+from bus.redis_log import RedisSessionLog, parse_redis_target
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[Redis]:
+    redis = Redis.from_url(redis_url)
+    try:
+        yield redis
+    finally:
+        await redis.aclose()
+
+
+def _call(agent: Agent, n: int, tool: str = "grep") -> ToolCall:
+    return ToolCall(agent=agent, call_id=f"c{n}", step=n, tool=tool, args={"pattern": "x", "n": n})
+
+
+async def test_seq_is_assigned_in_append_order_and_the_line_carries_it(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s1", clock=lambda: 100.0)
+    first = await log.append(UserMessage(agent=agent, text="go", ts=1.0))
+    second = await log.append(_call(agent, 1))
+    assert (first.seq, first.new, second.seq, second.new) == (1, True, 2, True)
+    lines = [line async for _, line in log.entries()]
+    assert lines[0].startswith(b'{"type":"user/message","seq":1,"ts":1.0,"agent":"main"')
+    assert b'"seq":2,' in lines[1]
+
+
+async def test_a_retry_under_the_same_key_is_applied_once(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s1")
+    first = await log.append(_call(agent, 1), key="main:c1:tool/call")
+    again = await log.append(_call(agent, 1), key="main:c1:tool/call")
+    other = await log.append(_call(agent, 2), key="main:c2:tool/call")
+    assert (first.seq, first.new) == (1, True)
+    assert (again.seq, again.new) == (1, False)
+    assert other.seq == 2
+    assert await log.length() == 2
+
+
+async def test_concurrent_writers_never_share_or_skip_a_seq(redis_url: str, agent: Agent) -> None:
+    clients = [Redis.from_url(redis_url) for _ in range(4)]
+    seqs: list[int] = []
+
+    async def writer(client: Redis, base: int) -> None:
+        log = RedisSessionLog(client, "shared")
+        for n in range(50):
+            seqs.append((await log.append(_call(agent, base + n))).seq)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, client in enumerate(clients):
+                tg.start_soon(writer, client, i * 1000)
+        log = RedisSessionLog(clients[0], "shared")
+        report = ReadReport()
+        read = [event.seq async for event in log.read(report)]
+    finally:
+        for client in clients:
+            await client.aclose()
+    assert sorted(seqs) == list(range(1, 201))
+    assert read == list(range(1, 201))
+    assert report.events == 200
+
+
+async def test_export_writes_a_session_log_the_file_reader_reads(client: Redis, agent: Agent, tmp_path: Path) -> None:
+    log = RedisSessionLog(client, "s9", clock=lambda: 1764489600.0)
+    sub = Agent("sub", parent_id="main")
+    await log.append(AgentStatus(agent=agent, status="started"))
+    await log.append(AgentStatus(agent=sub, status="started", parent="main"))
+    await log.append(_call(sub, 1))
+    await log.append(ToolResult.answering(_call(sub, 1), "hit"))
+    out = tmp_path / "s9.jsonl"
+    assert await log.export(out) == 4
+    assert out.stat().st_mode & 0o777 == 0o600
+    with read_log(out) as reader:
+        events = list(reader)
+        assert reader.report.session == "s9"
+        assert reader.report.skipped == 0
+        assert reader.agents["sub"].parent_id == "main"
+    assert [e.seq for e in events] == [1, 2, 3, 4]
+    with pytest.raises(FileExistsError):
+        await log.export(out)
+
+
+async def test_a_bad_entry_is_skipped_and_counted(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s1")
+    await log.append(_call(agent, 1))
+    await client.xadd(log.stream, {"seq": 2, "line": b"{not json"})
+    await client.xadd(log.stream, {"seq": 3, "line": b'{"type":"mystery","seq":3,"ts":0,"agent":"main"}'})
+    await client.xadd(log.stream, {"seq": 4, "line": b'{"type":"tool/call","seq":4,"ts":0,"agent":"main"}'})
+    await log.append(_call(agent, 5))
+    report = ReadReport()
+    events = [event async for event in log.read(report)]
+    assert len(events) == 2
+    assert report.skipped_by_reason == {"invalid-json": 1, "unknown-type": 1, "schema": 1}
+
+
+async def test_an_unknown_session_is_a_clear_error(client: Redis) -> None:
+    log = RedisSessionLog(client, "nobody")
+    with pytest.raises(LogError, match="no session 'nobody'"):
+        await log.header()
+
+
+async def test_maxlen_trims_and_ttl_expires(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s1", maxlen=10, ttl=60)
+    for n in range(500):
+        await log.append(_call(agent, n))
+    assert await log.length() < 500
+    assert 0 < await client.ttl(log.stream) <= 60
+
+
+async def test_reading_in_batches_resumes_after_the_last_entry(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s1")
+    for n in range(25):
+        await log.append(_call(agent, n))
+    ids = [entry async for entry, _ in log.entries(batch=10)]
+    assert len(ids) == len(set(ids)) == 25
+    tail = [entry async for entry, _ in log.entries(ids[19], batch=10)]
+    assert tail == ids[20:]
+
+
+def test_arguments_are_validated() -> None:
+    client = Redis()
+    with pytest.raises(ValueError, match="non-empty session"):
+        RedisSessionLog(client, "")
+    with pytest.raises(ValueError, match="maxlen=-1"):
+        RedisSessionLog(client, "s", maxlen=-1)
+
+
+def test_redis_urls_are_told_from_paths() -> None:
+    assert parse_redis_target("redis://localhost:6379/0") is not None
+    assert parse_redis_target("unix:///tmp/r.sock") is not None
+    assert parse_redis_target("session.jsonl") is None
+
+
+async def test_entries_read_the_same_through_a_decoding_client(redis_url: str, agent: Agent, tmp_path: Path) -> None:
+    plain = Redis.from_url(redis_url)
+    decoding = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        await RedisSessionLog(plain, "s1").append(_call(agent, 1))
+        await plain.xadd(RedisSessionLog(plain, "s1").stream, {"seq": 2})  # no line at all
+        report = ReadReport()
+        events = [e async for e in RedisSessionLog(decoding, "s1").read(report)]
+        assert [e.seq for e in events] == [1]
+        assert report.skipped_by_reason == {"invalid-json": 1}
+    finally:
+        await plain.aclose()
+        await decoding.aclose()
+
+
+async def test_a_damaged_header_is_a_clear_error(client: Redis) -> None:
+    await client.hset("rtg:{s1}:meta", mapping={"v": "one"})
+    with pytest.raises(LogError, match="damaged header"):
+        await RedisSessionLog(client, "s1").header()
+
+
+async def test_export_of_a_large_session_is_whole(client: Redis, agent: Agent, tmp_path: Path) -> None:
+    log = RedisSessionLog(client, "big")
+    sub = Agent("sub", parent_id="main")
+    await log.append(AgentStatus(agent=sub, status="started", parent="main"))
+    for n in range(40):
+        await log.append(ToolResult.answering(_call(sub, n), "x" * 4000))
+    report = ReadReport()
+    read = [e async for e in log.read(report)]
+    assert read[1].agent is read[0].agent
+    assert read[0].agent is not None
+    assert read[0].agent.parent_id == "main"
+    out = tmp_path / "big.jsonl"
+    assert await log.export(out) == 41
+    with read_log(out) as reader:
+        assert len(list(reader)) == 41
+        assert reader.report.skipped == 0

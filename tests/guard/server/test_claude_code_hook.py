@@ -1,0 +1,164 @@
+"""POST /hooks/claude-code: Claude Code's HTTP hooks get exactly what the
+command hook (``repeat-tool-guard hook``) prints for the same payloads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bus import AgentStatus, read_log
+from guard.adapters.claude_hooks import SESSION_ID_RULE
+from guard.config import load_config
+from guard.verdicts import replay_log
+from tests.guard.server.conftest import REPO, MakeServed, hook_payload
+
+SESSION = "5b7c1f0e-claude-session"
+
+
+def ls(n: int, agent_id: str | None = None, *, fails: bool = False) -> Iterator[dict[str, Any]]:
+    tool: dict[str, Any] = {"tool_name": "Bash", "tool_input": {"command": "ls src", "description": "List src"}}
+    if agent_id:
+        tool["agent_id"] = agent_id
+    yield hook_payload(SESSION, "PreToolUse", tool_use_id=f"toolu_{n:02d}", **tool)
+    if fails:
+        yield hook_payload(SESSION, "PostToolUseFailure", tool_use_id=f"toolu_{n:02d}", error="ls: src: gone", **tool)
+    else:
+        response = {"stdout": "cfg.py\nmain.py", "stderr": "", "interrupted": False, "isImage": False}
+        yield hook_payload(SESSION, "PostToolUse", tool_use_id=f"toolu_{n:02d}", tool_response=response, **tool)
+
+
+def remind_session() -> list[dict[str, Any]]:
+    payloads = [hook_payload(SESSION, "UserPromptSubmit", prompt="what is in src?")]
+    for n in range(3):
+        payloads += ls(n)
+    payloads.append(hook_payload(SESSION, "SubagentStart", agent_id="sub-1", agent_type="Explore"))
+    for n in range(10, 13):
+        payloads += ls(n, "sub-1", fails=n == 12)
+    payloads.append(hook_payload(SESSION, "SubagentStop", agent_id="sub-1", stop_hook_active=False))
+    payloads.append(hook_payload(SESSION, "Notification", message="Claude needs your permission"))
+    payloads += ls(3)
+    payloads.append(hook_payload(SESSION, "SessionEnd", reason="exit"))
+    return payloads
+
+
+def repeated_session() -> list[dict[str, Any]]:
+    """The same call four times; the last two are denied, so Claude Code
+    sends no PostToolUse for them."""
+    payloads = [hook_payload(SESSION, "UserPromptSubmit", prompt="list src until it changes")]
+    for n in range(4):
+        payloads += list(ls(n))[: 2 if n < 2 else 1]
+    return payloads
+
+
+CONFIGS = {
+    "remind": ("", remind_session),
+    "rescue": ('[remind]\nenabled = false\n[rescue]\nask_command = "/nonexistent/ask"\n', repeated_session),
+    "turns": ("[remind]\nenabled = false\n[turns]\nthreshold = 2\ndeny_after = 1\nhalt_after = 1\n", repeated_session),
+}
+
+
+def command_hook_answers(config: Path, state_dir: Path, payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each payload through ``repeat-tool-guard hook``, as a command hook runs it."""
+    answers = []
+    for payload in payloads:
+        done = subprocess.run(
+            [sys.executable, "-m", "guard", "hook", "--config", str(config), "--state-dir", str(state_dir)],
+            input=json.dumps(payload),
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            check=True,
+        )
+        answers.append(json.loads(done.stdout) if done.stdout.strip() else {})
+    return answers
+
+
+@pytest.fixture(scope="module")
+def expected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    """The command hook's answers for each config's session (computed once)."""
+    answers = {}
+    for name, (toml, script) in CONFIGS.items():
+        where = tmp_path_factory.mktemp(f"command-{name}")
+        (where / "guard.toml").write_text(toml)
+        answers[name] = command_hook_answers(where / "guard.toml", where / "state", script())
+    return answers
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_answers_are_the_command_hooks_answers(
+    name: str, expected: dict[str, list[dict[str, Any]]], make_served: MakeServed, tmp_path: Path
+) -> None:
+    toml, script = CONFIGS[name]
+    (tmp_path / "guard.toml").write_text(toml)
+    config = load_config(tmp_path / "guard.toml")
+    served = make_served(config)
+    answers = []
+    for payload in script():
+        response = served.post("/hooks/claude-code", payload)
+        assert response.status_code == 200
+        answers.append(response.json())
+    assert answers == expected[name]
+    log = served.state_dir / f"{SESSION}.jsonl"
+    outcome = anyio.run(replay_log, log, config)
+    assert outcome.differences == []
+    assert outcome.verdicts  # each session draws at least one guard action
+
+
+def test_what_each_config_answers(expected: dict[str, list[dict[str, Any]]]) -> None:
+    """What the shared answers are: a reminder as additionalContext, a deny as
+    permissionDecision, a halt as continue: false."""
+    remind = expected["remind"]
+    assert remind[6]["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    assert "repeating the exact same tool call" in remind[6]["hookSpecificOutput"]["additionalContext"]
+    rescue = expected["rescue"]
+    denial = rescue[5]["hookSpecificOutput"]  # the third PreToolUse
+    assert (denial["hookEventName"], denial["permissionDecision"]) == ("PreToolUse", "deny")
+    assert denial["permissionDecisionReason"].startswith("loop-rescue denied this call")
+    turns = expected["turns"]
+    assert turns[-1]["continue"] is False
+    assert turns[-1]["stopReason"].startswith("tool-loop-guard")
+
+
+def test_session_end_frees_the_session_and_a_resumed_session_continues_its_log(make_served: MakeServed) -> None:
+    served = make_served()
+    for payload in [*ls(0), *ls(1)]:
+        assert served.post("/hooks/claude-code", payload).json() == {}
+    served.post("/hooks/claude-code", hook_payload(SESSION, "SessionEnd", reason="clear"))
+    assert SESSION not in served.store
+    # `claude --resume` brings the same session id back: the count starts over
+    # with a fresh main agent, and the log goes on
+    answers = [served.post("/hooks/claude-code", p).json() for p in [*ls(2), *ls(3)]]
+    assert answers == [{}] * 4
+    with read_log(served.state_dir / f"{SESSION}.jsonl") as reader:
+        statuses = [e.status for e in reader if type(e) is AgentStatus]
+    assert statuses == ["started", "disposed", "started"]
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b"not json", "hook input is not JSON (JSON is malformed: invalid character (byte 4))"),
+        (b"[1, 2]", "hook input must be a JSON object, got list"),
+        (
+            b'{"hook_event_name": "PreToolUse"}',
+            f"hook input session_id = None: {SESSION_ID_RULE}",
+        ),
+        (
+            b'{"session_id": "../etc", "hook_event_name": "PreToolUse"}',
+            f"hook input session_id = '../etc': {SESSION_ID_RULE}",
+        ),
+    ],
+)
+def test_a_payload_that_is_not_a_hook_payload_is_400_with_one_line(
+    make_served: MakeServed, body: bytes, error: str
+) -> None:
+    served = make_served()
+    response = served.post("/hooks/claude-code", content=body, headers={"content-type": "application/json"})
+    assert (response.status_code, response.json()) == (400, {"error": error})

@@ -1,0 +1,174 @@
+"""The session store: bounded memory (idle and least-recently-used eviction)
+without losing a session's guard state, which comes back from its log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from bus.testing import FakeClock
+from guard import GENTLE_REMINDER
+from guard.server import FileSessionStore, Session
+from guard.server.events import AgentStatusIn, ToolCallIn, ToolResultIn, UserMessageIn, apply_event
+
+pytestmark = pytest.mark.anyio
+
+
+async def grep(store: FileSessionStore, session_id: str, call_id: str) -> list[str]:
+    """One identical grep call and its result; the texts of the guard's messages."""
+    async with store.use(session_id) as session:
+        await apply_event(session, ToolCallIn(agent="main", call_id=call_id, tool="grep", args={"pattern": "x"}))
+        answer = await apply_event(session, ToolResultIn(agent="main", call_id=call_id, content="none"))
+    return [m.text for m in answer.messages]
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: FakeClock) -> FileSessionStore:
+    return FileSessionStore(tmp_path / "state", idle_seconds=60, max_sessions=3, clock=clock)
+
+
+async def test_an_idle_session_is_evicted_and_its_state_comes_back_from_its_log(
+    store: FileSessionStore, clock: FakeClock
+) -> None:
+    assert await grep(store, "s", "c1") == []
+    assert await grep(store, "s", "c2") == []
+    clock.advance(59)
+    assert store.evict_idle() == 0
+    clock.advance(1)
+    assert store.evict_idle() == 1
+    assert "s" not in store
+    assert (store.evicted, store.restored) == (1, 0)
+    # the third identical call still draws the reminder: the count survived eviction
+    assert await grep(store, "s", "c3") == [GENTLE_REMINDER]
+    assert store.restored == 1
+
+
+async def test_beyond_max_sessions_the_least_recently_used_goes_first(store: FileSessionStore) -> None:
+    for name in ("a", "b", "c"):
+        await grep(store, name, "c1")
+    await grep(store, "a", "c2")  # a is now the most recently used
+    await grep(store, "d", "c1")
+    assert len(store) == 3
+    assert "b" not in store
+    assert {"a", "c", "d"} <= {name for name in ("a", "c", "d") if name in store}
+
+
+async def test_a_session_in_use_is_never_evicted(store: FileSessionStore, clock: FakeClock) -> None:
+    async with store.use("busy") as session:
+        await apply_event(session, UserMessageIn(agent="main", text="a long tool call follows"))
+        clock.advance(3600)
+        assert store.evict_idle() == 0
+        for name in ("x", "y", "z"):  # over max_sessions while busy is held
+            await grep(store, name, "c1")
+        assert "busy" in store
+    assert "x" not in store  # the least recently used one that was free
+    assert store.evict_idle() == 0  # busy was last used just now, when its request ended
+    assert "busy" in store
+
+
+async def test_a_request_waiting_for_a_session_that_ends_gets_it_restored(store: FileSessionStore) -> None:
+    seen: list[Session] = []
+
+    async def second() -> None:
+        async with store.use("s") as session:
+            seen.append(session)
+            await apply_event(session, UserMessageIn(agent="main", text="again"))
+
+    async with anyio.create_task_group() as tasks, store.use("s") as first:
+        await apply_event(first, UserMessageIn(agent="main", text="hello"))
+        tasks.start_soon(second)
+        await anyio.sleep(0.05)  # second now waits for the lock
+        await apply_event(first, AgentStatusIn(agent="main", status="disposed"))
+    (restored,) = seen
+    assert restored is not first
+    assert first.closed
+    assert "s" in store
+
+
+async def test_evict_idle_forever_evicts_on_its_own(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path / "state", idle_seconds=0.05)
+    await grep(store, "s", "c1")
+    with anyio.move_on_after(1):
+        await store.evict_idle_forever(0.02)
+    assert len(store) == 0
+    assert store.evicted == 1
+
+
+async def test_close_closes_every_session(store: FileSessionStore) -> None:
+    await grep(store, "a", "c1")
+    async with store.use("a") as session:
+        pass
+    store.close()
+    assert len(store) == 0
+    assert session.closed
+    session.close()  # twice is harmless
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"idle_seconds": 0}, "idle_seconds = 0: must be > 0"),
+        ({"max_sessions": 0}, "max_sessions = 0: must be an integer >= 1"),
+        ({"max_sessions": True}, "max_sessions = True: must be an integer >= 1"),
+    ],
+)
+def test_bad_limits_are_refused(tmp_path: Path, options: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        FileSessionStore(tmp_path, **options)
+
+
+async def test_requests_racing_to_open_a_new_session_share_one(store: FileSessionStore) -> None:
+    opened: list[Session] = []
+
+    async def open_it() -> None:
+        async with store.use("race") as session:
+            opened.append(session)
+            await apply_event(session, UserMessageIn(agent="main", text="hi"))
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(3):
+            tasks.start_soon(open_it)
+    assert len(opened) == 3
+    assert opened[0] is opened[1] is opened[2]
+    assert (store.restored, store.evicted) == (0, 0)
+
+
+async def test_with_every_other_session_busy_the_store_goes_over_its_bound_for_a_while(
+    tmp_path: Path,
+) -> None:
+    store = FileSessionStore(tmp_path / "state", max_sessions=1)
+    async with store.use("busy") as busy:
+        await apply_event(busy, UserMessageIn(agent="main", text="a slow call follows"))
+        assert await grep(store, "other", "c1") == []  # opened although busy holds the only place
+        assert len(store) == 2
+    assert await grep(store, "third", "c1") == []
+    assert len(store) == 1
+
+
+def test_only_the_latest_denials_and_answers_are_remembered(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path / "state")
+    session = anyio.run(store.restore, "d")
+    for n in range(300):
+        session.remember_denial("main", f"c{n}")
+    for n in range(1100):
+        session.remember_answer(f"k{n}", b"{}")
+    assert not session.was_denied("main", "c0")
+    assert session.was_denied("main", "c299")
+    assert "k0" not in session.answers
+    assert len(session.answers) == 1024
+    session.close()
+
+
+async def test_a_file_that_is_no_session_log_is_set_aside_and_the_session_begins_anew(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "s.jsonl").write_text("this is not a session log\n")
+    store = FileSessionStore(state)
+    assert await grep(store, "s", "c1") == []
+    (aside,) = state.glob("s.jsonl.unreadable-*")
+    assert aside.read_text() == "this is not a session log\n"
+    assert (state / "s.jsonl").read_text().startswith('{"type":"session/start"')
+    store.close()

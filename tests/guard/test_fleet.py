@@ -1,0 +1,338 @@
+"""Fleet mode: workers sharing guard state through a real redis-server.
+
+Each ``FleetGuard`` here has its own Redis connection and its own memory,
+as separate worker processes would; they share nothing but Redis.
+redis-py's asyncio client does not run under trio: asyncio only.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from redis.asyncio import Redis
+
+from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
+from bus.redis_log import RedisSessionLog
+from guard import Config, RemindConfig, RescueConfig, TurnsConfig
+from guard.fleet import FleetGuard, Outcome
+from guard.verdicts import replay_log
+from tests.conftest import AskScript
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+Workers = Callable[..., list[FleetGuard]]
+
+
+@pytest.fixture
+async def workers(redis_url: str) -> AsyncIterator[Workers]:
+    clients: list[Redis] = []
+
+    def make(n: int, config: Config | None = None, **options: Any) -> list[FleetGuard]:
+        made = []
+        for i in range(n):
+            client = Redis.from_url(redis_url)
+            clients.append(client)
+            made.append(FleetGuard(client, config, worker=f"w{i}", **options))
+        return made
+
+    yield make
+    for client in clients:
+        await client.aclose()
+
+
+GREP = {"pattern": "load_config"}
+
+
+class Driver:
+    """A runtime's loop that sends each event to a worker chosen by ``pick``,
+    as a load balancer would, and reacts to denials as a runtime does."""
+
+    def __init__(self, workers: list[FleetGuard], session: str, pick: Callable[[int], int]) -> None:
+        self.workers = workers
+        self.session = session
+        self.pick = pick
+        self.sent = 0
+        self.agent = Agent("main")
+        self.step = 0
+        self.outcomes: list[Outcome] = []
+
+    async def send(self, event: AnyEvent) -> Outcome:
+        worker = self.workers[self.pick(self.sent) % len(self.workers)]
+        self.sent += 1
+        outcome = await worker.handle(self.session, event)
+        self.outcomes.append(outcome)
+        return outcome
+
+    async def call(self, tool: str, args: Any, content: str) -> Outcome:
+        self.step += 1
+        call = ToolCall(agent=self.agent, call_id=f"c{self.step}", step=self.step, tool=tool, args=args, ts=self.step)
+        decision = (await self.send(call)).decision
+        if decision is not None and not decision.allowed:
+            result = ToolResult.answering(
+                call, decision.reason or "", is_error=True, denied_by=decision.by, advice=decision.advice
+            )
+        else:
+            result = ToolResult.answering(call, content)
+        return await self.send(msgspec.structs.replace(result, ts=self.step + 0.5))
+
+
+def _wire(outcome: Outcome) -> tuple[Any, ...]:
+    """An outcome as a client sees it (agent handles are per worker)."""
+    messages = [(m.seq, m.agent.id if m.agent else None, m.call_id, m.source, m.text) for m in outcome.messages]
+    return outcome.seq, outcome.decision, messages, outcome.halt
+
+
+async def _export_and_replay(redis_url: str, session: str, tmp_path: Path, config: Config | None) -> tuple[Any, Path]:
+    client = Redis.from_url(redis_url)
+    try:
+        path = tmp_path / f"{session}.jsonl"
+        await RedisSessionLog(client, session).export(path)
+    finally:
+        await client.aclose()
+    return await replay_log(path, config), path
+
+
+async def test_workers_taking_turns_decide_as_one_process_would(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    fleet = workers(3)
+    driver = Driver(fleet, "s1", pick=lambda n: n)  # round robin: every event on another worker
+    await driver.send(AgentStatus(agent=driver.agent, status="started"))
+    await driver.send(UserMessage(agent=driver.agent, text="find the loader"))
+    for _ in range(8):
+        await driver.call("grep", GREP, "no matches")
+    reminders = [m.text for o in driver.outcomes for m in o.messages]
+    assert len(reminders) == 3  # remind's thresholds 3, 5 and 8, each said once
+
+    outcome, _ = await _export_and_replay(redis_url, "s1", tmp_path, None)
+    assert outcome.differences == []
+    assert [v.text for v in outcome.verdicts] == reminders
+    assert outcome.report.skipped == 0
+
+
+async def test_a_retry_is_applied_once_and_answered_the_same(workers: Workers, redis_url: str, tmp_path: Path) -> None:
+    a, b = workers(2)
+    agent = Agent("main")
+    outcomes = []
+    for step in range(1, 4):
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        await a.handle("s1", call)
+        result = ToolResult.answering(call, "none")
+        outcomes.append(await a.handle("s1", result))
+        retry = await b.handle("s1", result)  # the client timed out and resent to another worker
+        assert _wire(retry) == _wire(outcomes[-1])
+    assert [len(o.messages) for o in outcomes] == [0, 0, 1]
+    client = Redis.from_url(redis_url)
+    try:
+        assert await RedisSessionLog(client, "s1").length() == 7  # 6 events and one reminder, nothing twice
+    finally:
+        await client.aclose()
+
+
+async def test_a_worker_that_dies_loses_nothing(workers: Workers, redis_url: str, tmp_path: Path) -> None:
+    config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=2, deny_after=1, halt_after=1))
+    (first,) = workers(1, config)
+    driver = Driver([first], "s2", pick=lambda n: 0)
+    await driver.call("grep", GREP, "no matches")
+    await driver.call("grep", GREP, "no matches")
+    del first  # the worker dies with its memory; a fresh one picks the session up
+    driver.workers = workers(1, config)
+    outcomes = [await driver.call("grep", GREP, "no matches") for _ in range(3)]
+    assert any(o.halt for o in driver.outcomes)
+    assert outcomes
+    replayed, _ = await _export_and_replay(redis_url, "s2", tmp_path, config)
+    assert replayed.differences == []
+    actions = [v.action for v in replayed.verdicts]
+    assert "deny" in actions
+    assert "halt" in actions
+
+
+async def test_an_escalation_runs_once_across_the_fleet(
+    workers: Workers, redis_url: str, tmp_path: Path, ask_script: AskScript
+) -> None:
+    asked = tmp_path / "asked"
+    script = ask_script(f"echo x >> {asked}\nsleep 0.3\necho 'Edit src/cfg.py instead.'")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(script)))
+    fleet = workers(4, config)
+    driver = Driver(fleet, "s3", pick=lambda n: random.Random(n).randrange(4))
+    for _ in range(6):
+        await driver.call("grep", GREP, "no matches")
+    assert asked.read_text().splitlines() == ["x"]
+    denials = [o.decision.reason for o in driver.outcomes if o.decision is not None and not o.decision.allowed]
+    assert any("Edit src/cfg.py instead." in (d or "") for d in denials)
+    replayed, _ = await _export_and_replay(redis_url, "s3", tmp_path, config)
+    assert replayed.differences == []
+
+
+async def test_concurrent_sessions_on_many_workers_match_their_replays(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    fleet = workers(4)
+
+    async def drive(session: str) -> None:
+        rng = random.Random(session)
+        driver = Driver(fleet, session, pick=lambda n: rng.randrange(4))
+        for i in range(12):
+            await driver.call("grep", GREP if i % 4 else {"pattern": session}, "no matches")
+
+    async with anyio.create_task_group() as tg:
+        for n in range(20):
+            tg.start_soon(drive, f"c{n}")
+    for n in range(20):
+        replayed, _ = await _export_and_replay(redis_url, f"c{n}", tmp_path, None)
+        assert replayed.differences == []
+        assert replayed.verdicts
+
+
+async def test_the_least_recent_session_is_dropped_and_rebuilt(workers: Workers) -> None:
+    (worker,) = workers(1, max_sessions=2)
+    agent = Agent("main")
+    for session in ("a", "b", "c"):
+        await worker.handle(session, UserMessage(agent=agent, text="go"))
+    assert worker.sessions == 2
+    outcomes = []
+    for step in range(1, 4):
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        await worker.handle("a", call)
+        outcomes.append(await worker.handle("a", ToolResult.answering(call, "none")))
+    assert [len(o.messages) for o in outcomes] == [0, 0, 1]
+
+
+def test_max_sessions_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_sessions must be >= 1"):
+        FleetGuard(Redis(), max_sessions=0)
+
+
+async def test_a_retry_racing_the_first_attempt_waits_for_its_escalation(
+    workers: Workers, tmp_path: Path, ask_script: AskScript
+) -> None:
+    asked = tmp_path / "asked"
+    script = ask_script(f"echo x >> {asked}\nsleep 0.5\necho 'Read the file once.'")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(script), nudge_at=3))
+    a, b = workers(2, config)
+    agent = Agent("main")
+    for step in range(1, 5):
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        await a.handle("s1", call)
+        await a.handle("s1", ToolResult.answering(call, "none"))
+    escalating = ToolCall(agent=agent, call_id="c5", step=5, tool="grep", args=GREP)
+    outcomes: list[Outcome] = []
+
+    async def send(worker: FleetGuard) -> None:
+        outcomes.append(await worker.handle("s1", escalating))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(send, a)
+        tg.start_soon(send, b)
+    assert asked.read_text().splitlines() == ["x"]
+    first, retry = (_wire(o) for o in outcomes)
+    assert first == retry
+    decision = outcomes[0].decision
+    assert decision is not None
+    assert "Read the file once." in (decision.reason or "")
+
+
+async def test_fleet_counts_every_action_once(workers: Workers) -> None:
+    a, b = workers(2)
+    driver = Driver([a, b], "s1", pick=lambda n: n)
+    for _ in range(5):
+        await driver.call("grep", GREP, "none")
+    await b.handle("s1", UserMessage(agent=driver.agent, text="again"))
+    counts = await a.counts()
+    assert counts.actions == {("remind", "remind"): 2}
+    assert counts.events == 13  # 10 calls and results, 2 reminders, 1 user message
+    assert await b.counts() == await a.counts()
+
+
+async def test_subagents_and_disposal_follow_the_stream(workers: Workers, redis_url: str, tmp_path: Path) -> None:
+    a, b = workers(2)
+    main, sub = Agent("main"), Agent("sub", parent_id="main")
+    await a.handle("s1", AgentStatus(agent=sub, status="started", parent="main"))
+    for step in range(1, 4):
+        call = ToolCall(agent=sub, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        await a.handle("s1", call)
+        await a.handle("s1", ToolResult.answering(call, "none"))
+    await a.handle("s1", AgentStatus(agent=sub, status="disposed"))
+    outcome = await b.handle("s1", UserMessage(agent=main, text="next"))
+    assert outcome.messages == ()
+    replayed, _ = await _export_and_replay(redis_url, "s1", tmp_path, None)
+    assert replayed.differences == []
+    assert [v.agent for v in replayed.verdicts] == ["sub"]
+
+
+async def test_an_unreadable_entry_is_passed_over(workers: Workers, redis_url: str) -> None:
+    a, b = workers(2)
+    agent = Agent("main")
+    await a.handle("s1", UserMessage(agent=agent, text="go"))
+    client = Redis.from_url(redis_url)
+    try:
+        await client.xadd(RedisSessionLog(client, "s1").stream, {"seq": 99, "line": b"{torn"})
+    finally:
+        await client.aclose()
+    outcome = await b.handle("s1", UserMessage(agent=agent, text="again"))
+    assert outcome.seq == 2
+
+
+async def test_a_retry_older_than_the_kept_outcomes_is_rebuilt_from_the_stream(workers: Workers) -> None:
+    (worker,) = workers(1)
+    agent = Agent("main")
+    await worker.handle("s1", UserMessage(agent=agent, text="start"))
+    first = ToolCall(agent=agent, call_id="c0", step=1, tool="grep", args=GREP)
+    original = await worker.handle("s1", first)
+    for step in range(1, 300):
+        await worker.handle("s1", UserMessage(agent=agent, text=f"message {step}"))
+    again = await worker.handle("s1", first)
+    assert _wire(again) == _wire(original)
+
+
+async def test_the_same_event_sent_twice_at_once_to_one_worker_is_one_event(workers: Workers) -> None:
+    (worker,) = workers(1)
+    agent = Agent("main")
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP)
+    seqs: list[int] = []
+
+    async def send() -> None:
+        seqs.append((await worker.handle("s1", call)).seq)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(send)
+    assert seqs == [1, 1, 1]
+
+
+async def test_a_retry_of_an_event_the_stream_no_longer_holds_is_allowed(workers: Workers, redis_url: str) -> None:
+    first, later = workers(2)
+    call = ToolCall(agent=Agent("main"), call_id="c1", step=1, tool="grep", args=GREP)
+    await first.handle("s1", call)
+    client = Redis.from_url(redis_url)
+    try:
+        await client.xtrim(RedisSessionLog(client, "s1").stream, maxlen=0)  # retention removed it
+    finally:
+        await client.aclose()
+    outcome = await later.handle("s1", call)
+    assert (outcome.seq, outcome.decision, outcome.messages) == (1, None, ())
+
+
+async def test_concurrent_events_of_one_session_on_one_worker_are_each_applied_once(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    (worker,) = workers(1)
+    agents = [Agent(f"a{i}") for i in range(6)]
+    async with anyio.create_task_group() as tg:
+        for agent in agents:
+            tg.start_soon(worker.handle, "s1", UserMessage(agent=agent, text="go"))
+    replayed, _ = await _export_and_replay(redis_url, "s1", tmp_path, None)
+    assert replayed.report.events == 6
+    assert worker.sessions == 1
