@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,15 +92,15 @@ return {seq, 1, since()}
 # where the writer saw it (the writer holds the session's lease; this check
 # turns a lease lost to a pause into a refusal rather than a fork).
 _EXTEND = """
-local events, meta, sessions, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local events, meta, sessions, metrics, notes = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local expected, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local now, session, version = ARGV[4], ARGV[5], ARGV[6]
+local now, session, version, n = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
 local current = tonumber(redis.call('HGET', meta, 'seq') or '0')
 if current ~= expected then return {0, current} end
 if redis.call('HSETNX', meta, 'v', version) == 1 then
   redis.call('HSET', meta, 'ts', now, 'session', session)
 end
-for i = 7, #ARGV do
+for i = 8, 7 + n do
   current = current + 1
   if maxlen > 0 then
     redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', current, 'line', ARGV[i])
@@ -108,12 +108,17 @@ for i = 7, #ARGV do
     redis.call('XADD', events, '*', 'seq', current, 'line', ARGV[i])
   end
 end
+local p = 8 + n
+local puts = tonumber(ARGV[p])
+for i = p + 1, p + 2 * puts, 2 do redis.call('HSET', notes, ARGV[i], ARGV[i + 1]) end
+for i = p + 1 + 2 * puts, #ARGV do redis.call('HDEL', notes, ARGV[i]) end
 redis.call('HSET', meta, 'seq', current)
 redis.call('ZADD', sessions, now, session)
-redis.call('HINCRBY', metrics, 'events', #ARGV - 6)
+redis.call('HINCRBY', metrics, 'events', n)
 if ttl > 0 then
   redis.call('EXPIRE', events, ttl)
   redis.call('EXPIRE', meta, ttl)
+  redis.call('EXPIRE', notes, ttl)
 end
 return {1, current}
 """
@@ -184,6 +189,7 @@ class RedisSessionLog:
             f"{prefix}:{{{session}}}:keys",
             f"{prefix}:sessions",
             f"{prefix}:metrics",
+            f"{prefix}:{{{session}}}:notes",
         ]
         self._script = client.register_script(_APPEND)
         self._extend = client.register_script(_EXTEND)
@@ -215,24 +221,45 @@ class RedisSessionLog:
         value = await self.client.hget(self._keys[1], "seq")
         return int(value or 0)
 
-    async def extend(self, events: Sequence[Event], *, expected: int) -> bool:
+    async def extend(
+        self,
+        events: Sequence[Event],
+        *,
+        expected: int,
+        put: Mapping[str, bytes] | None = None,
+        drop: Iterable[str] = (),
+    ) -> bool:
         """Append ``events``, which carry their seqs already (``expected`` + 1,
         + 2, ...: a writer that holds the session's lease numbers them
         itself), if and only if the session's last seq is still
         ``expected``; false, and nothing written, when another writer got
-        there first."""
-        if not events:
+        there first. In the same atomic step, ``put`` sets and ``drop``
+        removes the session's notes: small values a writer keeps beside the
+        events (see ``notes``)."""
+        put = put or {}
+        drop = list(drop)
+        if not events and not put and not drop:
             return True
         lines = []
         for event in events:
             encode_line(event, self._buffer)
             lines.append(bytes(self._buffer))
         now = self._clock()
-        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[4]]
-        done, _ = await self._extend(
-            keys=keys, args=[expected, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, *lines]
-        )
+        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[4], self._keys[5]]
+        args: list[Any] = [expected, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, len(lines), *lines]
+        args.append(len(put))
+        for name, value in put.items():
+            args += [name, value]
+        done, _ = await self._extend(keys=keys, args=[*args, *drop])
         return bool(done)
+
+    async def notes(self) -> dict[str, bytes]:
+        """The session's notes (``extend``'s ``put``), by name."""
+        raw = await self.client.hgetall(self._keys[5])
+        return {
+            (k.decode() if isinstance(k, bytes) else str(k)): (v if isinstance(v, bytes) else str(v).encode())
+            for k, v in raw.items()
+        }
 
     def _line(self, event: Event) -> bytes:
         buffer = self._buffer

@@ -360,9 +360,7 @@ def _handler(api: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             if not body.get("stream"):
                 self._json(200, message)
                 return
-            chunks = b"".join(
-                f"event: {event}\ndata: {json.dumps(data)}\n\n".encode() for event, data in _sse(message)
-            )
+            chunks = b"".join(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode() for event, data in _sse(message))
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")

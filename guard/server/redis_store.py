@@ -134,7 +134,10 @@ class RedisSessionStore(SessionStore):
             path.unlink(missing_ok=True)
             del self._shared[session_id]
 
-        return Session(session_id, link, close)
+        session = Session(session_id, link, close)
+        for key, answer in (await stream.notes()).items():  # another replica's answers, for retries
+            session.remember_answer(key, answer)
+        return session
 
     @asynccontextmanager
     async def use(self, session_id: str) -> AsyncIterator[Session]:
@@ -146,18 +149,23 @@ class RedisSessionStore(SessionStore):
                 self._evict(live)  # another replica acted since: rebuild from the stream
             async with super().use(session_id) as session:
                 shared = self._shared[session_id]
+                answered = dict(session.answers)
                 try:
                     yield session
                 finally:
-                    await self._flush(session, shared)
+                    await self._flush(session, shared, answered)
 
-    async def _flush(self, session: Session, shared: _Shared) -> None:
+    async def _flush(self, session: Session, shared: _Shared, answered: dict[str, bytes]) -> None:
+        """Append what the request produced, with the answers it gave (so a
+        client's retry on another replica gets the same answer)."""
         events, actions = shared.pending[:], shared.actions[:]
         shared.pending.clear()  # in place: the session's bus records into this very list
         shared.actions.clear()
         if not events:
             return
-        if not await shared.log.extend(events, expected=shared.seq):
+        put = {key: answer for key, answer in session.answers.items() if answered.get(key) is not answer}
+        drop = answered.keys() - session.answers.keys()
+        if not await shared.log.extend(events, expected=shared.seq, put=put, drop=drop):
             # The lease lapsed and another replica moved the stream: this
             # copy is stale; the next request rebuilds it from the stream.
             _log.error("serve.redis_conflict", session=session.id, expected=shared.seq)

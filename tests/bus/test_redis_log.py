@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 from redis.asyncio import Redis
 
@@ -191,3 +192,19 @@ async def test_export_of_a_large_session_is_whole(client: Redis, agent: Agent, t
     with read_log(out) as reader:
         assert len(list(reader)) == 41
         assert reader.report.skipped == 0
+
+
+async def test_extend_appends_numbered_events_and_notes_only_where_the_writer_left_off(
+    client: Redis, agent: Agent
+) -> None:
+    log = RedisSessionLog(client, "s1")
+    assert await log.extend([], expected=0)  # nothing to write: nothing checked
+    first = msgspec.structs.replace(_call(agent, 1), seq=1)
+    assert await log.extend([first], expected=0, put={"a": b"1", "b": b"2"})
+    assert await log.notes() == {"a": b"1", "b": b"2"}
+    second = msgspec.structs.replace(_call(agent, 2), seq=2)
+    assert not await log.extend([second], expected=0, put={"c": b"3"})  # another writer moved the stream
+    assert await log.extend([second], expected=1, drop=["a"])
+    assert await log.notes() == {"b": b"2"}
+    assert [e.seq async for e in log.read()] == [1, 2]
+    assert await log.last_seq() == 2

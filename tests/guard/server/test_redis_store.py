@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from bus.redis_log import RedisSessionLog
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.cli import main
-from guard.server.events import EventAnswer, apply_event, decode_event
+from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
 from tests.conftest import AskScript
 from tests.guard.server.conftest import REPO, StartServer
@@ -109,6 +109,27 @@ async def test_replicas_taking_turns_count_one_session_as_one_process(
     assert counts.events == 13  # the agent started, 5 calls, 5 results, 2 reminders
 
 
+async def test_a_retry_on_another_replica_gets_the_original_answer_and_nothing_twice(
+    replicas: Replicas, redis_url: str
+) -> None:
+    one, two = replicas(2)
+    answers = []
+    for n in range(3):
+        for store in (one, two):  # the first replica answers; the client's retry lands on the other
+            async with store.use("s5") as live:
+                call = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "args": {"p": 1}}
+                answers.append(await answer_event(live, decode_event(json.dumps(call).encode())))
+        async with one.use("s5") as live:
+            result = {"type": "tool/result", "agent": "main", "call_id": f"c{n}", "content": "none"}
+            await answer_event(live, decode_event(json.dumps(result).encode()))
+    assert answers[0::2] == answers[1::2]
+    client = Redis.from_url(redis_url)
+    try:
+        assert await RedisSessionLog(client, "s5").last_seq() == 8  # started, 3 calls, 3 results, 1 reminder
+    finally:
+        await client.aclose()
+
+
 async def test_a_replica_that_keeps_the_session_does_not_rebuild_it(replicas: Replicas) -> None:
     (store,) = replicas(1)
     for n in range(4):
@@ -141,7 +162,7 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
     await grep(two, "s3", "c1")  # the stream moves on without ``one``
     live, shared = one._live["s3"], one._shared["s3"]
     await live.agents["main"].user_message("stale")  # ``one`` acting on its old copy, as after a lapsed lease
-    await one._flush(live, shared)
+    await one._flush(live, shared, dict(live.answers))
     assert "s3" not in one  # refused and dropped; its next request rebuilds from the stream
     checked = await _replay_check(redis_url, "s3", tmp_path)
     assert checked.returncode == 0, checked.stderr
