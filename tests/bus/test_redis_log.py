@@ -191,3 +191,10 @@ async def test_export_of_a_large_session_is_whole(client: Redis, agent: Agent, t
     with read_log(out) as reader:
         assert len(list(reader)) == 41
         assert reader.report.skipped == 0
+
+
+async def test_extending_by_nothing_writes_nothing_and_succeeds(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s-empty")
+    assert await log.extend([], expected=0) is True
+    assert await client.exists(log.stream) == 0
+    assert await log.last_seq() == 0
