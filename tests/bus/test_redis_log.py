@@ -208,3 +208,10 @@ async def test_extend_appends_numbered_events_and_notes_only_where_the_writer_le
     assert await log.notes() == {"b": b"2"}
     assert [e.seq async for e in log.read()] == [1, 2]
     assert await log.last_seq() == 2
+
+
+async def test_extending_by_nothing_writes_nothing_and_succeeds(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s-empty")
+    assert await log.extend([], expected=0) is True
+    assert await client.exists(log.stream) == 0
+    assert await log.last_seq() == 0
