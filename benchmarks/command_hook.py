@@ -44,7 +44,7 @@ from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import ClaudeHooks, run_hook
 from guard.guard import Guard
 
-__all__ = ["command_hook", "prepare_session"]
+__all__ = ["command_hook", "hook_calls", "prepare_session"]
 
 SESSION = "bench-session"
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +54,8 @@ def _payload(event: str, **fields: Any) -> dict[str, Any]:
     return {"session_id": SESSION, "hook_event_name": event, "cwd": "/w", "transcript_path": "/t", **fields}
 
 
-def _calls(n: int) -> list[tuple[str, dict[str, str]]]:
+def hook_calls(n: int) -> list[tuple[str, dict[str, str]]]:
+    """``n`` tool calls as a session makes them: distinct reads, an edit and a test run, a grep loop."""
     calls: list[tuple[str, dict[str, str]]] = []
     i = 0
     while len(calls) < n:
@@ -74,7 +75,7 @@ async def prepare_session(state: Path, n: int, config: Config) -> None:
     with SessionLog(state / f"{SESSION}.jsonl", session=SESSION).attach(bus):
         hooks = ClaudeHooks(GuardLink(bus))
         await hooks.handle(_payload("UserPromptSubmit", prompt="find the config loader"))
-        for k, (tool, args) in enumerate(_calls(n)):
+        for k, (tool, args) in enumerate(hook_calls(n)):
             pre = _payload("PreToolUse", tool_use_id=f"t{k}", tool_name=tool, tool_input=args)
             answer = await hooks.handle(pre)
             if "permissionDecision" not in answer.get("hookSpecificOutput", {}):

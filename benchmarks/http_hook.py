@@ -16,8 +16,8 @@ The command hook (``repeat-tool-guard hook``, a process per invocation) is
 timed in the same run on the same kind of session, fewer times (it costs
 far more). Not a test: nothing here asserts a timing.
 
-    python benchmarks/http_hook.py                  # sizes 0 1000 10000 100000
-    python benchmarks/http_hook.py --sizes 0 1000 --rounds 5 --json
+    python -m benchmarks.http_hook                  # sizes 0 1000 10000 100000
+    python -m benchmarks.http_hook --sizes 0 1000 --rounds 5 --json
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import anyio
 import httpx
 import structlog
 
+from benchmarks.command_hook import hook_calls
 from bus import Bus, SessionLog
 from guard import Config
 from guard.adapters import GuardLink
@@ -53,16 +54,6 @@ def _payload(session: str, event: str, **fields: Any) -> dict[str, Any]:
     return {"session_id": session, "hook_event_name": event, "cwd": "/w", "transcript_path": "/t", **fields}
 
 
-def _calls(n: int) -> list[tuple[str, dict[str, str]]]:
-    calls: list[tuple[str, dict[str, str]]] = []
-    i = 0
-    while len(calls) < n:
-        calls += [("Read", {"file_path": f"src/mod{i}.py"}), ("Edit", {"file_path": f"src/mod{i}.py", "old": "a"})]
-        calls += [("Bash", {"command": "pytest -q"})] + [("Grep", {"pattern": "load_config", "path": "src"})] * 4
-        i += 1
-    return calls[:n]
-
-
 async def prepare(state: Path, session: str, n: int) -> None:
     """``state/<session>.jsonl`` after ``n`` tool calls through the hook translation."""
     bus = Bus()
@@ -70,7 +61,7 @@ async def prepare(state: Path, session: str, n: int) -> None:
     with SessionLog(state / f"{session}.jsonl", session=session).attach(bus):
         hooks = ClaudeHooks(GuardLink(bus))
         await hooks.handle(_payload(session, "UserPromptSubmit", prompt="find the config loader"))
-        for k, (tool, args) in enumerate(_calls(n)):
+        for k, (tool, args) in enumerate(hook_calls(n)):
             pre = _payload(session, "PreToolUse", tool_use_id=f"t{k}", tool_name=tool, tool_input=args)
             await hooks.handle(pre)
             await hooks.handle(pre | {"hook_event_name": "PostToolUse", "tool_response": "ok"})
