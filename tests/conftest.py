@@ -6,8 +6,9 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
@@ -15,6 +16,9 @@ import structlog
 from bus import Agent, Bus
 from bus.testing import Capture, FakeClock
 from tests.claude_cli import FakeAnthropic, bundled_cli
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 @pytest.fixture(autouse=True)
@@ -174,6 +178,28 @@ def redis_server() -> Iterator[RedisServer]:
     finally:
         server.process.terminate()
         server.process.wait(timeout=10)
+
+
+RedisClients = Callable[..., "Redis"]
+
+
+@pytest.fixture
+async def redis_clients(redis_url: str) -> AsyncIterator[RedisClients]:
+    """``redis_clients(**options)``: a new connection to the test server, one
+    per worker or replica as separate processes would have; all are closed
+    at teardown. asyncio only (redis-py has no trio support)."""
+    from redis.asyncio import Redis
+
+    made: list[Redis] = []
+
+    def connect(**options: Any) -> Redis:
+        client = Redis.from_url(redis_url, **options)
+        made.append(client)
+        return client
+
+    yield connect
+    for client in made:
+        await client.aclose()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ asyncio only.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -17,6 +16,7 @@ from redis.asyncio import Redis
 from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
 from bus.reader import LogError
 from bus.redis_log import RedisSessionLog, parse_redis_target
+from tests.conftest import RedisClients
 
 pytestmark = pytest.mark.anyio
 
@@ -27,12 +27,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[Redis]:
-    redis = Redis.from_url(redis_url)
-    try:
-        yield redis
-    finally:
-        await redis.aclose()
+def client(redis_clients: RedisClients) -> Redis:
+    return redis_clients()
 
 
 def _call(agent: Agent, n: int, tool: str = "grep") -> ToolCall:
@@ -60,8 +56,8 @@ async def test_a_retry_under_the_same_key_is_applied_once(client: Redis, agent: 
     assert await log.length() == 2
 
 
-async def test_concurrent_writers_never_share_or_skip_a_seq(redis_url: str, agent: Agent) -> None:
-    clients = [Redis.from_url(redis_url) for _ in range(4)]
+async def test_concurrent_writers_never_share_or_skip_a_seq(redis_clients: RedisClients, agent: Agent) -> None:
+    clients = [redis_clients() for _ in range(4)]
     seqs: list[int] = []
 
     async def writer(client: Redis, base: int) -> None:
@@ -69,16 +65,11 @@ async def test_concurrent_writers_never_share_or_skip_a_seq(redis_url: str, agen
         for n in range(50):
             seqs.append((await log.append(_call(agent, base + n))).seq)
 
-    try:
-        async with anyio.create_task_group() as tg:
-            for i, client in enumerate(clients):
-                tg.start_soon(writer, client, i * 1000)
-        log = RedisSessionLog(clients[0], "shared")
-        report = ReadReport()
-        read = [event.seq async for event in log.read(report)]
-    finally:
-        for client in clients:
-            await client.aclose()
+    async with anyio.create_task_group() as tg:
+        for i, client in enumerate(clients):
+            tg.start_soon(writer, client, i * 1000)
+    report = ReadReport()
+    read = [event.seq async for event in RedisSessionLog(clients[0], "shared").read(report)]
     assert sorted(seqs) == list(range(1, 201))
     assert read == list(range(1, 201))
     assert report.events == 200
@@ -155,19 +146,14 @@ def test_redis_urls_are_told_from_paths() -> None:
     assert parse_redis_target("session.jsonl") is None
 
 
-async def test_entries_read_the_same_through_a_decoding_client(redis_url: str, agent: Agent, tmp_path: Path) -> None:
-    plain = Redis.from_url(redis_url)
-    decoding = Redis.from_url(redis_url, decode_responses=True)
-    try:
-        await RedisSessionLog(plain, "s1").append(_call(agent, 1))
-        await plain.xadd(RedisSessionLog(plain, "s1").stream, {"seq": 2})  # no line at all
-        report = ReadReport()
-        events = [e async for e in RedisSessionLog(decoding, "s1").read(report)]
-        assert [e.seq for e in events] == [1]
-        assert report.skipped_by_reason == {"invalid-json": 1}
-    finally:
-        await plain.aclose()
-        await decoding.aclose()
+async def test_entries_read_the_same_through_a_decoding_client(redis_clients: RedisClients, agent: Agent) -> None:
+    plain, decoding = redis_clients(), redis_clients(decode_responses=True)
+    await RedisSessionLog(plain, "s1").append(_call(agent, 1))
+    await plain.xadd(RedisSessionLog(plain, "s1").stream, {"seq": 2})  # no line at all
+    report = ReadReport()
+    events = [e async for e in RedisSessionLog(decoding, "s1").read(report)]
+    assert [e.seq for e in events] == [1]
+    assert report.skipped_by_reason == {"invalid-json": 1}
 
 
 async def test_a_damaged_header_is_a_clear_error(client: Redis) -> None:

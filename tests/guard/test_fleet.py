@@ -8,7 +8,7 @@ redis-py's asyncio client does not run under trio: asyncio only.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from bus.redis_log import RedisSessionLog
 from guard import Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.fleet import FleetGuard, Outcome
 from guard.verdicts import replay_log
-from tests.conftest import AskScript
+from tests.conftest import AskScript, RedisClients
 
 pytestmark = pytest.mark.anyio
 
@@ -36,20 +36,11 @@ Workers = Callable[..., list[FleetGuard]]
 
 
 @pytest.fixture
-async def workers(redis_url: str) -> AsyncIterator[Workers]:
-    clients: list[Redis] = []
-
+def workers(redis_clients: RedisClients) -> Workers:
     def make(n: int, config: Config | None = None, **options: Any) -> list[FleetGuard]:
-        made = []
-        for i in range(n):
-            client = Redis.from_url(redis_url)
-            clients.append(client)
-            made.append(FleetGuard(client, config, worker=f"w{i}", **options))
-        return made
+        return [FleetGuard(redis_clients(), config, worker=f"w{i}", **options) for i in range(n)]
 
-    yield make
-    for client in clients:
-        await client.aclose()
+    return make
 
 
 GREP = {"pattern": "load_config"}

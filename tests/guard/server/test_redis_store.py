@@ -29,7 +29,7 @@ from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.cli import main
 from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
-from tests.conftest import AskScript
+from tests.conftest import AskScript, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
 pytestmark = pytest.mark.anyio
@@ -44,24 +44,19 @@ Replicas = Callable[..., list[RedisSessionStore]]
 
 
 @pytest.fixture
-async def replicas(redis_url: str, tmp_path: Path) -> AsyncIterator[Replicas]:
-    made: list[tuple[RedisSessionStore, Redis]] = []
+async def replicas(redis_clients: RedisClients, tmp_path: Path) -> AsyncIterator[Replicas]:
+    made: list[RedisSessionStore] = []
 
     def make(n: int, config: Config | None = None, **options: Any) -> list[RedisSessionStore]:
-        stores = []
         for _ in range(n):
-            client = Redis.from_url(redis_url)
             scratch = tmp_path / f"scratch{len(made)}"
             scratch.mkdir()
-            store = RedisSessionStore(client, config, scratch=scratch, worker=f"r{len(made)}", **options)
-            made.append((store, client))
-            stores.append(store)
-        return stores
+            made.append(RedisSessionStore(redis_clients(), config, scratch=scratch, worker=f"r{len(made)}", **options))
+        return made[-n:]
 
     yield make
-    for store, client in made:
+    for store in made:
         store.close()
-        await client.aclose()
 
 
 async def post(store: RedisSessionStore, session: str, **event: Any) -> EventAnswer:
