@@ -1,13 +1,27 @@
 """Fleet mode throughput and decision latency on a real redis-server.
 
-Four worker processes, each a ``FleetGuard`` with its own connection, drive
-concurrent sessions (one tool call = a ``tool/call`` decision and its
-``tool/result``); every session's events go to a worker chosen at random per
-event, as a load balancer would send them. The baseline, measured in the
-same run against the same server, is a bare pipelined ``XADD`` loop: the
-fastest way to put events into Redis streams at all.
+``--workers`` worker processes, each one ``FleetGuard`` with its own
+connection pool, drive concurrent sessions; one tool call is a ``tool/call``
+(the decision) and its ``tool/result``. Three runs, against one server:
 
-    python -m benchmarks.fleet [--workers 4] [--sessions 200] [--calls 50]
+- **random routing**: after each tool call the session goes back to one
+  shared queue in Redis and the next free worker, any of them, takes its
+  next call, as a load balancer without session affinity would send it; a
+  worker mostly finds its copy of the session stale and catches up from the
+  stream (the harness's queue costs two Redis commands per worker loop,
+  shared by the calls it hands out);
+- **sticky routing**: each session stays on one worker (a load balancer
+  with session affinity), the cheapest case;
+- **latency**: random routing with ``--latency-sessions`` sessions in flight
+  fleet-wide, a load well below saturation, for the decision latency a
+  caller sees when the fleet is not queueing.
+
+The baseline, measured in the same run against the same server, is one
+process's bare pipelined ``XADD`` loop: the fastest way to put events into
+Redis streams at all. CPU is reported per tool call for the workers (their
+own process time) and for redis-server (from ``/proc``).
+
+    python -m benchmarks.fleet [--workers 4] [--sessions 400] [--calls 40]
 
 Starts its own redis-server on a free loopback port (persistence off).
 """
@@ -18,10 +32,11 @@ import argparse
 import asyncio
 import logging
 import multiprocessing
+import os
 import platform
-import random
 import statistics
 import time
+import zlib
 from typing import Any
 
 import structlog
@@ -30,6 +45,9 @@ from redis.asyncio import Redis
 from bus import Agent, ToolCall, ToolResult
 from guard.fleet import FleetGuard
 from tests.conftest import start_redis_server
+
+_QUEUE = "bench:ready"
+_DONE = "bench:done"
 
 
 async def _bare_xadd(url: str, events: int) -> float:
@@ -47,82 +65,163 @@ async def _bare_xadd(url: str, events: int) -> float:
     return events / elapsed
 
 
-async def _worker(
-    url: str, index: int, workers: int, sessions: int, calls: int, out: multiprocessing.Queue[Any]
-) -> None:
-    client = Redis.from_url(url, max_connections=64)
-    fleet = FleetGuard(client, worker=f"w{index}")
-    latencies: list[float] = []
-    rng = random.Random(index)
+async def _tool_call(fleet: FleetGuard, session: str, step: int, latencies: list[float]) -> None:
+    """One tool call of ``session``: about a third repeat an earlier call."""
+    agent = Agent("main")
+    repeat = zlib.crc32(f"{session}:{step}".encode()) % 10 < 3
+    args = {"pattern": "x"} if repeat else {"pattern": f"{session}-{step}"}
+    call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=args)
+    begun = time.perf_counter()
+    outcome = await fleet.handle(session, call)
+    latencies.append(time.perf_counter() - begun)
+    allowed = outcome.decision is None or outcome.decision.allowed
+    result = ToolResult.answering(call, "no matches" if allowed else "denied")
+    begun = time.perf_counter()
+    await fleet.handle(session, result)
+    latencies.append(time.perf_counter() - begun)
 
+
+async def _sticky(fleet: FleetGuard, index: int, workers: int, sessions: int, calls: int, lat: list[float]) -> int:
     async def session(name: str) -> None:
-        agent = Agent("main")
         for step in range(1, calls + 1):
-            args = {"pattern": "x"} if rng.random() < 0.3 else {"pattern": f"{name}-{step}"}
-            call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=args, ts=float(step))
-            begun = time.perf_counter()
-            outcome = await fleet.handle(name, call)
-            latencies.append(time.perf_counter() - begun)
-            allowed = outcome.decision is None or outcome.decision.allowed
-            result = ToolResult.answering(call, "no matches" if allowed else "denied")
-            begun = time.perf_counter()
-            await fleet.handle(name, result)
-            latencies.append(time.perf_counter() - begun)
+            await _tool_call(fleet, name, step, lat)
 
-    # Each worker drives its share of sessions; sessions' events interleave
-    # on the server with every other worker's.
-    mine = [f"bench-{n}" for n in range(sessions) if n % workers == index]
-    start = time.perf_counter()
+    mine = [f"sticky-{n}" for n in range(sessions) if n % workers == index]
     await asyncio.gather(*(session(name) for name in mine))
-    elapsed = time.perf_counter() - start
+    return len(mine) * calls
+
+
+async def _random(fleet: FleetGuard, client: Redis, calls: int, lat: list[float]) -> int:
+    """Take sessions' next calls from the shared queue until every session is done."""
+    done = 0
+    returned: list[bytes] = []
+    running: set[asyncio.Task[None]] = set()
+
+    failed: list[BaseException] = []
+
+    async def one(token: bytes) -> None:
+        nonlocal done
+        name, _, step = token.decode().rpartition(":")
+        try:
+            await _tool_call(fleet, name, int(step), lat)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+        done += 1
+        if int(step) < calls:
+            returned.append(f"{name}:{int(step) + 1}".encode())
+        else:
+            await client.incr(_DONE)
+
+    while True:
+        if failed:
+            raise failed[0]
+        if returned:
+            batch, returned[:] = returned[:], []
+            await client.rpush(_QUEUE, *batch)
+        tokens = await client.lpop(_QUEUE, 64)
+        for token in tokens or ():
+            task = asyncio.create_task(one(token))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        if not tokens:
+            if not running and not returned and int(await client.get(_DONE) or 0) >= int(await client.get("bench:n")):
+                return done
+            await asyncio.sleep(0.0005)
+
+
+async def _worker(url: str, index: int, mode: str, args: Any, out: multiprocessing.Queue[Any]) -> None:
+    client = Redis.from_url(url, max_connections=64)
+    fleet = FleetGuard(client, worker=f"{mode}-w{index}")
+    latencies: list[float] = []
+    cpu = time.process_time()
+    start = time.perf_counter()
+    if mode == "sticky":
+        calls = await _sticky(fleet, index, args.workers, args.sessions, args.calls, latencies)
+    else:
+        calls = await _random(fleet, client, args.calls, latencies)
+    out.put((calls, time.perf_counter() - start, latencies, time.process_time() - cpu))
     await client.aclose()
-    out.put((len(mine) * calls, elapsed, latencies))
 
 
-def _run_worker(url: str, index: int, workers: int, sessions: int, calls: int, out: multiprocessing.Queue[Any]) -> None:
-    asyncio.run(_worker(url, index, workers, sessions, calls, out))
+def _run_worker(url: str, index: int, mode: str, args: Any, out: multiprocessing.Queue[Any]) -> None:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    asyncio.run(_worker(url, index, mode, args, out))
+
+
+async def _seed(url: str, mode: str, sessions: int) -> None:
+    client = Redis.from_url(url)
+    await client.delete(_QUEUE, _DONE)
+    await client.set("bench:n", sessions)
+    await client.rpush(_QUEUE, *[f"{mode}-{n}:1".encode() for n in range(sessions)])
+    await client.aclose()
+
+
+def _redis_cpu(pid: int) -> float:
+    """redis-server's CPU seconds so far (user + system), from /proc."""
+    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run(url: str, pid: int, mode: str, args: Any, sessions: int) -> dict[str, float]:
+    if mode != "sticky":
+        asyncio.run(_seed(url, mode, sessions))
+    run_args = argparse.Namespace(**{**vars(args), "sessions": sessions})
+    queue: multiprocessing.Queue[Any] = multiprocessing.Queue()
+    procs = [
+        multiprocessing.Process(target=_run_worker, args=(url, i, mode, run_args, queue)) for i in range(args.workers)
+    ]
+    redis_cpu = _redis_cpu(pid)
+    start = time.perf_counter()
+    for proc in procs:
+        proc.start()
+    results = [queue.get() for _ in procs]
+    wall = time.perf_counter() - start
+    redis_cpu = _redis_cpu(pid) - redis_cpu
+    for proc in procs:
+        proc.join()
+    calls = sum(r[0] for r in results)
+    latencies = sorted(x for r in results for x in r[2])
+    return {
+        "calls": calls,
+        "rate": calls / wall,
+        "p50": statistics.median(latencies) * 1000,
+        "p99": latencies[int(len(latencies) * 0.99)] * 1000,
+        "worker_us": sum(r[3] for r in results) / calls * 1e6,
+        "redis_us": redis_cpu / calls * 1e6,
+    }
 
 
 def main() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--sessions", type=int, default=400)
+    parser.add_argument("--calls", type=int, default=40, help="tool calls per session")
+    parser.add_argument("--latency-sessions", type=int, default=16)
     args = parser.parse_args()
     server = start_redis_server()
     try:
         baseline = asyncio.run(_bare_xadd(server.url, 200_000))
-        queue: multiprocessing.Queue[Any] = multiprocessing.Queue()
-        procs = [
-            multiprocessing.Process(
-                target=_run_worker, args=(server.url, i, args.workers, args.sessions, args.calls, queue)
-            )
-            for i in range(args.workers)
-        ]
-        start = time.perf_counter()
-        for proc in procs:
-            proc.start()
-        results = [queue.get() for _ in procs]
-        wall = time.perf_counter() - start
-        for proc in procs:
-            proc.join()
+        runs = {
+            "random routing": _run(server.url, server.process.pid, "random", args, args.sessions),
+            "sticky routing": _run(server.url, server.process.pid, "sticky", args, args.sessions),
+            "latency (random)": _run(server.url, server.process.pid, "latency", args, args.latency_sessions),
+        }
     finally:
         server.process.terminate()
         server.process.wait()
-    calls = sum(r[0] for r in results)
-    latencies = sorted(x for r in results for x in r[2])
-    rate = calls / wall
-    p50 = statistics.median(latencies) * 1000
-    p99 = latencies[int(len(latencies) * 0.99)] * 1000
     machine = platform.processor() or platform.machine()
-    print(f"machine: {machine}, {multiprocessing.cpu_count()} cpus, Python {platform.python_version()}")
+    print(f"machine: {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}")
     print(f"bare pipelined XADD: {baseline:,.0f} events/s ({baseline / 2:,.0f} tool calls/s at 2 events each)")
-    print(
-        f"fleet, {args.workers} workers, {args.sessions} sessions x {args.calls} calls: {rate:,.0f} tool calls/s "
-        f"({rate * 2 / baseline:.2f}x the bare XADD event rate)"
-    )
-    print(f"decision latency per event: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    print(f"{args.workers} workers; {args.calls} tool calls per session")
+    for name, run in runs.items():
+        sessions = args.latency_sessions if name.startswith("latency") else args.sessions
+        print(
+            f"{name:>17}: {sessions} sessions, {run['rate']:,.0f} tool calls/s "
+            f"({run['rate'] * 2 / baseline:.2f}x bare XADD); per event p50 {run['p50']:.2f} ms, "
+            f"p99 {run['p99']:.2f} ms; CPU per tool call: workers {run['worker_us']:.0f} us, "
+            f"redis-server {run['redis_us']:.0f} us"
+        )
 
 
 if __name__ == "__main__":

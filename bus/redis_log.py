@@ -43,48 +43,70 @@ from bus.reader import LogError, ReadReport
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["Appended", "RedisSessionLog", "RedisTarget", "parse_redis_target"]
+__all__ = ["Appended", "PendingAppend", "RedisSessionLog", "RedisTarget", "append_many", "parse_redis_target"]
 
 DEFAULT_PREFIX = "rtg"
 
 _SEQ_PLACEHOLDER = b'"seq":0,'
 
-# Atomic append: dedupe by key, take the next seq, write it into the line in
-# place of the placeholder, add the entry, trim, and index the session.
+# Atomic appends, one or many (one round trip for a batch, even across
+# sessions; the appends' arguments come as one MessagePack array, which costs
+# the client far less to send than an argument each; lines go as MessagePack
+# strings, since Redis's MessagePack reader has no binary type): for each, dedupe by key, take the session's next seq, write it
+# into the line in place of the placeholder, add the entry, trim, and return
+# the entries after the caller's position as a flat id, line, id, line list.
 _APPEND = """
-local events, meta, keys, sessions, metrics = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local key, line, maxlen, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local now, session, version, after, count = ARGV[5], ARGV[6], ARGV[7], ARGV[8], tonumber(ARGV[9])
-local function since()
-  if after == '' then return {} end
-  local start = after == '-' and '-' or '(' .. after
-  return redis.call('XRANGE', events, start, '+', 'COUNT', count)
+local sessions, metrics = KEYS[1], KEYS[2]
+local version, count, ops = ARGV[1], tonumber(ARGV[2]), cmsgpack.unpack(ARGV[3])
+local out, added, indexed = {}, 0, {}
+for op = 0, #ops - 1 do
+  local events, meta, keys = KEYS[3 + 3 * op], KEYS[4 + 3 * op], KEYS[5 + 3 * op]
+  local session, key, line, after, maxlen, ttl, now = unpack(ops[op + 1])
+  local seq, new = nil, 1
+  if key ~= '' then
+    local seen = redis.call('HGET', keys, key)
+    if seen then seq, new = tonumber(seen), 0 end
+  end
+  if new == 1 then
+    seq = redis.call('HINCRBY', meta, 'seq', 1)
+    if seq == 1 then redis.call('HSET', meta, 'v', version, 'ts', now, 'session', session) end
+    local i = string.find(line, '"seq":0,', 1, true)
+    if not i then return redis.error_reply('event line has no seq placeholder') end
+    line = string.sub(line, 1, i - 1) .. '"seq":' .. seq .. ',' .. string.sub(line, i + 8)
+    if maxlen > 0 then
+      redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', seq, 'line', line)
+    else
+      redis.call('XADD', events, '*', 'seq', seq, 'line', line)
+    end
+    if key ~= '' then redis.call('HSET', keys, key, seq) end
+    if not indexed[session] then
+      redis.call('ZADD', sessions, now, session)
+      indexed[session] = true
+    end
+    added = added + 1
+    if ttl > 0 then
+      redis.call('EXPIRE', events, ttl)
+      redis.call('EXPIRE', meta, ttl)
+      redis.call('EXPIRE', keys, ttl)
+    end
+  end
+  local rows = {}
+  if after ~= '' then
+    local start = after == '-' and '-' or '(' .. after
+    for _, entry in ipairs(redis.call('XRANGE', events, start, '+', 'COUNT', count)) do
+      local fields = entry[2]
+      for f = 1, #fields, 2 do
+        if fields[f] == 'line' then
+          rows[#rows + 1] = entry[1]
+          rows[#rows + 1] = fields[f + 1]
+        end
+      end
+    end
+  end
+  out[op + 1] = {seq, new, rows}
 end
-if key ~= '' then
-  local seen = redis.call('HGET', keys, key)
-  if seen then return {tonumber(seen), 0, since()} end
-end
-if redis.call('HSETNX', meta, 'v', version) == 1 then
-  redis.call('HSET', meta, 'ts', now, 'session', session)
-end
-local seq = redis.call('HINCRBY', meta, 'seq', 1)
-local i = string.find(line, '"seq":0,', 1, true)
-if not i then return redis.error_reply('event line has no seq placeholder') end
-line = string.sub(line, 1, i - 1) .. '"seq":' .. seq .. ',' .. string.sub(line, i + 8)
-if maxlen > 0 then
-  redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', seq, 'line', line)
-else
-  redis.call('XADD', events, '*', 'seq', seq, 'line', line)
-end
-if key ~= '' then redis.call('HSET', keys, key, seq) end
-redis.call('ZADD', sessions, now, session)
-redis.call('HINCRBY', metrics, 'events', 1)
-if ttl > 0 then
-  redis.call('EXPIRE', events, ttl)
-  redis.call('EXPIRE', meta, ttl)
-  redis.call('EXPIRE', keys, ttl)
-end
-return {seq, 1, since()}
+if added > 0 then redis.call('HINCRBY', metrics, 'events', added) end
+return out
 """
 
 
@@ -133,6 +155,42 @@ class Appended(msgspec.Struct, frozen=True):
     seq: int
     new: bool
     entries: list[tuple[str, bytes]] = []
+
+
+class PendingAppend(msgspec.Struct, frozen=True, array_like=True):
+    """One append of a batch, made by ``RedisSessionLog.pending`` and sent by
+    ``append_many``: the fleet-wide keys, the session's keys, the arguments."""
+
+    fleet: Sequence[bytes]
+    keys: tuple[bytes, bytes, bytes]
+    args: tuple[str, str, str, str, int, int, str]
+
+
+async def append_many(client: Redis, batch: Sequence[PendingAppend], *, count: int = 1000) -> list[Appended]:
+    """Send a batch of appends, to any sessions under one prefix, in one
+    round trip; each is applied as ``RedisSessionLog.append`` applies it, in
+    the batch's order, and the answers come back in that order. Either every
+    append of the batch is applied or, when Redis cannot be reached, the
+    error is raised for all of them."""
+    if not batch:
+        return []
+    fleet = batch[0].fleet
+    keys: list[bytes] = [*fleet]
+    for pending in batch:
+        if pending.fleet != fleet:
+            raise ValueError(f"one batch appends under one prefix: {pending.fleet[0]!r} is not {fleet[0]!r}")
+        keys += pending.keys
+    ops = msgspec.msgpack.encode([pending.args for pending in batch])
+    answers = await client.register_script(_APPEND)(keys=keys, args=[LOG_VERSION, count, ops])
+    return [Appended(int(seq), bool(new), _pairs(rows)) for seq, new, rows in answers]
+
+
+def _pairs(rows: list[Any]) -> list[tuple[str, bytes]]:
+    """The script's flat id, line, id, line list as (id, line) pairs."""
+    return [
+        (ident.decode() if isinstance(ident, bytes) else str(ident), line.encode() if isinstance(line, str) else line)
+        for ident, line in zip(rows[::2], rows[1::2], strict=True)
+    ]
 
 
 class RedisTarget(msgspec.Struct, frozen=True):
@@ -191,8 +249,9 @@ class RedisSessionLog:
             f"{prefix}:metrics",
             f"{prefix}:{{{session}}}:notes",
         ]
-        self._script = client.register_script(_APPEND)
         self._extend = client.register_script(_EXTEND)
+        self._fleet_keys = (self._keys[3].encode(), self._keys[4].encode())
+        self._session_keys = (self._keys[0].encode(), self._keys[1].encode(), self._keys[2].encode())
         self._buffer = bytearray()
 
     @property
@@ -208,13 +267,16 @@ class RedisSessionLog:
         the first one's seq. With ``after`` (an entry id, or ``-`` for the
         start), the answer also carries up to ``count`` entries that follow
         it, so a reader catching up pays one round trip, not two."""
-        line = self._line(event)
-        now = self._clock()
-        seq, new, rows = await self._script(
-            keys=self._keys,
-            args=[key or "", line, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, after or "", count],
+        (appended,) = await append_many(self.client, [self.pending(event, key=key, after=after)], count=count)
+        return appended
+
+    def pending(self, event: Event, *, key: str | None = None, after: str | None = None) -> PendingAppend:
+        """``append``'s request, not yet sent: ``append_many`` sends many in one round trip."""
+        return PendingAppend(
+            self._fleet_keys,
+            self._session_keys,
+            (self.session, key or "", self._line(event).decode(), after or "", self.maxlen, self.ttl, repr(self._clock())),
         )
-        return Appended(int(seq), bool(new), [_entry(row) for row in rows])
 
     async def last_seq(self) -> int:
         """The seq of the session's last event (0 for none)."""

@@ -21,6 +21,7 @@ support).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -42,7 +43,8 @@ from bus import (
     ToolResult,
 )
 from bus._codec import event_decoder
-from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog
+from bus.redis_log import DEFAULT_PREFIX, Appended, PendingAppend, RedisSessionLog, append_many
+from guard._group import GroupCommit
 from guard.actions import Action
 from guard.config import Config, apply_environment
 from guard.escalation import AskOutcome
@@ -57,13 +59,22 @@ __all__ = ["ActionLedger", "FleetAction", "FleetCounts", "FleetGuard", "Outcome"
 _KEPT_OUTCOMES = 256
 _ACTIONS_MAXLEN = 100_000
 
-# Record one guard action fleet-wide, once: every worker that applies an
+# Record guard actions fleet-wide, each once: every worker that applies an
 # event computes its actions, and only the first to record each one counts.
-_RECORD_ACTION = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], 1) == 0 then return 0 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'action', ARGV[2])
-redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
-return 1
+# KEYS: the actions stream, the metrics hash, then each action's session's
+# record of acted ones; ARGV: the stream's length, then field, entry, kind
+# for each action.
+_RECORD_ACTIONS = """
+local recorded = 0
+for op = 0, #KEYS - 3 do
+  local a = 2 + 3 * op
+  if redis.call('HSETNX', KEYS[3 + op], ARGV[a], 1) == 1 then
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'action', ARGV[a + 1])
+    redis.call('HINCRBY', KEYS[2], ARGV[a + 2], 1)
+    recorded = recorded + 1
+  end
+end
+return recorded
 """
 
 
@@ -122,24 +133,37 @@ class ActionLedger:
         self.client = client
         self.prefix = prefix
         self.worker = worker
-        self._script = client.register_script(_RECORD_ACTION)
+        self._script = client.register_script(_RECORD_ACTIONS)
 
     async def record(self, session: str, seq: int, actions: Sequence[Action]) -> None:
-        keys = [f"{self.prefix}:{{{session}}}:acted", f"{self.prefix}:actions", f"{self.prefix}:metrics"]
-        for index, action in enumerate(actions):
-            entry = FleetAction(
-                session=session,
-                seq=seq,
-                agent=action.agent,
-                policy=action.policy,
-                action=action.action,
-                tool=action.tool,
-                count=action.count,
-                text=action.text,
-                worker=self.worker,
-            )
-            kind = f"{action.policy}\x1f{action.action}"
-            await self._script(keys=keys, args=[f"{seq}\x1f{index}", msgspec.json.encode(entry), kind, _ACTIONS_MAXLEN])
+        """Record the actions the guard took at event ``seq`` of ``session``
+        (those recorded already are passed over), in one round trip."""
+        await self.record_many([(session, seq, actions)])
+
+    async def record_many(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> None:
+        """``record`` for several events, of any sessions, in one round trip."""
+        keys = [f"{self.prefix}:actions", f"{self.prefix}:metrics"]
+        args: list[object] = [_ACTIONS_MAXLEN]
+        for session, seq, actions in batch:
+            for index, action in enumerate(actions):
+                keys.append(f"{self.prefix}:{{{session}}}:acted")
+                args += self._fields(session, seq, index, action)
+        if len(keys) > 2:
+            await self._script(keys=keys, args=args)
+
+    def _fields(self, session: str, seq: int, index: int, action: Action) -> tuple[str, bytes, str]:
+        entry = FleetAction(
+            session=session,
+            seq=seq,
+            agent=action.agent,
+            policy=action.policy,
+            action=action.action,
+            tool=action.tool,
+            count=action.count,
+            text=action.text,
+            worker=self.worker,
+        )
+        return f"{seq}\x1f{index}", msgspec.json.encode(entry), f"{action.policy}\x1f{action.action}"
 
     async def counts(self) -> FleetCounts:
         """Events appended to every session, and actions by (policy, action)."""
@@ -205,7 +229,7 @@ class _Replica:
         self.decode = event_decoder(self._agent).decode
         self.position = "-"
         self.seq = 0
-        self.lock = anyio.Lock()
+        self.lock = asyncio.Lock()
         self.outcomes: OrderedDict[int, Outcome] = OrderedDict()
         self.output: list[Event] = []
 
@@ -260,9 +284,8 @@ class _Replica:
         self.seq = event.seq
         messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
         halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
-        for index, output in enumerate(self.output):
-            await self.log.append(output, key=f"out\x1f{event.seq}\x1f{index}")
-        await self.fleet.ledger.record(self.session, event.seq, self.actions)
+        if self.output or self.actions:
+            await self.fleet._record(self, event.seq)
         self.outcomes[event.seq] = Outcome(
             seq=event.seq,
             decision=decision,
@@ -324,6 +347,25 @@ class FleetGuard:
         self.worker = worker or f"worker-{time.time_ns()}"
         self._replicas: OrderedDict[str, _Replica] = OrderedDict()
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
+        self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_many)
+        self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_many)
+
+    async def _append_many(self, batch: Sequence[PendingAppend]) -> list[Appended]:
+        return await append_many(self.client, batch)
+
+    async def _record_many(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> list[None]:
+        await self.ledger.record_many(batch)
+        return [None] * len(batch)
+
+    async def _record(self, replica: _Replica, seq: int) -> None:
+        """Append the guard's output at event ``seq`` to the stream (keyed, so
+        a worker that computes it again adds nothing) and record its actions,
+        the two in flight together."""
+        pending = [
+            self._appends.submit(replica.log.pending(output, key=f"out\x1f{seq}\x1f{index}"))
+            for index, output in enumerate(replica.output)
+        ]
+        await asyncio.gather(*pending, self._records.submit((replica.session, seq, list(replica.actions))))
 
     async def counts(self) -> FleetCounts:
         """Fleet-wide counters, every worker's (see ``ActionLedger.counts``)."""
@@ -348,8 +390,8 @@ class FleetGuard:
         """Append ``event`` to ``session`` and return the guard's outcome at
         it. ``key`` overrides ``idempotency_key(event)``."""
         replica = self._replica(session)
-        appended = await replica.log.append(
-            event, key=key if key is not None else idempotency_key(event), after=replica.position
+        appended = await self._appends.submit(
+            replica.log.pending(event, key=key if key is not None else idempotency_key(event), after=replica.position)
         )
         async with replica.lock:
             known = replica.outcomes.get(appended.seq)

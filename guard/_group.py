@@ -1,0 +1,71 @@
+"""Group commit: many callers' requests to a server, one round trip a batch."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+__all__ = ["GroupCommit"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class GroupCommit(Generic[T, R]):
+    """Sends requests in batches through ``send`` (a batch of requests in,
+    their answers out, in order), at most one batch in flight: whatever
+    callers submit while a batch travels goes in the next one. An idle
+    caller waits for one round trip; under load, the round trips are
+    shared, so throughput grows with the number of concurrent callers
+    rather than with the number of connections.
+
+    When ``send`` raises, every request of that batch raises the same
+    error; a caller cancelled while waiting does not cancel its request,
+    which may still be applied (make requests idempotent when that
+    matters). Runs on asyncio.
+    """
+
+    def __init__(self, send: Callable[[Sequence[T]], Awaitable[Sequence[R]]], *, limit: int = 512) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        self._send = send
+        self._limit = limit
+        self._queue: list[tuple[T, asyncio.Future[R]]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def submit(self, request: T) -> R:
+        """``request``'s answer, once the batch it joined comes back."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._queue.append((request, future))
+        if self._task is None:
+            self._task = loop.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue[: self._limit], self._queue[self._limit :]
+                try:
+                    answers = await self._send([request for request, _ in batch])
+                    if len(answers) != len(batch):
+                        raise RuntimeError(f"a batch of {len(batch)} requests got {len(answers)} answers")
+                except Exception as exc:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                except BaseException:
+                    # Cancelled (the loop is closing): nobody must wait forever.
+                    stopped = RuntimeError("the batch was cancelled before its answers came back")
+                    for _, future in batch + self._queue:
+                        if not future.done():
+                            future.set_exception(stopped)
+                    self._queue = []
+                    raise
+                for (_, future), answer in zip(batch, answers, strict=True):
+                    if not future.done():
+                        future.set_result(answer)
+        finally:
+            self._task = None
