@@ -8,8 +8,8 @@ connection pool, drive concurrent sessions; one tool call is a ``tool/call``
   shared queue in Redis and the next free worker, any of them, takes its
   next call, as a load balancer without session affinity would send it; a
   worker mostly finds its copy of the session stale and catches up from the
-  stream (the harness's queue costs two Redis commands per worker loop,
-  shared by the calls it hands out);
+  stream (the harness's queue costs a Redis command or two per call, in
+  the workers' CPU figures);
 - **sticky routing**: each session stays on one worker (a load balancer
   with session affinity), the cheapest case;
 - **latency**: random routing with ``--latency-sessions`` sessions in flight
@@ -40,7 +40,7 @@ import zlib
 from typing import Any
 
 import structlog
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from bus import Agent, ToolCall, ToolResult
 from guard.fleet import FleetGuard
@@ -94,44 +94,43 @@ async def _sticky(fleet: FleetGuard, index: int, workers: int, sessions: int, ca
 async def _random(fleet: FleetGuard, client: Redis, calls: int, lat: list[float]) -> int:
     """Take sessions' next calls from the shared queue until every session is done."""
     done = 0
-    returned: list[bytes] = []
-    running: set[asyncio.Task[None]] = set()
-
     failed: list[BaseException] = []
+    running: set[asyncio.Task[None]] = set()
 
     async def one(token: bytes) -> None:
         nonlocal done
         name, _, step = token.decode().rpartition(":")
         try:
             await _tool_call(fleet, name, int(step), lat)
+            done += 1
+            if int(step) < calls:
+                await client.rpush(_QUEUE, f"{name}:{int(step) + 1}")
+            else:
+                await client.incr(_DONE)
         except BaseException as exc:
             failed.append(exc)
             raise
-        done += 1
-        if int(step) < calls:
-            returned.append(f"{name}:{int(step) + 1}".encode())
-        else:
-            await client.incr(_DONE)
 
-    while True:
-        if failed:
-            raise failed[0]
-        if returned:
-            batch, returned[:] = returned[:], []
-            await client.rpush(_QUEUE, *batch)
-        tokens = await client.lpop(_QUEUE, 64)
-        for token in tokens or ():
+    while not failed:
+        tokens: list[bytes] = await client.lpop(_QUEUE, 64) or []  # type: ignore[assignment]
+        if not tokens:
+            # Idle: block (this coroutine only) until a session is queued.
+            got = await client.blpop([_QUEUE], timeout=0.05)
+            if got is None:
+                if not running and int(await client.get(_DONE) or 0) >= int(await client.get("bench:n") or 0):
+                    return done
+                continue
+            tokens = [got[1] if isinstance(got[1], bytes) else got[1].encode()]
+        for token in tokens:
             task = asyncio.create_task(one(token))
             running.add(task)
             task.add_done_callback(running.discard)
-        if not tokens:
-            if not running and not returned and int(await client.get(_DONE) or 0) >= int(await client.get("bench:n")):
-                return done
-            await asyncio.sleep(0.0005)
+    raise failed[0]
 
 
 async def _worker(url: str, index: int, mode: str, args: Any, out: multiprocessing.Queue[Any]) -> None:
-    client = Redis.from_url(url, max_connections=64)
+    client = Redis.from_url(url)
+    harness = Redis(connection_pool=BlockingConnectionPool.from_url(url, max_connections=16))
     fleet = FleetGuard(client, worker=f"{mode}-w{index}")
     latencies: list[float] = []
     cpu = time.process_time()
@@ -139,9 +138,10 @@ async def _worker(url: str, index: int, mode: str, args: Any, out: multiprocessi
     if mode == "sticky":
         calls = await _sticky(fleet, index, args.workers, args.sessions, args.calls, latencies)
     else:
-        calls = await _random(fleet, client, args.calls, latencies)
+        calls = await _random(fleet, harness, args.calls, latencies)
     out.put((calls, time.perf_counter() - start, latencies, time.process_time() - cpu))
     await client.aclose()
+    await harness.aclose()
 
 
 def _run_worker(url: str, index: int, mode: str, args: Any, out: multiprocessing.Queue[Any]) -> None:
@@ -159,7 +159,8 @@ async def _seed(url: str, mode: str, sessions: int) -> None:
 
 def _redis_cpu(pid: int) -> float:
     """redis-server's CPU seconds so far (user + system), from /proc."""
-    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -211,7 +212,8 @@ def main() -> None:
         server.process.terminate()
         server.process.wait()
     machine = platform.processor() or platform.machine()
-    print(f"machine: {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}")
+    load = os.getloadavg()[0]
+    print(f"machine: {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}, load {load:.2f}")
     print(f"bare pipelined XADD: {baseline:,.0f} events/s ({baseline / 2:,.0f} tool calls/s at 2 events each)")
     print(f"{args.workers} workers; {args.calls} tool calls per session")
     for name, run in runs.items():

@@ -50,11 +50,12 @@ DEFAULT_PREFIX = "rtg"
 _SEQ_PLACEHOLDER = b'"seq":0,'
 
 # Atomic appends, one or many (one round trip for a batch, even across
-# sessions; the appends' arguments come as one MessagePack array, which costs
-# the client far less to send than an argument each; lines go as MessagePack
-# strings, since Redis's MessagePack reader has no binary type): for each, dedupe by key, take the session's next seq, write it
+# sessions): for each, dedupe by key, take the session's next seq, write it
 # into the line in place of the placeholder, add the entry, trim, and return
 # the entries after the caller's position as a flat id, line, id, line list.
+# The appends' arguments come as one MessagePack array, which costs the
+# client far less to send than an argument each; lines go as MessagePack
+# strings, since Redis's MessagePack reader has no binary type.
 _APPEND = """
 local sessions, metrics = KEYS[1], KEYS[2]
 local version, count, ops = ARGV[1], tonumber(ARGV[2]), cmsgpack.unpack(ARGV[3])
@@ -178,7 +179,9 @@ async def append_many(client: Redis, batch: Sequence[PendingAppend], *, count: i
     keys: list[bytes] = [*fleet]
     for pending in batch:
         if pending.fleet != fleet:
-            raise ValueError(f"one batch appends under one prefix: {pending.fleet[0]!r} is not {fleet[0]!r}")
+            raise ValueError(
+                f"one batch appends under one prefix: {pending.fleet[0].decode()!r} is not {fleet[0].decode()!r}"
+            )
         keys += pending.keys
     ops = msgspec.msgpack.encode([pending.args for pending in batch])
     answers = await client.register_script(_APPEND)(keys=keys, args=[LOG_VERSION, count, ops])
@@ -275,7 +278,15 @@ class RedisSessionLog:
         return PendingAppend(
             self._fleet_keys,
             self._session_keys,
-            (self.session, key or "", self._line(event).decode(), after or "", self.maxlen, self.ttl, repr(self._clock())),
+            (
+                self.session,
+                key or "",
+                self._line(event).decode(),
+                after or "",
+                self.maxlen,
+                self.ttl,
+                repr(self._clock()),
+            ),
         )
 
     async def last_seq(self) -> int:
@@ -427,11 +438,8 @@ def _write_all(fd: int, data: bytearray) -> None:
 
 
 def _entry(row: Any) -> tuple[str, bytes]:
-    """A stream entry as XRANGE returns it (id, fields as a dict, or as a
-    flat list from a script) -> (id, line)."""
+    """A stream entry as XRANGE returns it (id, fields) -> (id, line)."""
     entry_id, fields = row
-    if isinstance(fields, list):
-        fields = dict(zip(fields[::2], fields[1::2], strict=True))
     return (entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)), _field(fields or {}, b"line")
 
 

@@ -32,6 +32,7 @@ class GroupCommit(Generic[T, R]):
         self._send = send
         self._limit = limit
         self._queue: list[tuple[T, asyncio.Future[R]]] = []
+        self._flight: list[tuple[T, asyncio.Future[R]]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def submit(self, request: T) -> R:
@@ -41,31 +42,33 @@ class GroupCommit(Generic[T, R]):
         self._queue.append((request, future))
         if self._task is None:
             self._task = loop.create_task(self._drain())
+            self._task.add_done_callback(self._ended)
         return await future
 
     async def _drain(self) -> None:
-        try:
-            while self._queue:
-                batch, self._queue = self._queue[: self._limit], self._queue[self._limit :]
-                try:
-                    answers = await self._send([request for request, _ in batch])
-                    if len(answers) != len(batch):
-                        raise RuntimeError(f"a batch of {len(batch)} requests got {len(answers)} answers")
-                except Exception as exc:
-                    for _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                    continue
-                except BaseException:
-                    # Cancelled (the loop is closing): nobody must wait forever.
-                    stopped = RuntimeError("the batch was cancelled before its answers came back")
-                    for _, future in batch + self._queue:
-                        if not future.done():
-                            future.set_exception(stopped)
-                    self._queue = []
-                    raise
-                for (_, future), answer in zip(batch, answers, strict=True):
+        while self._queue:
+            self._flight, self._queue = self._queue[: self._limit], self._queue[self._limit :]
+            try:
+                answers = await self._send([request for request, _ in self._flight])
+                if len(answers) != len(self._flight):
+                    raise RuntimeError(f"a batch of {len(self._flight)} requests got {len(answers)} answers")
+            except Exception as exc:
+                for _, future in self._flight:
+                    if not future.done():
+                        future.set_exception(exc)
+            else:
+                for (_, future), answer in zip(self._flight, answers, strict=True):
                     if not future.done():
                         future.set_result(answer)
-        finally:
-            self._task = None
+            self._flight = []
+        self._task = None  # in the step that saw the queue empty: the next submit starts a new drain
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if self._task is not task:
+            return
+        # Cancelled (the loop is closing), perhaps before it began: nobody may wait forever.
+        self._task = None
+        stranded, self._flight, self._queue = self._flight + self._queue, [], []
+        for _, future in stranded:
+            if not future.done():
+                future.set_exception(RuntimeError("the batch was cancelled before its answers came back"))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -143,13 +143,12 @@ class ActionLedger:
     async def record_many(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> None:
         """``record`` for several events, of any sessions, in one round trip."""
         keys = [f"{self.prefix}:actions", f"{self.prefix}:metrics"]
-        args: list[object] = [_ACTIONS_MAXLEN]
+        args: list[bytes | str | int] = [_ACTIONS_MAXLEN]
         for session, seq, actions in batch:
             for index, action in enumerate(actions):
                 keys.append(f"{self.prefix}:{{{session}}}:acted")
                 args += self._fields(session, seq, index, action)
-        if len(keys) > 2:
-            await self._script(keys=keys, args=args)
+        await self._script(keys=keys, args=args)
 
     def _fields(self, session: str, seq: int, index: int, action: Action) -> tuple[str, bytes, str]:
         entry = FleetAction(
@@ -257,16 +256,28 @@ class _Replica:
         the guard's output for each one that has not been recorded yet.
         ``fetched`` are entries already read (with the append); those this
         replica has applied are passed over, and the stream is read for the
-        rest only when they fall short of ``until``."""
+        rest only when they fall short of ``until``. The output of every
+        event applied is recorded at the end, in one round trip."""
+        owed: list[tuple[int, list[Event], list[Action]]] = []
+        await self._catch_up(until, fetched, owed)
+        if owed:
+            await self.fleet._record(self, owed)
+
+    async def _catch_up(
+        self, until: int, fetched: Sequence[tuple[str, bytes]], owed: list[tuple[int, list[Event], list[Action]]]
+    ) -> None:
         for entry, line in fetched:
-            if _entry_key(entry) > _entry_key(self.position) and await self._apply(entry, line, until):
+            if _entry_key(entry) > _entry_key(self.position) and await self._apply(entry, line, until, owed):
                 return
         async for entry, line in self.log.entries(self.position):
-            if await self._apply(entry, line, until):
+            if await self._apply(entry, line, until, owed):
                 return
 
-    async def _apply(self, entry: str, line: bytes, until: int) -> bool:
-        """Apply one entry; true once seq ``until`` is reached."""
+    async def _apply(
+        self, entry: str, line: bytes, until: int, owed: list[tuple[int, list[Event], list[Action]]]
+    ) -> bool:
+        """Apply one entry, adding what the guard said and did at it to
+        ``owed``; true once seq ``until`` is reached."""
         self.position = entry
         try:
             event = self.decode(line)
@@ -285,7 +296,7 @@ class _Replica:
         messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
         halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
         if self.output or self.actions:
-            await self.fleet._record(self, event.seq)
+            owed.append((event.seq, self.output[:], self.actions[:]))
         self.outcomes[event.seq] = Outcome(
             seq=event.seq,
             decision=decision,
@@ -357,15 +368,18 @@ class FleetGuard:
         await self.ledger.record_many(batch)
         return [None] * len(batch)
 
-    async def _record(self, replica: _Replica, seq: int) -> None:
-        """Append the guard's output at event ``seq`` to the stream (keyed, so
-        a worker that computes it again adds nothing) and record its actions,
-        the two in flight together."""
-        pending = [
-            self._appends.submit(replica.log.pending(output, key=f"out\x1f{seq}\x1f{index}"))
-            for index, output in enumerate(replica.output)
-        ]
-        await asyncio.gather(*pending, self._records.submit((replica.session, seq, list(replica.actions))))
+    async def _record(self, replica: _Replica, owed: Sequence[tuple[int, list[Event], list[Action]]]) -> None:
+        """Append the guard's output at each event of ``owed`` to the stream
+        (keyed by the event's seq, so a worker that computes it again adds
+        nothing) and record its actions, all in flight together."""
+        pending: list[Awaitable[object]] = []
+        for seq, outputs, actions in owed:
+            pending += [
+                self._appends.submit(replica.log.pending(output, key=f"out\x1f{seq}\x1f{index}"))
+                for index, output in enumerate(outputs)
+            ]
+            pending.append(self._records.submit((replica.session, seq, actions)))
+        await asyncio.gather(*pending)
 
     async def counts(self) -> FleetCounts:
         """Fleet-wide counters, every worker's (see ``ActionLedger.counts``)."""

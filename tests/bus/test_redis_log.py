@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
 from bus.reader import LogError
-from bus.redis_log import RedisSessionLog, parse_redis_target
+from bus.redis_log import RedisSessionLog, append_many, parse_redis_target
 from tests.conftest import RedisClients
 
 pytestmark = pytest.mark.anyio
@@ -201,3 +201,29 @@ async def test_extending_by_nothing_writes_nothing_and_succeeds(client: Redis, a
     assert await log.extend([], expected=0) is True
     assert await client.exists(log.stream) == 0
     assert await log.last_seq() == 0
+
+
+async def test_one_batch_appends_to_many_sessions_in_order_and_dedupes_within_itself(
+    client: Redis, agent: Agent
+) -> None:
+    one, two = RedisSessionLog(client, "one"), RedisSessionLog(client, "two")
+    answers = await append_many(
+        client,
+        [
+            one.pending(_call(agent, 1), key="k1"),
+            two.pending(_call(agent, 1)),
+            one.pending(_call(agent, 1), key="k1"),
+            one.pending(_call(agent, 2), after="-"),
+        ],
+    )
+    assert [(a.seq, a.new) for a in answers] == [(1, True), (1, True), (1, False), (2, True)]
+    assert [b'"seq":1,' in line for _, line in answers[3].entries] == [True, False]
+    assert (await one.length(), await two.length()) == (2, 1)
+    assert await append_many(client, []) == []
+
+
+async def test_a_batch_under_two_prefixes_is_refused_before_anything_is_sent(client: Redis, agent: Agent) -> None:
+    mine, theirs = RedisSessionLog(client, "s1"), RedisSessionLog(client, "s1", prefix="other")
+    with pytest.raises(ValueError, match="one prefix: 'other:sessions' is not 'rtg:sessions'"):
+        await append_many(client, [mine.pending(_call(agent, 1)), theirs.pending(_call(agent, 2))])
+    assert await mine.length() == 0
