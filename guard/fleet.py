@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -118,6 +118,10 @@ class ActionLedger:
     event's ``seq`` and its place among that event's actions, so a worker
     that computes it again (a retry, a catch-up) records nothing twice."""
 
+    script = _RECORD_ACTION
+    """The Lua script that records one action (KEYS and ARGV from
+    ``recording``), for a writer that runs it inside a script of its own."""
+
     def __init__(self, client: Redis, *, prefix: str = DEFAULT_PREFIX, worker: str) -> None:
         self.client = client
         self.prefix = prefix
@@ -125,7 +129,15 @@ class ActionLedger:
         self._script = client.register_script(_RECORD_ACTION)
 
     async def record(self, session: str, seq: int, actions: Sequence[Action]) -> None:
+        keys, each = self.recording(session, seq, actions)
+        for args in each:
+            await self._script(keys=keys, args=args)
+
+    def recording(self, session: str, seq: int, actions: Sequence[Action]) -> tuple[list[str], list[list[Any]]]:
+        """What ``record`` sends, unsent: the script's KEYS, and its ARGV
+        for each action in turn."""
         keys = [f"{self.prefix}:{{{session}}}:acted", f"{self.prefix}:actions", f"{self.prefix}:metrics"]
+        each: list[list[Any]] = []
         for index, action in enumerate(actions):
             entry = FleetAction(
                 session=session,
@@ -139,7 +151,8 @@ class ActionLedger:
                 worker=self.worker,
             )
             kind = f"{action.policy}\x1f{action.action}"
-            await self._script(keys=keys, args=[f"{seq}\x1f{index}", msgspec.json.encode(entry), kind, _ACTIONS_MAXLEN])
+            each.append([f"{seq}\x1f{index}", msgspec.json.encode(entry), kind, _ACTIONS_MAXLEN])
+        return keys, each
 
     async def counts(self) -> FleetCounts:
         """Events appended to every session, and actions by (policy, action)."""
