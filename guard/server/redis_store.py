@@ -210,7 +210,7 @@ class RedisSessionStore(SessionStore):
         stream is empty), read from the entries its lease read if it read
         them from the start."""
         stream = self._stream(session_id)
-        lease = self._fetched.pop(session_id, None)
+        lease = self._fetched.get(session_id)
         shared: _Shared
 
         def heard(action: Action, trigger: Event) -> None:
@@ -254,11 +254,11 @@ class RedisSessionStore(SessionStore):
             lease = await self._acquire(session_id, shared)
             released = False
             try:
-                if live is not None and shared is not None and lease.seq != shared.seq:
+                # (evicted while the lease was taken: restored below instead)
+                if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
                     await self._catch_up(live, shared, lease)
                 self._fetched[session_id] = lease  # for a restore: what the lease read
                 async with super().use(session_id) as session:
-                    self._fetched.pop(session_id, None)
                     shared = self._shared[session_id]
                     answered = dict(session.answers)
                     try:
@@ -312,8 +312,6 @@ class RedisSessionStore(SessionStore):
         last acted for it; evict it (the next step restores it from the
         whole stream) when the stream does not continue from its position."""
         async with live.lock:
-            if live.closed:
-                return
             try:
                 rows = await self._rows(shared.log, lease, shared.position)
                 events = _decode(rows, live.link, strict=True)
