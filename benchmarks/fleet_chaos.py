@@ -15,6 +15,7 @@ with a single-process replay of it:
   answered request.
 
     python -m benchmarks.fleet_chaos [--replicas 4] [--sessions 1000] [--clients 50] [--calls 6]
+                                     [--kill-every 3 | --no-kill]
 """
 
 from __future__ import annotations
@@ -147,12 +148,13 @@ async def _drive(args: argparse.Namespace, replicas: list[Replica]) -> tuple[Run
             while not queue.empty():
                 await run.session(http, queue.get_nowait(), args.calls)
 
-        killer = asyncio.create_task(_chaos(replicas, args.kill_every, stop))
+        killer = asyncio.create_task(_chaos(replicas, args.kill_every, stop)) if not args.no_kill else None
         begun = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(args.clients)))
         elapsed = time.perf_counter() - begun
         stop.set()
-        await killer
+        if killer is not None:
+            await killer
     return run, elapsed
 
 
@@ -181,6 +183,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--calls", type=int, default=6, help="tool calls per session")
     parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between replica kills")
+    parser.add_argument("--no-kill", action="store_true", help="kill no replica: the fleet's steady state")
     args = parser.parse_args()
     server = start_redis_server()
     replicas = [Replica(server.url, i) for i in range(args.replicas)]
@@ -196,7 +199,11 @@ def main() -> None:
         server.process.terminate()
         server.process.wait()
     latencies = sorted(run.latencies)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}")
+    load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+        f"load average after the run {load}"
+    )
     print(
         f"{args.replicas} replicas, {sessions} sessions, {args.clients} clients, "
         f"{sum(r.kills for r in replicas)} kills; {run.calls} tool calls in {elapsed:.1f} s = "

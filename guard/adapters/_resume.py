@@ -135,8 +135,6 @@ async def follow(link: GuardLink, guard: Guard, events: Sequence[AnyEvent]) -> N
     ``pending``; then ``link.bus`` numbers on after the last event. The
     guard's action listeners hear the replayed actions: a caller that
     reports actions ignores these, which were reported where they happened."""
-    if not events:
-        return
     tracker = _Tracker(link)
     replay = _history(guard, tracker)
     for agent in link.links():

@@ -11,7 +11,9 @@ acts on it. After acting, one script appends the events the request
 produced, only if the stream has not moved and the lease is still this
 request's, records the guard actions they carry, and releases the lease; so
 a request costs two round trips, three when it catches up, and a replica
-that lost its lease (paused past ``lease_ms``) can never fork the session. A
+that lost its lease (paused past ``lease_ms``) can never fork the session.
+A request renews its lease while it runs (an escalation may take long), so
+the lease of a replica that died lapses within ``lease_ms``. A
 replica that dies mid-session loses nothing that was answered: every
 answered event is in the stream, and the next request, on any replica,
 catches up from it and decides the same way. A copy is rebuilt from the
@@ -23,6 +25,7 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -69,6 +72,11 @@ local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
 return {1, seq, redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])}
 """
 
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -105,7 +113,7 @@ return done
 
 
 class LeaseTimeout(Exception):
-    """Another replica held the session's lease for longer than ``lease_ms``."""
+    """Another replica held the session's lease for longer than ``wait_ms``."""
 
 
 class _Lease(msgspec.Struct, frozen=True):
@@ -163,9 +171,11 @@ class _Turns:
 class RedisSessionStore(SessionStore):
     """A ``SessionStore`` whose sessions live in Redis streams (see the
     module's docstring). ``maxlen`` and ``ttl`` bound each stream as for
-    ``RedisSessionLog``; ``lease_ms`` is how long a request may hold a
-    session before another replica may take it over: keep it above the ask
-    command's timeout. ``caught_up`` counts requests that found another
+    ``RedisSessionLog``; ``lease_ms`` is how long a session's lease outlives
+    its last renewal (a request renews it every third of that while it
+    runs), so how soon a dead replica's sessions are free again; ``wait_ms``
+    is how long a request waits for another replica's request of the same
+    session before it fails with ``LeaseTimeout``. ``caught_up`` counts requests that found another
     replica had moved a live session on and applied just what it appended;
     ``restored`` counts rebuilds from a whole stream."""
 
@@ -177,18 +187,22 @@ class RedisSessionStore(SessionStore):
         prefix: str = DEFAULT_PREFIX,
         maxlen: int = 0,
         ttl: int = 0,
-        lease_ms: int = 120_000,
+        lease_ms: int = 5_000,
+        wait_ms: int = 120_000,
         worker: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(config, **options)
-        if lease_ms < 1:
-            raise ValueError(f"lease_ms = {lease_ms!r}: must be >= 1")
+        if lease_ms < 3:
+            raise ValueError(f"lease_ms = {lease_ms!r}: must be >= 3")
+        if wait_ms < 0:
+            raise ValueError(f"wait_ms = {wait_ms!r}: must be >= 0")
         self.client = client
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
         self.lease_ms = lease_ms
+        self.wait_ms = wait_ms
         self.worker = worker or f"serve-{uuid.uuid4().hex[:8]}"
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
         self.caught_up = 0
@@ -197,6 +211,7 @@ class RedisSessionStore(SessionStore):
         self._turns = _Turns()
         self._acquire_script = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
+        self._renew_script = client.register_script(_RENEW)
         self._flush_script = client.register_script(_FLUSH)
 
     def _stream(self, session_id: str) -> RedisSessionLog:
@@ -253,6 +268,7 @@ class RedisSessionStore(SessionStore):
             shared = self._shared.get(session_id) if live is not None else None
             lease = await self._acquire(session_id, shared)
             released = False
+            renewal = asyncio.get_running_loop().create_task(self._renew(session_id, lease.token))
             try:
                 # (evicted while the lease was taken: restored below instead)
                 if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
@@ -267,28 +283,38 @@ class RedisSessionStore(SessionStore):
                         released = True  # the flush releases it, or finds it lost
                         await self._flush(session, shared, answered, lease.token)
             finally:
+                renewal.cancel()
                 self._fetched.pop(session_id, None)
                 if not released:
                     await self._release(keys=[self._serving(session_id)], args=[lease.token])
 
     async def _acquire(self, session_id: str, shared: _Shared | None) -> _Lease:
         """Take the session's lease, waiting while another replica holds it
-        (up to ``lease_ms``)."""
+        (up to ``wait_ms``)."""
         log = shared.log if shared is not None else self._stream(session_id)
         known, after = (shared.seq, shared.position) if shared is not None else (-1, "-")
         keys = [self._serving(session_id), log.meta, log.stream]
         token = uuid.uuid4().hex
-        deadline = time.monotonic() + self.lease_ms / 1000
+        deadline = time.monotonic() + self.wait_ms / 1000
         pause = 0.001
         while True:
             reply = await self._acquire_script(keys=keys, args=[token, self.lease_ms, known, after, _PREFETCH])
             if reply[0]:
                 return _Lease(token, int(reply[1]), after, reply[2] if len(reply) > 2 else None)
             if time.monotonic() > deadline:
-                raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.lease_ms} ms")
+                raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
             # The holder is another replica answering one request: a few ms.
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.05)
+
+    async def _renew(self, session_id: str, token: str) -> None:
+        """Keep the request's lease while it runs; stop once it is lost (the
+        flush will then be refused)."""
+        key = self._serving(session_id)
+        while True:
+            await anyio.sleep(self.lease_ms / 3000)
+            if not await self._renew_script(keys=[key], args=[token, self.lease_ms]):
+                return
 
     async def _rows(self, log: RedisSessionLog, lease: _Lease | None, after: str) -> list[tuple[str, bytes]]:
         """The stream's entries after ``after``: those ``lease`` read (when

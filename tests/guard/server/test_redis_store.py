@@ -33,6 +33,7 @@ from guard.cli import main
 from guard.config import load_config
 from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
+from guard.server.sessions import Session
 from tests.conftest import AskScript, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
@@ -63,7 +64,11 @@ async def replicas(redis_clients: RedisClients) -> AsyncIterator[Replicas]:
 
 async def post(store: RedisSessionStore, session: str, **event: Any) -> EventAnswer:
     async with store.use(session) as live:
-        return await apply_event(live, decode_event(json.dumps(event).encode()))
+        return await post_in(live, **event)
+
+
+async def post_in(live: Session, **event: Any) -> EventAnswer:
+    return await apply_event(live, decode_event(json.dumps(event).encode()))
 
 
 async def grep(store: RedisSessionStore, session: str, call_id: str) -> EventAnswer:
@@ -168,7 +173,7 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
 
 
 async def test_a_held_lease_times_out_with_a_clear_error(replicas: Replicas, redis_url: str) -> None:
-    (store,) = replicas(1, lease_ms=50)
+    (store,) = replicas(1, wait_ms=50)
     client = Redis.from_url(redis_url)
     try:
         await client.set("rtg:{s4}:serving", "someone else", px=5000)
@@ -179,9 +184,40 @@ async def test_a_held_lease_times_out_with_a_clear_error(replicas: Replicas, red
         await client.aclose()
 
 
-def test_lease_ms_is_validated() -> None:
-    with pytest.raises(ValueError, match="lease_ms"):
-        RedisSessionStore(Redis(), lease_ms=0)
+@pytest.mark.parametrize("option", [{"lease_ms": 2}, {"wait_ms": -1}])
+def test_lease_options_are_validated(option: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(option))):
+        RedisSessionStore(Redis(), **option)
+
+
+async def test_a_request_keeps_its_lease_while_it_runs_and_a_dead_ones_lapses(
+    replicas: Replicas, redis_url: str
+) -> None:
+    one, two = replicas(2, lease_ms=60)
+    client = Redis.from_url(redis_url)
+    try:
+        async with one.use("r1") as live:
+            await anyio.sleep(0.2)  # three lease lengths: renewed all along
+            assert await client.get("rtg:{r1}:serving") is not None
+            await post_in(live, type="user/message", agent="main", text="hi")
+        await client.set("rtg:{r1}:serving", "a replica that died", px=60)  # never renewed
+        assert (await grep(two, "r1", "c0")).seq == 4  # after the start, the message and the call
+    finally:
+        await client.aclose()
+
+
+async def test_a_request_that_lost_its_lease_is_refused_and_stops_renewing(replicas: Replicas, redis_url: str) -> None:
+    (one,) = replicas(1, lease_ms=30)
+    client = Redis.from_url(redis_url)
+    try:
+        async with one.use("r2") as live:
+            await client.delete("rtg:{r2}:serving")  # lapsed, as under a long pause
+            await anyio.sleep(0.05)
+            await post_in(live, type="user/message", agent="main", text="lost")
+        assert "r2" not in one  # refused: nothing appended
+        assert await RedisSessionLog(client, "r2").last_seq() == 0
+    finally:
+        await client.aclose()
 
 
 def _grep_http(client: httpx.Client, session: str, call_id: str) -> dict[str, Any]:
