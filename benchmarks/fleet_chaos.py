@@ -90,17 +90,29 @@ class Http:
 
     async def post(self, base: str, path: str, body: bytes) -> tuple[int, bytes]:
         idle = self._idle.setdefault(base, [])
-        if idle:
-            reader, writer = idle.pop()
-        else:
-            host, _, port = base.removeprefix("http://").rpartition(":")
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), self.timeout)
+        while True:
+            reused = bool(idle)
+            if reused:
+                reader, writer = idle.pop()
+            else:
+                host, _, port = base.removeprefix("http://").rpartition(":")
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), self.timeout)
+            try:
+                writer.write(
+                    b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                    % (path.encode(), base.encode(), len(body), body)
+                )
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.timeout)
+            except asyncio.IncompleteReadError as exc:
+                writer.close()
+                if reused and not exc.partial:
+                    continue  # the server closed the idle connection (keep-alive timeout): not a failure
+                raise
+            except (OSError, TimeoutError):
+                writer.close()
+                raise
+            break
         try:
-            writer.write(
-                b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                % (path.encode(), base.encode(), len(body), body)
-            )
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.timeout)
             status = int(head[9:12])
             length = 0
             for line in head.lower().split(b"\r\n"):
