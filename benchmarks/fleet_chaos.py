@@ -2,7 +2,8 @@
 
 Starts a redis-server and ``--replicas`` ``repeat-tool-guard serve --redis``
 processes on free loopback ports, drives ``--sessions`` sessions from
-``--clients`` concurrent HTTP clients (httpx), each request to a replica
+``--clients`` concurrent HTTP clients (a minimal keep-alive HTTP/1.1
+client, ``Http``), each request to a replica
 chosen at random, while one replica is killed (SIGKILL) and restarted every
 ``--kill-every`` seconds. A request that fails because its replica died is
 retried on another one. At the end every session is exported and compared
@@ -15,6 +16,7 @@ with a single-process replay of it:
   answered request.
 
     python -m benchmarks.fleet_chaos [--replicas 4] [--sessions 1000] [--clients 50] [--calls 6]
+                                     [--kill-every 3 | --no-kill]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import msgspec
 import structlog
 from redis.asyncio import Redis
 
@@ -75,6 +77,60 @@ class Replica:
             self.proc.wait(30)
 
 
+class Http:
+    """A minimal HTTP/1.1 client for the benchmark's JSON posts: kept-alive
+    connections per replica, nothing else. httpx spent a whole core of the
+    2-vCPU machine driving 50 clients, so the run measured its client, not
+    the fleet. A broken connection (a killed replica) raises ``OSError``,
+    ``EOFError`` or ``TimeoutError`` and is dropped."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._idle: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
+
+    async def post(self, base: str, path: str, body: bytes) -> tuple[int, bytes]:
+        idle = self._idle.setdefault(base, [])
+        while True:
+            reused = bool(idle)
+            if reused:
+                reader, writer = idle.pop()
+            else:
+                host, _, port = base.removeprefix("http://").rpartition(":")
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), self.timeout)
+            try:
+                writer.write(
+                    b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                    % (path.encode(), base.encode(), len(body), body)
+                )
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.timeout)
+            except asyncio.IncompleteReadError as exc:
+                writer.close()
+                if reused and not exc.partial:
+                    continue  # the server closed the idle connection (keep-alive timeout): not a failure
+                raise
+            except (OSError, TimeoutError):
+                writer.close()
+                raise
+            break
+        try:
+            status = int(head[9:12])
+            length = 0
+            for line in head.lower().split(b"\r\n"):
+                if line.startswith(b"content-length:"):
+                    length = int(line[15:])
+            content = await asyncio.wait_for(reader.readexactly(length), self.timeout)
+        except (OSError, EOFError, TimeoutError, ValueError):
+            writer.close()
+            raise
+        idle.append((reader, writer))
+        return status, content
+
+    def close(self) -> None:
+        for idle in self._idle.values():
+            for _, writer in idle:
+                writer.close()
+
+
 class Run:
     def __init__(self, replicas: list[Replica]) -> None:
         self.replicas = replicas
@@ -84,24 +140,25 @@ class Run:
         self.failures = 0
         self.calls = 0
 
-    async def post(self, http: httpx.AsyncClient, session: str, event: dict[str, Any]) -> dict[str, Any]:
+    async def post(self, http: Http, session: str, event: dict[str, Any]) -> dict[str, Any]:
+        body = msgspec.json.encode(event)
         for _ in range(50):
             replica = random.choice(self.replicas)
             if not replica.base:
                 continue
             begun = time.perf_counter()
             try:
-                response = await http.post(f"{replica.base}/v1/sessions/{session}/events", json=event)
-            except httpx.TransportError:
+                status, content = await http.post(replica.base, f"/v1/sessions/{session}/events", body)
+            except (OSError, EOFError, TimeoutError, ValueError):
                 self.retries += 1
                 await asyncio.sleep(0.05)
                 continue
-            if response.status_code == 200:
+            if status == 200:
                 self.latencies.append(time.perf_counter() - begun)
-                answer: dict[str, Any] = response.json()
+                answer: dict[str, Any] = msgspec.json.decode(content)
                 self.answered[session] = max(self.answered.get(session, 0), answer["seq"])
                 return answer
-            if response.status_code == 409:  # a retry of what a dying replica had already recorded
+            if status == 409:  # a retry of what a dying replica had already recorded
                 self.retries += 1
                 return {"allowed": True, "seq": 0, "messages": []}
             self.retries += 1
@@ -109,7 +166,7 @@ class Run:
         self.failures += 1
         return {"allowed": True, "seq": 0, "messages": []}
 
-    async def session(self, http: httpx.AsyncClient, name: str, calls: int) -> None:
+    async def session(self, http: Http, name: str, calls: int) -> None:
         rng = random.Random(name)
         for n in range(calls):
             args = {"pattern": "loader"} if rng.random() < 0.6 else {"pattern": f"{name}-{n}"}
@@ -140,19 +197,22 @@ async def _drive(args: argparse.Namespace, replicas: list[Replica]) -> tuple[Run
     for name in names:
         queue.put_nowait(name)
     stop = asyncio.Event()
-    limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
-    async with httpx.AsyncClient(timeout=30, limits=limits) as http:
+    http = Http(timeout=30)
+    try:
 
         async def client() -> None:
             while not queue.empty():
                 await run.session(http, queue.get_nowait(), args.calls)
 
-        killer = asyncio.create_task(_chaos(replicas, args.kill_every, stop))
+        killer = asyncio.create_task(_chaos(replicas, args.kill_every, stop)) if not args.no_kill else None
         begun = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(args.clients)))
         elapsed = time.perf_counter() - begun
         stop.set()
-        await killer
+        if killer is not None:
+            await killer
+    finally:
+        http.close()
     return run, elapsed
 
 
@@ -181,6 +241,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--calls", type=int, default=6, help="tool calls per session")
     parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between replica kills")
+    parser.add_argument("--no-kill", action="store_true", help="kill no replica: the fleet's steady state")
     args = parser.parse_args()
     server = start_redis_server()
     replicas = [Replica(server.url, i) for i in range(args.replicas)]
@@ -196,7 +257,11 @@ def main() -> None:
         server.process.terminate()
         server.process.wait()
     latencies = sorted(run.latencies)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}")
+    load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+        f"load average after the run {load}"
+    )
     print(
         f"{args.replicas} replicas, {sessions} sessions, {args.clients} clients, "
         f"{sum(r.kills for r in replicas)} kills; {run.calls} tool calls in {elapsed:.1f} s = "

@@ -77,6 +77,14 @@ class Bus:
         """The ``seq`` of the most recently published event (0 before any)."""
         return self._seq
 
+    def advance(self, seq: int) -> None:
+        """Continue numbering after ``seq``: events up to it were numbered
+        elsewhere (another process appended them to the session's log) and
+        applied to this bus's subscribers some other way. Never moves back."""
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise ValueError(f"Bus seq must be an integer, got {seq!r}")
+        self._seq = max(self._seq, seq)
+
     def subscribe(self, event_type: type[E], handler: Handler[E]) -> None:
         """Call ``handler`` for every published event of exactly ``event_type``."""
         self._handlers[event_type] = (*self._handlers.get(event_type, ()), handler)

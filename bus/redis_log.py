@@ -43,7 +43,16 @@ from bus.reader import LogError, ReadReport
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["Appended", "PendingAppend", "RedisSessionLog", "RedisTarget", "append_many", "parse_redis_target"]
+__all__ = [
+    "EXTEND_SCRIPT",
+    "Appended",
+    "PendingAppend",
+    "RedisSessionLog",
+    "RedisTarget",
+    "append_many",
+    "parse_redis_target",
+    "stream_entry",
+]
 
 DEFAULT_PREFIX = "rtg"
 
@@ -113,7 +122,8 @@ return out
 
 # Append events that already carry their seqs, only if the stream is still
 # where the writer saw it (the writer holds the session's lease; this check
-# turns a lease lost to a pause into a refusal rather than a fork).
+# turns a lease lost to a pause into a refusal rather than a fork). Returns
+# the last entry's id too, so the writer can read on from there.
 _EXTEND = """
 local events, meta, sessions, metrics, notes = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local expected, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -123,12 +133,13 @@ if current ~= expected then return {0, current} end
 if redis.call('HSETNX', meta, 'v', version) == 1 then
   redis.call('HSET', meta, 'ts', now, 'session', session)
 end
+local last = ''
 for i = 8, 7 + n do
   current = current + 1
   if maxlen > 0 then
-    redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', current, 'line', ARGV[i])
+    last = redis.call('XADD', events, 'MAXLEN', '~', maxlen, '*', 'seq', current, 'line', ARGV[i])
   else
-    redis.call('XADD', events, '*', 'seq', current, 'line', ARGV[i])
+    last = redis.call('XADD', events, '*', 'seq', current, 'line', ARGV[i])
   end
 end
 local p = 8 + n
@@ -143,8 +154,14 @@ if ttl > 0 then
   redis.call('EXPIRE', meta, ttl)
   redis.call('EXPIRE', notes, ttl)
 end
-return {1, current}
+return {1, current, last}
 """
+
+EXTEND_SCRIPT = _EXTEND
+"""The Lua script behind ``extend``, for a caller that runs it inside a
+script of its own (see ``RedisSessionLog.extension``). It returns
+``{1, last seq, last entry id}`` when it appended, ``{0, current seq}``
+when the stream had moved."""
 
 
 class Appended(msgspec.Struct, frozen=True):
@@ -313,26 +330,51 @@ class RedisSessionLog:
         drop = list(drop)
         if not events and not put and not drop:
             return True
+        keys, args = self.extension(events, expected=expected, put=put, drop=drop)
+        reply = await self._extend(keys=keys, args=args)
+        return bool(reply[0])
+
+    def extension(
+        self,
+        events: Sequence[Event],
+        *,
+        expected: int,
+        put: Mapping[str, bytes] | None = None,
+        drop: Iterable[str] = (),
+    ) -> tuple[list[str], list[Any]]:
+        """``extend``'s script call as (KEYS, ARGV) for ``EXTEND_SCRIPT``,
+        unsent: for a writer that runs the extend inside a script of its own,
+        with other steps, in one round trip."""
         lines = []
         for event in events:
             encode_line(event, self._buffer)
             lines.append(bytes(self._buffer))
-        now = self._clock()
         keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[4], self._keys[5]]
+        now = self._clock()
         args: list[Any] = [expected, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, len(lines), *lines]
+        put = put or {}
         args.append(len(put))
         for name, value in put.items():
             args += [name, value]
-        done, _ = await self._extend(keys=keys, args=[*args, *drop])
-        return bool(done)
+        args += drop
+        return keys, args
 
-    async def notes(self) -> dict[str, bytes]:
-        """The session's notes (``extend``'s ``put``), by name."""
+    @property
+    def meta(self) -> str:
+        """The key of the session's meta hash (log version, creation time, the ``seq`` counter)."""
+        return self._keys[1]
+
+    async def notes(self, names: Iterable[str] | None = None) -> dict[str, bytes]:
+        """The session's notes (``extend``'s ``put``), by name: all of them,
+        or only those among ``names`` that are set."""
+        if names is not None:
+            wanted = list(names)
+            if not wanted:
+                return {}
+            values = await self.client.hmget(self._keys[5], wanted)
+            return {name: _bytes(value) for name, value in zip(wanted, values, strict=True) if value is not None}
         raw = await self.client.hgetall(self._keys[5])
-        return {
-            (k.decode() if isinstance(k, bytes) else str(k)): (v if isinstance(v, bytes) else str(v).encode())
-            for k, v in raw.items()
-        }
+        return {(k.decode() if isinstance(k, bytes) else str(k)): _bytes(v) for k, v in raw.items()}
 
     def _line(self, event: Event) -> bytes:
         buffer = self._buffer
@@ -437,9 +479,22 @@ def _write_all(fd: int, data: bytearray) -> None:
         view = view[os.write(fd, view) :]
 
 
+def _bytes(value: Any) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def stream_entry(row: Any) -> tuple[str, bytes]:
+    """A stream entry as ``XRANGE`` returns it, to a client or from a
+    script, as (entry id, line)."""
+    return _entry(row)
+
+
 def _entry(row: Any) -> tuple[str, bytes]:
-    """A stream entry as XRANGE returns it (id, fields) -> (id, line)."""
+    """A stream entry as XRANGE returns it (id, fields as a dict, or as a
+    flat list from a script) -> (id, line)."""
     entry_id, fields = row
+    if isinstance(fields, list):
+        fields = dict(zip(fields[::2], fields[1::2], strict=True))
     return (entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)), _field(fields or {}, b"line")
 
 

@@ -54,6 +54,14 @@ class Replay:
     def _now(self) -> float:
         return self._ts
 
+    def expect(self, call: ToolCall) -> None:
+        """``call`` was published before this replay began (live, on another
+        bus) and its result may come among the events applied here: that
+        result answers it, as in a whole replay, rather than being a result
+        whose call was never recorded."""
+        self._calls += 1
+        self._open_calls[(call.agent.id if call.agent else None, call.call_id)] = self._calls
+
     async def run(self) -> ReadReport:
         """Replay the whole log; returns the reader's report of skipped lines."""
         if self.reader is None:

@@ -129,6 +129,10 @@ class ActionLedger:
     event's ``seq`` and its place among that event's actions, so a worker
     that computes it again (a retry, a catch-up) records nothing twice."""
 
+    script = _RECORD_ACTIONS
+    """The Lua script that records actions (KEYS and ARGV from
+    ``recording``), for a writer that runs it inside a script of its own."""
+
     def __init__(self, client: Redis, *, prefix: str = DEFAULT_PREFIX, worker: str) -> None:
         self.client = client
         self.prefix = prefix
@@ -142,13 +146,20 @@ class ActionLedger:
 
     async def record_many(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> None:
         """``record`` for several events, of any sessions, in one round trip."""
+        keys, args = self.recording(batch)
+        await self._script(keys=keys, args=args)
+
+    def recording(
+        self, batch: Sequence[tuple[str, int, Sequence[Action]]]
+    ) -> tuple[list[str], list[bytes | str | int]]:
+        """What ``record_many`` sends, unsent: the script's KEYS and ARGV."""
         keys = [f"{self.prefix}:actions", f"{self.prefix}:metrics"]
         args: list[bytes | str | int] = [_ACTIONS_MAXLEN]
         for session, seq, actions in batch:
             for index, action in enumerate(actions):
                 keys.append(f"{self.prefix}:{{{session}}}:acted")
                 args += self._fields(session, seq, index, action)
-        await self._script(keys=keys, args=args)
+        return keys, args
 
     def _fields(self, session: str, seq: int, index: int, action: Action) -> tuple[str, bytes, str]:
         entry = FleetAction(

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol
 
-from bus import LogReader, ToolCall, ToolResult, UserMessage
+from bus import AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
 from guard.calls import CallSelector, Interjections
 from guard.config import RescueConfig
@@ -162,13 +162,18 @@ class RecordedAnswers:
         its ``advice`` field, or, for a denial recorded without one (logs
         written before the field, or by a runtime that dropped it), the
         advice its text quotes."""
-        answers: dict[tuple[str | None, str], str] = {}
         with LogReader(path) as reader:
-            for event in reader:
-                if type(event) is ToolResult and event.denied_by == RESCUE_PLUGIN:
-                    advice = event.advice if isinstance(event.advice, str) else advice_in(event.content)
-                    if advice is not None:
-                        answers[(event.agent.id if event.agent else None, event.call_id)] = advice
+            return cls.from_events(reader)
+
+    @classmethod
+    def from_events(cls, events: Iterable[AnyEvent]) -> RecordedAnswers:
+        """``from_log`` for events already read (a session's stream, say)."""
+        answers: dict[tuple[str | None, str], str] = {}
+        for event in events:
+            if type(event) is ToolResult and event.denied_by == RESCUE_PLUGIN:
+                advice = event.advice if isinstance(event.advice, str) else advice_in(event.content)
+                if advice is not None:
+                    answers[(event.agent.id if event.agent else None, event.call_id)] = advice
         return cls(answers)
 
     async def ask(self, question: str, call: ToolCall | None = None) -> AskOutcome:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
 import msgspec
@@ -17,7 +17,15 @@ from guard.guard import Guard
 from guard.policy import AnyPolicy
 from guard.rescue import RecordedAnswers, RescuePolicy
 
-__all__ = ["Difference", "OutputKind", "ReplayOutcome", "Verdict", "answers_from_log", "replay_log"]
+__all__ = [
+    "Difference",
+    "OutputKind",
+    "ReplayOutcome",
+    "Verdict",
+    "answers_from_events",
+    "answers_from_log",
+    "replay_log",
+]
 
 
 class Verdict(msgspec.Struct, frozen=True, kw_only=True):
@@ -253,14 +261,30 @@ def answers_from_log(guard: Guard, path: str | os.PathLike[str], *, live_asks: b
     by running the ask command, unless ``live_asks``; and records no trips,
     since the history's trips were recorded when they happened. On leaving,
     each gets its asker and its trip log back."""
+    with _answering(guard, lambda: None if live_asks else RecordedAnswers.from_log(path)):
+        yield
+
+
+@contextlib.contextmanager
+def answers_from_events(guard: Guard, events: Iterable[AnyEvent]) -> Iterator[None]:
+    """``answers_from_log`` for events already read: a session's history
+    applied from somewhere other than a file (a Redis stream)."""
+    with _answering(guard, lambda: RecordedAnswers.from_events(events)):
+        yield
+
+
+@contextlib.contextmanager
+def _answering(guard: Guard, answers: Callable[[], RecordedAnswers | None]) -> Iterator[None]:
+    """Rescue policies answer from ``answers()`` (their own asker when it
+    gives ``None``) and record no trips, while inside."""
     rescuers = [p for p in guard.policies if isinstance(p, RescuePolicy)]
     if not rescuers:
         yield
         return
-    answers = None if live_asks else RecordedAnswers.from_log(path)
+    recorded = answers()
     previous = [(p.ask, p.trips) for p in rescuers]
     for policy in rescuers:
-        policy.ask = answers or policy.ask
+        policy.ask = recorded or policy.ask
         policy.trips = None
     try:
         yield

@@ -9,6 +9,7 @@ guard's context messages and halt requests for the agent they belong to.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -202,6 +203,12 @@ class AgentLink:
     def reopen(self, call: ToolCall) -> None:
         """Restore a call published earlier (in another process) that still waits for its result."""
         self._calls[call.call_id] = call
+
+    def settle_calls(self, calls: Iterable[ToolCall]) -> None:
+        """The published calls that still wait for their result are exactly
+        ``calls``: events applied from elsewhere (another process's) answered
+        the others or opened these."""
+        self._calls = {call.call_id: call for call in calls}
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls

@@ -1,14 +1,24 @@
-"""Rebuilding a live guard from a session log, for runtimes that call the
-guard from a fresh process each time (Claude Code command hooks)."""
+"""Rebuilding a live guard from a session's recorded events: from a session
+log, for runtimes that call the guard from a fresh process each time (Claude
+Code command hooks), or from events read elsewhere (a Redis stream), for a
+live session that another process moved on.
+
+Both ways apply the history the same way: the guard sees it as in a replay
+(its own recorded context messages withheld and regenerated, recorded halt
+requests re-published, escalations answered from the record, no trip
+recorded again), and each agent's link gets the step, open calls and halt
+request the history leaves it with."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from bus import (
     Agent,
     AgentStatus,
+    AnyEvent,
     Bus,
     ContextMessage,
     Event,
@@ -22,9 +32,9 @@ from bus import (
 from guard.adapters._link import GuardLink
 from guard.config import Config
 from guard.guard import ActionListener, Guard
-from guard.verdicts import answers_from_log
+from guard.verdicts import answers_from_events, answers_from_log
 
-__all__ = ["resume_link", "resume_or_restart"]
+__all__ = ["follow", "resume_link", "resume_or_restart"]
 
 
 class _AgentState:
@@ -43,10 +53,18 @@ class _AgentState:
 class _Tracker:
     """Follows each agent through a replay: its step (and whether the runtime
     reported it over), its unanswered calls, a halt request not yet ended by a
-    user message, whether it was disposed."""
+    user message, whether it was disposed. Starts from the agents ``link``
+    has live (none for a restore from nothing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, link: GuardLink | None = None) -> None:
         self.agents: dict[str, _AgentState] = {}
+        for live in link.links() if link is not None else ():
+            state = self.agents[live.agent.id] = _AgentState(live.agent)
+            state.step = live.step
+            state.step_done = live.step_done
+            state.steps_reported = live.steps_reported
+            state.halt_reason = live.halt_reason
+            state.open = {call.call_id: call for call in live.calls_in_flight()}
 
     def __call__(self, event: Event) -> None:
         agent = event.agent
@@ -75,6 +93,65 @@ class _Tracker:
             elif event.status == "idle":
                 state.step_done = True
 
+    def settle(self, link: GuardLink) -> None:
+        """Give ``link`` the agents the replayed events leave live, each as
+        they leave it: new ones adopted, disposed ones forgotten. A guard
+        message a request left waiting in an agent's ``pending`` is dropped,
+        as a restore would drop it: the session moved on elsewhere."""
+        live = {agent.agent: agent for agent in link.links()}
+        for state in self.agents.values():
+            agent = live.get(state.agent)
+            if state.disposed:
+                if agent is not None:
+                    link._forget(state.agent)
+                continue
+            if agent is None:
+                agent = link.adopt(state.agent)
+            agent.step = state.step
+            agent.step_done = state.step_done
+            agent.steps_reported = state.steps_reported
+            agent.halt_reason = state.halt_reason
+            agent.pending.clear()
+            agent.settle_calls(state.open.values())
+
+
+def _history(guard: Guard, tracker: _Tracker, path: Path | None = None) -> Replay:
+    """A replay of recorded events (the log at ``path``, or fed to ``apply``)
+    for ``guard``, followed by ``tracker``; attach the guard to its bus."""
+    # Recorded halt requests are re-published, not withheld: a runtime or
+    # plugin may have asked for one too, and the tracker must see it.
+    replay = Replay(path, withhold=lambda event: type(event) is ContextMessage and guard.owns(event))
+    replay.bus.record(tracker)
+    return replay
+
+
+async def follow(link: GuardLink, guard: Guard, events: Sequence[AnyEvent]) -> None:
+    """Apply ``events``, the session's next events after the last one
+    ``link`` has seen, recorded by another process, to ``guard`` (attached
+    to ``link.bus``) and to ``link``'s agents, leaving both as a restore of
+    the whole session would: the history is replayed (see the module's
+    docstring) on a bus of its own, whose clock reads each event's recorded
+    ``ts``, so nothing reaches ``link.bus``'s recorders or the agents'
+    ``pending``; then ``link.bus`` numbers on after the last event. The
+    guard's action listeners hear the replayed actions: a caller that
+    reports actions ignores these, which were reported where they happened."""
+    tracker = _Tracker(link)
+    replay = _history(guard, tracker)
+    for agent in link.links():
+        for call in agent.calls_in_flight():
+            replay.expect(call)  # opened before; its result may be among ``events``
+    guard.detach()
+    guard.attach(replay.bus)
+    try:
+        with answers_from_events(guard, events):  # history never re-runs an escalation
+            for event in events:
+                await replay.apply(event)
+    finally:
+        guard.detach()
+        guard.attach(link.bus)
+    link.bus.advance(replay.seq)
+    tracker.settle(link)
+
 
 async def resume_link(
     path: Path,
@@ -99,11 +176,8 @@ async def resume_link(
     seq = 0
     exists = path.exists()
     if exists:
-        # Recorded halt requests are re-published, not withheld: a runtime or
-        # plugin may have asked for one too, and the tracker must see it.
-        replay = Replay(path, withhold=lambda event: type(event) is ContextMessage and guard.owns(event))
+        replay = _history(guard, tracker, path)
         guard.attach(replay.bus)
-        replay.bus.record(tracker)
         with answers_from_log(guard, path):  # history never re-runs an escalation
             await replay.run()
         guard.detach()
@@ -114,16 +188,7 @@ async def resume_link(
     guard.attach(bus)
     log = SessionLog(path, session=session, append=exists, mark_resume=mark_resume).attach(bus)
     link = GuardLink(bus)
-    for state in tracker.agents.values():
-        if state.disposed:
-            continue
-        agent = link.adopt(state.agent)
-        agent.step = state.step
-        agent.step_done = state.step_done
-        agent.steps_reported = state.steps_reported
-        agent.halt_reason = state.halt_reason
-        for call in state.open.values():
-            agent.reopen(call)
+    tracker.settle(link)
     return link, log
 
 

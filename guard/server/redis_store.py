@@ -3,39 +3,49 @@
 Any replica may answer any request of any session. A request holds the
 session's lease in Redis while it runs, so one replica at a time acts for a
 session and the session's events reach the stream in the order they were
-answered. Before acting, the replica compares the stream's last ``seq`` with
-the one it last saw: when another replica has appended since, its copy is
-stale and is rebuilt from the stream (exactly as the file store restores a
-session from its log). After acting, the events the request produced are
-appended in one atomic step, and only if the stream has not moved, so a
-replica that lost its lease (paused past ``lease_ms``) can never fork the
-session. A replica that dies mid-session loses nothing that was answered:
-every answered event is in the stream, and the next request, on any
-replica, rebuilds from it and decides the same way.
+answered. Taking the lease reads, in the same script, the stream's last
+``seq`` and, when another replica has appended since this replica's copy
+last saw it, the entries after this replica's position: the replica applies
+just those to its live copy (``follow``: as a restore would apply them) and
+acts on it. After acting, one script appends the events the request
+produced, only if the stream has not moved and the lease is still this
+request's, records the guard actions they carry, and releases the lease; so
+a request costs two round trips, three when it catches up, and a replica
+that lost its lease (paused past ``lease_ms``) can never fork the session.
+A request renews its lease while it runs (an escalation may take long), so
+the lease of a replica that died lapses within ``lease_ms``. A
+replica that dies mid-session loses nothing that was answered: every
+answered event is in the stream, and the next request, on any replica,
+catches up from it and decides the same way. A copy is rebuilt from the
+whole stream only when it cannot be caught up (the stream was trimmed past
+it, or expired and began again).
 
 Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import msgspec
 import structlog
 
-from bus import Event, LogError
-from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog
+from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall, ToolResult
+from bus._codec import event_decoder
+from bus.redis_log import DEFAULT_PREFIX, EXTEND_SCRIPT, RedisSessionLog, stream_entry
 from guard.actions import Action
-from guard.adapters._resume import resume_or_restart
+from guard.adapters._link import GuardLink
+from guard.adapters._resume import follow
 from guard.config import Config
 from guard.fleet import ActionLedger, FleetCounts
+from guard.guard import Guard
+from guard.server.events import retry_key
 from guard.server.sessions import Session, SessionStore
 
 if TYPE_CHECKING:
@@ -45,35 +55,126 @@ __all__ = ["LeaseTimeout", "RedisSessionStore"]
 
 _log = structlog.get_logger("guard.server")
 
+_PREFETCH = 256
+"""Entries the lease script returns at most; a longer catch-up reads on."""
+
+# Take the session's lease and, in the same step, read where the stream is:
+# its last seq and, when that is not the seq the replica knows (ARGV[3]),
+# the entries after the replica's position (ARGV[4], an entry id or '-').
+# A lease held by another request answers {0, its remaining ms}.
+_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local seq = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
+if seq == tonumber(ARGV[3]) then return {1, seq} end
+local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
+return {1, seq, redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])}
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
 
+# A request's end in one step: if the lease is still the request's, the
+# log's extend (refused when the stream moved), then, only if it appended,
+# the ledger's record of each action, then the release. The two scripts are
+# the log's and the ledger's own, each wrapped in a function whose KEYS and
+# ARGV are its slice of this script's: ARGV is the token, the number of the
+# extend's arguments, those arguments, then the ledger's ARGV.
+_FLUSH = f"""
+local function extend(KEYS, ARGV)
+{EXTEND_SCRIPT}
+end
+local function record(KEYS, ARGV)
+{ActionLedger.script}
+end
+local function slice(t, first, last)
+  local part = {{}}
+  for i = first, last do part[#part + 1] = t[i] end
+  return part
+end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {{0, -1}} end
+local n = tonumber(ARGV[2])
+local done = extend(slice(KEYS, 2, 6), slice(ARGV, 3, 2 + n))
+if done[1] == 1 then record(slice(KEYS, 7, #KEYS), slice(ARGV, 3 + n, #ARGV)) end
+redis.call('DEL', KEYS[1])
+return done
+"""
+
 
 class LeaseTimeout(Exception):
-    """Another replica held the session's lease for longer than ``lease_ms``."""
+    """Another replica held the session's lease for longer than ``wait_ms``."""
+
+
+class _Lease(msgspec.Struct, frozen=True):
+    """A request's hold on a session: its ``token``, the stream's last
+    ``seq`` when it was taken, and, when that differed from what the replica
+    knew, up to ``_PREFETCH`` entries (as the script returned them) after
+    ``after``; ``None`` when the script read none."""
+
+    token: str
+    seq: int
+    after: str
+    entries: list[Any] | None
 
 
 class _Shared:
-    """What the store keeps beside a live session: its stream, the seq the
-    stream had when this replica last acted, and what the current request
-    produced (events to append, actions to record)."""
+    """What the store keeps beside a live session: its stream, its guard,
+    the seq and entry id of the last event this replica has applied, what
+    the current request produced (events to append, actions to record), and
+    whether the guard is applying another replica's events (whose actions
+    were recorded where they happened)."""
 
-    def __init__(self, log: RedisSessionLog, seq: int) -> None:
+    def __init__(self, log: RedisSessionLog, guard: Guard) -> None:
         self.log = log
-        self.seq = seq
+        self.guard = guard
+        self.seq = 0
+        self.position = "-"
         self.pending: list[Event] = []
         self.actions: list[tuple[int, Action]] = []
+        self.following = False
+
+
+class _Turns:
+    """Requests for one session take turns within this replica (the lease
+    orders replicas; this orders one replica's own requests, so a request
+    never reads the stream from a position its predecessor is still moving)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def take(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._held.get(session_id) or (anyio.Lock(), 0)
+        self._held[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._held[session_id]
+            if users == 1:
+                del self._held[session_id]
+            else:
+                self._held[session_id] = (lock, users - 1)
 
 
 class RedisSessionStore(SessionStore):
     """A ``SessionStore`` whose sessions live in Redis streams (see the
-    module's docstring). ``scratch`` holds the files a rebuild reads (the
-    stream exported as a session log); ``maxlen`` and ``ttl`` bound each
-    stream as for ``RedisSessionLog``; ``lease_ms`` is how long a request may
-    hold a session before another replica may take it over: keep it above
-    the ask command's timeout."""
+    module's docstring). ``maxlen`` and ``ttl`` bound each stream as for
+    ``RedisSessionLog``; ``lease_ms`` is how long a session's lease outlives
+    its last renewal (a request renews it every third of that while it
+    runs), so how soon a dead replica's sessions are free again; ``wait_ms``
+    is how long a request waits for another replica's request of the same
+    session before it fails with ``LeaseTimeout``. ``caught_up`` counts requests that found another
+    replica had moved a live session on and applied just what it appended;
+    ``restored`` counts rebuilds from a whole stream."""
 
     def __init__(
         self,
@@ -83,125 +184,255 @@ class RedisSessionStore(SessionStore):
         prefix: str = DEFAULT_PREFIX,
         maxlen: int = 0,
         ttl: int = 0,
-        lease_ms: int = 120_000,
-        scratch: Path | None = None,
+        lease_ms: int = 5_000,
+        wait_ms: int = 120_000,
         worker: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(config, **options)
-        if lease_ms < 1:
-            raise ValueError(f"lease_ms = {lease_ms!r}: must be >= 1")
+        if lease_ms < 3:
+            raise ValueError(f"lease_ms = {lease_ms!r}: must be >= 3")
+        if wait_ms < 0:
+            raise ValueError(f"wait_ms = {wait_ms!r}: must be >= 0")
         self.client = client
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
         self.lease_ms = lease_ms
+        self.wait_ms = wait_ms
         self.worker = worker or f"serve-{uuid.uuid4().hex[:8]}"
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
-        self._own_scratch = scratch is None
-        self._scratch = scratch if scratch is not None else Path(tempfile.mkdtemp(prefix="rtg-serve-"))
+        self.caught_up = 0
         self._shared: dict[str, _Shared] = {}
+        self._fetched: dict[str, _Lease] = {}
+        self._turns = _Turns()
+        self._acquire_script = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
+        self._renew_script = client.register_script(_RENEW)
+        self._flush_script = client.register_script(_FLUSH)
 
     def _stream(self, session_id: str) -> RedisSessionLog:
         return RedisSessionLog(self.client, session_id, prefix=self.prefix, maxlen=self.maxlen, ttl=self.ttl)
 
+    def _serving(self, session_id: str) -> str:
+        return f"{self.prefix}:{{{session_id}}}:serving"
+
     async def restore(self, session_id: str) -> Session:
+        """The session rebuilt from its whole stream (a new one when the
+        stream is empty), read from the entries its lease read if it read
+        them from the start."""
         stream = self._stream(session_id)
-        path = self._scratch / f"{uuid.uuid4().hex}.jsonl"
-        try:
-            existed = await stream.export(path) > 0
-        except LogError:
-            existed = False  # a new session: nothing in Redis yet
-        shared = _Shared(stream, 0)
+        lease = self._fetched.get(session_id)
+        shared: _Shared
 
         def heard(action: Action, trigger: Event) -> None:
+            if shared.following:
+                return  # another replica's action, recorded where it happened
             shared.actions.append((trigger.seq, action))
             if self.on_action is not None:
                 self.on_action(action, trigger)
 
-        link, log = await resume_or_restart(path, session_id, self.config, on_action=heard)
-        if existed:
+        guard = Guard(self.config, on_action=heard)
+        shared = _Shared(stream, guard)
+        bus = Bus()
+        guard.attach(bus)
+        link = GuardLink(bus)
+        rows = await self._rows(stream, lease if lease is not None and lease.after == "-" else None, "-")
+        if rows:
+            await self._follow(shared, link, _decode(rows, link) or [])
+            shared.position = rows[-1][0]
             self.restored += 1
-        shared.seq = link.bus.seq
-        link.bus.record(shared.pending.append)
+        bus.advance(lease.seq if lease is not None else await stream.last_seq())
+        shared.seq = bus.seq
+        bus.record(shared.pending.append)
         if self.on_event is not None:
-            link.bus.record(self.on_event)
+            bus.record(self.on_event)
         self._shared[session_id] = shared
 
         def close() -> None:
-            log.close()
-            path.unlink(missing_ok=True)
             del self._shared[session_id]
 
         session = Session(session_id, link, close)
-        for key, answer in (await stream.notes()).items():  # another replica's answers, for retries
-            session.remember_answer(key, answer)
+        if rows:
+            for key, answer in (await stream.notes()).items():  # another replica's answers, for retries
+                session.remember_answer(key, answer)
         return session
 
     @asynccontextmanager
     async def use(self, session_id: str) -> AsyncIterator[Session]:
-        async with self._lease(session_id):
-            last = await self._stream(session_id).last_seq()
-            shared = self._shared.get(session_id)
+        async with self._turns.take(session_id):
             live = self._live.get(session_id)
-            if live is not None and (shared is None or shared.seq != last):
-                self._evict(live)  # another replica acted since: rebuild from the stream
-            async with super().use(session_id) as session:
-                shared = self._shared[session_id]
-                answered = dict(session.answers)
-                try:
-                    yield session
-                finally:
-                    await self._flush(session, shared, answered)
+            shared = self._shared.get(session_id) if live is not None else None
+            lease = await self._acquire(session_id, shared)
+            released = False
+            renewal = asyncio.get_running_loop().create_task(self._renew(session_id, lease.token))
+            try:
+                # (evicted while the lease was taken: restored below instead)
+                if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
+                    await self._catch_up(live, shared, lease)
+                self._fetched[session_id] = lease  # for a restore: what the lease read
+                async with super().use(session_id) as session:
+                    shared = self._shared[session_id]
+                    answered = dict(session.answers)
+                    try:
+                        yield session
+                    finally:
+                        released = True  # the flush releases it, or finds it lost
+                        await self._flush(session, shared, answered, lease.token)
+            finally:
+                renewal.cancel()
+                self._fetched.pop(session_id, None)
+                if not released:
+                    await self._release(keys=[self._serving(session_id)], args=[lease.token])
 
-    async def _flush(self, session: Session, shared: _Shared, answered: dict[str, bytes]) -> None:
+    async def _acquire(self, session_id: str, shared: _Shared | None) -> _Lease:
+        """Take the session's lease, waiting while another replica holds it
+        (up to ``wait_ms``)."""
+        log = shared.log if shared is not None else self._stream(session_id)
+        known, after = (shared.seq, shared.position) if shared is not None else (-1, "-")
+        keys = [self._serving(session_id), log.meta, log.stream]
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + self.wait_ms / 1000
+        pause = 0.001
+        while True:
+            reply = await self._acquire_script(keys=keys, args=[token, self.lease_ms, known, after, _PREFETCH])
+            if reply[0]:
+                return _Lease(token, int(reply[1]), after, reply[2] if len(reply) > 2 else None)
+            if time.monotonic() > deadline:
+                raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
+            # The holder is another replica answering one request: a few ms.
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    async def _renew(self, session_id: str, token: str) -> None:
+        """Keep the request's lease while it runs; stop once it is lost (the
+        flush will then be refused)."""
+        key = self._serving(session_id)
+        while True:
+            await anyio.sleep(self.lease_ms / 3000)
+            if not await self._renew_script(keys=[key], args=[token, self.lease_ms]):
+                return
+
+    async def _rows(self, log: RedisSessionLog, lease: _Lease | None, after: str) -> list[tuple[str, bytes]]:
+        """The stream's entries after ``after``: those ``lease`` read (when
+        it read from there), then any beyond them."""
+        rows = [stream_entry(row) for row in lease.entries] if lease is not None and lease.entries is not None else []
+        if lease is not None and lease.entries is not None and len(rows) < _PREFETCH:
+            return rows
+        async for row in log.entries(rows[-1][0] if rows else after):
+            rows.append(row)
+        return rows
+
+    async def _follow(self, shared: _Shared, link: GuardLink, events: Sequence[AnyEvent]) -> None:
+        shared.following = True
+        try:
+            await follow(link, shared.guard, events)
+        finally:
+            shared.following = False
+
+    async def _catch_up(self, live: Session, shared: _Shared, lease: _Lease) -> None:
+        """Apply to ``live`` what other replicas appended since this replica
+        last acted for it; evict it (the next step restores it from the
+        whole stream) when the stream does not continue from its position."""
+        async with live.lock:
+            try:
+                rows = await self._rows(shared.log, lease, shared.position)
+                events = _decode(rows, live.link, strict=True)
+                if events is None or not _continues(events, shared.seq, lease.seq):
+                    _log.info("serve.redis_rebuild", session=live.id, known=shared.seq, stream=lease.seq)
+                    self._evict(live)
+                    return
+                await self._follow(shared, live.link, events)
+                live.relink()
+                keys = {
+                    retry_key(kind, event.agent.id, event.call_id)
+                    for event in events
+                    if (type(event) is ToolCall or type(event) is ToolResult) and event.agent is not None
+                    for kind in ("tool/call", "tool/result")
+                }
+                notes = await shared.log.notes(sorted(keys))  # the answers other replicas gave, for retries
+                for key in keys:
+                    answer = notes.get(key)
+                    if answer is not None:
+                        live.remember_answer(key, answer)
+                    else:
+                        live.answers.pop(key, None)
+            except BaseException:
+                self._evict(live)  # half applied: rebuilt from the stream next time
+                raise
+            shared.seq = lease.seq
+            shared.position = rows[-1][0]
+            self.caught_up += 1
+
+    async def _flush(self, session: Session, shared: _Shared, answered: dict[str, bytes], token: str) -> None:
         """Append what the request produced, with the answers it gave (so a
-        client's retry on another replica gets the same answer)."""
+        client's retry on another replica gets the same answer), record its
+        actions, and release the lease: one script."""
         events, actions = shared.pending[:], shared.actions[:]
         shared.pending.clear()  # in place: the session's bus records into this very list
         shared.actions.clear()
+        serving = self._serving(session.id)
         if not events:
+            await self._release(keys=[serving], args=[token])
             return
         put = {key: answer for key, answer in session.answers.items() if answered.get(key) is not answer}
         drop = answered.keys() - session.answers.keys()
-        if not await shared.log.extend(events, expected=shared.seq, put=put, drop=drop):
-            # The lease lapsed and another replica moved the stream: this
-            # copy is stale; the next request rebuilds it from the stream.
+        keys, args = shared.log.extension(events, expected=shared.seq, put=put, drop=drop)
+        by_trigger: dict[int, list[Action]] = {}
+        for seq, action in actions:
+            by_trigger.setdefault(seq, []).append(action)
+        ledger, recorded = self.ledger.recording([(session.id, seq, acted) for seq, acted in by_trigger.items()])
+        reply = await self._flush_script(keys=[serving, *keys, *ledger], args=[token, len(args), *args, *recorded])
+        if not reply[0]:
+            # The lease lapsed and another replica took the session over:
+            # this copy is stale; the next request rebuilds it from the stream.
             _log.error("serve.redis_conflict", session=session.id, expected=shared.seq)
             self._evict(session)
             return
         shared.seq = events[-1].seq
-        by_trigger: dict[int, list[Action]] = {}
-        for seq, action in actions:
-            by_trigger.setdefault(seq, []).append(action)
-        for seq, acted in by_trigger.items():
-            await self.ledger.record(session.id, seq, acted)
-
-    @asynccontextmanager
-    async def _lease(self, session_id: str) -> AsyncIterator[None]:
-        key = f"{self.prefix}:{{{session_id}}}:serving"
-        token = uuid.uuid4().hex
-        deadline = time.monotonic() + self.lease_ms / 1000
-        while not await self.client.set(key, token, nx=True, px=self.lease_ms):
-            if time.monotonic() > deadline:
-                raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.lease_ms} ms")
-            await anyio.sleep(0.002)
-        try:
-            yield
-        finally:
-            await self._release(keys=[key], args=[token])
+        position = reply[2]
+        shared.position = position.decode() if isinstance(position, bytes) else str(position)
 
     async def fleet_counts(self) -> FleetCounts | None:
         """Every replica's counts, from Redis."""
         return await self.ledger.counts()
 
-    def close(self) -> None:
-        super().close()
-        if self._own_scratch:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-
     async def aclose(self) -> None:
         """Close every session and the Redis connection the store was given."""
         self.close()
         await self.client.aclose()
+
+
+def _decode(rows: Sequence[tuple[str, bytes]], link: GuardLink, *, strict: bool = False) -> list[AnyEvent] | None:
+    """Stream entries as events whose agents are ``link``'s live handles
+    (new ones for agents it does not have). A line that does not decode is
+    skipped, as a log reader skips it; with ``strict``, the answer is then
+    ``None``."""
+    agents: dict[str, Agent] = {agent.agent.id: agent.agent for agent in link.links()}
+
+    def agent_for(agent_id: str) -> Agent:
+        agent = agents.get(agent_id)
+        if agent is None:
+            agent = agents[agent_id] = Agent(agent_id)
+        return agent
+
+    decode = event_decoder(agent_for).decode
+    events: list[AnyEvent] = []
+    for _, line in rows:
+        try:
+            event = decode(line)
+        except msgspec.DecodeError:
+            if strict:
+                return None
+            continue
+        if isinstance(event, SessionStart):  # pragma: no cover - no writer puts a header into a stream
+            continue
+        if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
+            event.agent.parent_id = event.agent.parent_id or event.parent
+        events.append(event)
+    return events
+
+
+def _continues(events: Sequence[AnyEvent], seq: int, last: int) -> bool:
+    """Whether ``events`` are exactly the seqs after ``seq`` up to ``last``."""
+    return bool(events) and all(event.seq == seq + n for n, event in enumerate(events, 1)) and events[-1].seq == last

@@ -50,9 +50,10 @@ class Session:
     def __init__(self, session_id: str, link: GuardLink, close: Callable[[], None]) -> None:
         self.id = session_id
         self.link = link
-        self.agents: dict[str, AgentLink] = {agent.agent.id: agent for agent in link.links()}
+        self.agents: dict[str, AgentLink] = {}
         """The events API's live agents by id."""
-        self.hooks = ClaudeHooks(link)
+        self.hooks: ClaudeHooks
+        self.relink()
         self.lock = anyio.Lock()
         self.last_used = 0.0
         self.closed = False
@@ -61,6 +62,13 @@ class Session:
         self.answers: OrderedDict[str, bytes] = OrderedDict()
         """Recent answers to calls and results by ``retry_key``, encoded, so a
         client's retry gets the original answer and publishes nothing twice."""
+
+    def relink(self) -> None:
+        """Take the routes' agents from the link: after events applied from
+        elsewhere (another replica's) adopted or forgot some, both routes
+        see the agents a restore would give them."""
+        self.agents = {agent.agent.id: agent for agent in self.link.links()}
+        self.hooks = ClaudeHooks(self.link)
 
     def remember_answer(self, key: str, answer: bytes) -> None:
         self.answers[key] = answer

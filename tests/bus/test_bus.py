@@ -487,3 +487,14 @@ async def test_concurrent_publishers_get_distinct_increasing_seq(bus: Bus, captu
             tg.start_soon(run, agent)
     assert [e.seq for e in capture.events] == list(range(1, 21))
     assert bus.seq == 20
+
+
+async def test_advance_continues_numbering_after_events_numbered_elsewhere(bus: Bus, agent: Agent) -> None:
+    await bus.publish(UserMessage(agent=agent, text="one"))
+    bus.advance(5)
+    bus.advance(2)  # never back
+    message = UserMessage(agent=agent, text="six")
+    await bus.publish(message)
+    assert (bus.seq, message.seq) == (6, 6)
+    with pytest.raises(ValueError, match="integer"):
+        bus.advance(True)

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
 from bus.reader import LogError
-from bus.redis_log import RedisSessionLog, append_many, parse_redis_target
+from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog, append_many, parse_redis_target
 from tests.conftest import RedisClients
 
 pytestmark = pytest.mark.anyio
@@ -192,8 +192,21 @@ async def test_extend_appends_numbered_events_and_notes_only_where_the_writer_le
     assert not await log.extend([second], expected=0, put={"c": b"3"})  # another writer moved the stream
     assert await log.extend([second], expected=1, drop=["a"])
     assert await log.notes() == {"b": b"2"}
+    assert await log.notes(["a", "b", "z"]) == {"b": b"2"}  # only those asked for, and set
+    assert await log.notes([]) == {}
     assert [e.seq async for e in log.read()] == [1, 2]
     assert await log.last_seq() == 2
+
+
+async def test_an_extension_run_by_another_script_appends_and_says_where(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s-ext")
+    first = msgspec.structs.replace(_call(agent, 1), seq=1)
+    keys, args = log.extension([first], expected=0, put={"a": b"1"})
+    done, seq, entry = await client.register_script(EXTEND_SCRIPT)(keys=keys, args=args)
+    assert (done, seq) == (1, 1)
+    assert [ident async for ident, _ in log.entries()] == [entry.decode()]
+    assert await client.hget(log.meta, "seq") == b"1"
+    assert await log.notes() == {"a": b"1"}
 
 
 async def test_extending_by_nothing_writes_nothing_and_succeeds(client: Redis, agent: Agent) -> None:

@@ -262,3 +262,14 @@ async def test_events_fed_one_at_a_time_replay_as_the_whole_log_does(
     assert (fed.seq, fed.call_number, fed.report.events) == (3, 1, 0)
     with pytest.raises(ValueError, match="no log to run"):
         await fed.run()
+
+
+async def test_an_expected_call_is_answered_by_its_result_not_synthesized_again() -> None:
+    agent = Agent("main")
+    replay = Replay()
+    capture = Capture().attach(replay.bus)
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={"q": "x"})
+    replay.expect(call)  # published live, before the replay took over
+    await replay.apply(msgspec.structs.replace(ToolResult.answering(call, "hit"), seq=7))
+    assert [type(e) for e in capture.events] == [ToolResult]
+    assert replay.call_number == 1

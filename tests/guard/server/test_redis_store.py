@@ -8,6 +8,7 @@ asyncio only.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -20,15 +21,19 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import msgspec
 import pytest
 from redis.asyncio import Redis
 
 from bus.redis_log import RedisSessionLog
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.cli import main
+from guard.config import load_config
 from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
+from guard.server.sessions import Session
 from tests.conftest import AskScript, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
@@ -44,14 +49,12 @@ Replicas = Callable[..., list[RedisSessionStore]]
 
 
 @pytest.fixture
-async def replicas(redis_clients: RedisClients, tmp_path: Path) -> AsyncIterator[Replicas]:
+async def replicas(redis_clients: RedisClients) -> AsyncIterator[Replicas]:
     made: list[RedisSessionStore] = []
 
     def make(n: int, config: Config | None = None, **options: Any) -> list[RedisSessionStore]:
         for _ in range(n):
-            scratch = tmp_path / f"scratch{len(made)}"
-            scratch.mkdir()
-            made.append(RedisSessionStore(redis_clients(), config, scratch=scratch, worker=f"r{len(made)}", **options))
+            made.append(RedisSessionStore(redis_clients(), config, worker=f"r{len(made)}", **options))
         return made[-n:]
 
     yield make
@@ -61,7 +64,11 @@ async def replicas(redis_clients: RedisClients, tmp_path: Path) -> AsyncIterator
 
 async def post(store: RedisSessionStore, session: str, **event: Any) -> EventAnswer:
     async with store.use(session) as live:
-        return await apply_event(live, decode_event(json.dumps(event).encode()))
+        return await post_in(live, **event)
+
+
+async def post_in(live: Session, **event: Any) -> EventAnswer:
+    return await apply_event(live, decode_event(json.dumps(event).encode()))
 
 
 async def grep(store: RedisSessionStore, session: str, call_id: str) -> EventAnswer:
@@ -95,7 +102,8 @@ async def test_replicas_taking_turns_count_one_session_as_one_process(
     texts = [[m.text for m in a.messages] for a in answers]
     assert texts[2] == [GENTLE_REMINDER]
     assert [len(t) for t in texts] == [0, 0, 1, 0, 1]
-    assert sum(s.restored for s in stores) >= 3  # each turn found another replica had moved the stream
+    assert [s.restored for s in stores] == [0, 1, 1]  # the first turn of each later replica reads the stream
+    assert [s.caught_up for s in stores] == [1, 1, 0]  # later turns apply only what the others appended
     checked = await _replay_check(redis_url, "s1", tmp_path)
     assert checked.returncode == 0, checked.stderr
     counts = await stores[1].fleet_counts()
@@ -157,7 +165,7 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
     await grep(two, "s3", "c1")  # the stream moves on without ``one``
     live, shared = one._live["s3"], one._shared["s3"]
     await live.agents["main"].user_message("stale")  # ``one`` acting on its old copy, as after a lapsed lease
-    await one._flush(live, shared, dict(live.answers))
+    await one._flush(live, shared, dict(live.answers), "a lapsed lease's token")
     assert "s3" not in one  # refused and dropped; its next request rebuilds from the stream
     checked = await _replay_check(redis_url, "s3", tmp_path)
     assert checked.returncode == 0, checked.stderr
@@ -165,7 +173,7 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
 
 
 async def test_a_held_lease_times_out_with_a_clear_error(replicas: Replicas, redis_url: str) -> None:
-    (store,) = replicas(1, lease_ms=50)
+    (store,) = replicas(1, wait_ms=50)
     client = Redis.from_url(redis_url)
     try:
         await client.set("rtg:{s4}:serving", "someone else", px=5000)
@@ -176,9 +184,40 @@ async def test_a_held_lease_times_out_with_a_clear_error(replicas: Replicas, red
         await client.aclose()
 
 
-def test_lease_ms_is_validated() -> None:
-    with pytest.raises(ValueError, match="lease_ms"):
-        RedisSessionStore(Redis(), lease_ms=0)
+@pytest.mark.parametrize("option", [{"lease_ms": 2}, {"wait_ms": -1}])
+def test_lease_options_are_validated(option: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=next(iter(option))):
+        RedisSessionStore(Redis(), **option)
+
+
+async def test_a_request_keeps_its_lease_while_it_runs_and_a_dead_ones_lapses(
+    replicas: Replicas, redis_url: str
+) -> None:
+    one, two = replicas(2, lease_ms=60)
+    client = Redis.from_url(redis_url)
+    try:
+        async with one.use("r1") as live:
+            await anyio.sleep(0.2)  # three lease lengths: renewed all along
+            assert await client.get("rtg:{r1}:serving") is not None
+            await post_in(live, type="user/message", agent="main", text="hi")
+        await client.set("rtg:{r1}:serving", "a replica that died", px=60)  # never renewed
+        assert (await grep(two, "r1", "c0")).seq == 4  # after the start, the message and the call
+    finally:
+        await client.aclose()
+
+
+async def test_a_request_that_lost_its_lease_is_refused_and_stops_renewing(replicas: Replicas, redis_url: str) -> None:
+    (one,) = replicas(1, lease_ms=30)
+    client = Redis.from_url(redis_url)
+    try:
+        async with one.use("r2") as live:
+            await client.delete("rtg:{r2}:serving")  # lapsed, as under a long pause
+            await anyio.sleep(0.05)
+            await post_in(live, type="user/message", agent="main", text="lost")
+        assert "r2" not in one  # refused: nothing appended
+        assert await RedisSessionLog(client, "r2").last_seq() == 0
+    finally:
+        await client.aclose()
 
 
 def _grep_http(client: httpx.Client, session: str, call_id: str) -> dict[str, Any]:
@@ -287,3 +326,188 @@ async def test_a_request_that_records_nothing_appends_nothing(replicas: Replicas
         assert await RedisSessionLog(client, "quiet").last_seq() == 0
     finally:
         await client.aclose()
+
+
+def _scenario() -> list[dict[str, Any]]:
+    """One session touching every kind of state a replica must carry over:
+    a subagent started and disposed, parallel calls answered out of order,
+    a call repeated until the guard reminds, escalates, denies and halts,
+    then a user message that ends the halt."""
+    events: list[dict[str, Any]] = [
+        {"type": "user/message", "agent": "main", "text": "find the loader"},
+        {"type": "agent/status", "agent": "helper", "status": "started", "parent": "main"},
+        {"type": "tool/call", "agent": "main", "call_id": "p1", "step": 1, "tool": "read", "args": {"f": "a"}},
+        {"type": "tool/call", "agent": "main", "call_id": "p2", "step": 1, "tool": "read", "args": {"f": "b"}},
+        {"type": "tool/result", "agent": "main", "call_id": "p2", "content": "b"},
+        {"type": "tool/result", "agent": "main", "call_id": "p1", "content": "a"},
+    ]
+    for n in range(3):
+        events.append({"type": "tool/call", "agent": "helper", "call_id": f"h{n}", "tool": "ls", "args": {}})
+        events.append({"type": "tool/result", "agent": "helper", "call_id": f"h{n}", "content": "x"})
+    events.append({"type": "agent/status", "agent": "helper", "status": "disposed"})
+    for n in range(9):
+        events.append({"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "args": {"p": 1}})
+        events.append({"type": "tool/result", "agent": "main", "call_id": f"c{n}", "content": "none"})
+    events.append({"type": "user/message", "agent": "main", "text": "try another way"})
+    events.append({"type": "tool/call", "agent": "main", "call_id": "d0", "tool": "grep", "args": {"p": 2}})
+    events.append({"type": "tool/result", "agent": "main", "call_id": "d0", "content": "found"})
+    return events
+
+
+async def _drive(stores: list[RedisSessionStore], session: str, *, to: list[int] | None = None) -> list[dict[str, Any]]:
+    """The scenario's answers, request ``n`` to ``stores[n % len(stores)]``
+    (each store's index appended to ``to``); a denied call's result is not
+    posted (its denial is its result)."""
+    answers: list[dict[str, Any]] = []
+    denied: set[str] = set()
+    for n, event in enumerate(_scenario()):
+        if event["type"] == "tool/result" and event["call_id"] in denied:
+            continue
+        if to is not None:
+            to.append(n % len(stores))
+        async with stores[n % len(stores)].use(session) as live:
+            answer = msgspec.json.decode(await answer_event(live, decode_event(json.dumps(event).encode())))
+        if answer["allowed"] is False:
+            denied.add(event["call_id"])
+        for message in answer["messages"]:
+            del message["ts"]
+        answers.append(answer)
+    return answers
+
+
+async def _exported(redis_url: str, session: str, path: Path) -> list[dict[str, Any]]:
+    client = Redis.from_url(redis_url)
+    try:
+        await RedisSessionLog(client, session).export(path)
+    finally:
+        await client.aclose()
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    for line in lines:
+        del line["ts"]
+    return lines
+
+
+async def test_two_replicas_taking_turns_answer_as_one_process_would(
+    replicas: Replicas, redis_url: str, tmp_path: Path, ask_script: AskScript
+) -> None:
+    asked = tmp_path / "asked"
+    script = ask_script(f"echo x >> {asked}\necho 'Open src/loader.py instead.'")
+    toml = tmp_path / "guard.toml"
+    toml.write_text(
+        f'[turns]\nthreshold = 3\ndeny_after = 3\nhalt_after = 1\n[rescue]\nask_command = "{script}"\nnudge_at = 3\n'
+    )
+    config = load_config(toml)
+    alone = await _drive(replicas(1, config), "alone")
+    asked_alone = len(asked.read_text().splitlines())
+    pair = replicas(2, config)
+    turns: list[int] = []
+    together = await _drive(pair, "pair", to=turns)
+    assert together == alone
+    assert len(asked.read_text().splitlines()) == 2 * asked_alone == 2  # the pair asked once, as one process did
+    assert any(a["messages"] for a in alone)  # the scenario reaches a reminder,
+    assert any("Open src/loader.py instead." in (a["reason"] or "") for a in alone)  # an escalation's denial,
+    assert any(a["halt"] for a in alone)  # a halt,
+    assert alone[-1]["halt"] is None  # and the user message ends it
+    assert [s.restored for s in pair] == [0, 1]
+    switches = sum(a != b for a, b in itertools.pairwise(turns))
+    assert pair[0].caught_up + pair[1].caught_up == switches - 1  # every switch but the first caught up
+    assert await _exported(redis_url, "pair", tmp_path / "pair.jsonl") == await _exported(
+        redis_url, "alone", tmp_path / "alone.jsonl"
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", "--check", str(tmp_path / "pair.jsonl"), "--config", str(toml)],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+async def test_a_stream_trimmed_past_a_replica_is_rebuilt_not_caught_up(replicas: Replicas, redis_url: str) -> None:
+    one, two = replicas(2)
+    await grep(one, "t1", "c0")
+    for n in range(1, 4):
+        await grep(two, "t1", f"c{n}")  # one reminder, at the third call
+    client = Redis.from_url(redis_url)
+    try:
+        await client.xtrim("rtg:{t1}:events", maxlen=3, approximate=False)  # ``one``'s position is gone
+    finally:
+        await client.aclose()
+    answer = await grep(one, "t1", "c4")
+    assert (one.restored, one.caught_up) == (1, 0)
+    assert answer.seq == 12  # numbering goes on from the stream's last seq
+
+
+async def test_an_entry_that_does_not_decode_makes_a_rebuild_that_skips_it(replicas: Replicas, redis_url: str) -> None:
+    one, two = replicas(2)
+    await grep(one, "t2", "c0")
+    await grep(two, "t2", "c1")
+    client = Redis.from_url(redis_url)
+    try:
+        seq = await client.hincrby("rtg:{t2}:meta", "seq", 1)
+        await client.xadd("rtg:{t2}:events", {"seq": seq, "line": b"{not json"})
+    finally:
+        await client.aclose()
+    answer = await grep(one, "t2", "c2")
+    assert (one.restored, one.caught_up) == (1, 0)
+    assert answer.seq == seq + 2
+    assert [m.text for m in answer.messages] == [GENTLE_REMINDER]  # the rebuild counted both earlier calls
+
+
+async def test_a_catch_up_that_fails_half_way_leaves_no_half_applied_copy(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = replicas(2)
+    await grep(one, "t3", "c0")
+    await grep(two, "t3", "c1")
+
+    async def unreachable(self: RedisSessionLog, names: object = None) -> dict[str, bytes]:
+        raise ConnectionError("redis went away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RedisSessionLog, "notes", unreachable)
+        with pytest.raises(ConnectionError):
+            await grep(one, "t3", "c2")
+    assert "t3" not in one
+    answer = await grep(one, "t3", "c2")
+    assert one.restored == 1
+    assert [m.text for m in answer.messages] == [GENTLE_REMINDER]
+
+
+async def test_a_long_catch_up_reads_on_past_what_the_lease_read(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.server.redis_store._PREFETCH", 2)
+    one, two = replicas(2)
+    await grep(one, "t4", "c0")
+    for n in range(1, 3):
+        await grep(two, "t4", f"c{n}")
+    three = replicas(1)[0]  # restores from a stream longer than one read
+    answer = await grep(one, "t4", "c3")
+    assert (one.restored, one.caught_up) == (0, 1)
+    assert answer.messages == []  # the reminder at the third call was the other replica's
+    (fifth,) = (await grep(three, "t4", "c4")).messages
+    assert "consecutive_calls: 5" in fifth.text  # the second reminder: all four calls before it counted
+    assert three.restored == 1
+
+
+async def test_one_replicas_concurrent_requests_for_a_session_take_turns(replicas: Replicas) -> None:
+    (store,) = replicas(1)
+    await post(store, "t5", type="user/message", agent="main", text="go")
+    answers: list[EventAnswer] = []
+
+    async def call(call_id: str) -> None:
+        answers.append(await post(store, "t5", type="tool/call", agent="main", call_id=call_id, tool="ls", args={}))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(4):
+            tg.start_soon(call, f"c{n}")
+    assert sorted(a.seq for a in answers) == [3, 4, 5, 6]
+    assert (store.restored, store.caught_up) == (0, 0)
+
+
+async def test_restore_reads_the_stream_itself_when_no_lease_read_it(replicas: Replicas) -> None:
+    one, two = replicas(2)
+    await grep(one, "t6", "c0")
+    session = await two.restore("t6")
+    assert session.link.bus.seq == 3
+    assert [agent.agent.id for agent in session.link.links()] == ["main"]
+    session.close()
