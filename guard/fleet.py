@@ -139,20 +139,17 @@ class ActionLedger:
         self.worker = worker
         self._script = client.register_script(_RECORD_ACTIONS)
 
-    async def record(self, session: str, seq: int, actions: Sequence[Action]) -> None:
-        """Record the actions the guard took at event ``seq`` of ``session``
-        (those recorded already are passed over), in one round trip."""
-        await self.record_many([(session, seq, actions)])
-
-    async def record_many(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> None:
-        """``record`` for several events, of any sessions, in one round trip."""
+    async def record(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> None:
+        """Record, for each (session, seq, actions) of ``batch``, the actions
+        the guard took at event ``seq`` of ``session``; those recorded
+        already are passed over. One round trip, whatever the sessions."""
         keys, args = self.recording(batch)
         await self._script(keys=keys, args=args)
 
     def recording(
         self, batch: Sequence[tuple[str, int, Sequence[Action]]]
     ) -> tuple[list[str], list[bytes | str | int]]:
-        """What ``record_many`` sends, unsent: the script's KEYS and ARGV."""
+        """What ``record`` sends, unsent: the script's KEYS and ARGV."""
         keys = [f"{self.prefix}:actions", f"{self.prefix}:metrics"]
         args: list[bytes | str | int] = [_ACTIONS_MAXLEN]
         for session, seq, actions in batch:
@@ -369,14 +366,14 @@ class FleetGuard:
         self.worker = worker or f"worker-{time.time_ns()}"
         self._replicas: OrderedDict[str, _Replica] = OrderedDict()
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
-        self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_many)
-        self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_many)
+        self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_batch)
+        self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_batch)
 
-    async def _append_many(self, batch: Sequence[PendingAppend]) -> list[Appended]:
+    async def _append_batch(self, batch: Sequence[PendingAppend]) -> list[Appended]:
         return await append_many(self.client, batch)
 
-    async def _record_many(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> list[None]:
-        await self.ledger.record_many(batch)
+    async def _record_batch(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> list[None]:
+        await self.ledger.record(batch)
         return [None] * len(batch)
 
     async def _record(self, replica: _Replica, owed: Sequence[tuple[int, list[Event], list[Action]]]) -> None:
