@@ -12,9 +12,9 @@ connection pool, drive concurrent sessions; one tool call is a ``tool/call``
   batch of calls handed out, a push per batch of calls returned);
 - **sticky routing**: each session stays on one worker (a load balancer
   with session affinity), the cheapest case;
-- **latency**: random routing with ``--latency-sessions`` sessions in flight
-  fleet-wide, a load well below saturation, for the decision latency a
-  caller sees when the fleet is not queueing.
+- **latency**: random, then sticky, routing with ``--latency-sessions``
+  sessions in flight fleet-wide, a load well below saturation, for the
+  decision latency a caller sees when the fleet is not queueing.
 
 The baseline, measured in the same run against the same server, is one
 process's bare pipelined ``XADD`` loop: the fastest way to put events into
@@ -38,6 +38,7 @@ import statistics
 import time
 import zlib
 from collections.abc import Sequence
+from queue import Empty
 from typing import Any
 
 import structlog
@@ -83,12 +84,14 @@ async def _tool_call(fleet: FleetGuard, session: str, step: int, latencies: list
     latencies.append(time.perf_counter() - begun)
 
 
-async def _sticky(fleet: FleetGuard, index: int, workers: int, sessions: int, calls: int, lat: list[float]) -> int:
+async def _sticky(
+    fleet: FleetGuard, mode: str, index: int, workers: int, sessions: int, calls: int, lat: list[float]
+) -> int:
     async def session(name: str) -> None:
         for step in range(1, calls + 1):
             await _tool_call(fleet, name, step, lat)
 
-    mine = [f"sticky-{n}" for n in range(sessions) if n % workers == index]
+    mine = [f"{mode}-{n}" for n in range(sessions) if n % workers == index]
     await asyncio.gather(*(session(name) for name in mine))
     return len(mine) * calls
 
@@ -145,11 +148,18 @@ async def _worker(url: str, index: int, mode: str, args: Any, out: multiprocessi
     client = Redis.from_url(url)
     harness = Redis(connection_pool=BlockingConnectionPool.from_url(url, max_connections=16))
     fleet = FleetGuard(client, worker=f"{mode}-w{index}")
+    # Warm up out of the timed part: connections, Redis loading the scripts,
+    # the first guard action and its log line are once per process.
+    for step in range(1, 5):
+        await fleet.handle(
+            f"warm-up-{mode}-{index}",
+            ToolCall(agent=Agent("main"), call_id=f"c{step}", step=step, tool="grep", args={}),
+        )
     latencies: list[float] = []
     cpu = time.process_time()
     start = time.perf_counter()
-    if mode == "sticky":
-        calls = await _sticky(fleet, index, args.workers, args.sessions, args.calls, latencies)
+    if mode.startswith("sticky"):
+        calls = await _sticky(fleet, mode, index, args.workers, args.sessions, args.calls, latencies)
     else:
         calls = await _random(fleet, harness, args.calls, latencies)
     out.put((calls, time.perf_counter() - start, latencies, time.process_time() - cpu))
@@ -170,6 +180,17 @@ async def _seed(url: str, mode: str, sessions: int) -> None:
     await client.aclose()
 
 
+def _result(queue: multiprocessing.Queue[Any], procs: list[multiprocessing.Process]) -> Any:
+    """The next worker's result; fails loudly, not forever, when a worker died."""
+    while True:
+        try:
+            return queue.get(timeout=1)
+        except Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a worker process failed (exit code {dead[0]}); see its traceback above") from None
+
+
 def _redis_cpu(pid: int) -> float:
     """redis-server's CPU seconds so far (user + system), from /proc."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -178,7 +199,7 @@ def _redis_cpu(pid: int) -> float:
 
 
 def _run(url: str, pid: int, mode: str, args: Any, sessions: int) -> dict[str, float]:
-    if mode != "sticky":
+    if not mode.startswith("sticky"):
         asyncio.run(_seed(url, mode, sessions))
     run_args = argparse.Namespace(**{**vars(args), "sessions": sessions})
     queue: multiprocessing.Queue[Any] = multiprocessing.Queue()
@@ -189,7 +210,7 @@ def _run(url: str, pid: int, mode: str, args: Any, sessions: int) -> dict[str, f
     start = time.perf_counter()
     for proc in procs:
         proc.start()
-    results = [queue.get() for _ in procs]
+    results = [_result(queue, procs) for _ in procs]
     wall = time.perf_counter() - start
     redis_cpu = _redis_cpu(pid) - redis_cpu
     for proc in procs:
@@ -220,6 +241,7 @@ def main() -> None:
             "random routing": _run(server.url, server.process.pid, "random", args, args.sessions),
             "sticky routing": _run(server.url, server.process.pid, "sticky", args, args.sessions),
             "latency (random)": _run(server.url, server.process.pid, "latency", args, args.latency_sessions),
+            "latency (sticky)": _run(server.url, server.process.pid, "sticky-latency", args, args.latency_sessions),
         }
     finally:
         server.process.terminate()
