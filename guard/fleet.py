@@ -222,7 +222,7 @@ class _Replica:
 
     def __init__(self, fleet: FleetGuard, session: str) -> None:
         self.log = RedisSessionLog(fleet.client, session, prefix=fleet.prefix, maxlen=fleet.maxlen, ttl=fleet.ttl)
-        self.replay = Replay(withhold=self._regenerated)
+        self.replay = Replay()  # recorded guard output never reaches it: _apply passes it over
         self.fleet = fleet
         self.session = session
         self.guard = Guard(fleet.config, on_action=self._on_action)
@@ -253,7 +253,7 @@ class _Replica:
         """The guard's own messages and halt requests, which every worker
         regenerates (as replay does) rather than reads back; a denied call's
         result is the runtime's and is applied like any result."""
-        return not isinstance(event, ToolResult) and self.guard.owns(event)
+        return type(event) in _OUTPUT_TYPES and self.guard.owns(event)
 
     def _capture(self, event: Event) -> None:
         if self._regenerated(event):
@@ -274,9 +274,13 @@ class _Replica:
     async def _catch_up(
         self, until: int, fetched: Sequence[tuple[str, bytes]], owed: list[tuple[int, list[Event], list[Action]]]
     ) -> None:
+        applied = _entry_key(self.position)
         for entry, line in fetched:
-            if _entry_key(entry) > _entry_key(self.position) and await self._apply(entry, line, until, owed):
+            if _entry_key(entry) <= applied:
+                continue
+            if await self._apply(entry, line, until, owed):
                 return
+            applied = _entry_key(self.position)
         async for entry, line in self.log.entries(self.position):
             if await self._apply(entry, line, until, owed):
                 return
@@ -301,21 +305,24 @@ class _Replica:
         self.actions.clear()
         decision = await self.replay.apply(event)
         self.seq = event.seq
-        messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
-        halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
         if self.output or self.actions:
             owed.append((event.seq, self.output[:], self.actions[:]))
-        self.outcomes[event.seq] = Outcome(
-            seq=event.seq,
-            decision=decision,
-            messages=messages,
-            halt=halts[0] if halts else None,
-        )
+            messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
+            halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
+            outcome = Outcome(seq=event.seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
+        else:
+            outcome = Outcome(seq=event.seq, decision=decision)
+        self.outcomes[event.seq] = outcome
         while len(self.outcomes) > _KEPT_OUTCOMES:
             self.outcomes.popitem(last=False)
         if type(event) is AgentStatus and event.status == "disposed" and event.agent is not None:
             self.agents.pop(event.agent.id, None)
         return event.seq >= until
+
+
+_OUTPUT_TYPES = (ContextMessage, AgentStatus)
+"""The event types guard output can have (a denied call's result is not
+output: it is the runtime's, applied like any result)."""
 
 
 def _entry_key(entry: str) -> tuple[int, int]:
