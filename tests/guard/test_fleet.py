@@ -7,6 +7,7 @@ redis-py's asyncio client does not run under trio: asyncio only.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -16,13 +17,14 @@ import anyio
 import msgspec
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
 from bus.redis_log import RedisSessionLog
 from guard import Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.fleet import FleetGuard, Outcome
 from guard.verdicts import replay_log
-from tests.conftest import AskScript, RedisClients
+from tests.conftest import AskScript, RedisClients, _free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -327,3 +329,18 @@ async def test_concurrent_events_of_one_session_on_one_worker_are_each_applied_o
     replayed, _ = await _export_and_replay(redis_url, "s1", tmp_path, None)
     assert replayed.report.events == 6
     assert worker.sessions == 1
+
+
+async def test_unreachable_redis_fails_every_waiting_call_instead_of_hanging_it() -> None:
+    client = Redis.from_url(f"redis://127.0.0.1:{_free_port()}/0", socket_connect_timeout=1)
+    fleet = FleetGuard(client, worker="w0")
+    agent = Agent("main")
+    calls = [ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP) for n in range(5)]
+    try:
+        with anyio.fail_after(10):
+            results = await asyncio.gather(
+                *(fleet.handle(f"s{n}", call) for n, call in enumerate(calls)), return_exceptions=True
+            )
+    finally:
+        await client.aclose()
+    assert all(isinstance(result, RedisConnectionError) for result in results), results
