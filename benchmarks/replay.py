@@ -42,15 +42,7 @@ async def replay(settings: Settings) -> list[Row]:
     path = settings.tmpdir / "replay.jsonl"
     events = await generate_log(path, settings.log_mb)
     size = os.path.getsize(path)
-    agents: dict[str, Agent] = {}
-
-    def agent_for(agent_id: str) -> Agent:
-        agent = agents.get(agent_id)
-        if agent is None:
-            agent = agents[agent_id] = Agent(agent_id)
-        return agent
-
-    decoder = event_decoder(agent_for)
+    decoder = event_decoder({})
 
     async def decode_only(n: int) -> None:
         decode = decoder.decode

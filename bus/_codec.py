@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import reprlib
-from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
@@ -117,15 +116,19 @@ def _key(key: Any) -> Any:
     return _text(_repr(key))
 
 
-def event_decoder(agent_for: Callable[[str], Agent]) -> msgspec.json.Decoder[AnyEvent | SessionStart]:
-    """A decoder whose events carry handles from ``agent_for`` (id -> handle).
-    It decodes a resume header too (a ``SessionStart``), in the same pass."""
+def event_decoder(agents: dict[str, Agent]) -> msgspec.json.Decoder[AnyEvent | SessionStart]:
+    """A decoder whose events carry the handles in ``agents`` (id -> handle),
+    one per id: an id not seen before gets a new handle, kept there. It
+    decodes a resume header too (a ``SessionStart``), in the same pass."""
 
     def hook(type_: type, obj: Any) -> Any:
         # msgspec turns a ValueError here into a ValidationError for the line;
         # any other exception would escape the reader.
         if isinstance(obj, str) and obj:
-            return agent_for(obj)
+            agent = agents.get(obj)
+            if agent is None:
+                agent = agents[obj] = Agent(obj)
+            return agent
         raise ValueError(f"Expected a non-empty agent id string, got {reprlib.repr(obj)}")
 
     return msgspec.json.Decoder(AnyEvent | SessionStart, dec_hook=hook)

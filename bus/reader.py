@@ -90,7 +90,7 @@ class LogReader:
         self.path = Path(path)
         self.report = ReadReport()
         self.agents: dict[str, Agent] = {}
-        self._decoder = event_decoder(self._agent)
+        self._decoder = event_decoder(self.agents)
         try:
             self._file: IO[bytes] = read_regular(self.path, what="session log")
         except FileNotFoundError:
@@ -116,12 +116,6 @@ class LogReader:
                 f"{str(self.path)!r} has session log version {header.v}; this reader knows version {LOG_VERSION}"
             )
         self.report.session = header.session
-
-    def _agent(self, agent_id: str) -> Agent:
-        agent = self.agents.get(agent_id)
-        if agent is None:
-            agent = self.agents[agent_id] = Agent(agent_id)
-        return agent
 
     def close(self) -> None:
         """Release the file; iterating afterwards is a ``ValueError``. Idempotent."""

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from bus._codec import encode_line, event_decoder
-from bus.agent import Agent
 from bus.events import AgentStatus, AnyEvent, Event, SessionStart
 from bus.log import LOG_VERSION
 from bus.reader import LogError, ReadReport
@@ -419,15 +418,7 @@ class RedisSessionLog:
         report = report if report is not None else ReadReport()
         header = await self.header()
         report.session = header.session
-        agents: dict[str, Agent] = {}
-
-        def agent_for(agent_id: str) -> Agent:
-            agent = agents.get(agent_id)
-            if agent is None:
-                agent = agents[agent_id] = Agent(agent_id)
-            return agent
-
-        decode = event_decoder(agent_for).decode
+        decode = event_decoder({}).decode
         number = 1
         report.lines = 1
         async for _, line in self.entries():

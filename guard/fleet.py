@@ -233,18 +233,12 @@ class _Replica:
         self.guard.attach(self.replay.bus)
         self.replay.bus.record(self._capture)
         self.agents: dict[str, Agent] = {}
-        self.decode = event_decoder(self._agent).decode
+        self.decode = event_decoder(self.agents).decode
         self.position = "-"
         self.seq = 0
         self.lock = asyncio.Lock()
         self.outcomes: OrderedDict[int, Outcome] = OrderedDict()
         self.output: list[Event] = []
-
-    def _agent(self, agent_id: str) -> Agent:
-        agent = self.agents.get(agent_id)
-        if agent is None:
-            agent = self.agents[agent_id] = Agent(agent_id)
-        return agent
 
     def _on_action(self, action: Action, trigger: Event) -> None:
         self.actions.append(action)

@@ -410,13 +410,7 @@ def _decode(rows: Sequence[tuple[str, bytes]], link: GuardLink, *, strict: bool 
     ``None``."""
     agents: dict[str, Agent] = {agent.agent.id: agent.agent for agent in link.links()}
 
-    def agent_for(agent_id: str) -> Agent:
-        agent = agents.get(agent_id)
-        if agent is None:
-            agent = agents[agent_id] = Agent(agent_id)
-        return agent
-
-    decode = event_decoder(agent_for).decode
+    decode = event_decoder(agents).decode
     events: list[AnyEvent] = []
     for _, line in rows:
         try:
