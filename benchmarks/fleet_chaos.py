@@ -273,6 +273,8 @@ def main() -> None:
         f"requests that never got an answer {run.failures}"
     )
     print(f"lost events: {lost}; replay --check differences over every session: {differences}")
+    if lost or differences or run.failures:
+        sys.exit(1)  # the run is a check too: any loss or difference fails it
 
 
 if __name__ == "__main__":
