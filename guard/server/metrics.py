@@ -39,6 +39,11 @@ class _StoreCollector(Collector):
             "Sessions dropped from memory (idle, too many, or ended).",
             store.evicted,
         )
+        yield CounterMetricFamily(
+            "repeat_tool_guard_sessions_caught_up",
+            "Requests that brought a live session up to what other replicas appended.",
+            store.caught_up,
+        )
 
 
 class Metrics:

@@ -202,7 +202,6 @@ class RedisSessionStore(SessionStore):
         self.wait_ms = wait_ms
         self.worker = worker or f"serve-{uuid.uuid4().hex[:8]}"
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
-        self.caught_up = 0
         self._shared: dict[str, _Shared] = {}
         self._fetched: dict[str, _Lease] = {}
         self._turns = _Turns()

@@ -129,6 +129,9 @@ class SessionStore(abc.ABC):
         """Told of every event published on a session's bus after its restore."""
         self.restored = 0
         self.evicted = 0
+        self.caught_up = 0
+        """Requests that found another replica had moved a live session on and
+        applied just what it appended (always 0 for a store only this process uses)."""
         self._clock = clock
         self._live: OrderedDict[str, Session] = OrderedDict()
         self._restoring = anyio.Lock()

@@ -61,6 +61,7 @@ def test_metrics_count_events_actions_sessions_and_latency(served: Served) -> No
     assert seen[("repeat_tool_guard_request_duration_seconds_count", (("route", "claude-code"),))] == 6
     assert seen[("repeat_tool_guard_request_duration_seconds_bucket", (("le", "+Inf"), ("route", "events")))] == 2
     assert seen[("repeat_tool_guard_sessions_restored_total", ())] == 0
+    assert seen[("repeat_tool_guard_sessions_caught_up_total", ())] == 0
 
 
 def test_healthz_says_ready_and_how_many_sessions_are_live(served: Served) -> None:

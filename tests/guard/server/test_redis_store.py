@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -253,6 +254,7 @@ def test_replicas_as_processes_share_sessions_and_survive_a_kill(
             client.close()
     assert reminders == 3  # remind at 3, 5 and 8, each once, whichever replica answered
     assert 'repeat_tool_guard_fleet_actions_total{policy="remind",action="remind"} 3' in metrics
+    assert re.search(r"^repeat_tool_guard_sessions_caught_up_total [1-9]", metrics, re.M), metrics
     for server in servers[1:]:
         assert server.stop() == 0
         assert "Traceback" not in server.stderr
