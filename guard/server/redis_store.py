@@ -408,7 +408,6 @@ def _decode(rows: Sequence[tuple[str, bytes]], link: GuardLink, *, strict: bool 
     skipped, as a log reader skips it; with ``strict``, the answer is then
     ``None``."""
     agents: dict[str, Agent] = {agent.agent.id: agent.agent for agent in link.links()}
-
     decode = event_decoder(agents).decode
     events: list[AnyEvent] = []
     for _, line in rows:
