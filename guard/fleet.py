@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 __all__ = ["ActionLedger", "FleetAction", "FleetCounts", "FleetGuard", "Outcome", "idempotency_key"]
 
 _KEPT_OUTCOMES = 256
+_APPLIED_BETWEEN_TURNS = 32
+"""A long catch-up (a session's first visit to this worker) lets the worker's
+other sessions go on every this many entries, rather than stall them all."""
 _ACTIONS_MAXLEN = 100_000
 
 # Record guard actions fleet-wide, each once: every worker that applies an
@@ -269,13 +272,15 @@ class _Replica:
         self, until: int, fetched: Sequence[tuple[str, bytes]], owed: list[tuple[int, list[Event], list[Action]]]
     ) -> None:
         applied = _entry_key(self.position)
-        for entry, line in fetched:
+        for count, (entry, line) in enumerate(fetched, 1):
             if _entry_key(entry) <= applied:
                 continue
             if await self._apply(entry, line, until, owed):
                 return
             applied = _entry_key(self.position)
-        async for entry, line in self.log.entries(self.position):
+            if count % _APPLIED_BETWEEN_TURNS == 0:
+                await asyncio.sleep(0)
+        async for entry, line in self.log.entries(self.position):  # reading yields to other sessions
             if await self._apply(entry, line, until, owed):
                 return
 

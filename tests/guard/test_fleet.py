@@ -344,3 +344,23 @@ async def test_unreachable_redis_fails_every_waiting_call_instead_of_hanging_it(
     finally:
         await client.aclose()
     assert all(isinstance(result, RedisConnectionError) for result in results), results
+
+
+async def test_a_long_catch_up_lets_the_workers_other_sessions_go_on(workers: Workers) -> None:
+    one, two = workers(2)
+    agent = Agent("main")
+    for n in range(1, 101):  # 200 events that worker two has never seen
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args={"n": n})
+        await one.handle("long", call)
+        await one.handle("long", ToolResult.answering(call, "x"))
+    finished: list[str] = []
+
+    async def send(session: str, n: int) -> None:
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args={"n": n})
+        await two.handle(session, call)
+        finished.append(session)
+
+    # Both join one batch, the long session first; the short one must not
+    # wait for all 200 entries to be applied.
+    await asyncio.gather(send("long", 101), send("short", 1))
+    assert finished == ["short", "long"]
