@@ -340,7 +340,9 @@ class FleetGuard:
 
     ``handle`` is the one entry point: it appends the event (a retry with
     the same idempotency key is applied once) and returns the guard's
-    ``Outcome`` at that event. At most ``max_sessions`` sessions are held in
+    ``Outcome`` at that event. Call it concurrently for many sessions: the
+    appends of every call in flight share one round trip to Redis (group
+    commit), so a worker's throughput grows with its concurrency. At most ``max_sessions`` sessions are held in
     memory; the least recently used is dropped and rebuilt from its stream
     when it comes back. ``maxlen`` and ``ttl`` bound each session's stream
     (see ``RedisSessionLog``); ``lease_ms`` is how long an escalation's
