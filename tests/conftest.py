@@ -34,6 +34,16 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``asyncio_only`` (its library has no trio support:
+    redis-py, the runtimes' own loops) runs on the asyncio backend alone:
+    marked before pytest parametrizes, so the mark replaces the fixture's
+    two backends."""
+    if "anyio_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("asyncio_only"):
+        metafunc.definition.add_marker(pytest.mark.parametrize("anyio_backend", ["asyncio"]))
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

@@ -18,12 +18,7 @@ from bus.reader import LogError
 from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog, append_many, parse_redis_target
 from tests.conftest import RedisClients
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 @pytest.fixture

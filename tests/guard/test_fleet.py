@@ -26,12 +26,7 @@ from guard.fleet import FleetGuard, Outcome
 from guard.verdicts import replay_log
 from tests.conftest import AskScript, RedisClients, _free_port
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 Workers = Callable[..., list[FleetGuard]]

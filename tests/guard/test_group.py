@@ -10,12 +10,8 @@ import pytest
 
 from guard._group import GroupCommit
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # the group commit serves redis-py, which runs on asyncio only
+# The group commit serves redis-py, which runs on asyncio only.
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 class _Server:

@@ -29,13 +29,7 @@ from guard.adapters.google_adk import REMINDER_PREFIX, RepeatToolGuard
 from guard.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """ADK runs on asyncio only."""
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # ADK runs on asyncio only.
 
 
 class LoopingLlm(BaseLlm):

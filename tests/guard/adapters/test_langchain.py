@@ -31,13 +31,7 @@ from tests.claude_cli import text, tool_use
 from tests.fake_providers import DIALECTS, FakeChatAPI
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """LangGraph's async runner is asyncio-based."""
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # LangGraph's async runner is asyncio-based.
 
 
 class ScriptedChat(GenericFakeChatModel):

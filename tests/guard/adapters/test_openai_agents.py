@@ -24,13 +24,7 @@ from guard.adapters.openai_agents import TOOL_GUARDRAIL, RepeatToolGuard, guard_
 from guard.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """The Agents SDK runs on asyncio only."""
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # The Agents SDK runs on asyncio only.
 
 
 @pytest.fixture(autouse=True)

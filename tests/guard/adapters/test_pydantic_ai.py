@@ -31,13 +31,8 @@ from guard.adapters.pydantic_ai import REMINDER_METADATA_KEY, RepeatToolGuard
 from guard.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """pydantic-ai runs only on asyncio (it starts its runs with ``asyncio.create_task``)."""
-    return "asyncio"
+# pydantic-ai runs only on asyncio (it starts its runs with ``asyncio.create_task``).
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 Requests = list[list[ModelMessage]]

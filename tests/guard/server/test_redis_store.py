@@ -38,12 +38,7 @@ from guard.server.sessions import Session
 from tests.conftest import AskScript, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
 
 Replicas = Callable[..., list[RedisSessionStore]]
