@@ -297,7 +297,7 @@ class RedisSessionLog:
             (
                 self.session,
                 key or "",
-                self._line(event).decode(),
+                self._line(event),
                 after or "",
                 self.maxlen,
                 self.ttl,
@@ -375,13 +375,13 @@ class RedisSessionLog:
         raw = await self.client.hgetall(self._keys[5])
         return {(k.decode() if isinstance(k, bytes) else str(k)): _bytes(v) for k, v in raw.items()}
 
-    def _line(self, event: Event) -> bytes:
+    def _line(self, event: Event) -> str:
+        """The event's log line with ``"seq":0``, for the script to number."""
         buffer = self._buffer
-        encode_line(msgspec.structs.replace(event, seq=0), buffer)
-        line = bytes(buffer)
-        if _SEQ_PLACEHOLDER not in line[:64]:  # pragma: no cover - every Event encodes type, then seq
-            raise ValueError(f"cannot place seq in {line[:64]!r}")
-        return line
+        encode_line(msgspec.structs.replace(event, seq=0) if event.seq else event, buffer)
+        if _SEQ_PLACEHOLDER not in buffer[:64]:  # pragma: no cover - every Event encodes type, then seq
+            raise ValueError(f"cannot place seq in {bytes(buffer[:64])!r}")
+        return buffer.decode()
 
     async def length(self) -> int:
         """How many events the stream holds now (after any trimming)."""

@@ -273,11 +273,12 @@ class _Replica:
     ) -> None:
         applied = _entry_key(self.position)
         for count, (entry, line) in enumerate(fetched, 1):
-            if _entry_key(entry) <= applied:
+            key = _entry_key(entry)
+            if key <= applied:
                 continue
             if await self._apply(entry, line, until, owed):
                 return
-            applied = _entry_key(self.position)
+            applied = key
             if count % _APPLIED_BETWEEN_TURNS == 0:
                 await asyncio.sleep(0)
         async for entry, line in self.log.entries(self.position):  # reading yields to other sessions
@@ -342,9 +343,9 @@ class FleetGuard:
     the same idempotency key is applied once) and returns the guard's
     ``Outcome`` at that event. Call it concurrently for many sessions: the
     appends of every call in flight share one round trip to Redis (group
-    commit), so a worker's throughput grows with its concurrency. At most ``max_sessions`` sessions are held in
-    memory; the least recently used is dropped and rebuilt from its stream
-    when it comes back. ``maxlen`` and ``ttl`` bound each session's stream
+    commit), so a worker's throughput grows with its concurrency. At most
+    ``max_sessions`` sessions are held in memory; the least recently used is
+    dropped and rebuilt from its stream when it comes back. ``maxlen`` and ``ttl`` bound each session's stream
     (see ``RedisSessionLog``); ``lease_ms`` is how long an escalation's
     lease lasts before another worker may take it over: keep it above the
     ask command's timeout, or a slow ask may be asked twice.
