@@ -117,7 +117,8 @@ class _Tracker:
 
 def _history(guard: Guard, tracker: _Tracker, path: Path | None = None) -> Replay:
     """A replay of recorded events (the log at ``path``, or fed to ``apply``)
-    for ``guard``, followed by ``tracker``; attach the guard to its bus."""
+    that withholds ``guard``'s recorded messages and feeds ``tracker``; the
+    caller attaches the guard to its bus."""
     # Recorded halt requests are re-published, not withheld: a runtime or
     # plugin may have asked for one too, and the tracker must see it.
     replay = Replay(path, withhold=lambda event: type(event) is ContextMessage and guard.owns(event))
