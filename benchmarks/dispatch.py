@@ -58,17 +58,21 @@ def _bare(event: ToolResult, fan: int) -> Case:
     return many
 
 
+def _repeated(send: Callable[[ToolResult], Awaitable[Any]], event: ToolResult) -> Case:
+    """A case that sends ``event`` ``n`` times, awaiting each."""
+
+    async def case(n: int) -> None:
+        for _ in range(n):
+            await send(event)
+
+    return case
+
+
 def _bus(event: ToolResult, fan: int) -> Case:
     bus = Bus()
     for handler in _handlers(fan):
         bus.subscribe(ToolResult, handler)
-    publish = bus.publish
-
-    async def case(n: int) -> None:
-        for _ in range(n):
-            await publish(event)
-
-    return case
+    return _repeated(bus.publish, event)
 
 
 def _blinker(event: ToolResult, fan: int) -> Case | None:
@@ -78,13 +82,7 @@ def _blinker(event: ToolResult, fan: int) -> Case | None:
     signal = blinker.Signal()
     for handler in _handlers(fan):
         signal.connect(handler, weak=False)
-    send = signal.send_async
-
-    async def case(n: int) -> None:
-        for _ in range(n):
-            await send(event)
-
-    return case
+    return _repeated(signal.send_async, event)
 
 
 def _pyee(event: ToolResult, fan: int) -> Case | None:
