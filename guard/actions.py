@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -32,6 +32,18 @@ class Action(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str
     threshold: int | None = None
     advice: str | None = None
+
+    def reported(self) -> dict[str, Any]:
+        """The fields every report of an action carries (``replay --json``,
+        the fleet's ``watch``): agent, policy, action, tool, count, text."""
+        return {
+            "agent": self.agent,
+            "policy": self.policy,
+            "action": self.action,
+            "tool": self.tool,
+            "count": self.count,
+            "text": self.text,
+        }
 
 
 def action_for(

@@ -162,17 +162,7 @@ class ActionLedger:
         return keys, args
 
     def _fields(self, session: str, seq: int, index: int, action: Action) -> tuple[str, bytes, str]:
-        entry = FleetAction(
-            session=session,
-            seq=seq,
-            agent=action.agent,
-            policy=action.policy,
-            action=action.action,
-            tool=action.tool,
-            count=action.count,
-            text=action.text,
-            worker=self.worker,
-        )
+        entry = FleetAction(session=session, seq=seq, worker=self.worker, **action.reported())
         return f"{seq}\x1f{index}", msgspec.json.encode(entry), f"{action.policy}\x1f{action.action}"
 
     async def counts(self) -> FleetCounts:

@@ -190,16 +190,7 @@ async def replay_log(
     denials: dict[tuple[str | None, str], tuple[int, str, Action]] = {}
 
     def on_action(action: Action, trigger: Event) -> None:
-        verdict = Verdict(
-            seq=replay.seq,
-            call_number=replay.call_number,
-            agent=action.agent,
-            policy=action.policy,
-            action=action.action,
-            tool=action.tool,
-            count=action.count,
-            text=action.text,
-        )
+        verdict = Verdict(seq=replay.seq, call_number=replay.call_number, **action.reported())
         verdicts.append(verdict)
         if action.action in DENYING and isinstance(trigger, ToolCall):
             # The first denial decides the call, as on a live bus.
