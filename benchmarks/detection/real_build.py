@@ -5,11 +5,13 @@
 ``DRAFT.jsonl`` holds one labelled stretch a line, numbered in the full
 imported session log: ``log`` (that log), ``file`` (its name under
 ``DATA_DIR``), ``origin``, ``members`` (call numbers), ``label``, ``kind``,
-``reason`` and optionally ``period``. Each log is cut to one slice of events:
+``reason``, ``commit``, ``licence`` and optionally ``period``. Each log is cut to one slice of events:
 the header, the agent's start and first user message (the task), then
 everything from ``context`` calls before its first labelled call to the
 result of its last. Events are copied unchanged; call numbers in the written
-labels are the trimmed log's, checked to name the same calls.
+labels are the trimmed log's, checked to name the same calls. The file table
+of ``real/DATA.md`` (repository, path, commit, licence of each log) is
+rewritten from the same lines.
 """
 
 from __future__ import annotations
@@ -90,7 +92,20 @@ def build(draft: Path, data: Path, labels: Path) -> int:
                     raise ValueError(f"{item['file']}: call {old} is not call {new} of the trimmed log")
             stanzas.append(_stanza(item, members))
     labels.write_text(_HEADER + "\n".join(stanzas), encoding="utf-8")
+    _write_sources(items, labels.with_name("DATA.md"))
     return len(stanzas)
+
+
+def _write_sources(items: list[dict[str, Any]], path: Path) -> None:
+    """Replace the file table of ``DATA.md`` (everything after ``## Files``)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "## Files\n"
+    head = text.split("## Files")[0]
+    rows = {}
+    for item in items:
+        repo, source_path = item["origin"].split(":", 1)
+        rows[item["file"]] = f"| {item['file']} | {repo} | {source_path} | {item['commit']} | {item['licence']} |"
+    table = ["## Files", "", "| file (under real/) | repository | path | commit | licence |", "|---|---|---|---|---|"]
+    path.write_text(head + "\n".join(table + [rows[k] for k in sorted(rows)]) + "\n", encoding="utf-8")
 
 
 _HEADER = """\

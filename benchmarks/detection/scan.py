@@ -39,7 +39,8 @@ from guard.verdicts import replay_log
 
 _COSMETIC = frozenset({"description", "task_progress", "__intent", "_i", "thought", "reasoning", "security_risk"})
 _WRITES_SHELL = re.compile(
-    r"sed -i|perl -i|>\s*\S|\btee\b|\bpatch\b|git (apply|checkout|stash|reset|am)|pip install|"
+    r"sed -i|perl -i|(?<![0-9&])>>?\s*(?!&|/dev/null)[\w./~$'\"-]|\btee\b|\bpatch\b|"
+    r"git (apply|checkout|stash|reset|am)|pip install|"
     r"\brm\b|\bmv\b|\bcp\b|<<|open\([^)]*['\"][wa]['\"]|\.write\(|apply_patch|npm install|make\b"
 )
 _WRITES_TOOL = re.compile(r"edit|write|replace|create|patch|insert|multiedit", re.IGNORECASE)
