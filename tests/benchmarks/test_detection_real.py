@@ -20,7 +20,7 @@ _needs_data = pytest.mark.skipif(not _DATA.is_dir(), reason=f"real transcripts a
 
 
 @_needs_data
-async def test_recommended_on_held_out_real_transcripts_denies_no_legit_work(anyio_backend: str) -> None:
+async def test_recommended_advises_on_at_most_2_percent_of_held_out_legit_stretches(anyio_backend: str) -> None:
     (recommended,) = await score_half("held-out")
     assert recommended.legits >= 150, table([("held-out", recommended)])
     assert recommended.legit_stretches_advised <= PROMISE.legit_advised_share * recommended.legits, table(
@@ -31,9 +31,9 @@ async def test_recommended_on_held_out_real_transcripts_denies_no_legit_work(any
 @_needs_data
 @pytest.mark.xfail(
     strict=False,
-    reason="recommended does not yet meet every threshold on held-out real transcripts: it denies legit work "
-    "(a pylint exploration with varying arguments) and misses the held-out real loop; see the table in "
-    "docs/policies/recommended.md",
+    reason="recommended does not yet meet every threshold on held-out real transcripts: it denies a re-read "
+    "between failing edits (django-11451) and misses four identical `cat > fix.patch` heredocs (django-11620); "
+    "see the real benchmark table in docs/policies/recommended.md",
 )
 async def test_recommended_meets_its_promises_on_held_out_real_transcripts(anyio_backend: str) -> None:
     (recommended,) = await score_half("held-out")
