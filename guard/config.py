@@ -24,7 +24,7 @@ from guard._text import one_line, shown
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
 from guard.patterns import PatternError, check_regexes
-from guard.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
+from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
 
 __all__ = [
     "MAX_CONFIG_BYTES",

@@ -24,11 +24,11 @@ from bus._logging import LazyLogger
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
-from guard.loops import LoopsPolicy
+from guard.policies.loops import LoopsPolicy
+from guard.policies.remind import RemindPolicy
+from guard.policies.rescue import RescuePolicy
+from guard.policies.turns import TurnsPolicy
 from guard.policy import AnyPolicy, AnyWatch
-from guard.remind import RemindPolicy
-from guard.rescue import RescuePolicy
-from guard.turns import TurnsPolicy
 
 __all__ = ["ActionListener", "Guard", "build_policies"]
 

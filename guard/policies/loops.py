@@ -33,7 +33,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
   its further calls are denied until one of its calls succeeds. A failure
   is the result's error flag or a result matching ``error_results`` (the
   ``ERROR:`` text some runtimes use instead of the flag).
-- **Progress.** A successful editing call (``guard.progress``) starts a new
+- **Progress.** A successful editing call (``guard.policies.progress``) starts a new
   epoch: every count is voided, except that the edit itself is remembered,
   so the same edit made again is a repeat (three identical writes are a
   loop). A failed edit is no progress. A genuine user message starts a new
@@ -56,8 +56,8 @@ from guard.config import LoopsConfig
 from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.normalize import ResultNormalizer, error_kind
 from guard.patterns import CommandPatterns, ToolFilter, compile_regex, shell_command
+from guard.policies.progress import ProgressRule, loose_tool_name
 from guard.policy import Policy
-from guard.progress import ProgressRule, loose_tool_name
 
 __all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "requested_repeats"]
 

@@ -5,7 +5,7 @@ call in between resets it, and a cycle like ``grep X ×5, read Y`` is never
 caught), ``rescue`` counts how often a call's signature occurs among the
 agent's last ``window`` tracked calls, so a cycle of any period is caught.
 Observations only count while nothing changes: a successful call that
-changed something (``guard.progress``: a mutating tool, or a shell command
+changed something (``guard.policies.progress``: a mutating tool, or a shell command
 that edits files), or a genuine user message, starts a new progress epoch and
 voids them all, which is what lets an edit-build-edit-build cycle through.
 The same edit made again (identical arguments to the editing call that
@@ -32,12 +32,12 @@ from bus import AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
 from guard.calls import CallSelector, Interjections
 from guard.config import RescueConfig
-from guard.escalation import AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache
+from guard.policies.escalation import AskCommand, AskOutcome
+from guard.policies.progress import ProgressRule
+from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.policy import Policy
-from guard.progress import ProgressRule
 from guard.redact import REDACTED, Redactor
-from guard.trips import Trip, TripKind, TripLog, TripTrigger
 
 __all__ = ["RESCUE_PLUGIN", "Asker", "RecordedAnswers", "RescuePolicy", "advice_in"]
 

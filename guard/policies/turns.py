@@ -32,8 +32,8 @@ from guard.actions import Action, ActionKind, action_for
 from guard.calls import CallSelector, Interjections
 from guard.config import TurnsConfig
 from guard.fingerprint import FingerprintCache
+from guard.policies.turn_ring import Pair, TurnRing, detect_loop
 from guard.policy import Policy
-from guard.turn_ring import Pair, TurnRing, detect_loop
 
 __all__ = ["TURNS_ADVISORY", "TURNS_DENIAL", "TURNS_HALT_REASON", "TurnsPolicy", "summarize_result"]
 
