@@ -22,7 +22,7 @@ from guard.config import (
     parse_config,
 )
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
-from guard.guard import ActionListener, Guard, build_policies
+from guard.guard import ActionListener, Guard
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import (
     PATTERN_INPUT_LIMIT,
@@ -36,6 +36,7 @@ from guard.patterns import (
 )
 from guard.policies.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.policies.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.policies.registry import build_policies
 from guard.policies.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
 from guard.policies.rescue import RESCUE_PLUGIN, RescuePolicy
 from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
