@@ -41,9 +41,11 @@ from benchmarks.detection.run import CONFIGS, CORPUS, HERE, Score, Stretch, deta
 from guard.config import Config
 
 LABELS = HERE / "real" / "stretches.toml"
+EXTERNAL = HERE / "real" / "external.toml"
 DATA = CORPUS / "real"
 HALVES = ("tune", "held-out")
 ENV = "REPEAT_TOOL_GUARD_REAL_DATA"
+EXTERNAL_ENV = "REPEAT_TOOL_GUARD_EXTERNAL_DATA"
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,12 @@ class _Labels(msgspec.Struct, frozen=True):
     stretch: list[Stretch] = msgspec.field(default_factory=list)
 
 
-def load_real(labels: Path = LABELS) -> list[Stretch]:
-    """Every labelled real stretch (``source`` is ``real``)."""
+def load_real(labels: Path = LABELS, source: str = "real") -> list[Stretch]:
+    """Every labelled stretch of ``labels``: ``real`` (logs in the data
+    folder) or ``external`` (transcripts imported from a checkout of the
+    repository the file names)."""
     data = tomllib.loads(labels.read_text(encoding="utf-8"))
-    stretches = [msgspec.convert({"source": "real", **item}, Stretch) for item in data.get("stretch", [])]
+    stretches = [msgspec.convert({"source": source, **item}, Stretch) for item in data.get("stretch", [])]
     for stretch in stretches:
         if stretch.label not in ("loop", "legit", "unclear"):
             raise ValueError(f"{stretch.name}: label must be loop, legit or unclear, not {stretch.label!r}")
@@ -154,8 +158,15 @@ def table(rows: list[tuple[str, Score]]) -> str:
     return "\n".join(lines)
 
 
+def external_folder(given: Path | None = None) -> Path | None:
+    """The checkout ``external.toml``'s transcripts are imported from:
+    ``given``, else ``$REPEAT_TOOL_GUARD_EXTERNAL_DATA``, else none."""
+    env = os.environ.get(EXTERNAL_ENV)
+    return given if given is not None else Path(env) if env else None
+
+
 async def _score(stretches: list[Stretch], configs: dict[str, Config], data: Path) -> list[Score]:
-    return await score_stretches(stretches, configs, real=data)
+    return await score_stretches(stretches, configs, real=data, external=data)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,14 +177,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data", type=Path, default=None, help=f"the real logs (default ${ENV} or ../shared/corpus/real)"
     )
+    parser.add_argument(
+        "--set",
+        default="real",
+        choices=["real", "external"],
+        help="real: redistributable logs (default); external: labels of transcripts you fetch yourself",
+    )
+    parser.add_argument(
+        "--external", type=Path, default=None, help=f"checkout for --set external (default ${EXTERNAL_ENV})"
+    )
     parser.add_argument("--detail", action="store_true", help="also list every stretch")
     args = parser.parse_args(argv)
-    data = data_folder(args.data)
-    if not data.is_dir():
-        print(f"no real logs at {data}: see benchmarks/detection/real/DATA.md", file=sys.stderr)
-        return 2
+    if args.set == "external":
+        found = external_folder(args.external)
+        if found is None or not found.is_dir():
+            print(f"--set external needs a checkout (--external or ${EXTERNAL_ENV}): see real/DATA.md", file=sys.stderr)
+            return 2
+        data, stretches = found, load_real(EXTERNAL, "external")
+    else:
+        data, stretches = data_folder(args.data), load_real()
+        if not data.is_dir():
+            print(f"no real logs at {data}: see benchmarks/detection/real/DATA.md", file=sys.stderr)
+            return 2
     configs = dict(CONFIGS) if args.config == "all" else {args.config: CONFIGS[args.config]}
-    halves = split(load_real())
+    halves = split(stretches)
     chosen = HALVES if args.half == "both" else (args.half,)
     rows: list[tuple[str, Score]] = []
     for half in chosen:

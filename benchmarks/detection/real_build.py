@@ -140,13 +140,45 @@ def _stanza(item: dict[str, Any], members: list[int]) -> str:
     return "\n".join(lines)
 
 
+_EXTERNAL_HEADER = """\
+# Labelled stretches of public transcripts whose repository states no licence:
+# labels only, the transcripts are never copied. Fetch {repository} at
+# {commit} and point $REPEAT_TOOL_GUARD_EXTERNAL_DATA (or --external) at the
+# checkout; `python -m benchmarks.detection real --set external` imports each
+# file with our importers and scores it. file: path in that repository; calls:
+# call numbers of the imported session, as replay numbers them; period: calls
+# of a cycle's first round. Labels follow docs/policies/recommended.md.
+
+"""
+
+
+def build_external(draft: Path, labels: Path) -> int:
+    """Write ``labels`` for transcripts read in place (no trimming, no copy)."""
+    items = [json.loads(line) for line in draft.read_text(encoding="utf-8").splitlines() if line.strip()]
+    repository, _ = items[0]["origin"].split(":", 1)
+    stanzas = []
+    for item in sorted(items, key=lambda i: (i["file"], i["members"][0])):
+        stanza = _stanza(item, item["members"])
+        stanzas.append(stanza.replace("\n", f"\nsession = {_quote(item['session'])}\n", 1))
+    labels.write_text(
+        _EXTERNAL_HEADER.format(repository=repository, commit=items[0]["commit"]) + "\n".join(stanzas),
+        encoding="utf-8",
+    )
+    return len(stanzas)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("draft", type=Path)
-    parser.add_argument("data", type=Path)
-    parser.add_argument("--labels", type=Path, default=Path(__file__).parent / "real" / "stretches.toml")
+    parser.add_argument("data", type=Path, nargs="?", help="where the trimmed logs go (not with --external)")
+    parser.add_argument("--labels", type=Path, default=None)
+    parser.add_argument("--external", action="store_true", help="labels only, for transcripts read in place")
     args = parser.parse_args(argv)
-    print(build(args.draft, args.data, args.labels), "stretches")
+    here = Path(__file__).parent / "real"
+    if args.external:
+        print(build_external(args.draft, args.labels or here / "external.toml"), "stretches")
+    else:
+        print(build(args.draft, args.data, args.labels or here / "stretches.toml"), "stretches")
     return 0
 
 

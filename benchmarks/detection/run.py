@@ -137,7 +137,7 @@ def _call_agents(path: Path) -> dict[int, str | None]:
 
 
 def _logs(
-    stretches: Iterable[Stretch], tmp: Path, corpus: Path, real: Path | None = None
+    stretches: Iterable[Stretch], tmp: Path, corpus: Path, real: Path | None = None, external: Path | None = None
 ) -> dict[tuple[str, str, str | None], _Log]:
     logs: dict[tuple[str, str, str | None], _Log] = {}
     for stretch in stretches:
@@ -151,10 +151,9 @@ def _logs(
         elif stretch.source == "real" and real is not None:
             path = real / stretch.file
         else:
+            root = external if stretch.source == "external" and external is not None else corpus
             sessions = [
-                s
-                for s in open_sessions(corpus / stretch.file)
-                if stretch.session is None or s.session == stretch.session
+                s for s in open_sessions(root / stretch.file) if stretch.session is None or s.session == stretch.session
             ]
             if len(sessions) != 1:
                 raise ValueError(f"{stretch.name}: {len(sessions)} sessions match (name one with session = ...)")
@@ -243,13 +242,16 @@ async def score_stretches(
     *,
     corpus: Path = CORPUS,
     real: Path | None = None,
+    external: Path | None = None,
 ) -> list[Score]:
     """Score every config in ``configs`` (default ``CONFIGS``) on ``stretches``;
-    ``real`` is the folder the ``real`` stretches' logs are read from."""
+    ``real`` is the folder the ``real`` stretches' logs are read from,
+    ``external`` the checkout the ``external`` stretches' transcripts are
+    imported from."""
     configs = CONFIGS if configs is None else configs
     scores: list[Score] = []
     with tempfile.TemporaryDirectory(prefix="rtg-detection-") as tmp:
-        logs = _logs(stretches, Path(tmp), corpus, real)
+        logs = _logs(stretches, Path(tmp), corpus, real, external)
         for name, config in configs.items():
             results: list[StretchResult] = []
             elsewhere = 0

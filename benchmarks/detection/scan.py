@@ -40,7 +40,7 @@ from guard.verdicts import replay_log
 _COSMETIC = frozenset({"description", "task_progress", "__intent", "_i", "thought", "reasoning", "security_risk"})
 _WRITES_SHELL = re.compile(
     r"sed -i|perl -i|(?<![0-9&])>>?\s*(?!&|/dev/null)[\w./~$'\"-]|\btee\b|\bpatch\b|"
-    r"git (apply|checkout|stash|reset|am)|pip install|"
+    r"git (apply|checkout|stash|reset|am)|pip install|apt(-get)? (install|remove)|"
     r"\brm\b|\bmv\b|\bcp\b|<<|open\([^)]*['\"][wa]['\"]|\.write\(|apply_patch|npm install|make\b"
 )
 _WRITES_TOOL = re.compile(r"edit|write|replace|create|patch|insert|multiedit", re.IGNORECASE)
