@@ -3,6 +3,7 @@
     python -m benchmarks.detection real                      # recommended, both halves
     python -m benchmarks.detection real --config all --half held-out
     python -m benchmarks.detection real --detail             # every stretch
+    python -m benchmarks.detection real --set external --external CHECKOUT
 
 Labels: ``real/stretches.toml`` (file, call range, label, kind, reason and the
 transcript it came from); sources and licences: ``real/DATA.md``. The logs
@@ -11,6 +12,11 @@ from ``../shared/corpus/real`` (from the repository root), or from the folder
 ``$REPEAT_TOOL_GUARD_REAL_DATA`` or ``--data`` names. Each is a real session
 converted to the session log schema by our importers and trimmed to its
 labelled stretches and the calls before them.
+
+``real/external.toml`` labels transcripts of a repository that states no
+licence: only the labels are here, and ``--set external`` imports each
+transcript from a checkout of that repository (``--external`` or
+``$REPEAT_TOOL_GUARD_EXTERNAL_DATA``) when it runs.
 
 Every stretch belongs to one half, ``tune`` or ``held-out``, by a hash of
 the transcript it came from (so a session is never split): tune detection on

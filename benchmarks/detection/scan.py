@@ -1,6 +1,6 @@
 """Find repetitive stretches in a folder of real transcripts, for labelling.
 
-    python -m benchmarks.detection.scan TRANSCRIPTS OUT.jsonl [--logs DIR]
+    python -m benchmarks.detection scan TRANSCRIPTS OUT.jsonl [--logs DIR]
 
 Every transcript under ``TRANSCRIPTS`` is imported (as ``audit`` does), and
 each session is read call by call. A *candidate* is a call made again with
@@ -247,7 +247,7 @@ async def scan(root: Path, out: Path, logs: Path, source: str) -> dict[str, int]
 
 def main(argv: list[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.detection scan", description=__doc__.splitlines()[0])
     parser.add_argument("transcripts", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--source", default="", help="a name for where the transcripts came from")
