@@ -25,6 +25,7 @@ import msgspec
 from bus import LogError, open_regular
 from guard._text import one_line
 from guard.config import Config, ConfigError, load_config
+from guard.policies.registry import build_policies
 
 if TYPE_CHECKING:
     import structlog
@@ -163,9 +164,17 @@ def _report_check(outcome: ReplayOutcome) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     from guard.config import apply_environment, to_toml
+    from guard.policies.registry import BUILTIN, installed_plugins
 
     config = load_config(args.file)
     effective = apply_environment(config)  # validated either way, as a live guard would
+    enabled = {policy.name for policy in build_policies(effective)}
+    found = {policy.name: "built in" for policy in BUILTIN}
+    for name, entry in installed_plugins().items():
+        dist = entry.dist
+        found[name] = f"{dist.name} {dist.version}" if dist is not None else entry.value
+    for name, origin in found.items():
+        sys.stderr.write(f"policy {name} ({origin}): {'on' if name in enabled else 'off'}\n")
     if args.toml:
         sys.stdout.write(to_toml(config))
     else:
