@@ -23,9 +23,10 @@ budget and falls back to the free local denial.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, Self
 
@@ -39,7 +40,7 @@ from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.policies.escalation import AskCommand, AskOutcome
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule
 from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
-from guard.policy import Policy
+from guard.policy import History, Policy
 from guard.redact import REDACTED, Redactor
 from guard.section import (
     ConfigError,
@@ -423,6 +424,21 @@ class RescuePolicy(Policy[_AgentState]):
 
     def new_state(self) -> _AgentState:
         return _AgentState()
+
+    @contextlib.contextmanager
+    def replaying(self, history: History) -> Iterator[None]:
+        """Escalations are answered from the advice ``history`` recorded
+        (``RecordedAnswers``; asked live when ``history.answered`` is
+        false), and no trip is recorded: the history's trips were recorded
+        when they happened. On leaving, the asker and trip log are back."""
+        previous = (self.ask, self.trips)
+        if history.answered:
+            self.ask = RecordedAnswers.from_events(history.events())
+        self.trips = None
+        try:
+            yield
+        finally:
+            self.ask, self.trips = previous
 
     def _tracks(self, tool: str, args: Any) -> bool:
         return self._calls.tracks(tool, args)

@@ -48,8 +48,10 @@ from guard.actions import Action
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.policies.escalation import AskOutcome
+from guard.policies.registry import build_policies
 from guard.policies.rescue import Asker, RescuePolicy
 from guard.sessions._group import GroupCommit
+from guard.sessions.restore import regenerated
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -218,11 +220,15 @@ class _Replica:
         self.replay = Replay()  # recorded guard output never reaches it: _apply passes it over
         self.fleet = fleet
         self.session = session
-        self.guard = Guard(fleet.config, on_action=self._on_action)
+        # Escalations go through the fleet's lease, so one worker asks per call.
+        policies = [
+            RescuePolicy(policy.config, ask=_FleetAsker(fleet, session, policy.command))
+            if isinstance(policy, RescuePolicy)
+            else policy
+            for policy in build_policies(fleet.config)
+        ]
+        self.guard = Guard(fleet.config, on_action=self._on_action, policies=policies)
         self.actions: list[Action] = []
-        for policy in self.guard.policies:
-            if isinstance(policy, RescuePolicy):
-                policy.ask = _FleetAsker(fleet, session, policy.ask)
         self.guard.attach(self.replay.bus)
         self.replay.bus.record(self._capture)
         self.agents: dict[str, Agent] = {}
@@ -237,10 +243,7 @@ class _Replica:
         self.actions.append(action)
 
     def _regenerated(self, event: Event) -> bool:
-        """The guard's own messages and halt requests, which every worker
-        regenerates (as replay does) rather than reads back; a denied call's
-        result is the runtime's and is applied like any result."""
-        return type(event) in _OUTPUT_TYPES and self.guard.owns(event)
+        return regenerated(self.guard, event)
 
     def _capture(self, event: Event) -> None:
         if self._regenerated(event):
@@ -308,11 +311,6 @@ class _Replica:
         if type(event) is AgentStatus and event.status == "disposed" and event.agent is not None:
             self.agents.pop(event.agent.id, None)
         return event.seq >= until
-
-
-_OUTPUT_TYPES = (ContextMessage, AgentStatus)
-"""The event types guard output can have (a denied call's result is not
-output: it is the runtime's, applied like any result)."""
 
 
 def _entry_key(entry: str) -> tuple[int, int]:

@@ -20,7 +20,6 @@ from bus import (
     AgentStatus,
     AnyEvent,
     Bus,
-    ContextMessage,
     Event,
     LogError,
     Replay,
@@ -32,7 +31,7 @@ from bus import (
 from guard.config import Config
 from guard.guard import ActionListener, Guard
 from guard.sessions.link import GuardLink
-from guard.verdicts import answers_from_events, answers_from_log
+from guard.sessions.restore import regenerated, replaying
 
 __all__ = ["follow", "resume_link", "resume_or_restart"]
 
@@ -119,9 +118,7 @@ def _history(guard: Guard, tracker: _Tracker, path: Path | None = None) -> Repla
     """A replay of recorded events (the log at ``path``, or fed to ``apply``)
     that withholds ``guard``'s recorded messages and feeds ``tracker``; the
     caller attaches the guard to its bus."""
-    # Recorded halt requests are re-published, not withheld: a runtime or
-    # plugin may have asked for one too, and the tracker must see it.
-    replay = Replay(path, withhold=lambda event: type(event) is ContextMessage and guard.owns(event))
+    replay = Replay(path, withhold=lambda event: regenerated(guard, event))
     replay.bus.record(tracker)
     return replay
 
@@ -144,7 +141,7 @@ async def follow(link: GuardLink, guard: Guard, events: Sequence[AnyEvent]) -> N
     guard.detach()
     guard.attach(replay.bus)
     try:
-        with answers_from_events(guard, events):  # history never re-runs an escalation
+        with replaying(guard, events):
             for event in events:
                 await replay.apply(event)
     finally:
@@ -179,7 +176,7 @@ async def resume_link(
     if exists:
         replay = _history(guard, tracker, path)
         guard.attach(replay.bus)
-        with answers_from_log(guard, path):  # history never re-runs an escalation
+        with replaying(guard, path):
             await replay.run()
         guard.detach()
         seq = replay.seq
