@@ -210,7 +210,9 @@ async def replay_log(
                 advice = event.advice if isinstance(event.advice, str) else None
                 recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
             return False
-        if not regenerated(guard, event):
+        if not (regenerated(guard, event) or (kind is AgentStatus and guard.owns(event))):
+            # A halt request naming nobody is compared as the guard's too:
+            # logs may record the guard's halts without naming the plugin.
             return False
         assert isinstance(event, ContextMessage | AgentStatus)
         recorded.append(_message(event))

@@ -32,6 +32,7 @@ from bus import Decision, LogError, LogWriteError, open_regular
 from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.guard import Guard
+from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, GuardLink, as_text
 from guard.sessions.resume import resume_link
 from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
@@ -157,6 +158,7 @@ class ClaudeHooks:
             await self._end_session(str(payload.get("session_id") or "session"))
             return {}
         agent = await self._agent(payload)
+        seq = self.link.bus.seq + 1  # the seq this event gets
         if event == "UserPromptSubmit":
             prompt = str(payload.get("prompt", ""))
             if not prompt.lstrip().startswith(TASK_NOTIFICATION):  # a background task reporting back
@@ -170,25 +172,23 @@ class ClaudeHooks:
             return {}
         if event == "PostToolBatch":
             await self._batch(agent, payload.get("tool_calls"))
-            return _answer(agent, event, None, {})
+            return _hook_output(event, agent.answer(seq))
         if event == "Stop":
             await agent.idle()
-            return _answer(agent, event, None, {})
+            return _hook_output(event, agent.answer(seq))
         call_id = str(payload.get("tool_use_id", ""))
         if event == "PreToolUse" or not agent.has_call(call_id):
             # a post hook whose PreToolUse never reached the guard counts all the same
             decision = await self._call(agent, call_id, payload)
         if event == "PreToolUse":
-            if decision.allowed:
-                return _answer(agent, event, call_id, {})
-            await agent.denied(call_id, decision)
-            specific = {"permissionDecision": "deny", "permissionDecisionReason": decision.reason or ""}
-            return _answer(agent, event, call_id, specific)
+            if not decision.allowed:
+                await agent.denied(call_id, decision)
+            return _hook_output(event, agent.answer(seq, decision, call_id))
         if event == "PostToolUse":
             await agent.result(call_id, as_text(payload.get("tool_response")))
         else:
             await agent.result(call_id, str(payload.get("error", "")), is_error=True)
-        return _answer(agent, event, call_id, {})
+        return _hook_output(event, agent.answer(seq, call_id=call_id))
 
     async def _call(self, agent: AgentLink, call_id: str, payload: Mapping[str, Any]) -> Decision:
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):
@@ -235,17 +235,21 @@ class ClaudeHooks:
             await main.dispose()
 
 
-def _answer(agent: AgentLink, event: str, call_id: str | None, specific: dict[str, Any]) -> dict[str, Any]:
-    context = agent.take_context(call_id)
-    if context:
-        specific["additionalContext"] = "\n\n".join(context)
-    answer: dict[str, Any] = {}
+def _hook_output(event: str, answer: Answer) -> dict[str, Any]:
+    """``answer`` as Claude Code reads a hook's output."""
+    specific: dict[str, Any] = {}
+    decision = answer.decision
+    if decision is not None and not decision.allowed:
+        specific = {"permissionDecision": "deny", "permissionDecisionReason": decision.reason or ""}
+    if answer.messages:
+        specific["additionalContext"] = "\n\n".join(message.text for message in answer.messages)
+    output: dict[str, Any] = {}
     if specific:
-        answer["hookSpecificOutput"] = {"hookEventName": event, **specific}
-    if agent.halt_reason is not None:
-        answer["continue"] = False
-        answer["stopReason"] = agent.halt_reason
-    return answer
+        output["hookSpecificOutput"] = {"hookEventName": event, **specific}
+    if answer.halt is not None:
+        output["continue"] = False
+        output["stopReason"] = answer.halt
+    return output
 
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

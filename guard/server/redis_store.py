@@ -42,8 +42,8 @@ from bus.redis_log import DEFAULT_PREFIX, EXTEND_SCRIPT, RedisSessionLog, stream
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import Guard
-from guard.server.events import retry_key
 from guard.server.sessions import Session, SessionStore
+from guard.sessions.answer import retry_key
 from guard.sessions.fleet import ActionLedger, FleetCounts
 from guard.sessions.link import GuardLink
 from guard.sessions.resume import follow

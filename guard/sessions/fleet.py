@@ -35,7 +35,6 @@ from bus import (
     AgentStatus,
     AnyEvent,
     ContextMessage,
-    Decision,
     Event,
     Replay,
     SessionStart,
@@ -51,6 +50,7 @@ from guard.policies.escalation import AskOutcome
 from guard.policies.registry import build_policies
 from guard.policies.rescue import Asker, RescuePolicy
 from guard.sessions._group import GroupCommit
+from guard.sessions.answer import Answer, retry_key
 from guard.sessions.restore import regenerated
 
 if TYPE_CHECKING:
@@ -107,16 +107,8 @@ class FleetAction(msgspec.Struct, frozen=True, kw_only=True):
     worker: str
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What the guard concluded at one event: ``decision`` answers a tool
-    call (``None`` for other events); ``messages`` are the context messages
-    to show the model after it; ``halt`` is the reason when the guard asks
-    the runtime to stop."""
-
-    seq: int
-    decision: Decision | None = None
-    messages: tuple[ContextMessage, ...] = ()
-    halt: str | None = None
+Outcome = Answer
+"""The guard's answer to one event (``guard.sessions.answer.Answer``)."""
 
 
 def idempotency_key(event: Event) -> str | None:
@@ -124,7 +116,7 @@ def idempotency_key(event: Event) -> str | None:
     call id and type for tool calls and results; ``None`` for other events,
     which a caller may key itself."""
     if isinstance(event, ToolCall | ToolResult) and event.agent is not None:
-        return f"{event.agent.id}\x1f{event.call_id}\x1f{type(event).__struct_config__.tag}"
+        return retry_key(str(type(event).__struct_config__.tag), event.agent.id, event.call_id)
     return None
 
 
@@ -236,7 +228,7 @@ class _Replica:
         self.position = "-"
         self.seq = 0
         self.lock = asyncio.Lock()
-        self.outcomes: OrderedDict[int, Outcome] = OrderedDict()
+        self.outcomes: OrderedDict[int, Answer] = OrderedDict()
         self.output: list[Event] = []
 
     def _on_action(self, action: Action, trigger: Event) -> None:
@@ -302,9 +294,9 @@ class _Replica:
             owed.append((event.seq, self.output[:], self.actions[:]))
             messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
             halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
-            outcome = Outcome(seq=event.seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
+            outcome = Answer(seq=event.seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
         else:
-            outcome = Outcome(seq=event.seq, decision=decision)
+            outcome = Answer(seq=event.seq, decision=decision)
         self.outcomes[event.seq] = outcome
         while len(self.outcomes) > _KEPT_OUTCOMES:
             self.outcomes.popitem(last=False)
@@ -405,7 +397,7 @@ class FleetGuard:
             self._replicas.move_to_end(session)
         return replica
 
-    async def handle(self, session: str, event: AnyEvent, *, key: str | None = None) -> Outcome:
+    async def handle(self, session: str, event: AnyEvent, *, key: str | None = None) -> Answer:
         """Append ``event`` to ``session`` and return the guard's outcome at
         it. ``key`` overrides ``idempotency_key(event)``."""
         replica = self._replica(session)
@@ -425,4 +417,4 @@ class FleetGuard:
                 await replica.catch_up(appended.seq, appended.entries)
             # Absent only when the stream no longer holds the event (trimmed
             # or expired in between): the guard has nothing to say about it.
-            return replica.outcomes.get(appended.seq) or Outcome(seq=appended.seq)
+            return replica.outcomes.get(appended.seq) or Answer(seq=appended.seq)

@@ -28,6 +28,7 @@ from bus import (
 )
 from guard.config import Config, apply_environment
 from guard.guard import Guard
+from guard.sessions.answer import Answer
 
 __all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
 
@@ -237,6 +238,12 @@ class AgentLink:
                 kept.append(message)
         self.pending = kept
         return taken
+
+    def answer(self, seq: int, decision: Decision | None = None, call_id: str | None = None) -> Answer:
+        """The guard's answer at the event numbered ``seq``: ``decision`` if
+        it was a call, the pending context messages (for ``call_id`` only,
+        if given) taken, and the halt reason if a halt is requested."""
+        return Answer(seq=seq, decision=decision, messages=tuple(self.take_messages(call_id)), halt=self.halt_reason)
 
     def _receive(self, event: Event) -> None:
         if type(event) is ContextMessage:

@@ -2,9 +2,9 @@
 (``replay_log``), the command hook's resume, ``follow`` (a session another
 process moved on) and a fleet worker's catch-up.
 
-One withhold rule (``regenerated``): the guard's own recorded output, its
-policies' context messages and halt requests (``Guard.owns``), is never read
-back; the guard, seeing the same events, makes it again. Everything else is
+One withhold rule (``regenerated``): the guard's own recorded output, the
+context messages and halt requests its policies label as theirs, is never
+read back; the guard, seeing the same events, makes it again. Everything else is
 applied as recorded, a denied call's result included: the denial is the
 runtime's record of what happened to the call, and the policies must see it.
 
@@ -19,6 +19,8 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 
+from msgspec import UNSET
+
 from bus import AgentStatus, AnyEvent, ContextMessage, Event
 from guard.guard import Guard
 from guard.policy import History
@@ -32,8 +34,16 @@ OUTPUT_TYPES = (ContextMessage, AgentStatus)
 def regenerated(guard: Guard, event: Event) -> bool:
     """Whether ``event``, read from a record, is ``guard``'s own output,
     which a restore withholds and the guard regenerates: a context message
-    or halt request of one of its policies."""
-    return type(event) in OUTPUT_TYPES and guard.owns(event)
+    one of its policies labels, or a halt request one of them names as its
+    ``by``. A halt request that names nobody is applied as recorded (a
+    runtime or another plugin may have asked for it)."""
+    kind = type(event)
+    if kind is ContextMessage:
+        return guard.owns(event)
+    if kind is AgentStatus:
+        assert isinstance(event, AgentStatus)
+        return event.status == "halt-requested" and event.by is not UNSET and guard.owns(event)
+    return False
 
 
 @contextlib.contextmanager
