@@ -21,7 +21,6 @@ import os
 import re
 import shlex
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +33,7 @@ from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, GuardLink, as_text
+from guard.sessions.live import LiveTable
 from guard.sessions.resume import resume_link
 from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
 
@@ -136,16 +136,13 @@ class ClaudeHooks:
     """
 
     def __init__(self, link: GuardLink, *, max_sessions: int = MAX_SESSIONS, steps_reported: bool = False) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self._sessions: LiveTable[str, AgentLink] = LiveTable(max_sessions)
         self.link = link
-        self._max = max_sessions
         self._steps_reported = steps_reported
-        self._sessions: OrderedDict[str, AgentLink] = OrderedDict()
         self._subagents: dict[str, AgentLink] = {}
         for agent in link.links():
             if agent.agent.parent_id is None:
-                self._sessions[agent.agent.id] = agent
+                self._sessions.restore(agent.agent.id, agent)
             else:
                 self._subagents[agent.agent.id] = agent
 
@@ -208,13 +205,12 @@ class ClaudeHooks:
         session = str(payload.get("session_id") or "session")
         main = self._sessions.get(session)
         if main is None:
-            main = self._sessions[session] = self.link.agent(session)
+            main = self.link.agent(session)
+            evicted = self._sessions.add(session, main)
             main.steps_reported = self._steps_reported
             await main.start()
-            while len(self._sessions) > self._max:
-                await self._end_session(next(iter(self._sessions)))
-        else:
-            self._sessions.move_to_end(session)
+            for oldest in evicted:
+                await self._dispose(oldest.agent.id, oldest)
         sub_id = payload.get("agent_id")
         if not sub_id:
             return main
@@ -226,7 +222,10 @@ class ClaudeHooks:
         return sub
 
     async def _end_session(self, session: str) -> None:
-        main = self._sessions.pop(session, None)
+        await self._dispose(session, self._sessions.pop(session))
+
+    async def _dispose(self, session: str, main: AgentLink | None) -> None:
+        """Dispose of ``session``'s subagents, then of its main agent."""
         for sub_id, sub in list(self._subagents.items()):
             if sub.agent.parent_id == session:
                 del self._subagents[sub_id]

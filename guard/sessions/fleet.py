@@ -51,6 +51,7 @@ from guard.policies.registry import build_policies
 from guard.policies.rescue import Asker, RescuePolicy
 from guard.sessions._group import GroupCommit
 from guard.sessions.answer import Answer, retry_key
+from guard.sessions.live import LiveTable
 from guard.sessions.restore import regenerated
 
 if TYPE_CHECKING:
@@ -343,17 +344,14 @@ class FleetGuard:
         lease_ms: int = 120_000,
         worker: str | None = None,
     ) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         self.client = client
         self.config = apply_environment(config if config is not None else Config())
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
-        self.max_sessions = max_sessions
         self.lease_ms = lease_ms
         self.worker = worker or f"worker-{time.time_ns()}"
-        self._replicas: OrderedDict[str, _Replica] = OrderedDict()
+        self._replicas: LiveTable[str, _Replica] = LiveTable(max_sessions)
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
         self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_batch)
         self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_batch)
@@ -383,6 +381,10 @@ class FleetGuard:
         return await self.ledger.counts()
 
     @property
+    def max_sessions(self) -> int:
+        return self._replicas.max_sessions
+
+    @property
     def sessions(self) -> int:
         """How many sessions this worker holds in memory."""
         return len(self._replicas)
@@ -390,11 +392,8 @@ class FleetGuard:
     def _replica(self, session: str) -> _Replica:
         replica = self._replicas.get(session)
         if replica is None:
-            replica = self._replicas[session] = _Replica(self, session)
-            while len(self._replicas) > self.max_sessions:
-                self._replicas.popitem(last=False)
-        else:
-            self._replicas.move_to_end(session)
+            replica = _Replica(self, session)
+            self._replicas.add(session, replica)  # one pushed out is rebuilt from its stream when it comes back
         return replica
 
     async def handle(self, session: str, event: AnyEvent, *, key: str | None = None) -> Answer:
@@ -410,7 +409,8 @@ class FleetGuard:
                 return known
             if appended.seq <= replica.seq:
                 # Applied here long ago and forgotten: rebuild from the stream.
-                replica = self._replicas[session] = _Replica(self, session)
+                replica = _Replica(self, session)
+                self._replicas.add(session, replica)
                 async with replica.lock:
                     await replica.catch_up(appended.seq)
             else:
