@@ -337,15 +337,6 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _bench_moved() -> int:
-    print(
-        "repeat-tool-guard: the benchmarks are not part of the installed package any more; from a source "
-        "checkout run `python -m benchmarks` (see docs/performance.md)",
-        file=sys.stderr,
-    )
-    return EXIT_ERROR
-
-
 class _HelpFormatter(argparse.HelpFormatter):
     """argparse's formatter, told the terminal's width up front: left to
     find it, argparse imports shutil (and with it every compression module)
@@ -390,9 +381,6 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
         "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
     )
     hook.set_defaults(run=_cmd_hook)
-    if not hook_only:
-        # Listed so that help says where it went; main() answers it, options and all.
-        commands.add_parser("bench", help="moved: run `python -m benchmarks` from a source checkout")
     return parser
 
 
@@ -533,8 +521,6 @@ def _command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
-    if command == "bench":
-        return _bench_moved()
     hook = command == "hook"
     try:
         args = _parser(hook_only=hook).parse_args(argv)
