@@ -1,6 +1,6 @@
 """Policy ``rescue``: windowed detection, progress epochs, denial, escalation.
 
-Seed 003. Where ``remind`` counts consecutive identical calls (so any other
+Where ``remind`` counts consecutive identical calls (so any other
 call in between resets it, and a cycle like ``grep X ×5, read Y`` is never
 caught), ``rescue`` counts how often a call's signature occurs among the
 agent's last ``window`` tracked calls, so a cycle of any period is caught.
@@ -310,9 +310,9 @@ class _AgentState:
 
 
 class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation.
+    """Policy ``rescue``: windowed detection, denial, escalation.
 
-    Keys are the seed's names in snake_case; ``mutating_commands``,
+    Keys are the rescue guard's names in snake_case; ``mutating_commands``,
     ``escalation_tools`` and ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
     ``ask_command`` or ``log_file`` in a config file is resolved against the
     file's directory by ``load_config``.
@@ -397,7 +397,7 @@ class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class RescuePolicy(Policy[_AgentState]):
-    """Seed 003's loop rescue. Denials are ``by`` the plugin ``loop-rescue``."""
+    """The loop rescue: window, progress epochs, denial, escalation. Denials are ``by`` the plugin ``loop-rescue``."""
 
     name = "rescue"
     plugin = RESCUE_PLUGIN
