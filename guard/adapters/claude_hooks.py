@@ -16,26 +16,22 @@ A halt request answers ``continue: false`` with the reason as ``stopReason``."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
-import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-from bus import Decision, LogError, LogWriteError, open_regular
+from bus import Decision
 from guard._text import shown
 from guard.config import Config, apply_environment
-from guard.guard import Guard
 from guard.sessions.answer import Answer
+from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
 from guard.sessions.live import LiveTable
-from guard.sessions.resume import resume_link
-from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
 
 __all__ = [
     "HOOK_EVENTS",
@@ -300,52 +296,15 @@ async def run_hook(
     log_actions: bool = True,
     on_replay: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Answer one hook invocation with per-session state kept in ``state_dir``.
-
-    The session's events live in ``<state_dir>/<session_id>.jsonl`` (a normal
-    session log with one header: ``repeat-tool-guard replay`` reads it), and
-    the guard's state as of the log's end in ``<session_id>.snapshot``. Each
-    invocation takes an exclusive lock on ``<session_id>.lock``, restores the
-    guard from the snapshot, handles the payload, appends the new events and
-    saves a new snapshot: constant work per call, however long the session.
-    When the snapshot cannot be used (see ``guard.sessions.snapshot``), the
-    log is replayed instead and ``on_replay`` is told why. A log that is not a
-    session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
-    ``log_actions`` is ``Guard``'s.
-    The environment's overrides (``apply_environment``) apply to ``config``.
-    Both files are created 0600; the log is not written through a symbolic
-    link. An event the log could not record (a full disk) raises ``LogWriteError``
-    once the payload is handled, and the log is left whole.
+    """Answer one hook invocation with per-session state kept in ``state_dir``
+    (``guard.sessions.hook_state.hook_session``: the session's log, its
+    snapshot and its lock there). ``log_actions`` is ``Guard``'s; the
+    environment's overrides (``apply_environment``) apply to ``config``.
     """
     config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = state_dir / f"{session}.jsonl"
-    saved = snapshot_path(path)
-    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        guard = Guard(config, log_actions=log_actions)
-        restored = load_snapshot(saved, path, session, guard)
-        if isinstance(restored, str):
-            if on_replay is not None and (path.exists() or saved.exists()):
-                on_replay(f"{restored}; replaying {str(path)!r}")
-            guard = Guard(config, log_actions=log_actions)
-            try:
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
-            except LogError:
-                path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
-        link, log = restored
-        with log:
-            answer = await ClaudeHooks(link).handle(payload)
-            if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
-                save_snapshot(saved, link, guard, log)
-    finally:
-        os.close(lock)
-    if log.error is not None:
-        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
-    return answer
+    async with hook_session(state_dir, session, config, log_actions=log_actions, on_replay=on_replay) as link:
+        return await ClaudeHooks(link).handle(payload)
 
 
 def answer_hook(
