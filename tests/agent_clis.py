@@ -58,7 +58,11 @@ def shell(command: str, runtime: str) -> Block:
 
 
 def _offline_env(home: Path) -> dict[str, str]:
+    """The CLI's environment: ``home`` as HOME, no traffic beyond loopback, and
+    this checkout's ``PYTHONPATH`` (the hook commands import the guard under test)."""
+    inherited = {key: os.environ[key] for key in ("PYTHONPATH",) if key in os.environ}
     return {
+        **inherited,
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "HTTPS_PROXY": "http://127.0.0.1:9",

@@ -23,7 +23,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from guard.adapters.claude_hooks import HOOK_EVENTS, SESSION_ID_RULE, HookInputError, is_session_id, parse_payload
+from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
+from guard.adapters.hook_runtimes import RUNTIMES
 from guard.server.events import RequestError, answer_event, decode_event
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
@@ -106,16 +107,21 @@ class _Handlers:
                 chunks.append(chunk)
         return b"".join(chunks)
 
-    async def claude_code(self, request: Request) -> Response:
-        try:
-            payload = parse_payload(await self.body(request))
-        except HookInputError as exc:
-            raise RequestError(400, str(exc)) from None
-        if payload.get("hook_event_name") not in HOOK_EVENTS:
-            return _json({})  # nothing the guard follows: the session is not even opened
-        async with self.store.use(payload["session_id"]) as session:
-            answer = await session.hooks.handle(payload)
-        return _json(answer)
+    def hooks(self, runtime: HookRuntime) -> Endpoint:
+        """The route answering ``runtime``'s hook payloads."""
+
+        async def answer_hook(request: Request) -> Response:
+            try:
+                payload = parse_payload(await self.body(request))
+            except HookInputError as exc:
+                raise RequestError(400, str(exc)) from None
+            if payload.get("hook_event_name") not in runtime.seams:
+                return _json({})  # nothing the guard follows: the session is not even opened
+            async with self.store.use(payload["session_id"]) as session:
+                answer = await session.hooks_for(runtime).handle(payload)
+            return _json(answer)
+
+        return answer_hook
 
     async def events(self, request: Request) -> Response:
         session_id = request.path_params["session"]
@@ -169,7 +175,10 @@ def create_app(
     store.on_event = metrics.on_event
     handlers = _Handlers(store, metrics, token, max_body)
     routes = [
-        Route("/hooks/claude-code", handlers.route("claude-code", handlers.claude_code), methods=["POST"]),
+        *(
+            Route(f"/hooks/{name}", handlers.route(name, handlers.hooks(runtime)), methods=["POST"])
+            for name, runtime in RUNTIMES.items()
+        ),
         Route("/v1/sessions/{session}/events", handlers.route("events", handlers.events), methods=["POST"]),
         Route("/healthz", handlers.route("healthz", handlers.healthz, public=True), methods=["GET"]),
         Route("/metrics", handlers.route("metrics", handlers.metrics_text), methods=["GET"]),
