@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 
 from tests.claude_cli import Block, ScriptedServer, text
 
-__all__ = ["CODEX_VERSION", "GEMINI_VERSION", "FakeGemini", "FakeResponses", "cli_path", "shell"]
+__all__ = ["CODEX_VERSION", "GEMINI_VERSION", "FakeGemini", "FakeResponses", "cli_path", "printed_settings", "shell"]
 
 CODEX_VERSION = "0.171.0"
 GEMINI_VERSION = "0.61.0"
@@ -52,9 +53,23 @@ def cli_path(name: str) -> Path | None:
 
 def shell(command: str, runtime: str) -> Block:
     """A call of the CLI's shell tool with ``command``."""
-    if runtime == "codex":
+    if runtime == "codex":  # its exec_command tool, which its hooks call Bash
         return {"type": "tool_use", "id": None, "name": "exec_command", "input": {"cmd": command}}
     return {"type": "tool_use", "id": None, "name": "run_shell_command", "input": {"command": command}}
+
+
+def printed_settings(agent: str, *options: str) -> dict[str, Any]:
+    """What ``repeat-tool-guard hook-settings --agent AGENT OPTIONS`` prints."""
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "hook-settings", "--agent", agent, *options],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"hook-settings failed: {done.stderr}")
+    printed: dict[str, Any] = json.loads(done.stdout)
+    return printed
 
 
 def _offline_env(home: Path) -> dict[str, str]:
@@ -74,6 +89,9 @@ def _offline_env(home: Path) -> dict[str, str]:
 
 
 class _FakeCLIAPI(ScriptedServer):
+    agent = ""
+    """The CLI's name for ``--agent``."""
+
     def __init__(self, name: str, id_prefix: str, home: Path) -> None:
         super().__init__(name, id_prefix)
         self.home = home
@@ -81,6 +99,19 @@ class _FakeCLIAPI(ScriptedServer):
         self.work.mkdir(parents=True, exist_ok=True)
         self.side_requests: list[dict[str, Any]] = []
         self.overruns = 0
+
+    def shell_calls(self, command: str, times: int) -> list[list[Block]]:
+        """``times`` model turns, each one call of the shell tool with ``command``."""
+        return [[shell(command, self.agent)] for _ in range(times)]
+
+    def run_hooks(self, settings: Mapping[str, Any], prompt: str = "go") -> subprocess.CompletedProcess[str]:
+        """Run the CLI with ``settings`` as ``hook-settings`` printed them."""
+        raise NotImplementedError
+
+    def runs(self, trace: str = "ran.txt") -> int:
+        """Lines in ``work/<trace>``: how many times a command that appends one ran."""
+        path = self.work / trace
+        return len(path.read_text().splitlines()) if path.exists() else 0
 
     def _seen(self, path: str) -> None:
         with self._lock:
@@ -106,8 +137,13 @@ class _FakeCLIAPI(ScriptedServer):
 class FakeResponses(_FakeCLIAPI):
     """The OpenAI Responses API for Codex."""
 
+    agent = "codex"
+
     def __init__(self, home: Path) -> None:
         super().__init__("fake-responses", "call_fake_", home)
+
+    def run_hooks(self, settings: Mapping[str, Any], prompt: str = "go") -> subprocess.CompletedProcess[str]:
+        return self.run(prompt, hooks=settings)
 
     def config_toml(self, extra: str = "") -> str:
         return (
@@ -180,8 +216,13 @@ class FakeResponses(_FakeCLIAPI):
 class FakeGemini(_FakeCLIAPI):
     """The Gemini API for Gemini CLI."""
 
+    agent = "gemini-cli"
+
     def __init__(self, home: Path) -> None:
         super().__init__("fake-gemini", "unused_", home)
+
+    def run_hooks(self, settings: Mapping[str, Any], prompt: str = "go") -> subprocess.CompletedProcess[str]:
+        return self.run(prompt, hooks=settings["hooks"])
 
     def function_responses(self, index: int) -> list[dict[str, Any]]:
         """The ``functionResponse`` parts of request ``index``'s last user turn."""
@@ -216,6 +257,8 @@ class FakeGemini(_FakeCLIAPI):
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
             "tools": {"sandbox": False},
+            # its own detector would end the run at the 5th identical call: the guard is under test
+            "model": {"disableLoopDetection": True},
             **(settings or {}),
         }
         if hooks is not None:

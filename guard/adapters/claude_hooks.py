@@ -55,6 +55,7 @@ __all__ = [
     "default_state_dir",
     "forward_command",
     "hook_command",
+    "path_command",
     "hook_settings",
     "http_hook_settings",
     "is_session_id",
@@ -96,6 +97,16 @@ def hook_command(argv: Sequence[str]) -> str:
     the user the guard is off, exiting 0: every CLI lets the call run then,
     where exit 2 or an unstartable command would block it."""
     return f"{shlex.join(argv)} || {_FAILED}"
+
+
+def path_command(argv: Sequence[str]) -> str:
+    """The shell command a hook runs where the guard's path is not known (a
+    plugin): ``argv`` with its first word looked up on ``PATH``; when it is
+    not there, a ``systemMessage`` saying so and exit 0 (the call goes ahead),
+    and when it fails, ``hook_command``'s message."""
+    name = shlex.quote(argv[0])
+    missing = shlex.quote('{"systemMessage":"' + f"{argv[0]} is not on PATH: the loop guard is off" + '"}')
+    return f"if command -v {name} >/dev/null 2>&1; then {hook_command(argv)}; else printf '%s\\n' {missing}; fi"
 
 
 def forward_command(url: str, *, token_env: str | None = None) -> str:

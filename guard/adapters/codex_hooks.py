@@ -57,12 +57,14 @@ class CodexRuntime(HookRuntime):
 
     def answer(self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None) -> dict[str, Any]:
         """Messages ride only where Codex shows them to the model: a denial's
-        reason, or ``additionalContext`` after a result; elsewhere they wait."""
+        reason, or ``additionalContext`` after a result; elsewhere they wait.
+        Once the agent is halted, the halt's reason rides along too."""
+        halt = [agent.halt_reason] if agent.halt_reason is not None and denial != agent.halt_reason else []
         if denial is not None:
-            return self.denial(event, "\n\n".join([denial, *agent.take_context(call_id)]))
+            return self.denial(event, "\n\n".join([denial, *agent.take_context(call_id), *halt]))
         if seam != "post":
             return {}
-        context = agent.take_context(call_id)
+        context = [*agent.take_context(call_id), *halt]
         if not context:
             return {}
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": "\n\n".join(context)}}
