@@ -341,7 +341,7 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
     if args.http is None:
         return hook_settings(_hook_argv(args), runtime)
     if args.config or args.state_dir:
-        raise ConfigError("--http: the server's own --config and --state-dir apply; pass them to `serve`")
+        raise _SettingsError("--http: the server's own --config and --state-dir apply; pass them to `serve`")
     url = args.http.rstrip("/")
     if not url.endswith(f"/hooks/{args.agent}"):
         url += f"/hooks/{args.agent}"
@@ -350,10 +350,19 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
     return runtime.settings({"type": "command", "command": forward_command(url, token_env=args.token_env)})
 
 
+class _SettingsError(ValueError):
+    """Options of ``hook-settings`` or ``install`` that do not go together, or a settings file it cannot merge into."""
+
+
 def _cmd_hook_settings(args: argparse.Namespace) -> int:
     import json
 
-    sys.stdout.write(json.dumps(_settings_for(args), indent=2) + "\n")
+    try:
+        settings = _settings_for(args)
+    except _SettingsError as exc:
+        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(json.dumps(settings, indent=2) + "\n")
     return EXIT_OK
 
 
@@ -371,10 +380,14 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from guard.adapters.hook_install import install, settings_file
+    from guard.adapters.hook_install import SettingsFileError, install, settings_file
 
     path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
-    outcome = install(path, _settings_for(args), uninstall=args.uninstall)
+    try:
+        outcome = install(path, _settings_for(args), uninstall=args.uninstall)
+    except (_SettingsError, SettingsFileError) as exc:
+        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     print(f"repeat-tool-guard: {path}: {outcome}", file=sys.stderr)
     return EXIT_OK
 
