@@ -359,7 +359,13 @@ def _response_events(blocks: list[Block], number: int, body: dict[str, Any]) -> 
         else:
             content = [{"type": "output_text", "text": block["text"], "annotations": []}]
             output.append(
-                {"type": "message", "id": f"msg_{number}_{n}", "role": "assistant", "status": "completed", "content": content}
+                {
+                    "type": "message",
+                    "id": f"msg_{number}_{n}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": content,
+                }
             )
     response: dict[str, Any] = {
         "id": f"resp_{number:02d}",
@@ -376,10 +382,16 @@ def _response_events(blocks: list[Block], number: int, body: dict[str, Any]) -> 
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 15,
     }
-    events: list[tuple[str, dict[str, Any]]] = [("response.created", {"type": "response.created", "response": response})]
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("response.created", {"type": "response.created", "response": response})
+    ]
     for index, item in enumerate(output):
-        events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": index, "item": item}))
-        events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": item}))
+        events.append(
+            ("response.output_item.added", {"type": "response.output_item.added", "output_index": index, "item": item})
+        )
+        events.append(
+            ("response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": item})
+        )
     done = {**response, "status": "completed", "output": output, "usage": usage}
     events.append(("response.completed", {"type": "response.completed", "response": done}))
     return events

@@ -55,11 +55,11 @@ __all__ = [
     "default_state_dir",
     "forward_command",
     "hook_command",
-    "path_command",
     "hook_settings",
     "http_hook_settings",
     "is_session_id",
     "parse_payload",
+    "path_command",
     "run_hook",
     "run_to_completion",
 ]
@@ -189,7 +189,11 @@ class HookRuntime:
     def settings(self, handler: Mapping[str, Any]) -> dict[str, Any]:
         """The ``hooks`` block that runs ``handler`` for every event in ``events``."""
         groups = {
-            event: [{"matcher": "*", "hooks": [dict(handler)]} if self.seams[event] in _TOOL_SEAMS else {"hooks": [dict(handler)]}]
+            event: [
+                {"matcher": "*", "hooks": [dict(handler)]}
+                if self.seams[event] in _TOOL_SEAMS
+                else {"hooks": [dict(handler)]}
+            ]
             for event in self.events
         }
         return {"hooks": groups}
@@ -219,9 +223,17 @@ class HookRuntime:
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         """The answer that stops a call before it runs."""
-        return {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny", "permissionDecisionReason": reason}}
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
 
-    def answer(self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None) -> dict[str, Any]:
+    def answer(
+        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
+    ) -> dict[str, Any]:
         """The hook's answer: the denial (``denial`` is its reason), the guard's
         messages for the model, and the halt request, in the CLI's format."""
         answer = self.denial(event, denial) if denial is not None else {}

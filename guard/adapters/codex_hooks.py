@@ -55,7 +55,9 @@ class CodexRuntime(HookRuntime):
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
         return str(payload.get("prompt", ""))
 
-    def answer(self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None) -> dict[str, Any]:
+    def answer(
+        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
+    ) -> dict[str, Any]:
         """Messages ride only where Codex shows them to the model: a denial's
         reason, or ``additionalContext`` after a result; elsewhere they wait.
         Once the agent is halted, the halt's reason rides along too."""

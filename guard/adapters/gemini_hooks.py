@@ -71,7 +71,9 @@ class GeminiRuntime(HookRuntime):
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         return {"decision": "deny", "reason": reason}
 
-    def answer(self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None) -> dict[str, Any]:
+    def answer(
+        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
+    ) -> dict[str, Any]:
         """Messages ride where Gemini CLI shows them to the model: a denial's
         reason, or ``additionalContext`` after a result; elsewhere they wait."""
         answer: dict[str, Any] = {}

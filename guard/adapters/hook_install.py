@@ -83,7 +83,7 @@ def _parse(path: Path, raw: bytes) -> dict[str, Any]:
         raise SettingsFileError(f"{str(path)!r} holds a JSON {type(data).__name__}, not an object")
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict) or not all(isinstance(groups, list) for groups in hooks.values()):
-        raise SettingsFileError(f"{str(path)!r}: \"hooks\" must map each event to a list of hook groups")
+        raise SettingsFileError(f'{str(path)!r}: "hooks" must map each event to a list of hook groups')
     return data
 
 
@@ -97,7 +97,7 @@ def _is_guard(handler: Any) -> bool:
 def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``settings`` with the guard's hook handlers taken out, and
     any group or event they leave empty."""
-    result = json.loads(json.dumps(settings))
+    result: dict[str, Any] = json.loads(json.dumps(settings))
     hooks: dict[str, list[Any]] = result.get("hooks", {})
     for event in list(hooks):
         groups = []

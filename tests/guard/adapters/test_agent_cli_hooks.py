@@ -101,7 +101,8 @@ def test_a_halt_is_contained_in_codex(fake_responses: FakeResponses, tmp_path: P
     after = [e for e in events if isinstance(e, ToolResult) and (e.seq or 0) > (halt.seq or 0)]
     assert [e.denied_by for e in after] == [HALTED_BY, HALTED_BY], "the calls after the halt did not run"
     assert "other" not in (fake_responses.work / "ran.txt").read_text()
-    assert halt.reason and halt.reason in fake_responses.texts_after_last_call(len(fake_responses.requests) - 1)
+    assert halt.reason
+    assert halt.reason in fake_responses.texts_after_last_call(len(fake_responses.requests) - 1)
     replays_cleanly(log, "--config", str(config))
 
 

@@ -43,7 +43,11 @@ def guard_on_path(state: Path, bin_dir: Path | None) -> dict[str, str]:
         shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m guard "$@"\n')
         shim.chmod(0o755)
         path = f"{bin_dir}:{path}"
-    return {"PATH": path, "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPOSITORY)), "REPEAT_TOOL_GUARD_STATE": str(state)}
+    return {
+        "PATH": path,
+        "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPOSITORY)),
+        "REPEAT_TOOL_GUARD_STATE": str(state),
+    }
 
 
 def test_the_plugins_hooks_are_the_ones_the_guard_prints() -> None:
@@ -81,9 +85,7 @@ def test_without_the_guard_on_path_every_call_runs(fake_anthropic: FakeAnthropic
     install_plugin(fake_anthropic)
     trace = """python3 -c 'open("ran.txt", "a").write("ran\\n")'"""
     fake_anthropic.script(*[[tool_use("Bash", {"command": trace})]] * 4, [text("done")])
-    done = fake_anthropic.run_cli(
-        "record a run", env=guard_on_path(tmp_path / "state", None), setting_sources="user"
-    )
+    done = fake_anthropic.run_cli("record a run", env=guard_on_path(tmp_path / "state", None), setting_sources="user")
 
     assert done.returncode == 0, done.stderr
     assert (fake_anthropic.work / "ran.txt").read_text() == "ran\n" * 4

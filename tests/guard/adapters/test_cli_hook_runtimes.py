@@ -37,7 +37,9 @@ def codex_call(n: int, command: str = "ls src", output: str = "cfg.py\n") -> Ite
 
 
 def gemini_before(command: str = "ls src", description: str = "List src") -> dict[str, Any]:
-    return payload("BeforeTool", tool_name="run_shell_command", tool_input={"command": command, "description": description})
+    return payload(
+        "BeforeTool", tool_name="run_shell_command", tool_input={"command": command, "description": description}
+    )
 
 
 def gemini_after(command: str = "ls src", pgid: int = 4242, **response: Any) -> dict[str, Any]:
@@ -76,7 +78,8 @@ async def test_codex_contains_a_halt_by_denying_every_further_call_until_the_nex
     assert halt is not None
     denial = answers[-1]["hookSpecificOutput"]
     assert denial["permissionDecision"] == "deny"
-    assert TURNS_DENIED in denial["permissionDecisionReason"] and halt in denial["permissionDecisionReason"]
+    assert TURNS_DENIED in denial["permissionDecisionReason"]
+    assert halt in denial["permissionDecisionReason"]
     assert "continue" not in answers[-1], "Codex does not honour continue: false from a tool hook"
 
     other = await hooks.handle(next(codex_call(9, "git status")))
@@ -88,23 +91,28 @@ async def test_codex_contains_a_halt_by_denying_every_further_call_until_the_nex
     assert await hooks.handle(next(codex_call(10, "git log"))) == {}
 
 
-async def test_codex_subagents_are_children_and_their_stop_ends_a_turn_not_the_agent(link: GuardLink, events: Capture) -> None:
+async def test_codex_subagents_are_children_and_their_stop_ends_a_turn_not_the_agent(
+    link: GuardLink, events: Capture
+) -> None:
     hooks = ClaudeHooks(link, runtime=CODEX)
     await hooks.handle(payload("SubagentStart", agent_id="child-1", agent_type="explorer"))
     for p in codex_call(1):
         await hooks.handle({**p, "agent_id": "child-1", "agent_type": "explorer"})
     await hooks.handle(payload("SubagentStop", agent_id="child-1", agent_type="explorer", stop_hook_active=False))
     started = [e for e in events.of(AgentStatus) if e.status == "started"]
-    assert [(e.agent.id, e.parent) for e in started] == [(SESSION, None), ("child-1", SESSION)]
-    assert [e.agent.id for e in events.of(ToolCall)] == ["child-1"]
-    assert [(e.agent.id, e.status) for e in events.of(AgentStatus)][-1] == ("child-1", "idle")
+    assert [(e.agent and e.agent.id, e.parent) for e in started] == [(SESSION, None), ("child-1", SESSION)]
+    assert [e.agent and e.agent.id for e in events.of(ToolCall)] == ["child-1"]
+    last = events.of(AgentStatus)[-1]
+    assert (last.agent and last.agent.id, last.status) == ("child-1", "idle")
     assert {a.agent.id for a in link.links()} == {SESSION, "child-1"}
     await hooks.handle(payload("SessionEnd", reason="other"))
     assert link.links() == []
 
 
 @pytest.mark.parametrize(("runtime", "event"), [(CODEX, "PostCompact"), (CLAUDE_CODE, "PreCompact")])
-async def test_a_compaction_is_recorded_as_compacted(link: GuardLink, events: Capture, runtime: Any, event: str) -> None:
+async def test_a_compaction_is_recorded_as_compacted(
+    link: GuardLink, events: Capture, runtime: Any, event: str
+) -> None:
     hooks = ClaudeHooks(link, runtime=runtime)
     assert await hooks.handle(payload(event, trigger="auto")) == {}
     assert events.of(AgentStatus)[-1].status == "compacted"
@@ -117,13 +125,18 @@ async def test_gemini_pairs_after_tool_with_the_oldest_open_call_alike(link: Gua
     for command in ("ls src", "git status", "ls src"):
         assert await hooks.handle(gemini_before(command)) == {}
     calls = events.of(ToolCall)
-    assert len({c.call_id for c in calls}) == 3 and {c.step for c in calls} == {1}
+    assert len({c.call_id for c in calls}) == 3
+    assert {c.step for c in calls} == {1}
     assert all("description" not in c.args for c in calls), "the reworded description is left out"
     await hooks.handle(gemini_after("git status"))
     await hooks.handle(gemini_after("ls src", pgid=1))
     await hooks.handle(gemini_after("ls src", pgid=2))
     paired = [(r.call_id, r.tool, r.args["command"]) for r in events.of(ToolResult)]
-    assert paired == [(calls[1].call_id, "run_shell_command", "git status"), (calls[0].call_id, "run_shell_command", "ls src"), (calls[2].call_id, "run_shell_command", "ls src")]
+    assert paired == [
+        (calls[1].call_id, "run_shell_command", "git status"),
+        (calls[0].call_id, "run_shell_command", "ls src"),
+        (calls[2].call_id, "run_shell_command", "ls src"),
+    ]
     assert events.of(ToolResult)[1].content.startswith("<untrusted_context>\nOutput: cfg.py")
 
 
@@ -133,7 +146,10 @@ async def test_gemini_gets_the_reminder_after_the_third_result_and_a_halt_ends_t
     hooks = ClaudeHooks(link, runtime=GEMINI_CLI)
     answers = []
     for n in range(3):
-        answers += [await hooks.handle(gemini_before(description=f"take {n}")), await hooks.handle(gemini_after(pgid=n))]
+        answers += [
+            await hooks.handle(gemini_before(description=f"take {n}")),
+            await hooks.handle(gemini_after(pgid=n)),
+        ]
     assert answers[:5] == [{}] * 5
     assert answers[5] == {"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": GENTLE_REMINDER}}
     assert await hooks.handle(payload("AfterAgent", prompt="x", prompt_response="done")) == {}
@@ -145,8 +161,10 @@ async def test_gemini_gets_the_reminder_after_the_third_result_and_a_halt_ends_t
         if "decision" not in answers[-1]:
             answers.append(await halting.handle(gemini_after(pgid=n)))
     last = answers[-1]
-    assert last["decision"] == "deny" and TURNS_DENIED in last["reason"]
-    assert last["continue"] is False and last["stopReason"] == turns_link.links()[0].halt_reason
+    assert last["decision"] == "deny"
+    assert TURNS_DENIED in last["reason"]
+    assert last["continue"] is False
+    assert last["stopReason"] == turns_link.links()[0].halt_reason
 
 
 async def test_gemini_counts_an_after_tool_whose_before_tool_it_never_saw(link: GuardLink, events: Capture) -> None:
@@ -154,7 +172,8 @@ async def test_gemini_counts_an_after_tool_whose_before_tool_it_never_saw(link: 
     await hooks.handle(gemini_after(error={"message": "exit 1"}))
     await hooks.handle(payload("AfterTool", tool_name="read_file", tool_input={"file_path": "a"}, tool_response="text"))
     (failed, plain) = events.of(ToolResult)
-    assert failed.is_error and failed.content.startswith("<untrusted_context>")
+    assert failed.is_error
+    assert failed.content.startswith("<untrusted_context>")
     assert (plain.content, plain.is_error) == ("text", False)
     await hooks.handle(payload("AfterTool", tool_name="x", tool_input={}, tool_response={"error": "boom"}))
     assert (events.of(ToolResult)[-1].content, events.of(ToolResult)[-1].is_error) == ("boom", True)
@@ -164,13 +183,25 @@ async def test_a_reworded_bash_description_does_not_defeat_remind_in_claude_code
     hooks = ClaudeHooks(link)
     answers = []
     for n in range(3):
-        tool = {"tool_name": "Bash", "tool_input": {"command": "ls src", "description": f"look {n}"}, "tool_use_id": f"t{n}"}
-        answers += [await hooks.handle(payload("PreToolUse", **tool)), await hooks.handle(payload("PostToolUse", tool_response="x", **tool))]
+        tool = {
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls src", "description": f"look {n}"},
+            "tool_use_id": f"t{n}",
+        }
+        answers += [
+            await hooks.handle(payload("PreToolUse", **tool)),
+            await hooks.handle(payload("PostToolUse", tool_response="x", **tool)),
+        ]
     assert answers[-1]["hookSpecificOutput"]["additionalContext"] == GENTLE_REMINDER
 
 
 async def test_events_a_runtime_does_not_follow_are_answered_with_nothing(link: GuardLink, events: Capture) -> None:
-    for runtime, event in ((GEMINI_CLI, "PreCompress"), (GEMINI_CLI, "BeforeModel"), (CODEX, "SessionStart"), (CODEX, "PermissionRequest")):
+    for runtime, event in (
+        (GEMINI_CLI, "PreCompress"),
+        (GEMINI_CLI, "BeforeModel"),
+        (CODEX, "SessionStart"),
+        (CODEX, "PermissionRequest"),
+    ):
         assert await ClaudeHooks(link, runtime=runtime).handle(payload(event)) == {}
     assert await ClaudeHooks(link, runtime=CODEX).handle({"session_id": SESSION}) == {}
     assert events.of(AgentStatus) == []
@@ -191,4 +222,5 @@ def test_the_command_hook_keeps_gemini_calls_open_across_processes(tmp_path: Pat
         answers.append(answer_hook(gemini_after(pgid=n), tmp_path, config, runtime=GEMINI_CLI))
     assert answers[-1]["hookSpecificOutput"]["additionalContext"] == GENTLE_REMINDER
     results = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolResult)]
-    assert len(results) == 3 and len({r.call_id for r in results}) == 3
+    assert len(results) == 3
+    assert len({r.call_id for r in results}) == 3

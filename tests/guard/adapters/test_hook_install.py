@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from guard.adapters.claude_hooks import HOOK_EVENTS, CLAUDE_CODE
+from guard.adapters.claude_hooks import CLAUDE_CODE, HOOK_EVENTS
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
 from guard.adapters.hook_install import SettingsFileError, install, settings_file
@@ -26,25 +26,30 @@ def printed(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
 
 
 def commands(settings: dict[str, Any]) -> set[str]:
-    return {h.get("command") or h.get("url") for groups in settings["hooks"].values() for g in groups for h in g["hooks"]}
+    return {
+        h.get("command") or h.get("url") for groups in settings["hooks"].values() for g in groups for h in g["hooks"]
+    }
 
 
-@pytest.mark.parametrize(("agent", "runtime"), [("claude-code", CLAUDE_CODE), ("codex", CODEX), ("gemini-cli", GEMINI_CLI)])
+@pytest.mark.parametrize(
+    ("agent", "runtime"), [("claude-code", CLAUDE_CODE), ("codex", CODEX), ("gemini-cli", GEMINI_CLI)]
+)
 def test_each_cli_gets_its_events_and_one_fail_open_command(
     capsys: pytest.CaptureFixture[str], agent: str, runtime: Any
 ) -> None:
     settings = printed(capsys, "--agent", agent, "--config", "recommended")
     assert tuple(settings["hooks"]) == runtime.events
     (command,) = commands(settings)
-    assert " hook " in command and command.split(" || ")[0].endswith("--config recommended"), "a preset stays a preset"
+    assert " hook " in command
+    assert command.split(" || ")[0].endswith("--config recommended"), "a preset stays a preset"
     assert ("--agent" in command) == (agent != "claude-code")
-    assert "|| printf '{\"systemMessage\":\"repeat-tool-guard hook failed" in command
+    assert '|| printf \'{"systemMessage":"repeat-tool-guard hook failed' in command
     matchers = {g.get("matcher") for groups in settings["hooks"].values() for g in groups}
     assert matchers == ({None} if agent == "codex" else {None, "*"})
 
 
 def test_claude_codes_events_are_its_runtimes() -> None:
-    assert HOOK_EVENTS == CLAUDE_CODE.events
+    assert CLAUDE_CODE.events == HOOK_EVENTS
 
 
 def test_a_config_file_is_passed_by_its_absolute_path(
@@ -76,7 +81,8 @@ def test_install_merges_backs_up_is_idempotent_and_uninstalls(
     assert main(["install", "--agent", "gemini-cli", "--file", str(path), "--config", "recommended"]) == 0
     assert "guard hooks installed (backup: settings.json.bak-" in capsys.readouterr().err
     installed = json.loads(path.read_text())
-    assert installed["theme"] == "dark" and path.stat().st_mode & 0o777 == 0o640
+    assert installed["theme"] == "dark"
+    assert path.stat().st_mode & 0o777 == 0o640
     assert installed["hooks"]["BeforeTool"][0]["hooks"] == [OTHER_HOOK]
     assert tuple(installed["hooks"]) == ("BeforeTool", "BeforeAgent", "AfterTool", "AfterAgent", "SessionEnd")
     assert json.loads(next(tmp_path.glob("settings.json.bak-*")).read_text()) == original
@@ -93,8 +99,14 @@ def test_install_merges_backs_up_is_idempotent_and_uninstalls(
 
 def test_install_into_a_new_file_and_out_again(tmp_path: Path) -> None:
     path = tmp_path / "codex" / "hooks.json"
-    assert install(path, CODEX.settings({"type": "command", "command": "repeat-tool-guard hook"})) == "guard hooks installed"
-    assert install(path, {}, uninstall=True) == "guard hooks removed (backup: " + next(path.parent.glob("*.bak-*")).name + ")"
+    assert (
+        install(path, CODEX.settings({"type": "command", "command": "repeat-tool-guard hook"}))
+        == "guard hooks installed"
+    )
+    assert (
+        install(path, {}, uninstall=True)
+        == "guard hooks removed (backup: " + next(path.parent.glob("*.bak-*")).name + ")"
+    )
     assert json.loads(path.read_text()) == {}
     http = CLAUDE_CODE.settings({"type": "http", "url": "http://h/hooks/claude-code/"})
     path.write_text("")

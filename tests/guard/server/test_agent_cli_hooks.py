@@ -28,9 +28,7 @@ def cli(request: pytest.FixtureRequest) -> FakeResponses | FakeGemini:
     return api
 
 
-def test_recommended_denies_a_repeat_through_serve(
-    cli: FakeResponses | FakeGemini, start_server: StartServer
-) -> None:
+def test_recommended_denies_a_repeat_through_serve(cli: FakeResponses | FakeGemini, start_server: StartServer) -> None:
     server = start_server("--config", "recommended")
     cli.script(*cli.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
     cli.run_hooks(printed_settings(cli.agent, "--http", server.url))
