@@ -367,7 +367,9 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
 
 
 def _add_settings_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", choices=_AGENTS, default="claude-code", help="the CLI (default: claude-code)")
+    parser.add_argument(
+        "--agent", choices=_AGENTS, default="claude-code", metavar="CLI", help="claude-code (default), codex or gemini-cli"
+    )
     parser.add_argument("--config", metavar="FILE", help="a config file, or a preset: recommended")
     parser.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
     parser.add_argument(
@@ -438,6 +440,7 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
         "--agent",
         choices=_AGENTS,
         default="claude-code",
+        metavar="CLI",
         help="the CLI whose hook this is: claude-code (default), codex or gemini-cli",
     )
     hook.add_argument(
