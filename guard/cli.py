@@ -338,13 +338,19 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
     from guard.adapters.hook_runtimes import RUNTIMES
 
     runtime = RUNTIMES[args.agent]
+    if args.mcp and (args.agent != "codex" or args.http is None):
+        raise _SettingsError("--mcp: Codex's mcp_tool hooks, with --agent codex and --http URL (the server's)")
     if args.http is None:
         return hook_settings(_hook_argv(args), runtime)
     if args.config or args.state_dir:
         raise _SettingsError("--http: the server's own --config and --state-dir apply; pass them to `serve`")
     url = args.http.rstrip("/")
-    if not url.endswith(f"/hooks/{args.agent}"):
+    if not url.endswith(f"/hooks/{args.agent}") and not args.mcp:
         url += f"/hooks/{args.agent}"
+    if args.mcp:
+        from guard.server.mcp_hooks import mcp_hook_settings
+
+        return mcp_hook_settings()
     if args.agent == "claude-code":
         return http_hook_settings(url, token_env=args.token_env)
     return runtime.settings({"type": "command", "command": forward_command(url, token_env=args.token_env)})
@@ -363,7 +369,15 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
         print(f"repeat-tool-guard: {exc}", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(json.dumps(settings, indent=2) + "\n")
+    if args.mcp:
+        print(f"repeat-tool-guard: and in Codex's config.toml:\n{_mcp_server_toml(args)}", file=sys.stderr)
     return EXIT_OK
+
+
+def _mcp_server_toml(args: argparse.Namespace) -> str:
+    from guard.server.mcp_hooks import mcp_server_toml
+
+    return mcp_server_toml(args.http.rstrip("/").removesuffix("/mcp") + "/mcp", args.token_env)
 
 
 def _add_settings_options(parser: argparse.ArgumentParser) -> None:
@@ -379,6 +393,11 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
         "(Codex and Gemini CLI: a curl command hook)",
     )
     parser.add_argument("--token-env", metavar="VAR", help="with --http: the variable holding serve's bearer token")
+    parser.add_argument(
+        "--mcp",
+        action="store_true",
+        help="with --agent codex --http URL: Codex mcp_tool hooks calling serve's /mcp (no process per event)",
+    )
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -391,6 +410,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
         print(f"repeat-tool-guard: {exc}", file=sys.stderr)
         return EXIT_ERROR
     print(f"repeat-tool-guard: {path}: {outcome}", file=sys.stderr)
+    if args.mcp and not args.uninstall:
+        from guard.adapters.hook_install import add_toml_table
+
+        config = path.with_name("config.toml")
+        print(f"repeat-tool-guard: {config}: {add_toml_table(config, _mcp_server_toml(args))}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SettingsFileError", "install", "settings_file"]
+__all__ = ["SettingsFileError", "add_toml_table", "install", "settings_file"]
 
 _MARK = "repeat-tool-guard"
 _ROUTES = ("/hooks/claude-code", "/hooks/codex", "/hooks/gemini-cli")
@@ -91,6 +91,8 @@ def _is_guard(handler: Any) -> bool:
     if not isinstance(handler, dict):
         return False
     command, url = str(handler.get("command", "")), str(handler.get("url", ""))
+    if handler.get("type") == "mcp_tool":
+        return handler.get("server") == "repeat_tool_guard"
     return _MARK in command or any(url.rstrip("/").endswith(route) for route in _ROUTES)
 
 
@@ -115,3 +117,23 @@ def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
     if "hooks" in result and not hooks:
         del result["hooks"]
     return result
+
+
+def add_toml_table(path: Path, table: str) -> str:
+    """Append ``table`` (one TOML table, its header first) to the file at
+    ``path`` unless a table with that header is there already; the file is
+    backed up first. Returns what happened."""
+    header = table.splitlines()[0].strip()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        text = None
+    if text is not None and any(line.strip() == header for line in text.splitlines()):
+        return f"{header} is there already (left as it is)"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if text is not None:
+        path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d%H%M%S')}").write_text(text)
+    separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+    with path.open("a") as out:
+        out.write(f"{separator}{table}")
+    return f"{header} added"
