@@ -16,8 +16,6 @@ from guard import GENTLE_REMINDER
 from guard.adapters.claude_hooks import CLAUDE_CODE, path_command
 from tests.claude_cli import FakeAnthropic, text, tool_use
 
-pytestmark = pytest.mark.slow
-
 REPOSITORY = Path(__file__).resolve().parents[3]
 PLUGIN = REPOSITORY / "plugins" / "repeat-tool-guard"
 
@@ -60,6 +58,7 @@ def test_the_plugins_hooks_are_the_ones_the_guard_prints() -> None:
     assert json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())["name"] == entry["name"]
 
 
+@pytest.mark.slow
 def test_the_installed_plugin_reminds_through_reworded_descriptions(
     fake_anthropic: FakeAnthropic, tmp_path: Path
 ) -> None:
@@ -81,6 +80,7 @@ def test_the_installed_plugin_reminds_through_reworded_descriptions(
     assert list(state.glob("*.jsonl")), "the plugin's hooks ran the guard"
 
 
+@pytest.mark.slow
 def test_without_the_guard_on_path_every_call_runs(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
     install_plugin(fake_anthropic)
     trace = """python3 -c 'open("ran.txt", "a").write("ran\\n")'"""

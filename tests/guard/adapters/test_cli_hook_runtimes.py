@@ -224,3 +224,19 @@ def test_the_command_hook_keeps_gemini_calls_open_across_processes(tmp_path: Pat
     results = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolResult)]
     assert len(results) == 3
     assert len({r.call_id for r in results}) == 3
+
+
+async def test_gemini_call_ids_stay_unique_when_the_clock_repeats(
+    link: GuardLink, events: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.adapters.gemini_hooks.time.time_ns", lambda: 1_000)
+    hooks = ClaudeHooks(link, runtime=GEMINI_CLI)
+    await hooks.handle(gemini_before("ls a"))
+    await hooks.handle(gemini_before("ls b"))
+    assert [c.call_id for c in events.of(ToolCall)] == ["gemini-3e8", "gemini-3e9"]
+
+
+async def test_a_subagent_stop_without_a_subagent_leaves_the_main_agent_live(link: GuardLink) -> None:
+    hooks = ClaudeHooks(link)
+    assert await hooks.handle(payload("SubagentStop", stop_hook_active=False)) == {}
+    assert [a.agent.id for a in link.links()] == [SESSION]

@@ -136,7 +136,7 @@ def test_a_settings_file_it_cannot_read_is_refused_untouched(
 
 def test_groups_that_are_not_hook_lists_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
-    odd = {"hooks": {"Stop": ["a string", {"matcher": "x"}], "SessionEnd": [{"hooks": []}]}}
+    odd = {"hooks": {"Stop": ["a string", {"matcher": "x"}], "SessionEnd": [{"hooks": []}, {"hooks": ["h"]}]}}
     path.write_text(json.dumps(odd))
     install(path, CLAUDE_CODE.settings({"type": "command", "command": "repeat-tool-guard hook"}))
     assert install(path, {}, uninstall=True).startswith("guard hooks removed")
