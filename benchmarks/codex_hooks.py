@@ -19,6 +19,7 @@ holding the npm install ``.ci/run`` makes) and the ``serve`` extra.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -74,8 +75,14 @@ class _Responses:
             n = self.served
         if n <= self.calls:
             arguments = json.dumps({"cmd": f"echo call {n}"})
-            return {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "exec_command",
-                    "arguments": arguments, "status": "completed"}  # fmt: skip
+            return {
+                "type": "function_call",
+                "id": f"fc_{n}",
+                "call_id": f"call_{n}",
+                "name": "exec_command",
+                "arguments": arguments,
+                "status": "completed",
+            }
         content = [{"type": "output_text", "text": "done", "annotations": []}]
         return {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed", "content": content}
 
@@ -92,13 +99,26 @@ class _Responses:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 item = api._next()
                 response = {"id": "resp", "object": "response", "status": "in_progress", "model": "gpt-5.1-codex"}
-                usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
-                         "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+                usage = {
+                    "input_tokens": 1,
+                    "output_tokens": 1,
+                    "total_tokens": 2,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                }
                 events = [
                     ("response.created", {"type": "response.created", "response": {**response, "output": []}}),
-                    ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
-                    ("response.completed", {"type": "response.completed",
-                                            "response": {**response, "status": "completed", "output": [item], "usage": usage}}),  # fmt: skip
+                    (
+                        "response.output_item.done",
+                        {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    ),
+                    (
+                        "response.completed",
+                        {
+                            "type": "response.completed",
+                            "response": {**response, "status": "completed", "output": [item], "usage": usage},
+                        },
+                    ),
                 ]
                 body = b"".join(f"event: {e}\ndata: {json.dumps(d)}\n\n".encode() for e, d in events)
                 self.send_response(200)
@@ -118,8 +138,12 @@ def _free_port() -> int:
 
 
 def _settings(*args: str) -> Any:
-    done = subprocess.run([sys.executable, "-m", "guard", "hook-settings", "--agent", "codex", *args],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "hook-settings", "--agent", "codex", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -141,28 +165,75 @@ def _serve(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("serve did not start")
 
 
+def _round_trips(url: str, rounds: int = 200) -> dict[str, float]:
+    """Milliseconds, median, from this process over one kept-alive
+    connection: a ``PreToolUse`` and ``PostToolUse`` pair through ``/mcp``
+    (what one Codex tool call costs serve) and a ``/healthz`` (the floor: the
+    HTTP stack alone), in the same conditions as the Codex runs."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+
+    def post(path: str, body: Any) -> None:
+        connection.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        connection.getresponse().read()
+
+    def pair(n: int) -> None:
+        tool = {"tool_name": "Bash", "tool_input": {"command": f"echo {n}"}, "tool_use_id": f"bench_{n}"}
+        for event, extra in (("PreToolUse", {}), ("PostToolUse", {"tool_response": "ok"})):
+            arguments = {"session_id": "bench-round-trips", "hook_event_name": event, **tool, **extra}
+            params = {"name": "codex_hook", "arguments": arguments}
+            post("/mcp", {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
+
+    def healthz(n: int) -> None:
+        connection.request("GET", "/healthz")
+        connection.getresponse().read()
+
+    timings: dict[str, float] = {}
+    for name, step in (("mcp_pair", pair), ("healthz", healthz)):
+        samples = []
+        for n in range(rounds):
+            started = time.perf_counter()
+            step(n)
+            samples.append(time.perf_counter() - started)
+        timings[name] = 1000 * statistics.median(samples[rounds // 10 :])
+    connection.close()
+    return timings
+
+
 def _run(codex: Path, home: Path, api: _Responses, hooks: Any, extra_toml: str) -> float:
     codex_home = home / ".codex"
     shutil.rmtree(home, ignore_errors=True)
     (home / "work").mkdir(parents=True)
     codex_home.mkdir()
     (codex_home / "config.toml").write_text(
-        'model = "gpt-5.1-codex"\nmodel_provider = "bench"\napproval_policy = "never"\nsandbox_mode = "danger-full-access"\n'
+        'model = "gpt-5.1-codex"\nmodel_provider = "bench"\napproval_policy = "never"\n'
+        'sandbox_mode = "danger-full-access"\n'
         f'[model_providers.bench]\nname = "bench"\nbase_url = "{api.url}"\nwire_api = "responses"\n'
         'env_key = "BENCH_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n' + extra_toml
     )
     if hooks is not None:
         (codex_home / "hooks.json").write_text(json.dumps(hooks))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(codex_home),
-           "BENCH_KEY": "sk-bench", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1,localhost"}  # fmt: skip
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CODEX_HOME": str(codex_home),
+        "BENCH_KEY": "sk-bench",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     api.reset()
     started = time.perf_counter()
     done = subprocess.run(
         [str(codex), "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", "go"],
-        cwd=home / "work", env=env, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=home / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     elapsed = time.perf_counter() - started
     if done.returncode != 0 or api.served != api.calls + 1:
         raise RuntimeError(f"codex exec failed ({done.returncode}, {api.served} requests): {done.stderr[-500:]}")
@@ -181,7 +252,10 @@ def measure(calls: int, rounds: int) -> dict[str, Any]:
         try:
             variants = {
                 "none": (None, ""),
-                "mcp_tool": (_settings("--http", url, "--mcp"), f'[mcp_servers.repeat_tool_guard]\nurl = "{url}/mcp"\n'),
+                "mcp_tool": (
+                    _settings("--http", url, "--mcp"),
+                    f'[mcp_servers.repeat_tool_guard]\nurl = "{url}/mcp"\n',
+                ),
                 "curl": (_settings("--http", url), ""),
                 "command": (_settings("--state-dir", str(root / "hook-state")), ""),
             }
@@ -189,6 +263,7 @@ def measure(calls: int, rounds: int) -> dict[str, Any]:
             for _ in range(rounds):
                 for variant, (hooks, toml) in variants.items():
                     times[variant].append(_run(codex, root / variant, api, hooks, toml))
+            direct = _round_trips(url)
         finally:
             server.terminate()
             server.wait(10)
@@ -201,6 +276,7 @@ def measure(calls: int, rounds: int) -> dict[str, Any]:
         "ms_per_call_over_none": {
             variant: 1000 * (statistics.median(values) - base) / calls for variant, values in times.items()
         },
+        "serve_ms": direct,
     }
 
 
@@ -210,6 +286,11 @@ def _rows(result: dict[str, Any]) -> Iterator[str]:
         seconds = result["seconds"][variant]
         over = result["ms_per_call_over_none"][variant]
         yield f"  {variant:9} {seconds:7.2f} s   {over:+8.1f} ms per tool call over no hooks"
+    direct = result["serve_ms"]
+    yield (
+        f"  serve alone: {direct['mcp_pair']:.2f} ms per PreToolUse+PostToolUse pair through /mcp, "
+        f"{direct['healthz']:.2f} ms per /healthz (the HTTP floor)"
+    )
 
 
 def main() -> None:

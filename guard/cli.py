@@ -382,7 +382,11 @@ def _mcp_server_toml(args: argparse.Namespace) -> str:
 
 def _add_settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--agent", choices=_AGENTS, default="claude-code", metavar="CLI", help="claude-code (default), codex or gemini-cli"
+        "--agent",
+        choices=_AGENTS,
+        default="claude-code",
+        metavar="CLI",
+        help="claude-code (default), codex or gemini-cli",
     )
     parser.add_argument("--config", metavar="FILE", help="a config file, or a preset: recommended")
     parser.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from guard.adapters._link import AgentLink
 from guard.adapters.claude_hooks import HookRuntime
+from guard.sessions.link import AgentLink
 
 __all__ = ["CODEX", "CodexRuntime"]
 

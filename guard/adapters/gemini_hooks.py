@@ -23,8 +23,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from guard.adapters._link import AgentLink, as_text
 from guard.adapters.claude_hooks import HookRuntime
+from guard.sessions.link import AgentLink, as_text
 
 __all__ = ["GEMINI_CLI", "GeminiRuntime"]
 

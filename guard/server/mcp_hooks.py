@@ -39,7 +39,7 @@ passed: over MCP a subagent's calls count as its session's main agent's."""
 
 _TOOL_SPEC = {
     "name": CODEX_HOOK_TOOL,
-    "description": "Answer one Codex hook event for repeat-tool-guard: the hook payload in, the hook's JSON answer out.",
+    "description": "Answer one Codex hook event for repeat-tool-guard: its payload in, the hook's JSON answer out.",
     "inputSchema": {
         "type": "object",
         "properties": {"session_id": {"type": "string"}, "hook_event_name": {"type": "string"}},
@@ -61,7 +61,8 @@ async def answer_rpc(
     if "id" not in message:
         return None
     request_id, method = message["id"], message["method"]
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    given = message.get("params")
+    params: dict[str, Any] = given if isinstance(given, dict) else {}
     if method == "initialize":
         version = params.get("protocolVersion") if isinstance(params.get("protocolVersion"), str) else PROTOCOL_VERSION
         result: dict[str, Any] = {
@@ -104,7 +105,13 @@ def mcp_hook_settings() -> dict[str, Any]:
     on the MCP server named ``MCP_SERVER`` (``mcp_server_toml`` declares it)."""
     return {
         "hooks": {
-            event: [{"hooks": [{"type": "mcp_tool", "server": MCP_SERVER, "tool": CODEX_HOOK_TOOL, "input": dict(template)}]}]
+            event: [
+                {
+                    "hooks": [
+                        {"type": "mcp_tool", "server": MCP_SERVER, "tool": CODEX_HOOK_TOOL, "input": dict(template)}
+                    ]
+                }
+            ]
             for event, template in MCP_INPUTS.items()
         }
     }

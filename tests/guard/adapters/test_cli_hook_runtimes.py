@@ -14,11 +14,11 @@ import pytest
 from bus import AgentStatus, ToolCall, ToolResult, read_log
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, Config, RemindConfig
-from guard.adapters._link import GuardLink
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, answer_hook
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
 from guard.adapters.hook_runtimes import RUNTIMES, runtime_named
+from guard.sessions.link import GuardLink
 from tests.guard.adapters.conftest import TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
