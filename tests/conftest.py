@@ -15,6 +15,7 @@ import structlog
 
 from bus import Agent, Bus
 from bus.testing import Capture, FakeClock
+from tests.agent_clis import CODEX_VERSION, GEMINI_VERSION, FakeGemini, FakeResponses, cli_path
 from tests.claude_cli import FakeAnthropic, bundled_cli
 
 if TYPE_CHECKING:
@@ -90,6 +91,34 @@ def ask_script(tmp_path: Path) -> AskScript:
 def missing_ask_command(tmp_path: Path) -> str:
     """An ask command path that does not exist: tests never reach a real model."""
     return str(tmp_path / "no-such-ask-command")
+
+
+@pytest.fixture
+def fake_responses(tmp_path: Path) -> Iterator[FakeResponses]:
+    """A scripted OpenAI Responses API on loopback for the real Codex CLI (see
+    ``tests/agent_clis.py``), its home ``tmp_path/codex-home``. Skips when the
+    pinned CLI is not installed (``.ci/run`` installs it)."""
+    if cli_path("codex") is None:
+        pytest.skip(f"the Codex CLI (npm @openai/codex@{CODEX_VERSION}) is not installed")
+    api = FakeResponses(tmp_path / "codex-home")
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def fake_gemini(tmp_path: Path) -> Iterator[FakeGemini]:
+    """A scripted Gemini API on loopback for the real Gemini CLI (see
+    ``tests/agent_clis.py``), its home ``tmp_path/gemini-home``. Skips when the
+    pinned CLI is not installed (``.ci/run`` installs it)."""
+    if cli_path("gemini") is None:
+        pytest.skip(f"the Gemini CLI (npm @google/gemini-cli@{GEMINI_VERSION}) is not installed")
+    api = FakeGemini(tmp_path / "gemini-home")
+    try:
+        yield api
+    finally:
+        api.close()
 
 
 @pytest.fixture

@@ -23,8 +23,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from guard.adapters.claude_hooks import HOOK_EVENTS, SESSION_ID_RULE, HookInputError, is_session_id, parse_payload
+from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
+from guard.adapters.codex_hooks import CODEX
+from guard.adapters.hook_runtimes import RUNTIMES
 from guard.server.events import RequestError, answer_event, decode_event
+from guard.server.mcp_hooks import answer_rpc
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
 from guard.server.sessions import SessionStore
@@ -106,16 +109,38 @@ class _Handlers:
                 chunks.append(chunk)
         return b"".join(chunks)
 
-    async def claude_code(self, request: Request) -> Response:
+    def hooks(self, runtime: HookRuntime) -> Endpoint:
+        """The route answering ``runtime``'s hook payloads."""
+
+        async def answer_hook(request: Request) -> Response:
+            try:
+                payload = parse_payload(await self.body(request))
+            except HookInputError as exc:
+                raise RequestError(400, str(exc)) from None
+            if payload.get("hook_event_name") not in runtime.seams:
+                return _json({})  # nothing the guard follows: the session is not even opened
+            async with self.store.use(payload["session_id"]) as session:
+                answer = await session.hooks_for(runtime).handle(payload)
+            return _json(answer)
+
+        return answer_hook
+
+    async def mcp(self, request: Request) -> Response:
+        """Codex's ``mcp_tool`` hooks (``guard.server.mcp_hooks``)."""
         try:
-            payload = parse_payload(await self.body(request))
-        except HookInputError as exc:
-            raise RequestError(400, str(exc)) from None
-        if payload.get("hook_event_name") not in HOOK_EVENTS:
-            return _json({})  # nothing the guard follows: the session is not even opened
+            message = msgspec.json.decode(await self.body(request))
+        except msgspec.DecodeError as exc:
+            return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"not JSON ({exc})"}})
+        answer = await answer_rpc(message, self._codex_hook)
+        return Response(status_code=202) if answer is None else _json(answer)
+
+    async def _codex_hook(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if not is_session_id(payload.get("session_id")):
+            raise ValueError(f"session_id {payload.get('session_id')!r}: {SESSION_ID_RULE}")
+        if payload.get("hook_event_name") not in CODEX.seams:
+            return {}
         async with self.store.use(payload["session_id"]) as session:
-            answer = await session.hooks.handle(payload)
-        return _json(answer)
+            return await session.hooks_for(CODEX).handle(payload)
 
     async def events(self, request: Request) -> Response:
         session_id = request.path_params["session"]
@@ -169,7 +194,11 @@ def create_app(
     store.on_event = metrics.on_event
     handlers = _Handlers(store, metrics, token, max_body)
     routes = [
-        Route("/hooks/claude-code", handlers.route("claude-code", handlers.claude_code), methods=["POST"]),
+        *(
+            Route(f"/hooks/{name}", handlers.route(name, handlers.hooks(runtime)), methods=["POST"])
+            for name, runtime in RUNTIMES.items()
+        ),
+        Route("/mcp", handlers.route("mcp", handlers.mcp), methods=["POST"]),
         Route("/v1/sessions/{session}/events", handlers.route("events", handlers.events), methods=["POST"]),
         Route("/healthz", handlers.route("healthz", handlers.healthz, public=True), methods=["GET"]),
         Route("/metrics", handlers.route("metrics", handlers.metrics_text), methods=["GET"]),

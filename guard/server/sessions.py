@@ -22,7 +22,7 @@ import anyio
 
 from bus import Event
 from guard.actions import Action
-from guard.adapters.claude_hooks import ClaudeHooks
+from guard.adapters.claude_hooks import CLAUDE_CODE, ClaudeHooks, HookRuntime
 from guard.config import Config
 from guard.sessions.link import AgentLink, GuardLink
 from guard.sessions.live import check_max_sessions
@@ -54,6 +54,7 @@ class Session:
         self.agents: dict[str, AgentLink] = {}
         """The events API's live agents by id."""
         self.hooks: ClaudeHooks
+        self._other_hooks: dict[str, ClaudeHooks] = {}
         self.relink()
         self.lock = anyio.Lock()
         self.last_used = 0.0
@@ -70,6 +71,16 @@ class Session:
         see the agents a restore would give them."""
         self.agents = {agent.agent.id: agent for agent in self.link.links()}
         self.hooks = ClaudeHooks(self.link)
+        self._other_hooks = {}
+
+    def hooks_for(self, runtime: HookRuntime) -> ClaudeHooks:
+        """The translator of ``runtime``'s hook route (``hooks`` for Claude Code's)."""
+        if runtime is CLAUDE_CODE:
+            return self.hooks
+        hooks = self._other_hooks.get(runtime.name)
+        if hooks is None:
+            hooks = self._other_hooks[runtime.name] = ClaudeHooks(self.link, runtime=runtime)
+        return hooks
 
     def remember_answer(self, key: str, answer: bytes) -> None:
         self.answers[key] = answer

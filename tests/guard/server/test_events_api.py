@@ -321,6 +321,8 @@ def test_openapi_describes_the_event_union_and_the_answer(served: Served) -> Non
     assert set(document["paths"]) == {
         "/v1/sessions/{session}/events",
         "/hooks/claude-code",
+        "/hooks/codex",
+        "/hooks/gemini-cli",
         "/healthz",
         "/metrics",
         "/openapi.json",
