@@ -34,7 +34,7 @@ from guard.cli import main
 from guard.config import load_config
 from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
-from guard.server.sessions import Session
+from guard.server.sessions import Session, StoreError
 from tests.conftest import AskScript, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
@@ -158,14 +158,20 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
 ) -> None:
     one, two = replicas(2)
     await grep(one, "s3", "c0")
-    await grep(two, "s3", "c1")  # the stream moves on without ``one``
-    live, shared = one._live["s3"], one._shared["s3"]
-    await live.agents["main"].user_message("stale")  # ``one`` acting on its old copy, as after a lapsed lease
-    await one._flush(live, shared, dict(live.answers), "a lapsed lease's token")
+    client = Redis.from_url(redis_url)
+    try:
+        with pytest.raises(StoreError, match="another replica took it over; the event was not recorded"):
+            async with one.use("s3") as live:
+                await client.delete("rtg:{s3}:serving")  # lapsed, as under a long pause
+                await grep(two, "s3", "c1")  # the stream moves on without ``one``
+                await post_in(live, type="user/message", agent="main", text="stale")
+    finally:
+        await client.aclose()
     assert "s3" not in one  # refused and dropped; its next request rebuilds from the stream
     checked = await _replay_check(redis_url, "s3", tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "stale" not in (tmp_path / "s3.jsonl").read_text()
+    assert (await grep(one, "s3", "c2")).seq > 5  # rebuilt from the stream, numbering on after it
 
 
 async def test_a_held_lease_times_out_with_a_clear_error(replicas: Replicas, redis_url: str) -> None:
@@ -206,10 +212,11 @@ async def test_a_request_that_lost_its_lease_is_refused_and_stops_renewing(repli
     (one,) = replicas(1, lease_ms=30)
     client = Redis.from_url(redis_url)
     try:
-        async with one.use("r2") as live:
-            await client.delete("rtg:{r2}:serving")  # lapsed, as under a long pause
-            await anyio.sleep(0.05)
-            await post_in(live, type="user/message", agent="main", text="lost")
+        with pytest.raises(StoreError, match="not recorded"):
+            async with one.use("r2") as live:
+                await client.delete("rtg:{r2}:serving")  # lapsed, as under a long pause
+                await anyio.sleep(0.05)
+                await post_in(live, type="user/message", agent="main", text="lost")
         assert "r2" not in one  # refused: nothing appended
         assert await RedisSessionLog(client, "r2").last_seq() == 0
     finally:
