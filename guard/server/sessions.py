@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from bus import Event, ToolCall, ToolResult, open_regular, read_log
+from bus import Event, LogWriteError, ToolCall, ToolResult, open_regular, read_log
 from bus._codec import encode_line
 from guard.actions import Action
 from guard.adapters._link import AgentLink, GuardLink
@@ -339,7 +339,8 @@ class FileSessionStore(SessionStore):
             existed = path.exists()
             link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
         except OSError as exc:
-            raise StoreError(f"session log {str(path)!r}: {exc.strerror or exc}") from None
+            reason = str(exc) if isinstance(exc, LogWriteError) else f"session log {str(path)!r}: {exc.strerror or exc}"
+            raise StoreError(f"{reason}; the event was not recorded") from None
         log.close()  # written by ``commit``, a request at a time
         link.bus.unrecord(log.write)
         if self.on_event is not None:

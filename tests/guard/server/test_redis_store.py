@@ -159,12 +159,16 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
     one, two = replicas(2)
     await grep(one, "s3", "c0")
     client = Redis.from_url(redis_url)
+
+    async def stale() -> None:
+        async with one.use("s3") as live:
+            await client.delete("rtg:{s3}:serving")  # lapsed, as under a long pause
+            await grep(two, "s3", "c1")  # the stream moves on without ``one``
+            await post_in(live, type="user/message", agent="main", text="stale")
+
     try:
         with pytest.raises(StoreError, match="another replica took it over; the event was not recorded"):
-            async with one.use("s3") as live:
-                await client.delete("rtg:{s3}:serving")  # lapsed, as under a long pause
-                await grep(two, "s3", "c1")  # the stream moves on without ``one``
-                await post_in(live, type="user/message", agent="main", text="stale")
+            await stale()
     finally:
         await client.aclose()
     assert "s3" not in one  # refused and dropped; its next request rebuilds from the stream
@@ -211,12 +215,16 @@ async def test_a_request_keeps_its_lease_while_it_runs_and_a_dead_ones_lapses(
 async def test_a_request_that_lost_its_lease_is_refused_and_stops_renewing(replicas: Replicas, redis_url: str) -> None:
     (one,) = replicas(1, lease_ms=30)
     client = Redis.from_url(redis_url)
+
+    async def lost() -> None:
+        async with one.use("r2") as live:
+            await client.delete("rtg:{r2}:serving")  # lapsed, as under a long pause
+            await anyio.sleep(0.05)
+            await post_in(live, type="user/message", agent="main", text="lost")
+
     try:
         with pytest.raises(StoreError, match="not recorded"):
-            async with one.use("r2") as live:
-                await client.delete("rtg:{r2}:serving")  # lapsed, as under a long pause
-                await anyio.sleep(0.05)
-                await post_in(live, type="user/message", agent="main", text="lost")
+            await lost()
         assert "r2" not in one  # refused: nothing appended
         assert await RedisSessionLog(client, "r2").last_seq() == 0
     finally:
