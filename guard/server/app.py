@@ -82,6 +82,8 @@ class _Handlers:
         self.hosts = frozenset(host.lower() for host in hosts) if hosts is not None else None
         self.origins = frozenset(origin.lower().rstrip("/") for origin in origins)
         self.body_timeout = body_timeout
+        self.in_flight = 0
+        """Requests being handled now: a shutdown may stop once none is."""
         try:
             self.openapi = msgspec.json.encode(openapi_document(version("repeat-tool-guard")))
         except PackageNotFoundError:  # pragma: no cover - the package runs uninstalled only from a bare checkout
@@ -93,6 +95,7 @@ class _Handlers:
 
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
+            self.in_flight += 1
             try:
                 refused = self._refused(request)
                 if refused is not None:
@@ -111,6 +114,8 @@ class _Handlers:
             except Exception as exc:
                 _log.exception("serve.request_failed", route=name, path=request.url.path)
                 response = _error(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
+            finally:
+                self.in_flight -= 1
             self.metrics.observe(name, response.status_code, time.perf_counter() - started)
             return response
 
@@ -234,6 +239,7 @@ def create_app(
     default: browsers send one, other clients do not) is refused with 403, and
     so is one whose ``Host`` names none of ``allowed_hosts`` (compared without
     the port; ``None`` accepts any).
+    ``app.state.in_flight()`` is how many requests it is handling now.
     While the application runs (its lifespan), idle sessions are evicted
     every ``evict_every`` seconds (see ``SessionStore.evict_idle_forever``);
     at shutdown every session is closed, its log among it.
@@ -272,4 +278,6 @@ def create_app(
             with anyio.CancelScope(shield=True):
                 await store.aclose()
 
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
+    app.state.in_flight = lambda: handlers.in_flight
+    return app

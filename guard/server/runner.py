@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import ipaddress
+import logging
 import os
 import resource
 import signal
@@ -57,6 +58,8 @@ REDIS_TIMEOUT = 5.0
 (503): a Redis that stopped answering never holds a request longer."""
 
 _LOW_OPEN_FILES = 256
+_LAST_WRITES = 0.5
+"""Seconds a stopping server gives answers already computed to reach their clients."""
 
 
 class ServeError(Exception):
@@ -246,6 +249,9 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
 
 def _run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
+    # asyncio warns once per write to a connection its client closed: a
+    # client that hung up on pipelined requests would flood stderr.
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     config = apply_environment(load_config(args.config) if args.config else Config())
     token = read_token(args.token_file) if args.token_file else None
     if args.uds is None and not is_loopback(args.host) and token is None:
@@ -331,9 +337,21 @@ async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Call
             )
             stop.set()
 
+        async def answered() -> None:
+            # Hypercorn would wait out its whole graceful timeout for a
+            # connection whose client hung up on pipelined requests: once no
+            # request is in flight, nothing is left to finish, so the
+            # connections left get only a moment before they are closed.
+            await stop.wait()
+            with anyio.move_on_after(hypercorn.graceful_timeout):
+                while app.state.in_flight():
+                    await anyio.sleep(0.05)
+            hypercorn.graceful_timeout = min(hypercorn.graceful_timeout, _LAST_WRITES)
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the closed connections' noise
+
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(until_signal)
-            await serve_app(app, hypercorn, backend, shutdown_trigger=stop.wait)
+            await serve_app(app, hypercorn, backend, shutdown_trigger=answered)
             tasks.cancel_scope.cancel()
 
 

@@ -162,7 +162,7 @@ def test_a_client_that_hangs_up_mid_body_gets_no_500_and_no_traceback(start_serv
         with socket.create_connection((host, int(port)), timeout=10) as raw:
             raw.sendall(
                 b"POST /v1/sessions/gone/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"type\": \"user/"
+                b'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"type": "user/'
             )
     with server.client() as client:
         assert _post(client, "gone", type="user/message", agent="main", text="hi").status_code == 200
