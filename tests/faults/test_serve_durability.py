@@ -93,8 +93,11 @@ def test_a_full_file_size_limit_answers_503_and_every_answered_event_is_recorded
     assert health.status_code in (200, 503)  # a limit on file size is no full disk: the probe may see room
     server.stop(signal.SIGKILL)
     log = server.state_dir / "full.jsonl"
-    kinds = {ToolCall: "tool/call", ToolResult: "tool/result"}
-    recorded = {(kinds[type(e)], e.call_id): e.seq for e in _events(log) if type(e) in kinds}
+    recorded = {
+        ("tool/call" if isinstance(e, ToolCall) else "tool/result", e.call_id): e.seq
+        for e in _events(log)
+        if isinstance(e, (ToolCall, ToolResult))
+    }
     assert answered.items() <= recorded.items()  # every answered seq is that event's recorded seq
     seqs = [e.seq for e in _events(log)]
     assert seqs == sorted(set(seqs))  # none recorded twice
@@ -118,14 +121,13 @@ def test_retries_after_a_sigkill_get_their_original_answers_and_record_nothing_t
     with first.client() as client:
         for n in range(4):
             call = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "step": n + 1}
-            answer = _post(client, "k", **call)
-            assert answer.status_code == 200
-            sent.append((call, answer.content))
-            if answer.json()["allowed"] is False:
+            called = _post(client, "k", **call)
+            assert called.status_code == 200
+            sent.append((call, called.content))
+            if called.json()["allowed"] is False:
                 continue
             result = {"type": "tool/result", "agent": "main", "call_id": f"c{n}", "content": "none"}
-            answer = _post(client, "k", **result)
-            sent.append((result, answer.content))
+            sent.append((result, _post(client, "k", **result).content))
         open_call = {"type": "tool/call", "agent": "main", "call_id": "open", "tool": "ls", "step": 9}
         sent.append((open_call, _post(client, "k", **open_call).content))
     assert any(b'"allowed":false' in answer for _, answer in sent)  # a denial among them

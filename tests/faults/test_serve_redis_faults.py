@@ -1,0 +1,186 @@
+"""``serve --redis`` replicas under real network faults: a TCP proxy of the
+test's own between a replica and a real redis-server cuts the connection
+while the script that records a request is in flight, before or after Redis
+ran it. What every trial asserts: a 2xx only for what the stream holds, a
+503 (one JSON line) otherwise, a retry answered as the first answer was
+recorded, no event recorded twice, and ``replay --check`` passing on the
+exported stream.
+"""
+
+from __future__ import annotations
+
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bus import ToolCall, ToolResult, read_log
+from tests.faults.conftest import REPO
+from tests.guard.server.conftest import StartServer
+
+pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+
+MARK = b"cut-here"
+
+
+@pytest.fixture(autouse=True)
+def bounded() -> None:
+    """These trials start real servers: bounded by their clients' timeouts instead."""
+
+
+class Proxy:
+    """A TCP proxy to Redis. ``arm(mode)`` cuts the next connection whose
+    client sends ``MARK``: ``"before"`` drops those bytes, ``"after"``
+    passes them to Redis and drops its reply; both then close the
+    connection. Every other byte passes both ways unchanged."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.mode: str | None = None
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self._closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, mode: str) -> None:
+        with self._lock:
+            self.mode = mode
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+
+    def _pipe(self, client: socket.socket, upstream: socket.socket) -> None:
+        cut_after = False
+        with client, upstream:
+            while True:
+                ready, _, _ = select.select([client, upstream], [], [], 0.5)
+                if self._closing:
+                    return
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    if sock is client:
+                        with self._lock:
+                            mode = self.mode if MARK in data else None
+                            if mode is not None:
+                                self.mode = None
+                                self.cuts += 1
+                        if mode == "before":
+                            return
+                        upstream.sendall(data)
+                        cut_after = cut_after or mode == "after"
+                    elif cut_after:
+                        return  # Redis ran it; its reply is lost in transit
+                    else:
+                        client.sendall(data)
+
+    def close(self) -> None:
+        self._closing = True
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(redis_url: str) -> Iterator[Proxy]:
+    port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
+    made = Proxy(port)
+    yield made
+    made.close()
+
+
+def _post(client: httpx.Client, **event: Any) -> httpx.Response:
+    return client.post("/v1/sessions/cut/events", json=event)
+
+
+def _export(redis_url: str, tmp_path: Path) -> Path:
+    out = tmp_path / "cut.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "export", redis_url, "--session", "cut", "-o", str(out)],
+        capture_output=True, text=True, cwd=REPO, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", "--check", str(out)],
+        capture_output=True, text=True, cwd=REPO, timeout=60, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return out
+
+
+@pytest.mark.parametrize("mode", ["after", "before"])
+def test_a_flush_cut_in_transit_is_a_503_and_the_retry_gets_what_the_stream_holds(
+    start_server: StartServer, redis_url: str, proxy: Proxy, tmp_path: Path, mode: str
+) -> None:
+    through = f"redis://127.0.0.1:{proxy.port}/0"
+    one = start_server("--redis", through, state_dir=tmp_path / "one")
+    two = start_server("--redis", redis_url, state_dir=tmp_path / "two")
+    answers: dict[tuple[str, str], bytes] = {}
+    with one.client() as first, two.client() as second:
+        for n in range(6):
+            call = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "args": {"p": "x"}}
+            if n == 3:
+                call["args"] = {"p": MARK.decode()}
+                proxy.arm(mode)
+            response = _post(first, **call)
+            if response.status_code != 200:
+                assert response.status_code == 503, response.text
+                assert response.text.count("\n") == 0
+                assert set(response.json()) == {"error"}
+                response = _post(first, **call)  # the client retries, on the same replica
+            assert response.status_code == 200, response.text
+            answers[("tool/call", f"c{n}")] = response.content
+            assert _post(second, **call).content == response.content  # and on the other: the same answer
+            result = {"type": "tool/result", "agent": "main", "call_id": f"c{n}", "content": "none"}
+            replica = second if n % 2 else first
+            answered = _post(replica, **result)
+            assert answered.status_code == 200, answered.text
+            answers[("tool/result", f"c{n}")] = answered.content
+    assert proxy.cuts == 1
+    with read_log(_export(redis_url, tmp_path)) as reader:
+        events = list(reader)
+    seqs = [e.seq for e in events]
+    assert seqs == list(range(1, len(seqs) + 1))
+    recorded = [
+        ("tool/call" if isinstance(e, ToolCall) else "tool/result", e.call_id, e.seq)
+        for e in events
+        if isinstance(e, (ToolCall, ToolResult))
+    ]
+    assert len({(kind, call_id) for kind, call_id, _ in recorded}) == len(recorded) == 12  # none twice, none lost
+    for kind, call_id, seq in recorded:
+        assert f'"seq":{seq},'.encode() in answers[(kind, call_id)]
+
+
+def test_healthz_is_not_ready_while_redis_is_unreachable(start_server: StartServer, tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_server("--redis", f"redis://:hunter2@127.0.0.1:{port}/0", state_dir=tmp_path / "unused")
+    assert "hunter2" not in server.stderr
+    assert f"redis://:***@127.0.0.1:{port}/0" in server.stderr
+    with server.client() as client:
+        health = client.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["status"] == "unavailable"
+        response = _post(client, type="user/message", agent="main", text="hi")
+        assert response.status_code == 503
+        assert response.json()["error"].startswith("session 'cut': Redis: ")
+        assert "hunter2" not in response.text
+    assert server.stop() == 0
+    assert "hunter2" not in server.stderr
+    assert "Traceback" not in server.stderr
