@@ -13,6 +13,7 @@ not declared ``application/json`` (415: no form or ``text/plain`` post).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
@@ -21,6 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import structlog
 from starlette.applications import Starlette
@@ -107,12 +109,14 @@ class _Handlers:
             except RequestError as exc:
                 response = _error(exc.status, _one_line(exc.reason, 500))
             except StoreError as exc:
-                _log.error("serve.not_recorded", route=name, path=request.url.path, error=str(exc))
+                with contextlib.suppress(OSError):  # stderr may sit on the very disk that is full
+                    _log.error("serve.not_recorded", route=name, path=request.url.path, error=str(exc))
                 response = _error(503, _one_line(str(exc), 500), {"Retry-After": "1"})
             except ClientDisconnect:
                 response = _error(400, "the client hung up before its body was complete")
             except Exception as exc:
-                _log.exception("serve.request_failed", route=name, path=request.url.path)
+                with contextlib.suppress(OSError):
+                    _log.exception("serve.request_failed", route=name, path=request.url.path)
                 response = _error(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
             finally:
                 self.in_flight -= 1
@@ -160,12 +164,39 @@ class _Handlers:
         return b"".join(chunks)
 
     @staticmethod
-    async def _gone(request: Request) -> None:
-        """Drop a request whose client hung up while it waited for its
-        session: its answer reaches no one, and the client, if it retried,
-        was answered elsewhere; applying it would record a copy."""
-        if await request.is_disconnected():
-            raise RequestError(499, "the client hung up before its event was applied; nothing was recorded")
+    async def _attended(request: Request, work: Callable[[Callable[[], Awaitable[None]]], Awaitable[bytes]]) -> bytes:
+        """``work(present)``'s answer, the client watched meanwhile. ``work``
+        awaits ``present()`` once it holds its session, just before it
+        applies the event: a request whose client hung up while it waited
+        is dropped there (499), since its answer reaches no one and the
+        client, if it retried, was answered elsewhere: applying it would
+        record a copy."""
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await request.receive())["type"] != "http.disconnect":
+                pass  # pragma: no cover - nothing but a disconnect follows a whole body
+            gone = True
+
+        async def present() -> None:
+            await anyio.lowlevel.checkpoint()  # the watcher hears a disconnect already queued
+            if gone:
+                raise RequestError(499, "the client hung up before its event was applied; nothing was recorded")
+
+        failure: Exception | None = None
+        answer = b""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch)
+            try:
+                answer = await work(present)
+            except Exception as exc:
+                failure = exc
+            finally:
+                tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return answer
 
     async def claude_code(self, request: Request) -> Response:
         try:
@@ -174,10 +205,13 @@ class _Handlers:
             raise RequestError(400, str(exc)) from None
         if payload.get("hook_event_name") not in HOOK_EVENTS:
             return _json({})  # nothing the guard follows: the session is not even opened
-        async with self.store.use(payload["session_id"]) as session:
-            await self._gone(request)
-            answer = await session.hooks.handle(payload)
-        return _json(answer)
+
+        async def handle(present: Callable[[], Awaitable[None]]) -> bytes:
+            async with self.store.use(payload["session_id"]) as session:
+                await present()
+                return msgspec.json.encode(await session.hooks.handle(payload))
+
+        return Response(await self._attended(request, handle), media_type=_JSON)
 
     async def events(self, request: Request) -> Response:
         arrived = time.time()
@@ -185,10 +219,13 @@ class _Handlers:
         if not is_session_id(session_id):
             raise RequestError(400, f"session {_one_line(session_id, 100)!r}: {SESSION_ID_RULE}")
         event = decode_event(await self.body(request))
-        async with self.store.use(session_id) as session:
-            await self._gone(request)
-            answer = await answer_event(session, event, arrived=arrived)
-        return Response(answer, media_type=_JSON)
+
+        async def apply(present: Callable[[], Awaitable[None]]) -> bytes:
+            async with self.store.use(session_id) as session:
+                await present()
+                return await answer_event(session, event, arrived=arrived)
+
+        return Response(await self._attended(request, apply), media_type=_JSON)
 
     async def healthz(self, request: Request) -> Response:
         problem = await self.store.unready()

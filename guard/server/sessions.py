@@ -321,10 +321,8 @@ class FileSessionStore(SessionStore):
             info = os.statvfs(self.state_dir)
         except OSError as exc:
             return f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}"
-        if not os.access(self.state_dir, os.W_OK | os.X_OK):
-            return f"state dir {str(self.state_dir)!r} is not writable"
-        if info.f_bavail == 0:
-            return f"state dir {str(self.state_dir)!r}: no space left on its file system"
+        if info.f_bavail == 0 or not os.access(self.state_dir, os.W_OK | os.X_OK):
+            return f"state dir {str(self.state_dir)!r} is not writable or its file system is full"
         return None
 
     async def restore(self, session_id: str) -> Session:

@@ -9,13 +9,10 @@ exported stream.
 
 from __future__ import annotations
 
-import select
 import shutil
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ import httpx
 import pytest
 
 from bus import ToolCall, ToolResult, read_log
+from tests.conftest import Proxy
 from tests.faults.conftest import REPO
 from tests.guard.server.conftest import StartServer
 
@@ -34,74 +32,6 @@ MARK = b"cut-here"
 @pytest.fixture(autouse=True)
 def bounded() -> None:
     """These trials start real servers: bounded by their clients' timeouts instead."""
-
-
-class Proxy:
-    """A TCP proxy to Redis. ``arm(mode)`` cuts the next connection whose
-    client sends ``MARK``: ``"before"`` drops those bytes, ``"after"``
-    passes them to Redis and drops its reply; both then close the
-    connection. Every other byte passes both ways unchanged."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.mode: str | None = None
-        self.cuts = 0
-        self._lock = threading.Lock()
-        self._closing = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def arm(self, mode: str) -> None:
-        with self._lock:
-            self.mode = mode
-
-    def _accept(self) -> None:
-        while not self._closing:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
-
-    def _pipe(self, client: socket.socket, upstream: socket.socket) -> None:
-        cut_after = False
-        with client, upstream:
-            while True:
-                ready, _, _ = select.select([client, upstream], [], [], 0.5)
-                if self._closing:
-                    return
-                for sock in ready:
-                    data = sock.recv(65536)
-                    if not data:
-                        return
-                    if sock is client:
-                        with self._lock:
-                            mode = self.mode if MARK in data else None
-                            if mode is not None:
-                                self.mode = None
-                                self.cuts += 1
-                        if mode == "before":
-                            return
-                        upstream.sendall(data)
-                        cut_after = cut_after or mode == "after"
-                    elif cut_after:
-                        return  # Redis ran it; its reply is lost in transit
-                    else:
-                        client.sendall(data)
-
-    def close(self) -> None:
-        self._closing = True
-        self.listener.close()
-
-
-@pytest.fixture
-def proxy(redis_url: str) -> Iterator[Proxy]:
-    port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
-    made = Proxy(port)
-    yield made
-    made.close()
 
 
 def _post(client: httpx.Client, **event: Any) -> httpx.Response:
@@ -125,9 +55,9 @@ def _export(redis_url: str, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("mode", ["after", "before"])
 def test_a_flush_cut_in_transit_is_a_503_and_the_retry_gets_what_the_stream_holds(
-    start_server: StartServer, redis_url: str, proxy: Proxy, tmp_path: Path, mode: str
+    start_server: StartServer, redis_url: str, redis_proxy: Proxy, tmp_path: Path, mode: str
 ) -> None:
-    through = f"redis://127.0.0.1:{proxy.port}/0"
+    through = f"redis://127.0.0.1:{redis_proxy.port}/0"
     one = start_server("--redis", through, state_dir=tmp_path / "one")
     two = start_server("--redis", redis_url, state_dir=tmp_path / "two")
     answers: dict[tuple[str, str], bytes] = {}
@@ -136,7 +66,7 @@ def test_a_flush_cut_in_transit_is_a_503_and_the_retry_gets_what_the_stream_hold
             call = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "args": {"p": "x"}}
             if n == 3:
                 call["args"] = {"p": MARK.decode()}
-                proxy.arm(mode)
+                redis_proxy.arm(mode, MARK)
             response = _post(first, **call)
             if response.status_code != 200:
                 assert response.status_code == 503, response.text
@@ -151,7 +81,7 @@ def test_a_flush_cut_in_transit_is_a_503_and_the_retry_gets_what_the_stream_hold
             answered = _post(replica, **result)
             assert answered.status_code == 200, answered.text
             answers[("tool/result", f"c{n}")] = answered.content
-    assert proxy.cuts == 1
+    assert redis_proxy.cuts == 1
     with read_log(_export(redis_url, tmp_path)) as reader:
         events = list(reader)
     seqs = [e.seq for e in events]
