@@ -35,9 +35,9 @@ def _events(path: Path) -> list[Any]:
 
 
 def _session(served: Served, calls: int) -> list[tuple[dict[str, Any], bytes]]:
-    sent = []
+    sent: list[tuple[dict[str, Any], bytes]] = []
     for n in range(calls):
-        call = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "step": n + 1}
+        call: dict[str, Any] = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "step": n + 1}
         answer = served.post("/v1/sessions/k/events", call)
         assert answer.status_code == 200, answer.text
         sent.append((call, answer.content))
