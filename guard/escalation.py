@@ -198,7 +198,7 @@ class AskCommand:
 
         env = {**os.environ, ASK_MODEL_ENV: self.model}
         argv = [self.command, question]
-        if _REAPED:
+        if _REAPED:  # pragma: no branch - elsewhere the command runs as the group's leader itself
             found = _resolve(self.command)
             if isinstance(found, OSError):
                 return None, _start_failure(self.command, found), False
@@ -219,7 +219,7 @@ class AskCommand:
                     start_new_session=True,
                 )
                 _watch(watchdog, f"{process.pid}\n")
-        except OSError as exc:
+        except OSError as exc:  # pragma: no cover - on Linux the reaper starts the command, and fails inside
             _watch(watchdog, "\n")  # no group to guard
             _release(watchdog)
             return None, _start_failure(self.command, exc), False
@@ -252,7 +252,7 @@ class AskCommand:
         status = process.returncode
         if _REAPED and status == 127 and stderr.startswith(_REAPER_FAILED.encode()):
             failure = bytes(stderr[len(_REAPER_FAILED) :]).decode("utf-8", "replace").strip()
-            return None, f"ask command could not start: {self.command}: {failure}", False
+            return None, _start_failure(self.command, OSError(failure)), False
         if status != 0:
             detail = _tail(stderr)
             what = f"killed by signal {-status}" if status is not None and status < 0 else f"exit status {status}"

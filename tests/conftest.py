@@ -238,14 +238,17 @@ class Proxy:
         self.mark = b""
         self.cuts = 0
         self.refusing = False
+        self._then_refuse = False
         self._lock = threading.Lock()
         self._closing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, mode: str, mark: bytes) -> None:
+    def arm(self, mode: str, mark: bytes, *, then_refuse: bool = False) -> None:
+        """Cut at ``mark``; with ``then_refuse``, refuse every connection after the cut."""
         with self._lock:
             self.mode = mode
             self.mark = mark
+            self._then_refuse = then_refuse
 
     def _accept(self) -> None:
         while not self._closing:
@@ -276,6 +279,7 @@ class Proxy:
                             if mode is not None:
                                 self.mode = None
                                 self.cuts += 1
+                                self.refusing = self._then_refuse
                         if mode == "before":
                             return
                         upstream.sendall(data)

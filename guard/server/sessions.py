@@ -271,10 +271,10 @@ class SessionStore(abc.ABC):
             await anyio.sleep(period)
             self.evict_idle()
 
+    @abc.abstractmethod
     async def unready(self) -> str | None:
         """Why the store cannot record events now (``/healthz`` answers
         503 with it), or ``None`` when it can."""
-        return None
 
     async def fleet_counts(self) -> FleetCounts | None:
         """Counts across every replica sharing this store's sessions, or

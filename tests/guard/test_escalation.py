@@ -220,3 +220,12 @@ async def test_nul_bytes_in_the_question_do_not_stop_the_ask(
     command = ask_script(f"printf '%s' \"$1\" > {seen}\necho advice")
     assert (await _ask(command, "binary\x00output"))[0] == "advice"
     assert seen.read_text() == "binary\ufffdoutput"
+
+
+async def test_a_bare_name_is_looked_up_on_path(
+    ask_script: AskScript, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    command = ask_script("echo found on PATH", name="my-ask")
+    monkeypatch.setenv("PATH", f"{command.parent}{os.pathsep}{os.environ['PATH']}")
+    assert await _ask("my-ask") == ("found on PATH", "ok", False)
+    assert await _ask("no-such-ask-command") == (None, "ask command not found: no-such-ask-command", False)

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import msgspec
+import msgspec.structs
 import pytest
 
 from bus import ToolCall, ToolResult, read_log
@@ -114,6 +115,9 @@ def test_a_failed_write_is_a_503_and_the_session_is_rebuilt_from_what_was_record
         if isinstance(e, (ToolCall, ToolResult))
     }
     assert answered == recorded
+    file_size_limit(log.stat().st_size)  # not one more byte: the write fails before any lands
+    refused = served.post("/v1/sessions/w/events", {"type": "user/message", "agent": "main", "text": "none of it"})
+    assert refused.status_code == 503
     file_size_limit(1 << 30)
     after = served.event("w", type="tool/call", agent="main", call_id="after", tool="ls")
     assert after["seq"] == max(e.seq for e in _events(log))  # numbered on after what was recorded
@@ -205,3 +209,32 @@ def test_the_open_files_limit_is_raised_to_the_hard_limit() -> None:
         assert raise_open_files_limit() == hard
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_client_that_hangs_up_mid_body_is_a_400_not_a_500(served: Served) -> None:
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(
+            b"POST /v1/sessions/half/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 500\r\n\r\n{"type": "user/'
+        )
+    deadline = time.monotonic() + 10
+    while 'route="events",status="400"' not in served.client.get("/metrics").text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert 'route="events",status="400"' in served.client.get("/metrics").text
+    assert 'status="500"' not in served.client.get("/metrics").text
+    assert "half" not in served.store
+
+
+def test_only_the_latest_record_times_are_kept(tmp_path: Path) -> None:
+    from bus import Agent
+
+    store = FileSessionStore(tmp_path)
+    session = anyio.run(store.restore, "bound")
+    agent = Agent("main")
+    for n in range(4097):
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=1, tool="ls", args=None)
+        msgspec.structs.force_setattr(call, "ts", float(n))
+        session.note_recorded(call)
+    assert len(session.recorded) == 4096
+    assert next(iter(session.recorded)).endswith("\x1fc1")

@@ -35,7 +35,7 @@ from guard.config import load_config
 from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
 from guard.server.sessions import Session, StoreError
-from tests.conftest import AskScript, RedisClients
+from tests.conftest import AskScript, Proxy, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
@@ -523,3 +523,46 @@ async def test_restore_reads_the_stream_itself_when_no_lease_read_it(replicas: R
     assert session.link.bus.seq == 3
     assert [agent.agent.id for agent in session.link.links()] == ["main"]
     session.close()
+
+
+def _through(proxy: Proxy) -> Redis:
+    return Redis.from_url(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=2, socket_connect_timeout=2)
+
+
+async def test_a_flush_cut_in_transit_fails_the_request_and_drops_the_copy(
+    redis_proxy: Proxy, redis_url: str, tmp_path: Path
+) -> None:
+    store = RedisSessionStore(_through(redis_proxy), worker="cut")
+    try:
+        await grep(store, "cut", "c0")
+        redis_proxy.arm("after", b"cut-here", then_refuse=True)
+        with pytest.raises(StoreError, match="the event may not be recorded"):
+            await post(store, "cut", type="user/message", agent="main", text="cut-here")
+        assert "cut" not in store  # rebuilt from the stream before it answers again
+        assert "Redis" in (await store.unready() or "")
+        redis_proxy.refusing = False
+        assert await store.unready() is None
+        again = await post(store, "cut", type="user/message", agent="main", text="after")
+        assert again.seq == 5  # the cut message (4) was appended, Redis ran the script: numbering goes on after it
+    finally:
+        store.close()
+        await store.client.aclose()
+    checked = await _replay_check(redis_url, "cut", tmp_path)
+    assert checked.returncode == 0, checked.stderr
+
+
+async def test_redis_failing_while_a_session_is_restored_is_a_store_error(
+    replicas: Replicas, redis_proxy: Proxy
+) -> None:
+    (one,) = replicas(1)
+    await grep(one, "late", "c0")
+    two = RedisSessionStore(_through(redis_proxy), worker="late", lease_ms=30)
+    try:
+        redis_proxy.arm("before", b":notes", then_refuse=True)
+        with pytest.raises(StoreError, match="session 'late': Redis: "):
+            await post(two, "late", type="user/message", agent="main", text="hi")
+        with pytest.raises(StoreError, match="session 'late': Redis: "):
+            await post(two, "late", type="user/message", agent="main", text="hi")  # at the lease, now
+    finally:
+        two.close()
+        await two.client.aclose()
