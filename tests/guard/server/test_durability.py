@@ -238,3 +238,25 @@ def test_only_the_latest_record_times_are_kept(tmp_path: Path) -> None:
         session.note_recorded(call)
     assert len(session.recorded) == 4096
     assert next(iter(session.recorded)).endswith("\x1fc1")
+
+
+def test_a_log_whose_header_starts_with_a_bom_is_continued_and_replays_the_same(
+    make_served: MakeServed, tmp_path: Path
+) -> None:
+    first = make_served(DENYING)
+    sent = _session(first, 3)
+    first.stop()
+    log = tmp_path / "state" / "k.jsonl"
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(log.read_bytes())
+    log.write_bytes(b"\xef\xbb\xbf" + log.read_bytes())
+    second = make_served(DENYING)
+    call, answer = sent[-1]
+    assert second.post("/v1/sessions/k/events", call).content == answer
+    second.event("k", type="user/message", agent="main", text="on")
+    second.stop()
+    with_bom = anyio.run(replay_log, log, DENYING)
+    assert with_bom.differences == []
+    assert with_bom.report.skipped == 0
+    without = anyio.run(replay_log, plain, DENYING)
+    assert with_bom.verdicts[: len(without.verdicts)] == without.verdicts
