@@ -46,6 +46,9 @@ command's output) rides in a hook payload, so this is generous."""
 DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds a request body may take to arrive once its headers are in."""
 
+_REFUSED = frozenset({401, 403, 415})
+"""Answers given before the body was read."""
+
 _log = structlog.get_logger("guard.server")
 _JSON = "application/json"
 
@@ -120,10 +123,24 @@ class _Handlers:
                 response = _error(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
             finally:
                 self.in_flight -= 1
+            if response.status_code in _REFUSED:
+                await self._discard(request)
             self.metrics.observe(name, response.status_code, time.perf_counter() - started)
             return response
 
         return endpoint
+
+    async def _discard(self, request: Request) -> None:
+        """Read and drop the body of a request refused before it was read
+        (within the body limits), so its connection stays usable for the
+        client's next request instead of being closed under it."""
+        size = 0
+        with anyio.move_on_after(self.body_timeout), contextlib.suppress(ClientDisconnect, RuntimeError):
+            async with aclosing(request.stream()) as stream:
+                async for chunk in stream:
+                    size += len(chunk)
+                    if size > self.max_body:
+                        break
 
     def _refused(self, request: Request) -> str | None:
         """Why a request that may come from a web page is refused, if it is."""

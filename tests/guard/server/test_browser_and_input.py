@@ -131,3 +131,15 @@ def test_a_body_that_trickles_in_is_timed_out_with_408(make_served: MakeServed) 
     assert answer.endswith(b'{"error":"body not complete within 0.3 s"}')
     with pytest.raises(ValueError, match="body_timeout"):
         make_served(body_timeout=0)
+
+
+def test_a_refused_request_leaves_its_connection_usable(make_served: MakeServed) -> None:
+    served = make_served(max_body=200)
+    for text in ("short", "x" * 1000):  # the body of the second is over the limit: read no further than it
+        refused = served.client.post(
+            "/v1/sessions/k/events",
+            json={"type": "user/message", "agent": "main", "text": text},
+            headers={"Origin": "http://evil.example"},
+        )
+        assert refused.status_code == 403
+        assert served.client.post("/v1/sessions/k/events", json=EVENT).status_code == 200

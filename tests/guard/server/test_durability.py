@@ -115,6 +115,8 @@ def test_a_failed_write_is_a_503_and_the_session_is_rebuilt_from_what_was_record
         if isinstance(e, (ToolCall, ToolResult))
     }
     assert answered == recorded
+    file_size_limit(1 << 30)
+    served.event("w", type="user/message", agent="main", text="room again")  # the session is live once more
     file_size_limit(log.stat().st_size)  # not one more byte: the write fails before any lands
     refused = served.post("/v1/sessions/w/events", {"type": "user/message", "agent": "main", "text": "none of it"})
     assert refused.status_code == 503

@@ -8,6 +8,7 @@ asyncio only.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -566,3 +567,23 @@ async def test_redis_failing_while_a_session_is_restored_is_a_store_error(
     finally:
         two.close()
         await two.client.aclose()
+
+
+async def test_a_request_whose_lease_cannot_be_renewed_fails_instead_of_recording(redis_proxy: Proxy) -> None:
+    from guard.server.redis_store import _RENEW
+
+    store = RedisSessionStore(_through(redis_proxy), worker="renew", lease_ms=30)
+
+    async def request() -> None:
+        async with store.use("renew") as live:
+            redis_proxy.arm("before", hashlib.sha1(_RENEW.encode()).hexdigest().encode(), then_refuse=True)
+            await anyio.sleep(0.2)  # renewals fail meanwhile, and stop
+            await post_in(live, type="user/message", agent="main", text="unrenewed")
+
+    try:
+        with pytest.raises(StoreError):
+            await request()
+        assert redis_proxy.cuts == 1
+    finally:
+        store.close()
+        await store.client.aclose()
