@@ -210,3 +210,35 @@ def test_a_low_open_files_limit_serves_more_sessions_than_it_allows_files(start_
     assert server.stop() == 0
     assert "Traceback" not in server.stderr
     assert len(list(server.state_dir.glob("s*.jsonl"))) == 200
+
+
+def test_a_full_disk_answers_503_and_every_answered_event_is_recorded_once(
+    start_server: StartServer, small_disk: Path
+) -> None:
+    server = start_server(state_dir=small_disk)
+    answered: dict[tuple[str, str], int] = {}
+    refused = 0
+    with server.client() as client:
+        for n in range(400):
+            steps = (("tool/call", {"tool": "grep", "args": {"n": n}}), ("tool/result", {"content": "y" * 300}))
+            for kind, fields in steps:
+                response = _post(client, "disk", type=kind, agent="main", call_id=f"c{n}", **fields)
+                if response.status_code == 200:
+                    answered[(kind, f"c{n}")] = response.json()["seq"]
+                    continue
+                assert response.status_code == 503, response.text
+                assert "No space left on device" in response.json()["error"]
+                refused += 1
+                break
+            if refused >= 3:
+                break
+    assert refused >= 3
+    server.stop(signal.SIGKILL)
+    log = small_disk / "disk.jsonl"
+    recorded = {
+        ("tool/call" if isinstance(e, ToolCall) else "tool/result", e.call_id): e.seq
+        for e in _events(log)
+        if isinstance(e, (ToolCall, ToolResult))
+    }
+    assert answered == recorded
+    _check(log)
