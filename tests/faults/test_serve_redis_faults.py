@@ -10,9 +10,11 @@ exported stream.
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +116,31 @@ def test_healthz_is_not_ready_while_redis_is_unreachable(start_server: StartServ
     assert server.stop() == 0
     assert "hunter2" not in server.stderr
     assert "Traceback" not in server.stderr
+
+
+def test_a_request_held_in_a_paused_replica_is_not_recorded_again_when_it_resumes(
+    start_server: StartServer, redis_url: str, tmp_path: Path
+) -> None:
+    one = start_server("--redis", redis_url, state_dir=tmp_path / "one")
+    two = start_server("--redis", redis_url, state_dir=tmp_path / "two")
+    call = {"type": "tool/call", "agent": "main", "call_id": "c1", "tool": "grep", "args": {"p": "x"}}
+    result = {"type": "tool/result", "agent": "main", "call_id": "c1", "content": "none"}
+    with one.client() as first, two.client() as second:
+        assert _post(first, type="user/message", agent="main", text="go").status_code == 200
+        one.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(httpx.TimeoutException):
+                first.post("/v1/sessions/cut/events", json=call, timeout=1.0)  # held by the paused replica
+            answered = _post(second, **call)  # the client retries elsewhere
+            assert answered.status_code == 200
+            assert _post(second, **result).status_code == 200
+        finally:
+            one.proc.send_signal(signal.SIGCONT)
+        time.sleep(1.0)  # the resumed replica gets to the held request
+        assert _post(first, type="user/message", agent="main", text="and on").status_code == 200
+    with read_log(_export(redis_url, tmp_path)) as reader:
+        events = list(reader)
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [c.call_id for c in calls] == ["c1"]  # recorded once: the stale copy was dropped
+    assert one.stop() == 0
+    assert "Traceback" not in one.stderr
