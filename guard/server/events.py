@@ -29,8 +29,8 @@ from bus import (
     UserMessage,
     too_deep,
 )
-from guard.adapters._link import AgentLink
 from guard.server.sessions import Session, retry_key
+from guard.sessions.link import AgentLink
 
 __all__ = [
     "AgentStatusIn",
