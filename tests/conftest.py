@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import select
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -248,3 +250,91 @@ def redis_url(redis_server: RedisServer) -> str:
         sock.sendall(b"FLUSHALL\r\n")
         sock.recv(16)
     return redis_server.url
+
+
+class Proxy:
+    """A TCP proxy to Redis. ``arm(mode, mark)`` cuts the next connection
+    whose client sends ``mark``: ``"before"`` drops those bytes, ``"after"``
+    passes them to Redis and drops its reply; both then close the
+    connection. While ``refusing``, new connections are closed at once.
+    Every other byte passes both ways unchanged."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.mode: str | None = None
+        self.mark = b""
+        self.cuts = 0
+        self.refusing = False
+        self._then_refuse = False
+        self._lock = threading.Lock()
+        self._closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, mode: str, mark: bytes, *, then_refuse: bool = False) -> None:
+        """Cut at ``mark``; with ``then_refuse``, refuse every connection after the cut."""
+        with self._lock:
+            self.mode = mode
+            self.mark = mark
+            self._then_refuse = then_refuse
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+
+    def _pipe(self, client: socket.socket, upstream: socket.socket) -> None:
+        cut_after = False
+        with client, upstream:
+            while True:
+                ready, _, _ = select.select([client, upstream], [], [], 0.5)
+                if self._closing:
+                    return
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    if sock is client:
+                        with self._lock:
+                            mode = self.mode if self.mark and self.mark in data else None
+                            if mode is not None:
+                                self.mode = None
+                                self.cuts += 1
+                                self.refusing = self._then_refuse
+                        if mode == "before":
+                            return
+                        upstream.sendall(data)
+                        cut_after = cut_after or mode == "after"
+                    elif cut_after:
+                        return  # Redis ran it; its reply is lost in transit
+                    else:
+                        client.sendall(data)
+
+    def close(self) -> None:
+        self._closing = True
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(redis_url: str) -> Iterator[Proxy]:
+    port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
+    made = Proxy(port)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def redis_proxy(redis_url: str) -> Iterator[Proxy]:
+    """A ``Proxy`` to the test's redis-server; its URL is ``redis://127.0.0.1:<port>/0``."""
+    port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
+    made = Proxy(port)
+    yield made
+    made.close()

@@ -26,6 +26,7 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 import structlog
+from redis.exceptions import RedisError
 
 from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall, ToolResult
 from bus._codec import event_decoder
@@ -41,10 +43,12 @@ from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, stream_entry
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import Guard
-from guard.server.sessions import Session, SessionStore
+from guard.server.events import recall
+from guard.server.sessions import Session, SessionStore, StoreError
 from guard.sessions.answer import retry_key
 from guard.sessions.fleet import ActionLedger, FleetCounts
-from guard.sessions.lease import Lease, LeaseTimeout, SessionLeases
+from guard.sessions.lease import Lease, SessionLeases
+from guard.sessions.lease import LeaseTimeout as HeldElsewhere
 from guard.sessions.link import GuardLink
 from guard.sessions.resume import follow
 
@@ -56,10 +60,14 @@ __all__ = ["LeaseTimeout", "RedisSessionStore"]
 _log = structlog.get_logger("guard.server")
 
 
+class LeaseTimeout(StoreError):
+    """Another replica held the session's lease for longer than ``wait_ms``."""
+
+
 class _Shared:
     """What the store keeps beside a live session: its stream, its guard,
     the seq and entry id of the last event this replica has applied, what
-    the current request produced (events to append, actions to record), and
+    the current request found (its answers) and produced (actions to record), and
     whether the guard is applying another replica's events (whose actions
     were recorded where they happened)."""
 
@@ -68,8 +76,8 @@ class _Shared:
         self.guard = guard
         self.seq = 0
         self.position = "-"
-        self.pending: list[Event] = []
         self.actions: list[tuple[int, Action]] = []
+        self.answered: dict[str, bytes] = {}
         self.following = False
 
 
@@ -131,6 +139,8 @@ class RedisSessionStore(SessionStore):
         self._shared: dict[str, _Shared] = {}
         self._fetched: dict[str, Lease] = {}
         self._turns = _Turns()
+        self._spent: set[str] = set()
+        """Tokens of leases a commit's script released or found lost."""
 
     def _stream(self, session_id: str) -> RedisSessionLog:
         return RedisSessionLog(self.client, session_id, prefix=self.prefix, maxlen=self.maxlen, ttl=self.ttl)
@@ -156,13 +166,14 @@ class RedisSessionStore(SessionStore):
         guard.attach(bus)
         link = GuardLink(bus)
         rows = await self._rows(stream, lease if lease is not None and lease.after == "-" else None, "-")
+        history: list[AnyEvent] = []
         if rows:
-            await self._follow(shared, link, _decode(rows, link) or [])
+            history = _decode(rows, link) or []
+            await self._follow(shared, link, history)
             shared.position = rows[-1][0]
             self.restored += 1
         bus.advance(lease.seq if lease is not None else await stream.last_seq())
         shared.seq = bus.seq
-        bus.record(shared.pending.append)
         if self.on_event is not None:
             bus.record(self.on_event)
         self._shared[session_id] = shared
@@ -172,7 +183,9 @@ class RedisSessionStore(SessionStore):
 
         session = Session(session_id, link, close)
         if rows:
-            for key, answer in (await stream.notes()).items():  # another replica's answers, for retries
+            recall(session, history, guard.owns)  # the denials, and when each call and result was recorded
+            session.answers.clear()
+            for key, answer in (await stream.notes()).items():  # the answers given, for retries
                 session.remember_answer(key, answer)
         return session
 
@@ -181,32 +194,36 @@ class RedisSessionStore(SessionStore):
         async with self._turns.take(session_id):
             live = self._live.get(session_id)
             shared = self._shared.get(session_id) if live is not None else None
-            lease = await self._acquire(session_id, shared)
-            released = False
+            try:
+                lease = await self._acquire(session_id, shared)
+            except RedisError as exc:
+                raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
             renewal = asyncio.get_running_loop().create_task(self.leases.keep(session_id, lease.token))
             try:
                 # (evicted while the lease was taken: restored below instead)
                 if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
                     await self._catch_up(live, shared, lease)
-                self._fetched[session_id] = lease  # for a restore: what the lease read
+                self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
                 async with super().use(session_id) as session:
-                    shared = self._shared[session_id]
-                    answered = dict(session.answers)
-                    try:
-                        yield session
-                    finally:
-                        released = True  # the flush releases it, or finds it lost
-                        await self._flush(session, shared, answered, lease.token)
+                    self._shared[session_id].answered = dict(session.answers)
+                    yield session
+            except RedisError as exc:
+                raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
             finally:
                 renewal.cancel()
                 self._fetched.pop(session_id, None)
-                if not released:
-                    await self.leases.release(session_id, lease.token)
+                if lease.token not in self._spent:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(RedisError):
+                        await self.leases.release(session_id, lease.token)
+                self._spent.discard(lease.token)
 
     async def _acquire(self, session_id: str, shared: _Shared | None) -> Lease:
         log = shared.log if shared is not None else self._stream(session_id)
         known, after = (shared.seq, shared.position) if shared is not None else (-1, "-")
-        return await self.leases.acquire(session_id, log, known, after)
+        try:
+            return await self.leases.acquire(session_id, log, known, after)
+        except HeldElsewhere as exc:
+            raise LeaseTimeout(str(exc)) from None
 
     async def _rows(self, log: RedisSessionLog, lease: Lease | None, after: str) -> list[tuple[str, bytes]]:
         """The stream's entries after ``after``: those ``lease`` read (when
@@ -239,6 +256,7 @@ class RedisSessionStore(SessionStore):
                     return
                 await self._follow(shared, live.link, events)
                 live.relink()
+                recall(live, events, shared.guard.owns)
                 keys = {
                     retry_key(kind, event.agent.id, event.call_id)
                     for event in events
@@ -259,16 +277,18 @@ class RedisSessionStore(SessionStore):
             shared.position = rows[-1][0]
             self.caught_up += 1
 
-    async def _flush(self, session: Session, shared: _Shared, answered: dict[str, bytes], token: str) -> None:
+    async def commit(self, session: Session, events: list[Event]) -> None:
         """Append what the request produced, with the answers it gave (so a
         client's retry on another replica gets the same answer), record its
-        actions, and release the lease: one script."""
-        events, actions = shared.pending[:], shared.actions[:]
-        shared.pending.clear()  # in place: the session's bus records into this very list
+        actions, and release the lease: one script. ``StoreError`` when it
+        did not append: the lease was lost (another replica took the
+        session over), or Redis did not answer (the script may have run:
+        the next request's restore reads whether it did)."""
+        shared = self._shared[session.id]
+        token = self._fetched[session.id].token
+        actions = shared.actions[:]
         shared.actions.clear()
-        if not events:
-            await self.leases.release(session.id, token)
-            return
+        answered = shared.answered
         put = {key: answer for key, answer in session.answers.items() if answered.get(key) is not answer}
         drop = answered.keys() - session.answers.keys()
         keys, args = shared.log.extension(events, expected=shared.seq, put=put, drop=drop)
@@ -276,16 +296,27 @@ class RedisSessionStore(SessionStore):
         for seq, action in actions:
             by_trigger.setdefault(seq, []).append(action)
         ledger, recorded = self.ledger.recording([(session.id, seq, acted) for seq, acted in by_trigger.items()])
-        reply = await self.leases.flush(session.id, token, (keys, args), (ledger, recorded))
+        try:
+            reply = await self.leases.flush(session.id, token, (keys, args), (ledger, recorded))
+        except RedisError as exc:
+            raise StoreError(f"session {session.id!r}: Redis: {_reason(exc)}; the event may not be recorded") from None
+        self._spent.add(token)
         if not reply[0]:
             # The lease lapsed and another replica took the session over:
             # this copy is stale; the next request rebuilds it from the stream.
             _log.error("serve.redis_conflict", session=session.id, expected=shared.seq)
-            self._evict(session)
-            return
+            raise StoreError(f"session {session.id!r}: another replica took it over; the event was not recorded")
         shared.seq = events[-1].seq
         position = reply[2]
         shared.position = position.decode() if isinstance(position, bytes) else str(position)
+
+    async def unready(self) -> str | None:
+        """Redis must answer a ``PING``."""
+        try:
+            await self.client.ping()
+        except RedisError as exc:
+            return f"Redis: {_reason(exc)}"
+        return None
 
     async def fleet_counts(self) -> FleetCounts | None:
         """Every replica's counts, from Redis."""
@@ -323,3 +354,7 @@ def _decode(rows: Sequence[tuple[str, bytes]], link: GuardLink, *, strict: bool 
 def _continues(events: Sequence[AnyEvent], seq: int, last: int) -> bool:
     """Whether ``events`` are exactly the seqs after ``seq`` up to ``last``."""
     return bool(events) and all(event.seq == seq + n for n, event in enumerate(events, 1)) and events[-1].seq == last
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
+from redis.exceptions import RedisError
 
 from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog
 from guard.sessions.fleet import ActionLedger
@@ -141,8 +142,11 @@ class SessionLeases:
         key = self.key(session_id)
         while True:
             await anyio.sleep(self.lease_ms / 3000)
-            if not await self._renew(keys=[key], args=[token, self.lease_ms]):
-                return
+            try:
+                if not await self._renew(keys=[key], args=[token, self.lease_ms]):
+                    return
+            except RedisError:
+                return  # the request's own calls to Redis fail and say why
 
     async def release(self, session_id: str, token: str) -> None:
         await self._release(keys=[self.key(session_id)], args=[token])

@@ -22,6 +22,7 @@ from types import FrameType
 import pytest
 
 from guard.cli import main
+from tests.guard.server.conftest import ServerProcess, StartServer
 
 HANG_SECONDS = 5.0
 REPO = Path(__file__).resolve().parents[2]
@@ -98,3 +99,37 @@ def subprocess_run(*argv: str, stdin: bytes = b"", env: dict[str, str] | None = 
 def make_fifo(path: Path) -> Path:
     os.mkfifo(path)
     return path
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[StartServer]:
+    """``repeat-tool-guard serve`` processes (see ``tests/guard/server``), killed at teardown."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, state_dir: Path | None = None, preexec_fn: Callable[[], None] | None = None) -> ServerProcess:
+        where = () if any(a in ("--uds", "--port") for a in args) else ("--port", "0")
+        server = ServerProcess(state_dir or tmp_path / "state", *where, *args, preexec_fn=preexec_fn)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait(10)
+        if server.proc.stderr is not None:
+            server.proc.stderr.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, unmounted afterwards; skipped where mounting is not allowed."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip() or done.returncode}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
