@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from benchmarks._redis import RedisServer
+from benchmarks._redis import start_redis_server as _start_redis_server
 from bus import Agent, Bus
 from bus.testing import Capture, FakeClock
 from tests.claude_cli import FakeAnthropic, bundled_cli
@@ -137,47 +136,13 @@ def zero_umask() -> Iterator[None]:
         os.umask(old)
 
 
-class RedisServer:
-    """A real ``redis-server`` on a free loopback port, persistence off."""
-
-    def __init__(self, port: int, process: subprocess.Popen[bytes]) -> None:
-        self.port = port
-        self.process = process
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_redis_server() -> RedisServer:
-    """Start ``redis-server`` on a free port and wait until it answers
-    ``PING``; skips the test when the binary is absent (``.ci/run`` installs it)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does it)")
-    port = _free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return RedisServer(port, process)
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"redis-server did not answer on port {port} within 10 s")
+    """A fresh ``redis-server`` (see ``benchmarks/_redis.py``); skips the
+    test when the binary is absent (``.ci/run`` installs it)."""
+    try:
+        return _start_redis_server()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
 
 
 @pytest.fixture(scope="session")
