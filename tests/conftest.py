@@ -43,6 +43,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.definition.add_marker(pytest.mark.parametrize("anyio_backend", ["asyncio"]))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives the real Claude Code CLI (it uses
+    ``fake_anthropic``) is ``slow``: marked before ``-m`` selects."""
+    for item in items:
+        if "fake_anthropic" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()

@@ -368,6 +368,7 @@ def _corpus_template(name: str) -> Any:
     return {k: v[:30] if isinstance(v, list) else v for k, v in document.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_CORPUS_FILES))
 @settings(_settings, max_examples=10)
 @given(data=st.data())
