@@ -23,7 +23,6 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
 
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
