@@ -46,8 +46,8 @@ from redis.asyncio import BlockingConnectionPool, Redis
 
 from benchmarks._redis import start_redis_server
 from bus import Agent, ToolCall, ToolResult
-from guard._group import GroupCommit
-from guard.fleet import FleetGuard
+from guard.sessions._group import GroupCommit
+from guard.sessions.fleet import FleetGuard
 
 _QUEUE = "bench:ready"
 _DONE = "bench:done"

@@ -21,10 +21,8 @@ from guard.config import (
     load_config,
     parse_config,
 )
-from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
-from guard.guard import ActionListener, Guard, build_policies
-from guard.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.guard import ActionListener, Guard
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import (
     PATTERN_INPUT_LIMIT,
@@ -36,13 +34,16 @@ from guard.patterns import (
     ToolFilter,
     compile_regex,
 )
+from guard.policies.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
+from guard.policies.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.policies.registry import build_policies
+from guard.policies.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
+from guard.policies.rescue import RESCUE_PLUGIN, RescuePolicy
+from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
+from guard.policies.turn_ring import TurnRing, detect_loop
+from guard.policies.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
 from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
 from guard.redact import REDACTED, Redactor
-from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
-from guard.rescue import RESCUE_PLUGIN, RescuePolicy
-from guard.trips import Trip, TripKind, TripLog, TripTrigger
-from guard.turn_ring import TurnRing, detect_loop
-from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
 from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [

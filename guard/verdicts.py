@@ -14,8 +14,8 @@ from bus import AgentStatus, AnyEvent, ContextMessage, Event, ReadReport, Replay
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.guard import Guard
+from guard.policies.rescue import RecordedAnswers, RescuePolicy
 from guard.policy import AnyPolicy
-from guard.rescue import RecordedAnswers, RescuePolicy
 
 __all__ = [
     "Difference",

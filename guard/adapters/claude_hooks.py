@@ -30,11 +30,11 @@ import msgspec
 
 from bus import Decision, LogError, LogWriteError, open_regular
 from guard._text import shown
-from guard.adapters._link import AgentLink, GuardLink, as_text
-from guard.adapters._resume import resume_link
-from guard.adapters._snapshot import load_snapshot, save_snapshot, snapshot_path
 from guard.config import Config, apply_environment
 from guard.guard import Guard
+from guard.sessions.link import AgentLink, GuardLink, as_text
+from guard.sessions.resume import resume_link
+from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
 
 __all__ = [
     "HOOK_EVENTS",
@@ -305,7 +305,7 @@ async def run_hook(
     invocation takes an exclusive lock on ``<session_id>.lock``, restores the
     guard from the snapshot, handles the payload, appends the new events and
     saves a new snapshot: constant work per call, however long the session.
-    When the snapshot cannot be used (see ``guard.adapters._snapshot``), the
+    When the snapshot cannot be used (see ``guard.sessions.snapshot``), the
     log is replayed instead and ``on_replay`` is told why. A log that is not a
     session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
     ``log_actions`` is ``Guard``'s.

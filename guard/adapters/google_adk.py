@@ -29,8 +29,8 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
 from guard.config import Config
+from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
 

@@ -26,8 +26,8 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
 from guard.config import Config
+from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
 
 __all__ = ["AGENT_KEY", "HALT_KEY", "REMINDER_KEY", "GuardState", "RepeatToolGuard", "halt_reason", "is_reminder"]
 

@@ -36,8 +36,8 @@ from agents.run_config import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
 from openai.types.responses import EasyInputMessageParam
 
-from guard.adapters._link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
 from guard.config import Config
+from guard.sessions.link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
 
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
 

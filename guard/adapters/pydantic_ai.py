@@ -26,8 +26,8 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
 
 from bus import Bus
-from guard.adapters._link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
 from guard.config import Config
+from guard.sessions.link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
 
 __all__ = ["REMINDER_METADATA_KEY", "RepeatToolGuard"]
 

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from bus import AgentStatus, ContextSource, Decision
-from guard.adapters._link import AgentLink
 from guard.server.sessions import Session
+from guard.sessions.link import AgentLink
 
 __all__ = [
     "AgentStatusIn",

@@ -40,13 +40,13 @@ from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall
 from bus._codec import event_decoder
 from bus.redis_log import DEFAULT_PREFIX, EXTEND_SCRIPT, RedisSessionLog, stream_entry
 from guard.actions import Action
-from guard.adapters._link import GuardLink
-from guard.adapters._resume import follow
 from guard.config import Config
-from guard.fleet import ActionLedger, FleetCounts
 from guard.guard import Guard
 from guard.server.events import retry_key
 from guard.server.sessions import Session, SessionStore
+from guard.sessions.fleet import ActionLedger, FleetCounts
+from guard.sessions.link import GuardLink
+from guard.sessions.resume import follow
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

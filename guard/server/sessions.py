@@ -22,13 +22,13 @@ import anyio
 
 from bus import Event
 from guard.actions import Action
-from guard.adapters._link import AgentLink, GuardLink
-from guard.adapters._resume import resume_or_restart
 from guard.adapters.claude_hooks import ClaudeHooks
 from guard.config import Config
+from guard.sessions.link import AgentLink, GuardLink
+from guard.sessions.resume import resume_or_restart
 
 if TYPE_CHECKING:
-    from guard.fleet import FleetCounts
+    from guard.sessions.fleet import FleetCounts
 
 __all__ = ["FileSessionStore", "Session", "SessionStore"]
 

@@ -34,7 +34,7 @@ from guard import (
 )
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import HOOK_EVENTS, ClaudeHooks, HookInputError, default_state_dir, parse_payload
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.conftest import AskScript
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 

@@ -21,9 +21,9 @@ import pytest
 
 from bus import read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
-from guard.adapters._snapshot import SNAPSHOT_VERSION, snapshot_path
 from guard.adapters.claude_hooks import answer_hook, run_to_completion
 from guard.cli import main
+from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
 from tests.conftest import AskScript
 
 SESSION = "hook-session"
@@ -316,7 +316,7 @@ def test_a_verbose_hook_logs_its_actions_to_stderr_and_answers_alone_on_stdout(
 
 
 def test_resuming_without_a_guard_of_ones_own_builds_one_from_the_config(tmp_path: Path) -> None:
-    from guard.adapters._resume import resume_link
+    from guard.sessions.resume import resume_link
 
     link, log = run_to_completion(resume_link(tmp_path / "s.jsonl", "s", Config()))
     with log:

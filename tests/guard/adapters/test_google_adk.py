@@ -26,7 +26,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.google_adk import REMINDER_PREFIX, RepeatToolGuard
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # ADK runs on asyncio only.

@@ -26,7 +26,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import REMINDER_PREFIX, GuardLink
 from guard.adapters.langchain import REMINDER_KEY, RepeatToolGuard, halt_reason, is_reminder
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.claude_cli import text, tool_use
 from tests.fake_providers import DIALECTS, FakeChatAPI
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED

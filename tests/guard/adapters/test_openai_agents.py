@@ -21,7 +21,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink, HaltRequested
 from guard.adapters.openai_agents import TOOL_GUARDRAIL, RepeatToolGuard, guard_tools
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # The Agents SDK runs on asyncio only.

@@ -28,7 +28,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.pydantic_ai import REMINDER_METADATA_KEY, RepeatToolGuard
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 # pydantic-ai runs only on asyncio (it starts its runs with ``asyncio.create_task``).

@@ -29,9 +29,9 @@ from bus import (
     ToolResult,
     UserMessage,
 )
-from guard.adapters._link import GuardLink
 from guard.config import Config
 from guard.guard import ActionListener, Guard
+from guard.sessions.link import GuardLink
 from guard.verdicts import answers_from_events, answers_from_log
 
 __all__ = ["follow", "resume_link", "resume_or_restart"]

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.anyio
 
 GREP = {"pattern": "load_config", "path": "src"}
 READ = {"path": "README.md"}
-SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "turns"
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios" / "turns"
 
 Call = tuple[str, Any]
 Respond = Callable[..., Awaitable[list[Decision]]]

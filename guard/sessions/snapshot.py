@@ -35,9 +35,9 @@ from typing import Any
 import msgspec
 
 from bus import Agent, Bus, SessionLog, ToolCall
-from guard.adapters._link import GuardLink
 from guard.guard import Guard
 from guard.policy import AnyPolicy, AnyWatch
+from guard.sessions.link import GuardLink
 
 __all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 

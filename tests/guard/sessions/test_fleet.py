@@ -23,7 +23,7 @@ from benchmarks._redis import free_port
 from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
 from bus.redis_log import RedisSessionLog
 from guard import Config, RemindConfig, RescueConfig, TurnsConfig
-from guard.fleet import FleetGuard, Outcome
+from guard.sessions.fleet import FleetGuard, Outcome
 from guard.verdicts import replay_log
 from tests.conftest import AskScript, RedisClients
 

@@ -44,12 +44,12 @@ from bus import (
 )
 from bus._codec import event_decoder
 from bus.redis_log import DEFAULT_PREFIX, Appended, PendingAppend, RedisSessionLog, append_many
-from guard._group import GroupCommit
 from guard.actions import Action
 from guard.config import Config, apply_environment
-from guard.escalation import AskOutcome
 from guard.guard import Guard
-from guard.rescue import Asker, RescuePolicy
+from guard.policies.escalation import AskOutcome
+from guard.policies.rescue import Asker, RescuePolicy
+from guard.sessions._group import GroupCommit
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
