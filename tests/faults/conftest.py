@@ -1,7 +1,9 @@
 """The fault and bad-input suite: every entry point (the commands, the hook,
 the library's log writer and reader, the importers) given what a careless
 or hostile user would give it. Each trial is deterministic and bounded: a
-trial that runs over 5 s fails as a hang instead of stalling the suite.
+trial that runs over 30 s fails as a hang instead of stalling the suite (the
+bound is a hang's, not a speed target: a busy machine under coverage takes
+several seconds over the deepest documents).
 
 What every trial asserts: no traceback, one line on stderr for an error,
 the documented exit code, and no session-log line lost or merged.
@@ -23,7 +25,7 @@ import pytest
 
 from guard.cli import main
 
-HANG_SECONDS = 5.0
+HANG_SECONDS = 30.0
 REPO = Path(__file__).resolve().parents[2]
 
 
