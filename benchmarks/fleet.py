@@ -44,10 +44,10 @@ from typing import Any
 import structlog
 from redis.asyncio import BlockingConnectionPool, Redis
 
+from benchmarks._redis import start_redis_server
 from bus import Agent, ToolCall, ToolResult
 from guard.sessions._group import GroupCommit
 from guard.sessions.fleet import FleetGuard
-from tests.conftest import start_redis_server
 
 _QUEUE = "bench:ready"
 _DONE = "bench:done"

@@ -40,9 +40,9 @@ import msgspec
 import structlog
 from redis.asyncio import Redis
 
+from benchmarks._redis import start_redis_server
 from bus.redis_log import RedisSessionLog
 from guard.verdicts import replay_log
-from tests.conftest import start_redis_server
 
 
 class Replica:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import select
-import shutil
 import socket
-import subprocess
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from benchmarks._redis import RedisServer
+from benchmarks._redis import start_redis_server as _start_redis_server
 from bus import Agent, Bus
 from bus.testing import Capture, FakeClock
 from tests.agent_clis import CODEX_VERSION, GEMINI_VERSION, FakeGemini, FakeResponses, cli_path
@@ -45,6 +44,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     two backends."""
     if "anyio_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("asyncio_only"):
         metafunc.definition.add_marker(pytest.mark.parametrize("anyio_backend", ["asyncio"]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives the real Claude Code CLI (it uses
+    ``fake_anthropic``) is ``slow``: marked before ``-m`` selects."""
+    for item in items:
+        if "fake_anthropic" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -168,47 +176,13 @@ def zero_umask() -> Iterator[None]:
         os.umask(old)
 
 
-class RedisServer:
-    """A real ``redis-server`` on a free loopback port, persistence off."""
-
-    def __init__(self, port: int, process: subprocess.Popen[bytes]) -> None:
-        self.port = port
-        self.process = process
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_redis_server() -> RedisServer:
-    """Start ``redis-server`` on a free port and wait until it answers
-    ``PING``; skips the test when the binary is absent (``.ci/run`` installs it)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does it)")
-    port = _free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return RedisServer(port, process)
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"redis-server did not answer on port {port} within 10 s")
+    """A fresh ``redis-server`` (see ``benchmarks/_redis.py``); skips the
+    test when the binary is absent (``.ci/run`` installs it)."""
+    try:
+        return _start_redis_server()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
 
 
 @pytest.fixture(scope="session")

@@ -43,12 +43,12 @@ import anyio
 import msgspec
 import structlog
 
-from benchmarks.detection.run import CONFIGS, CORPUS, HERE, Score, Stretch, detail, score_stretches
+from benchmarks.detection.run import CONFIGS, HERE, ROOT, Score, Stretch, detail, score_stretches
 from guard.config import Config
 
 LABELS = HERE / "real" / "stretches.toml"
 EXTERNAL = HERE / "real" / "external.toml"
-DATA = CORPUS / "real"
+DATA = ROOT.parent / "shared" / "corpus" / "real"
 HALVES = ("tune", "held-out")
 ENV = "REPEAT_TOOL_GUARD_REAL_DATA"
 EXTERNAL_ENV = "REPEAT_TOOL_GUARD_EXTERNAL_DATA"

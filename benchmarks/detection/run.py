@@ -5,8 +5,8 @@
 
 Labels (data, in this folder):
 
-- ``corpus.toml``: stretches of the shared transcript corpus
-  (``../shared/corpus`` from the repository root, never copied here),
+- ``corpus.toml``: stretches of the real transcripts kept in
+  ``tests/data/transcripts`` (trimmed copies, see ``DATA.md`` there),
   named by file, session and call range;
 - ``scenarios.toml``: the synthetic sessions under ``scenarios/`` (made by
   ``build.py``);
@@ -38,6 +38,7 @@ import anyio
 import msgspec
 import structlog
 
+from benchmarks._transcripts import CORPUS
 from bus import ToolCall, ToolResult, read_log
 from guard.config import RECOMMENDED, Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.importers import open_sessions
@@ -46,7 +47,6 @@ from guard.verdicts import Verdict, replay_log
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CORPUS = ROOT / ".." / "shared" / "corpus"
 DENYING = frozenset({"deny", "rescue", "escalation-failed", "halt"})
 _NO_ASK = "/dev/null/repeat-tool-guard-benchmark-never-asks"
 _OFF = RemindConfig(enabled=False)
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--detail", metavar="CONFIG", choices=list(CONFIGS), help="also list every stretch")
-    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the shared corpus (default ../shared/corpus)")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the real transcripts (tests/data/transcripts)")
     args = parser.parse_args(argv)
     scores, stretches, notes = anyio.run(lambda: score(corpus=args.corpus))
     counts = {label: sum(1 for s in stretches if s.label == label) for label in ("loop", "legit", "unclear")}

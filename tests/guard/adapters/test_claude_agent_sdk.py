@@ -296,6 +296,7 @@ def run_hook(state: Path, hook_payload: Any, *extra: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_hook_command_keeps_state_between_invocations_and_its_log_replays(tmp_path: Path) -> None:
     state = tmp_path / "state"
     config = tmp_path / "guard.toml"
@@ -324,6 +325,7 @@ def test_hook_command_keeps_state_between_invocations_and_its_log_replays(tmp_pa
     assert check.returncode == 0, check.stderr
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_concurrent_hooks_of_one_session_all_land_in_order(tmp_path: Path) -> None:
     state = tmp_path / "state"
     pres = [next(ls_call(n, tool_input={"command": f"cat f{n}"})) for n in range(6)]
@@ -459,6 +461,7 @@ def test_cli_hook_in_process(
     assert "must be a JSON object" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path, ask_script: AskScript) -> None:
     """Each hook invocation replays the session so far; an escalation bought
     in an earlier invocation is answered from the log, not asked again."""
@@ -494,6 +497,7 @@ def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path, as
     assert checked.stderr.endswith("check: every guard action matches the log (5 denials)\n")
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_hook_command_carries_the_turns_ladder_and_its_halt_across_invocations(tmp_path: Path) -> None:
     """Each invocation is a new process: the run length, the ladder and the
     halt request live only in the session log it replays."""

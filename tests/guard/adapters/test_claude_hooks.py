@@ -252,6 +252,7 @@ def test_help_is_as_wide_as_columns_says(monkeypatch: pytest.MonkeyPatch, capsys
 # --- the ask dies with the hook: real processes, real signals --------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_with", [signal.SIGTERM, signal.SIGKILL])
 def test_the_ask_and_its_children_die_with_the_hook_whatever_signal_kills_it(
     tmp_path: Path, ask_script: AskScript, kill_with: signal.Signals

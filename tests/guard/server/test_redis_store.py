@@ -244,6 +244,7 @@ def _grep_http(client: httpx.Client, session: str, call_id: str) -> dict[str, An
     return done
 
 
+@pytest.mark.slow
 def test_replicas_as_processes_share_sessions_and_survive_a_kill(
     start_server: StartServer, redis_url: str, tmp_path: Path
 ) -> None:
