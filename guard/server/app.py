@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -24,10 +24,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from guard.adapters.claude_hooks import HOOK_EVENTS, SESSION_ID_RULE, HookInputError, is_session_id, parse_payload
+from guard.server import scope
 from guard.server.events import RequestError, answer_event, decode_event
+from guard.server.live import LiveFeed, LivePages
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
 from guard.server.sessions import SessionStore
+from guard.server.watchers import watch_store
+
+if TYPE_CHECKING:
+    from guard.telemetry.otel import GuardTelemetry
 
 __all__ = ["DEFAULT_MAX_BODY", "create_app"]
 
@@ -55,9 +61,17 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 class _Handlers:
-    def __init__(self, store: SessionStore, metrics: Metrics, token: str | None, max_body: int) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        metrics: Metrics,
+        token: str | None,
+        max_body: int,
+        telemetry: GuardTelemetry | None = None,
+    ) -> None:
         self.store = store
         self.metrics = metrics
+        self.telemetry = telemetry
         self.token = token.encode() if token is not None else None
         self.max_body = max_body
         try:
@@ -70,6 +84,7 @@ class _Handlers:
 
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
+            entered = scope.enter(name)
             try:
                 if not public and not self._authorized(request):
                     response = _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
@@ -80,7 +95,12 @@ class _Handlers:
             except Exception as exc:
                 _log.exception("serve.request_failed", route=name, path=request.url.path)
                 response = _error(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
-            self.metrics.observe(name, response.status_code, time.perf_counter() - started)
+            finally:
+                scope.leave(entered)
+            seconds = time.perf_counter() - started
+            self.metrics.observe(name, response.status_code, seconds)
+            if self.telemetry is not None and request.method == "POST":
+                self.telemetry.observe_hook(name, seconds)
             return response
 
         return endpoint
@@ -113,6 +133,8 @@ class _Handlers:
             raise RequestError(400, str(exc)) from None
         if payload.get("hook_event_name") not in HOOK_EVENTS:
             return _json({})  # nothing the guard follows: the session is not even opened
+        if isinstance(payload.get("cwd"), str):
+            scope.note(project=payload["cwd"])
         async with self.store.use(payload["session_id"]) as session:
             answer = await session.hooks.handle(payload)
         return _json(answer)
@@ -150,6 +172,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     metrics: Metrics | None = None,
     evict_every: float | None = None,
+    telemetry: GuardTelemetry | None = None,
 ) -> Starlette:
     """The server's ASGI application over ``store``.
 
@@ -157,7 +180,9 @@ def create_app(
     Bearer <token>``. Bodies above ``max_body`` bytes are refused with 413.
     While the application runs (its lifespan), idle sessions are evicted
     every ``evict_every`` seconds (see ``SessionStore.evict_idle_forever``);
-    at shutdown every session is closed, its log among it.
+    at shutdown every session is closed, its log among it. ``GET /`` is
+    the live page (``guard.server.live``). With ``telemetry``, every guard
+    action and the hooks' latency are exported to OpenTelemetry.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body = {max_body!r}: must be an integer >= 1")
@@ -165,15 +190,20 @@ def create_app(
         raise ValueError("token is empty")
     metrics = metrics if metrics is not None else Metrics()
     metrics.watch(store)
-    store.on_action = metrics.on_action
-    store.on_event = metrics.on_event
-    handlers = _Handlers(store, metrics, token, max_body)
+    live = LiveFeed()
+    watch_store(store, metrics, live, telemetry)
+    pages = LivePages(live, token)
+    handlers = _Handlers(store, metrics, token, max_body, telemetry)
     routes = [
         Route("/hooks/claude-code", handlers.route("claude-code", handlers.claude_code), methods=["POST"]),
         Route("/v1/sessions/{session}/events", handlers.route("events", handlers.events), methods=["POST"]),
         Route("/healthz", handlers.route("healthz", handlers.healthz, public=True), methods=["GET"]),
         Route("/metrics", handlers.route("metrics", handlers.metrics_text), methods=["GET"]),
         Route("/openapi.json", handlers.route("openapi", handlers.openapi_json), methods=["GET"]),
+        # the live page checks the token itself: a browser may hold it in a cookie
+        Route("/", handlers.route("live", pages.page, public=True), methods=["GET"]),
+        Route("/live/events", handlers.route("live-events", pages.events, public=True), methods=["GET"]),
+        Route("/live/state", handlers.route("live-state", pages.state, public=True), methods=["GET"]),
     ]
 
     @asynccontextmanager
@@ -181,12 +211,16 @@ def create_app(
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(store.evict_idle_forever, evict_every)
+                tasks.start_soon(live.run)
                 try:
                     yield
                 finally:
+                    live.close()
                     tasks.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await store.aclose()
 
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
+    app.state.live = live
+    return app

@@ -21,7 +21,7 @@ import stat
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 from hypercorn.config import Config as HypercornConfig
@@ -32,6 +32,9 @@ from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore, SessionStore
+
+if TYPE_CHECKING:
+    from guard.telemetry.otel import GuardTelemetry
 
 __all__ = ["Hypercorn", "ServeError", "hypercorn_config", "is_loopback", "read_token", "run", "serve_app"]
 
@@ -178,6 +181,16 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
     return RedisSessionStore(Redis.from_url(args.redis), config, prefix=args.redis_prefix, **options)
 
 
+def _telemetry() -> GuardTelemetry | None:
+    """Export as the ``OTEL_*`` variables ask; a request that cannot be met is a usage error."""
+    from guard.telemetry import TelemetryUnavailable, telemetry_from_environment
+
+    try:
+        return telemetry_from_environment(runtime="serve")
+    except TelemetryUnavailable as exc:
+        raise ServeError(str(exc)) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
     config = apply_environment(load_config(args.config) if args.config else Config())
@@ -189,9 +202,10 @@ def _run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ServeError(f"--port {args.port}: must be 0-65535")
     state_dir = Path(args.state_dir) if args.state_dir else default_state_dir() / "serve"
+    telemetry = _telemetry()
     try:
         store = _store(args, state_dir, config)
-        app = create_app(store, token=token, max_body=args.max_body)
+        app = create_app(store, token=token, max_body=args.max_body, telemetry=telemetry)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
     if not args.graceful_timeout >= 0:
@@ -218,7 +232,8 @@ def _run(args: argparse.Namespace) -> int:
     def ready() -> None:
         print(
             f"repeat-tool-guard serve: listening on {where} ({sessions_at}, "
-            f"{'bearer token required' if token else 'no token'}, {args.backend})",
+            f"{'bearer token required' if token else 'no token'}, {args.backend}"
+            f"{', OpenTelemetry export on' if telemetry is not None else ''})",
             file=sys.stderr,
             flush=True,
         )
@@ -229,6 +244,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.uds:
             Path(args.uds).unlink(missing_ok=True)  # the server may have removed it already
         held.close()
+        if telemetry is not None:
+            telemetry.shutdown()  # exports what the batches still hold
     print("repeat-tool-guard serve: stopped; every session log is closed", file=sys.stderr, flush=True)
     return EXIT_OK
 
@@ -248,6 +265,9 @@ async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Call
                 flush=True,
             )
             stop.set()
+            live = getattr(getattr(app, "state", None), "live", None)
+            if live is not None:
+                live.close()  # open live pages would otherwise hold the graceful stop
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(until_signal)

@@ -26,6 +26,7 @@ from guard.adapters._link import AgentLink, GuardLink
 from guard.adapters._resume import resume_or_restart
 from guard.adapters.claude_hooks import ClaudeHooks
 from guard.config import Config
+from guard.server.scope import note
 
 if TYPE_CHECKING:
     from guard.fleet import FleetCounts
@@ -156,6 +157,7 @@ class SessionStore(abc.ABC):
     async def use(self, session_id: str) -> AsyncIterator[Session]:
         """The session, its lock held for the duration of the block. A
         session whose agents are all gone when the block ends is evicted."""
+        note(session=session_id)
         while True:
             session = await self._get(session_id)
             async with session.lock:
