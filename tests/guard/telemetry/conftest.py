@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from guard.telemetry import GuardTelemetry
+from tests.guard.server.conftest import start_server as start_server  # the serve process fixture, shared
 
 PHOENIX_VARIABLE = "REPEAT_TOOL_GUARD_PHOENIX"
 """The path of a ``phoenix`` executable (``pip install arize-phoenix`` in a
