@@ -86,7 +86,8 @@ def test_an_action_inside_the_runtimes_span_is_an_event_on_it(recorded: Recorded
     attributes = dict(event.attributes or {})
     assert attributes["gen_ai.tool.name"] == "grep"
     assert attributes["repeat_tool_guard.policy"] == "remind"
-    assert "gen_ai.agent.id" not in attributes and "repeat_tool_guard.threshold" not in attributes
+    assert "gen_ai.agent.id" not in attributes
+    assert "repeat_tool_guard.threshold" not in attributes
     assert "gen_ai.agent.finish_reason" not in dict(span.attributes or {})
 
 
@@ -168,7 +169,8 @@ async def test_a_guard_on_a_bus_reports_its_loop_through_the_listener(recorded: 
     (span,) = recorded.spans.get_finished_spans()
     attributes = dict(span.attributes or {})
     assert (attributes["gen_ai.tool.name"], attributes["repeat_tool_guard.action"]) == ("grep", "remind")
-    assert attributes["repeat_tool_guard.count"] == 3 and attributes["gen_ai.tool.call.id"] == "c2"
+    assert attributes["repeat_tool_guard.count"] == 3
+    assert attributes["gen_ai.tool.call.id"] == "c2"
 
 
 def test_shutdown_stops_the_providers_it_was_given(recorded: Recorded) -> None:
@@ -212,7 +214,8 @@ def test_no_endpoint_no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_environment_builds_otlp_providers_named_for_the_service(otel_environ: pytest.MonkeyPatch) -> None:
     telemetry = telemetry_from_environment(runtime="serve", conversation_id="s1")
-    assert telemetry is not None and (telemetry.runtime, telemetry.conversation_id) == ("serve", "s1")
+    assert telemetry is not None
+    assert (telemetry.runtime, telemetry.conversation_id) == ("serve", "s1")
     provider = telemetry.tracer_provider
     assert provider is not None
     assert provider.resource.attributes["service.name"] == "repeat-tool-guard"  # type: ignore[attr-defined]
@@ -291,7 +294,8 @@ def test_in_process_the_programs_own_providers_are_used(
         patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
         patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
         telemetry = telemetry_from_environment(runtime="python", in_process=True)
-    assert telemetry is not None and telemetry.tracer_provider is recorded.tracer_provider
+    assert telemetry is not None
+    assert telemetry.tracer_provider is recorded.tracer_provider
     assert global_otel == []
 
 
