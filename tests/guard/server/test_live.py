@@ -11,7 +11,7 @@ import select
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,17 @@ ARTIFACTS = "REPEAT_TOOL_GUARD_ARTIFACTS"
 
 
 def _loop(
-    client: httpx.Client, session: str, calls: int, *, tool: str = "Bash", command: str = "make"
+    client: httpx.Client,
+    session: str,
+    calls: int,
+    *,
+    tool: str = "Bash",
+    command: str = "make",
+    each: Callable[[dict[str, Any]], None] = lambda answer: None,
 ) -> list[dict[str, Any]]:
-    """``calls`` identical Claude Code tool calls in ``session``; the answers to their results."""
+    """``calls`` identical Claude Code tool calls in ``session``; the answers
+    to their results (or to the call, when it was denied), each also handed
+    to ``each`` as soon as it came."""
 
     def post(path: str, body: dict[str, Any]) -> httpx.Response:
         return client.post(path, json=body)
@@ -41,9 +49,11 @@ def _loop(
         before = post("/hooks/claude-code", hook_payload(session, "PreToolUse", **call)).json()
         if before.get("hookSpecificOutput", {}).get("permissionDecision") == "deny":
             answers.append(before)  # Claude Code runs no denied tool, so sends no PostToolUse
+            each(before)
             continue
         answer = post("/hooks/claude-code", hook_payload(session, "PostToolUse", **call, tool_response={"stdout": "E"}))
         answers.append(answer.json())
+        each(answers[-1])
     return answers
 
 
@@ -57,7 +67,7 @@ def test_the_page_is_one_self_contained_document(live_served: Served) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     page = response.text
-    assert "new EventSource(\"live/events\")" in page
+    assert 'new EventSource("live/events")' in page
     assert "--remind:#e69b00" in page
     assert "http://" not in page, "the page fetches nothing from elsewhere"
     assert "https://" not in page
@@ -254,14 +264,23 @@ def test_the_page_in_chromium_shows_a_loops_actions_within_a_second_of_the_hook(
     page = chromium(f"{server.url}/")
     page.until("document.body.dataset.connected === '1'", within=30)
     with server.client() as client:
-        answers = _loop(client, "live-loop", 6, command="npm test")
-        acted = next(n for n, a in enumerate(answers) if a.get("hookSpecificOutput"))
         session = "section[data-session='live-loop']"
-        page.until(f"!!document.querySelector(\"{session} .c i.remind\")", within=1.0)
-        page.until(f"!!document.querySelector(\"{session} .act[data-action='remind']\")", within=1.0)
-        cells = page.evaluate(f"document.querySelectorAll(\"{session} .c\").length")
+        seen: list[str] = []
+
+        def shown_within_a_second(answer: dict[str, Any]) -> None:
+            """The first action must be on the page within a second of the hook that answered it."""
+            output = answer.get("hookSpecificOutput")
+            if output and not seen:
+                seen.append("deny" if output.get("permissionDecision") == "deny" else "remind")
+                page.until(f'!!document.querySelector("{session} .c i.{seen[0]}")', within=1.0)
+                page.until(f"!!document.querySelector(\"{session} .act[data-action='{seen[0]}']\")", within=1.0)
+
+        answers = _loop(client, "live-loop", 6, command="npm test", each=shown_within_a_second)
+        assert seen, "the loop drew no guard action"
+        acted = next(n for n, a in enumerate(answers) if a.get("hookSpecificOutput"))
+        cells = page.evaluate(f'document.querySelectorAll("{session} .c").length')
         assert cells >= acted + 1
-        assert page.evaluate(f"document.querySelector(\"{session} .shead\").textContent").count("claude-code") == 1
+        assert page.evaluate(f'document.querySelector("{session} .shead").textContent').count("claude-code") == 1
         # a second session from another runtime, then the filters
         client.post("/v1/sessions/api-1/events", json={"type": "agent/status", "agent": "bot", "status": "started"})
         client.post("/v1/sessions/api-1/events", json={"type": "tool/call", "agent": "bot", "call_id": "k1",
@@ -275,7 +294,7 @@ def test_the_page_in_chromium_shows_a_loops_actions_within_a_second_of_the_hook(
     assert page.evaluate(select_runtime) == ["api-1"]
     select_action = (
         "(() => { document.getElementById('f-runtime').value = ''; const s = document.getElementById('f-action');"
-        " s.value = 'remind'; s.dispatchEvent(new Event('change')); return [...document.querySelectorAll("
+        " s.value = 'deny'; s.dispatchEvent(new Event('change')); return [...document.querySelectorAll("
         "'section.session')].map((n) => n.dataset.session); })()"
     )
     assert page.evaluate(select_action) == ["live-loop"]
