@@ -15,7 +15,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from importlib.resources import files
 from pathlib import PurePath
 from typing import Any
@@ -259,7 +259,7 @@ class LiveFeed:
                 self._pages.discard(page)
                 page.close()
 
-    async def stream(self) -> AsyncIterator[bytes]:
+    async def stream(self) -> AsyncGenerator[bytes, None]:
         """One page's stream: a snapshot, then each changed session, with a
         comment every 15 s so proxies keep the connection."""
         if self.closed:

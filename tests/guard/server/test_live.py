@@ -59,7 +59,7 @@ def _loop(
 
 @pytest.fixture
 def live_served(make_served: MakeServed) -> Served:
-    return make_served(Config(remind=RemindConfig(thresholds=[3])))
+    return make_served(Config(remind=RemindConfig(thresholds=(3,))))
 
 
 def test_the_page_is_one_self_contained_document(live_served: Served) -> None:

@@ -52,7 +52,7 @@ class Recorded:
                     if metric.name == name:
                         for point in metric.data.data_points:
                             value = getattr(point, "value", None)
-                            points[tuple(sorted(point.attributes.items()))] = (
+                            points[tuple(sorted((point.attributes or {}).items()))] = (
                                 value if value is not None else point.count  # type: ignore[union-attr]
                             )
         return points

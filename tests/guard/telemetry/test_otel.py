@@ -136,6 +136,15 @@ def test_metrics_count_actions_loops_and_what_denials_saved(recorded: Recorded) 
     assert sum(recorded.metric("repeat_tool_guard.tokens.saved").values()) == -(-(args + 100) // 4) + -(-args // 4)
 
 
+def test_loops_caught_are_remembered_for_a_bounded_number_of_tools(
+    recorded: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.telemetry.otel._REMEMBERED", 1)
+    for tool in ("grep", "read", "grep"):
+        recorded.telemetry.on_action(_action(tool=tool), _result())
+    assert sum(recorded.metric("repeat_tool_guard.loops").values()) == 3  # grep was forgotten, so caught again
+
+
 def test_hook_latency_is_a_histogram_by_route(recorded: Recorded) -> None:
     recorded.telemetry.observe_hook("claude-code", 0.002)
     recorded.telemetry.observe_hook("claude-code", 0.004)
@@ -158,7 +167,7 @@ def test_output_sizes_are_remembered_for_a_bounded_number_of_tools(recorded: Rec
 @pytest.mark.anyio
 async def test_a_guard_on_a_bus_reports_its_loop_through_the_listener(recorded: Recorded) -> None:
     bus = Bus()
-    guard = Guard(Config(remind=RemindConfig(thresholds=[3])), on_action=recorded.telemetry.on_action).attach(bus)
+    guard = Guard(Config(remind=RemindConfig(thresholds=(3,))), on_action=recorded.telemetry.on_action).attach(bus)
     recorded.telemetry.attach(bus)
     agent = Agent("main")
     for n in range(3):
@@ -306,7 +315,7 @@ async def test_a_link_that_builds_its_guard_exports_as_the_environment_asks(
     with pytest.MonkeyPatch().context() as patch:
         patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
         patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
-        link = GuardLink(config=Config(remind=RemindConfig(thresholds=[2])), runtime="pydantic-ai")
+        link = GuardLink(config=Config(remind=RemindConfig(thresholds=(2,))), runtime="pydantic-ai")
     agent = link.agent("main")
     await agent.start()
     for n in range(2):
