@@ -116,9 +116,7 @@ class _Session:
         self.open[(agent, event.call_id)] = opened
         return opened
 
-    def event(self, event: Event) -> None:
-        if not isinstance(event, ToolCall | ToolResult):
-            return
+    def event(self, event: ToolCall | ToolResult) -> None:
         self.updated = time.time()
         agent = event.agent.id if event.agent is not None else ""
         slot = (agent, event.call_id)
@@ -246,10 +244,9 @@ class LiveFeed:
             await anyio.sleep(FLUSH_SECONDS)
             self._wake = anyio.Event()
             changed, self._changed = self._changed, set()
-            for session_id in changed:
-                session = self._sessions.get(session_id)
-                if session is not None:
-                    self._send(b"event: session\ndata: " + msgspec.json.encode(session.view()) + b"\n\n")
+            for session_id in changed:  # an evicted session left the set with it
+                view = self._sessions[session_id].view()
+                self._send(b"event: session\ndata: " + msgspec.json.encode(view) + b"\n\n")
 
     def _send(self, message: bytes) -> None:
         for page in list(self._pages):

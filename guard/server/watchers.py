@@ -46,10 +46,8 @@ def watch_store(store: SessionStore, metrics: Metrics, live: LiveFeed, telemetry
             metrics.on_action(action, trigger)
             live.on_action(action, trigger)
             scope = current()
-            if scope is None:
-                exported.record(action, trigger)
-            else:
-                exported.record(action, trigger, runtime=scope.route, conversation_id=scope.session)
+            route, session = (scope.route, scope.session) if scope is not None else (None, None)
+            exported.record(action, trigger, runtime=route, conversation_id=session)
 
     store.on_event = on_event
     store.on_action = on_action

@@ -56,15 +56,19 @@ def test_a_session_keeps_its_calls_actions_and_savings() -> None:
     feed.on_event(ToolResult.answering(_call(2), "denied", is_error=True, denied_by="loop-detector"))
     feed.on_action(ShadowAction(**_action("halt", "c2").reported(), call_id="c2"), _call(2))
     feed.on_action(_action("remind", "gone"), AgentStatus(agent=Agent("a"), status="idle"))
+    feed.on_event(_call(3, "ls"))
+    feed.on_event(ToolResult.answering(_call(3, "ls"), "out"))
+    feed.on_action(_action("deny", "c3"), _call(3, "ls"))  # heard after the call's result
     (session,) = feed.snapshot()["sessions"]
-    assert (session["runtime"], session["project"], session["calls"], session["repeats"]) == ("events", "shop", 2, 1)
-    assert session["actions"] == {"deny": 1, "shadow halt": 1, "remind": 1}
+    assert (session["runtime"], session["project"], session["calls"], session["repeats"]) == ("events", "shop", 3, 1)
+    assert session["actions"] == {"deny": 2, "shadow halt": 1, "remind": 1}
     assert [(m[0], m[2], m[7]) for m in session["marks"]] == [
         (1, "deny", False),
         (1, "halt", True),
         (1, "remind", False),
+        (2, "deny", False),
     ]
-    assert (session["saved_calls"], session["wasted_calls"]) == (1, 1)
+    assert (session["saved_calls"], session["wasted_calls"]) == (2, 2)
     assert session["cells"][1][2] == 1  # the denial is an error result
 
 
