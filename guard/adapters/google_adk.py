@@ -46,7 +46,7 @@ class RepeatToolGuard(BasePlugin):
         super().__init__(name="repeat_tool_guard")
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
-        self.link = link if link is not None else GuardLink(config=config)
+        self.link = link if link is not None else GuardLink(config=config, runtime="google-adk")
         self._max = max_sessions
         self._agents: dict[tuple[str, str], AgentLink] = {}
         self._sessions: OrderedDict[str, None] = OrderedDict()

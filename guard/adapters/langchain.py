@@ -76,7 +76,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         super().__init__()
         if max_threads < 1:
             raise ValueError(f"max_threads must be >= 1, got {max_threads}")
-        self.link = link if link is not None else GuardLink(config=config)
+        self.link = link if link is not None else GuardLink(config=config, runtime="langchain")
         self._max = max_threads
         self._threads: OrderedDict[str, AgentLink] = OrderedDict()
         self._live: dict[str, AgentLink] = {}

@@ -84,7 +84,7 @@ class RepeatToolGuard(RunHooks[Any]):
     def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_agents: int = 256) -> None:
         if max_agents < 1:
             raise ValueError(f"max_agents must be >= 1, got {max_agents}")
-        self.link = link if link is not None else GuardLink(config=config)
+        self.link = link if link is not None else GuardLink(config=config, runtime="openai-agents")
         self._max = max_agents
         self._agents: OrderedDict[int, tuple[Agent[Any], AgentLink]] = OrderedDict()
 

@@ -56,7 +56,7 @@ class RepeatToolGuard(AbstractCapability[Any]):
         max_conversations: int = 256,
     ) -> None:
         if link is None:
-            link = GuardLink(bus, config=config)
+            link = GuardLink(bus, config=config, runtime="pydantic-ai")
         elif config is not None or bus is not None:
             raise ValueError("pass either a GuardLink or config/bus, not both")
         if max_conversations < 1:
