@@ -9,6 +9,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -309,3 +310,14 @@ def test_the_page_in_chromium_shows_a_loops_actions_within_a_second_of_the_hook(
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(tmp_path / "live-page.png", Path(keep) / "live-page.png")
+
+
+def test_sigterm_ends_open_live_pages_so_the_server_stops(start_server: StartServer) -> None:
+    server = start_server("--graceful-timeout", "120")
+    with server.client() as client, client.stream("GET", "/live/events") as stream:
+        lines = stream.iter_lines()
+        assert next(lines) == "retry: 1000"
+        server.proc.send_signal(signal.SIGTERM)
+        rest = list(lines)  # the stream ends: the server closed it, not the graceful timeout
+    assert rest[0] == "event: snapshot"
+    assert server.proc.wait(60) == 0
