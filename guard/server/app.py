@@ -182,7 +182,7 @@ def create_app(
     every ``evict_every`` seconds (see ``SessionStore.evict_idle_forever``);
     at shutdown every session is closed, its log among it. ``GET /`` is
     the live page (``guard.server.live``). With ``telemetry``, every guard
-    action and the hooks' latency are exported to OpenTelemetry.
+    action and the hooks' latency are exported to OpenTelemetry (flushed at shutdown).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body = {max_body!r}: must be an integer >= 1")
@@ -220,6 +220,8 @@ def create_app(
         finally:
             with anyio.CancelScope(shield=True):
                 await store.aclose()
+            if telemetry is not None:
+                telemetry.shutdown()  # exports what the batches still hold
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
     app.state.live = live

@@ -244,8 +244,6 @@ def _run(args: argparse.Namespace) -> int:
         if args.uds:
             Path(args.uds).unlink(missing_ok=True)  # the server may have removed it already
         held.close()
-        if telemetry is not None:
-            telemetry.shutdown()  # exports what the batches still hold
     print("repeat-tool-guard serve: stopped; every session log is closed", file=sys.stderr, flush=True)
     return EXIT_OK
 
@@ -265,9 +263,7 @@ async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Call
                 flush=True,
             )
             stop.set()
-            live = getattr(getattr(app, "state", None), "live", None)
-            if live is not None:
-                live.close()  # open live pages would otherwise hold the graceful stop
+            app.state.live.close()  # open live pages would otherwise hold the graceful stop
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(until_signal)
