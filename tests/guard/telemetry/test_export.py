@@ -47,14 +47,16 @@ def test_a_loop_through_serves_claude_code_hook_reaches_phoenix(
     assert server.stop() == 0  # a graceful stop exports what the batch still held
     assert "deny" in kinds
     actions = _guard_spans(phoenix.spans(project, want=len(kinds)))
-    assert len(actions) == len(kinds), "not every guard action reached Phoenix"
+    assert len(actions) >= len(kinds), "not every guard action reached Phoenix"  # an answer may carry two
     for attributes in actions:
         assert attributes["gen_ai.tool.name"] == "Bash"
         assert attributes["gen_ai.conversation.id"] == "otel-s1"
         assert attributes["gen_ai.operation.name"] == "apply_guardrail"
         assert attributes["repeat_tool_guard.runtime"] == "claude-code"
         assert attributes["repeat_tool_guard.policy"] == "loops"
-    assert sorted(a["repeat_tool_guard.action"] for a in actions) == sorted(kinds)
+    assert [a["repeat_tool_guard.action"] for a in actions].count("deny") == len(kinds)
+    (halt,) = [a for a in actions if a["repeat_tool_guard.action"] == "halt"]  # after its denials, loops halts
+    assert halt["gen_ai.agent.finish_reason"] == "guardrail"
 
 
 _PROGRAM = """
