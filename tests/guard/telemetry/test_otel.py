@@ -3,7 +3,10 @@ documented Python hook (your own providers), on the SDK's in-memory exporter."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -332,3 +335,20 @@ def test_a_link_logs_export_it_cannot_do_and_guards_anyway(otel_environ: pytest.
     assert link.bus is not None
     assert [(e["event"], e["log_level"]) for e in logs] == [("guard.telemetry_unavailable", "warning")]
     assert "zipkin" in logs[0]["reason"]
+
+
+def test_off_nothing_imports_opentelemetry(tmp_path: Path) -> None:
+    program = (
+        "import sys\n"
+        "from guard.adapters._link import GuardLink\n"
+        "from guard.server import FileSessionStore, create_app\n"
+        "GuardLink()\n"
+        "create_app(FileSessionStore(sys.argv[1]))\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('opentelemetry'))\n"
+        "assert not loaded, loaded\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path)], env=environ, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
