@@ -265,6 +265,8 @@ def export_overhead(rounds: int, loops: int, endpoint: str | None) -> dict[str, 
             for server, _ in servers.values():
                 server.terminate()
                 server.wait(60)
+                if server.stderr is not None:
+                    server.stderr.close()
     finally:
         if phoenix is not None:
             phoenix.terminate()

@@ -147,3 +147,13 @@ def test_in_process_actions_land_inside_the_programs_own_trace(
     assert event["attributes"]["gen_ai.conversation.id"] == "conv-7"
     parent = {s["context"]["span_id"]: s for s in spans}[tool_span["parent_id"]]
     assert parent["name"] == "invoke_agent researcher"
+
+
+def test_the_export_benchmark_runs_against_phoenix(phoenix: Phoenix) -> None:
+    from benchmarks.http_hook import _export_markdown, export_overhead
+
+    result = export_overhead(rounds=2, loops=1, endpoint=phoenix.url)
+    assert result["export_on"]["invocations"] == result["export_off"]["invocations"] > 0
+    assert result["export_on"]["actions"] == result["export_off"]["actions"] > 0
+    assert result["ratio"] > 0
+    assert "export on / off (median)" in _export_markdown(result)
