@@ -26,7 +26,7 @@ from guard.actions import Action
 from guard.config import RemindConfig
 from guard.fingerprint import FingerprintCache
 from guard.guard import Guard
-from guard.remind import RemindPolicy
+from guard.policies.remind import RemindPolicy
 
 __all__ = ["detection"]
 

@@ -45,8 +45,8 @@ import structlog
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from bus import Agent, ToolCall, ToolResult
-from guard._group import GroupCommit
-from guard.fleet import FleetGuard
+from guard.sessions._group import GroupCommit
+from guard.sessions.fleet import FleetGuard
 from tests.conftest import start_redis_server
 
 _QUEUE = "bench:ready"

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from redaction import old_redact
 
 from guard.patterns import Glob, RegexSet
-from guard.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule
+from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule
 from guard.redact import Redactor
 
 _OLD_SED = re.compile(r"\bsed\b[^|;&]*\s-[a-zA-Z]*i")

@@ -5,8 +5,8 @@ per its enabled policies, reminds the model, denies the repeated call, or
 escalates. See ``docs/`` for the policies and their configuration.
 """
 
-from guard.actions import DENYING, Action, ActionKind, action_for
-from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
+from guard.actions import Action, ActionKind, action_for
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
 from guard.config import (
     PRESETS,
     RECOMMENDED,
@@ -21,28 +21,17 @@ from guard.config import (
     load_config,
     parse_config,
 )
-from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
-from guard.guard import ActionListener, Guard, build_policies
-from guard.loops import LOOPS_PLUGIN, LoopsPolicy
-from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
-from guard.patterns import (
-    PATTERN_INPUT_LIMIT,
-    CommandPatterns,
-    Glob,
-    PatternError,
-    Regex,
-    RegexSet,
-    ToolFilter,
-    compile_regex,
-)
-from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
+from guard.guard import ActionListener, Guard
+from guard.normalize import DEFAULT_RESULT_NORMALIZE
+from guard.policies.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
+from guard.policies.loops import LOOPS_PLUGIN, LoopsPolicy
+from guard.policies.registry import build_policies
+from guard.policies.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
+from guard.policies.rescue import RESCUE_PLUGIN, RescuePolicy
+from guard.policies.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy
+from guard.policy import AnyPolicy, History, Policy
 from guard.redact import REDACTED, Redactor
-from guard.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
-from guard.rescue import RESCUE_PLUGIN, RescuePolicy
-from guard.trips import Trip, TripKind, TripLog, TripTrigger
-from guard.turn_ring import TurnRing, detect_loop
-from guard.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
 from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
 
 __all__ = [
@@ -50,11 +39,9 @@ __all__ = [
     "DEFAULT_IGNORED_ARGS",
     "DEFAULT_INTERJECTIONS",
     "DEFAULT_RESULT_NORMALIZE",
-    "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "LOOPS_PLUGIN",
-    "PATTERN_INPUT_LIMIT",
     "PRESETS",
     "RECOMMENDED",
     "REDACTED",
@@ -67,53 +54,33 @@ __all__ = [
     "ActionKind",
     "ActionListener",
     "AnyPolicy",
-    "AnyWatch",
     "AskCommand",
     "AskOutcome",
-    "CallSelector",
-    "CommandPatterns",
     "Config",
     "ConfigError",
     "Difference",
     "Fingerprint",
     "FingerprintCache",
-    "Glob",
     "Guard",
-    "Interjections",
+    "History",
     "LoopsConfig",
     "LoopsPolicy",
-    "PatternError",
     "Policy",
     "Redactor",
-    "Regex",
-    "RegexSet",
     "RemindConfig",
     "RemindPolicy",
     "ReplayOutcome",
     "RescueConfig",
     "RescuePolicy",
-    "ResultNormalizer",
-    "StateT",
-    "ToolFilter",
-    "Trip",
-    "TripKind",
-    "TripLog",
-    "TripTrigger",
-    "TurnRing",
     "TurnsConfig",
     "TurnsPolicy",
     "Verdict",
-    "Watch",
     "action_for",
     "apply_environment",
     "build_policies",
     "canonical_json",
-    "compile_regex",
-    "detect_loop",
-    "error_kind",
     "fingerprint",
     "load_config",
     "parse_config",
     "replay_log",
-    "summarize_result",
 ]

@@ -25,6 +25,7 @@ import msgspec
 from bus import LogError, open_regular
 from guard._text import one_line
 from guard.config import Config, ConfigError, load_config
+from guard.policies.registry import build_policies
 
 if TYPE_CHECKING:
     import structlog
@@ -163,9 +164,17 @@ def _report_check(outcome: ReplayOutcome) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     from guard.config import apply_environment, to_toml
+    from guard.policies.registry import BUILTIN, installed_plugins
 
     config = load_config(args.file)
     effective = apply_environment(config)  # validated either way, as a live guard would
+    enabled = {policy.name for policy in build_policies(effective)}
+    found = {policy.name: "built in" for policy in BUILTIN}
+    for name, entry in installed_plugins().items():
+        dist = entry.dist
+        found[name] = f"{dist.name} {dist.version}" if dist is not None else entry.value
+    for name, origin in found.items():
+        sys.stderr.write(f"policy {name} ({origin}): {'on' if name in enabled else 'off'}\n")
     if args.toml:
         sys.stdout.write(to_toml(config))
     else:
@@ -328,15 +337,6 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _bench_moved() -> int:
-    print(
-        "repeat-tool-guard: the benchmarks are not part of the installed package any more; from a source "
-        "checkout run `python -m benchmarks` (see docs/performance.md)",
-        file=sys.stderr,
-    )
-    return EXIT_ERROR
-
-
 class _HelpFormatter(argparse.HelpFormatter):
     """argparse's formatter, told the terminal's width up front: left to
     find it, argparse imports shutil (and with it every compression module)
@@ -381,9 +381,6 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
         "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
     )
     hook.set_defaults(run=_cmd_hook)
-    if not hook_only:
-        # Listed so that help says where it went; main() answers it, options and all.
-        commands.add_parser("bench", help="moved: run `python -m benchmarks` from a source checkout")
     return parser
 
 
@@ -524,8 +521,6 @@ def _command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
-    if command == "bench":
-        return _bench_moved()
     hook = command == "hook"
     try:
         args = _parser(hook_only=hook).parse_args(argv)

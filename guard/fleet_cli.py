@@ -21,7 +21,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bus.reader import LogError
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, parse_redis_target
-from guard.fleet import FleetAction
+from guard.sessions.fleet import FleetAction
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -13,9 +13,9 @@ from typing import Any, cast
 from claude_agent_sdk import HookContext, HookInput, HookJSONOutput, HookMatcher
 from claude_agent_sdk.types import HookEvent
 
-from guard.adapters._link import GuardLink
 from guard.adapters.claude_hooks import HOOK_EVENTS, MAX_SESSIONS, ClaudeHooks
 from guard.config import Config
+from guard.sessions.link import GuardLink
 
 __all__ = ["guard_hooks"]
 

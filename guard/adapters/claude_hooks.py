@@ -16,25 +16,22 @@ A halt request answers ``continue: false`` with the reason as ``stopReason``."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-from bus import Decision, LogError, LogWriteError, open_regular
+from bus import Decision
 from guard._text import shown
-from guard.adapters._link import AgentLink, GuardLink, as_text
-from guard.adapters._resume import resume_link
-from guard.adapters._snapshot import load_snapshot, save_snapshot, snapshot_path
 from guard.config import Config, apply_environment
-from guard.guard import Guard
+from guard.sessions.answer import Answer
+from guard.sessions.hook_state import hook_session
+from guard.sessions.link import AgentLink, GuardLink, as_text
+from guard.sessions.live import LiveTable
 
 __all__ = [
     "HOOK_EVENTS",
@@ -135,16 +132,13 @@ class ClaudeHooks:
     """
 
     def __init__(self, link: GuardLink, *, max_sessions: int = MAX_SESSIONS, steps_reported: bool = False) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self._sessions: LiveTable[str, AgentLink] = LiveTable(max_sessions)
         self.link = link
-        self._max = max_sessions
         self._steps_reported = steps_reported
-        self._sessions: OrderedDict[str, AgentLink] = OrderedDict()
         self._subagents: dict[str, AgentLink] = {}
         for agent in link.links():
             if agent.agent.parent_id is None:
-                self._sessions[agent.agent.id] = agent
+                self._sessions.restore(agent.agent.id, agent)
             else:
                 self._subagents[agent.agent.id] = agent
 
@@ -157,6 +151,7 @@ class ClaudeHooks:
             await self._end_session(str(payload.get("session_id") or "session"))
             return {}
         agent = await self._agent(payload)
+        seq = self.link.bus.seq + 1  # the seq this event gets
         if event == "UserPromptSubmit":
             prompt = str(payload.get("prompt", ""))
             if not prompt.lstrip().startswith(TASK_NOTIFICATION):  # a background task reporting back
@@ -170,25 +165,23 @@ class ClaudeHooks:
             return {}
         if event == "PostToolBatch":
             await self._batch(agent, payload.get("tool_calls"))
-            return _answer(agent, event, None, {})
+            return _hook_output(event, agent.answer(seq))
         if event == "Stop":
             await agent.idle()
-            return _answer(agent, event, None, {})
+            return _hook_output(event, agent.answer(seq))
         call_id = str(payload.get("tool_use_id", ""))
         if event == "PreToolUse" or not agent.has_call(call_id):
             # a post hook whose PreToolUse never reached the guard counts all the same
             decision = await self._call(agent, call_id, payload)
         if event == "PreToolUse":
-            if decision.allowed:
-                return _answer(agent, event, call_id, {})
-            await agent.denied(call_id, decision)
-            specific = {"permissionDecision": "deny", "permissionDecisionReason": decision.reason or ""}
-            return _answer(agent, event, call_id, specific)
+            if not decision.allowed:
+                await agent.denied(call_id, decision)
+            return _hook_output(event, agent.answer(seq, decision, call_id))
         if event == "PostToolUse":
             await agent.result(call_id, as_text(payload.get("tool_response")))
         else:
             await agent.result(call_id, str(payload.get("error", "")), is_error=True)
-        return _answer(agent, event, call_id, {})
+        return _hook_output(event, agent.answer(seq, call_id=call_id))
 
     async def _call(self, agent: AgentLink, call_id: str, payload: Mapping[str, Any]) -> Decision:
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):
@@ -208,13 +201,12 @@ class ClaudeHooks:
         session = str(payload.get("session_id") or "session")
         main = self._sessions.get(session)
         if main is None:
-            main = self._sessions[session] = self.link.agent(session)
+            main = self.link.agent(session)
+            evicted = self._sessions.add(session, main)
             main.steps_reported = self._steps_reported
             await main.start()
-            while len(self._sessions) > self._max:
-                await self._end_session(next(iter(self._sessions)))
-        else:
-            self._sessions.move_to_end(session)
+            for oldest in evicted:
+                await self._dispose(oldest.agent.id, oldest)
         sub_id = payload.get("agent_id")
         if not sub_id:
             return main
@@ -226,7 +218,10 @@ class ClaudeHooks:
         return sub
 
     async def _end_session(self, session: str) -> None:
-        main = self._sessions.pop(session, None)
+        await self._dispose(session, self._sessions.pop(session))
+
+    async def _dispose(self, session: str, main: AgentLink | None) -> None:
+        """Dispose of ``session``'s subagents, then of its main agent."""
         for sub_id, sub in list(self._subagents.items()):
             if sub.agent.parent_id == session:
                 del self._subagents[sub_id]
@@ -235,17 +230,21 @@ class ClaudeHooks:
             await main.dispose()
 
 
-def _answer(agent: AgentLink, event: str, call_id: str | None, specific: dict[str, Any]) -> dict[str, Any]:
-    context = agent.take_context(call_id)
-    if context:
-        specific["additionalContext"] = "\n\n".join(context)
-    answer: dict[str, Any] = {}
+def _hook_output(event: str, answer: Answer) -> dict[str, Any]:
+    """``answer`` as Claude Code reads a hook's output."""
+    specific: dict[str, Any] = {}
+    decision = answer.decision
+    if decision is not None and not decision.allowed:
+        specific = {"permissionDecision": "deny", "permissionDecisionReason": decision.reason or ""}
+    if answer.messages:
+        specific["additionalContext"] = "\n\n".join(message.text for message in answer.messages)
+    output: dict[str, Any] = {}
     if specific:
-        answer["hookSpecificOutput"] = {"hookEventName": event, **specific}
-    if agent.halt_reason is not None:
-        answer["continue"] = False
-        answer["stopReason"] = agent.halt_reason
-    return answer
+        output["hookSpecificOutput"] = {"hookEventName": event, **specific}
+    if answer.halt is not None:
+        output["continue"] = False
+        output["stopReason"] = answer.halt
+    return output
 
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -297,52 +296,15 @@ async def run_hook(
     log_actions: bool = True,
     on_replay: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Answer one hook invocation with per-session state kept in ``state_dir``.
-
-    The session's events live in ``<state_dir>/<session_id>.jsonl`` (a normal
-    session log with one header: ``repeat-tool-guard replay`` reads it), and
-    the guard's state as of the log's end in ``<session_id>.snapshot``. Each
-    invocation takes an exclusive lock on ``<session_id>.lock``, restores the
-    guard from the snapshot, handles the payload, appends the new events and
-    saves a new snapshot: constant work per call, however long the session.
-    When the snapshot cannot be used (see ``guard.adapters._snapshot``), the
-    log is replayed instead and ``on_replay`` is told why. A log that is not a
-    session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
-    ``log_actions`` is ``Guard``'s.
-    The environment's overrides (``apply_environment``) apply to ``config``.
-    Both files are created 0600; the log is not written through a symbolic
-    link. An event the log could not record (a full disk) raises ``LogWriteError``
-    once the payload is handled, and the log is left whole.
+    """Answer one hook invocation with per-session state kept in ``state_dir``
+    (``guard.sessions.hook_state.hook_session``: the session's log, its
+    snapshot and its lock there). ``log_actions`` is ``Guard``'s; the
+    environment's overrides (``apply_environment``) apply to ``config``.
     """
     config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = state_dir / f"{session}.jsonl"
-    saved = snapshot_path(path)
-    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        guard = Guard(config, log_actions=log_actions)
-        restored = load_snapshot(saved, path, session, guard)
-        if isinstance(restored, str):
-            if on_replay is not None and (path.exists() or saved.exists()):
-                on_replay(f"{restored}; replaying {str(path)!r}")
-            guard = Guard(config, log_actions=log_actions)
-            try:
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
-            except LogError:
-                path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
-        link, log = restored
-        with log:
-            answer = await ClaudeHooks(link).handle(payload)
-            if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
-                save_snapshot(saved, link, guard, log)
-    finally:
-        os.close(lock)
-    if log.error is not None:
-        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
-    return answer
+    async with hook_session(state_dir, session, config, log_actions=log_actions, on_replay=on_replay) as link:
+        return await ClaudeHooks(link).handle(payload)
 
 
 def answer_hook(

@@ -26,8 +26,8 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
 from bus import Decision
-from guard.adapters._link import REMINDER_PREFIX, AgentLink, GuardLink
 from guard.config import Config
+from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink
 
 __all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy"]
 

@@ -16,8 +16,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from bus import AgentStatus, ContextSource, Decision
-from guard.adapters._link import AgentLink
 from guard.server.sessions import Session
+from guard.sessions.answer import Answer, retry_key
+from guard.sessions.link import AgentLink
 
 __all__ = [
     "AgentStatusIn",
@@ -32,7 +33,6 @@ __all__ = [
     "answer_event",
     "apply_event",
     "decode_event",
-    "retry_key",
 ]
 
 AgentId = Annotated[str, msgspec.Meta(min_length=1, description="the agent's id; the first event of an id starts it")]
@@ -145,11 +145,6 @@ def decode_event(body: bytes) -> EventIn:
         raise RequestError(400, f"body is not JSON: {exc}") from None
 
 
-def retry_key(kind: str, agent: str, call_id: str) -> str:
-    """The key of a call's (``tool/call``) or result's (``tool/result``) answer in ``Session.answers``."""
-    return f"{kind}\x1f{agent}\x1f{call_id}"
-
-
 async def answer_event(session: Session, event: EventIn) -> bytes:
     """``apply_event``'s answer, encoded; a retried ``tool/call`` or
     ``tool/result`` (same type, agent and call id as one answered recently)
@@ -178,8 +173,7 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
     if agent is None:
         agent = await _start(session, event.agent, None)
     bus = agent.bus
-    allowed: bool | None = None
-    reason: str | None = None
+    decision: Decision | None = None
     if type(event) is UserMessageIn:
         seq = bus.seq + 1
         await agent.user_message(event.text)
@@ -189,14 +183,13 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
         _set_step(agent, event.step)
         seq = bus.seq + 1
         decision = await agent.call(event.call_id, event.tool, event.args)
-        allowed, reason = decision.allowed, decision.reason
         if not decision.allowed:
             await agent.denied(event.call_id, decision)
             session.remember_denial(event.agent, event.call_id)
     else:
         assert type(event) is ToolResultIn
         seq = await _result(session, agent, event)
-    return _answer(agent, seq, allowed, reason)
+    return _wire(agent, agent.answer(seq, decision))
 
 
 async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
@@ -233,16 +226,16 @@ async def _status(session: Session, event: AgentStatusIn) -> EventAnswer:
             raise RequestError(409, f"agent {event.agent!r} is already started in session {session.id!r}")
         seq = session.link.bus.seq + 1
         agent = await _start(session, event.agent, event.parent)
-        return _answer(agent, seq, None, None)
+        return _wire(agent, agent.answer(seq))
     if agent is None:
         raise RequestError(409, f"agent {event.agent!r} is not live in session {session.id!r}")
     seq = agent.bus.seq + 1
     if event.status == "disposed":
         del agents[event.agent]
         await agent.dispose()
-        return EventAnswer(seq, None, None, _messages(agent), None)
+        return _wire(agent, msgspec.structs.replace(agent.answer(seq), halt=None))
     await agent.bus.publish(AgentStatus(agent=agent.agent, status="idle"))
-    return _answer(agent, seq, None, None)
+    return _wire(agent, agent.answer(seq))
 
 
 async def _start(session: Session, agent_id: str, parent_id: str | None) -> AgentLink:
@@ -256,13 +249,17 @@ async def _start(session: Session, agent_id: str, parent_id: str | None) -> Agen
     return agent
 
 
-def _messages(agent: AgentLink) -> list[ContextMessageOut]:
-    return [
+def _wire(agent: AgentLink, answer: Answer) -> EventAnswer:
+    """``answer`` in the events API's JSON form."""
+    decision = answer.decision
+    messages = [
         ContextMessageOut(seq=m.seq, ts=m.ts, agent=agent.agent.id, call_id=m.call_id, source=m.source, text=m.text)
-        for m in agent.take_messages()
+        for m in answer.messages
     ]
-
-
-def _answer(agent: AgentLink, seq: int, allowed: bool | None, reason: str | None) -> EventAnswer:
-    halt = Halt(agent.halt_reason) if agent.halt_reason is not None else None
-    return EventAnswer(seq, allowed, reason, _messages(agent), halt)
+    return EventAnswer(
+        answer.seq,
+        decision.allowed if decision is not None else None,
+        decision.reason if decision is not None else None,
+        messages,
+        Halt(answer.halt) if answer.halt is not None else None,
+    )

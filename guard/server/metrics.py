@@ -11,8 +11,8 @@ from prometheus_client.registry import Collector
 
 from bus import EVENT_TYPES, Event
 from guard.actions import Action
-from guard.fleet import FleetCounts
 from guard.server.sessions import SessionStore
+from guard.sessions.fleet import FleetCounts
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "Metrics"]
 

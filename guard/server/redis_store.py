@@ -26,7 +26,6 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -38,15 +37,16 @@ import structlog
 
 from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall, ToolResult
 from bus._codec import event_decoder
-from bus.redis_log import DEFAULT_PREFIX, EXTEND_SCRIPT, RedisSessionLog, stream_entry
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, stream_entry
 from guard.actions import Action
-from guard.adapters._link import GuardLink
-from guard.adapters._resume import follow
 from guard.config import Config
-from guard.fleet import ActionLedger, FleetCounts
 from guard.guard import Guard
-from guard.server.events import retry_key
 from guard.server.sessions import Session, SessionStore
+from guard.sessions.answer import retry_key
+from guard.sessions.fleet import ActionLedger, FleetCounts
+from guard.sessions.lease import Lease, LeaseTimeout, SessionLeases
+from guard.sessions.link import GuardLink
+from guard.sessions.resume import follow
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -54,75 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["LeaseTimeout", "RedisSessionStore"]
 
 _log = structlog.get_logger("guard.server")
-
-_PREFETCH = 256
-"""Entries the lease script returns at most; a longer catch-up reads on."""
-
-# Take the session's lease and, in the same step, read where the stream is:
-# its last seq and, when that is not the seq the replica knows (ARGV[3]),
-# the entries after the replica's position (ARGV[4], an entry id or '-').
-# A lease held by another request answers {0, its remaining ms}.
-_ACQUIRE = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-local seq = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
-if seq == tonumber(ARGV[3]) then return {1, seq} end
-local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
-return {1, seq, redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])}
-"""
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-# A request's end in one step: if the lease is still the request's, the
-# log's extend (refused when the stream moved), then, only if it appended,
-# the ledger's record of each action, then the release. The two scripts are
-# the log's and the ledger's own, each wrapped in a function whose KEYS and
-# ARGV are its slice of this script's: ARGV is the token, the number of the
-# extend's arguments, those arguments, then the ledger's ARGV.
-_FLUSH = f"""
-local function extend(KEYS, ARGV)
-{EXTEND_SCRIPT}
-end
-local function record(KEYS, ARGV)
-{ActionLedger.script}
-end
-local function slice(t, first, last)
-  local part = {{}}
-  for i = first, last do part[#part + 1] = t[i] end
-  return part
-end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {{0, -1}} end
-local n = tonumber(ARGV[2])
-local done = extend(slice(KEYS, 2, 6), slice(ARGV, 3, 2 + n))
-if done[1] == 1 then record(slice(KEYS, 7, #KEYS), slice(ARGV, 3 + n, #ARGV)) end
-redis.call('DEL', KEYS[1])
-return done
-"""
-
-
-class LeaseTimeout(Exception):
-    """Another replica held the session's lease for longer than ``wait_ms``."""
-
-
-class _Lease(msgspec.Struct, frozen=True):
-    """A request's hold on a session: its ``token``, the stream's last
-    ``seq`` when it was taken, and, when that differed from what the replica
-    knew, up to ``_PREFETCH`` entries (as the script returned them) after
-    ``after``; ``None`` when the script read none."""
-
-    token: str
-    seq: int
-    after: str
-    entries: list[Any] | None
 
 
 class _Shared:
@@ -190,31 +121,19 @@ class RedisSessionStore(SessionStore):
         **options: Any,
     ) -> None:
         super().__init__(config, **options)
-        if lease_ms < 3:
-            raise ValueError(f"lease_ms = {lease_ms!r}: must be >= 3")
-        if wait_ms < 0:
-            raise ValueError(f"wait_ms = {wait_ms!r}: must be >= 0")
+        self.leases = SessionLeases(client, prefix=prefix, lease_ms=lease_ms, wait_ms=wait_ms)
         self.client = client
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
-        self.lease_ms = lease_ms
-        self.wait_ms = wait_ms
         self.worker = worker or f"serve-{uuid.uuid4().hex[:8]}"
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
         self._shared: dict[str, _Shared] = {}
-        self._fetched: dict[str, _Lease] = {}
+        self._fetched: dict[str, Lease] = {}
         self._turns = _Turns()
-        self._acquire_script = client.register_script(_ACQUIRE)
-        self._release = client.register_script(_RELEASE)
-        self._renew_script = client.register_script(_RENEW)
-        self._flush_script = client.register_script(_FLUSH)
 
     def _stream(self, session_id: str) -> RedisSessionLog:
         return RedisSessionLog(self.client, session_id, prefix=self.prefix, maxlen=self.maxlen, ttl=self.ttl)
-
-    def _serving(self, session_id: str) -> str:
-        return f"{self.prefix}:{{{session_id}}}:serving"
 
     async def restore(self, session_id: str) -> Session:
         """The session rebuilt from its whole stream (a new one when the
@@ -264,7 +183,7 @@ class RedisSessionStore(SessionStore):
             shared = self._shared.get(session_id) if live is not None else None
             lease = await self._acquire(session_id, shared)
             released = False
-            renewal = asyncio.get_running_loop().create_task(self._renew(session_id, lease.token))
+            renewal = asyncio.get_running_loop().create_task(self.leases.keep(session_id, lease.token))
             try:
                 # (evicted while the lease was taken: restored below instead)
                 if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
@@ -282,41 +201,18 @@ class RedisSessionStore(SessionStore):
                 renewal.cancel()
                 self._fetched.pop(session_id, None)
                 if not released:
-                    await self._release(keys=[self._serving(session_id)], args=[lease.token])
+                    await self.leases.release(session_id, lease.token)
 
-    async def _acquire(self, session_id: str, shared: _Shared | None) -> _Lease:
-        """Take the session's lease, waiting while another replica holds it
-        (up to ``wait_ms``)."""
+    async def _acquire(self, session_id: str, shared: _Shared | None) -> Lease:
         log = shared.log if shared is not None else self._stream(session_id)
         known, after = (shared.seq, shared.position) if shared is not None else (-1, "-")
-        keys = [self._serving(session_id), log.meta, log.stream]
-        token = uuid.uuid4().hex
-        deadline = time.monotonic() + self.wait_ms / 1000
-        pause = 0.001
-        while True:
-            reply = await self._acquire_script(keys=keys, args=[token, self.lease_ms, known, after, _PREFETCH])
-            if reply[0]:
-                return _Lease(token, int(reply[1]), after, reply[2] if len(reply) > 2 else None)
-            if time.monotonic() > deadline:
-                raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
-            # The holder is another replica answering one request: a few ms.
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        return await self.leases.acquire(session_id, log, known, after)
 
-    async def _renew(self, session_id: str, token: str) -> None:
-        """Keep the request's lease while it runs; stop once it is lost (the
-        flush will then be refused)."""
-        key = self._serving(session_id)
-        while True:
-            await anyio.sleep(self.lease_ms / 3000)
-            if not await self._renew_script(keys=[key], args=[token, self.lease_ms]):
-                return
-
-    async def _rows(self, log: RedisSessionLog, lease: _Lease | None, after: str) -> list[tuple[str, bytes]]:
+    async def _rows(self, log: RedisSessionLog, lease: Lease | None, after: str) -> list[tuple[str, bytes]]:
         """The stream's entries after ``after``: those ``lease`` read (when
         it read from there), then any beyond them."""
         rows = [stream_entry(row) for row in lease.entries] if lease is not None and lease.entries is not None else []
-        if lease is not None and lease.entries is not None and len(rows) < _PREFETCH:
+        if lease is not None and lease.entries is not None and len(rows) < self.leases.prefetch:
             return rows
         async for row in log.entries(rows[-1][0] if rows else after):
             rows.append(row)
@@ -329,7 +225,7 @@ class RedisSessionStore(SessionStore):
         finally:
             shared.following = False
 
-    async def _catch_up(self, live: Session, shared: _Shared, lease: _Lease) -> None:
+    async def _catch_up(self, live: Session, shared: _Shared, lease: Lease) -> None:
         """Apply to ``live`` what other replicas appended since this replica
         last acted for it; evict it (the next step restores it from the
         whole stream) when the stream does not continue from its position."""
@@ -370,9 +266,8 @@ class RedisSessionStore(SessionStore):
         events, actions = shared.pending[:], shared.actions[:]
         shared.pending.clear()  # in place: the session's bus records into this very list
         shared.actions.clear()
-        serving = self._serving(session.id)
         if not events:
-            await self._release(keys=[serving], args=[token])
+            await self.leases.release(session.id, token)
             return
         put = {key: answer for key, answer in session.answers.items() if answered.get(key) is not answer}
         drop = answered.keys() - session.answers.keys()
@@ -381,7 +276,7 @@ class RedisSessionStore(SessionStore):
         for seq, action in actions:
             by_trigger.setdefault(seq, []).append(action)
         ledger, recorded = self.ledger.recording([(session.id, seq, acted) for seq, acted in by_trigger.items()])
-        reply = await self._flush_script(keys=[serving, *keys, *ledger], args=[token, len(args), *args, *recorded])
+        reply = await self.leases.flush(session.id, token, (keys, args), (ledger, recorded))
         if not reply[0]:
             # The lease lapsed and another replica took the session over:
             # this copy is stale; the next request rebuilds it from the stream.

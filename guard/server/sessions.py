@@ -22,14 +22,15 @@ import anyio
 
 from bus import Event
 from guard.actions import Action
-from guard.adapters._link import AgentLink, GuardLink
-from guard.adapters._resume import resume_or_restart
 from guard.adapters.claude_hooks import ClaudeHooks
 from guard.config import Config
 from guard.server.scope import note
+from guard.sessions.link import AgentLink, GuardLink
+from guard.sessions.live import check_max_sessions
+from guard.sessions.resume import resume_or_restart
 
 if TYPE_CHECKING:
-    from guard.fleet import FleetCounts
+    from guard.sessions.fleet import FleetCounts
 
 __all__ = ["FileSessionStore", "Session", "SessionStore"]
 
@@ -119,11 +120,9 @@ class SessionStore(abc.ABC):
     ) -> None:
         if not idle_seconds > 0:
             raise ValueError(f"idle_seconds = {idle_seconds!r}: must be > 0")
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
-            raise ValueError(f"max_sessions = {max_sessions!r}: must be an integer >= 1")
         self.config = config
         self.idle_seconds = idle_seconds
-        self.max_sessions = max_sessions
+        self.max_sessions = check_max_sessions(max_sessions)
         self.on_action: Callable[[Action, Event], None] | None = None
         """Told of every live guard action of every session (not of a restore's history)."""
         self.on_event: Callable[[Event], None] | None = None

@@ -21,7 +21,7 @@ import pytest
 import structlog
 
 from bus import Agent, Bus, LogReader, LogWriteError, NotRegularFileError, SessionLog, ToolCall, UserMessage
-from guard.trips import Trip, TripLog
+from guard.policies.trips import Trip, TripLog
 from tests.faults.conftest import CLI
 
 

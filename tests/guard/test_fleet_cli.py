@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from bus import Agent, ToolCall, ToolResult
 from guard.cli import main
-from guard.fleet import FleetGuard
+from guard.sessions.fleet import FleetGuard
 
 GREP = {"pattern": "load_config"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bus import ToolResult, read_log
-from guard import ResultNormalizer, error_kind
 from guard.importers import open_sessions, write_log
+from guard.normalize import ResultNormalizer, error_kind
 from tests.guard.importers._transcripts import corpus_file
 
 normalize = ResultNormalizer().normalize

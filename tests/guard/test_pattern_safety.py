@@ -9,7 +9,7 @@ import pytest
 from guard import RECOMMENDED, load_config
 from guard.calls import DEFAULT_INTERJECTIONS, Interjections
 from guard.normalize import ResultNormalizer, error_kind
-from guard.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule
+from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule
 from guard.redact import Redactor
 
 PATHOLOGICAL = {

@@ -22,7 +22,7 @@ from guard import (
     replay_log,
 )
 from guard.actions import action_for
-from guard.rescue import RecordedAnswers, advice_in
+from guard.policies.rescue import RecordedAnswers, advice_in
 from tests.guard.conftest import MakeScript, OnCallPolicy
 
 GREP = {"pattern": "x"}

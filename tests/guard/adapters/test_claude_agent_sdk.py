@@ -34,7 +34,7 @@ from guard import (
 )
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import HOOK_EVENTS, ClaudeHooks, HookInputError, default_state_dir, parse_payload
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.conftest import AskScript
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
@@ -247,7 +247,7 @@ async def test_a_reminder_for_the_batch_goes_back_on_it_and_a_halt_stops_there(t
 
 
 async def test_sessions_beyond_max_sessions_are_disposed_with_their_subagents(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_sessions must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
         ClaudeHooks(link, max_sessions=0)
     hooks = ClaudeHooks(link, max_sessions=2)
     for session in ("s1", "s2"):

@@ -21,9 +21,9 @@ import pytest
 
 from bus import read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
-from guard.adapters._snapshot import SNAPSHOT_VERSION, snapshot_path
 from guard.adapters.claude_hooks import answer_hook, run_to_completion
 from guard.cli import main
+from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
 from tests.conftest import AskScript
 
 SESSION = "hook-session"
@@ -230,9 +230,11 @@ def test_every_usage_error_of_hook_exits_1_never_2(capsys: pytest.CaptureFixture
     assert "--state-dir DIR" in capsys.readouterr().out
 
 
-def test_bench_says_where_the_benchmarks_went(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--only", "fullpath"]) == 2
-    assert "python -m benchmarks" in capsys.readouterr().err
+def test_there_is_no_bench_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as unknown:
+        main(["bench"])
+    assert unknown.value.code == 2
+    assert "invalid choice: 'bench'" in capsys.readouterr().err
 
 
 def test_help_is_as_wide_as_columns_says(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -315,7 +317,7 @@ def test_a_verbose_hook_logs_its_actions_to_stderr_and_answers_alone_on_stdout(
 
 
 def test_resuming_without_a_guard_of_ones_own_builds_one_from_the_config(tmp_path: Path) -> None:
-    from guard.adapters._resume import resume_link
+    from guard.sessions.resume import resume_link
 
     link, log = run_to_completion(resume_link(tmp_path / "s.jsonl", "s", Config()))
     with log:

@@ -26,7 +26,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.google_adk import REMINDER_PREFIX, RepeatToolGuard
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # ADK runs on asyncio only.
@@ -272,7 +272,7 @@ async def test_tool_error_is_an_error_result(link: GuardLink, events: Capture) -
 
 
 async def test_sessions_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_sessions must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
         RepeatToolGuard(link, max_sessions=0)
     llm = LoopingLlm(model="looping", requests=[], per_turn=1)
     agent = LlmAgent(name="main", model=llm, tools=[])

@@ -26,7 +26,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import REMINDER_PREFIX, GuardLink
 from guard.adapters.langchain import REMINDER_KEY, RepeatToolGuard, halt_reason, is_reminder
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.claude_cli import text, tool_use
 from tests.fake_providers import DIALECTS, FakeChatAPI
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
@@ -310,10 +310,10 @@ async def test_reminder_reaches_the_model_on_every_provider_beside_a_system_prom
     assert json.dumps(provider.requests[3]).count("You are terse.") == 1, "the system prompt is untouched"
 
 
-async def test_threads_beyond_max_threads_are_disposed_oldest_first(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_threads must be >= 1, got 0"):
-        RepeatToolGuard(link, max_threads=0)
-    guard = RepeatToolGuard(link, max_threads=2)
+async def test_threads_beyond_max_sessions_are_disposed_oldest_first(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
+        RepeatToolGuard(link, max_sessions=0)
+    guard = RepeatToolGuard(link, max_threads=2)  # the runtime-specific name of max_sessions
     model = chat(*(AIMessage(f"reply {n}") for n in range(4)))
     agent = create_agent(model, [make_grep([])], middleware=[guard], checkpointer=InMemorySaver())
     for thread in ("t1", "t2", "t1", "t3"):

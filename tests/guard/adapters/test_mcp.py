@@ -23,7 +23,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.mcp import HALT_DENIER, REMINDER_META_KEY, REMINDER_PREFIX, guard_proxy
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.claude_cli import FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 

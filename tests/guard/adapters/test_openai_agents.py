@@ -21,7 +21,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink, HaltRequested
 from guard.adapters.openai_agents import TOOL_GUARDRAIL, RepeatToolGuard, guard_tools
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]  # The Agents SDK runs on asyncio only.
@@ -391,10 +391,10 @@ async def test_a_streamed_run_ends_with_halt_requested(turns_link: GuardLink) ->
     assert len(calls) == 4, "no model call after the halt request"
 
 
-async def test_agents_beyond_max_agents_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_agents must be >= 1, got 0"):
-        RepeatToolGuard(link, max_agents=0)
-    guard = RepeatToolGuard(link, max_agents=2)
+async def test_agents_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
+        RepeatToolGuard(link, max_sessions=0)
+    guard = RepeatToolGuard(link, max_agents=2)  # the runtime-specific name of max_sessions
     agents = [Agent(name=f"a{n}", model=ScriptedModel([[assistant_message("hi")]] * 2)) for n in range(3)]
     for agent in (agents[0], agents[1], agents[0], agents[2]):
         await guard.run(agent, "hello")

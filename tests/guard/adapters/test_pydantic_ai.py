@@ -28,7 +28,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.pydantic_ai import REMINDER_METADATA_KEY, RepeatToolGuard
-from guard.rescue import advice_in
+from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
 
 # pydantic-ai runs only on asyncio (it starts its runs with ``asyncio.create_task``).
@@ -327,8 +327,8 @@ async def test_deferred_calls_are_error_results_and_an_approved_one_is_decided_a
 def test_constructor_rejects_a_link_with_config(link: GuardLink) -> None:
     with pytest.raises(ValueError, match="either a GuardLink or config/bus"):
         RepeatToolGuard(link, bus=link.bus)
-    with pytest.raises(ValueError, match="max_conversations must be >= 1"):
-        RepeatToolGuard(max_conversations=0)
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
+        RepeatToolGuard(max_sessions=0)
 
 
 async def test_oldest_conversation_is_disposed_past_the_limit(events: Capture, link: GuardLink) -> None:

@@ -472,7 +472,7 @@ async def test_a_catch_up_that_fails_half_way_leaves_no_half_applied_copy(
 async def test_a_long_catch_up_reads_on_past_what_the_lease_read(
     replicas: Replicas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("guard.server.redis_store._PREFETCH", 2)
+    monkeypatch.setattr("guard.sessions.lease.PREFETCH", 2)
     one, two = replicas(2)
     await grep(one, "t4", "c0")
     for n in range(1, 3):

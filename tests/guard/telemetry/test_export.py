@@ -61,7 +61,7 @@ def test_a_loop_through_serves_claude_code_hook_reaches_phoenix(
 
 _PROGRAM = """
 import anyio
-from guard.adapters._link import GuardLink
+from guard.sessions.link import GuardLink
 
 async def main() -> None:
     link = GuardLink(runtime="my-runtime")
@@ -86,7 +86,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from bus import Bus
 from guard import Config, Guard
-from guard.adapters._link import GuardLink
+from guard.sessions.link import GuardLink
 from guard.telemetry import GuardTelemetry
 
 provider = TracerProvider(resource=Resource.create({"service.name": "my-agent"}))

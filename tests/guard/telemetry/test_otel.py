@@ -15,8 +15,8 @@ from opentelemetry import metrics, trace
 
 from bus import Agent, Bus, ToolCall, ToolResult, UserMessage
 from guard import Action, Config, Guard
-from guard.adapters._link import GuardLink
 from guard.config import RemindConfig
+from guard.sessions.link import GuardLink
 from guard.telemetry import (
     FINISH_REASON,
     OPERATION,
@@ -340,7 +340,7 @@ def test_a_link_logs_export_it_cannot_do_and_guards_anyway(otel_environ: pytest.
 def test_off_nothing_imports_opentelemetry(tmp_path: Path) -> None:
     program = (
         "import sys\n"
-        "from guard.adapters._link import GuardLink\n"
+        "from guard.sessions.link import GuardLink\n"
         "from guard.server import FileSessionStore, create_app\n"
         "GuardLink()\n"
         "create_app(FileSessionStore(sys.argv[1]))\n"

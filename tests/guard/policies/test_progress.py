@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from guard import Config, RemindConfig, RescueConfig
-from guard.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule, loose_tool_name
+from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, ProgressRule, loose_tool_name
 from tests.scenarios._script import Script
 
 DEFAULT_TOOLS = RescueConfig().mutating_tools

@@ -780,7 +780,7 @@ def test_default_ask_command_is_ask_claude_in_the_home_directory(monkeypatch: py
 async def test_every_call_waiting_on_one_ask_is_released_when_it_finishes(anyio_backend: str) -> None:
     import anyio
 
-    from guard.rescue import _Pending
+    from guard.policies.rescue import _Pending
 
     pending = _Pending()
     released: list[int] = []

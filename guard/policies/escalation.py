@@ -1,6 +1,6 @@
 """Running the ask command: the one place the guard spends money.
 
-The contract (seed 003) is deliberately tiny so that any executable can
+The contract is deliberately tiny so that any executable can
 answer: the command is started with exactly one argument, the question; it
 gets no stdin and no shell; what it prints on stdout with exit status 0 is the
 advice. Anything else means "unavailable" and the caller falls back to its

@@ -11,7 +11,7 @@ import pytest
 from bus import Agent, Bus, ContextMessage, ToolCall, ToolResult
 from bus.testing import Capture
 from guard import Action, Config, FingerprintCache, Guard, LoopsConfig, LoopsPolicy, RemindConfig
-from guard.loops import LOOPS_PLUGIN
+from guard.policies.loops import LOOPS_PLUGIN
 from tests.scenarios._script import Script
 
 pytestmark = pytest.mark.anyio
@@ -402,7 +402,7 @@ async def test_requested_repeats_can_be_ignored(make: Make, anyio_backend: str) 
 
 
 def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
-    from guard.loops import requested_repeats
+    from guard.policies.loops import requested_repeats
 
     assert requested_repeats("Run the flaky integration test six times") == 6
     assert requested_repeats("retry 3 more times, then twice more") == 3

@@ -26,14 +26,14 @@ from guard import (
     TurnsPolicy,
     load_config,
     replay_log,
-    summarize_result,
 )
+from guard.policies.turns import summarize_result
 
 pytestmark = pytest.mark.anyio
 
 GREP = {"pattern": "load_config", "path": "src"}
 READ = {"path": "README.md"}
-SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios" / "turns"
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios" / "turns"
 
 Call = tuple[str, Any]
 Respond = Callable[..., Awaitable[list[Decision]]]

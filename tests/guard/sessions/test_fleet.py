@@ -22,7 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
 from bus.redis_log import RedisSessionLog
 from guard import Config, RemindConfig, RescueConfig, TurnsConfig
-from guard.fleet import FleetGuard, Outcome
+from guard.sessions.fleet import FleetGuard, Outcome
 from guard.verdicts import replay_log
 from tests.conftest import AskScript, RedisClients, _free_port
 
@@ -199,8 +199,9 @@ async def test_the_least_recent_session_is_dropped_and_rebuilt(workers: Workers)
 
 
 def test_max_sessions_is_validated() -> None:
-    with pytest.raises(ValueError, match="max_sessions must be >= 1"):
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
         FleetGuard(Redis(), max_sessions=0)
+    assert FleetGuard(Redis(), max_sessions=3).max_sessions == 3
 
 
 async def test_a_retry_racing_the_first_attempt_waits_for_its_escalation(

@@ -9,13 +9,13 @@ import pytest
 
 from bus import Agent, ToolCall
 from guard import Config, RemindConfig, RescueConfig, Verdict, load_config, replay_log
-from guard.rescue import RecordedAnswers, advice_in
+from guard.policies.rescue import RecordedAnswers, advice_in
 from tests.conftest import AskScript
 from tests.scenarios._script import Script
 
 pytestmark = pytest.mark.anyio
 
-INCIDENT = Path(__file__).resolve().parents[2] / "scenarios" / "rescue" / "incident_192.jsonl"
+INCIDENT = Path(__file__).resolve().parents[3] / "scenarios" / "rescue" / "incident_192.jsonl"
 GREP = {"pattern": "load_config", "path": "src"}
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from guard._group import GroupCommit
+from guard.sessions._group import GroupCommit
 
 # The group commit serves redis-py, which runs on asyncio only.
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
