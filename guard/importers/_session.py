@@ -137,7 +137,7 @@ def _where(at: tuple[str, int] | None) -> str:
 
 
 def _isolated(
-    report: ImportReport, produce: Callable[[Builder], Iterator[AnyEvent]], models: Counter[str] | None = None
+    report: ImportReport, produce: Callable[[Builder], Iterator[AnyEvent]], models: Counter[str]
 ) -> Iterator[AnyEvent]:
     """``produce``'s events, with a record the importer cannot use skipped.
 
@@ -160,8 +160,7 @@ def _isolated(
         report._at = at = None
         pending: deque[AnyEvent] = deque()
         index = 0
-        if models is not None:
-            models.clear()  # a re-run names them again
+        models.clear()  # a re-run names them again
         try:
             for event in produce(Builder(report, models)):
                 if report._at != at:  # the records before this one are done

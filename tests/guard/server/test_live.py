@@ -92,6 +92,14 @@ def test_the_state_holds_each_session_with_its_timeline_and_actions(live_served:
     assert (b["calls"], b["repeats"], b["marks"]) == (2, 0, [])  # a result without its call counts as a call
 
 
+def test_a_hook_payload_without_a_working_directory_has_no_project(live_served: Served) -> None:
+    payload = hook_payload("no-cwd", "PreToolUse", tool_name="Read", tool_input={"file_path": "a"}, tool_use_id="t1")
+    del payload["cwd"]
+    assert live_served.client.post("/hooks/claude-code", json=payload).status_code == 200
+    (session,) = live_served.client.get("/live/state").json()["sessions"]
+    assert (session["id"], session["runtime"], session["project"]) == ("no-cwd", "claude-code", None)
+
+
 def test_a_denial_counts_what_it_saved(make_served: MakeServed) -> None:
     served = make_served(RECOMMENDED)
     served.event("d", type="agent/status", agent="a", status="started")
