@@ -16,8 +16,16 @@ The command hook (``repeat-tool-guard hook``, a process per invocation) is
 timed in the same run on the same kind of session, fewer times (it costs
 far more). Not a test: nothing here asserts a timing.
 
+``--export`` times instead the cost of OpenTelemetry export: two servers
+side by side (``--config recommended``), one exporting every guard action
+over OTLP to a real receiver (``--otlp-endpoint URL``, or an Arize Phoenix
+the benchmark starts from ``$REPEAT_TOOL_GUARD_PHOENIX``), one not; each
+round sends both the same loops (the same call over and over, so most hooks
+answer with a guard action to export), alternating which goes first.
+
     python -m benchmarks.http_hook                  # sizes 0 1000 10000 100000
     python -m benchmarks.http_hook --sizes 0 1000 --rounds 5 --json
+    python -m benchmarks.http_hook --export --rounds 20
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import logging
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -79,13 +88,15 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _start_server(state: Path) -> tuple[subprocess.Popen[str], str]:
+def _start_server(state: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     server = subprocess.Popen(
-        [sys.executable, "-m", "guard", "serve", "--port", "0", "--state-dir", str(state)],
+        [sys.executable, "-m", "guard", "serve", "--port", "0", "--state-dir", str(state), *args],
         cwd=REPO,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        env={**environ, **(env or {})},
     )
     assert server.stderr is not None
     line = server.stderr.readline()
@@ -181,6 +192,124 @@ def _markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _start_phoenix(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    executable = os.environ.get("REPEAT_TOOL_GUARD_PHOENIX")
+    if not executable:
+        raise SystemExit("--export needs --otlp-endpoint URL or REPEAT_TOOL_GUARD_PHOENIX (a phoenix executable)")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env |= {"PHOENIX_WORKING_DIR": str(work), "PHOENIX_HOST": "127.0.0.1", "PHOENIX_PORT": str(ports[0]),
+            "PHOENIX_GRPC_PORT": str(ports[1]), "PHOENIX_TELEMETRY_ENABLED": "false"}  # fmt: skip
+    phoenix = subprocess.Popen(
+        [executable, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{ports[0]}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and phoenix.poll() is None:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return phoenix, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    phoenix.kill()
+    raise SystemExit("Phoenix did not start")
+
+
+def export_overhead(rounds: int, loops: int, endpoint: str | None) -> dict[str, Any]:
+    """Median HTTP hook latency with OTLP export on and off, same run, same loops."""
+    work = Path(tempfile.mkdtemp(prefix="http-hook-export-"))
+    phoenix = None
+    try:
+        if endpoint is None:
+            phoenix, endpoint = _start_phoenix(work / "phoenix")
+        otel = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+            "OTEL_SERVICE_NAME": "http-hook-benchmark",
+            # Phoenix takes traces only; a receiver that takes metrics gets them with --otlp-endpoint
+            "OTEL_METRICS_EXPORTER": "none" if phoenix is not None else "otlp",
+        }
+        servers = {
+            "off": _start_server(work / "off", "--config", "recommended"),
+            "on": _start_server(work / "on", "--config", "recommended", env=otel),
+        }
+        times: dict[str, list[float]] = {"off": [], "on": []}
+        actions = {"off": 0, "on": 0}
+        try:
+            clients = {name: httpx.Client(base_url=url, timeout=120) for name, (_, url) in servers.items()}
+            for r in range(rounds):
+                for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                    client = clients[name]
+                    for j in range(loops):
+                        session = f"r{r}-l{j}"
+                        client.post("/hooks/claude-code", json=_payload(session, "UserPromptSubmit", prompt="go"))
+                        for k in range(8):
+                            call = {"tool_use_id": f"t{k}", "tool_name": "Bash", "tool_input": {"command": "make"}}
+                            pre = _payload(session, "PreToolUse", **call)
+                            for payload in (pre, pre | {"hook_event_name": "PostToolUse", "tool_response": "E1"}):
+                                started = time.perf_counter()
+                                response = client.post("/hooks/claude-code", json=payload)
+                                times[name].append(time.perf_counter() - started)
+                                answer = response.raise_for_status().json()
+                                output = answer.get("hookSpecificOutput", {})
+                                actions[name] += bool(output)
+                                if output.get("permissionDecision") == "deny":
+                                    break  # Claude Code runs no denied tool
+            for client in clients.values():
+                client.close()
+        finally:
+            for server, _ in servers.values():
+                server.terminate()
+                server.wait(60)
+                if server.stderr is not None:
+                    server.stderr.close()
+    finally:
+        if phoenix is not None:
+            phoenix.terminate()
+            phoenix.wait(60)
+        shutil.rmtree(work, ignore_errors=True)
+    off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    return {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f}",
+        "receiver": "Arize Phoenix (started by the benchmark)" if phoenix is not None else endpoint,
+        "export_off": {
+            "median_ms": off * 1e3,
+            "p99_ms": _percentile(times["off"], 0.99) * 1e3,
+            "invocations": len(times["off"]),
+            "actions": actions["off"],
+        },
+        "export_on": {
+            "median_ms": on * 1e3,
+            "p99_ms": _percentile(times["on"], 0.99) * 1e3,
+            "invocations": len(times["on"]),
+            "actions": actions["on"],
+        },
+        "ratio": on / off,
+    }
+
+
+def _export_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"Machine: {result['machine']}; receiver: {result['receiver']}",
+        "",
+        "| OpenTelemetry export | HTTP hook median | p99 | hook calls | answered with an action |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in ("export_off", "export_on"):
+        row = result[name]
+        lines.append(
+            f"| {name.split('_')[1]} | {row['median_ms']:.2f} ms | {row['p99_ms']:.2f} ms | {row['invocations']:,} "
+            f"| {row['actions']:,} |"
+        )
+    lines.append(f"\nexport on / off (median): {result['ratio']:.2f}×")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
@@ -189,7 +318,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=25, help="new calls per size per round (default: 25)")
     parser.add_argument("--command-calls", type=int, default=10, help="command hook calls per size (default: 10)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--export", action="store_true", help="time OpenTelemetry export on against off instead")
+    parser.add_argument("--loops", type=int, default=10, help="--export: looping sessions per round (default: 10)")
+    parser.add_argument("--otlp-endpoint", help="--export: the OTLP/HTTP receiver (default: a Phoenix it starts)")
     args = parser.parse_args(argv)
+    if args.export:
+        exported = export_overhead(args.rounds, args.loops, args.otlp_endpoint)
+        print(json.dumps(exported, indent=2) if args.json else _export_markdown(exported))
+        return
     result = run(args.sizes, args.rounds, args.pairs, args.command_calls)
     print(json.dumps(result, indent=2) if args.json else _markdown(result))
 

@@ -30,11 +30,14 @@ from guard.policies.registry import build_policies
 from guard.verdicts import Verdict, replay_log
 
 __all__ = [
+    "MAST_STEP_REPETITION",
+    "MAST_TRACES",
     "NO_ASK_COMMAND",
     "AuditReport",
     "AuditTotals",
     "FileError",
     "Loop",
+    "LoopRate",
     "PolicyAction",
     "SessionAudit",
     "Timeline",
@@ -58,6 +61,17 @@ MARKS = {"remind": "remind", "deny": "deny", "rescue": "escalate", "escalation-f
 escalate (an ask the audit never makes) or halt."""
 
 _PREVIEW = 160
+
+MAST_STEP_REPETITION = 0.157
+"""The published anchor a loop rate is read against: MAST (Cemri et al.,
+"Why Do Multi-Agent LLM Systems Fail?", 2025) found step repetition in
+15.7 % of the multi-agent traces it annotated."""
+
+MAST_TRACES = 1642
+"""How many traces MAST's rate is over."""
+
+TOP_TOOLS = 10
+"""Tools listed by wasted calls."""
 
 BYTES_PER_TOKEN = 4
 """The token estimate's rule of thumb: about four bytes of English text or
@@ -151,6 +165,15 @@ class SessionAudit(msgspec.Struct, frozen=True, kw_only=True):
     first_actions: dict[str, PolicyAction | None]
     actions: dict[str, int]
     skipped: dict[str, int]
+    model: str | None = None
+    """The model that gave most of the session's responses, when the transcript names it."""
+    tools: dict[str, int] = msgspec.field(default_factory=dict)
+    """Calls by tool."""
+
+    @property
+    def looped(self) -> bool:
+        """Whether the session has a loop some policy stepped in on."""
+        return any(loop.first_actions for loop in self.loops)
 
     @property
     def wasted_calls(self) -> int:
@@ -172,6 +195,20 @@ class FileError(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
 
 
+class LoopRate(msgspec.Struct, frozen=True, kw_only=True):
+    """How often sessions of one model, or sessions using one tool, looped:
+    ``looped`` of ``sessions`` had a loop some policy stepped in on (for a
+    tool: on that tool), ``share`` = looped / sessions; what those loops
+    wasted, in calls and estimated tokens."""
+
+    name: str
+    sessions: int
+    looped: int
+    share: float
+    wasted_calls: int
+    wasted_tokens: int
+
+
 class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
     files: int
     sessions: int
@@ -187,6 +224,10 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
     actions: dict[str, int]
     unreadable: int
     not_transcripts: int
+    by_model: list[LoopRate] = msgspec.field(default_factory=list)
+    """Per model the transcripts name, most sessions first."""
+    by_tool: list[LoopRate] = msgspec.field(default_factory=list)
+    """The ``TOP_TOOLS`` tools that wasted the most calls."""
 
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -339,6 +380,7 @@ def _measure(
     open_calls: dict[tuple[str, str], _Open] = {}
     order: list[_Signature] = []
     agents: dict[str, int] = {}
+    tools: Counter[str] = Counter()
     call_number = errors = output_bytes = 0
     best: _Signature | None = None
     best_run = 0
@@ -358,6 +400,7 @@ def _measure(
         slot = (agent, event.call_id)
         if isinstance(event, ToolCall) or slot not in open_calls:
             call_number += 1
+            tools[event.tool] += 1
             fp = fingerprint(event.tool, event.args)
             key = (agent, fp.digest)
             stats = signatures.get(key)
@@ -436,6 +479,8 @@ def _measure(
         first_actions=first_actions,
         actions=dict(Counter(f"{v.policy}:{v.action}" for v in verdicts)),
         skipped=dict(session.report.skipped) | dict(reader.report.skipped_by_reason),
+        model=session.model,
+        tools=dict(tools),
     )
 
 
@@ -549,4 +594,50 @@ def _totals(
         actions=dict(sorted(actions.items())),
         unreadable=len(errors),
         not_transcripts=not_transcripts,
+        by_model=_by_model(sessions),
+        by_tool=_by_tool(sessions),
     )
+
+
+def _rate(name: str, sessions: int, looped: int, wasted_calls: int, wasted_tokens: int) -> LoopRate:
+    return LoopRate(
+        name=name,
+        sessions=sessions,
+        looped=looped,
+        share=looped / sessions,
+        wasted_calls=wasted_calls,
+        wasted_tokens=wasted_tokens,
+    )
+
+
+def _by_model(sessions: list[SessionAudit]) -> list[LoopRate]:
+    grouped: dict[str, list[SessionAudit]] = {}
+    for s in sessions:
+        if s.model is not None:
+            grouped.setdefault(s.model, []).append(s)
+    rates = [
+        _rate(
+            model,
+            len(group),
+            sum(s.looped for s in group),
+            sum(s.wasted_calls for s in group),
+            sum(s.wasted_tokens for s in group),
+        )
+        for model, group in grouped.items()
+    ]
+    return sorted(rates, key=lambda r: (-r.sessions, r.name))
+
+
+def _by_tool(sessions: list[SessionAudit]) -> list[LoopRate]:
+    used: Counter[str] = Counter()
+    looped: Counter[str] = Counter()
+    wasted: Counter[str] = Counter()
+    tokens: Counter[str] = Counter()
+    for s in sessions:
+        used.update(s.tools.keys())
+        looped.update({loop.tool for loop in s.loops if loop.first_actions})
+        for loop in s.loops:
+            wasted[loop.tool] += loop.wasted_calls
+            tokens[loop.tool] += loop.wasted_tokens
+    rates = [_rate(tool, used[tool], looped[tool], wasted[tool], tokens[tool]) for tool in used if wasted[tool]]
+    return sorted(rates, key=lambda r: (-r.wasted_calls, r.name))[:TOP_TOOLS]

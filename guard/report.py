@@ -11,7 +11,16 @@ import html
 import os
 from collections.abc import Sequence
 
-from guard.audit import AuditReport, Loop, PolicyAction, SessionAudit, Timeline
+from guard.audit import (
+    MAST_STEP_REPETITION,
+    MAST_TRACES,
+    AuditReport,
+    Loop,
+    LoopRate,
+    PolicyAction,
+    SessionAudit,
+    Timeline,
+)
 
 __all__ = ["TIMELINE_LIMIT", "human_bytes", "human_count", "render_html", "render_table"]
 
@@ -110,6 +119,7 @@ def render_table(report: AuditReport) -> str:
             )
             lines.append(f"      {loop.signature}")
             lines.append(f"      would have saved: {_saved(loop.saved_calls, loop.saved_tokens) or 'nothing'}")
+    lines += _rates_table(t.by_model, t.by_tool)
     if report.errors:
         lines += ["", f"could not read {len(report.errors)} files:"]
         lines += [f"  {e.path}: {e.reason}" for e in report.errors]
@@ -117,6 +127,51 @@ def render_table(report: AuditReport) -> str:
         lines += ["", f"left out {len(report.not_transcripts)} files that are not transcripts:"]
         lines += [f"  {e.path}: {e.reason}" for e in report.not_transcripts]
     return "\n".join(lines) + "\n"
+
+
+def _anchor() -> str:
+    return f"MAST: {MAST_STEP_REPETITION:.1%} of {MAST_TRACES:,} multi-agent traces"
+
+
+def _rate_row(rate: LoopRate) -> str:
+    return (
+        f"{rate.looped}/{rate.sessions} sessions looped ({rate.share:.1%}), "
+        f"{rate.wasted_calls} calls wasted (~{human_count(rate.wasted_tokens)} tokens)"
+    )
+
+
+def _rates_table(by_model: list[LoopRate], by_tool: list[LoopRate]) -> list[str]:
+    """Loop rate per model and the tools that wasted the most calls, for the terminal."""
+    lines: list[str] = []
+    if by_model:
+        lines += ["", f"loop rate by model (a loop some policy stepped in on; {_anchor()}):"]
+        lines += [f"  {rate.name}: {_rate_row(rate)}" for rate in by_model]
+    if by_tool:
+        lines += ["", "top tools by wasted calls (sessions using the tool that looped on it):"]
+        lines += [f"  {rate.name}: {_rate_row(rate)}" for rate in by_tool]
+    return lines
+
+
+def _rates_html(by_model: list[LoopRate], by_tool: list[LoopRate]) -> str:
+    if not by_model and not by_tool:
+        return ""
+    out = ["<div class=policies>"]
+    for title, rates, note in (
+        ("loop rate by model", by_model, _anchor()),
+        ("top tools by wasted calls", by_tool, "sessions using the tool that looped on it"),
+    ):
+        if not rates:
+            continue
+        rows = "".join(
+            f"<div class=stats><b>{_e(r.name)}</b> · {r.looped}/{r.sessions} sessions ({r.share:.1%}) · "
+            f"{r.wasted_calls:,} calls wasted (~{human_count(r.wasted_tokens)} tokens)</div>"
+            for r in rates
+        )
+        out.append(
+            f"<div class='card policy'><div class=lbl>{_e(title)}</div>{rows}<div class=stats>{_e(note)}</div></div>"
+        )
+    out.append("</div>")
+    return "".join(out)
 
 
 _PALETTE = (
@@ -247,6 +302,7 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
             f"(~{human_count(t.saved_tokens.get(policy, 0))} tokens)</div></div>"
         )
     out.append("</div>")
+    out.append(_rates_html(t.by_model, t.by_tool))
     if report.errors or report.not_transcripts:
         out.append("<div class='card errors'><div class=lbl>not audited</div><ul>")
         out += [f"<li><b>{_e(e.path)}</b>: {_e(e.reason)}</li>" for e in [*report.errors, *report.not_transcripts]]

@@ -29,7 +29,7 @@ def guard_hooks(
     beyond ``max_sessions`` live sessions the least recently active one's
     agents are disposed. Its bundled Claude Code sends ``PostToolBatch``
     after each model response, so each response is one step from the first."""
-    link = link if link is not None else GuardLink(config=config)
+    link = link if link is not None else GuardLink(config=config, runtime="claude-agent-sdk")
     hooks = ClaudeHooks(link, max_sessions=max_sessions, steps_reported=True)
 
     async def callback(payload: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:

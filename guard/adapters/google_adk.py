@@ -45,7 +45,7 @@ class RepeatToolGuard(BasePlugin):
     def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_sessions: int = 256) -> None:
         super().__init__(name="repeat_tool_guard")
         self._sessions: LiveTable[str, str] = LiveTable(max_sessions)
-        self.link = link if link is not None else GuardLink(config=config)
+        self.link = link if link is not None else GuardLink(config=config, runtime="google-adk")
         self._agents: dict[tuple[str, str], AgentLink] = {}
         self._nested: dict[str, AgentLink] = {}
         self._outer: dict[tuple[str, str], AgentLink | None] = {}

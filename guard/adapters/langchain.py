@@ -83,7 +83,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         super().__init__()
         bound = max_threads if max_threads is not None else max_sessions  # max_threads: this runtime's word for it
         self._threads: LiveTable[str, AgentLink] = LiveTable(bound)
-        self.link = link if link is not None else GuardLink(config=config)
+        self.link = link if link is not None else GuardLink(config=config, runtime="langchain")
         self._live: dict[str, AgentLink] = {}
         self._subagents = 0
 

@@ -61,7 +61,7 @@ def guard_proxy(
     guard. After a halt request every further call is denied with the halt
     reason, since a server cannot stop its client.
     """
-    link = link if link is not None else GuardLink(config=config)
+    link = link if link is not None else GuardLink(config=config, runtime="mcp")
     agent: AgentLink | None = None
     calls = 0
 

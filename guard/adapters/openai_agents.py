@@ -91,7 +91,7 @@ class RepeatToolGuard(RunHooks[Any]):
     ) -> None:
         bound = max_agents if max_agents is not None else max_sessions  # max_agents: this runtime's word for it
         self._agents: LiveTable[int, tuple[Agent[Any], AgentLink]] = LiveTable(bound)
-        self.link = link if link is not None else GuardLink(config=config)
+        self.link = link if link is not None else GuardLink(config=config, runtime="openai-agents")
 
     def agent_link(self, agent: Agent[Any]) -> AgentLink | None:
         entry = self._agents.peek(id(agent))

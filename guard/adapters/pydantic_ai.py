@@ -57,7 +57,7 @@ class RepeatToolGuard(AbstractCapability[Any]):
         max_conversations: int | None = None,
     ) -> None:
         if link is None:
-            link = GuardLink(bus, config=config)
+            link = GuardLink(bus, config=config, runtime="pydantic-ai")
         elif config is not None or bus is not None:
             raise ValueError("pass either a GuardLink or config/bus, not both")
         bound = max_conversations if max_conversations is not None else max_sessions  # this runtime's word for it

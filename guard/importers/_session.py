@@ -110,11 +110,19 @@ class ImportedSession:
         self.path = path
         self.label = label
         self.report = report if report is not None else ImportReport()
+        self.models: Counter[str] = Counter()
+        """Model responses by the model the transcript names, once ``events()``
+        ran (empty when it names none)."""
         self._produce = produce
+
+    @property
+    def model(self) -> str | None:
+        """The model that gave most of the session's responses, when the transcript names it."""
+        return self.models.most_common(1)[0][0] if self.models else None
 
     def events(self) -> Iterator[AnyEvent]:
         """The session's events; never raises but ``TranscriptError`` (see ``_isolated``)."""
-        return _isolated(self.report, self._produce)
+        return _isolated(self.report, self._produce, self.models)
 
 
 def _where(at: tuple[str, int] | None) -> str:
@@ -128,7 +136,9 @@ def _where(at: tuple[str, int] | None) -> str:
     return f"{name}:{number}"
 
 
-def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEvent]]) -> Iterator[AnyEvent]:
+def _isolated(
+    report: ImportReport, produce: Callable[[Builder], Iterator[AnyEvent]], models: Counter[str]
+) -> Iterator[AnyEvent]:
     """``produce``'s events, with a record the importer cannot use skipped.
 
     An importer reads fields of any JSON type; one of an unexpected type may
@@ -150,8 +160,9 @@ def _isolated(report: ImportReport, produce: Callable[[Builder], Iterator[AnyEve
         report._at = at = None
         pending: deque[AnyEvent] = deque()
         index = 0
+        models.clear()  # a re-run names them again
         try:
-            for event in produce(Builder(report)):
+            for event in produce(Builder(report, models)):
                 if report._at != at:  # the records before this one are done
                     at = report._at
                     while pending:
@@ -260,12 +271,18 @@ class Builder:
     first event, each result carrying its call's step, tool and args, calls
     deduplicated by id, and results without a call skipped and counted."""
 
-    def __init__(self, report: ImportReport) -> None:
+    def __init__(self, report: ImportReport, models: Counter[str] | None = None) -> None:
         self.report = report
+        self._models = models if models is not None else Counter()
         self._agents: dict[str, Agent] = {}
         self._open: dict[tuple[str, str], ToolCall] = {}
         self._seen: set[tuple[str, str]] = set()
         self._parents: dict[str, str] = {}
+
+    def model(self, name: Any) -> None:
+        """One model response by ``name`` (ignored unless a non-empty string)."""
+        if isinstance(name, str) and name.strip():
+            self._models[name.strip()] += 1
 
     def parent(self, agent_id: str, parent: str) -> None:
         """Declare ``agent_id`` a subagent of ``parent``, before its first event."""

@@ -176,6 +176,7 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
             if response is None or last_message.get(who) != response:
                 last_message[who] = response
                 steps[who] = steps.get(who, 0) + 1
+                b.model(message.get("model"))
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     call_id = str(block.get("id") or f"{entry.get('uuid')}:{block.get('name')}")

@@ -147,6 +147,9 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
                     yield from b.user(MAIN, text, ts)
                 last_user = ("event_msg", text)
             continue
+        if line.get("type") == "turn_context":
+            b.model(payload.get("model"))
+            continue
         if line.get("type") != "response_item":
             continue
         is_user = kind == "message" and payload.get("role") == "user"

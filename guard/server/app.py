@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -34,11 +34,17 @@ from starlette.routing import Route
 from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.hook_runtimes import RUNTIMES
+from guard.server import scope
 from guard.server.events import RequestError, answer_event, decode_event
+from guard.server.live import LiveFeed, LivePages
 from guard.server.mcp_hooks import answer_rpc
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
 from guard.server.sessions import SessionStore, StoreError
+from guard.server.watchers import watch_store
+
+if TYPE_CHECKING:
+    from guard.telemetry.otel import GuardTelemetry
 
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "create_app"]
 
@@ -78,6 +84,7 @@ class _Handlers:
         metrics: Metrics,
         token: str | None,
         max_body: int,
+        telemetry: GuardTelemetry | None = None,
         *,
         hosts: Collection[str] | None,
         origins: Collection[str],
@@ -85,6 +92,7 @@ class _Handlers:
     ) -> None:
         self.store = store
         self.metrics = metrics
+        self.telemetry = telemetry
         self.token = token.encode() if token is not None else None
         self.max_body = max_body
         self.hosts = frozenset(host.lower() for host in hosts) if hosts is not None else None
@@ -104,6 +112,7 @@ class _Handlers:
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
             self.in_flight += 1
+            entered = scope.enter(name)
             try:
                 refused = self._refused(request)
                 if refused is not None:
@@ -126,9 +135,13 @@ class _Handlers:
                 response = _error(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
             finally:
                 self.in_flight -= 1
+                scope.leave(entered)
             if response.status_code in _REFUSED:
                 await self._discard(request)
-            self.metrics.observe(name, response.status_code, time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.metrics.observe(name, response.status_code, seconds)
+            if self.telemetry is not None and request.method == "POST":
+                self.telemetry.observe_hook(name, seconds)
             return response
 
         return endpoint
@@ -193,6 +206,8 @@ class _Handlers:
                 raise RequestError(400, str(exc)) from None
             if payload.get("hook_event_name") not in runtime.seams:
                 return _json({})  # nothing the guard follows: the session is not even opened
+            if isinstance(payload.get("cwd"), str):
+                scope.note(project=payload["cwd"])
 
             async def handle(present: Callable[[], Awaitable[None]]) -> bytes:
                 async with self.store.use(payload["session_id"]) as session:
@@ -307,6 +322,7 @@ def create_app(
     allowed_hosts: Collection[str] | None = None,
     allowed_origins: Collection[str] = (),
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    telemetry: GuardTelemetry | None = None,
 ) -> Starlette:
     """The server's ASGI application over ``store``.
 
@@ -321,7 +337,9 @@ def create_app(
     ``app.state.in_flight()`` is how many requests it is handling now.
     While the application runs (its lifespan), idle sessions are evicted
     every ``evict_every`` seconds (see ``SessionStore.evict_idle_forever``);
-    at shutdown every session is closed, its log among it.
+    at shutdown every session is closed, its log among it. ``GET /`` is
+    the live page (``guard.server.live``). With ``telemetry``, every guard
+    action and the hooks' latency are exported to OpenTelemetry (flushed at shutdown).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body = {max_body!r}: must be an integer >= 1")
@@ -331,10 +349,18 @@ def create_app(
         raise ValueError(f"body_timeout = {body_timeout!r}: must be > 0")
     metrics = metrics if metrics is not None else Metrics()
     metrics.watch(store)
-    store.on_action = metrics.on_action
-    store.on_event = metrics.on_event
+    live = LiveFeed()
+    watch_store(store, metrics, live, telemetry)
+    pages = LivePages(live, token)
     handlers = _Handlers(
-        store, metrics, token, max_body, hosts=allowed_hosts, origins=allowed_origins, body_timeout=body_timeout
+        store,
+        metrics,
+        token,
+        max_body,
+        telemetry,
+        hosts=allowed_hosts,
+        origins=allowed_origins,
+        body_timeout=body_timeout,
     )
     routes = [
         *(
@@ -346,6 +372,10 @@ def create_app(
         Route("/healthz", handlers.route("healthz", handlers.healthz, public=True), methods=["GET"]),
         Route("/metrics", handlers.route("metrics", handlers.metrics_text), methods=["GET"]),
         Route("/openapi.json", handlers.route("openapi", handlers.openapi_json), methods=["GET"]),
+        # the live page checks the token itself: a browser may hold it in a cookie
+        Route("/", handlers.route("live", pages.page, public=True), methods=["GET"]),
+        Route("/live/events", handlers.route("live-events", pages.events, public=True), methods=["GET"]),
+        Route("/live/state", handlers.route("live-state", pages.state, public=True), methods=["GET"]),
     ]
 
     @asynccontextmanager
@@ -353,14 +383,19 @@ def create_app(
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(store.evict_idle_forever, evict_every)
+                tasks.start_soon(live.run)
                 try:
                     yield
                 finally:
+                    live.close()
                     tasks.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await store.aclose()
+            if telemetry is not None:
+                telemetry.shutdown()  # exports what the batches still hold
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
     app.state.in_flight = lambda: handlers.in_flight
+    app.state.live = live
     return app

@@ -23,7 +23,7 @@ import stat
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 from hypercorn.config import Config as HypercornConfig
@@ -36,6 +36,9 @@ from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore, SessionStore
+
+if TYPE_CHECKING:
+    from guard.telemetry.otel import GuardTelemetry
 
 __all__ = [
     "REDIS_TIMEOUT",
@@ -247,6 +250,16 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
     return RedisSessionStore(client, config, prefix=args.redis_prefix, **options)
 
 
+def _telemetry() -> GuardTelemetry | None:
+    """Export as the ``OTEL_*`` variables ask; a request that cannot be met is a usage error."""
+    from guard.telemetry import TelemetryUnavailable, telemetry_from_environment
+
+    try:
+        return telemetry_from_environment(runtime="serve")
+    except TelemetryUnavailable as exc:
+        raise ServeError(str(exc)) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
     # asyncio warns once per write to a connection its client closed: a
@@ -261,6 +274,7 @@ def _run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ServeError(f"--port {args.port}: must be 0-65535")
     state_dir = Path(args.state_dir) if args.state_dir else default_state_dir() / "serve"
+    telemetry = _telemetry()
     open_files = raise_open_files_limit()
     if open_files < _LOW_OPEN_FILES:
         print(
@@ -279,6 +293,7 @@ def _run(args: argparse.Namespace) -> int:
             allowed_hosts=hosts,
             allowed_origins=args.allow_origin,
             body_timeout=args.body_timeout,
+            telemetry=telemetry,
         )
     except ValueError as exc:
         raise ServeError(str(exc)) from None
@@ -306,7 +321,8 @@ def _run(args: argparse.Namespace) -> int:
     def ready() -> None:
         print(
             f"repeat-tool-guard serve: listening on {where} ({sessions_at}, "
-            f"{'bearer token required' if token else 'no token'}, {args.backend})",
+            f"{'bearer token required' if token else 'no token'}, {args.backend}"
+            f"{', OpenTelemetry export on' if telemetry is not None else ''})",
             file=sys.stderr,
             flush=True,
         )
@@ -336,6 +352,7 @@ async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Call
                 flush=True,
             )
             stop.set()
+            app.state.live.close()  # open live pages would otherwise hold the graceful stop
 
         async def answered() -> None:
             # Hypercorn would wait out its whole graceful timeout for a

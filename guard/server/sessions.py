@@ -28,6 +28,7 @@ from guard.actions import Action
 from guard.adapters.claude_hooks import CLAUDE_CODE, ClaudeHooks, HookRuntime
 from guard.config import Config
 from guard.guard import Guard
+from guard.server.scope import note
 from guard.sessions.answer import retry_key
 from guard.sessions.link import AgentLink, GuardLink
 from guard.sessions.live import check_max_sessions
@@ -208,6 +209,7 @@ class SessionStore(abc.ABC):
     async def use(self, session_id: str) -> AsyncIterator[Session]:
         """The session, its lock held for the duration of the block. A
         session whose agents are all gone when the block ends is evicted."""
+        note(session=session_id)
         while True:
             session = await self._get(session_id)
             async with session.lock:

@@ -25,9 +25,12 @@ from bus import (
     ToolResult,
     UserMessage,
 )
+from bus._logging import LazyLogger
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.sessions.answer import Answer
+
+_log = LazyLogger("guard")
 
 __all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "LinkState", "as_text", "parse_args"]
 
@@ -81,7 +84,9 @@ class GuardLink:
     environment's overrides applied: ``apply_environment``) and, with
     ``log``, a ``SessionLog`` at that path (``self.log``). A log that exists
     already is continued (a resume header, then this run's events), so the
-    same program can run again; ``append=False`` refuses it instead.
+    same program can run again; ``append=False`` refuses it instead. A link
+    that builds its guard also exports its actions to OpenTelemetry when the
+    ``OTEL_*`` variables ask for it (``guard.telemetry``), labelled ``runtime``.
     ``close()`` closes the log. Context messages and halt requests the bus
     carries are routed to the link of the agent they name.
     """
@@ -93,13 +98,15 @@ class GuardLink:
         config: Config | None = None,
         log: str | os.PathLike[str] | None = None,
         append: bool = True,
+        runtime: str = "python",
     ) -> None:
         self.log: SessionLog | None = None
         if bus is None:
             bus = Bus()
-            Guard(apply_environment(config if config is not None else Config())).attach(bus)
+            guard = Guard(apply_environment(config if config is not None else Config())).attach(bus)
             if log is not None:
                 self.log = SessionLog(log, append=append).attach(bus)
+            _export(guard, bus, runtime, self.log.session if self.log is not None else None)
         elif config is not None or log is not None:
             raise ValueError("pass either your own bus (with its Guard attached) or config/log, not both")
         self.bus = bus
@@ -279,6 +286,21 @@ class AgentLink:
             self.pending.append(event)
         else:
             self.halt_reason = event.reason or "the guard requested a halt"  # type: ignore[attr-defined]
+
+
+def _export(guard: Guard, bus: Bus, runtime: str, conversation_id: str | None) -> None:
+    """Export ``guard``'s actions as the environment asks; a request the
+    installed packages cannot serve is logged, never raised into the runtime."""
+    from guard.telemetry import TelemetryUnavailable, telemetry_from_environment
+
+    try:
+        telemetry = telemetry_from_environment(runtime=runtime, conversation_id=conversation_id, in_process=True)
+    except TelemetryUnavailable as exc:
+        _log.warning("guard.telemetry_unavailable", reason=str(exc))
+        return
+    if telemetry is not None:
+        guard.add_listener(telemetry.on_action)
+        telemetry.attach(bus)
 
 
 def parse_args(raw: Any) -> Any:

@@ -19,9 +19,11 @@ from guard.cli import _progress_bar, main
 from guard.fingerprint import FingerprintCache
 from guard.importers import open_sessions, write_log
 from guard.policy import AnyPolicy, Policy
+from guard.report import render_html, render_table
 from tests.guard.importers._transcripts import (
     CORPUS,
     ClaudeCodeSession,
+    corpus_file,
     looping_claude_code,
     write_lines,
 )
@@ -334,3 +336,44 @@ def test_a_call_saved_by_two_policies_is_wasted_once(tmp_path: Path) -> None:
     # remind reminds after the 2nd call, rescue denies the 3rd: both save calls 3 to 5
     assert loop.saved_calls == {"remind": 3, "rescue": 3}
     assert loop.wasted_calls == 3
+
+
+def test_loop_rate_per_model_and_the_tools_that_wasted_most(tmp_path: Path) -> None:
+    looping = looping_claude_code(tmp_path / "loop.jsonl")
+    calm = ClaudeCodeSession("calm")
+    calm.prompt("read the two files")
+    calm.call("Read", {"file_path": "a.py"}, "a")
+    calm.call("Read", {"file_path": "b.py"}, "b")
+    report = audit([looping, calm.write(tmp_path / "calm.jsonl")], Config())
+    assert [s.model for s in report.sessions] == ["m", "m"]
+    assert report.sessions[0].tools == {"Grep": 15, "Read": 3, "Edit": 1, "Bash": 3}
+    assert [s.looped for s in report.sessions] == [True, False]
+    (model,) = report.totals.by_model
+    assert (model.name, model.sessions, model.looped, model.share) == ("m", 2, 1, 0.5)
+    assert model.wasted_calls == 12
+    (tool,) = report.totals.by_tool  # Bash's loop wasted nothing: not listed
+    assert (tool.name, tool.sessions, tool.looped, tool.wasted_calls) == ("Grep", 1, 1, 12)
+    table = render_table(report)
+    assert "loop rate by model (a loop some policy stepped in on; MAST: 15.7% of 1,642 multi-agent traces):" in table
+    assert "  m: 1/2 sessions looped (50.0%), 12 calls wasted" in table
+    assert "  Grep: 1/1 sessions looped (100.0%), 12 calls wasted" in table
+    page = render_html(report, [Timeline(), Timeline()])
+    assert "loop rate by model" in page
+    assert "top tools by wasted calls" in page
+
+
+def test_sessions_whose_transcript_names_no_model_have_no_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("guard.audit.TOP_TOOLS", 0)
+    report = audit([corpus_file("openhands/basic.json")], Config())
+    assert report.sessions[0].model is None
+    assert (report.totals.by_model, report.totals.by_tool) == ([], [])
+    assert "loop rate" not in render_table(report)
+    assert "loop rate" not in render_html(report, [Timeline()])
+
+
+def test_codex_names_its_model_in_the_turn_context() -> None:
+    (session,) = open_sessions(corpus_file("codex/codex-pomodor-timer.jsonl"))
+    assert session.model is None  # known once its events are read
+    for _ in session.events():
+        pass
+    assert session.model == "gpt-5-codex"

@@ -5,6 +5,7 @@ session, and nothing but ``TranscriptError`` leaves an import."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from bus import Agent, AnyEvent, ToolCall, ToolResult, UserMessage
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, open_sessions
-from guard.importers._session import Builder
+from guard.importers._session import Builder, ImportReport
 from guard.importers._source import Format, Sample
 from guard.importers.detect import _guarded
 from tests.guard.importers._transcripts import write_lines
@@ -194,3 +195,11 @@ def test_arguments_nested_too_deeply_stay_the_string_the_model_wrote(tmp_path: P
     events, session = _import(write_lines(tmp_path / "r.jsonl", lines))
     assert [e.args for e in events if isinstance(e, ToolCall)] == [arguments]
     assert not session.report.skipped
+
+
+def test_a_model_is_counted_only_when_named() -> None:
+    models: Counter[str] = Counter()
+    builder = Builder(ImportReport(), models)
+    for name in ("gpt-5", None, "", "  ", 7, " gpt-5 "):
+        builder.model(name)
+    assert models == Counter({"gpt-5": 2})

@@ -32,10 +32,16 @@ def free_port() -> int:
         return port
 
 
-@pytest.mark.parametrize(("backend", "where"), [("asyncio", "uds"), ("trio", "uds"), ("trio", "tcp")])
+@pytest.mark.parametrize(
+    ("backend", "where"), [("asyncio", "uds"), ("trio", "uds"), ("trio", "tcp"), ("asyncio", "tcp-otel")]
+)
 def test_a_run_of_the_command_serves_until_sigterm(
-    tmp_path: Path, backend: str, where: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, backend: str, where: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if where == "tcp-otel":  # export on, to nowhere: the exporters are switched off one by one
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+        monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
     sock = tmp_path / "guard.sock"
     port = 0
     if where == "uds":
@@ -72,8 +78,10 @@ def test_a_run_of_the_command_serves_until_sigterm(
     err = capsys.readouterr().err
     if where == "uds":
         assert f"listening on unix:{sock} (state dir {tmp_path / 'state'}, bearer token required, {backend})" in err
-    else:
+    elif where == "tcp":
         assert f"listening on {url} (state dir {tmp_path / 'state'}, no token, {backend})" in err
+    else:
+        assert f"no token, {backend}, OpenTelemetry export on)" in err
     assert "stopped; every session log is closed" in err
     assert (tmp_path / "state" / "cli.jsonl").exists()
     assert not sock.exists()

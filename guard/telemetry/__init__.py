@@ -1,0 +1,98 @@
+"""OpenTelemetry export of the guard's actions, optional (the ``otel`` extra).
+
+Nothing here imports OpenTelemetry until export is switched on: by the
+standard ``OTEL_*`` environment variables at an edge (``serve``, an adapter's
+``GuardLink``), or by building ``GuardTelemetry`` yourself with your own
+``TracerProvider`` and ``MeterProvider``. Off, it costs one look at the
+environment per edge and nothing per call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from guard.telemetry.otel import (
+        FINISH_REASON,
+        OPERATION,
+        GuardTelemetry,
+        providers_from_environment,
+    )
+
+__all__ = [
+    "ENDPOINT_VARIABLES",
+    "FINISH_REASON",
+    "OPERATION",
+    "GuardTelemetry",
+    "TelemetryUnavailable",
+    "export_requested",
+    "providers_from_environment",
+    "telemetry_from_environment",
+]
+
+ENDPOINT_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+)
+"""Any of these set (and ``OTEL_SDK_DISABLED`` not ``true``) switches export on."""
+
+
+class TelemetryUnavailable(RuntimeError):
+    """Export was asked for but cannot run as asked; the message says why."""
+
+
+def export_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment asks for OTLP export: an OTLP endpoint is set
+    and the SDK is not disabled."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return any(env.get(name, "").strip() for name in ENDPOINT_VARIABLES)
+
+
+def telemetry_from_environment(
+    *, runtime: str, conversation_id: str | None = None, in_process: bool = False
+) -> GuardTelemetry | None:
+    """A ``GuardTelemetry`` exporting where the ``OTEL_*`` variables say, or
+    ``None`` when they ask for no export.
+
+    ``in_process`` (an adapter inside the agent's own program): when the
+    program has set OpenTelemetry's global providers already, the guard
+    records through them, into the program's own traces; when it has not,
+    the providers built from the environment become the global ones (as
+    ``opentelemetry-instrument`` does), so every link of the process shares
+    one exporter. Raises ``TelemetryUnavailable`` when the variables ask for
+    export the installed packages cannot do (no ``otel`` extra, an exporter
+    or protocol this package does not speak)."""
+    if not export_requested():
+        return None
+    try:
+        from guard.telemetry.otel import GuardTelemetry, global_providers, providers_from_environment
+
+        providers = global_providers() if in_process else None
+        if providers is None:
+            providers = providers_from_environment(install=in_process)
+    except ImportError as exc:
+        named = ", ".join(name for name in ENDPOINT_VARIABLES if os.environ.get(name, "").strip())
+        raise TelemetryUnavailable(
+            f"{named} is set but OpenTelemetry's SDK or OTLP exporter is not installed ({exc.name or exc}): "
+            "pip install 'repeat-tool-guard[otel]'"
+        ) from None
+    tracer_provider, meter_provider = providers
+    return GuardTelemetry(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        runtime=runtime,
+        conversation_id=conversation_id,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("GuardTelemetry", "providers_from_environment", "FINISH_REASON", "OPERATION"):
+        from guard.telemetry import otel
+
+        return getattr(otel, name)
+    raise AttributeError(f"module 'guard.telemetry' has no attribute {name!r}")

@@ -1,0 +1,354 @@
+"""Guard actions as OpenTelemetry spans, events and metrics, through the
+documented Python hook (your own providers), on the SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog.testing
+from opentelemetry import metrics, trace
+
+from bus import Agent, Bus, ToolCall, ToolResult, UserMessage
+from guard import Action, Config, Guard
+from guard.config import RemindConfig
+from guard.sessions.link import GuardLink
+from guard.telemetry import (
+    FINISH_REASON,
+    OPERATION,
+    GuardTelemetry,
+    TelemetryUnavailable,
+    export_requested,
+    telemetry_from_environment,
+)
+from guard.telemetry.otel import SPAN_NAME, global_providers, providers_from_environment
+from tests.guard.telemetry.conftest import Recorded
+
+
+class ShadowAction(Action, frozen=True, kw_only=True):
+    """An action a policy in shadow mode recorded and did not deliver."""
+
+    shadow: bool = True
+
+
+def _action(kind: Any = "remind", **fields: Any) -> Action:
+    values: dict[str, Any] = {
+        "policy": "remind", "action": kind, "agent": "main", "tool": "grep", "count": 3,
+        "text": "you repeat yourself", "call_id": "c3", "threshold": 3,
+    }  # fmt: skip
+    values.update(fields)
+    return Action(**values)
+
+
+def _result(content: str = "x" * 400, call_id: str = "c3") -> ToolResult:
+    return ToolResult(
+        agent=Agent("main"), call_id=call_id, step=3, tool="grep", args={"pattern": "load"}, content=content,
+        is_error=False, denied_by=None,
+    )  # fmt: skip
+
+
+def _call(call_id: str = "c4", tool: str = "grep") -> ToolCall:
+    return ToolCall(agent=Agent("main"), call_id=call_id, step=4, tool=tool, args={"pattern": "load"})
+
+
+def test_an_action_outside_any_span_is_a_span_of_its_own_with_genai_names(recorded: Recorded) -> None:
+    recorded.telemetry.on_action(_action(), _result())
+    (span,) = recorded.spans.get_finished_spans()
+    assert span.name == SPAN_NAME
+    attributes = dict(span.attributes or {})
+    args_and_output = len(b'{"pattern":"load"}') + 400
+    assert attributes == {
+        "gen_ai.operation.name": OPERATION,
+        "gen_ai.tool.name": "grep",
+        "gen_ai.tool.call.id": "c3",
+        "gen_ai.agent.id": "main",
+        "gen_ai.conversation.id": "conv-1",
+        "repeat_tool_guard.policy": "remind",
+        "repeat_tool_guard.action": "remind",
+        "repeat_tool_guard.count": 3,
+        "repeat_tool_guard.threshold": 3,
+        "repeat_tool_guard.wasted_calls": 2,
+        "repeat_tool_guard.estimated_tokens": -(-2 * args_and_output // 4),
+        "repeat_tool_guard.runtime": "test",
+        "repeat_tool_guard.shadow": False,
+    }
+
+
+def test_an_action_inside_the_runtimes_span_is_an_event_on_it(recorded: Recorded) -> None:
+    tracer = recorded.tracer_provider.get_tracer("agent-runtime")
+    with tracer.start_as_current_span("execute_tool grep"):
+        recorded.telemetry.on_action(_action(agent=None, threshold=None), _result())
+    (span,) = recorded.spans.get_finished_spans()
+    assert span.name == "execute_tool grep"
+    (event,) = span.events
+    assert event.name == "repeat_tool_guard.remind"
+    attributes = dict(event.attributes or {})
+    assert attributes["gen_ai.tool.name"] == "grep"
+    assert attributes["repeat_tool_guard.policy"] == "remind"
+    assert "gen_ai.agent.id" not in attributes
+    assert "repeat_tool_guard.threshold" not in attributes
+    assert "gen_ai.agent.finish_reason" not in dict(span.attributes or {})
+
+
+def test_a_halt_sets_the_guardrail_finish_reason_on_its_span_or_the_current_one(recorded: Recorded) -> None:
+    recorded.telemetry.on_action(_action("halt"), _result())
+    tracer = recorded.tracer_provider.get_tracer("agent-runtime")
+    with tracer.start_as_current_span("invoke_agent main"):
+        recorded.telemetry.on_action(_action("halt"), _result())
+    own, runtimes = recorded.spans.get_finished_spans()
+    assert (own.attributes or {})["gen_ai.agent.finish_reason"] == FINISH_REASON == "guardrail"
+    assert (runtimes.attributes or {})["gen_ai.agent.finish_reason"] == "guardrail"
+    assert runtimes.events[0].attributes is not None
+    assert runtimes.events[0].attributes["gen_ai.agent.finish_reason"] == "guardrail"
+
+
+def test_a_shadow_action_is_recorded_as_shadow_and_saves_nothing(recorded: Recorded) -> None:
+    recorded.telemetry.on_action(ShadowAction(**_action("halt").reported(), call_id="c3"), _result())
+    recorded.telemetry.on_action(ShadowAction(**_action("deny").reported(), call_id="c4"), _call())
+    spans = recorded.spans.get_finished_spans()
+    assert [dict(s.attributes or {})["repeat_tool_guard.shadow"] for s in spans] == [True, True]
+    assert all("gen_ai.agent.finish_reason" not in (s.attributes or {}) for s in spans)
+    assert sum(recorded.metric("repeat_tool_guard.actions").values()) == 2
+    assert recorded.metric("repeat_tool_guard.calls.saved") == {}
+    assert recorded.metric("repeat_tool_guard.loops") == {}
+
+
+def test_metrics_count_actions_loops_and_what_denials_saved(recorded: Recorded) -> None:
+    telemetry = recorded.telemetry
+    telemetry.on_event(_result(content="y" * 100, call_id="c2"))
+    telemetry.on_event(UserMessage(agent=Agent("main"), text="go on"))
+    telemetry.on_action(_action(), _result())
+    telemetry.on_action(_action("deny", count=4, call_id="c4"), _call())
+    telemetry.on_action(_action("deny", count=5, call_id="c5", tool="read"), _call("c5", "read"))
+    telemetry.on_action(_action("remind", tool="ls"), UserMessage(agent=Agent("main"), text="?"))
+    actions = recorded.metric("repeat_tool_guard.actions")
+    key = (
+        ("gen_ai.tool.name", "grep"), ("repeat_tool_guard.action", "deny"), ("repeat_tool_guard.policy", "remind"),
+        ("repeat_tool_guard.runtime", "test"), ("repeat_tool_guard.shadow", False),
+    )  # fmt: skip
+    assert actions[key] == 1
+    assert sum(actions.values()) == 4
+    assert sum(recorded.metric("repeat_tool_guard.loops").values()) == 3  # grep, read, ls: once each
+    assert sum(recorded.metric("repeat_tool_guard.calls.saved").values()) == 2
+    # grep's denial: its arguments and the last output of grep (100 bytes); read's: its arguments alone
+    args = len(b'{"pattern":"load"}')
+    assert sum(recorded.metric("repeat_tool_guard.tokens.saved").values()) == -(-(args + 100) // 4) + -(-args // 4)
+
+
+def test_loops_caught_are_remembered_for_a_bounded_number_of_tools(
+    recorded: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.telemetry.otel._REMEMBERED", 1)
+    for tool in ("grep", "read", "grep"):
+        recorded.telemetry.on_action(_action(tool=tool), _result())
+    assert sum(recorded.metric("repeat_tool_guard.loops").values()) == 3  # grep was forgotten, so caught again
+
+
+def test_hook_latency_is_a_histogram_by_route(recorded: Recorded) -> None:
+    recorded.telemetry.observe_hook("claude-code", 0.002)
+    recorded.telemetry.observe_hook("claude-code", 0.004)
+    assert recorded.metric("repeat_tool_guard.hook.duration") == {(("repeat_tool_guard.route", "claude-code"),): 2}
+
+
+def test_output_sizes_are_remembered_for_a_bounded_number_of_tools(recorded: Recorded) -> None:
+    telemetry = recorded.telemetry
+    for n in range(4100):
+        telemetry.remember(_result(call_id=f"c{n}"), conversation_id=f"s{n}")
+    denial = ToolResult(
+        agent=Agent("main"), call_id="d", step=1, tool="deny-me", args={}, content="no", is_error=True,
+        denied_by="repeat-tool-guard",
+    )  # fmt: skip
+    telemetry.remember(denial)
+    assert len(telemetry._last_output) == 4096
+    assert ("conv-1", "main", "deny-me") not in telemetry._last_output
+
+
+@pytest.mark.anyio
+async def test_a_guard_on_a_bus_reports_its_loop_through_the_listener(recorded: Recorded) -> None:
+    bus = Bus()
+    guard = Guard(Config(remind=RemindConfig(thresholds=(3,))), on_action=recorded.telemetry.on_action).attach(bus)
+    recorded.telemetry.attach(bus)
+    agent = Agent("main")
+    for n in range(3):
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="grep", args={"pattern": "x"})
+        assert (await bus.decide(call)).allowed
+        await bus.publish(ToolResult.answering(call, "nothing found"))
+    guard.detach()
+    (span,) = recorded.spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert (attributes["gen_ai.tool.name"], attributes["repeat_tool_guard.action"]) == ("grep", "remind")
+    assert attributes["repeat_tool_guard.count"] == 3
+    assert attributes["gen_ai.tool.call.id"] == "c2"
+
+
+def test_shutdown_stops_the_providers_it_was_given(recorded: Recorded) -> None:
+    recorded.telemetry.shutdown()
+    recorded.telemetry.on_action(_action(), _result())
+    assert recorded.spans.get_finished_spans() == ()
+    GuardTelemetry().shutdown()  # the global providers are left alone
+
+
+@pytest.mark.parametrize(
+    ("environ", "requested"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "  "}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "True"}, False),
+    ],
+)
+def test_export_is_requested_by_an_otlp_endpoint_unless_the_sdk_is_disabled(
+    environ: dict[str, str], requested: bool
+) -> None:
+    assert export_requested(environ) is requested
+
+
+@pytest.fixture
+def otel_environ(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SERVICE_NAME",
+                 "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    return monkeypatch
+
+
+def test_no_endpoint_no_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", raising=False)
+    assert telemetry_from_environment(runtime="serve") is None
+
+
+def test_the_environment_builds_otlp_providers_named_for_the_service(otel_environ: pytest.MonkeyPatch) -> None:
+    telemetry = telemetry_from_environment(runtime="serve", conversation_id="s1")
+    assert telemetry is not None
+    assert (telemetry.runtime, telemetry.conversation_id) == ("serve", "s1")
+    provider = telemetry.tracer_provider
+    assert provider is not None
+    assert provider.resource.attributes["service.name"] == "repeat-tool-guard"  # type: ignore[attr-defined]
+    telemetry.shutdown()
+
+
+def test_console_and_none_exporters_and_the_services_own_name(otel_environ: pytest.MonkeyPatch) -> None:
+    otel_environ.setenv("OTEL_TRACES_EXPORTER", "console")
+    otel_environ.setenv("OTEL_METRICS_EXPORTER", "console")
+    otel_environ.setenv("OTEL_SERVICE_NAME", "my-agents")
+    tracer_provider, meter_provider = providers_from_environment()
+    assert tracer_provider.resource.attributes["service.name"] == "my-agents"  # type: ignore[attr-defined]
+    tracer_provider.shutdown()  # type: ignore[attr-defined]
+    meter_provider.shutdown()  # type: ignore[attr-defined]
+    otel_environ.setenv("OTEL_TRACES_EXPORTER", "none")
+    otel_environ.setenv("OTEL_METRICS_EXPORTER", "none")
+    tracer_provider, meter_provider = providers_from_environment()
+    tracer_provider.shutdown()  # type: ignore[attr-defined]
+    meter_provider.shutdown()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OTEL_TRACES_EXPORTER", "zipkin", "OTEL_TRACES_EXPORTER=zipkin: repeat-tool-guard exports to otlp"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTLP protocol 'grpc' for traces"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "exports over http/protobuf"),
+    ],
+)
+def test_export_the_package_cannot_do_is_a_clear_error(
+    otel_environ: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    otel_environ.setenv(variable, value)
+    with pytest.raises(TelemetryUnavailable, match=message.replace("(", r"\(")):
+        telemetry_from_environment(runtime="serve")
+
+
+def test_without_the_otel_extra_the_error_says_what_to_install(otel_environ: pytest.MonkeyPatch) -> None:
+    otel_environ.setitem(sys.modules, "guard.telemetry.otel", None)
+    with pytest.raises(TelemetryUnavailable, match=r"OTEL_EXPORTER_OTLP_ENDPOINT is set .*repeat-tool-guard\[otel\]"):
+        telemetry_from_environment(runtime="serve")
+
+
+def test_the_lazy_names_resolve_and_unknown_ones_fail() -> None:
+    import guard.telemetry as package
+
+    assert package.GuardTelemetry is GuardTelemetry
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        package.nothing  # noqa: B018
+
+
+@pytest.fixture
+def global_otel(otel_environ: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """OpenTelemetry's global setters and getters, replaced for the test (they are set-once per process)."""
+    installed: list[tuple[str, object]] = []
+    otel_environ.setattr(trace, "set_tracer_provider", lambda p: installed.append(("tracer", p)))
+    otel_environ.setattr(metrics, "set_meter_provider", lambda p: installed.append(("meter", p)))
+    return installed
+
+
+def test_in_process_without_providers_of_its_own_the_environments_become_global(
+    global_otel: list[tuple[str, object]],
+) -> None:
+    assert global_providers() is None
+    telemetry = telemetry_from_environment(runtime="python", in_process=True)
+    assert telemetry is not None
+    assert global_otel == [("tracer", telemetry.tracer_provider), ("meter", telemetry.meter_provider)]
+    telemetry.shutdown()
+
+
+def test_in_process_the_programs_own_providers_are_used(
+    global_otel: list[tuple[str, object]], recorded: Recorded
+) -> None:
+    global_otel_env = pytest.MonkeyPatch()
+    with global_otel_env.context() as patch:
+        patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
+        patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
+        telemetry = telemetry_from_environment(runtime="python", in_process=True)
+    assert telemetry is not None
+    assert telemetry.tracer_provider is recorded.tracer_provider
+    assert global_otel == []
+
+
+@pytest.mark.anyio
+async def test_a_link_that_builds_its_guard_exports_as_the_environment_asks(
+    global_otel: list[tuple[str, object]], recorded: Recorded
+) -> None:
+    with pytest.MonkeyPatch().context() as patch:
+        patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
+        patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
+        link = GuardLink(config=Config(remind=RemindConfig(thresholds=(2,))), runtime="pydantic-ai")
+    agent = link.agent("main")
+    await agent.start()
+    for n in range(2):
+        assert (await agent.call(f"c{n}", "grep", {"q": 1})).allowed
+        await agent.result(f"c{n}", "same")
+    (span,) = recorded.spans.get_finished_spans()
+    assert (span.attributes or {})["repeat_tool_guard.runtime"] == "pydantic-ai"
+
+
+def test_a_link_logs_export_it_cannot_do_and_guards_anyway(otel_environ: pytest.MonkeyPatch) -> None:
+    otel_environ.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    with structlog.testing.capture_logs() as logs:
+        link = GuardLink()
+    assert link.bus is not None
+    assert [(e["event"], e["log_level"]) for e in logs] == [("guard.telemetry_unavailable", "warning")]
+    assert "zipkin" in logs[0]["reason"]
+
+
+def test_off_nothing_imports_opentelemetry(tmp_path: Path) -> None:
+    program = (
+        "import sys\n"
+        "from guard.sessions.link import GuardLink\n"
+        "from guard.server import FileSessionStore, create_app\n"
+        "GuardLink()\n"
+        "create_app(FileSessionStore(sys.argv[1]))\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('opentelemetry'))\n"
+        "assert not loaded, loaded\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path)], env=environ, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
