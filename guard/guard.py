@@ -24,10 +24,6 @@ from bus._logging import LazyLogger
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
-from guard.policies.loops import LoopsPolicy
-from guard.policies.remind import RemindPolicy
-from guard.policies.rescue import RescuePolicy
-from guard.policies.turns import TurnsPolicy
 from guard.policy import AnyPolicy, AnyWatch
 
 __all__ = ["ActionListener", "Guard", "build_policies"]
@@ -118,15 +114,24 @@ class _Entry(weakref.ref[Agent]):
 
 def build_policies(config: Config) -> list[AnyPolicy]:
     """The enabled policies, in the order they are consulted (``turns`` at
-    threshold 0 is off)."""
+    threshold 0 is off). Each policy's module is imported when it is
+    enabled, so a process running one policy loads only that one."""
     policies: list[AnyPolicy] = []
     if config.remind.enabled:
+        from guard.policies.remind import RemindPolicy
+
         policies.append(RemindPolicy(config.remind))
     if config.turns.enabled and config.turns.threshold > 0:
+        from guard.policies.turns import TurnsPolicy
+
         policies.append(TurnsPolicy(config.turns))
     if config.rescue.enabled:
+        from guard.policies.rescue import RescuePolicy
+
         policies.append(RescuePolicy(config.rescue))
     if config.loops.enabled:
+        from guard.policies.loops import LoopsPolicy
+
         policies.append(LoopsPolicy(config.loops))
     return policies
 

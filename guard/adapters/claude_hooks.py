@@ -33,7 +33,6 @@ from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.sessions.link import AgentLink, GuardLink, as_text
-from guard.sessions.resume import resume_link
 from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
 
 __all__ = [
@@ -325,6 +324,8 @@ async def run_hook(
         guard = Guard(config, log_actions=log_actions)
         restored = load_snapshot(saved, path, session, guard)
         if isinstance(restored, str):
+            from guard.sessions.resume import resume_link  # only when the snapshot cannot be used
+
             if on_replay is not None and (path.exists() or saved.exists()):
                 on_replay(f"{restored}; replaying {str(path)!r}")
             guard = Guard(config, log_actions=log_actions)

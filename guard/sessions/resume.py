@@ -32,7 +32,6 @@ from bus import (
 from guard.config import Config
 from guard.guard import ActionListener, Guard
 from guard.sessions.link import GuardLink
-from guard.verdicts import answers_from_events, answers_from_log
 
 __all__ = ["follow", "resume_link", "resume_or_restart"]
 
@@ -144,6 +143,8 @@ async def follow(link: GuardLink, guard: Guard, events: Sequence[AnyEvent]) -> N
     guard.detach()
     guard.attach(replay.bus)
     try:
+        from guard.verdicts import answers_from_events  # the replay machinery loads only when a log is replayed
+
         with answers_from_events(guard, events):  # history never re-runs an escalation
             for event in events:
                 await replay.apply(event)
@@ -179,6 +180,8 @@ async def resume_link(
     if exists:
         replay = _history(guard, tracker, path)
         guard.attach(replay.bus)
+        from guard.verdicts import answers_from_log
+
         with answers_from_log(guard, path):  # history never re-runs an escalation
             await replay.run()
         guard.detach()
