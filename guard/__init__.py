@@ -218,7 +218,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-if not TYPE_CHECKING:
+if not TYPE_CHECKING:  # pragma: no branch
     _ModuleType = type(sys)  # without importing types
 
 
