@@ -167,6 +167,8 @@ async def command_hook(settings: Settings) -> list[Row]:
             if server is not None:
                 server.terminate()
                 server.wait(60)
+                assert server.stderr is not None
+                server.stderr.close()
         for state in states.values():
             shutil.rmtree(state, ignore_errors=True)
     return rows
