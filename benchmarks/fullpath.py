@@ -19,8 +19,9 @@ from benchmarks import stream
 from benchmarks._measure import Case, Row, measure
 from benchmarks.settings import Settings
 from bus import Agent, Bus, SessionLog, ToolCall, ToolResult
+from guard import Guard, build_policies
 from guard.config import Config
-from guard.guard import Guard, build_policies
+from guard.policies.registry import builtin_names
 
 __all__ = ["bench_overrides", "fullpath", "policy_configs"]
 
@@ -44,7 +45,7 @@ def policy_configs(overrides: dict[str, dict[str, Any]]) -> tuple[dict[str, Conf
     """A config with each implemented policy alone (and ``all`` when there
     are several), and the sections this build does not implement yet."""
     base = Config()
-    sections = list(Config.__struct_fields__)
+    sections = list(builtin_names())
     alone: dict[str, Config] = {}
     missing: list[str] = []
     for name in sections:

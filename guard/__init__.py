@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         parse_config,
     )
     from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
-    from guard.guard import ActionListener, Guard, build_policies
+    from guard.guard import ActionListener, Guard
     from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
     from guard.patterns import (
         PATTERN_INPUT_LIMIT,
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     )
     from guard.policies.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
     from guard.policies.loops import LOOPS_PLUGIN, LoopsPolicy
+    from guard.policies.registry import build_policies
     from guard.policies.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
     from guard.policies.rescue import RESCUE_PLUGIN, RescuePolicy
     from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
@@ -188,7 +189,7 @@ _HOMES: dict[str, str] = {
     "Watch": "guard.policy",
     "action_for": "guard.actions",
     "apply_environment": "guard.config",
-    "build_policies": "guard.guard",
+    "build_policies": "guard.policies.registry",
     "canonical_json": "guard.fingerprint",
     "compile_regex": "guard.patterns",
     "detect_loop": "guard.policies.turn_ring",

@@ -22,11 +22,11 @@ import msgspec
 
 from bus import ToolCall, ToolResult, read_log
 from guard.actions import DENYING
-from guard.config import Config, RemindConfig, RescueConfig, TurnsConfig
+from guard.config import Config, every_policy
 from guard.fingerprint import canonical_json, fingerprint
-from guard.guard import build_policies
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
 from guard.importers import write_log as write_session_log
+from guard.policies.registry import build_policies
 from guard.verdicts import Verdict, replay_log
 
 __all__ = [
@@ -74,13 +74,14 @@ def estimated_tokens(size: int) -> int:
 def audit_config(config: Config | None = None) -> Config:
     """The configuration an audit runs.
 
-    Without ``config``, every policy with its defaults, side by side (the
-    library default runs ``remind`` alone). With one, exactly what it enables.
+    Without ``config``, every policy the guard knows (``every_policy``: the
+    built-in ones and installed plugins) with its defaults, side by side
+    (the library default runs ``remind`` alone). With one, exactly what it enables.
     Either way ``rescue`` never escalates for real (``ask_command`` is
     ``NO_ASK_COMMAND``) and writes no trip log.
     """
     if config is None:
-        config = Config(remind=RemindConfig(), turns=TurnsConfig(), rescue=RescueConfig())
+        config = every_policy()
     rescue = msgspec.structs.replace(config.rescue, ask_command=NO_ASK_COMMAND, log_file="")
     return msgspec.structs.replace(config, rescue=rescue)
 

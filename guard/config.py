@@ -8,7 +8,6 @@ silently to a default.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import sys
@@ -17,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from msgspec.structs import force_setattr
 
 from bus import MAX_NESTING, NotRegularFileError, read_regular
-from guard._text import one_line, shown
-from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
-from guard.normalize import DEFAULT_RESULT_NORMALIZE
-from guard.patterns import PatternError, check_regexes
-from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
+from guard.policies.loops import LoopsConfig
+from guard.policies.registry import BUILTIN, build_plugin, installed_plugins
+from guard.policies.remind import RemindConfig
+from guard.policies.rescue import RescueConfig
+from guard.policies.turns import TurnsConfig
+from guard.section import ConfigError, Section
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -38,377 +37,44 @@ __all__ = [
     "RescueConfig",
     "TurnsConfig",
     "apply_environment",
+    "every_policy",
     "load_config",
     "parse_config",
     "to_toml",
 ]
 
 
-class ConfigError(ValueError):
-    """A configuration value broke a rule. ``key`` is dotted (``remind.thresholds``).
-
-    The message is one line: a long value is shown cut short, and a long
-    key or rule is too.
-    """
-
-    def __init__(self, key: str, value: Any, rule: str) -> None:
-        self.key = key
-        self.value = value
-        self.rule = rule
-        super().__init__(f"{one_line(key, 100)} = {shown(value)}: {one_line(rule, 300)}")
-
-
-def _check_bool(key: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ConfigError(key, value, "must be true or false")
-
-
-def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(key, value, f"must be an integer >= {minimum}")
-
-
-def _check_patterns(key: str, value: Any) -> None:
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError(key, value, "must be a list of tool-name patterns")
-    for item in value:
-        if not isinstance(item, str) or not item:
-            raise ConfigError(key, item, "each pattern must be a non-empty string")
-
-
-@functools.cache
-def _defaults(section: type[msgspec.Struct]) -> dict[str, Any]:
-    return {field.name: field.default for field in msgspec.structs.fields(section)}
-
-
-def _default(section: msgspec.Struct, name: str) -> Any:
-    """The default of ``section``'s field ``name``."""
-    return _defaults(type(section))[name]
-
-
-def _check_regexes(key: str, value: Any, default: Any = None) -> None:
-    if value is default:
-        # The defaults are valid. Compiling them to check would cost every
-        # start of the command hook (the sections' defaults are built at import).
-        return
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError(key, value, "must be a list of regular expressions")
-    for item in value:
-        if not isinstance(item, str):
-            raise ConfigError(key, item, "each entry must be a string")
-    try:
-        check_regexes(key, value)
-    except PatternError as exc:
-        raise ConfigError(key, exc.pattern, exc.reason) from None
-
-
-def _check_names(key: str, value: Any) -> None:
-    if not isinstance(value, (list, tuple)):
-        raise ConfigError(key, value, "must be a list of names")
-    for item in value:
-        if not isinstance(item, str) or not item:
-            raise ConfigError(key, item, "each entry must be a non-empty string")
-
-
-class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    enabled: bool = True
-
-
-class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``remind`` (seeds 000/001): advisory reminders on consecutive repeats."""
-
-    thresholds: tuple[int, ...] = (3, 5, 8)
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ("todo_write",)
-    exclude_commands: tuple[str, ...] = ()
-    ignored_args: tuple[str, ...] = ()
-    interjections: tuple[str, ...] = ()
-    arguments_preview_chars: int = 500
-    repeat_every: int = 0
-
-    def __post_init__(self) -> None:
-        _check_bool("remind.enabled", self.enabled)
-        thresholds = self.thresholds
-        if not isinstance(thresholds, (list, tuple)) or not thresholds:
-            raise ConfigError("remind.thresholds", thresholds, "must be a non-empty list of integers >= 2")
-        seen: set[int] = set()
-        for value in thresholds:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
-            if value < 2:
-                raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
-            if value in seen:
-                raise ConfigError("remind.thresholds", value, "thresholds must not repeat")
-            seen.add(value)
-        force_setattr(self, "thresholds", tuple(sorted(thresholds)))
-        _check_patterns("remind.include", self.include)
-        _check_patterns("remind.exclude", self.exclude)
-        force_setattr(self, "include", tuple(self.include))
-        force_setattr(self, "exclude", tuple(self.exclude))
-        _check_regexes("remind.exclude_commands", self.exclude_commands, _default(self, "exclude_commands"))
-        _check_names("remind.ignored_args", self.ignored_args)
-        _check_regexes("remind.interjections", self.interjections, _default(self, "interjections"))
-        for key in ("exclude_commands", "ignored_args", "interjections"):
-            force_setattr(self, key, tuple(getattr(self, key)))
-        _check_int("remind.arguments_preview_chars", self.arguments_preview_chars, 1)
-        _check_int("remind.repeat_every", self.repeat_every, 0)
-
-
-class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``turns`` (seed 002): the same call on N consecutive turns.
-
-    ``threshold`` consecutive turns draw one advisory (0 switches the policy
-    off); if the call goes on, ``deny_after`` more turns deny it and
-    ``halt_after`` more after that request a halt (0 switches a rung off).
-    Tools outside ``include`` or in ``exclude``, and calls whose shell
-    ``command`` matches one of ``exclude_commands`` (deliberate polling
-    through a shell tool), are invisible to it; ``exempt`` and
-    ``exempt_commands`` are the older names of the same lists. ``summary_chars`` caps the quoted
-    last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
-    overrides ``threshold`` for live guards (``apply_environment``).
-    """
-
-    threshold: int = 5
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    exclude_commands: tuple[str, ...] = ()
-    exempt: tuple[str, ...] = ()
-    exempt_commands: tuple[str, ...] = ()
-    ignored_args: tuple[str, ...] = ()
-    interjections: tuple[str, ...] = ()
-    deny_after: int = 2
-    halt_after: int = 2
-    summary_chars: int = 200
-
-    def __post_init__(self) -> None:
-        _check_bool("turns.enabled", self.enabled)
-        _check_int("turns.threshold", self.threshold, 0)
-        if self.threshold == 1:
-            raise ConfigError(
-                "turns.threshold", 1, "must be 0 (off) or an integer >= 2: at 1 every call would be a loop"
-            )
-        _check_patterns("turns.include", self.include)
-        _check_patterns("turns.exclude", self.exclude)
-        _check_regexes("turns.exclude_commands", self.exclude_commands)
-        for key in ("include", "exclude", "exclude_commands"):
-            force_setattr(self, key, tuple(getattr(self, key)))
-        _check_patterns("turns.exempt", self.exempt)
-        force_setattr(self, "exempt", tuple(self.exempt))
-        _check_regexes("turns.exempt_commands", self.exempt_commands, _default(self, "exempt_commands"))
-        force_setattr(self, "exempt_commands", tuple(self.exempt_commands))
-        _check_names("turns.ignored_args", self.ignored_args)
-        _check_regexes("turns.interjections", self.interjections, _default(self, "interjections"))
-        force_setattr(self, "ignored_args", tuple(self.ignored_args))
-        force_setattr(self, "interjections", tuple(self.interjections))
-        _check_int("turns.deny_after", self.deny_after, 0)
-        _check_int("turns.halt_after", self.halt_after, 0)
-        _check_int("turns.summary_chars", self.summary_chars, 1)
-
-
-class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation.
-
-    Keys are the seed's names in snake_case; ``mutating_commands``,
-    ``escalation_tools`` and ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
-    ``ask_command`` or ``log_file`` in a config file is resolved against the
-    file's directory by ``load_config``.
-    """
-
-    window: int = 12
-    nudge_at: int = 3
-    rescue_at: int = 5
-    stall_at: int = 40
-    max_rescues: int = 3
-    cooldown_ms: int = 45_000
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ("todo_write", "ask_user", "mcp__claude__*")
-    exclude_commands: tuple[str, ...] = ()
-    ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
-    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
-    mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
-    mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
-    escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
-    ask_command: str = "~/.local/bin/ask-claude"
-    ask_model: str = "opus"
-    ask_timeout_ms: int = 45_000
-    redact_patterns: tuple[str, ...] = ()
-    log_file: str = ""
-
-    def __post_init__(self) -> None:
-        _check_bool("rescue.enabled", self.enabled)
-        _check_int("rescue.nudge_at", self.nudge_at, 2)
-        _check_int("rescue.rescue_at", self.rescue_at, 3)
-        _check_int("rescue.window", self.window, 3)
-        _check_int("rescue.stall_at", self.stall_at, 0)
-        _check_int("rescue.max_rescues", self.max_rescues, 0)
-        _check_int("rescue.cooldown_ms", self.cooldown_ms, 0)
-        _check_int("rescue.ask_timeout_ms", self.ask_timeout_ms, 1)
-        if self.rescue_at <= self.nudge_at:
-            raise ConfigError("rescue.rescue_at", self.rescue_at, f"must exceed rescue.nudge_at ({self.nudge_at})")
-        if self.window < self.rescue_at:
-            raise ConfigError("rescue.window", self.window, f"must be at least rescue.rescue_at ({self.rescue_at})")
-        if self.stall_at and self.stall_at < self.rescue_at:
-            rule = f"must be 0 (disabled) or at least rescue.rescue_at ({self.rescue_at})"
-            raise ConfigError("rescue.stall_at", self.stall_at, rule)
-        _check_patterns("rescue.include", self.include)
-        _check_patterns("rescue.exclude", self.exclude)
-        _check_regexes("rescue.exclude_commands", self.exclude_commands, _default(self, "exclude_commands"))
-        _check_names("rescue.ignored_args", self.ignored_args)
-        _check_regexes("rescue.interjections", self.interjections, _default(self, "interjections"))
-        _check_patterns("rescue.mutating_tools", self.mutating_tools)
-        _check_regexes("rescue.mutating_commands", self.mutating_commands, _default(self, "mutating_commands"))
-        _check_patterns("rescue.escalation_tools", self.escalation_tools)
-        _check_regexes("rescue.redact_patterns", self.redact_patterns, _default(self, "redact_patterns"))
-        for key in ("ask_command", "ask_model"):
-            value = getattr(self, key)
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"rescue.{key}", value, "must be a non-empty string")
-        if not isinstance(self.log_file, str):
-            raise ConfigError("rescue.log_file", self.log_file, "must be a string ('' disables the trip log)")
-        for key in (
-            "include",
-            "exclude",
-            "exclude_commands",
-            "ignored_args",
-            "interjections",
-            "mutating_tools",
-            "mutating_commands",
-            "escalation_tools",
-        ):
-            force_setattr(self, key, tuple(getattr(self, key)))
-        force_setattr(self, "redact_patterns", tuple(self.redact_patterns))
-
-    def relative_to(self, base: Path) -> RescueConfig:
-        """This section with a relative ``ask_command`` path (one with a
-        slash; a bare name is looked up on ``PATH``) and a relative
-        ``log_file`` resolved against ``base``."""
-        changes: dict[str, str] = {}
-        command = self.ask_command
-        if "/" in command and not command.startswith("~") and not Path(command).is_absolute():
-            changes["ask_command"] = str(base / command)
-        log_file = self.log_file
-        if log_file and not log_file.startswith("~") and not Path(log_file).is_absolute():
-            changes["log_file"] = str(base / log_file)
-        return msgspec.structs.replace(self, **changes) if changes else self
-
-
-def _check_positive_list(key: str, value: Any) -> None:
-    if not isinstance(value, (list, tuple)) or not value:
-        raise ConfigError(key, value, "must be a non-empty list of integers >= 1")
-    for item in value:
-        _check_int(key, item, 1)
-
-
-class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``loops``: result-aware detection of repeats, cycles, stalled
-    polls and failure streaks (docs/policies/loops.md). Off unless its
-    section is present; the ``recommended`` preset turns it on."""
-
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ("sleep", "wait")
-    exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
-    ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
-    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
-    window: int = 30
-    advise_at: int = 2
-    advise_span: int = 6
-    deny_at: int = 3
-    halt_after: int = 3
-    requested_repeats: bool = True
-    error_at: int = 3
-    error_deny_at: int = 5
-    error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
-    result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
-    poll_tools: tuple[str, ...] = (
-        "BashOutput",
-        "TaskOutput",
-        "write_stdin",
-        "get_task_output",
-        "check_status",
-        "get_status",
-        "wait_for_*",
-        "*poll*",
-        "*status*",
-    )
-    poll_commands: tuple[str, ...] = (
-        r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
-        r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
-        r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
-        r"jobs\b|sleep\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
-    )
-    poll_states: tuple[str, ...] = (
-        r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"
-        r"creating|containercreating|building|deploying)\b",
-        r"(?i)\bprocess (is )?(still )?running\b",
-        r"(?i)\b(still|is) (running|in progress|pending)\b",
-        r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
-    )
-    poll_nudge_at: int = 2
-    poll_nudge_every: int = 2
-    poll_waits: tuple[int, ...] = (5, 10, 30, 60)
-    poll_deny_after: int = 12
-    poll_deny_seconds: int = 600
-    mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
-    mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
-
-    def __post_init__(self) -> None:
-        _check_bool("loops.enabled", self.enabled)
-        _check_bool("loops.requested_repeats", self.requested_repeats)
-        for key in ("include", "exclude", "poll_tools", "mutating_tools"):
-            _check_patterns(f"loops.{key}", getattr(self, key))
-        for key in (
-            "exclude_commands",
-            "interjections",
-            "error_results",
-            "result_normalize",
-            "poll_commands",
-            "poll_states",
-            "mutating_commands",
-        ):
-            _check_regexes(f"loops.{key}", getattr(self, key), _default(self, key))
-        _check_names("loops.ignored_args", self.ignored_args)
-        _check_int("loops.advise_at", self.advise_at, 1)
-        _check_int("loops.advise_span", self.advise_span, 0)
-        _check_int("loops.deny_at", self.deny_at, 2)
-        _check_int("loops.window", self.window, self.deny_at)
-        _check_int("loops.halt_after", self.halt_after, 0)
-        _check_int("loops.error_at", self.error_at, 2)
-        _check_int("loops.error_deny_at", self.error_deny_at, 0)
-        if self.error_deny_at and self.error_deny_at <= self.error_at:
-            rule = f"must be 0 (never deny) or more than loops.error_at ({self.error_at})"
-            raise ConfigError("loops.error_deny_at", self.error_deny_at, rule)
-        _check_int("loops.poll_nudge_at", self.poll_nudge_at, 2)
-        _check_int("loops.poll_nudge_every", self.poll_nudge_every, 1)
-        _check_positive_list("loops.poll_waits", self.poll_waits)
-        _check_int("loops.poll_deny_after", self.poll_deny_after, self.poll_nudge_at + 1)
-        _check_int("loops.poll_deny_seconds", self.poll_deny_seconds, 0)
-        for key in self.__struct_fields__:
-            value = getattr(self, key)
-            if isinstance(value, list):
-                force_setattr(self, key, tuple(value))
-
-
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """All policies' settings. With no arguments only ``remind`` runs."""
+    """All policies' settings. With no arguments only ``remind`` runs.
+
+    One field per built-in policy (``guard.policies.registry.BUILTIN``),
+    each that policy's own ``Section``; ``plugins`` holds the sections of
+    policies installed packages publish (``repeat_tool_guard.policies``),
+    by section name, each built and so checked when the config is."""
 
     remind: RemindConfig = RemindConfig()
     turns: TurnsConfig = TurnsConfig(enabled=False)
     rescue: RescueConfig = RescueConfig(enabled=False)
     loops: LoopsConfig = LoopsConfig(enabled=False)
+    plugins: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name, kind in _SECTION_TYPES.items():
-            if not isinstance(getattr(self, name), kind):
-                raise ConfigError(name, getattr(self, name), f"must be a {kind.__name__}")
+        for policy in BUILTIN:
+            kind = policy.section
+            if not isinstance(getattr(self, policy.name), kind):
+                raise ConfigError(policy.name, getattr(self, policy.name), f"must be a {kind.__name__}")
+        if self.plugins:
+            found = installed_plugins()
+            for name, settings in self.plugins.items():
+                if not isinstance(settings, Mapping):
+                    raise ConfigError(str(name), settings, "must be a table of settings")
+                build_plugin(name, settings, found)
+
+    def sections(self) -> dict[str, Section | dict[str, Any]]:
+        """Every section by name: the built-in ones, then the plugins'."""
+        return {**{policy.name: getattr(self, policy.name) for policy in BUILTIN}, **self.plugins}
 
 
-_SECTION_TYPES: dict[str, type[msgspec.Struct]] = {
-    "remind": RemindConfig,
-    "turns": TurnsConfig,
-    "rescue": RescueConfig,
-    "loops": LoopsConfig,
-}
-_SECTIONS = tuple(_SECTION_TYPES)
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _AT = re.compile(r"^(?P<rule>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
@@ -421,8 +87,8 @@ def _lookup(data: Any, path: str) -> Any:
     return data
 
 
-def _unknown_key(section: str, key: str) -> str:
-    fields = _SECTION_TYPES[section].__struct_fields__
+def _unknown_key(section: type[Section], key: str) -> str:
+    fields = section.__struct_fields__
     snake = _CAMEL_HUMP.sub("_", key).lower()
     hint = f"did you mean {snake}?" if snake in fields else f"known: {', '.join(fields)}"
     return f"unknown key ({hint})"
@@ -432,24 +98,36 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
     """Build a ``Config`` from a parsed mapping (the contents of a file).
 
     A section present is enabled unless it says ``enabled = false``; an
-    absent section keeps its default.
+    absent section keeps its default. A section no built-in policy has must
+    name an installed one, whose class is built with its keys.
     """
     if not isinstance(data, Mapping):
         raise ConfigError(origin, data, "must be a table of policy sections")
+    builtin = {policy.name: policy.section for policy in BUILTIN}
+    found = None
     prepared: dict[str, Any] = {}
+    plugins: dict[str, dict[str, Any]] = {}
     for name, section in data.items():
-        if name not in _SECTIONS:
-            raise ConfigError(str(name), section, f"unknown section (known: {', '.join(_SECTIONS)})")
+        kind = builtin.get(name)
+        if kind is None:
+            found = installed_plugins() if found is None else found
+            if name not in found:
+                known = ", ".join([*builtin, *found])
+                raise ConfigError(str(name), section, f"unknown section (known: {known})")
         if not isinstance(section, Mapping):
             raise ConfigError(name, section, "must be a table of settings")
         for key, value in section.items():
             if not isinstance(key, str):
                 raise ConfigError(f"{name}.{key!r}", value, "keys must be strings")
-            if key not in _SECTION_TYPES[name].__struct_fields__:
-                raise ConfigError(f"{name}.{key}", value, _unknown_key(name, key))
-        prepared[name] = {"enabled": True, **section}
+            if kind is not None and key not in kind.__struct_fields__:
+                raise ConfigError(f"{name}.{key}", value, _unknown_key(kind, key))
+        if kind is None:
+            plugins[name] = {"enabled": True, **section}
+            build_plugin(name, plugins[name], found)
+        else:
+            prepared[name] = {"enabled": True, **section}
     try:
-        return msgspec.convert(prepared, Config)
+        config = msgspec.convert(prepared, Config)
     except msgspec.ValidationError as exc:
         if isinstance(exc.__cause__, ConfigError):
             raise exc.__cause__ from None
@@ -458,6 +136,16 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
         # Keys are known by now, so the path names fields and indexes only.
         rule, path = match["rule"], match["path"] or ""
         raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule.rstrip(".")) from None
+    # Built and checked above; a struct's __post_init__ would build them again.
+    return msgspec.structs.replace(config, plugins=plugins) if plugins else config
+
+
+def every_policy() -> Config:
+    """Every policy the guard knows switched on, each with its defaults: the
+    built-in ones and every installed plugin (built with no keys)."""
+    sections = {policy.name: policy.section() for policy in BUILTIN}
+    plugins = {name: {"enabled": True} for name in installed_plugins()}
+    return msgspec.structs.replace(Config(), **sections, plugins=plugins)
 
 
 TURNS_THRESHOLD_ENV = "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"
@@ -511,10 +199,10 @@ def to_toml(config: Config) -> str:
     """``config`` as a TOML file that ``load_config`` reads back to an equal
     ``Config``: every section, every key (how to start a file from a preset)."""
     lines: list[str] = []
-    for name in _SECTIONS:
-        section = getattr(config, name)
+    for name, section in config.sections().items():
         lines.append(f"[{name}]")
-        lines.extend(f"{key} = {_toml_value(getattr(section, key))}" for key in section.__struct_fields__)
+        values = section if isinstance(section, dict) else msgspec.structs.asdict(section)
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
         lines.append("")
     return "\n".join(lines)
 
@@ -567,8 +255,10 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     else:
         raise ConfigError("config file", str(file), "must end in .toml, .yaml or .yml")
     config = parse_config(data, origin=str(file))
-    rescue = config.rescue.relative_to(file.resolve().parent)
-    return config if rescue is config.rescue else msgspec.structs.replace(config, rescue=rescue)
+    base = file.resolve().parent
+    moved = {policy.name: getattr(config, policy.name).relative_to(base) for policy in BUILTIN}
+    changes = {name: section for name, section in moved.items() if section is not getattr(config, name)}
+    return msgspec.structs.replace(config, **changes) if changes else config
 
 
 _TOO_DEEP = f"nests tables or lists deeper than {MAX_NESTING} levels"

@@ -24,9 +24,10 @@ from bus._logging import LazyLogger
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
+from guard.policies.registry import build_policies
 from guard.policy import AnyPolicy, AnyWatch
 
-__all__ = ["ActionListener", "Guard", "build_policies"]
+__all__ = ["ActionListener", "Guard"]
 
 ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
@@ -110,30 +111,6 @@ class _Entry(weakref.ref[Agent]):
 
     def __init__(self, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> None:
         super().__init__(agent, callback)  # type: ignore[call-arg]  # ref's own, which typeshed leaves out
-
-
-def build_policies(config: Config) -> list[AnyPolicy]:
-    """The enabled policies, in the order they are consulted (``turns`` at
-    threshold 0 is off). Each policy's module is imported when it is
-    enabled, so a process running one policy loads only that one."""
-    policies: list[AnyPolicy] = []
-    if config.remind.enabled:
-        from guard.policies.remind import RemindPolicy
-
-        policies.append(RemindPolicy(config.remind))
-    if config.turns.enabled and config.turns.threshold > 0:
-        from guard.policies.turns import TurnsPolicy
-
-        policies.append(TurnsPolicy(config.turns))
-    if config.rescue.enabled:
-        from guard.policies.rescue import RescuePolicy
-
-        policies.append(RescuePolicy(config.rescue))
-    if config.loops.enabled:
-        from guard.policies.loops import LoopsPolicy
-
-        policies.append(LoopsPolicy(config.loops))
-    return policies
 
 
 class Guard:

@@ -49,15 +49,27 @@ import re
 from collections import deque
 from typing import Any
 
+from msgspec.structs import force_setattr
+
 from bus import ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
-from guard.calls import CallSelector, Interjections
-from guard.config import LoopsConfig
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache
-from guard.normalize import ResultNormalizer, error_kind
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from guard.patterns import CommandPatterns, ToolFilter, compile_regex, shell_command
-from guard.policies.progress import ProgressRule, loose_tool_name
+from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
 from guard.policy import Policy
+from guard.section import (
+    ConfigError,
+    Section,
+    check_bool,
+    check_int,
+    check_names,
+    check_patterns,
+    check_positive_list,
+    check_regexes,
+    default_of,
+)
 
 __all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "requested_repeats"]
 
@@ -285,12 +297,102 @@ class _AgentLoops:
         return signature
 
 
+class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``loops``: result-aware detection of repeats, cycles, stalled
+    polls and failure streaks (docs/policies/loops.md). Off unless its
+    section is present; the ``recommended`` preset turns it on."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("sleep", "wait")
+    exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
+    ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
+    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
+    window: int = 30
+    advise_at: int = 2
+    advise_span: int = 6
+    deny_at: int = 3
+    halt_after: int = 3
+    requested_repeats: bool = True
+    error_at: int = 3
+    error_deny_at: int = 5
+    error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
+    result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
+    poll_tools: tuple[str, ...] = (
+        "BashOutput",
+        "TaskOutput",
+        "write_stdin",
+        "get_task_output",
+        "check_status",
+        "get_status",
+        "wait_for_*",
+        "*poll*",
+        "*status*",
+    )
+    poll_commands: tuple[str, ...] = (
+        r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
+        r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
+        r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
+        r"jobs\b|sleep\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
+    )
+    poll_states: tuple[str, ...] = (
+        r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"
+        r"creating|containercreating|building|deploying)\b",
+        r"(?i)\bprocess (is )?(still )?running\b",
+        r"(?i)\b(still|is) (running|in progress|pending)\b",
+        r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
+    )
+    poll_nudge_at: int = 2
+    poll_nudge_every: int = 2
+    poll_waits: tuple[int, ...] = (5, 10, 30, 60)
+    poll_deny_after: int = 12
+    poll_deny_seconds: int = 600
+    mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
+    mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
+
+    def __post_init__(self) -> None:
+        check_bool("loops.enabled", self.enabled)
+        check_bool("loops.requested_repeats", self.requested_repeats)
+        for key in ("include", "exclude", "poll_tools", "mutating_tools"):
+            check_patterns(f"loops.{key}", getattr(self, key))
+        for key in (
+            "exclude_commands",
+            "interjections",
+            "error_results",
+            "result_normalize",
+            "poll_commands",
+            "poll_states",
+            "mutating_commands",
+        ):
+            check_regexes(f"loops.{key}", getattr(self, key), default_of(self, key))
+        check_names("loops.ignored_args", self.ignored_args)
+        check_int("loops.advise_at", self.advise_at, 1)
+        check_int("loops.advise_span", self.advise_span, 0)
+        check_int("loops.deny_at", self.deny_at, 2)
+        check_int("loops.window", self.window, self.deny_at)
+        check_int("loops.halt_after", self.halt_after, 0)
+        check_int("loops.error_at", self.error_at, 2)
+        check_int("loops.error_deny_at", self.error_deny_at, 0)
+        if self.error_deny_at and self.error_deny_at <= self.error_at:
+            rule = f"must be 0 (never deny) or more than loops.error_at ({self.error_at})"
+            raise ConfigError("loops.error_deny_at", self.error_deny_at, rule)
+        check_int("loops.poll_nudge_at", self.poll_nudge_at, 2)
+        check_int("loops.poll_nudge_every", self.poll_nudge_every, 1)
+        check_positive_list("loops.poll_waits", self.poll_waits)
+        check_int("loops.poll_deny_after", self.poll_deny_after, self.poll_nudge_at + 1)
+        check_int("loops.poll_deny_seconds", self.poll_deny_seconds, 0)
+        for key in self.__struct_fields__:
+            value = getattr(self, key)
+            if isinstance(value, list):
+                force_setattr(self, key, tuple(value))
+
+
 class LoopsPolicy(Policy[_AgentLoops]):
     """Result-aware detection of repeats, cycles, stalled polls and failure
     streaks. Denials are ``by`` the plugin ``loop-detector``."""
 
     name = "loops"
     plugin = LOOPS_PLUGIN
+    section = LoopsConfig
 
     def __init__(self, config: LoopsConfig) -> None:
         self.config = config

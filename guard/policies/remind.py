@@ -7,12 +7,23 @@ the result. It never blocks or rewrites a call.
 
 from __future__ import annotations
 
+from msgspec.structs import force_setattr
+
 from bus import ToolResult, UserMessage
 from guard.actions import Action, action_for
 from guard.calls import CallSelector, Interjections
-from guard.config import RemindConfig
 from guard.fingerprint import FingerprintCache
 from guard.policy import Policy
+from guard.section import (
+    ConfigError,
+    Section,
+    check_bool,
+    check_int,
+    check_names,
+    check_patterns,
+    check_regexes,
+    default_of,
+)
 
 __all__ = ["DETAILED_REMINDER", "GENTLE_REMINDER", "RemindPolicy"]
 
@@ -44,9 +55,50 @@ class _Chain:
         self.count = 0
 
 
+class RemindConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``remind`` (seeds 000/001): advisory reminders on consecutive repeats."""
+
+    thresholds: tuple[int, ...] = (3, 5, 8)
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("todo_write",)
+    exclude_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = ()
+    interjections: tuple[str, ...] = ()
+    arguments_preview_chars: int = 500
+    repeat_every: int = 0
+
+    def __post_init__(self) -> None:
+        check_bool("remind.enabled", self.enabled)
+        thresholds = self.thresholds
+        if not isinstance(thresholds, (list, tuple)) or not thresholds:
+            raise ConfigError("remind.thresholds", thresholds, "must be a non-empty list of integers >= 2")
+        seen: set[int] = set()
+        for value in thresholds:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
+            if value < 2:
+                raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
+            if value in seen:
+                raise ConfigError("remind.thresholds", value, "thresholds must not repeat")
+            seen.add(value)
+        force_setattr(self, "thresholds", tuple(sorted(thresholds)))
+        check_patterns("remind.include", self.include)
+        check_patterns("remind.exclude", self.exclude)
+        force_setattr(self, "include", tuple(self.include))
+        force_setattr(self, "exclude", tuple(self.exclude))
+        check_regexes("remind.exclude_commands", self.exclude_commands, default_of(self, "exclude_commands"))
+        check_names("remind.ignored_args", self.ignored_args)
+        check_regexes("remind.interjections", self.interjections, default_of(self, "interjections"))
+        for key in ("exclude_commands", "ignored_args", "interjections"):
+            force_setattr(self, key, tuple(getattr(self, key)))
+        check_int("remind.arguments_preview_chars", self.arguments_preview_chars, 1)
+        check_int("remind.repeat_every", self.repeat_every, 0)
+
+
 class RemindPolicy(Policy[_Chain]):
     name = "remind"
     plugin = "repeat-tool-reminder"
+    section = RemindConfig
 
     def __init__(self, config: RemindConfig) -> None:
         self._calls = CallSelector(config.include, config.exclude, config.exclude_commands, config.ignored_args)

@@ -26,18 +26,31 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Protocol
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, Self
+
+import msgspec
+from msgspec.structs import force_setattr
 
 from bus import AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
-from guard.calls import CallSelector, Interjections
-from guard.config import RescueConfig
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.policies.escalation import AskCommand, AskOutcome
-from guard.policies.progress import ProgressRule
+from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule
 from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.policy import Policy
 from guard.redact import REDACTED, Redactor
+from guard.section import (
+    ConfigError,
+    Section,
+    check_bool,
+    check_int,
+    check_names,
+    check_patterns,
+    check_regexes,
+    default_of,
+)
 
 __all__ = ["RESCUE_PLUGIN", "Asker", "RecordedAnswers", "RescuePolicy", "advice_in"]
 
@@ -295,11 +308,99 @@ class _AgentState:
         return count, False
 
 
+class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation.
+
+    Keys are the seed's names in snake_case; ``mutating_commands``,
+    ``escalation_tools`` and ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
+    ``ask_command`` or ``log_file`` in a config file is resolved against the
+    file's directory by ``load_config``.
+    """
+
+    window: int = 12
+    nudge_at: int = 3
+    rescue_at: int = 5
+    stall_at: int = 40
+    max_rescues: int = 3
+    cooldown_ms: int = 45_000
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ("todo_write", "ask_user", "mcp__claude__*")
+    exclude_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
+    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
+    mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
+    mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
+    escalation_tools: tuple[str, ...] = ("mcp__claude__*",)
+    ask_command: str = "~/.local/bin/ask-claude"
+    ask_model: str = "opus"
+    ask_timeout_ms: int = 45_000
+    redact_patterns: tuple[str, ...] = ()
+    log_file: str = ""
+
+    def __post_init__(self) -> None:
+        check_bool("rescue.enabled", self.enabled)
+        check_int("rescue.nudge_at", self.nudge_at, 2)
+        check_int("rescue.rescue_at", self.rescue_at, 3)
+        check_int("rescue.window", self.window, 3)
+        check_int("rescue.stall_at", self.stall_at, 0)
+        check_int("rescue.max_rescues", self.max_rescues, 0)
+        check_int("rescue.cooldown_ms", self.cooldown_ms, 0)
+        check_int("rescue.ask_timeout_ms", self.ask_timeout_ms, 1)
+        if self.rescue_at <= self.nudge_at:
+            raise ConfigError("rescue.rescue_at", self.rescue_at, f"must exceed rescue.nudge_at ({self.nudge_at})")
+        if self.window < self.rescue_at:
+            raise ConfigError("rescue.window", self.window, f"must be at least rescue.rescue_at ({self.rescue_at})")
+        if self.stall_at and self.stall_at < self.rescue_at:
+            rule = f"must be 0 (disabled) or at least rescue.rescue_at ({self.rescue_at})"
+            raise ConfigError("rescue.stall_at", self.stall_at, rule)
+        check_patterns("rescue.include", self.include)
+        check_patterns("rescue.exclude", self.exclude)
+        check_regexes("rescue.exclude_commands", self.exclude_commands, default_of(self, "exclude_commands"))
+        check_names("rescue.ignored_args", self.ignored_args)
+        check_regexes("rescue.interjections", self.interjections, default_of(self, "interjections"))
+        check_patterns("rescue.mutating_tools", self.mutating_tools)
+        check_regexes("rescue.mutating_commands", self.mutating_commands, default_of(self, "mutating_commands"))
+        check_patterns("rescue.escalation_tools", self.escalation_tools)
+        check_regexes("rescue.redact_patterns", self.redact_patterns, default_of(self, "redact_patterns"))
+        for key in ("ask_command", "ask_model"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"rescue.{key}", value, "must be a non-empty string")
+        if not isinstance(self.log_file, str):
+            raise ConfigError("rescue.log_file", self.log_file, "must be a string ('' disables the trip log)")
+        for key in (
+            "include",
+            "exclude",
+            "exclude_commands",
+            "ignored_args",
+            "interjections",
+            "mutating_tools",
+            "mutating_commands",
+            "escalation_tools",
+        ):
+            force_setattr(self, key, tuple(getattr(self, key)))
+        force_setattr(self, "redact_patterns", tuple(self.redact_patterns))
+
+    def relative_to(self, base: Path) -> Self:
+        """This section with a relative ``ask_command`` path (one with a
+        slash; a bare name is looked up on ``PATH``) and a relative
+        ``log_file`` resolved against ``base``."""
+        changes: dict[str, str] = {}
+        command = self.ask_command
+        if "/" in command and not command.startswith("~") and not Path(command).is_absolute():
+            changes["ask_command"] = str(base / command)
+        log_file = self.log_file
+        if log_file and not log_file.startswith("~") and not Path(log_file).is_absolute():
+            changes["log_file"] = str(base / log_file)
+        return msgspec.structs.replace(self, **changes) if changes else self
+
+
 class RescuePolicy(Policy[_AgentState]):
     """Seed 003's loop rescue. Denials are ``by`` the plugin ``loop-rescue``."""
 
     name = "rescue"
     plugin = RESCUE_PLUGIN
+    section = RescueConfig
 
     def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config

@@ -27,13 +27,24 @@ run, and a turn that calls only exempt ones is skipped as if it did not happen.
 
 from __future__ import annotations
 
+from msgspec.structs import force_setattr
+
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
 from guard.calls import CallSelector, Interjections
-from guard.config import TurnsConfig
 from guard.fingerprint import FingerprintCache
 from guard.policies.turn_ring import Pair, TurnRing, detect_loop
 from guard.policy import Policy
+from guard.section import (
+    ConfigError,
+    Section,
+    check_bool,
+    check_int,
+    check_names,
+    check_patterns,
+    check_regexes,
+    default_of,
+)
 
 __all__ = ["TURNS_ADVISORY", "TURNS_DENIAL", "TURNS_HALT_REASON", "TurnsPolicy", "summarize_result"]
 
@@ -126,9 +137,66 @@ class _AgentTurns:
             note.kind = None
 
 
+class TurnsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Policy ``turns`` (seed 002): the same call on N consecutive turns.
+
+    ``threshold`` consecutive turns draw one advisory (0 switches the policy
+    off); if the call goes on, ``deny_after`` more turns deny it and
+    ``halt_after`` more after that request a halt (0 switches a rung off).
+    Tools outside ``include`` or in ``exclude``, and calls whose shell
+    ``command`` matches one of ``exclude_commands`` (deliberate polling
+    through a shell tool), are invisible to it; ``exempt`` and
+    ``exempt_commands`` are the older names of the same lists. ``summary_chars`` caps the quoted
+    last result. The environment variable ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD``
+    overrides ``threshold`` for live guards (``apply_environment``).
+    """
+
+    threshold: int = 5
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    exclude_commands: tuple[str, ...] = ()
+    exempt: tuple[str, ...] = ()
+    exempt_commands: tuple[str, ...] = ()
+    ignored_args: tuple[str, ...] = ()
+    interjections: tuple[str, ...] = ()
+    deny_after: int = 2
+    halt_after: int = 2
+    summary_chars: int = 200
+
+    def __post_init__(self) -> None:
+        check_bool("turns.enabled", self.enabled)
+        check_int("turns.threshold", self.threshold, 0)
+        if self.threshold == 1:
+            raise ConfigError(
+                "turns.threshold", 1, "must be 0 (off) or an integer >= 2: at 1 every call would be a loop"
+            )
+        check_patterns("turns.include", self.include)
+        check_patterns("turns.exclude", self.exclude)
+        check_regexes("turns.exclude_commands", self.exclude_commands)
+        for key in ("include", "exclude", "exclude_commands"):
+            force_setattr(self, key, tuple(getattr(self, key)))
+        check_patterns("turns.exempt", self.exempt)
+        force_setattr(self, "exempt", tuple(self.exempt))
+        check_regexes("turns.exempt_commands", self.exempt_commands, default_of(self, "exempt_commands"))
+        force_setattr(self, "exempt_commands", tuple(self.exempt_commands))
+        check_names("turns.ignored_args", self.ignored_args)
+        check_regexes("turns.interjections", self.interjections, default_of(self, "interjections"))
+        force_setattr(self, "ignored_args", tuple(self.ignored_args))
+        force_setattr(self, "interjections", tuple(self.interjections))
+        check_int("turns.deny_after", self.deny_after, 0)
+        check_int("turns.halt_after", self.halt_after, 0)
+        check_int("turns.summary_chars", self.summary_chars, 1)
+
+    @property
+    def active(self) -> bool:
+        """Threshold 0 switches the policy off, enabled or not."""
+        return self.enabled and self.threshold > 0
+
+
 class TurnsPolicy(Policy[_AgentTurns]):
     name = "turns"
     plugin = "tool-loop-guard"
+    section = TurnsConfig
 
     def __init__(self, config: TurnsConfig) -> None:
         self.config = config

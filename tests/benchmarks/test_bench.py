@@ -13,8 +13,9 @@ import pytest
 from benchmarks import fullpath, peers
 from benchmarks._measure import _calibrate
 from benchmarks.cli import main
+from guard import build_policies
 from guard.config import Config
-from guard.guard import build_policies
+from guard.policies.registry import builtin_names
 
 TINY = [
     *("--seconds", "0.001", "--repeat", "1", "--log-mb", "0.02", "--agents", "50", "--calls", "30"),
@@ -146,14 +147,14 @@ def test_policy_configs_measure_each_implemented_policy_alone_and_all_together(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def every_enabled_section(config: Config) -> list[SimpleNamespace]:
-        return [SimpleNamespace(name=name) for name in Config.__struct_fields__ if getattr(config, name).enabled]
+        return [SimpleNamespace(name=name) for name in builtin_names() if getattr(config, name).enabled]
 
     monkeypatch.setattr(fullpath, "build_policies", every_enabled_section)
     configs, missing = fullpath.policy_configs({})
     assert missing == []
-    assert list(configs) == [*Config.__struct_fields__, "all"]
-    assert all(getattr(configs["all"], name).enabled for name in Config.__struct_fields__)
-    assert [name for name in Config.__struct_fields__ if getattr(configs["remind"], name).enabled] == ["remind"]
+    assert list(configs) == [*builtin_names(), "all"]
+    assert all(getattr(configs["all"], name).enabled for name in builtin_names())
+    assert [name for name in builtin_names() if getattr(configs["remind"], name).enabled] == ["remind"]
 
 
 def test_policies_this_build_lacks_are_listed_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,7 +162,7 @@ def test_policies_this_build_lacks_are_listed_not_measured(monkeypatch: pytest.M
     monkeypatch.setattr(fullpath, "build_policies", lambda config: [p for p in real(config) if p.name == "remind"])
     configs, missing = fullpath.policy_configs({})
     assert list(configs) == ["remind"]
-    assert missing == [name for name in Config.__struct_fields__ if name != "remind"]
+    assert missing == [name for name in builtin_names() if name != "remind"]
 
 
 def test_memory_is_measured_under_an_already_running_tracemalloc(capsys: pytest.CaptureFixture[str]) -> None:

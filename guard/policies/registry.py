@@ -1,0 +1,145 @@
+"""The one list of policies the guard knows: the built-in ones, in the order
+they are consulted, and those installed packages publish under the
+entry-point group ``repeat_tool_guard.policies``.
+
+A built-in policy is a ``Policy`` subclass whose ``name`` is its config
+section and whose ``section`` is that section's ``Section`` Struct; it is
+built with the section. Adding one is its module plus a line in ``BUILTIN``
+(and a typed field of the same name on ``Config``). A plugin is any policy
+class published under its section's name; it is built with the section's
+keys (``enabled`` aside) as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any, Protocol
+
+from guard.policies.loops import LoopsPolicy
+from guard.policies.remind import RemindPolicy
+from guard.policies.rescue import RescuePolicy
+from guard.policies.turns import TurnsPolicy
+from guard.policy import AnyPolicy
+from guard.section import ConfigError, Section
+
+if TYPE_CHECKING:
+    from guard.config import Config
+
+__all__ = [
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "BuiltinPolicy",
+    "build_plugin",
+    "build_policies",
+    "builtin_names",
+    "installed_plugins",
+]
+
+ENTRY_POINT_GROUP = "repeat_tool_guard.policies"
+"""Where installed packages publish policies: entry-point name = section name."""
+
+
+class BuiltinPolicy(Protocol):
+    """A built-in policy class: built from its own config section."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def section(self) -> type[Section]: ...
+
+    def __call__(self, config: Any) -> AnyPolicy: ...
+
+
+BUILTIN: tuple[BuiltinPolicy, ...] = (
+    RemindPolicy,
+    TurnsPolicy,
+    RescuePolicy,
+    LoopsPolicy,
+)
+"""The built-in policies, in the order the guard consults them."""
+
+
+def builtin_names() -> tuple[str, ...]:
+    return tuple(policy.name for policy in BUILTIN)
+
+
+def installed_plugins() -> dict[str, EntryPoint]:
+    """The policies installed packages publish, by section name; a name a
+    built-in policy has is left to the built-in one."""
+    builtin = builtin_names()
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in builtin}
+
+
+def _plugin_class(name: str, found: Mapping[str, EntryPoint] | None = None) -> Any:
+    entry = (found if found is not None else installed_plugins()).get(name)
+    if entry is None:
+        raise ConfigError(name, None, f"no installed package publishes a policy {name!r} ({ENTRY_POINT_GROUP})")
+    try:
+        return entry.load()
+    except Exception as exc:  # an installed package that fails to import
+        raise ConfigError(name, entry.value, f"the policy's entry point does not load ({exc})") from None
+
+
+def _keywords(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    enabled = settings.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"{name}.enabled", enabled, "must be true or false")
+    for key in settings:
+        if not isinstance(key, str):
+            raise ConfigError(f"{name}.{key!r}", settings[key], "keys must be strings")
+    return {key: value for key, value in settings.items() if key != "enabled"}
+
+
+def build_plugin(name: str, settings: Mapping[str, Any], found: Mapping[str, EntryPoint] | None = None) -> AnyPolicy:
+    """The installed policy ``name`` built with ``settings`` (its config
+    section) as keyword arguments. A key its class does not take, one it
+    requires and lacks, or a value it refuses is a ``ConfigError`` naming it."""
+    cls = _plugin_class(name, found)
+    keywords = _keywords(name, settings)
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):  # pragma: no cover - a builtin or extension class
+        signature = None
+    if signature is not None:
+        accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+        known = [p.name for p in signature.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for key, value in keywords.items():
+            if key not in known and not accepts_any:
+                raise ConfigError(f"{name}.{key}", value, f"unknown key (known: {', '.join(['enabled', *known])})")
+        for parameter in signature.parameters.values():
+            required = parameter.default is parameter.empty and parameter.kind in (
+                parameter.KEYWORD_ONLY,
+                parameter.POSITIONAL_OR_KEYWORD,
+            )
+            if required and parameter.name not in keywords:
+                raise ConfigError(f"{name}.{parameter.name}", None, "is required")
+    try:
+        policy = cls(**keywords)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(name, dict(keywords), f"refused by the policy ({exc})") from None
+    for attribute in ("plugin", "watch"):
+        if not getattr(policy, attribute, None):
+            raise ConfigError(
+                name, f"{cls.__module__}.{cls.__qualname__}", f"is not a policy (it has no {attribute!r})"
+            )
+    return policy  # type: ignore[no-any-return]
+
+
+def build_policies(config: Config) -> list[AnyPolicy]:
+    """The policies ``config`` enables, in the order they are consulted:
+    the built-in ones in ``BUILTIN`` order, then the installed ones in the
+    order of their sections."""
+    policies: list[AnyPolicy] = []
+    for policy in BUILTIN:
+        section = getattr(config, policy.name)
+        if section.active:
+            policies.append(policy(section))
+    if config.plugins:
+        found = installed_plugins()
+        for name, settings in config.plugins.items():
+            if settings.get("enabled", True):
+                policies.append(build_plugin(name, settings, found))
+    return policies
