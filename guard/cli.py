@@ -583,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _bench_moved()
     hook = command == "hook"
     raw = None
-    if hook and "-h" not in argv and "--help" not in argv:
+    if hook:
         from guard.hook_forward import serve_target
 
         target = serve_target(argv)

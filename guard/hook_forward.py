@@ -43,16 +43,30 @@ class ForwardError(Exception):
     """The server was reached but did not answer the event; the message says why."""
 
 
+_FLAGS = frozenset({"hook", "-v", "--verbose"})
+_VALUED = frozenset({"--config", "--state-dir", "--serve"})
+
+
 def serve_target(argv: Sequence[str]) -> str | None:
-    """Where ``hook`` forwards: ``--serve URL`` in ``argv`` (the hook's own
-    options), else ``$REPEAT_TOOL_GUARD_SERVE``, else nowhere. An empty value
-    means nowhere, so a ``--serve ''`` in settings turns the variable off."""
-    for i, word in enumerate(argv):
-        if word == "--serve":
-            return argv[i + 1] if i + 1 < len(argv) else None
-        if word.startswith("--serve="):
-            return word[len("--serve=") :] or None
-    return os.environ.get(SERVE_ENV) or None
+    """Where ``hook`` forwards: ``--serve URL`` in ``argv`` (the command line
+    after the program's name), else ``$REPEAT_TOOL_GUARD_SERVE``, else
+    nowhere. An empty value means nowhere, so a ``--serve ''`` in settings
+    turns the variable off. A command line with anything else in it (a typo,
+    ``--help``, an option only the in-process hook knows) forwards nowhere,
+    so the hook's own parser answers it."""
+    target = os.environ.get(SERVE_ENV)
+    words = iter(argv)
+    for word in words:
+        option, equals, value = word.partition("=")
+        if word in _FLAGS:
+            continue
+        if option not in _VALUED:
+            return None
+        if not equals:
+            value = next(words, "")
+        if option == "--serve":
+            target = value
+    return target or None
 
 
 def check_target(url: str) -> str:

@@ -175,9 +175,19 @@ def test_the_target_is_the_option_else_the_environment(monkeypatch: pytest.Monke
     assert serve_target(["hook", "--serve", "unix:/a"]) == "unix:/a"
     assert serve_target(["hook", "--serve=unix:/b"]) == "unix:/b"
     assert serve_target(["hook", "--serve"]) is None
+    assert serve_target(["-v", "hook", "--config", "g.toml", "--state-dir=/s", "--serve", "unix:/c"]) == "unix:/c"
     monkeypatch.setenv(SERVE_ENV, "unix:/env")
     assert serve_target(["hook"]) == "unix:/env"
     assert serve_target(["hook", "--serve="]) is None  # turns the variable off
+    assert serve_target(["hook", "--serve", ""]) is None
+
+
+@pytest.mark.parametrize("argv", [["hook", "--help"], ["hook", "-h"], ["hook", "--confg", "g.toml"], ["hook", "extra"]])
+def test_a_command_line_the_hook_would_refuse_is_never_forwarded(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SERVE_ENV, "unix:/env")
+    assert serve_target([*argv, "--serve", "unix:/a"]) is None
 
 
 def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
