@@ -38,6 +38,7 @@ def test_every_public_name_is_importable_and_listed() -> None:
     for name in guard.__all__:
         assert getattr(guard, name) is not None, name
     assert set(guard.__all__) <= set(dir(guard))
+    assert set(guard._HOMES) == set(guard.__all__)  # every lazy name is public, every public name lazy
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         guard.nothing_here  # noqa: B018
 
