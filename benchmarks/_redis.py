@@ -1,4 +1,5 @@
-"""A real ``redis-server`` for the fleet benchmarks: the benchmarks never import ``tests/``."""
+"""A throwaway ``redis-server`` for the fleet benchmarks and the tests alike.
+Standard library only, so ``python -m benchmarks`` runs without the test tools."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import socket
 import subprocess
 import time
 
-__all__ = ["RedisServer", "start_redis_server"]
+__all__ = ["RedisServer", "free_port", "start_redis_server"]
 
 
 class RedisServer:
-    """A ``redis-server`` on a free loopback port, persistence off."""
+    """A real ``redis-server`` on a free loopback port, persistence off."""
 
     def __init__(self, port: int, process: subprocess.Popen[bytes]) -> None:
         self.port = port
@@ -21,20 +22,21 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def start_redis_server() -> RedisServer:
-    """Start ``redis-server`` and wait until it answers ``PING``;
-    ``FileNotFoundError`` when it is not installed."""
+    """Start ``redis-server`` on a free port and wait until it answers
+    ``PING``. Raises ``FileNotFoundError`` when the binary is absent
+    (``apt-get install redis-server``; ``.ci/run`` does it)."""
     binary = shutil.which("redis-server")
     if binary is None:
-        raise FileNotFoundError("redis-server is not installed (apt-get install redis-server)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+        raise FileNotFoundError("redis-server is not installed (apt-get install redis-server; .ci/run does it)")
+    port = free_port()
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,

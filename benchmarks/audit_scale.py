@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 from benchmarks._measure import Row
+from benchmarks._transcripts import ClaudeCodeSession
 from benchmarks.settings import Settings
-from tests.guard.importers._transcripts import ClaudeCodeSession
 
 REPO = Path(__file__).resolve().parents[1]
 

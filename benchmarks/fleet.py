@@ -242,7 +242,8 @@ def measure(workers: int, sessions: int, calls: int, latency_sessions: int) -> d
             "latency (sticky)": _run(server.url, server.process.pid, "sticky-latency", args, latency_sessions),
         }
     finally:
-        server.stop()
+        server.process.terminate()
+        server.process.wait(30)
     return {"baseline": baseline, "runs": runs}
 
 

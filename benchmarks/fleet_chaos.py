@@ -252,7 +252,8 @@ def chaos(replicas: int, sessions: int, clients: int, calls: int, kill_every: fl
     finally:
         for replica in fleet:
             replica.stop()
-        server.stop()
+        server.process.terminate()
+        server.process.wait(30)
     latencies = sorted(run.latencies)
     return {
         "sessions": verified,

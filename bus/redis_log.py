@@ -31,6 +31,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -50,6 +51,7 @@ __all__ = [
     "RedisTarget",
     "append_many",
     "parse_redis_target",
+    "redact_url",
     "stream_entry",
 ]
 
@@ -224,6 +226,24 @@ def parse_redis_target(text: str) -> RedisTarget | None:
     if text.startswith(("redis://", "rediss://", "unix://")):
         return RedisTarget(text)
     return None
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit to print: a password in its user part or its query
+    (``redis://:secret@host``, ``?password=secret``) becomes ``***``."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    user, at, host = netloc.rpartition("@")
+    if at and ":" in user:
+        netloc = f"{user.split(':', 1)[0]}:***@{host}"
+    query = "&".join(
+        f"{name}=***" if name.lower() in ("password", "pass", "passwd", "token") else pair
+        for pair in parts.query.split("&")
+        if pair
+        for name in (pair.partition("=")[0],)
+    )
+    rest = f"?{query}" if query else ""
+    return f"{parts.scheme}://{netloc}{parts.path}{rest}"
 
 
 def _events_key(prefix: str, session: str) -> str:

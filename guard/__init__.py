@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from types import ModuleType as _ModuleType
     from typing import Any
 
-    from guard.actions import DENYING, Action, ActionKind, action_for
-    from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
+    from guard.actions import Action, ActionKind, action_for
+    from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
     from guard.config import (
         PRESETS,
         RECOMMENDED,
@@ -32,26 +32,14 @@ if TYPE_CHECKING:
     )
     from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
     from guard.guard import ActionListener, Guard
-    from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
-    from guard.patterns import (
-        PATTERN_INPUT_LIMIT,
-        CommandPatterns,
-        Glob,
-        PatternError,
-        Regex,
-        RegexSet,
-        ToolFilter,
-        compile_regex,
-    )
+    from guard.normalize import DEFAULT_RESULT_NORMALIZE
     from guard.policies.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
     from guard.policies.loops import LOOPS_PLUGIN, LoopsPolicy
     from guard.policies.registry import build_policies
     from guard.policies.remind import DETAILED_REMINDER, GENTLE_REMINDER, RemindPolicy
     from guard.policies.rescue import RESCUE_PLUGIN, RescuePolicy
-    from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
-    from guard.policies.turn_ring import TurnRing, detect_loop
-    from guard.policies.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy, summarize_result
-    from guard.policy import AnyPolicy, AnyWatch, Policy, StateT, Watch
+    from guard.policies.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy
+    from guard.policy import AnyPolicy, History, Policy
     from guard.redact import REDACTED, Redactor
     from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
 
@@ -60,11 +48,9 @@ __all__ = [
     "DEFAULT_IGNORED_ARGS",
     "DEFAULT_INTERJECTIONS",
     "DEFAULT_RESULT_NORMALIZE",
-    "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
     "LOOPS_PLUGIN",
-    "PATTERN_INPUT_LIMIT",
     "PRESETS",
     "RECOMMENDED",
     "REDACTED",
@@ -77,55 +63,35 @@ __all__ = [
     "ActionKind",
     "ActionListener",
     "AnyPolicy",
-    "AnyWatch",
     "AskCommand",
     "AskOutcome",
-    "CallSelector",
-    "CommandPatterns",
     "Config",
     "ConfigError",
     "Difference",
     "Fingerprint",
     "FingerprintCache",
-    "Glob",
     "Guard",
-    "Interjections",
+    "History",
     "LoopsConfig",
     "LoopsPolicy",
-    "PatternError",
     "Policy",
     "Redactor",
-    "Regex",
-    "RegexSet",
     "RemindConfig",
     "RemindPolicy",
     "ReplayOutcome",
     "RescueConfig",
     "RescuePolicy",
-    "ResultNormalizer",
-    "StateT",
-    "ToolFilter",
-    "Trip",
-    "TripKind",
-    "TripLog",
-    "TripTrigger",
-    "TurnRing",
     "TurnsConfig",
     "TurnsPolicy",
     "Verdict",
-    "Watch",
     "action_for",
     "apply_environment",
     "build_policies",
     "canonical_json",
-    "compile_regex",
-    "detect_loop",
-    "error_kind",
     "fingerprint",
     "load_config",
     "parse_config",
     "replay_log",
-    "summarize_result",
 ]
 
 _HOMES: dict[str, str] = {
@@ -133,11 +99,9 @@ _HOMES: dict[str, str] = {
     "DEFAULT_IGNORED_ARGS": "guard.calls",
     "DEFAULT_INTERJECTIONS": "guard.calls",
     "DEFAULT_RESULT_NORMALIZE": "guard.normalize",
-    "DENYING": "guard.actions",
     "DETAILED_REMINDER": "guard.policies.remind",
     "GENTLE_REMINDER": "guard.policies.remind",
     "LOOPS_PLUGIN": "guard.policies.loops",
-    "PATTERN_INPUT_LIMIT": "guard.patterns",
     "PRESETS": "guard.config",
     "RECOMMENDED": "guard.config",
     "REDACTED": "guard.redact",
@@ -150,55 +114,35 @@ _HOMES: dict[str, str] = {
     "ActionKind": "guard.actions",
     "ActionListener": "guard.guard",
     "AnyPolicy": "guard.policy",
-    "AnyWatch": "guard.policy",
     "AskCommand": "guard.policies.escalation",
     "AskOutcome": "guard.policies.escalation",
-    "CallSelector": "guard.calls",
-    "CommandPatterns": "guard.patterns",
     "Config": "guard.config",
     "ConfigError": "guard.config",
     "Difference": "guard.verdicts",
     "Fingerprint": "guard.fingerprint",
     "FingerprintCache": "guard.fingerprint",
-    "Glob": "guard.patterns",
     "Guard": "guard.guard",
-    "Interjections": "guard.calls",
+    "History": "guard.policy",
     "LoopsConfig": "guard.config",
     "LoopsPolicy": "guard.policies.loops",
-    "PatternError": "guard.patterns",
     "Policy": "guard.policy",
     "Redactor": "guard.redact",
-    "Regex": "guard.patterns",
-    "RegexSet": "guard.patterns",
     "RemindConfig": "guard.config",
     "RemindPolicy": "guard.policies.remind",
     "ReplayOutcome": "guard.verdicts",
     "RescueConfig": "guard.config",
     "RescuePolicy": "guard.policies.rescue",
-    "ResultNormalizer": "guard.normalize",
-    "StateT": "guard.policy",
-    "ToolFilter": "guard.patterns",
-    "Trip": "guard.policies.trips",
-    "TripKind": "guard.policies.trips",
-    "TripLog": "guard.policies.trips",
-    "TripTrigger": "guard.policies.trips",
-    "TurnRing": "guard.policies.turn_ring",
     "TurnsConfig": "guard.config",
     "TurnsPolicy": "guard.policies.turns",
     "Verdict": "guard.verdicts",
-    "Watch": "guard.policy",
     "action_for": "guard.actions",
     "apply_environment": "guard.config",
     "build_policies": "guard.policies.registry",
     "canonical_json": "guard.fingerprint",
-    "compile_regex": "guard.patterns",
-    "detect_loop": "guard.policies.turn_ring",
-    "error_kind": "guard.normalize",
     "fingerprint": "guard.fingerprint",
     "load_config": "guard.config",
     "parse_config": "guard.config",
     "replay_log": "guard.verdicts",
-    "summarize_result": "guard.policies.turns",
 }
 """Where each public name lives: imported on first use, so a process that needs one
 policy (the command hook) does not pay for the whole package."""

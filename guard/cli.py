@@ -36,6 +36,8 @@ EXIT_DIFFERENCE = 1
 EXIT_ERROR = 2
 EXIT_HOOK_FAULT = 1
 
+_AGENTS = ("claude-code", "codex", "gemini-cli")
+
 
 def _configure_logging(verbose: bool) -> None:
     """Send structlog to stderr so ``--json`` output on stdout stays clean,
@@ -176,9 +178,17 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     import msgspec
 
     from guard.config import apply_environment, load_config, to_toml
+    from guard.policies.registry import BUILTIN, build_policies, installed_plugins
 
     config = load_config(args.file)
     effective = apply_environment(config)  # validated either way, as a live guard would
+    enabled = {policy.name for policy in build_policies(effective)}
+    found = {policy.name: "built in" for policy in BUILTIN}
+    for name, entry in installed_plugins().items():
+        dist = entry.dist
+        found[name] = f"{dist.name} {dist.version}" if dist is not None else entry.value
+    for name, origin in found.items():
+        sys.stderr.write(f"policy {name} ({origin}): {'on' if name in enabled else 'off'}\n")
     if args.toml:
         sys.stdout.write(to_toml(config))
     else:
@@ -273,6 +283,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     from bus._logging import configure_when_imported
     from guard._text import one_line
     from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
+    from guard.adapters.hook_runtimes import RUNTIMES
 
     held: list[structlog.testing.LogCapture] = []
 
@@ -303,7 +314,8 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         config = _load(args.config)
         payload = parse_payload(sys.stdin.buffer.read() if args.raw is None else args.raw)
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
-        answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying)
+        runtime = RUNTIMES[args.agent]
+        answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying, runtime=runtime)
     except Exception as exc:
         print(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_HOOK_FAULT
@@ -334,35 +346,125 @@ def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict
     return event
 
 
-def _cmd_hook_settings(args: argparse.Namespace) -> int:
-    import json
+def _hook_argv(args: argparse.Namespace) -> list[str]:
+    """This installation's ``hook`` command for ``args.agent``, with the
+    config (a preset by its name, a file by its absolute path) and state directory."""
     from pathlib import Path
 
-    from guard.adapters.claude_hooks import hook_settings
+    from guard.config import PRESETS
 
     script = Path(sys.executable).parent / "repeat-tool-guard"  # this installation's, not whatever PATH finds
     argv = [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-m", "guard"]
     argv.append("hook")
+    if args.agent != "claude-code":
+        argv += ["--agent", args.agent]
     if args.config:
         _load(args.config)
-        argv += ["--config", str(Path(args.config).absolute())]
+        argv += ["--config", args.config if args.config in PRESETS else str(Path(args.config).absolute())]
     if args.state_dir:
         argv += ["--state-dir", str(Path(args.state_dir).absolute())]
     if args.serve:
         from guard.hook_forward import check_target
 
         argv += ["--serve", check_target(args.serve)]
-    sys.stdout.write(json.dumps(hook_settings(argv), indent=2) + "\n")
+    return argv
+
+
+def _settings_for(args: argparse.Namespace) -> dict[str, object]:
+    from guard.adapters.claude_hooks import forward_command, hook_settings, http_hook_settings
+    from guard.adapters.hook_runtimes import RUNTIMES
+
+    runtime = RUNTIMES[args.agent]
+    if args.mcp and (args.agent != "codex" or args.http is None):
+        raise _SettingsError("--mcp: Codex's mcp_tool hooks, with --agent codex and --http URL (the server's)")
+    if args.http is None:
+        return hook_settings(_hook_argv(args), runtime)
+    if args.config or args.state_dir:
+        raise _SettingsError("--http: the server's own --config and --state-dir apply; pass them to `serve`")
+    url = args.http.rstrip("/")
+    if not url.endswith(f"/hooks/{args.agent}") and not args.mcp:
+        url += f"/hooks/{args.agent}"
+    if args.mcp:
+        from guard.server.mcp_hooks import mcp_hook_settings
+
+        return mcp_hook_settings()
+    if args.agent == "claude-code":
+        return http_hook_settings(url, token_env=args.token_env)
+    return runtime.settings({"type": "command", "command": forward_command(url, token_env=args.token_env)})
+
+
+class _SettingsError(ValueError):
+    """Options of ``hook-settings`` or ``install`` that do not go together, or a settings file it cannot merge into."""
+
+
+def _cmd_hook_settings(args: argparse.Namespace) -> int:
+    import json
+
+    try:
+        settings = _settings_for(args)
+    except _SettingsError as exc:
+        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(json.dumps(settings, indent=2) + "\n")
+    if args.mcp:
+        print(f"repeat-tool-guard: and in Codex's config.toml:\n{_mcp_server_toml(args)}", file=sys.stderr)
     return EXIT_OK
 
 
-def _bench_moved() -> int:
-    print(
-        "repeat-tool-guard: the benchmarks are not part of the installed package any more; from a source "
-        "checkout run `python -m benchmarks` (see docs/performance.md)",
-        file=sys.stderr,
+def _mcp_server_toml(args: argparse.Namespace) -> str:
+    from guard.server.mcp_hooks import mcp_server_toml
+
+    return mcp_server_toml(args.http.rstrip("/").removesuffix("/mcp") + "/mcp", args.token_env)
+
+
+def _add_settings_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        choices=_AGENTS,
+        default="claude-code",
+        metavar="CLI",
+        help="claude-code (default), codex or gemini-cli",
     )
-    return EXIT_ERROR
+    parser.add_argument("--config", metavar="FILE", help="a config file, or a preset: recommended")
+    parser.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
+    parser.add_argument(
+        "--http",
+        metavar="URL",
+        help="send every event to a running `serve` at URL instead of starting a hook process "
+        "(Codex and Gemini CLI: a curl command hook)",
+    )
+    parser.add_argument(
+        "--serve",
+        metavar="URL",
+        help="the hook command forwards each event to a running `serve` at URL (see hook --serve), "
+        "in-process when none answers",
+    )
+    parser.add_argument("--token-env", metavar="VAR", help="with --http: the variable holding serve's bearer token")
+    parser.add_argument(
+        "--mcp",
+        action="store_true",
+        help="with --agent codex --http URL: Codex mcp_tool hooks calling serve's /mcp (no process per event)",
+    )
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from guard.adapters.hook_install import SettingsFileError, install, settings_file
+
+    path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
+    try:
+        outcome = install(path, _settings_for(args), uninstall=args.uninstall)
+    except (_SettingsError, SettingsFileError) as exc:
+        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"repeat-tool-guard: {path}: {outcome}", file=sys.stderr)
+    if args.mcp and not args.uninstall:
+        from guard.adapters.hook_install import add_toml_table
+
+        config = path.with_name("config.toml")
+        print(f"repeat-tool-guard: {config}: {add_toml_table(config, _mcp_server_toml(args))}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _help_formatter(prog: str) -> argparse.HelpFormatter:
@@ -396,10 +498,16 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     hook = commands.add_parser(
         "hook",
         formatter_class=_help_formatter,
-        help="answer one Claude Code hook: the hook's JSON on stdin, the guard's answer on stdout",
-        description="Configure as a command hook for UserPromptSubmit, PreToolUse, PostToolUse, "
-        "PostToolUseFailure, SubagentStart, SubagentStop and SessionEnd. Exits 1 (never 2, which "
-        "would block the tool) on any error of its own, a usage error included.",
+        help="answer one agent CLI hook (Claude Code, Codex, Gemini CLI): its JSON on stdin, the answer on stdout",
+        description="Configure as a command hook for the events `hook-settings --agent NAME` lists. "
+        "Exits 1 (never 2, which would block the tool) on any error of its own, a usage error included.",
+    )
+    hook.add_argument(
+        "--agent",
+        choices=_AGENTS,
+        default="claude-code",
+        metavar="CLI",
+        help="the CLI whose hook this is: claude-code (default), codex or gemini-cli",
     )
     hook.add_argument(
         "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
@@ -413,13 +521,10 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     hook.add_argument(
         "--serve",
         metavar="URL",
-        help="forward the event to a running `serve` at unix:PATH or http://127.0.0.1:PORT and print its answer; "
-        "in-process when none answers (default: $REPEAT_TOOL_GUARD_SERVE, else in-process)",
+        help="Claude Code: forward the event to a running `serve` at unix:PATH or http://127.0.0.1:PORT and "
+        "print its answer; in-process when none answers (default: $REPEAT_TOOL_GUARD_SERVE, else in-process)",
     )
     hook.set_defaults(run=_cmd_hook, raw=None)
-    if not hook_only:
-        # Listed so that help says where it went; main() answers it, options and all.
-        commands.add_parser("bench", help="moved: run `python -m benchmarks` from a source checkout")
     return parser
 
 
@@ -492,15 +597,31 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
     settings = commands.add_parser(
         "hook-settings",
-        help="print the .claude/settings.json hooks that run this installation's hook command",
-        description="Print the hooks block of .claude/settings.json for every hook event the guard needs. "
-        "The command is this installation's repeat-tool-guard by absolute path (Claude Code's PATH may not "
-        "have it), and when it cannot run Claude Code shows you a message saying the guard is off.",
+        help="print the hooks an agent CLI needs to run the guard (Claude Code, Codex, Gemini CLI)",
+        description="Print the hooks block for every hook event the guard needs: for Claude Code "
+        ".claude/settings.json's, for Codex hooks.json's, for Gemini CLI settings.json's. The command is "
+        "this installation's repeat-tool-guard by absolute path (the CLI's PATH may not have it); when it "
+        "cannot run, the call goes ahead and the CLI shows a message saying the guard is off.",
     )
-    settings.add_argument("--config", metavar="FILE", help="a config file the hook should use")
-    settings.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
-    settings.add_argument("--serve", metavar="URL", help="a running `serve` the hook forwards to (see hook --serve)")
+    _add_settings_options(settings)
     settings.set_defaults(run=_cmd_hook_settings)
+
+    install = commands.add_parser(
+        "install",
+        help="add the guard's hooks to an agent CLI's settings file (or remove them: --uninstall)",
+        description="Merge what hook-settings prints into the CLI's settings file, leaving every other hook "
+        "and setting as it is; the file is backed up first (FILE.bak-<time>) and running it twice changes "
+        "nothing. --user (default): ~/.claude/settings.json, $CODEX_HOME/hooks.json (~/.codex), "
+        "~/.gemini/settings.json; --project: .claude/settings.json, .codex/hooks.json, .gemini/settings.json "
+        "under the current directory.",
+    )
+    _add_settings_options(install)
+    scope = install.add_mutually_exclusive_group()
+    scope.add_argument("--user", dest="scope", action="store_const", const="user", help="the user's settings (default)")
+    scope.add_argument("--project", dest="scope", action="store_const", const="project", help="this project's settings")
+    install.add_argument("--file", metavar="FILE", help="this settings file instead")
+    install.add_argument("--uninstall", action="store_true", help="remove the guard's hooks instead")
+    install.set_defaults(run=_cmd_install, scope="user")
 
     from guard.server.command import add_command as add_serve_command  # the server itself loads only for `serve`
 
@@ -579,8 +700,6 @@ def _command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
-    if command == "bench":
-        return _bench_moved()
     hook = command == "hook"
     raw = None
     if hook:

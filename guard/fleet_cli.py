@@ -20,7 +20,7 @@ import msgspec
 from redis.exceptions import RedisError, ResponseError
 
 from bus.reader import LogError
-from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, parse_redis_target
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, parse_redis_target, redact_url
 from guard.sessions.fleet import FleetAction
 
 if TYPE_CHECKING:
@@ -38,9 +38,9 @@ def _client(url: str) -> Redis:
     from redis.asyncio import Redis
 
     try:
-        return Redis.from_url(url)
+        return Redis.from_url(url, socket_connect_timeout=10)
     except ValueError as exc:
-        raise LogError(f"not a usable Redis URL {url!r}: {exc}") from None
+        raise LogError(f"not a usable Redis URL {redact_url(url)!r}: {exc}") from None
 
 
 async def _sessions(client: Redis, prefix: str, session: str | None) -> list[str]:
@@ -60,7 +60,7 @@ async def _export_all(url: str, prefix: str, session: str | None, folder: Path) 
             paths.append(path)
         return paths
     except (RedisError, OSError) as exc:
-        raise LogError(f"cannot read Redis at {url}: {exc}") from None
+        raise LogError(f"cannot read Redis at {redact_url(url)}: {exc}") from None
     finally:
         await client.aclose()
 
@@ -87,7 +87,7 @@ def export(args: argparse.Namespace) -> int:
         try:
             return await RedisSessionLog(client, args.session, prefix=args.prefix).export(args.output)
         except (RedisError, OSError) as exc:
-            raise LogError(f"cannot export session {args.session!r} from {args.source}: {exc}") from None
+            raise LogError(f"cannot export session {args.session!r} from {redact_url(args.source)}: {exc}") from None
         finally:
             await client.aclose()
 
@@ -144,5 +144,5 @@ def watch(args: argparse.Namespace) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             anyio.run(_watch, args, sys.stdout)
     except RedisError as exc:
-        raise LogError(f"cannot watch {args.source}: {exc}") from None
+        raise LogError(f"cannot watch {redact_url(args.source)}: {exc}") from None
     return 0

@@ -4,7 +4,7 @@ Two results of the same call are "the same result" when their normalised
 texts are equal. Normalisation strips what changes between runs without
 meaning anything: ANSI escape codes, text a carriage return overwrote
 (spinners, progress bars redrawn in place), timestamps, dates and clock
-times, durations, process and session ids, hex digests and UUIDs, and
+times, durations, process, session and output chunk ids, hex digests and UUIDs, and
 trailing whitespace. The patterns are settings (``result_normalize``), so a
 runtime's own noise can be added; each match is replaced by one marker, so
 ``12 ms`` and ``3.4 s`` normalise alike while ``3 failed`` and ``2 failed``
@@ -38,8 +38,10 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     r"\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
     # durations: 12ms, 3.4 s, 5 seconds, 2m30s, took 1.2s
     r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)\b",
-    # process, session and job ids
-    r"(?i)\b(?:pid|process(?: id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
+    # process, process group, session and job ids (Gemini CLI: "Process Group PGID: 4242")
+    r"(?i)\b(?:pid|pgid|process(?: group)?(?: pgid| id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
+    # output chunk ids (Codex CLI: "Chunk ID: 6e403a")
+    r"(?i)\bchunk id:\s*[0-9a-z]+",
     # UUIDs, hex digests and long numbers (7 digits or more)
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
     r"\b(?:0x)?[0-9a-fA-F]{7,}\b",

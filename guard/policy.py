@@ -7,17 +7,44 @@ never publishes or awaits the bus itself.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
 from typing import Generic, Protocol, TypeVar
 
-from bus import AgentStatus, ToolCall, ToolResult, UserMessage
+from bus import AgentStatus, AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action
 from guard.fingerprint import FingerprintCache
 
-__all__ = ["AnyPolicy", "AnyWatch", "Policy", "StateT", "Watch"]
+__all__ = ["AnyPolicy", "AnyWatch", "History", "Policy", "StateT", "Watch"]
 
 StateT = TypeVar("StateT")
 """The type of the per-agent state a policy keeps."""
+
+
+class History:
+    """The recorded session a guard is being brought through (a replay, a
+    resume, a fleet worker catching up), as the policies' ``replaying``
+    seam sees it: what was recorded happened already, so a policy answers
+    from the record rather than acting on the world again.
+
+    ``events()`` reads the recorded events (on demand: only a policy that
+    needs them pays for reading); ``answered`` is false when the caller
+    wants escalations asked live even so (``replay --ask``).
+    """
+
+    def __init__(self, events: Iterable[AnyEvent] | str | os.PathLike[str], *, answered: bool = True) -> None:
+        self._source = events
+        self.answered = answered
+
+    def events(self) -> Iterator[AnyEvent]:
+        source = self._source
+        if isinstance(source, str | os.PathLike):
+            with LogReader(source) as reader:
+                yield from reader
+        else:
+            yield from source
 
 
 class AnyWatch(Protocol):
@@ -85,6 +112,13 @@ class Policy(ABC, Generic[StateT]):
     def on_status(self, state: StateT, status: AgentStatus) -> None:
         """The agent's lifecycle changed (``idle``, ``halt-requested``, ...);
         called for agents that have state, before ``disposed`` drops it."""
+
+    def replaying(self, history: History) -> contextlib.AbstractContextManager[None]:
+        """While the returned context is entered, the guard applies the
+        recorded ``history`` rather than live events: a policy that acts on
+        the world (asks a model, writes a log of its own) answers from the
+        record and records nothing again. The default does nothing."""
+        return contextlib.nullcontext()
 
     @property
     def intercepts(self) -> bool:

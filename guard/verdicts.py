@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
@@ -14,16 +13,14 @@ from bus import AgentStatus, AnyEvent, ContextMessage, Event, ReadReport, Replay
 from guard.actions import DENYING, Action
 from guard.config import Config
 from guard.guard import Guard
-from guard.policies.rescue import RecordedAnswers, RescuePolicy
 from guard.policy import AnyPolicy
+from guard.sessions.restore import regenerated, replaying
 
 __all__ = [
     "Difference",
     "OutputKind",
     "ReplayOutcome",
     "Verdict",
-    "answers_from_events",
-    "answers_from_log",
     "replay_log",
 ]
 
@@ -173,13 +170,13 @@ async def replay_log(
     as given: the environment's overrides are for live guards, so a replay
     depends on nothing but the log and the config.
 
-    Escalations are answered from the log (``RecordedAnswers``): a replay
-    never runs the ask command, so it spends nothing and agrees with what
-    was recorded, unless ``live_asks`` is true.
-
-    What is the guard's recorded output is decided by this guard's policies
-    (``Guard.owns``): their context messages and halt requests are withheld
-    and regenerated, and the calls they denied are replayed as recorded.
+    The log is applied as every restore applies one
+    (``guard.sessions.restore``): escalations are answered from the log, so
+    a replay never runs the ask command, spends nothing and agrees with
+    what was recorded, unless ``live_asks`` is true; the guard's own
+    recorded context messages and halt requests (``Guard.owns``) are
+    withheld and regenerated, and the calls its policies denied are
+    replayed as recorded.
     Every one of those (denials with their text and advice) is compared with
     what the replay makes, in order: ``differences`` lists what is missing
     from the log, extra in it, or changed.
@@ -213,7 +210,9 @@ async def replay_log(
                 advice = event.advice if isinstance(event.advice, str) else None
                 recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
             return False
-        if not guard.owns(event):
+        if not (regenerated(guard, event) or (kind is AgentStatus and guard.owns(event))):
+            # A halt request naming nobody is compared as the guard's too:
+            # logs may record the guard's halts without naming the plugin.
             return False
         assert isinstance(event, ContextMessage | AgentStatus)
         recorded.append(_message(event))
@@ -238,48 +237,8 @@ async def replay_log(
     replay = Replay(path, withhold=withhold)
     guard.attach(replay.bus)
     replay.bus.record(capture)
-    with answers_from_log(guard, path, live_asks=live_asks):
+    with replaying(guard, path, answered=not live_asks):
         report = await replay.run()
     for (agent, call_id), (seq, plugin, action) in denials.items():  # denied calls the log has no result for
         fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
     return ReplayOutcome(verdicts, report, _compare(recorded, fresh), Counter(o.what for o in recorded))
-
-
-@contextlib.contextmanager
-def answers_from_log(guard: Guard, path: str | os.PathLike[str], *, live_asks: bool = False) -> Iterator[None]:
-    """While inside, every rescue policy of ``guard`` answers escalations
-    from the log at ``path`` (scanned only when a rescue policy runs), not
-    by running the ask command, unless ``live_asks``; and records no trips,
-    since the history's trips were recorded when they happened. On leaving,
-    each gets its asker and its trip log back."""
-    with _answering(guard, lambda: None if live_asks else RecordedAnswers.from_log(path)):
-        yield
-
-
-@contextlib.contextmanager
-def answers_from_events(guard: Guard, events: Iterable[AnyEvent]) -> Iterator[None]:
-    """``answers_from_log`` for events already read: a session's history
-    applied from somewhere other than a file (a Redis stream)."""
-    with _answering(guard, lambda: RecordedAnswers.from_events(events)):
-        yield
-
-
-@contextlib.contextmanager
-def _answering(guard: Guard, answers: Callable[[], RecordedAnswers | None]) -> Iterator[None]:
-    """Rescue policies answer from ``answers()`` (their own asker when it
-    gives ``None``) and record no trips, while inside."""
-    rescuers = [p for p in guard.policies if isinstance(p, RescuePolicy)]
-    if not rescuers:
-        yield
-        return
-    recorded = answers()
-    previous = [(p.ask, p.trips) for p in rescuers]
-    for policy in rescuers:
-        policy.ask = recorded or policy.ask
-        policy.trips = None
-    try:
-        yield
-    finally:
-        for policy, (asker, trips) in zip(rescuers, previous, strict=True):
-            policy.ask = asker
-            policy.trips = trips

@@ -204,6 +204,16 @@ class FakeAnthropic(ScriptedServer):
             "NO_PROXY": "127.0.0.1,localhost",
         }
 
+    def claude(self, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """Another ``claude`` command (``plugin install ...``) with this home's environment."""
+        cli = bundled_cli()
+        if cli is None:
+            raise RuntimeError("claude-agent-sdk with its bundled CLI is not installed")
+        full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **self.env(), **(env or {})}
+        return subprocess.run(
+            [str(cli), *args], cwd=self.work, env=full_env, capture_output=True, text=True, timeout=120, check=False
+        )
+
     def options(self, **kwargs: Any) -> ClaudeAgentOptions:
         """``ClaudeAgentOptions`` running the bundled CLI against this server in
         ``home/work``; ``kwargs`` override (``env`` is merged)."""
@@ -227,14 +237,16 @@ class FakeAnthropic(ScriptedServer):
         settings: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float = 120,
+        setting_sources: str = "",
     ) -> subprocess.CompletedProcess[str]:
         """``claude -p prompt --output-format stream-json --verbose`` in ``home/work``,
-        with ``settings`` (hooks, say) written to a file and passed by ``--settings``."""
+        with ``settings`` (hooks, say) written to a file and passed by ``--settings``,
+        reading only the settings files ``setting_sources`` names (none by default)."""
         cli = bundled_cli()
         if cli is None:
             raise RuntimeError("claude-agent-sdk with its bundled CLI is not installed")
         command = [str(cli), "-p", prompt, "--output-format", "stream-json", "--verbose", "--model", MODEL]
-        command += ["--permission-mode", "bypassPermissions", "--setting-sources", ""]
+        command += ["--permission-mode", "bypassPermissions", "--setting-sources", setting_sources]
         if settings is not None:
             path = self.home / "settings.json"
             path.write_text(json.dumps(settings))

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
+import select
 import socket
-import subprocess
-import time
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import structlog
 
+from benchmarks._redis import RedisServer
+from benchmarks._redis import start_redis_server as _start_redis_server
 from bus import Agent, Bus
 from bus.testing import Capture, FakeClock
+from tests.agent_clis import CODEX_VERSION, GEMINI_VERSION, FakeGemini, FakeResponses, cli_path
 from tests.claude_cli import FakeAnthropic, bundled_cli
 
 if TYPE_CHECKING:
@@ -42,6 +44,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     two backends."""
     if "anyio_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("asyncio_only"):
         metafunc.definition.add_marker(pytest.mark.parametrize("anyio_backend", ["asyncio"]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives the real Claude Code CLI (it uses
+    ``fake_anthropic``) is ``slow``: marked before ``-m`` selects."""
+    for item in items:
+        if "fake_anthropic" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -93,6 +104,34 @@ def missing_ask_command(tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def fake_responses(tmp_path: Path) -> Iterator[FakeResponses]:
+    """A scripted OpenAI Responses API on loopback for the real Codex CLI (see
+    ``tests/agent_clis.py``), its home ``tmp_path/codex-home``. Skips when the
+    pinned CLI is not installed (``.ci/run`` installs it)."""
+    if cli_path("codex") is None:
+        pytest.skip(f"the Codex CLI (npm @openai/codex@{CODEX_VERSION}) is not installed")
+    api = FakeResponses(tmp_path / "codex-home")
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def fake_gemini(tmp_path: Path) -> Iterator[FakeGemini]:
+    """A scripted Gemini API on loopback for the real Gemini CLI (see
+    ``tests/agent_clis.py``), its home ``tmp_path/gemini-home``. Skips when the
+    pinned CLI is not installed (``.ci/run`` installs it)."""
+    if cli_path("gemini") is None:
+        pytest.skip(f"the Gemini CLI (npm @google/gemini-cli@{GEMINI_VERSION}) is not installed")
+    api = FakeGemini(tmp_path / "gemini-home")
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
 def fake_anthropic(tmp_path: Path) -> Iterator[FakeAnthropic]:
     """A scripted Anthropic Messages API on loopback for the real Claude Code
     CLI bundled in ``claude-agent-sdk`` (see ``tests/claude_cli.py``); its
@@ -137,47 +176,13 @@ def zero_umask() -> Iterator[None]:
         os.umask(old)
 
 
-class RedisServer:
-    """A real ``redis-server`` on a free loopback port, persistence off."""
-
-    def __init__(self, port: int, process: subprocess.Popen[bytes]) -> None:
-        self.port = port
-        self.process = process
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_redis_server() -> RedisServer:
-    """Start ``redis-server`` on a free port and wait until it answers
-    ``PING``; skips the test when the binary is absent (``.ci/run`` installs it)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does it)")
-    port = _free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return RedisServer(port, process)
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"redis-server did not answer on port {port} within 10 s")
+    """A fresh ``redis-server`` (see ``benchmarks/_redis.py``); skips the
+    test when the binary is absent (``.ci/run`` installs it)."""
+    try:
+        return _start_redis_server()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
 
 
 @pytest.fixture(scope="session")
@@ -219,3 +224,91 @@ def redis_url(redis_server: RedisServer) -> str:
         sock.sendall(b"FLUSHALL\r\n")
         sock.recv(16)
     return redis_server.url
+
+
+class Proxy:
+    """A TCP proxy to Redis. ``arm(mode, mark)`` cuts the next connection
+    whose client sends ``mark``: ``"before"`` drops those bytes, ``"after"``
+    passes them to Redis and drops its reply; both then close the
+    connection. While ``refusing``, new connections are closed at once.
+    Every other byte passes both ways unchanged."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.mode: str | None = None
+        self.mark = b""
+        self.cuts = 0
+        self.refusing = False
+        self._then_refuse = False
+        self._lock = threading.Lock()
+        self._closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, mode: str, mark: bytes, *, then_refuse: bool = False) -> None:
+        """Cut at ``mark``; with ``then_refuse``, refuse every connection after the cut."""
+        with self._lock:
+            self.mode = mode
+            self.mark = mark
+            self._then_refuse = then_refuse
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+
+    def _pipe(self, client: socket.socket, upstream: socket.socket) -> None:
+        cut_after = False
+        with client, upstream:
+            while True:
+                ready, _, _ = select.select([client, upstream], [], [], 0.5)
+                if self._closing:
+                    return
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    if sock is client:
+                        with self._lock:
+                            mode = self.mode if self.mark and self.mark in data else None
+                            if mode is not None:
+                                self.mode = None
+                                self.cuts += 1
+                                self.refusing = self._then_refuse
+                        if mode == "before":
+                            return
+                        upstream.sendall(data)
+                        cut_after = cut_after or mode == "after"
+                    elif cut_after:
+                        return  # Redis ran it; its reply is lost in transit
+                    else:
+                        client.sendall(data)
+
+    def close(self) -> None:
+        self._closing = True
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(redis_url: str) -> Iterator[Proxy]:
+    port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
+    made = Proxy(port)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def redis_proxy(redis_url: str) -> Iterator[Proxy]:
+    """A ``Proxy`` to the test's redis-server; its URL is ``redis://127.0.0.1:<port>/0``."""
+    port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
+    made = Proxy(port)
+    yield made
+    made.close()

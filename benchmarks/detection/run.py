@@ -5,8 +5,8 @@
 
 Labels (data, in this folder):
 
-- ``corpus.toml``: stretches of the shared transcript corpus
-  (``../shared/corpus`` from the repository root, never copied here),
+- ``corpus.toml``: stretches of the real transcripts kept in
+  ``tests/data/transcripts`` (trimmed copies, see ``DATA.md`` there),
   named by file, session and call range;
 - ``scenarios.toml``: the synthetic sessions under ``scenarios/`` (made by
   ``build.py``);
@@ -38,6 +38,7 @@ import anyio
 import msgspec
 import structlog
 
+from benchmarks._transcripts import CORPUS
 from bus import ToolCall, ToolResult, read_log
 from guard.config import RECOMMENDED, Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.importers import open_sessions
@@ -46,7 +47,6 @@ from guard.verdicts import Verdict, replay_log
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CORPUS = ROOT / ".." / "shared" / "corpus"
 DENYING = frozenset({"deny", "rescue", "escalation-failed", "halt"})
 _NO_ASK = "/dev/null/repeat-tool-guard-benchmark-never-asks"
 _OFF = RemindConfig(enabled=False)
@@ -85,6 +85,7 @@ class Stretch(msgspec.Struct, frozen=True, kw_only=True):
     only: tuple[int, ...] = ()
     session: str | None = None
     agent: str | None = None
+    origin: str = ""
 
     @property
     def name(self) -> str:
@@ -135,7 +136,9 @@ def _call_agents(path: Path) -> dict[int, str | None]:
     return numbers
 
 
-def _logs(stretches: Iterable[Stretch], tmp: Path, corpus: Path) -> dict[tuple[str, str, str | None], _Log]:
+def _logs(
+    stretches: Iterable[Stretch], tmp: Path, corpus: Path, real: Path | None = None, external: Path | None = None
+) -> dict[tuple[str, str, str | None], _Log]:
     logs: dict[tuple[str, str, str | None], _Log] = {}
     for stretch in stretches:
         key = (stretch.source, stretch.file, stretch.session)
@@ -145,11 +148,12 @@ def _logs(stretches: Iterable[Stretch], tmp: Path, corpus: Path) -> dict[tuple[s
             path = HERE / "scenarios" / stretch.file
         elif stretch.source == "repo":
             path = ROOT / "scenarios" / stretch.file
+        elif stretch.source == "real" and real is not None:
+            path = real / stretch.file
         else:
+            root = external if stretch.source == "external" and external is not None else corpus
             sessions = [
-                s
-                for s in open_sessions(corpus / stretch.file)
-                if stretch.session is None or s.session == stretch.session
+                s for s in open_sessions(root / stretch.file) if stretch.session is None or s.session == stretch.session
             ]
             if len(sessions) != 1:
                 raise ValueError(f"{stretch.name}: {len(sessions)} sessions match (name one with session = ...)")
@@ -198,6 +202,20 @@ class Score:
         return sum(1 for r in self._of("legit") for v in r.actions if v.action in DENYING)
 
     @property
+    def legits(self) -> int:
+        return len(self._of("legit"))
+
+    @property
+    def legit_stretches_advised(self) -> int:
+        """Legit stretches with an advisory and no denial or halt."""
+        return sum(1 for r in self._of("legit") if r.actions and all(v.action not in DENYING for v in r.actions))
+
+    @property
+    def legit_stretches_denied(self) -> int:
+        """Legit stretches with a denial or halt."""
+        return sum(1 for r in self._of("legit") if any(v.action in DENYING for v in r.actions))
+
+    @property
     def unclear_denials(self) -> int:
         return sum(1 for r in self._of("unclear") for v in r.actions if v.action in DENYING)
 
@@ -214,11 +232,26 @@ async def score(
     configs: dict[str, Config] | None = None, *, corpus: Path = CORPUS
 ) -> tuple[list[Score], list[Stretch], list[str]]:
     """Score every config in ``configs`` (default ``CONFIGS``)."""
-    configs = CONFIGS if configs is None else configs
     stretches, notes = load_labels(corpus)
+    return await score_stretches(stretches, configs, corpus=corpus), stretches, notes
+
+
+async def score_stretches(
+    stretches: list[Stretch],
+    configs: dict[str, Config] | None = None,
+    *,
+    corpus: Path = CORPUS,
+    real: Path | None = None,
+    external: Path | None = None,
+) -> list[Score]:
+    """Score every config in ``configs`` (default ``CONFIGS``) on ``stretches``;
+    ``real`` is the folder the ``real`` stretches' logs are read from,
+    ``external`` the checkout the ``external`` stretches' transcripts are
+    imported from."""
+    configs = CONFIGS if configs is None else configs
     scores: list[Score] = []
     with tempfile.TemporaryDirectory(prefix="rtg-detection-") as tmp:
-        logs = _logs(stretches, Path(tmp), corpus)
+        logs = _logs(stretches, Path(tmp), corpus, real, external)
         for name, config in configs.items():
             results: list[StretchResult] = []
             elsewhere = 0
@@ -234,7 +267,7 @@ async def score(
                     results.append(StretchResult(stretch, actions, wasted))
                 elsewhere += sum(1 for v in outcome.verdicts if id(v) not in claimed)
             scores.append(Score(name, results, elsewhere))
-    return scores, stretches, notes
+    return scores
 
 
 def table(scores: list[Score]) -> str:
@@ -271,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--detail", metavar="CONFIG", choices=list(CONFIGS), help="also list every stretch")
-    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the shared corpus (default ../shared/corpus)")
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the real transcripts (tests/data/transcripts)")
     args = parser.parse_args(argv)
     scores, stretches, notes = anyio.run(lambda: score(corpus=args.corpus))
     counts = {label: sum(1 for s in stretches if s.label == label) for label in ("loop", "legit", "unclear")}

@@ -11,42 +11,51 @@ messages go back as ``additionalContext``, never as a rewritten tool output),
 ``PostToolBatch`` (the model response is over: ``agent/status``
 ``step-done``), ``Stop`` (a response without tool calls: ``idle``),
 ``SubagentStart`` / ``SubagentStop`` (a subagent's life; its tool hooks carry
-its ``agent_id``), ``SessionEnd`` (every agent of the session is disposed).
-A halt request answers ``continue: false`` with the reason as ``stopReason``."""
+its ``agent_id``), ``PreCompact`` (the conversation is compacted:
+``agent/status`` ``compacted``), ``SessionEnd`` (every agent of the session
+is disposed). A halt request answers ``continue: false`` with the reason as
+``stopReason``.
+
+The same core answers the other CLIs whose hooks follow this contract
+(Codex, Gemini CLI): a ``HookRuntime`` maps a CLI's events onto these seams
+and writes its answers (``guard.adapters.codex_hooks``,
+``guard.adapters.gemini_hooks``)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from bus import Decision, LogError, LogWriteError, open_regular
+from bus import AgentStatus, Decision
 from guard._text import shown
 from guard.config import Config, apply_environment
-from guard.guard import Guard
+from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
-from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
+from guard.sessions.live import LiveTable
 
 __all__ = [
+    "CLAUDE_CODE",
+    "HALTED_BY",
     "HOOK_EVENTS",
     "SESSION_ID_RULE",
     "ClaudeHooks",
     "HookInputError",
+    "HookRuntime",
     "answer_hook",
     "default_state_dir",
+    "forward_command",
     "hook_command",
     "hook_settings",
     "http_hook_settings",
     "is_session_id",
     "parse_payload",
+    "path_command",
     "run_hook",
     "run_to_completion",
 ]
@@ -62,28 +71,54 @@ HOOK_EVENTS: tuple[str, ...] = (
     "Stop",
     "SubagentStart",
     "SubagentStop",
+    "PreCompact",
     "SessionEnd",
 )
 """The hook events the guard listens to; any other event is answered with ``{}``."""
 
-_TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
+HALTED_BY = "repeat-tool-guard/halted"
+"""``denied_by`` of a call a runtime that cannot end a run denied because the
+guard had asked to halt its agent (no policy's denial: replay keeps it as recorded)."""
+
+_TOOL_SEAMS = frozenset({"pre", "post", "post-error"})
 
 _FAILED_MESSAGE = '{"systemMessage":"repeat-tool-guard hook failed (exit %s): the loop guard is off for this event"}'
 _FAILED = "printf " + shlex.quote(_FAILED_MESSAGE + "\\n") + ' "$?"'
 
 
 def hook_command(argv: Sequence[str]) -> str:
-    """The shell command a Claude Code hook runs: ``argv`` (the hook command,
-    by absolute path, so it runs whatever ``PATH`` Claude Code has), and when
-    it cannot start or fails, a ``systemMessage`` that shows the user the
-    guard is off, instead of Claude Code dropping the failure silently."""
+    """The shell command a hook runs: ``argv`` (the hook command, by absolute
+    path, so it runs whatever ``PATH`` the CLI has), and when it cannot start
+    (a missing binary or interpreter) or fails, a ``systemMessage`` that shows
+    the user the guard is off, exiting 0: every CLI lets the call run then,
+    where exit 2 or an unstartable command would block it."""
     return f"{shlex.join(argv)} || {_FAILED}"
 
 
-def hook_settings(argv: Sequence[str]) -> dict[str, Any]:
-    """The ``hooks`` block of ``.claude/settings.json`` running ``hook_command(argv)``
-    for every event in ``HOOK_EVENTS`` (tool events for every tool)."""
-    return _settings({"type": "command", "command": hook_command(argv)})
+def path_command(argv: Sequence[str]) -> str:
+    """The shell command a hook runs where the guard's path is not known (a
+    plugin): ``argv`` with its first word looked up on ``PATH``; when it is
+    not there, a ``systemMessage`` saying so and exit 0 (the call goes ahead),
+    and when it fails, ``hook_command``'s message."""
+    name = shlex.quote(argv[0])
+    missing = shlex.quote('{"systemMessage":"' + f"{argv[0]} is not on PATH: the loop guard is off" + '"}')
+    return f"if command -v {name} >/dev/null 2>&1; then {hook_command(argv)}; else printf '%s\\n' {missing}; fi"
+
+
+def forward_command(url: str, *, token_env: str | None = None) -> str:
+    """A command hook that posts the payload on stdin to the resident guard
+    at ``url`` with curl (for CLIs without HTTP hooks), failing open like
+    ``hook_command`` when curl is missing or the server does not answer."""
+    argv = ["curl", "-sSf", "--max-time", "10", "-H", "Content-Type: application/json", "--data-binary", "@-"]
+    auth = f' -H "Authorization: Bearer ${token_env}"' if token_env is not None else ""
+    return f"{shlex.join(argv)}{auth} {shlex.quote(url)} || {_FAILED}"
+
+
+def hook_settings(argv: Sequence[str], runtime: HookRuntime | None = None) -> dict[str, Any]:
+    """The ``hooks`` block of ``runtime``'s settings (Claude Code's
+    ``.claude/settings.json`` by default) running ``hook_command(argv)`` for
+    every event the guard listens to (tool events for every tool)."""
+    return (runtime or CLAUDE_CODE).settings({"type": "command", "command": hook_command(argv)})
 
 
 def http_hook_settings(url: str, *, token_env: str | None = None) -> dict[str, Any]:
@@ -96,16 +131,7 @@ def http_hook_settings(url: str, *, token_env: str | None = None) -> dict[str, A
     if token_env is not None:
         handler["headers"] = {"Authorization": f"Bearer ${token_env}"}
         handler["allowedEnvVars"] = [token_env]
-    return _settings(handler)
-
-
-def _settings(handler: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "hooks": {
-            event: [{"matcher": "*", "hooks": [handler]} if event in _TOOL_EVENTS else {"hooks": [handler]}]
-            for event in HOOK_EVENTS
-        }
-    }
+    return CLAUDE_CODE.settings(handler)
 
 
 TASK_NOTIFICATION = "<task-notification>"
@@ -116,8 +142,114 @@ MAX_SESSIONS = 256
 """How many sessions one ``ClaudeHooks`` keeps live by default (see ``max_sessions``)."""
 
 
+class HookRuntime:
+    """How one CLI's hooks map onto the guard's seams and how its answers look;
+    this one is Claude Code's, and the other CLIs' runtimes override what differs.
+
+    ``seams`` maps each hook event the guard listens to onto what it means:
+    ``prompt``, ``pre`` (a call is about to run), ``post`` / ``post-error``
+    (it ran), ``batch`` (a model response's calls all ran), ``idle`` (a
+    response called no tool), ``subagent-start``, ``subagent-stop`` (the
+    subagent is gone), ``subagent-idle`` (its turn is over, it may get
+    another), ``compacted`` and ``session-end``. ``cosmetic_args`` are the
+    top-level arguments of a tool that the CLI has the model reword on every
+    call (a description for the user): they are left out of the call the
+    guard sees, at this edge only, so the policies' own ``ignored_args``
+    defaults stay what they are for in-process users. ``ends_runs`` says
+    whether a tool hook can end the run (``continue: false``); where it
+    cannot, a halted agent's further calls are denied until the next user
+    prompt (``HALTED_BY``).
+    """
+
+    name: ClassVar[str] = "claude-code"
+    seams: ClassVar[Mapping[str, str]] = {
+        "UserPromptSubmit": "prompt",
+        "PreToolUse": "pre",
+        "PostToolUse": "post",
+        "PostToolUseFailure": "post-error",
+        "PostToolBatch": "batch",
+        "Stop": "idle",
+        "SubagentStart": "subagent-start",
+        "SubagentStop": "subagent-stop",
+        "PreCompact": "compacted",
+        "SessionEnd": "session-end",
+    }
+    cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {"Bash": frozenset({"description"})}
+    ends_runs: ClassVar[bool] = True
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """The hook events to register, in the order the settings list them."""
+        return tuple(self.seams)
+
+    def settings(self, handler: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``hooks`` block that runs ``handler`` for every event in ``events``."""
+        groups = {
+            event: [
+                {"matcher": "*", "hooks": [dict(handler)]}
+                if self.seams[event] in _TOOL_SEAMS
+                else {"hooks": [dict(handler)]}
+            ]
+            for event in self.events
+        }
+        return {"hooks": groups}
+
+    def tool_input(self, payload: Mapping[str, Any]) -> Any:
+        """The call's arguments as the guard sees them (``cosmetic_args`` left out)."""
+        args = payload.get("tool_input")
+        cosmetic = self.cosmetic_args.get(str(payload.get("tool_name", "")))
+        if cosmetic and isinstance(args, dict) and not cosmetic.isdisjoint(args):
+            return {key: value for key, value in args.items() if key not in cosmetic}
+        return args
+
+    def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
+        """The id that pairs a call's ``pre`` and ``post`` events."""
+        return str(payload.get("tool_use_id", ""))
+
+    def result(self, payload: Mapping[str, Any], seam: str) -> tuple[str, bool]:
+        """What the tool returned, as the model reads it, and whether it failed."""
+        if seam == "post":
+            return as_text(payload.get("tool_response")), False
+        return str(payload.get("error", "")), True
+
+    def prompt(self, payload: Mapping[str, Any]) -> str | None:
+        """The user's prompt, or None when the event is no user turn."""
+        prompt = str(payload.get("prompt", ""))
+        return None if prompt.lstrip().startswith(TASK_NOTIFICATION) else prompt  # a background task reporting back
+
+    def denial(self, event: str, reason: str) -> dict[str, Any]:
+        """The answer that stops a call before it runs."""
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": event,
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }
+        }
+
+    def answer(
+        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
+    ) -> dict[str, Any]:
+        """The hook's answer: the denial (``denial`` is its reason), the guard's
+        messages for the model, and the halt request, in the CLI's format."""
+        answer = self.denial(event, denial) if denial is not None else {}
+        context = agent.take_context(call_id)
+        if context:
+            specific = answer.setdefault("hookSpecificOutput", {"hookEventName": event})
+            specific["additionalContext"] = "\n\n".join(context)
+        if agent.halt_reason is not None and self.ends_runs:
+            answer["continue"] = False
+            answer["stopReason"] = agent.halt_reason
+        return answer
+
+
+CLAUDE_CODE = HookRuntime()
+"""Claude Code's hooks (also the Claude Agent SDK's callbacks)."""
+
+
 class ClaudeHooks:
-    """Answers Claude Code hook payloads for the agents of one ``GuardLink``.
+    """Answers the hook payloads of one CLI (``runtime``, Claude Code by
+    default) for the agents of one ``GuardLink``.
 
     The main agent of a session is the agent with the session's id; a
     subagent is its ``agent_id``, a child of the main agent. A step is one
@@ -133,66 +265,77 @@ class ClaudeHooks:
     least recently active one is disposed (with its subagents) to make room.
     """
 
-    def __init__(self, link: GuardLink, *, max_sessions: int = MAX_SESSIONS, steps_reported: bool = False) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+    def __init__(
+        self,
+        link: GuardLink,
+        *,
+        max_sessions: int = MAX_SESSIONS,
+        steps_reported: bool = False,
+        runtime: HookRuntime = CLAUDE_CODE,
+    ) -> None:
+        self._sessions: LiveTable[str, AgentLink] = LiveTable(max_sessions)
         self.link = link
-        self._max = max_sessions
+        self.runtime = runtime
         self._steps_reported = steps_reported
-        self._sessions: OrderedDict[str, AgentLink] = OrderedDict()
         self._subagents: dict[str, AgentLink] = {}
         for agent in link.links():
             if agent.agent.parent_id is None:
-                self._sessions[agent.agent.id] = agent
+                self._sessions.restore(agent.agent.id, agent)
             else:
                 self._subagents[agent.agent.id] = agent
 
     async def handle(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """The hook's answer (the CLI's JSON form: ``continue``, not ``continue_``)."""
+        runtime = self.runtime
         event = payload.get("hook_event_name")
-        if event not in HOOK_EVENTS:
+        seam = runtime.seams.get(event) if isinstance(event, str) else None
+        if event is None or seam is None:
             return {}
-        if event == "SessionEnd":
+        assert isinstance(event, str)
+        if seam == "session-end":
             await self._end_session(str(payload.get("session_id") or "session"))
             return {}
         agent = await self._agent(payload)
-        if event == "UserPromptSubmit":
-            prompt = str(payload.get("prompt", ""))
-            if not prompt.lstrip().startswith(TASK_NOTIFICATION):  # a background task reporting back
+        if seam == "prompt":
+            prompt = runtime.prompt(payload)
+            if prompt is not None:
                 await agent.user_message(prompt)
             return {}
-        if event == "SubagentStop":
-            del self._subagents[agent.agent.id]
-            await agent.dispose()
+        if seam == "subagent-stop":
+            if agent.agent.parent_id is not None:
+                del self._subagents[agent.agent.id]
+                await agent.dispose()
             return {}
-        if event == "SubagentStart":
+        if seam == "subagent-start":
             return {}
-        if event == "PostToolBatch":
+        if seam == "compacted":
+            await agent.bus.publish(AgentStatus(agent=agent.agent, status="compacted"))
+            return {}
+        if seam == "batch":
             await self._batch(agent, payload.get("tool_calls"))
-            return _answer(agent, event, None, {})
-        if event == "Stop":
+            return runtime.answer(agent, event, seam, None, None)
+        if seam in ("idle", "subagent-idle"):
             await agent.idle()
-            return _answer(agent, event, None, {})
-        call_id = str(payload.get("tool_use_id", ""))
-        if event == "PreToolUse" or not agent.has_call(call_id):
-            # a post hook whose PreToolUse never reached the guard counts all the same
+            return runtime.answer(agent, event, seam, None, None)
+        call_id = runtime.call_id(agent, payload, seam)
+        if seam == "pre" or not agent.has_call(call_id):
+            # a post hook whose pre hook never reached the guard counts all the same
             decision = await self._call(agent, call_id, payload)
-        if event == "PreToolUse":
+        if seam == "pre":
+            if decision.allowed and agent.halt_reason is not None and not runtime.ends_runs:
+                decision = Decision.deny(agent.halt_reason, HALTED_BY)
             if decision.allowed:
-                return _answer(agent, event, call_id, {})
+                return runtime.answer(agent, event, seam, call_id, None)
             await agent.denied(call_id, decision)
-            specific = {"permissionDecision": "deny", "permissionDecisionReason": decision.reason or ""}
-            return _answer(agent, event, call_id, specific)
-        if event == "PostToolUse":
-            await agent.result(call_id, as_text(payload.get("tool_response")))
-        else:
-            await agent.result(call_id, str(payload.get("error", "")), is_error=True)
-        return _answer(agent, event, call_id, {})
+            return runtime.answer(agent, event, seam, call_id, decision.reason or "")
+        content, is_error = runtime.result(payload, seam)
+        await agent.result(call_id, content, is_error=is_error)
+        return runtime.answer(agent, event, seam, call_id, None)
 
     async def _call(self, agent: AgentLink, call_id: str, payload: Mapping[str, Any]) -> Decision:
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):
             agent.begin_step()
-        return await agent.call(call_id, str(payload.get("tool_name", "")), payload.get("tool_input"))
+        return await agent.call(call_id, str(payload.get("tool_name", "")), self.runtime.tool_input(payload))
 
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
         """The response is over. A call it lists that is still open (no post
@@ -207,13 +350,12 @@ class ClaudeHooks:
         session = str(payload.get("session_id") or "session")
         main = self._sessions.get(session)
         if main is None:
-            main = self._sessions[session] = self.link.agent(session)
+            main = self.link.agent(session)
+            evicted = self._sessions.add(session, main)
             main.steps_reported = self._steps_reported
             await main.start()
-            while len(self._sessions) > self._max:
-                await self._end_session(next(iter(self._sessions)))
-        else:
-            self._sessions.move_to_end(session)
+            for oldest in evicted:
+                await self._dispose(oldest.agent.id, oldest)
         sub_id = payload.get("agent_id")
         if not sub_id:
             return main
@@ -225,26 +367,16 @@ class ClaudeHooks:
         return sub
 
     async def _end_session(self, session: str) -> None:
-        main = self._sessions.pop(session, None)
+        await self._dispose(session, self._sessions.pop(session))
+
+    async def _dispose(self, session: str, main: AgentLink | None) -> None:
+        """Dispose of ``session``'s subagents, then of its main agent."""
         for sub_id, sub in list(self._subagents.items()):
             if sub.agent.parent_id == session:
                 del self._subagents[sub_id]
                 await sub.dispose()
         if main is not None:
             await main.dispose()
-
-
-def _answer(agent: AgentLink, event: str, call_id: str | None, specific: dict[str, Any]) -> dict[str, Any]:
-    context = agent.take_context(call_id)
-    if context:
-        specific["additionalContext"] = "\n\n".join(context)
-    answer: dict[str, Any] = {}
-    if specific:
-        answer["hookSpecificOutput"] = {"hookEventName": event, **specific}
-    if agent.halt_reason is not None:
-        answer["continue"] = False
-        answer["stopReason"] = agent.halt_reason
-    return answer
 
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -295,55 +427,18 @@ async def run_hook(
     *,
     log_actions: bool = True,
     on_replay: Callable[[str], None] | None = None,
+    runtime: HookRuntime = CLAUDE_CODE,
 ) -> dict[str, Any]:
-    """Answer one hook invocation with per-session state kept in ``state_dir``.
-
-    The session's events live in ``<state_dir>/<session_id>.jsonl`` (a normal
-    session log with one header: ``repeat-tool-guard replay`` reads it), and
-    the guard's state as of the log's end in ``<session_id>.snapshot``. Each
-    invocation takes an exclusive lock on ``<session_id>.lock``, restores the
-    guard from the snapshot, handles the payload, appends the new events and
-    saves a new snapshot: constant work per call, however long the session.
-    When the snapshot cannot be used (see ``guard.sessions.snapshot``), the
-    log is replayed instead and ``on_replay`` is told why. A log that is not a
-    session log any more is renamed ``*.unreadable-<time>`` and a new one begun.
-    ``log_actions`` is ``Guard``'s.
-    The environment's overrides (``apply_environment``) apply to ``config``.
-    Both files are created 0600; the log is not written through a symbolic
-    link. An event the log could not record (a full disk) raises ``LogWriteError``
-    once the payload is handled, and the log is left whole.
+    """Answer one hook invocation of ``runtime``'s CLI with per-session state
+    kept in ``state_dir`` (``guard.sessions.hook_state.hook_session``: the
+    session's log, its snapshot and its lock there). ``log_actions`` is
+    ``Guard``'s; the environment's overrides (``apply_environment``) apply to
+    ``config``.
     """
     config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = state_dir / f"{session}.jsonl"
-    saved = snapshot_path(path)
-    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        guard = Guard(config, log_actions=log_actions)
-        restored = load_snapshot(saved, path, session, guard)
-        if isinstance(restored, str):
-            from guard.sessions.resume import resume_link  # only when the snapshot cannot be used
-
-            if on_replay is not None and (path.exists() or saved.exists()):
-                on_replay(f"{restored}; replaying {str(path)!r}")
-            guard = Guard(config, log_actions=log_actions)
-            try:
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
-            except LogError:
-                path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
-        link, log = restored
-        with log:
-            answer = await ClaudeHooks(link).handle(payload)
-            if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
-                save_snapshot(saved, link, guard, log)
-    finally:
-        os.close(lock)
-    if log.error is not None:
-        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
-    return answer
+    async with hook_session(state_dir, session, config, log_actions=log_actions, on_replay=on_replay) as link:
+        return await ClaudeHooks(link, runtime=runtime).handle(payload)
 
 
 def answer_hook(
@@ -353,13 +448,16 @@ def answer_hook(
     *,
     log_actions: bool = True,
     on_replay: Callable[[str], None] | None = None,
+    runtime: HookRuntime = CLAUDE_CODE,
 ) -> dict[str, Any]:
     """``run_hook`` for a process of its own (the ``hook`` command), run to
     completion without an event loop: one hook event has nothing to wait for
     but ``rescue``'s ask, which starts a loop of its own when it runs. So the
     process pays for importing and starting one only when it asks.
     """
-    return run_to_completion(run_hook(payload, state_dir, config, log_actions=log_actions, on_replay=on_replay))
+    return run_to_completion(
+        run_hook(payload, state_dir, config, log_actions=log_actions, on_replay=on_replay, runtime=runtime)
+    )
 
 
 def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -16,7 +16,6 @@ disposed in ``after_run_callback``.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from contextvars import ContextVar
 from typing import Any
 
@@ -31,6 +30,7 @@ from google.genai import types
 
 from guard.config import Config
 from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
+from guard.sessions.live import LiveTable
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
 
@@ -44,22 +44,16 @@ class RepeatToolGuard(BasePlugin):
 
     def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_sessions: int = 256) -> None:
         super().__init__(name="repeat_tool_guard")
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
+        self._sessions: LiveTable[str, str] = LiveTable(max_sessions)
         self.link = link if link is not None else GuardLink(config=config)
-        self._max = max_sessions
         self._agents: dict[tuple[str, str], AgentLink] = {}
-        self._sessions: OrderedDict[str, None] = OrderedDict()
         self._nested: dict[str, AgentLink] = {}
         self._outer: dict[tuple[str, str], AgentLink | None] = {}
 
     async def _agent(self, session_id: str, agent: Any) -> AgentLink:
-        if session_id in self._sessions:
-            self._sessions.move_to_end(session_id)
-        else:
-            self._sessions[session_id] = None
-            while len(self._sessions) > self._max:
-                await self._dispose_session(next(iter(self._sessions)))
+        if self._sessions.get(session_id) is None:
+            for oldest in self._sessions.add(session_id, session_id):
+                await self._dispose_agents(oldest)
         key = (session_id, agent.name)
         known = self._agents.get(key)
         if known is not None:
@@ -77,7 +71,10 @@ class RepeatToolGuard(BasePlugin):
         return link
 
     async def _dispose_session(self, session_id: str) -> None:
-        del self._sessions[session_id]
+        self._sessions.pop(session_id)
+        await self._dispose_agents(session_id)
+
+    async def _dispose_agents(self, session_id: str) -> None:
         for key in [key for key in self._agents if key[0] == session_id]:
             await self._agents.pop(key).dispose()
 

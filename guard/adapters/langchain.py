@@ -14,7 +14,6 @@ tool never runs; the result is published as the tool returned it).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, NotRequired
@@ -28,6 +27,7 @@ from langgraph.types import Command
 
 from guard.config import Config
 from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
+from guard.sessions.live import LiveTable
 
 __all__ = ["AGENT_KEY", "HALT_KEY", "REMINDER_KEY", "GuardState", "RepeatToolGuard", "halt_reason", "is_reminder"]
 
@@ -64,7 +64,7 @@ def is_reminder(message: BaseMessage) -> bool:
 class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
     """One middleware may serve many agents and runs. A top-level run is the
     agent of its ``thread_id`` (one live agent per thread, kept across its
-    runs; ``"main"`` without a thread); beyond ``max_threads`` live threads
+    runs; ``"main"`` without a thread); beyond ``max_sessions`` (or ``max_threads``) live threads
     the least recently run one is disposed. A run started while a guarded
     tool executes is a subagent of the agent running the tool, disposed when
     that run ends (or the tool call does). Async only: LangChain calls these
@@ -72,13 +72,18 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
 
     state_schema = GuardState
 
-    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_threads: int = 256) -> None:
+    def __init__(
+        self,
+        link: GuardLink | None = None,
+        *,
+        config: Config | None = None,
+        max_sessions: int = 256,
+        max_threads: int | None = None,
+    ) -> None:
         super().__init__()
-        if max_threads < 1:
-            raise ValueError(f"max_threads must be >= 1, got {max_threads}")
+        bound = max_threads if max_threads is not None else max_sessions  # max_threads: this runtime's word for it
+        self._threads: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = link if link is not None else GuardLink(config=config)
-        self._max = max_threads
-        self._threads: OrderedDict[str, AgentLink] = OrderedDict()
         self._live: dict[str, AgentLink] = {}
         self._subagents = 0
 
@@ -105,12 +110,11 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
     async def _thread(self, thread: str) -> AgentLink:
         agent = self._threads.get(thread)
         if agent is not None:
-            self._threads.move_to_end(thread)
             return agent
-        agent = self._threads[thread] = self.link.agent(thread)
+        agent = self.link.agent(thread)
+        evicted = self._threads.add(thread, agent)
         await agent.start()
-        while len(self._threads) > self._max:
-            _, oldest = self._threads.popitem(last=False)
+        for oldest in evicted:
             self._live.pop(oldest.agent.id, None)
             await oldest.dispose()
         return agent

@@ -13,7 +13,6 @@ raises ``HaltRequested`` from that filter, before the next model call.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -38,6 +37,7 @@ from openai.types.responses import EasyInputMessageParam
 
 from guard.config import Config
 from guard.sessions.link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
+from guard.sessions.live import LiveTable
 
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
 
@@ -75,36 +75,39 @@ def guard_tools(*agents: Agent[Any]) -> None:
 
 class RepeatToolGuard(RunHooks[Any]):
     """One conversation's guard: each SDK ``Agent`` object seen in it is one
-    live agent, kept across ``run`` calls; beyond ``max_agents`` the least
+    live agent, kept across ``run`` calls; beyond ``max_sessions`` (or ``max_agents``) the least
     recently active one is disposed (and the guard lets go of the object).
     A handoff target is a child of the agent that handed off; an agent first
     seen while another runs a tool (an agent used as a tool, see ``as_tool``)
     is a child of that agent. Your own ``hooks=`` run after the guard's."""
 
-    def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_agents: int = 256) -> None:
-        if max_agents < 1:
-            raise ValueError(f"max_agents must be >= 1, got {max_agents}")
+    def __init__(
+        self,
+        link: GuardLink | None = None,
+        *,
+        config: Config | None = None,
+        max_sessions: int = 256,
+        max_agents: int | None = None,
+    ) -> None:
+        bound = max_agents if max_agents is not None else max_sessions  # max_agents: this runtime's word for it
+        self._agents: LiveTable[int, tuple[Agent[Any], AgentLink]] = LiveTable(bound)
         self.link = link if link is not None else GuardLink(config=config)
-        self._max = max_agents
-        self._agents: OrderedDict[int, tuple[Agent[Any], AgentLink]] = OrderedDict()
 
     def agent_link(self, agent: Agent[Any]) -> AgentLink | None:
-        entry = self._agents.get(id(agent))
+        entry = self._agents.peek(id(agent))
         return entry[1] if entry is not None else None
 
     async def _link_for(self, agent: Agent[Any], parent: AgentLink | None = None) -> AgentLink:
         entry = self._agents.get(id(agent))
         if entry is not None:
-            self._agents.move_to_end(id(agent))
             return entry[1]
         if parent is None:
             busy = [link for _, link in self._agents.values() if link.open_calls()]
             parent = busy[-1] if busy else None
         link = self.link.agent(agent.name or "agent", parent=parent)
-        self._agents[id(agent)] = (agent, link)
+        evicted = self._agents.add(id(agent), (agent, link))
         await link.start()
-        while len(self._agents) > self._max:
-            _, (_, oldest) = self._agents.popitem(last=False)
+        for _, oldest in evicted:
             await oldest.dispose()
         return link
 

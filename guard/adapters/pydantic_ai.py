@@ -12,7 +12,6 @@ of the agent that ran the tool.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -28,6 +27,7 @@ from pydantic_ai.tools import ToolDefinition
 from bus import Bus
 from guard.config import Config
 from guard.sessions.link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
+from guard.sessions.live import LiveTable
 
 __all__ = ["REMINDER_METADATA_KEY", "RepeatToolGuard"]
 
@@ -43,7 +43,7 @@ class RepeatToolGuard(AbstractCapability[Any]):
     One capability may serve many agents and runs: each conversation
     (``RunContext.conversation_id``) of a top-level run is one live agent,
     kept across its turns so cross-turn policies see them; the oldest is
-    disposed once more than ``max_conversations`` are live. A run started
+    disposed once more than ``max_sessions`` (or ``max_conversations``) are live. A run started
     while a guarded tool executes is a subagent, disposed when its run ends.
     """
 
@@ -53,17 +53,16 @@ class RepeatToolGuard(AbstractCapability[Any]):
         *,
         config: Config | None = None,
         bus: Bus | None = None,
-        max_conversations: int = 256,
+        max_sessions: int = 256,
+        max_conversations: int | None = None,
     ) -> None:
         if link is None:
             link = GuardLink(bus, config=config)
         elif config is not None or bus is not None:
             raise ValueError("pass either a GuardLink or config/bus, not both")
-        if max_conversations < 1:
-            raise ValueError(f"max_conversations must be >= 1, got {max_conversations}")
+        bound = max_conversations if max_conversations is not None else max_sessions  # this runtime's word for it
+        self._conversations: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = link
-        self._conversations: OrderedDict[str, AgentLink] = OrderedDict()
-        self._max = max_conversations
         self._runs: dict[str, AgentLink] = {}
 
     def agent_for(self, ctx: RunContext[Any]) -> AgentLink:
@@ -93,12 +92,11 @@ class RepeatToolGuard(AbstractCapability[Any]):
         key = ctx.conversation_id or ctx.run_id or ""
         agent = self._conversations.get(key)
         if agent is not None:
-            self._conversations.move_to_end(key)
             return agent
-        agent = self._conversations[key] = self.link.agent(f"{_name(ctx)}/{key}")
+        agent = self.link.agent(f"{_name(ctx)}/{key}")
+        evicted = self._conversations.add(key, agent)
         await agent.start()
-        while len(self._conversations) > self._max:
-            _, oldest = self._conversations.popitem(last=False)
+        for oldest in evicted:
             await oldest.dispose()
         return agent
 

@@ -1,6 +1,6 @@
 """Running the ask command: the one place the guard spends money.
 
-The contract (seed 003) is deliberately tiny so that any executable can
+The contract is deliberately tiny so that any executable can
 answer: the command is started with exactly one argument, the question; it
 gets no stdin and no shell; what it prints on stdout with exit status 0 is the
 advice. Anything else means "unavailable" and the caller falls back to its
@@ -11,17 +11,30 @@ command, so a broken ask command can never break the agent's tool call.
 The command runs in a new session (its own process group). On timeout, and
 whenever the ask ends for any other reason, the whole group is killed, so a
 wrapper script's children do not outlive it. A watchdog (``/bin/sh``, in a
-session of its own) holds a pipe from the asking process and kills the group
+session of its own) holds a pipe from the asking process and ends the group
 when that pipe closes without a word: so the ask dies with its asker whatever
 signal ends it, SIGKILL included (a Claude Code hook that timed out, say).
 The group is named to the watchdog right after the ask starts; an asker
 killed within that instant leaves the ask unwatched. POSIX only.
+
+On Linux the command is started by a small reaper process (this Python,
+``-I -S``) that makes itself the subreaper of everything the command starts
+(``PR_SET_CHILD_SUBREAPER``): a descendant that leaves the group (``setsid``,
+a daemonizing double fork) is still re-parented to the reaper, not to init,
+and when the ask ends (answered, timed out, cancelled, or its asker gone:
+``PR_SET_PDEATHSIG``) the reaper kills every descendant it has and reaps
+them before it exits. What still escapes: a process that is handed to
+another parent outside the tree (started through a service manager, ``at``,
+a container runtime or ``ssh``), and, without Linux, any descendant that
+leaves the process group.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import sys
 import time
 from typing import IO, TYPE_CHECKING
 
@@ -40,12 +53,79 @@ ASK_MODEL_ENV = "ASK_MODEL"
 """The environment variable that tells the ask command which model to use."""
 
 _STDERR_TAIL = 2048
+_REAPER_GRACE = 2.0
+"""Seconds the reaper has to end its tree before its group is killed outright."""
 
 _WATCHDOG = (
     # The group to guard, then one word: "done" when the ask ended normally,
     # end of file when its asker died.
-    'read -r pgid && [ -n "$pgid" ] || exit 0; read -r word; [ "$word" = done ] || kill -s KILL -- "-$pgid" 2>/dev/null'
+    'read -r pgid && [ -n "$pgid" ] || exit 0; read -r word; [ "$word" = done ] && exit 0; '
+    # TERM first: the reaper then takes down what left the group
+    'kill -s TERM -- "-$pgid" 2>/dev/null; sleep 1; kill -s KILL -- "-$pgid" 2>/dev/null'
 )
+
+_REAPER_FAILED = "repeat-tool-guard ask reaper: "
+
+# Run argv[1:] as the reaper's child; every descendant re-parents to the
+# reaper, which kills and reaps them all when the command ends or on SIGTERM
+# (sent by the asker on timeout, or by the kernel when the asker dies). The
+# command's own exit status (or signal) becomes the reaper's.
+_REAPER = """
+import ctypes, os, signal, subprocess, sys
+parent = os.getppid()
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)
+libc.prctl(1, signal.SIGTERM, 0, 0, 0)
+def tree():
+    children = {}
+    for name in os.listdir('/proc'):
+        if name.isdigit():
+            try:
+                with open('/proc/' + name + '/stat', 'rb') as f:
+                    ppid = int(f.read().rsplit(b')', 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+def end_all():
+    while True:
+        for pid in tree():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+def on_term(signum, frame):
+    end_all()
+    os._exit(128 + signum)
+signal.signal(signal.SIGTERM, on_term)
+if os.getppid() != parent:
+    on_term(signal.SIGTERM, None)
+try:
+    child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
+except OSError as exc:
+    sys.stderr.write(FAILED + type(exc).__name__ + ': ' + (exc.strerror or str(exc)) + chr(10))
+    sys.exit(127)
+while True:
+    pid, status = os.waitpid(-1, 0)
+    if pid == child.pid:
+        break
+end_all()
+if os.WIFSIGNALED(status):
+    if os.WTERMSIG(status) != signal.SIGKILL:
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+os._exit(os.waitstatus_to_exitcode(status))
+""".replace("FAILED", repr(_REAPER_FAILED))
+_REAPED = sys.platform == "linux"
 
 
 class AskOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,6 +196,12 @@ class AskCommand:
         import anyio
 
         env = {**os.environ, ASK_MODEL_ENV: self.model}
+        argv = [self.command, question]
+        if _REAPED:  # pragma: no branch - elsewhere the command runs as the group's leader itself
+            found = _resolve(self.command)
+            if isinstance(found, OSError):
+                return None, _start_failure(self.command, found), False
+            argv = [sys.executable, "-I", "-S", "-c", _REAPER, found, question]
         try:
             watchdog = _start_watchdog()
         except OSError as exc:  # pragma: no cover - /bin/sh is POSIX
@@ -124,7 +210,7 @@ class AskCommand:
             # Shielded: a cancellation landing mid-spawn would leak the child.
             with anyio.CancelScope(shield=True):
                 process = await anyio.open_process(
-                    [self.command, question],
+                    argv,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -132,7 +218,7 @@ class AskCommand:
                     start_new_session=True,
                 )
                 _watch(watchdog, f"{process.pid}\n")
-        except OSError as exc:
+        except OSError as exc:  # pragma: no cover - on Linux the reaper starts the command, and fails inside
             _watch(watchdog, "\n")  # no group to guard
             _release(watchdog)
             return None, _start_failure(self.command, exc), False
@@ -151,13 +237,21 @@ class AskCommand:
                     # open must not keep the agent waiting.
                     _kill_group(process.pid)
         finally:
-            _kill_group(process.pid)
-            _release(watchdog)
             with anyio.CancelScope(shield=True):
+                if _REAPED and process.returncode is None:  # timed out or cancelled: the reaper ends its tree
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(process.pid, signal.SIGTERM)
+                    with anyio.move_on_after(_REAPER_GRACE):
+                        await process.wait()
+                _kill_group(process.pid)
+                _release(watchdog)
                 await process.aclose()
         if scope.cancelled_caught:
             return None, f"timed out after {self.timeout_ms} ms (process group killed)", False
         status = process.returncode
+        if _REAPED and status == 127 and stderr.startswith(_REAPER_FAILED.encode()):
+            failure = bytes(stderr[len(_REAPER_FAILED) :]).decode("utf-8", "replace").strip()
+            return None, _start_failure(self.command, OSError(failure)), False
         if status != 0:
             detail = _tail(stderr)
             what = f"killed by signal {-status}" if status is not None and status < 0 else f"exit status {status}"
@@ -201,6 +295,24 @@ def _release(watchdog: subprocess.Popen[bytes]) -> None:
     watchdog.wait()
 
 
+def _resolve(command: str) -> str | OSError:
+    """The executable ``command`` names (a path, or a name on ``PATH``), or
+    the error starting it would raise: checked here, since the reaper, not
+    this process, starts it."""
+    if os.sep in command:
+        if not os.path.exists(command):
+            return FileNotFoundError(command)
+        if os.path.isdir(command) or not os.access(command, os.X_OK):
+            return PermissionError(command)
+        return command
+    import shutil  # here: with it come bz2 and lzma, which every command hook would pay for
+
+    found = shutil.which(command)
+    if found is None:
+        return FileNotFoundError(command)
+    return found
+
+
 def _start_failure(command: str, exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
         return f"ask command not found: {command}"
@@ -230,7 +342,5 @@ def _tail(data: bytearray) -> str:
 
 
 def _kill_group(pgid: int) -> None:
-    import signal
-
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)

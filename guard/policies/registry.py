@@ -105,32 +105,26 @@ def build_plugin(name: str, settings: Mapping[str, Any], found: Mapping[str, Ent
 
     cls = _plugin_class(name, found)
     keywords = _keywords(name, settings)
-    try:
-        signature = inspect.signature(cls)
-    except (TypeError, ValueError):  # pragma: no cover - a builtin or extension class
-        signature = None
-    if signature is not None:
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
-        known = [p.name for p in signature.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    parameters = inspect.signature(cls).parameters.values()
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        known = [p.name for p in parameters if p.kind in named]
         for key, value in keywords.items():
-            if key not in known and not accepts_any:
+            if key not in known:
                 raise ConfigError(f"{name}.{key}", value, f"unknown key (known: {', '.join(['enabled', *known])})")
-        for parameter in signature.parameters.values():
-            required = parameter.default is parameter.empty and parameter.kind in (
-                parameter.KEYWORD_ONLY,
-                parameter.POSITIONAL_OR_KEYWORD,
-            )
-            if required and parameter.name not in keywords:
-                raise ConfigError(f"{name}.{parameter.name}", None, "is required")
+    for parameter in parameters:
+        if parameter.kind in named and parameter.default is parameter.empty and parameter.name not in keywords:
+            raise ConfigError(f"{name}.{parameter.name}", None, "is required")
     try:
         policy = cls(**keywords)
     except (TypeError, ValueError) as exc:
         raise ConfigError(name, dict(keywords), f"refused by the policy ({exc})") from None
+    what = f"{cls.__module__}.{cls.__qualname__}"
     for attribute in ("plugin", "watch"):
         if not getattr(policy, attribute, None):
-            raise ConfigError(
-                name, f"{cls.__module__}.{cls.__qualname__}", f"is not a policy (it has no {attribute!r})"
-            )
+            raise ConfigError(name, what, f"is not a policy (it has no {attribute!r})")
+    if policy.name != name:
+        raise ConfigError(name, what, f"names itself {policy.name!r}: a policy's name must be its section's")
     return policy  # type: ignore[no-any-return]
 
 

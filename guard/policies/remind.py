@@ -1,6 +1,6 @@
 """Policy ``remind``: advisory reminders on consecutive identical calls.
 
-Seeds 000/001. Counts runs of consecutive calls to the same tool with the
+Counts runs of consecutive calls to the same tool with the
 same canonical arguments, and at configured run lengths adds a reminder after
 the result. It never blocks or rewrites a call.
 """
@@ -56,7 +56,7 @@ class _Chain:
 
 
 class RemindConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``remind`` (seeds 000/001): advisory reminders on consecutive repeats."""
+    """Policy ``remind``: advisory reminders on consecutive repeats."""
 
     thresholds: tuple[int, ...] = (3, 5, 8)
     include: tuple[str, ...] = ()

@@ -1,6 +1,6 @@
 """Policy ``rescue``: windowed detection, progress epochs, denial, escalation.
 
-Seed 003. Where ``remind`` counts consecutive identical calls (so any other
+Where ``remind`` counts consecutive identical calls (so any other
 call in between resets it, and a cycle like ``grep X ×5, read Y`` is never
 caught), ``rescue`` counts how often a call's signature occurs among the
 agent's last ``window`` tracked calls, so a cycle of any period is caught.
@@ -23,9 +23,10 @@ budget and falls back to the free local denial.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, Self
 
@@ -39,7 +40,7 @@ from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.policies.escalation import AskCommand, AskOutcome
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule
 from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
-from guard.policy import Policy
+from guard.policy import History, Policy
 from guard.redact import REDACTED, Redactor
 from guard.section import (
     ConfigError,
@@ -309,9 +310,9 @@ class _AgentState:
 
 
 class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``rescue`` (seed 003): windowed detection, denial, escalation.
+    """Policy ``rescue``: windowed detection, denial, escalation.
 
-    Keys are the seed's names in snake_case; ``mutating_commands``,
+    Keys are the rescue guard's names in snake_case; ``mutating_commands``,
     ``escalation_tools`` and ``redact_patterns`` are additions (docs/policies/rescue.md). A relative
     ``ask_command`` or ``log_file`` in a config file is resolved against the
     file's directory by ``load_config``.
@@ -396,7 +397,7 @@ class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 
 class RescuePolicy(Policy[_AgentState]):
-    """Seed 003's loop rescue. Denials are ``by`` the plugin ``loop-rescue``."""
+    """The loop rescue: window, progress epochs, denial, escalation. Denials are ``by`` the plugin ``loop-rescue``."""
 
     name = "rescue"
     plugin = RESCUE_PLUGIN
@@ -423,6 +424,21 @@ class RescuePolicy(Policy[_AgentState]):
 
     def new_state(self) -> _AgentState:
         return _AgentState()
+
+    @contextlib.contextmanager
+    def replaying(self, history: History) -> Iterator[None]:
+        """Escalations are answered from the advice ``history`` recorded
+        (``RecordedAnswers``; asked live when ``history.answered`` is
+        false), and no trip is recorded: the history's trips were recorded
+        when they happened. On leaving, the asker and trip log are back."""
+        previous = (self.ask, self.trips)
+        if history.answered:
+            self.ask = RecordedAnswers.from_events(history.events())
+        self.trips = None
+        try:
+            yield
+        finally:
+            self.ask, self.trips = previous
 
     def _tracks(self, tool: str, args: Any) -> bool:
         return self._calls.tracks(tool, args)

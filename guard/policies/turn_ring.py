@@ -1,4 +1,4 @@
-"""The turn ring and the pure cross-turn loop detector (seed 002).
+"""The turn ring and the pure cross-turn loop detector of policy ``turns``.
 
 A turn is one model response, the ``step`` of its tool calls. It is kept as
 the set of (tool, canonical arguments) pairs it called, each pair as its

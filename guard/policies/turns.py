@@ -1,6 +1,6 @@
 """Policy ``turns``: the same call on N consecutive turns; advise, deny, halt.
 
-Seed 002, extended by issue 4. A turn is one model response (one ``step``
+A turn is one model response (one ``step``
 of an agent); it holds the set of (tool, canonical arguments) pairs it
 called. When a pair appears in ``threshold`` consecutive turns the model gets
 one advisory after that call's result, and the pair's count starts over. If
@@ -138,7 +138,7 @@ class _AgentTurns:
 
 
 class TurnsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Policy ``turns`` (seed 002): the same call on N consecutive turns.
+    """Policy ``turns``: the same call on N consecutive turns.
 
     ``threshold`` consecutive turns draw one advisory (0 switches the policy
     off); if the call goes on, ``deny_after`` more turns deny it and

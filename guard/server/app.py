@@ -2,38 +2,55 @@
 
 Every answer is JSON; every error is a 4xx/5xx whose body is one line,
 ``{"error": "<what was wrong>"}``, never a traceback. A session's events are
-handled one at a time, in arrival order, under the session's lock.
+handled one at a time, in arrival order, under the session's lock, and
+answered only once recorded (503 when they could not be).
+
+What a web page in the user's browser could send is refused: a request with
+an ``Origin`` header not explicitly allowed (403), one whose ``Host`` is not
+a name the server answers to (403: DNS rebinding), and a POST whose body is
+not declared ``application/json`` (415: no form or ``text/plain`` post).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from guard.adapters.claude_hooks import HOOK_EVENTS, SESSION_ID_RULE, HookInputError, is_session_id, parse_payload
+from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
+from guard.adapters.codex_hooks import CODEX
+from guard.adapters.hook_runtimes import RUNTIMES
 from guard.server.events import RequestError, answer_event, decode_event
+from guard.server.mcp_hooks import answer_rpc
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
-from guard.server.sessions import SessionStore
+from guard.server.sessions import SessionStore, StoreError
 
-__all__ = ["DEFAULT_MAX_BODY", "create_app"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "create_app"]
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 """Bytes a request body may have by default: a tool result (a file read, a
 command's output) rides in a hook payload, so this is generous."""
+
+DEFAULT_BODY_TIMEOUT = 30.0
+"""Seconds a request body may take to arrive once its headers are in."""
+
+_REFUSED = frozenset({401, 403, 415})
+"""Answers given before the body was read."""
 
 _log = structlog.get_logger("guard.server")
 _JSON = "application/json"
@@ -55,35 +72,89 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 class _Handlers:
-    def __init__(self, store: SessionStore, metrics: Metrics, token: str | None, max_body: int) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        metrics: Metrics,
+        token: str | None,
+        max_body: int,
+        *,
+        hosts: Collection[str] | None,
+        origins: Collection[str],
+        body_timeout: float,
+    ) -> None:
         self.store = store
         self.metrics = metrics
         self.token = token.encode() if token is not None else None
         self.max_body = max_body
+        self.hosts = frozenset(host.lower() for host in hosts) if hosts is not None else None
+        self.origins = frozenset(origin.lower().rstrip("/") for origin in origins)
+        self.body_timeout = body_timeout
+        self.in_flight = 0
+        """Requests being handled now: a shutdown may stop once none is."""
         try:
             self.openapi = msgspec.json.encode(openapi_document(version("repeat-tool-guard")))
         except PackageNotFoundError:  # pragma: no cover - the package runs uninstalled only from a bare checkout
             self.openapi = msgspec.json.encode(openapi_document("0"))
 
     def route(self, name: str, handler: Endpoint, *, public: bool = False) -> Endpoint:
-        """``handler`` behind the bearer check, timed, with every failure one line."""
+        """``handler`` behind the browser and bearer checks, timed, with
+        every failure one line."""
 
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
+            self.in_flight += 1
             try:
-                if not public and not self._authorized(request):
+                refused = self._refused(request)
+                if refused is not None:
+                    response = _error(403, refused)
+                elif not public and not self._authorized(request):
                     response = _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
                 else:
                     response = await handler(request)
             except RequestError as exc:
-                response = _error(exc.status, exc.reason)
+                response = _error(exc.status, _one_line(exc.reason, 500))
+            except StoreError as exc:
+                with contextlib.suppress(OSError):  # stderr may sit on the very disk that is full
+                    _log.error("serve.not_recorded", route=name, path=request.url.path, error=str(exc))
+                response = _error(503, _one_line(str(exc), 500), {"Retry-After": "1"})
+            except ClientDisconnect:
+                response = _error(400, "the client hung up before its body was complete")
             except Exception as exc:
-                _log.exception("serve.request_failed", route=name, path=request.url.path)
+                with contextlib.suppress(OSError):
+                    _log.exception("serve.request_failed", route=name, path=request.url.path)
                 response = _error(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
+            finally:
+                self.in_flight -= 1
+            if response.status_code in _REFUSED:
+                await self._discard(request)
             self.metrics.observe(name, response.status_code, time.perf_counter() - started)
             return response
 
         return endpoint
+
+    async def _discard(self, request: Request) -> None:
+        """Read and drop the body of a request refused before it was read
+        (within the body limits), so its connection stays usable for the
+        client's next request instead of being closed under it."""
+        size = 0
+        with anyio.move_on_after(self.body_timeout), contextlib.suppress(ClientDisconnect, RuntimeError):
+            async with aclosing(request.stream()) as stream:
+                async for chunk in stream:
+                    size += len(chunk)
+                    if size > self.max_body:
+                        break
+
+    def _refused(self, request: Request) -> str | None:
+        """Why a request that may come from a web page is refused, if it is."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin.lower().rstrip("/") not in self.origins:
+            return f"origin {_one_line(origin, 100)!r} is not allowed (serve --allow-origin)"
+        if self.hosts is not None:
+            host = _hostname(request.headers.get("host", ""))
+            if host not in self.hosts:
+                return f"host {_one_line(host, 100)!r} is not a name this server answers to (serve --allow-host)"
+        return None
 
     def _authorized(self, request: Request) -> bool:
         if self.token is None:
@@ -92,41 +163,116 @@ class _Handlers:
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), self.token)
 
     async def body(self, request: Request) -> bytes:
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media != _JSON:
+            raise RequestError(415, f"content type {_one_line(media, 100) or 'none'!r}: send application/json")
         limit = self.max_body
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise RequestError(413, f"body of {declared} bytes is larger than the limit of {limit} bytes")
         chunks: list[bytes] = []
         size = 0
-        async with aclosing(request.stream()) as stream:
-            async for chunk in stream:
-                size += len(chunk)
-                if size > limit:
-                    raise RequestError(413, f"body is larger than the limit of {limit} bytes")
-                chunks.append(chunk)
+        with anyio.move_on_after(self.body_timeout) as waited:
+            async with aclosing(request.stream()) as stream:
+                async for chunk in stream:
+                    size += len(chunk)
+                    if size > limit:
+                        raise RequestError(413, f"body is larger than the limit of {limit} bytes")
+                    chunks.append(chunk)
+        if waited.cancelled_caught:
+            raise RequestError(408, f"body not complete within {self.body_timeout:g} s")
         return b"".join(chunks)
 
-    async def claude_code(self, request: Request) -> Response:
+    def hooks(self, runtime: HookRuntime) -> Endpoint:
+        """The route answering ``runtime``'s hook payloads."""
+
+        async def answer_hook(request: Request) -> Response:
+            try:
+                payload = parse_payload(await self.body(request))
+            except HookInputError as exc:
+                raise RequestError(400, str(exc)) from None
+            if payload.get("hook_event_name") not in runtime.seams:
+                return _json({})  # nothing the guard follows: the session is not even opened
+
+            async def handle(present: Callable[[], Awaitable[None]]) -> bytes:
+                async with self.store.use(payload["session_id"]) as session:
+                    await present()
+                    return msgspec.json.encode(await session.hooks_for(runtime).handle(payload))
+
+            return Response(await self._attended(request, handle), media_type=_JSON)
+
+        return answer_hook
+
+    async def mcp(self, request: Request) -> Response:
+        """Codex's ``mcp_tool`` hooks (``guard.server.mcp_hooks``)."""
         try:
-            payload = parse_payload(await self.body(request))
-        except HookInputError as exc:
-            raise RequestError(400, str(exc)) from None
-        if payload.get("hook_event_name") not in HOOK_EVENTS:
-            return _json({})  # nothing the guard follows: the session is not even opened
+            message = msgspec.json.decode(await self.body(request))
+        except msgspec.DecodeError as exc:
+            return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"not JSON ({exc})"}})
+        answer = await answer_rpc(message, self._codex_hook)
+        return Response(status_code=202) if answer is None else _json(answer)
+
+    async def _codex_hook(self, payload: dict[str, Any]) -> dict[str, Any]:
+        if not is_session_id(payload.get("session_id")):
+            raise ValueError(f"session_id {payload.get('session_id')!r}: {SESSION_ID_RULE}")
+        if payload.get("hook_event_name") not in CODEX.seams:
+            return {}
         async with self.store.use(payload["session_id"]) as session:
-            answer = await session.hooks.handle(payload)
-        return _json(answer)
+            return await session.hooks_for(CODEX).handle(payload)
+
+    @staticmethod
+    async def _attended(request: Request, work: Callable[[Callable[[], Awaitable[None]]], Awaitable[bytes]]) -> bytes:
+        """``work(present)``'s answer, the client watched meanwhile. ``work``
+        awaits ``present()`` once it holds its session, just before it
+        applies the event: a request whose client hung up while it waited
+        is dropped there (499), since its answer reaches no one and the
+        client, if it retried, was answered elsewhere: applying it would
+        record a copy."""
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await request.receive())["type"] != "http.disconnect":
+                pass  # pragma: no cover - nothing but a disconnect follows a whole body
+            gone = True
+
+        async def present() -> None:
+            await anyio.lowlevel.checkpoint()  # the watcher hears a disconnect already queued
+            if gone:
+                raise RequestError(499, "the client hung up before its event was applied; nothing was recorded")
+
+        failure: Exception | None = None
+        answer = b""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch)
+            try:
+                answer = await work(present)
+            except Exception as exc:
+                failure = exc
+            finally:
+                tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return answer
 
     async def events(self, request: Request) -> Response:
+        arrived = time.time()
         session_id = request.path_params["session"]
         if not is_session_id(session_id):
-            raise RequestError(400, f"session {session_id!r}: {SESSION_ID_RULE}")
+            raise RequestError(400, f"session {_one_line(session_id, 100)!r}: {SESSION_ID_RULE}")
         event = decode_event(await self.body(request))
-        async with self.store.use(session_id) as session:
-            answer = await answer_event(session, event)
-        return Response(answer, media_type=_JSON)
+
+        async def apply(present: Callable[[], Awaitable[None]]) -> bytes:
+            async with self.store.use(session_id) as session:
+                await present()
+                return await answer_event(session, event, arrived=arrived)
+
+        return Response(await self._attended(request, apply), media_type=_JSON)
 
     async def healthz(self, request: Request) -> Response:
+        problem = await self.store.unready()
+        if problem is not None:
+            return _json({"status": "unavailable", "error": _one_line(problem), "sessions": len(self.store)}, 503)
         return _json({"status": "ok", "sessions": len(self.store)})
 
     async def metrics_text(self, request: Request) -> Response:
@@ -134,6 +280,14 @@ class _Handlers:
 
     async def openapi_json(self, request: Request) -> Response:
         return Response(self.openapi, media_type=_JSON)
+
+
+def _hostname(host: str) -> str:
+    """``host`` (a ``Host`` header) without its port, lower case."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -150,11 +304,21 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     metrics: Metrics | None = None,
     evict_every: float | None = None,
+    allowed_hosts: Collection[str] | None = None,
+    allowed_origins: Collection[str] = (),
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> Starlette:
     """The server's ASGI application over ``store``.
 
     With ``token``, every route but ``/healthz`` needs ``Authorization:
-    Bearer <token>``. Bodies above ``max_body`` bytes are refused with 413.
+    Bearer <token>``. Bodies above ``max_body`` bytes are refused with 413,
+    bodies not complete ``body_timeout`` seconds after the headers with 408,
+    POSTs not declared ``application/json`` with 415. A request carrying an
+    ``Origin`` not in ``allowed_origins`` (``scheme://host[:port]``; none by
+    default: browsers send one, other clients do not) is refused with 403, and
+    so is one whose ``Host`` names none of ``allowed_hosts`` (compared without
+    the port; ``None`` accepts any).
+    ``app.state.in_flight()`` is how many requests it is handling now.
     While the application runs (its lifespan), idle sessions are evicted
     every ``evict_every`` seconds (see ``SessionStore.evict_idle_forever``);
     at shutdown every session is closed, its log among it.
@@ -163,13 +327,21 @@ def create_app(
         raise ValueError(f"max_body = {max_body!r}: must be an integer >= 1")
     if token is not None and not token.strip():
         raise ValueError("token is empty")
+    if not body_timeout > 0:
+        raise ValueError(f"body_timeout = {body_timeout!r}: must be > 0")
     metrics = metrics if metrics is not None else Metrics()
     metrics.watch(store)
     store.on_action = metrics.on_action
     store.on_event = metrics.on_event
-    handlers = _Handlers(store, metrics, token, max_body)
+    handlers = _Handlers(
+        store, metrics, token, max_body, hosts=allowed_hosts, origins=allowed_origins, body_timeout=body_timeout
+    )
     routes = [
-        Route("/hooks/claude-code", handlers.route("claude-code", handlers.claude_code), methods=["POST"]),
+        *(
+            Route(f"/hooks/{name}", handlers.route(name, handlers.hooks(runtime)), methods=["POST"])
+            for name, runtime in RUNTIMES.items()
+        ),
+        Route("/mcp", handlers.route("mcp", handlers.mcp), methods=["POST"]),
         Route("/v1/sessions/{session}/events", handlers.route("events", handlers.events), methods=["POST"]),
         Route("/healthz", handlers.route("healthz", handlers.healthz, public=True), methods=["GET"]),
         Route("/metrics", handlers.route("metrics", handlers.metrics_text), methods=["GET"]),
@@ -189,4 +361,6 @@ def create_app(
             with anyio.CancelScope(shield=True):
                 await store.aclose()
 
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
+    app.state.in_flight = lambda: handlers.in_flight
+    return app

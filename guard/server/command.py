@@ -54,6 +54,29 @@ def add_command(commands: Any) -> None:
         "--max-body", type=int, default=8 * 1024 * 1024, metavar="BYTES", help="largest request body (default: 8 MiB)"
     )
     serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a request body must arrive within this long after its headers, else 408 (default: 30)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web origin (scheme://host[:port]) whose pages may call the server; requests with any other "
+        "Origin header are refused (default: none); repeatable",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name clients reach the server by (their Host header), besides the bound address and, on "
+        "loopback, localhost; requests naming any other host are refused; repeatable",
+    )
+    serve.add_argument(
         "--idle-timeout",
         type=float,
         default=900.0,

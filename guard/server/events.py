@@ -11,12 +11,26 @@ validated and the OpenAPI schema derived from one definition.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from bus import AgentStatus, ContextSource, Decision
+from bus import (
+    MAX_NESTING,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    ContextSource,
+    Decision,
+    Event,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    too_deep,
+)
 from guard.server.sessions import Session
+from guard.sessions.answer import Answer, retry_key
 from guard.sessions.link import AgentLink
 
 __all__ = [
@@ -32,7 +46,7 @@ __all__ = [
     "answer_event",
     "apply_event",
     "decode_event",
-    "retry_key",
+    "recall",
 ]
 
 AgentId = Annotated[str, msgspec.Meta(min_length=1, description="the agent's id; the first event of an id starts it")]
@@ -136,37 +150,129 @@ _decoder = msgspec.json.Decoder(EventIn)
 
 
 def decode_event(body: bytes) -> EventIn:
-    """The posted event, or a 422 ``RequestError`` naming what is wrong with it."""
+    """The posted event, or a ``RequestError`` naming what is wrong with it
+    (422 for an invalid event, quoting at most ``_QUOTED`` characters of it;
+    400 for a body that is not JSON or nests deeper than ``MAX_NESTING``)."""
+    if too_deep(body):
+        raise RequestError(400, f"body nests deeper than {MAX_NESTING} levels")
     try:
         return _decoder.decode(body)
     except msgspec.ValidationError as exc:
-        raise RequestError(422, f"invalid event: {exc}") from None
+        raise RequestError(422, f"invalid event: {_quoted(str(exc))}") from None
     except msgspec.DecodeError as exc:
-        raise RequestError(400, f"body is not JSON: {exc}") from None
+        raise RequestError(400, f"body is not JSON: {_quoted(str(exc))}") from None
 
 
-def retry_key(kind: str, agent: str, call_id: str) -> str:
-    """The key of a call's (``tool/call``) or result's (``tool/result``) answer in ``Session.answers``."""
-    return f"{kind}\x1f{agent}\x1f{call_id}"
+_QUOTED = 200
 
 
-async def answer_event(session: Session, event: EventIn) -> bytes:
+def _quoted(text: str) -> str:
+    return text if len(text) <= _QUOTED else text[: _QUOTED - 1] + "…"
+
+
+async def answer_event(session: Session, event: EventIn, *, arrived: float | None = None) -> bytes:
     """``apply_event``'s answer, encoded; a retried ``tool/call`` or
     ``tool/result`` (same type, agent and call id as one answered recently)
     gets the original answer again and nothing is published twice. A call
     id may be used again for a new call: a call's answer is forgotten once
-    its result is in, and its result's old answer when it is posted."""
+    its result is in, and its result's old answer when it is posted.
+
+    ``arrived`` is when the request reached the server (its wall clock): a
+    request that arrived before its type, agent and call id were recorded
+    (by a concurrent copy of it, on this replica or another) is stale: it
+    gets the recorded answer if one is kept, else a 409, and is not applied."""
     if type(event) is ToolCallIn or type(event) is ToolResultIn:
         kind, other = ("tool/call", "tool/result") if type(event) is ToolCallIn else ("tool/result", "tool/call")
         key = retry_key(kind, event.agent, event.call_id)
         answered = session.answers.get(key)
         if answered is not None:
             return answered
+        recorded = session.recorded.get(key)
+        if arrived is not None and recorded is not None and recorded > arrived:
+            raise RequestError(
+                409, f"{kind} {event.call_id!r} of agent {event.agent!r} was recorded after this request arrived: "
+                "a copy of it was answered already"
+            )  # fmt: skip
         answer = msgspec.json.encode(await apply_event(session, event))
         session.answers.pop(retry_key(other, event.agent, event.call_id), None)
         session.remember_answer(key, answer)
         return answer
     return msgspec.json.encode(await apply_event(session, event))
+
+
+def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event], bool]) -> None:
+    """Give ``session`` what it remembers of the answers ``events`` (its
+    recorded history, oldest first) were given: each call's and result's
+    answer (as ``answer_event`` keeps them), the calls the guard denied, and
+    when each call and result was recorded. An answer is rebuilt from the
+    events its request recorded: the call or result, then the guard's
+    denial (``owns``), messages and halt request for that agent, up to the
+    agent's next request."""
+    open_: dict[str, _Recalled] = {}
+    halts: dict[str, str | None] = {}
+
+    def close(agent_id: str) -> None:
+        done = open_.pop(agent_id, None)
+        if done is not None and done.key is not None:
+            halt = halts.get(agent_id)
+            answer = EventAnswer(done.seq, done.allowed, done.reason, done.messages, Halt(halt) if halt else None)
+            session.remember_answer(done.key, msgspec.json.encode(answer))
+
+    for event in events:
+        agent = event.agent
+        if agent is None:  # pragma: no cover - every event the server records names its agent
+            continue
+        current = open_.get(agent.id)
+        if isinstance(event, ContextMessage):
+            if current is not None:
+                current.messages.append(
+                    ContextMessageOut(
+                        seq=event.seq, ts=event.ts, agent=agent.id, call_id=event.call_id, source=event.source,
+                        text=event.text,
+                    )
+                )  # fmt: skip
+            continue
+        if isinstance(event, AgentStatus) and event.status == "halt-requested":
+            halts[agent.id] = event.reason or "the guard requested a halt"
+            continue
+        if (
+            isinstance(event, ToolResult)
+            and current is not None
+            and current.call_id == event.call_id
+            and current.allowed is True
+            and owns(event)
+        ):
+            current.allowed, current.reason = False, event.content
+            session.remember_denial(agent.id, event.call_id)
+            session.note_recorded(event)
+            continue
+        close(agent.id)
+        if isinstance(event, UserMessage):
+            halts[agent.id] = None
+        if isinstance(event, (ToolCall, ToolResult)):
+            call = isinstance(event, ToolCall)
+            mine, other = ("tool/call", "tool/result") if call else ("tool/result", "tool/call")
+            session.answers.pop(retry_key(other, agent.id, event.call_id), None)
+            session.answers.pop(retry_key(mine, agent.id, event.call_id), None)
+            session.note_recorded(event)
+            key = retry_key(mine, agent.id, event.call_id)
+            open_[agent.id] = _Recalled(key, event.call_id, event.seq, True if call else None)
+        else:
+            open_[agent.id] = _Recalled(None, None, event.seq, None)
+    for agent_id in list(open_):
+        close(agent_id)
+
+
+class _Recalled:
+    __slots__ = ("allowed", "call_id", "key", "messages", "reason", "seq")
+
+    def __init__(self, key: str | None, call_id: str | None, seq: int, allowed: bool | None) -> None:
+        self.key = key
+        self.call_id = call_id
+        self.seq = seq
+        self.allowed = allowed
+        self.reason: str | None = None
+        self.messages: list[ContextMessageOut] = []
 
 
 async def apply_event(session: Session, event: EventIn) -> EventAnswer:
@@ -178,8 +284,7 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
     if agent is None:
         agent = await _start(session, event.agent, None)
     bus = agent.bus
-    allowed: bool | None = None
-    reason: str | None = None
+    decision: Decision | None = None
     if type(event) is UserMessageIn:
         seq = bus.seq + 1
         await agent.user_message(event.text)
@@ -189,14 +294,13 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
         _set_step(agent, event.step)
         seq = bus.seq + 1
         decision = await agent.call(event.call_id, event.tool, event.args)
-        allowed, reason = decision.allowed, decision.reason
         if not decision.allowed:
             await agent.denied(event.call_id, decision)
             session.remember_denial(event.agent, event.call_id)
     else:
         assert type(event) is ToolResultIn
         seq = await _result(session, agent, event)
-    return _answer(agent, seq, allowed, reason)
+    return _wire(agent, agent.answer(seq, decision))
 
 
 async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
@@ -233,16 +337,16 @@ async def _status(session: Session, event: AgentStatusIn) -> EventAnswer:
             raise RequestError(409, f"agent {event.agent!r} is already started in session {session.id!r}")
         seq = session.link.bus.seq + 1
         agent = await _start(session, event.agent, event.parent)
-        return _answer(agent, seq, None, None)
+        return _wire(agent, agent.answer(seq))
     if agent is None:
         raise RequestError(409, f"agent {event.agent!r} is not live in session {session.id!r}")
     seq = agent.bus.seq + 1
     if event.status == "disposed":
         del agents[event.agent]
         await agent.dispose()
-        return EventAnswer(seq, None, None, _messages(agent), None)
+        return _wire(agent, msgspec.structs.replace(agent.answer(seq), halt=None))
     await agent.bus.publish(AgentStatus(agent=agent.agent, status="idle"))
-    return _answer(agent, seq, None, None)
+    return _wire(agent, agent.answer(seq))
 
 
 async def _start(session: Session, agent_id: str, parent_id: str | None) -> AgentLink:
@@ -256,13 +360,17 @@ async def _start(session: Session, agent_id: str, parent_id: str | None) -> Agen
     return agent
 
 
-def _messages(agent: AgentLink) -> list[ContextMessageOut]:
-    return [
+def _wire(agent: AgentLink, answer: Answer) -> EventAnswer:
+    """``answer`` in the events API's JSON form."""
+    decision = answer.decision
+    messages = [
         ContextMessageOut(seq=m.seq, ts=m.ts, agent=agent.agent.id, call_id=m.call_id, source=m.source, text=m.text)
-        for m in agent.take_messages()
+        for m in answer.messages
     ]
-
-
-def _answer(agent: AgentLink, seq: int, allowed: bool | None, reason: str | None) -> EventAnswer:
-    halt = Halt(agent.halt_reason) if agent.halt_reason is not None else None
-    return EventAnswer(seq, allowed, reason, _messages(agent), halt)
+    return EventAnswer(
+        answer.seq,
+        decision.allowed if decision is not None else None,
+        decision.reason if decision is not None else None,
+        messages,
+        Halt(answer.halt) if answer.halt is not None else None,
+    )

@@ -8,6 +8,8 @@ from typing import Any
 import msgspec
 
 from guard.adapters.claude_hooks import HOOK_EVENTS
+from guard.adapters.codex_hooks import CODEX
+from guard.adapters.gemini_hooks import GEMINI_CLI
 from guard.server.events import EventAnswer, EventIn
 
 __all__ = ["ErrorBody", "openapi_document"]
@@ -107,6 +109,8 @@ def openapi_document(version: str) -> dict[str, Any]:
                     },
                 }
             },
+            "/hooks/codex": _cli_hook("Codex", "codexHook", sorted(CODEX.seams)),
+            "/hooks/gemini-cli": _cli_hook("Gemini CLI", "geminiCliHook", sorted(GEMINI_CLI.seams)),
             "/healthz": {
                 "get": {
                     "summary": "Ready to answer",
@@ -130,4 +134,33 @@ def openapi_document(version: str) -> dict[str, Any]:
                 }
             },
         },
+    }
+
+
+def _cli_hook(cli: str, operation: str, events: list[str]) -> dict[str, Any]:
+    """The route of a CLI without HTTP hooks: its command hook posts the payload here (curl)."""
+    return {
+        "post": {
+            "summary": f"Answer a {cli} hook (its command hook forwards the payload)",
+            "operationId": operation,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "description": f"A {cli} hook payload. Events handled: {', '.join(events)}; "
+                            "any other event is answered with {}.",
+                            "required": ["session_id", "hook_event_name"],
+                            "additionalProperties": True,
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": {"description": f"the hook's answer, in {cli}'s hook output format"},
+                **_BODY_ERRORS,
+                **_AUTH_ERRORS,
+            },
+        }
     }

@@ -26,7 +26,7 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -35,16 +35,20 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 import structlog
+from redis.exceptions import RedisError
 
 from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall, ToolResult
 from bus._codec import event_decoder
-from bus.redis_log import DEFAULT_PREFIX, EXTEND_SCRIPT, RedisSessionLog, stream_entry
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, stream_entry
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import Guard
-from guard.server.events import retry_key
-from guard.server.sessions import Session, SessionStore
+from guard.server.events import recall
+from guard.server.sessions import Session, SessionStore, StoreError
+from guard.sessions.answer import retry_key
 from guard.sessions.fleet import ActionLedger, FleetCounts
+from guard.sessions.lease import Lease, SessionLeases
+from guard.sessions.lease import LeaseTimeout as HeldElsewhere
 from guard.sessions.link import GuardLink
 from guard.sessions.resume import follow
 
@@ -55,80 +59,15 @@ __all__ = ["LeaseTimeout", "RedisSessionStore"]
 
 _log = structlog.get_logger("guard.server")
 
-_PREFETCH = 256
-"""Entries the lease script returns at most; a longer catch-up reads on."""
 
-# Take the session's lease and, in the same step, read where the stream is:
-# its last seq and, when that is not the seq the replica knows (ARGV[3]),
-# the entries after the replica's position (ARGV[4], an entry id or '-').
-# A lease held by another request answers {0, its remaining ms}.
-_ACQUIRE = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-local seq = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
-if seq == tonumber(ARGV[3]) then return {1, seq} end
-local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
-return {1, seq, redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])}
-"""
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-# A request's end in one step: if the lease is still the request's, the
-# log's extend (refused when the stream moved), then, only if it appended,
-# the ledger's record of each action, then the release. The two scripts are
-# the log's and the ledger's own, each wrapped in a function whose KEYS and
-# ARGV are its slice of this script's: ARGV is the token, the number of the
-# extend's arguments, those arguments, then the ledger's ARGV.
-_FLUSH = f"""
-local function extend(KEYS, ARGV)
-{EXTEND_SCRIPT}
-end
-local function record(KEYS, ARGV)
-{ActionLedger.script}
-end
-local function slice(t, first, last)
-  local part = {{}}
-  for i = first, last do part[#part + 1] = t[i] end
-  return part
-end
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {{0, -1}} end
-local n = tonumber(ARGV[2])
-local done = extend(slice(KEYS, 2, 6), slice(ARGV, 3, 2 + n))
-if done[1] == 1 then record(slice(KEYS, 7, #KEYS), slice(ARGV, 3 + n, #ARGV)) end
-redis.call('DEL', KEYS[1])
-return done
-"""
-
-
-class LeaseTimeout(Exception):
+class LeaseTimeout(StoreError):
     """Another replica held the session's lease for longer than ``wait_ms``."""
-
-
-class _Lease(msgspec.Struct, frozen=True):
-    """A request's hold on a session: its ``token``, the stream's last
-    ``seq`` when it was taken, and, when that differed from what the replica
-    knew, up to ``_PREFETCH`` entries (as the script returned them) after
-    ``after``; ``None`` when the script read none."""
-
-    token: str
-    seq: int
-    after: str
-    entries: list[Any] | None
 
 
 class _Shared:
     """What the store keeps beside a live session: its stream, its guard,
     the seq and entry id of the last event this replica has applied, what
-    the current request produced (events to append, actions to record), and
+    the current request found (its answers) and produced (actions to record), and
     whether the guard is applying another replica's events (whose actions
     were recorded where they happened)."""
 
@@ -137,8 +76,8 @@ class _Shared:
         self.guard = guard
         self.seq = 0
         self.position = "-"
-        self.pending: list[Event] = []
         self.actions: list[tuple[int, Action]] = []
+        self.answered: dict[str, bytes] = {}
         self.following = False
 
 
@@ -190,31 +129,21 @@ class RedisSessionStore(SessionStore):
         **options: Any,
     ) -> None:
         super().__init__(config, **options)
-        if lease_ms < 3:
-            raise ValueError(f"lease_ms = {lease_ms!r}: must be >= 3")
-        if wait_ms < 0:
-            raise ValueError(f"wait_ms = {wait_ms!r}: must be >= 0")
+        self.leases = SessionLeases(client, prefix=prefix, lease_ms=lease_ms, wait_ms=wait_ms)
         self.client = client
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
-        self.lease_ms = lease_ms
-        self.wait_ms = wait_ms
         self.worker = worker or f"serve-{uuid.uuid4().hex[:8]}"
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
         self._shared: dict[str, _Shared] = {}
-        self._fetched: dict[str, _Lease] = {}
+        self._fetched: dict[str, Lease] = {}
         self._turns = _Turns()
-        self._acquire_script = client.register_script(_ACQUIRE)
-        self._release = client.register_script(_RELEASE)
-        self._renew_script = client.register_script(_RENEW)
-        self._flush_script = client.register_script(_FLUSH)
+        self._spent: set[str] = set()
+        """Tokens of leases a commit's script released or found lost."""
 
     def _stream(self, session_id: str) -> RedisSessionLog:
         return RedisSessionLog(self.client, session_id, prefix=self.prefix, maxlen=self.maxlen, ttl=self.ttl)
-
-    def _serving(self, session_id: str) -> str:
-        return f"{self.prefix}:{{{session_id}}}:serving"
 
     async def restore(self, session_id: str) -> Session:
         """The session rebuilt from its whole stream (a new one when the
@@ -237,13 +166,14 @@ class RedisSessionStore(SessionStore):
         guard.attach(bus)
         link = GuardLink(bus)
         rows = await self._rows(stream, lease if lease is not None and lease.after == "-" else None, "-")
+        history: list[AnyEvent] = []
         if rows:
-            await self._follow(shared, link, _decode(rows, link) or [])
+            history = _decode(rows, link) or []
+            await self._follow(shared, link, history)
             shared.position = rows[-1][0]
             self.restored += 1
         bus.advance(lease.seq if lease is not None else await stream.last_seq())
         shared.seq = bus.seq
-        bus.record(shared.pending.append)
         if self.on_event is not None:
             bus.record(self.on_event)
         self._shared[session_id] = shared
@@ -253,7 +183,9 @@ class RedisSessionStore(SessionStore):
 
         session = Session(session_id, link, close)
         if rows:
-            for key, answer in (await stream.notes()).items():  # another replica's answers, for retries
+            recall(session, history, guard.owns)  # the denials, and when each call and result was recorded
+            session.answers.clear()
+            for key, answer in (await stream.notes()).items():  # the answers given, for retries
                 session.remember_answer(key, answer)
         return session
 
@@ -262,61 +194,42 @@ class RedisSessionStore(SessionStore):
         async with self._turns.take(session_id):
             live = self._live.get(session_id)
             shared = self._shared.get(session_id) if live is not None else None
-            lease = await self._acquire(session_id, shared)
-            released = False
-            renewal = asyncio.get_running_loop().create_task(self._renew(session_id, lease.token))
+            try:
+                lease = await self._acquire(session_id, shared)
+            except RedisError as exc:
+                raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
+            renewal = asyncio.get_running_loop().create_task(self.leases.keep(session_id, lease.token))
             try:
                 # (evicted while the lease was taken: restored below instead)
                 if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
                     await self._catch_up(live, shared, lease)
-                self._fetched[session_id] = lease  # for a restore: what the lease read
+                self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
                 async with super().use(session_id) as session:
-                    shared = self._shared[session_id]
-                    answered = dict(session.answers)
-                    try:
-                        yield session
-                    finally:
-                        released = True  # the flush releases it, or finds it lost
-                        await self._flush(session, shared, answered, lease.token)
+                    self._shared[session_id].answered = dict(session.answers)
+                    yield session
+            except RedisError as exc:
+                raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
             finally:
                 renewal.cancel()
                 self._fetched.pop(session_id, None)
-                if not released:
-                    await self._release(keys=[self._serving(session_id)], args=[lease.token])
+                if lease.token not in self._spent:
+                    with anyio.CancelScope(shield=True), contextlib.suppress(RedisError):
+                        await self.leases.release(session_id, lease.token)
+                self._spent.discard(lease.token)
 
-    async def _acquire(self, session_id: str, shared: _Shared | None) -> _Lease:
-        """Take the session's lease, waiting while another replica holds it
-        (up to ``wait_ms``)."""
+    async def _acquire(self, session_id: str, shared: _Shared | None) -> Lease:
         log = shared.log if shared is not None else self._stream(session_id)
         known, after = (shared.seq, shared.position) if shared is not None else (-1, "-")
-        keys = [self._serving(session_id), log.meta, log.stream]
-        token = uuid.uuid4().hex
-        deadline = time.monotonic() + self.wait_ms / 1000
-        pause = 0.001
-        while True:
-            reply = await self._acquire_script(keys=keys, args=[token, self.lease_ms, known, after, _PREFETCH])
-            if reply[0]:
-                return _Lease(token, int(reply[1]), after, reply[2] if len(reply) > 2 else None)
-            if time.monotonic() > deadline:
-                raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
-            # The holder is another replica answering one request: a few ms.
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        try:
+            return await self.leases.acquire(session_id, log, known, after)
+        except HeldElsewhere as exc:
+            raise LeaseTimeout(str(exc)) from None
 
-    async def _renew(self, session_id: str, token: str) -> None:
-        """Keep the request's lease while it runs; stop once it is lost (the
-        flush will then be refused)."""
-        key = self._serving(session_id)
-        while True:
-            await anyio.sleep(self.lease_ms / 3000)
-            if not await self._renew_script(keys=[key], args=[token, self.lease_ms]):
-                return
-
-    async def _rows(self, log: RedisSessionLog, lease: _Lease | None, after: str) -> list[tuple[str, bytes]]:
+    async def _rows(self, log: RedisSessionLog, lease: Lease | None, after: str) -> list[tuple[str, bytes]]:
         """The stream's entries after ``after``: those ``lease`` read (when
         it read from there), then any beyond them."""
         rows = [stream_entry(row) for row in lease.entries] if lease is not None and lease.entries is not None else []
-        if lease is not None and lease.entries is not None and len(rows) < _PREFETCH:
+        if lease is not None and lease.entries is not None and len(rows) < self.leases.prefetch:
             return rows
         async for row in log.entries(rows[-1][0] if rows else after):
             rows.append(row)
@@ -329,7 +242,7 @@ class RedisSessionStore(SessionStore):
         finally:
             shared.following = False
 
-    async def _catch_up(self, live: Session, shared: _Shared, lease: _Lease) -> None:
+    async def _catch_up(self, live: Session, shared: _Shared, lease: Lease) -> None:
         """Apply to ``live`` what other replicas appended since this replica
         last acted for it; evict it (the next step restores it from the
         whole stream) when the stream does not continue from its position."""
@@ -343,6 +256,7 @@ class RedisSessionStore(SessionStore):
                     return
                 await self._follow(shared, live.link, events)
                 live.relink()
+                recall(live, events, shared.guard.owns)
                 keys = {
                     retry_key(kind, event.agent.id, event.call_id)
                     for event in events
@@ -363,17 +277,18 @@ class RedisSessionStore(SessionStore):
             shared.position = rows[-1][0]
             self.caught_up += 1
 
-    async def _flush(self, session: Session, shared: _Shared, answered: dict[str, bytes], token: str) -> None:
+    async def commit(self, session: Session, events: list[Event]) -> None:
         """Append what the request produced, with the answers it gave (so a
         client's retry on another replica gets the same answer), record its
-        actions, and release the lease: one script."""
-        events, actions = shared.pending[:], shared.actions[:]
-        shared.pending.clear()  # in place: the session's bus records into this very list
+        actions, and release the lease: one script. ``StoreError`` when it
+        did not append: the lease was lost (another replica took the
+        session over), or Redis did not answer (the script may have run:
+        the next request's restore reads whether it did)."""
+        shared = self._shared[session.id]
+        token = self._fetched[session.id].token
+        actions = shared.actions[:]
         shared.actions.clear()
-        serving = self._serving(session.id)
-        if not events:
-            await self._release(keys=[serving], args=[token])
-            return
+        answered = shared.answered
         put = {key: answer for key, answer in session.answers.items() if answered.get(key) is not answer}
         drop = answered.keys() - session.answers.keys()
         keys, args = shared.log.extension(events, expected=shared.seq, put=put, drop=drop)
@@ -381,16 +296,27 @@ class RedisSessionStore(SessionStore):
         for seq, action in actions:
             by_trigger.setdefault(seq, []).append(action)
         ledger, recorded = self.ledger.recording([(session.id, seq, acted) for seq, acted in by_trigger.items()])
-        reply = await self._flush_script(keys=[serving, *keys, *ledger], args=[token, len(args), *args, *recorded])
+        try:
+            reply = await self.leases.flush(session.id, token, (keys, args), (ledger, recorded))
+        except RedisError as exc:
+            raise StoreError(f"session {session.id!r}: Redis: {_reason(exc)}; the event may not be recorded") from None
+        self._spent.add(token)
         if not reply[0]:
             # The lease lapsed and another replica took the session over:
             # this copy is stale; the next request rebuilds it from the stream.
             _log.error("serve.redis_conflict", session=session.id, expected=shared.seq)
-            self._evict(session)
-            return
+            raise StoreError(f"session {session.id!r}: another replica took it over; the event was not recorded")
         shared.seq = events[-1].seq
         position = reply[2]
         shared.position = position.decode() if isinstance(position, bytes) else str(position)
+
+    async def unready(self) -> str | None:
+        """Redis must answer a ``PING``."""
+        try:
+            await self.client.ping()
+        except RedisError as exc:
+            return f"Redis: {_reason(exc)}"
+        return None
 
     async def fleet_counts(self) -> FleetCounts | None:
         """Every replica's counts, from Redis."""
@@ -428,3 +354,7 @@ def _decode(rows: Sequence[tuple[str, bytes]], link: GuardLink, *, strict: bool 
 def _continues(events: Sequence[AnyEvent], seq: int, last: int) -> bool:
     """Whether ``events`` are exactly the seqs after ``seq`` up to ``last``."""
     return bool(events) and all(event.seq == seq + n for n, event in enumerate(events, 1)) and events[-1].seq == last
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

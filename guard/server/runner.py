@@ -14,7 +14,9 @@ import contextlib
 import errno
 import fcntl
 import ipaddress
+import logging
 import os
+import resource
 import signal
 import socket
 import stat
@@ -28,15 +30,36 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
+from bus import NotRegularFileError, open_regular
+from bus.redis_log import redact_url
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore, SessionStore
 
-__all__ = ["Hypercorn", "ServeError", "hypercorn_config", "is_loopback", "read_token", "run", "serve_app"]
+__all__ = [
+    "REDIS_TIMEOUT",
+    "Hypercorn",
+    "ServeError",
+    "allowed_hosts",
+    "hypercorn_config",
+    "is_loopback",
+    "raise_open_files_limit",
+    "read_token",
+    "run",
+    "serve_app",
+]
 
 EXIT_OK = 0
 EXIT_ERROR = 2
+
+REDIS_TIMEOUT = 5.0
+"""Seconds a Redis connect or command may take before the request fails
+(503): a Redis that stopped answering never holds a request longer."""
+
+_LOW_OPEN_FILES = 256
+_LAST_WRITES = 0.5
+"""Seconds a stopping server gives answers already computed to reach their clients."""
 
 
 class ServeError(Exception):
@@ -53,20 +76,63 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+TOKEN_FILE_MAX = 4096
+"""Bytes a token file may have: a token is one line, never a large file."""
+
+
 def read_token(path: str) -> str:
-    """The bearer token in ``path``; the file must be readable by its owner only."""
+    """The bearer token in ``path``: a regular file of at most
+    ``TOKEN_FILE_MAX`` bytes, readable by its owner only (a FIFO or a device
+    is refused before a byte is read, so startup never hangs on one)."""
     try:
-        info = os.stat(path)
-        text = Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ServeError(f"token file {path!r}: {exc}") from None
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ServeError(
-            f"token file {path!r} is readable by others (mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
-        )
+        fd = open_regular(path, what="token file")
+    except OSError as exc:
+        raise ServeError(str(exc) if isinstance(exc, NotRegularFileError) else f"token file {path!r}: {exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if info.st_size > TOKEN_FILE_MAX:
+            raise ServeError(f"token file {path!r} has {info.st_size} bytes; a token file has at most {TOKEN_FILE_MAX}")
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ServeError(
+                f"token file {path!r} is readable by others (mode {stat.S_IMODE(info.st_mode):o}): chmod 600 it"
+            )
+        try:
+            text = file.read(TOKEN_FILE_MAX + 1).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ServeError(f"token file {path!r}: {exc}") from None
     if not text or any(c.isspace() for c in text):
         raise ServeError(f"token file {path!r} must hold one token: no whitespace inside, not empty")
     return text
+
+
+def allowed_hosts(host: str, names: list[str]) -> frozenset[str] | None:
+    """The ``Host`` names a server bound to ``host`` answers to: for a
+    loopback address, the loopback names and ``names``; for another
+    address, it and ``names``; for a wildcard (``0.0.0.0``, ``::``), any
+    name unless ``names`` are given (such a server needs a token anyway)."""
+    bare = host.strip("[]").lower()
+    given = {name.strip("[]").lower() for name in names}
+    if is_loopback(bare):
+        return frozenset({bare, "localhost", "127.0.0.1", "::1", *given} - {""}) | _bracketed(given | {bare, "::1"})
+    if bare in ("0.0.0.0", "::", ""):
+        return (frozenset(given) | _bracketed(given)) if given else None
+    return frozenset({bare, *given}) | _bracketed(given | {bare})
+
+
+def _bracketed(names: set[str]) -> frozenset[str]:
+    return frozenset(f"[{name}]" for name in names if ":" in name)
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit; the
+    limit now. Session logs are open only while written, so the limit
+    bounds concurrent connections, not sessions."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft
 
 
 def _lock_state_dir(state_dir: Path) -> IO[str]:
@@ -170,16 +236,22 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
     if args.backend != "asyncio":
         raise ServeError("--redis runs on asyncio only (the Redis client has no trio support)")
     if not args.redis.startswith(("redis://", "rediss://", "unix://")):
-        raise ServeError(f"--redis {args.redis}: must be a redis://, rediss:// or unix:// URL")
+        raise ServeError(f"--redis {redact_url(args.redis)}: must be a redis://, rediss:// or unix:// URL")
     from redis.asyncio import Redis
 
     from guard.server.redis_store import RedisSessionStore
 
-    return RedisSessionStore(Redis.from_url(args.redis), config, prefix=args.redis_prefix, **options)
+    client = Redis.from_url(
+        args.redis, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT, health_check_interval=30
+    )
+    return RedisSessionStore(client, config, prefix=args.redis_prefix, **options)
 
 
 def _run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
+    # asyncio warns once per write to a connection its client closed: a
+    # client that hung up on pipelined requests would flood stderr.
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     config = apply_environment(load_config(args.config) if args.config else Config())
     token = read_token(args.token_file) if args.token_file else None
     if args.uds is None and not is_loopback(args.host) and token is None:
@@ -189,9 +261,25 @@ def _run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise ServeError(f"--port {args.port}: must be 0-65535")
     state_dir = Path(args.state_dir) if args.state_dir else default_state_dir() / "serve"
+    open_files = raise_open_files_limit()
+    if open_files < _LOW_OPEN_FILES:
+        print(
+            f"repeat-tool-guard serve: warning: only {open_files} open files allowed (ulimit -n): "
+            "that bounds concurrent connections",
+            file=sys.stderr,
+            flush=True,
+        )
+    hosts = None if args.uds else allowed_hosts(args.host, args.allow_host)
     try:
         store = _store(args, state_dir, config)
-        app = create_app(store, token=token, max_body=args.max_body)
+        app = create_app(
+            store,
+            token=token,
+            max_body=args.max_body,
+            allowed_hosts=hosts,
+            allowed_origins=args.allow_origin,
+            body_timeout=args.body_timeout,
+        )
     except ValueError as exc:
         raise ServeError(str(exc)) from None
     if not args.graceful_timeout >= 0:
@@ -199,7 +287,7 @@ def _run(args: argparse.Namespace) -> int:
     held = contextlib.ExitStack()  # the state dir's lock, when sessions live there
     if args.redis is None:
         held.enter_context(_lock_state_dir(state_dir))
-    sessions_at = f"state dir {state_dir}" if args.redis is None else f"sessions in {args.redis}"
+    sessions_at = f"state dir {state_dir}" if args.redis is None else f"sessions in {redact_url(args.redis)}"
     bind = (
         f"unix:{args.uds}"
         if args.uds
@@ -249,9 +337,21 @@ async def _serve(app: Any, hypercorn: HypercornConfig, backend: str, ready: Call
             )
             stop.set()
 
+        async def answered() -> None:
+            # Hypercorn would wait out its whole graceful timeout for a
+            # connection whose client hung up on pipelined requests: once no
+            # request is in flight, nothing is left to finish, so the
+            # connections left get only a moment before they are closed.
+            await stop.wait()
+            with anyio.move_on_after(hypercorn.graceful_timeout):
+                while app.state.in_flight():
+                    await anyio.sleep(0.05)
+            hypercorn.graceful_timeout = min(hypercorn.graceful_timeout, _LAST_WRITES)
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the closed connections' noise
+
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(until_signal)
-            await serve_app(app, hypercorn, backend, shutdown_trigger=stop.wait)
+            await serve_app(app, hypercorn, backend, shutdown_trigger=answered)
             tasks.cancel_scope.cancel()
 
 

@@ -11,6 +11,8 @@ stream per session, say) subclasses ``SessionStore`` and implements
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -20,20 +22,33 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from bus import Event
+from bus import Event, LogWriteError, ToolCall, ToolResult, open_regular, read_log
+from bus._codec import encode_line
 from guard.actions import Action
-from guard.adapters.claude_hooks import ClaudeHooks
+from guard.adapters.claude_hooks import CLAUDE_CODE, ClaudeHooks, HookRuntime
 from guard.config import Config
+from guard.guard import Guard
+from guard.sessions.answer import retry_key
 from guard.sessions.link import AgentLink, GuardLink
+from guard.sessions.live import check_max_sessions
 from guard.sessions.resume import resume_or_restart
 
 if TYPE_CHECKING:
     from guard.sessions.fleet import FleetCounts
 
-__all__ = ["FileSessionStore", "Session", "SessionStore"]
+__all__ = ["FileSessionStore", "Session", "SessionStore", "StoreError"]
 
 _DENIALS_KEPT = 256
 _ANSWERS_KEPT = 1024
+_RECORDED_KEPT = 4096
+
+
+class StoreError(Exception):
+    """A session's events could not be recorded (a full disk, a file size
+    limit, a lost connection to Redis) or its history could not be read.
+    Nothing the request produced is recorded, and the session's live state is
+    dropped, so its next request rebuilds it from what was recorded; the
+    server answers 503."""
 
 
 class Session:
@@ -53,6 +68,7 @@ class Session:
         self.agents: dict[str, AgentLink] = {}
         """The events API's live agents by id."""
         self.hooks: ClaudeHooks
+        self._other_hooks: dict[str, ClaudeHooks] = {}
         self.relink()
         self.lock = anyio.Lock()
         self.last_used = 0.0
@@ -62,6 +78,27 @@ class Session:
         self.answers: OrderedDict[str, bytes] = OrderedDict()
         """Recent answers to calls and results by ``retry_key``, encoded, so a
         client's retry gets the original answer and publishes nothing twice."""
+        self.recorded: OrderedDict[str, float] = OrderedDict()
+        """When the latest call and result of each recent ``retry_key`` was
+        recorded (its ``ts``): a request that reached the server before then
+        is a stale copy of one already answered."""
+        self.pending: list[Event] = []
+        """The events of the request in progress, not yet recorded."""
+        link.bus.record(self._heard)
+
+    def _heard(self, event: Event) -> None:
+        self.pending.append(event)
+        self.note_recorded(event)
+
+    def note_recorded(self, event: Event) -> None:
+        """Remember when a call or result was recorded, by its ``retry_key``."""
+        if isinstance(event, (ToolCall, ToolResult)) and event.agent is not None:
+            kind = "tool/call" if isinstance(event, ToolCall) else "tool/result"
+            key = retry_key(kind, event.agent.id, event.call_id)
+            self.recorded[key] = event.ts
+            self.recorded.move_to_end(key)
+            if len(self.recorded) > _RECORDED_KEPT:
+                self.recorded.popitem(last=False)
 
     def relink(self) -> None:
         """Take the routes' agents from the link: after events applied from
@@ -69,6 +106,16 @@ class Session:
         see the agents a restore would give them."""
         self.agents = {agent.agent.id: agent for agent in self.link.links()}
         self.hooks = ClaudeHooks(self.link)
+        self._other_hooks = {}
+
+    def hooks_for(self, runtime: HookRuntime) -> ClaudeHooks:
+        """The translator of ``runtime``'s hook route (``hooks`` for Claude Code's)."""
+        if runtime is CLAUDE_CODE:
+            return self.hooks
+        hooks = self._other_hooks.get(runtime.name)
+        if hooks is None:
+            hooks = self._other_hooks[runtime.name] = ClaudeHooks(self.link, runtime=runtime)
+        return hooks
 
     def remember_answer(self, key: str, answer: bytes) -> None:
         self.answers[key] = answer
@@ -118,11 +165,9 @@ class SessionStore(abc.ABC):
     ) -> None:
         if not idle_seconds > 0:
             raise ValueError(f"idle_seconds = {idle_seconds!r}: must be > 0")
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
-            raise ValueError(f"max_sessions = {max_sessions!r}: must be an integer >= 1")
         self.config = config
         self.idle_seconds = idle_seconds
-        self.max_sessions = max_sessions
+        self.max_sessions = check_max_sessions(max_sessions)
         self.on_action: Callable[[Action, Event], None] | None = None
         """Told of every live guard action of every session (not of a restore's history)."""
         self.on_event: Callable[[Event], None] | None = None
@@ -142,6 +187,13 @@ class SessionStore(abc.ABC):
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._live
+
+    @abc.abstractmethod
+    async def commit(self, session: Session, events: list[Event]) -> None:
+        """Record ``events``, all a request published on the session's bus,
+        before it is answered; ``StoreError`` if they could not be, with
+        none of them recorded (the session is then evicted and rebuilt from
+        its record on its next use)."""
 
     @abc.abstractmethod
     async def restore(self, session_id: str) -> Session:
@@ -166,6 +218,13 @@ class SessionStore(abc.ABC):
                     yield session
                 finally:
                     session.last_used = self._clock()
+                    events, session.pending = session.pending, []
+                    try:
+                        if events:
+                            await self.commit(session, events)
+                    except BaseException:
+                        self._evict(session)  # its live state is ahead of its record: rebuilt from the record
+                        raise
                     if session.finished:
                         self._evict(session)
                 return
@@ -218,6 +277,11 @@ class SessionStore(abc.ABC):
             await anyio.sleep(period)
             self.evict_idle()
 
+    @abc.abstractmethod
+    async def unready(self) -> str | None:
+        """Why the store cannot record events now (``/healthz`` answers
+        503 with it), or ``None`` when it can."""
+
     async def fleet_counts(self) -> FleetCounts | None:
         """Counts across every replica sharing this store's sessions, or
         ``None`` for a store only this process uses."""
@@ -238,22 +302,95 @@ class SessionStore(abc.ABC):
 class FileSessionStore(SessionStore):
     """Sessions persisted as session logs: ``<state_dir>/<session>.jsonl``,
     the same format as every session log, so ``replay --check`` reads them.
-    A restored session appends to its log after a resume header."""
+    A restored session appends to its log after a resume header.
 
-    def __init__(self, state_dir: Path, config: Config | None = None, **options: Any) -> None:
+    A request's events are appended in one write when it ends, before it is
+    answered; a write that fails (a full disk, a file size limit) is taken
+    back whole and the request fails with ``StoreError``. A log is open
+    only while it is read or written, so live sessions hold no file
+    descriptor. With ``fsync``, each request's write is also forced to disk
+    before the answer (it survives a power cut, not only a crash)."""
+
+    def __init__(self, state_dir: Path, config: Config | None = None, *, fsync: bool = False, **options: Any) -> None:
         super().__init__(config, **options)
         self.state_dir = state_dir
+        self.fsync = fsync
+        self._owns = Guard(config).owns
 
     def log_path(self, session_id: str) -> Path:
         return self.state_dir / f"{session_id}.jsonl"
 
+    async def unready(self) -> str | None:
+        """The state directory must be a writable directory with room left."""
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            info = os.statvfs(self.state_dir)
+        except OSError as exc:
+            return f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}"
+        if info.f_bavail == 0 or not os.access(self.state_dir, os.W_OK | os.X_OK):
+            return f"state dir {str(self.state_dir)!r} is not writable or its file system is full"
+        return None
+
     async def restore(self, session_id: str) -> Session:
-        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        from guard.server.events import recall  # the answers' wire form lives with the routes
+
         path = self.log_path(session_id)
-        existed = path.exists()
-        link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}") from None
+        try:
+            existed = path.exists()
+            link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
+        except OSError as exc:
+            reason = str(exc) if isinstance(exc, LogWriteError) else f"session log {str(path)!r}: {exc.strerror or exc}"
+            raise StoreError(f"{reason}; the event was not recorded") from None
+        log.close()  # written by ``commit``, a request at a time
+        link.bus.unrecord(log.write)
         if self.on_event is not None:
             link.bus.record(self.on_event)
+        session = Session(session_id, link, lambda: None)
         if existed:
             self.restored += 1
-        return Session(session_id, link, log.close)
+            with read_log(path) as reader:
+                recall(session, reader, self._owns)
+        return session
+
+    async def commit(self, session: Session, events: list[Event]) -> None:
+        path = self.log_path(session.id)
+        lines = bytearray()
+        line = bytearray()
+        for event in events:
+            encode_line(event, line)
+            lines += line
+            lines.append(10)  # b"\n"
+        try:
+            _append(path, lines, fsync=self.fsync)
+        except OSError as exc:
+            raise StoreError(f"session log {str(path)!r}: {exc.strerror or exc}; the event was not recorded") from None
+
+
+def _append(path: Path, lines: bytearray, *, fsync: bool) -> None:
+    """Append ``lines`` to the log at ``path`` whole, or raise with none of
+    them there: what a failing write left is cut off again (if even that
+    fails, the log ends mid-line, and the next resume header starts on a
+    line of its own)."""
+    fd = open_regular(path, os.O_WRONLY | os.O_APPEND, what="session log", follow_symlinks=False, devices=True)
+    try:
+        size = os.fstat(fd).st_size
+        view = memoryview(lines)
+        written = 0
+        try:
+            while written < len(lines):
+                written += os.write(fd, view[written:])
+            if fsync:
+                os.fsync(fd)
+        except OSError:
+            if written:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+            raise
+        finally:
+            view.release()
+    finally:
+        os.close(fd)

@@ -35,7 +35,6 @@ from bus import (
     AgentStatus,
     AnyEvent,
     ContextMessage,
-    Decision,
     Event,
     Replay,
     SessionStart,
@@ -48,8 +47,12 @@ from guard.actions import Action
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.policies.escalation import AskOutcome
+from guard.policies.registry import build_policies
 from guard.policies.rescue import Asker, RescuePolicy
 from guard.sessions._group import GroupCommit
+from guard.sessions.answer import Answer, retry_key
+from guard.sessions.live import LiveTable
+from guard.sessions.restore import regenerated
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -105,16 +108,8 @@ class FleetAction(msgspec.Struct, frozen=True, kw_only=True):
     worker: str
 
 
-class Outcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What the guard concluded at one event: ``decision`` answers a tool
-    call (``None`` for other events); ``messages`` are the context messages
-    to show the model after it; ``halt`` is the reason when the guard asks
-    the runtime to stop."""
-
-    seq: int
-    decision: Decision | None = None
-    messages: tuple[ContextMessage, ...] = ()
-    halt: str | None = None
+Outcome = Answer
+"""The guard's answer to one event (``guard.sessions.answer.Answer``)."""
 
 
 def idempotency_key(event: Event) -> str | None:
@@ -122,7 +117,7 @@ def idempotency_key(event: Event) -> str | None:
     call id and type for tool calls and results; ``None`` for other events,
     which a caller may key itself."""
     if isinstance(event, ToolCall | ToolResult) and event.agent is not None:
-        return f"{event.agent.id}\x1f{event.call_id}\x1f{type(event).__struct_config__.tag}"
+        return retry_key(str(type(event).__struct_config__.tag), event.agent.id, event.call_id)
     return None
 
 
@@ -218,11 +213,15 @@ class _Replica:
         self.replay = Replay()  # recorded guard output never reaches it: _apply passes it over
         self.fleet = fleet
         self.session = session
-        self.guard = Guard(fleet.config, on_action=self._on_action)
+        # Escalations go through the fleet's lease, so one worker asks per call.
+        policies = [
+            RescuePolicy(policy.config, ask=_FleetAsker(fleet, session, policy.command))
+            if isinstance(policy, RescuePolicy)
+            else policy
+            for policy in build_policies(fleet.config)
+        ]
+        self.guard = Guard(fleet.config, on_action=self._on_action, policies=policies)
         self.actions: list[Action] = []
-        for policy in self.guard.policies:
-            if isinstance(policy, RescuePolicy):
-                policy.ask = _FleetAsker(fleet, session, policy.ask)
         self.guard.attach(self.replay.bus)
         self.replay.bus.record(self._capture)
         self.agents: dict[str, Agent] = {}
@@ -230,17 +229,14 @@ class _Replica:
         self.position = "-"
         self.seq = 0
         self.lock = asyncio.Lock()
-        self.outcomes: OrderedDict[int, Outcome] = OrderedDict()
+        self.outcomes: OrderedDict[int, Answer] = OrderedDict()
         self.output: list[Event] = []
 
     def _on_action(self, action: Action, trigger: Event) -> None:
         self.actions.append(action)
 
     def _regenerated(self, event: Event) -> bool:
-        """The guard's own messages and halt requests, which every worker
-        regenerates (as replay does) rather than reads back; a denied call's
-        result is the runtime's and is applied like any result."""
-        return type(event) in _OUTPUT_TYPES and self.guard.owns(event)
+        return regenerated(self.guard, event)
 
     def _capture(self, event: Event) -> None:
         if self._regenerated(event):
@@ -299,20 +295,15 @@ class _Replica:
             owed.append((event.seq, self.output[:], self.actions[:]))
             messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
             halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
-            outcome = Outcome(seq=event.seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
+            outcome = Answer(seq=event.seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
         else:
-            outcome = Outcome(seq=event.seq, decision=decision)
+            outcome = Answer(seq=event.seq, decision=decision)
         self.outcomes[event.seq] = outcome
         while len(self.outcomes) > _KEPT_OUTCOMES:
             self.outcomes.popitem(last=False)
         if type(event) is AgentStatus and event.status == "disposed" and event.agent is not None:
             self.agents.pop(event.agent.id, None)
         return event.seq >= until
-
-
-_OUTPUT_TYPES = (ContextMessage, AgentStatus)
-"""The event types guard output can have (a denied call's result is not
-output: it is the runtime's, applied like any result)."""
 
 
 def _entry_key(entry: str) -> tuple[int, int]:
@@ -353,17 +344,14 @@ class FleetGuard:
         lease_ms: int = 120_000,
         worker: str | None = None,
     ) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         self.client = client
         self.config = apply_environment(config if config is not None else Config())
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
-        self.max_sessions = max_sessions
         self.lease_ms = lease_ms
         self.worker = worker or f"worker-{time.time_ns()}"
-        self._replicas: OrderedDict[str, _Replica] = OrderedDict()
+        self._replicas: LiveTable[str, _Replica] = LiveTable(max_sessions)
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
         self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_batch)
         self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_batch)
@@ -393,6 +381,10 @@ class FleetGuard:
         return await self.ledger.counts()
 
     @property
+    def max_sessions(self) -> int:
+        return self._replicas.max_sessions
+
+    @property
     def sessions(self) -> int:
         """How many sessions this worker holds in memory."""
         return len(self._replicas)
@@ -400,14 +392,11 @@ class FleetGuard:
     def _replica(self, session: str) -> _Replica:
         replica = self._replicas.get(session)
         if replica is None:
-            replica = self._replicas[session] = _Replica(self, session)
-            while len(self._replicas) > self.max_sessions:
-                self._replicas.popitem(last=False)
-        else:
-            self._replicas.move_to_end(session)
+            replica = _Replica(self, session)
+            self._replicas.add(session, replica)  # one pushed out is rebuilt from its stream when it comes back
         return replica
 
-    async def handle(self, session: str, event: AnyEvent, *, key: str | None = None) -> Outcome:
+    async def handle(self, session: str, event: AnyEvent, *, key: str | None = None) -> Answer:
         """Append ``event`` to ``session`` and return the guard's outcome at
         it. ``key`` overrides ``idempotency_key(event)``."""
         replica = self._replica(session)
@@ -420,11 +409,12 @@ class FleetGuard:
                 return known
             if appended.seq <= replica.seq:
                 # Applied here long ago and forgotten: rebuild from the stream.
-                replica = self._replicas[session] = _Replica(self, session)
+                replica = _Replica(self, session)
+                self._replicas.add(session, replica)
                 async with replica.lock:
                     await replica.catch_up(appended.seq)
             else:
                 await replica.catch_up(appended.seq, appended.entries)
             # Absent only when the stream no longer holds the event (trimmed
             # or expired in between): the guard has nothing to say about it.
-            return replica.outcomes.get(appended.seq) or Outcome(seq=appended.seq)
+            return replica.outcomes.get(appended.seq) or Answer(seq=appended.seq)

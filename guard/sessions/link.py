@@ -9,7 +9,6 @@ guard's context messages and halt requests for the agent they belong to.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -28,8 +27,9 @@ from bus import (
 )
 from guard.config import Config, apply_environment
 from guard.guard import Guard
+from guard.sessions.answer import Answer
 
-__all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
+__all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "LinkState", "as_text", "parse_args"]
 
 REMINDER_PREFIX = "[repeat-tool-guard] "
 """How a guard message starts where a runtime can only show it as user or tool
@@ -45,6 +45,32 @@ class HaltRequested(RuntimeError):
         self.agent_id = agent_id
         self.reason = reason
         super().__init__(f"repeat-tool-guard halted agent {agent_id!r}: {reason}")
+
+
+class LinkState:
+    """Where one agent stands in its session, as a restore carries it over
+    (from a session log, a snapshot, another process's events): its handle,
+    step (and whether the runtime reported that step over, and whether it
+    reports steps at all), the halt request not yet ended by a user message,
+    and the calls that still wait for their result, by call id."""
+
+    __slots__ = ("agent", "calls", "halt_reason", "step", "step_done", "steps_reported")
+
+    def __init__(
+        self,
+        agent: Agent,
+        step: int = 0,
+        step_done: bool = False,
+        steps_reported: bool = False,
+        halt_reason: str | None = None,
+        calls: dict[str, ToolCall] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.step = step
+        self.step_done = step_done
+        self.steps_reported = steps_reported
+        self.halt_reason = halt_reason
+        self.calls = calls if calls is not None else {}
 
 
 class GuardLink:
@@ -200,15 +226,19 @@ class AgentLink:
         result = ToolResult.answering(call, content, is_error=is_error, denied_by=denied_by, advice=advice)
         await self.bus.publish(result)
 
-    def reopen(self, call: ToolCall) -> None:
-        """Restore a call published earlier (in another process) that still waits for its result."""
-        self._calls[call.call_id] = call
+    def state(self) -> LinkState:
+        """Where this agent stands (a copy: later events do not change it)."""
+        return LinkState(
+            self.agent, self.step, self.step_done, self.steps_reported, self.halt_reason, dict(self._calls)
+        )
 
-    def settle_calls(self, calls: Iterable[ToolCall]) -> None:
-        """The published calls that still wait for their result are exactly
-        ``calls``: events applied from elsewhere (another process's) answered
-        the others or opened these."""
-        self._calls = {call.call_id: call for call in calls}
+    def restore(self, state: LinkState) -> None:
+        """Stand where ``state`` says (an agent restored from elsewhere)."""
+        self.step = state.step
+        self.step_done = state.step_done
+        self.steps_reported = state.steps_reported
+        self.halt_reason = state.halt_reason
+        self._calls = dict(state.calls)
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls
@@ -237,6 +267,12 @@ class AgentLink:
                 kept.append(message)
         self.pending = kept
         return taken
+
+    def answer(self, seq: int, decision: Decision | None = None, call_id: str | None = None) -> Answer:
+        """The guard's answer at the event numbered ``seq``: ``decision`` if
+        it was a call, the pending context messages (for ``call_id`` only,
+        if given) taken, and the halt reason if a halt is requested."""
+        return Answer(seq=seq, decision=decision, messages=tuple(self.take_messages(call_id)), halt=self.halt_reason)
 
     def _receive(self, event: Event) -> None:
         if type(event) is ContextMessage:

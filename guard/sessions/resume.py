@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bus import (
-    Agent,
     AgentStatus,
     AnyEvent,
     Bus,
-    ContextMessage,
     Event,
     LogError,
     Replay,
@@ -31,39 +29,22 @@ from bus import (
 )
 from guard.config import Config
 from guard.guard import ActionListener, Guard
-from guard.sessions.link import GuardLink
+from guard.sessions.link import GuardLink, LinkState
+from guard.sessions.restore import regenerated, replaying
 
 __all__ = ["follow", "resume_link", "resume_or_restart"]
 
 
-class _AgentState:
-    __slots__ = ("agent", "disposed", "halt_reason", "open", "step", "step_done", "steps_reported")
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.step = 0
-        self.step_done = False
-        self.steps_reported = False
-        self.open: dict[str, ToolCall] = {}
-        self.halt_reason: str | None = None
-        self.disposed = False
-
-
 class _Tracker:
-    """Follows each agent through a replay: its step (and whether the runtime
-    reported it over), its unanswered calls, a halt request not yet ended by a
-    user message, whether it was disposed. Starts from the agents ``link``
-    has live (none for a restore from nothing)."""
+    """Follows each agent through a replay: where it stands (``LinkState``)
+    and whether it was disposed. Starts from the agents ``link`` has live
+    (none for a restore from nothing)."""
 
     def __init__(self, link: GuardLink | None = None) -> None:
-        self.agents: dict[str, _AgentState] = {}
+        self.agents: dict[str, LinkState] = {}
+        self.disposed: set[str] = set()
         for live in link.links() if link is not None else ():
-            state = self.agents[live.agent.id] = _AgentState(live.agent)
-            state.step = live.step
-            state.step_done = live.step_done
-            state.steps_reported = live.steps_reported
-            state.halt_reason = live.halt_reason
-            state.open = {call.call_id: call for call in live.calls_in_flight()}
+            self.agents[live.agent.id] = live.state()
 
     def __call__(self, event: Event) -> None:
         agent = event.agent
@@ -71,22 +52,22 @@ class _Tracker:
             return
         state = self.agents.get(agent.id)
         if state is None:
-            state = self.agents[agent.id] = _AgentState(agent)
-        state.disposed = False
+            state = self.agents[agent.id] = LinkState(agent)
+        self.disposed.discard(agent.id)
         if isinstance(event, ToolCall):
             if event.step > state.step:
                 state.step = event.step
                 state.step_done = False
-            state.open[event.call_id] = event
+            state.calls[event.call_id] = event
         elif isinstance(event, ToolResult):
-            state.open.pop(event.call_id, None)
+            state.calls.pop(event.call_id, None)
         elif isinstance(event, UserMessage):
             state.halt_reason = None
         elif isinstance(event, AgentStatus):
             if event.status == "halt-requested":
                 state.halt_reason = event.reason or "the guard requested a halt"
             elif event.status == "disposed":
-                state.disposed = True
+                self.disposed.add(agent.id)
             elif event.status == "step-done":
                 state.step_done = state.steps_reported = True
             elif event.status == "idle":
@@ -100,27 +81,21 @@ class _Tracker:
         live = {agent.agent: agent for agent in link.links()}
         for state in self.agents.values():
             agent = live.get(state.agent)
-            if state.disposed:
+            if state.agent.id in self.disposed:
                 if agent is not None:
                     link._forget(state.agent)
                 continue
             if agent is None:
                 agent = link.adopt(state.agent)
-            agent.step = state.step
-            agent.step_done = state.step_done
-            agent.steps_reported = state.steps_reported
-            agent.halt_reason = state.halt_reason
+            agent.restore(state)
             agent.pending.clear()
-            agent.settle_calls(state.open.values())
 
 
 def _history(guard: Guard, tracker: _Tracker, path: Path | None = None) -> Replay:
     """A replay of recorded events (the log at ``path``, or fed to ``apply``)
     that withholds ``guard``'s recorded messages and feeds ``tracker``; the
     caller attaches the guard to its bus."""
-    # Recorded halt requests are re-published, not withheld: a runtime or
-    # plugin may have asked for one too, and the tracker must see it.
-    replay = Replay(path, withhold=lambda event: type(event) is ContextMessage and guard.owns(event))
+    replay = Replay(path, withhold=lambda event: regenerated(guard, event))
     replay.bus.record(tracker)
     return replay
 
@@ -143,9 +118,7 @@ async def follow(link: GuardLink, guard: Guard, events: Sequence[AnyEvent]) -> N
     guard.detach()
     guard.attach(replay.bus)
     try:
-        from guard.verdicts import answers_from_events  # the replay machinery loads only when a log is replayed
-
-        with answers_from_events(guard, events):  # history never re-runs an escalation
+        with replaying(guard, events):
             for event in events:
                 await replay.apply(event)
     finally:
@@ -180,9 +153,7 @@ async def resume_link(
     if exists:
         replay = _history(guard, tracker, path)
         guard.attach(replay.bus)
-        from guard.verdicts import answers_from_log
-
-        with answers_from_log(guard, path):  # history never re-runs an escalation
+        with replaying(guard, path):
             await replay.run()
         guard.detach()
         seq = replay.seq

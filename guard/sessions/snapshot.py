@@ -34,21 +34,20 @@ from typing import Any
 
 import msgspec
 
-from bus import Agent, Bus, SessionLog, ToolCall
+from bus import Bus, SessionLog
 from guard.guard import Guard
 from guard.policy import AnyPolicy, AnyWatch
-from guard.sessions.link import GuardLink
+from guard.sessions.link import GuardLink, LinkState
 
 __all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 """The snapshot format. Raise it whenever what a snapshot holds changes
 shape or meaning (a policy's state among it), so an older one is replayed
 over rather than misread."""
 
-_AgentRecord = tuple[Agent, int, bool, bool, str | None, list[ToolCall], list[AnyWatch] | None]
-"""A live agent: its handle, step, ``step_done``, ``steps_reported``, halt
-reason, calls in flight and its watches (each policy's state for it)."""
+_AgentRecord = tuple[LinkState, list[AnyWatch] | None]
+"""A live agent: where it stands and its watches (each policy's state for it)."""
 
 
 class _Pickler(pickle.Pickler):
@@ -91,10 +90,7 @@ def _log_identity(info: os.stat_result) -> tuple[int, int, int]:
 def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) -> None:
     """Save the state of ``link``'s agents and ``guard`` as of the end of
     ``log`` (the caller holds the session's lock)."""
-    agents: list[_AgentRecord] = [
-        (a.agent, a.step, a.step_done, a.steps_reported, a.halt_reason, a.calls_in_flight(), guard.watches(a.agent))
-        for a in link.links()
-    ]
+    agents: list[_AgentRecord] = [(a.state(), guard.watches(a.agent)) for a in link.links()]
     record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents)
     buffer = io.BytesIO()
     _Pickler(buffer, guard.policies).dump(record)
@@ -149,16 +145,9 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
     guard.attach(bus)
     log = SessionLog(log_path, session=session, append=True, mark_resume=False).attach(bus)
     link = GuardLink(bus)
-    record: _AgentRecord
-    for record in agents:
-        agent, step, step_done, steps_reported, halt_reason, calls, watches = record
-        adopted = link.adopt(agent)
-        adopted.step = step
-        adopted.step_done = step_done
-        adopted.steps_reported = steps_reported
-        adopted.halt_reason = halt_reason
-        for call in calls:
-            adopted.reopen(call)
+    state: LinkState
+    for state, watches in agents:
+        link.adopt(state.agent).restore(state)
         if watches is not None:
-            guard.restore(agent, watches)
+            guard.restore(state.agent, watches)
     return link, log

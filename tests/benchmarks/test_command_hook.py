@@ -10,6 +10,7 @@ import pytest
 from benchmarks.cli import main
 
 
+@pytest.mark.slow  # hook processes at every session size
 def test_the_section_times_hook_processes_at_every_session_size(capsys: pytest.CaptureFixture[str]) -> None:
     options = ["--only", "command-hook", "--hook-sizes", "0,12", "--hook-processes", "1", "--format", "json"]
     assert main(options) == 0

@@ -1,8 +1,8 @@
 """The detection benchmark's thresholds for the ``recommended`` preset.
 
 ``benchmarks/detection`` scores every config on labelled stretches of the
-synthetic sessions, the repository's scenarios and (when present) the
-shared corpus; ``docs/policies/recommended.md`` has the table. This test
+synthetic sessions, the repository's scenarios and the real transcripts
+of ``tests/data/transcripts``; ``docs/policies/recommended.md`` has the table. This test
 re-runs it and holds the preset to what it promises.
 """
 
@@ -12,15 +12,13 @@ import statistics
 
 import pytest
 
-from benchmarks.detection.run import CONFIGS, CORPUS, load_labels, score, table
+from benchmarks.detection.run import CONFIGS, load_labels, score, table
 from guard import Config
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_recommended_meets_its_promises(anyio_backend: str) -> None:
-    if not CORPUS.is_dir():
-        pytest.skip(f"shared corpus absent at {CORPUS}: scoring the scenarios only would hide its stretches")
     scores, _, notes = await score({"recommended": CONFIGS["recommended"]})
     (recommended,) = scores
     assert notes == []

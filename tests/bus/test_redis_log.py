@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
 from bus.reader import LogError
-from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog, append_many, parse_redis_target
+from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog, append_many, parse_redis_target, redact_url
 from tests.conftest import RedisClients
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
@@ -235,3 +235,18 @@ async def test_a_batch_under_two_prefixes_is_refused_before_anything_is_sent(cli
     with pytest.raises(ValueError, match="one prefix: 'other:sessions' is not 'rtg:sessions'"):
         await append_many(client, [mine.pending(_call(agent, 1)), theirs.pending(_call(agent, 2))])
     assert await mine.length() == 0
+
+
+@pytest.mark.parametrize(
+    ("url", "printed"),
+    [
+        ("redis://:s3cret@host:6379/0", "redis://:***@host:6379/0"),
+        ("redis://user:s3cret@host/1", "redis://user:***@host/1"),
+        ("redis://user:p@ss@[::1]:6379", "redis://user:***@[::1]:6379"),
+        ("rediss://user@host", "rediss://user@host"),
+        ("unix:///run/redis.sock?db=2&password=s3cret", "unix:///run/redis.sock?db=2&password=***"),
+        ("redis://host:6379/0", "redis://host:6379/0"),
+    ],
+)
+def test_a_url_is_printed_without_its_password(url: str, printed: str) -> None:
+    assert redact_url(url) == printed

@@ -141,7 +141,11 @@ def _run_shell(block: Block, work: Path) -> None:
             _run(["bash", "-e", "-c", command], work, _env({}), block)
 
 
-@pytest.mark.parametrize("page", sorted(EXAMPLES))
+@pytest.mark.parametrize(
+    "page",
+    # the adapters' pages run agent runtimes (and the Claude Code CLI) end to end
+    [pytest.param(p, marks=pytest.mark.slow) if p.startswith("docs/adapters/") else p for p in sorted(EXAMPLES)],
+)
 def test_every_example_on_the_page_runs(page: str, workdir: Path, tmp_path: Path) -> None:
     for block in EXAMPLES[page]:
         if "no-run" in block.flags:

@@ -1,7 +1,8 @@
 """The fault and bad-input suite: every entry point (the commands, the hook,
 the library's log writer and reader, the importers) given what a careless
 or hostile user would give it. Each trial is deterministic and bounded: a
-trial that runs over 5 s fails as a hang instead of stalling the suite.
+trial that uses over 5 s of CPU, or waits over 60 s, fails as a hang instead
+of stalling the suite (CPU time, so a busy machine does not make a trial a hang).
 
 What every trial asserts: no traceback, one line on stderr for an error,
 the documented exit code, and no session-log line lost or merged.
@@ -22,8 +23,10 @@ from types import FrameType
 import pytest
 
 from guard.cli import main
+from tests.guard.server.conftest import ServerProcess, StartServer
 
-HANG_SECONDS = 5.0
+HANG_CPU_SECONDS = 5.0
+HANG_SECONDS = 60.0
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -32,20 +35,25 @@ class Hang(Exception):
 
 
 def _alarm(signum: int, frame: FrameType | None) -> None:
+    if signum == signal.SIGPROF:
+        raise Hang(f"the trial used over {HANG_CPU_SECONDS} s of CPU")
     raise Hang(f"the trial ran over {HANG_SECONDS} s")
 
 
 @pytest.fixture(autouse=True)
 def bounded() -> Iterator[None]:
-    """Fail a trial that hangs: a blocking ``open`` or read is interrupted
-    by the alarm and the trial fails with ``Hang``."""
-    previous = signal.signal(signal.SIGALRM, _alarm)
+    """Fail a trial that hangs: one that spins is stopped by its CPU time,
+    a blocking ``open`` or read by the wall clock; either fails with ``Hang``."""
+    previous = {sig: signal.signal(sig, _alarm) for sig in (signal.SIGALRM, signal.SIGPROF)}
+    signal.setitimer(signal.ITIMER_PROF, HANG_CPU_SECONDS)
     signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @dataclass
@@ -87,7 +95,7 @@ def subprocess_run(*argv: str, stdin: bytes = b"", env: dict[str, str] | None = 
         [sys.executable, "-m", "guard", *argv],
         input=stdin,
         capture_output=True,
-        timeout=HANG_SECONDS * 4,
+        timeout=HANG_SECONDS,
         cwd=REPO,
         env=env,
         check=False,
@@ -98,3 +106,37 @@ def subprocess_run(*argv: str, stdin: bytes = b"", env: dict[str, str] | None = 
 def make_fifo(path: Path) -> Path:
     os.mkfifo(path)
     return path
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[StartServer]:
+    """``repeat-tool-guard serve`` processes (see ``tests/guard/server``), killed at teardown."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, state_dir: Path | None = None, preexec_fn: Callable[[], None] | None = None) -> ServerProcess:
+        where = () if any(a in ("--uds", "--port") for a in args) else ("--port", "0")
+        server = ServerProcess(state_dir or tmp_path / "state", *where, *args, preexec_fn=preexec_fn)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait(10)
+        if server.proc.stderr is not None:
+            server.proc.stderr.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs, unmounted afterwards; skipped where mounting is not allowed."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip() or done.returncode}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)

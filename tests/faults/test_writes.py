@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -23,20 +22,6 @@ import structlog
 from bus import Agent, Bus, LogReader, LogWriteError, NotRegularFileError, SessionLog, ToolCall, UserMessage
 from guard.policies.trips import Trip, TripLog
 from tests.faults.conftest import CLI
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB tmpfs, unmounted afterwards; skipped where mounting is not allowed."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip() or done.returncode}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def _call(n: int, size: int) -> ToolCall:

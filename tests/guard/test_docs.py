@@ -14,6 +14,7 @@ import pytest
 import structlog
 
 from guard import RemindConfig, RescueConfig, TurnsConfig
+from tests.guard.importers._transcripts import corpus_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -88,7 +89,4 @@ async def test_the_bookkeeping_exclude_on_the_remind_page_keeps_every_runtimes_t
     [("claude-code/claude-code-pomodoro-timer.jsonl", "TodoWrite"), ("codex/codex-pomodor-timer.jsonl", "update_plan")],
 )
 def test_the_bookkeeping_tool_names_are_the_runtimes_own(transcript: str, tool: str) -> None:
-    path = ROOT.parent / "shared" / "corpus" / transcript
-    if not path.is_file():
-        pytest.skip(f"real transcript {transcript} not found (shared corpus absent)")
-    assert f'"{tool}"' in path.read_text(encoding="utf-8")
+    assert f'"{tool}"' in corpus_file(transcript).read_text(encoding="utf-8")

@@ -10,7 +10,6 @@ from structlog.testing import capture_logs
 from bus import Agent, AgentStatus, Bus, ContextMessage, Event, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture, FakeClock
 from guard import (
-    DENYING,
     Action,
     ActionKind,
     Config,
@@ -21,6 +20,7 @@ from guard import (
     RemindPolicy,
     build_policies,
 )
+from guard.actions import DENYING
 from tests.guard.conftest import OnCallPolicy
 
 GREP = {"pattern": "x"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bus import ToolResult, read_log
-from guard import ResultNormalizer, error_kind
 from guard.importers import open_sessions, write_log
+from guard.normalize import ResultNormalizer, error_kind
 from tests.guard.importers._transcripts import corpus_file
 
 normalize = ResultNormalizer().normalize
@@ -129,3 +129,23 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
 def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
     noise = "\n".join(f"line {n}" for n in range(500))
     assert error_kind(noise + "\nfatal: boom") == "line #"
+
+
+@pytest.mark.parametrize(
+    ("first", "again"),
+    [
+        (  # Codex CLI's shell output as the model reads it
+            "Chunk ID: 6e403a\nWall time: 0.0000 seconds\nProcess exited with code 0\nOutput:\nsame\n",
+            "Chunk ID: b1ea8e\nWall time: 0.0031 seconds\nProcess exited with code 0\nOutput:\nsame\n",
+        ),
+        (  # Gemini CLI's
+            "<untrusted_context>\nOutput: same\nProcess Group PGID: 13654\n</untrusted_context>",
+            "<untrusted_context>\nOutput: same\nProcess Group PGID: 3720\n</untrusted_context>",
+        ),
+    ],
+)
+def test_an_agent_clis_decorations_of_one_output_normalise_alike(first: str, again: str) -> None:
+    normalizer = ResultNormalizer()
+    assert normalizer.digest(first) == normalizer.digest(again)
+    assert normalizer.digest(first) != normalizer.digest(first.replace("same", "other"))
+    assert normalizer.digest(first) != normalizer.digest(first.replace("Output", "Error"))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard import PATTERN_INPUT_LIMIT, CommandPatterns, Glob, PatternError, RegexSet, ToolFilter, compile_regex
+from guard.patterns import PATTERN_INPUT_LIMIT, CommandPatterns, Glob, PatternError, RegexSet, ToolFilter, compile_regex
 
 
 @pytest.mark.parametrize(

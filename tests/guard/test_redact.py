@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from guard import REDACTED, PatternError, Redactor
+from guard import REDACTED, Redactor
+from guard.patterns import PatternError
 from guard.redact import REDACT_INPUT_LIMIT, SecretRule, load_rules
 from tests.guard.secret_samples import ALNUM, KEPT, SAMPLES, Sample, token
 

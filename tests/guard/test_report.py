@@ -212,6 +212,7 @@ def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
     return width, step, rows
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:

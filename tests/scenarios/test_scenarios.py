@@ -15,7 +15,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from guard import DENYING, Verdict, load_config, replay_log
+from guard import Verdict, load_config, replay_log
+from guard.actions import DENYING
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 

@@ -247,7 +247,7 @@ async def test_a_reminder_for_the_batch_goes_back_on_it_and_a_halt_stops_there(t
 
 
 async def test_sessions_beyond_max_sessions_are_disposed_with_their_subagents(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_sessions must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
         ClaudeHooks(link, max_sessions=0)
     hooks = ClaudeHooks(link, max_sessions=2)
     for session in ("s1", "s2"):
@@ -296,6 +296,7 @@ def run_hook(state: Path, hook_payload: Any, *extra: str) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_hook_command_keeps_state_between_invocations_and_its_log_replays(tmp_path: Path) -> None:
     state = tmp_path / "state"
     config = tmp_path / "guard.toml"
@@ -324,6 +325,7 @@ def test_hook_command_keeps_state_between_invocations_and_its_log_replays(tmp_pa
     assert check.returncode == 0, check.stderr
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_concurrent_hooks_of_one_session_all_land_in_order(tmp_path: Path) -> None:
     state = tmp_path / "state"
     pres = [next(ls_call(n, tool_input={"command": f"cat f{n}"})) for n in range(6)]
@@ -459,6 +461,7 @@ def test_cli_hook_in_process(
     assert "must be a JSON object" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path, ask_script: AskScript) -> None:
     """Each hook invocation replays the session so far; an escalation bought
     in an earlier invocation is answered from the log, not asked again."""
@@ -494,6 +497,7 @@ def test_hook_rebuilding_its_state_never_reruns_an_escalation(tmp_path: Path, as
     assert checked.stderr.endswith("check: every guard action matches the log (5 denials)\n")
 
 
+@pytest.mark.slow  # a hook process per payload
 def test_hook_command_carries_the_turns_ladder_and_its_halt_across_invocations(tmp_path: Path) -> None:
     """Each invocation is a new process: the run length, the ladder and the
     halt request live only in the session log it replays."""

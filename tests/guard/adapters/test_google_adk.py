@@ -272,7 +272,7 @@ async def test_tool_error_is_an_error_result(link: GuardLink, events: Capture) -
 
 
 async def test_sessions_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_sessions must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
         RepeatToolGuard(link, max_sessions=0)
     llm = LoopingLlm(model="looping", requests=[], per_turn=1)
     agent = LlmAgent(name="main", model=llm, tools=[])

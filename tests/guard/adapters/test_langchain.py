@@ -310,10 +310,10 @@ async def test_reminder_reaches_the_model_on_every_provider_beside_a_system_prom
     assert json.dumps(provider.requests[3]).count("You are terse.") == 1, "the system prompt is untouched"
 
 
-async def test_threads_beyond_max_threads_are_disposed_oldest_first(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_threads must be >= 1, got 0"):
-        RepeatToolGuard(link, max_threads=0)
-    guard = RepeatToolGuard(link, max_threads=2)
+async def test_threads_beyond_max_sessions_are_disposed_oldest_first(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
+        RepeatToolGuard(link, max_sessions=0)
+    guard = RepeatToolGuard(link, max_threads=2)  # the runtime-specific name of max_sessions
     model = chat(*(AIMessage(f"reply {n}") for n in range(4)))
     agent = create_agent(model, [make_grep([])], middleware=[guard], checkpointer=InMemorySaver())
     for thread in ("t1", "t2", "t1", "t3"):

@@ -391,10 +391,10 @@ async def test_a_streamed_run_ends_with_halt_requested(turns_link: GuardLink) ->
     assert len(calls) == 4, "no model call after the halt request"
 
 
-async def test_agents_beyond_max_agents_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
-    with pytest.raises(ValueError, match="max_agents must be >= 1, got 0"):
-        RepeatToolGuard(link, max_agents=0)
-    guard = RepeatToolGuard(link, max_agents=2)
+async def test_agents_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
+        RepeatToolGuard(link, max_sessions=0)
+    guard = RepeatToolGuard(link, max_agents=2)  # the runtime-specific name of max_sessions
     agents = [Agent(name=f"a{n}", model=ScriptedModel([[assistant_message("hi")]] * 2)) for n in range(3)]
     for agent in (agents[0], agents[1], agents[0], agents[2]):
         await guard.run(agent, "hello")

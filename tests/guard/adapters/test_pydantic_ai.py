@@ -327,8 +327,8 @@ async def test_deferred_calls_are_error_results_and_an_approved_one_is_decided_a
 def test_constructor_rejects_a_link_with_config(link: GuardLink) -> None:
     with pytest.raises(ValueError, match="either a GuardLink or config/bus"):
         RepeatToolGuard(link, bus=link.bus)
-    with pytest.raises(ValueError, match="max_conversations must be >= 1"):
-        RepeatToolGuard(max_conversations=0)
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
+        RepeatToolGuard(max_sessions=0)
 
 
 async def test_oldest_conversation_is_disposed_past_the_limit(events: Capture, link: GuardLink) -> None:

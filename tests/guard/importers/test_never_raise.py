@@ -3,7 +3,7 @@ a record with a field of an unexpected type is skipped and counted as
 ``bad-record``, and the records around it are still imported.
 
 Two kinds of property test: a realistic transcript of each format (written
-here, and the shared corpus's files when present) with fields replaced by
+here, and the real ones of ``tests/data/transcripts``) with fields replaced by
 values of any JSON type, and records made up from the field names the
 importers read.
 """
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from bus import ToolCall
 from guard.importers import FORMATS, TranscriptError, open_sessions
-from tests.guard.importers._transcripts import CORPUS
+from tests.guard.importers._transcripts import corpus_file
 
 _T = "2026-01-01T00:00:0{}Z"
 
@@ -267,6 +267,8 @@ _CORPUS_FILES = {
     "openhands": "openhands/basic.json",
     "swe-agent": "swe-agent/function_calling_simple.traj",
     "mini-swe-agent": "mini-swe-agent/django__django-11951.traj.json",
+    "opencode": "opencode/session__jolly-eagle__ses_39b5d713cffeRgAoxPIwS3Plus.json",
+    "pi": "pi/large-session.jsonl",
 }
 
 _WORDS = ["user", "assistant", "tool", "function_call", "tool_use", "tool_result", "message", "run", "c1", "t0"]
@@ -357,9 +359,7 @@ def test_a_transcript_with_fields_of_any_type_never_raises(name: str, data: st.D
 
 
 def _corpus_template(name: str) -> Any:
-    path = CORPUS / _CORPUS_FILES[name]
-    if not path.exists():
-        pytest.skip(f"the shared corpus is not at {CORPUS}")
+    path = corpus_file(_CORPUS_FILES[name])
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in path.read_text().splitlines()[:30] if line.strip()]
     document = json.loads(path.read_text())
@@ -368,6 +368,7 @@ def _corpus_template(name: str) -> Any:
     return {k: v[:30] if isinstance(v, list) else v for k, v in document.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_CORPUS_FILES))
 @settings(_settings, max_examples=10)
 @given(data=st.data())

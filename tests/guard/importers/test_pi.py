@@ -1,5 +1,5 @@
 """pi coding agent session files, synthetic (shaped like pi's own test
-fixtures, see DATA.md) and real when the shared corpus holds them."""
+fixtures, see DATA.md) and real."""
 
 from __future__ import annotations
 

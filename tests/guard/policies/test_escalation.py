@@ -117,6 +117,39 @@ async def test_hang_past_timeout_kills_the_whole_process_group(
     assert await _gone(*(int(p) for p in pids.read_text().split()))
 
 
+DAEMON = (
+    # a grandchild that leaves the ask's process group and session, as a
+    # daemonizing tool does: setsid, then a double fork
+    "import os, sys, time\n"
+    "if os.fork():\n    sys.exit(0)\n"
+    "os.setsid()\n"
+    "if os.fork():\n    sys.exit(0)\n"
+    "open(sys.argv[1], 'a').write(f'{os.getpid()}\\n')\n"
+    "time.sleep(300)\n"
+)
+
+
+@pytest.mark.parametrize("ending", ["timeout", "answer"])
+async def test_a_grandchild_that_calls_setsid_dies_with_the_ask(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str, ending: str
+) -> None:
+    pids = tmp_path / "pids"
+    daemon = tmp_path / "daemon.py"
+    daemon.write_text(DAEMON)
+    then = "sleep 300" if ending == "timeout" else "echo advice"
+    command = ask_script(
+        f"{sys.executable} {daemon} {pids}\nsetsid sleep 300 &\necho $! >> {pids}\n"
+        f"while [ $(wc -l < {pids}) -lt 2 ]; do sleep 0.01; done\n{then}"
+    )
+    advice, reason, _ = await _ask(command, timeout_ms=2000 if ending == "timeout" else 30_000)
+    assert (advice, reason) == (
+        (None, "timed out after 2000 ms (process group killed)") if ending == "timeout" else ("advice", "ok")
+    )
+    escaped = [int(p) for p in pids.read_text().split()]
+    assert len(escaped) == 2
+    assert await _gone(*escaped)
+
+
 async def test_background_child_holding_stdout_does_not_delay_the_answer(
     ask_script: AskScript, tmp_path: Path, anyio_backend: str
 ) -> None:
@@ -187,3 +220,12 @@ async def test_nul_bytes_in_the_question_do_not_stop_the_ask(
     command = ask_script(f"printf '%s' \"$1\" > {seen}\necho advice")
     assert (await _ask(command, "binary\x00output"))[0] == "advice"
     assert seen.read_text() == "binary\ufffdoutput"
+
+
+async def test_a_bare_name_is_looked_up_on_path(
+    ask_script: AskScript, monkeypatch: pytest.MonkeyPatch, anyio_backend: str
+) -> None:
+    command = ask_script("echo found on PATH", name="my-ask")
+    monkeypatch.setenv("PATH", f"{command.parent}{os.pathsep}{os.environ['PATH']}")
+    assert await _ask("my-ask") == ("found on PATH", "ok", False)
+    assert await _ask("no-such-ask-command") == (None, "ask command not found: no-such-ask-command", False)

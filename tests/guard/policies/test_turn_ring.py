@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard import TurnRing, detect_loop, fingerprint
+from guard import fingerprint
+from guard.policies.turn_ring import TurnRing, detect_loop
 
 GREP = fingerprint("grep", {"pattern": "load_config", "path": "src"}).digest
 READ = fingerprint("read", {"path": "README.md"}).digest

@@ -26,8 +26,8 @@ from guard import (
     TurnsPolicy,
     load_config,
     replay_log,
-    summarize_result,
 )
+from guard.policies.turns import summarize_result
 
 pytestmark = pytest.mark.anyio
 

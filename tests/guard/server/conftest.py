@@ -108,7 +108,13 @@ def served(make_served: MakeServed) -> Served:
 class ServerProcess:
     """``repeat-tool-guard serve`` in a process of its own."""
 
-    def __init__(self, state_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
         self.state_dir = state_dir
         self.argv = [sys.executable, "-m", "guard", "serve", "--state-dir", str(state_dir), *args]
         self.proc = subprocess.Popen(
@@ -119,12 +125,17 @@ class ServerProcess:
             stdout=subprocess.DEVNULL,
             text=True,
             env={**os.environ, **(env or {})},
+            preexec_fn=preexec_fn,
         )
         assert self.proc.stderr is not None
         first = self.proc.stderr.readline()
+        said = ""
+        while "warning:" in first:  # said before it listens
+            said += first
+            first = self.proc.stderr.readline()
         if "listening on " not in first:
             self.proc.wait(10)
-            raise AssertionError(f"server did not start: {first}{self.proc.stderr.read()}")
+            raise AssertionError(f"server did not start: {said}{first}{self.proc.stderr.read()}")
         self.where = first.split("listening on ", 1)[1].split(" ", 1)[0]
         if self.where.startswith("unix:"):
             self.uds: str | None = self.where[len("unix:") :]
@@ -132,7 +143,7 @@ class ServerProcess:
         else:
             self.uds = None
             self.url = self.where
-        self.stderr = first
+        self.stderr = said + first
 
     def client(self, **kwargs: Any) -> httpx.Client:
         transport = httpx.HTTPTransport(uds=self.uds) if self.uds else None
@@ -160,9 +171,14 @@ def start_server(tmp_path: Path) -> Iterator[StartServer]:
     free loopback port unless the args say otherwise; stopped at teardown."""
     started: list[ServerProcess] = []
 
-    def start(*args: str, state_dir: Path | None = None, env: dict[str, str] | None = None) -> ServerProcess:
+    def start(
+        *args: str,
+        state_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> ServerProcess:
         where = () if any(a in ("--uds", "--port") for a in args) else ("--port", "0")
-        server = ServerProcess(state_dir or tmp_path / "state", *where, *args, env=env)
+        server = ServerProcess(state_dir or tmp_path / "state", *where, *args, env=env, preexec_fn=preexec_fn)
         started.append(server)
         return server
 

@@ -91,6 +91,7 @@ def expected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[st
     return answers
 
 
+@pytest.mark.slow  # the command hook runs as one process per payload
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_answers_are_the_command_hooks_answers(
     name: str, expected: dict[str, list[dict[str, Any]]], make_served: MakeServed, tmp_path: Path
@@ -111,6 +112,7 @@ def test_answers_are_the_command_hooks_answers(
     assert outcome.verdicts  # each session draws at least one guard action
 
 
+@pytest.mark.slow
 def test_what_each_config_answers(expected: dict[str, list[dict[str, Any]]]) -> None:
     """What the shared answers are: a reminder as additionalContext, a deny as
     permissionDecision, a halt as continue: false."""

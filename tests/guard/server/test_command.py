@@ -170,7 +170,7 @@ def test_other_commands_never_load_the_server(tmp_path: Path) -> None:
         "print(loaded, file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
-    assert done.stderr.strip() == "[]"
+    assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
 def test_a_unix_socket_a_server_listens_on_is_not_taken_over(
@@ -204,3 +204,53 @@ def test_a_unix_socket_where_none_can_be_made_is_one_line(tmp_path: Path, capsys
     assert (
         capsys.readouterr().err == f"repeat-tool-guard serve: cannot listen on unix:{path}: No such file or directory\n"
     )
+
+
+def test_a_sigterm_waits_for_the_request_in_flight_and_no_longer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    answers: list[bytes] = []
+    body = b'{"type": "user/message", "agent": "main", "text": "in flight"}'
+
+    def client() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.02)
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+            raw.sendall(
+                b"POST /v1/sessions/late/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body[:10])
+            )
+            time.sleep(0.3)  # the request is in flight, its body half there
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.3)
+            raw.sendall(body[10:])
+            answers.append(raw.recv(4096))
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    started = time.monotonic()
+    code = main(serve(tmp_path, "--port", str(port), "--graceful-timeout", "20"))
+    thread.join(30)
+    assert code == 0
+    assert time.monotonic() - started < 15
+    assert answers[0].startswith(b"HTTP/1.1 200")
+    assert "in flight" in (tmp_path / "state" / "late.jsonl").read_text()
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_low_open_files_limit_is_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from guard.server import runner
+
+    monkeypatch.setattr(runner, "_LOW_OPEN_FILES", 1 << 62)
+    assert main(serve(tmp_path, "--max-sessions", "0")) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("repeat-tool-guard serve: warning: only ")
+    assert err[0].endswith(" open files allowed (ulimit -n): that bounds concurrent connections")
+    assert err[1] == "repeat-tool-guard serve: max_sessions = 0: must be an integer >= 1"

@@ -12,11 +12,13 @@ import pytest
 
 from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, read_log
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON, Config, RemindConfig, RescueConfig, TurnsConfig
+from guard.server.sessions import Session
 from guard.verdicts import replay_log
 from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
 from tests.guard.server.conftest import MakeServed, Served
 
 GREP = {"tool": "grep", "args": {"pattern": "load_config"}}
+JSON = {"content-type": "application/json"}
 
 
 def call_and_result(served: Served, session: str, call_id: str, agent: str = "main") -> dict[str, Any]:
@@ -219,7 +221,7 @@ def test_a_session_whose_agents_are_all_disposed_leaves_memory_and_comes_back_fr
 def test_malformed_or_contradicting_events_get_a_4xx_with_one_line_saying_why(
     served: Served, body: bytes, status: int, error: str
 ) -> None:
-    response = served.post("/v1/sessions/bad/events", content=body)
+    response = served.post("/v1/sessions/bad/events", content=body, headers=JSON)
     assert (response.status_code, response.json()) == (status, {"error": error})
     assert response.headers["content-type"] == "application/json"
 
@@ -276,7 +278,7 @@ def test_a_body_over_the_limit_is_413(make_served: MakeServed) -> None:
         yield text.encode()
         yield b'"}'
 
-    streamed = served.client.post("/v1/sessions/big/events", content=chunks())
+    streamed = served.client.post("/v1/sessions/big/events", content=chunks(), headers=JSON)
     assert streamed.status_code == 413
     assert streamed.json() == {"error": "body is larger than the limit of 200 bytes"}
     assert "big" not in served.store
@@ -290,17 +292,27 @@ def test_unknown_routes_and_methods_answer_one_json_line(served: Served) -> None
     assert wrong.headers["allow"] == "POST"
 
 
-def test_a_failure_inside_the_server_is_a_500_with_one_line_not_a_traceback(
-    make_served: MakeServed, tmp_path: Path
-) -> None:
+def test_an_unusable_state_dir_is_a_503_with_one_line_not_a_traceback(make_served: MakeServed, tmp_path: Path) -> None:
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the state directory should be")
     served = make_served(state_dir=blocked)
     response = served.post("/v1/sessions/s/events", {"type": "user/message", "agent": "main", "text": "hi"})
+    assert response.status_code == 503
+    assert response.json() == {"error": f"state dir {str(blocked)!r}: File exists"}
+    assert response.headers["retry-after"] == "1"
+    health = served.client.get("/healthz")
+    assert health.status_code == 503
+    assert health.json()["status"] == "unavailable"
+
+
+def test_a_failure_inside_the_server_is_a_500_with_one_line_not_a_traceback(served: Served) -> None:
+    async def broken(session_id: str) -> Session:
+        raise RuntimeError("a defect\nover two lines")
+
+    served.store.restore = broken  # type: ignore[method-assign]
+    response = served.post("/v1/sessions/s/events", {"type": "user/message", "agent": "main", "text": "hi"})
     assert response.status_code == 500
-    error = response.json()["error"]
-    assert error.startswith("internal error: FileExistsError:")
-    assert "\n" not in error
+    assert response.json() == {"error": "internal error: RuntimeError: a defect over two lines"}
     assert "Traceback" not in response.text
 
 
@@ -321,6 +333,8 @@ def test_openapi_describes_the_event_union_and_the_answer(served: Served) -> Non
     assert set(document["paths"]) == {
         "/v1/sessions/{session}/events",
         "/hooks/claude-code",
+        "/hooks/codex",
+        "/hooks/gemini-cli",
         "/healthz",
         "/metrics",
         "/openapi.json",

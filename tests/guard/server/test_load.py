@@ -7,10 +7,13 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 from guard import GENTLE_REMINDER
 from guard.verdicts import replay_log
 from tests.guard.server.conftest import StartServer
+
+pytestmark = pytest.mark.slow
 
 SESSIONS = 1000
 CLIENTS = 50

@@ -20,6 +20,8 @@ from guard import GENTLE_REMINDER
 from tests.conftest import AskScript
 from tests.guard.server.conftest import REPO, ServerProcess, StartServer, hook_payload
 
+pytestmark = pytest.mark.slow
+
 
 def grep(client: httpx.Client, session: str, call_id: str) -> dict[str, Any]:
     call = {"type": "tool/call", "agent": "main", "call_id": call_id, "tool": "grep", "args": {"pattern": "x"}}

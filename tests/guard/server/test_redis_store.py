@@ -8,6 +8,7 @@ asyncio only.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -34,8 +35,8 @@ from guard.cli import main
 from guard.config import load_config
 from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
-from guard.server.sessions import Session
-from tests.conftest import AskScript, RedisClients
+from guard.server.sessions import Session, StoreError
+from tests.conftest import AskScript, Proxy, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
@@ -158,14 +159,24 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
 ) -> None:
     one, two = replicas(2)
     await grep(one, "s3", "c0")
-    await grep(two, "s3", "c1")  # the stream moves on without ``one``
-    live, shared = one._live["s3"], one._shared["s3"]
-    await live.agents["main"].user_message("stale")  # ``one`` acting on its old copy, as after a lapsed lease
-    await one._flush(live, shared, dict(live.answers), "a lapsed lease's token")
+    client = Redis.from_url(redis_url)
+
+    async def stale() -> None:
+        async with one.use("s3") as live:
+            await client.delete("rtg:{s3}:serving")  # lapsed, as under a long pause
+            await grep(two, "s3", "c1")  # the stream moves on without ``one``
+            await post_in(live, type="user/message", agent="main", text="stale")
+
+    try:
+        with pytest.raises(StoreError, match="another replica took it over; the event was not recorded"):
+            await stale()
+    finally:
+        await client.aclose()
     assert "s3" not in one  # refused and dropped; its next request rebuilds from the stream
     checked = await _replay_check(redis_url, "s3", tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "stale" not in (tmp_path / "s3.jsonl").read_text()
+    assert (await grep(one, "s3", "c2")).seq > 5  # rebuilt from the stream, numbering on after it
 
 
 async def test_a_held_lease_times_out_with_a_clear_error(replicas: Replicas, redis_url: str) -> None:
@@ -205,11 +216,16 @@ async def test_a_request_keeps_its_lease_while_it_runs_and_a_dead_ones_lapses(
 async def test_a_request_that_lost_its_lease_is_refused_and_stops_renewing(replicas: Replicas, redis_url: str) -> None:
     (one,) = replicas(1, lease_ms=30)
     client = Redis.from_url(redis_url)
-    try:
+
+    async def lost() -> None:
         async with one.use("r2") as live:
             await client.delete("rtg:{r2}:serving")  # lapsed, as under a long pause
             await anyio.sleep(0.05)
             await post_in(live, type="user/message", agent="main", text="lost")
+
+    try:
+        with pytest.raises(StoreError, match="not recorded"):
+            await lost()
         assert "r2" not in one  # refused: nothing appended
         assert await RedisSessionLog(client, "r2").last_seq() == 0
     finally:
@@ -228,6 +244,7 @@ def _grep_http(client: httpx.Client, session: str, call_id: str) -> dict[str, An
     return done
 
 
+@pytest.mark.slow
 def test_replicas_as_processes_share_sessions_and_survive_a_kill(
     start_server: StartServer, redis_url: str, tmp_path: Path
 ) -> None:
@@ -472,7 +489,7 @@ async def test_a_catch_up_that_fails_half_way_leaves_no_half_applied_copy(
 async def test_a_long_catch_up_reads_on_past_what_the_lease_read(
     replicas: Replicas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("guard.server.redis_store._PREFETCH", 2)
+    monkeypatch.setattr("guard.sessions.lease.PREFETCH", 2)
     one, two = replicas(2)
     await grep(one, "t4", "c0")
     for n in range(1, 3):
@@ -508,3 +525,66 @@ async def test_restore_reads_the_stream_itself_when_no_lease_read_it(replicas: R
     assert session.link.bus.seq == 3
     assert [agent.agent.id for agent in session.link.links()] == ["main"]
     session.close()
+
+
+def _through(proxy: Proxy) -> Redis:
+    return Redis.from_url(f"redis://127.0.0.1:{proxy.port}/0", socket_timeout=2, socket_connect_timeout=2)
+
+
+async def test_a_flush_cut_in_transit_fails_the_request_and_drops_the_copy(
+    redis_proxy: Proxy, redis_url: str, tmp_path: Path
+) -> None:
+    store = RedisSessionStore(_through(redis_proxy), worker="cut")
+    try:
+        await grep(store, "cut", "c0")
+        redis_proxy.arm("after", b"cut-here", then_refuse=True)
+        with pytest.raises(StoreError, match="the event may not be recorded"):
+            await post(store, "cut", type="user/message", agent="main", text="cut-here")
+        assert "cut" not in store  # rebuilt from the stream before it answers again
+        assert "Redis" in (await store.unready() or "")
+        redis_proxy.refusing = False
+        assert await store.unready() is None
+        again = await post(store, "cut", type="user/message", agent="main", text="after")
+        assert again.seq == 5  # the cut message (4) was appended, Redis ran the script: numbering goes on after it
+    finally:
+        store.close()
+        await store.client.aclose()
+    checked = await _replay_check(redis_url, "cut", tmp_path)
+    assert checked.returncode == 0, checked.stderr
+
+
+async def test_redis_failing_while_a_session_is_restored_is_a_store_error(
+    replicas: Replicas, redis_proxy: Proxy
+) -> None:
+    (one,) = replicas(1)
+    await grep(one, "late", "c0")
+    two = RedisSessionStore(_through(redis_proxy), worker="late", lease_ms=30)
+    try:
+        redis_proxy.arm("before", b":notes", then_refuse=True)
+        with pytest.raises(StoreError, match="session 'late': Redis: "):
+            await post(two, "late", type="user/message", agent="main", text="hi")
+        with pytest.raises(StoreError, match="session 'late': Redis: "):
+            await post(two, "late", type="user/message", agent="main", text="hi")  # at the lease, now
+    finally:
+        two.close()
+        await two.client.aclose()
+
+
+async def test_a_request_whose_lease_cannot_be_renewed_fails_instead_of_recording(redis_proxy: Proxy) -> None:
+    from guard.sessions.lease import _RENEW
+
+    store = RedisSessionStore(_through(redis_proxy), worker="renew", lease_ms=30)
+
+    async def request() -> None:
+        async with store.use("renew") as live:
+            redis_proxy.arm("before", hashlib.sha1(_RENEW.encode()).hexdigest().encode(), then_refuse=True)
+            await anyio.sleep(0.2)  # renewals fail meanwhile, and stop
+            await post_in(live, type="user/message", agent="main", text="unrenewed")
+
+    try:
+        with pytest.raises(StoreError):
+            await request()
+        assert redis_proxy.cuts == 1
+    finally:
+        store.close()
+        await store.client.aclose()

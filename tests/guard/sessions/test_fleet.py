@@ -19,12 +19,13 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from benchmarks._redis import free_port
 from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
 from bus.redis_log import RedisSessionLog
 from guard import Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.sessions.fleet import FleetGuard, Outcome
 from guard.verdicts import replay_log
-from tests.conftest import AskScript, RedisClients, _free_port
+from tests.conftest import AskScript, RedisClients
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
@@ -199,8 +200,9 @@ async def test_the_least_recent_session_is_dropped_and_rebuilt(workers: Workers)
 
 
 def test_max_sessions_is_validated() -> None:
-    with pytest.raises(ValueError, match="max_sessions must be >= 1"):
+    with pytest.raises(ValueError, match="max_sessions = 0: must be an integer >= 1"):
         FleetGuard(Redis(), max_sessions=0)
+    assert FleetGuard(Redis(), max_sessions=3).max_sessions == 3
 
 
 async def test_a_retry_racing_the_first_attempt_waits_for_its_escalation(
@@ -327,7 +329,7 @@ async def test_concurrent_events_of_one_session_on_one_worker_are_each_applied_o
 
 
 async def test_unreachable_redis_fails_every_waiting_call_instead_of_hanging_it() -> None:
-    client = Redis.from_url(f"redis://127.0.0.1:{_free_port()}/0", socket_connect_timeout=1)
+    client = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=1)
     fleet = FleetGuard(client, worker="w0")
     agent = Agent("main")
     calls = [ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP) for n in range(5)]

@@ -1,0 +1,76 @@
+"""The guard behind Codex CLI's hooks (``$CODEX_HOME/hooks.json``), answered
+by the core that answers Claude Code's (``ClaudeHooks``).
+
+Codex's hook payloads follow Claude Code's: ``PreToolUse`` / ``PostToolUse``
+carry ``tool_use_id``, ``tool_name`` (the shell tool is ``Bash`` with
+``{"command"}``), ``tool_input`` and, after the call, ``tool_response``
+(the command's bare output). Seams: ``UserPromptSubmit`` (a user turn),
+``PreToolUse`` (a deny is ``permissionDecision: deny``; the model reads the
+reason as the tool's output), ``PostToolUse`` (the guard's messages go back
+as ``additionalContext``, a developer message next to the result), ``Stop``
+(the turn is over: ``idle``), ``SubagentStart`` / ``SubagentStop`` (a
+subagent's turn; its tool hooks carry its ``agent_id``), ``PostCompact`` (the
+conversation was compacted: ``agent/status`` ``compacted``), ``SessionEnd``.
+
+No Codex tool hook can end a run (``continue: false`` is ignored there). So a
+halt is contained instead: once the guard asks to halt an agent, each of its
+further tool calls is denied with the halt's reason (``denied_by``
+``HALTED_BY``) until the user's next prompt, and the model, left with denials
+only, ends its turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from guard.adapters.claude_hooks import HookRuntime
+from guard.sessions.link import AgentLink
+
+__all__ = ["CODEX", "CodexRuntime"]
+
+
+class CodexRuntime(HookRuntime):
+    """Codex CLI's hook contract (see the module's docstring)."""
+
+    name: ClassVar[str] = "codex"
+    seams: ClassVar[Mapping[str, str]] = {
+        "UserPromptSubmit": "prompt",
+        "PreToolUse": "pre",
+        "PostToolUse": "post",
+        "Stop": "idle",
+        "SubagentStart": "subagent-start",
+        "SubagentStop": "subagent-idle",
+        "PostCompact": "compacted",
+        "SessionEnd": "session-end",
+    }
+    cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {"Bash": frozenset({"description", "justification"})}
+    ends_runs: ClassVar[bool] = False
+
+    def settings(self, handler: Mapping[str, Any]) -> dict[str, Any]:
+        """``hooks.json``'s body: no matcher, so every tool's hooks run (Codex
+        reads a matcher as a regular expression, where ``*`` is invalid)."""
+        return {"hooks": {event: [{"hooks": [dict(handler)]}] for event in self.events}}
+
+    def prompt(self, payload: Mapping[str, Any]) -> str | None:
+        return str(payload.get("prompt", ""))
+
+    def answer(
+        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
+    ) -> dict[str, Any]:
+        """Messages ride only where Codex shows them to the model: a denial's
+        reason, or ``additionalContext`` after a result; elsewhere they wait.
+        Once the agent is halted, the halt's reason rides along too."""
+        halt = [agent.halt_reason] if agent.halt_reason is not None and denial != agent.halt_reason else []
+        if denial is not None:
+            return self.denial(event, "\n\n".join([denial, *agent.take_context(call_id), *halt]))
+        if seam != "post":
+            return {}
+        context = [*agent.take_context(call_id), *halt]
+        if not context:
+            return {}
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": "\n\n".join(context)}}
+
+
+CODEX = CodexRuntime()
+"""Codex CLI's hooks."""

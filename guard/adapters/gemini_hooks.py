@@ -1,0 +1,93 @@
+"""The guard behind Gemini CLI's hooks (``"hooks"`` in ``settings.json``),
+answered by the core that answers Claude Code's (``ClaudeHooks``).
+
+Seams: ``BeforeAgent`` (a user prompt), ``BeforeTool`` (decide; a deny is
+``{"decision": "deny", "reason"}`` and the model reads
+``Tool execution blocked: <reason>``), ``AfterTool`` (the result is
+``tool_response.llmContent``, what the model reads; the guard's messages go
+back as ``additionalContext``, which Gemini CLI appends to the result inside
+``<hook_context>``), ``AfterAgent`` (the agent's turn is over: ``idle``),
+``SessionEnd``. A halt answers ``continue: false`` with ``stopReason``: the
+run ends. ``PreCompress`` is not followed: Gemini CLI sends it before every
+model request, whether or not anything is then compressed.
+
+``BeforeTool`` carries no call id, so the guard names each call itself and
+pairs an ``AfterTool`` with the oldest open call of the same tool and
+arguments (first in, first out): calls of one response may run, and their
+hooks fire, concurrently, and two open calls alike are interchangeable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from guard.adapters.claude_hooks import HookRuntime
+from guard.sessions.link import AgentLink, as_text
+
+__all__ = ["GEMINI_CLI", "GeminiRuntime"]
+
+
+class GeminiRuntime(HookRuntime):
+    """Gemini CLI's hook contract (see the module's docstring)."""
+
+    name: ClassVar[str] = "gemini-cli"
+    seams: ClassVar[Mapping[str, str]] = {
+        "BeforeAgent": "prompt",
+        "BeforeTool": "pre",
+        "AfterTool": "post",
+        "AfterAgent": "idle",
+        "SessionEnd": "session-end",
+    }
+    cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {"run_shell_command": frozenset({"description"})}
+    ends_runs: ClassVar[bool] = True
+
+    def prompt(self, payload: Mapping[str, Any]) -> str | None:
+        return str(payload.get("prompt", ""))
+
+    def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
+        if seam != "pre":
+            tool, args = str(payload.get("tool_name", "")), self.tool_input(payload)
+            for call in agent.calls_in_flight():
+                if call.tool == tool and call.args == args:
+                    return call.call_id
+        # unique across the hook processes of a session (they take turns under its lock)
+        stamp = time.time_ns()
+        while agent.has_call(f"gemini-{stamp:x}"):
+            stamp += 1
+        return f"gemini-{stamp:x}"
+
+    def result(self, payload: Mapping[str, Any], seam: str) -> tuple[str, bool]:
+        response = payload.get("tool_response")
+        if not isinstance(response, dict):
+            return as_text(response), False
+        error = response.get("error")
+        content = response.get("llmContent", response.get("returnDisplay", ""))
+        if error:
+            return as_text(content) if content else as_text(error), True
+        return as_text(content), False
+
+    def denial(self, event: str, reason: str) -> dict[str, Any]:
+        return {"decision": "deny", "reason": reason}
+
+    def answer(
+        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
+    ) -> dict[str, Any]:
+        """Messages ride where Gemini CLI shows them to the model: a denial's
+        reason, or ``additionalContext`` after a result; elsewhere they wait."""
+        answer: dict[str, Any] = {}
+        if denial is not None:
+            answer = self.denial(event, "\n\n".join([denial, *agent.take_context(call_id)]))
+        elif seam == "post":
+            context = agent.take_context(call_id)
+            if context:
+                answer["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": "\n\n".join(context)}
+        if agent.halt_reason is not None and seam in ("pre", "post"):
+            answer["continue"] = False
+            answer["stopReason"] = agent.halt_reason
+        return answer
+
+
+GEMINI_CLI = GeminiRuntime()
+"""Gemini CLI's hooks."""

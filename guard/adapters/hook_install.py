@@ -1,0 +1,139 @@
+"""Merging the guard's hooks into an agent CLI's settings file and taking them out again.
+
+A hook handler is the guard's when its command or URL names it (every
+command ``hook-settings`` prints says ``repeat-tool-guard``; an HTTP hook
+posts to ``/hooks/<cli>``). Everything else in the file (other hooks, other
+settings, their order) is left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SettingsFileError", "add_toml_table", "install", "settings_file"]
+
+_MARK = "repeat-tool-guard"
+_ROUTES = ("/hooks/claude-code", "/hooks/codex", "/hooks/gemini-cli")
+
+
+class SettingsFileError(ValueError):
+    """The settings file is not one the guard can merge into; the message says why."""
+
+
+def settings_file(agent: str, scope: str) -> Path:
+    """Where ``agent`` reads hooks: for the user (``scope`` ``user``) or the
+    project in the current directory (``project``)."""
+    if scope == "project":
+        base = Path.cwd()
+        return {"claude-code": base / ".claude" / "settings.json", "codex": base / ".codex" / "hooks.json"}.get(
+            agent, base / ".gemini" / "settings.json"
+        )
+    home = Path.home()
+    if agent == "claude-code":
+        return home / ".claude" / "settings.json"
+    if agent == "codex":
+        return Path(os.environ.get("CODEX_HOME") or home / ".codex") / "hooks.json"
+    return home / ".gemini" / "settings.json"
+
+
+def install(path: Path, settings: dict[str, Any], *, uninstall: bool = False) -> str:
+    """Put ``settings``' hooks into the file at ``path`` (or, with
+    ``uninstall``, take every hook of the guard's out), replacing any of the
+    guard's hooks already there. The file is rewritten only when that
+    changes it, after a copy to ``<path>.bak-<time>``. Returns what happened,
+    in a few words."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raw = None
+    current = _parse(path, raw) if raw is not None else {}
+    merged = _without_guard(current)
+    if not uninstall:
+        hooks = merged.setdefault("hooks", {})
+        for event, groups in settings["hooks"].items():
+            hooks.setdefault(event, []).extend(groups)
+    if merged == current:
+        return "unchanged"
+    if raw is not None:
+        backup = path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d%H%M%S')}")
+        backup.write_bytes(raw)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(merged, indent=2) + "\n")
+    if raw is not None:
+        os.chmod(temporary, path.stat().st_mode & 0o7777)
+    os.replace(temporary, path)
+    if uninstall:
+        return "guard hooks removed" + (f" (backup: {backup.name})" if raw is not None else "")
+    return "guard hooks installed" + (f" (backup: {backup.name})" if raw is not None else "")
+
+
+def _parse(path: Path, raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise SettingsFileError(f"{str(path)!r} is not JSON ({exc}); fix it or pass another --file") from None
+    if not isinstance(data, dict):
+        raise SettingsFileError(f"{str(path)!r} holds a JSON {type(data).__name__}, not an object")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict) or not all(isinstance(groups, list) for groups in hooks.values()):
+        raise SettingsFileError(f'{str(path)!r}: "hooks" must map each event to a list of hook groups')
+    return data
+
+
+def _is_guard(handler: Any) -> bool:
+    if not isinstance(handler, dict):
+        return False
+    command, url = str(handler.get("command", "")), str(handler.get("url", ""))
+    if handler.get("type") == "mcp_tool":
+        return handler.get("server") == "repeat_tool_guard"
+    return _MARK in command or any(url.rstrip("/").endswith(route) for route in _ROUTES)
+
+
+def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``settings`` with the guard's hook handlers taken out, and
+    any group or event they leave empty."""
+    result: dict[str, Any] = json.loads(json.dumps(settings))
+    hooks: dict[str, list[Any]] = result.get("hooks", {})
+    for event in list(hooks):
+        groups = []
+        for group in hooks[event]:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                kept = [h for h in group["hooks"] if not _is_guard(h)]
+                if not kept and group["hooks"]:
+                    continue
+                group = {**group, "hooks": kept}
+            groups.append(group)
+        if groups:
+            hooks[event] = groups
+        else:
+            del hooks[event]
+    if "hooks" in result and not hooks:
+        del result["hooks"]
+    return result
+
+
+def add_toml_table(path: Path, table: str) -> str:
+    """Append ``table`` (one TOML table, its header first) to the file at
+    ``path`` unless a table with that header is there already; the file is
+    backed up first. Returns what happened."""
+    header = table.splitlines()[0].strip()
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        text = None
+    if text is not None and any(line.strip() == header for line in text.splitlines()):
+        return f"{header} is there already (left as it is)"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if text is not None:
+        path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d%H%M%S')}").write_text(text)
+    separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
+    with path.open("a") as out:
+        out.write(f"{separator}{table}")
+    return f"{header} added"

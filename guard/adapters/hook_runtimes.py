@@ -1,0 +1,22 @@
+"""The CLIs whose hooks the guard answers, by the name ``--agent`` and ``serve``'s routes use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from guard.adapters.claude_hooks import CLAUDE_CODE, HookRuntime
+from guard.adapters.codex_hooks import CODEX
+from guard.adapters.gemini_hooks import GEMINI_CLI
+
+__all__ = ["RUNTIMES", "runtime_named"]
+
+RUNTIMES: Mapping[str, HookRuntime] = {runtime.name: runtime for runtime in (CLAUDE_CODE, CODEX, GEMINI_CLI)}
+"""Each CLI's ``HookRuntime`` by name: ``claude-code``, ``codex``, ``gemini-cli``."""
+
+
+def runtime_named(name: str) -> HookRuntime:
+    """The runtime called ``name``; a ``ValueError`` naming the known ones otherwise."""
+    try:
+        return RUNTIMES[name]
+    except KeyError:
+        raise ValueError(f"unknown agent CLI {name!r}; one of {', '.join(RUNTIMES)}") from None

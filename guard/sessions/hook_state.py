@@ -1,0 +1,75 @@
+"""A session's live guard for a process that answers one event and exits
+(the Claude Code command hook): taken from disk, handed over, put back."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from bus import LogError, LogWriteError, open_regular
+from guard.config import Config
+from guard.guard import Guard
+from guard.sessions.link import GuardLink
+from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
+
+__all__ = ["hook_session"]
+
+
+@asynccontextmanager
+async def hook_session(
+    state_dir: Path,
+    session: str,
+    config: Config,
+    *,
+    log_actions: bool = True,
+    on_replay: Callable[[str], None] | None = None,
+) -> AsyncIterator[GuardLink]:
+    """The link of ``session`` as the previous process left it, for the
+    body to apply one event to; on leaving, its state is saved for the next.
+
+    The session's events live in ``<state_dir>/<session>.jsonl`` (a normal
+    session log with one header: ``repeat-tool-guard replay`` reads it), and
+    the guard's state as of the log's end in ``<session>.snapshot``. Inside,
+    an exclusive lock on ``<session>.lock`` is held; the guard (``config``
+    as given, ``log_actions`` as ``Guard``'s) is restored from the snapshot,
+    the body's events are appended to the log, and a new snapshot is saved:
+    constant work per call, however long the session. When the snapshot
+    cannot be used (see ``guard.sessions.snapshot``), the log is replayed
+    instead and ``on_replay`` is told why. A log that is not a session log
+    any more is renamed ``*.unreadable-<time>`` and a new one begun. Both
+    files are created 0600; the log is not written through a symbolic link.
+    An event the log could not record (a full disk) raises
+    ``LogWriteError`` on leaving, and the log is left whole.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = state_dir / f"{session}.jsonl"
+    saved = snapshot_path(path)
+    lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        guard = Guard(config, log_actions=log_actions)
+        restored = load_snapshot(saved, path, session, guard)
+        if isinstance(restored, str):
+            from guard.sessions.resume import resume_link  # only when the snapshot cannot be used
+
+            if on_replay is not None and (path.exists() or saved.exists()):
+                on_replay(f"{restored}; replaying {str(path)!r}")
+            guard = Guard(config, log_actions=log_actions)
+            try:
+                restored = await resume_link(path, session, guard=guard, mark_resume=False)
+            except LogError:
+                path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
+                restored = await resume_link(path, session, guard=guard, mark_resume=False)
+        link, log = restored
+        with log:
+            yield link
+            if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
+                save_snapshot(saved, link, guard, log)
+    finally:
+        os.close(lock)
+    if log.error is not None:
+        raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")

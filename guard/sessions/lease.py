@@ -1,0 +1,163 @@
+"""The lease protocol by which ``serve --redis`` replicas share a session:
+one request at a time holds the session's lease in Redis, taking it reads
+where the session's stream stands, renewing it keeps it while the request
+runs, and one script ends the request (append what it produced, record the
+guard's actions, release) only if the lease is still the request's.
+
+Needs the ``redis`` extra and asyncio (redis-py has no trio support).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+from redis.exceptions import RedisError
+
+from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog
+from guard.sessions.fleet import ActionLedger
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["PREFETCH", "Lease", "LeaseTimeout", "SessionLeases"]
+
+PREFETCH = 256
+"""Entries taking a lease returns at most; a longer catch-up reads on."""
+
+# Take the session's lease and, in the same step, read where the stream is:
+# its last seq and, when that is not the seq the replica knows (ARGV[3]),
+# the entries after the replica's position (ARGV[4], an entry id or '-').
+# A lease held by another request answers {0, its remaining ms}.
+_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local seq = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
+if seq == tonumber(ARGV[3]) then return {1, seq} end
+local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
+return {1, seq, redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])}
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# A request's end in one step: if the lease is still the request's, the
+# log's extend (refused when the stream moved), then, only if it appended,
+# the ledger's record of each action, then the release. The two scripts are
+# the log's and the ledger's own, each wrapped in a function whose KEYS and
+# ARGV are its slice of this script's: ARGV is the token, the number of the
+# extend's arguments, those arguments, then the ledger's ARGV.
+_FLUSH = f"""
+local function extend(KEYS, ARGV)
+{EXTEND_SCRIPT}
+end
+local function record(KEYS, ARGV)
+{ActionLedger.script}
+end
+local function slice(t, first, last)
+  local part = {{}}
+  for i = first, last do part[#part + 1] = t[i] end
+  return part
+end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {{0, -1}} end
+local n = tonumber(ARGV[2])
+local done = extend(slice(KEYS, 2, 6), slice(ARGV, 3, 2 + n))
+if done[1] == 1 then record(slice(KEYS, 7, #KEYS), slice(ARGV, 3 + n, #ARGV)) end
+redis.call('DEL', KEYS[1])
+return done
+"""
+
+
+class LeaseTimeout(Exception):
+    """Another replica held the session's lease for longer than ``wait_ms``."""
+
+
+class Lease(msgspec.Struct, frozen=True):
+    """A request's hold on a session: its ``token``, the stream's last
+    ``seq`` when it was taken, and, when that differed from what the replica
+    knew, up to ``PREFETCH`` entries (as the script returned them) after
+    ``after``; ``None`` when the script read none."""
+
+    token: str
+    seq: int
+    after: str
+    entries: list[Any] | None
+
+
+class SessionLeases:
+    """The leases of the sessions under ``prefix`` on ``client``: a lease
+    outlives its last renewal by ``lease_ms``; ``acquire`` waits up to
+    ``wait_ms`` for another request's lease before ``LeaseTimeout``."""
+
+    def __init__(self, client: Redis, *, prefix: str, lease_ms: int = 5_000, wait_ms: int = 120_000) -> None:
+        if lease_ms < 3:
+            raise ValueError(f"lease_ms = {lease_ms!r}: must be >= 3")
+        if wait_ms < 0:
+            raise ValueError(f"wait_ms = {wait_ms!r}: must be >= 0")
+        self.prefix = prefix
+        self.lease_ms = lease_ms
+        self.wait_ms = wait_ms
+        self.prefetch = PREFETCH
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(_RENEW)
+        self._flush = client.register_script(_FLUSH)
+
+    def key(self, session_id: str) -> str:
+        """The Redis key of ``session_id``'s lease."""
+        return f"{self.prefix}:{{{session_id}}}:serving"
+
+    async def acquire(self, session_id: str, log: RedisSessionLog, known: int, after: str) -> Lease:
+        """Take the session's lease, waiting while another request holds it
+        (up to ``wait_ms``); with it, where the stream stands: its last seq
+        and, when that is not ``known``, the entries after ``after``."""
+        keys = [self.key(session_id), log.meta, log.stream]
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + self.wait_ms / 1000
+        pause = 0.001
+        while True:
+            reply = await self._acquire(keys=keys, args=[token, self.lease_ms, known, after, self.prefetch])
+            if reply[0]:
+                return Lease(token, int(reply[1]), after, reply[2] if len(reply) > 2 else None)
+            if time.monotonic() > deadline:
+                raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
+            # The holder is another replica answering one request: a few ms.
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    async def keep(self, session_id: str, token: str) -> None:
+        """Renew the lease every third of ``lease_ms`` while the request
+        runs; stop once it is lost (the flush will then be refused)."""
+        key = self.key(session_id)
+        while True:
+            await anyio.sleep(self.lease_ms / 3000)
+            try:
+                if not await self._renew(keys=[key], args=[token, self.lease_ms]):
+                    return
+            except RedisError:
+                return  # the request's own calls to Redis fail and say why
+
+    async def release(self, session_id: str, token: str) -> None:
+        await self._release(keys=[self.key(session_id)], args=[token])
+
+    async def flush(
+        self, session_id: str, token: str, log: tuple[list[str], list[Any]], ledger: tuple[list[str], list[Any]]
+    ) -> Any:
+        """End the request in one step: if the lease is still ``token``'s,
+        the log's extend (``log``: its keys and arguments), then, only if it
+        appended, the ledger's record (``ledger``), then the release. The
+        reply is the extend's, or ``[0, -1]`` when the lease was lost."""
+        (log_keys, log_args), (ledger_keys, ledger_args) = log, ledger
+        keys = [self.key(session_id), *log_keys, *ledger_keys]
+        return await self._flush(keys=keys, args=[token, len(log_args), *log_args, *ledger_args])

@@ -1,0 +1,118 @@
+"""The real Codex CLI and Gemini CLI with the hooks ``hook-settings --agent``
+prints, end to end: each CLI runs offline against its scripted model API
+(``tests/agent_clis.py``), starts the hook command for every hook event, and
+what the model reads next is recorded. Gemini CLI's own loop detection is
+off: the guard alone is under test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bus import AgentStatus, ToolResult, read_log
+from guard import GENTLE_REMINDER
+from guard.adapters.claude_hooks import HALTED_BY
+from tests.agent_clis import FakeGemini, FakeResponses, printed_settings
+from tests.claude_cli import text
+
+pytestmark = pytest.mark.slow
+
+LOOP_DENIED = "loop-detector denied this call; it did not run."
+LEAVES_A_TRACE = """python3 -c 'open("ran.txt", "a").write("ran\\n")'; echo same"""
+HALTING = "[remind]\nenabled = false\n\n[turns]\nthreshold = 2\ndeny_after = 1\nhalt_after = 1\n"
+
+FakeCLI = FakeResponses | FakeGemini
+
+
+@pytest.fixture(params=["codex", "gemini-cli"])
+def cli(request: pytest.FixtureRequest) -> FakeCLI:
+    api: FakeCLI = request.getfixturevalue("fake_responses" if request.param == "codex" else "fake_gemini")
+    return api
+
+
+def one_log(state: Path) -> Path:
+    (log,) = state.glob("*.jsonl")
+    return log
+
+
+def replays_cleanly(log: Path, *config: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(log), "--check", *config],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_reminder_reaches_the_model_by_the_fourth_call(cli: FakeCLI, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cli.script(*cli.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
+    cli.run_hooks(cli_settings := printed_settings(cli.agent, "--state-dir", str(state)))
+
+    assert "repeat-tool-guard" in json.dumps(cli_settings)
+    assert cli.runs() == 6
+    assert GENTLE_REMINDER not in cli.texts_after_last_call(2)
+    assert GENTLE_REMINDER in cli.texts_after_last_call(3), "the third call's result carried it"
+    replays_cleanly(one_log(state))
+
+
+def test_recommended_denies_a_repeat_before_it_runs(cli: FakeCLI, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    cli.script(*cli.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
+    cli.run_hooks(printed_settings(cli.agent, "--config", "recommended", "--state-dir", str(state)))
+
+    denied = [n for n in range(1, len(cli.requests)) if LOOP_DENIED in cli.texts_after_last_call(n)]
+    assert denied, "a repeat was denied"
+    assert cli.runs() == denied[0] - 1, "the denied call did not run"
+    replays_cleanly(one_log(state), "--config", "recommended")
+
+
+def test_a_halt_ends_the_gemini_run(fake_gemini: FakeGemini, tmp_path: Path) -> None:
+    state, config = tmp_path / "state", tmp_path / "guard.toml"
+    config.write_text(HALTING)
+    fake_gemini.script(*fake_gemini.shell_calls(LEAVES_A_TRACE, 6), [text("never asked")])
+    fake_gemini.run_hooks(printed_settings("gemini-cli", "--config", str(config), "--state-dir", str(state)))
+
+    log = one_log(state)
+    (halt,) = [e for e in read_log(log) if isinstance(e, AgentStatus) and e.status == "halt-requested"]
+    asked = len(fake_gemini.requests)
+    assert fake_gemini.remaining == 7 - asked > 0, "no model request after the halt"
+    assert not [e for e in read_log(log) if isinstance(e, ToolResult) and (e.seq or 0) > (halt.seq or 0)]
+    replays_cleanly(log, "--config", str(config))
+
+
+def test_a_halt_is_contained_in_codex(fake_responses: FakeResponses, tmp_path: Path) -> None:
+    state, config = tmp_path / "state", tmp_path / "guard.toml"
+    config.write_text(HALTING)
+    other = """python3 -c 'open("ran.txt", "a").write("other\\n")'"""
+    fake_responses.script(
+        *fake_responses.shell_calls(LEAVES_A_TRACE, 4), *fake_responses.shell_calls(other, 2), [text("stopped")]
+    )
+    fake_responses.run_hooks(printed_settings("codex", "--config", str(config), "--state-dir", str(state)))
+
+    log = one_log(state)
+    events = list(read_log(log))
+    (halt,) = [e for e in events if isinstance(e, AgentStatus) and e.status == "halt-requested"]
+    after = [e for e in events if isinstance(e, ToolResult) and (e.seq or 0) > (halt.seq or 0)]
+    assert [e.denied_by for e in after] == [HALTED_BY, HALTED_BY], "the calls after the halt did not run"
+    assert "other" not in (fake_responses.work / "ran.txt").read_text()
+    assert halt.reason
+    assert halt.reason in fake_responses.texts_after_last_call(len(fake_responses.requests) - 1)
+    replays_cleanly(log, "--config", str(config))
+
+
+def test_a_missing_guard_lets_every_call_run(cli: FakeCLI, tmp_path: Path) -> None:
+    printed = printed_settings(cli.agent, "--state-dir", str(tmp_path / "state"))
+    binary = next(iter(printed["hooks"].values()))[0]["hooks"][0]["command"].split(" ")[0]
+    missing = json.loads(json.dumps(printed).replace(binary, "/nonexistent/bin/repeat-tool-guard"))
+    cli.script(*cli.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
+    cli.run_hooks(missing)
+
+    assert cli.runs() == 6
+    assert all("blocked" not in cli.texts_after_last_call(n) for n in range(1, 7))
+    assert not (tmp_path / "state").exists()

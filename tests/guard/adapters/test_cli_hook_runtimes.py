@@ -1,0 +1,242 @@
+"""The Codex and Gemini CLI hook runtimes on the shared hook core, fed the
+payloads those CLIs send (shapes recorded from Codex CLI 0.171 and Gemini
+CLI 0.61), and the Claude Code runtime's additions: cosmetic arguments left
+out at the edge, compaction recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bus import AgentStatus, ToolCall, ToolResult, read_log
+from bus.testing import Capture
+from guard import GENTLE_REMINDER, Config, RemindConfig
+from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, answer_hook
+from guard.adapters.codex_hooks import CODEX
+from guard.adapters.gemini_hooks import GEMINI_CLI
+from guard.adapters.hook_runtimes import RUNTIMES, runtime_named
+from guard.sessions.link import GuardLink
+from tests.guard.adapters.conftest import TURNS_DENIED
+
+pytestmark = pytest.mark.anyio
+
+SESSION = "01a23210-2f69-7141-9454-d3db68144069"
+
+
+def payload(event: str, **fields: Any) -> dict[str, Any]:
+    return {"session_id": SESSION, "hook_event_name": event, "cwd": "/w", **fields}
+
+
+def codex_call(n: int, command: str = "ls src", output: str = "cfg.py\n") -> Iterator[dict[str, Any]]:
+    tool = {"tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": f"call_{n:02d}", "turn_id": "t1"}
+    yield payload("PreToolUse", **tool)
+    yield payload("PostToolUse", tool_response=output, **tool)
+
+
+def gemini_before(command: str = "ls src", description: str = "List src") -> dict[str, Any]:
+    return payload(
+        "BeforeTool", tool_name="run_shell_command", tool_input={"command": command, "description": description}
+    )
+
+
+def gemini_after(command: str = "ls src", pgid: int = 4242, **response: Any) -> dict[str, Any]:
+    content = f"<untrusted_context>\nOutput: cfg.py\nProcess Group PGID: {pgid}\n</untrusted_context>"
+    return payload(
+        "AfterTool",
+        tool_name="run_shell_command",
+        tool_input={"command": command, "description": "reworded"},
+        tool_response={"llmContent": content, "returnDisplay": "cfg.py", **response},
+    )
+
+
+async def test_codex_gets_the_reminder_as_additional_context_after_the_third_result(
+    link: GuardLink, events: Capture
+) -> None:
+    hooks = ClaudeHooks(link, runtime=CODEX)
+    assert await hooks.handle(payload("UserPromptSubmit", prompt="list src")) == {}
+    answers = [await hooks.handle(p) for n in range(3) for p in codex_call(n)]
+    assert answers[:5] == [{}] * 5
+    assert answers[5] == {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": GENTLE_REMINDER}}
+    assert [r.content for r in events.of(ToolResult)] == ["cfg.py\n"] * 3
+    assert await hooks.handle(payload("Stop", stop_hook_active=False)) == {}
+    assert events.of(AgentStatus)[-1].status == "idle"
+
+
+async def test_codex_contains_a_halt_by_denying_every_further_call_until_the_next_prompt(turns_link: GuardLink) -> None:
+    hooks = ClaudeHooks(turns_link, runtime=CODEX)
+    events = Capture().attach(turns_link.bus)
+    answers = []
+    for n in range(4):
+        pre, post = codex_call(n)
+        answers.append(await hooks.handle(pre))
+        if "hookSpecificOutput" not in answers[-1]:  # a denied call runs no post hook
+            answers.append(await hooks.handle(post))
+    halt = turns_link.links()[0].halt_reason
+    assert halt is not None
+    denial = answers[-1]["hookSpecificOutput"]
+    assert denial["permissionDecision"] == "deny"
+    assert TURNS_DENIED in denial["permissionDecisionReason"]
+    assert halt in denial["permissionDecisionReason"]
+    assert "continue" not in answers[-1], "Codex does not honour continue: false from a tool hook"
+
+    other = await hooks.handle(next(codex_call(9, "git status")))
+    assert other["hookSpecificOutput"]["permissionDecisionReason"] == halt
+    contained = [e for e in events.of(ToolResult) if e.denied_by == HALTED_BY]
+    assert [e.call_id for e in contained] == ["call_09"]
+
+    await hooks.handle(payload("UserPromptSubmit", prompt="try something else"))
+    assert await hooks.handle(next(codex_call(10, "git log"))) == {}
+
+
+async def test_codex_subagents_are_children_and_their_stop_ends_a_turn_not_the_agent(
+    link: GuardLink, events: Capture
+) -> None:
+    hooks = ClaudeHooks(link, runtime=CODEX)
+    await hooks.handle(payload("SubagentStart", agent_id="child-1", agent_type="explorer"))
+    for p in codex_call(1):
+        await hooks.handle({**p, "agent_id": "child-1", "agent_type": "explorer"})
+    await hooks.handle(payload("SubagentStop", agent_id="child-1", agent_type="explorer", stop_hook_active=False))
+    started = [e for e in events.of(AgentStatus) if e.status == "started"]
+    assert [(e.agent and e.agent.id, e.parent) for e in started] == [(SESSION, None), ("child-1", SESSION)]
+    assert [e.agent and e.agent.id for e in events.of(ToolCall)] == ["child-1"]
+    last = events.of(AgentStatus)[-1]
+    assert (last.agent and last.agent.id, last.status) == ("child-1", "idle")
+    assert {a.agent.id for a in link.links()} == {SESSION, "child-1"}
+    await hooks.handle(payload("SessionEnd", reason="other"))
+    assert link.links() == []
+
+
+@pytest.mark.parametrize(("runtime", "event"), [(CODEX, "PostCompact"), (CLAUDE_CODE, "PreCompact")])
+async def test_a_compaction_is_recorded_as_compacted(
+    link: GuardLink, events: Capture, runtime: Any, event: str
+) -> None:
+    hooks = ClaudeHooks(link, runtime=runtime)
+    assert await hooks.handle(payload(event, trigger="auto")) == {}
+    assert events.of(AgentStatus)[-1].status == "compacted"
+
+
+async def test_gemini_pairs_after_tool_with_the_oldest_open_call_alike(link: GuardLink, events: Capture) -> None:
+    hooks = ClaudeHooks(link, runtime=GEMINI_CLI)
+    await hooks.handle(payload("BeforeAgent", prompt="look around"))
+    # a response with three parallel calls, two alike; their AfterTools arrive out of order
+    for command in ("ls src", "git status", "ls src"):
+        assert await hooks.handle(gemini_before(command)) == {}
+    calls = events.of(ToolCall)
+    assert len({c.call_id for c in calls}) == 3
+    assert {c.step for c in calls} == {1}
+    assert all("description" not in c.args for c in calls), "the reworded description is left out"
+    await hooks.handle(gemini_after("git status"))
+    await hooks.handle(gemini_after("ls src", pgid=1))
+    await hooks.handle(gemini_after("ls src", pgid=2))
+    paired = [(r.call_id, r.tool, r.args["command"]) for r in events.of(ToolResult)]
+    assert paired == [
+        (calls[1].call_id, "run_shell_command", "git status"),
+        (calls[0].call_id, "run_shell_command", "ls src"),
+        (calls[2].call_id, "run_shell_command", "ls src"),
+    ]
+    assert events.of(ToolResult)[1].content.startswith("<untrusted_context>\nOutput: cfg.py")
+
+
+async def test_gemini_gets_the_reminder_after_the_third_result_and_a_halt_ends_the_run(
+    link: GuardLink, turns_link: GuardLink
+) -> None:
+    hooks = ClaudeHooks(link, runtime=GEMINI_CLI)
+    answers = []
+    for n in range(3):
+        answers += [
+            await hooks.handle(gemini_before(description=f"take {n}")),
+            await hooks.handle(gemini_after(pgid=n)),
+        ]
+    assert answers[:5] == [{}] * 5
+    assert answers[5] == {"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": GENTLE_REMINDER}}
+    assert await hooks.handle(payload("AfterAgent", prompt="x", prompt_response="done")) == {}
+
+    halting = ClaudeHooks(turns_link, runtime=GEMINI_CLI)
+    answers = []
+    for n in range(4):
+        answers.append(await halting.handle(gemini_before()))
+        if "decision" not in answers[-1]:
+            answers.append(await halting.handle(gemini_after(pgid=n)))
+    last = answers[-1]
+    assert last["decision"] == "deny"
+    assert TURNS_DENIED in last["reason"]
+    assert last["continue"] is False
+    assert last["stopReason"] == turns_link.links()[0].halt_reason
+
+
+async def test_gemini_counts_an_after_tool_whose_before_tool_it_never_saw(link: GuardLink, events: Capture) -> None:
+    hooks = ClaudeHooks(link, runtime=GEMINI_CLI)
+    await hooks.handle(gemini_after(error={"message": "exit 1"}))
+    await hooks.handle(payload("AfterTool", tool_name="read_file", tool_input={"file_path": "a"}, tool_response="text"))
+    (failed, plain) = events.of(ToolResult)
+    assert failed.is_error
+    assert failed.content.startswith("<untrusted_context>")
+    assert (plain.content, plain.is_error) == ("text", False)
+    await hooks.handle(payload("AfterTool", tool_name="x", tool_input={}, tool_response={"error": "boom"}))
+    assert (events.of(ToolResult)[-1].content, events.of(ToolResult)[-1].is_error) == ("boom", True)
+
+
+async def test_a_reworded_bash_description_does_not_defeat_remind_in_claude_code(link: GuardLink) -> None:
+    hooks = ClaudeHooks(link)
+    answers = []
+    for n in range(3):
+        tool = {
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls src", "description": f"look {n}"},
+            "tool_use_id": f"t{n}",
+        }
+        answers += [
+            await hooks.handle(payload("PreToolUse", **tool)),
+            await hooks.handle(payload("PostToolUse", tool_response="x", **tool)),
+        ]
+    assert answers[-1]["hookSpecificOutput"]["additionalContext"] == GENTLE_REMINDER
+
+
+async def test_events_a_runtime_does_not_follow_are_answered_with_nothing(link: GuardLink, events: Capture) -> None:
+    for runtime, event in (
+        (GEMINI_CLI, "PreCompress"),
+        (GEMINI_CLI, "BeforeModel"),
+        (CODEX, "SessionStart"),
+        (CODEX, "PermissionRequest"),
+    ):
+        assert await ClaudeHooks(link, runtime=runtime).handle(payload(event)) == {}
+    assert await ClaudeHooks(link, runtime=CODEX).handle({"session_id": SESSION}) == {}
+    assert events.of(AgentStatus) == []
+
+
+def test_runtimes_are_found_by_name() -> None:
+    assert list(RUNTIMES) == ["claude-code", "codex", "gemini-cli"]
+    assert runtime_named("codex") is CODEX
+    with pytest.raises(ValueError, match="unknown agent CLI 'aider'; one of claude-code, codex, gemini-cli"):
+        runtime_named("aider")
+
+
+def test_the_command_hook_keeps_gemini_calls_open_across_processes(tmp_path: Path) -> None:
+    config = Config(remind=RemindConfig(thresholds=(3,)))
+    answers = []
+    for n in range(3):
+        answers.append(answer_hook(gemini_before(description=f"d{n}"), tmp_path, config, runtime=GEMINI_CLI))
+        answers.append(answer_hook(gemini_after(pgid=n), tmp_path, config, runtime=GEMINI_CLI))
+    assert answers[-1]["hookSpecificOutput"]["additionalContext"] == GENTLE_REMINDER
+    results = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolResult)]
+    assert len(results) == 3
+    assert len({r.call_id for r in results}) == 3
+
+
+async def test_gemini_call_ids_stay_unique_when_the_clock_repeats(
+    link: GuardLink, events: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.adapters.gemini_hooks.time.time_ns", lambda: 1_000)
+    hooks = ClaudeHooks(link, runtime=GEMINI_CLI)
+    await hooks.handle(gemini_before("ls a"))
+    await hooks.handle(gemini_before("ls b"))
+    assert [c.call_id for c in events.of(ToolCall)] == ["gemini-3e8", "gemini-3e9"]
+
+
+async def test_a_subagent_stop_without_a_subagent_leaves_the_main_agent_live(link: GuardLink) -> None:
+    hooks = ClaudeHooks(link)
+    assert await hooks.handle(payload("SubagentStop", stop_hook_active=False)) == {}
+    assert [a.agent.id for a in link.links()] == [SESSION]

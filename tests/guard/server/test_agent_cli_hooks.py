@@ -1,0 +1,90 @@
+"""Codex and Gemini CLI against a real ``repeat-tool-guard serve``: the command
+hooks ``hook-settings --agent NAME --http URL`` prints forward every hook
+payload to ``/hooks/<cli>``; each CLI runs offline against its scripted model
+API (``tests/agent_clis.py``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.agent_clis import FakeGemini, FakeResponses, printed_settings
+from tests.claude_cli import text
+from tests.guard.server.conftest import StartServer
+
+pytestmark = pytest.mark.slow
+
+LOOP_DENIED = "loop-detector denied this call; it did not run."
+LEAVES_A_TRACE = """python3 -c 'open("ran.txt", "a").write("ran\\n")'; echo same"""
+
+
+@pytest.fixture(params=["codex", "gemini-cli"])
+def cli(request: pytest.FixtureRequest) -> FakeResponses | FakeGemini:
+    api: FakeResponses | FakeGemini = request.getfixturevalue(
+        "fake_responses" if request.param == "codex" else "fake_gemini"
+    )
+    return api
+
+
+def test_recommended_denies_a_repeat_through_serve(cli: FakeResponses | FakeGemini, start_server: StartServer) -> None:
+    server = start_server("--config", "recommended")
+    cli.script(*cli.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
+    cli.run_hooks(printed_settings(cli.agent, "--http", server.url))
+
+    denied = [n for n in range(1, len(cli.requests)) if LOOP_DENIED in cli.texts_after_last_call(n)]
+    assert denied, "a repeat was denied"
+    assert cli.runs() == denied[0] - 1
+    assert server.stop() == 0
+    (log,) = server.state_dir.glob("*.jsonl")
+    replay = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(log), "--check", "--config", "recommended"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stderr
+
+
+def test_a_server_that_is_down_lets_every_call_run(cli: FakeResponses | FakeGemini) -> None:
+    cli.script(*cli.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
+    cli.run_hooks(printed_settings(cli.agent, "--http", "http://127.0.0.1:9"))
+
+    assert cli.runs() == 6
+
+
+def mcp_config(url: str) -> str:
+    return f'[mcp_servers.repeat_tool_guard]\nurl = "{url}/mcp"\n'
+
+
+def test_codex_mcp_tool_hooks_deny_a_repeat_through_serve(
+    fake_responses: FakeResponses, start_server: StartServer
+) -> None:
+    server = start_server("--config", "recommended")
+    fake_responses.script(*fake_responses.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
+    hooks = printed_settings("codex", "--http", server.url, "--mcp")
+    fake_responses.run("go", hooks=hooks, config=mcp_config(server.url))
+
+    denied = [
+        n for n in range(1, len(fake_responses.requests)) if LOOP_DENIED in fake_responses.texts_after_last_call(n)
+    ]
+    assert denied, "a repeat was denied"
+    assert fake_responses.runs() == denied[0] - 1
+    assert server.stop() == 0
+    (log,) = server.state_dir.glob("*.jsonl")
+    replay = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(log), "--check", "--config", "recommended"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stderr
+
+
+def test_codex_mcp_tool_hooks_let_every_call_run_when_serve_is_down(fake_responses: FakeResponses) -> None:
+    fake_responses.script(*fake_responses.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
+    hooks = printed_settings("codex", "--http", "http://127.0.0.1:9", "--mcp")
+    fake_responses.run("go", hooks=hooks, config=mcp_config("http://127.0.0.1:9"))
+
+    assert fake_responses.runs() == 6
