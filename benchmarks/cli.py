@@ -48,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--runs", type=_positive(int), default=1, help="whole runs; each cell is their median (1)")
     parser.add_argument("--only", action="append", choices=SECTIONS, help="run just this section (repeatable)")
+    parser.add_argument(
+        "--skip", action="append", choices=SECTIONS, default=[], help="leave this section out (repeatable)"
+    )
+    parser.add_argument("--no-fleet", action="store_true", help="leave out the two fleet sections (the slowest)")
     parser.add_argument("--seconds", type=_positive(float), default=0.3, help="length of one timed round (0.3)")
     parser.add_argument("--repeat", type=_positive(int), default=5, help="rounds per case; the median is kept (5)")
     parser.add_argument("--log-mb", type=_positive(float), default=100.0, help="size of the replay log (100)")
@@ -70,10 +74,32 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="real transcripts for the audit section, when present (../shared/corpus)",
     )
+    parser.add_argument(
+        "--http-rounds", type=_positive(int), default=10, help="interleaved rounds of the HTTP hook (10)"
+    )
+    parser.add_argument(
+        "--http-pairs", type=_positive(int), default=25, help="tool calls per session size per HTTP round (25)"
+    )
+    parser.add_argument("--fleet-workers", type=_positive(int), default=4, help="FleetGuard worker processes (4)")
+    parser.add_argument("--fleet-sessions", type=_positive(int), default=400, help="sessions in the fleet run (400)")
+    parser.add_argument("--fleet-calls", type=_positive(int), default=40, help="tool calls per fleet session (40)")
+    parser.add_argument("--chaos-replicas", type=_positive(int), default=4, help="serve --redis replicas (4)")
+    parser.add_argument(
+        "--chaos-sessions", type=_positive(int), default=1000, help="sessions in each replicas run (1000)"
+    )
+    parser.add_argument("--chaos-clients", type=_positive(int), default=50, help="concurrent HTTP clients (50)")
+    parser.add_argument(
+        "--chaos-kill-every", type=_positive(float), default=3.0, help="seconds between replica kills (3)"
+    )
     parser.add_argument("--no-trio", action="store_true", help="skip the bus-under-trio measurement")
     parser.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     parser.add_argument("--tmpdir", metavar="DIR", help="where the temporary logs go (system default)")
     return parser
+
+
+def _sections(only: list[str] | None, skip: list[str], no_fleet: bool) -> tuple[str, ...]:
+    left_out = set(skip) | ({"fleet", "fleet-chaos"} if no_fleet else set())
+    return tuple(name for name in (only or SECTIONS) if name not in left_out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,7 +127,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             hook_processes=args.hook_processes,
             audit_calls=args.audit_calls,
             corpus=args.corpus,
-            sections=tuple(args.only or SECTIONS),
+            http_rounds=args.http_rounds,
+            http_pairs=args.http_pairs,
+            fleet_workers=args.fleet_workers,
+            fleet_sessions=args.fleet_sessions,
+            fleet_calls=args.fleet_calls,
+            fleet_latency_sessions=min(16, args.fleet_sessions),
+            chaos_replicas=args.chaos_replicas,
+            chaos_sessions=args.chaos_sessions,
+            chaos_clients=args.chaos_clients,
+            chaos_kill_every=args.chaos_kill_every,
+            sections=_sections(args.only, args.skip, args.no_fleet),
             trio=not args.no_trio,
         )
         runs = []

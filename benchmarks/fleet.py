@@ -44,7 +44,9 @@ from typing import Any
 import structlog
 from redis.asyncio import BlockingConnectionPool, Redis
 
+from benchmarks._measure import Row
 from benchmarks._redis import start_redis_server
+from benchmarks.settings import Settings
 from bus import Agent, ToolCall, ToolResult
 from guard.sessions._group import GroupCommit
 from guard.sessions.fleet import FleetGuard
@@ -227,6 +229,67 @@ def _run(url: str, pid: int, mode: str, args: Any, sessions: int) -> dict[str, f
     }
 
 
+def measure(workers: int, sessions: int, calls: int, latency_sessions: int) -> dict[str, Any]:
+    """The bare ``XADD`` baseline and every routing, against one fresh redis-server."""
+    args = argparse.Namespace(workers=workers, sessions=sessions, calls=calls, latency_sessions=latency_sessions)
+    server = start_redis_server()
+    try:
+        baseline = asyncio.run(_bare_xadd(server.url, 200_000))
+        runs = {
+            "random routing": _run(server.url, server.process.pid, "random", args, sessions),
+            "sticky routing": _run(server.url, server.process.pid, "sticky", args, sessions),
+            "latency (random)": _run(server.url, server.process.pid, "latency", args, latency_sessions),
+            "latency (sticky)": _run(server.url, server.process.pid, "sticky-latency", args, latency_sessions),
+        }
+    finally:
+        server.process.terminate()
+        server.process.wait(30)
+    return {"baseline": baseline, "runs": runs}
+
+
+async def fleet(settings: Settings) -> list[Row]:
+    """The section of ``python -m benchmarks``: tool calls per second, fleet-wide."""
+    section = f"fleet: {settings.fleet_workers} FleetGuard workers, {settings.fleet_calls} tool calls per session"
+    try:
+        measured = await asyncio.to_thread(
+            measure,
+            settings.fleet_workers,
+            settings.fleet_sessions,
+            settings.fleet_calls,
+            settings.fleet_latency_sessions,
+        )
+    except FileNotFoundError as exc:
+        return [Row(section=section, name="fleet", rate=0.0, unit="tool calls/s", extra=f"not measured: {exc}")]
+    base = measured["baseline"] / 2
+    rows = [
+        Row(
+            section=section,
+            name="bare pipelined XADD (2 events a call)",
+            rate=base,
+            unit="tool calls/s",
+            micros=1e6 / base,
+            ratio=1.0,
+            baseline="bare pipelined XADD",
+        )
+    ]
+    for name, run in measured["runs"].items():
+        sessions = settings.fleet_latency_sessions if name.startswith("latency") else settings.fleet_sessions
+        rows.append(
+            Row(
+                section=section,
+                name=f"{name}, {sessions} sessions",
+                rate=run["rate"],
+                unit="tool calls/s",
+                micros=1e6 / run["rate"],
+                ratio=run["rate"] / base,
+                baseline="bare pipelined XADD",
+                extra=f"per event p50 {run['p50']:.2f} ms, p99 {run['p99']:.2f} ms; CPU per tool call: workers "
+                f"{run['worker_us']:.0f} us, redis-server {run['redis_us']:.0f} us",
+            )
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=4)
@@ -234,18 +297,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40, help="tool calls per session")
     parser.add_argument("--latency-sessions", type=int, default=16)
     args = parser.parse_args()
-    server = start_redis_server()
-    try:
-        baseline = asyncio.run(_bare_xadd(server.url, 200_000))
-        runs = {
-            "random routing": _run(server.url, server.process.pid, "random", args, args.sessions),
-            "sticky routing": _run(server.url, server.process.pid, "sticky", args, args.sessions),
-            "latency (random)": _run(server.url, server.process.pid, "latency", args, args.latency_sessions),
-            "latency (sticky)": _run(server.url, server.process.pid, "sticky-latency", args, args.latency_sessions),
-        }
-    finally:
-        server.process.terminate()
-        server.process.wait()
+    measured = measure(args.workers, args.sessions, args.calls, args.latency_sessions)
+    baseline, runs = measured["baseline"], measured["runs"]
     machine = platform.processor() or platform.machine()
     load = os.getloadavg()[0]
     print(f"machine: {machine}, {os.cpu_count()} cpus, Python {platform.python_version()}, load {load:.2f}")

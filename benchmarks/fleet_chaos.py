@@ -40,7 +40,9 @@ import msgspec
 import structlog
 from redis.asyncio import Redis
 
+from benchmarks._measure import Row
 from benchmarks._redis import start_redis_server
+from benchmarks.settings import Settings
 from bus.redis_log import RedisSessionLog
 from guard.verdicts import replay_log
 
@@ -233,6 +235,74 @@ async def _verify(url: str, run: Run, folder: Path) -> tuple[int, int, int]:
     return sessions, lost, differences
 
 
+def chaos(replicas: int, sessions: int, clients: int, calls: int, kill_every: float | None) -> dict[str, Any]:
+    """One run against a fresh redis-server; ``kill_every`` None kills no replica."""
+    args = argparse.Namespace(
+        replicas=replicas, sessions=sessions, clients=clients, calls=calls, kill_every=kill_every or 0.0,
+        no_kill=kill_every is None,
+    )  # fmt: skip
+    server = start_redis_server()
+    fleet = [Replica(server.url, i) for i in range(replicas)]
+    try:
+        for replica in fleet:
+            replica.start()
+        run, elapsed = asyncio.run(_drive(args, fleet))
+        with tempfile.TemporaryDirectory() as folder:
+            verified, lost, differences = asyncio.run(_verify(server.url, run, Path(folder)))
+    finally:
+        for replica in fleet:
+            replica.stop()
+        server.process.terminate()
+        server.process.wait(30)
+    latencies = sorted(run.latencies)
+    return {
+        "sessions": verified,
+        "kills": sum(r.kills for r in fleet),
+        "calls": run.calls,
+        "elapsed": elapsed,
+        "rate": run.calls / elapsed,
+        "p50": statistics.median(latencies) * 1000,
+        "p99": latencies[int(len(latencies) * 0.99)] * 1000,
+        "retries": run.retries,
+        "failures": run.failures,
+        "lost": lost,
+        "differences": differences,
+    }
+
+
+async def fleet_chaos(settings: Settings) -> list[Row]:
+    """The section of ``python -m benchmarks``: ``serve --redis`` replicas
+    without kills (throughput), then with a kill every few seconds (nothing lost)."""
+    section = f"serve --redis, {settings.chaos_replicas} replicas, {settings.chaos_clients} clients"
+    rows = []
+    for name, every in (
+        ("no kills", None),
+        (f"a replica killed every {settings.chaos_kill_every:g} s", settings.chaos_kill_every),
+    ):
+        try:
+            result = await asyncio.to_thread(
+                chaos, settings.chaos_replicas, settings.chaos_sessions, settings.chaos_clients, 6, every
+            )
+        except FileNotFoundError as exc:
+            return [Row(section=section, name=name, rate=0.0, unit="tool calls/s", extra=f"not measured: {exc}")]
+        whole = not (result["lost"] or result["differences"] or result["failures"])
+        rows.append(
+            Row(
+                section=section,
+                name=f"{name}, {result['sessions']} sessions",
+                rate=result["rate"],
+                unit="tool calls/s",
+                micros=1e6 / result["rate"],
+                extra=f"{result['kills']} kills; latency p50 {result['p50']:.1f} ms, p99 {result['p99']:.1f} ms; "
+                f"retries {result['retries']}, unanswered {result['failures']}, lost events {result['lost']}, "
+                f"replay --check differences {result['differences']}",
+                target="0 lost, 0 differences, 0 unanswered",
+                met=whole,
+            )
+        )
+    return rows
+
+
 def main() -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -243,37 +313,23 @@ def main() -> None:
     parser.add_argument("--kill-every", type=float, default=3.0, help="seconds between replica kills")
     parser.add_argument("--no-kill", action="store_true", help="kill no replica: the fleet's steady state")
     args = parser.parse_args()
-    server = start_redis_server()
-    replicas = [Replica(server.url, i) for i in range(args.replicas)]
-    try:
-        for replica in replicas:
-            replica.start()
-        run, elapsed = asyncio.run(_drive(args, replicas))
-        with tempfile.TemporaryDirectory() as folder:
-            sessions, lost, differences = asyncio.run(_verify(server.url, run, Path(folder)))
-    finally:
-        for replica in replicas:
-            replica.stop()
-        server.process.terminate()
-        server.process.wait()
-    latencies = sorted(run.latencies)
+    result = chaos(args.replicas, args.sessions, args.clients, args.calls, None if args.no_kill else args.kill_every)
     load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
         f"load average after the run {load}"
     )
     print(
-        f"{args.replicas} replicas, {sessions} sessions, {args.clients} clients, "
-        f"{sum(r.kills for r in replicas)} kills; {run.calls} tool calls in {elapsed:.1f} s = "
-        f"{run.calls / elapsed:,.0f} calls/s"
+        f"{args.replicas} replicas, {result['sessions']} sessions, {args.clients} clients, "
+        f"{result['kills']} kills; {result['calls']} tool calls in {result['elapsed']:.1f} s = "
+        f"{result['rate']:,.0f} calls/s"
     )
     print(
-        f"latency per request: p50 {statistics.median(latencies) * 1000:.1f} ms, "
-        f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:.1f} ms; retries {run.retries}, "
-        f"requests that never got an answer {run.failures}"
+        f"latency per request: p50 {result['p50']:.1f} ms, p99 {result['p99']:.1f} ms; retries {result['retries']}, "
+        f"requests that never got an answer {result['failures']}"
     )
-    print(f"lost events: {lost}; replay --check differences over every session: {differences}")
-    if lost or differences or run.failures:
+    print(f"lost events: {result['lost']}; replay --check differences over every session: {result['differences']}")
+    if result["lost"] or result["differences"] or result["failures"]:
         sys.exit(1)  # the run is a check too: any loss or difference fails it
 
 

@@ -14,7 +14,12 @@ interleave the sizes, so a noisy neighbour slows them alike.
 
 The command hook (``repeat-tool-guard hook``, a process per invocation) is
 timed in the same run on the same kind of session, fewer times (it costs
-far more). Not a test: nothing here asserts a timing.
+far more). Beside each round's hook posts, the same number of ``GET
+/healthz`` requests (the server's barest route: the same server, framework
+and connection, no guard) are timed, and the server process's CPU time
+(user + system, from ``/proc``) is taken around each batch, so the guard's
+own cost per request is its CPU over the bare route's. Not a test: nothing
+here asserts a timing.
 
 ``--export`` times instead the cost of OpenTelemetry export: two servers
 side by side (``--config recommended``), one exporting every guard action
@@ -49,7 +54,9 @@ import anyio
 import httpx
 import structlog
 
+from benchmarks._measure import Row
 from benchmarks.command_hook import hook_calls
+from benchmarks.settings import Settings
 from bus import Bus, SessionLog
 from guard import Config
 from guard.adapters import GuardLink
@@ -105,6 +112,11 @@ def _start_server(state: Path, *args: str, env: dict[str, str] | None = None) ->
     return server, line.split("listening on ", 1)[1].split(" ", 1)[0]
 
 
+def _cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _command_hook(state: Path, payload: dict[str, Any]) -> float:
     script = Path(sys.executable).with_name("repeat-tool-guard")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "guard"]
@@ -126,18 +138,28 @@ def run(sizes: list[int], rounds: int, pairs: int, command_calls: int) -> dict[s
         hook_state.mkdir()
         for n in sizes:
             anyio.run(prepare, serve_state, f"s{n}", n)
-        command_sizes = [n for n in sizes if n <= 1000]
+        command_sizes = [n for n in sizes if n <= 1000] if command_calls else []
         for n in command_sizes:
             anyio.run(prepare, hook_state, f"s{n}", n)
         server, url = _start_server(serve_state)
         times: dict[int, list[float]] = {n: [] for n in sizes}
+        bare: list[float] = []
+        cpu: dict[int | str, float] = {"bare": 0.0, **dict.fromkeys(sizes, 0.0)}
         try:
             with httpx.Client(base_url=url, timeout=120) as client:
                 for n in sizes:  # the restore of each session, once, untimed
                     client.post("/hooks/claude-code", json=_payload(f"s{n}", "UserPromptSubmit", prompt="go on"))
                 k = 0
                 for _ in range(rounds):
+                    before = _cpu(server.pid)
+                    for _ in range(pairs * 2):
+                        started = time.perf_counter()
+                        response = client.get("/healthz")
+                        bare.append(time.perf_counter() - started)
+                        response.raise_for_status()
+                    cpu["bare"] += _cpu(server.pid) - before
                     for n in sizes:
+                        before = _cpu(server.pid)
                         for _ in range(pairs):
                             for payload in _new_call(f"s{n}", k):
                                 started = time.perf_counter()
@@ -145,9 +167,12 @@ def run(sizes: list[int], rounds: int, pairs: int, command_calls: int) -> dict[s
                                 times[n].append(time.perf_counter() - started)
                                 response.raise_for_status()
                             k += 1
+                        cpu[n] += _cpu(server.pid) - before
         finally:
             server.terminate()
             server.wait(60)
+            assert server.stderr is not None
+            server.stderr.close()
         command: dict[int, list[float]] = {n: [] for n in command_sizes}
         for k in range(command_calls):
             for n in command_sizes:
@@ -160,16 +185,69 @@ def run(sizes: list[int], rounds: int, pairs: int, command_calls: int) -> dict[s
             "median_ms": statistics.median(t) * 1e3,
             "p99_ms": _percentile(t, 0.99) * 1e3,
             "invocations": len(t),
+            "cpu_us": cpu[n] / len(t) * 1e6,
         }
         for n, t in times.items()
+    }
+    bare_row = {
+        "median_ms": statistics.median(bare) * 1e3,
+        "p99_ms": _percentile(bare, 0.99) * 1e3,
+        "invocations": len(bare),
+        "cpu_us": cpu["bare"] / len(bare) * 1e6,
     }
     command_rows = {n: {"median_ms": statistics.median(t) * 1e3, "invocations": len(t)} for n, t in command.items()}
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f}",
+        "bare": bare_row,
         "http": http_rows,
         "command": command_rows,
     }
+
+
+async def http_hook(settings: Settings) -> list[Row]:
+    """The section of ``python -m benchmarks``: the HTTP hook per request at
+    each session size against the same server's bare route."""
+    result = await anyio.to_thread.run_sync(
+        run, list(settings.hook_sizes), settings.http_rounds, settings.http_pairs, 0
+    )
+    bare = result["bare"]
+    section = (
+        f"HTTP hook via serve, per request ({settings.http_rounds} rounds of {settings.http_pairs * 2} requests "
+        "per size, one keep-alive connection)"
+    )
+    rows = [
+        Row(
+            section=section,
+            name="GET /healthz (the bare route)",
+            rate=1e3 / bare["median_ms"],
+            unit="requests/s",
+            micros=bare["median_ms"] * 1e3,
+            ratio=1.0,
+            baseline="GET /healthz",
+            extra=f"p99 {bare['p99_ms']:.2f} ms; server CPU {bare['cpu_us']:.0f} us a request",
+        )
+    ]
+    first = result["http"][min(result["http"])]
+    for n, row in result["http"].items():
+        cpu_ratio = row["cpu_us"] / bare["cpu_us"] if bare["cpu_us"] else float("inf")
+        rows.append(
+            Row(
+                section=section,
+                name=f"POST /hooks/claude-code, {n:,} earlier calls",
+                rate=1e3 / row["median_ms"],
+                unit="requests/s",
+                micros=row["median_ms"] * 1e3,
+                ratio=bare["median_ms"] / row["median_ms"],
+                baseline="GET /healthz",
+                extra=f"p99 {row['p99_ms']:.2f} ms, {row['median_ms'] / first['median_ms']:.2f}× the "
+                f"{min(result['http']):,}-call session; server CPU {row['cpu_us']:.0f} us a request, "
+                f"{cpu_ratio:.2f}× the bare route's",
+                target="server CPU <= 2× the bare route's",
+                met=cpu_ratio <= 2,
+            )
+        )
+    return rows
 
 
 def _markdown(result: dict[str, Any]) -> str:

@@ -17,7 +17,10 @@ from benchmarks.audit_scale import audit_scale
 from benchmarks.command_hook import command_hook
 from benchmarks.detection_speed import detection
 from benchmarks.dispatch import dispatch, dispatch_on_trio
+from benchmarks.fleet import fleet
+from benchmarks.fleet_chaos import fleet_chaos
 from benchmarks.fullpath import fullpath
+from benchmarks.http_hook import http_hook
 from benchmarks.logwrite import log_write
 from benchmarks.memory import memory
 from benchmarks.replay import replay
@@ -34,6 +37,9 @@ _SECTIONS: dict[str, Callable[[Settings], Awaitable[list[Row]]]] = {
     "memory": memory,
     "command-hook": command_hook,
     "audit": audit_scale,
+    "http-hook": http_hook,
+    "fleet": fleet,
+    "fleet-chaos": fleet_chaos,
 }
 
 

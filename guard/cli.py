@@ -6,30 +6,27 @@ what was wrong, on one line). ``hook`` exits 1 on any error of its own,
 usage errors included, since Claude Code reads 2 as "block the tool call".
 
 Claude Code starts ``hook`` for every hook event, so this module imports
-only what every command needs; each command imports the rest itself.
+nothing but ``os`` and ``sys`` itself; each command imports what it needs.
+A ``hook`` with a server to forward to (``--serve``, ``$REPEAT_TOOL_GUARD_SERVE``)
+imports only the forwarding client until the server fails to answer.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import sys
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
-import msgspec
-
-from bus import LogError, open_regular
-from guard._text import one_line
-from guard.config import Config, ConfigError, load_config
-from guard.policies.registry import build_policies
-
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator, Sequence
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+    from typing import TextIO
+
     import structlog
 
+    from guard.config import Config
     from guard.verdicts import ReplayOutcome, Verdict
 
 __all__ = ["main"]
@@ -61,6 +58,8 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def _load(path: str | None) -> Config:
+    from guard.config import Config, load_config
+
     return load_config(path) if path else Config()
 
 
@@ -77,10 +76,18 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
         out.write(f"    {line}\n")
 
 
-@contextlib.contextmanager
-def _session_logs(sources: Sequence[str], session: str | None) -> Iterator[list[Path]]:
+def _session_logs(sources: Sequence[str], session: str | None) -> AbstractContextManager[list[Path]]:
     """Files as themselves; a Redis URL as its sessions exported for the
     duration (the fleet code is imported only then)."""
+    import contextlib
+
+    return contextlib.contextmanager(_exported)(sources, session)
+
+
+def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path]]:
+    import contextlib
+    from pathlib import Path
+
     if not any(s.startswith(("redis://", "rediss://", "unix://")) for s in sources):
         yield [Path(s) for s in sources]
         return
@@ -93,6 +100,7 @@ def _session_logs(sources: Sequence[str], session: str | None) -> Iterator[list[
 def _cmd_replay(args: argparse.Namespace) -> int:
     import anyio
 
+    from bus import LogError
     from guard.verdicts import replay_log
 
     config = _load(args.config)
@@ -140,6 +148,8 @@ def _quiet_stdout() -> None:
 def _report_check(outcome: ReplayOutcome) -> int:
     """Print every difference between the recorded and the regenerated guard
     actions to stderr; exit 1 if there is any."""
+    from collections import Counter
+
     err = sys.stderr
     for diff in outcome.differences:
         if diff.kind == "missing":
@@ -165,8 +175,10 @@ def _report_check(outcome: ReplayOutcome) -> int:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    from guard.config import apply_environment, to_toml
-    from guard.policies.registry import BUILTIN, installed_plugins
+    import msgspec
+
+    from guard.config import apply_environment, load_config, to_toml
+    from guard.policies.registry import BUILTIN, build_policies, installed_plugins
 
     config = load_config(args.file)
     effective = apply_environment(config)  # validated either way, as a live guard would
@@ -186,6 +198,7 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     import itertools
+    from pathlib import Path
 
     from guard.importers import TranscriptError, open_sessions, write_log
 
@@ -227,7 +240,11 @@ def _progress_bar(stream: TextIO) -> Callable[[int, int, str], None]:
 def _cmd_audit(args: argparse.Namespace) -> int:
     # Imported here: every start of the CLI (each Claude Code hook call among
     # them) would otherwise pay for the audit and its report.
+    import msgspec
+
+    from bus import open_regular
     from guard.audit import Timeline, audit
+    from guard.config import load_config
     from guard.report import render_html, render_table
 
     config = load_config(args.config) if args.config else None
@@ -259,7 +276,12 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     hook call would pay for it otherwise. stdout carries the answer and
     nothing else.
     """
+    from pathlib import Path
+
+    import msgspec
+
     from bus._logging import configure_when_imported
+    from guard._text import one_line
     from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
     from guard.adapters.hook_runtimes import RUNTIMES
 
@@ -290,7 +312,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr
     try:
         config = _load(args.config)
-        payload = parse_payload(sys.stdin.buffer.read())
+        payload = parse_payload(sys.stdin.buffer.read() if args.raw is None else args.raw)
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         runtime = RUNTIMES[args.agent]
         answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying, runtime=runtime)
@@ -327,6 +349,8 @@ def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict
 def _hook_argv(args: argparse.Namespace) -> list[str]:
     """This installation's ``hook`` command for ``args.agent``, with the
     config (a preset by its name, a file by its absolute path) and state directory."""
+    from pathlib import Path
+
     from guard.config import PRESETS
 
     script = Path(sys.executable).parent / "repeat-tool-guard"  # this installation's, not whatever PATH finds
@@ -339,6 +363,10 @@ def _hook_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--config", args.config if args.config in PRESETS else str(Path(args.config).absolute())]
     if args.state_dir:
         argv += ["--state-dir", str(Path(args.state_dir).absolute())]
+    if args.serve:
+        from guard.hook_forward import check_target
+
+        argv += ["--serve", check_target(args.serve)]
     return argv
 
 
@@ -405,6 +433,12 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
         help="send every event to a running `serve` at URL instead of starting a hook process "
         "(Codex and Gemini CLI: a curl command hook)",
     )
+    parser.add_argument(
+        "--serve",
+        metavar="URL",
+        help="the hook command forwards each event to a running `serve` at URL (see hook --serve), "
+        "in-process when none answers",
+    )
     parser.add_argument("--token-env", metavar="VAR", help="with --http: the variable holding serve's bearer token")
     parser.add_argument(
         "--mcp",
@@ -414,6 +448,8 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from guard.adapters.hook_install import SettingsFileError, install, settings_file
 
     path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
@@ -431,27 +467,29 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _HelpFormatter(argparse.HelpFormatter):
+def _help_formatter(prog: str) -> argparse.HelpFormatter:
     """argparse's formatter, told the terminal's width up front: left to
     find it, argparse imports shutil (and with it every compression module)
     for each parser it builds, on every start of the hook."""
+    import argparse
 
-    def __init__(self, prog: str) -> None:
-        columns = os.environ.get("COLUMNS", "")
-        try:
-            width = int(columns) if columns.isdigit() else os.get_terminal_size(1).columns
-        except OSError:  # not a terminal
-            width = 80
-        super().__init__(prog, width=width - 2)
+    columns = os.environ.get("COLUMNS", "")
+    try:
+        width = int(columns) if columns.isdigit() else os.get_terminal_size(1).columns
+    except OSError:  # not a terminal
+        width = 80
+    return argparse.HelpFormatter(prog, width=width - 2)
 
 
 def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     """The command line; with ``hook_only``, just ``hook`` (whose every start
     would otherwise pay for the importers that ``import`` lists)."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="repeat-tool-guard",
         description="Stop AI agents from re-issuing the same tool call.",
-        formatter_class=_HelpFormatter,
+        formatter_class=_help_formatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every guard action to stderr")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -459,7 +497,7 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
         _add_commands(commands)
     hook = commands.add_parser(
         "hook",
-        formatter_class=_HelpFormatter,
+        formatter_class=_help_formatter,
         help="answer one agent CLI hook (Claude Code, Codex, Gemini CLI): its JSON on stdin, the answer on stdout",
         description="Configure as a command hook for the events `hook-settings --agent NAME` lists. "
         "Exits 1 (never 2, which would block the tool) on any error of its own, a usage error included.",
@@ -480,7 +518,13 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
         help="where per-session logs and snapshots live (default: $REPEAT_TOOL_GUARD_STATE, else "
         "$XDG_STATE_HOME/repeat-tool-guard, else ~/.local/state/repeat-tool-guard)",
     )
-    hook.set_defaults(run=_cmd_hook)
+    hook.add_argument(
+        "--serve",
+        metavar="URL",
+        help="Claude Code: forward the event to a running `serve` at unix:PATH or http://127.0.0.1:PORT and "
+        "print its answer; in-process when none answers (default: $REPEAT_TOOL_GUARD_SERVE, else in-process)",
+    )
+    hook.set_defaults(run=_cmd_hook, raw=None)
     return parser
 
 
@@ -630,6 +674,24 @@ def _add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     watch.set_defaults(run=_cmd_watch)
 
 
+def _forwarded(target: str, raw: bytes) -> bool:
+    """Whether the server at ``target`` answered the hook event ``raw`` (its
+    answer is then on stdout); when it did not, a reason other than "nothing
+    listens there" is one line on stderr, and the hook answers in-process."""
+    from guard.hook_forward import ForwardError, forward
+
+    try:
+        answer = forward(target, raw)
+    except (ForwardError, ValueError) as exc:
+        print(f"repeat-tool-guard hook: {exc}; answering in-process", file=sys.stderr)
+        return False
+    if answer is None:
+        return False
+    if answer.strip() != b"{}":
+        sys.stdout.buffer.write(answer.strip() + b"\n")
+    return True
+
+
 def _command(argv: Sequence[str]) -> str | None:
     """The subcommand named in ``argv`` (the first word that is no option)."""
     return next((word for word in argv if not word.startswith("-")), None)
@@ -639,6 +701,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command(argv)
     hook = command == "hook"
+    raw = None
+    if hook:
+        from guard.hook_forward import serve_target
+
+        target = serve_target(argv)
+        if target is not None:
+            raw = sys.stdin.buffer.read()
+            if _forwarded(target, raw):
+                return EXIT_OK
     try:
         args = _parser(hook_only=hook).parse_args(argv)
     except SystemExit as exit_:
@@ -646,10 +717,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_HOOK_FAULT  # a typo in settings.json must not block every tool call
         raise
     if hook:
+        args.raw = raw
         if args.verbose:
             _configure_logging(verbose=True)
         return int(args.run(args))
     _configure_logging(args.verbose)
+    from bus import LogError
+    from guard._text import one_line
+    from guard.config import ConfigError
     from guard.importers import TranscriptError, UnknownFormatError
 
     try:

@@ -115,12 +115,12 @@ def _denial(seq: int, agent: str | None, call_id: str, by: str | None, text: str
 def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
     """Align the two sequences (so one missing action is one difference, not
     a shifted tail) and report what differs."""
-    import difflib
-
     a = [o.key for o in recorded]
     b = [o.key for o in fresh]
     if a == b:
         return []
+    import difflib  # only when something differs: most replays match
+
     differences: list[Difference] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import sys
 import time
@@ -306,6 +305,8 @@ def _resolve(command: str) -> str | OSError:
         if os.path.isdir(command) or not os.access(command, os.X_OK):
             return PermissionError(command)
         return command
+    import shutil  # here: with it come bz2 and lzma, which every command hook would pay for
+
     found = shutil.which(command)
     if found is None:
         return FileNotFoundError(command)

@@ -12,9 +12,7 @@ keys (``enabled`` aside) as keyword arguments.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 from guard.policies.loops import LoopsPolicy
@@ -25,6 +23,8 @@ from guard.policy import AnyPolicy
 from guard.section import ConfigError, Section
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from guard.config import Config
 
 __all__ = [
@@ -68,7 +68,11 @@ def builtin_names() -> tuple[str, ...]:
 
 def installed_plugins() -> dict[str, EntryPoint]:
     """The policies installed packages publish, by section name; a name a
-    built-in policy has is left to the built-in one."""
+    built-in policy has is left to the built-in one. ``importlib.metadata``
+    loads only here: a process that runs the built-in policies (every
+    command hook) does not pay for it."""
+    from importlib.metadata import entry_points
+
     builtin = builtin_names()
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in builtin}
 
@@ -97,6 +101,8 @@ def build_plugin(name: str, settings: Mapping[str, Any], found: Mapping[str, Ent
     """The installed policy ``name`` built with ``settings`` (its config
     section) as keyword arguments. A key its class does not take, one it
     requires and lacks, or a value it refuses is a ``ConfigError`` naming it."""
+    import inspect
+
     cls = _plugin_class(name, found)
     keywords = _keywords(name, settings)
     parameters = inspect.signature(cls).parameters.values()

@@ -14,7 +14,6 @@ from bus import LogError, LogWriteError, open_regular
 from guard.config import Config
 from guard.guard import Guard
 from guard.sessions.link import GuardLink
-from guard.sessions.resume import resume_link
 from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
 
 __all__ = ["hook_session"]
@@ -55,6 +54,8 @@ async def hook_session(
         guard = Guard(config, log_actions=log_actions)
         restored = load_snapshot(saved, path, session, guard)
         if isinstance(restored, str):
+            from guard.sessions.resume import resume_link  # only when the snapshot cannot be used
+
             if on_replay is not None and (path.exists() or saved.exists()):
                 on_replay(f"{restored}; replaying {str(path)!r}")
             guard = Guard(config, log_actions=log_actions)

@@ -20,6 +20,7 @@ from guard.policies.registry import builtin_names
 TINY = [
     *("--seconds", "0.001", "--repeat", "1", "--log-mb", "0.02", "--agents", "50", "--calls", "30"),
     *("--hook-sizes", "0", "--hook-processes", "1", "--audit-calls", "20", "--corpus", "/nonexistent"),
+    *("--http-rounds", "1", "--http-pairs", "1", "--no-fleet"),
 ]
 PEER_MODULES = (
     "blinker",
@@ -62,6 +63,7 @@ def test_every_section_reports_rates_and_ratios_to_its_baseline(
         "memory",
         "command hook per invocation",
         "audit",
+        "HTTP hook via serve",
     }
     for row in rows:
         if row["unit"].endswith("/s") and not row["extra"].startswith(("not ", "not measured")):
@@ -196,6 +198,24 @@ def test_several_runs_report_the_median_of_each_case(capsys: pytest.CaptureFixtu
     assert logged["target"].endswith(" of 3 runs")
     assert [r["name"] for r in rows] == ["raw os.write of pre-encoded lines", "SessionLog.write"]
     assert "benchmarks: run 3 of 3: log ..." in err
+
+
+def test_the_http_hook_is_measured_against_the_same_servers_bare_route(capsys: pytest.CaptureFixture[str]) -> None:
+    _, rows = _bench(capsys, "--only", "http-hook", "--skip", "fleet", "--hook-sizes", "0,5")
+    assert [row["name"] for row in rows] == [
+        "GET /healthz (the bare route)",
+        "POST /hooks/claude-code, 0 earlier calls",
+        "POST /hooks/claude-code, 5 earlier calls",
+    ]
+    for row in rows[1:]:
+        assert row["baseline"] == "GET /healthz"
+        assert "× the bare route's" in row["extra"]
+        assert row["met"] in (True, False)
+
+
+def test_skipped_sections_are_left_out(capsys: pytest.CaptureFixture[str]) -> None:
+    _, rows = _bench(capsys, "--only", "log", "--only", "http-hook", "--skip", "http-hook")
+    assert {row["section"] for row in rows} == {"session log write"}
 
 
 @pytest.mark.parametrize(("option", "value"), [("--seconds", "0"), ("--repeat", "-1"), ("--agents", "many")])

@@ -15,13 +15,20 @@ def test_the_section_times_hook_processes_at_every_session_size(capsys: pytest.C
     options = ["--only", "command-hook", "--hook-sizes", "0,12", "--hook-processes", "1", "--format", "json"]
     assert main(options) == 0
     _, *rows = (msgspec.json.decode(line) for line in capsys.readouterr().out.splitlines() if line)
-    for config in ("default config (remind)", "every policy"):
+    for config, forwarded in (
+        (
+            "default config (remind)",
+            ["hook forwarding to serve, 0 earlier calls", "hook forwarding to serve, 12 earlier calls"],
+        ),
+        ("every policy", []),
+    ):
         names = [row["name"] for row in rows if config in row["section"]]
         assert names == [
             "python -c pass",
             'python -c "import msgspec"',
             "hook, 0 earlier calls",
             "hook, 12 earlier calls",
+            *forwarded,
         ]
     hooks = [row for row in rows if row["name"].startswith("hook")]
     assert all(row["rate"] > 0 and "× python -c pass" in row["extra"] for row in hooks)

@@ -5,6 +5,7 @@ lost, every session replays the same); no timing is asserted."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -45,3 +46,20 @@ def test_the_chaos_run_kills_replicas_and_loses_nothing() -> None:
     assert int(kills.group(1)) >= 1, done.stdout
     assert "lost events: 0; replay --check differences over every session: 0" in done.stdout
     assert "requests that never got an answer 0" in done.stdout
+
+
+def test_python_dash_m_benchmarks_runs_both_fleet_sections() -> None:
+    done = _run(
+        "benchmarks",
+        *("--only", "fleet", "--only", "fleet-chaos", "--format", "json", "--fleet-workers", "2"),
+        *("--fleet-sessions", "4", "--fleet-calls", "3", "--chaos-replicas", "2", "--chaos-sessions", "12"),
+        *("--chaos-clients", "3", "--chaos-kill-every", "0.3"),
+    )
+    assert done.returncode == 0, done.stderr
+    _, *rows = (json.loads(line) for line in done.stdout.splitlines() if line)
+    fleet = [row for row in rows if row["section"].startswith("fleet:")]
+    assert fleet[0]["name"] == "bare pipelined XADD (2 events a call)"
+    assert all(row["rate"] > 0 and row["baseline"] == "bare pipelined XADD" for row in fleet)
+    chaos = [row for row in rows if row["section"].startswith("serve --redis")]
+    assert [row["name"].split(",")[0] for row in chaos] == ["no kills", "a replica killed every 0.3 s"]
+    assert all(row["met"] is True and "lost events 0" in row["extra"] for row in chaos)

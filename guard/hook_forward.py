@@ -1,0 +1,171 @@
+"""The command hook's client for a running ``repeat-tool-guard serve``.
+
+A command hook is a process per hook event; most of its time is the
+interpreter and the guard's imports. When a local ``serve`` is running, the
+hook posts its stdin to the server's ``/hooks/claude-code`` and prints the
+answer instead, so a hook event costs a bare interpreter start and one
+loopback round trip. This module imports only ``_socket`` (the C module:
+``socket`` would build its enums, which costs more than the round trip) and
+nothing of the guard, since it runs before anything else is imported.
+
+``forward`` answers ``None`` whenever the server did not answer the event
+(nothing listens there, it refused the connection, timed out, or answered
+anything but 200), and the caller answers in-process instead.
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["CONNECT_TIMEOUT", "HOOK_PATH", "SERVE_ENV", "ForwardError", "check_target", "forward", "serve_target"]
+
+SERVE_ENV = "REPEAT_TOOL_GUARD_SERVE"
+"""The environment variable naming the server a ``hook`` forwards to when no ``--serve`` is given."""
+
+HOOK_PATH = "/hooks/claude-code"
+
+CONNECT_TIMEOUT = 0.1
+"""Seconds to wait for the connection: a local server accepts at once, and
+one that does not must not hold up the tool call."""
+
+ANSWER_TIMEOUT = 30.0
+"""Seconds to wait for the answer once connected (``rescue``'s ask can take a while)."""
+
+_MAX_ANSWER = 16 * 1024 * 1024
+
+
+class ForwardError(Exception):
+    """The server was reached but did not answer the event; the message says why."""
+
+
+_FLAGS = frozenset({"hook", "-v", "--verbose"})
+_VALUED = frozenset({"--config", "--state-dir", "--serve"})
+
+
+def serve_target(argv: Sequence[str]) -> str | None:
+    """Where ``hook`` forwards: ``--serve URL`` in ``argv`` (the command line
+    after the program's name), else ``$REPEAT_TOOL_GUARD_SERVE``, else
+    nowhere. An empty value means nowhere, so a ``--serve ''`` in settings
+    turns the variable off. A command line with anything else in it (a typo,
+    ``--help``, an option only the in-process hook knows) forwards nowhere,
+    so the hook's own parser answers it."""
+    target = os.environ.get(SERVE_ENV)
+    words = iter(argv)
+    for word in words:
+        option, equals, value = word.partition("=")
+        if word in _FLAGS:
+            continue
+        if option not in _VALUED:
+            return None
+        if not equals:
+            value = next(words, "")
+        if option == "--serve":
+            target = value
+    return target or None
+
+
+def check_target(url: str) -> str:
+    """``url`` if the hook can forward to it, else ``ValueError`` saying why."""
+    _address(url)
+    return url
+
+
+def _address(url: str) -> tuple[int, str | tuple[str, int], str, str]:
+    """Socket family, address, host header and path of ``url``: ``unix:PATH``
+    (the server's ``--uds``) or ``http://HOST:PORT[/PATH]`` on loopback."""
+    if url.startswith("unix:"):
+        return _socket.AF_UNIX, url[len("unix:") :], "localhost", HOOK_PATH
+    if not url.startswith("http://"):
+        raise ValueError(f"--serve {url!r}: must be unix:PATH or http://HOST:PORT")
+    rest = url[len("http://") :]
+    where, slash, path = rest.partition("/")
+    host, colon, port = where.rpartition(":")
+    if not colon or not port.isdigit():
+        raise ValueError(f"--serve {url!r}: must name a port (http://127.0.0.1:8787)")
+    host = host.strip("[]")
+    if host not in ("localhost", "127.0.0.1", "::1"):
+        raise ValueError(f"--serve {url!r}: the hook forwards to this machine only (localhost, 127.0.0.1, ::1)")
+    family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
+    address = ("127.0.0.1" if host == "localhost" else host, int(port))
+    return family, address, where, (slash + path) if path else HOOK_PATH
+
+
+def forward(url: str, body: bytes) -> bytes | None:
+    """The server's answer to the hook payload ``body`` (its JSON, as it
+    sent it), or ``None`` if nothing listens at ``url``. ``ForwardError``
+    when a server was reached but did not answer with 200; ``ValueError``
+    when ``url`` is no local server's address."""
+    family, address, host, path = _address(url)
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT)
+        try:
+            sock.connect(address)
+        except OSError:  # no such socket, refused, or not accepting in time: no server to ask
+            return None
+        sock.settimeout(ANSWER_TIMEOUT)
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        try:
+            sock.sendall(head.encode("ascii") + body)
+            raw = _read_all(sock)
+        except OSError as exc:
+            raise ForwardError(f"{url}: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        sock.close()
+    return _body(url, raw)
+
+
+def _read_all(sock: _socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > _MAX_ANSWER:
+            raise OSError(0, "answer too large")
+    return b"".join(chunks)
+
+
+def _body(url: str, raw: bytes) -> bytes:
+    """The body of a 200 response, its framing (length or chunks) checked."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = lines[0].split(b" ", 2)
+    if not sep or len(status) < 2 or not status[0].startswith(b"HTTP/1."):
+        raise ForwardError(f"{url}: not an HTTP answer")
+    if status[1] != b"200":
+        raise ForwardError(f"{url} answered {status[1].decode('ascii', 'replace')}")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+        return _unchunk(url, body)
+    length = headers.get(b"content-length")
+    if length is None or not length.isdigit() or int(length) != len(body):
+        raise ForwardError(f"{url}: the answer was cut short")
+    return body
+
+
+def _unchunk(url: str, body: bytes) -> bytes:
+    out: list[bytes] = []
+    while True:
+        size_line, sep, body = body.partition(b"\r\n")
+        try:
+            size = int(size_line.split(b";")[0], 16)
+        except ValueError:
+            raise ForwardError(f"{url}: the answer was cut short") from None
+        if not sep or len(body) < size + 2:
+            raise ForwardError(f"{url}: the answer was cut short")
+        if size == 0:
+            return b"".join(out)
+        out.append(body[:size])
+        body = body[size + 2 :]

@@ -1,0 +1,102 @@
+"""The package's public names load on first use, and the command hook
+imports only what it needs: a process of its own per hook event pays for
+every module it loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import guard
+
+REPO = Path(__file__).resolve().parents[2]
+
+HEAVY = ("structlog", "anyio", "hypercorn", "starlette", "httpx", "redis", "guard.server", "guard.importers")
+
+
+def _modules_after(code: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> set[str]:
+    """The modules a fresh interpreter has loaded after running ``code``."""
+    script = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)), file=sys.stderr)"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=stdin,
+        capture_output=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    assert done.returncode in (0, None), done.stderr.decode()
+    return set(json.loads(done.stderr.decode().splitlines()[-1]))
+
+
+def test_every_public_name_is_importable_and_listed() -> None:
+    for name in guard.__all__:
+        assert getattr(guard, name) is not None, name
+    assert set(guard.__all__) <= set(dir(guard))
+    assert set(guard._HOMES) == set(guard.__all__)  # every lazy name is public, every public name lazy
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        guard.nothing_here  # noqa: B018
+
+
+def test_a_submodule_import_does_not_shadow_the_name_it_shares() -> None:
+    import guard.fingerprint as same
+    from guard import fingerprint
+
+    assert fingerprint is same  # type: ignore[comparison-overlap]  # a function, as the package always exported
+    assert callable(guard.fingerprint)
+    assert guard.fingerprint.__module__ == "guard.fingerprint"
+
+
+def test_importing_the_package_loads_none_of_it() -> None:
+    loaded = _modules_after("import guard")
+    assert not {m for m in loaded if m.startswith("guard.")}
+    assert "msgspec" not in loaded
+    assert "typing" not in loaded
+
+
+PRE_TOOL_USE = json.dumps(
+    {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_use_id": "t1", "tool_name": "Read", "tool_input": {}}
+).encode()
+
+
+def test_the_hook_loads_nothing_heavy(tmp_path: Path) -> None:
+    code = f"from guard.cli import main\nmain(['hook', '--state-dir', {str(tmp_path)!r}])"
+    for _ in range(2):  # the first call starts the session, the second restores its snapshot
+        loaded = _modules_after(code, PRE_TOOL_USE)
+    assert "guard.policies.remind" in loaded
+    assert not {m for m in loaded if m.startswith(HEAVY)}
+    assert "guard.verdicts" not in loaded
+    assert "guard.sessions.resume" not in loaded
+    assert "importlib.metadata" not in loaded  # plugins are looked up only when a config names one
+
+
+def test_the_forwarding_hook_loads_nothing_but_its_client(tmp_path: Path) -> None:
+    code = f"from guard.cli import main\nmain(['hook', '--serve', 'unix:{tmp_path}/s.sock'])"
+    loaded = _modules_after(code, PRE_TOOL_USE)
+    guard_modules = {m for m in loaded if m.startswith("guard")}
+    assert guard_modules >= {"guard", "guard.cli", "guard.hook_forward"}
+    assert "guard.adapters.claude_hooks" in guard_modules  # nothing answered: in-process
+
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys\n"
+            f"s = socket.socket(socket.AF_UNIX); s.bind({str(tmp_path / 'up.sock')!r}); s.listen(1)\n"
+            "print('up', flush=True); c, _ = s.accept(); c.recv(65536)\n"
+            "c.sendall(b'HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\n\\r\\n{}'); c.close()",
+        ],
+        stdout=subprocess.PIPE,
+    ) as listener:
+        assert listener.stdout is not None
+        assert listener.stdout.readline() == b"up\n"
+        code = f"from guard.cli import main\nmain(['hook', '--serve', 'unix:{tmp_path}/up.sock'])"
+        loaded = _modules_after(code, PRE_TOOL_USE)
+        listener.wait(10)
+    assert {m for m in loaded if m.startswith("guard")} == {"guard", "guard.cli", "guard.hook_forward"}
+    assert not {m for m in loaded if m.startswith(("msgspec", "bus", "argparse", "typing", "socket"))}
