@@ -21,7 +21,7 @@ from msgspec.structs import force_setattr
 
 from bus import MAX_NESTING, NotRegularFileError, read_regular
 from guard._text import one_line, shown
-from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, LOOPS_INTERJECTIONS
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
 from guard.patterns import PatternError, check_regexes
 from guard.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
@@ -33,13 +33,16 @@ __all__ = [
     "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
+    "MODES",
     "LoopsConfig",
+    "LoopsToolConfig",
     "RemindConfig",
     "RescueConfig",
     "TurnsConfig",
     "apply_environment",
     "load_config",
     "parse_config",
+    "shadowed",
     "to_toml",
 ]
 
@@ -110,8 +113,19 @@ def _check_names(key: str, value: Any) -> None:
             raise ConfigError(key, item, "each entry must be a non-empty string")
 
 
+MODES = ("enforce", "shadow")
+"""A section's ``mode``: ``enforce`` delivers its actions; ``shadow`` computes
+and records every action but delivers none (nothing reaches the model,
+nothing is denied, no halt is asked)."""
+
+
 class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     enabled: bool = True
+    mode: str = "enforce"
+
+    def _check_mode(self, section: str) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"{section}.mode", self.mode, "must be \"enforce\" or \"shadow\"")
 
 
 class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -128,6 +142,7 @@ class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     def __post_init__(self) -> None:
         _check_bool("remind.enabled", self.enabled)
+        self._check_mode("remind")
         thresholds = self.thresholds
         if not isinstance(thresholds, (list, tuple)) or not thresholds:
             raise ConfigError("remind.thresholds", thresholds, "must be a non-empty list of integers >= 2")
@@ -182,6 +197,7 @@ class TurnsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         _check_bool("turns.enabled", self.enabled)
+        self._check_mode("turns")
         _check_int("turns.threshold", self.threshold, 0)
         if self.threshold == 1:
             raise ConfigError(
@@ -236,6 +252,7 @@ class RescueConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
     def __post_init__(self) -> None:
         _check_bool("rescue.enabled", self.enabled)
+        self._check_mode("rescue")
         _check_int("rescue.nudge_at", self.nudge_at, 2)
         _check_int("rescue.rescue_at", self.rescue_at, 3)
         _check_int("rescue.window", self.window, 3)
@@ -299,6 +316,57 @@ def _check_positive_list(key: str, value: Any) -> None:
         _check_int(key, item, 1)
 
 
+_TOOL_KINDS = ("", "poll", "paging", "exclude")
+
+
+class LoopsToolConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``[loops.tools."<glob>"]`` table: settings for the tools whose
+    name matches the glob (the first matching table wins). Thresholds left
+    out keep the section's. ``kind`` makes every call of the tool a
+    ``poll`` or ``paging`` call, or ``exclude``s it; ``ignored_args`` are
+    left out of its calls' identity (with the section's), and
+    ``identity_args``, when given, are the only arguments that make two of
+    its calls the same. ``mutating`` says whether a successful call changes
+    something (progress), overriding the name rules."""
+
+    kind: str = ""
+    deny_at: int | None = None
+    error_at: int | None = None
+    error_deny_at: int | None = None
+    transient_at: int | None = None
+    transient_deny_at: int | None = None
+    grind_at: int | None = None
+    poll_nudge_at: int | None = None
+    poll_deny_after: int | None = None
+    ignored_args: tuple[str, ...] = ()
+    identity_args: tuple[str, ...] = ()
+    mutating: bool | None = None
+
+    def check(self, key: str) -> None:
+        """Validate under the dotted ``key`` (``loops.tools."Bash"``)."""
+        if self.kind not in _TOOL_KINDS:
+            raise ConfigError(f"{key}.kind", self.kind, "must be \"poll\", \"paging\", \"exclude\" or \"\"")
+        for name, minimum in (
+            ("deny_at", 2),
+            ("error_at", 2),
+            ("error_deny_at", 0),
+            ("transient_at", 2),
+            ("transient_deny_at", 0),
+            ("grind_at", 0),
+            ("poll_nudge_at", 2),
+            ("poll_deny_after", 3),
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                _check_int(f"{key}.{name}", value, minimum)
+        _check_names(f"{key}.ignored_args", self.ignored_args)
+        _check_names(f"{key}.identity_args", self.identity_args)
+        if self.mutating is not None:
+            _check_bool(f"{key}.mutating", self.mutating)
+        force_setattr(self, "ignored_args", tuple(self.ignored_args))
+        force_setattr(self, "identity_args", tuple(self.identity_args))
+
+
 class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Policy ``loops``: result-aware detection of repeats, cycles, stalled
     polls and failure streaks (docs/policies/loops.md). Off unless its
@@ -308,7 +376,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     exclude: tuple[str, ...] = ("sleep", "wait")
     exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
     ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
-    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
+    interjections: tuple[str, ...] = LOOPS_INTERJECTIONS
     window: int = 30
     advise_at: int = 2
     advise_span: int = 6
@@ -318,6 +386,48 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     error_at: int = 3
     error_deny_at: int = 5
     error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
+    transient_errors: tuple[str, ...] = (
+        r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "
+        r"unavailable|gateway time-?out|overloaded|error|status)\b",
+        r"(?i)\b(?:status|http|code|error)[\s:=\"']*(?:429|50[0-4]|529)\b",
+        r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
+        r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
+        r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution)\b",
+    )
+    transient_at: int = 5
+    transient_deny_at: int = 10
+    cancelled_results: tuple[str, ...] = (
+        r"(?i)sibling tool call errored",
+        r"(?i)^\W*(?:<tool_use_error>\s*)?(?:the )?(?:tool (?:call|use) )?(?:was )?(?:cancell?ed|aborted|interrupted)\b",
+        r"(?i)^\W*\[?request interrupted by user",
+    )
+    grind_at: int = 4
+    grind_deny_at: int = 0
+    decay_seconds: int = 900
+    paging_tools: tuple[str, ...] = ("*scroll*", "*page_down*", "*page_up*", "*next_page*", "*paginate*", "*load_more*")
+    paging_args: tuple[str, ...] = (
+        "offset",
+        "cursor",
+        "page",
+        "page_token",
+        "pageToken",
+        "next_page_token",
+        "after",
+        "before",
+        "start",
+        "skip",
+        "start_line",
+        "end_line",
+        "limit",
+        "view_range",
+        "line_range",
+        "from",
+    )
+    paging_values: tuple[str, ...] = (
+        r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
+        r"prev(?:ious)?(?:[ _-]?page)?|more|load[ _-]?more)$",
+    )
+    tools: dict[str, LoopsToolConfig] = msgspec.field(default_factory=dict)
     result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
     poll_tools: tuple[str, ...] = (
         "BashOutput",
@@ -353,13 +463,18 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         _check_bool("loops.enabled", self.enabled)
+        self._check_mode("loops")
         _check_bool("loops.requested_repeats", self.requested_repeats)
-        for key in ("include", "exclude", "poll_tools", "mutating_tools"):
+        for key in ("include", "exclude", "poll_tools", "mutating_tools", "paging_tools"):
             _check_patterns(f"loops.{key}", getattr(self, key))
+        _check_names("loops.paging_args", self.paging_args)
         for key in (
             "exclude_commands",
             "interjections",
             "error_results",
+            "transient_errors",
+            "cancelled_results",
+            "paging_values",
             "result_normalize",
             "poll_commands",
             "poll_states",
@@ -382,6 +497,27 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         _check_positive_list("loops.poll_waits", self.poll_waits)
         _check_int("loops.poll_deny_after", self.poll_deny_after, self.poll_nudge_at + 1)
         _check_int("loops.poll_deny_seconds", self.poll_deny_seconds, 0)
+        _check_int("loops.transient_at", self.transient_at, 2)
+        _check_int("loops.transient_deny_at", self.transient_deny_at, 0)
+        if self.transient_deny_at and self.transient_deny_at <= self.transient_at:
+            rule = f"must be 0 (never deny) or more than loops.transient_at ({self.transient_at})"
+            raise ConfigError("loops.transient_deny_at", self.transient_deny_at, rule)
+        _check_int("loops.grind_at", self.grind_at, 0)
+        if self.grind_at == 1:
+            raise ConfigError("loops.grind_at", 1, "must be 0 (off) or an integer >= 2")
+        _check_int("loops.grind_deny_at", self.grind_deny_at, 0)
+        if self.grind_deny_at and self.grind_deny_at <= self.grind_at:
+            rule = f"must be 0 (never deny) or more than loops.grind_at ({self.grind_at})"
+            raise ConfigError("loops.grind_deny_at", self.grind_deny_at, rule)
+        _check_int("loops.decay_seconds", self.decay_seconds, 0)
+        if not isinstance(self.tools, dict):
+            raise ConfigError("loops.tools", self.tools, "must be a table of tool-name globs")
+        for glob, settings in self.tools.items():
+            if not isinstance(glob, str) or not glob:
+                raise ConfigError("loops.tools", glob, "each key must be a non-empty tool-name glob")
+            if not isinstance(settings, LoopsToolConfig):
+                raise ConfigError(f'loops.tools."{glob}"', settings, "must be a table of settings")
+            settings.check(f'loops.tools."{glob}"')
         for key in self.__struct_fields__:
             value = getattr(self, key)
             if isinstance(value, list):
@@ -492,7 +628,25 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     return msgspec.structs.replace(config, turns=turns)
 
 
+def shadowed(config: Config) -> Config:
+    """``config`` with every section in ``mode = "shadow"``: what ``--shadow``
+    runs (each policy computes and records its actions, none is delivered)."""
+    changes = {name: msgspec.structs.replace(getattr(config, name), mode="shadow") for name in _SECTIONS}
+    return msgspec.structs.replace(config, **changes)
+
+
 def _toml_value(value: Any) -> str:
+    if value is None:
+        raise ValueError("TOML has no null")  # pragma: no cover - callers leave None out
+    if isinstance(value, msgspec.Struct):
+        fields = [(k, getattr(value, k)) for k in value.__struct_fields__]
+        defaults = _defaults(type(value))
+        kept = [f"{k} = {_toml_value(v)}" for k, v in fields if v is not None and v != defaults[k]]
+        return "{" + ", ".join(kept) + "}"
+    if isinstance(value, dict):
+        import json
+
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

@@ -17,12 +17,13 @@ failure with different arguments has one kind.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
 from guard.patterns import compile_regex
 
-__all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "error_kind"]
+__all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "Shape", "error_head", "error_kind"]
 
 DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     # ISO 8601 dates and timestamps, with optional time, fraction and zone
@@ -38,8 +39,15 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     r"\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
     # durations: 12ms, 3.4 s, 5 seconds, 2m30s, took 1.2s
     r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)\b",
-    # process, session and job ids
-    r"(?i)\b(?:pid|process(?: id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
+    # process, session and job ids; Gemini CLI's "Process Group PGID", Codex's "Chunk ID"
+    r"(?i)\b(?:pid|pgid|process(?: group)?(?: pgid| id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
+    r"(?i)\bchunk id:[ \t]*[\w-]+",
+    # message, request, trace and event ids a service stamps on every answer
+    r"(?i)\b(?:(?:message|msg|request|req|trace|span|correlation|event|response|run|thread)[ _-]?id|ts|thread_ts|etag)"
+    r"[\"']?[ \t]*[:=][ \t]*[\"']?[\w.:-]*\d[\w.:-]*",
+    # prefixed random ids (msg_01HQ2X..., req_8f3a..., chatcmpl-9xY...): a short prefix, then letters and
+    # digits with a digit and at least 8 more characters before or after it
+    r"\b[A-Za-z]{2,12}[_-](?:[A-Za-z0-9]{8,}[0-9][A-Za-z0-9]*|[A-Za-z0-9]*[0-9][A-Za-z0-9]{8,})\b",
     # UUIDs, hex digests and long numbers (7 digits or more)
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
     r"\b(?:0x)?[0-9a-fA-F]{7,}\b",
@@ -58,6 +66,8 @@ _OVERWRITTEN = compile_regex(r"[^\n]*\r([^\n]|\z)")
 _TRAILING = compile_regex(r"(?m)[ \t]+$")
 _BLANK_RUNS = compile_regex(r"\n{3,}")
 _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
+_DIGITS = re.compile(r"[0-9]+")
+_COUNTED = 32
 _HEAD = 4096
 _TAIL = 4096
 
@@ -99,6 +109,48 @@ class ResultNormalizer:
         hasher.update(self.normalize(text).encode("utf-8", "surrogatepass"))
         return hasher.digest()
 
+    def shape(self, text: str) -> Shape:
+        """``text``'s digest (as ``digest``), and the digest of its
+        normalised form with every number taken out, with those numbers:
+        two results of one shape differ in their numbers only, which is how
+        a counter (``tick 4``, ``tick 5``) is told from a change."""
+        digest = self.digest(text)
+        if len(text) > _HEAD + _TAIL:
+            normalized = self.normalize(text[:_HEAD]) + "\x00\x01" + text[_HEAD:-_TAIL] + self.normalize(text[-_TAIL:])
+        else:
+            normalized = self.normalize(text)
+        numbers = tuple(int(n) for n in _DIGITS.findall(normalized[: _HEAD * 2])[:_COUNTED] if len(n) < 19)
+        hasher = blake2b(digest_size=16)
+        hasher.update(_DIGITS.sub("#", normalized).encode("utf-8", "surrogatepass"))
+        return Shape(digest, hasher.digest(), numbers)
+
+
+class Shape:
+    """A result as ``loops`` compares it: ``digest`` of the normalised
+    text, ``skeleton`` of the same without its numbers, and the numbers."""
+
+    __slots__ = ("digest", "numbers", "skeleton")
+
+    def __init__(self, digest: bytes, skeleton: bytes, numbers: tuple[int, ...]) -> None:
+        self.digest = digest
+        self.skeleton = skeleton
+        self.numbers = numbers
+
+    def counts_on(self, previous: Shape) -> bool:
+        """Whether this result is ``previous`` with a counter moved on: the
+        same text but for numbers, every number that changed grown by
+        exactly one (a call counting its own runs, not work done)."""
+        if self.skeleton != previous.skeleton or len(self.numbers) != len(previous.numbers):
+            return False
+        changed = False
+        for now, before in zip(self.numbers, previous.numbers, strict=True):
+            if now == before:
+                continue
+            if now != before + 1:
+                return False
+            changed = True
+        return changed
+
 
 _ERROR_NOISE = compile_regex(
     r""""[^"\n]*"|'[^'\n]*'|`[^`\n]*`"""  # quoted text: names, values, snippets
@@ -108,7 +160,13 @@ _ERROR_NOISE = compile_regex(
 )
 _ERROR_SKIP = compile_regex(
     r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<\w+>[^<]*</\w+>\s*$|```|-{3,}|={3,}"
-    r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$)"
+    r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$|[\w ]{1,40}:\s*\((?:none|empty)\)\s*$"
+    r"|(?:command|directory|cwd|process group pgid|background pids|chunk id|wall time|original token count|signal)\s*:"
+    r"|process (?:exited|running) with)"
+)
+# A line that opens an error report: "error: ...", "fatal: ...", "bash: syntax error ...", "NameError: ...".
+_ERROR_OPENS = compile_regex(
+    r"(?i)^\s*(?:[\w.-]{1,40}:\s*(?:line \d+:\s*)?)?(?:[a-z]+\s)?(?:error|fatal|exception|panic|traceback|[a-z_.]*(?:error|exception))\b"
 )
 _ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
@@ -139,3 +197,34 @@ def error_kind(text: str) -> str:
             break
     # The kind is short: a long line is read only as far as it can matter.
     return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]
+
+
+def error_head(text: str) -> str:
+    """``text`` cut after the line that says what failed, when ``text`` is
+    an error report (its first meaningful line opens one, or a traceback
+    leads to one): what follows (a stack, help text, a stray prompt) is
+    noise that changes between runs of the same failure. Any other text is
+    returned whole."""
+    position = 0
+    traceback = False
+    for number, line in enumerate(text[:_KIND_READ].split("\n")):
+        end = position + len(line) + 1
+        if number >= _KIND_LINES:
+            break
+        stripped = line.strip()
+        if not stripped:
+            position = end
+            continue
+        if traceback:
+            if not line[:1].isspace() and _ERROR_WORDS.search(line):
+                return text[:end]
+        elif stripped.lower().startswith("traceback"):
+            traceback = True
+        elif _ERROR_SKIP.match(line):
+            pass
+        elif _ERROR_OPENS.match(line):
+            return text[:end]
+        else:
+            return text
+        position = end
+    return text
