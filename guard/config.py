@@ -28,12 +28,12 @@ from guard.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS
 
 __all__ = [
     "MAX_CONFIG_BYTES",
+    "MODES",
     "PRESETS",
     "RECOMMENDED",
     "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
-    "MODES",
     "LoopsConfig",
     "LoopsToolConfig",
     "RemindConfig",
@@ -125,7 +125,7 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     def _check_mode(self, section: str) -> None:
         if self.mode not in MODES:
-            raise ConfigError(f"{section}.mode", self.mode, "must be \"enforce\" or \"shadow\"")
+            raise ConfigError(f"{section}.mode", self.mode, 'must be "enforce" or "shadow"')
 
 
 class RemindConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -345,7 +345,7 @@ class LoopsToolConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     def check(self, key: str) -> None:
         """Validate under the dotted ``key`` (``loops.tools."Bash"``)."""
         if self.kind not in _TOOL_KINDS:
-            raise ConfigError(f"{key}.kind", self.kind, "must be \"poll\", \"paging\", \"exclude\" or \"\"")
+            raise ConfigError(f"{key}.kind", self.kind, 'must be "poll", "paging", "exclude" or ""')
         for name, minimum in (
             ("deny_at", 2),
             ("error_at", 2),
@@ -398,7 +398,8 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     transient_deny_at: int = 10
     cancelled_results: tuple[str, ...] = (
         r"(?i)sibling tool call errored",
-        r"(?i)^\W*(?:<tool_use_error>\s*)?(?:the )?(?:tool (?:call|use) )?(?:was )?(?:cancell?ed|aborted|interrupted)\b",
+        r"(?i)^\W*(?:<tool_use_error>\s*)?(?:the )?(?:tool (?:call|use) )?(?:was )?"
+        r"(?:cancell?ed|aborted|interrupted)\b",
         r"(?i)^\W*\[?request interrupted by user",
     )
     grind_at: int = 4
@@ -453,7 +454,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         r"(?i)\b(still|is) (running|in progress|pending)\b",
         r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
     )
-    poll_nudge_at: int = 2
+    poll_nudge_at: int = 4
     poll_nudge_every: int = 2
     poll_waits: tuple[int, ...] = (5, 10, 30, 60)
     poll_deny_after: int = 12

@@ -453,7 +453,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 self._rules[tool] = rules
         return _annotated(rules, hints) if hints else rules
 
-    def _fingerprint(self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str) -> Fingerprint:
+    def _fingerprint(
+        self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str
+    ) -> Fingerprint:
         if rules.identity and isinstance(args, dict):
             return fingerprint(tool, {k: v for k, v in args.items() if k in rules.identity})
         if rules.ignored is not None:
@@ -550,7 +552,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if writing is not None:
             target = write_target(call.args, by_tool=writing == "edit")
             written = state.writes.get(target) if target is not None else None
-            if written is not None and written[0] == fp.digest and written[1] + 1 >= max(rules.deny_at, state.allowance + 1):
+            if (
+                written is not None
+                and written[0] == fp.digest
+                and written[1] + 1 >= max(rules.deny_at, state.allowance + 1)
+            ):
                 body = _WRITE_DENIAL.format(
                     target=target, count=written[1] + 1, tool=call.tool, arguments=fp.preview(_PREVIEW)
                 )
@@ -597,8 +603,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             rewrite = False
             if target is not None:
                 written = state.writes.get(target)
-                rewrite = written is not None and written[0] == fp.digest
-                state.writes[target] = (fp.digest, written[1] + 1 if rewrite else 1)
+                times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
+                rewrite = times > 1
+                state.writes[target] = (fp.digest, times)
             opener = fp.digest if progress == "edit" else None
             if not rewrite and (opener is None or opener != state.opener):
                 state.new_epoch(opener)
@@ -702,9 +709,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if grind.count < rules.grind_at or grind.advised:
             return None
         grind.advised = True
-        text = _GRIND_ADVICE.format(
-            target=target, count=grind.count, tool=result.tool, arguments=fp.preview(_PREVIEW)
-        )
+        text = _GRIND_ADVICE.format(target=target, count=grind.count, tool=result.tool, arguments=fp.preview(_PREVIEW))
         return self._action("remind", result, grind.count, text, rules.grind_at)
 
     def on_user_message(self, state: _AgentLoops, message: UserMessage) -> None:

@@ -138,18 +138,18 @@ class Shape:
 
     def counts_on(self, previous: Shape) -> bool:
         """Whether this result is ``previous`` with a counter moved on: the
-        same text but for numbers, every number that changed grown by
-        exactly one (a call counting its own runs, not work done)."""
+        same text but for one number, grown by exactly one (a call counting
+        its own runs, not work done)."""
         if self.skeleton != previous.skeleton or len(self.numbers) != len(previous.numbers):
             return False
-        changed = False
+        changed = 0
         for now, before in zip(self.numbers, previous.numbers, strict=True):
             if now == before:
                 continue
             if now != before + 1:
                 return False
-            changed = True
-        return changed
+            changed += 1
+        return changed == 1
 
 
 _ERROR_NOISE = compile_regex(
@@ -166,7 +166,8 @@ _ERROR_SKIP = compile_regex(
 )
 # A line that opens an error report: "error: ...", "fatal: ...", "bash: syntax error ...", "NameError: ...".
 _ERROR_OPENS = compile_regex(
-    r"(?i)^\s*(?:[\w.-]{1,40}:\s*(?:line \d+:\s*)?)?(?:[a-z]+\s)?(?:error|fatal|exception|panic|traceback|[a-z_.]*(?:error|exception))\b"
+    r"(?i)^\s*(?:[\w.-]{1,40}:\s*(?:line \d+:\s*)?)?(?:[a-z]+\s)?"
+    r"(?:error|fatal|exception|panic|traceback|[a-z_.]*(?:error|exception))\b"
 )
 _ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"

@@ -783,12 +783,13 @@ async def _loops_repeat_denied_then_halt(s: Script) -> None:
 @scenario("loops/poll_backs_off", LOOPS_ONLY)
 async def _loops_poll_backs_off(s: Script) -> None:
     """A build polled while its output advances is left alone; once it stops
-    changing, polls a few seconds apart are told to back off (5 s, then 10 s)."""
+    changing, polls a few seconds apart are told to back off from the fourth
+    unchanged poll (5 s, then 10 s)."""
     await s.start("main")
     await s.user("main", "wait for the build")
     for n in range(3):
         await s.call("main", "BashOutput", {"bash_id": "b1"}, f"<status>running</status>\nstep {n}", seconds=3)
-    for _ in range(4):
+    for _ in range(5):
         await s.call("main", "BashOutput", {"bash_id": "b1"}, "<status>running</status>\nstep 2", seconds=3)
 
 
