@@ -24,7 +24,7 @@ import msgspec
 
 from bus import LogError, open_regular
 from guard._text import one_line
-from guard.config import Config, ConfigError, load_config
+from guard.config import Config, ConfigError, load_config, shadowed
 
 if TYPE_CHECKING:
     import structlog
@@ -66,9 +66,10 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
         out.write(verdict.json_line() + "\n")
         return
     agent = verdict.agent or "-"
+    shadow = "  (shadow: not delivered)" if verdict.shadow else ""
     out.write(
         f"seq {verdict.seq}  call {verdict.call_number}  {agent}  "
-        f"{verdict.policy}/{verdict.action}  {verdict.tool} × {verdict.count}\n"
+        f"{verdict.policy}/{verdict.action}  {verdict.tool} × {verdict.count}{shadow}\n"
     )
     for line in verdict.text.splitlines():
         out.write(f"    {line}\n")
@@ -278,6 +279,8 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr
     try:
         config = _load(args.config)
+        if args.shadow:
+            config = shadowed(config)
         payload = parse_payload(sys.stdin.buffer.read())
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying)
@@ -373,6 +376,11 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     )
     hook.add_argument(
         "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
+    hook.add_argument(
+        "--shadow",
+        action="store_true",
+        help="record every action the guard would take, deliver none (nothing denied, nothing shown)",
     )
     hook.add_argument(
         "--state-dir",

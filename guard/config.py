@@ -31,6 +31,7 @@ __all__ = [
     "MODES",
     "PRESETS",
     "RECOMMENDED",
+    "SHADOW_ENV",
     "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
@@ -600,6 +601,12 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
 TURNS_THRESHOLD_ENV = "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"
 """Overrides ``turns.threshold`` (file or Python value) for live guards."""
 
+SHADOW_ENV = "REPEAT_TOOL_GUARD_SHADOW"
+"""Set to ``1`` (``true``, ``yes``, ``on``), puts every policy of a live
+guard in shadow mode (``shadowed``): what ``--shadow`` does for adapters."""
+
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
 _DIGITS = re.compile(r"\s*[0-9]+\s*")
 
 
@@ -610,12 +617,19 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     replay or an audit never does, so its result depends on the log and the
     config alone. ``environ`` defaults to ``os.environ``.
 
+    ``REPEAT_TOOL_GUARD_SHADOW=1`` puts every section in shadow mode.
     ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` replaces ``turns.threshold`` (0
     switches the policy off; it does not switch on a disabled section). A
     set but bad value, empty included, raises ``ConfigError`` naming the
     variable: nothing falls back silently.
     """
     env = os.environ if environ is None else environ
+    shadow = env.get(SHADOW_ENV)
+    if shadow is not None:
+        if shadow.strip().lower() not in _SWITCH:
+            raise ConfigError(SHADOW_ENV, shadow, "must be 1, true, yes, on, 0, false, no or off")
+        if _SWITCH[shadow.strip().lower()]:
+            config = shadowed(config)
     raw = env.get(TURNS_THRESHOLD_ENV)
     if raw is None:
         return config

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 from msgspec import UNSET
 
 from bus import (
@@ -21,16 +22,18 @@ from bus import (
     UserMessage,
 )
 from bus._logging import LazyLogger
-from guard.actions import DENYING, Action
+from guard.actions import DENYING, SHADOW_FORM, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
 from guard.loops import LoopsPolicy
-from guard.policy import AnyPolicy, AnyWatch
+from guard.policy import AnyPolicy, AnyWatch, Policy
 from guard.remind import RemindPolicy
 from guard.rescue import RescuePolicy
 from guard.turns import TurnsPolicy
 
 __all__ = ["ActionListener", "Guard", "build_policies"]
+
+PolicyT = TypeVar("PolicyT", bound=Policy[Any])
 
 ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
@@ -94,6 +97,7 @@ class _ActionLog:
                 tool=action.tool,
                 count=action.count,
                 threshold=action.threshold,
+                shadow=action.shadow,
             )
 
 
@@ -121,14 +125,19 @@ def build_policies(config: Config) -> list[AnyPolicy]:
     threshold 0 is off)."""
     policies: list[AnyPolicy] = []
     if config.remind.enabled:
-        policies.append(RemindPolicy(config.remind))
+        policies.append(_mode(RemindPolicy(config.remind), config.remind.mode))
     if config.turns.enabled and config.turns.threshold > 0:
-        policies.append(TurnsPolicy(config.turns))
+        policies.append(_mode(TurnsPolicy(config.turns), config.turns.mode))
     if config.rescue.enabled:
-        policies.append(RescuePolicy(config.rescue))
+        policies.append(_mode(RescuePolicy(config.rescue), config.rescue.mode))
     if config.loops.enabled:
-        policies.append(LoopsPolicy(config.loops))
+        policies.append(_mode(LoopsPolicy(config.loops), config.loops.mode))
     return policies
+
+
+def _mode(policy: PolicyT, mode: str) -> PolicyT:
+    policy.shadow = mode == "shadow"
+    return policy
 
 
 class Guard:
@@ -146,6 +155,10 @@ class Guard:
     raises is logged and skipped; the others still run. Every action is
     logged through structlog (``guard.remind``, ...) unless ``log_actions`` is
     false; listeners hear of it either way.
+
+    A policy in shadow mode (``policy.shadow``) decides as usual, but its
+    actions are marked ``shadow`` and recorded as a context message of form
+    ``SHADOW_FORM`` that no adapter shows: it denies nothing and asks no halt.
     """
 
     def __init__(
@@ -271,6 +284,9 @@ class Guard:
                 continue
             if action is None:
                 continue
+            if policy.shadow:
+                await self._deliver(policy, msgspec.structs.replace(action, shadow=True), call)
+                continue
             await self._deliver(policy, action, call)
             if decision is None and action.action in DENYING:
                 decision = Decision.deny(action.text, policy.plugin, advice=action.advice)
@@ -290,6 +306,8 @@ class Guard:
                 _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
                 continue
             if action is not None:
+                if watch.policy.shadow:
+                    action = msgspec.structs.replace(action, shadow=True)
                 await self._deliver(watch.policy, action, result)
 
     async def _on_user_message(self, message: UserMessage) -> None:
@@ -330,7 +348,14 @@ class Guard:
         bus = self._bus
         if bus is None:
             return
-        if action.action == "remind":
+        if action.shadow:
+            source = ContextSource(
+                plugin=policy.plugin, form=SHADOW_FORM, summary=f"{action.action}: {action.tool} × {action.count}"
+            )
+            await bus.publish(
+                ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
+            )
+        elif action.action == "remind":
             source = ContextSource(plugin=policy.plugin, summary=f"{action.tool} × {action.count}")
             await bus.publish(
                 ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)

@@ -416,7 +416,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
 
     def __init__(self, config: LoopsConfig) -> None:
         self.config = config
-        self.shadow = config.mode == "shadow"
         self._calls = CallSelector(config.include, config.exclude, config.exclude_commands, config.ignored_args)
         self._interjection = Interjections(config.interjections)
         self._normalizer = ResultNormalizer(config.result_normalize)
@@ -578,7 +577,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
 
     def on_result(self, state: _AgentLoops, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         note = state.calls.pop(result.call_id, None)
-        if result.denied_by is not None:
+        if result.denied_by is not None or (self.shadow and note is not None and note.denied):
+            # in shadow mode a call this policy would have denied ran anyway:
+            # its result is not observed, so what follows is what enforcing would do
             if note is None or not note.halt:
                 return None
             signature = state.signatures.get(note.fp.digest)

@@ -47,6 +47,9 @@ class AnyPolicy(Protocol):
     @property
     def intercepts(self) -> bool: ...
 
+    @property
+    def shadow(self) -> bool: ...
+
     def watch(self) -> AnyWatch: ...
 
 
@@ -65,6 +68,9 @@ class Policy(ABC, Generic[StateT]):
 
     name: str = ""
     plugin: str = ""
+    shadow: bool = False
+    """Whether the guard records this policy's actions without delivering
+    them (``mode = "shadow"``)."""
 
     @abstractmethod
     def new_state(self) -> StateT:

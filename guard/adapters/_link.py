@@ -26,6 +26,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
+from guard.actions import SHADOW_FORM
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 
@@ -109,6 +110,8 @@ class GuardLink:
         if agent is None:
             return
         kind = type(event)
+        if kind is ContextMessage and event.source.form == SHADOW_FORM:  # type: ignore[attr-defined]
+            return  # a shadow action's record: never shown to the model
         if kind is ContextMessage or (kind is AgentStatus and event.status == "halt-requested"):  # type: ignore[attr-defined]
             link = self._links.get(agent)
             if link is not None:

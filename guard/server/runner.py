@@ -29,7 +29,7 @@ from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
 from guard.adapters.claude_hooks import default_state_dir
-from guard.config import Config, apply_environment, load_config
+from guard.config import Config, apply_environment, load_config, shadowed
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore, SessionStore
 
@@ -181,6 +181,8 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
 def _run(args: argparse.Namespace) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # one series per counter, not two
     config = apply_environment(load_config(args.config) if args.config else Config())
+    if getattr(args, "shadow", False):
+        config = shadowed(config)
     token = read_token(args.token_file) if args.token_file else None
     if args.uds is None and not is_loopback(args.host) and token is None:
         raise ServeError(
