@@ -22,7 +22,7 @@ import msgspec
 
 from bus import ToolCall, ToolResult, read_log
 from guard.actions import DENYING
-from guard.config import Config, RemindConfig, RescueConfig, TurnsConfig
+from guard.config import Config, LoopsConfig, RemindConfig, RescueConfig, TurnsConfig
 from guard.fingerprint import canonical_json, fingerprint
 from guard.guard import build_policies
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
@@ -30,6 +30,7 @@ from guard.importers import write_log as write_session_log
 from guard.verdicts import Verdict, replay_log
 
 __all__ = [
+    "LOOP_SHARE_ANCHOR",
     "NO_ASK_COMMAND",
     "AuditReport",
     "AuditTotals",
@@ -59,6 +60,11 @@ escalate (an ask the audit never makes) or halt."""
 
 _PREVIEW = 160
 
+LOOP_SHARE_ANCHOR = "MAST (Cemri et al., 2025): step repetition in 15.7 % of 1,642 multi-agent traces"
+"""The published figure an audit's share of sessions with a loop is shown
+next to: MAST's failure taxonomy found step repetition in 15.7 % of the
+1,642 multi-agent system traces it annotated."""
+
 BYTES_PER_TOKEN = 4
 """The token estimate's rule of thumb: about four bytes of English text or
 code per token for the BPE tokenizers agents' models use."""
@@ -74,13 +80,14 @@ def estimated_tokens(size: int) -> int:
 def audit_config(config: Config | None = None) -> Config:
     """The configuration an audit runs.
 
-    Without ``config``, every policy with its defaults, side by side (the
-    library default runs ``remind`` alone). With one, exactly what it enables.
+    Without ``config``, every policy with its defaults, side by side
+    (``remind``, ``turns``, ``rescue`` and ``loops``; the library default
+    runs ``remind`` alone). With one, exactly what it enables.
     Either way ``rescue`` never escalates for real (``ask_command`` is
     ``NO_ASK_COMMAND``) and writes no trip log.
     """
     if config is None:
-        config = Config(remind=RemindConfig(), turns=TurnsConfig(), rescue=RescueConfig())
+        config = Config(remind=RemindConfig(), turns=TurnsConfig(), rescue=RescueConfig(), loops=LoopsConfig())
     rescue = msgspec.structs.replace(config.rescue, ask_command=NO_ASK_COMMAND, log_file="")
     return msgspec.structs.replace(config, rescue=rescue)
 
@@ -186,6 +193,12 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
     actions: dict[str, int]
     unreadable: int
     not_transcripts: int
+    sessions_with_loops: int = 0
+
+    @property
+    def loop_share(self) -> float:
+        """The share of sessions with at least one loop, in percent."""
+        return 100 * self.sessions_with_loops / self.sessions if self.sessions else 0.0
 
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -548,4 +561,5 @@ def _totals(
         actions=dict(sorted(actions.items())),
         unreadable=len(errors),
         not_transcripts=not_transcripts,
+        sessions_with_loops=sum(1 for s in sessions if s.loops),
     )

@@ -268,13 +268,19 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
     `cat > file`): none of that may be denied. Rescue acts on OpenHands
     twice: it denies viewing the unchanged parser.c a third time, and the
     same failed ``str_replace`` (no ``old_str``) a third and fourth time; a
-    failed edit is no progress."""
+    failed edit is no progress. ``loops`` denies the third view of parser.c
+    and advises on the real failure streaks (failed ``str_replace``s, a
+    ``cd`` into a missing build directory, SWE-agent edits rejected for a
+    syntax error) and on one ``sed -n`` range read again a few calls later."""
     corpus_file("SOURCES.md")
     report = audit([CORPUS], audit_config())
     acted = {s.label.split("corpus/")[-1]: s.actions for s in report.sessions if s.actions}
     assert acted == {
-        "openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1},
-        "openhands/output.jsonl#ponylang__ponyc-4593": {"rescue:deny": 2},
+        "openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1, "loops:remind": 2, "loops:deny": 1},
+        "openhands/output.jsonl#ponylang__ponyc-4593": {"rescue:deny": 2, "loops:remind": 2},
+        "openhands/output.jsonl#ponylang__ponyc-4588": {"loops:remind": 1},
+        "mini-swe-agent/django__django-15563.traj.json": {"loops:remind": 1},
+        "swe-agent/pydicom__pydicom-1458.traj": {"loops:remind": 1},
     }
 
 
@@ -291,14 +297,16 @@ def test_each_loop_says_its_estimated_tokens_and_what_each_policy_would_have_sav
     report = audit([path])
     (loop,) = report.sessions[0].loops
     per_call = len(b'{"pattern":"x"}') + len(b"none")  # 19 bytes
-    assert {p: a.call_number for p, a in loop.first_actions.items()} == {"rescue": 3, "remind": 3, "turns": 5}
-    assert loop.saved_calls == {"remind": 3, "turns": 1, "rescue": 4}
-    assert loop.saved_tokens == {"remind": -(-3 * per_call // 4), "turns": -(-per_call // 4), "rescue": 19}
+    first = {p: a.call_number for p, a in loop.first_actions.items()}
+    assert first == {"rescue": 3, "remind": 3, "turns": 5, "loops": 3}
+    assert loop.saved_calls == {"remind": 3, "turns": 1, "rescue": 4, "loops": 4}
+    saved = {"remind": -(-3 * per_call // 4), "turns": -(-per_call // 4), "rescue": 19, "loops": 19}
+    assert loop.saved_tokens == saved
     assert (loop.wasted_calls, loop.wasted_bytes, loop.wasted_tokens) == (4, 4 * len(b"none"), 19)
     totals = report.totals
     assert (totals.wasted_tokens, totals.saved_calls, totals.saved_tokens) == (19, loop.saved_calls, loop.saved_tokens)
     as_json = json.loads(msgspec.json.encode(report))
-    assert as_json["sessions"][0]["loops"][0]["saved_calls"] == {"remind": 3, "turns": 1, "rescue": 4}
+    assert as_json["sessions"][0]["loops"][0]["saved_calls"] == {"remind": 3, "turns": 1, "rescue": 4, "loops": 4}
     assert as_json["totals"]["wasted_tokens"] == 19
 
 
@@ -309,8 +317,8 @@ def test_a_loop_no_policy_acted_on_saves_nothing(tmp_path: Path) -> None:
         session.call("Read", {"path": "a.py"}, "print(1)")
     (loop,) = audit([session.write(tmp_path / "two.jsonl")]).sessions[0].loops
     assert (loop.occurrences, loop.first_actions, loop.wasted_tokens) == (2, {}, 0)
-    assert loop.saved_calls == {"remind": 0, "turns": 0, "rescue": 0}
-    assert loop.saved_tokens == {"remind": 0, "turns": 0, "rescue": 0}
+    assert loop.saved_calls == {"remind": 0, "turns": 0, "rescue": 0, "loops": 0}
+    assert loop.saved_tokens == {"remind": 0, "turns": 0, "rescue": 0, "loops": 0}
 
 
 def test_estimated_tokens_rounds_bytes_over_four_up() -> None:
