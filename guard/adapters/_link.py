@@ -177,12 +177,21 @@ class AgentLink:
         self.halt_reason = None
         await self.bus.publish(UserMessage(agent=self.agent, text=text))
 
-    async def call(self, call_id: str, tool: str, args: Any) -> Decision:
+    async def call(self, call_id: str, tool: str, args: Any, *, hints: dict[str, bool] | None = None) -> Decision:
         """Publish the call and return the bus's decision; on a deny the
-        adapter must not run the tool, and should publish ``denied``."""
+        adapter must not run the tool, and should publish ``denied``.
+        ``hints`` are the tool's annotations where the runtime declares them
+        (MCP's ``readOnlyHint``, ...), carried on the ``tool/call``."""
         if self.step == 0:
             self.step = 1
-        call = ToolCall(agent=self.agent, call_id=call_id, step=self.step, tool=tool, args=args)
+        call = ToolCall(
+            agent=self.agent,
+            call_id=call_id,
+            step=self.step,
+            tool=tool,
+            args=args,
+            hints=hints if hints else msgspec.UNSET,
+        )
         self._calls[call_id] = call
         return await self.bus.decide(call)
 
