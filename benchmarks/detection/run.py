@@ -85,6 +85,7 @@ class Stretch(msgspec.Struct, frozen=True, kw_only=True):
     only: tuple[int, ...] = ()
     session: str | None = None
     agent: str | None = None
+    origin: str = ""
 
     @property
     def name(self) -> str:
@@ -135,7 +136,9 @@ def _call_agents(path: Path) -> dict[int, str | None]:
     return numbers
 
 
-def _logs(stretches: Iterable[Stretch], tmp: Path, corpus: Path) -> dict[tuple[str, str, str | None], _Log]:
+def _logs(
+    stretches: Iterable[Stretch], tmp: Path, corpus: Path, real: Path | None = None
+) -> dict[tuple[str, str, str | None], _Log]:
     logs: dict[tuple[str, str, str | None], _Log] = {}
     for stretch in stretches:
         key = (stretch.source, stretch.file, stretch.session)
@@ -145,6 +148,8 @@ def _logs(stretches: Iterable[Stretch], tmp: Path, corpus: Path) -> dict[tuple[s
             path = HERE / "scenarios" / stretch.file
         elif stretch.source == "repo":
             path = ROOT / "scenarios" / stretch.file
+        elif stretch.source == "real" and real is not None:
+            path = real / stretch.file
         else:
             sessions = [
                 s
@@ -198,6 +203,20 @@ class Score:
         return sum(1 for r in self._of("legit") for v in r.actions if v.action in DENYING)
 
     @property
+    def legits(self) -> int:
+        return len(self._of("legit"))
+
+    @property
+    def legit_stretches_advised(self) -> int:
+        """Legit stretches with an advisory and no denial or halt."""
+        return sum(1 for r in self._of("legit") if r.actions and all(v.action not in DENYING for v in r.actions))
+
+    @property
+    def legit_stretches_denied(self) -> int:
+        """Legit stretches with a denial or halt."""
+        return sum(1 for r in self._of("legit") if any(v.action in DENYING for v in r.actions))
+
+    @property
     def unclear_denials(self) -> int:
         return sum(1 for r in self._of("unclear") for v in r.actions if v.action in DENYING)
 
@@ -214,11 +233,23 @@ async def score(
     configs: dict[str, Config] | None = None, *, corpus: Path = CORPUS
 ) -> tuple[list[Score], list[Stretch], list[str]]:
     """Score every config in ``configs`` (default ``CONFIGS``)."""
-    configs = CONFIGS if configs is None else configs
     stretches, notes = load_labels(corpus)
+    return await score_stretches(stretches, configs, corpus=corpus), stretches, notes
+
+
+async def score_stretches(
+    stretches: list[Stretch],
+    configs: dict[str, Config] | None = None,
+    *,
+    corpus: Path = CORPUS,
+    real: Path | None = None,
+) -> list[Score]:
+    """Score every config in ``configs`` (default ``CONFIGS``) on ``stretches``;
+    ``real`` is the folder the ``real`` stretches' logs are read from."""
+    configs = CONFIGS if configs is None else configs
     scores: list[Score] = []
     with tempfile.TemporaryDirectory(prefix="rtg-detection-") as tmp:
-        logs = _logs(stretches, Path(tmp), corpus)
+        logs = _logs(stretches, Path(tmp), corpus, real)
         for name, config in configs.items():
             results: list[StretchResult] = []
             elsewhere = 0
@@ -234,7 +265,7 @@ async def score(
                     results.append(StretchResult(stretch, actions, wasted))
                 elsewhere += sum(1 for v in outcome.verdicts if id(v) not in claimed)
             scores.append(Score(name, results, elsewhere))
-    return scores, stretches, notes
+    return scores
 
 
 def table(scores: list[Score]) -> str:

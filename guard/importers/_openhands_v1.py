@@ -60,10 +60,15 @@ def is_event_file(path: Path) -> bool:
     return _EVENT_FILE.match(path.name) is not None
 
 
+_STORES = frozenset({"event_service"})  # the agent server's folder inside a conversation
+
+
 def conversation_of(path: Path) -> Path:
     """The conversation an event file belongs to: the folder holding
-    ``events/``, or the flat folder of event files itself."""
-    return path.parent.parent if path.parent.name == "events" else path.parent
+    ``events/`` (or, for the agent server, holding ``event_service/events/``),
+    or the flat folder of event files itself."""
+    folder = path.parent.parent if path.parent.name == "events" else path.parent
+    return folder.parent if folder.name in _STORES else folder
 
 
 def is_later_event_file(path: Path) -> bool:

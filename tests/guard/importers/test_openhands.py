@@ -326,6 +326,23 @@ def test_v1_conversation_folder_is_one_session_from_its_first_event(tmp_path: Pa
     assert session.report.skipped == {"invalid-json": 1}
 
 
+def test_agent_server_conversation_is_named_for_the_conversation(tmp_path: Path) -> None:
+    """The agent server keeps events under ``<conversation>/event_service/events/``:
+    the session is the conversation, not its ``event_service`` folder."""
+    conversation = tmp_path / "conversations" / "5b0d7e2c9f4a4e1b"
+    folder = conversation / "event_service" / "events"
+    folder.mkdir(parents=True)
+    (conversation / "event_service" / "base_state.json").write_text(json.dumps({"id": "5b0d7e2c9f4a4e1b"}))
+    for index, event in enumerate(_v1_conversation()):
+        (folder / f"event-{index:05d}-{event['id'][:8]}-aaaa.json").write_text(json.dumps(event))
+    first = folder / "event-00000-00000000-aaaa.json"
+    assert not belongs_to_session(first)
+    assert belongs_to_session(conversation / "event_service" / "base_state.json")
+    (session,) = open_sessions(first)
+    assert (session.session, session.label) == ("5b0d7e2c9f4a4e1b", str(conversation))
+    assert len(calls(list(session.events()))) == 6
+
+
 def test_v1_events_as_a_json_list(tmp_path: Path) -> None:
     path = tmp_path / "conversation.json"
     path.write_text(json.dumps(_v1_conversation()[2:]))
