@@ -334,6 +334,7 @@ class LoopsToolConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     deny_at: int | None = None
     error_at: int | None = None
     error_deny_at: int | None = None
+    streak_deny_at: int | None = None
     transient_at: int | None = None
     transient_deny_at: int | None = None
     grind_at: int | None = None
@@ -351,6 +352,7 @@ class LoopsToolConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
             ("deny_at", 2),
             ("error_at", 2),
             ("error_deny_at", 0),
+            ("streak_deny_at", 0),
             ("transient_at", 2),
             ("transient_deny_at", 0),
             ("grind_at", 0),
@@ -386,6 +388,7 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     requested_repeats: bool = True
     error_at: int = 3
     error_deny_at: int = 5
+    streak_deny_at: int = 8
     error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
     transient_errors: tuple[str, ...] = (
         r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "
@@ -494,6 +497,10 @@ class LoopsConfig(_Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         if self.error_deny_at and self.error_deny_at <= self.error_at:
             rule = f"must be 0 (never deny) or more than loops.error_at ({self.error_at})"
             raise ConfigError("loops.error_deny_at", self.error_deny_at, rule)
+        _check_int("loops.streak_deny_at", self.streak_deny_at, 0)
+        if self.streak_deny_at and self.streak_deny_at <= self.error_at:
+            rule = f"must be 0 (never deny) or more than loops.error_at ({self.error_at})"
+            raise ConfigError("loops.streak_deny_at", self.streak_deny_at, rule)
         _check_int("loops.poll_nudge_at", self.poll_nudge_at, 2)
         _check_int("loops.poll_nudge_every", self.poll_nudge_every, 1)
         _check_positive_list("loops.poll_waits", self.poll_waits)

@@ -29,7 +29,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
   its ``error_deny_at``-th attempt is denied (a retry that then succeeds is
   left alone). The same tool failing with the same kind of error
   (``guard.normalize.error_kind``) ``error_at`` times in a row, with
-  whatever arguments, draws an advisory, and from ``error_deny_at`` failures
+  whatever arguments, draws an advisory, and from ``streak_deny_at`` failures
   its further calls are denied until one of its calls succeeds. A failure
   is the result's error flag or a result matching ``error_results`` (the
   ``ERROR:`` text some runtimes use instead of the flag).
@@ -232,6 +232,7 @@ class _Rules:
         "mutating",
         "poll_deny_after",
         "poll_nudge_at",
+        "streak_deny_at",
         "transient_at",
         "transient_deny_at",
     )
@@ -244,6 +245,7 @@ class _Rules:
         self.deny_at = pick("deny_at")
         self.error_at = pick("error_at")
         self.error_deny_at = pick("error_deny_at")
+        self.streak_deny_at = pick("streak_deny_at")
         self.transient_at = pick("transient_at")
         self.transient_deny_at = pick("transient_deny_at")
         self.grind_at = pick("grind_at")
@@ -540,13 +542,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
         streak = state.streaks.get(_streak_key(call.tool, call.args))
         if (
             streak is not None
-            and rules.error_deny_at
-            and streak[1] >= rules.error_deny_at
+            and rules.streak_deny_at
+            and streak[1] >= rules.streak_deny_at
             and not self._decayed(streak[2], call.ts)
         ):
             kind, count, _ = streak
             body = _STREAK_DENIAL.format(tool=call.tool, count=count, kind=kind or "(no message)")
-            return body, count, rules.error_deny_at
+            return body, count, rules.streak_deny_at
         writing = self._writing(call.tool, call.args, rules)
         if writing is not None:
             target = write_target(call.args, by_tool=writing == "edit")
@@ -607,10 +609,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
                 rewrite = times > 1
                 state.writes[target] = (fp.digest, times)
-            opener = fp.digest if progress == "edit" else None
-            if not rewrite and (opener is None or opener != state.opener):
+            # the same edit made again right away changes nothing: it opens no new epoch
+            opener = fp.digest
+            if not rewrite and opener != state.opener:
                 state.new_epoch(opener)
-                if opener is not None and tracked:
+                if tracked:
                     self._observe(state, result, fp, self._normalizer.shape(result.content), False, False)
                 return None
         if not tracked:
@@ -656,7 +659,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             kind, streak, _ = state.streaks[streak_key]
             if streak == rules.error_at and kind:
                 text = _STREAK_ADVICE.format(
-                    tool=result.tool, count=streak, kind=kind, deny_at=rules.error_deny_at or "more"
+                    tool=result.tool, count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
                 )
                 return self._action("remind", result, streak, text, rules.error_at)
             return None

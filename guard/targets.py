@@ -78,17 +78,30 @@ def call_target(args: Any) -> str | None:
     return target
 
 
+# Writes whose content is the command's own text: a heredoc into cat or tee, or one echo/printf.
+_LITERAL_HEREDOC = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:cat|tee)\b[^|;&]*<<")
+_LITERAL_ECHO = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:echo|printf)\s[^|;&`$\n]*>>?\s*[^\s;&|<>]+\s*$")
+
+
 def write_target(args: Any, *, by_tool: bool) -> str | None:
-    """The file a writing call writes: for an editing tool's call
-    (``by_tool``) the file its arguments name, for a shell command the last
-    file it redirects or ``tee``s to; ``None`` when it names none."""
+    """The file a writing call writes, when the call alone says what it
+    writes: for an editing tool's call (``by_tool``) the file its arguments
+    name; for a shell command, a heredoc into ``cat``/``tee`` or a single
+    ``echo``/``printf``, the file it redirects or ``tee``s to. ``None``
+    otherwise (``git diff > patch.txt`` writes what ``git diff`` says, which
+    the command's text does not fix)."""
     if by_tool:
         return _named(args)
     command = shell_command(args)
     if command is None:
         return None
-    if "<<" in command:  # a heredoc: its body is data, the target is on the first line
-        command = command.split("\n", 1)[0]
+    first = command.split("\n", 1)[0]
+    if "<<" in first:  # a heredoc: its body is data, the target is on the first line
+        if not _LITERAL_HEREDOC.match(first):
+            return None
+        command = first
+    elif not _LITERAL_ECHO.match(command):
+        return None  # what it writes is some program's output, not the command's own text
     found = _WRITES.findall(command)
     targets = [name for _, name in found if name != "/dev/null"]
     return targets[-1] if targets else None

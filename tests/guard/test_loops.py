@@ -141,7 +141,7 @@ async def test_two_failures_then_success_is_left_alone(make: Make, anyio_backend
 
 
 async def test_the_same_error_kind_with_varying_arguments_is_a_streak(make: Make, anyio_backend: str) -> None:
-    run = make()
+    run = make(streak_deny_at=5)
     for n in range(6):
         await run.do("search_code", {"q": n}, f"Error: tool 'search_code' not found ({n})", is_error=True)
     assert run.actions == [(3, "remind"), (6, "deny")]
@@ -161,7 +161,7 @@ async def test_error_text_without_the_flag_is_a_failure(make: Make, anyio_backen
 
 
 async def test_a_success_ends_the_streak_and_streak_denial_can_be_off(make: Make, anyio_backend: str) -> None:
-    run = make(error_deny_at=0)
+    run = make(error_deny_at=0, streak_deny_at=0)
     for n in range(7):
         await run.do("tool", {"n": n}, "Error: broken", is_error=True)
     assert run.actions == [(3, "remind")]

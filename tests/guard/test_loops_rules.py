@@ -168,11 +168,27 @@ async def test_siblings_cancelled_by_a_failure_are_not_failures(make: Make, anyi
 async def test_the_same_heredoc_written_again_is_no_progress(make: Make, anyio_backend: str) -> None:
     run = make()
     write = {"command": "cat > fix.patch <<'EOF'\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\nEOF"}
-    for _ in range(3):
+    for n in range(3):
         await run.do("Bash", write, "")
+        await run.do("Edit", {"file_path": "notes.md", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
         await run.do("Bash", {"command": "git apply fix.patch"}, "error: patch failed: x.py:1", is_error=True)
-    assert (5, "deny") in run.actions
-    assert "same content to fix.patch" in run.texts[[n for n, _ in run.actions].index(5)]
+    assert run.actions == [(7, "deny")]
+    assert "same content to fix.patch" in run.texts[0]
+
+
+async def test_the_same_shell_edit_right_away_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(4):
+        await run.do("bash", {"command": "sed -i 's/return mmsubsup/return mmsubsup/' mathml.py"}, "")
+    assert run.actions == [(3, "deny"), (4, "deny")]
+
+
+async def test_output_written_by_a_program_is_not_a_rewrite(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        await run.do("Bash", {"command": "git diff > patch.txt && cat patch.txt"}, f"diff {n}")
+        await run.do("Edit", {"file_path": "a.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+    assert run.actions == []
 
 
 async def test_a_different_write_in_between_makes_the_same_write_progress(make: Make, anyio_backend: str) -> None:

@@ -798,7 +798,7 @@ async def _loops_cycle_and_error_streak(s: Script) -> None:
     """A two-call cycle draws one advisory, then its third round is denied;
     a "Done" from the user changes nothing. Then an unknown tool is called
     with new arguments each time: an advisory at the third failure, denial
-    from the fifth."""
+    once eight have failed."""
     await s.start("main")
     await s.user("main", "why does the service not start?")
     for _ in range(2):
@@ -806,7 +806,7 @@ async def _loops_cycle_and_error_streak(s: Script) -> None:
         await s.call("main", "read", {"path": "service.log"}, "ERROR bind: address in use")
     await s.user("main", "Done")
     await s.call("main", "ls", {}, "app.py service.log")
-    for n in range(6):
+    for n in range(9):
         await s.call("main", "search_code", {"q": f"bind {n}"}, f"Error: unknown tool search_code ({n})", is_error=True)
 
 
