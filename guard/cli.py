@@ -24,7 +24,7 @@ import msgspec
 
 from bus import LogError, open_regular
 from guard._text import one_line
-from guard.config import Config, ConfigError, load_config, shadowed
+from guard.config import PRESETS, Config, ConfigError, load_config, shadowed
 
 if TYPE_CHECKING:
     import structlog
@@ -324,7 +324,9 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
     argv.append("hook")
     if args.config:
         _load(args.config)
-        argv += ["--config", str(Path(args.config).absolute())]
+        argv += ["--config", args.config if args.config in PRESETS else str(Path(args.config).absolute())]
+    if args.shadow:
+        argv.append("--shadow")
     if args.state_dir:
         argv += ["--state-dir", str(Path(args.state_dir).absolute())]
     sys.stdout.write(json.dumps(hook_settings(argv), indent=2) + "\n")
@@ -470,6 +472,7 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "have it), and when it cannot run Claude Code shows you a message saying the guard is off.",
     )
     settings.add_argument("--config", metavar="FILE", help="a config file the hook should use")
+    settings.add_argument("--shadow", action="store_true", help="the hook runs in shadow mode (hook --shadow)")
     settings.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
     settings.set_defaults(run=_cmd_hook_settings)
 
