@@ -5,27 +5,30 @@ per its enabled policies, reminds the model, denies the repeated call, or
 escalates. See ``docs/`` for the policies and their configuration.
 """
 
-from guard.actions import DENYING, Action, ActionKind, action_for
-from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
+from guard.actions import DENYING, SHADOW_FORM, Action, ActionKind, action_for
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, LOOPS_INTERJECTIONS, CallSelector, Interjections
 from guard.config import (
     PRESETS,
     RECOMMENDED,
+    SHADOW_ENV,
     TURNS_THRESHOLD_ENV,
     Config,
     ConfigError,
     LoopsConfig,
+    LoopsToolConfig,
     RemindConfig,
     RescueConfig,
     TurnsConfig,
     apply_environment,
     load_config,
     parse_config,
+    shadowed,
 )
 from guard.escalation import ASK_MODEL_ENV, AskCommand, AskOutcome
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import ActionListener, Guard, build_policies
 from guard.loops import LOOPS_PLUGIN, LoopsPolicy
-from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
 from guard.patterns import (
     PATTERN_INPUT_LIMIT,
     CommandPatterns,
@@ -53,12 +56,15 @@ __all__ = [
     "DENYING",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
+    "LOOPS_INTERJECTIONS",
     "LOOPS_PLUGIN",
     "PATTERN_INPUT_LIMIT",
     "PRESETS",
     "RECOMMENDED",
     "REDACTED",
     "RESCUE_PLUGIN",
+    "SHADOW_ENV",
+    "SHADOW_FORM",
     "TURNS_ADVISORY",
     "TURNS_DENIAL",
     "TURNS_HALT_REASON",
@@ -82,6 +88,7 @@ __all__ = [
     "Interjections",
     "LoopsConfig",
     "LoopsPolicy",
+    "LoopsToolConfig",
     "PatternError",
     "Policy",
     "Redactor",
@@ -93,6 +100,7 @@ __all__ = [
     "RescueConfig",
     "RescuePolicy",
     "ResultNormalizer",
+    "Shape",
     "StateT",
     "ToolFilter",
     "Trip",
@@ -110,10 +118,12 @@ __all__ = [
     "canonical_json",
     "compile_regex",
     "detect_loop",
+    "error_head",
     "error_kind",
     "fingerprint",
     "load_config",
     "parse_config",
     "replay_log",
+    "shadowed",
     "summarize_result",
 ]

@@ -560,8 +560,9 @@ _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
 def _lookup(data: Any, path: str) -> Any:
-    """The value at a msgspec error path such as ``.remind.thresholds[1]``."""
-    for name, index in _STEP.findall(path):
+    """The value at a msgspec error path such as ``.remind.thresholds[1]``;
+    for a path through a table's keys (``.loops.tools[...].kind``), the table."""
+    for name, index in _STEP.findall(path.split("[...]", 1)[0]):
         data = data[name] if name else data[int(index)]
     return data
 

@@ -335,3 +335,56 @@ async def test_a_background_job_polled_until_it_completes_is_left_alone(make: Ma
             seconds=5,
         )
     assert run.actions == []
+
+
+async def test_hints_without_a_read_only_hint_and_an_explicit_setting_leave_the_rules(
+    make: Make, anyio_backend: str
+) -> None:
+    policy_config = parse_config({"loops": {"tools": {"create_*": {"mutating": False}}}}).loops
+    from guard import LoopsPolicy
+
+    policy = LoopsPolicy(policy_config)
+    assert policy.rules("create_ticket", {"readOnlyHint": False}).mutating is False
+    assert policy.rules("ping", {"idempotentHint": True}) is policy.rules("ping")
+    for n in range(4100):  # the memo is bounded; a tool past its limit is still judged
+        policy.rules(f"tool_{n}")
+    assert policy.rules("tool_4099").deny_at == policy_config.deny_at
+
+
+async def test_ignored_args_of_one_tool_and_paging_by_kind(make: Make, anyio_backend: str) -> None:
+    tools = parse_config(
+        {"loops": {"tools": {"Bash": {"ignored_args": ["timeout"]}, "viewer_*": {"kind": "paging"}}}}
+    ).loops.tools
+    run = make(tools=tools)
+    for n in range(3):
+        await run.do("Bash", {"command": "make", "timeout": 60 + n}, "up to date")
+    for _ in range(5):
+        await run.do("viewer_next", {}, "[page]")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_grind_can_be_off(make: Make, anyio_backend: str) -> None:
+    run = make(grind_at=0)
+    for word in ("a", "b", "c", "d", "e"):
+        await run.do("Bash", {"command": f"grep -c {word} src/app.py"}, "0")
+    assert run.actions == []
+
+
+async def test_an_echo_written_again_is_a_rewrite(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(3):
+        await run.do("Bash", {"command": "echo 'x = 1' > cfg.py"}, "")
+        await run.do("Edit", {"file_path": "b.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+    assert run.actions == [(5, "deny")]
+    run = make()
+    for n in range(3):
+        await run.do("Bash", {"command": "python - <<'EOF' > out.txt\nprint(1)\nEOF"}, "")
+        await run.do("Edit", {"file_path": "b.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+    assert run.actions == []
+
+
+async def test_raw_string_arguments_are_judged_as_usual(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("shell", "ls -la {", "a b")
+    assert run.actions == [(3, "deny")]

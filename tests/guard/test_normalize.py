@@ -129,3 +129,28 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
 def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
     noise = "\n".join(f"line {n}" for n in range(500))
     assert error_kind(noise + "\nfatal: boom") == "line #"
+
+
+def test_a_counter_is_one_number_grown_by_one() -> None:
+    shape = ResultNormalizer().shape
+    assert shape("tick 6 of 9").counts_on(shape("tick 5 of 9"))
+    assert not shape("tick 6 of 10").counts_on(shape("tick 5 of 9"))
+    assert not shape("tick 5 of 9").counts_on(shape("tick 5 of 9"))
+    assert not shape("tock 6").counts_on(shape("tick 5"))
+    assert not shape("1 2").counts_on(shape("1"))
+    big = "x" * 9000
+    assert shape(f"tick 2\n{big}\nend").counts_on(shape(f"tick 1\n{big}\nend"))
+
+
+def test_an_error_report_is_cut_after_what_failed() -> None:
+    from guard import error_head
+
+    noisy = "fatal: not a git repository\nhint: run git init\n"
+    assert error_head(noisy) == "fatal: not a git repository\n"
+    assert (
+        error_head("Traceback (most recent call last):\n  File 'x'\n")
+        == "Traceback (most recent call last):\n  File 'x'\n"
+    )
+    skipped = "---\n" * 250 + "error: late"
+    assert error_head(skipped) == skipped
+    assert error_head("all good\nerror: later") == "all good\nerror: later"
