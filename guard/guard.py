@@ -90,6 +90,7 @@ class _ActionLog:
 
     def action(self, action: Action) -> None:
         if self._current():
+            extra = {"shadow": True} if action.shadow else {}
             self._bound.info(
                 f"guard.{action.action}",
                 policy=action.policy,
@@ -97,7 +98,7 @@ class _ActionLog:
                 tool=action.tool,
                 count=action.count,
                 threshold=action.threshold,
-                shadow=action.shadow,
+                **extra,
             )
 
 
