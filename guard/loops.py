@@ -58,7 +58,7 @@ from guard.normalize import ResultNormalizer, Shape, error_head, error_kind
 from guard.patterns import CommandPatterns, RegexSet, ToolFilter, compile_regex, shell_command
 from guard.policy import Policy
 from guard.progress import ProgressRule, loose_tool_name
-from guard.targets import call_target, shell_program, write_target
+from guard.targets import call_target, names_file, shell_program, write_target
 
 __all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "asks_to_repeat", "requested_repeats"]
 
@@ -631,6 +631,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 same = previous is not None and previous[0] == kind and not self._decayed(previous[2], result.ts)
                 streak = previous[1] + 1 if same and previous is not None else 1
                 state.streaks[streak_key] = (kind, streak, result.ts)
+        elif not poll and names_file(result.args):
+            shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
+            state.streaks.pop(streak_key, None)
         else:
             shape = self._normalizer.shape(error_head(result.content))
             state.streaks.pop(streak_key, None)

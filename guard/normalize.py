@@ -124,6 +124,14 @@ class ResultNormalizer:
         hasher.update(_DIGITS.sub("#", normalized).encode("utf-8", "surrogatepass"))
         return Shape(digest, hasher.digest(), numbers)
 
+    @staticmethod
+    def exact(text: str) -> Shape:
+        """``text`` compared exactly, with no counter: a file's content,
+        where any change, a number or a date included, is a change."""
+        hasher = blake2b(digest_size=16)
+        hasher.update(text.encode("utf-8", "surrogatepass"))
+        return Shape(hasher.digest(), b"", ())
+
 
 class Shape:
     """A result as ``loops`` compares it: ``digest`` of the normalised

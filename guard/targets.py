@@ -15,7 +15,7 @@ from typing import Any
 
 from guard.patterns import shell_command
 
-__all__ = ["PATH_ARGS", "call_target", "shell_program", "write_target"]
+__all__ = ["PATH_ARGS", "call_target", "names_file", "shell_program", "write_target"]
 
 PATH_ARGS: tuple[str, ...] = (
     "file_path",
@@ -63,6 +63,17 @@ def _named(args: Any) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()
     return None
+
+
+def names_file(args: Any) -> bool:
+    """Whether a call is a tool's call on a file it names (a ``path`` or
+    ``file_path`` argument, not a URL, and no shell command beyond a one-word
+    sub-command such as ``view``): what it returns is that file's content."""
+    target = _named(args)
+    if target is None or "://" in target:
+        return False
+    command = shell_command(args)
+    return command is None or not any(c.isspace() for c in command.strip())
 
 
 def call_target(args: Any) -> str | None:

@@ -388,3 +388,14 @@ async def test_raw_string_arguments_are_judged_as_usual(make: Make, anyio_backen
     for _ in range(3):
         await run.do("shell", "ls -la {", "a b")
     assert run.actions == [(3, "deny")]
+
+
+async def test_a_file_read_is_compared_exactly(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        # changed by something the guard does not see (a formatter, another process): fresh contents each time
+        await run.do("Read", {"file_path": "VERSION"}, f"version = {n + 4}\nbuilt 2026-11-30T10:0{n}:00Z\n")
+    assert run.actions == []
+    for _ in range(3):
+        await run.do("Read", {"file_path": "setup.cfg"}, "[metadata]\nname = app\n")
+    assert run.actions == [(7, "deny")]

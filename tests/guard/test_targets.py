@@ -48,3 +48,13 @@ def test_a_write_counts_only_when_the_command_text_is_the_content(command: str, 
 def test_an_editing_tool_writes_the_file_it_names() -> None:
     assert write_target({"file_path": "a.py", "content": "x"}, by_tool=True) == "a.py"
     assert write_target({"content": "x"}, by_tool=False) is None
+
+
+def test_a_tool_names_a_file_when_it_reads_one() -> None:
+    from guard.targets import names_file
+
+    assert names_file({"file_path": "a.py"})
+    assert names_file({"command": "view", "path": "/w/a.py"})
+    assert not names_file({"command": "grep -n x a.py", "path": "a.py"})
+    assert not names_file({"url": "https://x.example/a"})
+    assert not names_file({"query": "x"})
