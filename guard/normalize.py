@@ -68,6 +68,7 @@ _BLANK_RUNS = compile_regex(r"\n{3,}")
 _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 _DIGITS = re.compile(r"[0-9]+")
 _COUNTED = 32
+_COUNTED_CHARS = 2048
 _HEAD = 4096
 _TAIL = 4096
 
@@ -110,19 +111,28 @@ class ResultNormalizer:
         return hasher.digest()
 
     def shape(self, text: str) -> Shape:
-        """``text``'s digest (as ``digest``), and the digest of its
-        normalised form with every number taken out, with those numbers:
-        two results of one shape differ in their numbers only, which is how
-        a counter (``tick 4``, ``tick 5``) is told from a change."""
-        digest = self.digest(text)
-        if len(text) > _HEAD + _TAIL:
-            normalized = self.normalize(text[:_HEAD]) + "\x00\x01" + text[_HEAD:-_TAIL] + self.normalize(text[-_TAIL:])
-        else:
-            normalized = self.normalize(text)
-        numbers = tuple(int(n) for n in _DIGITS.findall(normalized[: _HEAD * 2])[:_COUNTED] if len(n) < 19)
+        """``text``'s digest (as ``digest``), and for a short result (up to
+        ``_COUNTED_CHARS`` once normalised) the digest of its normalised form
+        with every number taken out, with those numbers: two results of one
+        shape differ in their numbers only, which is how a counter (``tick
+        4``, ``tick 5``) is told from a change. Normalises once."""
         hasher = blake2b(digest_size=16)
-        hasher.update(_DIGITS.sub("#", normalized).encode("utf-8", "surrogatepass"))
-        return Shape(digest, hasher.digest(), numbers)
+        if len(text) > _HEAD + _TAIL:
+            hasher.update(self.normalize(text[:_HEAD]).encode("utf-8", "surrogatepass"))
+            hasher.update(b"\x00\x01")
+            hasher.update(text[_HEAD:-_TAIL].encode("utf-8", "surrogatepass"))
+            hasher.update(b"\x00\x01")
+            hasher.update(self.normalize(text[-_TAIL:]).encode("utf-8", "surrogatepass"))
+            digest = hasher.digest()
+            return Shape(digest, digest, ())
+        normalized = self.normalize(text)
+        hasher.update(normalized.encode("utf-8", "surrogatepass"))
+        digest = hasher.digest()
+        if len(normalized) > _COUNTED_CHARS:
+            return Shape(digest, digest, ())
+        numbers = tuple(int(n) for n in _DIGITS.findall(normalized)[:_COUNTED] if len(n) < 19)
+        skeleton = blake2b(_DIGITS.sub("#", normalized).encode("utf-8", "surrogatepass"), digest_size=16)
+        return Shape(digest, skeleton.digest(), numbers)
 
     @staticmethod
     def exact(text: str) -> Shape:

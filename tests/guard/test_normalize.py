@@ -138,8 +138,11 @@ def test_a_counter_is_one_number_grown_by_one() -> None:
     assert not shape("tick 5 of 9").counts_on(shape("tick 5 of 9"))
     assert not shape("tock 6").counts_on(shape("tick 5"))
     assert not shape("1 2").counts_on(shape("1"))
+    long = "x" * 3000  # a long result is compared whole: no counter in it
+    assert not shape(f"tick 2\n{long}").counts_on(shape(f"tick 1\n{long}"))
     big = "x" * 9000
-    assert shape(f"tick 2\n{big}\nend").counts_on(shape(f"tick 1\n{big}\nend"))
+    assert shape(f"took 1s\n{big}\nend").digest == shape(f"took 2s\n{big}\nend").digest
+    assert not shape(f"tick 2\n{big}\nend").counts_on(shape(f"tick 1\n{big}\nend"))
 
 
 def test_an_error_report_is_cut_after_what_failed() -> None:
