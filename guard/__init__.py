@@ -5,21 +5,24 @@ per its enabled policies, reminds the model, denies the repeated call, or
 escalates. See ``docs/`` for the policies and their configuration.
 """
 
-from guard.actions import Action, ActionKind, action_for
-from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
+from guard.actions import SHADOW_FORM, Action, ActionKind, action_for
+from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, LOOPS_INTERJECTIONS
 from guard.config import (
     PRESETS,
     RECOMMENDED,
+    SHADOW_ENV,
     TURNS_THRESHOLD_ENV,
     Config,
     ConfigError,
     LoopsConfig,
+    LoopsToolConfig,
     RemindConfig,
     RescueConfig,
     TurnsConfig,
     apply_environment,
     load_config,
     parse_config,
+    shadowed,
 )
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.guard import ActionListener, Guard
@@ -41,11 +44,14 @@ __all__ = [
     "DEFAULT_RESULT_NORMALIZE",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
+    "LOOPS_INTERJECTIONS",
     "LOOPS_PLUGIN",
     "PRESETS",
     "RECOMMENDED",
     "REDACTED",
     "RESCUE_PLUGIN",
+    "SHADOW_ENV",
+    "SHADOW_FORM",
     "TURNS_ADVISORY",
     "TURNS_DENIAL",
     "TURNS_HALT_REASON",
@@ -65,6 +71,7 @@ __all__ = [
     "History",
     "LoopsConfig",
     "LoopsPolicy",
+    "LoopsToolConfig",
     "Policy",
     "Redactor",
     "RemindConfig",
@@ -83,4 +90,5 @@ __all__ = [
     "load_config",
     "parse_config",
     "replay_log",
+    "shadowed",
 ]

@@ -30,6 +30,7 @@ from guard.policies.registry import build_policies
 from guard.verdicts import Verdict, replay_log
 
 __all__ = [
+    "LOOP_SHARE_ANCHOR",
     "NO_ASK_COMMAND",
     "AuditReport",
     "AuditTotals",
@@ -58,6 +59,11 @@ MARKS = {"remind": "remind", "deny": "deny", "rescue": "escalate", "escalation-f
 escalate (an ask the audit never makes) or halt."""
 
 _PREVIEW = 160
+
+LOOP_SHARE_ANCHOR = "MAST (Cemri et al., 2025): step repetition in 15.7 % of 1,642 multi-agent traces"
+"""The published figure an audit's share of sessions with a loop is shown
+next to: MAST's failure taxonomy found step repetition in 15.7 % of the
+1,642 multi-agent system traces it annotated."""
 
 BYTES_PER_TOKEN = 4
 """The token estimate's rule of thumb: about four bytes of English text or
@@ -187,6 +193,12 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
     actions: dict[str, int]
     unreadable: int
     not_transcripts: int
+    sessions_with_loops: int = 0
+
+    @property
+    def loop_share(self) -> float:
+        """The share of sessions with at least one loop, in percent."""
+        return 100 * self.sessions_with_loops / self.sessions if self.sessions else 0.0
 
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -549,4 +561,5 @@ def _totals(
         actions=dict(sorted(actions.items())),
         unreadable=len(errors),
         not_transcripts=not_transcripts,
+        sessions_with_loops=sum(1 for s in sessions if s.loops),
     )

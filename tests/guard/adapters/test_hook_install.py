@@ -68,7 +68,7 @@ def test_http_settings_point_each_cli_at_its_route(capsys: pytest.CaptureFixture
     assert forward.startswith("curl -sSf --max-time 10 ")
     assert '-H "Authorization: Bearer $T" http://127.0.0.1:8787/hooks/codex || printf' in forward
     assert main(["hook-settings", "--http", "http://x", "--config", "recommended"]) == 2
-    assert "the server's own --config and --state-dir apply" in capsys.readouterr().err
+    assert "the server's own --config, --shadow and --state-dir apply" in capsys.readouterr().err
 
 
 def test_install_merges_backs_up_is_idempotent_and_uninstalls(
