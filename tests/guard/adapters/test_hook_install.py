@@ -48,6 +48,14 @@ def test_each_cli_gets_its_events_and_one_fail_open_command(
     assert matchers == ({None} if agent == "codex" else {None, "*"})
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
+def test_a_shadow_hook_is_passed_shadow(capsys: pytest.CaptureFixture[str], agent: str) -> None:
+    (command,) = commands(printed(capsys, "--agent", agent, "--config", "recommended", "--shadow"))
+    assert command.split(" || ")[0].endswith("--config recommended --shadow")
+    assert main(["hook-settings", "--http", "http://x", "--shadow"]) == 2
+    assert "--shadow" in capsys.readouterr().err
+
+
 def test_claude_codes_events_are_its_runtimes() -> None:
     assert CLAUDE_CODE.events == HOOK_EVENTS
 
