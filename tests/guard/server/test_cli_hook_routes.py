@@ -84,7 +84,8 @@ def test_codex_mcp_tool_hooks_get_the_command_hooks_answers(served: Served, tmp_
 
 
 def test_mcp_errors_are_json_rpc_errors_and_a_bad_payload_a_tool_error(served: Served) -> None:
-    assert served.post("/mcp", content=b"{oops").json()["error"]["code"] == -32700
+    not_json = served.post("/mcp", content=b"{oops", headers={"content-type": "application/json"})
+    assert not_json.json()["error"]["code"] == -32700
     assert served.post("/mcp", [1]).json()["error"]["code"] == -32600
     assert rpc(served, "resources/list")["error"]["code"] == -32601
     assert rpc(served, "tools/call", {"name": "other"})["error"]["message"] == (
