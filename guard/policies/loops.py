@@ -78,6 +78,7 @@ __all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "asks_to_repeat", "requested_repeats"]
 LOOPS_PLUGIN = "loop-detector"
 
 _PREVIEW = 300
+_NOTHING_FOUND_CHARS = 120
 _FAILED = b"\x00failed"
 _TRANSIENT = b"\x00transient"
 
@@ -513,6 +514,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     )
     grind_at: int = 4
     grind_deny_at: int = 0
+    nothing_found: tuple[str, ...] = (
+        r"(?i)^\W*(?:no (?:files?|matches|match|results?|entries|items|lines|output)(?: (?:were |was )?found)?|"
+        r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)\W*$",
+    )
     decay_seconds: int = 900
     paging_tools: tuple[str, ...] = ("*scroll*", "*page_down*", "*page_up*", "*next_page*", "*paginate*", "*load_more*")
     paging_args: tuple[str, ...] = (
@@ -584,6 +589,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
             "error_results",
             "transient_errors",
             "cancelled_results",
+            "nothing_found",
             "paging_values",
             "result_normalize",
             "poll_commands",
@@ -664,6 +670,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._error_results = [compile_regex(p) for p in config.error_results]
         self._transient = RegexSet(config.transient_errors, setting="loops.transient_errors")
         self._cancelled = RegexSet(config.cancelled_results, setting="loops.cancelled_results")
+        self._nothing_found = RegexSet(config.nothing_found, setting="loops.nothing_found")
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
@@ -914,21 +921,27 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return self._action("remind", result, count, text, self.config.advise_at)
         return None
 
+    def _found_nothing(self, content: str) -> bool:
+        """A search's whole answer is that it found nothing (``nothing_found``)."""
+        return (
+            len(content) <= _NOTHING_FOUND_CHARS and bool(self._nothing_found) and self._nothing_found.search(content)
+        )
+
     def _grind(
         self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, rules: _Rules
     ) -> Action | None:
         """Count a successful result against its target's run: the same
         target (program, file or URL) answering the same thing to other
         arguments. Arguments that differ only in paging arguments (offset,
-        cursor, page, ...) are paging, not a grind; an empty result is no
-        answer at all."""
+        cursor, page, ...) are paging, not a grind; an empty result, or one
+        saying only that nothing was found, is no answer at all."""
         if not rules.grind_at:
             return None
         target = call_target(result.args)
         if target is None:
             return None  # nothing named to grind on: an action tool's "ok" to new arguments is no answer
         key = (result.tool, target)
-        if digest == self._empty:
+        if digest == self._empty or self._found_nothing(result.content):
             state.grinds.pop(key, None)
             return None
         paged = fingerprint(result.tool, result.args, self._paging_args).digest

@@ -245,6 +245,18 @@ async def test_empty_results_and_unnamed_targets_are_no_grind(make: Make, anyio_
     assert run.actions == []
 
 
+async def test_a_search_finding_nothing_under_new_patterns_is_no_grind(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for pattern in ("**/Cargo.toml", "**/pyproject.toml", "**/biome.json", "**/turbo.json", "**/moon.yml"):
+        await run.do("glob", {"pattern": pattern, "path": "/repo"}, "No files found")
+    for word in ("load", "save", "parse", "dump", "read"):
+        await run.do("Grep", {"pattern": word, "path": "src"}, "No matches found")
+    assert run.actions == []
+    for word in ("load", "save", "parse", "dump"):
+        await run.do("Grep", {"pattern": word, "path": "src"}, "src/app.py:1: import x")
+    assert run.actions == [(14, "remind")], "an answer that is found content still grinds"
+
+
 async def test_gemini_shell_failures_are_not_lumped_into_one_kind(make: Make, anyio_backend: str) -> None:
     run = make()
     for n, (command, output) in enumerate(
