@@ -93,7 +93,9 @@ def _plain(obj: Any, active: set[int], depth: int) -> Any:
             config = obj.__struct_config__
             fields = {} if config.tag_field is None else {config.tag_field: config.tag}
             for name in obj.__struct_fields__:
-                fields[name] = _plain(getattr(obj, name), active, depth + 1)
+                value = getattr(obj, name)
+                if value is not msgspec.UNSET:  # left out, as msgspec leaves it out
+                    fields[name] = _plain(value, active, depth + 1)
             return fields
         if isinstance(obj, dict):
             return {_key(k): _plain(v, active, depth + 1) for k, v in obj.items()}

@@ -51,13 +51,17 @@ class ToolCall(Event, kw_only=True, frozen=True, tag="tool/call"):
 
     ``step`` numbers the model responses of one agent, so parallel calls from
     one response share it. ``args`` is the parsed JSON arguments, or the raw
-    string when the model's JSON was malformed.
+    string when the model's JSON was malformed. ``hints`` are the tool's
+    annotations where the runtime declares them (MCP's ``readOnlyHint``,
+    ``destructiveHint``, ``idempotentHint``, ``openWorldHint``): ``UNSET``
+    (and left out of the log line) when it declares none.
     """
 
     call_id: str
     step: int
     tool: str
     args: Any = None
+    hints: dict[str, bool] | msgspec.UnsetType = msgspec.UNSET
 
 
 class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):

@@ -14,21 +14,24 @@ if TYPE_CHECKING:
     from types import ModuleType as _ModuleType
     from typing import Any
 
-    from guard.actions import Action, ActionKind, action_for
-    from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS
+    from guard.actions import SHADOW_FORM, Action, ActionKind, action_for
+    from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, LOOPS_INTERJECTIONS
     from guard.config import (
         PRESETS,
         RECOMMENDED,
+        SHADOW_ENV,
         TURNS_THRESHOLD_ENV,
         Config,
         ConfigError,
         LoopsConfig,
+        LoopsToolConfig,
         RemindConfig,
         RescueConfig,
         TurnsConfig,
         apply_environment,
         load_config,
         parse_config,
+        shadowed,
     )
     from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
     from guard.guard import ActionListener, Guard
@@ -50,11 +53,14 @@ __all__ = [
     "DEFAULT_RESULT_NORMALIZE",
     "DETAILED_REMINDER",
     "GENTLE_REMINDER",
+    "LOOPS_INTERJECTIONS",
     "LOOPS_PLUGIN",
     "PRESETS",
     "RECOMMENDED",
     "REDACTED",
     "RESCUE_PLUGIN",
+    "SHADOW_ENV",
+    "SHADOW_FORM",
     "TURNS_ADVISORY",
     "TURNS_DENIAL",
     "TURNS_HALT_REASON",
@@ -74,6 +80,7 @@ __all__ = [
     "History",
     "LoopsConfig",
     "LoopsPolicy",
+    "LoopsToolConfig",
     "Policy",
     "Redactor",
     "RemindConfig",
@@ -92,6 +99,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "replay_log",
+    "shadowed",
 ]
 
 _HOMES: dict[str, str] = {
@@ -102,10 +110,13 @@ _HOMES: dict[str, str] = {
     "DETAILED_REMINDER": "guard.policies.remind",
     "GENTLE_REMINDER": "guard.policies.remind",
     "LOOPS_PLUGIN": "guard.policies.loops",
+    "LOOPS_INTERJECTIONS": "guard.calls",
     "PRESETS": "guard.config",
     "RECOMMENDED": "guard.config",
     "REDACTED": "guard.redact",
     "RESCUE_PLUGIN": "guard.policies.rescue",
+    "SHADOW_ENV": "guard.config",
+    "SHADOW_FORM": "guard.actions",
     "TURNS_ADVISORY": "guard.policies.turns",
     "TURNS_DENIAL": "guard.policies.turns",
     "TURNS_HALT_REASON": "guard.policies.turns",
@@ -125,6 +136,7 @@ _HOMES: dict[str, str] = {
     "History": "guard.policy",
     "LoopsConfig": "guard.config",
     "LoopsPolicy": "guard.policies.loops",
+    "LoopsToolConfig": "guard.config",
     "Policy": "guard.policy",
     "Redactor": "guard.redact",
     "RemindConfig": "guard.config",
@@ -143,6 +155,7 @@ _HOMES: dict[str, str] = {
     "load_config": "guard.config",
     "parse_config": "guard.config",
     "replay_log": "guard.verdicts",
+    "shadowed": "guard.config",
 }
 """Where each public name lives: imported on first use, so a process that needs one
 policy (the command hook) does not pay for the whole package."""

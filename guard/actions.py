@@ -8,12 +8,18 @@ import msgspec
 
 from bus import ToolCall, ToolResult
 
-__all__ = ["DENYING", "Action", "ActionKind", "action_for"]
+__all__ = ["DENYING", "SHADOW_FORM", "Action", "ActionKind", "action_for"]
 
 ActionKind = Literal["remind", "deny", "rescue", "escalation-failed", "halt"]
 
 DENYING: frozenset[str] = frozenset({"deny", "rescue", "escalation-failed"})
 """The kinds that deny the call that triggered them."""
+
+SHADOW_FORM = "shadow"
+"""The ``source.form`` of the context message that records a shadow action
+in the session log: the guard's record of what it would have done. Adapters,
+the hooks and the server never show it to the model; ``replay --check``
+compares it like any other guard output."""
 
 
 class Action(msgspec.Struct, frozen=True, kw_only=True):
@@ -21,7 +27,9 @@ class Action(msgspec.Struct, frozen=True, kw_only=True):
     a reminder, a denial, or a halt reason. ``count`` is the repeat count the
     policy saw and ``threshold`` the configured value it crossed. ``advice``
     is what an escalation bought (``text`` quotes it), kept apart so a
-    session log records it as its own field and a replay answers from it."""
+    session log records it as its own field and a replay answers from it.
+    ``shadow`` marks an action of a policy in shadow mode: computed and
+    recorded, never delivered."""
 
     policy: str
     action: ActionKind
@@ -32,11 +40,13 @@ class Action(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str
     threshold: int | None = None
     advice: str | None = None
+    shadow: bool = False
 
     def reported(self) -> dict[str, Any]:
         """The fields every report of an action carries (``replay --json``,
-        the fleet's ``watch``): agent, policy, action, tool, count, text."""
-        return {
+        the fleet's ``watch``): agent, policy, action, tool, count, text,
+        and ``shadow`` (only when true)."""
+        fields: dict[str, Any] = {
             "agent": self.agent,
             "policy": self.policy,
             "action": self.action,
@@ -44,6 +54,9 @@ class Action(msgspec.Struct, frozen=True, kw_only=True):
             "count": self.count,
             "text": self.text,
         }
+        if self.shadow:
+            fields["shadow"] = True
+        return fields
 
 
 def action_for(

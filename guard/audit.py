@@ -30,6 +30,7 @@ from guard.policies.registry import build_policies
 from guard.verdicts import Verdict, replay_log
 
 __all__ = [
+    "LOOP_SHARE_ANCHOR",
     "MAST_STEP_REPETITION",
     "MAST_TRACES",
     "NO_ASK_COMMAND",
@@ -72,6 +73,12 @@ MAST_TRACES = 1642
 
 TOP_TOOLS = 10
 """Tools listed by wasted calls."""
+
+LOOP_SHARE_ANCHOR = (
+    f"MAST (Cemri et al., 2025): step repetition in {MAST_STEP_REPETITION * 100:.1f} % "
+    f"of {MAST_TRACES:,} multi-agent traces"
+)
+"""The published figure an audit's share of sessions with a loop is shown next to."""
 
 BYTES_PER_TOKEN = 4
 """The token estimate's rule of thumb: about four bytes of English text or
@@ -228,6 +235,12 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
     """Per model the transcripts name, most sessions first."""
     by_tool: list[LoopRate] = msgspec.field(default_factory=list)
     """The ``TOP_TOOLS`` tools that wasted the most calls."""
+    sessions_with_loops: int = 0
+
+    @property
+    def loop_share(self) -> float:
+        """The share of sessions with at least one loop, in percent."""
+        return 100 * self.sessions_with_loops / self.sessions if self.sessions else 0.0
 
 
 class AuditReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -596,6 +609,7 @@ def _totals(
         not_transcripts=not_transcripts,
         by_model=_by_model(sessions),
         by_tool=_by_tool(sessions),
+        sessions_with_loops=sum(1 for s in sessions if s.loops),
     )
 
 

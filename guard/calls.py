@@ -17,7 +17,7 @@ from typing import Any
 from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.patterns import CommandPatterns, ToolFilter, compile_regex
 
-__all__ = ["DEFAULT_IGNORED_ARGS", "DEFAULT_INTERJECTIONS", "CallSelector", "Interjections"]
+__all__ = ["DEFAULT_IGNORED_ARGS", "DEFAULT_INTERJECTIONS", "LOOPS_INTERJECTIONS", "CallSelector", "Interjections"]
 
 DEFAULT_IGNORED_ARGS: tuple[str, ...] = (
     "description",
@@ -48,6 +48,15 @@ DEFAULT_INTERJECTIONS: tuple[str, ...] = (
 whitespace): short acknowledgements and nudges ("Done", "Come on", "ok"),
 and the canned continuation messages runtimes send ("please continue",
 "Continue from where you left off")."""
+
+LOOPS_INTERJECTIONS: tuple[str, ...] = (
+    r"(?i)(ok(ay)?|k|yes|yep|yeah|sure|right|fine|good|great|nice|cool|thanks?( you)?|thx|ty|done|go( on| ahead)?|"
+    r"continue|proceed|keep going|carry on|next|come on|hurry( up)?|please( continue| proceed| go on)?|"
+    r"well|so|and|hm+|\?+|\.+|!+)[\s.!?,]*",
+    *DEFAULT_INTERJECTIONS[1:],
+)
+"""``DEFAULT_INTERJECTIONS`` without "again" and "try again": a user who
+says "again" asks for the call once more, which is an instruction."""
 
 
 class CallSelector:

@@ -68,9 +68,10 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
         out.write(verdict.json_line() + "\n")
         return
     agent = verdict.agent or "-"
+    shadow = "  (shadow: not delivered)" if verdict.shadow else ""
     out.write(
         f"seq {verdict.seq}  call {verdict.call_number}  {agent}  "
-        f"{verdict.policy}/{verdict.action}  {verdict.tool} × {verdict.count}\n"
+        f"{verdict.policy}/{verdict.action}  {verdict.tool} × {verdict.count}{shadow}\n"
     )
     for line in verdict.text.splitlines():
         out.write(f"    {line}\n")
@@ -312,6 +313,10 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr
     try:
         config = _load(args.config)
+        if args.shadow:
+            from guard.config import shadowed
+
+            config = shadowed(config)
         payload = parse_payload(sys.stdin.buffer.read() if args.raw is None else args.raw)
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         runtime = RUNTIMES[args.agent]
@@ -361,6 +366,8 @@ def _hook_argv(args: argparse.Namespace) -> list[str]:
     if args.config:
         _load(args.config)
         argv += ["--config", args.config if args.config in PRESETS else str(Path(args.config).absolute())]
+    if args.shadow:
+        argv.append("--shadow")
     if args.state_dir:
         argv += ["--state-dir", str(Path(args.state_dir).absolute())]
     if args.serve:
@@ -379,8 +386,8 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
         raise _SettingsError("--mcp: Codex's mcp_tool hooks, with --agent codex and --http URL (the server's)")
     if args.http is None:
         return hook_settings(_hook_argv(args), runtime)
-    if args.config or args.state_dir:
-        raise _SettingsError("--http: the server's own --config and --state-dir apply; pass them to `serve`")
+    if args.config or args.state_dir or args.shadow:
+        raise _SettingsError("--http: the server's own --config, --shadow and --state-dir apply; pass them to `serve`")
     url = args.http.rstrip("/")
     if not url.endswith(f"/hooks/{args.agent}") and not args.mcp:
         url += f"/hooks/{args.agent}"
@@ -426,6 +433,7 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
         help="claude-code (default), codex or gemini-cli",
     )
     parser.add_argument("--config", metavar="FILE", help="a config file, or a preset: recommended")
+    parser.add_argument("--shadow", action="store_true", help="the hook runs in shadow mode (hook --shadow)")
     parser.add_argument("--state-dir", metavar="DIR", help="where the hook keeps per-session logs")
     parser.add_argument(
         "--http",
@@ -511,6 +519,11 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     )
     hook.add_argument(
         "--config", metavar="FILE", help="a .toml or .yaml config, or a preset: recommended (default: remind only)"
+    )
+    hook.add_argument(
+        "--shadow",
+        action="store_true",
+        help="record every action the guard would take, deliver none (nothing denied, nothing shown)",
     )
     hook.add_argument(
         "--state-dir",

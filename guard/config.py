@@ -18,21 +18,24 @@ from typing import Any
 import msgspec
 
 from bus import MAX_NESTING, NotRegularFileError, read_regular
-from guard.policies.loops import LoopsConfig
+from guard.policies.loops import LoopsConfig, LoopsToolConfig
 from guard.policies.registry import BUILTIN, build_plugin, installed_plugins
 from guard.policies.remind import RemindConfig
 from guard.policies.rescue import RescueConfig
 from guard.policies.turns import TurnsConfig
-from guard.section import ConfigError, Section
+from guard.section import MODES, ConfigError, Section, default_of
 
 __all__ = [
     "MAX_CONFIG_BYTES",
+    "MODES",
     "PRESETS",
     "RECOMMENDED",
+    "SHADOW_ENV",
     "TURNS_THRESHOLD_ENV",
     "Config",
     "ConfigError",
     "LoopsConfig",
+    "LoopsToolConfig",
     "RemindConfig",
     "RescueConfig",
     "TurnsConfig",
@@ -40,6 +43,7 @@ __all__ = [
     "every_policy",
     "load_config",
     "parse_config",
+    "shadowed",
     "to_toml",
 ]
 
@@ -81,8 +85,9 @@ _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
 def _lookup(data: Any, path: str) -> Any:
-    """The value at a msgspec error path such as ``.remind.thresholds[1]``."""
-    for name, index in _STEP.findall(path):
+    """The value at a msgspec error path such as ``.remind.thresholds[1]``;
+    for a path through a table's keys (``.loops.tools[...].kind``), the table."""
+    for name, index in _STEP.findall(path.split("[...]", 1)[0]):
         data = data[name] if name else data[int(index)]
     return data
 
@@ -151,6 +156,12 @@ def every_policy() -> Config:
 TURNS_THRESHOLD_ENV = "REPEAT_TOOL_GUARD_TURNS_THRESHOLD"
 """Overrides ``turns.threshold`` (file or Python value) for live guards."""
 
+SHADOW_ENV = "REPEAT_TOOL_GUARD_SHADOW"
+"""Set to ``1`` (``true``, ``yes``, ``on``), puts every policy of a live
+guard in shadow mode (``shadowed``): what ``--shadow`` does for adapters."""
+
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
 _DIGITS = re.compile(r"\s*[0-9]+\s*")
 
 
@@ -161,12 +172,19 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     replay or an audit never does, so its result depends on the log and the
     config alone. ``environ`` defaults to ``os.environ``.
 
+    ``REPEAT_TOOL_GUARD_SHADOW=1`` puts every section in shadow mode.
     ``REPEAT_TOOL_GUARD_TURNS_THRESHOLD`` replaces ``turns.threshold`` (0
     switches the policy off; it does not switch on a disabled section). A
     set but bad value, empty included, raises ``ConfigError`` naming the
     variable: nothing falls back silently.
     """
     env = os.environ if environ is None else environ
+    shadow = env.get(SHADOW_ENV)
+    if shadow is not None:
+        if shadow.strip().lower() not in _SWITCH:
+            raise ConfigError(SHADOW_ENV, shadow, "must be 1, true, yes, on, 0, false, no or off")
+        if _SWITCH[shadow.strip().lower()]:
+            config = shadowed(config)
     raw = env.get(TURNS_THRESHOLD_ENV)
     if raw is None:
         return config
@@ -180,7 +198,29 @@ def apply_environment(config: Config, environ: Mapping[str, str] | None = None) 
     return msgspec.structs.replace(config, turns=turns)
 
 
+def shadowed(config: Config) -> Config:
+    """``config`` with every section in ``mode = "shadow"``, the installed
+    policies' included: what ``--shadow`` runs (each policy computes and
+    records its actions, none is delivered)."""
+    changes: dict[str, Any] = {
+        policy.name: msgspec.structs.replace(getattr(config, policy.name), mode="shadow") for policy in BUILTIN
+    }
+    if config.plugins:
+        changes["plugins"] = {name: {**settings, "mode": "shadow"} for name, settings in config.plugins.items()}
+    return msgspec.structs.replace(config, **changes)
+
+
 def _toml_value(value: Any) -> str:
+    if value is None:
+        raise ValueError("TOML has no null")  # pragma: no cover - callers leave None out
+    if isinstance(value, msgspec.Struct):
+        fields = [(k, getattr(value, k)) for k in value.__struct_fields__]
+        kept = [f"{k} = {_toml_value(v)}" for k, v in fields if v is not None and v != default_of(value, k)]
+        return "{" + ", ".join(kept) + "}"
+    if isinstance(value, dict):
+        import json
+
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

@@ -6,6 +6,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 
 from bus import (
@@ -21,7 +22,7 @@ from bus import (
     UserMessage,
 )
 from bus._logging import LazyLogger
-from guard.actions import DENYING, Action
+from guard.actions import DENYING, SHADOW_FORM, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
 from guard.policies.registry import build_policies
@@ -84,6 +85,7 @@ class _ActionLog:
 
     def action(self, action: Action) -> None:
         if self._current():
+            extra = {"shadow": True} if action.shadow else {}
             self._bound.info(
                 f"guard.{action.action}",
                 policy=action.policy,
@@ -91,6 +93,7 @@ class _ActionLog:
                 tool=action.tool,
                 count=action.count,
                 threshold=action.threshold,
+                **extra,
             )
 
 
@@ -128,6 +131,10 @@ class Guard:
     raises is logged and skipped; the others still run. Every action is
     logged through structlog (``guard.remind``, ...) unless ``log_actions`` is
     false; listeners hear of it either way.
+
+    A policy in shadow mode (``policy.shadow``) decides as usual, but its
+    actions are marked ``shadow`` and recorded as a context message of form
+    ``SHADOW_FORM`` that no adapter shows: it denies nothing and asks no halt.
     """
 
     def __init__(
@@ -253,6 +260,9 @@ class Guard:
                 continue
             if action is None:
                 continue
+            if policy.shadow:
+                await self._deliver(policy, msgspec.structs.replace(action, shadow=True), call)
+                continue
             await self._deliver(policy, action, call)
             if decision is None and action.action in DENYING:
                 decision = Decision.deny(action.text, policy.plugin, advice=action.advice)
@@ -272,6 +282,8 @@ class Guard:
                 _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
                 continue
             if action is not None:
+                if watch.policy.shadow:
+                    action = msgspec.structs.replace(action, shadow=True)
                 await self._deliver(watch.policy, action, result)
 
     async def _on_user_message(self, message: UserMessage) -> None:
@@ -312,7 +324,14 @@ class Guard:
         bus = self._bus
         if bus is None:
             return
-        if action.action == "remind":
+        if action.shadow:
+            source = ContextSource(
+                plugin=policy.plugin, form=SHADOW_FORM, summary=f"{action.action}: {action.tool} × {action.count}"
+            )
+            await bus.publish(
+                ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
+            )
+        elif action.action == "remind":
             source = ContextSource(plugin=policy.plugin, summary=f"{action.tool} × {action.count}")
             await bus.publish(
                 ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)

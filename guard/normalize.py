@@ -17,12 +17,13 @@ failure with different arguments has one kind.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
 from guard.patterns import compile_regex
 
-__all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "error_kind"]
+__all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "Shape", "error_head", "error_kind"]
 
 DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     # ISO 8601 dates and timestamps, with optional time, fraction and zone
@@ -41,7 +42,13 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     # process, process group, session and job ids (Gemini CLI: "Process Group PGID: 4242")
     r"(?i)\b(?:pid|pgid|process(?: group)?(?: pgid| id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
     # output chunk ids (Codex CLI: "Chunk ID: 6e403a")
-    r"(?i)\bchunk id:\s*[0-9a-z]+",
+    r"(?i)\bchunk id:[ \t]*[\w-]+",
+    # message, request, trace and event ids a service stamps on every answer
+    r"(?i)\b(?:(?:message|msg|request|req|trace|span|correlation|event|response|run|thread)[ _-]?id|ts|thread_ts|etag)"
+    r"[\"']?[ \t]*[:=][ \t]*[\"']?[\w.:-]*\d[\w.:-]*",
+    # prefixed random ids (msg_01HQ2X..., req_8f3a..., chatcmpl-9xY...): a short prefix, then letters and
+    # digits with a digit and at least 8 more characters before or after it
+    r"\b[A-Za-z]{2,12}[_-](?:[A-Za-z0-9]{8,}[0-9][A-Za-z0-9]*|[A-Za-z0-9]*[0-9][A-Za-z0-9]{8,})\b",
     # UUIDs, hex digests and long numbers (7 digits or more)
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
     r"\b(?:0x)?[0-9a-fA-F]{7,}\b",
@@ -60,6 +67,9 @@ _OVERWRITTEN = compile_regex(r"[^\n]*\r([^\n]|\z)")
 _TRAILING = compile_regex(r"(?m)[ \t]+$")
 _BLANK_RUNS = compile_regex(r"\n{3,}")
 _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
+_DIGITS = re.compile(r"[0-9]+")
+_COUNTED = 32
+_COUNTED_CHARS = 2048
 _HEAD = 4096
 _TAIL = 4096
 
@@ -101,6 +111,65 @@ class ResultNormalizer:
         hasher.update(self.normalize(text).encode("utf-8", "surrogatepass"))
         return hasher.digest()
 
+    def shape(self, text: str) -> Shape:
+        """``text``'s digest (as ``digest``), and for a short result (up to
+        ``_COUNTED_CHARS`` once normalised) the digest of its normalised form
+        with every number taken out, with those numbers: two results of one
+        shape differ in their numbers only, which is how a counter (``tick
+        4``, ``tick 5``) is told from a change. Normalises once."""
+        hasher = blake2b(digest_size=16)
+        if len(text) > _HEAD + _TAIL:
+            hasher.update(self.normalize(text[:_HEAD]).encode("utf-8", "surrogatepass"))
+            hasher.update(b"\x00\x01")
+            hasher.update(text[_HEAD:-_TAIL].encode("utf-8", "surrogatepass"))
+            hasher.update(b"\x00\x01")
+            hasher.update(self.normalize(text[-_TAIL:]).encode("utf-8", "surrogatepass"))
+            digest = hasher.digest()
+            return Shape(digest, digest, ())
+        normalized = self.normalize(text)
+        hasher.update(normalized.encode("utf-8", "surrogatepass"))
+        digest = hasher.digest()
+        if len(normalized) > _COUNTED_CHARS:
+            return Shape(digest, digest, ())
+        numbers = tuple(int(n) for n in _DIGITS.findall(normalized)[:_COUNTED] if len(n) < 19)
+        skeleton = blake2b(_DIGITS.sub("#", normalized).encode("utf-8", "surrogatepass"), digest_size=16)
+        return Shape(digest, skeleton.digest(), numbers)
+
+    @staticmethod
+    def exact(text: str) -> Shape:
+        """``text`` compared exactly, with no counter: a file's content,
+        where any change, a number or a date included, is a change."""
+        hasher = blake2b(digest_size=16)
+        hasher.update(text.encode("utf-8", "surrogatepass"))
+        return Shape(hasher.digest(), b"", ())
+
+
+class Shape:
+    """A result as ``loops`` compares it: ``digest`` of the normalised
+    text, ``skeleton`` of the same without its numbers, and the numbers."""
+
+    __slots__ = ("digest", "numbers", "skeleton")
+
+    def __init__(self, digest: bytes, skeleton: bytes, numbers: tuple[int, ...]) -> None:
+        self.digest = digest
+        self.skeleton = skeleton
+        self.numbers = numbers
+
+    def counts_on(self, previous: Shape) -> bool:
+        """Whether this result is ``previous`` with a counter moved on: the
+        same text but for one number, grown by exactly one (a call counting
+        its own runs, not work done)."""
+        if self.skeleton != previous.skeleton or len(self.numbers) != len(previous.numbers):
+            return False
+        changed = 0
+        for now, before in zip(self.numbers, previous.numbers, strict=True):
+            if now == before:
+                continue
+            if now != before + 1:
+                return False
+            changed += 1
+        return changed == 1
+
 
 _ERROR_NOISE = compile_regex(
     r""""[^"\n]*"|'[^'\n]*'|`[^`\n]*`"""  # quoted text: names, values, snippets
@@ -110,7 +179,14 @@ _ERROR_NOISE = compile_regex(
 )
 _ERROR_SKIP = compile_regex(
     r"(?i)^\s*(?:traceback|error:?\s*$|<[^>]+>\s*$|<\w+>[^<]*</\w+>\s*$|```|-{3,}|={3,}"
-    r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$)"
+    r"|(?:exit|return|status) ?(?:code|status)\W*\d*\s*$|[\w ]{1,40}:\s*\((?:none|empty)\)\s*$"
+    r"|(?:command|directory|cwd|process group pgid|background pids|chunk id|wall time|original token count|signal)\s*:"
+    r"|process (?:exited|running) with)"
+)
+# A line that opens an error report: "error: ...", "fatal: ...", "bash: syntax error ...", "NameError: ...".
+_ERROR_OPENS = compile_regex(
+    r"(?i)^\s*(?:[\w.-]{1,40}:\s*(?:line \d+:\s*)?)?(?:[a-z]+\s)?"
+    r"(?:error|fatal|exception|panic|traceback|[a-z_.]*(?:error|exception))\b"
 )
 _ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
@@ -141,3 +217,34 @@ def error_kind(text: str) -> str:
             break
     # The kind is short: a long line is read only as far as it can matter.
     return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]
+
+
+def error_head(text: str) -> str:
+    """``text`` cut after the line that says what failed, when ``text`` is
+    an error report (its first meaningful line opens one, or a traceback
+    leads to one): what follows (a stack, help text, a stray prompt) is
+    noise that changes between runs of the same failure. Any other text is
+    returned whole."""
+    position = 0
+    traceback = False
+    for number, line in enumerate(text[:_KIND_READ].split("\n")):
+        end = position + len(line) + 1
+        if number >= _KIND_LINES:
+            break
+        stripped = line.strip()
+        if not stripped:
+            position = end
+            continue
+        if traceback:
+            if not line[:1].isspace() and _ERROR_WORDS.search(line):
+                return text[:end]
+        elif stripped.lower().startswith("traceback"):
+            traceback = True
+        elif _ERROR_SKIP.match(line):
+            pass
+        elif _ERROR_OPENS.match(line):
+            return text[:end]
+        else:
+            return text
+        position = end
+    return text

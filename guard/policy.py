@@ -74,6 +74,9 @@ class AnyPolicy(Protocol):
     @property
     def intercepts(self) -> bool: ...
 
+    shadow: bool
+    """Set by the registry from the section's ``mode``."""
+
     def watch(self) -> AnyWatch: ...
 
 
@@ -92,6 +95,9 @@ class Policy(ABC, Generic[StateT]):
 
     name: str = ""
     plugin: str = ""
+    shadow: bool = False
+    """Whether the guard records this policy's actions without delivering
+    them (``mode = "shadow"``)."""
 
     @abstractmethod
     def new_state(self) -> StateT:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 
 from guard.audit import (
+    LOOP_SHARE_ANCHOR,
     MAST_STEP_REPETITION,
     MAST_TRACES,
     AuditReport,
@@ -76,6 +77,8 @@ def render_table(report: AuditReport) -> str:
         f"{t.wasted_calls} calls wasted (~{human_count(t.wasted_tokens)} tokens; {human_bytes(t.wasted_bytes)} of "
         f"{human_bytes(t.output_bytes)} tool output) in {report.seconds:.2f} s",
         "policies: " + (", ".join(f"{p} (acted in {t.sessions_acted_on[p]})" for p in report.policies) or "none"),
+        f"sessions with a loop: {t.sessions_with_loops} of {t.sessions} ({t.loop_share:.1f} %); "
+        f"published anchor: {LOOP_SHARE_ANCHOR}",
         "would have saved: " + (_saved(t.saved_calls, t.saved_tokens) or "nothing"),
         "(tokens are estimated: bytes of the calls' arguments and output / 4)",
     ]
@@ -282,6 +285,11 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
         _card("sessions", str(t.sessions)),
         _card("tool calls", f"{t.calls:,}"),
         _card("loops found", str(t.loops)),
+        _card(
+            "sessions with a loop",
+            f"{t.loop_share:.1f} %",
+            f"{t.sessions_with_loops} of {t.sessions}; {LOOP_SHARE_ANCHOR}",
+        ),
         _card("calls wasted", f"{t.wasted_calls:,}"),
         _card(
             "tokens wasted",

@@ -1,5 +1,5 @@
-"""What every policy's config section shares: the ``enabled`` switch, the
-error every bad value raises, and the checks the sections run on their
+"""What every policy's config section shares: the ``enabled`` switch and
+``mode``, the error every bad value raises, and the checks the sections run on their
 values when built."""
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from guard.patterns import PatternError
 from guard.patterns import check_regexes as _compile_regexes
 
 __all__ = [
+    "MODES",
     "ConfigError",
     "Section",
     "check_bool",
     "check_int",
+    "check_mode",
     "check_names",
     "check_patterns",
     "check_positive_list",
@@ -59,6 +61,17 @@ def check_patterns(key: str, value: Any) -> None:
             raise ConfigError(key, item, "each pattern must be a non-empty string")
 
 
+MODES = ("enforce", "shadow")
+"""A section's ``mode``: ``enforce`` delivers its actions; ``shadow`` computes
+and records every action but delivers none (nothing reaches the model,
+nothing is denied, no halt is asked)."""
+
+
+def check_mode(key: str, value: Any) -> None:
+    if value not in MODES:
+        raise ConfigError(key, value, 'must be "enforce" or "shadow"')
+
+
 @functools.cache
 def _defaults(section: type[msgspec.Struct]) -> dict[str, Any]:
     return {field.name: field.default for field in msgspec.structs.fields(section)}
@@ -95,9 +108,15 @@ def check_names(key: str, value: Any) -> None:
 
 class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of a built-in policy's config section: a frozen Struct whose
-    ``__post_init__`` validates every value, raising ``ConfigError``."""
+    ``__post_init__`` validates every value, raising ``ConfigError``
+    (``check_mode`` included: ``mode`` is every section's)."""
 
     enabled: bool = True
+    mode: str = "enforce"
+
+    def check_mode(self, section: str) -> None:
+        """Raise ``ConfigError`` unless ``mode`` is one of ``MODES``."""
+        check_mode(f"{section}.mode", self.mode)
 
     @property
     def active(self) -> bool:

@@ -25,10 +25,12 @@ __all__ = [
 ]
 
 
-class Verdict(msgspec.Struct, frozen=True, kw_only=True):
+class Verdict(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One guard action placed in its log: ``seq`` is the triggering event's
     seq in the log, ``call_number`` the 1-based ordinal of the triggering call
-    among all the log's tool calls, every agent counted."""
+    among all the log's tool calls, every agent counted. ``shadow`` is true
+    for an action of a policy in shadow mode (recorded, not delivered), and
+    left out of the JSON line otherwise."""
 
     seq: int
     call_number: int
@@ -38,6 +40,7 @@ class Verdict(msgspec.Struct, frozen=True, kw_only=True):
     tool: str
     count: int
     text: str
+    shadow: bool = False
 
     def json_line(self) -> str:
         """This verdict as ``replay --json`` prints it: one JSON object, the
@@ -189,7 +192,7 @@ async def replay_log(
     def on_action(action: Action, trigger: Event) -> None:
         verdict = Verdict(seq=replay.seq, call_number=replay.call_number, **action.reported())
         verdicts.append(verdict)
-        if action.action in DENYING and isinstance(trigger, ToolCall):
+        if action.action in DENYING and isinstance(trigger, ToolCall) and not action.shadow:
             # The first denial decides the call, as on a live bus.
             denials.setdefault((action.agent, action.call_id), (replay.seq, plugins[action.policy], action))
         if on_verdict is not None:

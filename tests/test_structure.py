@@ -77,11 +77,14 @@ def test_guard_public_names() -> None:
             "DEFAULT_RESULT_NORMALIZE",
             "DETAILED_REMINDER",
             "GENTLE_REMINDER",
+            "LOOPS_INTERJECTIONS",
             "LOOPS_PLUGIN",
             "PRESETS",
             "RECOMMENDED",
             "REDACTED",
             "RESCUE_PLUGIN",
+            "SHADOW_ENV",
+            "SHADOW_FORM",
             "TURNS_ADVISORY",
             "TURNS_DENIAL",
             "TURNS_HALT_REASON",
@@ -101,6 +104,7 @@ def test_guard_public_names() -> None:
             "History",
             "LoopsConfig",
             "LoopsPolicy",
+            "LoopsToolConfig",
             "Policy",
             "Redactor",
             "RemindConfig",
@@ -119,6 +123,7 @@ def test_guard_public_names() -> None:
             "load_config",
             "parse_config",
             "replay_log",
+            "shadowed",
         ]
     )
     assert all(hasattr(guard, name) for name in guard.__all__)

@@ -59,11 +59,15 @@ def guard_proxy(
     MCP cannot tell agents apart: every call through one proxy is one agent,
     ``agent_id``; each call is its own step; no user turn ever resets the
     guard. After a halt request every further call is denied with the halt
-    reason, since a server cannot stop its client.
+    reason, since a server cannot stop its client. The annotations
+    ``tools/list`` declares for a tool (``readOnlyHint``,
+    ``destructiveHint``, ``idempotentHint``) ride on its calls as ``hints``,
+    which ``loops`` reads as defaults.
     """
     link = link if link is not None else GuardLink(config=config, runtime="mcp")
     agent: AgentLink | None = None
     calls = 0
+    hints: dict[str, dict[str, bool]] = {}
 
     async def live() -> AgentLink:
         nonlocal agent
@@ -76,6 +80,10 @@ def guard_proxy(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         listed = await upstream.list_tools(cursor=params.cursor if params is not None else None)
+        for tool in listed.tools:
+            declared = _hints(tool.annotations)
+            if declared:
+                hints[tool.name] = declared
         tools = [tool.model_copy(update={"output_schema": None}) for tool in listed.tools]
         return listed.model_copy(update={"tools": tools})
 
@@ -85,7 +93,7 @@ def guard_proxy(
         calls += 1
         call_id = f"mcp-{calls}"
         agent.begin_step()
-        decision = await agent.call(call_id, params.name, params.arguments)
+        decision = await agent.call(call_id, params.name, params.arguments, hints=hints.get(params.name))
         if decision.allowed and agent.halt_reason is not None:
             decision = Decision.deny(agent.halt_reason, HALT_DENIER)
         if not decision.allowed:
@@ -103,6 +111,23 @@ def guard_proxy(
         return result.model_copy(update={"content": [*content, *notes], "structured_content": None})
 
     return Server(name, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+_HINTS = {
+    "read_only_hint": "readOnlyHint",
+    "destructive_hint": "destructiveHint",
+    "idempotent_hint": "idempotentHint",
+    "open_world_hint": "openWorldHint",
+}
+
+
+def _hints(annotations: types.ToolAnnotations | None) -> dict[str, bool]:
+    """A tool's declared annotations, under their MCP names."""
+    if annotations is None:
+        return {}
+    return {
+        name: value for field, name in _HINTS.items() if isinstance(value := getattr(annotations, field, None), bool)
+    }
 
 
 def _notes(agent: AgentLink, call_id: str) -> list[types.TextContent]:

@@ -29,7 +29,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
   its ``error_deny_at``-th attempt is denied (a retry that then succeeds is
   left alone). The same tool failing with the same kind of error
   (``guard.normalize.error_kind``) ``error_at`` times in a row, with
-  whatever arguments, draws an advisory, and from ``error_deny_at`` failures
+  whatever arguments, draws an advisory, and from ``streak_deny_at`` failures
   its further calls are denied until one of its calls succeeds. A failure
   is the result's error flag or a result matching ``error_results`` (the
   ``ERROR:`` text some runtimes use instead of the flag).
@@ -49,15 +49,17 @@ import re
 from collections import deque
 from typing import Any
 
+from msgspec import Struct, field
 from msgspec.structs import force_setattr
 
-from bus import ToolCall, ToolResult, UserMessage
+from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
-from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
-from guard.fingerprint import Fingerprint, FingerprintCache
-from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
-from guard.patterns import CommandPatterns, ToolFilter, compile_regex, shell_command
+from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
+from guard.fingerprint import Fingerprint, FingerprintCache, fingerprint
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
+from guard.patterns import CommandPatterns, RegexSet, ToolFilter, compile_regex, shell_command
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
+from guard.policies.targets import call_target, names_file, shell_program, write_target
 from guard.policy import Policy
 from guard.section import (
     ConfigError,
@@ -71,12 +73,14 @@ from guard.section import (
     default_of,
 )
 
-__all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "requested_repeats"]
+__all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "asks_to_repeat", "requested_repeats"]
 
 LOOPS_PLUGIN = "loop-detector"
 
 _PREVIEW = 300
+_NOTHING_FOUND_CHARS = 120
 _FAILED = b"\x00failed"
+_TRANSIENT = b"\x00transient"
 
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
@@ -182,9 +186,37 @@ def _elapsed(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-_SHELL_SEGMENTS = re.compile(r"&&|\|\||[;\n]")
-_SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
-_PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
+_GRIND_ADVICE = (
+    "loop-detector: {target} has returned the same result {count} times in a row although the arguments "
+    "changed each time ({tool} {arguments}). Changing the arguments is not getting you anything new: re-read "
+    "that result and act on it, or take a different approach."
+)
+_WRITE_DENIAL = (
+    "loop-detector denied this call; it did not run. It writes the same content to {target} for the {count}th "
+    "time, with no other change to that file in between, so it changes nothing:\n"
+    "- tool: {tool}\n"
+    "- arguments: {arguments}\n"
+    "The file already holds this content. Look at why what you do with it fails instead of writing it again."
+)
+_TRANSIENT_ADVICE = (
+    "loop-detector: this call has now failed {count} times with what looks like a transient error (rate limit, "
+    "server error, timeout or dropped connection) ({tool} {arguments}). Wait before retrying (back off: 5, 10, "
+    "30 seconds), or check whether the service is down; after {deny_at} failures it will be denied."
+)
+_KEEP_POLLING = re.compile(
+    r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
+    r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\buntil\b"
+)
+_REPEAT_WORDS = re.compile(
+    r"(?i)\b(?:again|retry|re-?run|rerun|re-?try|once more|one more time|another (?:time|go|try))\b"
+)
+
+
+def asks_to_repeat(text: str) -> bool:
+    """Whether a user message asks for something to be done again ("again",
+    "run it again", "retry", "keep polling"): an instruction, never an
+    interjection."""
+    return bool(_REPEAT_WORDS.search(text) or _KEEP_POLLING.search(text))
 
 
 def _streak_key(tool: str, args: Any) -> tuple[str, str | None]:
@@ -196,16 +228,68 @@ def _streak_key(tool: str, args: Any) -> tuple[str, str | None]:
     command = shell_command(args)
     if not command:
         return (tool, None)
-    if not any(c.isspace() for c in command.strip()):
-        return (tool, command.strip())
-    program = None
-    for segment in _SHELL_SEGMENTS.split(command):
-        words = segment.strip().lstrip("({ ").split()
-        while words and (words[0] in _PREFIXES or "=" in words[0] or words[0][:1] in "-0123456789"):
-            words = words[1:]
-        if words and words[0] not in _SETUP:
-            program = words[0].rsplit("/", 1)[-1]
-    return (tool, program)
+    return (tool, shell_program(command))
+
+
+class _Rules:
+    """The thresholds and class of one tool's calls: the section's, with its
+    ``[loops.tools]`` table and the tool's annotations applied."""
+
+    __slots__ = (
+        "deny_at",
+        "error_at",
+        "error_deny_at",
+        "grind_at",
+        "identity",
+        "ignored",
+        "kind",
+        "mutating",
+        "poll_deny_after",
+        "poll_nudge_at",
+        "streak_deny_at",
+        "transient_at",
+        "transient_deny_at",
+    )
+
+    def __init__(self, config: LoopsConfig, tool: LoopsToolConfig | None) -> None:
+        def pick(name: str) -> int:
+            value = getattr(tool, name, None) if tool is not None else None
+            return int(getattr(config, name) if value is None else value)
+
+        self.deny_at = pick("deny_at")
+        self.error_at = pick("error_at")
+        self.error_deny_at = pick("error_deny_at")
+        self.streak_deny_at = pick("streak_deny_at")
+        self.transient_at = pick("transient_at")
+        self.transient_deny_at = pick("transient_deny_at")
+        self.grind_at = pick("grind_at")
+        self.poll_nudge_at = pick("poll_nudge_at")
+        self.poll_deny_after = pick("poll_deny_after")
+        self.kind = tool.kind if tool is not None else ""
+        self.ignored: frozenset[str] | None = (
+            frozenset(config.ignored_args) | frozenset(tool.ignored_args)
+            if tool is not None and tool.ignored_args
+            else None
+        )
+        self.identity = tool.identity_args if tool is not None else ()
+        self.mutating = tool.mutating if tool is not None else None
+
+
+_DEFAULT_HINTS: dict[str, bool] = {}
+
+
+def _annotated(rules: _Rules, hints: dict[str, bool]) -> _Rules:
+    """``rules`` with a tool's annotations (MCP ``readOnlyHint``,
+    ``destructiveHint``, ``idempotentHint``) as defaults: a read-only tool
+    is never progress, a tool that changes things (not read-only) is, unless
+    its ``[loops.tools]`` table says otherwise."""
+    if rules.mutating is not None or "readOnlyHint" not in hints:
+        return rules
+    annotated = _Rules.__new__(_Rules)
+    for name in _Rules.__slots__:
+        setattr(annotated, name, getattr(rules, name))
+    annotated.mutating = not hints["readOnlyHint"]
+    return annotated
 
 
 class _Signature:
@@ -214,13 +298,29 @@ class _Signature:
     failure or a poll, when the unchanged stretch began, and how often it was
     nudged and denied since."""
 
-    __slots__ = ("count", "denials", "failed", "last", "level", "nudges", "poll", "result", "since", "spacing", "ts")
+    __slots__ = (
+        "count",
+        "denials",
+        "failed",
+        "last",
+        "level",
+        "nudges",
+        "poll",
+        "result",
+        "shape",
+        "since",
+        "spacing",
+        "transient",
+        "ts",
+    )
 
     def __init__(self) -> None:
         self.count = 0
         self.last = 0
         self.result = b""
+        self.shape: Shape | None = None
         self.failed = False
+        self.transient = False
         self.poll = False
         self.since = 0.0
         self.nudges = 0
@@ -230,13 +330,28 @@ class _Signature:
         self.denials = 0
 
 
+class _Grind:
+    """One target's run of calls with other arguments and the same result."""
+
+    __slots__ = ("advised", "count", "fp", "paged", "result", "ts")
+
+    def __init__(self, result: bytes, fp: bytes, paged: bytes, ts: float) -> None:
+        self.result = result
+        self.fp = fp
+        self.paged = paged
+        self.count = 1
+        self.ts = ts
+        self.advised = False
+
+
 class _Note:
     """A call seen by ``on_call``, waiting for its result."""
 
-    __slots__ = ("denied", "fp", "halt")
+    __slots__ = ("denied", "fp", "halt", "rules")
 
-    def __init__(self, fp: Fingerprint, denied: bool = False, halt: bool = False) -> None:
+    def __init__(self, fp: Fingerprint, rules: _Rules, denied: bool = False, halt: bool = False) -> None:
         self.fp = fp
+        self.rules = rules
         self.denied = denied
         self.halt = halt
 
@@ -244,32 +359,42 @@ class _Note:
 class _AgentLoops:
     """One agent's observations. ``window`` holds the digests of its last
     tracked calls; ``signatures`` what each of them did; ``streaks`` maps a
-    tool (and editing sub-command) to its current failure kind and count;
-    ``run`` counts consecutive calls that repeated an earlier call's result,
-    ``advised`` whether this run drew its advisory; ``seen`` numbers the
-    tracked results."""
+    tool (and editing sub-command) to its current failure kind, count and
+    time; ``grinds`` a target to its run of equal results under other
+    arguments; ``writes`` a written file to the last content written to it
+    and how often in a row; ``run`` counts consecutive calls that repeated
+    an earlier call's result, ``advised`` whether this run drew its
+    advisory; ``seen`` numbers the tracked results."""
 
     __slots__ = (
         "advised",
         "allowance",
         "calls",
         "failed_at",
+        "grinds",
         "opener",
+        "patient",
         "run",
         "seen",
         "signatures",
         "streaks",
+        "waited_at",
         "window",
+        "writes",
     )
 
     def __init__(self) -> None:
         self.advised = False
         self.allowance = 0
+        self.patient = False
         self.failed_at = 0
+        self.waited_at = -1
         self.seen = 0
         self.window: deque[bytes] = deque()
         self.signatures: dict[bytes, _Signature] = {}
-        self.streaks: dict[tuple[str, str | None], tuple[str, int]] = {}
+        self.streaks: dict[tuple[str, str | None], tuple[str, int, float]] = {}
+        self.grinds: dict[tuple[str, str], _Grind] = {}
+        self.writes: dict[str, tuple[bytes, int]] = {}
         self.calls: dict[str, _Note] = {}
         self.run = 0
         self.opener: bytes | None = None
@@ -278,6 +403,7 @@ class _AgentLoops:
         self.window.clear()
         self.signatures.clear()
         self.streaks.clear()
+        self.grinds.clear()
         self.run = 0
         self.advised = False
         self.opener = opener
@@ -297,6 +423,59 @@ class _AgentLoops:
         return signature
 
 
+_TOOL_KINDS = ("", "poll", "paging", "exclude")
+
+
+class LoopsToolConfig(Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``[loops.tools."<glob>"]`` table: settings for the tools whose
+    name matches the glob (the first matching table wins). Thresholds left
+    out keep the section's. ``kind`` makes every call of the tool a
+    ``poll`` or ``paging`` call, or ``exclude``s it; ``ignored_args`` are
+    left out of its calls' identity (with the section's), and
+    ``identity_args``, when given, are the only arguments that make two of
+    its calls the same. ``mutating`` says whether a successful call changes
+    something (progress), overriding the name rules."""
+
+    kind: str = ""
+    deny_at: int | None = None
+    error_at: int | None = None
+    error_deny_at: int | None = None
+    streak_deny_at: int | None = None
+    transient_at: int | None = None
+    transient_deny_at: int | None = None
+    grind_at: int | None = None
+    poll_nudge_at: int | None = None
+    poll_deny_after: int | None = None
+    ignored_args: tuple[str, ...] = ()
+    identity_args: tuple[str, ...] = ()
+    mutating: bool | None = None
+
+    def check(self, key: str) -> None:
+        """Validate under the dotted ``key`` (``loops.tools."Bash"``)."""
+        if self.kind not in _TOOL_KINDS:
+            raise ConfigError(f"{key}.kind", self.kind, 'must be "poll", "paging", "exclude" or ""')
+        for name, minimum in (
+            ("deny_at", 2),
+            ("error_at", 2),
+            ("error_deny_at", 0),
+            ("streak_deny_at", 0),
+            ("transient_at", 2),
+            ("transient_deny_at", 0),
+            ("grind_at", 0),
+            ("poll_nudge_at", 2),
+            ("poll_deny_after", 3),
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                check_int(f"{key}.{name}", value, minimum)
+        check_names(f"{key}.ignored_args", self.ignored_args)
+        check_names(f"{key}.identity_args", self.identity_args)
+        if self.mutating is not None:
+            check_bool(f"{key}.mutating", self.mutating)
+        force_setattr(self, "ignored_args", tuple(self.ignored_args))
+        force_setattr(self, "identity_args", tuple(self.identity_args))
+
+
 class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Policy ``loops``: result-aware detection of repeats, cycles, stalled
     polls and failure streaks (docs/policies/loops.md). Off unless its
@@ -306,7 +485,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     exclude: tuple[str, ...] = ("sleep", "wait")
     exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
     ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
-    interjections: tuple[str, ...] = DEFAULT_INTERJECTIONS
+    interjections: tuple[str, ...] = LOOPS_INTERJECTIONS
     window: int = 30
     advise_at: int = 2
     advise_span: int = 6
@@ -315,7 +494,55 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     requested_repeats: bool = True
     error_at: int = 3
     error_deny_at: int = 5
+    streak_deny_at: int = 8
     error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
+    transient_errors: tuple[str, ...] = (
+        r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "
+        r"unavailable|gateway time-?out|overloaded|error|status)\b",
+        r"(?i)\b(?:status|http|code|error)[\s:=\"']*(?:429|50[0-4]|529)\b",
+        r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
+        r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
+        r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution)\b",
+    )
+    transient_at: int = 5
+    transient_deny_at: int = 10
+    cancelled_results: tuple[str, ...] = (
+        r"(?i)sibling tool call errored",
+        r"(?i)^\W*(?:<tool_use_error>\s*)?(?:the )?(?:tool (?:call|use) )?(?:was )?"
+        r"(?:cancell?ed|aborted|interrupted)\b",
+        r"(?i)^\W*\[?request interrupted by user",
+    )
+    grind_at: int = 4
+    grind_deny_at: int = 0
+    nothing_found: tuple[str, ...] = (
+        r"(?i)^\W*(?:no (?:files?|matches|match|results?|entries|items|lines|output)(?: (?:were |was )?found)?|"
+        r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)\W*$",
+    )
+    decay_seconds: int = 900
+    paging_tools: tuple[str, ...] = ("*scroll*", "*page_down*", "*page_up*", "*next_page*", "*paginate*", "*load_more*")
+    paging_args: tuple[str, ...] = (
+        "offset",
+        "cursor",
+        "page",
+        "page_token",
+        "pageToken",
+        "next_page_token",
+        "after",
+        "before",
+        "start",
+        "skip",
+        "start_line",
+        "end_line",
+        "limit",
+        "view_range",
+        "line_range",
+        "from",
+    )
+    paging_values: tuple[str, ...] = (
+        r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
+        r"prev(?:ious)?(?:[ _-]?page)?|more|load[ _-]?more)$",
+    )
+    tools: dict[str, LoopsToolConfig] = field(default_factory=dict)
     result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
     poll_tools: tuple[str, ...] = (
         "BashOutput",
@@ -341,7 +568,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(still|is) (running|in progress|pending)\b",
         r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
     )
-    poll_nudge_at: int = 2
+    poll_nudge_at: int = 4
     poll_nudge_every: int = 2
     poll_waits: tuple[int, ...] = (5, 10, 30, 60)
     poll_deny_after: int = 12
@@ -351,13 +578,19 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 
     def __post_init__(self) -> None:
         check_bool("loops.enabled", self.enabled)
+        self.check_mode("loops")
         check_bool("loops.requested_repeats", self.requested_repeats)
-        for key in ("include", "exclude", "poll_tools", "mutating_tools"):
+        for key in ("include", "exclude", "poll_tools", "mutating_tools", "paging_tools"):
             check_patterns(f"loops.{key}", getattr(self, key))
+        check_names("loops.paging_args", self.paging_args)
         for key in (
             "exclude_commands",
             "interjections",
             "error_results",
+            "transient_errors",
+            "cancelled_results",
+            "nothing_found",
+            "paging_values",
             "result_normalize",
             "poll_commands",
             "poll_states",
@@ -375,11 +608,36 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         if self.error_deny_at and self.error_deny_at <= self.error_at:
             rule = f"must be 0 (never deny) or more than loops.error_at ({self.error_at})"
             raise ConfigError("loops.error_deny_at", self.error_deny_at, rule)
+        check_int("loops.streak_deny_at", self.streak_deny_at, 0)
+        if self.streak_deny_at and self.streak_deny_at <= self.error_at:
+            rule = f"must be 0 (never deny) or more than loops.error_at ({self.error_at})"
+            raise ConfigError("loops.streak_deny_at", self.streak_deny_at, rule)
         check_int("loops.poll_nudge_at", self.poll_nudge_at, 2)
         check_int("loops.poll_nudge_every", self.poll_nudge_every, 1)
         check_positive_list("loops.poll_waits", self.poll_waits)
         check_int("loops.poll_deny_after", self.poll_deny_after, self.poll_nudge_at + 1)
         check_int("loops.poll_deny_seconds", self.poll_deny_seconds, 0)
+        check_int("loops.transient_at", self.transient_at, 2)
+        check_int("loops.transient_deny_at", self.transient_deny_at, 0)
+        if self.transient_deny_at and self.transient_deny_at <= self.transient_at:
+            rule = f"must be 0 (never deny) or more than loops.transient_at ({self.transient_at})"
+            raise ConfigError("loops.transient_deny_at", self.transient_deny_at, rule)
+        check_int("loops.grind_at", self.grind_at, 0)
+        if self.grind_at == 1:
+            raise ConfigError("loops.grind_at", 1, "must be 0 (off) or an integer >= 2")
+        check_int("loops.grind_deny_at", self.grind_deny_at, 0)
+        if self.grind_deny_at and self.grind_deny_at <= self.grind_at:
+            rule = f"must be 0 (never deny) or more than loops.grind_at ({self.grind_at})"
+            raise ConfigError("loops.grind_deny_at", self.grind_deny_at, rule)
+        check_int("loops.decay_seconds", self.decay_seconds, 0)
+        if not isinstance(self.tools, dict):
+            raise ConfigError("loops.tools", self.tools, "must be a table of tool-name globs")
+        for glob, settings in self.tools.items():
+            if not isinstance(glob, str) or not glob:
+                raise ConfigError("loops.tools", glob, "each key must be a non-empty tool-name glob")
+            if not isinstance(settings, LoopsToolConfig):
+                raise ConfigError(f'loops.tools."{glob}"', settings, "must be a table of settings")
+            settings.check(f'loops.tools."{glob}"')
         for key in self.__struct_fields__:
             value = getattr(self, key)
             if isinstance(value, list):
@@ -387,8 +645,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 
 
 class LoopsPolicy(Policy[_AgentLoops]):
-    """Result-aware detection of repeats, cycles, stalled polls and failure
-    streaks. Denials are ``by`` the plugin ``loop-detector``."""
+    """Result-aware detection of repeats, cycles, stalled polls, failure
+    streaks and grinds. Denials are ``by`` the plugin ``loop-detector``."""
 
     name = "loops"
     plugin = LOOPS_PLUGIN
@@ -399,39 +657,99 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._calls = CallSelector(config.include, config.exclude, config.exclude_commands, config.ignored_args)
         self._interjection = Interjections(config.interjections)
         self._normalizer = ResultNormalizer(config.result_normalize)
+        self._empty = self._normalizer.digest("")
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
         poll_tools = [loose_tool_name(p) for p in config.poll_tools]
         self._poll_tools = ToolFilter(poll_tools, normalize=loose_tool_name) if poll_tools else None
+        paging_tools = [loose_tool_name(p) for p in config.paging_tools]
+        self._paging_tools = ToolFilter(paging_tools, normalize=loose_tool_name) if paging_tools else None
+        self._paging_args = frozenset(config.paging_args) | self._calls.ignored
+        self._paging_values = RegexSet(config.paging_values, setting="loops.paging_values")
         self._poll_commands = CommandPatterns(config.poll_commands)
         self._poll_states = [compile_regex(p) for p in config.poll_states]
         self._error_results = [compile_regex(p) for p in config.error_results]
+        self._transient = RegexSet(config.transient_errors, setting="loops.transient_errors")
+        self._cancelled = RegexSet(config.cancelled_results, setting="loops.cancelled_results")
+        self._nothing_found = RegexSet(config.nothing_found, setting="loops.nothing_found")
+        self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
+        self._default_rules = _Rules(config, None)
+        self._rules: dict[str, _Rules] = {}
 
     def new_state(self) -> _AgentLoops:
         return _AgentLoops()
 
+    def rules(self, tool: str, hints: dict[str, bool] | None = None) -> _Rules:
+        """The thresholds and class of ``tool``'s calls (memoized by name)."""
+        rules = self._rules.get(tool)
+        if rules is None:
+            rules = self._default_rules
+            for glob, settings in self._tool_globs:
+                if glob.tracks(tool):
+                    rules = _Rules(self.config, settings)
+                    break
+            if len(self._rules) < 4096:
+                self._rules[tool] = rules
+        return _annotated(rules, hints) if hints else rules
+
+    def _fingerprint(
+        self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str
+    ) -> Fingerprint:
+        if rules.identity and isinstance(args, dict):
+            return fingerprint(tool, {k: v for k, v in args.items() if k in rules.identity})
+        if rules.ignored is not None:
+            return fingerprint(tool, args, rules.ignored)
+        return self._calls.fingerprint(fingerprints, tool, args, call_id)
+
+    def _paging(self, tool: str, args: Any, rules: _Rules) -> bool:
+        """A paging call: a paging tool (``paging_tools`` or ``kind =
+        "paging"``), or an argument value such as ``scroll`` or ``next``."""
+        if rules.kind == "paging":
+            return True
+        if self._paging_tools is not None and self._paging_tools.tracks(tool):
+            return True
+        if isinstance(args, dict) and self._paging_values:
+            return any(isinstance(v, str) and len(v) <= 16 and self._paging_values.search(v) for v in args.values())
+        return False
+
+    def _decayed(self, then: float, now: float) -> bool:
+        decay = self.config.decay_seconds
+        return bool(decay) and now - then >= decay
+
     async def on_call(self, state: _AgentLoops, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._calls.tracks(call.tool, call.args):
+            state.waited_at = state.seen  # a wait (sleep): what changes across it may be real progress
+            return None
+        hints = call.hints if isinstance(call.hints, dict) else None
+        rules = self.rules(call.tool, hints)
+        if rules.kind == "exclude":
             return None
         config = self.config
-        fp = self._calls.fingerprint(fingerprints, call.tool, call.args, call.call_id)
-        note = state.calls[call.call_id] = _Note(fp)
+        fp = self._fingerprint(fingerprints, rules, call.tool, call.args, call.call_id)
+        note = state.calls[call.call_id] = _Note(fp, rules)
+        if self._paging(call.tool, call.args, rules):
+            return None
         signature = state.signatures.get(fp.digest)
+        if signature is not None and self._decayed(signature.ts, call.ts):
+            signature = None
         text: str | None = None
         count = 0
         threshold = 0
         if signature is not None and signature.count:
             count = signature.count + 1
-            if signature.failed:
-                if config.error_deny_at and count >= config.error_deny_at:
-                    text, threshold = _FAILURE_DENIAL, config.error_deny_at
+            if signature.transient:
+                if rules.transient_deny_at and count >= rules.transient_deny_at:
+                    text, threshold = _FAILURE_DENIAL, rules.transient_deny_at
+            elif signature.failed:
+                if rules.error_deny_at and count >= rules.error_deny_at:
+                    text, threshold = _FAILURE_DENIAL, rules.error_deny_at
             elif signature.poll:
-                stalled = signature.count >= config.poll_deny_after or (
+                stalled = signature.count >= rules.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
                 )
-                if signature.nudges and stalled:
-                    text, threshold = _POLL_DENIAL, config.poll_deny_after
-            elif count >= max(config.deny_at, state.allowance + 1):
-                text, threshold = _REPEAT_DENIAL, config.deny_at
+                if signature.nudges and stalled and not state.patient:
+                    text, threshold = _POLL_DENIAL, rules.poll_deny_after
+            elif count >= max(rules.deny_at, state.allowance + 1):
+                text, threshold = _REPEAT_DENIAL, rules.deny_at
         arguments = fp.preview(_PREVIEW)
         if text is not None:
             assert signature is not None
@@ -442,12 +760,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 elapsed=_elapsed(call.ts - signature.since),
             )
         else:
-            streak = state.streaks.get(_streak_key(call.tool, call.args))
-            if streak is None or not config.error_deny_at or streak[1] < config.error_deny_at:
+            body, count, threshold = self._target_denial(state, call, fp, rules)
+            if not body:
                 return None
-            kind, count = streak
-            threshold = config.error_deny_at
-            body = _STREAK_DENIAL.format(tool=call.tool, count=count, kind=kind or "(no message)")
             signature = state.signatures.get(fp.digest)
         note.denied = True
         if signature is not None:
@@ -455,104 +770,243 @@ class LoopsPolicy(Policy[_AgentLoops]):
             note.halt = bool(config.halt_after) and signature.denials == config.halt_after
         return self._action("deny", call, count, body, threshold)
 
+    def _target_denial(
+        self, state: _AgentLoops, call: ToolCall, fp: Fingerprint, rules: _Rules
+    ) -> tuple[str, int, int]:
+        """A denial that is not about this exact call's record: a tool (or
+        program) failing the same way again and again, or the same content
+        written to the same file again. Empty text: no denial."""
+        streak = state.streaks.get(_streak_key(call.tool, call.args))
+        if (
+            streak is not None
+            and rules.streak_deny_at
+            and streak[1] >= rules.streak_deny_at
+            and not self._decayed(streak[2], call.ts)
+        ):
+            kind, count, _ = streak
+            body = _STREAK_DENIAL.format(tool=call.tool, count=count, kind=kind or "(no message)")
+            return body, count, rules.streak_deny_at
+        writing = self._writing(call.tool, call.args, rules)
+        if writing is not None:
+            target = write_target(call.args, by_tool=writing == "edit")
+            written = state.writes.get(target) if target is not None else None
+            if (
+                written is not None
+                and written[0] == fp.digest
+                and written[1] + 1 >= max(rules.deny_at, state.allowance + 1)
+            ):
+                body = _WRITE_DENIAL.format(
+                    target=target, count=written[1] + 1, tool=call.tool, arguments=fp.preview(_PREVIEW)
+                )
+                return body, written[1] + 1, rules.deny_at
+        return "", 0, 0
+
+    def _writing(self, tool: str, args: Any, rules: _Rules) -> str | None:
+        """``edit`` for an editing tool's call, ``command`` for a shell
+        command that edits, ``None`` for a call that changes nothing."""
+        if rules.mutating is not None:
+            return "edit" if rules.mutating else None
+        return self._progress.kind(tool, args)
+
+    def on_status(self, state: _AgentLoops, status: AgentStatus) -> None:
+        if status.status == "compacted":
+            # The runtime dropped earlier results from the model's view: a
+            # re-read now brings them back, it does not repeat them.
+            state.new_epoch()
+
     def on_result(self, state: _AgentLoops, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         note = state.calls.pop(result.call_id, None)
-        if result.denied_by is not None:
+        if result.denied_by is not None or (self.shadow and note is not None and note.denied):
+            # in shadow mode a call this policy would have denied ran anyway:
+            # its result is not observed, so what follows is what enforcing would do
             if note is None or not note.halt:
                 return None
             signature = state.signatures.get(note.fp.digest)
             denials = signature.denials if signature is not None else self.config.halt_after
             text = _HALT.format(tool=result.tool, denials=denials)
             return self._action("halt", result, denials, text, self.config.halt_after)
-        failed = result.is_error or any(p.match(result.content) for p in self._error_results)
-        progress = None if failed else self._progress.kind(result.tool, result.args)
-        tracked = self._calls.tracks(result.tool, result.args)
-        if progress is not None:
-            fp = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id)
-            opener = fp.digest if progress == "edit" else None
-            if opener is None or opener != state.opener:
-                state.new_epoch(opener)
-                if opener is not None and tracked:
-                    self._observe(state, result, fp, self._normalizer.digest(result.content), False, False)
-                return None
-        if not tracked:
+        if self._cancelled and self._cancelled.search(result.content[:300]):
+            return None  # cancelled because a sibling failed, or interrupted: not this call's own outcome
+        rules = note.rules if note is not None else self.rules(result.tool)
+        if rules.kind == "exclude":
             return None
+        failed = result.is_error or any(p.match(result.content) for p in self._error_results)
+        progress = None if failed else self._writing(result.tool, result.args, rules)
+        tracked = self._calls.tracks(result.tool, result.args)
         fp = (
             note.fp
             if note is not None
-            else self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id)
+            else self._fingerprint(fingerprints, rules, result.tool, result.args, result.call_id)
         )
+        if progress is not None:
+            target = write_target(result.args, by_tool=progress == "edit")
+            rewrite = False
+            if target is not None:
+                written = state.writes.get(target)
+                times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
+                rewrite = times > 1
+                state.writes[target] = (fp.digest, times)
+            # the same edit made again right away changes nothing: it opens no new epoch
+            opener = fp.digest
+            if not rewrite and opener != state.opener:
+                state.new_epoch(opener)
+                if tracked:
+                    self._observe(state, result, fp, self._normalizer.shape(result.content), False, False)
+                return None
+        if not tracked:
+            return None
+        if self._paging(result.tool, result.args, rules):
+            return None
         streak_key = _streak_key(result.tool, result.args)
-        poll = self._is_poll(result, failed)
+        poll = rules.kind == "poll" or self._is_poll(result, failed)
+        transient = failed and not poll and bool(self._transient) and self._transient.search(result.content[:2000])
         if failed and not poll:
-            digest = _FAILED
-            kind = error_kind(result.content)
-            previous = state.streaks.get(streak_key)
-            streak = previous[1] + 1 if previous is not None and previous[0] == kind else 1
-            state.streaks[streak_key] = (kind, streak)
-        else:
-            digest = self._normalizer.digest(result.content)
+            shape = Shape(_TRANSIENT if transient else _FAILED, b"", ())
+            if not transient:
+                kind = error_kind(result.content)
+                previous = state.streaks.get(streak_key)
+                same = previous is not None and previous[0] == kind and not self._decayed(previous[2], result.ts)
+                streak = previous[1] + 1 if same and previous is not None else 1
+                state.streaks[streak_key] = (kind, streak, result.ts)
+        elif not poll and names_file(result.args):
+            shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
             state.streaks.pop(streak_key, None)
-        signature, gap = self._observe(state, result, fp, digest, failed and not poll, poll)
-        if failed:
+        else:
+            shape = self._normalizer.shape(error_head(result.content))
+            state.streaks.pop(streak_key, None)
+        signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
+        signature.transient = bool(transient)
+        if failed and not transient:
             state.failed_at = state.seen
         if not gap:
             state.run = 0
             state.advised = False
         elif not failed and not poll:
             state.run += 1
-        config = self.config
         count = signature.count
         arguments = fp.preview(_PREVIEW)
-        if failed and not poll:
-            if count == config.error_at:
-                text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=arguments)
-                return self._action("remind", result, count, text, config.error_at)
-            kind, streak = state.streaks[streak_key]
-            if streak == config.error_at and kind:
-                text = _STREAK_ADVICE.format(
-                    tool=result.tool, count=streak, kind=kind, deny_at=config.error_deny_at or "more"
+        if transient:
+            if count == rules.transient_at:
+                text = _TRANSIENT_ADVICE.format(
+                    count=count, tool=result.tool, arguments=arguments, deny_at=rules.transient_deny_at or "more"
                 )
-                return self._action("remind", result, streak, text, config.error_at)
+                return self._action("remind", result, count, text, rules.transient_at)
+            return None
+        if failed and not poll:
+            if count == rules.error_at:
+                text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=arguments)
+                return self._action("remind", result, count, text, rules.error_at)
+            kind, streak, _ = state.streaks[streak_key]
+            if streak == rules.error_at and kind:
+                text = _STREAK_ADVICE.format(
+                    tool=result.tool, count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
+                )
+                return self._action("remind", result, streak, text, rules.error_at)
             return None
         if poll:
-            return self._back_off(signature, result, arguments)
+            if state.patient:
+                return None
+            return self._back_off(signature, result, arguments, rules)
+        grind = self._grind(state, result, fp, shape.digest, rules)
+        if grind is not None:
+            return grind
         if state.advised or not gap or count <= state.allowance:
             return None
         # a repeat a few calls back means a cycle is forming, unless a call
         # failed in between: re-reading after a failed edit is how it is fixed
-        forming = 1 < gap <= config.advise_span and state.failed_at <= state.seen - gap
-        if state.run >= config.advise_at or forming:
+        forming = 1 < gap <= self.config.advise_span and state.failed_at <= state.seen - gap
+        if state.run >= self.config.advise_at or forming:
             state.advised = True
             text = _CYCLE_ADVICE.format(run=state.run, tool=result.tool, arguments=arguments)
-            return self._action("remind", result, count, text, config.advise_at)
+            return self._action("remind", result, count, text, self.config.advise_at)
         return None
 
+    def _found_nothing(self, content: str) -> bool:
+        """A search's whole answer is that it found nothing (``nothing_found``)."""
+        return (
+            len(content) <= _NOTHING_FOUND_CHARS and bool(self._nothing_found) and self._nothing_found.search(content)
+        )
+
+    def _grind(
+        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, rules: _Rules
+    ) -> Action | None:
+        """Count a successful result against its target's run: the same
+        target (program, file or URL) answering the same thing to other
+        arguments. Arguments that differ only in paging arguments (offset,
+        cursor, page, ...) are paging, not a grind; an empty result, or one
+        saying only that nothing was found, is no answer at all."""
+        if not rules.grind_at:
+            return None
+        target = call_target(result.args)
+        if target is None:
+            return None  # nothing named to grind on: an action tool's "ok" to new arguments is no answer
+        key = (result.tool, target)
+        if digest == self._empty or self._found_nothing(result.content):
+            state.grinds.pop(key, None)
+            return None
+        paged = fingerprint(result.tool, result.args, self._paging_args).digest
+        grind = state.grinds.get(key)
+        if grind is None or grind.result != digest or self._decayed(grind.ts, result.ts):
+            state.grinds[key] = _Grind(digest, fp.digest, paged, result.ts)
+            return None
+        grind.ts = result.ts
+        if grind.fp == fp.digest or grind.paged == paged:
+            grind.fp = fp.digest
+            return None  # the same call again (the repeat rules judge it), or paging
+        grind.fp = fp.digest
+        grind.paged = paged
+        grind.count += 1
+        if grind.count < rules.grind_at or grind.advised:
+            return None
+        grind.advised = True
+        text = _GRIND_ADVICE.format(target=target, count=grind.count, tool=result.tool, arguments=fp.preview(_PREVIEW))
+        return self._action("remind", result, grind.count, text, rules.grind_at)
+
     def on_user_message(self, state: _AgentLoops, message: UserMessage) -> None:
-        if self._interjection(message.text):
+        if self._interjection(message.text) and not asks_to_repeat(message.text):
             return
         state.new_epoch()
-        state.allowance = requested_repeats(message.text) if self.config.requested_repeats else 0
+        state.writes.clear()
+        if self.config.requested_repeats:
+            state.allowance = requested_repeats(message.text)
+            state.patient = bool(_KEEP_POLLING.search(message.text))
+        else:
+            state.allowance = 0
+            state.patient = False
 
     def _observe(
-        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, failed: bool, poll: bool
+        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, shape: Shape, failed: bool, poll: bool
     ) -> tuple[_Signature, int]:
         """Count one result of a tracked call against its signature. The
         gap: how many tracked results back the signature's previous one was,
-        when this one repeats it unchanged; 0 when it brings news."""
+        when this one repeats it unchanged; 0 when it brings news. A result
+        that differs from the previous one only by a counter grown by one
+        (``tick 4``, ``tick 5``) repeats it, unless the call is a poll or the
+        agent waited (an untracked ``sleep``) since the previous one; an
+        occurrence after an idle gap of ``decay_seconds`` starts over."""
         signature = state.remember(fp.digest, self.config.window)
         state.seen += 1
         gap = 0
-        if signature.count and signature.result == digest:
+        same = signature.count and (
+            signature.result == shape.digest
+            or (
+                not poll
+                and signature.last > state.waited_at
+                and signature.shape is not None
+                and shape.counts_on(signature.shape)
+            )
+        )
+        if same and not self._decayed(signature.ts, result.ts):
             signature.count += 1
             gap = state.seen - signature.last
         else:
             signature.count = 1
-            signature.result = digest
+            signature.result = shape.digest
             signature.since = result.ts
             signature.nudges = 0
             signature.level = 0
             signature.denials = 0
+        signature.shape = shape
         signature.last = state.seen
         signature.spacing = result.ts - signature.ts
         signature.ts = result.ts
@@ -560,14 +1014,14 @@ class LoopsPolicy(Policy[_AgentLoops]):
         signature.poll = poll
         return signature, gap
 
-    def _back_off(self, signature: _Signature, result: ToolResult, arguments: str) -> Action | None:
+    def _back_off(self, signature: _Signature, result: ToolResult, arguments: str, rules: _Rules) -> Action | None:
         """A nudge for an unchanged poll, naming the next wait. Waits the
         agent already keeps between polls are skipped, so a patient poller
         is not nagged; before a poll is denied it is always nudged once."""
         config = self.config
         count = signature.count
-        at = config.poll_nudge_at
-        stalled = count >= config.poll_deny_after or bool(
+        at = rules.poll_nudge_at
+        stalled = count >= rules.poll_deny_after or bool(
             config.poll_deny_seconds and result.ts - signature.since >= config.poll_deny_seconds
         )
         final = stalled and not signature.nudges

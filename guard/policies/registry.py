@@ -20,7 +20,7 @@ from guard.policies.remind import RemindPolicy
 from guard.policies.rescue import RescuePolicy
 from guard.policies.turns import TurnsPolicy
 from guard.policy import AnyPolicy
-from guard.section import ConfigError, Section
+from guard.section import ConfigError, Section, check_mode
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -91,15 +91,17 @@ def _keywords(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     enabled = settings.get("enabled", True)
     if not isinstance(enabled, bool):
         raise ConfigError(f"{name}.enabled", enabled, "must be true or false")
+    check_mode(f"{name}.mode", settings.get("mode", "enforce"))
     for key in settings:
         if not isinstance(key, str):
             raise ConfigError(f"{name}.{key!r}", settings[key], "keys must be strings")
-    return {key: value for key, value in settings.items() if key != "enabled"}
+    return {key: value for key, value in settings.items() if key not in ("enabled", "mode")}
 
 
 def build_plugin(name: str, settings: Mapping[str, Any], found: Mapping[str, EntryPoint] | None = None) -> AnyPolicy:
     """The installed policy ``name`` built with ``settings`` (its config
-    section) as keyword arguments. A key its class does not take, one it
+    section) as keyword arguments, in shadow mode if ``settings`` say
+    ``mode = "shadow"``. A key its class does not take, one it
     requires and lacks, or a value it refuses is a ``ConfigError`` naming it."""
     import inspect
 
@@ -111,7 +113,9 @@ def build_plugin(name: str, settings: Mapping[str, Any], found: Mapping[str, Ent
         known = [p.name for p in parameters if p.kind in named]
         for key, value in keywords.items():
             if key not in known:
-                raise ConfigError(f"{name}.{key}", value, f"unknown key (known: {', '.join(['enabled', *known])})")
+                raise ConfigError(
+                    f"{name}.{key}", value, f"unknown key (known: {', '.join(['enabled', 'mode', *known])})"
+                )
     for parameter in parameters:
         if parameter.kind in named and parameter.default is parameter.empty and parameter.name not in keywords:
             raise ConfigError(f"{name}.{parameter.name}", None, "is required")
@@ -125,6 +129,10 @@ def build_plugin(name: str, settings: Mapping[str, Any], found: Mapping[str, Ent
             raise ConfigError(name, what, f"is not a policy (it has no {attribute!r})")
     if policy.name != name:
         raise ConfigError(name, what, f"names itself {policy.name!r}: a policy's name must be its section's")
+    try:
+        policy.shadow = settings.get("mode") == "shadow"
+    except AttributeError:
+        raise ConfigError(name, what, "does not take a 'shadow' attribute (mode)") from None
     return policy  # type: ignore[no-any-return]
 
 
@@ -136,7 +144,9 @@ def build_policies(config: Config) -> list[AnyPolicy]:
     for policy in BUILTIN:
         section = getattr(config, policy.name)
         if section.active:
-            policies.append(policy(section))
+            built = policy(section)
+            built.shadow = section.mode == "shadow"
+            policies.append(built)
     if config.plugins:
         found = installed_plugins()
         for name, settings in config.plugins.items():

@@ -69,6 +69,7 @@ class RemindConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         check_bool("remind.enabled", self.enabled)
+        self.check_mode("remind")
         thresholds = self.thresholds
         if not isinstance(thresholds, (list, tuple)) or not thresholds:
             raise ConfigError("remind.thresholds", thresholds, "must be a non-empty list of integers >= 2")

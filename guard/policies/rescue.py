@@ -340,6 +340,7 @@ class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
     def __post_init__(self) -> None:
         check_bool("rescue.enabled", self.enabled)
+        self.check_mode("rescue")
         check_int("rescue.nudge_at", self.nudge_at, 2)
         check_int("rescue.rescue_at", self.rescue_at, 3)
         check_int("rescue.window", self.window, 3)

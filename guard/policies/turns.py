@@ -165,6 +165,7 @@ class TurnsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 
     def __post_init__(self) -> None:
         check_bool("turns.enabled", self.enabled)
+        self.check_mode("turns")
         check_int("turns.threshold", self.threshold, 0)
         if self.threshold == 1:
             raise ConfigError(

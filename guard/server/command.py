@@ -38,6 +38,11 @@ def add_command(commands: Any) -> None:
         "--config", metavar="FILE", help="a .toml or .yaml config, or 'recommended' (default: remind only)"
     )
     serve.add_argument(
+        "--shadow",
+        action="store_true",
+        help="record every action the guard would take in the session logs, /metrics and logs; deliver none",
+    )
+    serve.add_argument(
         "--state-dir",
         metavar="DIR",
         help="where session logs live (default: the hook's state directory + /serve, i.e. "

@@ -48,7 +48,7 @@ class _StoreCollector(Collector):
 
 class Metrics:
     """Counters the server updates and ``render`` exposes in Prometheus text:
-    events by type, guard actions by policy and kind, responses by route and
+    events by type, guard actions (and shadow actions) by policy and kind, responses by route and
     status, request latency by route, and the store's session counts."""
 
     def __init__(self) -> None:
@@ -61,6 +61,11 @@ class Metrics:
         self._actions = Counter(
             "repeat_tool_guard_actions", "Guard actions, by policy and kind.", ["policy", "action"],
             registry=self.registry,
+        )  # fmt: skip
+        self._shadow_actions = Counter(
+            "repeat_tool_guard_shadow_actions",
+            "Actions of policies in shadow mode: recorded, not delivered; by policy and kind.",
+            ["policy", "action"], registry=self.registry,
         )  # fmt: skip
         self._responses = Counter(
             "repeat_tool_guard_responses", "HTTP responses, by route and status code.", ["route", "status"],
@@ -80,8 +85,10 @@ class Metrics:
         self._by_class[type(event)].inc()
 
     def on_action(self, action: Action, trigger: Event) -> None:
-        """A guard action listener: count the action by policy and kind."""
-        self._actions.labels(action.policy, action.action).inc()
+        """A guard action listener: count the action by policy and kind (a
+        shadow action in a counter of its own: it was not taken)."""
+        counter = self._shadow_actions if action.shadow else self._actions
+        counter.labels(action.policy, action.action).inc()
 
     def observe(self, route: str, status: int, seconds: float) -> None:
         self._responses.labels(route, str(status)).inc()

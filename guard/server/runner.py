@@ -33,7 +33,7 @@ from prometheus_client import disable_created_metrics
 from bus import NotRegularFileError, open_regular
 from bus.redis_log import redact_url
 from guard.adapters.claude_hooks import default_state_dir
-from guard.config import Config, apply_environment, load_config
+from guard.config import Config, apply_environment, load_config, shadowed
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore, SessionStore
 
@@ -266,6 +266,8 @@ def _run(args: argparse.Namespace) -> int:
     # client that hung up on pipelined requests would flood stderr.
     logging.getLogger("asyncio").setLevel(logging.ERROR)
     config = apply_environment(load_config(args.config) if args.config else Config())
+    if getattr(args, "shadow", False):
+        config = shadowed(config)
     token = read_token(args.token_file) if args.token_file else None
     if args.uds is None and not is_loopback(args.host) and token is None:
         raise ServeError(

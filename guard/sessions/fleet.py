@@ -43,7 +43,7 @@ from bus import (
 )
 from bus._codec import event_decoder
 from bus.redis_log import DEFAULT_PREFIX, Appended, PendingAppend, RedisSessionLog, append_many
-from guard.actions import Action
+from guard.actions import SHADOW_FORM, Action
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.policies.escalation import AskOutcome
@@ -293,7 +293,7 @@ class _Replica:
         self.seq = event.seq
         if self.output or self.actions:
             owed.append((event.seq, self.output[:], self.actions[:]))
-            messages = tuple(e for e in self.output if isinstance(e, ContextMessage))
+            messages = tuple(e for e in self.output if isinstance(e, ContextMessage) and e.source.form != SHADOW_FORM)
             halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
             outcome = Answer(seq=event.seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
         else:

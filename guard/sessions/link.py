@@ -26,6 +26,7 @@ from bus import (
     UserMessage,
 )
 from bus._logging import LazyLogger
+from guard.actions import SHADOW_FORM
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.sessions.answer import Answer
@@ -142,6 +143,8 @@ class GuardLink:
         if agent is None:
             return
         kind = type(event)
+        if kind is ContextMessage and event.source.form == SHADOW_FORM:  # type: ignore[attr-defined]
+            return  # a shadow action's record: never shown to the model
         if kind is ContextMessage or (kind is AgentStatus and event.status == "halt-requested"):  # type: ignore[attr-defined]
             link = self._links.get(agent)
             if link is not None:
@@ -207,12 +210,21 @@ class AgentLink:
         self.halt_reason = None
         await self.bus.publish(UserMessage(agent=self.agent, text=text))
 
-    async def call(self, call_id: str, tool: str, args: Any) -> Decision:
+    async def call(self, call_id: str, tool: str, args: Any, *, hints: dict[str, bool] | None = None) -> Decision:
         """Publish the call and return the bus's decision; on a deny the
-        adapter must not run the tool, and should publish ``denied``."""
+        adapter must not run the tool, and should publish ``denied``.
+        ``hints`` are the tool's annotations where the runtime declares them
+        (MCP's ``readOnlyHint``, ...), carried on the ``tool/call``."""
         if self.step == 0:
             self.step = 1
-        call = ToolCall(agent=self.agent, call_id=call_id, step=self.step, tool=tool, args=args)
+        call = ToolCall(
+            agent=self.agent,
+            call_id=call_id,
+            step=self.step,
+            tool=tool,
+            args=args,
+            hints=hints if hints else msgspec.UNSET,
+        )
         self._calls[call_id] = call
         return await self.bus.decide(call)
 

@@ -56,8 +56,7 @@ async def test_recommended_advises_on_at_most_2_percent_of_held_out_legit_stretc
 @pytest.mark.xfail(
     strict=False,
     reason="recommended does not yet meet every threshold on held-out real transcripts: it denies a re-read "
-    "between failing edits (django-11451) and misses four identical `cat > fix.patch` heredocs (django-11620); "
-    "see the real benchmark table in docs/policies/recommended.md",
+    "between failing edits (django-11451); see the real benchmark table in docs/policies/recommended.md",
 )
 async def test_recommended_meets_its_promises_on_held_out_real_transcripts(anyio_backend: str) -> None:
     (recommended,) = await score_half("held-out")

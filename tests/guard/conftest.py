@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bus import ToolCall
+from bus import ToolCall, ToolResult
 from bus.testing import Capture
-from guard import Action, ActionKind, Config, FingerprintCache, Policy
+from guard import Action, ActionKind, Config, FingerprintCache, LoopsConfig, Policy, RemindConfig
 from tests.scenarios._script import Script
 
 
@@ -64,3 +65,35 @@ def make_script(tmp_path: Path) -> Iterator[MakeScript]:
     yield make
     for script in made:
         script.close()
+
+
+class Run(Script):
+    """A scripted runtime with only ``loops`` on; ``actions`` lists
+    ``(call number, kind)`` as the guard acted."""
+
+    def __init__(self, path: Path, config: Config) -> None:
+        super().__init__(path, config)
+        self.actions: list[tuple[int, str]] = []
+        self.texts: list[str] = []
+        self.numbers: dict[str, int] = {}
+        self.guard.add_listener(self._heard)
+
+    def _heard(self, action: Action, trigger: object) -> None:
+        self.actions.append((self.numbers.get(action.call_id, len(self.numbers) + 1), action.action))
+        self.texts.append(action.text)
+
+    async def do(self, tool: str, args: Any, content: str = "ok", **kw: Any) -> ToolResult:
+        self.numbers[f"c{len(self.numbers) + 1}"] = len(self.numbers) + 1
+        return await self.call("main", tool, args, content, **kw)
+
+
+Make = Callable[..., Run]
+
+
+@pytest.fixture
+def make(tmp_path: Path) -> Make:
+    def build(**loops: Any) -> Run:
+        config = Config(remind=RemindConfig(enabled=False), loops=LoopsConfig(**loops))
+        return Run(tmp_path / f"s{len(list(tmp_path.iterdir()))}.jsonl", config)
+
+    return build

@@ -266,8 +266,10 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
     `cat > file`): none of that may be denied. Rescue acts on OpenHands
     twice: it denies viewing the unchanged parser.c a third time, and the
     same failed ``str_replace`` (no ``old_str``) a third and fourth time; a
-    failed edit is no progress. ``loops`` denies that failed edit too, and
-    only advises elsewhere."""
+    failed edit is no progress. ``loops`` denies the third view of parser.c
+    and advises on the real failure streaks (failed ``str_replace``s, a
+    ``cd`` into a missing build directory, SWE-agent edits rejected for a
+    syntax error) and on one ``sed -n`` range read again a few calls later."""
     report = audit([CORPUS], audit_config())
     acted = {str(Path(s.label).relative_to(CORPUS)): s.actions for s in report.sessions if s.actions}
     assert acted == {
@@ -294,12 +296,8 @@ def test_each_loop_says_its_estimated_tokens_and_what_each_policy_would_have_sav
     report = audit([path])
     (loop,) = report.sessions[0].loops
     per_call = len(b'{"pattern":"x"}') + len(b"none")  # 19 bytes
-    assert {p: a.call_number for p, a in loop.first_actions.items()} == {
-        "rescue": 3,
-        "loops": 3,
-        "remind": 3,
-        "turns": 5,
-    }
+    first = {p: a.call_number for p, a in loop.first_actions.items()}
+    assert first == {"rescue": 3, "remind": 3, "turns": 5, "loops": 3}
     assert loop.saved_calls == {"remind": 3, "turns": 1, "rescue": 4, "loops": 4}
     saved = {"remind": -(-3 * per_call // 4), "turns": -(-per_call // 4), "rescue": 19, "loops": 19}
     assert loop.saved_tokens == saved

@@ -191,6 +191,7 @@ def test_check_config_prints_the_effective_config(tmp_path: Path, capsys: pytest
     effective = json.loads(capsys.readouterr().out)
     assert effective["remind"] == {
         "enabled": True,
+        "mode": "enforce",
         "thresholds": [2, 4],
         "include": [],
         "exclude": [],

@@ -149,3 +149,31 @@ def test_an_agent_clis_decorations_of_one_output_normalise_alike(first: str, aga
     assert normalizer.digest(first) == normalizer.digest(again)
     assert normalizer.digest(first) != normalizer.digest(first.replace("same", "other"))
     assert normalizer.digest(first) != normalizer.digest(first.replace("Output", "Error"))
+
+
+def test_a_counter_is_one_number_grown_by_one() -> None:
+    shape = ResultNormalizer().shape
+    assert shape("tick 6 of 9").counts_on(shape("tick 5 of 9"))
+    assert not shape("tick 6 of 10").counts_on(shape("tick 5 of 9"))
+    assert not shape("tick 5 of 9").counts_on(shape("tick 5 of 9"))
+    assert not shape("tock 6").counts_on(shape("tick 5"))
+    assert not shape("1 2").counts_on(shape("1"))
+    long = "x" * 3000  # a long result is compared whole: no counter in it
+    assert not shape(f"tick 2\n{long}").counts_on(shape(f"tick 1\n{long}"))
+    big = "x" * 9000
+    assert shape(f"took 1s\n{big}\nend").digest == shape(f"took 2s\n{big}\nend").digest
+    assert not shape(f"tick 2\n{big}\nend").counts_on(shape(f"tick 1\n{big}\nend"))
+
+
+def test_an_error_report_is_cut_after_what_failed() -> None:
+    from guard.normalize import error_head
+
+    noisy = "fatal: not a git repository\nhint: run git init\n"
+    assert error_head(noisy) == "fatal: not a git repository\n"
+    assert (
+        error_head("Traceback (most recent call last):\n  File 'x'\n")
+        == "Traceback (most recent call last):\n  File 'x'\n"
+    )
+    skipped = "---\n" * 250 + "error: late"
+    assert error_head(skipped) == skipped
+    assert error_head("all good\nerror: later") == "all good\nerror: later"

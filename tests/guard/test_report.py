@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from guard import Config
-from guard.audit import AuditReport, FileError, Timeline, audit
+from guard.audit import LOOP_SHARE_ANCHOR, AuditReport, FileError, Timeline, audit
 from guard.report import TIMELINE_LIMIT, human_bytes, human_count, render_html, render_table
 from tests.guard.importers._transcripts import ClaudeCodeSession, looping_claude_code
 
@@ -50,13 +50,14 @@ def test_table_lists_sessions_loops_and_errors(tmp_path: Path) -> None:
     lines = table.splitlines()
     assert lines[0].startswith("audited 2 sessions in 3 files: 30 tool calls, 4 loops, 13 calls wasted (~220 tokens")
     assert lines[1] == "policies: remind (acted in 2)"
-    assert lines[2] == "would have saved: remind 13 calls (~220 tokens)"
-    assert lines[3] == "(tokens are estimated: bytes of the calls' arguments and output / 4)"
-    header = lines[5].split()
+    assert lines[2] == f"sessions with a loop: 2 of 2 (100.0 %); published anchor: {LOOP_SHARE_ANCHOR}"
+    assert lines[3] == "would have saved: remind 13 calls (~220 tokens)"
+    assert lines[4] == "(tokens are estimated: bytes of the calls' arguments and output / 4)"
+    header = lines[6].split()
     assert header == ["session", "format", "agents", "calls", "run", "loops", "wasted", "tokens", "output", "remind"]
-    assert lines[6].split()[:9] == ["loop.jsonl", "claude-code", "1", "22", "5", "2", "12", "~213", "2.4"]
-    assert lines[6].endswith("remind@3")
-    assert lines[7].split()[:4] == ["team.jsonl", "claude-code", "2", "8"]
+    assert lines[7].split()[:9] == ["loop.jsonl", "claude-code", "1", "22", "5", "2", "12", "~213", "2.4"]
+    assert lines[7].endswith("remind@3")
+    assert lines[8].split()[:4] == ["team.jsonl", "claude-code", "2", "8"]
     # 12 calls of {"path":"src","pattern":"load_config"} (38 B) that returned 396 B: (12 * 38 + 396) / 4
     assert "  loop.jsonl  [main] Grep ×15 (run 5): remind remind@3; wasted 12 calls, ~213 tokens, 396 B" in lines
     assert "      would have saved: remind 12 calls (~213 tokens)" in lines
@@ -70,7 +71,9 @@ def test_table_of_nothing_and_of_files_that_were_not_transcripts(tmp_path: Path)
     assert table == (
         "audited 0 sessions in 1 files: 0 tool calls, 0 loops, 0 calls wasted (~0 tokens; 0 B of 0 B tool output) in "
         + table.split(" in ")[2].split("\n")[0]
-        + "\npolicies: remind (acted in 0)\nwould have saved: remind 0 calls (~0 tokens)\n"
+        + "\npolicies: remind (acted in 0)\n"
+        + f"sessions with a loop: 0 of 0 (0.0 %); published anchor: {LOOP_SHARE_ANCHOR}\n"
+        + "would have saved: remind 0 calls (~0 tokens)\n"
         + "(tokens are estimated: bytes of the calls' arguments and output / 4)\n"
         + "1 files found were not transcripts and were left out\n"
         + "\nleft out 1 files that are not transcripts:\n"

@@ -783,12 +783,13 @@ async def _loops_repeat_denied_then_halt(s: Script) -> None:
 @scenario("loops/poll_backs_off", LOOPS_ONLY)
 async def _loops_poll_backs_off(s: Script) -> None:
     """A build polled while its output advances is left alone; once it stops
-    changing, polls a few seconds apart are told to back off (5 s, then 10 s)."""
+    changing, polls a few seconds apart are told to back off from the fourth
+    unchanged poll (5 s, then 10 s)."""
     await s.start("main")
     await s.user("main", "wait for the build")
     for n in range(3):
         await s.call("main", "BashOutput", {"bash_id": "b1"}, f"<status>running</status>\nstep {n}", seconds=3)
-    for _ in range(4):
+    for _ in range(5):
         await s.call("main", "BashOutput", {"bash_id": "b1"}, "<status>running</status>\nstep 2", seconds=3)
 
 
@@ -797,7 +798,7 @@ async def _loops_cycle_and_error_streak(s: Script) -> None:
     """A two-call cycle draws one advisory, then its third round is denied;
     a "Done" from the user changes nothing. Then an unknown tool is called
     with new arguments each time: an advisory at the third failure, denial
-    from the fifth."""
+    once eight have failed."""
     await s.start("main")
     await s.user("main", "why does the service not start?")
     for _ in range(2):
@@ -805,7 +806,7 @@ async def _loops_cycle_and_error_streak(s: Script) -> None:
         await s.call("main", "read", {"path": "service.log"}, "ERROR bind: address in use")
     await s.user("main", "Done")
     await s.call("main", "ls", {}, "app.py service.log")
-    for n in range(6):
+    for n in range(9):
         await s.call("main", "search_code", {"q": f"bind {n}"}, f"Error: unknown tool search_code ({n})", is_error=True)
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from bus import AgentStatus, ToolCall, ToolResult, read_log
+from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, read_log
 from bus.testing import Capture
-from guard import GENTLE_REMINDER, Config, RemindConfig
+from guard import GENTLE_REMINDER, RECOMMENDED, SHADOW_FORM, Config, RemindConfig, shadowed
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, answer_hook
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
@@ -224,6 +224,27 @@ def test_the_command_hook_keeps_gemini_calls_open_across_processes(tmp_path: Pat
     results = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolResult)]
     assert len(results) == 3
     assert len({r.call_id for r in results}) == 3
+
+
+@pytest.mark.parametrize("shadow", [False, True])
+def test_a_shadow_command_hook_answers_codex_and_gemini_nothing_and_records_every_action(
+    tmp_path: Path, shadow: bool
+) -> None:
+    config = shadowed(RECOMMENDED) if shadow else RECOMMENDED
+    codex = [answer_hook(p, tmp_path / "codex", config, runtime=CODEX) for n in range(6) for p in codex_call(n)]
+    gemini = []
+    for n in range(6):
+        gemini.append(answer_hook(gemini_before(description=f"d{n}"), tmp_path / "gemini", config, runtime=GEMINI_CLI))
+        gemini.append(answer_hook(gemini_after(pgid=n), tmp_path / "gemini", config, runtime=GEMINI_CLI))
+    for answers, state in ((codex, "codex"), (gemini, "gemini")):
+        assert (answers == [{}] * len(answers)) is shadow, state
+        recorded = [e for e in read_log(tmp_path / state / f"{SESSION}.jsonl") if isinstance(e, ContextMessage)]
+        assert recorded
+        assert all((m.source.form == SHADOW_FORM) is shadow for m in recorded), state
+        denied = [
+            e for e in read_log(tmp_path / state / f"{SESSION}.jsonl") if isinstance(e, ToolResult) and e.denied_by
+        ]
+        assert bool(denied) is not shadow, state
 
 
 async def test_gemini_call_ids_stay_unique_when_the_clock_repeats(

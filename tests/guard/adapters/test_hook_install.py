@@ -48,6 +48,14 @@ def test_each_cli_gets_its_events_and_one_fail_open_command(
     assert matchers == ({None} if agent == "codex" else {None, "*"})
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
+def test_a_shadow_hook_is_passed_shadow(capsys: pytest.CaptureFixture[str], agent: str) -> None:
+    (command,) = commands(printed(capsys, "--agent", agent, "--config", "recommended", "--shadow"))
+    assert command.split(" || ")[0].endswith("--config recommended --shadow")
+    assert main(["hook-settings", "--http", "http://x", "--shadow"]) == 2
+    assert "--shadow" in capsys.readouterr().err
+
+
 def test_claude_codes_events_are_its_runtimes() -> None:
     assert CLAUDE_CODE.events == HOOK_EVENTS
 
@@ -68,7 +76,7 @@ def test_http_settings_point_each_cli_at_its_route(capsys: pytest.CaptureFixture
     assert forward.startswith("curl -sSf --max-time 10 ")
     assert '-H "Authorization: Bearer $T" http://127.0.0.1:8787/hooks/codex || printf' in forward
     assert main(["hook-settings", "--http", "http://x", "--config", "recommended"]) == 2
-    assert "the server's own --config and --state-dir apply" in capsys.readouterr().err
+    assert "the server's own --config, --shadow and --state-dir apply" in capsys.readouterr().err
 
 
 def test_install_merges_backs_up_is_idempotent_and_uninstalls(

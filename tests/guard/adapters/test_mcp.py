@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("mcp", reason="mcp is not installed: pip install 'repeat-tool-guard[mcp]'")
 
 import mcp_types as types
+import msgspec
 from mcp import Client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
@@ -230,3 +231,25 @@ async def test_claude_code_shows_the_model_the_reminder_of_a_structured_result(
         assert REMINDER_PREFIX + GENTLE_REMINDER in second
     log = fake_anthropic.work / "proxy-session.jsonl"
     assert log.read_text().count('"type":"session/start"') == 2
+
+
+async def test_the_tools_annotations_ride_on_their_calls(link: GuardLink, events: Capture, anyio_backend: str) -> None:
+    upstream_server = MCPServer("tickets")
+
+    @upstream_server.tool(annotations=types.ToolAnnotations(read_only_hint=False, idempotent_hint=False))
+    def create_ticket(title: str) -> str:
+        """Open a ticket."""
+        return "created #7"
+
+    @upstream_server.tool()
+    def ping() -> str:
+        """No annotations."""
+        return "pong"
+
+    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
+        await client.list_tools()
+        await client.call_tool("create_ticket", {"title": "bug"})
+        await client.call_tool("ping", {})
+    created, pinged = events.of(ToolCall)
+    assert created.hints == {"readOnlyHint": False, "idempotentHint": False}
+    assert pinged.hints is msgspec.UNSET

@@ -2,53 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from bus import Agent, Bus, ContextMessage, ToolCall, ToolResult
 from bus.testing import Capture
-from guard import Action, Config, FingerprintCache, Guard, LoopsConfig, LoopsPolicy, RemindConfig
+from guard import Config, FingerprintCache, Guard, LoopsConfig, LoopsPolicy, RemindConfig
 from guard.policies.loops import LOOPS_PLUGIN
-from tests.scenarios._script import Script
+from tests.guard.conftest import Make
 
 pytestmark = pytest.mark.anyio
 
 GREP = {"pattern": "load_config", "path": "src"}
-
-
-class Run(Script):
-    """A scripted runtime with only ``loops`` on; ``actions`` lists
-    ``(call number, kind)`` as the guard acted."""
-
-    def __init__(self, path: Path, config: Config) -> None:
-        super().__init__(path, config)
-        self.actions: list[tuple[int, str]] = []
-        self.texts: list[str] = []
-        self.numbers: dict[str, int] = {}
-        self.guard.add_listener(self._heard)
-
-    def _heard(self, action: Action, trigger: object) -> None:
-        self.actions.append((self.numbers.get(action.call_id, len(self.numbers) + 1), action.action))
-        self.texts.append(action.text)
-
-    async def do(self, tool: str, args: Any, content: str = "ok", **kw: Any) -> ToolResult:
-        self.numbers[f"c{len(self.numbers) + 1}"] = len(self.numbers) + 1
-        return await self.call("main", tool, args, content, **kw)
-
-
-Make = Callable[..., Run]
-
-
-@pytest.fixture
-def make(tmp_path: Path) -> Make:
-    def build(**loops: Any) -> Run:
-        config = Config(remind=RemindConfig(enabled=False), loops=LoopsConfig(**loops))
-        return Run(tmp_path / f"s{len(list(tmp_path.iterdir()))}.jsonl", config)
-
-    return build
 
 
 async def test_the_third_identical_call_with_the_same_result_is_denied(make: Make, anyio_backend: str) -> None:
@@ -177,7 +141,7 @@ async def test_two_failures_then_success_is_left_alone(make: Make, anyio_backend
 
 
 async def test_the_same_error_kind_with_varying_arguments_is_a_streak(make: Make, anyio_backend: str) -> None:
-    run = make()
+    run = make(streak_deny_at=5)
     for n in range(6):
         await run.do("search_code", {"q": n}, f"Error: tool 'search_code' not found ({n})", is_error=True)
     assert run.actions == [(3, "remind"), (6, "deny")]
@@ -197,7 +161,7 @@ async def test_error_text_without_the_flag_is_a_failure(make: Make, anyio_backen
 
 
 async def test_a_success_ends_the_streak_and_streak_denial_can_be_off(make: Make, anyio_backend: str) -> None:
-    run = make(error_deny_at=0)
+    run = make(error_deny_at=0, streak_deny_at=0)
     for n in range(7):
         await run.do("tool", {"n": n}, "Error: broken", is_error=True)
     assert run.actions == [(3, "remind")]
@@ -218,7 +182,7 @@ async def test_a_poll_whose_output_advances_is_never_acted_on(make: Make, anyio_
 
 
 async def test_an_unchanged_poll_backs_off_before_any_denial(make: Make, anyio_backend: str) -> None:
-    run = make(poll_deny_after=5, poll_deny_seconds=0)
+    run = make(poll_nudge_at=2, poll_deny_after=5, poll_deny_seconds=0)
     for _ in range(7):
         await run.do("Bash", {"command": "kubectl get pods"}, "api 0/1 Pending", seconds=2)
     assert run.actions == [(2, "remind"), (4, "remind"), (6, "deny"), (7, "deny")]
@@ -246,14 +210,14 @@ async def test_typing_into_a_session_is_no_poll(make: Make, anyio_backend: str) 
 
 
 async def test_a_result_reporting_a_pending_state_is_a_poll(make: Make, anyio_backend: str) -> None:
-    run = make(poll_tools=[])
+    run = make(poll_tools=[], poll_nudge_at=2)
     for _ in range(3):
         await run.do("ci", {"run": 7}, "status: in_progress")
     assert run.actions == [(2, "remind")]
 
 
 async def test_a_failing_poll_backs_off_rather_than_counting_as_failures(make: Make, anyio_backend: str) -> None:
-    run = make()
+    run = make(poll_nudge_at=2)
     health = {"command": "curl -fsS http://localhost:8080/health"}
     for _ in range(4):
         await run.do("Bash", health, "curl: (7) Failed to connect", is_error=True)
@@ -357,14 +321,14 @@ async def test_a_bare_sleep_is_a_wait_not_a_loop(make: Make, anyio_backend: str)
 
 
 async def test_an_empty_shell_command_reads_output_as_a_poll(make: Make, anyio_backend: str) -> None:
-    run = make()
+    run = make(poll_nudge_at=2)
     for _ in range(3):
         await run.do("execute_bash", {"command": "", "is_input": True}, "[still running]")
     assert run.actions == [(2, "remind")]
 
 
 async def test_a_poller_that_already_waits_is_nudged_with_a_longer_wait(make: Make, anyio_backend: str) -> None:
-    run = make()
+    run = make(poll_nudge_at=2)
     for _ in range(6):
         await run.do("write_stdin", {"session_id": 3, "chars": ""}, "Process running\nOutput:\n", seconds=12)
     # 12 s apart: it already waits 5 and 10 s, so the first nudge names 30 s,

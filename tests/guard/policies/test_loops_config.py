@@ -11,7 +11,17 @@ from typing import Any
 import pytest
 import structlog
 
-from guard import RECOMMENDED, Config, ConfigError, Guard, LoopsConfig, LoopsPolicy, load_config, parse_config
+from guard import (
+    RECOMMENDED,
+    Config,
+    ConfigError,
+    Guard,
+    LoopsConfig,
+    LoopsPolicy,
+    LoopsToolConfig,
+    load_config,
+    parse_config,
+)
 from guard.cli import main
 from guard.config import to_toml
 
@@ -145,3 +155,48 @@ async def test_turns_names_its_exclusions_like_every_section(make_script: Any, a
     assert actions == ["remind"]
     only = parse_config({"turns": {"include": ["Bash"]}}).turns
     assert only.include == ("Bash",)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "rule"),
+    [
+        ({"transient_at": 5, "transient_deny_at": 4}, "loops.transient_deny_at", "more than loops.transient_at"),
+        ({"grind_at": 1}, "loops.grind_at", "0 (off) or an integer >= 2"),
+        ({"streak_deny_at": 2}, "loops.streak_deny_at", "more than loops.error_at"),
+        ({"tools": {"Bash": {"mutating": "yes"}}}, "loops.tools[...].mutating", "Expected `bool | null`"),
+        ({"tools": {"": {"deny_at": 3}}}, "loops.tools", "non-empty tool-name glob"),
+        ({"tools": {"Bash": {"identity_args": [""]}}}, 'loops.tools."Bash".identity_args', "non-empty string"),
+        ({"paging_args": "offset"}, "loops.paging_args", "Expected `array`"),
+        ({"paging_args": [""]}, "loops.paging_args", "non-empty string"),
+    ],
+)
+def test_new_loops_keys_are_checked(section: dict[str, Any], key: str, rule: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"loops": section})
+    assert info.value.key == key
+    assert rule in info.value.rule
+
+
+def test_tools_built_in_python_are_checked_too() -> None:
+    with pytest.raises(ConfigError, match="must be a table of tool-name globs"):
+        LoopsConfig(tools=[("Bash", {})])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="must be a table of settings"):
+        LoopsConfig(tools={"Bash": {"deny_at": 4}})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r'loops.tools."Bash".mutating'):
+        LoopsConfig(tools={"Bash": LoopsToolConfig(mutating="yes")})  # type: ignore[arg-type]
+
+
+def test_per_tool_tables_survive_printing_as_toml(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "loops": {
+                "tools": {"mcp__jobs__*": {"kind": "poll", "poll_deny_after": 30}, "search": {"identity_args": ["q"]}}
+            }
+        }
+    )
+    printed = to_toml(config)
+    assert (
+        'tools = {"mcp__jobs__*" = {kind = "poll", poll_deny_after = 30}, "search" = {identity_args = ["q"]}}'
+        in printed
+    )
+    assert parse_config(tomllib.loads(printed)) == config

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from bus import Agent, ToolCall, ToolResult
-from guard import Config, ConfigError, Guard, build_policies, load_config, parse_config, replay_log
+from guard import Config, ConfigError, Guard, build_policies, load_config, parse_config, replay_log, shadowed
 from guard.adapters import GuardLink
 from guard.policies.registry import ENTRY_POINT_GROUP, installed_plugins
 from tests.guard.server.conftest import ServerProcess
@@ -112,10 +112,23 @@ def test_a_section_builds_the_class_with_its_keys(budget: dict[str, str]) -> Non
     assert [p.name for p in build_policies(parse_config({"budget": {"enabled": False}}))] == ["remind"]
 
 
+def test_a_plugins_mode_puts_it_in_shadow_and_is_no_keyword_of_its_class(budget: dict[str, str]) -> None:
+    config = parse_config({"budget": {"limit": 2, "tools": ["Grep"], "mode": "shadow"}})
+    (policy,) = [p for p in build_policies(config) if p.name == "budget"]
+    assert policy.shadow
+    (enforcing,) = [p for p in build_policies(parse_config({"budget": {"limit": 2}})) if p.name == "budget"]
+    assert not enforcing.shadow
+    (shadowed_too,) = [
+        p for p in build_policies(shadowed(parse_config({"budget": {"limit": 2}}))) if p.name == "budget"
+    ]
+    assert shadowed_too.shadow
+
+
 @pytest.mark.parametrize(
     ("section", "message"),
     [
-        ({"limt": 2}, r"^budget\.limt = 2: unknown key \(known: enabled, limit, tools\)$"),
+        ({"limt": 2}, r"^budget\.limt = 2: unknown key \(known: enabled, mode, limit, tools\)$"),
+        ({"mode": "log"}, r"^budget\.mode = 'log': must be \"enforce\" or \"shadow\"$"),
         ({"limit": 0}, r"^budget = .*refused by the policy \(limit must be an integer >= 1, got 0\)$"),
         ({"enabled": "yes"}, r"^budget\.enabled = 'yes': must be true or false$"),
         ({1: 2}, r"^budget\.1 = 2: keys must be strings$"),

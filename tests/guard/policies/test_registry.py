@@ -3,6 +3,7 @@ policies and the audit's all come from it."""
 
 from __future__ import annotations
 
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from guard import Config, ConfigError, Guard, build_policies, parse_config
 from guard.audit import audit_config
 from guard.config import every_policy, load_config, to_toml
-from guard.policies.registry import BUILTIN, builtin_names
+from guard.policies.registry import BUILTIN, ENTRY_POINT_GROUP, build_plugin, builtin_names
 from guard.section import Section
 
 
@@ -40,3 +41,21 @@ def test_every_section_round_trips_through_toml(tmp_path: Path) -> None:
     path = tmp_path / "all.toml"
     path.write_text(to_toml(every_policy()))
     assert load_config(path) == every_policy()
+
+
+class _Slotted:
+    """A policy class whose instances take no attribute it does not declare."""
+
+    __slots__ = ()
+    name = "slotted"
+    plugin = "slotted-plugin"
+    intercepts = False
+
+    def watch(self) -> None:  # never called: building it fails first
+        raise AssertionError
+
+
+def test_a_plugin_that_cannot_take_shadow_is_a_config_error() -> None:
+    found = {"slotted": EntryPoint("slotted", f"{__name__}:_Slotted", ENTRY_POINT_GROUP)}
+    with pytest.raises(ConfigError, match=r"^slotted = .*_Slotted'?: does not take a 'shadow' attribute \(mode\)$"):
+        build_plugin("slotted", {"enabled": True}, found)

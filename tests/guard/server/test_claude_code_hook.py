@@ -15,7 +15,7 @@ import pytest
 
 from bus import AgentStatus, read_log
 from guard.adapters.claude_hooks import SESSION_ID_RULE
-from guard.config import load_config
+from guard.config import RECOMMENDED, load_config, shadowed
 from guard.verdicts import replay_log
 from tests.guard.server.conftest import REPO, MakeServed, hook_payload
 
@@ -164,3 +164,40 @@ def test_a_payload_that_is_not_a_hook_payload_is_400_with_one_line(
     served = make_served()
     response = served.post("/hooks/claude-code", content=body, headers={"content-type": "application/json"})
     assert (response.status_code, response.json()) == (400, {"error": error})
+
+
+def shadow_session(calls: int) -> list[dict[str, Any]]:
+    """The same call again and again, every one run (a shadow guard denies nothing)."""
+    payloads = [hook_payload(SESSION, "UserPromptSubmit", prompt="list src until it changes")]
+    for n in range(calls):
+        payloads += ls(n)
+    return payloads
+
+
+def test_a_shadow_run_delivers_nothing_and_its_log_lists_every_action(make_served: MakeServed, tmp_path: Path) -> None:
+    config = shadowed(RECOMMENDED)
+    served = make_served(config)
+    answers = [served.post("/hooks/claude-code", payload).json() for payload in shadow_session(6)]
+    assert answers == [{}] * len(answers)
+    outcome = anyio.run(replay_log, served.state_dir / f"{SESSION}.jsonl", config)
+    assert outcome.differences == []
+    assert [v.action for v in outcome.verdicts] == ["deny", "deny", "deny", "halt", "deny"]
+    assert all(v.shadow for v in outcome.verdicts)
+    (tmp_path / "guard.toml").write_text('[remind]\nenabled = false\n[loops]\nmode = "shadow"\n')
+    # the command hook with --shadow answers the same: nothing
+    done = [
+        subprocess.run(
+            [sys.executable, "-m", "guard", "hook", "--shadow", "--config", "recommended",
+             "--state-dir", str(tmp_path)],
+            input=json.dumps(payload), capture_output=True, text=True, cwd=REPO, check=True,
+        ).stdout.strip()
+        for payload in shadow_session(4)
+    ]  # fmt: skip
+    assert done == [""] * len(done)
+    replayed = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", "--json", "--check", "--config", str(tmp_path / "guard.toml"),
+         str(tmp_path / f"{SESSION}.jsonl")],
+        capture_output=True, text=True, cwd=REPO, check=True,
+    ).stdout  # fmt: skip
+    lines = [json.loads(line) for line in replayed.splitlines()]
+    assert [(line["action"], line["shadow"]) for line in lines] == [("deny", True), ("deny", True)]

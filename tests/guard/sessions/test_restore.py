@@ -34,6 +34,7 @@ class _Bare:
     name = "bare"
     plugin = "bare-plugin"
     intercepts = False
+    shadow = False
 
     def watch(self) -> Watch[None]:
         return Watch(_Recording())

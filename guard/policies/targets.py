@@ -1,0 +1,118 @@
+"""What a call acts on: the file, URL or shell program named in its arguments.
+
+``loops`` counts some things per target rather than per exact call: the same
+program or file returning the same answer under ever new arguments (a grind),
+and the same content written to the same file again (no progress). A target
+is read from the arguments a runtime's tools name it with, never guessed from
+free text: a shell ``command``'s program (of its last step), a redirection or
+``tee`` target, or a ``path``-like or ``url``-like argument.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from guard.patterns import shell_command
+
+__all__ = ["PATH_ARGS", "call_target", "names_file", "shell_program", "write_target"]
+
+PATH_ARGS: tuple[str, ...] = (
+    "file_path",
+    "path",
+    "filepath",
+    "filename",
+    "file",
+    "target_file",
+    "notebook_path",
+    "absolute_path",
+    "url",
+    "uri",
+)
+"""Argument names that name the file or URL a tool acts on, first found wins."""
+
+_SHELL_SEGMENTS = re.compile(r"&&|\|\||[;\n]")
+_SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
+_PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
+# The file a command writes: `> f`, `>> f`, `tee [-a] f` (not 2>&1, not /dev/null).
+_WRITES = re.compile(r"(?:(?<![0-9&>])>>?|\btee\s+(?:-a\s+)?)\s*(['\"]?)([^\s;&|<>'\"]+)\1")
+
+
+def shell_program(command: str) -> str | None:
+    """The program of a shell command's last step (``make`` in ``rm -rf
+    build && cd app && make``; a pipeline's first program), leading
+    ``sudo``/``timeout``/``VAR=value`` words skipped; a one-word command is
+    itself."""
+    if not any(c.isspace() for c in command.strip()):
+        return command.strip() or None
+    program = None
+    for segment in _SHELL_SEGMENTS.split(command):
+        words = segment.strip().lstrip("({ ").split()
+        while words and (words[0] in _PREFIXES or "=" in words[0] or words[0][:1] in "-0123456789"):
+            words = words[1:]
+        if words and words[0] not in _SETUP:
+            program = words[0].rsplit("/", 1)[-1]
+    return program
+
+
+def _named(args: Any) -> str | None:
+    if not isinstance(args, dict):
+        return None
+    for key in PATH_ARGS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def names_file(args: Any) -> bool:
+    """Whether a call is a tool's call on a file it names (a ``path`` or
+    ``file_path`` argument, not a URL, and no shell command beyond a one-word
+    sub-command such as ``view``): what it returns is that file's content."""
+    target = _named(args)
+    if target is None or "://" in target:
+        return False
+    command = shell_command(args)
+    return command is None or not any(c.isspace() for c in command.strip())
+
+
+def call_target(args: Any) -> str | None:
+    """What a call acts on: the program of its shell ``command``, else the
+    file or URL its arguments name (a URL without its query, so the same
+    endpoint asked other questions is one target); ``None`` without one."""
+    command = shell_command(args)
+    if command is not None and command.strip() and _named(args) is None:
+        return shell_program(command)
+    target = _named(args)
+    if target is not None and "://" in target:
+        return target.split("?", 1)[0].split("#", 1)[0]
+    return target
+
+
+# Writes whose content is the command's own text: a heredoc into cat or tee, or one echo/printf.
+_LITERAL_HEREDOC = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:cat|tee)\b[^|;&]*<<")
+_LITERAL_ECHO = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:echo|printf)\s[^|;&`$\n]*>>?\s*[^\s;&|<>]+\s*$")
+
+
+def write_target(args: Any, *, by_tool: bool) -> str | None:
+    """The file a writing call writes, when the call alone says what it
+    writes: for an editing tool's call (``by_tool``) the file its arguments
+    name; for a shell command, a heredoc into ``cat``/``tee`` or a single
+    ``echo``/``printf``, the file it redirects or ``tee``s to. ``None``
+    otherwise (``git diff > patch.txt`` writes what ``git diff`` says, which
+    the command's text does not fix)."""
+    if by_tool:
+        return _named(args)
+    command = shell_command(args)
+    if command is None:
+        return None
+    first = command.split("\n", 1)[0]
+    if "<<" in first:  # a heredoc: its body is data, the target is on the first line
+        if not _LITERAL_HEREDOC.match(first):
+            return None
+        command = first
+    elif not _LITERAL_ECHO.match(command):
+        return None  # what it writes is some program's output, not the command's own text
+    found = _WRITES.findall(command)
+    targets = [name for _, name in found if name != "/dev/null"]
+    return targets[-1] if targets else None

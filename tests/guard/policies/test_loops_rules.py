@@ -1,0 +1,413 @@
+"""Policy ``loops``: the rules that tell a loop from legitimate repetition on
+runtimes' real output formats (Gemini CLI and Codex shell results, Claude
+Code's BashOutput and cancelled siblings, HTTP retries, browser scrolling)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bus import AgentStatus, ToolCall, ToolResult
+from guard import Config, LoopsConfig, RemindConfig, parse_config
+from tests.guard.conftest import Make
+
+pytestmark = pytest.mark.anyio
+
+
+def gemini_shell(command: str, output: str, pgid: int, exit_code: str = "(none)") -> str:
+    """A Gemini CLI ``run_shell_command`` result as the CLI writes it."""
+    return (
+        f"Command: {command}\nDirectory: (root)\nOutput: {output}\nError: (none)\nExit Code: {exit_code}\n"
+        f"Signal: (none)\nBackground PIDs: (none)\nProcess Group PGID: {pgid}"
+    )
+
+
+def codex_exec(output: str, chunk: str, wall: float) -> str:
+    """A Codex ``exec_command`` result as the CLI writes it."""
+    return (
+        f"Chunk ID: {chunk}\nWall time: {wall:.4f} seconds\nProcess exited with code 0\n"
+        f"Original token count: 12\nOutput:\n{output}"
+    )
+
+
+async def test_a_gemini_cycle_of_greps_is_caught_despite_the_fresh_pgid(make: Make, anyio_backend: str) -> None:
+    run = make()
+    greps = [f"grep -rn 'def {name}' src" for name in ("load", "save", "parse")]
+    pgid = 4100
+    for _ in range(3):
+        for command in greps:
+            pgid += 7
+            await run.do("run_shell_command", {"command": command}, gemini_shell(command, "(empty)", pgid, "1"))
+    assert [kind for _, kind in run.actions][:2] == ["remind", "deny"]
+    assert run.actions[1][0] == 7
+
+
+async def test_codex_chunk_ids_and_wall_times_are_noise(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n, chunk in enumerate(("5f2a9c", "77aa01", "0b3e6d")):
+        await run.do("exec_command", {"cmd": "git status"}, codex_exec("nothing to commit", chunk, 0.05 + n))
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_counter_that_counts_the_calls_is_no_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        await run.do("Bash", {"command": "python tick.py"}, f"tick {n}\nstate: idle")
+    assert run.actions == [(3, "deny"), (4, "deny")]
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ["tick 3", "tick 5", "tick 7", "tick 9"],
+        ["tick 3", "tick 2", "tick 1", "tick 0"],
+        ["3 failed, 9 passed", "4 failed, 10 passed", "5 failed, 11 passed"],
+        ["a 1", "b 2", "c 3"],
+    ],
+)
+async def test_numbers_that_move_otherwise_are_news(make: Make, anyio_backend: str, contents: list[str]) -> None:
+    run = make()
+    for content in contents:
+        await run.do("Bash", {"command": "./probe"}, content)
+    assert run.actions == []
+
+
+async def test_message_ids_are_noise(make: Make, anyio_backend: str) -> None:
+    run = make()
+    args = {"channel": "C024BE91L", "text": "Deploy finished"}
+    for n in range(3):
+        ts = f"17123456{n}8.00{n}200"
+        await run.do(
+            "slack_post_message", args, f'{{"ok":true,"channel":"C024BE91L","ts":"{ts}","message_id":"M{n}9"}}'
+        )
+    assert run.actions == [(3, "deny")]
+
+
+async def test_an_error_report_is_compared_up_to_what_failed(make: Make, anyio_backend: str) -> None:
+    run = make()
+    command = {"command": "python -c 'import sys; print(sys.argv[2])'"}
+    for n in range(3):
+        await run.do(
+            "Bash",
+            command,
+            'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+            f"IndexError: list index out of range\n[{n} background jobs]",
+        )
+    assert run.actions == [(3, "deny")]
+
+
+async def test_retries_through_transient_errors_are_not_a_loop_until_their_own_count(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    fetch = {"url": "https://api.example.org/v1/items"}
+    for _ in range(4):
+        await run.do("WebFetch", fetch, "Request failed with status code 503 (Service Unavailable)", is_error=True)
+    await run.do("WebFetch", fetch, '{"items": []}')
+    assert run.actions == []
+    run = make(transient_at=3, transient_deny_at=4)
+    for _ in range(4):
+        await run.do(
+            "Bash", {"command": "curl -sf https://x.example"}, "curl: (22) 429 Too Many Requests", is_error=True
+        )
+    assert run.actions == [(3, "remind"), (4, "deny")]
+    assert "transient" in run.texts[0]
+
+
+async def test_transient_failures_form_no_streak(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(6):
+        await run.do("WebFetch", {"url": f"https://x.example/{n}"}, "Error: rate limit exceeded", is_error=True)
+    assert run.actions == []
+
+
+async def test_scrolling_is_paging_even_when_the_result_is_a_placeholder(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(10):
+        await run.do("browser_scroll", {"direction": "down"}, "[screenshot]")
+    for _ in range(10):
+        await run.do("computer", {"action": "scroll", "coordinate": [640, 400]}, "[image]")
+    assert run.actions == []
+
+
+async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for offset in range(0, 1000, 100):
+        await run.do("Read", {"file_path": "big.log", "offset": offset, "limit": 100}, "(no more lines)")
+    assert run.actions == []
+
+
+async def test_counts_decay_over_an_idle_gap(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(5):
+        await run.do("check_inbox", {"folder": "INBOX"}, "0 new messages", seconds=1200)
+    assert run.actions == []
+    run = make(decay_seconds=0)
+    for _ in range(3):
+        await run.do("check_inbox", {"folder": "INBOX"}, "0 new messages", seconds=1200)
+    assert run.actions == [(3, "deny")]
+
+
+async def test_siblings_cancelled_by_a_failure_are_not_failures(make: Make, anyio_backend: str) -> None:
+    run = make()
+    cancelled = "<tool_use_error>Sibling tool call errored</tool_use_error>"
+    edits = [{"file_path": name, "old_string": "y", "new_string": "z"} for name in ("b.py", "c.py", "d.py")]
+    step = run.next_step("main")
+    await run.do(
+        "Edit", {"file_path": "a.py", "old_string": "x"}, "String to replace not found", is_error=True, step=step
+    )
+    for edit in edits:
+        await run.do("Edit", edit, cancelled, is_error=True, step=step)
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    step = run.next_step("main")  # the batch again, fixed
+    await run.do("Edit", {"file_path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}, "updated", step=step)
+    for edit in edits:
+        await run.do("Edit", edit, "updated", step=step)
+    assert run.actions == []
+
+
+async def test_the_same_heredoc_written_again_is_no_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    write = {"command": "cat > fix.patch <<'EOF'\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\nEOF"}
+    for n in range(3):
+        await run.do("Bash", write, "")
+        await run.do("Edit", {"file_path": "notes.md", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+        await run.do("Bash", {"command": "git apply fix.patch"}, "error: patch failed: x.py:1", is_error=True)
+    assert run.actions == [(7, "deny")]
+    assert "same content to fix.patch" in run.texts[0]
+
+
+async def test_the_same_shell_edit_right_away_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(4):
+        await run.do("bash", {"command": "sed -i 's/return mmsubsup/return mmsubsup/' mathml.py"}, "")
+    assert run.actions == [(3, "deny"), (4, "deny")]
+
+
+async def test_output_written_by_a_program_is_not_a_rewrite(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        await run.do("Bash", {"command": "git diff > patch.txt && cat patch.txt"}, f"diff {n}")
+        await run.do("Edit", {"file_path": "a.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+    assert run.actions == []
+
+
+async def test_a_different_write_in_between_makes_the_same_write_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    first = {"file_path": "cfg.toml", "content": "a = 1\n"}
+    second = {"file_path": "cfg.toml", "content": "a = 2\n"}
+    for args in (first, second, first, second, first):
+        await run.do("Write", args, "File written")
+        await run.do("Bash", {"command": "./check"}, "failed", is_error=True)
+    assert [kind for _, kind in run.actions if kind == "deny"] == []
+
+
+async def test_the_first_re_read_after_a_compaction_is_no_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    await run.bus.publish(AgentStatus(agent=run.agent("main"), status="compacted"))
+    await run.do("Read", {"file_path": "a.py"}, "x = 1")
+    assert run.actions == []
+
+
+@pytest.mark.parametrize("text", ["again", "Try again", "run it again please", "retry", "keep polling"])
+async def test_a_request_to_repeat_is_an_instruction(make: Make, anyio_backend: str, text: str) -> None:
+    run = make(interjections=[r"(?i)(again|try again|retry|ok)[.!]*"])
+    await run.do("Bash", {"command": "make test"}, "1 failed")
+    await run.do("Bash", {"command": "make test"}, "1 failed")
+    await run.user("main", text)
+    await run.do("Bash", {"command": "make test"}, "1 failed")
+    assert run.actions == []
+
+
+async def test_keep_polling_lets_an_unchanged_poll_run(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.user("main", "start the deploy and keep polling until it is done")
+    for _ in range(14):
+        await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>\n<stdout>waiting</stdout>")
+    assert run.actions == []
+
+
+async def test_a_grind_returns_the_same_result_to_other_arguments(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for word in ("load", "Load", "loader", "loading", "LOAD"):
+        await run.do("Bash", {"command": f"grep -c {word} src/app.py"}, "0")
+    assert run.actions == [(4, "remind")]
+    assert "grep has returned the same result 4 times" in run.texts[0]
+
+
+async def test_empty_results_and_unnamed_targets_are_no_grind(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for word in ("load", "save", "parse", "dump", "read"):
+        await run.do("Bash", {"command": f"grep -rn {word} src"}, "")
+    for n in range(5):
+        await run.do("TodoWrite", {"todos": [{"content": f"step {n}"}]}, "Todos have been modified successfully")
+    assert run.actions == []
+
+
+async def test_a_search_finding_nothing_under_new_patterns_is_no_grind(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for pattern in ("**/Cargo.toml", "**/pyproject.toml", "**/biome.json", "**/turbo.json", "**/moon.yml"):
+        await run.do("glob", {"pattern": pattern, "path": "/repo"}, "No files found")
+    for word in ("load", "save", "parse", "dump", "read"):
+        await run.do("Grep", {"pattern": word, "path": "src"}, "No matches found")
+    assert run.actions == []
+    for word in ("load", "save", "parse", "dump"):
+        await run.do("Grep", {"pattern": word, "path": "src"}, "src/app.py:1: import x")
+    assert run.actions == [(14, "remind")], "an answer that is found content still grinds"
+
+
+async def test_gemini_shell_failures_are_not_lumped_into_one_kind(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n, (command, output) in enumerate(
+        [
+            ("grep -rn foo src", "(empty)"),
+            ("grep -rn foo lib", "grep: lib: No such file or directory"),
+            ("grep -rn bar src", "(empty)"),
+            ("grep -rn baz src", "(empty)"),
+        ]
+    ):
+        await run.do(
+            "run_shell_command", {"command": command}, gemini_shell(command, output, 900 + n, "1"), is_error=True
+        )
+    assert run.actions == []
+
+
+async def test_per_tool_settings_override_the_section(tmp_path: object, make: Make, anyio_backend: str) -> None:
+    config = parse_config(
+        {
+            "remind": {"enabled": False},
+            "loops": {
+                "tools": {
+                    "Grep": {"deny_at": 5},
+                    "mcp__jobs__*": {"kind": "poll", "poll_nudge_at": 2},
+                    "mcp__noise__*": {"kind": "exclude"},
+                    "search": {"identity_args": ["query"]},
+                }
+            },
+        }
+    )
+    run = make(**{k: getattr(config.loops, k) for k in ("tools",)})
+    for _ in range(4):
+        await run.do("Grep", {"pattern": "x"}, "none")
+    for _ in range(3):
+        await run.do("mcp__noise__ping", {}, "pong")
+    assert run.actions == [(3, "remind")]  # two repeats in a row: a cycle forming
+    await run.do("Grep", {"pattern": "x"}, "none")
+    assert run.actions[-1] == (8, "deny")
+    for n in range(3):
+        await run.do("search", {"query": "q", "request_nonce": n}, "3 hits")
+    assert run.actions[-1] == (11, "deny")
+    for _ in range(3):
+        await run.do("mcp__jobs__get", {"id": 1}, "queued")
+    assert run.actions[-1] == (13, "remind")
+
+
+async def test_tool_hints_decide_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+
+    async def call(tool: str, args: dict[str, object], content: str, hints: dict[str, bool]) -> None:
+        number = len(run.numbers) + 1
+        run.numbers[f"h{number}"] = number
+        call = ToolCall(agent=run.agent("main"), call_id=f"h{number}", step=number, tool=tool, args=args, hints=hints)
+        decision = await run.bus.decide(call)
+        content = content if decision.allowed else decision.reason or ""
+        await run.bus.publish(ToolResult.answering(call, content, denied_by=decision.by))
+
+    await call("Grep", {"pattern": "x"}, "none", {})
+    await call("Grep", {"pattern": "x"}, "none", {})
+    await call("create_ticket", {"title": "bug"}, "created #7", {"readOnlyHint": False})  # changes things: progress
+    await call("Grep", {"pattern": "x"}, "none", {})
+    assert run.actions == []
+    await call("write_summary", {"id": 1}, "summary", {"readOnlyHint": True})  # read-only despite its name
+    await call("Grep", {"pattern": "x"}, "none", {})
+    await call("Grep", {"pattern": "x"}, "none", {})
+    assert run.actions == [(6, "remind"), (7, "deny")]
+
+
+def test_bad_tool_settings_name_their_key() -> None:
+    from guard import ConfigError
+
+    with pytest.raises(ConfigError, match=r'loops.tools."Bash".kind'):
+        parse_config({"loops": {"tools": {"Bash": {"kind": "sometimes"}}}})
+    with pytest.raises(ConfigError, match=r'loops.tools."Bash".deny_at'):
+        parse_config({"loops": {"tools": {"Bash": {"deny_at": 1}}}})
+    with pytest.raises(ConfigError, match=r"loops.grind_deny_at"):
+        Config(remind=RemindConfig(enabled=False), loops=LoopsConfig(grind_at=4, grind_deny_at=3))
+
+
+async def test_a_background_job_polled_until_it_completes_is_left_alone(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for second, status in enumerate(["running", "running", "running", "completed"]):
+        await run.do(
+            "BashOutput",
+            {"bash_id": "bash_3"},
+            f"<status>{status}</status>\n<stdout>Installing dependencies...</stdout>\n"
+            f"<timestamp>2026-11-30T10:00:{10 + 5 * second:02d}Z</timestamp>",
+            seconds=5,
+        )
+    assert run.actions == []
+
+
+async def test_hints_without_a_read_only_hint_and_an_explicit_setting_leave_the_rules(
+    make: Make, anyio_backend: str
+) -> None:
+    policy_config = parse_config({"loops": {"tools": {"create_*": {"mutating": False}}}}).loops
+    from guard import LoopsPolicy
+
+    policy = LoopsPolicy(policy_config)
+    assert policy.rules("create_ticket", {"readOnlyHint": False}).mutating is False
+    assert policy.rules("ping", {"idempotentHint": True}) is policy.rules("ping")
+    for n in range(4100):  # the memo is bounded; a tool past its limit is still judged
+        policy.rules(f"tool_{n}")
+    assert policy.rules("tool_4099").deny_at == policy_config.deny_at
+
+
+async def test_ignored_args_of_one_tool_and_paging_by_kind(make: Make, anyio_backend: str) -> None:
+    tools = parse_config(
+        {"loops": {"tools": {"Bash": {"ignored_args": ["timeout"]}, "viewer_*": {"kind": "paging"}}}}
+    ).loops.tools
+    run = make(tools=tools)
+    for n in range(3):
+        await run.do("Bash", {"command": "make", "timeout": 60 + n}, "up to date")
+    for _ in range(5):
+        await run.do("viewer_next", {}, "[page]")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_grind_can_be_off(make: Make, anyio_backend: str) -> None:
+    run = make(grind_at=0)
+    for word in ("a", "b", "c", "d", "e"):
+        await run.do("Bash", {"command": f"grep -c {word} src/app.py"}, "0")
+    assert run.actions == []
+
+
+async def test_an_echo_written_again_is_a_rewrite(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(3):
+        await run.do("Bash", {"command": "echo 'x = 1' > cfg.py"}, "")
+        await run.do("Edit", {"file_path": "b.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+    assert run.actions == [(5, "deny")]
+    run = make()
+    for n in range(3):
+        await run.do("Bash", {"command": "python - <<'EOF' > out.txt\nprint(1)\nEOF"}, "")
+        await run.do("Edit", {"file_path": "b.py", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+    assert run.actions == []
+
+
+async def test_raw_string_arguments_are_judged_as_usual(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("shell", "ls -la {", "a b")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_file_read_is_compared_exactly(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        # changed by something the guard does not see (a formatter, another process): fresh contents each time
+        await run.do("Read", {"file_path": "VERSION"}, f"version = {n + 4}\nbuilt 2026-11-30T10:0{n}:00Z\n")
+    assert run.actions == []
+    for _ in range(3):
+        await run.do("Read", {"file_path": "setup.cfg"}, "[metadata]\nname = app\n")
+    assert run.actions == [(7, "deny")]

@@ -1,0 +1,60 @@
+"""What a call acts on: shell programs, named files and URLs, written files."""
+
+from __future__ import annotations
+
+import pytest
+
+from guard.policies.targets import call_target, shell_program, write_target
+
+
+@pytest.mark.parametrize(
+    ("command", "program"),
+    [
+        ("make", "make"),
+        ("rm -rf build && cd app && make -j4", "make"),
+        ("sudo FOO=1 /usr/bin/pytest -q", "pytest"),
+        ("  ", None),
+    ],
+)
+def test_the_program_is_the_last_steps(command: str, program: str | None) -> None:
+    assert shell_program(command) == program
+
+
+def test_the_target_is_a_program_a_file_or_a_url_without_its_query() -> None:
+    assert call_target({"command": "cd a && grep -rn x ."}) == "grep"
+    assert call_target({"url": "https://x.example/a?page=2#top"}) == "https://x.example/a"
+    assert call_target({"command": "view", "path": "/w/a.py"}) == "/w/a.py"
+    assert call_target({"query": "x"}) is None
+    assert call_target("raw arguments") is None
+
+
+@pytest.mark.parametrize(
+    ("command", "target"),
+    [
+        ("cat > fix.patch <<'EOF'\n--- a > b\nEOF", "fix.patch"),
+        ("cd /w && cat <<'EOF' > a.py\nprint(1 > 2)\nEOF", "a.py"),
+        ("tee -a notes.md <<EOF\nx\nEOF", "notes.md"),
+        ("echo 'x = 1' >> cfg.py", "cfg.py"),
+        ("python - <<'EOF' > out.txt\nprint(1)\nEOF", None),
+        ("git diff > patch.txt && cat patch.txt", None),
+        ("echo $HOME > where.txt", None),
+        ("make > /dev/null 2>&1", None),
+    ],
+)
+def test_a_write_counts_only_when_the_command_text_is_the_content(command: str, target: str | None) -> None:
+    assert write_target({"command": command}, by_tool=False) == target
+
+
+def test_an_editing_tool_writes_the_file_it_names() -> None:
+    assert write_target({"file_path": "a.py", "content": "x"}, by_tool=True) == "a.py"
+    assert write_target({"content": "x"}, by_tool=False) is None
+
+
+def test_a_tool_names_a_file_when_it_reads_one() -> None:
+    from guard.policies.targets import names_file
+
+    assert names_file({"file_path": "a.py"})
+    assert names_file({"command": "view", "path": "/w/a.py"})
+    assert not names_file({"command": "grep -n x a.py", "path": "a.py"})
+    assert not names_file({"url": "https://x.example/a"})
+    assert not names_file({"query": "x"})
