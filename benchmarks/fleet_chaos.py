@@ -102,7 +102,7 @@ class Http:
             try:
                 writer.write(
                     b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                    % (path.encode(), base.encode(), len(body), body)
+                    % (path.encode(), base.removeprefix("http://").encode(), len(body), body)
                 )
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.timeout)
             except asyncio.IncompleteReadError as exc:
