@@ -35,6 +35,7 @@ import msgspec
 from bus import AgentStatus, Decision
 from guard._text import shown
 from guard.config import Config, apply_environment
+from guard.sessions.answer import Answer
 from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
 from guard.sessions.live import LiveTable
@@ -227,20 +228,25 @@ class HookRuntime:
             }
         }
 
-    def answer(
-        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
-    ) -> dict[str, Any]:
-        """The hook's answer: the denial (``denial`` is its reason), the guard's
-        messages for the model, and the halt request, in the CLI's format."""
-        answer = self.denial(event, denial) if denial is not None else {}
-        context = agent.take_context(call_id)
-        if context:
-            specific = answer.setdefault("hookSpecificOutput", {"hookEventName": event})
-            specific["additionalContext"] = "\n\n".join(context)
-        if agent.halt_reason is not None and self.ends_runs:
-            answer["continue"] = False
-            answer["stopReason"] = agent.halt_reason
-        return answer
+    def delivers(self, seam: str, denied: bool) -> bool:
+        """Whether the answer at ``seam`` (a denial when ``denied``) shows the
+        model the guard's pending messages; where it does not, they wait for
+        an answer that does. Claude Code reads ``additionalContext`` on every
+        hook that answers one."""
+        return True
+
+    def answer(self, event: str, seam: str, answer: Answer) -> dict[str, Any]:
+        """``answer`` in the CLI's format: the denial, the guard's messages for
+        the model, and the halt request."""
+        decision = answer.decision
+        out = self.denial(event, decision.reason or "") if decision is not None and not decision.allowed else {}
+        if answer.messages:
+            specific = out.setdefault("hookSpecificOutput", {"hookEventName": event})
+            specific["additionalContext"] = "\n\n".join(message.text for message in answer.messages)
+        if answer.halt is not None and self.ends_runs:
+            out["continue"] = False
+            out["stopReason"] = answer.halt
+        return out
 
 
 CLAUDE_CODE = HookRuntime()
@@ -296,6 +302,7 @@ class ClaudeHooks:
             await self._end_session(str(payload.get("session_id") or "session"))
             return {}
         agent = await self._agent(payload)
+        seq = self.link.bus.seq + 1  # the seq of the event this hook publishes first
         if seam == "prompt":
             prompt = runtime.prompt(payload)
             if prompt is not None:
@@ -313,10 +320,10 @@ class ClaudeHooks:
             return {}
         if seam == "batch":
             await self._batch(agent, payload.get("tool_calls"))
-            return runtime.answer(agent, event, seam, None, None)
+            return self._answer(agent, event, seam, seq)
         if seam in ("idle", "subagent-idle"):
             await agent.idle()
-            return runtime.answer(agent, event, seam, None, None)
+            return self._answer(agent, event, seam, seq)
         call_id = runtime.call_id(agent, payload, seam)
         if seam == "pre" or not agent.has_call(call_id):
             # a post hook whose pre hook never reached the guard counts all the same
@@ -324,13 +331,30 @@ class ClaudeHooks:
         if seam == "pre":
             if decision.allowed and agent.halt_reason is not None and not runtime.ends_runs:
                 decision = Decision.deny(agent.halt_reason, HALTED_BY)
-            if decision.allowed:
-                return runtime.answer(agent, event, seam, call_id, None)
-            await agent.denied(call_id, decision)
-            return runtime.answer(agent, event, seam, call_id, decision.reason or "")
+            if not decision.allowed:
+                await agent.denied(call_id, decision)
+            return self._answer(agent, event, seam, seq, call_id, decision)
         content, is_error = runtime.result(payload, seam)
         await agent.result(call_id, content, is_error=is_error)
-        return runtime.answer(agent, event, seam, call_id, None)
+        return self._answer(agent, event, seam, seq, call_id)
+
+    def _answer(
+        self,
+        agent: AgentLink,
+        event: str,
+        seam: str,
+        seq: int,
+        call_id: str | None = None,
+        decision: Decision | None = None,
+    ) -> dict[str, Any]:
+        """The guard's ``Answer`` at this hook, in the runtime's format; the
+        pending messages are taken only where the runtime shows them."""
+        denied = decision is not None and not decision.allowed
+        if self.runtime.delivers(seam, denied):
+            answer = agent.answer(seq, decision, call_id)
+        else:
+            answer = Answer(seq=seq, decision=decision, halt=agent.halt_reason)
+        return self.runtime.answer(event, seam, answer)
 
     async def _call(self, agent: AgentLink, call_id: str, payload: Mapping[str, Any]) -> Decision:
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from guard.adapters.claude_hooks import HookRuntime
-from guard.sessions.link import AgentLink
+from guard.sessions.answer import Answer
 
 __all__ = ["CODEX", "CodexRuntime"]
 
@@ -55,18 +55,23 @@ class CodexRuntime(HookRuntime):
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
         return str(payload.get("prompt", ""))
 
-    def answer(
-        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
-    ) -> dict[str, Any]:
-        """Messages ride only where Codex shows them to the model: a denial's
-        reason, or ``additionalContext`` after a result; elsewhere they wait.
-        Once the agent is halted, the halt's reason rides along too."""
-        halt = [agent.halt_reason] if agent.halt_reason is not None and denial != agent.halt_reason else []
-        if denial is not None:
-            return self.denial(event, "\n\n".join([denial, *agent.take_context(call_id), *halt]))
+    def delivers(self, seam: str, denied: bool) -> bool:
+        """Codex shows the model a denial's reason and ``additionalContext``
+        after a result; elsewhere messages wait."""
+        return denied or seam == "post"
+
+    def answer(self, event: str, seam: str, answer: Answer) -> dict[str, Any]:
+        """Once the agent is halted, the halt's reason rides along with what
+        the model is shown (Codex cannot end the run)."""
+        decision = answer.decision
+        reason = (decision.reason or "") if decision is not None and not decision.allowed else None
+        halt = [answer.halt] if answer.halt is not None and reason != answer.halt else []
+        texts = [message.text for message in answer.messages]
+        if reason is not None:
+            return self.denial(event, "\n\n".join([reason, *texts, *halt]))
         if seam != "post":
             return {}
-        context = [*agent.take_context(call_id), *halt]
+        context = [*texts, *halt]
         if not context:
             return {}
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": "\n\n".join(context)}}

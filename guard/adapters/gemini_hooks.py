@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from guard.adapters.claude_hooks import HookRuntime
+from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
 
 __all__ = ["GEMINI_CLI", "GeminiRuntime"]
@@ -71,22 +72,24 @@ class GeminiRuntime(HookRuntime):
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         return {"decision": "deny", "reason": reason}
 
-    def answer(
-        self, agent: AgentLink, event: str, seam: str, call_id: str | None, denial: str | None
-    ) -> dict[str, Any]:
-        """Messages ride where Gemini CLI shows them to the model: a denial's
-        reason, or ``additionalContext`` after a result; elsewhere they wait."""
-        answer: dict[str, Any] = {}
-        if denial is not None:
-            answer = self.denial(event, "\n\n".join([denial, *agent.take_context(call_id)]))
-        elif seam == "post":
-            context = agent.take_context(call_id)
-            if context:
-                answer["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": "\n\n".join(context)}
-        if agent.halt_reason is not None and seam in ("pre", "post"):
-            answer["continue"] = False
-            answer["stopReason"] = agent.halt_reason
-        return answer
+    def delivers(self, seam: str, denied: bool) -> bool:
+        """Gemini CLI shows the model a denial's reason and
+        ``additionalContext`` after a result; elsewhere messages wait."""
+        return denied or seam == "post"
+
+    def answer(self, event: str, seam: str, answer: Answer) -> dict[str, Any]:
+        """A halt ends the run from a tool hook (``continue: false``)."""
+        decision = answer.decision
+        texts = [message.text for message in answer.messages]
+        out: dict[str, Any] = {}
+        if decision is not None and not decision.allowed:
+            out = self.denial(event, "\n\n".join([decision.reason or "", *texts]))
+        elif texts:
+            out["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": "\n\n".join(texts)}
+        if answer.halt is not None and seam in ("pre", "post"):
+            out["continue"] = False
+            out["stopReason"] = answer.halt
+        return out
 
 
 GEMINI_CLI = GeminiRuntime()
