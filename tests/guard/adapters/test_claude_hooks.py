@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bus import read_log
+from bus import ContextMessage, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.adapters.claude_hooks import answer_hook, run_to_completion
 from guard.cli import main
@@ -342,3 +342,18 @@ def test_the_hook_command_says_on_stderr_that_it_replayed_its_log(
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"repeat-tool-guard hook: there is no snapshot; replaying {str(tmp_path / f'{SESSION}.jsonl')!r}\n"
+
+
+def test_the_hook_command_in_shadow_answers_nothing_and_records_what_it_would_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def call(hook_payload: dict[str, Any]) -> str:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(hook_payload).encode())))
+        assert main(["hook", "--shadow", "--state-dir", str(tmp_path)]) == 0
+        return capsys.readouterr().out
+
+    answers = [call(p) for n in range(3) for p in grep(n)]
+    assert answers == [""] * 6  # nothing for the model: no reminder, no denial
+    recorded = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ContextMessage)]
+    assert [message.source.form for message in recorded] == ["shadow"]
+    assert recorded[0].text == GENTLE_REMINDER

@@ -326,6 +326,19 @@ def broken_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     sys.modules.pop("broken_plugins", None)
 
 
+def test_check_config_names_each_installed_policy_with_its_distribution(
+    broken_plugins: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from guard.cli import main
+
+    config = tmp_path / "guard.toml"
+    config.write_text("[remind]\n")
+    assert main(["check-config", str(config)]) == 0
+    listed = capsys.readouterr().err.splitlines()
+    assert "policy remind (built in): on" in listed
+    assert "policy anything (broken-plugins 0.1): off" in listed
+
+
 @pytest.mark.parametrize(
     ("section", "message"),
     [

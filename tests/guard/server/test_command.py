@@ -101,6 +101,10 @@ def token_file(tmp_path: Path, text: str, mode: int = 0o600) -> str:
             ["--host", "0.0.0.0"],
             "--host 0.0.0.0 is not a loopback address: give --token-file so clients must authenticate",
         ),
+        (
+            ["--shadow", "--host", "0.0.0.0"],
+            "--host 0.0.0.0 is not a loopback address: give --token-file so clients must authenticate",
+        ),
         (["--port", "70000"], "--port 70000: must be 0-65535"),
         (["--max-body", "0"], "max_body = 0: must be an integer >= 1"),
         (["--idle-timeout", "0"], "idle_seconds = 0.0: must be > 0"),
