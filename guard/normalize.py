@@ -117,18 +117,11 @@ class ResultNormalizer:
         with every number taken out, with those numbers: two results of one
         shape differ in their numbers only, which is how a counter (``tick
         4``, ``tick 5``) is told from a change. Normalises once."""
-        hasher = blake2b(digest_size=16)
         if len(text) > _HEAD + _TAIL:
-            hasher.update(self.normalize(text[:_HEAD]).encode("utf-8", "surrogatepass"))
-            hasher.update(b"\x00\x01")
-            hasher.update(text[_HEAD:-_TAIL].encode("utf-8", "surrogatepass"))
-            hasher.update(b"\x00\x01")
-            hasher.update(self.normalize(text[-_TAIL:]).encode("utf-8", "surrogatepass"))
-            digest = hasher.digest()
+            digest = self.digest(text)
             return Shape(digest, digest, ())
         normalized = self.normalize(text)
-        hasher.update(normalized.encode("utf-8", "surrogatepass"))
-        digest = hasher.digest()
+        digest = blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if len(normalized) > _COUNTED_CHARS:
             return Shape(digest, digest, ())
         numbers = tuple(int(n) for n in _DIGITS.findall(normalized)[:_COUNTED] if len(n) < 19)
