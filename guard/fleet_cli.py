@@ -103,7 +103,7 @@ def _print_action(action: FleetAction, out: TextIO, as_json: bool) -> None:
         first = action.text.splitlines()[0] if action.text else ""
         out.write(
             f"{action.session}  seq {action.seq}  {action.agent or '-'}  {action.policy}/{action.action}  "
-            f"{action.tool} × {action.count}  [{action.worker}]  {first}\n"
+            f"{action.tool} × {action.count}  [{action.worker}]{'  (shadow)' if action.shadow else ''}  {first}\n"
         )
     out.flush()
 

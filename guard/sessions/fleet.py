@@ -92,7 +92,7 @@ class FleetCounts(msgspec.Struct, frozen=True, kw_only=True):
     actions: dict[tuple[str, str], int]
 
 
-class FleetAction(msgspec.Struct, frozen=True, kw_only=True):
+class FleetAction(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One guard action as the fleet records it for ``watch`` and metrics:
     the session and triggering event's ``seq`` place it; the rest is what
     ``replay --json`` prints for it."""
@@ -106,6 +106,8 @@ class FleetAction(msgspec.Struct, frozen=True, kw_only=True):
     count: int
     text: str
     worker: str
+    shadow: bool = False
+    """A shadow-mode policy's action: recorded, never delivered."""
 
 
 Outcome = Answer

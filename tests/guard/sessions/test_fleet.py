@@ -22,8 +22,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from benchmarks._redis import free_port
 from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
 from bus.redis_log import RedisSessionLog
-from guard import Config, RemindConfig, RescueConfig, TurnsConfig
-from guard.sessions.fleet import FleetGuard, Outcome
+from guard import Config, RemindConfig, RescueConfig, TurnsConfig, shadowed
+from guard.sessions.fleet import FleetAction, FleetGuard, Outcome
 from guard.verdicts import replay_log
 from tests.conftest import AskScript, RedisClients
 
@@ -361,3 +361,16 @@ async def test_a_long_catch_up_lets_the_workers_other_sessions_go_on(workers: Wo
     # wait for all 200 entries to be applied.
     await asyncio.gather(send("long", 101), send("short", 1))
     assert finished == ["short", "long"]
+
+
+async def test_a_fleet_in_shadow_records_its_actions_as_shadow_and_delivers_none(workers: Workers) -> None:
+    (worker,) = workers(1, shadowed(Config()))
+    driver = Driver([worker], "s1", pick=lambda n: n)
+    for _ in range(3):
+        outcome = await driver.call("grep", GREP, "none")
+    assert outcome.messages == ()  # nothing for the model
+    counts = await worker.counts()
+    assert counts.actions == {("remind", "remind"): 1}
+    rows = await worker.client.xrange(f"{worker.ledger.prefix}:actions")
+    (recorded,) = [msgspec.json.decode(fields[b"action"], type=FleetAction) for _, fields in rows]
+    assert (recorded.policy, recorded.shadow) == ("remind", True)
