@@ -371,6 +371,6 @@ async def test_a_fleet_in_shadow_records_its_actions_as_shadow_and_delivers_none
     assert outcome.messages == ()  # nothing for the model
     counts = await worker.counts()
     assert counts.actions == {("remind", "remind"): 1}
-    rows = await worker.client.xrange(f"{worker.ledger.prefix}:actions")
+    rows: Any = await worker.client.xrange(f"{worker.ledger.prefix}:actions")
     (recorded,) = [msgspec.json.decode(fields[b"action"], type=FleetAction) for _, fields in rows]
     assert (recorded.policy, recorded.shadow) == ("remind", True)
