@@ -51,6 +51,9 @@ DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
     r"\bgit\s+(apply|am|checkout|restore|reset|stash|commit|merge|rebase|cherry-pick|mv|rm|switch)\b",
     r"(^|[;&|(]\s*|\s)(mv|cp|rm|mkdir|touch|chmod|ln|truncate|dd)\s",
     r"\b(pip3?|uv|npm|yarn|pnpm|cargo|go|apt-get|apt)\s+(install|add|remove|uninstall|get)\b",
+    # an inline script (python -c, node -e, a heredoc) that opens a file for writing
+    r"\bopen\([^()]*,\s*(?:mode\s*=\s*)?['\"](?:[wax]|r\+)",
+    r"\.write_(?:text|bytes)\(|\bwriteFile(?:Sync)?\(",
 )
 """Shell commands that change files or the environment, in RE2 syntax
 (``guard.patterns``), searched in a call's top-level string ``command``

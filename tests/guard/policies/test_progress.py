@@ -82,6 +82,10 @@ def test_only_an_editing_tool_edits_by_tool(rule: ProgressRule) -> None:
         "echo x >/dev/stdout",
         "echo hi > файл.txt",
         ">out.log make",
+        "python3 -c \"\nwith open(path, 'w') as f:\n    f.writelines(lines)\n\"",
+        "python -c \"open('a.py', mode='a').write('x')\"",
+        "python -c \"from pathlib import Path; Path('a.py').write_text(s)\"",
+        "node -e \"require('fs').writeFileSync('a.js', src)\"",
     ],
 )
 def test_shell_commands_that_edit_are_progress(rule: ProgressRule, command: str) -> None:
@@ -101,6 +105,8 @@ def test_shell_commands_that_edit_are_progress(rule: ProgressRule, command: str)
         "ls -la",
         "grep -rn 'form' src/",
         "cargo clippy",
+        "python3 -c \"print(open('a.py', 'r').read()[:200])\"",
+        'python -c "print(repr(open(p).readlines()[41]))"',
     ],
 )
 def test_shell_commands_that_only_read_are_not_progress(rule: ProgressRule, command: str) -> None:
