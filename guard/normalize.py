@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable
 
 from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
-from guard.patterns import compile_regex
+from guard.patterns import Substitutions, compile_regex
 
 __all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "Shape", "error_head", "error_kind"]
 
@@ -81,19 +81,24 @@ class ResultNormalizer:
     """
 
     def __init__(self, patterns: Iterable[str] = DEFAULT_RESULT_NORMALIZE) -> None:
-        self._patterns = [compile_regex(p) for p in patterns]
+        self._patterns = Substitutions(patterns, setting="result_normalize")
 
     def normalize(self, text: str) -> str:
         """``text`` without its noise (each pattern reads the first
-        ``PATTERN_INPUT_LIMIT`` characters; ``digest`` passes at most 8 KiB)."""
-        text = _ANSI.sub("", text)
+        ``PATTERN_INPUT_LIMIT`` characters; ``digest`` passes at most 8 KiB).
+        A cleanup pass runs only when its text holds what it removes."""
+        if "\x1b" in text:
+            text = _ANSI.sub("", text)
         if "\r" in text:
             text = _OVERWRITTEN.sub(r"\1", text.replace("\r\n", "\n"))
-        for pattern in self._patterns:
-            text = pattern.sub("\x00", text)
-        text = _MARKS.sub("\x00", text)
-        text = _TRAILING.sub("", text)
-        return _BLANK_RUNS.sub("\n\n", text).strip()
+        text = self._patterns.sub("\x00", text)
+        if "\x00" in text:
+            text = _MARKS.sub("\x00", text)
+        if " \n" in text or "\t\n" in text or text[-1:] in (" ", "\t"):
+            text = _TRAILING.sub("", text)
+        if "\n\n\n" in text:
+            text = _BLANK_RUNS.sub("\n\n", text)
+        return text.strip()
 
     def digest(self, text: str) -> bytes:
         """A 16-byte digest of the normalised ``text``. Of a result longer

@@ -31,6 +31,7 @@ __all__ = [
     "PatternError",
     "Regex",
     "RegexSet",
+    "Substitutions",
     "ToolFilter",
     "check_regexes",
     "compile_regex",
@@ -184,6 +185,49 @@ class RegexSet:
     def search(self, text: str) -> bool:
         """Whether any entry matches somewhere in ``text`` (its head)."""
         return self._any is not None and self._any.search(_encode(text)) is not None
+
+    def match(self, text: str) -> bool:
+        """Whether any entry matches at the start of ``text``."""
+        return self._any is not None and self._any.match(_encode(text)) is not None
+
+
+class Substitutions:
+    """Regular expressions applied in order, each replacing every match of
+    its own with ``replacement`` in what the ones before it left.
+
+    The result is that of running each ``Regex.sub`` in turn, but one RE2
+    set pass over the text says which entries match at all, and only those
+    run; after a substitution changes the text the set looks again, so an
+    entry that only matches what an earlier one wrote (a marker) still runs.
+    Most texts match few entries, so the cost is near one pass, not one per
+    entry.
+    """
+
+    __slots__ = ("_regexes", "_set")
+
+    def __init__(self, patterns: Iterable[str], *, setting: str = "patterns") -> None:
+        self._regexes = [compile_regex(p, setting=setting) for p in patterns]
+        self._set = re2.Set.SearchSet(_options())
+        for regex in self._regexes:
+            self._set.Add(regex.pattern.encode("utf-8", "surrogatepass"))
+        self._set.Compile()
+
+    def sub(self, replacement: str, text: str) -> str:
+        regexes = self._regexes
+        if not regexes:
+            return text
+        matching = self._set.Match(_encode(text))
+        if not matching:
+            return text
+        pending = sorted(matching)
+        while pending:
+            index = pending.pop(0)
+            changed = regexes[index].sub(replacement, text)
+            if changed != text:
+                text = changed
+                later = self._set.Match(_encode(text)) or []
+                pending = sorted(i for i in later if i > index)
+        return text
 
 
 class LiteralSet:

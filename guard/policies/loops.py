@@ -57,7 +57,7 @@ from guard.actions import Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache, fingerprint
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
-from guard.patterns import CommandPatterns, RegexSet, ToolFilter, compile_regex, shell_command
+from guard.patterns import CommandPatterns, RegexSet, ToolFilter, shell_command
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
 from guard.policies.targets import call_target, names_file, shell_program, write_target
 from guard.policy import Policy
@@ -331,29 +331,47 @@ class _Signature:
 
 
 class _Grind:
-    """One target's run of calls with other arguments and the same result."""
+    """One target's run of calls with other arguments and the same result.
+    ``paged`` is the last call's fingerprint without its paging arguments,
+    taken only once a second call gives the same result (``args`` until
+    then)."""
 
-    __slots__ = ("advised", "count", "fp", "paged", "result", "ts")
+    __slots__ = ("advised", "args", "count", "fp", "paged", "result", "ts")
 
-    def __init__(self, result: bytes, fp: bytes, paged: bytes, ts: float) -> None:
+    def __init__(self, result: bytes, fp: bytes, args: Any, ts: float) -> None:
         self.result = result
         self.fp = fp
-        self.paged = paged
+        self.args = args
+        self.paged: bytes | None = None
         self.count = 1
         self.ts = ts
         self.advised = False
 
 
 class _Note:
-    """A call seen by ``on_call``, waiting for its result."""
+    """A call seen by ``on_call``, waiting for its result, with what was
+    read from its arguments there."""
 
-    __slots__ = ("denied", "fp", "halt", "rules")
+    __slots__ = ("denied", "fp", "halt", "paging", "polled", "rules", "streak", "writing")
 
-    def __init__(self, fp: Fingerprint, rules: _Rules, denied: bool = False, halt: bool = False) -> None:
+    def __init__(
+        self,
+        fp: Fingerprint,
+        rules: _Rules,
+        *,
+        paging: bool,
+        polled: bool,
+        writing: str | None,
+        streak: tuple[str, str | None],
+    ) -> None:
         self.fp = fp
         self.rules = rules
-        self.denied = denied
-        self.halt = halt
+        self.paging = paging
+        self.polled = polled
+        self.writing = writing
+        self.streak = streak
+        self.denied = False
+        self.halt = False
 
 
 class _AgentLoops:
@@ -665,9 +683,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._paging_tools = ToolFilter(paging_tools, normalize=loose_tool_name) if paging_tools else None
         self._paging_args = frozenset(config.paging_args) | self._calls.ignored
         self._paging_values = RegexSet(config.paging_values, setting="loops.paging_values")
+        self._paging_memo: dict[str, bool] = {}
         self._poll_commands = CommandPatterns(config.poll_commands)
-        self._poll_states = [compile_regex(p) for p in config.poll_states]
-        self._error_results = [compile_regex(p) for p in config.error_results]
+        self._poll_states = RegexSet(config.poll_states, setting="loops.poll_states")
+        self._error_results = RegexSet(config.error_results, setting="loops.error_results")
         self._transient = RegexSet(config.transient_errors, setting="loops.transient_errors")
         self._cancelled = RegexSet(config.cancelled_results, setting="loops.cancelled_results")
         self._nothing_found = RegexSet(config.nothing_found, setting="loops.nothing_found")
@@ -708,8 +727,20 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if self._paging_tools is not None and self._paging_tools.tracks(tool):
             return True
         if isinstance(args, dict) and self._paging_values:
-            return any(isinstance(v, str) and len(v) <= 16 and self._paging_values.search(v) for v in args.values())
+            return any(isinstance(v, str) and len(v) <= 16 and self._paging_value(v) for v in args.values())
         return False
+
+    def _paging_value(self, value: str) -> bool:
+        """Whether a short argument value reads as paging (memoized: a few
+        values such as ``scroll_down`` recur in every call)."""
+        memo = self._paging_memo
+        paging = memo.get(value)
+        if paging is None:
+            paging = self._paging_values.search(value)
+            if len(memo) >= 4096:
+                memo.clear()
+            memo[value] = paging
+        return paging
 
     def _decayed(self, then: float, now: float) -> bool:
         decay = self.config.decay_seconds
@@ -724,10 +755,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if rules.kind == "exclude":
             return None
         config = self.config
-        fp = self._fingerprint(fingerprints, rules, call.tool, call.args, call.call_id)
-        note = state.calls[call.call_id] = _Note(fp, rules)
-        if self._paging(call.tool, call.args, rules):
+        note = state.calls[call.call_id] = self._read(fingerprints, rules, call.tool, call.args, call.call_id)
+        if note.paging:
             return None
+        fp = note.fp
         signature = state.signatures.get(fp.digest)
         if signature is not None and self._decayed(signature.ts, call.ts):
             signature = None
@@ -760,7 +791,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 elapsed=_elapsed(call.ts - signature.since),
             )
         else:
-            body, count, threshold = self._target_denial(state, call, fp, rules)
+            body, count, threshold = self._target_denial(state, call, note)
             if not body:
                 return None
             signature = state.signatures.get(fp.digest)
@@ -770,13 +801,23 @@ class LoopsPolicy(Policy[_AgentLoops]):
             note.halt = bool(config.halt_after) and signature.denials == config.halt_after
         return self._action("deny", call, count, body, threshold)
 
-    def _target_denial(
-        self, state: _AgentLoops, call: ToolCall, fp: Fingerprint, rules: _Rules
-    ) -> tuple[str, int, int]:
+    def _read(self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str) -> _Note:
+        """What a call's arguments say, read once for its call and result."""
+        return _Note(
+            self._fingerprint(fingerprints, rules, tool, args, call_id),
+            rules,
+            paging=self._paging(tool, args, rules),
+            polled=rules.kind == "poll" or self._polled(tool, args),
+            writing=self._writing(tool, args, rules),
+            streak=_streak_key(tool, args),
+        )
+
+    def _target_denial(self, state: _AgentLoops, call: ToolCall, note: _Note) -> tuple[str, int, int]:
         """A denial that is not about this exact call's record: a tool (or
         program) failing the same way again and again, or the same content
         written to the same file again. Empty text: no denial."""
-        streak = state.streaks.get(_streak_key(call.tool, call.args))
+        rules, fp = note.rules, note.fp
+        streak = state.streaks.get(note.streak)
         if (
             streak is not None
             and rules.streak_deny_at
@@ -786,7 +827,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             kind, count, _ = streak
             body = _STREAK_DENIAL.format(tool=call.tool, count=count, kind=kind or "(no message)")
             return body, count, rules.streak_deny_at
-        writing = self._writing(call.tool, call.args, rules)
+        writing = note.writing
         if writing is not None:
             target = write_target(call.args, by_tool=writing == "edit")
             written = state.writes.get(target) if target is not None else None
@@ -827,17 +868,16 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return self._action("halt", result, denials, text, self.config.halt_after)
         if self._cancelled and self._cancelled.search(result.content[:300]):
             return None  # cancelled because a sibling failed, or interrupted: not this call's own outcome
-        rules = note.rules if note is not None else self.rules(result.tool)
-        if rules.kind == "exclude":
-            return None
-        failed = result.is_error or any(p.match(result.content) for p in self._error_results)
-        progress = None if failed else self._writing(result.tool, result.args, rules)
-        tracked = self._calls.tracks(result.tool, result.args)
-        fp = (
-            note.fp
-            if note is not None
-            else self._fingerprint(fingerprints, rules, result.tool, result.args, result.call_id)
-        )
+        tracked = True  # a call gets a note only when it is tracked
+        if note is None:
+            rules = self.rules(result.tool)
+            if rules.kind == "exclude":
+                return None
+            tracked = self._calls.tracks(result.tool, result.args)
+            note = self._read(fingerprints, rules, result.tool, result.args, result.call_id)
+        rules, fp = note.rules, note.fp
+        failed = result.is_error or self._error_results.match(result.content)
+        progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")
             rewrite = False
@@ -855,10 +895,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return None
         if not tracked:
             return None
-        if self._paging(result.tool, result.args, rules):
+        if note.paging:
             return None
-        streak_key = _streak_key(result.tool, result.args)
-        poll = rules.kind == "poll" or self._is_poll(result, failed)
+        streak_key = note.streak
+        poll = note.polled or (not failed and self._poll_states.search(result.content[:2000]))
         transient = failed and not poll and bool(self._transient) and self._transient.search(result.content[:2000])
         if failed and not poll:
             shape = Shape(_TRANSIENT if transient else _FAILED, b"", ())
@@ -944,15 +984,20 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if digest == self._empty or self._found_nothing(result.content):
             state.grinds.pop(key, None)
             return None
-        paged = fingerprint(result.tool, result.args, self._paging_args).digest
         grind = state.grinds.get(key)
         if grind is None or grind.result != digest or self._decayed(grind.ts, result.ts):
-            state.grinds[key] = _Grind(digest, fp.digest, paged, result.ts)
+            state.grinds[key] = _Grind(digest, fp.digest, result.args, result.ts)
             return None
         grind.ts = result.ts
-        if grind.fp == fp.digest or grind.paged == paged:
+        if grind.fp == fp.digest:
+            return None  # the same call again: the repeat rules judge it
+        if grind.paged is None:
+            grind.paged = fingerprint(result.tool, grind.args, self._paging_args).digest
+            grind.args = None
+        paged = fingerprint(result.tool, result.args, self._paging_args).digest
+        if grind.paged == paged:
             grind.fp = fp.digest
-            return None  # the same call again (the repeat rules judge it), or paging
+            return None  # paging
         grind.fp = fp.digest
         grind.paged = paged
         grind.count += 1
@@ -1047,23 +1092,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
         )
         return self._action("remind", result, count, text, at)
 
-    def _is_poll(self, result: ToolResult, failed: bool) -> bool:
-        """A poll: a poll tool's call (not typing input), a poll command, or
-        (for a call that succeeded) a result reporting a pending state."""
-        args = result.args
-        if self._poll_tools is not None and self._poll_tools.tracks(result.tool):
+    def _polled(self, tool: str, args: Any) -> bool:
+        """A poll by its arguments: a poll tool's call (not typing input) or
+        a poll command. A call that succeeded is also a poll when its result
+        reports a pending state (``poll_states``)."""
+        if self._poll_tools is not None and self._poll_tools.tracks(tool):
             typed = isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
             if not typed:
                 return True
         command = shell_command(args)
         if command is not None and not command.strip():
             return True  # an empty shell command reads more output of the running one
-        if self._poll_commands.match(args):
-            return True
-        if failed:
-            return False
-        head = result.content[:2000]
-        return any(p.search(head) for p in self._poll_states)
+        return self._poll_commands.match(args)
 
     def _action(self, kind: ActionKind, event: ToolCall | ToolResult, count: int, text: str, threshold: int) -> Action:
         return action_for(event, policy=self.name, kind=kind, count=count, text=text, threshold=threshold)

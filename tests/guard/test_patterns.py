@@ -8,7 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard.patterns import PATTERN_INPUT_LIMIT, CommandPatterns, Glob, PatternError, RegexSet, ToolFilter, compile_regex
+from guard.normalize import DEFAULT_RESULT_NORMALIZE
+from guard.patterns import (
+    PATTERN_INPUT_LIMIT,
+    CommandPatterns,
+    Glob,
+    PatternError,
+    RegexSet,
+    Substitutions,
+    ToolFilter,
+    compile_regex,
+)
 
 
 @pytest.mark.parametrize(
@@ -155,6 +165,32 @@ def test_an_empty_set_matches_nothing() -> None:
     empty = RegexSet()
     assert not empty
     assert not empty.search("anything")
+    assert not empty.match("anything")
+    assert Substitutions([]).sub("#", "anything") == "anything"
+
+
+def test_a_set_matches_at_the_start_only_when_asked() -> None:
+    errors = RegexSet([r"ERROR:\s", r"<tool_use_error>"])
+    assert errors.match("ERROR: no such file")
+    assert not errors.match("build log\nERROR: no such file")
+    assert errors.search("build log\nERROR: no such file")
+
+
+def test_substitutions_run_in_order_and_see_what_earlier_ones_wrote() -> None:
+    # the second entry matches only the marker the first one wrote
+    chain = Substitutions([r"\d\d:\d\d", r"# UTC"])
+    assert chain.sub("#", "at 10:11 UTC, again at 12:13 UTC") == "at #, again at #"
+    assert chain.sub("#", "no clock here") == "no clock here"
+    assert Substitutions([r"x"]).sub("x", "a x b") == "a x b"
+
+
+@given(st.text(alphabet="0123456789:- TZabcdefPpMms.\n", max_size=80))
+def test_substitutions_agree_with_each_sub_in_turn(text: str) -> None:
+    regexes = [compile_regex(p) for p in DEFAULT_RESULT_NORMALIZE]
+    expected = text
+    for regex in regexes:
+        expected = regex.sub("\x00", expected)
+    assert Substitutions(DEFAULT_RESULT_NORMALIZE).sub("\x00", text) == expected
     assert not CommandPatterns().match({"command": "anything"})
 
 

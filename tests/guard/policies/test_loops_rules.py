@@ -129,6 +129,15 @@ async def test_scrolling_is_paging_even_when_the_result_is_a_placeholder(make: M
     assert run.actions == []
 
 
+async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4200):  # more distinct short values than the policy remembers answers for
+        await run.do("computer", {"action": f"key-{n}"}, f"pressed {n}")
+    for _ in range(6):
+        await run.do("computer", {"action": "scroll", "coordinate": [640, 400]}, "[image]")
+    assert run.actions == []
+
+
 async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> None:
     run = make()
     for offset in range(0, 1000, 100):
