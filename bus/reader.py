@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import codecs
+import io
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,16 @@ __all__ = ["LogError", "LogReader", "ReadReport", "SkippedLine", "read_log"]
 SkipReason = Literal["torn", "invalid-json", "unknown-type", "schema", "too-deep"]
 
 _MAX_SAMPLES = 100
+
+_BLOCK = 1 << 16
+"""How much of the log is decoded in one call (then up to the end of its last line)."""
+
+_GLUED = re.compile(rb"\}[ \t\r]*\{")
+"""Where one JSON object ends and another begins on the same line."""
+
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}\n")
+"""Deleted from a block, this leaves each line's brackets: a line with no
+more than ``MAX_NESTING`` of them cannot nest deeper."""
 
 
 class LogError(Exception):
@@ -139,31 +151,64 @@ class LogReader:
 
     def _events(self) -> Iterator[AnyEvent]:
         report = self.report
-        decode = self._decoder.decode
         number = report.lines
         with self._file as file:
-            for line in file:
-                number += 1
-                report.lines = number
-                if too_deep(line):
-                    report._skip(number, "too-deep", f"nested deeper than {MAX_NESTING} levels")
-                    continue
-                try:
-                    event = decode(line)
-                except msgspec.ValidationError as exc:
-                    reason: SkipReason = "unknown-type" if "`$.type`" in str(exc) else "schema"
-                    report._skip(number, reason, str(exc))
-                    continue
-                except msgspec.DecodeError as exc:
-                    torn = not line.endswith(b"\n")
-                    report._skip(number, "torn" if torn else "invalid-json", str(exc))
-                    continue
-                if type(event) is SessionStart:
-                    continue  # an appended session's header: a resume marker
-                if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
-                    event.agent.parent_id = event.agent.parent_id or event.parent
-                report.events += 1
-                yield event  # type: ignore[misc]  # a SessionStart went on above
+            while block := file.read(_BLOCK):
+                if block[-1] != 10:  # b"\n": end the block with its last line, read whole
+                    block += file.readline()
+                events = self._decode_block(block)
+                if events is None:
+                    lines: Iterator[AnyEvent | SessionStart | None] = map(self._line, io.BytesIO(block))
+                else:
+                    lines = iter(events)
+                for event in lines:
+                    number += 1
+                    report.lines = number
+                    kind = type(event)
+                    if kind is SessionStart or event is None:
+                        continue  # a skipped line, or an appended session's header: a resume marker
+                    if kind is AgentStatus and event.parent is not None and event.agent is not None:  # type: ignore[union-attr]
+                        event.agent.parent_id = event.agent.parent_id or event.parent  # type: ignore[union-attr]
+                    report.events += 1
+                    yield event  # type: ignore[misc]  # a SessionStart and None went on above
+
+    def _decode_block(self, block: bytes) -> list[AnyEvent | SessionStart] | None:
+        """The events of ``block``'s lines decoded in one call, or ``None``
+        when some line needs ``_line``: one that is torn, bad, blank, holds
+        two values or a value that goes on over the next line, or nests too
+        deeply. Each of those is told before anything is decoded (so a
+        too-deep line makes no agent handle, as in ``_line``) or by the
+        decoder failing, or by the count of values differing from the count
+        of lines."""
+        if block[-1] != 10 or _GLUED.search(block) is not None:
+            return None
+        brackets = list(map(len, block.translate(None, _NOT_BRACKET).split(b"\n")))
+        if max(brackets) > MAX_NESTING:  # then look closer: brackets in strings do not nest
+            lines = block.split(b"\n")
+            if any(too_deep(lines[i]) for i, n in enumerate(brackets) if n > MAX_NESTING):
+                return None
+        try:
+            events = self._decoder.decode_lines(block)
+        except msgspec.DecodeError:
+            return None
+        return events if len(events) == len(brackets) - 1 else None
+
+    def _line(self, line: bytes) -> AnyEvent | SessionStart | None:
+        """One line decoded alone, or ``None`` with the reason recorded."""
+        report = self.report
+        number = report.lines + 1
+        if too_deep(line):
+            report._skip(number, "too-deep", f"nested deeper than {MAX_NESTING} levels")
+            return None
+        try:
+            return self._decoder.decode(line)
+        except msgspec.ValidationError as exc:
+            reason: SkipReason = "unknown-type" if "`$.type`" in str(exc) else "schema"
+            report._skip(number, reason, str(exc))
+        except msgspec.DecodeError as exc:
+            torn = not line.endswith(b"\n")
+            report._skip(number, "torn" if torn else "invalid-json", str(exc))
+        return None
 
 
 def read_log(path: str | os.PathLike[str]) -> LogReader:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from bus.bus import Bus, Decision
+from bus.bus import ALLOW, Bus, Decision
 from bus.events import AnyEvent, ToolCall, ToolResult
 from bus.reader import LogReader, ReadReport
 
@@ -66,9 +66,11 @@ class Replay:
         """Replay the whole log; returns the reader's report of skipped lines."""
         if self.reader is None:
             raise ValueError("this Replay has no log to run; feed it events with apply()")
-        apply = self.apply
+        step = self._step
         for event in self.reader:
-            await apply(event)
+            pending = step(event)
+            if pending is not None and type(pending) is not Decision:
+                await pending  # type: ignore[misc]  # not a Decision: an awaitable
         return self.reader.report
 
     async def apply(self, event: AnyEvent) -> Decision | None:
@@ -77,18 +79,34 @@ class Replay:
         events one at a time lets a caller follow a log that is still being
         written (another process's appends) with the same state a whole
         replay would reach."""
+        pending = self._step(event)
+        if pending is None or isinstance(pending, Decision):
+            return pending
+        return await pending
+
+    def _step(self, event: AnyEvent) -> Decision | Awaitable[Decision | None] | None:
+        """Apply ``event`` as far as it can be without awaiting: what is left
+        to await, or the decision on a call no interceptor was there to
+        decide. An event no subscriber takes is stamped and recorded as
+        ``publish`` would, without the rest of it."""
         self.seq = event.seq
         self._ts = event.ts
         if self._withhold is not None and self._withhold(event):
             self.withheld += 1
             return None
         bus = self.bus
-        if type(event) is ToolCall:
+        kind = type(event)
+        if kind is ToolCall:
+            assert isinstance(event, ToolCall)
             self._calls += 1
             self.call_number = self._calls
             self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = self._calls
-            return await bus.decide(event)
-        if type(event) is ToolResult:
+            if bus._takes(ToolCall):
+                return bus.decide(event)
+            bus._stamp(event)
+            return ALLOW
+        if kind is ToolResult:
+            assert isinstance(event, ToolResult)
             number = self._open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
             if number is not None:
                 self.call_number = number
@@ -102,9 +120,20 @@ class Replay:
                     tool=event.tool,
                     args=event.args,
                 )
-                await bus.decide(call)
-            await bus.publish(event)
-            return None
-        self.call_number = self._calls
-        await bus.publish(event)
+                if bus._takes(ToolCall):
+                    return self._decide_then_publish(call, event)
+                bus._stamp(call)
+        else:
+            self.call_number = self._calls
+        if bus._takes(kind):
+            return bus.publish(event)
+        bus._stamp(event)
         return None
+
+    async def _decide_then_publish(self, call: ToolCall, result: ToolResult) -> None:
+        bus = self.bus
+        await bus.decide(call)
+        if bus._takes(ToolResult):
+            await bus.publish(result)
+        else:
+            bus._stamp(result)

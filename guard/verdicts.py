@@ -82,37 +82,33 @@ class _Output(msgspec.Struct, frozen=True):
     key: tuple[tuple[str, object], ...]
 
 
-def _fields(**fields: object) -> tuple[tuple[str, object], ...]:
-    return tuple(fields.items())
-
-
 def _text(key: tuple[tuple[str, object], ...]) -> str:
     import json  # here, as difflib below: the command hook imports this module and never compares
 
     return json.dumps(dict(key), ensure_ascii=False)
 
 
-def _message(event: ContextMessage | AgentStatus) -> _Output:
+def _message(event: ContextMessage | AgentStatus, seq: int) -> _Output:
     agent = event.agent.id if event.agent else None
     if isinstance(event, ContextMessage):
         source = event.source
-        key = _fields(
-            agent=agent,
-            call_id=event.call_id,
-            plugin=source.plugin,
-            form=source.form,
-            summary=source.summary,
-            text=event.text,
+        key = (
+            ("agent", agent),
+            ("call_id", event.call_id),
+            ("plugin", source.plugin),
+            ("form", source.form),
+            ("summary", source.summary),
+            ("text", event.text),
         )
-        return _Output("context message", event.seq, key)
-    return _Output("halt request", event.seq, _fields(agent=agent, reason=event.reason))
+        return _Output("context message", seq, key)
+    return _Output("halt request", seq, (("agent", agent), ("reason", event.reason)))
 
 
 def _denial(seq: int, agent: str | None, call_id: str, by: str | None, text: str, advice: str | None) -> _Output:
-    fields: dict[str, object] = {"agent": agent, "call_id": call_id, "by": by, "text": text}
+    key: tuple[tuple[str, object], ...] = (("agent", agent), ("call_id", call_id), ("by", by), ("text", text))
     if advice is not None:
-        fields["advice"] = advice
-    return _Output("denial", seq, _fields(**fields))
+        key += (("advice", advice),)
+    return _Output("denial", seq, key)
 
 
 def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
@@ -218,7 +214,7 @@ async def replay_log(
             # logs may record the guard's halts without naming the plugin.
             return False
         assert isinstance(event, ContextMessage | AgentStatus)
-        recorded.append(_message(event))
+        recorded.append(_message(event, event.seq))
         return True
 
     def capture(event: Event) -> None:
@@ -235,7 +231,7 @@ async def replay_log(
                 fresh.append(_denial(replay.seq, agent, event.call_id, plugin, action.text, advice))
         elif (kind is ContextMessage or kind is AgentStatus) and guard.owns(event):
             assert isinstance(event, ContextMessage | AgentStatus)
-            fresh.append(_message(msgspec.structs.replace(event, seq=replay.seq)))
+            fresh.append(_message(event, replay.seq))
 
     replay = Replay(path, withhold=withhold)
     guard.attach(replay.bus)

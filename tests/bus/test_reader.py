@@ -5,10 +5,12 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import bus.reader
 from bus import AgentStatus, LogError, LogReader, SkippedLine, ToolCall, UserMessage, read_log
 from tests.bus.conftest import HEADER, RawLog
 
@@ -270,3 +272,52 @@ def test_a_header_nested_too_deeply_is_not_a_session_log(tmp_path: Path) -> None
         LogError, match=r"is not a session log: line 1 is not a session/start header \(nested deeper than 100 levels\)"
     ):
         read_log(path)
+
+
+_DEEP_ARGS = b"[" * 101 + b"]" * 101
+_ROUND_BRACKETS_IN_A_STRING = b'"' + b"[{" * 120 + b'"'
+
+_block_lines = st.lists(
+    st.one_of(
+        st.sampled_from([GOOD_USER, GOOD_CALL, HEADER.rstrip(), b"", b"  ", b"\r", b"{}", b'{"type":']),
+        st.sampled_from(
+            [
+                GOOD_USER + GOOD_CALL,  # two values on one line
+                GOOD_USER + b" \t" + GOOD_CALL,
+                GOOD_CALL[:40] + b"\n" + GOOD_CALL[40:],  # one value over two lines
+                GOOD_CALL.replace(b'"args":{}', b'"args":' + _DEEP_ARGS),
+                GOOD_CALL.replace(b'"args":{}', b'"args":' + _ROUND_BRACKETS_IN_A_STRING),
+                GOOD_USER.replace(b'"text":"hello"', b'"text":"hello","extra":' + _DEEP_ARGS),
+                b'{"type":"user/message","seq":1,"ts":1.0,"agent":"new","text":' + b"[" * 150,
+                b'{"type":"agent/status","seq":1,"ts":1.0,"agent":"sub","status":"started","parent":"main"}',
+            ]
+        ),
+        st.integers(0, 30).map(lambda n: GOOD_USER.replace(b'"main"', b'"agent-%d"' % n)),
+    ),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=_block_lines, torn=st.sampled_from([b"", GOOD_USER[:30], GOOD_USER]), block=st.sampled_from([1, 97, 1 << 16])
+)
+def test_reading_in_blocks_gives_what_decoding_each_line_alone_gives(
+    raw_log: RawLog, lines: list[bytes], torn: bytes, block: int
+) -> None:
+    path = raw_log(*lines, torn=torn)
+
+    def read() -> tuple[list[tuple[object, ...]], list[str], tuple[object, ...]]:
+        reader = read_log(path)
+        events = [(msgspec.structs.replace(e, agent=None), e.agent and (e.agent.id, e.agent.parent_id)) for e in reader]
+        report = reader.report
+        return events, list(reader.agents), (report.lines, report.events, report.skipped_by_reason, report.samples)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bus.reader, "_BLOCK", block)
+        in_blocks = read()
+        patch.setattr(LogReader, "_decode_block", lambda self, data: None)
+        line_by_line = read()
+    assert in_blocks == line_by_line
