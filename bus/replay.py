@@ -62,8 +62,10 @@ class Replay:
         self._calls += 1
         self._open_calls[(call.agent.id if call.agent else None, call.call_id)] = self._calls
 
-    async def run(self) -> ReadReport:
-        """Replay the whole log; returns the reader's report of skipped lines."""
+    async def run(self, *, then: Callable[[AnyEvent], None] | None = None) -> ReadReport:
+        """Replay the whole log; returns the reader's report of skipped lines.
+        ``then``, when given, is called with each event once it was applied
+        (or withheld), so a caller can follow the log in the same pass."""
         if self.reader is None:
             raise ValueError("this Replay has no log to run; feed it events with apply()")
         step = self._step
@@ -71,6 +73,8 @@ class Replay:
             pending = step(event)
             if pending is not None and type(pending) is not Decision:
                 await pending  # type: ignore[misc]  # not a Decision: an awaitable
+            if then is not None:
+                then(event)
         return self.reader.report
 
     async def apply(self, event: AnyEvent) -> Decision | None:

@@ -10,6 +10,7 @@ stream: memory per session grows with its distinct calls, not its size.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from bus import ToolCall, ToolResult, read_log
+from bus import AnyEvent, ToolCall, ToolResult
 from guard.actions import DENYING
 from guard.config import Config, every_policy
 from guard.fingerprint import canonical_json, fingerprint
@@ -34,6 +35,7 @@ __all__ = [
     "MAST_STEP_REPETITION",
     "MAST_TRACES",
     "NO_ASK_COMMAND",
+    "PARALLEL_BYTES",
     "AuditReport",
     "AuditTotals",
     "FileError",
@@ -367,134 +369,152 @@ async def audit_session(
 
     ``config`` is used as given (pass it through ``audit_config`` to keep
     escalation off). ``timeline``, when given, is filled for the report.
+    The log is read once: each event is measured right after the replay
+    applied it, with the verdicts it triggered.
     """
     log = workdir / "session.jsonl"
     try:
         write_session_log(session, log)
-        outcome = await replay_log(log, config)
-        by_seq: dict[int, list[Verdict]] = {}
-        for verdict in outcome.verdicts:
-            by_seq.setdefault(verdict.seq, []).append(verdict)
-        return _measure(session, log, by_seq, outcome.verdicts, config, timeline)
+        measure = _Measure(timeline)
+        made: list[Verdict] = []
+
+        def then(event: AnyEvent) -> None:
+            measure.add(event, made)
+            if made:
+                made.clear()
+
+        outcome = await replay_log(log, config, on_verdict=made.append, then=then)
+        return measure.result(session, outcome.verdicts, outcome.report.skipped_by_reason, config)
     finally:
         log.unlink(missing_ok=True)
 
 
-def _measure(
-    session: ImportedSession,
-    log: Path,
-    by_seq: dict[int, list[Verdict]],
-    verdicts: list[Verdict],
-    config: Config,
-    timeline: Timeline | None,
-) -> SessionAudit:
-    signatures: dict[tuple[str, bytes], _Signature] = {}
-    last: dict[str, tuple[str, bytes]] = {}
-    open_calls: dict[tuple[str, str], _Open] = {}
-    order: list[_Signature] = []
-    agents: dict[str, int] = {}
-    tools: Counter[str] = Counter()
-    call_number = errors = output_bytes = 0
-    best: _Signature | None = None
-    best_run = 0
-    start = end = 0.0
-    reader = read_log(log)
-    for event in reader:
-        start = start or event.ts
-        end = max(end, event.ts)
+class _Measure:
+    """Calls, runs and loops of one session, measured event by event."""
+
+    def __init__(self, timeline: Timeline | None) -> None:
+        self.timeline = timeline
+        self.signatures: dict[tuple[str, bytes], _Signature] = {}
+        self.last: dict[str, tuple[str, bytes]] = {}
+        self.open_calls: dict[tuple[str, str], _Open] = {}
+        self.order: list[_Signature] = []
+        self.agents: dict[str, int] = {}
+        self.tools: Counter[str] = Counter()
+        self.call_number = self.errors = self.output_bytes = 0
+        self.best: _Signature | None = None
+        self.best_run = 0
+        self.start = self.end = 0.0
+
+    def add(self, event: AnyEvent, verdicts: list[Verdict]) -> None:
+        """Measure ``event``; ``verdicts`` are those its replay made."""
+        timeline = self.timeline
+        self.start = self.start or event.ts
+        self.end = max(self.end, event.ts)
         agent = event.agent.id if event.agent is not None else ""
+        agents = self.agents
         if agent not in agents:
             agents[agent] = len(agents)
             if timeline is not None:
                 timeline.agents.append(agent)
                 timeline.parents[agent] = event.agent.parent_id if event.agent is not None else None
         if not isinstance(event, ToolCall | ToolResult):
-            continue
+            return
         slot = (agent, event.call_id)
+        open_calls = self.open_calls
         if isinstance(event, ToolCall) or slot not in open_calls:
-            call_number += 1
-            tools[event.tool] += 1
+            self.call_number += 1
+            self.tools[event.tool] += 1
             fp = fingerprint(event.tool, event.args)
             key = (agent, fp.digest)
-            stats = signatures.get(key)
+            stats = self.signatures.get(key)
             if stats is None:
                 args_bytes = len(canonical_json(event.args))
-                stats = signatures[key] = _Signature(event.tool, fp.preview(_PREVIEW), call_number, args_bytes)
+                stats = self.signatures[key] = _Signature(
+                    event.tool, fp.preview(_PREVIEW), self.call_number, args_bytes
+                )
             stats.occurrences += 1
-            stats.run = stats.run + 1 if last.get(agent) == key else 1
+            stats.run = stats.run + 1 if self.last.get(agent) == key else 1
             stats.longest = max(stats.longest, stats.run)
-            last[agent] = key
-            if stats.run > best_run:
-                best, best_run = stats, stats.run
-            open_calls[slot] = _Open(stats, len(order))
+            self.last[agent] = key
+            if stats.run > self.best_run:
+                self.best, self.best_run = stats, stats.run
+            open_calls[slot] = _Open(stats, len(self.order))
             if timeline is not None:
-                order.append(stats)
+                self.order.append(stats)
                 timeline.calls.append([agents[agent], -1, 0, 0])
-        for verdict in by_seq.get(event.seq, ()):
+        for verdict in verdicts:
             _intervene(open_calls[slot], verdict, timeline)
         if isinstance(event, ToolResult):
             call = open_calls.pop(slot)
             size = len(event.content.encode("utf-8", "surrogatepass"))
-            output_bytes += size
-            errors += event.is_error
+            self.output_bytes += size
+            self.errors += event.is_error
             if call.wasted:
                 call.stats.wasted_bytes += size
                 call.stats.wasted_in += size + call.stats.args_bytes
                 call.stats.saved_bytes.update(dict.fromkeys(call.savers, size + call.stats.args_bytes))
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]
-    policies = [p.name for p in build_policies(config)]
-    loops = [
-        Loop(
-            agent=agent,
-            tool=stats.tool,
-            signature=stats.preview,
-            occurrences=stats.occurrences,
-            longest_run=stats.longest,
-            first_call=stats.first_call,
-            wasted_calls=stats.wasted_calls,
-            wasted_bytes=stats.wasted_bytes,
-            wasted_tokens=estimated_tokens(stats.wasted_in),
-            first_actions=stats.first_actions,
-            saved_calls={p: stats.saved_calls[p] for p in policies},
-            saved_tokens={p: estimated_tokens(stats.saved_bytes[p]) for p in policies},
+
+    def result(
+        self, session: ImportedSession, verdicts: list[Verdict], skipped: Counter[str], config: Config
+    ) -> SessionAudit:
+        """The session's audit, once every event was measured; ``skipped``
+        is what reading its log skipped."""
+        timeline = self.timeline
+        policies = [p.name for p in build_policies(config)]
+        loops = [
+            Loop(
+                agent=agent,
+                tool=stats.tool,
+                signature=stats.preview,
+                occurrences=stats.occurrences,
+                longest_run=stats.longest,
+                first_call=stats.first_call,
+                wasted_calls=stats.wasted_calls,
+                wasted_bytes=stats.wasted_bytes,
+                wasted_tokens=estimated_tokens(stats.wasted_in),
+                first_actions=stats.first_actions,
+                saved_calls={p: stats.saved_calls[p] for p in policies},
+                saved_tokens={p: estimated_tokens(stats.saved_bytes[p]) for p in policies},
+            )
+            for (agent, _), stats in self.signatures.items()
+            if stats.longest >= 2 or stats.first_actions
+        ]
+        loops.sort(key=lambda loop: (-loop.wasted_calls, -loop.occurrences, loop.first_call))
+        if timeline is not None:
+            for index, stats in enumerate(self.order):
+                if stats.occurrences >= 2:
+                    if stats.index < 0:
+                        stats.index = len(timeline.signatures)
+                        agent = timeline.agents[timeline.calls[index][0]]
+                        timeline.signatures.append((agent, stats.tool, stats.preview))
+                    timeline.calls[index][1] = stats.index
+        first_actions: dict[str, PolicyAction | None] = dict.fromkeys(policies)
+        for verdict in verdicts:
+            if first_actions.get(verdict.policy) is None:
+                first_actions[verdict.policy] = _action(verdict)
+        best = self.best
+        return SessionAudit(
+            label=session.label,
+            path=str(session.path),
+            format=session.format,
+            session=session.session,
+            agents=len(self.agents),
+            calls=self.call_number,
+            errors=self.errors,
+            output_bytes=self.output_bytes,
+            longest_run=self.best_run,
+            longest_run_tool=best.tool if best is not None else "",
+            start=self.start,
+            end=self.end,
+            loops=loops,
+            first_actions=first_actions,
+            actions=dict(Counter(f"{v.policy}:{v.action}" for v in verdicts)),
+            skipped=dict(session.report.skipped) | dict(skipped),
+            model=session.model,
+            tools=dict(self.tools),
         )
-        for (agent, _), stats in signatures.items()
-        if stats.longest >= 2 or stats.first_actions
-    ]
-    loops.sort(key=lambda loop: (-loop.wasted_calls, -loop.occurrences, loop.first_call))
-    if timeline is not None:
-        for index, stats in enumerate(order):
-            if stats.occurrences >= 2:
-                if stats.index < 0:
-                    stats.index = len(timeline.signatures)
-                    agent = timeline.agents[timeline.calls[index][0]]
-                    timeline.signatures.append((agent, stats.tool, stats.preview))
-                timeline.calls[index][1] = stats.index
-    first_actions: dict[str, PolicyAction | None] = dict.fromkeys(policies)
-    for verdict in verdicts:
-        if first_actions.get(verdict.policy) is None:
-            first_actions[verdict.policy] = _action(verdict)
-    return SessionAudit(
-        label=session.label,
-        path=str(session.path),
-        format=session.format,
-        session=session.session,
-        agents=len(agents),
-        calls=call_number,
-        errors=errors,
-        output_bytes=output_bytes,
-        longest_run=best_run,
-        longest_run_tool=best.tool if best is not None else "",
-        start=start,
-        end=end,
-        loops=loops,
-        first_actions=first_actions,
-        actions=dict(Counter(f"{v.policy}:{v.action}" for v in verdicts)),
-        skipped=dict(session.report.skipped) | dict(reader.report.skipped_by_reason),
-        model=session.model,
-        tools=dict(tools),
-    )
 
 
 def find_transcripts(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[Path, bool]]:
@@ -527,6 +547,8 @@ def audit(
     *,
     timelines: list[Timeline] | None = None,
     progress: Progress | None = None,
+    jobs: int = 1,
+    worker_setup: Callable[[], object] | None = None,
 ) -> AuditReport:
     """Audit every transcript under ``paths``.
 
@@ -535,36 +557,35 @@ def audit(
     found in a directory that is no known transcript format is left out and
     listed, with why, in ``not_transcripts``. ``timelines``, when given, receives one
     ``Timeline`` per session, in the order of ``sessions``.
+
+    With ``jobs`` above 1 and more than one file (``PARALLEL_BYTES`` in all),
+    files are audited that many at a time in worker processes (each file is independent of the
+    others); the report is the same, in the same order, and ``progress`` is
+    told the same files in the same order. ``worker_setup`` (picklable) runs
+    first in each worker: configure logging there as the caller did its own.
     """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"audit jobs must be an integer >= 1, got {jobs!r}")
     files = list(find_transcripts(paths))
-    return anyio.run(_audit, files, audit_config(config), timelines, progress)
-
-
-async def _audit(
-    files: list[tuple[Path, bool]], config: Config, timelines: list[Timeline] | None, progress: Progress | None
-) -> AuditReport:
+    config = audit_config(config)
     started = time.perf_counter()
     sessions: list[SessionAudit] = []
     errors: list[FileError] = []
     not_transcripts: list[FileError] = []
-    with tempfile.TemporaryDirectory(prefix="repeat-tool-guard-audit-") as workdir:
-        for done, (path, explicit) in enumerate(files):
-            if progress is not None:
-                progress(done, len(files), str(path))
-            try:
-                for session in open_sessions(path):
-                    timeline = Timeline() if timelines is not None else None
-                    sessions.append(await audit_session(session, config, Path(workdir), timeline=timeline))
-                    if timelines is not None and timeline is not None:
-                        timelines.append(timeline)
-            except UnknownFormatError as exc:
-                (errors if explicit else not_transcripts).append(FileError(path=str(path), reason=str(exc)))
-            except TranscriptError as exc:
-                errors.append(FileError(path=str(path), reason=str(exc)))
-            except Exception as exc:  # an importer's bug on odd data must not end the audit
-                errors.append(FileError(path=str(path), reason=f"import failed: {type(exc).__name__}: {exc}"))
+    results = _audit_files(files, config, timelines is not None, jobs, worker_setup)
+    for done, (path, _) in enumerate(files):
         if progress is not None:
-            progress(len(files), len(files), "")
+            progress(done, len(files), str(path))
+        result = next(results)
+        sessions += result.sessions
+        if timelines is not None:
+            timelines += result.timelines
+        if result.error is not None:
+            errors.append(result.error)
+        if result.left_out is not None:
+            not_transcripts.append(result.left_out)
+    if progress is not None:
+        progress(len(files), len(files), "")
     policies = [p.name for p in build_policies(config)]
     return AuditReport(
         policies=policies,
@@ -574,6 +595,87 @@ async def _audit(
         totals=_totals(files, sessions, errors, len(not_transcripts), policies),
         seconds=time.perf_counter() - started,
     )
+
+
+PARALLEL_BYTES = 1 << 20
+"""Below this many bytes of transcripts in all, an audit stays in one
+process whatever ``jobs`` says: starting workers would cost more than they save."""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class _FileAudit:
+    """One file's part of an audit: its sessions (and their timelines), and
+    why it could not be read, or why it is no transcript, if so."""
+
+    def __init__(self) -> None:
+        self.sessions: list[SessionAudit] = []
+        self.timelines: list[Timeline] = []
+        self.error: FileError | None = None
+        self.left_out: FileError | None = None
+
+
+def _audit_files(
+    files: list[tuple[Path, bool]], config: Config, timelines: bool, jobs: int, setup: Callable[[], object] | None
+) -> Iterator[_FileAudit]:
+    """Each file's audit, in order: here, one after the other, or with
+    ``jobs`` worker processes, a few files ahead of the one asked for."""
+    if jobs == 1 or len(files) < 2 or sum(_size(path) for path, _ in files) < PARALLEL_BYTES:
+        for path, explicit in files:
+            yield _audit_file(path, explicit, config, timelines)
+        return
+    import multiprocessing
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    # A fresh interpreter per worker (forked from a server where there is
+    # one): forking the caller would copy whatever threads it runs.
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    workers = min(jobs, len(files))
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=setup) as pool:
+        ahead: deque[Future[_FileAudit]] = deque()
+        waiting = iter(files)
+        for path, explicit in waiting:
+            ahead.append(pool.submit(_audit_file, path, explicit, config, timelines))
+            if len(ahead) == 2 * workers:
+                break
+        while ahead:
+            future = ahead.popleft()
+            following = next(waiting, None)
+            if following is not None:
+                ahead.append(pool.submit(_audit_file, *following, config, timelines))
+            yield future.result()
+
+
+def _audit_file(path: Path, explicit: bool, config: Config, timelines: bool) -> _FileAudit:
+    """Audit one file's sessions; a file that cannot be read is a
+    ``FileError`` in the result, never an exception."""
+    result = _FileAudit()
+    try:
+        with tempfile.TemporaryDirectory(prefix="repeat-tool-guard-audit-") as workdir:
+            for session in open_sessions(path):
+                timeline = Timeline() if timelines else None
+                audit_one = functools.partial(audit_session, session, config, Path(workdir), timeline=timeline)
+                result.sessions.append(anyio.run(audit_one))
+                if timeline is not None:
+                    result.timelines.append(timeline)
+    except UnknownFormatError as exc:
+        failure = FileError(path=str(path), reason=str(exc))
+        if explicit:
+            result.error = failure
+        else:
+            result.left_out = failure
+    except TranscriptError as exc:
+        result.error = FileError(path=str(path), reason=str(exc))
+    except Exception as exc:  # an importer's bug on odd data must not end the audit
+        result.error = FileError(path=str(path), reason=f"import failed: {type(exc).__name__}: {exc}")
+    return result
 
 
 def _totals(

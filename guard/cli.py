@@ -238,9 +238,31 @@ def _progress_bar(stream: TextIO) -> Callable[[int, int, str], None]:
     return draw
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - a platform without affinity (macOS)
+        return os.cpu_count() or 1
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def _cmd_audit(args: argparse.Namespace) -> int:
     # Imported here: every start of the CLI (each Claude Code hook call among
     # them) would otherwise pay for the audit and its report.
+    import functools
+
     import msgspec
 
     from bus import open_regular
@@ -252,7 +274,14 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     timelines: list[Timeline] | None = [] if args.html else None
     progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None
     with _session_logs(args.paths, args.session) as paths:
-        report = audit(paths, config, timelines=timelines, progress=progress)
+        report = audit(
+            paths,
+            config,
+            timelines=timelines,
+            progress=progress,
+            jobs=args.jobs or _cpus(),
+            worker_setup=functools.partial(_configure_logging, args.verbose),
+        )
     if args.json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
@@ -596,6 +625,13 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     aud.add_argument("--json", action="store_true", help="print the report as one JSON object")
     aud.add_argument("--html", metavar="REPORT.html", help="also write a self-contained HTML report")
+    aud.add_argument(
+        "--jobs",
+        metavar="N",
+        type=_positive,
+        default=None,
+        help="files audited at once, each in its own process (default: the CPUs this process may use)",
+    )
     aud.set_defaults(run=_cmd_audit)
 
     check = commands.add_parser(

@@ -163,6 +163,7 @@ async def replay_log(
     on_verdict: Callable[[Verdict], None] | None = None,
     policies: Sequence[AnyPolicy] | None = None,
     live_asks: bool = False,
+    then: Callable[[AnyEvent], None] | None = None,
 ) -> ReplayOutcome:
     """Feed the log at ``path`` through a fresh bus and guard (with the
     policies ``config`` enables, or exactly ``policies``). ``config`` is used
@@ -179,6 +180,11 @@ async def replay_log(
     Every one of those (denials with their text and advice) is compared with
     what the replay makes, in order: ``differences`` lists what is missing
     from the log, extra in it, or changed.
+
+    ``then``, when given, sees each event read from the log once the
+    replay applied it (withheld ones included), after the verdicts it
+    triggered were reported to ``on_verdict``: what a caller measures of the
+    log it measures in the same pass.
     """
     verdicts: list[Verdict] = []
     recorded: list[_Output] = []
@@ -237,7 +243,7 @@ async def replay_log(
     guard.attach(replay.bus)
     replay.bus.record(capture)
     with replaying(guard, path, answered=not live_asks):
-        report = await replay.run()
+        report = await replay.run(then=then)
     for (agent, call_id), (seq, plugin, action) in denials.items():  # denied calls the log has no result for
         fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
     return ReplayOutcome(verdicts, report, _compare(recorded, fresh), Counter(o.what for o in recorded))

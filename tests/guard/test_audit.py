@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,15 @@ import pytest
 from bus import ToolCall
 from guard import Config, RemindConfig, RescueConfig, build_policies, replay_log
 from guard.actions import Action
-from guard.audit import NO_ASK_COMMAND, Timeline, audit, audit_config, estimated_tokens, find_transcripts
+from guard.audit import (
+    NO_ASK_COMMAND,
+    PARALLEL_BYTES,
+    Timeline,
+    audit,
+    audit_config,
+    estimated_tokens,
+    find_transcripts,
+)
 from guard.cli import _progress_bar, main
 from guard.fingerprint import FingerprintCache
 from guard.importers import open_sessions, write_log
@@ -375,3 +385,92 @@ def test_codex_names_its_model_in_the_turn_context() -> None:
     for _ in session.events():
         pass
     assert session.model == "gpt-5-codex"
+
+
+def _folder(tmp_path: Path) -> Path:
+    """Transcripts of every kind an audit meets: looping and calm sessions,
+    a file it cannot read and one that is no transcript."""
+    folder = tmp_path / "folder"
+    looping_claude_code(folder / "a-loop.jsonl")
+    for n in range(3):
+        s = ClaudeCodeSession(f"calm-{n}")
+        s.prompt("look around")
+        for k in range(5 + n):
+            s.call("Read", {"file_path": f"src/m{k}.py"}, "x = 1\n")
+        s.write(folder / f"b-calm-{n}.jsonl")
+    (folder / "c-corrupt.traj").write_text('{"history": [')
+    write_lines(folder / "d-notes.jsonl", [{"not": "a transcript"}])
+    return folder
+
+
+def test_an_audit_in_worker_processes_reports_what_one_process_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _folder(tmp_path)
+    absent = tmp_path / "absent.jsonl"
+    monkeypatch.setattr("guard.audit.PARALLEL_BYTES", 0)
+    runs = []
+    for jobs in (1, 2):
+        timelines: list[Timeline] = []
+        seen: list[tuple[int, int, str]] = []
+        report = audit(
+            [folder, absent],
+            timelines=timelines,
+            progress=lambda done, total, path: seen.append((done, total, path)),  # noqa: B023
+            jobs=jobs,
+        )
+        runs.append((msgspec.structs.replace(report, seconds=0.0), [vars(t) for t in timelines], seen))
+    assert runs[0] == runs[1]
+    report, timelines, seen = runs[1]
+    assert [Path(s.path).name for s in report.sessions] == ["a-loop.jsonl", *(f"b-calm-{n}.jsonl" for n in range(3))]
+    assert [Path(e.path).name for e in report.errors] == ["c-corrupt.traj", "absent.jsonl"]
+    assert [Path(e.path).name for e in report.not_transcripts] == ["d-notes.jsonl"]
+    assert len(timelines) == 4
+    assert [done for done, _, _ in seen] == list(range(8))
+
+
+def test_a_small_audit_stays_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pool(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no worker process for a small audit")
+
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_pool)
+    report = audit([_folder(tmp_path)], jobs=2)
+    assert report.totals.sessions == 4
+
+
+@pytest.mark.parametrize("jobs", [0, -1, True, 1.5])
+def test_audit_jobs_must_be_a_positive_integer(tmp_path: Path, jobs: Any) -> None:
+    with pytest.raises(ValueError, match=f"audit jobs must be an integer >= 1, got {jobs!r}"):
+        audit([tmp_path], jobs=jobs)
+
+
+def test_cli_audit_workers_log_as_the_command_does(tmp_path: Path) -> None:
+    """In a real process over more than ``PARALLEL_BYTES``: stdout carries
+    the report alone, whatever the workers' guards log; with ``-v`` their
+    actions reach stderr, as in one process."""
+    folder = _folder(tmp_path)
+    for n in range(2):
+        s = ClaudeCodeSession(f"long-{n}")
+        s.prompt("read everything")
+        for k in range(1500):
+            s.call("Read", {"file_path": f"src/m{k}.py"}, "x = 1\n" * 60)
+        s.write(folder / f"e-long-{n}.jsonl")
+    assert sum(p.stat().st_size for p in folder.iterdir()) > PARALLEL_BYTES
+    command = [sys.executable, "-m", "guard", "audit", str(folder), "--json", "--jobs", "2"]
+    quiet = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    loud = subprocess.run([*command[:3], "-v", *command[3:]], capture_output=True, text=True, timeout=120, check=False)
+    for done in (quiet, loud):
+        assert done.returncode == 1, done.stderr  # the corrupt file
+        assert json.loads(done.stdout)["totals"]["sessions"] == 6
+    assert "guard." not in quiet.stderr
+    assert "guard.remind" in loud.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "x"])
+def test_cli_audit_jobs_must_be_a_positive_integer(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["audit", str(tmp_path), "--jobs", value])
+    assert exit.value.code == 2
+    assert f"must be an integer >= 1, got {value!r}" in capsys.readouterr().err
