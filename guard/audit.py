@@ -24,7 +24,7 @@ import msgspec
 from bus import AnyEvent, ToolCall, ToolResult
 from guard.actions import DENYING
 from guard.config import Config, every_policy
-from guard.fingerprint import canonical_json, fingerprint
+from guard.fingerprint import fingerprint
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
 from guard.importers import write_log as write_session_log
 from guard.policies.registry import build_policies
@@ -310,8 +310,8 @@ class _Signature:
         self.wasted_bytes = 0
         self.wasted_in = 0
         self.first_actions: dict[str, PolicyAction] = {}
-        self.saved_calls: Counter[str] = Counter()
-        self.saved_bytes: Counter[str] = Counter()
+        self.saved_calls: dict[str, int] = {}
+        self.saved_bytes: dict[str, int] = {}
 
 
 class _Open:
@@ -327,7 +327,9 @@ class _Open:
         self.index = index
         if self.wasted:
             stats.wasted_calls += 1
-            stats.saved_calls.update(self.savers)
+            saved = stats.saved_calls
+            for policy in self.savers:
+                saved[policy] = saved.get(policy, 0) + 1
 
 
 def _intervene(call: _Open, verdict: Verdict, timeline: Timeline | None) -> None:
@@ -341,7 +343,7 @@ def _intervene(call: _Open, verdict: Verdict, timeline: Timeline | None) -> None
         stats.first_actions[policy] = _action(verdict)
         if verdict.action in DENYING:
             call.savers.append(policy)
-            stats.saved_calls[policy] += 1
+            stats.saved_calls[policy] = stats.saved_calls.get(policy, 0) + 1
             if not call.wasted:
                 call.wasted = True
                 stats.wasted_calls += 1
@@ -408,8 +410,11 @@ class _Measure:
     def add(self, event: AnyEvent, verdicts: list[Verdict]) -> None:
         """Measure ``event``; ``verdicts`` are those its replay made."""
         timeline = self.timeline
-        self.start = self.start or event.ts
-        self.end = max(self.end, event.ts)
+        ts = event.ts
+        if not self.start:
+            self.start = ts
+        if ts > self.end:
+            self.end = ts
         agent = event.agent.id if event.agent is not None else ""
         agents = self.agents
         if agent not in agents:
@@ -417,18 +422,20 @@ class _Measure:
             if timeline is not None:
                 timeline.agents.append(agent)
                 timeline.parents[agent] = event.agent.parent_id if event.agent is not None else None
-        if not isinstance(event, ToolCall | ToolResult):
+        is_call = isinstance(event, ToolCall)
+        if not is_call and not isinstance(event, ToolResult):
             return
+        assert isinstance(event, ToolCall | ToolResult)
         slot = (agent, event.call_id)
         open_calls = self.open_calls
-        if isinstance(event, ToolCall) or slot not in open_calls:
+        if is_call or slot not in open_calls:
             self.call_number += 1
             self.tools[event.tool] += 1
             fp = fingerprint(event.tool, event.args)
             key = (agent, fp.digest)
             stats = self.signatures.get(key)
             if stats is None:
-                args_bytes = len(canonical_json(event.args))
+                args_bytes = len(fp.canonical)  # canonical_json(event.args): no key is left out
                 stats = self.signatures[key] = _Signature(
                     event.tool, fp.preview(_PREVIEW), self.call_number, args_bytes
                 )
@@ -452,7 +459,9 @@ class _Measure:
             if call.wasted:
                 call.stats.wasted_bytes += size
                 call.stats.wasted_in += size + call.stats.args_bytes
-                call.stats.saved_bytes.update(dict.fromkeys(call.savers, size + call.stats.args_bytes))
+                saved = call.stats.saved_bytes
+                for policy in call.savers:
+                    saved[policy] = saved.get(policy, 0) + size + call.stats.args_bytes
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]
 
@@ -475,8 +484,8 @@ class _Measure:
                 wasted_bytes=stats.wasted_bytes,
                 wasted_tokens=estimated_tokens(stats.wasted_in),
                 first_actions=stats.first_actions,
-                saved_calls={p: stats.saved_calls[p] for p in policies},
-                saved_tokens={p: estimated_tokens(stats.saved_bytes[p]) for p in policies},
+                saved_calls={p: stats.saved_calls.get(p, 0) for p in policies},
+                saved_tokens={p: estimated_tokens(stats.saved_bytes.get(p, 0)) for p in policies},
             )
             for (agent, _), stats in self.signatures.items()
             if stats.longest >= 2 or stats.first_actions

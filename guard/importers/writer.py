@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus import AgentStatus, SessionLog, ToolCall
+from bus import AgentStatus, AnyEvent, SessionLog, ToolCall
 from guard.importers._session import ImportedSession
 
 __all__ = ["WriteSummary", "write_log"]
@@ -27,6 +27,10 @@ class WriteSummary(msgspec.Struct, frozen=True, kw_only=True):
     skipped: dict[str, int]
 
 
+_BATCH = 256
+"""Events written to the log with one system write."""
+
+
 def write_log(session: ImportedSession, path: str | os.PathLike[str]) -> WriteSummary:
     """Stream ``session`` into a new session log at ``path``.
 
@@ -41,14 +45,21 @@ def write_log(session: ImportedSession, path: str | os.PathLike[str]) -> WriteSu
     agents = 0
     with SessionLog(Path(path), session=session.session, clock=lambda: start) as log:
         if first is not None:
-            for seq, event in enumerate(itertools.chain((first,), events), 1):
-                force_setattr(event, "seq", seq)
-                log.write(event)
-                counts["events"] = seq
-                if type(event) is ToolCall:
-                    counts["calls"] += 1
-                elif type(event) is AgentStatus and event.status == "started":
-                    agents += 1
+            pending: list[AnyEvent] = []
+            try:
+                for seq, event in enumerate(itertools.chain((first,), events), 1):
+                    force_setattr(event, "seq", seq)
+                    pending.append(event)
+                    counts["events"] = seq
+                    if type(event) is ToolCall:
+                        counts["calls"] += 1
+                    elif type(event) is AgentStatus and event.status == "started":
+                        agents += 1
+                    if len(pending) == _BATCH:
+                        batch, pending = pending, []
+                        log.write_many(batch)
+            finally:  # what the importer made before it failed is in the log, as without batches
+                log.write_many(pending)
     return WriteSummary(
         path=str(path),
         session=session.session,

@@ -333,3 +333,21 @@ def test_a_session_continued_without_a_resume_mark_keeps_its_one_header(log_path
     lines = _lines(log_path)
     assert [line.startswith(b'{"type":"session/start"') for line in lines] == [True, False, False, False]
     assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["first process", "third process"]
+
+
+def test_a_batch_is_written_as_its_events_one_by_one_are(tmp_path: Path) -> None:
+    agent = Agent("main")
+    events = [
+        ToolCall(agent=agent, seq=n, ts=float(n), call_id=f"c{n}", step=n, tool="grep", args={"q": n})
+        for n in range(1, 50)
+    ]
+    with SessionLog(tmp_path / "one.jsonl", session="s", clock=lambda: 1.0) as log:
+        for event in events:
+            log.write(event)
+    with SessionLog(tmp_path / "many.jsonl", session="s", clock=lambda: 1.0) as log:
+        log.write_many(events[:10])
+        log.write_many(iter(events[10:]))
+        log.close()
+        with pytest.raises(ValueError, match="is closed"):
+            log.write_many(events)
+    assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()

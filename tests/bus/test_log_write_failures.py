@@ -63,3 +63,43 @@ def test_a_new_log_whose_header_does_not_fit_is_not_left_behind(log_path: Path, 
     file_size_limit(1 << 30)
     assert not log_path.exists()
     SessionLog(log_path).close()  # so trying again just works
+
+
+def test_a_batch_that_does_not_fit_leaves_none_of_its_lines(log_path: Path, file_size_limit: Limit) -> None:
+    with SessionLog(log_path) as log:
+        log.write_many([_call(1), _call(2)])
+        file_size_limit(log_path.stat().st_size + 500)  # one line of the next batch fits, not three
+        with pytest.raises(LogWriteError, match="File too large"):
+            log.write_many([_call(3), _call(4), _call(5)])
+        assert log.failures == 3
+        file_size_limit(1 << 30)
+        log.write_many(iter([_call(6)]))
+        log.write_many([])
+    assert _ids(log_path) == (["c1", "c2", "c6"], {})
+
+
+def test_a_batch_after_an_uncut_fragment_starts_on_a_line_of_its_own(
+    log_path: Path, file_size_limit: Limit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(fd: int, length: int) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    with SessionLog(log_path) as log:
+        log.write(_call(1))
+        monkeypatch.setattr(os, "ftruncate", refuse)
+        file_size_limit(log_path.stat().st_size + 100)
+        with pytest.raises(LogWriteError):
+            log.write(_call(2))
+        file_size_limit(1 << 30)
+        log.write_many([_call(3), _call(4)])
+        log.write(_call(5))
+    assert _ids(log_path) == (["c1", "c3", "c4", "c5"], {"invalid-json": 1})
+
+
+def test_a_batch_that_a_short_write_cut_is_finished(log_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, bytes(data)[:10]))
+    with SessionLog(log_path, fsync=True) as log:
+        log.write_many([_call(1), _call(2)])
+    monkeypatch.setattr(os, "write", real)
+    assert _ids(log_path) == (["c1", "c2"], {})

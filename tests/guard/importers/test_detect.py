@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bus import AgentStatus, ToolCall, read_log
+from bus import Agent, AgentStatus, AnyEvent, LogReader, ToolCall, UserMessage, read_log
 from guard.importers import (
     FORMATS,
     TranscriptError,
@@ -16,7 +17,7 @@ from guard.importers import (
     open_sessions,
     write_log,
 )
-from guard.importers._session import ImportReport, parse_time, text_of
+from guard.importers._session import ImportedSession, ImportReport, parse_time, text_of
 from tests.guard.importers._transcripts import CORPUS, ClaudeCodeSession, corpus_file, write_lines
 
 EXPECTED = {
@@ -192,3 +193,20 @@ def test_the_real_transcripts_ship_with_the_repository() -> None:
     shipped = [p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*") if p.is_file()]
     unlisted = [p for p in shipped if p not in ("DATA.md", "trim.py") and f"`{p}`" not in listed]
     assert unlisted == [], "every shipped transcript names its source and licence in DATA.md"
+
+
+def test_writer_keeps_what_an_importer_made_before_it_failed(tmp_path: Path) -> None:
+    class Failing(ImportedSession):
+        def events(self) -> Iterator[AnyEvent]:
+            agent = Agent("main")
+            for n in range(300):
+                yield UserMessage(agent=agent, ts=float(n), text=f"m{n}")
+            raise TranscriptError("the transcript ends in the middle of a record")
+
+    session = Failing(format="test", session="s", path=tmp_path / "t", label="t", produce=lambda builder: iter(()))
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(TranscriptError, match="in the middle"):
+        write_log(session, out)
+    reader = LogReader(out)
+    assert [e.seq for e in reader] == list(range(1, 301))
+    assert reader.report.skipped == 0
