@@ -309,7 +309,7 @@ def test_reading_in_blocks_gives_what_decoding_each_line_alone_gives(
 ) -> None:
     path = raw_log(*lines, torn=torn)
 
-    def read() -> tuple[list[tuple[object, ...]], list[str], tuple[object, ...]]:
+    def read() -> tuple[object, ...]:
         reader = read_log(path)
         events = [(msgspec.structs.replace(e, agent=None), e.agent and (e.agent.id, e.agent.parent_id)) for e in reader]
         report = reader.report

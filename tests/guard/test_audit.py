@@ -19,6 +19,7 @@ from guard.actions import Action
 from guard.audit import (
     NO_ASK_COMMAND,
     PARALLEL_BYTES,
+    AuditReport,
     Timeline,
     audit,
     audit_config,
@@ -409,7 +410,7 @@ def test_an_audit_in_worker_processes_reports_what_one_process_reports(
     folder = _folder(tmp_path)
     absent = tmp_path / "absent.jsonl"
     monkeypatch.setattr("guard.audit.PARALLEL_BYTES", 0)
-    runs = []
+    runs: list[tuple[AuditReport, list[dict[str, Any]], list[tuple[int, int, str]]]] = []
     for jobs in (1, 2):
         timelines: list[Timeline] = []
         seen: list[tuple[int, int, str]] = []
@@ -421,11 +422,11 @@ def test_an_audit_in_worker_processes_reports_what_one_process_reports(
         )
         runs.append((msgspec.structs.replace(report, seconds=0.0), [vars(t) for t in timelines], seen))
     assert runs[0] == runs[1]
-    report, timelines, seen = runs[1]
+    report, drawn, seen = runs[1]
     assert [Path(s.path).name for s in report.sessions] == ["a-loop.jsonl", *(f"b-calm-{n}.jsonl" for n in range(3))]
     assert [Path(e.path).name for e in report.errors] == ["c-corrupt.traj", "absent.jsonl"]
     assert [Path(e.path).name for e in report.not_transcripts] == ["d-notes.jsonl"]
-    assert len(timelines) == 4
+    assert len(drawn) == 4
     assert [done for done, _, _ in seen] == list(range(8))
 
 
