@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import cast
 
 import anyio
 import msgspec
@@ -378,14 +379,7 @@ async def audit_session(
     try:
         write_session_log(session, log)
         measure = _Measure(timeline)
-        made: list[Verdict] = []
-
-        def then(event: AnyEvent) -> None:
-            measure.add(event, made)
-            if made:
-                made.clear()
-
-        outcome = await replay_log(log, config, on_verdict=made.append, then=then)
+        outcome = await replay_log(log, config, on_verdict=measure.made.append, then=measure.then)
         return measure.result(session, outcome.verdicts, outcome.report.skipped_by_reason, config)
     finally:
         log.unlink(missing_ok=True)
@@ -406,29 +400,31 @@ class _Measure:
         self.best: _Signature | None = None
         self.best_run = 0
         self.start = self.end = 0.0
+        self.made: list[Verdict] = []
 
-    def add(self, event: AnyEvent, verdicts: list[Verdict]) -> None:
-        """Measure ``event``; ``verdicts`` are those its replay made."""
+    def add(self, event: AnyEvent) -> None:
+        """Measure ``event``, with the verdicts its replay made (``made``)."""
         timeline = self.timeline
         ts = event.ts
         if not self.start:
             self.start = ts
         if ts > self.end:
             self.end = ts
-        agent = event.agent.id if event.agent is not None else ""
+        handle = event.agent
+        agent = handle.id if handle is not None else ""
         agents = self.agents
         if agent not in agents:
             agents[agent] = len(agents)
             if timeline is not None:
                 timeline.agents.append(agent)
-                timeline.parents[agent] = event.agent.parent_id if event.agent is not None else None
-        is_call = isinstance(event, ToolCall)
-        if not is_call and not isinstance(event, ToolResult):
+                timeline.parents[agent] = handle.parent_id if handle is not None else None
+        kind = type(event)
+        if kind is not ToolCall and kind is not ToolResult:
             return
-        assert isinstance(event, ToolCall | ToolResult)
+        event = cast("ToolCall | ToolResult", event)
         slot = (agent, event.call_id)
         open_calls = self.open_calls
-        if is_call or slot not in open_calls:
+        if kind is ToolCall or slot not in open_calls:
             self.call_number += 1
             self.tools[event.tool] += 1
             fp = fingerprint(event.tool, event.args)
@@ -440,20 +436,25 @@ class _Measure:
                     event.tool, fp.preview(_PREVIEW), self.call_number, args_bytes
                 )
             stats.occurrences += 1
-            stats.run = stats.run + 1 if self.last.get(agent) == key else 1
-            stats.longest = max(stats.longest, stats.run)
+            stats.run = run = stats.run + 1 if self.last.get(agent) == key else 1
+            if run > stats.longest:
+                stats.longest = run
             self.last[agent] = key
-            if stats.run > self.best_run:
-                self.best, self.best_run = stats, stats.run
+            if run > self.best_run:
+                self.best, self.best_run = stats, run
             open_calls[slot] = _Open(stats, len(self.order))
             if timeline is not None:
                 self.order.append(stats)
                 timeline.calls.append([agents[agent], -1, 0, 0])
-        for verdict in verdicts:
-            _intervene(open_calls[slot], verdict, timeline)
-        if isinstance(event, ToolResult):
+        made = self.made
+        if made:
+            for verdict in made:
+                _intervene(open_calls[slot], verdict, timeline)
+        if kind is ToolResult:
+            event = cast(ToolResult, event)
             call = open_calls.pop(slot)
-            size = len(event.content.encode("utf-8", "surrogatepass"))
+            content = event.content
+            size = len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
             self.output_bytes += size
             self.errors += event.is_error
             if call.wasted:
@@ -464,6 +465,13 @@ class _Measure:
                     saved[policy] = saved.get(policy, 0) + size + call.stats.args_bytes
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]
+
+    def then(self, event: AnyEvent) -> None:
+        """``replay_log``'s ``then``: measure the event just replayed, with
+        the verdicts it made; they are done with then."""
+        self.add(event)
+        if self.made:
+            self.made.clear()
 
     def result(
         self, session: ImportedSession, verdicts: list[Verdict], skipped: Counter[str], config: Config
