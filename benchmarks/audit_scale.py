@@ -3,9 +3,13 @@
 Writes one synthetic Claude Code session of ``--audit-calls`` tool calls (a mix of
 distinct reads, an edit-and-test cycle and a grep loop, with results of a
 few hundred bytes) and audits it, every policy on, in a fresh
-``python -m guard audit`` process; then does the same for the shared corpus
-when it is present (``--corpus``). Reports the file size, the calls, the
-wall time and the process's peak RSS. Not a test: no timing is asserted anywhere.
+``python -m guard audit`` process, against a fresh process replaying the
+session log ``import`` makes of it with the same policies (what an audit
+adds to the replay: the import and the measuring). Then a folder of four
+such sessions (a quarter of the calls each) with ``--jobs 1`` and
+``--jobs 2``, and the shared corpus when it is present (``--corpus``).
+Reports the wall time and each process's peak RSS. Not a test: no timing
+is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -56,11 +60,21 @@ def _child(command: list[str], stdout: Path) -> tuple[float, float]:
     return time.perf_counter() - started, usage.ru_maxrss / 1024
 
 
-def _audit(paths: list[Path], out: Path) -> tuple[float, float, dict[str, int]]:
+def _audit(paths: list[Path], out: Path, jobs: int = 1) -> tuple[float, float, dict[str, int]]:
     """Wall seconds, peak RSS in MB, and the report's totals."""
-    seconds, peak = _child([sys.executable, "-m", "guard", "audit", *map(str, paths), "--json"], out)
+    command = [sys.executable, "-m", "guard", "audit", *map(str, paths), "--json", "--jobs", str(jobs)]
+    seconds, peak = _child(command, out)
     totals = json.loads(out.read_bytes())["totals"]
     return seconds, peak, {k: totals[k] for k in ("files", "sessions", "calls")}
+
+
+_REPLAY = """
+import logging, sys, anyio, structlog
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+from guard.audit import audit_config
+from guard.verdicts import replay_log
+anyio.run(replay_log, sys.argv[1], audit_config())
+"""
 
 
 def _row(name: str, paths: list[Path], size: float, out: Path) -> Row:
@@ -74,18 +88,90 @@ def _row(name: str, paths: list[Path], size: float, out: Path) -> Row:
     )
 
 
+def _against_replay(session: Path, settings: Settings) -> list[Row]:
+    """The audit of ``session`` against a replay (every policy, as the audit
+    runs them) of the session log ``import`` makes of it: each a fresh
+    process, interleaved over two rounds, the faster of each kept."""
+    log, out = settings.tmpdir / "imported.jsonl", settings.tmpdir / "report.json"
+    _child([sys.executable, "-m", "guard", "import", str(session), "-o", str(log)], settings.tmpdir / "import.out")
+    replay: list[tuple[float, float]] = []
+    audited: list[tuple[float, float, dict[str, int]]] = []
+    for _ in range(2):
+        replay.append(_child([sys.executable, "-c", _REPLAY, str(log)], settings.tmpdir / "replay.out"))
+        audited.append(_audit([session], out))
+    log.unlink()
+    base, base_peak = min(replay)
+    seconds, peak, totals = min(audited, key=lambda run: run[0])
+    calls = totals["calls"]
+    section = f"audit of one {session.stat().st_size / 1e6:.0f} MB session, {calls:,} calls (every policy)"
+    return [
+        Row(
+            section=section,
+            name="replay_log of its imported log",
+            rate=calls / base,
+            unit="calls/s",
+            ratio=1.0,
+            baseline="replay_log of its imported log",
+            extra=f"{base:.2f} s, peak RSS {base_peak:.0f} MB",
+        ),
+        Row(
+            section=section,
+            name="repeat-tool-guard audit",
+            rate=calls / seconds,
+            unit="calls/s",
+            ratio=base / seconds,
+            baseline="replay_log of its imported log",
+            extra=f"{seconds:.2f} s ({seconds / base:.2f}x the replay's time), peak RSS {peak:.0f} MB",
+            target="time <= 1.5x the replay's",
+            met=seconds <= 1.5 * base,
+        ),
+    ]
+
+
+def _folder(settings: Settings) -> list[Row]:
+    """A folder of four independent sessions (a quarter of the calls each),
+    audited in one process and with two."""
+    folder, out = settings.tmpdir / "folder", settings.tmpdir / "report.json"
+    folder.mkdir(exist_ok=True)
+    calls = max(settings.audit_calls // 4, 1)
+    write = (
+        f"from pathlib import Path; from benchmarks.audit_scale import write_session\n"
+        f"for n in range(4): write_session(Path({str(folder)!r}) / f's{{n}}.jsonl', {calls})"
+    )
+    _child([sys.executable, "-c", write], settings.tmpdir / "write.out")
+    timed = {jobs: _audit([folder], out, jobs) for jobs in (1, 2)}
+    for path in folder.iterdir():
+        path.unlink()
+    folder.rmdir()
+    one = timed[1][0]
+    section = f"audit of a folder of 4 sessions, {timed[1][2]['calls']:,} calls"
+    return [
+        Row(
+            section=section,
+            name=f"--jobs {jobs}",
+            rate=totals["calls"] / seconds,
+            unit="calls/s",
+            ratio=one / seconds,
+            baseline="--jobs 1",
+            extra=f"{seconds:.2f} s, peak RSS {peak:.0f} MB",
+        )
+        for jobs, (seconds, peak, totals) in timed.items()
+    ]
+
+
 async def audit_scale(settings: Settings) -> list[Row]:
-    session, report = settings.tmpdir / "scale.jsonl", settings.tmpdir / "report.json"
+    session = settings.tmpdir / "scale.jsonl"
     # Written by a child too, so this process never holds the session.
     write = (
         f"from pathlib import Path; from benchmarks.audit_scale import write_session; "
         f"write_session(Path({str(session)!r}), {settings.audit_calls})"
     )
     _child([sys.executable, "-c", write], settings.tmpdir / "write.out")
-    rows = [_row("synthetic Claude Code session", [session], session.stat().st_size / 1e6, report)]
+    rows = _against_replay(session, settings)
     session.unlink()
+    rows += _folder(settings)
     corpus = settings.corpus
     if corpus is not None and corpus.is_dir():
         size = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file()) / 1e6
-        rows.append(_row("shared corpus", [corpus], size, report))
+        rows.append(_row("shared corpus", [corpus], size, settings.tmpdir / "report.json"))
     return rows

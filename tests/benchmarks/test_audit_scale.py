@@ -14,5 +14,12 @@ def test_the_audit_section_audits_the_session_it_wrote(tmp_path: Path, capsys: p
     options = ["--only", "audit", "--audit-calls", "40", "--corpus", str(tmp_path / "no-corpus"), "--format", "json"]
     assert main(options) == 0
     _, *rows = (msgspec.json.decode(line) for line in capsys.readouterr().out.splitlines() if line)
-    assert [row["name"] for row in rows] == ["synthetic Claude Code session"]
-    assert " 40 calls in " in rows[0]["extra"]
+    assert [row["name"] for row in rows] == [
+        "replay_log of its imported log",
+        "repeat-tool-guard audit",
+        "--jobs 1",
+        "--jobs 2",
+    ]
+    assert rows[0]["section"].endswith(" 40 calls (every policy)")
+    assert "x the replay's time" in rows[1]["extra"]
+    assert rows[3]["section"] == "audit of a folder of 4 sessions, 40 calls"
