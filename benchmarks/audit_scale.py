@@ -147,7 +147,7 @@ def _folder(settings: Settings) -> list[Row]:
         path.unlink()
     folder.rmdir()
     one = timed[1][0]  # wall time: what running on both cores is for
-    section = f"audit of a folder of 4 sessions, {timed[1][2]['calls']:,} calls"
+    section = f"audit of a folder of 4 sessions, {timed[1][3]['calls']:,} calls"
     return [
         Row(
             section=section,
