@@ -157,7 +157,9 @@ class Bus:
     def _takes(self, event_type: type[Event]) -> bool:
         """Whether publishing an event of ``event_type`` runs anything beyond
         ``_stamp``: a subscriber, or, for a tool call, an interceptor."""
-        return bool(self._handlers.get(event_type)) or (event_type is ToolCall and bool(self._interceptors))
+        if self._handlers.get(event_type):
+            return True
+        return event_type is ToolCall and bool(self._interceptors)
 
     async def decide(self, call: ToolCall) -> Decision:
         """Publish ``call``, then ask the interceptors in order; the first deny wins.

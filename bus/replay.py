@@ -95,28 +95,24 @@ class Replay:
         ``publish`` would, without the rest of it."""
         self.seq = event.seq
         self._ts = event.ts
-        if self._withhold is not None and self._withhold(event):
+        withhold = self._withhold
+        if withhold is not None and withhold(event):
             self.withheld += 1
             return None
         bus = self.bus
-        kind = type(event)
-        if kind is ToolCall:
-            assert isinstance(event, ToolCall)
-            self._calls += 1
-            self.call_number = self._calls
-            self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = self._calls
+        if isinstance(event, ToolCall):
+            self.call_number = self._calls = number = self._calls + 1
+            self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = number
             if bus._takes(ToolCall):
                 return bus.decide(event)
             bus._stamp(event)
             return ALLOW
-        if kind is ToolResult:
-            assert isinstance(event, ToolResult)
-            number = self._open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
-            if number is not None:
-                self.call_number = number
+        if isinstance(event, ToolResult):
+            known = self._open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
+            if known is not None:
+                self.call_number = known
             else:
-                self._calls += 1
-                self.call_number = self._calls
+                self.call_number = self._calls = self._calls + 1
                 call = ToolCall(
                     agent=event.agent,
                     call_id=event.call_id,
@@ -129,7 +125,7 @@ class Replay:
                 bus._stamp(call)
         else:
             self.call_number = self._calls
-        if bus._takes(kind):
+        if bus._takes(type(event)):
             return bus.publish(event)
         bus._stamp(event)
         return None
