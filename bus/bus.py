@@ -130,36 +130,25 @@ class Bus:
 
         Publish each event object once: the stamp is written into it.
         """
-        self._stamp(event)
+        self._seq = seq = self._seq + 1
+        force_setattr(event, "seq", seq)
+        force_setattr(event, "ts", self._clock())
+        recorders = self._recorders
+        if recorders:
+            for recorder in recorders:
+                try:
+                    recorder(event)
+                except OSError as exc:  # a full disk, say: the message says it all
+                    _log.error(
+                        "recorder failed", event_type=type(event).__name__, subscriber=_name(recorder), error=str(exc)
+                    )
+                except Exception:
+                    _log.exception("recorder failed", event_type=type(event).__name__, subscriber=_name(recorder))
         for handler in self._handlers.get(type(event), ()):
             try:
                 await handler(event)
             except Exception:
                 _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=_name(handler))
-
-    def _stamp(self, event: Event) -> None:
-        """What ``publish`` does before the subscribers: stamp ``event`` and
-        run the recorders. Alone, it is the whole of publishing an event no
-        subscriber takes (a replay skips the rest)."""
-        self._seq = seq = self._seq + 1
-        force_setattr(event, "seq", seq)
-        force_setattr(event, "ts", self._clock())
-        for recorder in self._recorders:
-            try:
-                recorder(event)
-            except OSError as exc:  # a full disk, say: the message says it all
-                _log.error(
-                    "recorder failed", event_type=type(event).__name__, subscriber=_name(recorder), error=str(exc)
-                )
-            except Exception:
-                _log.exception("recorder failed", event_type=type(event).__name__, subscriber=_name(recorder))
-
-    def _takes(self, event_type: type[Event]) -> bool:
-        """Whether publishing an event of ``event_type`` runs anything beyond
-        ``_stamp``: a subscriber, or, for a tool call, an interceptor."""
-        if self._handlers.get(event_type):
-            return True
-        return event_type is ToolCall and bool(self._interceptors)
 
     async def decide(self, call: ToolCall) -> Decision:
         """Publish ``call``, then ask the interceptors in order; the first deny wins.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 
-from bus.bus import ALLOW, Bus, Decision
+from bus.bus import Bus, Decision
 from bus.events import AnyEvent, ToolCall, ToolResult
 from bus.reader import LogReader, ReadReport
 
@@ -71,8 +71,8 @@ class Replay:
         step = self._step
         for event in self.reader:
             pending = step(event)
-            if pending is not None and type(pending) is not Decision:
-                await pending  # type: ignore[misc]  # not a Decision: an awaitable
+            if pending is not None:
+                await pending
             if then is not None:
                 then(event)
         return self.reader.report
@@ -84,15 +84,11 @@ class Replay:
         written (another process's appends) with the same state a whole
         replay would reach."""
         pending = self._step(event)
-        if pending is None or isinstance(pending, Decision):
-            return pending
-        return await pending
+        return None if pending is None else await pending
 
-    def _step(self, event: AnyEvent) -> Decision | Awaitable[Decision | None] | None:
-        """Apply ``event`` as far as it can be without awaiting: what is left
-        to await, or the decision on a call no interceptor was there to
-        decide. An event no subscriber takes is stamped and recorded as
-        ``publish`` would, without the rest of it."""
+    def _step(self, event: AnyEvent) -> Awaitable[Decision | None] | None:
+        """Apply ``event`` up to what is left to await (its publish, or for
+        a call its decision), so ``run`` awaits one coroutine per event."""
         self.seq = event.seq
         self._ts = event.ts
         withhold = self._withhold
@@ -103,15 +99,10 @@ class Replay:
         if isinstance(event, ToolCall):
             self.call_number = self._calls = number = self._calls + 1
             self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = number
-            if bus._takes(ToolCall):
-                return bus.decide(event)
-            bus._stamp(event)
-            return ALLOW
+            return bus.decide(event)
         if isinstance(event, ToolResult):
             known = self._open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
-            if known is not None:
-                self.call_number = known
-            else:
+            if known is None:
                 self.call_number = self._calls = self._calls + 1
                 call = ToolCall(
                     agent=event.agent,
@@ -120,20 +111,12 @@ class Replay:
                     tool=event.tool,
                     args=event.args,
                 )
-                if bus._takes(ToolCall):
-                    return self._decide_then_publish(call, event)
-                bus._stamp(call)
+                return self._decide_then_publish(call, event)
+            self.call_number = known
         else:
             self.call_number = self._calls
-        if bus._takes(type(event)):
-            return bus.publish(event)
-        bus._stamp(event)
-        return None
+        return bus.publish(event)
 
     async def _decide_then_publish(self, call: ToolCall, result: ToolResult) -> None:
-        bus = self.bus
-        await bus.decide(call)
-        if bus._takes(ToolResult):
-            await bus.publish(result)
-        else:
-            bus._stamp(result)
+        await self.bus.decide(call)
+        await self.bus.publish(result)

@@ -589,11 +589,7 @@ def audit(
     sessions: list[SessionAudit] = []
     errors: list[FileError] = []
     not_transcripts: list[FileError] = []
-    results = _audit_files(files, config, timelines is not None, jobs, worker_setup)
-    for done, (path, _) in enumerate(files):
-        if progress is not None:
-            progress(done, len(files), str(path))
-        result = next(results)
+    for result in _audit_files(files, config, timelines is not None, jobs, worker_setup, progress):
         sessions += result.sessions
         if timelines is not None:
             timelines += result.timelines
@@ -638,12 +634,21 @@ class _FileAudit:
 
 
 def _audit_files(
-    files: list[tuple[Path, bool]], config: Config, timelines: bool, jobs: int, setup: Callable[[], object] | None
+    files: list[tuple[Path, bool]],
+    config: Config,
+    timelines: bool,
+    jobs: int,
+    setup: Callable[[], object] | None,
+    progress: Progress | None,
 ) -> Iterator[_FileAudit]:
     """Each file's audit, in order: here, one after the other, or with
-    ``jobs`` worker processes, a few files ahead of the one asked for."""
-    if jobs == 1 or len(files) < 2 or sum(_size(path) for path, _ in files) < PARALLEL_BYTES:
-        for path, explicit in files:
+    ``jobs`` worker processes, a few files ahead of the one awaited.
+    ``progress`` hears of each file before its audit is awaited."""
+    total = len(files)
+    if jobs == 1 or total < 2 or sum(_size(path) for path, _ in files) < PARALLEL_BYTES:
+        for done, (path, explicit) in enumerate(files):
+            if progress is not None:
+                progress(done, total, str(path))
             yield _audit_file(path, explicit, config, timelines)
         return
     import multiprocessing
@@ -662,7 +667,9 @@ def _audit_files(
             ahead.append(pool.submit(_audit_file, path, explicit, config, timelines))
             if len(ahead) == 2 * workers:
                 break
-        while ahead:
+        for done, (path, _) in enumerate(files):
+            if progress is not None:
+                progress(done, total, str(path))
             future = ahead.popleft()
             following = next(waiting, None)
             if following is not None:

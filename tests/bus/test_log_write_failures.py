@@ -72,6 +72,10 @@ def test_a_batch_that_does_not_fit_leaves_none_of_its_lines(log_path: Path, file
         with pytest.raises(LogWriteError, match="File too large"):
             log.write_many([_call(3), _call(4), _call(5)])
         assert log.failures == 3
+        file_size_limit(log_path.stat().st_size)  # not a byte of it fits
+        with pytest.raises(LogWriteError, match="File too large"):
+            log.write_many([_call(3)])
+        assert log.failures == 4
         file_size_limit(1 << 30)
         log.write_many(iter([_call(6)]))
         log.write_many([])

@@ -273,3 +273,14 @@ async def test_an_expected_call_is_answered_by_its_result_not_synthesized_again(
     await replay.apply(msgspec.structs.replace(ToolResult.answering(call, "hit"), seq=7))
     assert [type(e) for e in capture.events] == [ToolResult]
     assert replay.call_number == 1
+
+
+async def test_a_fed_call_returns_what_the_interceptors_decided(agent: Agent) -> None:
+    replay = Replay()
+
+    async def deny(call: ToolCall) -> Decision:
+        return Decision.deny("not again", "guard")
+
+    replay.bus.intercept("guard", deny)
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={}, seq=1, ts=5.0)
+    assert await replay.apply(call) == Decision(allowed=False, reason="not again", by="guard")

@@ -428,6 +428,10 @@ def test_an_audit_in_worker_processes_reports_what_one_process_reports(
     assert [Path(e.path).name for e in report.not_transcripts] == ["d-notes.jsonl"]
     assert len(drawn) == 4
     assert [done for done, _, _ in seen] == list(range(8))
+    pair = [folder / "a-loop.jsonl", folder / "b-calm-0.jsonl"]  # fewer files than the workers take ahead
+    one, two = (msgspec.structs.replace(audit(pair, jobs=jobs), seconds=0.0) for jobs in (1, 2))
+    assert one == two
+    assert one.totals.sessions == 2
 
 
 def test_a_small_audit_stays_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -465,6 +469,11 @@ def test_cli_audit_workers_log_as_the_command_does(tmp_path: Path) -> None:
         assert json.loads(done.stdout)["totals"]["sessions"] == 6
     assert "guard." not in quiet.stderr
     assert "guard.remind" in loud.stderr
+
+
+def test_cli_audit_runs_the_jobs_it_is_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", str(looping_claude_code(tmp_path / "loop.jsonl")), "--json", "--jobs", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["sessions"] == 1
 
 
 @pytest.mark.parametrize("value", ["0", "x"])
