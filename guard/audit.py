@@ -402,8 +402,9 @@ class _Measure:
         self.start = self.end = 0.0
         self.made: list[Verdict] = []
 
-    def add(self, event: AnyEvent) -> None:
-        """Measure ``event``, with the verdicts its replay made (``made``)."""
+    def then(self, event: AnyEvent) -> None:
+        """``replay_log``'s ``then``: measure the event just replayed, with
+        the verdicts it made (``made``, emptied once used)."""
         timeline = self.timeline
         ts = event.ts
         if not self.start:
@@ -419,7 +420,7 @@ class _Measure:
                 timeline.agents.append(agent)
                 timeline.parents[agent] = handle.parent_id if handle is not None else None
         kind = type(event)
-        if kind is not ToolCall and kind is not ToolResult:
+        if kind is not ToolCall and kind is not ToolResult:  # the guard acts on calls and results alone
             return
         event = cast("ToolCall | ToolResult", event)
         slot = (agent, event.call_id)
@@ -450,6 +451,7 @@ class _Measure:
         if made:
             for verdict in made:
                 _intervene(open_calls[slot], verdict, timeline)
+            made.clear()
         if kind is ToolResult:
             event = cast(ToolResult, event)
             call = open_calls.pop(slot)
@@ -465,13 +467,6 @@ class _Measure:
                     saved[policy] = saved.get(policy, 0) + size + call.stats.args_bytes
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]
-
-    def then(self, event: AnyEvent) -> None:
-        """``replay_log``'s ``then``: measure the event just replayed, with
-        the verdicts it made; they are done with then."""
-        self.add(event)
-        if self.made:
-            self.made.clear()
 
     def result(
         self, session: ImportedSession, verdicts: list[Verdict], skipped: Counter[str], config: Config

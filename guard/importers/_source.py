@@ -195,11 +195,12 @@ def read_jsonl(path: Path, report: ImportReport) -> Iterator[dict[str, Any]]:
     the importer fails on it.
     """
     name = str(path)
+    passed = report._passed
     with _open(path) as file:
         for number, line in enumerate(file, 1):
             if number == 1:
                 line = line.removeprefix(codecs.BOM_UTF8)
-            if not line.strip() or (name, number) in report._passed:
+            if line.isspace() or not line or (passed and (name, number) in passed):  # blank: as strip() tells
                 continue
             if too_deep(line):
                 report.skip("too-deep")
