@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import cast
 
 import anyio
 import msgspec
@@ -419,13 +418,15 @@ class _Measure:
             if timeline is not None:
                 timeline.agents.append(agent)
                 timeline.parents[agent] = handle.parent_id if handle is not None else None
-        kind = type(event)
-        if kind is not ToolCall and kind is not ToolResult:  # the guard acts on calls and results alone
+        if isinstance(event, ToolCall):
+            is_call = True
+        elif isinstance(event, ToolResult):
+            is_call = False
+        else:  # the guard acts on calls and results alone
             return
-        event = cast("ToolCall | ToolResult", event)
         slot = (agent, event.call_id)
         open_calls = self.open_calls
-        if kind is ToolCall or slot not in open_calls:
+        if is_call or slot not in open_calls:
             self.call_number += 1
             self.tools[event.tool] += 1
             fp = fingerprint(event.tool, event.args)
@@ -452,8 +453,7 @@ class _Measure:
             for verdict in made:
                 _intervene(open_calls[slot], verdict, timeline)
             made.clear()
-        if kind is ToolResult:
-            event = cast(ToolResult, event)
+        if isinstance(event, ToolResult):
             call = open_calls.pop(slot)
             content = event.content
             size = len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
