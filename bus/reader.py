@@ -30,7 +30,8 @@ _BLOCK = 1 << 16
 """How much of the log is decoded in one call (then up to the end of its last line)."""
 
 _GLUED = re.compile(rb"\}[ \t\r]*\{")
-"""Where one JSON object ends and another begins on the same line."""
+"""Where one JSON object ends and another begins on the same line (or the
+same text inside a string: that block then goes line by line, needlessly)."""
 
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}\n")
 """Deleted from a block, this leaves each line's brackets: a line with no
