@@ -5,7 +5,7 @@ messages, status changes) and plugins such as a loop guard subscribe. The
 bus does not depend on any plugin.
 """
 
-from bus._codec import MAX_NESTING, too_deep
+from bus._codec import MAX_NESTING, block_lines, too_deep
 from bus.agent import Agent
 from bus.bus import ALLOW, Bus, Decision, Handler, Interceptor, Recorder
 from bus.events import (
@@ -53,6 +53,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "UserMessage",
+    "block_lines",
     "open_regular",
     "read_log",
     "read_regular",

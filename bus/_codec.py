@@ -33,6 +33,30 @@ def too_deep(data: bytes | bytearray, limit: int = MAX_NESTING) -> bool:
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
 
 
+_GLUED = re.compile(rb"\}[ \t\r]*\{")
+_NOT_BRACKET_NOR_NEWLINE = bytes(b for b in range(256) if b not in b"[]{}\n")
+
+
+def block_lines(block: bytes) -> int | None:
+    """How many lines ``block`` holds, when decoding it in one call
+    (``Decoder.decode_lines``) can stand for decoding each of its lines
+    alone; ``None`` when some line must be decoded alone: the block does not
+    end a line, one JSON object ends and another begins on one line (or
+    that text is in a string: needlessly, then), or a line nests deeper than
+    ``MAX_NESTING`` (told before anything is decoded). The caller still
+    checks that the decoder succeeded with as many values as lines, each an
+    object: a blank line, or a value going on over the next line, shows
+    there."""
+    if not block.endswith(b"\n") or _GLUED.search(block) is not None:
+        return None
+    brackets = list(map(len, block.translate(None, _NOT_BRACKET_NOR_NEWLINE).split(b"\n")))
+    if max(brackets) > MAX_NESTING:  # then look closer: brackets in strings do not nest
+        lines = block.split(b"\n")
+        if any(too_deep(lines[i]) for i, n in enumerate(brackets) if n > MAX_NESTING):
+            return None
+    return len(brackets) - 1
+
+
 def _repr(obj: object) -> str:
     try:
         return repr(obj)

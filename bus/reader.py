@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import io
 import os
-import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import IO, Literal
 
 import msgspec
 
-from bus._codec import MAX_NESTING, event_decoder, header_decoder, too_deep
+from bus._codec import MAX_NESTING, block_lines, event_decoder, header_decoder, too_deep
 from bus.agent import Agent
 from bus.events import AgentStatus, AnyEvent, SessionStart
 from bus.files import NotRegularFileError, read_regular
@@ -28,14 +27,6 @@ _MAX_SAMPLES = 100
 
 _BLOCK = 1 << 16
 """How much of the log is decoded in one call (then up to the end of its last line)."""
-
-_GLUED = re.compile(rb"\}[ \t\r]*\{")
-"""Where one JSON object ends and another begins on the same line (or the
-same text inside a string: that block then goes line by line, needlessly)."""
-
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}\n")
-"""Deleted from a block, this leaves each line's brackets: a line with no
-more than ``MAX_NESTING`` of them cannot nest deeper."""
 
 
 class LogError(Exception):
@@ -181,18 +172,14 @@ class LogReader:
         too-deep line makes no agent handle, as in ``_line``) or by the
         decoder failing, or by the count of values differing from the count
         of lines."""
-        if block[-1] != 10 or _GLUED.search(block) is not None:
+        lines = block_lines(block)
+        if lines is None:
             return None
-        brackets = list(map(len, block.translate(None, _NOT_BRACKET).split(b"\n")))
-        if max(brackets) > MAX_NESTING:  # then look closer: brackets in strings do not nest
-            lines = block.split(b"\n")
-            if any(too_deep(lines[i]) for i, n in enumerate(brackets) if n > MAX_NESTING):
-                return None
         try:
             events = self._decoder.decode_lines(block)
         except msgspec.DecodeError:
             return None
-        return events if len(events) == len(brackets) - 1 else None
+        return events if len(events) == lines else None
 
     def _line(self, line: bytes) -> AnyEvent | SessionStart | None:
         """One line decoded alone, or ``None`` with the reason recorded."""

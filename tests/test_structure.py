@@ -63,6 +63,7 @@ def test_bus_public_names() -> None:
             "open_regular",
             "read_log",
             "read_regular",
+            "block_lines",
             "too_deep",
         ]
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from bus import MAX_NESTING, AnyEvent, NotRegularFileError, read_regular, too_deep
+from bus import MAX_NESTING, AnyEvent, NotRegularFileError, block_lines, read_regular, too_deep
 from guard.importers._session import ImportedSession, ImportReport, TranscriptError
 
 __all__ = [
@@ -192,29 +192,62 @@ def read_jsonl(path: Path, report: ImportReport) -> Iterator[dict[str, Any]]:
     ``invalid-json`` otherwise; a line nested deeper than ``MAX_NESTING``
     levels is ``too-deep``; a line that is not an object is ``not-an-object``.
     Each object is a record ``ImportedSession.events`` can pass over when
-    the importer fails on it.
+    the importer fails on it. Blocks of lines are decoded in one call where
+    that stands for decoding each line alone (``bus.block_lines``).
     """
     name = str(path)
     passed = report._passed
+    number = 0
     with _open(path) as file:
-        for number, line in enumerate(file, 1):
-            if number == 1:
-                line = line.removeprefix(codecs.BOM_UTF8)
-            if line.isspace() or not line or (passed and (name, number) in passed):  # blank: as strip() tells
+        first = file.readline()
+        while block := first or file.read(_BLOCK):
+            if first:
+                block, first = first.removeprefix(codecs.BOM_UTF8), b""
+            elif not block.endswith(b"\n"):
+                block += file.readline()
+            objects = None if passed else _objects(block)
+            if objects is not None:
+                for obj in objects:
+                    number += 1
+                    report._at = (name, number)
+                    yield obj
                 continue
-            if too_deep(line):
-                report.skip("too-deep")
-                continue
-            try:
-                obj = _decode(line)
-            except msgspec.DecodeError:
-                report.skip("invalid-json" if line.endswith(b"\n") else "torn")
-                continue
-            if isinstance(obj, dict):
-                report._at = (name, number)
-                yield obj
-            else:
-                report.skip("not-an-object")
+            for line in io.BytesIO(block):
+                number += 1
+                if line.isspace() or not line or (passed and (name, number) in passed):  # blank: as strip() tells
+                    continue
+                if too_deep(line):
+                    report.skip("too-deep")
+                    continue
+                try:
+                    obj = _decode(line)
+                except msgspec.DecodeError:
+                    report.skip("invalid-json" if line.endswith(b"\n") else "torn")
+                    continue
+                if isinstance(obj, dict):
+                    report._at = (name, number)
+                    yield obj
+                else:
+                    report.skip("not-an-object")
+
+
+_BLOCK = 1 << 16
+_lines_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+def _objects(block: bytes) -> list[dict[str, Any]] | None:
+    """The objects of ``block``'s lines, one a line, decoded in one call; or
+    ``None`` when its lines must be read one by one."""
+    lines = block_lines(block)
+    if lines is None:
+        return None
+    try:
+        objects = _lines_decoder.decode_lines(block)
+    except msgspec.DecodeError:
+        return None
+    if len(objects) != lines or not all(type(obj) is dict for obj in objects):
+        return None
+    return objects
 
 
 def first_object(path: Path) -> dict[str, Any]:

@@ -7,7 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+import guard.importers._source
 from bus import Agent, AgentStatus, AnyEvent, LogReader, ToolCall, UserMessage, read_log
 from guard.importers import (
     FORMATS,
@@ -18,6 +21,7 @@ from guard.importers import (
     write_log,
 )
 from guard.importers._session import ImportedSession, ImportReport, parse_time, text_of
+from guard.importers._source import read_jsonl
 from tests.guard.importers._transcripts import CORPUS, ClaudeCodeSession, corpus_file, write_lines
 
 EXPECTED = {
@@ -210,3 +214,52 @@ def test_writer_keeps_what_an_importer_made_before_it_failed(tmp_path: Path) -> 
     reader = LogReader(out)
     assert [e.seq for e in reader] == list(range(1, 301))
     assert reader.report.skipped == 0
+
+
+_RECORD = b'{"type":"user","sessionId":"s","message":{"content":"hi"}}'
+_jsonl_lines = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                _RECORD,
+                b"",
+                b"  ",
+                b"\r",
+                b"[1, 2]",
+                b"7",
+                b"{bad",
+                _RECORD + _RECORD,  # two objects on one line
+                _RECORD + b" [1]",
+                _RECORD[:20] + b"\n" + _RECORD[20:],  # one object over two lines
+                b'{"a":' + b"[" * 120 + b"]" * 120 + b"}",  # too deep
+                b'{"a":"' + b"[{" * 80 + b'"}',  # brackets in a string only
+                b"\xef\xbb\xbf" + _RECORD,
+            ]
+        ),
+        st.integers(0, 9).map(lambda n: b'{"n":%d}' % n),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(lines=_jsonl_lines, torn=st.sampled_from([b"", b'{"n":', _RECORD]), block=st.sampled_from([1, 53, 1 << 16]))
+@example(lines=[_RECORD, _RECORD + _RECORD, b""], torn=b"", block=1 << 16)  # as many values as lines
+@example(lines=[_RECORD, _RECORD + _RECORD, _RECORD[:20] + b"\n" + _RECORD[20:]], torn=b"", block=1 << 16)
+def test_reading_jsonl_in_blocks_gives_what_reading_each_line_gives(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], torn: bytes, block: int
+) -> None:
+    path = tmp_path_factory.mktemp("jsonl") / "t.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines) + torn)
+
+    def read() -> tuple[object, ...]:
+        report = ImportReport()
+        records = [(obj, report._at) for obj in read_jsonl(path, report)]
+        return records, dict(report.skipped)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(guard.importers._source, "_BLOCK", block)
+        in_blocks = read()
+        patch.setattr(guard.importers._source, "_objects", lambda data: None)
+        line_by_line = read()
+    assert in_blocks == line_by_line
