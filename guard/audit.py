@@ -647,13 +647,19 @@ def _audit_files(
             yield _audit_file(path, explicit, config, timelines)
         return
     import multiprocessing
+    import threading
     from collections import deque
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    # A fresh interpreter per worker (forked from a server where there is
-    # one): forking the caller would copy whatever threads it runs.
+    # Forked while the caller runs one thread: nothing else to copy, and no
+    # start-up. Else a fresh interpreter, which imports the caller's main
+    # module again (multiprocessing's ``if __name__ == "__main__"`` rule).
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "fork" in methods and threading.active_count() == 1:
+        method = "fork"
+    else:
+        method = "forkserver" if "forkserver" in methods else "spawn"
+    context = multiprocessing.get_context(method)
     workers = min(jobs, len(files))
     with ProcessPoolExecutor(workers, mp_context=context, initializer=setup) as pool:
         ahead: deque[Future[_FileAudit]] = deque()

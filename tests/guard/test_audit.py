@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -432,6 +434,35 @@ def test_an_audit_in_worker_processes_reports_what_one_process_reports(
     one, two = (msgspec.structs.replace(audit(pair, jobs=jobs), seconds=0.0) for jobs in (1, 2))
     assert one == two
     assert one.totals.sessions == 2
+
+
+def test_a_caller_running_threads_gets_workers_from_a_fresh_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forking copies one thread only: with another thread running, the
+    workers start from a fresh interpreter instead, with the same report."""
+    folder = _folder(tmp_path)
+    pair = [folder / "a-loop.jsonl", folder / "b-calm-0.jsonl"]
+    monkeypatch.setattr("guard.audit.PARALLEL_BYTES", 0)
+    methods: list[str] = []
+    real = multiprocessing.get_context
+
+    def context(method: str | None = None) -> Any:
+        methods.append(str(method))
+        return real(method)
+
+    monkeypatch.setattr("multiprocessing.get_context", context)
+    stop = threading.Event()
+    busy = threading.Thread(target=stop.wait)
+    busy.start()
+    try:
+        threaded = audit(pair, jobs=2)
+    finally:
+        stop.set()
+        busy.join()
+    alone = audit(pair, jobs=2)
+    assert methods == ["forkserver", "fork"]
+    assert msgspec.structs.replace(threaded, seconds=0.0) == msgspec.structs.replace(alone, seconds=0.0)
 
 
 def test_a_small_audit_stays_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
