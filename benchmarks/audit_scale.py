@@ -106,7 +106,7 @@ def _against_replay(session: Path, settings: Settings) -> list[Row]:
     base_wall, base, base_peak = min(replay, key=lambda run: run[1])
     wall, cpu, peak, totals = min(audited, key=lambda run: run[1])
     calls = totals["calls"]
-    section = f"audit of one {session.stat().st_size / 1e6:.0f} MB session, {calls:,} calls (every policy)"
+    section = f"audit, one {session.stat().st_size / 1e6:.0f} MB session of {calls:,} calls, every policy"
     return [
         Row(
             section=section,
@@ -147,7 +147,7 @@ def _folder(settings: Settings) -> list[Row]:
         path.unlink()
     folder.rmdir()
     one = timed[1][0]  # wall time: what running on both cores is for
-    section = f"audit of a folder of 4 sessions, {timed[1][3]['calls']:,} calls"
+    section = f"audit, a folder of 4 sessions, {timed[1][3]['calls']:,} calls in all"
     return [
         Row(
             section=section,

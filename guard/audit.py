@@ -647,19 +647,10 @@ def _audit_files(
             yield _audit_file(path, explicit, config, timelines)
         return
     import multiprocessing
-    import threading
     from collections import deque
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    # Forked while the caller runs one thread: nothing else to copy, and no
-    # start-up. Else a fresh interpreter, which imports the caller's main
-    # module again (multiprocessing's ``if __name__ == "__main__"`` rule).
-    methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        method = "fork"
-    else:
-        method = "forkserver" if "forkserver" in methods else "spawn"
-    context = multiprocessing.get_context(method)
+    context = multiprocessing.get_context(_start_method())
     workers = min(jobs, len(files))
     with ProcessPoolExecutor(workers, mp_context=context, initializer=setup) as pool:
         ahead: deque[Future[_FileAudit]] = deque()
@@ -676,6 +667,20 @@ def _audit_files(
             if following is not None:
                 ahead.append(pool.submit(_audit_file, *following, config, timelines))
             yield future.result()
+
+
+def _start_method() -> str:
+    """How audit workers start: forked while this process runs one thread
+    (nothing else to copy, and no start-up); else from a fresh interpreter,
+    which imports the caller's main module again (multiprocessing's ``if
+    __name__ == "__main__"`` rule)."""
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 def _audit_file(path: Path, explicit: bool, config: Config, timelines: bool) -> _FileAudit:

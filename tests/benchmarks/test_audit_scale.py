@@ -20,6 +20,6 @@ def test_the_audit_section_audits_the_session_it_wrote(tmp_path: Path, capsys: p
         "--jobs 1",
         "--jobs 2",
     ]
-    assert rows[0]["section"].endswith(" 40 calls (every policy)")
+    assert rows[0]["section"].endswith(" session of 40 calls, every policy")
     assert "x the replay's" in rows[1]["extra"]
-    assert rows[3]["section"] == "audit of a folder of 4 sessions, 40 calls"
+    assert rows[3]["section"] == "audit, a folder of 4 sessions, 40 calls in all"

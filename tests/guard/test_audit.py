@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from guard.audit import (
     PARALLEL_BYTES,
     AuditReport,
     Timeline,
+    _start_method,
     audit,
     audit_config,
     estimated_tokens,
@@ -436,32 +436,30 @@ def test_an_audit_in_worker_processes_reports_what_one_process_reports(
     assert one.totals.sessions == 2
 
 
-def test_a_caller_running_threads_gets_workers_from_a_fresh_interpreter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("threads", "method"), [(1, "fork"), (2, "forkserver")])
+def test_workers_are_forked_only_while_the_caller_runs_one_thread(
+    monkeypatch: pytest.MonkeyPatch, threads: int, method: str
 ) -> None:
-    """Forking copies one thread only: with another thread running, the
-    workers start from a fresh interpreter instead, with the same report."""
+    monkeypatch.setattr("threading.active_count", lambda: threads)
+    assert _start_method() == method
+
+
+def test_workers_from_a_fresh_interpreter_report_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With another thread running, the workers start from a fresh
+    interpreter (forking copies one thread only), with the same report."""
     folder = _folder(tmp_path)
     pair = [folder / "a-loop.jsonl", folder / "b-calm-0.jsonl"]
     monkeypatch.setattr("guard.audit.PARALLEL_BYTES", 0)
-    methods: list[str] = []
-    real = multiprocessing.get_context
-
-    def context(method: str | None = None) -> Any:
-        methods.append(str(method))
-        return real(method)
-
-    monkeypatch.setattr("multiprocessing.get_context", context)
     stop = threading.Event()
     busy = threading.Thread(target=stop.wait)
     busy.start()
     try:
+        assert _start_method() == "forkserver"
         threaded = audit(pair, jobs=2)
     finally:
         stop.set()
         busy.join()
-    alone = audit(pair, jobs=2)
-    assert methods == ["forkserver", "fork"]
+    alone = audit(pair, jobs=1)
     assert msgspec.structs.replace(threaded, seconds=0.0) == msgspec.structs.replace(alone, seconds=0.0)
 
 
