@@ -901,7 +901,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         poll = note.polled or (not failed and self._poll_states.search(result.content[:2000]))
         transient = failed and not poll and bool(self._transient) and self._transient.search(result.content[:2000])
         if failed and not poll:
-            shape = Shape(_TRANSIENT if transient else _FAILED, b"", ())
+            shape = Shape(_TRANSIENT if transient else _FAILED)
             if not transient:
                 kind = error_kind(result.content)
                 previous = state.streaks.get(streak_key)
