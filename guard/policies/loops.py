@@ -219,18 +219,6 @@ def asks_to_repeat(text: str) -> bool:
     return bool(_REPEAT_WORDS.search(text) or _KEEP_POLLING.search(text))
 
 
-def _streak_key(tool: str, args: Any) -> tuple[str, str | None]:
-    """What a failure streak is counted on: the tool, and for an editing
-    tool its sub-command (``str_replace``, not ``view``), for a shell
-    command the program of its last step (``make`` in ``rm -rf build && cd
-    app && make``; a pipeline's first program): different programs failing
-    the same way are no streak."""
-    command = shell_command(args)
-    if not command:
-        return (tool, None)
-    return (tool, shell_program(command))
-
-
 class _Rules:
     """The thresholds and class of one tool's calls: the section's, with its
     ``[loops.tools]`` table and the tool's annotations applied."""
@@ -352,7 +340,7 @@ class _Note:
     """A call seen by ``on_call``, waiting for its result, with what was
     read from its arguments there."""
 
-    __slots__ = ("denied", "fp", "halt", "paging", "polled", "rules", "streak", "writing")
+    __slots__ = ("denied", "file", "fp", "halt", "paging", "polled", "rules", "streak", "target", "writing")
 
     def __init__(
         self,
@@ -363,6 +351,8 @@ class _Note:
         polled: bool,
         writing: str | None,
         streak: tuple[str, str | None],
+        target: str | None,
+        file: bool,
     ) -> None:
         self.fp = fp
         self.rules = rules
@@ -370,6 +360,8 @@ class _Note:
         self.polled = polled
         self.writing = writing
         self.streak = streak
+        self.target = target
+        self.file = file
         self.denied = False
         self.halt = False
 
@@ -802,14 +794,22 @@ class LoopsPolicy(Policy[_AgentLoops]):
         return self._action("deny", call, count, body, threshold)
 
     def _read(self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str) -> _Note:
-        """What a call's arguments say, read once for its call and result."""
+        """What a call's arguments say, read once for its call and result.
+        Its failure streak is counted on the tool, and for a shell command on
+        the program of its last step (``make`` in ``rm -rf build && cd app
+        && make``; a pipeline's first program): different programs failing
+        the same way are no streak."""
+        command = shell_command(args)
+        program = shell_program(command) if command else None
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
             paging=self._paging(tool, args, rules),
             polled=rules.kind == "poll" or self._polled(tool, args),
             writing=self._writing(tool, args, rules),
-            streak=_streak_key(tool, args),
+            streak=(tool, program),
+            target=call_target(args, program),
+            file=names_file(args),
         )
 
     def _target_denial(self, state: _AgentLoops, call: ToolCall, note: _Note) -> tuple[str, int, int]:
@@ -908,7 +908,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 same = previous is not None and previous[0] == kind and not self._decayed(previous[2], result.ts)
                 streak = previous[1] + 1 if same and previous is not None else 1
                 state.streaks[streak_key] = (kind, streak, result.ts)
-        elif not poll and names_file(result.args):
+        elif not poll and note.file:
             shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
             state.streaks.pop(streak_key, None)
         else:
@@ -947,7 +947,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if state.patient:
                 return None
             return self._back_off(signature, result, arguments, rules)
-        grind = self._grind(state, result, fp, shape.digest, rules)
+        grind = self._grind(state, result, note, shape.digest)
         if grind is not None:
             return grind
         if state.advised or not gap or count <= state.allowance:
@@ -967,17 +967,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
             len(content) <= _NOTHING_FOUND_CHARS and bool(self._nothing_found) and self._nothing_found.search(content)
         )
 
-    def _grind(
-        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, rules: _Rules
-    ) -> Action | None:
+    def _grind(self, state: _AgentLoops, result: ToolResult, note: _Note, digest: bytes) -> Action | None:
         """Count a successful result against its target's run: the same
         target (program, file or URL) answering the same thing to other
         arguments. Arguments that differ only in paging arguments (offset,
         cursor, page, ...) are paging, not a grind; an empty result, or one
         saying only that nothing was found, is no answer at all."""
+        rules, fp, target = note.rules, note.fp, note.target
         if not rules.grind_at:
             return None
-        target = call_target(result.args)
         if target is None:
             return None  # nothing named to grind on: an action tool's "ok" to new arguments is no answer
         key = (result.tool, target)
