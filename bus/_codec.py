@@ -27,10 +27,22 @@ def too_deep(data: bytes | bytearray, limit: int = MAX_NESTING) -> bool:
     """Whether the JSON text ``data`` nests arrays and objects deeper than
     ``limit``, told in linear time without decoding it (a decoder recurses,
     and a thousand levels exhaust Python's stack)."""
-    if data.count(b"[") + data.count(b"{") <= limit:
+    if _count_to(data, b"[", limit) + _count_to(data, b"{", limit) <= limit:
         return False
     brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > limit
+
+
+def _count_to(data: bytes | bytearray, byte: bytes, limit: int) -> int:
+    """How often ``byte`` occurs in ``data``, counted no further than
+    ``limit + 1``. A line holds few brackets, and ``find`` skips to each one
+    far faster than ``count`` reads every byte."""
+    count = 0
+    at = data.find(byte)
+    while at >= 0 and count <= limit:
+        count += 1
+        at = data.find(byte, at + 1)
+    return count
 
 
 def _repr(obj: object) -> str:

@@ -6,11 +6,14 @@ import datetime
 import math
 import os
 import stat
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bus import (
     MAX_NESTING,
@@ -25,6 +28,7 @@ from bus import (
     UserMessage,
     read_log,
 )
+from bus._codec import too_deep
 from bus.testing import FakeClock
 
 
@@ -333,3 +337,9 @@ def test_a_session_continued_without_a_resume_mark_keeps_its_one_header(log_path
     lines = _lines(log_path)
     assert [line.startswith(b'{"type":"session/start"') for line in lines] == [True, False, False, False]
     assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["first process", "third process"]
+
+
+@given(st.text(alphabet="[]{}ab ", max_size=300), st.integers(min_value=0, max_value=40))
+def test_nesting_is_told_from_the_brackets_however_many_there_are(text: str, limit: int) -> None:
+    depth = max(accumulate({"[": 1, "{": 1, "]": -1, "}": -1}[c] for c in text if c in "[]{}"), default=0)
+    assert too_deep(text.encode(), limit) == (depth > limit)
