@@ -55,7 +55,7 @@ from msgspec.structs import force_setattr
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
-from guard.fingerprint import Fingerprint, FingerprintCache, fingerprint
+from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
 from guard.patterns import CommandPatterns, RegexSet, ToolFilter, shell_command
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
@@ -319,21 +319,39 @@ class _Signature:
 
 
 class _Grind:
-    """One target's run of calls with other arguments and the same result.
-    ``paged`` is the last call's fingerprint without its paging arguments,
-    taken only once a second call gives the same result (``args`` until
-    then)."""
+    """One target's run of calls with other arguments and the same result;
+    ``fp`` and ``args`` are its last call's."""
 
-    __slots__ = ("advised", "args", "count", "fp", "paged", "result", "ts")
+    __slots__ = ("advised", "args", "count", "fp", "result", "ts")
 
     def __init__(self, result: bytes, fp: bytes, args: Any, ts: float) -> None:
         self.result = result
         self.fp = fp
         self.args = args
-        self.paged: bytes | None = None
         self.count = 1
         self.ts = ts
         self.advised = False
+
+
+def _same_but(before: Any, after: Any, skip: frozenset[str]) -> bool:
+    """Whether two calls' arguments are the same but for the keys in
+    ``skip`` (paging): what their fingerprints without those keys would say,
+    without hashing arguments that may be large."""
+    if not isinstance(before, dict) or not isinstance(after, dict):  # pragma: no cover - only a dict names a target
+        return False
+    keys = before.keys() - skip
+    if keys != after.keys() - skip:
+        return False
+    for key in keys:
+        old, new = before[key], after[key]
+        if old is new:
+            continue
+        if type(old) is str and type(new) is str:
+            if old != new:
+                return False
+        elif canonical_json(old) != canonical_json(new):
+            return False
+    return True
 
 
 class _Note:
@@ -989,15 +1007,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         grind.ts = result.ts
         if grind.fp == fp.digest:
             return None  # the same call again: the repeat rules judge it
-        if grind.paged is None:
-            grind.paged = fingerprint(result.tool, grind.args, self._paging_args).digest
-            grind.args = None
-        paged = fingerprint(result.tool, result.args, self._paging_args).digest
-        if grind.paged == paged:
-            grind.fp = fp.digest
-            return None  # paging
+        paging = _same_but(grind.args, result.args, self._paging_args)
         grind.fp = fp.digest
-        grind.paged = paged
+        grind.args = result.args
+        if paging:
+            return None
         grind.count += 1
         if grind.count < rules.grind_at or grind.advised:
             return None
