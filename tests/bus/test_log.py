@@ -339,7 +339,8 @@ def test_a_session_continued_without_a_resume_mark_keeps_its_one_header(log_path
     assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["first process", "third process"]
 
 
-@given(st.text(alphabet="[]{}ab ", max_size=300), st.integers(min_value=0, max_value=40))
-def test_nesting_is_told_from_the_brackets_however_many_there_are(text: str, limit: int) -> None:
+@given(st.text(alphabet="[]{}ab ", max_size=300), st.integers(min_value=0, max_value=40), st.booleans())
+def test_nesting_is_told_from_the_brackets_however_many_there_are(text: str, limit: int, long: bool) -> None:
     depth = max(accumulate({"[": 1, "{": 1, "]": -1, "}": -1}[c] for c in text if c in "[]{}"), default=0)
-    assert too_deep(text.encode(), limit) == (depth > limit)
+    padding = " " * 10_000 if long else ""  # a long line is counted another way
+    assert too_deep((text + padding).encode(), limit) == (depth > limit)
