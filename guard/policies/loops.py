@@ -169,14 +169,43 @@ _NUMBERS = {
         ]
     )
 }
-_REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b")
+_REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b|\b(\d{1,2})x\b")
+# Counts a user leaves vague, read generously: the user asked for repeats.
+_VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch": 10}
+_VAGUE_REQUEST = re.compile(
+    r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
+)
+_WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
+_WORD_REQUEST = re.compile(r"(?i)\b(twice|thrice)\b")
+UNTIL_REPEATS = 20
+"""Runs let through when the user asks to keep trying until something
+happens ("keep running it until it passes")."""
+_UNTIL_REQUEST = re.compile(
+    r"(?i)\b(?:keep|continue|carry on)\s+(?:running|trying|retrying|re-?running|testing|calling)\b"
+    r"|\b(?:run|try|retry|rerun|re-run|repeat|call)\b[^.!?\n]{0,40}\buntil\b"
+)
+
+
+# A request to repeat is a short message; a long one (a task, an issue to fix)
+# uses "several times" or "until" to describe, not to ask.
+_SHORT_REQUEST = 300
 
 
 def requested_repeats(text: str) -> int:
     """How many times a user message asks for something to be done ("run
-    the flaky test six times", "retry 3 times"): the largest such count, 0
-    when it asks for none."""
-    counts = [int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _REPEAT_REQUEST.findall(text)]
+    the flaky test six times", "retry 3 times", "run it 5x", "twice", "a few
+    times", "keep running it until it passes"): the largest such count, 0
+    when it asks for none. In a short message, vague counts are read
+    generously (a few or several: 5; a couple: 3; many: 10), and "until"
+    as ``UNTIL_REPEATS``."""
+    counts = [
+        int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
+    ]
+    if len(text) <= _SHORT_REQUEST:
+        counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
+        counts.extend(_WORD_COUNTS[word.lower()] for word in _WORD_REQUEST.findall(text))
+        if _UNTIL_REQUEST.search(text):
+            counts.append(UNTIL_REPEATS)
     return max(counts, default=0)
 
 
@@ -778,10 +807,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if signature is not None and signature.count:
             count = signature.count + 1
             if signature.transient:
-                if rules.transient_deny_at and count >= rules.transient_deny_at:
+                if rules.transient_deny_at and count >= max(rules.transient_deny_at, state.allowance + 1):
                     text, threshold = _FAILURE_DENIAL, rules.transient_deny_at
             elif signature.failed:
-                if rules.error_deny_at and count >= rules.error_deny_at:
+                if rules.error_deny_at and count >= max(rules.error_deny_at, state.allowance + 1):
                     text, threshold = _FAILURE_DENIAL, rules.error_deny_at
             elif signature.poll:
                 stalled = signature.count >= rules.poll_deny_after or (
@@ -839,7 +868,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if (
             streak is not None
             and rules.streak_deny_at
-            and streak[1] >= rules.streak_deny_at
+            and streak[1] >= max(rules.streak_deny_at, state.allowance + 1)
             and not self._decayed(streak[2], call.ts)
         ):
             kind, count, _ = streak
@@ -944,18 +973,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
         count = signature.count
         arguments = fp.preview(_PREVIEW)
         if transient:
-            if count == rules.transient_at:
+            if count == max(rules.transient_at, state.allowance + 1):
                 text = _TRANSIENT_ADVICE.format(
                     count=count, tool=result.tool, arguments=arguments, deny_at=rules.transient_deny_at or "more"
                 )
                 return self._action("remind", result, count, text, rules.transient_at)
             return None
         if failed and not poll:
-            if count == rules.error_at:
+            if count == max(rules.error_at, state.allowance + 1):
                 text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=arguments)
                 return self._action("remind", result, count, text, rules.error_at)
             kind, streak, _ = state.streaks[streak_key]
-            if streak == rules.error_at and kind:
+            if streak == max(rules.error_at, state.allowance + 1) and kind:
                 text = _STREAK_ADVICE.format(
                     tool=result.tool, count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
                 )
