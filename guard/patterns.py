@@ -251,26 +251,28 @@ class Substitutions:
 
     def __init__(self, patterns: Iterable[str], *, setting: str = "patterns") -> None:
         self._regexes = [compile_regex(p, setting=setting) for p in patterns]
-        self._set = re2.Set.SearchSet(_options())
+        self._set: Any = re2.Set.SearchSet(_options())
         for regex in self._regexes:
             self._set.Add(regex.pattern.encode("utf-8", "surrogatepass"))
-        self._set.Compile()
+        try:
+            self._set.Compile()
+        except re2.error:  # too large together for RE2's memory bound: each runs on its own
+            self._set = None
+
+    def _matching(self, text: str, after: int) -> list[int]:
+        if self._set is None:
+            return list(range(after + 1, len(self._regexes)))
+        return sorted(i for i in self._set.Match(_encode(text)) or () if i > after)
 
     def sub(self, replacement: str, text: str) -> str:
         regexes = self._regexes
-        if not regexes:
-            return text
-        matching = self._set.Match(_encode(text))
-        if not matching:
-            return text
-        pending = sorted(matching)
+        pending = self._matching(text, -1)
         while pending:
             index = pending.pop(0)
             changed = regexes[index].sub(replacement, text)
             if changed != text:
                 text = changed
-                later = self._set.Match(_encode(text)) or []
-                pending = sorted(i for i in later if i > index)
+                pending = self._matching(text, index)
         return text
 
 
