@@ -32,7 +32,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from bus import AgentStatus, Decision
+from bus import ALLOW, AgentStatus, Decision
 from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.sessions.answer import Answer
@@ -253,6 +253,9 @@ CLAUDE_CODE = HookRuntime()
 """Claude Code's hooks (also the Claude Agent SDK's callbacks)."""
 
 
+_ANSWERS_KEPT = 1024
+
+
 class ClaudeHooks:
     """Answers the hook payloads of one CLI (``runtime``, Claude Code by
     default) for the agents of one ``GuardLink``.
@@ -284,6 +287,7 @@ class ClaudeHooks:
         self.runtime = runtime
         self._steps_reported = steps_reported
         self._subagents: dict[str, AgentLink] = {}
+        self._answered: dict[tuple[str, str, str], dict[str, Any]] = {}
         for agent in link.links():
             if agent.agent.parent_id is None:
                 self._sessions.restore(agent.agent.id, agent)
@@ -325,6 +329,13 @@ class ClaudeHooks:
             await agent.idle()
             return self._answer(agent, event, seam, seq)
         call_id = runtime.call_id(agent, payload, seam)
+        key = (agent.agent.id, call_id, seam)
+        answered = self._answered.get(key) if call_id else None
+        if answered is not None:
+            return answered  # a copy of a hook event already answered (its answer was lost): recorded once
+        if seam == "pre" and call_id and agent.has_call(call_id):
+            # a copy of the pre hook of a call still running: it was allowed, and is counted once
+            return self._remember(key, self._answer(agent, event, seam, seq, call_id, ALLOW))
         if seam == "pre" or not agent.has_call(call_id):
             # a post hook whose pre hook never reached the guard counts all the same
             decision = await self._call(agent, call_id, payload)
@@ -333,10 +344,21 @@ class ClaudeHooks:
                 decision = Decision.deny(agent.halt_reason, HALTED_BY)
             if not decision.allowed:
                 await agent.denied(call_id, decision)
-            return self._answer(agent, event, seam, seq, call_id, decision)
+            return self._remember(key, self._answer(agent, event, seam, seq, call_id, decision))
         content, is_error = runtime.result(payload, seam)
         await agent.result(call_id, content, is_error=is_error)
-        return self._answer(agent, event, seam, seq, call_id)
+        return self._remember(key, self._answer(agent, event, seam, seq, call_id))
+
+    def _remember(self, key: tuple[str, str, str], answer: dict[str, Any]) -> dict[str, Any]:
+        """Keep a call's answer at a hook for a copy of the same event (the
+        last ``_ANSWERS_KEPT``): a client that lost an answer and sends the
+        event again gets it again, and nothing is recorded twice."""
+        if key[1]:
+            answered = self._answered
+            answered[key] = answer
+            if len(answered) > _ANSWERS_KEPT:
+                del answered[next(iter(answered))]
+        return answer
 
     def _answer(
         self,

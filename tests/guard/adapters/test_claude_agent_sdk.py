@@ -66,6 +66,21 @@ async def feed(hooks: ClaudeHooks, payloads: Iterator[dict[str, Any]]) -> list[d
     return [await hooks.handle(p) for p in payloads]
 
 
+async def test_a_copy_of_a_hook_event_is_answered_from_the_last_answers_kept(link: GuardLink, events: Capture) -> None:
+    from guard.adapters.claude_hooks import _ANSWERS_KEPT
+
+    hooks = ClaudeHooks(link)
+    calls = _ANSWERS_KEPT // 2 + 10  # more events than answers kept
+    answers = [a for n in range(calls) for a in await feed(hooks, ls_call(n))]
+    last_pre, last_post = list(ls_call(calls - 1))
+    assert [await hooks.handle(last_pre), await hooks.handle(last_post)] == answers[-2:]
+    assert len(events.of(ToolCall)) == calls, "the copies recorded nothing"
+    unnamed = payload("PreToolUse", tool_name="Bash", tool_input={"command": "date"})  # no tool_use_id to match on
+    await hooks.handle(unnamed)
+    await hooks.handle(unnamed)
+    assert len(events.of(ToolCall)) == calls + 2
+
+
 async def test_reminder_comes_back_as_additional_context_of_the_third_post_hook(
     link: GuardLink, events: Capture
 ) -> None:
