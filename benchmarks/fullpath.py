@@ -181,18 +181,15 @@ async def fullpath(settings: Settings) -> list[Row]:
         cases.append(("Bus + remind", _path(pairs, settings, configs["remind"], log=False)))
         groups = await _log_lines(pairs, settings, configs["remind"])
         cases.append(("its log lines as raw os.writes", _raw_writes(groups, settings)))
-        sessions: list[tuple[str, Case]] = [
+        cases.extend(
             (f"Bus + {name} + session log", _path(pairs, settings, config, log=True))
             for name, config in configs.items()
-        ]
-        timings = await measure(cases, seconds=settings.seconds, repeat=settings.repeat)
-        # A policy's row is a whole session per batch (the pool's calls, one
-        # new guard): what a policy does once per session (rescue's ask
-        # command, a process start) is spread over a session's calls, not
-        # over however few calls a calibrated batch happens to hold.
-        timings.update(
-            await measure(sessions, seconds=settings.seconds, repeat=max(settings.repeat, 3), fixed=len(pairs))
         )
+        # Every batch is one whole session (the pool's calls, one new guard),
+        # interleaved with the others: what a policy does once per session
+        # (rescue's ask command, a process start) is spread over a session's
+        # calls, not over however few calls a calibrated batch would hold.
+        timings = await measure(cases, seconds=settings.seconds, repeat=max(settings.repeat, 5), fixed=len(pairs))
         alone = timings["Bus alone"]
         # The floor of a tool call with remind and the log: the guard's own
         # work and the log's os.writes, each measured alone in this run.
