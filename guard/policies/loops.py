@@ -454,9 +454,9 @@ class _AgentLoops:
         self.writes: dict[str, tuple[bytes, int]] = {}
         self.calls: dict[str, _Note] = {}
         self.run = 0
-        self.opener: bytes | None = None
+        self.opener: tuple[bytes, bytes] | None = None
 
-    def new_epoch(self, opener: bytes | None = None) -> None:
+    def new_epoch(self, opener: tuple[bytes, bytes] | None = None) -> None:
         self.window.clear()
         self.signatures.clear()
         self.streaks.clear()
@@ -933,12 +933,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
                 rewrite = times > 1
                 state.writes[target] = (fp.digest, times)
-            # the same edit made again right away changes nothing: it opens no new epoch
-            opener = fp.digest
+            # the same edit made again right away, with the same outcome, changes
+            # nothing: it opens no new epoch (a line-range edit made again that
+            # reports a longer file did change it)
+            written_shape = self._normalizer.shape(result.content)
+            opener = (fp.digest, written_shape.digest)
             if not rewrite and opener != state.opener:
                 state.new_epoch(opener)
                 if tracked:
-                    self._observe(state, result, fp, self._normalizer.shape(result.content), False, False)
+                    self._observe(state, result, fp, written_shape, False, False)
                 return None
         if not tracked:
             return None

@@ -102,6 +102,19 @@ async def test_an_edit_voids_counts_but_the_same_edit_again_is_a_repeat(make: Ma
     assert run.actions == [(5, "remind"), (6, "deny")]
 
 
+async def test_the_same_edit_reporting_a_changed_file_is_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    edit = {"command": "edit 166:171\n    if (cause != null) {\nend_of_edit"}  # a line-range edit: not idempotent
+    test = {"command": "python test_cause.py"}
+    for lines in (211, 212, 213):
+        await run.do("edit", edit, f"[File: Deserializer.java ({lines} lines total)]")
+        await run.do("bash", test, "Exception occurred: Cause cannot be null")
+    assert run.actions == []
+    await run.do("edit", edit, "[File: Deserializer.java (213 lines total)]")  # the same outcome: no change
+    await run.do("bash", test, "Exception occurred: Cause cannot be null")
+    assert [kind for _, kind in run.actions] == ["remind"]
+
+
 async def test_a_failed_edit_is_no_progress(make: Make, anyio_backend: str) -> None:
     run = make()
     await run.do("Grep", GREP, "none")
