@@ -81,6 +81,8 @@ _PREVIEW = 300
 _NOTHING_FOUND_CHARS = 120
 _FAILED = b"\x00failed"
 _TRANSIENT = b"\x00transient"
+_OPAQUE = b"\x00opaque"
+_OPAQUE_CHARS = 200
 
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
@@ -575,6 +577,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)^\W*(?:no (?:files?|matches|match|results?|entries|items|lines|output)(?: (?:were |was )?found)?|"
         r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)\W*$",
     )
+    opaque_results: tuple[str, ...] = (r"(?i)^\s*(?:\[(?:image|screenshot|document|audio|video|file)\]\s*)+$",)
     decay_seconds: int = 900
     paging_tools: tuple[str, ...] = ("*scroll*", "*page_down*", "*page_up*", "*next_page*", "*paginate*", "*load_more*")
     paging_args: tuple[str, ...] = (
@@ -647,6 +650,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
             "transient_errors",
             "cancelled_results",
             "nothing_found",
+            "opaque_results",
             "paging_values",
             "result_normalize",
             "poll_commands",
@@ -729,6 +733,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._transient = RegexSet(config.transient_errors, setting="loops.transient_errors")
         self._cancelled = RegexSet(config.cancelled_results, setting="loops.cancelled_results")
         self._nothing_found = RegexSet(config.nothing_found, setting="loops.nothing_found")
+        self._opaque = RegexSet(config.opaque_results, setting="loops.opaque_results")
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
@@ -958,6 +963,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 same = previous is not None and previous[0] == kind and not self._decayed(previous[2], result.ts)
                 streak = previous[1] + 1 if same and previous is not None else 1
                 state.streaks[streak_key] = (kind, streak, result.ts)
+        elif not poll and len(result.content) <= _OPAQUE_CHARS and self._opaque and self._opaque.search(result.content):
+            # an image or a document the transcript shows only as a placeholder:
+            # whether it changed cannot be told, so it is never the same result
+            shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
+            state.streaks.pop(streak_key, None)
         elif not poll and note.file:
             shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
             state.streaks.pop(streak_key, None)

@@ -131,6 +131,17 @@ async def test_scrolling_is_paging_even_when_the_result_is_a_placeholder(make: M
     assert run.actions == []
 
 
+async def test_a_result_that_is_only_a_placeholder_is_never_the_same_result(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):  # a "next" button clicked again and again: the screenshots are not in the transcript
+        await run.do("computer", {"action": "left_click", "coordinate": [1180, 640]}, "[image]")
+    await run.do("read_pdf", {"page": "x"}, "[document]\n[image]")
+    assert run.actions == []
+    for _ in range(3):  # text beside the placeholder is a result like any other
+        await run.do("computer", {"action": "left_click", "coordinate": [10, 10]}, "Clicked.\n[image]")
+    assert run.actions == [(10, "deny")]
+
+
 async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4200):  # more distinct short values than the policy remembers answers for
