@@ -24,6 +24,15 @@ def configure_when_imported(configure: Callable[[], None]) -> None:
         _pending.append(configure)
 
 
+def _structlog() -> Any:
+    """structlog, imported, with the configurations waiting for it applied."""
+    import structlog
+
+    while _pending:
+        _pending.pop(0)()
+    return structlog
+
+
 class LazyLogger:
     """Stands in for ``structlog.get_logger(name)`` and imports structlog on
     its first call.
@@ -41,11 +50,7 @@ class LazyLogger:
         self._name = name
 
     def __getattr__(self, method: str) -> Any:
-        import structlog
-
-        while _pending:
-            _pending.pop(0)()
-        return getattr(structlog.get_logger(self._name), method)
+        return getattr(_structlog().get_logger(self._name), method)
 
 
 class InfoLog:
@@ -72,10 +77,7 @@ class InfoLog:
         """Rebind if structlog was reconfigured; whether ``info`` gets through."""
         import logging
 
-        import structlog
-
-        while _pending:
-            _pending.pop(0)()
+        structlog = _structlog()
         config = structlog.get_config()
         made_of = self._made_of
         if (
