@@ -4,7 +4,13 @@ A "tool call" here is what a runtime does per call: ``await bus.decide(call)``
 then ``await bus.publish(result)``, with every enabled policy and the session
 log attached, reminders included (they are published and logged too). Each
 policy that ``Config`` knows and this build implements is measured alone,
-then all together; ``todo`` rows say which ones this build lacks.
+then all together; ``todo`` rows say which ones this build lacks. A
+policy's row runs whole sessions (the pool of 4,096 calls, 256 with 100 KB
+arguments, each batch a new guard), so a cost paid once a session, such as
+``rescue`` starting its ask command, is spread over a session's calls.
+Three sections: small arguments; shell commands with ~2 KB grep-like
+results whose timestamps move (so comparing results means normalising
+them); 100 KB arguments.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 import msgspec
 
 from benchmarks import stream
-from benchmarks._measure import Case, Row, measure
+from benchmarks._measure import Case, Row, Timing, measure
 from benchmarks.settings import Settings
 from bus import Agent, Bus, SessionLog, ToolCall, ToolResult
 from guard import Guard, build_policies
@@ -70,8 +76,11 @@ def policy_configs(overrides: dict[str, dict[str, Any]]) -> tuple[dict[str, Conf
     return alone, missing
 
 
-def _pairs(count: int, arg_bytes: int) -> list[tuple[ToolCall, ToolResult]]:
+def _pairs(count: int, arg_bytes: int, *, shell: bool = False) -> list[tuple[ToolCall, ToolResult]]:
     agent = Agent("bench")
+    if shell:
+        calls = stream.shell_calls(count, agent=agent)
+        return list(zip(calls, stream.grep_results(calls), strict=True))
     calls = stream.calls(count, agent=agent, arg_bytes=arg_bytes)
     return list(zip(calls, stream.results(calls), strict=True))
 
@@ -157,8 +166,12 @@ def _raw_writes(groups: list[list[bytes]], settings: Settings) -> Case:
 async def fullpath(settings: Settings) -> list[Row]:
     configs, missing = policy_configs(bench_overrides(settings.tmpdir))
     rows: list[Row] = []
-    for label, arg_bytes in (("small arguments", 0), ("100 KB arguments", stream.LARGE_ARGS_BYTES)):
-        pairs = _pairs(_POOL if not arg_bytes else 256, arg_bytes)
+    for label, arg_bytes, shell in (
+        ("small arguments", 0, False),
+        ("shell commands, ~2 KB grep-like results", 0, True),
+        ("100 KB arguments", stream.LARGE_ARGS_BYTES, False),
+    ):
+        pairs = _pairs(_POOL if not arg_bytes else 256, arg_bytes, shell=shell)
         section = f"full path per tool call, {label}"
         cases: list[tuple[str, Case]] = [
             ("runtime loop, no bus", _bare(pairs)),
@@ -172,19 +185,17 @@ async def fullpath(settings: Settings) -> list[Row]:
             (f"Bus + {name} + session log", _path(pairs, settings, config, log=True))
             for name, config in configs.items()
         )
-        timings = await measure(cases, seconds=settings.seconds, repeat=settings.repeat)
+        # Every batch is one whole session (the pool's calls, one new guard),
+        # interleaved with the others: what a policy does once per session
+        # (rescue's ask command, a process start) is spread over a session's
+        # calls, not over however few calls a calibrated batch would hold.
+        timings = await measure(cases, seconds=settings.seconds, repeat=max(settings.repeat, 5), fixed=len(pairs))
         alone = timings["Bus alone"]
         # The floor of a tool call with remind and the log: the guard's own
         # work and the log's os.writes, each measured alone in this run.
         floor = timings["Bus + remind"].micros + timings["its log lines as raw os.writes"].micros
         for name, timing in timings.items():
-            target, met = "", None
-            if name == "Bus + remind + session log":
-                target = f"<= 1.3× its floor ({floor:.2f} us: Bus + remind, then its log lines as raw os.writes)"
-                met = timing.micros <= 1.3 * floor
-                if not arg_bytes:
-                    target += ", >= 300,000/s"
-                    met = met and timing.rate >= 300_000
+            target, met = _target(name, timing, timings, floor, large=bool(arg_bytes))
             rows.append(
                 Row(
                     section=section,
@@ -215,6 +226,34 @@ async def fullpath(settings: Settings) -> list[Row]:
             for name in missing
         )
     return rows
+
+
+_REMIND_LOG = "Bus + remind + session log"
+# Each policy's cost with the log, against remind's with the log in the same run.
+_AGAINST_REMIND = {"Bus + loops + session log": 2.0, "Bus + rescue + session log": 3.0, "Bus + all + session log": 4.0}
+
+
+def _target(
+    name: str, timing: Timing, timings: dict[str, Timing], floor: float, *, large: bool
+) -> tuple[str, bool | None]:
+    """The issue's bound for a row, and whether this run met it."""
+    if name == _REMIND_LOG:
+        target = f"<= 1.3× its floor ({floor:.2f} us: Bus + remind, then its log lines as raw os.writes)"
+        met = timing.micros <= 1.3 * floor
+        if not large:
+            target += ", >= 300,000/s"
+            met = met and timing.rate >= 300_000
+        return target, met
+    if large:
+        if name == "Bus + loops + session log":
+            return f"<= 1.6× remind's floor ({floor:.2f} us)", timing.micros <= 1.6 * floor
+        return "", None
+    bound = _AGAINST_REMIND.get(name)
+    if bound is None:
+        return "", None
+    remind = timings[_REMIND_LOG].micros
+    ratio = timing.micros / remind
+    return f"<= {bound:g}× {_REMIND_LOG} (this run: {ratio:.2f}×)", ratio <= bound
 
 
 def _added(micros: float, base: float) -> str:

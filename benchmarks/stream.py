@@ -14,7 +14,7 @@ from typing import Any
 
 from bus import Agent, ToolCall, ToolResult
 
-__all__ = ["LARGE_ARGS_BYTES", "TOOLS", "calls", "results"]
+__all__ = ["LARGE_ARGS_BYTES", "TOOLS", "calls", "grep_results", "results", "shell_calls"]
 
 TOOLS = ("read_file", "grep", "run_tests", "list_dir", "edit_file")
 LARGE_ARGS_BYTES = 100_000
@@ -49,3 +49,33 @@ def calls(count: int, *, agent: Agent, arg_bytes: int = 0, seed: int = 7) -> lis
 def results(stream: list[ToolCall]) -> list[ToolResult]:
     """The result of each call, sharing its ``args``."""
     return [ToolResult.answering(call, _CONTENT) for call in stream]
+
+
+def shell_calls(count: int, *, agent: Agent, seed: int = 7) -> list[ToolCall]:
+    """``count`` shell calls (``{"command": "grep -rn ..."}``), in the same
+    runs as ``calls``: the shape of a shell-only agent's session."""
+    rng = random.Random(seed)
+    out: list[ToolCall] = []
+    while len(out) < count:
+        target = rng.randrange(64)
+        for _ in range(rng.choice(_RUNS)):
+            args: dict[str, Any] = {"command": f"grep -rn 'load_config' src/module_{target}/ | head -24"}
+            number = len(out) + 1
+            out.append(ToolCall(agent=agent, call_id=f"c{number}", step=number, tool="bash", args=args))
+    return out[:count]
+
+
+def grep_results(stream: list[ToolCall]) -> list[ToolResult]:
+    """About 2 KB of grep-like output per call: paths, line numbers and a
+    timestamp per line that moves with every call (as a log being searched
+    would show), so comparing results means normalising them."""
+    out: list[ToolResult] = []
+    for call in stream:
+        minute, second = divmod(call.step % 3600, 60)
+        lines = [
+            f"src/config/loader_{i}.py:{12 + 7 * i}: 2026-12-01T10:{minute:02d}:{second:02d}.{i:03d}Z "
+            f"def load_config(path: str) -> Config:  # reads TOML and YAML"
+            for i in range(20)
+        ]
+        out.append(ToolResult.answering(call, "\n".join(lines) + "\n"))
+    return out

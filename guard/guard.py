@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -21,7 +20,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
-from bus._logging import LazyLogger
+from bus._logging import InfoLog, LazyLogger
 from guard.actions import DENYING, SHADOW_FORM, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
@@ -37,56 +36,17 @@ _log = LazyLogger("guard")
 
 
 class _ActionLog:
-    """The structlog logger for action events, bound once per structlog
-    configuration, and skipped whole while that configuration filters out
-    ``info``.
+    """Action records on the ``guard`` logger (see ``InfoLog``)."""
 
-    structlog's lazy proxy binds a fresh logger on every call (about 2.5 µs,
-    paid on every action); this one rebinds only when ``structlog.configure``
-    changed what a logger is made of, so the guard still follows a
-    reconfiguration (and ``structlog.testing.capture_logs``, which edits the
-    processor list in place). structlog itself is imported on the first action.
-    """
-
-    __slots__ = ("_bound", "_enabled", "_made_of")
+    __slots__ = ("_log",)
 
     def __init__(self) -> None:
-        self._made_of: tuple[Any, ...] = ()
-        self._bound: Any = None
-        self._enabled = True
-
-    def _current(self) -> bool:
-        """Rebind if structlog was reconfigured; whether ``info`` gets through."""
-        import logging
-
-        import structlog
-
-        config = structlog.get_config()
-        made_of = self._made_of
-        if (
-            not made_of
-            or made_of[0] is not config["processors"]
-            or made_of[1] is not config["wrapper_class"]
-            or made_of[2] is not config["logger_factory"]
-            or made_of[3] is not config["context_class"]
-        ):
-            bound = self._bound = structlog.get_logger("guard").bind()
-            # Asked of the class: a generic BoundLogger proxies any attribute,
-            # and would log a call of one it lacks.
-            knows_level = callable(getattr(type(bound), "is_enabled_for", None))
-            self._enabled = bound.is_enabled_for(logging.INFO) if knows_level else True
-            self._made_of = (
-                config["processors"],
-                config["wrapper_class"],
-                config["logger_factory"],
-                config["context_class"],
-            )
-        return self._enabled
+        self._log = InfoLog("guard")
 
     def action(self, action: Action) -> None:
-        if self._current():
+        if self._log.enabled():
             extra = {"shadow": True} if action.shadow else {}
-            self._bound.info(
+            self._log.info(
                 f"guard.{action.action}",
                 policy=action.policy,
                 agent=action.agent,

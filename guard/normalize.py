@@ -67,6 +67,8 @@ _OVERWRITTEN = compile_regex(r"[^\n]*\r([^\n]|\z)")
 _TRAILING = compile_regex(r"(?m)[ \t]+$")
 _BLANK_RUNS = compile_regex(r"\n{3,}")
 _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
+# Two markers with only whitespace between them: without one, _MARKS changes nothing.
+_MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = re.compile(r"[0-9]+")
 _COUNTED = 32
 _COUNTED_CHARS = 2048
@@ -92,7 +94,7 @@ class ResultNormalizer:
         if "\r" in text:
             text = _OVERWRITTEN.sub(r"\1", text.replace("\r\n", "\n"))
         text = self._patterns.sub("\x00", text)
-        if "\x00" in text:
+        if "\x00" in text and _MARK_RUN.search(text):
             text = _MARKS.sub("\x00", text)
         if " \n" in text or "\t\n" in text or text[-1:] in (" ", "\t"):
             text = _TRAILING.sub("", text)
@@ -118,20 +120,16 @@ class ResultNormalizer:
 
     def shape(self, text: str) -> Shape:
         """``text``'s digest (as ``digest``), and for a short result (up to
-        ``_COUNTED_CHARS`` once normalised) the digest of its normalised form
-        with every number taken out, with those numbers: two results of one
-        shape differ in their numbers only, which is how a counter (``tick
-        4``, ``tick 5``) is told from a change. Normalises once."""
+        ``_COUNTED_CHARS`` once normalised) its normalised form, from which
+        ``Shape.counts_on`` tells a counter (``tick 4``, ``tick 5``) from a
+        change. Normalises once."""
         if len(text) > _HEAD + _TAIL:
-            digest = self.digest(text)
-            return Shape(digest, digest, ())
+            return Shape(self.digest(text))
         normalized = self.normalize(text)
         digest = blake2b(normalized.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if len(normalized) > _COUNTED_CHARS:
-            return Shape(digest, digest, ())
-        numbers = tuple(int(n) for n in _DIGITS.findall(normalized)[:_COUNTED] if len(n) < 19)
-        skeleton = blake2b(_DIGITS.sub("#", normalized).encode("utf-8", "surrogatepass"), digest_size=16)
-        return Shape(digest, skeleton.digest(), numbers)
+            return Shape(digest)
+        return Shape(digest, normalized)
 
     @staticmethod
     def exact(text: str) -> Shape:
@@ -139,28 +137,43 @@ class ResultNormalizer:
         where any change, a number or a date included, is a change."""
         hasher = blake2b(digest_size=16)
         hasher.update(text.encode("utf-8", "surrogatepass"))
-        return Shape(hasher.digest(), b"", ())
+        return Shape(hasher.digest())
 
 
 class Shape:
-    """A result as ``loops`` compares it: ``digest`` of the normalised
-    text, ``skeleton`` of the same without its numbers, and the numbers."""
+    """A result as ``loops`` compares it: ``digest`` of the normalised text
+    and, for a short result that holds a number, that text (``counted``),
+    kept to tell a counter from a change. Its numbers and its skeleton (the
+    text without them) are taken only when a comparison needs them: most
+    results are never compared that way."""
 
-    __slots__ = ("digest", "numbers", "skeleton")
+    __slots__ = ("_counted", "_numbers", "_skeleton", "digest")
 
-    def __init__(self, digest: bytes, skeleton: bytes, numbers: tuple[int, ...]) -> None:
+    def __init__(self, digest: bytes, counted: str | None = None) -> None:
         self.digest = digest
-        self.skeleton = skeleton
-        self.numbers = numbers
+        self._counted = counted if counted is not None and _DIGITS.search(counted) else None
+        self._skeleton: bytes | None = None
+        self._numbers: tuple[int, ...] = ()
+
+    def _counter(self) -> tuple[bytes, tuple[int, ...]] | None:
+        if self._skeleton is None:
+            text = self._counted
+            if text is None:
+                return None
+            self._numbers = tuple(int(n) for n in _DIGITS.findall(text)[:_COUNTED] if len(n) < 19)
+            self._skeleton = blake2b(_DIGITS.sub("#", text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            self._counted = None
+        return self._skeleton, self._numbers
 
     def counts_on(self, previous: Shape) -> bool:
         """Whether this result is ``previous`` with a counter moved on: the
         same text but for one number, grown by exactly one (a call counting
         its own runs, not work done)."""
-        if self.skeleton != previous.skeleton or len(self.numbers) != len(previous.numbers):
+        mine, theirs = self._counter(), previous._counter()
+        if mine is None or theirs is None or mine[0] != theirs[0] or len(mine[1]) != len(theirs[1]):
             return False
         changed = 0
-        for now, before in zip(self.numbers, previous.numbers, strict=True):
+        for now, before in zip(mine[1], theirs[1], strict=True):
             if now == before:
                 continue
             if now != before + 1:

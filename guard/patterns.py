@@ -92,6 +92,38 @@ def _compile(pattern: str, setting: str, options: Any) -> Any:
         raise PatternError(setting, pattern, _reason(pattern, exc)) from None
 
 
+# google-re2's Python wrapper builds a match object (and, in ``sub``, expands
+# the template) for every match; a yes/no answer or a literal replacement needs
+# only the spans its engine returns, so those go to the engine directly.
+_UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
+_ANCHOR_START = re2._re2.RE2.Anchor.ANCHOR_START
+_NO_MATCH = (-1, -1)
+
+
+def _sub_literal(engine: Any, data: bytes, replacement: bytes) -> bytes:
+    """Every match of ``engine`` in ``data`` replaced by ``replacement``,
+    matches found as the wrapper's ``sub`` finds them (an empty match moves
+    the search on by one byte)."""
+    pieces: list[bytes] = []
+    end = pos = 0
+    limit = len(data)
+    match = engine.Match
+    while True:
+        start, stop = match(_UNANCHORED, data, pos, limit)[0]
+        if start < 0:
+            break
+        pieces.append(data[end:start])
+        pieces.append(replacement)
+        end = stop
+        if pos == limit:
+            break
+        pos = pos + 1 if pos == stop else stop
+    if not pieces:
+        return data
+    pieces.append(data[end:])
+    return b"".join(pieces)
+
+
 def _encode(text: str) -> bytes:
     return text[:PATTERN_INPUT_LIMIT].encode("utf-8", "surrogatepass")
 
@@ -120,11 +152,13 @@ class Regex:
         self._regexp = regexp
 
     def search(self, text: str) -> bool:
-        return self._regexp.search(_encode(text)) is not None
+        data = _encode(text)
+        return bool(self._regexp._regexp.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
 
     def match(self, text: str) -> bool:
         """Whether it matches at the start of ``text``."""
-        return self._regexp.match(_encode(text)) is not None
+        data = _encode(text)
+        return bool(self._regexp._regexp.Match(_ANCHOR_START, data, 0, len(data))[0] != _NO_MATCH)
 
     def fullmatch(self, text: str) -> bool:
         """Whether it matches the whole of ``text`` (never for a text longer
@@ -133,7 +167,11 @@ class Regex:
 
     def sub(self, replacement: str, text: str) -> str:
         head = _encode(text)
-        replaced = self._regexp.sub(replacement.encode("utf-8", "surrogatepass"), head)
+        template = replacement.encode("utf-8", "surrogatepass")
+        if b"\\" in template:  # group references: the wrapper expands them
+            replaced = self._regexp.sub(template, head)
+        else:
+            replaced = _sub_literal(self._regexp._regexp, head, template)
         return text if replaced == head else _decode(replaced) + text[PATTERN_INPUT_LIMIT:]
 
     def finditer_bytes(self, data: bytes) -> Iterator[Any]:
@@ -184,11 +222,17 @@ class RegexSet:
 
     def search(self, text: str) -> bool:
         """Whether any entry matches somewhere in ``text`` (its head)."""
-        return self._any is not None and self._any.search(_encode(text)) is not None
+        if self._any is None:
+            return False
+        data = _encode(text)
+        return bool(self._any._regexp.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
 
     def match(self, text: str) -> bool:
         """Whether any entry matches at the start of ``text``."""
-        return self._any is not None and self._any.match(_encode(text)) is not None
+        if self._any is None:
+            return False
+        data = _encode(text)
+        return bool(self._any._regexp.Match(_ANCHOR_START, data, 0, len(data))[0] != _NO_MATCH)
 
 
 class Substitutions:
@@ -207,26 +251,28 @@ class Substitutions:
 
     def __init__(self, patterns: Iterable[str], *, setting: str = "patterns") -> None:
         self._regexes = [compile_regex(p, setting=setting) for p in patterns]
-        self._set = re2.Set.SearchSet(_options())
+        self._set: Any = re2.Set.SearchSet(_options())
         for regex in self._regexes:
             self._set.Add(regex.pattern.encode("utf-8", "surrogatepass"))
-        self._set.Compile()
+        try:
+            self._set.Compile()
+        except re2.error:  # too large together for RE2's memory bound: each runs on its own
+            self._set = None
+
+    def _matching(self, text: str, after: int) -> list[int]:
+        if self._set is None:
+            return list(range(after + 1, len(self._regexes)))
+        return sorted(i for i in self._set.Match(_encode(text)) or () if i > after)
 
     def sub(self, replacement: str, text: str) -> str:
         regexes = self._regexes
-        if not regexes:
-            return text
-        matching = self._set.Match(_encode(text))
-        if not matching:
-            return text
-        pending = sorted(matching)
+        pending = self._matching(text, -1)
         while pending:
             index = pending.pop(0)
             changed = regexes[index].sub(replacement, text)
             if changed != text:
                 text = changed
-                later = self._set.Match(_encode(text)) or []
-                pending = sorted(i for i in later if i > index)
+                pending = self._matching(text, index)
         return text
 
 

@@ -45,9 +45,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from claude_agent_sdk import ClaudeAgentOptions
 
-__all__ = ["FakeAnthropic", "ScriptedServer", "bundled_cli", "text", "tool_use"]
+__all__ = ["LEAVES_A_TRACE", "FakeAnthropic", "ScriptedServer", "bundled_cli", "text", "tool_use"]
 
 MODEL = "claude-sonnet-4-6"
+LEAVES_A_TRACE = "sh leave-a-trace.sh"
+"""A command that appends ``ran`` to ``work/ran.txt`` (a script every fake's
+``work`` holds): the guard cannot see that it writes, as with any program,
+so the same command again is the same call."""
 EXHAUSTED = "(script exhausted)"
 
 Block = dict[str, Any]
@@ -147,6 +151,7 @@ class FakeAnthropic(ScriptedServer):
         self.home = home
         self.work = home / "work"
         self.work.mkdir(parents=True, exist_ok=True)
+        (self.work / "leave-a-trace.sh").write_text("echo ran >> ran.txt\n")
         self.side_requests: list[dict[str, Any]] = []
         self.subagent_requests: list[dict[str, Any]] = []
         self.overruns = 0

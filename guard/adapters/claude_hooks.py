@@ -32,7 +32,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from bus import AgentStatus, Decision
+from bus import ALLOW, AgentStatus, Decision
 from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.sessions.answer import Answer
@@ -253,6 +253,9 @@ CLAUDE_CODE = HookRuntime()
 """Claude Code's hooks (also the Claude Agent SDK's callbacks)."""
 
 
+_ANSWERS_KEPT = 1024
+
+
 class ClaudeHooks:
     """Answers the hook payloads of one CLI (``runtime``, Claude Code by
     default) for the agents of one ``GuardLink``.
@@ -284,6 +287,8 @@ class ClaudeHooks:
         self.runtime = runtime
         self._steps_reported = steps_reported
         self._subagents: dict[str, AgentLink] = {}
+        # the last denials and results answered, by agent and call id, with what they answered
+        self._answered: dict[tuple[str, str], tuple[tuple[Any, ...], dict[str, Any]]] = {}
         for agent in link.links():
             if agent.agent.parent_id is None:
                 self._sessions.restore(agent.agent.id, agent)
@@ -325,18 +330,60 @@ class ClaudeHooks:
             await agent.idle()
             return self._answer(agent, event, seam, seq)
         call_id = runtime.call_id(agent, payload, seam)
+        if call_id:
+            copy = self._copy_of(agent, event, seam, seq, call_id, payload)
+            if copy is not None:
+                return copy
         if seam == "pre" or not agent.has_call(call_id):
             # a post hook whose pre hook never reached the guard counts all the same
             decision = await self._call(agent, call_id, payload)
         if seam == "pre":
             if decision.allowed and agent.halt_reason is not None and not runtime.ends_runs:
                 decision = Decision.deny(agent.halt_reason, HALTED_BY)
-            if not decision.allowed:
-                await agent.denied(call_id, decision)
-            return self._answer(agent, event, seam, seq, call_id, decision)
+            if decision.allowed:
+                return self._answer(agent, event, seam, seq, call_id, decision)
+            await agent.denied(call_id, decision)
+            answer = self._answer(agent, event, seam, seq, call_id, decision)
+            self._keep(agent, call_id, (seam, payload.get("tool_name"), runtime.tool_input(payload)), answer)
+            return answer
         content, is_error = runtime.result(payload, seam)
         await agent.result(call_id, content, is_error=is_error)
-        return self._answer(agent, event, seam, seq, call_id)
+        answer = self._answer(agent, event, seam, seq, call_id)
+        self._keep(agent, call_id, (seam, content, is_error), answer)
+        return answer
+
+    def _copy_of(
+        self, agent: AgentLink, event: str, seam: str, seq: int, call_id: str, payload: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """The answer to a copy of a hook event already answered (a client
+        that lost the answer sent it again), or ``None`` when ``payload`` is
+        no copy. A copy has the same call id and the same content: the pre
+        hook of a call still running (allowed then, so allowed now) or of a
+        call that was denied, or a result hook already answered. A call id
+        some model endpoint uses again for a new call is a new call: its pre
+        hook comes after the last one's result."""
+        if seam == "pre":
+            running = agent.running(call_id)
+            what: tuple[Any, ...] = (seam, payload.get("tool_name"), self.runtime.tool_input(payload))
+            if running is not None:
+                if (running.tool, running.args) == what[1:]:
+                    return self._answer(agent, event, seam, seq, call_id, ALLOW)
+                return None
+        elif agent.has_call(call_id):
+            return None
+        else:
+            what = (seam, *self.runtime.result(payload, seam))
+        kept = self._answered.get((agent.agent.id, call_id))
+        return kept[1] if kept is not None and kept[0] == what else None
+
+    def _keep(self, agent: AgentLink, call_id: str, what: tuple[Any, ...], answer: dict[str, Any]) -> None:
+        """Keep the answer to the last denied pre hook or result hook of
+        ``call_id`` (of the last ``_ANSWERS_KEPT`` calls) for a copy of it."""
+        if call_id:
+            answered = self._answered
+            answered[(agent.agent.id, call_id)] = (what, answer)
+            if len(answered) > _ANSWERS_KEPT:
+                del answered[next(iter(answered))]
 
     def _answer(
         self,

@@ -55,7 +55,7 @@ from msgspec.structs import force_setattr
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
-from guard.fingerprint import Fingerprint, FingerprintCache, fingerprint
+from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
 from guard.patterns import CommandPatterns, RegexSet, ToolFilter, shell_command
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
@@ -81,6 +81,8 @@ _PREVIEW = 300
 _NOTHING_FOUND_CHARS = 120
 _FAILED = b"\x00failed"
 _TRANSIENT = b"\x00transient"
+_OPAQUE = b"\x00opaque"
+_OPAQUE_CHARS = 200
 
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
@@ -169,14 +171,43 @@ _NUMBERS = {
         ]
     )
 }
-_REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b")
+_REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b|\b(\d{1,2})x\b")
+# Counts a user leaves vague, read generously: the user asked for repeats.
+_VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch": 10}
+_VAGUE_REQUEST = re.compile(
+    r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
+)
+_WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
+_WORD_REQUEST = re.compile(r"(?i)\b(twice|thrice)\b")
+UNTIL_REPEATS = 20
+"""Runs let through when the user asks to keep trying until something
+happens ("keep running it until it passes")."""
+_UNTIL_REQUEST = re.compile(
+    r"(?i)\b(?:keep|continue|carry on)\s+(?:running|trying|retrying|re-?running|testing|calling)\b"
+    r"|\b(?:run|try|retry|rerun|re-run|repeat|call)\b[^.!?\n]{0,40}\buntil\b"
+)
+
+
+# A request to repeat is a short message; a long one (a task, an issue to fix)
+# uses "several times" or "until" to describe, not to ask.
+_SHORT_REQUEST = 300
 
 
 def requested_repeats(text: str) -> int:
     """How many times a user message asks for something to be done ("run
-    the flaky test six times", "retry 3 times"): the largest such count, 0
-    when it asks for none."""
-    counts = [int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _REPEAT_REQUEST.findall(text)]
+    the flaky test six times", "retry 3 times", "run it 5x", "twice", "a few
+    times", "keep running it until it passes"): the largest such count, 0
+    when it asks for none. In a short message, vague counts are read
+    generously (a few or several: 5; a couple: 3; many: 10), and "until"
+    as ``UNTIL_REPEATS``."""
+    counts = [
+        int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
+    ]
+    if len(text) <= _SHORT_REQUEST:
+        counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
+        counts.extend(_WORD_COUNTS[word.lower()] for word in _WORD_REQUEST.findall(text))
+        if _UNTIL_REQUEST.search(text):
+            counts.append(UNTIL_REPEATS)
     return max(counts, default=0)
 
 
@@ -217,18 +248,6 @@ def asks_to_repeat(text: str) -> bool:
     "run it again", "retry", "keep polling"): an instruction, never an
     interjection."""
     return bool(_REPEAT_WORDS.search(text) or _KEEP_POLLING.search(text))
-
-
-def _streak_key(tool: str, args: Any) -> tuple[str, str | None]:
-    """What a failure streak is counted on: the tool, and for an editing
-    tool its sub-command (``str_replace``, not ``view``), for a shell
-    command the program of its last step (``make`` in ``rm -rf build && cd
-    app && make``; a pipeline's first program): different programs failing
-    the same way are no streak."""
-    command = shell_command(args)
-    if not command:
-        return (tool, None)
-    return (tool, shell_program(command))
 
 
 class _Rules:
@@ -331,28 +350,46 @@ class _Signature:
 
 
 class _Grind:
-    """One target's run of calls with other arguments and the same result.
-    ``paged`` is the last call's fingerprint without its paging arguments,
-    taken only once a second call gives the same result (``args`` until
-    then)."""
+    """One target's run of calls with other arguments and the same result;
+    ``fp`` and ``args`` are its last call's."""
 
-    __slots__ = ("advised", "args", "count", "fp", "paged", "result", "ts")
+    __slots__ = ("advised", "args", "count", "fp", "result", "ts")
 
     def __init__(self, result: bytes, fp: bytes, args: Any, ts: float) -> None:
         self.result = result
         self.fp = fp
         self.args = args
-        self.paged: bytes | None = None
         self.count = 1
         self.ts = ts
         self.advised = False
+
+
+def _same_but(before: Any, after: Any, skip: frozenset[str]) -> bool:
+    """Whether two calls' arguments are the same but for the keys in
+    ``skip`` (paging): what their fingerprints without those keys would say,
+    without hashing arguments that may be large."""
+    if not isinstance(before, dict) or not isinstance(after, dict):  # pragma: no cover - only a dict names a target
+        return False
+    keys = before.keys() - skip
+    if keys != after.keys() - skip:
+        return False
+    for key in keys:
+        old, new = before[key], after[key]
+        if old is new:
+            continue
+        if type(old) is str and type(new) is str:
+            if old != new:
+                return False
+        elif canonical_json(old) != canonical_json(new):
+            return False
+    return True
 
 
 class _Note:
     """A call seen by ``on_call``, waiting for its result, with what was
     read from its arguments there."""
 
-    __slots__ = ("denied", "fp", "halt", "paging", "polled", "rules", "streak", "writing")
+    __slots__ = ("denied", "file", "fp", "halt", "paging", "polled", "rules", "streak", "target", "writing")
 
     def __init__(
         self,
@@ -363,6 +400,8 @@ class _Note:
         polled: bool,
         writing: str | None,
         streak: tuple[str, str | None],
+        target: str | None,
+        file: bool,
     ) -> None:
         self.fp = fp
         self.rules = rules
@@ -370,6 +409,8 @@ class _Note:
         self.polled = polled
         self.writing = writing
         self.streak = streak
+        self.target = target
+        self.file = file
         self.denied = False
         self.halt = False
 
@@ -415,9 +456,9 @@ class _AgentLoops:
         self.writes: dict[str, tuple[bytes, int]] = {}
         self.calls: dict[str, _Note] = {}
         self.run = 0
-        self.opener: bytes | None = None
+        self.opener: tuple[bytes, bytes] | None = None
 
-    def new_epoch(self, opener: bytes | None = None) -> None:
+    def new_epoch(self, opener: tuple[bytes, bytes] | None = None) -> None:
         self.window.clear()
         self.signatures.clear()
         self.streaks.clear()
@@ -536,6 +577,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)^\W*(?:no (?:files?|matches|match|results?|entries|items|lines|output)(?: (?:were |was )?found)?|"
         r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)\W*$",
     )
+    opaque_results: tuple[str, ...] = (r"(?i)^\s*(?:\[(?:image|screenshot|document|audio|video|file)\]\s*)+$",)
     decay_seconds: int = 900
     paging_tools: tuple[str, ...] = ("*scroll*", "*page_down*", "*page_up*", "*next_page*", "*paginate*", "*load_more*")
     paging_args: tuple[str, ...] = (
@@ -608,6 +650,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
             "transient_errors",
             "cancelled_results",
             "nothing_found",
+            "opaque_results",
             "paging_values",
             "result_normalize",
             "poll_commands",
@@ -690,6 +733,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._transient = RegexSet(config.transient_errors, setting="loops.transient_errors")
         self._cancelled = RegexSet(config.cancelled_results, setting="loops.cancelled_results")
         self._nothing_found = RegexSet(config.nothing_found, setting="loops.nothing_found")
+        self._opaque = RegexSet(config.opaque_results, setting="loops.opaque_results")
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
@@ -768,10 +812,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if signature is not None and signature.count:
             count = signature.count + 1
             if signature.transient:
-                if rules.transient_deny_at and count >= rules.transient_deny_at:
+                if rules.transient_deny_at and count >= max(rules.transient_deny_at, state.allowance + 1):
                     text, threshold = _FAILURE_DENIAL, rules.transient_deny_at
             elif signature.failed:
-                if rules.error_deny_at and count >= rules.error_deny_at:
+                if rules.error_deny_at and count >= max(rules.error_deny_at, state.allowance + 1):
                     text, threshold = _FAILURE_DENIAL, rules.error_deny_at
             elif signature.poll:
                 stalled = signature.count >= rules.poll_deny_after or (
@@ -802,14 +846,22 @@ class LoopsPolicy(Policy[_AgentLoops]):
         return self._action("deny", call, count, body, threshold)
 
     def _read(self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str) -> _Note:
-        """What a call's arguments say, read once for its call and result."""
+        """What a call's arguments say, read once for its call and result.
+        Its failure streak is counted on the tool, and for a shell command on
+        the program of its last step (``make`` in ``rm -rf build && cd app
+        && make``; a pipeline's first program): different programs failing
+        the same way are no streak."""
+        command = shell_command(args)
+        program = shell_program(command) if command else None
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
             paging=self._paging(tool, args, rules),
             polled=rules.kind == "poll" or self._polled(tool, args),
             writing=self._writing(tool, args, rules),
-            streak=_streak_key(tool, args),
+            streak=(tool, program),
+            target=call_target(args, program),
+            file=names_file(args),
         )
 
     def _target_denial(self, state: _AgentLoops, call: ToolCall, note: _Note) -> tuple[str, int, int]:
@@ -821,7 +873,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if (
             streak is not None
             and rules.streak_deny_at
-            and streak[1] >= rules.streak_deny_at
+            and streak[1] >= max(rules.streak_deny_at, state.allowance + 1)
             and not self._decayed(streak[2], call.ts)
         ):
             kind, count, _ = streak
@@ -886,12 +938,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
                 rewrite = times > 1
                 state.writes[target] = (fp.digest, times)
-            # the same edit made again right away changes nothing: it opens no new epoch
-            opener = fp.digest
+            # the same edit made again right away, with the same outcome, changes
+            # nothing: it opens no new epoch (a line-range edit made again that
+            # reports a longer file did change it)
+            written_shape = self._normalizer.shape(result.content)
+            opener = (fp.digest, written_shape.digest)
             if not rewrite and opener != state.opener:
                 state.new_epoch(opener)
                 if tracked:
-                    self._observe(state, result, fp, self._normalizer.shape(result.content), False, False)
+                    self._observe(state, result, fp, written_shape, False, False)
                 return None
         if not tracked:
             return None
@@ -901,14 +956,19 @@ class LoopsPolicy(Policy[_AgentLoops]):
         poll = note.polled or (not failed and self._poll_states.search(result.content[:2000]))
         transient = failed and not poll and bool(self._transient) and self._transient.search(result.content[:2000])
         if failed and not poll:
-            shape = Shape(_TRANSIENT if transient else _FAILED, b"", ())
+            shape = Shape(_TRANSIENT if transient else _FAILED)
             if not transient:
                 kind = error_kind(result.content)
                 previous = state.streaks.get(streak_key)
                 same = previous is not None and previous[0] == kind and not self._decayed(previous[2], result.ts)
                 streak = previous[1] + 1 if same and previous is not None else 1
                 state.streaks[streak_key] = (kind, streak, result.ts)
-        elif not poll and names_file(result.args):
+        elif not poll and len(result.content) <= _OPAQUE_CHARS and self._opaque and self._opaque.search(result.content):
+            # an image or a document the transcript shows only as a placeholder:
+            # whether it changed cannot be told, so it is never the same result
+            shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
+            state.streaks.pop(streak_key, None)
+        elif not poll and note.file:
             shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
             state.streaks.pop(streak_key, None)
         else:
@@ -926,18 +986,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
         count = signature.count
         arguments = fp.preview(_PREVIEW)
         if transient:
-            if count == rules.transient_at:
+            if count == max(rules.transient_at, state.allowance + 1):
                 text = _TRANSIENT_ADVICE.format(
                     count=count, tool=result.tool, arguments=arguments, deny_at=rules.transient_deny_at or "more"
                 )
                 return self._action("remind", result, count, text, rules.transient_at)
             return None
         if failed and not poll:
-            if count == rules.error_at:
+            if count == max(rules.error_at, state.allowance + 1):
                 text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=arguments)
                 return self._action("remind", result, count, text, rules.error_at)
             kind, streak, _ = state.streaks[streak_key]
-            if streak == rules.error_at and kind:
+            if streak == max(rules.error_at, state.allowance + 1) and kind:
                 text = _STREAK_ADVICE.format(
                     tool=result.tool, count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
                 )
@@ -947,7 +1007,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if state.patient:
                 return None
             return self._back_off(signature, result, arguments, rules)
-        grind = self._grind(state, result, fp, shape.digest, rules)
+        grind = self._grind(state, result, note, shape.digest)
         if grind is not None:
             return grind
         if state.advised or not gap or count <= state.allowance:
@@ -967,17 +1027,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
             len(content) <= _NOTHING_FOUND_CHARS and bool(self._nothing_found) and self._nothing_found.search(content)
         )
 
-    def _grind(
-        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, digest: bytes, rules: _Rules
-    ) -> Action | None:
+    def _grind(self, state: _AgentLoops, result: ToolResult, note: _Note, digest: bytes) -> Action | None:
         """Count a successful result against its target's run: the same
         target (program, file or URL) answering the same thing to other
         arguments. Arguments that differ only in paging arguments (offset,
         cursor, page, ...) are paging, not a grind; an empty result, or one
         saying only that nothing was found, is no answer at all."""
+        rules, fp, target = note.rules, note.fp, note.target
         if not rules.grind_at:
             return None
-        target = call_target(result.args)
         if target is None:
             return None  # nothing named to grind on: an action tool's "ok" to new arguments is no answer
         key = (result.tool, target)
@@ -991,15 +1049,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         grind.ts = result.ts
         if grind.fp == fp.digest:
             return None  # the same call again: the repeat rules judge it
-        if grind.paged is None:
-            grind.paged = fingerprint(result.tool, grind.args, self._paging_args).digest
-            grind.args = None
-        paged = fingerprint(result.tool, result.args, self._paging_args).digest
-        if grind.paged == paged:
-            grind.fp = fp.digest
-            return None  # paging
+        paging = _same_but(grind.args, result.args, self._paging_args)
         grind.fp = fp.digest
-        grind.paged = paged
+        grind.args = result.args
+        if paging:
+            return None
         grind.count += 1
         if grind.count < rules.grind_at or grind.advised:
             return None

@@ -36,6 +36,10 @@ DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
     "write_to_file",
     "apply_diff",
     "insert_content",
+    "text_editor",
+    "create_new_file",
+    "edit_existing_file",
+    "replace_file_content",
 )
 """Editing tools of the agent runtimes, compared loosely (``loose_tool_name``)."""
 
@@ -72,7 +76,8 @@ class ProgressRule:
     """Decides whether a successful call was progress.
 
     A call is progress when its tool matches ``mutating_tools`` (compared
-    loosely, see ``loose_tool_name``) unless its top-level ``command``
+    loosely, see ``loose_tool_name``; an MCP tool, ``mcp__server__name`` or
+    ``server__name``, by the name after its server's) unless its top-level ``command``
     argument names a read-only sub-command (``view``, as OpenHands'
     ``str_replace_editor`` does), or when its top-level string ``command``
     matches one of ``mutating_commands``.
@@ -98,7 +103,12 @@ class ProgressRule:
         read-only sub-command). Its arguments alone say what it changes, so
         the same arguments again change nothing; a shell command's effect
         depends on more than its text."""
-        if self._tools is None or not self._tools.tracks(tool):  # memoized: this runs on every result
+        if self._tools is None:
             return False
+        if not self._tools.tracks(tool):  # memoized: this runs on every result
+            # an MCP server's tool (mcp__filesystem__edit_file, developer__text_editor) by its own name
+            server, _, name = tool.rpartition("__")
+            if not server or not name or not self._tools.tracks(name):
+                return False
         command = shell_command(args)
         return not (command is not None and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

@@ -514,7 +514,9 @@ class RescuePolicy(Policy[_AgentState]):
                     state.advice[digest] = outcome.advice
             pending.finish()
         if outcome.advice is None:
-            return self._trip(state, hit, "escalation-failed", ask_ms=outcome.elapsed_ms, reason=outcome.reason)
+            # the ask command's own words may hold anything; the other reasons are ours
+            reason = self._redact(outcome.reason) if outcome.reason else outcome.reason
+            return self._trip(state, hit, "escalation-failed", ask_ms=outcome.elapsed_ms, reason=reason)
         return self._trip(state, hit, "rescue", outcome.advice, ask_ms=outcome.elapsed_ms)
 
     def _question(self, state: _AgentState, hit: _Hit) -> str:
@@ -577,7 +579,7 @@ class RescuePolicy(Policy[_AgentState]):
                     rescues_used=state.used,
                     cached=cached,
                     ask_ms=ask_ms,
-                    reason=self._redact(reason) if reason else reason,
+                    reason=reason,
                 )
             )
         text = head + (_LOCAL_GUIDANCE if advice is None else _ADVICE.format(advice=advice))

@@ -76,13 +76,14 @@ def names_file(args: Any) -> bool:
     return command is None or not any(c.isspace() for c in command.strip())
 
 
-def call_target(args: Any) -> str | None:
-    """What a call acts on: the program of its shell ``command``, else the
-    file or URL its arguments name (a URL without its query, so the same
-    endpoint asked other questions is one target); ``None`` without one."""
+def call_target(args: Any, program: str | None = None) -> str | None:
+    """What a call acts on: the program of its shell ``command`` (``program``
+    when the caller has read it already), else the file or URL its
+    arguments name (a URL without its query, so the same endpoint asked
+    other questions is one target); ``None`` without one."""
     command = shell_command(args)
     if command is not None and command.strip() and _named(args) is None:
-        return shell_program(command)
+        return program if program is not None else shell_program(command)
     target = _named(args)
     if target is not None and "://" in target:
         return target.split("?", 1)[0].split("#", 1)[0]

@@ -17,7 +17,7 @@ from typing import Literal
 import msgspec
 
 from bus import open_regular
-from bus._logging import LazyLogger
+from bus._logging import InfoLog, LazyLogger
 
 __all__ = ["Trip", "TripKind", "TripLog", "TripTrigger"]
 
@@ -61,9 +61,11 @@ class TripLog:
 
     def __init__(self, path: str) -> None:
         self.path = Path(os.path.expanduser(path)) if path else None
+        self._info = InfoLog("guard.rescue")
 
     def record(self, trip: Trip) -> None:
-        _log.info("rescue.trip", **msgspec.structs.asdict(trip))
+        if self._info.enabled():
+            self._info.info("rescue.trip", **msgspec.structs.asdict(trip))
         if self.path is None:
             return
         line = _encoder.encode(trip) + b"\n"

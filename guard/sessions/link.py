@@ -262,6 +262,10 @@ class AgentLink:
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls
 
+    def running(self, call_id: str) -> ToolCall | None:
+        """The published call ``call_id`` if it still waits for its result."""
+        return self._calls.get(call_id)
+
     def calls_in_flight(self) -> list[ToolCall]:
         """The published calls that still wait for their result, oldest first."""
         return list(self._calls.values())

@@ -6,11 +6,14 @@ import datetime
 import math
 import os
 import stat
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bus import (
     MAX_NESTING,
@@ -25,6 +28,7 @@ from bus import (
     UserMessage,
     read_log,
 )
+from bus._codec import too_deep
 from bus.testing import FakeClock
 
 
@@ -351,3 +355,10 @@ def test_a_batch_is_written_as_its_events_one_by_one_are(tmp_path: Path) -> None
         with pytest.raises(ValueError, match="is closed"):
             log.write_many(events)
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()
+
+
+@given(st.text(alphabet="[]{}ab ", max_size=300), st.integers(min_value=0, max_value=40), st.booleans())
+def test_nesting_is_told_from_the_brackets_however_many_there_are(text: str, limit: int, long: bool) -> None:
+    depth = max(accumulate({"[": 1, "{": 1, "]": -1, "}": -1}[c] for c in text if c in "[]{}"), default=0)
+    padding = " " * 10_000 if long else ""  # a long line is counted another way
+    assert too_deep((text + padding).encode(), limit) == (depth > limit)

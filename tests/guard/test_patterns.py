@@ -176,6 +176,21 @@ def test_a_set_matches_at_the_start_only_when_asked() -> None:
     assert errors.search("build log\nERROR: no such file")
 
 
+@given(
+    st.sampled_from([r"x*", r"\b", r"[ab]+", r"(?m)$", r"\d{2}", r"é?", r"a|"]),
+    st.text(alphabet="abx é\n12", max_size=16),
+    st.sampled_from(["", "-", "\x00"]),
+)
+def test_a_literal_replacement_finds_the_matches_the_re2_wrapper_finds(pattern: str, text: str, by: str) -> None:
+    regex = compile_regex(pattern)
+    wrapper = regex._regexp.sub(by.encode(), text.encode()).decode("utf-8", "replace")  # google-re2 own sub
+    assert regex.sub(by, text) == wrapper
+
+
+def test_an_empty_match_at_the_end_is_replaced_once() -> None:
+    assert compile_regex("x*").sub("-", "ab") == "-a-b-"
+
+
 def test_substitutions_run_in_order_and_see_what_earlier_ones_wrote() -> None:
     # the second entry matches only the marker the first one wrote
     chain = Substitutions([r"\d\d:\d\d", r"# UTC"])

@@ -66,6 +66,35 @@ async def feed(hooks: ClaudeHooks, payloads: Iterator[dict[str, Any]]) -> list[d
     return [await hooks.handle(p) for p in payloads]
 
 
+async def test_a_copy_of_a_result_hook_is_answered_from_the_last_results_kept(link: GuardLink, events: Capture) -> None:
+    from guard.adapters.claude_hooks import _ANSWERS_KEPT
+
+    hooks = ClaudeHooks(link)
+    calls = _ANSWERS_KEPT + 10  # more results than are kept
+    answers = [a for n in range(calls) for a in await feed(hooks, ls_call(n))]
+    _, last_post = list(ls_call(calls - 1))
+    assert await hooks.handle(last_post) == answers[-1]
+    assert len(events.of(ToolCall)) == calls, "the copy recorded nothing"
+    _, first_post = list(ls_call(0))
+    await hooks.handle(first_post)  # answered too long ago to be told from a call whose pre hook was lost
+    assert len(events.of(ToolCall)) == calls + 1
+    unnamed = payload("PreToolUse", tool_name="Bash", tool_input={"command": "date"})  # no tool_use_id to match on
+    await hooks.handle(unnamed)
+    await hooks.handle(unnamed)
+    assert len(events.of(ToolCall)) == calls + 3
+
+
+async def test_a_call_id_used_again_for_a_new_call_is_a_new_call(link: GuardLink, events: Capture) -> None:
+    hooks = ClaudeHooks(link)  # some model endpoints number tool calls afresh in every response
+    for _ in range(3):
+        await feed(hooks, ls_call(0))
+    assert [c.call_id for c in events.of(ToolCall)] == ["toolu_00"] * 3
+    _, post = list(ls_call(0))
+    other = {**post, "tool_response": {"stdout": "changed", "stderr": "", "interrupted": False, "isImage": False}}
+    await hooks.handle(other)  # a result that is not a copy: it counts (as a call whose pre hook was lost)
+    assert len(events.of(ToolCall)) == 4
+
+
 async def test_reminder_comes_back_as_additional_context_of_the_third_post_hook(
     link: GuardLink, events: Capture
 ) -> None:

@@ -18,7 +18,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import hook_settings
-from tests.claude_cli import FakeAnthropic, text, tool_use
+from tests.claude_cli import LEAVES_A_TRACE, FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
 
 pytestmark = pytest.mark.anyio
@@ -49,8 +49,7 @@ async def test_reminder_reaches_the_models_next_request(fake_anthropic: FakeAnth
 async def test_denied_call_never_runs_and_the_model_reads_the_denial(
     fake_anthropic: FakeAnthropic, rescue_link: GuardLink
 ) -> None:
-    leaves_a_trace = """python3 -c 'open("ran.txt", "a").write("ran\\n")'"""  # no file-writing shell syntax
-    fake_anthropic.script(*[[bash(leaves_a_trace)]] * 3, [text("Giving up.")])
+    fake_anthropic.script(*[[bash(LEAVES_A_TRACE)]] * 3, [text("Giving up.")])
     await run(fake_anthropic, rescue_link)
 
     assert (fake_anthropic.work / "ran.txt").read_text() == "ran\nran\n", "the third call did not run"

@@ -15,7 +15,7 @@ from typing import Any
 
 from bus import AgentStatus, read_log
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON
-from tests.claude_cli import FakeAnthropic, text, tool_use
+from tests.claude_cli import LEAVES_A_TRACE, FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
 
 
@@ -55,8 +55,7 @@ def test_a_reminder_from_the_hook_process_reaches_the_model(fake_anthropic: Fake
 def test_a_denial_from_the_hook_process_stops_the_tool(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
     state, config = tmp_path / "state", tmp_path / "guard.toml"
     config.write_text(f'[remind]\nenabled = false\n\n[rescue]\nask_command = "{tmp_path / "no-ask"}"\n')
-    leaves_a_trace = """python3 -c 'open("ran.txt", "a").write("ran\\n")'"""
-    fake_anthropic.script(*[[bash(leaves_a_trace)]] * 3, [text("Giving up.")])
+    fake_anthropic.script(*[[bash(LEAVES_A_TRACE)]] * 3, [text("Giving up.")])
     done = fake_anthropic.run_cli("record a run", settings=settings(state, config))
 
     assert done.returncode == 0, done.stderr

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bus import ContextMessage, read_log
+from bus import ContextMessage, ToolCall, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.adapters.claude_hooks import answer_hook, run_to_completion
 from guard.cli import main
@@ -80,6 +80,16 @@ def test_each_invocation_restores_from_the_snapshot_and_the_log_keeps_one_header
     lines = hook.log.read_bytes().splitlines()
     assert sum(b'"session/start"' in line for line in lines) == 1
     assert [e.seq for e in read_log(hook.log)] == list(range(1, len(lines)))
+
+
+def test_a_pre_hook_sent_again_for_a_running_call_is_allowed_and_counted_once(hook: Hook) -> None:
+    pre, post = grep(0)
+    assert hook(pre) == hook(pre) == {}
+    hook(post)
+    for p in [*grep(1), *grep(2)]:
+        hook(p)
+    calls = [e.call_id for e in read_log(hook.log) if isinstance(e, ToolCall)]
+    assert calls == ["toolu_00", "toolu_01", "toolu_02"]
 
 
 @pytest.mark.parametrize(

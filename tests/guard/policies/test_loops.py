@@ -102,6 +102,19 @@ async def test_an_edit_voids_counts_but_the_same_edit_again_is_a_repeat(make: Ma
     assert run.actions == [(5, "remind"), (6, "deny")]
 
 
+async def test_the_same_edit_reporting_a_changed_file_is_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    edit = {"command": "edit 166:171\n    if (cause != null) {\nend_of_edit"}  # a line-range edit: not idempotent
+    test = {"command": "python test_cause.py"}
+    for lines in (211, 212, 213):
+        await run.do("edit", edit, f"[File: Deserializer.java ({lines} lines total)]")
+        await run.do("bash", test, "Exception occurred: Cause cannot be null")
+    assert run.actions == []
+    await run.do("edit", edit, "[File: Deserializer.java (213 lines total)]")  # the same outcome: no change
+    await run.do("bash", test, "Exception occurred: Cause cannot be null")
+    assert [kind for _, kind in run.actions] == ["remind"]
+
+
 async def test_a_failed_edit_is_no_progress(make: Make, anyio_backend: str) -> None:
     run = make()
     await run.do("Grep", GREP, "none")
@@ -371,6 +384,29 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("Run the flaky integration test six times") == 6
     assert requested_repeats("retry 3 more times, then twice more") == 3
     assert requested_repeats("Sometimes it fails; look at the log") == 0
+    assert requested_repeats("run it 4x") == 4
+    assert requested_repeats("run it twice") == 2
+    assert requested_repeats("Until the end of the file, fix the types") == 0
+
+
+def test_vague_and_open_ended_requests_are_read_generously() -> None:
+    from guard.policies.loops import UNTIL_REPEATS, requested_repeats
+
+    assert requested_repeats("run it a few times to see if it is flaky") == 5
+    assert requested_repeats("try several more times") == 5
+    assert requested_repeats("a couple of times is enough") == 3
+    assert requested_repeats("keep running the test until it passes") == UNTIL_REPEATS
+    assert requested_repeats("retry the upload until it goes through") == UNTIL_REPEATS
+
+
+async def test_a_failing_flaky_test_the_user_asked_to_rerun_is_not_denied(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.user("main", "The test is flaky: run it a few times and tell me how often it fails")
+    for _ in range(5):
+        await run.do("Bash", {"command": "pytest -q tests/test_flaky.py"}, "1 failed in 4.1s", is_error=True)
+    assert run.actions == []
+    await run.do("Bash", {"command": "pytest -q tests/test_flaky.py"}, "1 failed in 4.1s", is_error=True)
+    assert run.actions == [(6, "deny")]
 
 
 async def test_a_re_read_after_a_failed_edit_draws_no_advisory(make: Make, anyio_backend: str) -> None:

@@ -4,6 +4,8 @@ Code's BashOutput and cancelled siblings, HTTP retries, browser scrolling)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bus import AgentStatus, ToolCall, ToolResult
@@ -129,6 +131,17 @@ async def test_scrolling_is_paging_even_when_the_result_is_a_placeholder(make: M
     assert run.actions == []
 
 
+async def test_a_result_that_is_only_a_placeholder_is_never_the_same_result(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):  # a "next" button clicked again and again: the screenshots are not in the transcript
+        await run.do("computer", {"action": "left_click", "coordinate": [1180, 640]}, "[image]")
+    await run.do("read_pdf", {"page": "x"}, "[document]\n[image]")
+    assert run.actions == []
+    for _ in range(3):  # text beside the placeholder is a result like any other
+        await run.do("computer", {"action": "left_click", "coordinate": [10, 10]}, "Clicked.\n[image]")
+    assert run.actions == [(10, "deny")]
+
+
 async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4200):  # more distinct short values than the policy remembers answers for
@@ -243,6 +256,22 @@ async def test_a_grind_returns_the_same_result_to_other_arguments(make: Make, an
         await run.do("Bash", {"command": f"grep -c {word} src/app.py"}, "0")
     assert run.actions == [(4, "remind")]
     assert "grep has returned the same result 4 times" in run.texts[0]
+
+
+async def test_other_pages_are_no_grind_but_other_values_of_any_type_are(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for offset in range(0, 600, 100):  # each call's arguments parsed afresh, as a runtime does
+        args = json.loads(f'{{"file_path": "a.log", "offset": {offset}, "view": {{"wrap": false}}}}')
+        await run.do("Read", args, "same")
+    assert run.actions == []
+    run = make()
+    for n in range(4):  # a list argument that changes
+        await run.do("Read", {"file_path": "b.log", "lines": [n, n + 50], "view": {"wrap": False}}, "same")
+    assert run.actions == [(4, "remind")]
+    run = make()
+    for key in ("pattern", "glob", "type", "regex"):  # other arguments altogether
+        await run.do("Search", {"path": "src", key: "x"}, "src/a.py")
+    assert run.actions == [(4, "remind")]
 
 
 async def test_empty_results_and_unnamed_targets_are_no_grind(make: Make, anyio_backend: str) -> None:

@@ -42,10 +42,24 @@ def test_loose_names_ignore_case_and_separators(name: str, loose: str) -> None:
         ("replace", {"file_path": "a.ts", "old_string": "x", "new_string": "y"}),
         ("str_replace_based_edit_tool", {"command": "str_replace", "path": "a.py"}),  # Claude API text editor
         ("file_editor", {"command": "insert", "path": "a.py"}),  # OpenHands SDK
+        ("mcp__filesystem__edit_file", {"path": "a.py", "edits": []}),  # an MCP server's tool in Claude Code
+        ("developer__text_editor", {"command": "str_replace", "path": "a.py"}),  # Goose
     ],
 )
 def test_editing_tools_are_progress_however_spelled(rule: ProgressRule, tool: str, args: Any) -> None:
     assert rule.is_progress(tool, args)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("mcp__filesystem__read_file", {"path": "a.py"}),
+        ("developer__text_editor", {"command": "view", "path": "a.py"}),
+        ("mcp__github__", {}),
+    ],
+)
+def test_an_mcp_tool_that_only_reads_is_not_progress(rule: ProgressRule, tool: str, args: Any) -> None:
+    assert not rule.is_progress(tool, args)
 
 
 @pytest.mark.parametrize("sub", ["view", "VIEW ", "read"])

@@ -38,6 +38,11 @@ def test_defaults_are_the_seeds() -> None:
         "write_to_file",
         "apply_diff",
         "insert_content",
+        # Goose, Continue, Windsurf
+        "text_editor",
+        "create_new_file",
+        "edit_existing_file",
+        "replace_file_content",
     )
     assert (config.ask_command, config.ask_model, config.log_file) == ("~/.local/bin/ask-claude", "opus", "")
     assert Config().rescue.enabled is False

@@ -12,11 +12,9 @@ from typing import Any
 from bus import AgentStatus, read_log
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON
 from guard.adapters.claude_hooks import http_hook_settings
-from tests.claude_cli import FakeAnthropic, text, tool_use
+from tests.claude_cli import LEAVES_A_TRACE, FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
 from tests.guard.server.conftest import ServerProcess, StartServer
-
-LEAVES_A_TRACE = """python3 -c 'open("ran.txt", "a").write("ran\\n")'"""
 
 
 def bash(command: str) -> dict[str, Any]:

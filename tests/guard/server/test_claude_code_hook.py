@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bus import AgentStatus, read_log
+from bus import AgentStatus, ToolCall, read_log
 from guard.adapters.claude_hooks import SESSION_ID_RULE
 from guard.config import RECOMMENDED, load_config, shadowed
 from guard.verdicts import replay_log
@@ -141,6 +141,17 @@ def test_session_end_frees_the_session_and_a_resumed_session_continues_its_log(m
     with read_log(served.state_dir / f"{SESSION}.jsonl") as reader:
         statuses = [e.status for e in reader if type(e) is AgentStatus]
     assert statuses == ["started", "disposed", "started"]
+
+
+def test_a_hook_event_sent_twice_is_answered_twice_and_recorded_once(make_served: MakeServed) -> None:
+    served = make_served(RECOMMENDED)
+    script = repeated_session()
+    twice = [served.post("/hooks/claude-code", p).json() for payload in script for p in (payload, payload)]
+    assert twice[0::2] == twice[1::2], "each copy gets the answer the first one got"
+    with read_log(served.state_dir / f"{SESSION}.jsonl") as reader:
+        calls = [e.call_id for e in reader if type(e) is ToolCall]
+    assert calls == ["toolu_00", "toolu_01", "toolu_02", "toolu_03"]
+    assert any("deny" in json.dumps(answer) for answer in twice), "the repeat is still caught"
 
 
 @pytest.mark.parametrize(
