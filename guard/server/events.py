@@ -184,6 +184,9 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
     if type(event) is ToolCallIn or type(event) is ToolResultIn:
         kind, other = ("tool/call", "tool/result") if type(event) is ToolCallIn else ("tool/result", "tool/call")
         key = retry_key(kind, event.agent, event.call_id)
+        other_key = retry_key(other, event.agent, event.call_id)
+        if session.fetch_answers is not None:
+            await session.fetch_answers((key, other_key))
         answered = session.answers.get(key)
         if answered is not None:
             return answered
@@ -194,7 +197,7 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
                 "a copy of it was answered already"
             )  # fmt: skip
         answer = msgspec.json.encode(await apply_event(session, event))
-        session.answers.pop(retry_key(other, event.agent, event.call_id), None)
+        session.answers.pop(other_key, None)
         session.remember_answer(key, answer)
         return answer
     return msgspec.json.encode(await apply_event(session, event))

@@ -10,8 +10,11 @@ just those to its live copy (``follow``: as a restore would apply them) and
 acts on it. After acting, one script appends the events the request
 produced, only if the stream has not moved and the lease is still this
 request's, records the guard actions they carry, and releases the lease; so
-a request costs two round trips, three when it catches up, and a replica
-that lost its lease (paused past ``lease_ms``) can never fork the session.
+a request costs two round trips, and a replica that lost its lease (paused
+past ``lease_ms``) can never fork the session. The answers other replicas
+gave (kept beside the stream, for clients' retries) are read only when a
+call or result they answered comes again: a third round trip for that
+request alone.
 A request renews its lease while it runs (an escalation may take long), so
 the lease of a replica that died lapses within ``lease_ms``. A
 replica that dies mid-session loses nothing that was answered: every
@@ -25,10 +28,10 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from functools import partial
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -64,12 +67,16 @@ class LeaseTimeout(StoreError):
     """Another replica held the session's lease for longer than ``wait_ms``."""
 
 
+_UNFETCHED_KEPT = 4096
+
+
 class _Shared:
     """What the store keeps beside a live session: its stream, its guard,
     the seq and entry id of the last event this replica has applied, what
-    the current request found (its answers) and produced (actions to record), and
+    the current request found (its answers) and produced (actions to record),
     whether the guard is applying another replica's events (whose actions
-    were recorded where they happened)."""
+    were recorded where they happened), and the retry keys whose answers
+    were given elsewhere and not read yet (``unfetched``, oldest first)."""
 
     def __init__(self, log: RedisSessionLog, guard: Guard) -> None:
         self.log = log
@@ -79,6 +86,16 @@ class _Shared:
         self.actions: list[tuple[int, Action]] = []
         self.answered: dict[str, bytes] = {}
         self.following = False
+        self.unfetched: dict[str, None] = {}
+
+    def unfetch(self, keys: Iterable[str]) -> None:
+        """The record may hold answers for ``keys`` this copy lacks."""
+        unfetched = self.unfetched
+        for key in keys:
+            unfetched.pop(key, None)
+            unfetched[key] = None
+        while len(unfetched) > _UNFETCHED_KEPT:
+            del unfetched[next(iter(unfetched))]
 
 
 class _Turns:
@@ -182,12 +199,27 @@ class RedisSessionStore(SessionStore):
             del self._shared[session_id]
 
         session = Session(session_id, link, close)
+        session.fetch_answers = partial(self._fetch_answers, shared, session)
         if rows:
             recall(session, history, guard.owns)  # the denials, and when each call and result was recorded
             session.answers.clear()
-            for key, answer in (await stream.notes()).items():  # the answers given, for retries
-                session.remember_answer(key, answer)
+            shared.unfetch(session.recorded)  # the answers given, for retries: read when one comes
         return session
+
+    async def _fetch_answers(self, shared: _Shared, session: Session, keys: Sequence[str]) -> None:
+        """Read the answers of those of ``keys`` given elsewhere (by another
+        replica, or before a restore) from the stream's notes: one round
+        trip, and none when this copy holds them all."""
+        wanted = [key for key in keys if key in shared.unfetched]
+        if not wanted:
+            return
+        notes = await shared.log.notes(wanted)
+        for key in wanted:
+            del shared.unfetched[key]
+            answer = notes.get(key)
+            if answer is not None:
+                session.remember_answer(key, answer)
+                shared.answered[key] = answer  # recorded already: the commit puts it only if it changes
 
     @asynccontextmanager
     async def use(self, session_id: str) -> AsyncIterator[Session]:
@@ -198,7 +230,7 @@ class RedisSessionStore(SessionStore):
                 lease = await self._acquire(session_id, shared)
             except RedisError as exc:
                 raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
-            renewal = asyncio.get_running_loop().create_task(self.leases.keep(session_id, lease.token))
+            stop_renewal = self.leases.hold(session_id, lease.token)
             try:
                 # (evicted while the lease was taken: restored below instead)
                 if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
@@ -210,7 +242,7 @@ class RedisSessionStore(SessionStore):
             except RedisError as exc:
                 raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
             finally:
-                renewal.cancel()
+                stop_renewal()
                 self._fetched.pop(session_id, None)
                 if lease.token not in self._spent:
                     with anyio.CancelScope(shield=True), contextlib.suppress(RedisError):
@@ -257,19 +289,15 @@ class RedisSessionStore(SessionStore):
                 await self._follow(shared, live.link, events)
                 live.relink()
                 recall(live, events, shared.guard.owns)
-                keys = {
+                keys = [
                     retry_key(kind, event.agent.id, event.call_id)
                     for event in events
                     if (type(event) is ToolCall or type(event) is ToolResult) and event.agent is not None
                     for kind in ("tool/call", "tool/result")
-                }
-                notes = await shared.log.notes(sorted(keys))  # the answers other replicas gave, for retries
-                for key in keys:
-                    answer = notes.get(key)
-                    if answer is not None:
-                        live.remember_answer(key, answer)
-                    else:
-                        live.answers.pop(key, None)
+                ]
+                for key in keys:  # the answers other replicas gave: read when a retry comes
+                    live.answers.pop(key, None)
+                shared.unfetch(keys)
             except BaseException:
                 self._evict(live)  # half applied: rebuilt from the stream next time
                 raise

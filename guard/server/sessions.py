@@ -15,7 +15,7 @@ import contextlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +85,10 @@ class Session:
         is a stale copy of one already answered."""
         self.pending: list[Event] = []
         """The events of the request in progress, not yet recorded."""
+        self.fetch_answers: Callable[[Sequence[str]], Awaitable[None]] | None = None
+        """Set by a store whose copy may lack answers given elsewhere (by
+        another replica): brings the answers of these retry keys into
+        ``answers`` from the record before they are looked up."""
         link.bus.record(self._heard)
 
     def _heard(self, event: Event) -> None:

@@ -9,8 +9,10 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -136,17 +138,36 @@ class SessionLeases:
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.05)
 
-    async def keep(self, session_id: str, token: str) -> None:
-        """Renew the lease every third of ``lease_ms`` while the request
-        runs; stop once it is lost (the flush will then be refused)."""
+    def hold(self, session_id: str, token: str) -> Callable[[], None]:
+        """Keep the lease while the caller runs: renewed every third of
+        ``lease_ms`` from now on, until it is lost (the flush will then be
+        refused) or the returned function is called. A request shorter than
+        a third of ``lease_ms`` costs one timer, no task."""
+        loop = asyncio.get_running_loop()
+        renewal: asyncio.Task[None] | None = None
+
+        def start() -> None:
+            nonlocal renewal
+            renewal = loop.create_task(self._keep(session_id, token))
+
+        timer = loop.call_later(self.lease_ms / 3000, start)
+
+        def stop() -> None:
+            timer.cancel()
+            if renewal is not None:
+                renewal.cancel()
+
+        return stop
+
+    async def _keep(self, session_id: str, token: str) -> None:
         key = self.key(session_id)
         while True:
-            await anyio.sleep(self.lease_ms / 3000)
             try:
                 if not await self._renew(keys=[key], args=[token, self.lease_ms]):
                     return
             except RedisError:
                 return  # the request's own calls to Redis fail and say why
+            await anyio.sleep(self.lease_ms / 3000)
 
     async def release(self, session_id: str, token: str) -> None:
         await self._release(keys=[self.key(session_id)], args=[token])

@@ -33,9 +33,10 @@ from bus.redis_log import RedisSessionLog
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.cli import main
 from guard.config import load_config
-from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
+from guard.server.events import EventAnswer, RequestError, answer_event, apply_event, decode_event
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
 from guard.server.sessions import Session, StoreError
+from guard.sessions.answer import retry_key
 from tests.conftest import AskScript, Proxy, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
@@ -128,6 +129,65 @@ async def test_a_retry_on_another_replica_gets_the_original_answer_and_nothing_t
         assert await RedisSessionLog(client, "s5").last_seq() == 8  # started, 3 calls, 3 results, 1 reminder
     finally:
         await client.aclose()
+
+
+async def _event(store: RedisSessionStore, session: str, **event: Any) -> bytes:
+    async with store.use(session) as live:
+        return await answer_event(live, decode_event(json.dumps(event).encode()))
+
+
+async def test_answers_given_elsewhere_are_read_only_when_a_retry_comes(
+    replicas: Replicas, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = replicas(2)
+    reads: list[list[str]] = []
+    notes = RedisSessionLog.notes
+
+    async def counted(self: RedisSessionLog, names: Any = None) -> dict[str, bytes]:
+        reads.append(list(names))
+        return await notes(self, names)
+
+    monkeypatch.setattr(RedisSessionLog, "notes", counted)
+    call = {"type": "tool/call", "agent": "main", "call_id": "c0", "tool": "grep", "args": {"p": 1}}
+    first = await _event(one, "lazy", **call)
+    assert reads == []  # the replica holds every answer it gave
+    other = {**call, "call_id": "c1"}
+    second = await _event(two, "lazy", **other)  # a restore, then a call no one answered: nothing to read
+    assert reads == []
+    assert await _event(two, "lazy", **call) == first  # a client's retry of what the other replica answered
+    assert reads == [[retry_key("tool/call", "main", "c0")]]
+    assert await _event(two, "lazy", **call) == first  # read once, then held
+    assert await _event(one, "lazy", **other) == second  # a catch-up, then a retry
+    assert reads[1:] == [[retry_key("tool/call", "main", "c1"), retry_key("tool/result", "main", "c1")]]
+
+
+async def test_a_call_id_used_again_is_answered_anew_on_every_replica(replicas: Replicas) -> None:
+    one, two, three = replicas(3)
+    call = {"type": "tool/call", "agent": "main", "call_id": "c0", "tool": "grep", "args": {"p": 1}}
+    result = {"type": "tool/result", "agent": "main", "call_id": "c0", "content": "none"}
+    first = msgspec.json.decode(await _event(one, "again", **call))
+    await _event(two, "again", **result)  # the call's answer is forgotten, on the other replica too
+    await _event(one, "again", type="user/message", agent="main", text="go on")
+    again = msgspec.json.decode(await _event(three, "again", **{**call, "args": {"p": 2}}))
+    assert again["seq"] > first["seq"]  # a new call, not the first one's answer
+    assert msgspec.json.decode(await _event(one, "again", **{**call, "args": {"p": 2}})) == again  # its retry
+    second = msgspec.json.decode(await _event(two, "again", **{**result, "content": "some"}))
+    assert second["seq"] > again["seq"]  # a new result, not the first one's answer
+
+
+async def test_a_long_session_remembers_the_latest_answers_given_elsewhere(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.server.redis_store._UNFETCHED_KEPT", 4)
+    one, two = replicas(2)
+    answers = [await _event(one, "long", type="tool/call", agent="main", call_id=f"c{n}", tool="ls", args={"n": n})
+               for n in range(5)]  # fmt: skip
+    await _event(two, "long", type="user/message", agent="main", text="hi")  # a restore: 5 calls answered
+    assert await _event(two, "long", type="tool/call", agent="main", call_id="c4", tool="ls", args={"n": 4}) == (
+        answers[4]
+    )
+    with pytest.raises(RequestError, match="already open"):  # c0's answer is no longer kept on this replica
+        await _event(two, "long", type="tool/call", agent="main", call_id="c0", tool="ls", args={"n": 0})
 
 
 async def test_a_replica_that_keeps_the_session_does_not_rebuild_it(replicas: Replicas) -> None:
@@ -473,11 +533,11 @@ async def test_a_catch_up_that_fails_half_way_leaves_no_half_applied_copy(
     await grep(one, "t3", "c0")
     await grep(two, "t3", "c1")
 
-    async def unreachable(self: RedisSessionLog, names: object = None) -> dict[str, bytes]:
-        raise ConnectionError("redis went away")
+    def broken(*args: object) -> None:
+        raise ConnectionError("went away after the guard applied the events")
 
     with monkeypatch.context() as patched:
-        patched.setattr(RedisSessionLog, "notes", unreachable)
+        patched.setattr("guard.server.redis_store.recall", broken)
         with pytest.raises(ConnectionError):
             await grep(one, "t3", "c2")
     assert "t3" not in one
