@@ -255,6 +255,8 @@ class SessionStore(abc.ABC):
         # Sessions in use stay, and so does the one being opened: with every
         # other session busy, the store is over its bound until one is free.
         excess = len(self._live) - self.max_sessions
+        if excess <= 0:
+            return
         for session in list(self._live.values()):
             if excess <= 0:
                 break

@@ -183,8 +183,9 @@ async def test_a_long_session_remembers_the_latest_answers_given_elsewhere(
     answers = [await _event(one, "long", type="tool/call", agent="main", call_id=f"c{n}", tool="ls", args={"n": n})
                for n in range(5)]  # fmt: skip
     await _event(two, "long", type="user/message", agent="main", text="hi")  # a restore: 5 calls answered
-    assert await _event(two, "long", type="tool/call", agent="main", call_id="c4", tool="ls", args={"n": 4}) == (
-        answers[4]
+    assert (
+        await _event(two, "long", type="tool/call", agent="main", call_id="c4", tool="ls", args={"n": 4})
+        == (answers[4])
     )
     with pytest.raises(RequestError, match="already open"):  # c0's answer is no longer kept on this replica
         await _event(two, "long", type="tool/call", agent="main", call_id="c0", tool="ls", args={"n": 0})
