@@ -208,26 +208,25 @@ class RedisSessionStore(SessionStore):
 
     async def _fetch_answers(self, shared: _Shared, session: Session, keys: Sequence[str]) -> None:
         """Read the answers of those of ``keys`` given elsewhere (by another
-        replica, or before a restore) from the stream's notes: one round
-        trip, and none when this copy holds them all."""
+        replica, or before a restore) and not read with the lease from the
+        stream's notes: one round trip, and none when this copy holds them all."""
         wanted = [key for key in keys if key in shared.unfetched]
         if not wanted:
             return
         notes = await shared.log.notes(wanted)
+        _adopt(shared, session, {key: notes.get(key) for key in wanted})
         for key in wanted:
-            del shared.unfetched[key]
             answer = notes.get(key)
             if answer is not None:
-                session.remember_answer(key, answer)
                 shared.answered[key] = answer  # recorded already: the commit puts it only if it changes
 
     @asynccontextmanager
-    async def use(self, session_id: str) -> AsyncIterator[Session]:
+    async def use(self, session_id: str, *, retry_keys: Sequence[str] = ()) -> AsyncIterator[Session]:
         async with self._turns.take(session_id):
             live = self._live.get(session_id)
             shared = self._shared.get(session_id) if live is not None else None
             try:
-                lease = await self._acquire(session_id, shared)
+                lease = await self._acquire(session_id, shared, retry_keys)
             except RedisError as exc:
                 raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
             stop_renewal = self.leases.hold(session_id, lease.token)
@@ -237,7 +236,10 @@ class RedisSessionStore(SessionStore):
                     await self._catch_up(live, shared, lease)
                 self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
                 async with super().use(session_id) as session:
-                    self._shared[session_id].answered = dict(session.answers)
+                    shared = self._shared[session_id]
+                    if lease.notes is not None:  # the answers asked for, read with the lease
+                        _adopt(shared, session, lease.notes)
+                    shared.answered = dict(session.answers)
                     yield session
             except RedisError as exc:
                 raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
@@ -249,11 +251,11 @@ class RedisSessionStore(SessionStore):
                         await self.leases.release(session_id, lease.token)
                 self._spent.discard(lease.token)
 
-    async def _acquire(self, session_id: str, shared: _Shared | None) -> Lease:
+    async def _acquire(self, session_id: str, shared: _Shared | None, notes: Sequence[str]) -> Lease:
         log = shared.log if shared is not None else self._stream(session_id)
         known, after = (shared.seq, shared.position) if shared is not None else (-1, "-")
         try:
-            return await self.leases.acquire(session_id, log, known, after)
+            return await self.leases.acquire(session_id, log, known, after, notes)
         except HeldElsewhere as exc:
             raise LeaseTimeout(str(exc)) from None
 
@@ -377,6 +379,17 @@ def _decode(rows: Sequence[tuple[str, bytes]], link: GuardLink, *, strict: bool 
             event.agent.parent_id = event.agent.parent_id or event.parent
         events.append(event)
     return events
+
+
+def _adopt(shared: _Shared, session: Session, notes: dict[str, bytes | None]) -> None:
+    """Take the answers ``notes`` holds (read under the lease: what the
+    record holds) as the copy's, unset ones as none."""
+    for key, answer in notes.items():
+        shared.unfetched.pop(key, None)
+        if answer is not None:
+            session.remember_answer(key, answer)
+        else:
+            session.answers.pop(key, None)
 
 
 def _continues(events: Sequence[AnyEvent], seq: int, last: int) -> bool:

@@ -210,9 +210,12 @@ class SessionStore(abc.ABC):
         what it holds."""
 
     @asynccontextmanager
-    async def use(self, session_id: str) -> AsyncIterator[Session]:
+    async def use(self, session_id: str, *, retry_keys: Sequence[str] = ()) -> AsyncIterator[Session]:
         """The session, its lock held for the duration of the block. A
-        session whose agents are all gone when the block ends is evicted."""
+        session whose agents are all gone when the block ends is evicted.
+        ``retry_keys`` are those whose answers the block will look up (a
+        store whose copy may lack answers given elsewhere reads them with
+        the session)."""
         note(session=session_id)
         while True:
             session = await self._get(session_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,7 +32,8 @@ PREFETCH = 256
 
 # Take the session's lease and, in the same step, read where the stream is:
 # its last seq and, when that is not the seq the replica knows (ARGV[3]),
-# the entries after the replica's position (ARGV[4], an entry id or '-').
+# the entries after the replica's position (ARGV[4], an entry id or '-')
+# and the notes named by ARGV[6:] (from the hash KEYS[4]).
 # A lease held by another request answers {0, its remaining ms}.
 _ACQUIRE = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -41,7 +42,9 @@ end
 local seq = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
 if seq == tonumber(ARGV[3]) then return {1, seq} end
 local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
-return {1, seq, redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])}
+local entries = redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])
+if #ARGV == 5 then return {1, seq, entries} end
+return {1, seq, entries, redis.call('HMGET', KEYS[4], unpack(ARGV, 6))}
 """
 
 _RENEW = """
@@ -89,12 +92,14 @@ class Lease(msgspec.Struct, frozen=True):
     """A request's hold on a session: its ``token``, the stream's last
     ``seq`` when it was taken, and, when that differed from what the replica
     knew, up to ``PREFETCH`` entries (as the script returned them) after
-    ``after``; ``None`` when the script read none."""
+    ``after`` and the notes asked for (name -> value, ``None`` when unset);
+    ``None`` when the script read none."""
 
     token: str
     seq: int
     after: str
     entries: list[Any] | None
+    notes: dict[str, bytes | None] | None = None
 
 
 class SessionLeases:
@@ -120,18 +125,24 @@ class SessionLeases:
         """The Redis key of ``session_id``'s lease."""
         return f"{self.prefix}:{{{session_id}}}:serving"
 
-    async def acquire(self, session_id: str, log: RedisSessionLog, known: int, after: str) -> Lease:
+    async def acquire(
+        self, session_id: str, log: RedisSessionLog, known: int, after: str, notes: Sequence[str] = ()
+    ) -> Lease:
         """Take the session's lease, waiting while another request holds it
         (up to ``wait_ms``); with it, where the stream stands: its last seq
-        and, when that is not ``known``, the entries after ``after``."""
-        keys = [self.key(session_id), log.meta, log.stream]
+        and, when that is not ``known``, the entries after ``after`` and the
+        log's ``notes`` of these names."""
+        keys = [self.key(session_id), log.meta, log.stream, log.notes_key]
         token = uuid.uuid4().hex
         deadline = time.monotonic() + self.wait_ms / 1000
         pause = 0.001
         while True:
-            reply = await self._acquire(keys=keys, args=[token, self.lease_ms, known, after, self.prefetch])
+            reply = await self._acquire(keys=keys, args=[token, self.lease_ms, known, after, self.prefetch, *notes])
             if reply[0]:
-                return Lease(token, int(reply[1]), after, reply[2] if len(reply) > 2 else None)
+                if len(reply) < 3:
+                    return Lease(token, int(reply[1]), after, None)
+                read = dict(zip(notes, reply[3], strict=True)) if len(reply) > 3 else None
+                return Lease(token, int(reply[1]), after, reply[2], read)
             if time.monotonic() > deadline:
                 raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
             # The holder is another replica answering one request: a few ms.
