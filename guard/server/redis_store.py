@@ -108,7 +108,7 @@ class _Turns:
 
     @asynccontextmanager
     async def take(self, session_id: str) -> AsyncIterator[None]:
-        lock, users = self._held.get(session_id) or (anyio.Lock(), 0)
+        lock, users = self._held.get(session_id) or (anyio.Lock(fast_acquire=True), 0)
         self._held[session_id] = (lock, users + 1)
         try:
             async with lock:

@@ -71,7 +71,7 @@ class Session:
         self.hooks: ClaudeHooks
         self._other_hooks: dict[str, ClaudeHooks] = {}
         self.relink()
-        self.lock = anyio.Lock()
+        self.lock = anyio.Lock(fast_acquire=True)
         self.last_used = 0.0
         self.closed = False
         self._close = close
@@ -184,7 +184,7 @@ class SessionStore(abc.ABC):
         applied just what it appended (always 0 for a store only this process uses)."""
         self._clock = clock
         self._live: OrderedDict[str, Session] = OrderedDict()
-        self._restoring = anyio.Lock()
+        self._restoring = anyio.Lock(fast_acquire=True)
 
     def __len__(self) -> int:
         """How many sessions are live in memory."""
