@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog
 from guard.sessions.fleet import ActionLedger
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
 
 __all__ = ["PREFETCH", "Lease", "LeaseTimeout", "SessionLeases"]
 
@@ -102,6 +103,78 @@ class Lease(msgspec.Struct, frozen=True):
     notes: dict[str, bytes | None] | None = None
 
 
+class _Batches:
+    """Script calls made in one turn of the event loop, sent to Redis
+    together: one pipeline (one write, one connection, replies in order)
+    instead of one round trip each. Each caller still waits for its own
+    script's reply and gets its own error (a connection lost under the
+    pipeline fails every call in it, as it would have failed each alone):
+    batching changes how the calls travel, not what any of them does."""
+
+    def __init__(self, client: Redis) -> None:
+        self._client = client
+        self._waiting: list[tuple[AsyncScript, list[Any], list[Any], asyncio.Future[Any]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def call(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+        """``script``'s reply to ``keys`` and ``args``, sent with the calls
+        made in the same turn of the event loop."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Any] = loop.create_future()
+        if not self._waiting:
+            loop.call_soon(self._start)
+        call = (script, keys, args, reply)
+        self._waiting.append(call)
+        try:
+            return await reply
+        except asyncio.CancelledError:
+            if any(waiting is call for waiting in self._waiting):  # not sent: it never runs
+                self._waiting = [waiting for waiting in self._waiting if waiting is not call]
+            raise
+
+    def _start(self) -> None:
+        if not self._waiting:
+            return  # every call of the turn was cancelled before it was sent
+        task = asyncio.get_running_loop().create_task(self._send(self._waiting))
+        self._waiting = []
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[tuple[AsyncScript, list[Any], list[Any], asyncio.Future[Any]]]) -> None:
+        try:
+            if len(batch) == 1:
+                answers: list[Any] = [await _reply(*batch[0][:3])]
+            else:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for script, keys, args, _ in batch:
+                        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                    answers = await pipe.execute(raise_on_error=False)
+                for n, (script, keys, args, _) in enumerate(batch):
+                    if isinstance(answers[n], NoScriptError):  # Redis restarted or flushed its scripts
+                        answers[n] = await _reply(script, keys, args)
+        except Exception as exc:
+            answers = [exc] * len(batch)
+        except BaseException:  # pragma: no cover - the event loop closing under a batch in flight
+            for *_, reply in batch:
+                reply.cancel()
+            raise
+        for (*_, reply), answer in zip(batch, answers, strict=True):
+            if reply.done():
+                continue  # its caller was cancelled meanwhile
+            if isinstance(answer, Exception):
+                reply.set_exception(answer)
+            else:
+                reply.set_result(answer)
+
+
+async def _reply(script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+    """``script``'s reply (loading it if Redis lacks it), or the error it raised."""
+    try:
+        return await script(keys=keys, args=args)
+    except RedisError as exc:
+        return exc
+
+
 class SessionLeases:
     """The leases of the sessions under ``prefix`` on ``client``: a lease
     outlives its last renewal by ``lease_ms``; ``acquire`` waits up to
@@ -120,6 +193,7 @@ class SessionLeases:
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._flush = client.register_script(_FLUSH)
+        self._batches = _Batches(client)
 
     def key(self, session_id: str) -> str:
         """The Redis key of ``session_id``'s lease."""
@@ -137,7 +211,9 @@ class SessionLeases:
         deadline = time.monotonic() + self.wait_ms / 1000
         pause = 0.001
         while True:
-            reply = await self._acquire(keys=keys, args=[token, self.lease_ms, known, after, self.prefetch, *notes])
+            reply = await self._batches.call(
+                self._acquire, keys, [token, self.lease_ms, known, after, self.prefetch, *notes]
+            )
             if reply[0]:
                 if len(reply) < 3:
                     return Lease(token, int(reply[1]), after, None)
@@ -192,4 +268,4 @@ class SessionLeases:
         reply is the extend's, or ``[0, -1]`` when the lease was lost."""
         (log_keys, log_args), (ledger_keys, ledger_args) = log, ledger
         keys = [self.key(session_id), *log_keys, *ledger_keys]
-        return await self._flush(keys=keys, args=[token, len(log_args), *log_args, *ledger_args])
+        return await self._batches.call(self._flush, keys, [token, len(log_args), *log_args, *ledger_args])

@@ -651,3 +651,68 @@ async def test_a_request_whose_lease_cannot_be_renewed_fails_instead_of_recordin
     finally:
         store.close()
         await store.client.aclose()
+
+
+async def test_concurrent_requests_share_round_trips_and_each_gets_its_own_answer(
+    replicas: Replicas, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (store,) = replicas(1)
+    pipelines = 0
+    pipeline = Redis.pipeline
+
+    def counted(self: Redis, *args: Any, **kwargs: Any) -> Any:
+        nonlocal pipelines
+        pipelines += 1
+        return pipeline(self, *args, **kwargs)
+
+    monkeypatch.setattr(Redis, "pipeline", counted)
+    answers: dict[str, EventAnswer] = {}
+
+    async def session(name: str) -> None:
+        for n in range(3):
+            answers[f"{name}-{n}"] = await grep(store, name, f"c{n}")
+
+    client = Redis.from_url(redis_url)
+    try:
+        await client.script_flush()  # as after a Redis restart: the scripts are loaded again
+        async with anyio.create_task_group() as tasks:
+            for s in range(8):
+                tasks.start_soon(session, f"b{s}")
+        for s in range(8):
+            assert await RedisSessionLog(client, f"b{s}").last_seq() == 8  # started, 3 calls, 3 results, 1 reminder
+    finally:
+        await client.aclose()
+    assert pipelines > 0
+    assert [answers[f"b{s}-2"].seq for s in range(8)] == [7] * 8  # the third result in each session
+
+
+async def test_concurrent_requests_without_redis_each_fail(unused_tcp_port: int) -> None:
+    store = RedisSessionStore(Redis.from_url(f"redis://127.0.0.1:{unused_tcp_port}/0"), worker="none")
+    failures: list[BaseException] = []
+
+    async def request(name: str) -> None:
+        try:
+            await post(store, name, type="user/message", agent="main", text="hi")
+        except StoreError as exc:
+            failures.append(exc)
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            for name in ("n1", "n2", "n3"):
+                tasks.start_soon(request, name)
+    finally:
+        store.close()
+        await store.client.aclose()
+    assert len(failures) == 3
+
+
+async def test_a_request_cancelled_before_its_lease_is_asked_for_takes_none(replicas: Replicas, redis_url: str) -> None:
+    (store,) = replicas(1)
+    with anyio.move_on_after(0):
+        await post(store, "gone", type="user/message", agent="main", text="never sent")
+    client = Redis.from_url(redis_url)
+    try:
+        assert await client.get("rtg:{gone}:serving") is None
+    finally:
+        await client.aclose()
+    assert (await post(store, "gone", type="user/message", agent="main", text="hi")).seq == 2
