@@ -123,18 +123,10 @@ class _Batches:
         reply: asyncio.Future[Any] = loop.create_future()
         if not self._waiting:
             loop.call_soon(self._start)
-        call = (script, keys, args, reply)
-        self._waiting.append(call)
-        try:
-            return await reply
-        except asyncio.CancelledError:
-            if any(waiting is call for waiting in self._waiting):  # not sent: it never runs
-                self._waiting = [waiting for waiting in self._waiting if waiting is not call]
-            raise
+        self._waiting.append((script, keys, args, reply))
+        return await reply  # a caller cancelled meanwhile leaves its call to run, as one already sent would
 
     def _start(self) -> None:
-        if not self._waiting:
-            return  # every call of the turn was cancelled before it was sent
         task = asyncio.get_running_loop().create_task(self._send(self._waiting))
         self._waiting = []
         self._sending.add(task)

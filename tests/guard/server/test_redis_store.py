@@ -8,6 +8,7 @@ asyncio only.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -622,8 +623,9 @@ async def test_redis_failing_while_a_session_is_restored_is_a_store_error(
     (one,) = replicas(1)
     await grep(one, "late", "c0")
     two = RedisSessionStore(_through(redis_proxy), worker="late", lease_ms=30)
+    two.leases.prefetch = 1  # the restore reads on past what its lease read
     try:
-        redis_proxy.arm("before", b":notes", then_refuse=True)
+        redis_proxy.arm("before", b"XRANGE", then_refuse=True)
         with pytest.raises(StoreError, match="session 'late': Redis: "):
             await post(two, "late", type="user/message", agent="main", text="hi")
         with pytest.raises(StoreError, match="session 'late': Redis: "):
@@ -704,6 +706,16 @@ async def test_concurrent_requests_without_redis_each_fail(unused_tcp_port: int)
         store.close()
         await store.client.aclose()
     assert len(failures) == 3
+
+
+async def test_a_lease_asked_for_by_a_request_cancelled_meanwhile_lapses(replicas: Replicas) -> None:
+    (store,) = replicas(1, lease_ms=50)
+    asking = asyncio.ensure_future(store.leases.acquire("late", store._stream("late"), -1, "-"))
+    await asyncio.sleep(0)  # the request asks for its lease, then is cancelled before the reply
+    asking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    assert (await post(store, "late", type="user/message", agent="main", text="hi")).seq == 2  # once it lapsed
 
 
 async def test_a_request_cancelled_before_its_lease_is_asked_for_takes_none(replicas: Replicas, redis_url: str) -> None:
