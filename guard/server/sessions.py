@@ -184,7 +184,7 @@ class SessionStore(abc.ABC):
         applied just what it appended (always 0 for a store only this process uses)."""
         self._clock = clock
         self._live: OrderedDict[str, Session] = OrderedDict()
-        self._restoring = anyio.Lock(fast_acquire=True)
+        self._restoring = anyio.Lock()
 
     def __len__(self) -> int:
         """How many sessions are live in memory."""
