@@ -13,7 +13,10 @@ with a single-process replay of it:
 - action differences: ``replay --check`` differences (a missing, extra or
   changed reminder, denial, escalation or halt), over every session;
 - throughput (tool calls per second, all replicas) and the latency of each
-  answered request.
+  answered request;
+- the CPU the replicas (a killed one's up to its kill) and redis-server
+  spent per tool call, from ``/proc``: the figure to compare between runs
+  on a machine shared with other work.
 
     python -m benchmarks.fleet_chaos [--replicas 4] [--sessions 1000] [--clients 50] [--calls 6]
                                      [--kill-every 3 | --no-kill]
