@@ -7,6 +7,7 @@ machine slows a case and its baseline alike and the ratios stay honest.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -87,3 +88,10 @@ async def measure(
         for name, case in cases:
             samples[name].append(sizes[name] / max(await _elapsed(case, sizes[name]), 1e-9))
     return {name: Timing(name, statistics.median(samples[name]), sizes[name]) for name, _ in cases}
+
+
+def process_cpu(pid: int) -> float:
+    """Another process's CPU seconds so far (user + system), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

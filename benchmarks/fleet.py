@@ -44,7 +44,7 @@ from typing import Any
 import structlog
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from benchmarks._measure import Row
+from benchmarks._measure import Row, process_cpu
 from benchmarks._redis import start_redis_server
 from benchmarks.settings import Settings
 from bus import Agent, ToolCall, ToolResult
@@ -193,13 +193,6 @@ def _result(queue: multiprocessing.Queue[Any], procs: list[multiprocessing.Proce
                 raise RuntimeError(f"a worker process failed (exit code {dead[0]}); see its traceback above") from None
 
 
-def _redis_cpu(pid: int) -> float:
-    """redis-server's CPU seconds so far (user + system), from /proc."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _run(url: str, pid: int, mode: str, args: Any, sessions: int) -> dict[str, float]:
     if not mode.startswith("sticky"):
         asyncio.run(_seed(url, mode, sessions))
@@ -208,13 +201,13 @@ def _run(url: str, pid: int, mode: str, args: Any, sessions: int) -> dict[str, f
     procs = [
         multiprocessing.Process(target=_run_worker, args=(url, i, mode, run_args, queue)) for i in range(args.workers)
     ]
-    redis_cpu = _redis_cpu(pid)
+    redis_cpu = process_cpu(pid)
     start = time.perf_counter()
     for proc in procs:
         proc.start()
     results = [_result(queue, procs) for _ in procs]
     wall = time.perf_counter() - start
-    redis_cpu = _redis_cpu(pid) - redis_cpu
+    redis_cpu = process_cpu(pid) - redis_cpu
     for proc in procs:
         proc.join()
     calls = sum(r[0] for r in results)

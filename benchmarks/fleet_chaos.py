@@ -13,7 +13,10 @@ with a single-process replay of it:
 - action differences: ``replay --check`` differences (a missing, extra or
   changed reminder, denial, escalation or halt), over every session;
 - throughput (tool calls per second, all replicas) and the latency of each
-  answered request.
+  answered request;
+- the CPU the replicas (a killed one's up to its kill) and redis-server
+  spent per tool call, from ``/proc``: the figure to compare between runs
+  on a machine shared with other work.
 
     python -m benchmarks.fleet_chaos [--replicas 4] [--sessions 1000] [--clients 50] [--calls 6]
                                      [--kill-every 3 | --no-kill]
@@ -40,7 +43,7 @@ import msgspec
 import structlog
 from redis.asyncio import Redis
 
-from benchmarks._measure import Row
+from benchmarks._measure import Row, process_cpu
 from benchmarks._redis import start_redis_server
 from benchmarks.settings import Settings
 from bus.redis_log import RedisSessionLog
@@ -54,6 +57,18 @@ class Replica:
         self.proc: subprocess.Popen[str] | None = None
         self.base = ""
         self.kills = 0
+        self.spent = 0.0
+        """CPU seconds of its processes since ``mark`` was last called, up to their kills."""
+        self._mark = 0.0
+
+    def mark(self) -> None:
+        """Count CPU from now on."""
+        self.spent = 0.0
+        self._mark = process_cpu(self.proc.pid) if self.proc is not None else 0.0
+
+    def cpu(self) -> float:
+        """CPU seconds since ``mark``, the killed processes' included."""
+        return self.spent + (process_cpu(self.proc.pid) - self._mark if self.proc is not None else 0.0)
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
@@ -69,6 +84,8 @@ class Replica:
 
     def kill(self) -> None:
         if self.proc is not None:
+            self.spent += process_cpu(self.proc.pid) - self._mark
+            self._mark = 0.0  # the next process's from its start
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
             self.kills += 1
@@ -192,7 +209,8 @@ async def _chaos(replicas: list[Replica], every: float, stop: asyncio.Event) -> 
             await asyncio.to_thread(victim.start)
 
 
-async def _drive(args: argparse.Namespace, replicas: list[Replica]) -> tuple[Run, float]:
+async def _drive(args: argparse.Namespace, replicas: list[Replica], redis_pid: int) -> tuple[Run, float, float, float]:
+    """The run, its seconds, and the CPU seconds the replicas and redis-server spent in it."""
     run = Run(replicas)
     names = [f"chaos-{n}" for n in range(args.sessions)]
     queue: asyncio.Queue[str] = asyncio.Queue()
@@ -207,15 +225,20 @@ async def _drive(args: argparse.Namespace, replicas: list[Replica]) -> tuple[Run
                 await run.session(http, queue.get_nowait(), args.calls)
 
         killer = asyncio.create_task(_chaos(replicas, args.kill_every, stop)) if not args.no_kill else None
+        for replica in replicas:
+            replica.mark()
+        redis_cpu = process_cpu(redis_pid)
         begun = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(args.clients)))
         elapsed = time.perf_counter() - begun
+        replicas_cpu = sum(replica.cpu() for replica in replicas)
+        redis_cpu = process_cpu(redis_pid) - redis_cpu
         stop.set()
         if killer is not None:
             await killer
     finally:
         http.close()
-    return run, elapsed
+    return run, elapsed, replicas_cpu, redis_cpu
 
 
 async def _verify(url: str, run: Run, folder: Path) -> tuple[int, int, int]:
@@ -246,7 +269,7 @@ def chaos(replicas: int, sessions: int, clients: int, calls: int, kill_every: fl
     try:
         for replica in fleet:
             replica.start()
-        run, elapsed = asyncio.run(_drive(args, fleet))
+        run, elapsed, replicas_cpu, redis_cpu = asyncio.run(_drive(args, fleet, server.process.pid))
         with tempfile.TemporaryDirectory() as folder:
             verified, lost, differences = asyncio.run(_verify(server.url, run, Path(folder)))
     finally:
@@ -261,6 +284,8 @@ def chaos(replicas: int, sessions: int, clients: int, calls: int, kill_every: fl
         "calls": run.calls,
         "elapsed": elapsed,
         "rate": run.calls / elapsed,
+        "replicas_cpu": replicas_cpu / run.calls * 1000,
+        "redis_cpu": redis_cpu / run.calls * 1000,
         "p50": statistics.median(latencies) * 1000,
         "p99": latencies[int(len(latencies) * 0.99)] * 1000,
         "retries": run.retries,
@@ -294,6 +319,7 @@ async def fleet_chaos(settings: Settings) -> list[Row]:
                 unit="tool calls/s",
                 micros=1e6 / result["rate"],
                 extra=f"{result['kills']} kills; latency p50 {result['p50']:.1f} ms, p99 {result['p99']:.1f} ms; "
+                f"CPU per tool call: replicas {result['replicas_cpu']:.2f} ms, Redis {result['redis_cpu']:.2f} ms; "
                 f"retries {result['retries']}, unanswered {result['failures']}, lost events {result['lost']}, "
                 f"replay --check differences {result['differences']}",
                 target="0 lost, 0 differences, 0 unanswered",
@@ -323,6 +349,10 @@ def main() -> None:
         f"{args.replicas} replicas, {result['sessions']} sessions, {args.clients} clients, "
         f"{result['kills']} kills; {result['calls']} tool calls in {result['elapsed']:.1f} s = "
         f"{result['rate']:,.0f} calls/s"
+    )
+    print(
+        f"CPU per tool call: replicas {result['replicas_cpu']:.2f} ms, Redis {result['redis_cpu']:.2f} ms "
+        "(two requests a call unless denied; a killed replica's CPU up to its kill)"
     )
     print(
         f"latency per request: p50 {result['p50']:.1f} ms, p99 {result['p99']:.1f} ms; retries {result['retries']}, "

@@ -383,6 +383,11 @@ class RedisSessionLog:
         """The key of the session's meta hash (log version, creation time, the ``seq`` counter)."""
         return self._keys[1]
 
+    @property
+    def notes_key(self) -> str:
+        """The key of the session's notes hash (see ``notes``)."""
+        return self._keys[5]
+
     async def notes(self, names: Iterable[str] | None = None) -> dict[str, bytes]:
         """The session's notes (``extend``'s ``put``), by name: all of them,
         or only those among ``names`` that are set."""

@@ -35,7 +35,7 @@ from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRun
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.hook_runtimes import RUNTIMES
 from guard.server import scope
-from guard.server.events import RequestError, answer_event, decode_event
+from guard.server.events import RequestError, answer_event, decode_event, retry_keys
 from guard.server.live import LiveFeed, LivePages
 from guard.server.mcp_hooks import answer_rpc
 from guard.server.metrics import CONTENT_TYPE, Metrics
@@ -278,7 +278,7 @@ class _Handlers:
         event = decode_event(await self.body(request))
 
         async def apply(present: Callable[[], Awaitable[None]]) -> bytes:
-            async with self.store.use(session_id) as session:
+            async with self.store.use(session_id, retry_keys=retry_keys(event)) as session:
                 await present()
                 return await answer_event(session, event, arrived=arrived)
 

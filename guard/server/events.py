@@ -47,6 +47,7 @@ __all__ = [
     "apply_event",
     "decode_event",
     "recall",
+    "retry_keys",
 ]
 
 AgentId = Annotated[str, msgspec.Meta(min_length=1, description="the agent's id; the first event of an id starts it")]
@@ -182,8 +183,10 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
     (by a concurrent copy of it, on this replica or another) is stale: it
     gets the recorded answer if one is kept, else a 409, and is not applied."""
     if type(event) is ToolCallIn or type(event) is ToolResultIn:
-        kind, other = ("tool/call", "tool/result") if type(event) is ToolCallIn else ("tool/result", "tool/call")
-        key = retry_key(kind, event.agent, event.call_id)
+        kind = "tool/call" if type(event) is ToolCallIn else "tool/result"
+        key, other_key = retry_keys(event)
+        if session.fetch_answers is not None:
+            await session.fetch_answers((key, other_key))
         answered = session.answers.get(key)
         if answered is not None:
             return answered
@@ -194,10 +197,21 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
                 "a copy of it was answered already"
             )  # fmt: skip
         answer = msgspec.json.encode(await apply_event(session, event))
-        session.answers.pop(retry_key(other, event.agent, event.call_id), None)
+        session.answers.pop(other_key, None)
         session.remember_answer(key, answer)
         return answer
     return msgspec.json.encode(await apply_event(session, event))
+
+
+def retry_keys(event: EventIn) -> tuple[str, ...]:
+    """The retry keys ``answer_event`` looks up for ``event``: a call's or
+    result's own, then its counterpart's (a call's result, a result's
+    call); none for other events."""
+    if type(event) is ToolCallIn:
+        return retry_key("tool/call", event.agent, event.call_id), retry_key("tool/result", event.agent, event.call_id)
+    if type(event) is ToolResultIn:
+        return retry_key("tool/result", event.agent, event.call_id), retry_key("tool/call", event.agent, event.call_id)
+    return ()
 
 
 def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event], bool]) -> None:

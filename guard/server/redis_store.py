@@ -10,8 +10,11 @@ just those to its live copy (``follow``: as a restore would apply them) and
 acts on it. After acting, one script appends the events the request
 produced, only if the stream has not moved and the lease is still this
 request's, records the guard actions they carry, and releases the lease; so
-a request costs two round trips, three when it catches up, and a replica
-that lost its lease (paused past ``lease_ms``) can never fork the session.
+a request costs two round trips, and a replica that lost its lease (paused
+past ``lease_ms``) can never fork the session. The answers other replicas
+gave (kept beside the stream, for clients' retries) are read only when a
+call or result they answered comes again: a third round trip for that
+request alone.
 A request renews its lease while it runs (an escalation may take long), so
 the lease of a replica that died lapses within ``lease_ms``. A
 replica that dies mid-session loses nothing that was answered: every
@@ -25,11 +28,11 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -64,12 +67,16 @@ class LeaseTimeout(StoreError):
     """Another replica held the session's lease for longer than ``wait_ms``."""
 
 
+_UNFETCHED_KEPT = 4096
+
+
 class _Shared:
     """What the store keeps beside a live session: its stream, its guard,
     the seq and entry id of the last event this replica has applied, what
-    the current request found (its answers) and produced (actions to record), and
+    the current request found (its answers) and produced (actions to record),
     whether the guard is applying another replica's events (whose actions
-    were recorded where they happened)."""
+    were recorded where they happened), and the retry keys whose answers
+    were given elsewhere and not read yet (``unfetched``, oldest first)."""
 
     def __init__(self, log: RedisSessionLog, guard: Guard) -> None:
         self.log = log
@@ -79,6 +86,16 @@ class _Shared:
         self.actions: list[tuple[int, Action]] = []
         self.answered: dict[str, bytes] = {}
         self.following = False
+        self.unfetched: dict[str, None] = {}
+
+    def unfetch(self, keys: Iterable[str]) -> None:
+        """The record may hold answers for ``keys`` this copy lacks."""
+        unfetched = self.unfetched
+        for key in keys:
+            unfetched.pop(key, None)
+            unfetched[key] = None
+        while len(unfetched) > _UNFETCHED_KEPT:
+            del unfetched[next(iter(unfetched))]
 
 
 class _Turns:
@@ -91,7 +108,7 @@ class _Turns:
 
     @asynccontextmanager
     async def take(self, session_id: str) -> AsyncIterator[None]:
-        lock, users = self._held.get(session_id) or (anyio.Lock(), 0)
+        lock, users = self._held.get(session_id) or (anyio.Lock(fast_acquire=True), 0)
         self._held[session_id] = (lock, users + 1)
         try:
             async with lock:
@@ -182,46 +199,63 @@ class RedisSessionStore(SessionStore):
             del self._shared[session_id]
 
         session = Session(session_id, link, close)
+        session.fetch_answers = partial(self._fetch_answers, shared, session)
         if rows:
             recall(session, history, guard.owns)  # the denials, and when each call and result was recorded
             session.answers.clear()
-            for key, answer in (await stream.notes()).items():  # the answers given, for retries
-                session.remember_answer(key, answer)
+            shared.unfetch(session.recorded)  # the answers given, for retries: read when one comes
         return session
 
+    async def _fetch_answers(self, shared: _Shared, session: Session, keys: Sequence[str]) -> None:
+        """Read the answers of those of ``keys`` given elsewhere (by another
+        replica, or before a restore) and not read with the lease from the
+        stream's notes: one round trip, and none when this copy holds them all."""
+        wanted = [key for key in keys if key in shared.unfetched]
+        if not wanted:
+            return
+        notes = await shared.log.notes(wanted)
+        _adopt(shared, session, {key: notes.get(key) for key in wanted})
+        for key in wanted:
+            answer = notes.get(key)
+            if answer is not None:
+                shared.answered[key] = answer  # recorded already: the commit puts it only if it changes
+
     @asynccontextmanager
-    async def use(self, session_id: str) -> AsyncIterator[Session]:
+    async def use(self, session_id: str, *, retry_keys: Sequence[str] = ()) -> AsyncIterator[Session]:
         async with self._turns.take(session_id):
             live = self._live.get(session_id)
             shared = self._shared.get(session_id) if live is not None else None
             try:
-                lease = await self._acquire(session_id, shared)
+                lease = await self._acquire(session_id, shared, retry_keys)
             except RedisError as exc:
                 raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
-            renewal = asyncio.get_running_loop().create_task(self.leases.keep(session_id, lease.token))
+            stop_renewal = self.leases.hold(session_id, lease.token)
             try:
                 # (evicted while the lease was taken: restored below instead)
                 if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
                     await self._catch_up(live, shared, lease)
                 self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
                 async with super().use(session_id) as session:
-                    self._shared[session_id].answered = dict(session.answers)
+                    shared = self._shared[session_id]
+                    if lease.notes is not None:  # the answers asked for, read with the lease
+                        _adopt(shared, session, lease.notes)
+                    shared.answered = dict(session.answers)
                     yield session
             except RedisError as exc:
                 raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
             finally:
-                renewal.cancel()
+                stop_renewal()
                 self._fetched.pop(session_id, None)
                 if lease.token not in self._spent:
                     with anyio.CancelScope(shield=True), contextlib.suppress(RedisError):
                         await self.leases.release(session_id, lease.token)
                 self._spent.discard(lease.token)
 
-    async def _acquire(self, session_id: str, shared: _Shared | None) -> Lease:
+    async def _acquire(self, session_id: str, shared: _Shared | None, notes: Sequence[str]) -> Lease:
         log = shared.log if shared is not None else self._stream(session_id)
         known, after = (shared.seq, shared.position) if shared is not None else (-1, "-")
         try:
-            return await self.leases.acquire(session_id, log, known, after)
+            return await self.leases.acquire(session_id, log, known, after, notes)
         except HeldElsewhere as exc:
             raise LeaseTimeout(str(exc)) from None
 
@@ -257,19 +291,15 @@ class RedisSessionStore(SessionStore):
                 await self._follow(shared, live.link, events)
                 live.relink()
                 recall(live, events, shared.guard.owns)
-                keys = {
+                keys = [
                     retry_key(kind, event.agent.id, event.call_id)
                     for event in events
                     if (type(event) is ToolCall or type(event) is ToolResult) and event.agent is not None
                     for kind in ("tool/call", "tool/result")
-                }
-                notes = await shared.log.notes(sorted(keys))  # the answers other replicas gave, for retries
-                for key in keys:
-                    answer = notes.get(key)
-                    if answer is not None:
-                        live.remember_answer(key, answer)
-                    else:
-                        live.answers.pop(key, None)
+                ]
+                for key in keys:  # the answers other replicas gave: read when a retry comes
+                    live.answers.pop(key, None)
+                shared.unfetch(keys)
             except BaseException:
                 self._evict(live)  # half applied: rebuilt from the stream next time
                 raise
@@ -349,6 +379,17 @@ def _decode(rows: Sequence[tuple[str, bytes]], link: GuardLink, *, strict: bool 
             event.agent.parent_id = event.agent.parent_id or event.parent
         events.append(event)
     return events
+
+
+def _adopt(shared: _Shared, session: Session, notes: dict[str, bytes | None]) -> None:
+    """Take the answers ``notes`` holds (read under the lease: what the
+    record holds) as the copy's, unset ones as none."""
+    for key, answer in notes.items():
+        shared.unfetched.pop(key, None)
+        if answer is not None:
+            session.remember_answer(key, answer)
+        else:
+            session.answers.pop(key, None)
 
 
 def _continues(events: Sequence[AnyEvent], seq: int, last: int) -> bool:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,7 +71,7 @@ class Session:
         self.hooks: ClaudeHooks
         self._other_hooks: dict[str, ClaudeHooks] = {}
         self.relink()
-        self.lock = anyio.Lock()
+        self.lock = anyio.Lock(fast_acquire=True)
         self.last_used = 0.0
         self.closed = False
         self._close = close
@@ -85,6 +85,10 @@ class Session:
         is a stale copy of one already answered."""
         self.pending: list[Event] = []
         """The events of the request in progress, not yet recorded."""
+        self.fetch_answers: Callable[[Sequence[str]], Awaitable[None]] | None = None
+        """Set by a store whose copy may lack answers given elsewhere (by
+        another replica): brings the answers of these retry keys into
+        ``answers`` from the record before they are looked up."""
         link.bus.record(self._heard)
 
     def _heard(self, event: Event) -> None:
@@ -206,9 +210,12 @@ class SessionStore(abc.ABC):
         what it holds."""
 
     @asynccontextmanager
-    async def use(self, session_id: str) -> AsyncIterator[Session]:
+    async def use(self, session_id: str, *, retry_keys: Sequence[str] = ()) -> AsyncIterator[Session]:
         """The session, its lock held for the duration of the block. A
-        session whose agents are all gone when the block ends is evicted."""
+        session whose agents are all gone when the block ends is evicted.
+        ``retry_keys`` are those whose answers the block will look up (a
+        store whose copy may lack answers given elsewhere reads them with
+        the session)."""
         note(session=session_id)
         while True:
             session = await self._get(session_id)
@@ -251,6 +258,8 @@ class SessionStore(abc.ABC):
         # Sessions in use stay, and so does the one being opened: with every
         # other session busy, the store is over its bound until one is free.
         excess = len(self._live) - self.max_sessions
+        if excess <= 0:
+            return
         for session in list(self._live.values()):
             if excess <= 0:
                 break

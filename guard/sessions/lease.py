@@ -9,19 +9,22 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog
 from guard.sessions.fleet import ActionLedger
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
 
 __all__ = ["PREFETCH", "Lease", "LeaseTimeout", "SessionLeases"]
 
@@ -30,7 +33,8 @@ PREFETCH = 256
 
 # Take the session's lease and, in the same step, read where the stream is:
 # its last seq and, when that is not the seq the replica knows (ARGV[3]),
-# the entries after the replica's position (ARGV[4], an entry id or '-').
+# the entries after the replica's position (ARGV[4], an entry id or '-')
+# and the notes named by ARGV[6:] (from the hash KEYS[4]).
 # A lease held by another request answers {0, its remaining ms}.
 _ACQUIRE = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -39,7 +43,9 @@ end
 local seq = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
 if seq == tonumber(ARGV[3]) then return {1, seq} end
 local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
-return {1, seq, redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])}
+local entries = redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])
+if #ARGV == 5 then return {1, seq, entries} end
+return {1, seq, entries, redis.call('HMGET', KEYS[4], unpack(ARGV, 6))}
 """
 
 _RENEW = """
@@ -87,12 +93,78 @@ class Lease(msgspec.Struct, frozen=True):
     """A request's hold on a session: its ``token``, the stream's last
     ``seq`` when it was taken, and, when that differed from what the replica
     knew, up to ``PREFETCH`` entries (as the script returned them) after
-    ``after``; ``None`` when the script read none."""
+    ``after`` and the notes asked for (name -> value, ``None`` when unset);
+    ``None`` when the script read none."""
 
     token: str
     seq: int
     after: str
     entries: list[Any] | None
+    notes: dict[str, bytes | None] | None = None
+
+
+class _Batches:
+    """Script calls made in one turn of the event loop, sent to Redis
+    together: one pipeline (one write, one connection, replies in order)
+    instead of one round trip each. Each caller still waits for its own
+    script's reply and gets its own error (a connection lost under the
+    pipeline fails every call in it, as it would have failed each alone):
+    batching changes how the calls travel, not what any of them does."""
+
+    def __init__(self, client: Redis) -> None:
+        self._client = client
+        self._waiting: list[tuple[AsyncScript, list[Any], list[Any], asyncio.Future[Any]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def call(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+        """``script``'s reply to ``keys`` and ``args``, sent with the calls
+        made in the same turn of the event loop."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Any] = loop.create_future()
+        if not self._waiting:
+            loop.call_soon(self._start)
+        self._waiting.append((script, keys, args, reply))
+        return await reply  # a caller cancelled meanwhile leaves its call to run, as one already sent would
+
+    def _start(self) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(self._waiting))
+        self._waiting = []
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[tuple[AsyncScript, list[Any], list[Any], asyncio.Future[Any]]]) -> None:
+        try:
+            if len(batch) == 1:
+                answers: list[Any] = [await _reply(*batch[0][:3])]
+            else:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for script, keys, args, _ in batch:
+                        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                    answers = await pipe.execute(raise_on_error=False)
+                for n, (script, keys, args, _) in enumerate(batch):
+                    if isinstance(answers[n], NoScriptError):  # Redis restarted or flushed its scripts
+                        answers[n] = await _reply(script, keys, args)
+        except Exception as exc:
+            answers = [exc] * len(batch)
+        except BaseException:  # pragma: no cover - the event loop closing under a batch in flight
+            for *_, reply in batch:
+                reply.cancel()
+            raise
+        for (*_, reply), answer in zip(batch, answers, strict=True):
+            if reply.done():
+                continue  # its caller was cancelled meanwhile
+            if isinstance(answer, Exception):
+                reply.set_exception(answer)
+            else:
+                reply.set_result(answer)
+
+
+async def _reply(script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+    """``script``'s reply (loading it if Redis lacks it), or the error it raised."""
+    try:
+        return await script(keys=keys, args=args)
+    except RedisError as exc:
+        return exc
 
 
 class SessionLeases:
@@ -113,40 +185,68 @@ class SessionLeases:
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._flush = client.register_script(_FLUSH)
+        self._batches = _Batches(client)
 
     def key(self, session_id: str) -> str:
         """The Redis key of ``session_id``'s lease."""
         return f"{self.prefix}:{{{session_id}}}:serving"
 
-    async def acquire(self, session_id: str, log: RedisSessionLog, known: int, after: str) -> Lease:
+    async def acquire(
+        self, session_id: str, log: RedisSessionLog, known: int, after: str, notes: Sequence[str] = ()
+    ) -> Lease:
         """Take the session's lease, waiting while another request holds it
         (up to ``wait_ms``); with it, where the stream stands: its last seq
-        and, when that is not ``known``, the entries after ``after``."""
-        keys = [self.key(session_id), log.meta, log.stream]
+        and, when that is not ``known``, the entries after ``after`` and the
+        log's ``notes`` of these names."""
+        keys = [self.key(session_id), log.meta, log.stream, log.notes_key]
         token = uuid.uuid4().hex
         deadline = time.monotonic() + self.wait_ms / 1000
         pause = 0.001
         while True:
-            reply = await self._acquire(keys=keys, args=[token, self.lease_ms, known, after, self.prefetch])
+            reply = await self._batches.call(
+                self._acquire, keys, [token, self.lease_ms, known, after, self.prefetch, *notes]
+            )
             if reply[0]:
-                return Lease(token, int(reply[1]), after, reply[2] if len(reply) > 2 else None)
+                if len(reply) < 3:
+                    return Lease(token, int(reply[1]), after, None)
+                read = dict(zip(notes, reply[3], strict=True)) if len(reply) > 3 else None
+                return Lease(token, int(reply[1]), after, reply[2], read)
             if time.monotonic() > deadline:
                 raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
             # The holder is another replica answering one request: a few ms.
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.05)
 
-    async def keep(self, session_id: str, token: str) -> None:
-        """Renew the lease every third of ``lease_ms`` while the request
-        runs; stop once it is lost (the flush will then be refused)."""
+    def hold(self, session_id: str, token: str) -> Callable[[], None]:
+        """Keep the lease while the caller runs: renewed every third of
+        ``lease_ms`` from now on, until it is lost (the flush will then be
+        refused) or the returned function is called. A request shorter than
+        a third of ``lease_ms`` costs one timer, no task."""
+        loop = asyncio.get_running_loop()
+        renewal: asyncio.Task[None] | None = None
+
+        def start() -> None:
+            nonlocal renewal
+            renewal = loop.create_task(self._keep(session_id, token))
+
+        timer = loop.call_later(self.lease_ms / 3000, start)
+
+        def stop() -> None:
+            timer.cancel()
+            if renewal is not None:
+                renewal.cancel()
+
+        return stop
+
+    async def _keep(self, session_id: str, token: str) -> None:
         key = self.key(session_id)
         while True:
-            await anyio.sleep(self.lease_ms / 3000)
             try:
                 if not await self._renew(keys=[key], args=[token, self.lease_ms]):
                     return
             except RedisError:
                 return  # the request's own calls to Redis fail and say why
+            await anyio.sleep(self.lease_ms / 3000)
 
     async def release(self, session_id: str, token: str) -> None:
         await self._release(keys=[self.key(session_id)], args=[token])
@@ -160,4 +260,4 @@ class SessionLeases:
         reply is the extend's, or ``[0, -1]`` when the lease was lost."""
         (log_keys, log_args), (ledger_keys, ledger_args) = log, ledger
         keys = [self.key(session_id), *log_keys, *ledger_keys]
-        return await self._flush(keys=keys, args=[token, len(log_args), *log_args, *ledger_args])
+        return await self._batches.call(self._flush, keys, [token, len(log_args), *log_args, *ledger_args])

@@ -8,6 +8,7 @@ asyncio only.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -33,9 +34,10 @@ from bus.redis_log import RedisSessionLog
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.cli import main
 from guard.config import load_config
-from guard.server.events import EventAnswer, answer_event, apply_event, decode_event
+from guard.server.events import EventAnswer, RequestError, answer_event, apply_event, decode_event, retry_keys
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
 from guard.server.sessions import Session, StoreError
+from guard.sessions.answer import retry_key
 from tests.conftest import AskScript, Proxy, RedisClients
 from tests.guard.server.conftest import REPO, StartServer
 
@@ -130,6 +132,68 @@ async def test_a_retry_on_another_replica_gets_the_original_answer_and_nothing_t
         await client.aclose()
 
 
+async def _event(store: RedisSessionStore, session: str, **event: Any) -> bytes:
+    """``event`` answered as the events route answers it."""
+    decoded = decode_event(json.dumps(event).encode())
+    async with store.use(session, retry_keys=retry_keys(decoded)) as live:
+        return await answer_event(live, decoded)
+
+
+async def test_answers_given_elsewhere_are_read_only_when_a_retry_comes(
+    replicas: Replicas, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = replicas(2)
+    reads: list[list[str]] = []
+    notes = RedisSessionLog.notes
+
+    async def counted(self: RedisSessionLog, names: Any = None) -> dict[str, bytes]:
+        reads.append(list(names))
+        return await notes(self, names)
+
+    monkeypatch.setattr(RedisSessionLog, "notes", counted)
+    call = {"type": "tool/call", "agent": "main", "call_id": "c0", "tool": "grep", "args": {"p": 1}}
+    first = await _event(one, "lazy", **call)
+    assert reads == []  # the replica holds every answer it gave
+    other = {**call, "call_id": "c1"}
+    second = await _event(two, "lazy", **other)  # a restore, then a call no one answered: nothing to read
+    assert reads == []
+    assert await _event(two, "lazy", **call) == first  # a retry of the other replica's answer, stream unmoved
+    assert reads == [[retry_key("tool/call", "main", "c0")]]
+    assert await _event(two, "lazy", **call) == first  # read once, then held
+    assert await _event(one, "lazy", **other) == second  # a retry that catches up: read with the lease
+    assert len(reads) == 1
+
+
+async def test_a_call_id_used_again_is_answered_anew_on_every_replica(replicas: Replicas) -> None:
+    one, two, three = replicas(3)
+    call = {"type": "tool/call", "agent": "main", "call_id": "c0", "tool": "grep", "args": {"p": 1}}
+    result = {"type": "tool/result", "agent": "main", "call_id": "c0", "content": "none"}
+    first = msgspec.json.decode(await _event(one, "again", **call))
+    await _event(two, "again", **result)  # the call's answer is forgotten, on the other replica too
+    await _event(one, "again", type="user/message", agent="main", text="go on")
+    again = msgspec.json.decode(await _event(three, "again", **{**call, "args": {"p": 2}}))
+    assert again["seq"] > first["seq"]  # a new call, not the first one's answer
+    assert msgspec.json.decode(await _event(one, "again", **{**call, "args": {"p": 2}})) == again  # its retry
+    second = msgspec.json.decode(await _event(two, "again", **{**result, "content": "some"}))
+    assert second["seq"] > again["seq"]  # a new result, not the first one's answer
+
+
+async def test_a_long_session_remembers_the_latest_answers_given_elsewhere(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.server.redis_store._UNFETCHED_KEPT", 4)
+    one, two = replicas(2)
+    answers = [await _event(one, "long", type="tool/call", agent="main", call_id=f"c{n}", tool="ls", args={"n": n})
+               for n in range(5)]  # fmt: skip
+    await _event(two, "long", type="user/message", agent="main", text="hi")  # a restore: 5 calls answered
+    assert (
+        await _event(two, "long", type="tool/call", agent="main", call_id="c4", tool="ls", args={"n": 4})
+        == (answers[4])
+    )
+    with pytest.raises(RequestError, match="already open"):  # c0's answer is no longer kept on this replica
+        await _event(two, "long", type="tool/call", agent="main", call_id="c0", tool="ls", args={"n": 0})
+
+
 async def test_a_replica_that_keeps_the_session_does_not_rebuild_it(replicas: Replicas) -> None:
     (store,) = replicas(1)
     for n in range(4):
@@ -200,11 +264,11 @@ def test_lease_options_are_validated(option: dict[str, Any]) -> None:
 async def test_a_request_keeps_its_lease_while_it_runs_and_a_dead_ones_lapses(
     replicas: Replicas, redis_url: str
 ) -> None:
-    one, two = replicas(2, lease_ms=60)
+    one, two = replicas(2, lease_ms=300)  # above a full garbage collection's pause in a long test run
     client = Redis.from_url(redis_url)
     try:
         async with one.use("r1") as live:
-            await anyio.sleep(0.2)  # three lease lengths: renewed all along
+            await anyio.sleep(1.0)  # three lease lengths: renewed all along
             assert await client.get("rtg:{r1}:serving") is not None
             await post_in(live, type="user/message", agent="main", text="hi")
         await client.set("rtg:{r1}:serving", "a replica that died", px=60)  # never renewed
@@ -473,11 +537,11 @@ async def test_a_catch_up_that_fails_half_way_leaves_no_half_applied_copy(
     await grep(one, "t3", "c0")
     await grep(two, "t3", "c1")
 
-    async def unreachable(self: RedisSessionLog, names: object = None) -> dict[str, bytes]:
-        raise ConnectionError("redis went away")
+    def broken(*args: object) -> None:
+        raise ConnectionError("went away after the guard applied the events")
 
     with monkeypatch.context() as patched:
-        patched.setattr(RedisSessionLog, "notes", unreachable)
+        patched.setattr("guard.server.redis_store.recall", broken)
         with pytest.raises(ConnectionError):
             await grep(one, "t3", "c2")
     assert "t3" not in one
@@ -559,8 +623,9 @@ async def test_redis_failing_while_a_session_is_restored_is_a_store_error(
     (one,) = replicas(1)
     await grep(one, "late", "c0")
     two = RedisSessionStore(_through(redis_proxy), worker="late", lease_ms=30)
+    two.leases.prefetch = 1  # the restore reads on past what its lease read
     try:
-        redis_proxy.arm("before", b":notes", then_refuse=True)
+        redis_proxy.arm("before", b"XRANGE", then_refuse=True)
         with pytest.raises(StoreError, match="session 'late': Redis: "):
             await post(two, "late", type="user/message", agent="main", text="hi")
         with pytest.raises(StoreError, match="session 'late': Redis: "):
@@ -588,3 +653,78 @@ async def test_a_request_whose_lease_cannot_be_renewed_fails_instead_of_recordin
     finally:
         store.close()
         await store.client.aclose()
+
+
+async def test_concurrent_requests_share_round_trips_and_each_gets_its_own_answer(
+    replicas: Replicas, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (store,) = replicas(1)
+    pipelines = 0
+    pipeline = Redis.pipeline
+
+    def counted(self: Redis, *args: Any, **kwargs: Any) -> Any:
+        nonlocal pipelines
+        pipelines += 1
+        return pipeline(self, *args, **kwargs)
+
+    monkeypatch.setattr(Redis, "pipeline", counted)
+    answers: dict[str, EventAnswer] = {}
+
+    async def session(name: str) -> None:
+        for n in range(3):
+            answers[f"{name}-{n}"] = await grep(store, name, f"c{n}")
+
+    client = Redis.from_url(redis_url)
+    try:
+        await client.script_flush()  # as after a Redis restart: the scripts are loaded again
+        async with anyio.create_task_group() as tasks:
+            for s in range(8):
+                tasks.start_soon(session, f"b{s}")
+        for s in range(8):
+            assert await RedisSessionLog(client, f"b{s}").last_seq() == 8  # started, 3 calls, 3 results, 1 reminder
+    finally:
+        await client.aclose()
+    assert pipelines > 0
+    assert [answers[f"b{s}-2"].seq for s in range(8)] == [7] * 8  # the third result in each session
+
+
+async def test_concurrent_requests_without_redis_each_fail(unused_tcp_port: int) -> None:
+    store = RedisSessionStore(Redis.from_url(f"redis://127.0.0.1:{unused_tcp_port}/0"), worker="none")
+    failures: list[BaseException] = []
+
+    async def request(name: str) -> None:
+        try:
+            await post(store, name, type="user/message", agent="main", text="hi")
+        except StoreError as exc:
+            failures.append(exc)
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            for name in ("n1", "n2", "n3"):
+                tasks.start_soon(request, name)
+    finally:
+        store.close()
+        await store.client.aclose()
+    assert len(failures) == 3
+
+
+async def test_a_lease_asked_for_by_a_request_cancelled_meanwhile_lapses(replicas: Replicas) -> None:
+    (store,) = replicas(1, lease_ms=50)
+    asking = asyncio.ensure_future(store.leases.acquire("late", store._stream("late"), -1, "-"))
+    await asyncio.sleep(0)  # the request asks for its lease, then is cancelled before the reply
+    asking.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    assert (await post(store, "late", type="user/message", agent="main", text="hi")).seq == 2  # once it lapsed
+
+
+async def test_a_request_cancelled_before_its_lease_is_asked_for_takes_none(replicas: Replicas, redis_url: str) -> None:
+    (store,) = replicas(1)
+    with anyio.move_on_after(0):
+        await post(store, "gone", type="user/message", agent="main", text="never sent")
+    client = Redis.from_url(redis_url)
+    try:
+        assert await client.get("rtg:{gone}:serving") is None
+    finally:
+        await client.aclose()
+    assert (await post(store, "gone", type="user/message", agent="main", text="hi")).seq == 2
