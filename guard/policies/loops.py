@@ -600,7 +600,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     )
     paging_values: tuple[str, ...] = (
         r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
-        r"prev(?:ious)?(?:[ _-]?page)?|more|load[ _-]?more)$",
+        r"prev(?:ious)?(?:[ _-]?page)?|more|load[ _-]?more|(?:arrow[ _-]?)?(?:up|down|left|right))$",
     )
     tools: dict[str, LoopsToolConfig] = field(default_factory=dict)
     result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
@@ -614,6 +614,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "wait_for_*",
         "*poll*",
         "*status*",
+        "*snapshot*",
+        "*screenshot*",
     )
     poll_commands: tuple[str, ...] = (
         r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"

@@ -131,6 +131,16 @@ async def test_scrolling_is_paging_even_when_the_result_is_a_placeholder(make: M
     assert run.actions == []
 
 
+async def test_arrow_keys_page_and_a_page_snapshot_taken_again_is_a_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):  # down a menu, one key at a time
+        await run.do("browser_press_key", {"key": "ArrowDown"}, "Pressed ArrowDown")
+    assert run.actions == []
+    for _ in range(5):  # waiting for a page to change
+        await run.do("browser_snapshot", {}, '- heading "Deploying" [ref=e3]')
+    assert [kind for _, kind in run.actions] == ["remind"], "a nudge to wait, not a denial"
+
+
 async def test_a_result_that_is_only_a_placeholder_is_never_the_same_result(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(6):  # a "next" button clicked again and again: the screenshots are not in the transcript
