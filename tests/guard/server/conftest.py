@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,22 @@ def start_server(tmp_path: Path) -> Iterator[StartServer]:
             server.proc.wait(10)
         if server.proc.stderr is not None:
             server.proc.stderr.close()
+
+
+def wait_listening(address: Path | int, seconds: float = 30) -> None:
+    """Wait until a server accepts connections on the Unix socket or the
+    loopback port ``address``. It probes with a socket of its own, closed at
+    once: a client that polls with failed connections can leave their
+    sockets to the garbage collector."""
+    family, target = (
+        (socket.AF_INET, ("127.0.0.1", address)) if isinstance(address, int) else (socket.AF_UNIX, str(address))
+    )
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket(family) as probe:
+            if probe.connect_ex(target) == 0:
+                return
+        time.sleep(0.02)
 
 
 def hook_payload(session: str, event: str, **fields: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 
 from guard.cli import main
 from guard.server.runner import is_loopback
-from tests.guard.server.conftest import REPO
+from tests.guard.server.conftest import REPO, wait_listening
 
 
 def serve(tmp_path: Path, *args: str) -> list[str]:
@@ -54,15 +54,8 @@ def test_a_run_of_the_command_serves_until_sigterm(
         bind, transport, url = ["--port", str(port)], httpx.HTTPTransport(), f"http://127.0.0.1:{port}"
     answers: list[int] = []
 
-    def listening() -> bool:
-        family, address = (socket.AF_UNIX, str(sock)) if where == "uds" else (socket.AF_INET, ("127.0.0.1", port))
-        with socket.socket(family) as probe:
-            return probe.connect_ex(address) == 0
-
     def client() -> None:
-        deadline = time.monotonic() + 30
-        while not listening() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_listening(sock if where == "uds" else port)
         with httpx.Client(transport=transport, base_url=url, headers={"Authorization": "Bearer abc"}) as http:
             answers.append(http.get("/healthz").status_code)
             event = {"type": "user/message", "agent": "main", "text": "hi"}

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from guard.server.redis_store import LeaseTimeout, RedisSessionStore
 from guard.server.sessions import Session, StoreError
 from guard.sessions.answer import retry_key
 from tests.conftest import AskScript, Proxy, RedisClients
-from tests.guard.server.conftest import REPO, StartServer
+from tests.guard.server.conftest import REPO, StartServer, wait_listening
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
@@ -371,14 +370,8 @@ def test_the_command_in_redis_mode_keeps_sessions_in_redis(
     seen: dict[str, Any] = {}
 
     def client() -> None:
-        deadline = time.monotonic() + 30
+        wait_listening(sock)
         with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://guard", timeout=30) as http:
-            while time.monotonic() < deadline:
-                try:
-                    http.get("/healthz")
-                    break
-                except (httpx.ConnectError, FileNotFoundError):
-                    time.sleep(0.02)
             seen["answers"] = [_grep_http(http, "cli", f"c{n}") for n in range(3)]
             seen["metrics"] = http.get("/metrics").text
         os.kill(os.getpid(), signal.SIGTERM)
