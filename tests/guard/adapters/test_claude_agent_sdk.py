@@ -93,6 +93,11 @@ async def test_a_call_id_used_again_for_a_new_call_is_a_new_call(link: GuardLink
     other = {**post, "tool_response": {"stdout": "changed", "stderr": "", "interrupted": False, "isImage": False}}
     await hooks.handle(other)  # a result that is not a copy: it counts (as a call whose pre hook was lost)
     assert len(events.of(ToolCall)) == 4
+    first = payload("PreToolUse", tool_use_id="call_0", tool_name="Read", tool_input={"file_path": "a.py"})
+    second = payload("PreToolUse", tool_use_id="call_0", tool_name="Read", tool_input={"file_path": "b.py"})
+    await hooks.handle(first)
+    await hooks.handle(second)  # the same id for another call of the same response: not a copy
+    assert [c.args for c in events.of(ToolCall)[-2:]] == [{"file_path": "a.py"}, {"file_path": "b.py"}]
 
 
 async def test_reminder_comes_back_as_additional_context_of_the_third_post_hook(
