@@ -35,7 +35,7 @@ import msgspec
 from bus import ALLOW, AgentStatus, Decision
 from guard._text import shown
 from guard.config import Config, apply_environment
-from guard.sessions.answer import Answer
+from guard.sessions.answer import Answer, retry_key
 from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
 from guard.sessions.live import LiveTable
@@ -287,8 +287,8 @@ class ClaudeHooks:
         self.runtime = runtime
         self._steps_reported = steps_reported
         self._subagents: dict[str, AgentLink] = {}
-        # the last denials and results answered, by agent and call id, with what they answered
-        self._answered: dict[tuple[str, str], tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        # the last denials and results answered, by retry_key, with what they answered
+        self._answered: LiveTable[str, tuple[tuple[Any, ...], dict[str, Any]]] = LiveTable(_ANSWERS_KEPT)
         for agent in link.links():
             if agent.agent.parent_id is None:
                 self._sessions.restore(agent.agent.id, agent)
@@ -330,60 +330,52 @@ class ClaudeHooks:
             await agent.idle()
             return self._answer(agent, event, seam, seq)
         call_id = runtime.call_id(agent, payload, seam)
-        if call_id:
-            copy = self._copy_of(agent, event, seam, seq, call_id, payload)
+        if seam == "pre":
+            call = (str(payload.get("tool_name", "")), runtime.tool_input(payload))
+            running = agent.running(call_id) if call_id else None
+            if running is not None and (running.tool, running.args) == call:
+                # a copy of the pre hook of a call still running (its answer was
+                # lost): allowed then, so allowed now, and counted once
+                return self._answer(agent, event, seam, seq, call_id, ALLOW)
+            copy = self._copy(agent, "tool/call", call_id, call) if running is None else None
             if copy is not None:
                 return copy
-        if seam == "pre" or not agent.has_call(call_id):
-            # a post hook whose pre hook never reached the guard counts all the same
-            decision = await self._call(agent, call_id, payload)
-        if seam == "pre":
+            decision = await self._call(agent, call_id, *call)
             if decision.allowed and agent.halt_reason is not None and not runtime.ends_runs:
                 decision = Decision.deny(agent.halt_reason, HALTED_BY)
             if decision.allowed:
                 return self._answer(agent, event, seam, seq, call_id, decision)
             await agent.denied(call_id, decision)
-            answer = self._answer(agent, event, seam, seq, call_id, decision)
-            self._keep(agent, call_id, (seam, payload.get("tool_name"), runtime.tool_input(payload)), answer)
-            return answer
-        content, is_error = runtime.result(payload, seam)
-        await agent.result(call_id, content, is_error=is_error)
-        answer = self._answer(agent, event, seam, seq, call_id)
-        self._keep(agent, call_id, (seam, content, is_error), answer)
-        return answer
+            return self._keep(
+                agent, "tool/call", call_id, call, self._answer(agent, event, seam, seq, call_id, decision)
+            )
+        outcome = (seam, *runtime.result(payload, seam))
+        if not agent.has_call(call_id):
+            copy = self._copy(agent, "tool/result", call_id, outcome)
+            if copy is not None:
+                return copy
+            # a post hook whose pre hook never reached the guard counts all the same
+            await self._call(agent, call_id, str(payload.get("tool_name", "")), runtime.tool_input(payload))
+        await agent.result(call_id, outcome[1], is_error=outcome[2])
+        return self._keep(agent, "tool/result", call_id, outcome, self._answer(agent, event, seam, seq, call_id))
 
-    def _copy_of(
-        self, agent: AgentLink, event: str, seam: str, seq: int, call_id: str, payload: Mapping[str, Any]
-    ) -> dict[str, Any] | None:
-        """The answer to a copy of a hook event already answered (a client
-        that lost the answer sent it again), or ``None`` when ``payload`` is
-        no copy. A copy has the same call id and the same content: the pre
-        hook of a call still running (allowed then, so allowed now) or of a
-        call that was denied, or a result hook already answered. A call id
-        some model endpoint uses again for a new call is a new call: its pre
-        hook comes after the last one's result."""
-        if seam == "pre":
-            running = agent.running(call_id)
-            what: tuple[Any, ...] = (seam, payload.get("tool_name"), self.runtime.tool_input(payload))
-            if running is not None:
-                if (running.tool, running.args) == what[1:]:
-                    return self._answer(agent, event, seam, seq, call_id, ALLOW)
-                return None
-        elif agent.has_call(call_id):
-            return None
-        else:
-            what = (seam, *self.runtime.result(payload, seam))
-        kept = self._answered.get((agent.agent.id, call_id))
+    def _copy(self, agent: AgentLink, kind: str, call_id: str, what: tuple[Any, ...]) -> dict[str, Any] | None:
+        """The answer kept for a copy of a denied pre hook (``kind``
+        ``tool/call``) or of a result hook (``tool/result``): same call id,
+        same content. A call id some model endpoint uses again for a new
+        call, with other content or after the last one's result, is a new
+        call."""
+        kept = self._answered.get(retry_key(kind, agent.agent.id, call_id)) if call_id else None
         return kept[1] if kept is not None and kept[0] == what else None
 
-    def _keep(self, agent: AgentLink, call_id: str, what: tuple[Any, ...], answer: dict[str, Any]) -> None:
-        """Keep the answer to the last denied pre hook or result hook of
-        ``call_id`` (of the last ``_ANSWERS_KEPT`` calls) for a copy of it."""
+    def _keep(
+        self, agent: AgentLink, kind: str, call_id: str, what: tuple[Any, ...], answer: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Keep ``answer`` (for ``what``) for a copy of its hook event, of the
+        last ``_ANSWERS_KEPT``; return it."""
         if call_id:
-            answered = self._answered
-            answered[(agent.agent.id, call_id)] = (what, answer)
-            if len(answered) > _ANSWERS_KEPT:
-                del answered[next(iter(answered))]
+            self._answered.add(retry_key(kind, agent.agent.id, call_id), (what, answer))
+        return answer
 
     def _answer(
         self,
@@ -403,10 +395,10 @@ class ClaudeHooks:
             answer = Answer(seq=seq, decision=decision, halt=agent.halt_reason)
         return self.runtime.answer(event, seam, answer)
 
-    async def _call(self, agent: AgentLink, call_id: str, payload: Mapping[str, Any]) -> Decision:
+    async def _call(self, agent: AgentLink, call_id: str, tool: str, args: Any) -> Decision:
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):
             agent.begin_step()
-        return await agent.call(call_id, str(payload.get("tool_name", "")), self.runtime.tool_input(payload))
+        return await agent.call(call_id, tool, args)
 
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
         """The response is over. A call it lists that is still open (no post

@@ -82,6 +82,10 @@ async def test_a_copy_of_a_result_hook_is_answered_from_the_last_results_kept(li
     await hooks.handle(unnamed)
     await hooks.handle(unnamed)
     assert len(events.of(ToolCall)) == calls + 3
+    unnamed_result = payload("PostToolUse", tool_name="Bash", tool_input={"command": "date"}, tool_response="Tue")
+    await hooks.handle(unnamed_result)
+    await hooks.handle(unnamed_result)  # nothing tells it from a result whose pre hook was lost
+    assert len(events.of(ToolCall)) == calls + 4
 
 
 async def test_a_call_id_used_again_for_a_new_call_is_a_new_call(link: GuardLink, events: Capture) -> None:
