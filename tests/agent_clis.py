@@ -113,6 +113,13 @@ class _FakeCLIAPI(ScriptedServer):
         path = self.work / trace
         return len(path.read_text().splitlines()) if path.exists() else 0
 
+    def _run(self, command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+        """``command`` in ``work`` with ``env`` alone, no stdin, output captured."""
+        return subprocess.run(
+            command, cwd=self.work, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
     def _seen(self, path: str) -> None:
         with self._lock:
             self.paths.append(path)
@@ -188,16 +195,7 @@ class FakeResponses(_FakeCLIAPI):
         if trust:
             command.append("--dangerously-bypass-hook-trust")
         full_env = {**_offline_env(self.home), "CODEX_HOME": str(codex_home), "FAKE_OPENAI_KEY": "sk-fake"}
-        return subprocess.run(
-            [*command, prompt],
-            cwd=self.work,
-            env={**full_env, **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        return self._run([*command, prompt], {**full_env, **(env or {})}, timeout)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
@@ -272,16 +270,7 @@ class FakeGemini(_FakeCLIAPI):
             "GEMINI_CLI_TRUST_WORKSPACE": "true",
         }
         command = [str(gemini), "-p", prompt, "--yolo", "--output-format", "json", "-m", "gemini-2.5-flash"]
-        return subprocess.run(
-            command,
-            cwd=self.work,
-            env={**full_env, **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
+        return self._run(command, {**full_env, **(env or {})}, timeout)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
