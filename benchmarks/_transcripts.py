@@ -64,29 +64,17 @@ class ClaudeCodeSession:
         """One model response: each call its own line, as Claude Code writes
         parallel calls; returns the call ids."""
         message_id = f"msg_{next(self._ids)}"
+
+        def line(block: dict[str, Any]) -> None:
+            self._entry("assistant", message={"id": message_id, "role": "assistant", "model": "m", "content": [block]})
+
         if text:
-            self._entry(
-                "assistant",
-                message={
-                    "id": message_id,
-                    "role": "assistant",
-                    "model": "m",
-                    "content": [{"type": "text", "text": text}],
-                },
-            )
+            line({"type": "text", "text": text})
         ids = []
         for name, args in calls:
             call_id = f"toolu_{next(self._ids)}"
             ids.append(call_id)
-            self._entry(
-                "assistant",
-                message={
-                    "id": message_id,
-                    "role": "assistant",
-                    "model": "m",
-                    "content": [{"type": "tool_use", "id": call_id, "name": name, "input": args}],
-                },
-            )
+            line({"type": "tool_use", "id": call_id, "name": name, "input": args})
         return ids
 
     def result(self, call_id: str, content: Any, *, is_error: bool = False) -> None:
