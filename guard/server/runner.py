@@ -154,12 +154,23 @@ def _lock_state_dir(state_dir: Path) -> IO[str]:
     return lock
 
 
+KEEP_ALIVE_SECONDS = 75.0
+"""How long the server keeps an idle connection open. Longer than HTTP
+clients keep theirs in a pool (httpx 5 s, Node 4-5 s): when the server closes
+first, a request a client sends on the connection at that moment fails with a
+reset instead of being answered. Hypercorn's default, 5 s, is exactly
+httpx's, and a server paused for 5 s under load closed connections that
+already held a request."""
+
+
 def hypercorn_config(bind: str, *, graceful_timeout: float = 30.0) -> Hypercorn:
     """Hypercorn's settings for the server: one ``bind`` (``HOST:PORT`` or
-    ``unix:PATH``, the socket made 0600), no access log, no ``server`` header."""
+    ``unix:PATH``, the socket made 0600), no access log, no ``server`` header,
+    and idle connections kept for ``KEEP_ALIVE_SECONDS``."""
     config = Hypercorn()
     config.bind = [bind]
     config.graceful_timeout = graceful_timeout
+    config.keep_alive_timeout = KEEP_ALIVE_SECONDS
     config.accesslog = None
     config.loglevel = "WARNING"
     config.include_server_header = False

@@ -47,20 +47,20 @@ def test_a_thousand_sessions_from_fifty_concurrent_clients(start_server: StartSe
     async def main() -> None:
         sessions = [f"load-{n:04d}" for n in range(SESSIONS)]
         send, receive = anyio.create_memory_object_stream[str](SESSIONS)
-        for session in sessions:
-            send.send_nowait(session)
-        send.close()
+        with send:
+            for session in sessions:
+                send.send_nowait(session)
         limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
-        async with server.async_client(limits=limits) as client, anyio.create_task_group() as tasks:
+        with receive:
+            async with server.async_client(limits=limits) as client, anyio.create_task_group() as tasks:
 
-            async def worker() -> None:
-                async with receive.clone() as sessions_left:
-                    async for session in sessions_left:
-                        reminded[session] = await drive(client, session)
+                async def worker() -> None:
+                    async with receive.clone() as sessions_left:
+                        async for session in sessions_left:
+                            reminded[session] = await drive(client, session)
 
-            for _ in range(CLIENTS):
-                tasks.start_soon(worker)
-        receive.close()
+                for _ in range(CLIENTS):
+                    tasks.start_soon(worker)
 
     anyio.run(main)
     assert len(reminded) == SESSIONS

@@ -3,6 +3,7 @@ socket, a restart that restores sessions, a graceful SIGTERM."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import stat
 import subprocess
@@ -59,6 +60,26 @@ def test_tcp_on_a_free_port_answers_and_stops_cleanly_on_sigterm(start_server: S
         checked = replay_check(server.state_dir / log)
         assert checked.returncode == 0, checked.stderr
         assert "check: every guard action matches the log" in checked.stderr
+
+
+def test_a_connection_idle_longer_than_a_client_pool_keeps_it_is_still_answered(start_server: StartServer) -> None:
+    """Client pools expire idle connections after a few seconds (httpx: 5 s);
+    the server keeps them longer, so a request sent on a pooled connection
+    never meets one the server is closing."""
+    server = start_server()
+    host, port = server.where.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().read() == b'{"status":"ok","sessions":0}'
+        sock = connection.sock
+        time.sleep(httpx.Limits().keepalive_expiry + 1)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        assert connection.sock is sock
+    finally:
+        connection.close()
+    assert server.stop() == 0
 
 
 def test_a_unix_socket_only_its_owner_can_open_removed_at_exit(start_server: StartServer, tmp_path: Path) -> None:
