@@ -171,32 +171,38 @@ except ImportError:  # pragma: no cover - an interpreter without CPython's _blak
     from hashlib import blake2b as blake2b
 
 _BLAKE2B_16 = blake2b(digest_size=16)
+_NO_KEYS: frozenset[str] = frozenset()
 
 
 class FingerprintCache:
-    """Remembers the last few fingerprints by argument identity, so a call and
-    its result (which share one ``args`` object) are canonicalized once even
-    when several policies look at both.
+    """Remembers the last few fingerprints by call, so a call and its result
+    are canonicalized once even when several policies look at both: whether
+    they share one ``args`` object (a runtime's own loop) or hold equal
+    copies (a hook's two payloads, a replayed log's two lines).
 
     Pass the event's ``call_id``: a runtime may reuse one ``args`` object and
     mutate it between calls, and only a call and its own result are certain
-    to hold the same arguments. Memory is bounded by ``size`` entries; a
-    cache of size 0 keeps none and fingerprints every time (where no lookup
-    could hit, it costs only the fingerprint).
+    to hold the same arguments. An ``ignore`` set none of whose keys the
+    arguments hold gives the fingerprint of ignoring nothing, and shares its
+    entry. Memory is bounded by ``size`` entries; a cache of size 0 keeps
+    none and fingerprints every time (where no lookup could hit, it costs
+    only the fingerprint).
     """
 
     def __init__(self, size: int = 8) -> None:
         self._size = size
-        self._entries: dict[tuple[str, str | None, int, frozenset[str]], tuple[Any, Fingerprint]] = {}
+        self._entries: dict[tuple[str, str | None, frozenset[str]], tuple[Any, Fingerprint]] = {}
 
     def get(
-        self, tool: str, args: Any, ignore: frozenset[str] = frozenset(), *, call_id: str | None = None
+        self, tool: str, args: Any, ignore: frozenset[str] = _NO_KEYS, *, call_id: str | None = None
     ) -> Fingerprint:
         if not self._size:
             return fingerprint(tool, args, ignore)
-        key = (tool, call_id, id(args), ignore)
+        if ignore and (not isinstance(args, dict) or ignore.isdisjoint(args)):
+            ignore = _NO_KEYS
+        key = (tool, call_id, ignore)
         entry = self._entries.get(key)
-        if entry is not None:  # the entry holds ``args``, so its id was not reused
+        if entry is not None and (entry[0] is args or entry[0] == args):
             return entry[1]
         result = fingerprint(tool, args, ignore)
         if len(self._entries) >= self._size:

@@ -204,16 +204,23 @@ def test_preview_is_head_truncated_with_the_omitted_count() -> None:
     assert fp.preview(500) == text
 
 
-def test_cache_canonicalizes_a_shared_args_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
+@pytest.fixture
+def canonicalized(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The values canonicalized from here on, in order."""
+    values: list[Any] = []
     real = fingerprint_module.canonical_json
 
     def counting(value: Any) -> bytes:
-        calls.append(1)
+        values.append(value)
         encoded: bytes = real(value)
         return encoded
 
     monkeypatch.setattr(fingerprint_module, "canonical_json", counting)
+    return values
+
+
+def test_cache_canonicalizes_a_shared_args_object_once(canonicalized: list[Any]) -> None:
+    calls = canonicalized
     big = {"content": "x" * 10_000_000}
     cache = FingerprintCache()
     first = cache.get("write", big, call_id="c1")
@@ -221,6 +228,27 @@ def test_cache_canonicalizes_a_shared_args_object_once(monkeypatch: pytest.Monke
     assert len(calls) == 1
     assert cache.get("write", big, frozenset({"content"}), call_id="c1") is not first
     assert len(calls) == 2
+
+
+def test_cache_canonicalizes_a_call_and_its_results_equal_copy_once(canonicalized: list[Any]) -> None:
+    """A hook's PreToolUse and PostToolUse, or a replayed log's call and
+    result lines, carry equal arguments in two objects."""
+    cache = FingerprintCache()
+    first = cache.get("Bash", {"command": "pytest -q", "description": "run the tests"}, call_id="c1")
+    again = cache.get("Bash", {"command": "pytest -q", "description": "run the tests"}, call_id="c1")
+    other = cache.get("Bash", {"command": "pytest -x", "description": "run the tests"}, call_id="c1")
+    assert again is first
+    assert other.digest != first.digest
+    assert len(canonicalized) == 2
+
+
+def test_an_ignored_key_the_arguments_do_not_hold_shares_the_plain_fingerprint() -> None:
+    cache = FingerprintCache()
+    plain = cache.get("Read", {"file_path": "a.py"}, call_id="c1")
+    assert cache.get("Read", {"file_path": "a.py"}, frozenset({"description"}), call_id="c1") is plain
+    ignoring = cache.get("Bash", {"command": "ls", "description": "list"}, frozenset({"description"}), call_id="c2")
+    assert ignoring == fingerprint("Bash", {"command": "ls"})
+    assert cache.get("Bash", {"command": "ls", "description": "list"}, call_id="c2") != ignoring
 
 
 def test_cache_does_not_trust_a_reused_args_object_across_calls() -> None:
