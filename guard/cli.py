@@ -308,6 +308,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     """
     from pathlib import Path
 
+    _import_msgspec_alone()
     import msgspec
 
     from bus._logging import configure_when_imported
@@ -739,6 +740,24 @@ def _forwarded(target: str, raw: bytes) -> bool:
     if answer.strip() != b"{}":
         sys.stdout.buffer.write(answer.strip() + b"\n")
     return True
+
+
+def _import_msgspec_alone() -> None:
+    """Import msgspec without ``typing_extensions``, which it only tries:
+    without it msgspec reads type hints with ``typing``'s own functions,
+    complete on the Pythons this package supports. ``typing_extensions`` and
+    the ``inspect`` module it loads are about a fifth of a hook process's
+    start, paid on every tool call. Once msgspec is in, ``typing_extensions``
+    imports normally again (a plugin policy may use it)."""
+    if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
+        return
+    sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # its import now raises ImportError
+    try:
+        import msgspec  # noqa: F401
+    except ImportError:  # a msgspec that needs it: the caller's own import loads both
+        pass
+    finally:
+        del sys.modules["typing_extensions"]
 
 
 def _command(argv: Sequence[str]) -> str | None:

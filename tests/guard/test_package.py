@@ -70,6 +70,7 @@ def test_the_hook_loads_nothing_heavy(tmp_path: Path) -> None:
         loaded = _modules_after(code, PRE_TOOL_USE)
     assert "guard.policies.remind" in loaded
     assert not {m for m in loaded if m.startswith(HEAVY)}
+    assert "inspect" not in loaded  # msgspec was imported without typing_extensions, which loads it
     assert "guard.verdicts" not in loaded
     assert "guard.sessions.resume" not in loaded
     assert "importlib.metadata" not in loaded  # plugins are looked up only when a config names one
@@ -100,3 +101,28 @@ def test_the_forwarding_hook_loads_nothing_but_its_client(tmp_path: Path) -> Non
         listener.wait(10)
     assert {m for m in loaded if m.startswith("guard")} == {"guard", "guard.cli", "guard.hook_forward"}
     assert not {m for m in loaded if m.startswith(("msgspec", "bus", "argparse", "typing", "socket"))}
+
+
+def test_typing_extensions_imports_again_once_the_hook_has_msgspec(tmp_path: Path) -> None:
+    code = (
+        f"from guard.cli import main\nmain(['hook', '--state-dir', {str(tmp_path)!r}])\n"
+        "import typing_extensions  # a plugin policy may use it"
+    )
+    assert "typing_extensions" in _modules_after(code, PRE_TOOL_USE)
+
+
+def test_a_msgspec_that_needs_typing_extensions_still_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from guard.cli import _import_msgspec_alone
+
+    fake = tmp_path / "msgspec"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("import typing_extensions\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "msgspec")
+    monkeypatch.delitem(sys.modules, "typing_extensions", raising=False)
+    _import_msgspec_alone()
+    assert "msgspec" not in sys.modules  # its import failed without typing_extensions, and left nothing
+    import msgspec  # the hook's own import, next
+
+    assert msgspec.__file__ == str(fake / "__init__.py")
+    assert "typing_extensions" in sys.modules
