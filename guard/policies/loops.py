@@ -827,13 +827,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
             elif count >= max(rules.deny_at, state.allowance + 1):
                 text, threshold = _REPEAT_DENIAL, rules.deny_at
-        arguments = fp.preview(_PREVIEW)
         if text is not None:
             assert signature is not None
             body = text.format(
                 count=signature.count,
                 tool=call.tool,
-                arguments=arguments,
+                arguments=fp.preview(_PREVIEW),
                 elapsed=_elapsed(call.ts - signature.since),
             )
         else:
@@ -986,17 +985,19 @@ class LoopsPolicy(Policy[_AgentLoops]):
         elif not failed and not poll:
             state.run += 1
         count = signature.count
-        arguments = fp.preview(_PREVIEW)
         if transient:
             if count == max(rules.transient_at, state.allowance + 1):
                 text = _TRANSIENT_ADVICE.format(
-                    count=count, tool=result.tool, arguments=arguments, deny_at=rules.transient_deny_at or "more"
+                    count=count,
+                    tool=result.tool,
+                    arguments=fp.preview(_PREVIEW),
+                    deny_at=rules.transient_deny_at or "more",
                 )
                 return self._action("remind", result, count, text, rules.transient_at)
             return None
         if failed and not poll:
             if count == max(rules.error_at, state.allowance + 1):
-                text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=arguments)
+                text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=fp.preview(_PREVIEW))
                 return self._action("remind", result, count, text, rules.error_at)
             kind, streak, _ = state.streaks[streak_key]
             if streak == max(rules.error_at, state.allowance + 1) and kind:
@@ -1008,7 +1009,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if poll:
             if state.patient:
                 return None
-            return self._back_off(signature, result, arguments, rules)
+            return self._back_off(signature, result, fp, rules)
         grind = self._grind(state, result, note, shape.digest)
         if grind is not None:
             return grind
@@ -1019,7 +1020,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         forming = 1 < gap <= self.config.advise_span and state.failed_at <= state.seen - gap
         if state.run >= self.config.advise_at or forming:
             state.advised = True
-            text = _CYCLE_ADVICE.format(run=state.run, tool=result.tool, arguments=arguments)
+            text = _CYCLE_ADVICE.format(run=state.run, tool=result.tool, arguments=fp.preview(_PREVIEW))
             return self._action("remind", result, count, text, self.config.advise_at)
         return None
 
@@ -1115,7 +1116,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         signature.poll = poll
         return signature, gap
 
-    def _back_off(self, signature: _Signature, result: ToolResult, arguments: str, rules: _Rules) -> Action | None:
+    def _back_off(self, signature: _Signature, result: ToolResult, fp: Fingerprint, rules: _Rules) -> Action | None:
         """A nudge for an unchanged poll, naming the next wait. Waits the
         agent already keeps between polls are skipped, so a patient poller
         is not nagged; before a poll is denied it is always nudged once."""
@@ -1141,7 +1142,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         text = _POLL_ADVICE.format(
             count=count,
             tool=result.tool,
-            arguments=arguments,
+            arguments=fp.preview(_PREVIEW),
             elapsed=_elapsed(result.ts - signature.since),
             wait=wait,
             how=_BLOCKING_WAIT.format(wait=wait),
