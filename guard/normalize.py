@@ -238,10 +238,13 @@ def error_head(text: str) -> str:
     returned whole."""
     position = 0
     traceback = False
-    for number, line in enumerate(text[:_KIND_READ].split("\n")):
-        end = position + len(line) + 1
-        if number >= _KIND_LINES:
+    head = text[:_KIND_READ]
+    for _ in range(_KIND_LINES):
+        if position > len(head):
             break
+        cut = head.find("\n", position)
+        line = head[position:] if cut < 0 else head[position:cut]
+        end = position + len(line) + 1
         stripped = line.strip()
         if not stripped:
             position = end
