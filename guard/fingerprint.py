@@ -174,6 +174,15 @@ _BLAKE2B_16 = blake2b(digest_size=16)
 _NO_KEYS: frozenset[str] = frozenset()
 
 
+def _equal(cached: Any, args: Any) -> bool:
+    """Whether two copies of a call's arguments are equal; a value whose
+    comparison fails (an array's ambiguous truth) is no match."""
+    try:
+        return bool(cached == args)
+    except Exception:
+        return False
+
+
 class FingerprintCache:
     """Remembers the last few fingerprints by call, so a call and its result
     are canonicalized once even when several policies look at both: whether
@@ -202,7 +211,7 @@ class FingerprintCache:
             ignore = _NO_KEYS
         key = (tool, call_id, ignore)
         entry = self._entries.get(key)
-        if entry is not None and (entry[0] is args or entry[0] == args):
+        if entry is not None and (entry[0] is args or _equal(entry[0], args)):
             return entry[1]
         result = fingerprint(tool, args, ignore)
         if len(self._entries) >= self._size:

@@ -242,6 +242,20 @@ def test_cache_canonicalizes_a_call_and_its_results_equal_copy_once(canonicalize
     assert len(canonicalized) == 2
 
 
+def test_arguments_whose_comparison_fails_are_fingerprinted_again() -> None:
+    class Ambiguous:
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("the truth value of an array is ambiguous")
+
+        __hash__ = object.__hash__
+
+    cache = FingerprintCache()
+    first = cache.get("plot", {"data": Ambiguous()}, call_id="c1")
+    again = cache.get("plot", {"data": Ambiguous()}, call_id="c1")
+    assert again is not first
+    assert again.canonical == first.canonical
+
+
 def test_an_ignored_key_the_arguments_do_not_hold_shares_the_plain_fingerprint() -> None:
     cache = FingerprintCache()
     plain = cache.get("Read", {"file_path": "a.py"}, call_id="c1")
