@@ -18,6 +18,7 @@ not make an untrusted responder safe.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
@@ -91,12 +92,14 @@ class SecretRule:
     @property
     def regex(self) -> Regex:
         """Compiled on first use: most rules never see their keywords."""
-        if self._regex is None:
+        regex = self._regex
+        if regex is None:
             setting = f"{self.origin} rule {self.id}"
-            self._regex = compile_regex(self._spec["regex"], setting=setting)
+            regex = compile_regex(self._spec["regex"], setting=setting)
             locals_ = [_Allowlist(a, setting) for a in self._spec.get("allowlists", [])]
             self.allowlists = (*locals_, *self.allowlists)
-        return self._regex
+            self._regex = regex  # last: a rule shared by redactors is seen whole or not compiled
+        return regex
 
     def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Byte spans of the secrets this rule finds in ``data`` (UTF-8),
@@ -176,6 +179,46 @@ class _UserRule(SecretRule):
         return span
 
 
+class _Plan:
+    """A rule set and one RE2 set of its rules' keywords: a single pass over
+    a text says which rules may match it. Built once per rule set and never
+    changed, so redactors share it (``_builtin_plan``)."""
+
+    __slots__ = ("always", "by_keyword", "keywords", "rules")
+    always: tuple[SecretRule, ...]
+    by_keyword: tuple[tuple[SecretRule, ...], ...]
+    keywords: LiteralSet | None
+    rules: tuple[SecretRule, ...]
+
+    def __init__(self, rules: tuple[SecretRule, ...], *, keyed: _Plan | None = None) -> None:
+        self.rules = rules
+        if keyed is not None:  # the same keywords as ``keyed``: share its set
+            self.keywords, self.by_keyword = keyed.keywords, keyed.by_keyword
+            self.always = tuple(rule for rule in rules if not rule.keywords)
+            return
+        keywords = sorted({k for rule in rules for k in rule.keywords})
+        index = {k: i for i, k in enumerate(keywords)}
+        by_keyword: list[list[SecretRule]] = [[] for _ in keywords]
+        for rule in rules:
+            for k in rule.keywords:
+                by_keyword[index[k]].append(rule)
+        self.always = tuple(rule for rule in rules if not rule.keywords)
+        self.by_keyword = tuple(tuple(group) for group in by_keyword)
+        self.keywords = LiteralSet(keywords) if keywords else None
+
+    def adding(self, rules: tuple[SecretRule, ...]) -> _Plan:
+        """This plan with ``rules`` (which have no keywords) run on every text too."""
+        return _Plan((*self.rules, *rules), keyed=self) if rules else self
+
+
+@functools.cache
+def _builtin_plan() -> _Plan:
+    """The built-in rules, read, parsed and planned once per process: a
+    server holds many sessions' redactors, and each would otherwise hold its
+    own copy (about 3 MB, and 20 ms to read)."""
+    return _Plan(load_rules())
+
+
 class Redactor:
     """Replaces secrets in text with ``[REDACTED]``.
 
@@ -183,8 +226,10 @@ class Redactor:
     ``guard.patterns``); each whole match is replaced, or only the group
     named ``secret`` when the pattern has one. A bad pattern raises
     ``PatternError`` naming ``rescue.redact_patterns``. ``rules`` replaces
-    the built-in rule set (``load_rules()``), which is read and compiled on
-    first use, so a guard that never redacts pays nothing for it.
+    the built-in rule set (``load_rules()``), which is read and planned on
+    first use, once per process and shared by every redactor, so a guard
+    that never redacts pays nothing for it and a server's sessions hold one
+    copy.
 
     Findings of all rules are collected on the original text and merged,
     so one rule's output never feeds another's input. Surrounding text is
@@ -196,45 +241,31 @@ class Redactor:
     def __init__(self, patterns: Iterable[str] = (), *, rules: Iterable[SecretRule] | None = None) -> None:
         self._user = tuple(_UserRule(p, i) for i, p in enumerate(patterns))
         self._given = tuple(rules) if rules is not None else None
-        self._rules: tuple[SecretRule, ...] | None = None
-        self._keywords: LiteralSet | None = None
-        self._by_keyword: tuple[tuple[SecretRule, ...], ...] = ()
-        self._always: tuple[SecretRule, ...] = ()
+        self._plan: _Plan | None = None
 
     @property
     def rules(self) -> tuple[SecretRule, ...]:
-        if self._rules is None:
-            base = self._given if self._given is not None else load_rules()
-            self._rules = (*base, *self._user)
-            self._plan(self._rules)
-        return self._rules
+        return self._planned().rules
 
-    def _plan(self, rules: tuple[SecretRule, ...]) -> None:
-        """One RE2 set of every rule's keywords: a single pass over a text
-        says which rules may match it."""
-        keywords = sorted({k for rule in rules for k in rule.keywords})
-        index = {k: i for i, k in enumerate(keywords)}
-        by_keyword: list[list[SecretRule]] = [[] for _ in keywords]
-        for rule in rules:
-            for k in rule.keywords:
-                by_keyword[index[k]].append(rule)
-        self._always = tuple(rule for rule in rules if not rule.keywords)
-        self._by_keyword = tuple(tuple(group) for group in by_keyword)
-        self._keywords = LiteralSet(keywords) if keywords else None
+    def _planned(self) -> _Plan:
+        if self._plan is None:
+            base = _builtin_plan() if self._given is None else _Plan(self._given)
+            self._plan = base.adding(self._user)
+        return self._plan
 
     def findings(self, text: str) -> Iterator[tuple[SecretRule, int, int]]:
         """Each rule's secrets in ``text`` (at most ``REDACT_INPUT_LIMIT``
         characters) as byte offsets into its UTF-8 encoding, unmerged."""
-        rules = self.rules
+        plan = self._planned()
         data = text[:REDACT_INPUT_LIMIT].encode("utf-8", "surrogatepass")
         # JSON-escaped text (a call's arguments) glues the n of an escaped
         # newline to the next word, which hides a word boundary from every
         # rule; the rules see each escape as a backslash and the character
         # it stands for, at the same offsets.
         seen = data.replace(b"\\n", b"\\\n").replace(b"\\r", b"\\\r").replace(b"\\t", b"\\\t")
-        hits = self._keywords.found(seen.lower()) if self._keywords is not None else ()
-        chosen = {id(r): r for i in hits for r in self._by_keyword[i]}
-        for rule in (*self._always, *(r for r in rules if id(r) in chosen)):
+        hits = plan.keywords.found(seen.lower()) if plan.keywords is not None else ()
+        chosen = {id(r): r for i in hits for r in plan.by_keyword[i]}
+        for rule in (*plan.always, *(r for r in plan.rules if id(r) in chosen)):
             for start, end in rule.spans(seen):
                 yield rule, start, end
 

@@ -160,3 +160,15 @@ def test_the_structlog_processor_redacts_fields_and_rendered_exceptions() -> Non
     assert "ValueError: bad value [REDACTED]" in event["exception"]
     assert "exc_info" not in event
     assert redact.processor(None, "info", {"event": "plain", "exc_info": None}) == {"event": "plain"}
+
+
+def test_redactors_hold_one_shared_copy_of_the_built_in_rules() -> None:
+    """A server's sessions each have a redactor; the built-in rules (read
+    from TOML, about 3 MB) are held once, and a redactor's own patterns
+    stay its own."""
+    plain, other, extended = Redactor(), Redactor(), Redactor(["tok_[a-z]+"])
+    assert plain("key ghp_" + "a1" * 18) == f"key {REDACTED}"
+    assert all(a is b for a, b in zip(plain.rules, other.rules, strict=True))
+    assert extended.rules[: len(plain.rules)] == plain.rules
+    assert extended("tok_abc") == REDACTED
+    assert plain("tok_abc") == "tok_abc"
