@@ -17,6 +17,7 @@ failure with different arguments has one kind.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -76,6 +77,15 @@ _HEAD = 4096
 _TAIL = 4096
 
 
+@functools.lru_cache(maxsize=16)
+def _substitutions(patterns: tuple[str, ...]) -> Substitutions:
+    """The patterns compiled once per process and shared: every session's
+    guard has a normaliser, and their RE2 set is about three quarters of a
+    session's memory with ``recommended`` (an unchanging object, like the
+    compiled regular expressions google-re2 itself caches)."""
+    return Substitutions(patterns, setting="result_normalize")
+
+
 class ResultNormalizer:
     """Normalises tool results and digests them for comparison.
 
@@ -83,7 +93,7 @@ class ResultNormalizer:
     """
 
     def __init__(self, patterns: Iterable[str] = DEFAULT_RESULT_NORMALIZE) -> None:
-        self._patterns = Substitutions(patterns, setting="result_normalize")
+        self._patterns = _substitutions(tuple(patterns))
 
     def normalize(self, text: str) -> str:
         """``text`` without its noise (each pattern reads the first

@@ -6,7 +6,7 @@ import pytest
 
 from bus import ToolResult, read_log
 from guard.importers import open_sessions, write_log
-from guard.normalize import ResultNormalizer, error_kind
+from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, error_kind
 from tests.guard.importers._transcripts import corpus_file
 
 normalize = ResultNormalizer().normalize
@@ -177,3 +177,13 @@ def test_an_error_report_is_cut_after_what_failed() -> None:
     skipped = "---\n" * 250 + "error: late"
     assert error_head(skipped) == skipped
     assert error_head("all good\nerror: later") == "all good\nerror: later"
+
+
+def test_normalisers_with_the_same_patterns_share_one_compiled_set() -> None:
+    """A server holds a guard, so a normaliser, per session: the compiled
+    patterns are held once."""
+    first, second = ResultNormalizer(), ResultNormalizer(list(DEFAULT_RESULT_NORMALIZE))
+    own = ResultNormalizer([r"build \d+"])
+    assert first._patterns is second._patterns
+    assert own._patterns is not first._patterns
+    assert own.normalize("build 41 done") == own.normalize("build 42 done") != first.normalize("build 41 done")
