@@ -158,9 +158,9 @@ KEEP_ALIVE_SECONDS = 75.0
 """How long the server keeps an idle connection open. Longer than HTTP
 clients keep theirs in a pool (httpx 5 s, Node 4-5 s): when the server closes
 first, a request a client sends on the connection at that moment fails with a
-reset instead of being answered. Hypercorn's default, 5 s, is exactly
-httpx's, and a server paused for 5 s under load closed connections that
-already held a request."""
+reset instead of being answered. With Hypercorn's default, 5 s, exactly
+httpx's, a server paused for 5 s under load closes connections that already
+hold a request."""
 
 
 def hypercorn_config(bind: str, *, graceful_timeout: float = 30.0) -> Hypercorn:
