@@ -123,12 +123,7 @@ class SessionLog:
         torn = self._torn
         if torn:
             buffer[0:0] = b"\n"
-        try:
-            written = os.write(fd, buffer)
-        except OSError as exc:
-            self._fail(fd, 0, exc)
-        if written != len(buffer) or self._fsync:
-            self._finish(fd, buffer, written)
+        self._put(fd, buffer)
         if torn:
             self._torn = False
 
@@ -152,16 +147,22 @@ class SessionLog:
         if not count:
             return
         try:
-            try:
-                written = os.write(fd, batch)
-            except OSError as exc:
-                self._fail(fd, 0, exc)
-            if written != len(batch) or self._fsync:
-                self._finish(fd, batch, written)
+            self._put(fd, batch)
         except LogWriteError:
             self.failures += count - 1
             raise
         self._torn = False
+
+    def _put(self, fd: int, buffer: bytearray) -> None:
+        """Append ``buffer`` (whole lines) with one system write, the rest of
+        it after a short write, then fsync if asked; on failure none of it
+        stays (``_fail``)."""
+        try:
+            written = os.write(fd, buffer)
+        except OSError as exc:
+            self._fail(fd, 0, exc)
+        if written != len(buffer) or self._fsync:
+            self._finish(fd, buffer, written)
 
     def _finish(self, fd: int, buffer: bytearray, written: int) -> None:
         """After a short write (a full disk, a signal): write the rest of the

@@ -37,15 +37,22 @@ def test_a_line_that_straddles_the_limit_is_taken_back(log_path: Path, file_size
     assert _ids(log_path) == (["c1", "c3"], {})
 
 
-def test_when_the_fragment_cannot_be_cut_the_next_line_still_stands_alone(
-    log_path: Path, file_size_limit: Limit, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def uncuttable(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """From its call on, the log cannot be truncated (an append-only file, say)."""
+
     def refuse(fd: int, length: int) -> None:
         raise OSError(1, "Operation not permitted")
 
+    return lambda: monkeypatch.setattr(os, "ftruncate", refuse)
+
+
+def test_when_the_fragment_cannot_be_cut_the_next_line_still_stands_alone(
+    log_path: Path, file_size_limit: Limit, uncuttable: Callable[[], None]
+) -> None:
     with SessionLog(log_path) as log:
         log.write(_call(1))
-        monkeypatch.setattr(os, "ftruncate", refuse)  # an append-only file, say
+        uncuttable()
         file_size_limit(log_path.stat().st_size + 100)
         with pytest.raises(LogWriteError):
             log.write(_call(2))
@@ -83,14 +90,11 @@ def test_a_batch_that_does_not_fit_leaves_none_of_its_lines(log_path: Path, file
 
 
 def test_a_batch_after_an_uncut_fragment_starts_on_a_line_of_its_own(
-    log_path: Path, file_size_limit: Limit, monkeypatch: pytest.MonkeyPatch
+    log_path: Path, file_size_limit: Limit, uncuttable: Callable[[], None]
 ) -> None:
-    def refuse(fd: int, length: int) -> None:
-        raise OSError(1, "Operation not permitted")
-
     with SessionLog(log_path) as log:
         log.write(_call(1))
-        monkeypatch.setattr(os, "ftruncate", refuse)
+        uncuttable()
         file_size_limit(log_path.stat().st_size + 100)
         with pytest.raises(LogWriteError):
             log.write(_call(2))
