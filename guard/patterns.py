@@ -100,6 +100,12 @@ _ANCHOR_START = re2._re2.RE2.Anchor.ANCHOR_START
 _NO_MATCH = (-1, -1)
 
 
+def _found(engine: Any, anchor: Any, text: str) -> bool:
+    """Whether ``engine`` matches ``text`` (its head) with ``anchor``."""
+    data = _encode(text)
+    return bool(engine.Match(anchor, data, 0, len(data))[0] != _NO_MATCH)
+
+
 def _sub_literal(engine: Any, data: bytes, replacement: bytes) -> bytes:
     """Every match of ``engine`` in ``data`` replaced by ``replacement``,
     matches found as the wrapper's ``sub`` finds them (an empty match moves
@@ -152,13 +158,11 @@ class Regex:
         self._regexp = regexp
 
     def search(self, text: str) -> bool:
-        data = _encode(text)
-        return bool(self._regexp._regexp.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
+        return _found(self._regexp._regexp, _UNANCHORED, text)
 
     def match(self, text: str) -> bool:
         """Whether it matches at the start of ``text``."""
-        data = _encode(text)
-        return bool(self._regexp._regexp.Match(_ANCHOR_START, data, 0, len(data))[0] != _NO_MATCH)
+        return _found(self._regexp._regexp, _ANCHOR_START, text)
 
     def fullmatch(self, text: str) -> bool:
         """Whether it matches the whole of ``text`` (never for a text longer
@@ -222,17 +226,11 @@ class RegexSet:
 
     def search(self, text: str) -> bool:
         """Whether any entry matches somewhere in ``text`` (its head)."""
-        if self._any is None:
-            return False
-        data = _encode(text)
-        return bool(self._any._regexp.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
+        return self._any is not None and _found(self._any._regexp, _UNANCHORED, text)
 
     def match(self, text: str) -> bool:
         """Whether any entry matches at the start of ``text``."""
-        if self._any is None:
-            return False
-        data = _encode(text)
-        return bool(self._any._regexp.Match(_ANCHOR_START, data, 0, len(data))[0] != _NO_MATCH)
+        return self._any is not None and _found(self._any._regexp, _ANCHOR_START, text)
 
 
 class Substitutions:
