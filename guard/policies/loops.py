@@ -467,6 +467,11 @@ class _AgentLoops:
         self.advised = False
         self.opener = opener
 
+    def at(self, threshold: int) -> int:
+        """The count at which ``threshold`` acts now: past the repeats the
+        user asked for (``allowance``)."""
+        return max(threshold, self.allowance + 1)
+
     def remember(self, digest: bytes, size: int) -> _Signature:
         """Place a call in the window; the signature's record (new if it
         fell out of the window or was never seen)."""
@@ -814,10 +819,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if signature is not None and signature.count:
             count = signature.count + 1
             if signature.transient:
-                if rules.transient_deny_at and count >= max(rules.transient_deny_at, state.allowance + 1):
+                if rules.transient_deny_at and count >= state.at(rules.transient_deny_at):
                     text, threshold = _FAILURE_DENIAL, rules.transient_deny_at
             elif signature.failed:
-                if rules.error_deny_at and count >= max(rules.error_deny_at, state.allowance + 1):
+                if rules.error_deny_at and count >= state.at(rules.error_deny_at):
                     text, threshold = _FAILURE_DENIAL, rules.error_deny_at
             elif signature.poll:
                 stalled = signature.count >= rules.poll_deny_after or (
@@ -825,7 +830,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 )
                 if signature.nudges and stalled and not state.patient:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
-            elif count >= max(rules.deny_at, state.allowance + 1):
+            elif count >= state.at(rules.deny_at):
                 text, threshold = _REPEAT_DENIAL, rules.deny_at
         if text is not None:
             assert signature is not None
@@ -874,7 +879,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if (
             streak is not None
             and rules.streak_deny_at
-            and streak[1] >= max(rules.streak_deny_at, state.allowance + 1)
+            and streak[1] >= state.at(rules.streak_deny_at)
             and not self._decayed(streak[2], call.ts)
         ):
             kind, count, _ = streak
@@ -884,11 +889,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if writing is not None:
             target = write_target(call.args, by_tool=writing == "edit")
             written = state.writes.get(target) if target is not None else None
-            if (
-                written is not None
-                and written[0] == fp.digest
-                and written[1] + 1 >= max(rules.deny_at, state.allowance + 1)
-            ):
+            if written is not None and written[0] == fp.digest and written[1] + 1 >= state.at(rules.deny_at):
                 body = _WRITE_DENIAL.format(
                     target=target, count=written[1] + 1, tool=call.tool, arguments=fp.preview(_PREVIEW)
                 )
@@ -986,7 +987,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.run += 1
         count = signature.count
         if transient:
-            if count == max(rules.transient_at, state.allowance + 1):
+            if count == state.at(rules.transient_at):
                 text = _TRANSIENT_ADVICE.format(
                     count=count,
                     tool=result.tool,
@@ -996,11 +997,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return self._action("remind", result, count, text, rules.transient_at)
             return None
         if failed and not poll:
-            if count == max(rules.error_at, state.allowance + 1):
+            if count == state.at(rules.error_at):
                 text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=fp.preview(_PREVIEW))
                 return self._action("remind", result, count, text, rules.error_at)
             kind, streak, _ = state.streaks[streak_key]
-            if streak == max(rules.error_at, state.allowance + 1) and kind:
+            if streak == state.at(rules.error_at) and kind:
                 text = _STREAK_ADVICE.format(
                     tool=result.tool, count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
                 )
