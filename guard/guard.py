@@ -35,26 +35,20 @@ ActionListener = Callable[[Action, Event], None]
 _log = LazyLogger("guard")
 
 
-class _ActionLog:
-    """Action records on the ``guard`` logger (see ``InfoLog``)."""
-
-    __slots__ = ("_log",)
-
-    def __init__(self) -> None:
-        self._log = InfoLog("guard")
-
-    def action(self, action: Action) -> None:
-        if self._log.enabled():
-            extra = {"shadow": True} if action.shadow else {}
-            self._log.info(
-                f"guard.{action.action}",
-                policy=action.policy,
-                agent=action.agent,
-                tool=action.tool,
-                count=action.count,
-                threshold=action.threshold,
-                **extra,
-            )
+def _log_action(log: InfoLog, action: Action) -> None:
+    """An action's record on the ``guard`` logger, built only when ``info``
+    gets through."""
+    if log.enabled():
+        extra = {"shadow": True} if action.shadow else {}
+        log.info(
+            f"guard.{action.action}",
+            policy=action.policy,
+            agent=action.agent,
+            tool=action.tool,
+            count=action.count,
+            threshold=action.threshold,
+            **extra,
+        )
 
 
 class _Entry(weakref.ref[Agent]):
@@ -122,7 +116,7 @@ class Guard:
         self._fingerprints = FingerprintCache(size=8 if self._interceptors or len(self.policies) > 1 else 0)
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
-        self._action_log = _ActionLog() if log_actions else None
+        self._action_log = InfoLog("guard") if log_actions else None
         # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
         self._interceptor = self._on_call
 
@@ -275,7 +269,7 @@ class Guard:
 
     async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
         if self._action_log is not None:
-            self._action_log.action(action)
+            _log_action(self._action_log, action)
         for listener in self._listeners:
             try:
                 listener(action, trigger)
