@@ -108,12 +108,21 @@ def test_guard_flags_the_loop_and_stays_quiet_on_paging(capsys: pytest.CaptureFi
 
 def test_gone_agents_leave_no_state_behind(capsys: pytest.CaptureFixture[str]) -> None:
     _, rows = _bench(capsys, "--only", "memory")
-    idle, collected, disposed = (r for r in rows if r["section"].startswith("memory"))
+    idle, collected, disposed = (r for r in rows if r["section"].startswith("memory,"))
     assert idle["met"] is True
     assert 0 < idle["rate"] < 2_000
     assert collected["extra"].startswith("0 agents still tracked")
     assert disposed["extra"].startswith("0 agents tracked after disposal")
     assert disposed["met"] is True
+
+
+def test_a_sessions_guard_holds_none_of_what_every_guard_shares(capsys: pytest.CaptureFixture[str]) -> None:
+    """The compiled result patterns and secret rules are held once per
+    process: a recommended guard per session stays small (it was 37 KB when
+    each held its own patterns)."""
+    _, rows = _bench(capsys, "--only", "memory")
+    default, recommended = (r for r in rows if r["section"].startswith("memory per session"))
+    assert 0 < default["rate"] < recommended["rate"] < 25_000
 
 
 def test_missing_peers_become_rows_that_say_how_to_install_them(
