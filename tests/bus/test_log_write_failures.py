@@ -38,24 +38,30 @@ def test_a_line_that_straddles_the_limit_is_taken_back(log_path: Path, file_size
 
 
 @pytest.fixture
-def uncuttable(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
-    """From its call on, the log cannot be truncated (an append-only file, say)."""
+def uncut_fragment(
+    log_path: Path, file_size_limit: Limit, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[SessionLog], None]:
+    """Leaves ``c1``, then a fragment of ``c2`` the log cannot cut off (an
+    append-only file, say), in the open log; the size limit stays."""
 
     def refuse(fd: int, length: int) -> None:
         raise OSError(1, "Operation not permitted")
 
-    return lambda: monkeypatch.setattr(os, "ftruncate", refuse)
-
-
-def test_when_the_fragment_cannot_be_cut_the_next_line_still_stands_alone(
-    log_path: Path, file_size_limit: Limit, uncuttable: Callable[[], None]
-) -> None:
-    with SessionLog(log_path) as log:
+    def leave(log: SessionLog) -> None:
         log.write(_call(1))
-        uncuttable()
+        monkeypatch.setattr(os, "ftruncate", refuse)
         file_size_limit(log_path.stat().st_size + 100)
         with pytest.raises(LogWriteError):
             log.write(_call(2))
+
+    return leave
+
+
+def test_when_the_fragment_cannot_be_cut_the_next_line_still_stands_alone(
+    log_path: Path, file_size_limit: Limit, uncut_fragment: Callable[[SessionLog], None]
+) -> None:
+    with SessionLog(log_path) as log:
+        uncut_fragment(log)
         with pytest.raises(LogWriteError):
             log.write(_call(3))  # not even the newline fits: still owed
         file_size_limit(1 << 30)
@@ -90,14 +96,10 @@ def test_a_batch_that_does_not_fit_leaves_none_of_its_lines(log_path: Path, file
 
 
 def test_a_batch_after_an_uncut_fragment_starts_on_a_line_of_its_own(
-    log_path: Path, file_size_limit: Limit, uncuttable: Callable[[], None]
+    log_path: Path, file_size_limit: Limit, uncut_fragment: Callable[[SessionLog], None]
 ) -> None:
     with SessionLog(log_path) as log:
-        log.write(_call(1))
-        uncuttable()
-        file_size_limit(log_path.stat().st_size + 100)
-        with pytest.raises(LogWriteError):
-            log.write(_call(2))
+        uncut_fragment(log)
         file_size_limit(1 << 30)
         log.write_many([_call(3), _call(4)])
         log.write(_call(5))
