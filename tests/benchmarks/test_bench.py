@@ -61,6 +61,7 @@ def test_every_section_reports_rates_and_ratios_to_its_baseline(
         "replay",
         "loop detection",
         "memory",
+        "memory per session",
         "command hook per invocation",
         "audit",
         "HTTP hook via serve",
