@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import reprlib
+from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -109,6 +110,30 @@ def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
         return
     if too_deep(buffer):
         encoder.encode_into(_plain(item, set(), 0), buffer)
+
+
+def encode_lines(items: Sequence[msgspec.Struct]) -> bytes:
+    """The lines ``encode_line`` would write for ``items``, each ending in a
+    newline, encoded in one call: the common case, where no item needs a
+    stand-in and no line holds more brackets than ``MAX_NESTING``; otherwise
+    item by item."""
+    try:
+        block = encoder.encode_lines(items)
+    except (UnicodeEncodeError, RecursionError):
+        return _each(items)
+    if max(map(len, block.translate(None, _NOT_BRACKET_NOR_NEWLINE).split(b"\n"))) > MAX_NESTING:
+        return _each(items)  # brackets in strings do not nest: encode_line looks closer
+    return block
+
+
+def _each(items: Sequence[msgspec.Struct]) -> bytes:
+    block = bytearray()
+    line = bytearray()
+    for item in items:
+        encode_line(item, line)
+        line.append(10)  # b"\n"
+        block += line
+    return bytes(block)
 
 
 def _text(value: str) -> str:

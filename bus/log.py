@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
-from bus._codec import encode_line
+from bus._codec import encode_line, encode_lines
 from bus.bus import Bus
 from bus.events import Event, SessionStart
 from bus.files import open_regular
@@ -136,16 +136,13 @@ class SessionLog:
         fd = self._fd
         if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
-        batch = bytearray(b"\n" if self._torn else b"")
-        line = self._buffer
-        count = 0
-        for event in events:
-            encode_line(event, line)
-            line.append(10)  # b"\n"
-            batch += line
-            count += 1
-        if not count:
+        items = list(events)
+        if not items:
             return
+        count = len(items)
+        batch = encode_lines(items)
+        if self._torn:
+            batch = b"\n" + batch
         try:
             self._put(fd, batch)
         except LogWriteError:
@@ -153,7 +150,7 @@ class SessionLog:
             raise
         self._torn = False
 
-    def _put(self, fd: int, buffer: bytearray) -> None:
+    def _put(self, fd: int, buffer: bytes | bytearray) -> None:
         """Append ``buffer`` (whole lines) with one system write, the rest of
         it after a short write, then fsync if asked; on failure none of it
         stays (``_fail``)."""
@@ -164,7 +161,7 @@ class SessionLog:
         if written != len(buffer) or self._fsync:
             self._finish(fd, buffer, written)
 
-    def _finish(self, fd: int, buffer: bytearray, written: int) -> None:
+    def _finish(self, fd: int, buffer: bytes | bytearray, written: int) -> None:
         """After a short write (a full disk, a signal): write the rest of the
         line; then fsync, if asked."""
         view = memoryview(buffer)

@@ -161,8 +161,9 @@ def _isolated(
         pending: deque[AnyEvent] = deque()
         index = 0
         models.clear()  # a re-run names them again
+        builder = Builder(report, models)
         try:
-            for event in produce(Builder(report, models)):
+            for event in produce(builder):
                 if report._at != at:  # the records before this one are done
                     at = report._at
                     while pending:
@@ -170,10 +171,12 @@ def _isolated(
                         yield pending.popleft()
                 index += 1
                 if index > released:
-                    pending.append(_same_agent(event, agents))
+                    pending.append(_same_agent(event, agents) if reruns else event)
         except TranscriptError:
             raise
         except Exception as exc:
+            for agent in builder._agents.values():  # the handles the events handed out carry
+                agents.setdefault(agent.id, agent)
             report.skipped = counts
             report._bad_record(exc)
             if report._at is None:  # before any record: keep what came first
@@ -203,11 +206,14 @@ def _same_agent(event: AnyEvent, agents: dict[str, Agent]) -> AnyEvent:
 
 def parse_time(value: Any) -> float | None:
     """Unix seconds from an ISO-8601 string (naive means UTC) or a number."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str) or not value:
+    if type(value) is not str:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, (int, float)):
+            return float(value)
+        if not isinstance(value, str):
+            return None
+    if not value:
         return None
     try:
         moment = datetime.fromisoformat(value)
@@ -288,32 +294,30 @@ class Builder:
         """Declare ``agent_id`` a subagent of ``parent``, before its first event."""
         self._parents.setdefault(agent_id, parent)
 
-    def _handle(self, agent_id: str, ts: float) -> tuple[Agent, list[AnyEvent]]:
+    def _handle(self, agent_id: str, ts: float) -> tuple[Agent, tuple[AnyEvent, ...]]:
         """The agent's handle, and its ``started`` status the first time."""
         agent = self._agents.get(agent_id)
         if agent is not None:
-            return agent, []
+            return agent, ()
         parent = self._parents.get(agent_id)
         agent = self._agents[agent_id] = Agent(agent_id, parent_id=parent)
-        return agent, [AgentStatus(agent=agent, ts=ts, status="started", parent=parent)]
+        return agent, (AgentStatus(agent=agent, ts=ts, status="started", parent=parent),)
 
-    def user(self, agent_id: str, text: str, ts: float) -> Iterator[AnyEvent]:
+    def user(self, agent_id: str, text: str, ts: float) -> tuple[AnyEvent, ...]:
         agent, started = self._handle(agent_id, ts)
-        yield from started
-        yield UserMessage(agent=agent, ts=ts, text=text)
+        return (*started, UserMessage(agent=agent, ts=ts, text=text))
 
-    def call(self, agent_id: str, call_id: str, step: int, tool: str, args: Any, ts: float) -> Iterator[AnyEvent]:
+    def call(self, agent_id: str, call_id: str, step: int, tool: str, args: Any, ts: float) -> tuple[AnyEvent, ...]:
         """A tool call; a second call with the same id in this agent is dropped."""
         key = (agent_id, call_id)
         if key in self._seen:
             self.report.skip("duplicate-call")
-            return
+            return ()
         self._seen.add(key)
         agent, started = self._handle(agent_id, ts)
-        yield from started
         call = ToolCall(agent=agent, ts=ts, call_id=call_id, step=step, tool=tool, args=args)
         self._open[key] = call
-        yield call
+        return (*started, call)
 
     def result(
         self,
@@ -324,14 +328,14 @@ class Builder:
         *,
         is_error: bool = False,
         denied_by: str | None = None,
-    ) -> Iterator[AnyEvent]:
+    ) -> tuple[AnyEvent, ...]:
         """The result of an open call; one for an unknown call is counted as
         ``orphan-result`` and dropped, since its tool and args are unknown."""
         call = self._open.pop((agent_id, call_id), None)
         if call is None:
             self.report.skip("orphan-result")
-            return
-        yield ToolResult(
+            return ()
+        result = ToolResult(
             agent=call.agent,
             ts=ts,
             call_id=call_id,
@@ -342,6 +346,7 @@ class Builder:
             is_error=is_error,
             denied_by=denied_by,
         )
+        return (result,)
 
     def was_called(self, agent_id: str, call_id: str) -> bool:
         """Whether this agent made a call with this id (open or answered)."""
@@ -349,8 +354,7 @@ class Builder:
 
     def context(
         self, agent_id: str, call_id: str, text: str, ts: float, *, plugin: str, form: str, summary: str = ""
-    ) -> Iterator[AnyEvent]:
+    ) -> tuple[AnyEvent, ...]:
         agent, started = self._handle(agent_id, ts)
-        yield from started
         source = ContextSource(plugin=plugin, form=form, summary=summary)
-        yield ContextMessage(agent=agent, ts=ts, call_id=call_id, source=source, text=text)
+        return (*started, ContextMessage(agent=agent, ts=ts, call_id=call_id, source=source, text=text))

@@ -297,6 +297,9 @@ def merge_by_time(streams: Iterable[Iterator[AnyEvent]]) -> Iterator[AnyEvent]:
     reordered); between streams the earlier event comes first, and on a tie
     the stream listed first.
     """
+    streams = list(streams)
+    if len(streams) == 1:
+        return streams[0]
     return heapq.merge(*streams, key=_ts)
 
 

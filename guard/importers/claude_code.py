@@ -122,14 +122,13 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 
 
 def _prompt(entry: dict[str, Any], content: Any) -> str | None:
-    """The text of a genuine user prompt, or ``None`` for tool results, meta
-    entries and Claude Code's own scaffolding (slash commands, local command
-    output, interruption markers, task notifications)."""
+    """The text of a genuine user prompt in an entry that answers no tool
+    call, or ``None`` for meta entries and Claude Code's own scaffolding
+    (slash commands, local command output, interruption markers, task
+    notifications)."""
     if entry.get("isMeta") or entry.get("isCompactSummary") or entry.get("isVisibleInTranscriptOnly"):
         return None
     if isinstance(content, list):
-        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-            return None
         text = "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
     elif isinstance(content, str):
         text = content
@@ -183,19 +182,22 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
                     yield from b.call(who, call_id, steps[who], str(block.get("name")), block.get("input"), ts)
         elif kind == "user" and isinstance(message, dict):
             content = message.get("content")
+            answers = False
             if isinstance(content, list):
                 for block in content:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
+                        answers = True
                         text = text_of(block.get("content"))
+                        failed = bool(block.get("is_error"))
                         yield from b.result(
                             who,
                             str(block.get("tool_use_id")),
                             text,
                             ts,
-                            is_error=bool(block.get("is_error")),
-                            denied_by=_denial(text) if block.get("is_error") else None,
+                            is_error=failed,
+                            denied_by=_denial(text) if failed else None,
                         )
-            prompt = _prompt(entry, content)
+            prompt = None if answers else _prompt(entry, content)
             if prompt is not None:
                 yield from b.user(who, prompt, ts)
         elif kind == "attachment":
