@@ -339,12 +339,31 @@ def test_a_session_continued_without_a_resume_mark_keeps_its_one_header(log_path
     assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["first process", "third process"]
 
 
-def test_a_batch_is_written_as_its_events_one_by_one_are(tmp_path: Path) -> None:
+def _nested(depth: int) -> list[Any]:
+    node: list[Any] = []
+    for _ in range(depth):
+        node = [node]
+    return node
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        pytest.param(None, id="plain"),
+        pytest.param("bad \ud800 surrogate", id="lone-surrogate"),
+        pytest.param(_nested(150), id="nested-too-deep"),
+        pytest.param("[{" * 120, id="brackets-in-a-string"),
+        pytest.param(object(), id="not-json"),
+    ],
+)
+def test_a_batch_is_written_as_its_events_one_by_one_are(tmp_path: Path, odd: Any) -> None:
     agent = Agent("main")
     events = [
         ToolCall(agent=agent, seq=n, ts=float(n), call_id=f"c{n}", step=n, tool="grep", args={"q": n})
         for n in range(1, 50)
     ]
+    if odd is not None:  # one event that needs a stand-in, or a closer look, amid plain ones
+        events[12] = msgspec.structs.replace(events[12], args={"odd": odd})
     with SessionLog(tmp_path / "one.jsonl", session="s", clock=lambda: 1.0) as log:
         for event in events:
             log.write(event)
