@@ -25,6 +25,7 @@ from guard.adapters.claude_hooks import answer_hook, run_to_completion
 from guard.cli import main
 from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
 from tests.conftest import AskScript
+from tests.processes import running
 
 SESSION = "hook-session"
 REPO = Path(__file__).resolve().parents[3]
@@ -292,17 +293,9 @@ def test_the_ask_and_its_children_die_with_the_hook_whatever_signal_kills_it(
     hook.send_signal(kill_with)
     assert hook.wait(timeout=10) == -kill_with
     deadline = time.monotonic() + 10
-    while _alive(ask_pid) or _alive(child_pid):
+    while running(ask_pid) or running(child_pid):
         assert time.monotonic() < deadline, "the ask outlived the hook"
         time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ")[1][0] != "Z"  # a zombie waits for init to reap it: it is dead
-    except FileNotFoundError:
-        return False
 
 
 def test_a_verbose_hook_logs_its_actions_to_stderr_and_answers_alone_on_stdout(

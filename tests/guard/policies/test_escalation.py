@@ -11,6 +11,7 @@ import pytest
 
 from guard import ASK_MODEL_ENV, AskCommand
 from tests.conftest import AskScript
+from tests.processes import running
 
 pytestmark = pytest.mark.anyio
 
@@ -18,22 +19,13 @@ pytestmark = pytest.mark.anyio
 _NEVER = 60
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie nobody reaped yet does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 async def _gone(*pids: int) -> bool:
     """True once every pid has stopped running. A SIGKILL lands
     asynchronously, so this waits for it, within a generous bound."""
     with anyio.move_on_after(10):
-        while any(_running(pid) for pid in pids):
+        while any(running(pid) for pid in pids):
             await anyio.sleep(0.01)
-    return not any(_running(pid) for pid in pids)
+    return not any(running(pid) for pid in pids)
 
 
 async def _ask(command: Path | str, question: str = "what now?", **kwargs: int) -> tuple[str | None, str, bool]:

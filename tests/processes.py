@@ -1,0 +1,15 @@
+"""What the tests ask of processes they started and no longer hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs. A zombie nobody reaped yet does not; a
+    process reaped between opening its ``stat`` and reading it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
