@@ -197,23 +197,18 @@ def _same_agent(event: AnyEvent, agents: dict[str, Agent]) -> AnyEvent:
     """``event`` carrying the handle earlier events of its agent carried:
     a re-run builds new handles, and a handle is the agent's identity."""
     agent = event.agent
-    if agent is not None:
-        known = agents.setdefault(agent.id, agent)
-        if known is not agent:
-            force_setattr(event, "agent", known)
+    if agent is not None and (known := agents.setdefault(agent.id, agent)) is not agent:
+        force_setattr(event, "agent", known)
     return event
 
 
 def parse_time(value: Any) -> float | None:
     """Unix seconds from an ISO-8601 string (naive means UTC) or a number."""
-    if type(value) is not str:
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, (int, float)):
-            return float(value)
-        if not isinstance(value, str):
-            return None
-    if not value:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str) or not value:
         return None
     try:
         moment = datetime.fromisoformat(value)
