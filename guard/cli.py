@@ -284,6 +284,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         )
     if args.json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+        for error in report.errors:  # the report lists them too; a reader of the terminal sees why it failed
+            print(f"repeat-tool-guard audit: could not read {error.path}: {error.reason}", file=sys.stderr)
     else:
         sys.stdout.write(render_table(report))
     if args.html:

@@ -242,6 +242,18 @@ def test_cli_audit_exits_1_when_a_file_could_not_be_read(tmp_path: Path, capsys:
     assert "could not read 1 files:" in capsys.readouterr().out
 
 
+def test_cli_audit_as_json_also_says_on_stderr_which_file_it_could_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    garbage = tmp_path / "g.json"
+    garbage.write_bytes(b"\x00\x01 not json")
+    assert main(["audit", str(garbage), "--json"]) == 1
+    out, err = capsys.readouterr()
+    (error,) = json.loads(out)["errors"]
+    assert err == f"repeat-tool-guard audit: could not read {garbage}: {error['reason']}\n"
+    assert "is neither JSON Lines nor a JSON document" in err
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
