@@ -88,10 +88,17 @@ class LogReader:
     The file stays open from construction until iteration ends; a reader
     that is not iterated to the end should be closed, with ``close()`` or by
     using it as a context manager. A reader streams its file once.
+
+    ``containing``, when given, limits the reader to the lines that hold
+    those bytes: the others are passed over undecoded (neither events nor
+    skipped lines; they still count in ``report.lines``). A reader that
+    wants only the events naming something (a policy's own denials, say)
+    reads a log at the speed of a byte search.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, containing: bytes | None = None) -> None:
         self.path = Path(path)
+        self._containing = containing
         self.report = ReadReport()
         self.agents: dict[str, Agent] = {}
         self._decoder = event_decoder(self.agents)
@@ -144,15 +151,22 @@ class LogReader:
     def _events(self) -> Iterator[AnyEvent]:
         report = self.report
         number = report.lines
+        containing = self._containing
         with self._file as file:
             while block := file.read(_BLOCK):
                 if block[-1] != 10:  # b"\n": end the block with its last line, read whole
                     block += file.readline()
-                events = self._decode_block(block)
-                if events is None:
-                    lines: Iterator[AnyEvent | SessionStart | None] = map(self._line, io.BytesIO(block))
-                else:
+                lines: Iterator[AnyEvent | SessionStart | None]
+                if containing is not None:
+                    if containing not in block:
+                        number += block.count(b"\n") + (block[-1] != 10)
+                        report.lines = number
+                        continue
+                    lines = (self._line(line) if containing in line else None for line in io.BytesIO(block))
+                elif (events := self._decode_block(block)) is not None:
                     lines = iter(events)
+                else:
+                    lines = map(self._line, io.BytesIO(block))
                 for event in lines:
                     number += 1
                     report.lines = number

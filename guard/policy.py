@@ -38,10 +38,14 @@ class History:
         self._source = events
         self.answered = answered
 
-    def events(self) -> Iterator[AnyEvent]:
+    def events(self, *, containing: bytes | None = None) -> Iterator[AnyEvent]:
+        """The recorded events. With ``containing``, a recorded log is read
+        for the events whose line holds those bytes alone (``LogReader``);
+        events already in memory are all handed out, so the caller still
+        picks the ones it wants."""
         source = self._source
         if isinstance(source, str | os.PathLike):
-            with LogReader(source) as reader:
+            with LogReader(source, containing=containing) as reader:
                 yield from reader
         else:
             yield from source

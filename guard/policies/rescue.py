@@ -56,6 +56,9 @@ from guard.section import (
 __all__ = ["RESCUE_PLUGIN", "Asker", "RecordedAnswers", "RescuePolicy", "advice_in"]
 
 RESCUE_PLUGIN = "loop-rescue"
+_MENTIONED = RESCUE_PLUGIN.encode()
+"""What every log line of a rescue denial holds (its ``denied_by``): the
+recorded answers are read from those lines alone."""
 
 _ARGUMENTS_PREVIEW = 500
 _QUESTION_TASK = 4000
@@ -176,7 +179,7 @@ class RecordedAnswers:
         its ``advice`` field, or, for a denial recorded without one (logs
         written before the field, or by a runtime that dropped it), the
         advice its text quotes."""
-        with LogReader(path) as reader:
+        with LogReader(path, containing=_MENTIONED) as reader:
             return cls.from_events(reader)
 
     @classmethod
@@ -434,7 +437,7 @@ class RescuePolicy(Policy[_AgentState]):
         when they happened. On leaving, the asker and trip log are back."""
         previous = (self.ask, self.trips)
         if history.answered:
-            self.ask = RecordedAnswers.from_events(history.events())
+            self.ask = RecordedAnswers.from_events(history.events(containing=_MENTIONED))
         self.trips = None
         try:
             yield

@@ -321,3 +321,37 @@ def test_reading_in_blocks_gives_what_decoding_each_line_alone_gives(
         patch.setattr(LogReader, "_decode_block", lambda self, data: None)
         line_by_line = read()
     assert in_blocks == line_by_line
+
+
+@settings(
+    max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=_block_lines,
+    torn=st.sampled_from([b"", GOOD_USER[:30], GOOD_USER]),
+    block=st.sampled_from([1, 97, 1 << 16]),
+    containing=st.sampled_from([b"main", b"tool/call", b"agent-1", b"not in any line"]),
+)
+def test_a_reader_of_the_lines_containing_some_bytes_reads_them_as_a_log_of_those_lines(
+    raw_log: RawLog,
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    torn: bytes,
+    block: int,
+    containing: bytes,
+) -> None:
+    path = raw_log(*lines, torn=torn)
+    kept = [line for line in b"".join(line + b"\n" for line in lines).splitlines(keepends=True) if containing in line]
+    alone = tmp_path_factory.mktemp("alone") / "log.jsonl"
+    alone.write_bytes(HEADER + b"".join(kept) + (torn if containing in torn else b""))
+
+    def read(reader: LogReader) -> tuple[object, ...]:
+        events = [(msgspec.structs.replace(e, agent=None), e.agent and e.agent.id) for e in reader]
+        report = reader.report
+        return events, report.events, report.skipped_by_reason
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bus.reader, "_BLOCK", block)
+        filtered = LogReader(path, containing=containing)
+        assert read(filtered) == read(LogReader(alone))
+    assert filtered.report.lines == 1 + b"".join(line + b"\n" for line in lines).count(b"\n") + bool(torn)
