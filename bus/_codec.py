@@ -115,14 +115,14 @@ def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
 def encode_lines(items: Sequence[msgspec.Struct]) -> bytes:
     """The lines ``encode_line`` would write for ``items``, each ending in a
     newline, encoded in one call: the common case, where no item needs a
-    stand-in and no line holds more brackets than ``MAX_NESTING``; otherwise
-    item by item."""
+    stand-in and the block's lines are as a reader takes them in one call
+    (``block_lines``: none nests too deeply); otherwise item by item."""
     try:
         block = encoder.encode_lines(items)
     except (UnicodeEncodeError, RecursionError):
         return _each(items)
-    if max(map(len, block.translate(None, _NOT_BRACKET_NOR_NEWLINE).split(b"\n"))) > MAX_NESTING:
-        return _each(items)  # brackets in strings do not nest: encode_line looks closer
+    if block_lines(block) is None:
+        return _each(items)
     return block
 
 

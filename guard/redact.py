@@ -192,9 +192,9 @@ class _Plan:
 
     def __init__(self, rules: tuple[SecretRule, ...], *, keyed: _Plan | None = None) -> None:
         self.rules = rules
+        self.always = tuple(rule for rule in rules if not rule.keywords)
         if keyed is not None:  # the same keywords as ``keyed``: share its set
             self.keywords, self.by_keyword = keyed.keywords, keyed.by_keyword
-            self.always = tuple(rule for rule in rules if not rule.keywords)
             return
         keywords = sorted({k for rule in rules for k in rule.keywords})
         index = {k: i for i, k in enumerate(keywords)}
@@ -202,7 +202,6 @@ class _Plan:
         for rule in rules:
             for k in rule.keywords:
                 by_keyword[index[k]].append(rule)
-        self.always = tuple(rule for rule in rules if not rule.keywords)
         self.by_keyword = tuple(tuple(group) for group in by_keyword)
         self.keywords = LiteralSet(keywords) if keywords else None
 
