@@ -53,7 +53,7 @@ from guard.config import PRESETS, Config
 from guard.guard import Guard
 
 def resident():
-    with open("/proc/self/statm") as statm:
+    with open({statm!r}) as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 config = PRESETS[sys.argv[1]] if sys.argv[1] else Config()
@@ -70,7 +70,7 @@ def _per_guard(preset: str) -> float:
     config) adds, in a fresh interpreter: in this one, memory freed by
     earlier sections would be reused and hide the growth."""
     done = subprocess.run(
-        [sys.executable, "-c", _PER_GUARD.format(count=_GUARDS), preset],
+        [sys.executable, "-c", _PER_GUARD.format(count=_GUARDS, statm=_STATM), preset],
         capture_output=True,
         text=True,
         check=True,
