@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from guard.policies.turns import TURNS_ADVISORY, TURNS_DENIAL, TURNS_HALT_REASON, TurnsPolicy
     from guard.policy import AnyPolicy, History, Policy
     from guard.redact import REDACTED, Redactor
-    from guard.verdicts import Difference, ReplayOutcome, Verdict, replay_log
+    from guard.verdicts import Difference, RecordedOutputError, ReplayOutcome, Verdict, replay_events, replay_log
 
 __all__ = [
     "ASK_MODEL_ENV",
@@ -82,6 +82,7 @@ __all__ = [
     "LoopsPolicy",
     "LoopsToolConfig",
     "Policy",
+    "RecordedOutputError",
     "Redactor",
     "RemindConfig",
     "RemindPolicy",
@@ -98,6 +99,7 @@ __all__ = [
     "fingerprint",
     "load_config",
     "parse_config",
+    "replay_events",
     "replay_log",
     "shadowed",
 ]
@@ -141,6 +143,7 @@ _HOMES: dict[str, str] = {
     "Redactor": "guard.redact",
     "RemindConfig": "guard.config",
     "RemindPolicy": "guard.policies.remind",
+    "RecordedOutputError": "guard.verdicts",
     "ReplayOutcome": "guard.verdicts",
     "RescueConfig": "guard.config",
     "RescuePolicy": "guard.policies.rescue",
@@ -154,6 +157,7 @@ _HOMES: dict[str, str] = {
     "fingerprint": "guard.fingerprint",
     "load_config": "guard.config",
     "parse_config": "guard.config",
+    "replay_events": "guard.verdicts",
     "replay_log": "guard.verdicts",
     "shadowed": "guard.config",
 }

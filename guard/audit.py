@@ -1,11 +1,11 @@
 """Auditing transcripts: where agents looped, what it cost, and what each
 policy would have done about it.
 
-Each session of each transcript is imported into a temporary session log,
-replayed through a fresh guard running every enabled policy side by side
-(``replay_log``, so an audit says exactly what ``replay`` says on the imported
-log), then read once more to measure calls, runs and loops. Both passes
-stream: memory per session grows with its distinct calls, not its size.
+Each session of each transcript is replayed, as its importer streams it,
+through a fresh guard running every enabled policy side by side
+(``replay_events``: what ``replay`` says on the imported log), and measured
+in the same pass: calls, runs and loops. It streams: memory per session
+grows with its distinct calls, not its size.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from guard.fingerprint import fingerprint
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
 from guard.importers import write_log as write_session_log
 from guard.policies.registry import build_policies
-from guard.verdicts import Verdict, replay_log
+from guard.verdicts import RecordedOutputError, Verdict, replay_events, replay_log
 
 __all__ = [
     "LOOP_SHARE_ANCHOR",
@@ -268,6 +268,9 @@ class Timeline:
     """
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self.agents: list[str] = []
         self.parents: dict[str, str | None] = {}
         self.calls: list[list[int]] = []
@@ -367,21 +370,32 @@ def _action(verdict: Verdict) -> PolicyAction:
 async def audit_session(
     session: ImportedSession, config: Config, workdir: Path, *, timeline: Timeline | None = None
 ) -> SessionAudit:
-    """Audit one imported session, using ``workdir`` for its temporary log.
+    """Audit one imported session, using ``workdir`` for a temporary log
+    when it needs one.
 
     ``config`` is used as given (pass it through ``audit_config`` to keep
     escalation off). ``timeline``, when given, is filled for the report.
-    The log is read once: each event is measured right after the replay
-    applied it, with the verdicts it triggered.
+    The session is replayed as the importer streams it (``replay_events``),
+    each event measured right after the replay applied it, with the
+    verdicts it triggered. A session that holds the guard's own recorded
+    output (a transcript of a session the guard ran in) is imported again
+    into a temporary log and replayed from there (``replay_log``), so its
+    policies answer from that output as ``replay`` of the imported log does.
     """
-    log = workdir / "session.jsonl"
+    measure = _Measure(timeline)
     try:
-        write_session_log(session, log)
+        outcome = await replay_events(session.events(), config, on_verdict=measure.made.append, then=measure.then)
+    except RecordedOutputError:
+        if timeline is not None:
+            timeline._clear()
         measure = _Measure(timeline)
-        outcome = await replay_log(log, config, on_verdict=measure.made.append, then=measure.then)
-        return measure.result(session, outcome.verdicts, outcome.report.skipped_by_reason, config)
-    finally:
-        log.unlink(missing_ok=True)
+        log = workdir / "session.jsonl"
+        try:
+            write_session_log(session, log)
+            outcome = await replay_log(log, config, on_verdict=measure.made.append, then=measure.then)
+        finally:
+            log.unlink(missing_ok=True)
+    return measure.result(session, outcome.verdicts, outcome.report.skipped_by_reason, config)
 
 
 class _Measure:
@@ -402,7 +416,7 @@ class _Measure:
         self.made: list[Verdict] = []
 
     def then(self, event: AnyEvent) -> None:
-        """``replay_log``'s ``then``: measure the event just replayed, with
+        """The replay's ``then``: measure the event just replayed, with
         the verdicts it made (``made``, emptied once used)."""
         timeline = self.timeline
         ts = event.ts

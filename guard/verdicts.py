@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import msgspec
+from msgspec.structs import force_setattr
 
 from bus import AgentStatus, AnyEvent, ContextMessage, Event, ReadReport, Replay, ToolCall, ToolResult, UserMessage
 from guard.actions import DENYING, Action
@@ -19,8 +20,10 @@ from guard.sessions.restore import regenerated, replaying
 __all__ = [
     "Difference",
     "OutputKind",
+    "RecordedOutputError",
     "ReplayOutcome",
     "Verdict",
+    "replay_events",
     "replay_log",
 ]
 
@@ -186,64 +189,129 @@ async def replay_log(
     triggered were reported to ``on_verdict``: what a caller measures of the
     log it measures in the same pass.
     """
-    verdicts: list[Verdict] = []
-    recorded: list[_Output] = []
-    fresh: list[_Output] = []
-    denials: dict[tuple[str | None, str], tuple[int, str, Action]] = {}
+    replayer = _Replayer(path, config, policies, on_verdict)
+    with replaying(replayer.guard, path, answered=not live_asks):
+        report = await replayer.replay.run(then=then)
+    return replayer.outcome(report)
 
-    def on_action(action: Action, trigger: Event) -> None:
+
+class RecordedOutputError(ValueError):
+    """``replay_events`` met the guard's own recorded output (a reminder,
+    a denial, a halt request of one of its policies) in a stream that has
+    no record beside it: only a replay of the stream's log can answer from
+    that output (``rescue``'s recorded advice) and compare it."""
+
+
+async def replay_events(
+    events: Iterable[AnyEvent],
+    config: Config | None = None,
+    *,
+    on_verdict: Callable[[Verdict], None] | None = None,
+    policies: Sequence[AnyPolicy] | None = None,
+    then: Callable[[AnyEvent], None] | None = None,
+) -> ReplayOutcome:
+    """``replay_log`` for a stream of events that was never written down
+    (an importer's, as ``audit`` replays a transcript): the same bus, guard
+    and verdicts, without encoding the events as a log and decoding them
+    back. The events are numbered ``seq`` 1, 2, ... as a log written from
+    them would be, and applied as they come, each read once.
+
+    A stream is read once, so the policies' ``replaying`` seam sees an
+    empty history: that is the replay of the stream's log only while the
+    stream holds none of the guard's own output, which is all a policy
+    answers from. At the first event that is (``Guard.owns``),
+    ``RecordedOutputError`` is raised; write the stream as a log and use
+    ``replay_log``.
+    """
+    replayer = _Replayer(None, config, policies, on_verdict)
+    recorded = replayer.recorded
+    apply = replayer.replay.apply
+    with replaying(replayer.guard, ()):
+        for seq, event in enumerate(events, 1):
+            force_setattr(event, "seq", seq)
+            await apply(event)
+            if recorded:
+                raise RecordedOutputError(f"event {seq} is the guard's own recorded output")
+            if then is not None:
+                then(event)
+    return replayer.outcome(replayer.replay.report)
+
+
+class _Replayer:
+    """One replay (of the log at ``path``, or fed events) and the guard on
+    its bus, with what it compares: the guard outputs the record holds
+    (``recorded``) and the ones the replay makes (``fresh``), and the
+    verdicts in order."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        config: Config | None,
+        policies: Sequence[AnyPolicy] | None,
+        on_verdict: Callable[[Verdict], None] | None,
+    ) -> None:
+        self.verdicts: list[Verdict] = []
+        self.recorded: list[_Output] = []
+        self.fresh: list[_Output] = []
+        self._denials: dict[tuple[str | None, str], tuple[int, str, Action]] = {}
+        self._on_verdict = on_verdict
+        self.guard = guard = Guard(config, on_action=self._on_action, policies=policies)
+        self._plugins = {policy.name: policy.plugin for policy in guard.policies}
+        self.replay = replay = Replay(path, withhold=self._withhold)
+        guard.attach(replay.bus)
+        replay.bus.record(self._capture)
+
+    def _on_action(self, action: Action, trigger: Event) -> None:
+        replay = self.replay
         verdict = Verdict(seq=replay.seq, call_number=replay.call_number, **action.reported())
-        verdicts.append(verdict)
+        self.verdicts.append(verdict)
         if action.action in DENYING and isinstance(trigger, ToolCall) and not action.shadow:
             # The first denial decides the call, as on a live bus.
-            denials.setdefault((action.agent, action.call_id), (replay.seq, plugins[action.policy], action))
-        if on_verdict is not None:
-            on_verdict(verdict)
-
-    guard = Guard(config, on_action=on_action, policies=policies)
-    plugins = {policy.name: policy.plugin for policy in guard.policies}
+            self._denials.setdefault((action.agent, action.call_id), (replay.seq, self._plugins[action.policy], action))
+        if self._on_verdict is not None:
+            self._on_verdict(verdict)
 
     # Both run on every event of the log: the common kinds leave first.
-    def withhold(event: AnyEvent) -> bool:
+    def _withhold(self, event: AnyEvent) -> bool:
         kind = type(event)
         if kind is ToolCall or kind is UserMessage:
             return False
+        guard = self.guard
         if kind is ToolResult:
             assert isinstance(event, ToolResult)
             if event.denied_by is not None and guard.owns(event):  # replayed, so the policies see it
                 agent = event.agent.id if event.agent else None
                 advice = event.advice if isinstance(event.advice, str) else None
-                recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
+                self.recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
             return False
         if not (regenerated(guard, event) or (kind is AgentStatus and guard.owns(event))):
             # A halt request naming nobody is compared as the guard's too:
             # logs may record the guard's halts without naming the plugin.
             return False
         assert isinstance(event, ContextMessage | AgentStatus)
-        recorded.append(_message(event, event.seq))
+        self.recorded.append(_message(event, event.seq))
         return True
 
-    def capture(event: Event) -> None:
+    def _capture(self, event: Event) -> None:
         kind = type(event)
+        seq = self.replay.seq
         if kind is ToolResult:
-            if not denials:
+            if not self._denials:
                 return
             assert isinstance(event, ToolResult)
             agent = event.agent.id if event.agent else None
-            denied = denials.pop((agent, event.call_id), None)
+            denied = self._denials.pop((agent, event.call_id), None)
             if denied is not None:
                 _, plugin, action = denied
                 advice = action.advice if isinstance(event.advice, str) else None
-                fresh.append(_denial(replay.seq, agent, event.call_id, plugin, action.text, advice))
-        elif (kind is ContextMessage or kind is AgentStatus) and guard.owns(event):
+                self.fresh.append(_denial(seq, agent, event.call_id, plugin, action.text, advice))
+        elif (kind is ContextMessage or kind is AgentStatus) and self.guard.owns(event):
             assert isinstance(event, ContextMessage | AgentStatus)
-            fresh.append(_message(event, replay.seq))
+            self.fresh.append(_message(event, seq))
 
-    replay = Replay(path, withhold=withhold)
-    guard.attach(replay.bus)
-    replay.bus.record(capture)
-    with replaying(guard, path, answered=not live_asks):
-        report = await replay.run(then=then)
-    for (agent, call_id), (seq, plugin, action) in denials.items():  # denied calls the log has no result for
-        fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
-    return ReplayOutcome(verdicts, report, _compare(recorded, fresh), Counter(o.what for o in recorded))
+    def outcome(self, report: ReadReport) -> ReplayOutcome:
+        fresh = self.fresh
+        for (agent, call_id), (seq, plugin, action) in self._denials.items():  # denied calls with no result
+            fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
+        recorded = self.recorded
+        return ReplayOutcome(self.verdicts, report, _compare(recorded, fresh), Counter(o.what for o in recorded))

@@ -90,7 +90,7 @@ class ImportedSession:
     """One session of a transcript.
 
     ``session`` is its id, ``label`` a human name (file, and instance for a
-    multi-session file). ``events()`` streams the events once, in log order;
+    multi-session file). ``events()`` streams the events, in log order;
     ``report`` fills as it goes (the sessions of a multi-session file share
     one report, so its counts are for the file up to this session).
     """
@@ -114,6 +114,7 @@ class ImportedSession:
         """Model responses by the model the transcript names, once ``events()``
         ran (empty when it names none)."""
         self._produce = produce
+        self._before: tuple[Counter[str], list[str], set[tuple[str, int]]] | None = None
 
     @property
     def model(self) -> str | None:
@@ -121,8 +122,17 @@ class ImportedSession:
         return self.models.most_common(1)[0][0] if self.models else None
 
     def events(self) -> Iterator[AnyEvent]:
-        """The session's events; never raises but ``TranscriptError`` (see ``_isolated``)."""
-        return _isolated(self.report, self._produce, self.models)
+        """The session's events; never raises but ``TranscriptError`` (see ``_isolated``).
+        Calling it again starts the import over, with the report put back as
+        it was before the first call (so nothing is counted twice), as long
+        as no other session of the file was imported in between."""
+        report = self.report
+        if self._before is None:
+            self._before = (report.skipped.copy(), list(report.problems), set(report._passed))
+        else:
+            skipped, problems, passed = self._before
+            report.skipped, report.problems, report._passed = skipped.copy(), list(problems), set(passed)
+        return _isolated(report, self._produce, self.models)
 
 
 def _where(at: tuple[str, int] | None) -> str:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import msgspec
 import pytest
 
 from bus import ToolCall
-from guard import Config, RemindConfig, RescueConfig, build_policies, replay_log
+from guard import Config, RemindConfig, RescueConfig, build_policies, load_config, replay_log
 from guard.actions import Action
 from guard.audit import (
     NO_ASK_COMMAND,
@@ -91,6 +92,24 @@ def test_audit_says_what_replay_says_on_the_imported_log(tmp_path: Path, backend
     assert audited.first_actions["remind"] is not None
     assert audited.first_actions["remind"].seq == outcome.verdicts[0].seq
     assert audited.first_actions["remind"].call_number == outcome.verdicts[0].call_number
+
+
+def test_a_session_the_guard_ran_in_is_answered_from_its_recorded_advice(tmp_path: Path) -> None:
+    """The transcript records rescue's denials with the advice it bought:
+    the audit answers each escalation from it, as replay of the imported
+    log does, and what the import skipped is counted once."""
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "rescue" / "incident_192.jsonl"
+    config = load_config(scenario.with_suffix(".toml"))
+    lines = scenario.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "ran.jsonl"
+    path.write_bytes(b"".join([*lines[:3], b"{not json\n", *lines[3:]]))
+    (session,) = open_sessions(path)
+    write_log(session, tmp_path / "imported.jsonl")
+    outcome = anyio.run(replay_log, tmp_path / "imported.jsonl", audit_config(config))
+    (audited,) = audit([path], config).sessions
+    assert audited.actions == dict(Counter(f"{v.policy}:{v.action}" for v in outcome.verdicts))
+    assert audited.actions == {"rescue:deny": 2, "rescue:rescue": 89}
+    assert audited.skipped == {"invalid-json": 1}
 
 
 class _DenyThird(Policy[dict[bytes, int]]):

@@ -22,8 +22,12 @@ from guard import (
     replay_log,
 )
 from guard.actions import action_for
+from guard.audit import audit_config
+from guard.importers import open_sessions, write_log
 from guard.policies.rescue import RecordedAnswers, advice_in
+from guard.verdicts import RecordedOutputError, replay_events
 from tests.guard.conftest import MakeScript, OnCallPolicy
+from tests.guard.importers._transcripts import corpus_file, looping_claude_code
 
 GREP = {"pattern": "x"}
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -340,3 +344,34 @@ async def test_a_missing_halt_request_is_a_difference(tmp_path: Path) -> None:
         await replay_log(_write(tmp_path / "no-halt.jsonl", lines), load_config(ladder.with_suffix(".toml")))
     ).differences
     assert (diff.what, diff.kind, diff.recorded) == ("halt request", "missing", None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transcript", ["loop", "openhands/output.jsonl"])
+async def test_a_replayed_stream_gives_every_verdict_its_written_log_gives(transcript: str, tmp_path: Path) -> None:
+    path = looping_claude_code(tmp_path / "loop.jsonl") if transcript == "loop" else corpus_file(transcript)
+    config = audit_config()
+    for session in open_sessions(path):
+        log = tmp_path / f"{session.session}.imported.jsonl"
+        write_log(session, log)
+        from_log: list[Any] = []
+        expected = await replay_log(log, config, then=from_log.append)
+        streamed: list[Any] = []
+        outcome = await replay_events(session.events(), config, then=streamed.append)
+        assert outcome.verdicts == expected.verdicts
+        assert outcome.differences == expected.differences
+        assert [(e.seq, type(e)) for e in streamed] == [(e.seq, type(e)) for e in from_log]
+    assert expected.verdicts, "the transcript should make the guard act"
+
+
+@pytest.mark.anyio
+async def test_a_stream_holding_the_guards_own_output_is_refused_at_that_event() -> None:
+    """The recorded advice that answers rescue's escalations comes after the
+    call it answers: a stream read once cannot hold it up front."""
+    path = SCENARIOS / "rescue" / "incident_192.jsonl"
+    config = audit_config(load_config(path.with_suffix(".toml")))
+    (session,) = open_sessions(path)
+    seen: list[Any] = []
+    with pytest.raises(RecordedOutputError, match="event 126 is the guard's own recorded output"):
+        await replay_events(session.events(), config, then=seen.append)
+    assert [e.seq for e in seen] == list(range(1, 126))

@@ -32,6 +32,10 @@ def _rollout(*payload_types: Any) -> list[dict[str, Any]]:
     return lines
 
 
+def _described(event: AnyEvent) -> tuple[str, str | None, float]:
+    return type(event).__name__, getattr(event, "call_id", None), event.ts
+
+
 def _import(path: Path, format: str | None = None) -> tuple[list[AnyEvent], ImportedSession]:
     [session] = open_sessions(path, format)
     return list(session.events()), session
@@ -42,6 +46,17 @@ def test_a_record_of_wrong_types_costs_that_record_only(tmp_path: Path) -> None:
     events, session = _import(path)
     assert [e.call_id for e in events if isinstance(e, ToolCall)] == ["c0", "c2"]
     assert [e.call_id for e in events if isinstance(e, ToolResult)] == ["c0", "c2"]
+    assert session.report.skipped == {"bad-record": 1, "orphan-result": 1}
+    assert session.report.problems == [f"{path}:4: TypeError: unhashable type: 'dict'"]
+
+
+def test_a_session_imported_again_gives_the_same_events_and_counts_nothing_twice(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "r.jsonl", _rollout("function_call", {"not": "a type"}, "function_call"))
+    first, session = _import(path)
+    again, half = list(session.events()), session.events()
+    assert [_described(e) for e in again] == [_described(e) for e in first]
+    next(half)  # an import left part way, then started over
+    assert len(list(session.events())) == len(first)
     assert session.report.skipped == {"bad-record": 1, "orphan-result": 1}
     assert session.report.problems == [f"{path}:4: TypeError: unhashable type: 'dict'"]
 
