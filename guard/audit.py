@@ -11,6 +11,7 @@ grows with its distinct calls, not its size.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import tempfile
 import time
@@ -384,7 +385,8 @@ async def audit_session(
     """
     measure = _Measure(timeline)
     try:
-        outcome = await replay_events(session.events(), config, on_verdict=measure.made.append, then=measure.then)
+        events = _read_ahead(session.events())
+        outcome = await replay_events(events, config, on_verdict=measure.made.append, then=measure.then)
     except RecordedOutputError:
         if timeline is not None:
             timeline._clear()
@@ -396,6 +398,14 @@ async def audit_session(
         finally:
             log.unlink(missing_ok=True)
     return measure.result(session, outcome.verdicts, outcome.report.skipped_by_reason, config)
+
+
+def _read_ahead(events: Iterator[AnyEvent], size: int = 4096) -> Iterator[AnyEvent]:
+    """``events``, taken from the importer ``size`` at a time: the importer
+    and the replay each run over a batch in turn, rather than taking turns
+    at every event, which costs more CPU time for the same work."""
+    while batch := list(itertools.islice(events, size)):
+        yield from batch
 
 
 class _Measure:

@@ -112,6 +112,22 @@ def test_a_session_the_guard_ran_in_is_answered_from_its_recorded_advice(tmp_pat
     assert audited.skipped == {"invalid-json": 1}
 
 
+def test_a_long_session_is_audited_to_its_last_call(tmp_path: Path) -> None:
+    """Thousands of events, the loop at the very end: the audit reads the
+    importer's stream ahead in batches, and none of it is lost."""
+    s = ClaudeCodeSession("long")
+    s.prompt("read every module")
+    for n in range(2500):
+        s.call("Read", {"file_path": f"src/module_{n}.py"}, "x = 1\n")
+    for _ in range(4):
+        s.call("Grep", {"pattern": "load_config", "path": "src"}, "src/cfg.py:12: def load_config():")
+    (audited,) = audit([s.write(tmp_path / "long.jsonl")], Config()).sessions
+    assert audited.calls == 2504
+    (loop,) = audited.loops
+    assert (loop.tool, loop.occurrences, loop.first_call) == ("Grep", 4, 2501)
+    assert audited.actions == {"remind:remind": 1}
+
+
 class _DenyThird(Policy[dict[bytes, int]]):
     """A denying policy for the test: the third identical call is denied."""
 
