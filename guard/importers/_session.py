@@ -229,19 +229,26 @@ def parse_time(value: Any) -> float | None:
     return moment.timestamp()
 
 
-def nests_too_deep(text: str) -> bool:
+def nests_too_deep(text: str, limit: int = MAX_NESTING) -> bool:
     """Whether the JSON in ``text`` (a string a record carries: arguments, a
-    stored message) nests deeper than ``MAX_NESTING`` levels; decode it only
-    if not, since the decoder does not survive a thousand levels."""
-    return text.count("[") + text.count("{") > MAX_NESTING and too_deep(text.encode())
+    stored message) nests deeper than ``limit`` levels (``MAX_NESTING``);
+    decode it only if not, since the decoder does not survive a thousand
+    levels."""
+    return text.count("[") + text.count("{") > limit and too_deep(text.encode(), limit)
+
+
+# Arguments sit one level inside their event's log line: deeper than this,
+# the log would hold a stand-in for them, not what the model wrote.
+_ARGS_NESTING = MAX_NESTING - 1
 
 
 def parse_args(raw: Any) -> Any:
     """The model's arguments: parsed JSON when ``raw`` is a JSON string, the
-    raw string when it is malformed or nested deeper than ``MAX_NESTING``
-    levels, ``raw`` itself otherwise."""
+    raw string when it is malformed or nested so deep that its event's log
+    line would nest deeper than ``MAX_NESTING`` levels, ``raw`` itself
+    otherwise. So an event the importer makes is the event its log holds."""
     if isinstance(raw, str):
-        if nests_too_deep(raw):
+        if nests_too_deep(raw, _ARGS_NESTING):
             return raw
         try:
             return msgspec.json.decode(raw)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bus import Agent, AnyEvent, ToolCall, ToolResult, UserMessage
-from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, open_sessions
+from bus import Agent, AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
+from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, open_sessions, write_log
 from guard.importers._session import Builder, ImportReport
 from guard.importers._source import Format, Sample
 from guard.importers.detect import _guarded
@@ -210,6 +210,21 @@ def test_arguments_nested_too_deeply_stay_the_string_the_model_wrote(tmp_path: P
     events, session = _import(write_lines(tmp_path / "r.jsonl", lines))
     assert [e.args for e in events if isinstance(e, ToolCall)] == [arguments]
     assert not session.report.skipped
+
+
+@pytest.mark.parametrize("depth", [98, 99, 100])
+def test_arguments_too_deep_for_their_log_line_stay_the_string_the_model_wrote(depth: int, tmp_path: Path) -> None:
+    """The log holds the event the importer made: arguments whose line would
+    nest deeper than the log allows are kept as written, not decoded (the
+    log would swap their depths for a stand-in)."""
+    arguments = json.dumps({"command": "ls", "x": json.loads("[" * depth + "]" * depth)})
+    lines = _rollout("function_call")
+    lines[1]["payload"]["arguments"] = arguments
+    events, session = _import(write_lines(tmp_path / "r.jsonl", lines))
+    write_log(session, tmp_path / "r.log.jsonl")
+    logged = [e.args for e in LogReader(tmp_path / "r.log.jsonl") if isinstance(e, ToolCall)]
+    assert logged == [e.args for e in events if isinstance(e, ToolCall)]
+    assert logged == [arguments if depth > 98 else json.loads(arguments)]
 
 
 def test_a_model_is_counted_only_when_named() -> None:
