@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import subprocess
@@ -169,6 +170,43 @@ def test_a_denied_call_is_itself_wasted(tmp_path: Path, monkeypatch: pytest.Monk
     assert (grep.wasted_calls, grep.wasted_bytes) == (13, 13 * GREP_OUTPUT)
     read = next(loop for loop in report.sessions[0].loops if loop.tool == "Read")
     assert (read.longest_run, read.first_actions["deny-third"].call_number) == (1, 18)
+
+
+class _CollectorWatch(Policy[None]):
+    """Records, at every call, whether Python's cyclic collector is on."""
+
+    name = "collector-watch"
+    plugin = "collector-watch"
+
+    def __init__(self, seen: list[bool]) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def new_state(self) -> None:
+        return None
+
+    async def on_call(self, state: None, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        self.seen.append(gc.isenabled())
+        return None
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_off_only_while_a_session_is_audited(
+    enabled: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[bool] = []
+    monkeypatch.setattr("guard.guard.build_policies", lambda config: [_CollectorWatch(seen)])
+    path = looping_claude_code(tmp_path / "loop.jsonl")
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        audit([path, path], Config(), jobs=1)
+        after = gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert len(seen) == 44
+    assert not any(seen)
+    assert after is enabled
 
 
 def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
