@@ -107,6 +107,7 @@ def test_guard_public_names() -> None:
             "LoopsPolicy",
             "LoopsToolConfig",
             "Policy",
+            "RecordedOutputError",
             "Redactor",
             "RemindConfig",
             "RemindPolicy",
@@ -123,6 +124,7 @@ def test_guard_public_names() -> None:
             "fingerprint",
             "load_config",
             "parse_config",
+            "replay_events",
             "replay_log",
             "shadowed",
         ]
