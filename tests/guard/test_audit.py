@@ -107,10 +107,13 @@ def test_a_session_the_guard_ran_in_is_answered_from_its_recorded_advice(tmp_pat
     (session,) = open_sessions(path)
     write_log(session, tmp_path / "imported.jsonl")
     outcome = anyio.run(replay_log, tmp_path / "imported.jsonl", audit_config(config))
-    (audited,) = audit([path], config).sessions
+    timelines: list[Timeline] = []
+    (audited,) = audit([path], config, timelines=timelines).sessions
     assert audited.actions == dict(Counter(f"{v.policy}:{v.action}" for v in outcome.verdicts))
     assert audited.actions == {"rescue:deny": 2, "rescue:rescue": 89}
     assert audited.skipped == {"invalid-json": 1}
+    (timeline,) = timelines  # drawn once, from the replay of the log alone
+    assert (len(timeline.calls), len(timeline.marks)) == (audited.calls, 91)
 
 
 def test_a_long_session_is_audited_to_its_last_call(tmp_path: Path) -> None:

@@ -361,6 +361,7 @@ async def test_a_replayed_stream_gives_every_verdict_its_written_log_gives(trans
         assert outcome.verdicts == expected.verdicts
         assert outcome.differences == expected.differences
         assert [(e.seq, type(e)) for e in streamed] == [(e.seq, type(e)) for e in from_log]
+        assert (await replay_events(session.events(), config)).verdicts == expected.verdicts
     assert expected.verdicts, "the transcript should make the guard act"
 
 
