@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Protocol, Self
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus import AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
+from bus import AnyEvent, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache
@@ -179,8 +179,13 @@ class RecordedAnswers:
         its ``advice`` field, or, for a denial recorded without one (logs
         written before the field, or by a runtime that dropped it), the
         advice its text quotes."""
-        with LogReader(path, containing=_MENTIONED) as reader:
-            return cls.from_events(reader)
+        return cls.from_history(History(path))
+
+    @classmethod
+    def from_history(cls, history: History) -> RecordedAnswers:
+        """``from_log`` for any recorded history: of a log, only the lines
+        that name this plugin are decoded."""
+        return cls.from_events(history.events(containing=_MENTIONED))
 
     @classmethod
     def from_events(cls, events: Iterable[AnyEvent]) -> RecordedAnswers:
@@ -437,7 +442,7 @@ class RescuePolicy(Policy[_AgentState]):
         when they happened. On leaving, the asker and trip log are back."""
         previous = (self.ask, self.trips)
         if history.answered:
-            self.ask = RecordedAnswers.from_events(history.events(containing=_MENTIONED))
+            self.ask = RecordedAnswers.from_history(history)
         self.trips = None
         try:
             yield
