@@ -31,6 +31,7 @@ __all__ = [
     "PatternError",
     "Regex",
     "RegexSet",
+    "RegexSets",
     "Substitutions",
     "ToolFilter",
     "check_regexes",
@@ -231,6 +232,45 @@ class RegexSet:
     def match(self, text: str) -> bool:
         """Whether any entry matches at the start of ``text``."""
         return self._any is not None and _found(self._any._regexp, _ANCHOR_START, text)
+
+
+class RegexSets:
+    """Several ``RegexSet`` objects asked of one text at once: one RE2 set pass
+    says which of them have an entry that matches, however many there are.
+    An ``anchored`` set's entries must match at the start of the text, as
+    ``RegexSet.match`` asks; the others anywhere, as ``RegexSet.search``.
+    The answer is a bit mask: bit ``i`` is set when the ``i``-th set matches.
+    """
+
+    __slots__ = ("_owners", "_set", "_sets")
+
+    def __init__(self, sets: Iterable[tuple[RegexSet, bool]]) -> None:
+        self._sets = tuple(sets)
+        self._owners = [index for index, (regexes, _) in enumerate(self._sets) for _ in regexes.patterns]
+        self._set: Any = None
+        if self._owners:
+            self._set = re2.Set.SearchSet(_options(capture=False))
+            for regexes, anchored in self._sets:
+                for pattern in regexes.patterns:
+                    entry = rf"\A(?:{pattern})" if anchored else pattern
+                    self._set.Add(entry.encode("utf-8", "surrogatepass"))
+            try:
+                self._set.Compile()
+            except re2.error:  # too large together for RE2's memory bound: each set answers on its own
+                self._set = None
+
+    def matching(self, text: str) -> int:
+        """The sets that match ``text`` (its head), as a bit mask."""
+        found = 0
+        if self._set is None:
+            for index, (regexes, anchored) in enumerate(self._sets):
+                if regexes.match(text) if anchored else regexes.search(text):
+                    found |= 1 << index
+            return found
+        owners = self._owners
+        for entry in self._set.Match(_encode(text)) or ():
+            found |= 1 << owners[entry]
+        return found
 
 
 class Substitutions:

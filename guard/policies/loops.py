@@ -57,7 +57,7 @@ from guard.actions import Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
-from guard.patterns import CommandPatterns, RegexSet, ToolFilter, shell_command
+from guard.patterns import CommandPatterns, RegexSet, RegexSets, ToolFilter, shell_command
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
 from guard.policies.targets import call_target, names_file, shell_program, write_target
 from guard.policy import Policy
@@ -83,6 +83,10 @@ _FAILED = b"\x00failed"
 _TRANSIENT = b"\x00transient"
 _OPAQUE = b"\x00opaque"
 _OPAQUE_CHARS = 200
+# The yes/no questions asked of a result, each of the head it reads (0: all of it).
+_CANCELLED_CHECK, _ERROR_CHECK, _POLL_CHECK, _TRANSIENT_CHECK, _OPAQUE_CHECK, _NOTHING_CHECK = range(6)
+_CANCELLED_HEAD = 300
+_STATE_HEAD = 2000
 
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
@@ -741,6 +745,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._cancelled = RegexSet(config.cancelled_results, setting="loops.cancelled_results")
         self._nothing_found = RegexSet(config.nothing_found, setting="loops.nothing_found")
         self._opaque = RegexSet(config.opaque_results, setting="loops.opaque_results")
+        self._checks = (
+            (self._cancelled, _CANCELLED_HEAD, False),
+            (self._error_results, 0, True),
+            (self._poll_states, _STATE_HEAD, False),
+            (self._transient, _STATE_HEAD, False),
+            (self._opaque, 0, False),
+            (self._nothing_found, 0, False),
+        )
+        self._all_checks = RegexSets((regexes, anchored) for regexes, _, anchored in self._checks)
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
@@ -920,7 +933,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
             denials = signature.denials if signature is not None else self.config.halt_after
             text = _HALT.format(tool=result.tool, denials=denials)
             return self._action("halt", result, denials, text, self.config.halt_after)
-        if self._cancelled and self._cancelled.search(result.content[:300]):
+        content = result.content
+        # a result no longer than the shortest head is read whole by every
+        # check, so one set pass answers them all
+        found = self._all_checks.matching(content) if len(content) <= _CANCELLED_HEAD else None
+        if self._says(_CANCELLED_CHECK, content, found):
             return None  # cancelled because a sibling failed, or interrupted: not this call's own outcome
         tracked = True  # a call gets a note only when it is tracked
         if note is None:
@@ -930,7 +947,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             tracked = self._calls.tracks(result.tool, result.args)
             note = self._read(fingerprints, rules, result.tool, result.args, result.call_id)
         rules, fp = note.rules, note.fp
-        failed = result.is_error or self._error_results.match(result.content)
+        failed = result.is_error or self._says(_ERROR_CHECK, content, found)
         progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")
@@ -955,8 +972,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if note.paging:
             return None
         streak_key = note.streak
-        poll = note.polled or (not failed and self._poll_states.search(result.content[:2000]))
-        transient = failed and not poll and bool(self._transient) and self._transient.search(result.content[:2000])
+        poll = note.polled or (not failed and self._says(_POLL_CHECK, content, found))
+        transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:
             shape = Shape(_TRANSIENT if transient else _FAILED)
             if not transient:
@@ -965,7 +982,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 same = previous is not None and previous[0] == kind and not self._decayed(previous[2], result.ts)
                 streak = previous[1] + 1 if same and previous is not None else 1
                 state.streaks[streak_key] = (kind, streak, result.ts)
-        elif not poll and len(result.content) <= _OPAQUE_CHARS and self._opaque and self._opaque.search(result.content):
+        elif not poll and len(content) <= _OPAQUE_CHARS and self._says(_OPAQUE_CHECK, content, found):
             # an image or a document the transcript shows only as a placeholder:
             # whether it changed cannot be told, so it is never the same result
             shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
@@ -1011,7 +1028,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if state.patient:
                 return None
             return self._back_off(signature, result, fp, rules)
-        grind = self._grind(state, result, note, shape.digest)
+        grind = self._grind(state, result, note, shape.digest, found)
         if grind is not None:
             return grind
         if state.advised or not gap or count <= state.allowance:
@@ -1025,13 +1042,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return self._action("remind", result, count, text, self.config.advise_at)
         return None
 
-    def _found_nothing(self, content: str) -> bool:
-        """A search's whole answer is that it found nothing (``nothing_found``)."""
-        return (
-            len(content) <= _NOTHING_FOUND_CHARS and bool(self._nothing_found) and self._nothing_found.search(content)
-        )
+    def _says(self, check: int, content: str, found: int | None) -> bool:
+        """Whether ``check``'s patterns match ``content`` (the head it
+        reads): from ``found``, one set pass over a short result, when given."""
+        if found is not None:
+            return bool(found >> check & 1)
+        regexes, head, anchored = self._checks[check]
+        text = content[:head] if head else content
+        return regexes.match(text) if anchored else regexes.search(text)
 
-    def _grind(self, state: _AgentLoops, result: ToolResult, note: _Note, digest: bytes) -> Action | None:
+    def _grind(
+        self, state: _AgentLoops, result: ToolResult, note: _Note, digest: bytes, found: int | None
+    ) -> Action | None:
         """Count a successful result against its target's run: the same
         target (program, file or URL) answering the same thing to other
         arguments. Arguments that differ only in paging arguments (offset,
@@ -1043,7 +1065,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if target is None:
             return None  # nothing named to grind on: an action tool's "ok" to new arguments is no answer
         key = (result.tool, target)
-        if digest == self._empty or self._found_nothing(result.content):
+        # a search's whole answer is that it found nothing (``nothing_found``)
+        content = result.content
+        if digest == self._empty or (
+            len(content) <= _NOTHING_FOUND_CHARS and self._says(_NOTHING_CHECK, content, found)
+        ):
             state.grinds.pop(key, None)
             return None
         grind = state.grinds.get(key)

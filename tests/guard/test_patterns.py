@@ -8,6 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks._transcripts import CORPUS
+from bus import ToolResult
+from guard import LoopsConfig
+from guard.importers import open_sessions
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
 from guard.patterns import (
     PATTERN_INPUT_LIMIT,
@@ -15,6 +19,7 @@ from guard.patterns import (
     Glob,
     PatternError,
     RegexSet,
+    RegexSets,
     Substitutions,
     ToolFilter,
     compile_regex,
@@ -211,3 +216,69 @@ def test_substitutions_agree_with_each_sub_in_turn(text: str) -> None:
 
 def test_group_names_may_repeat_across_a_settings_entries() -> None:
     assert RegexSet([r"(?P<n>gh) run", r"(?P<n>kubectl) get"]).search("kubectl get pods")
+
+
+_ASKED = [
+    (RegexSet([r"ERROR:\s", r"<tool_use_error>"]), True),
+    (RegexSet([r"(?i)\bstill running\b", r"(?i)^\W*(?:pending|queued)\W*$"]), False),
+    (RegexSet(), False),
+    (RegexSet([r"(?P<n>\d+) ms", r"(?P<n>x)$"]), True),
+]
+
+
+def _each_alone(sets: list[tuple[RegexSet, bool]], text: str) -> int:
+    return sum(
+        1 << i for i, (regexes, anchored) in enumerate(sets) if (regexes.match if anchored else regexes.search)(text)
+    )
+
+
+@given(
+    st.lists(
+        st.sampled_from(["ERROR: ", "<tool_use_error>", "still running", "Pending", "queued", "12 ms", "x", "\n", " "]),
+        max_size=6,
+    ).map("".join)
+)
+def test_sets_asked_together_answer_as_each_asked_alone(text: str) -> None:
+    assert RegexSets(_ASKED).matching(text) == _each_alone(_ASKED, text)
+
+
+def test_sets_asked_together_say_which_matched() -> None:
+    together = RegexSets(_ASKED)
+    assert together.matching("ERROR: build is still running") == 0b11
+    assert together.matching("build log\nERROR: no such file") == 0  # anchored: at the start only
+    assert together.matching("12 ms") == 0b1000
+    assert RegexSets([]).matching("anything") == 0
+    assert RegexSets([(RegexSet(), False)]).matching("anything") == 0
+
+
+def test_sets_too_large_to_ask_together_are_each_asked_alone() -> None:
+    large = [(RegexSet([f"[a-z]{{1,1000}}y{n}" for n in range(300)]), False), (RegexSet([r"\d+ ms"]), True)]
+    together = RegexSets(large)
+    assert together._set is None
+    for text in ("abcy7", "12 ms", "abcy7 12 ms", "none"):
+        assert together.matching(text) == _each_alone(large, text)
+
+
+def test_loops_result_checks_asked_together_agree_on_every_real_short_result() -> None:
+    config = LoopsConfig()
+    checks = [
+        (RegexSet(config.cancelled_results), False),
+        (RegexSet(config.error_results), True),
+        (RegexSet(config.poll_states), False),
+        (RegexSet(config.transient_errors), False),
+        (RegexSet(config.opaque_results), False),
+        (RegexSet(config.nothing_found), False),
+    ]
+    together = RegexSets(checks)
+    texts = [
+        event.content
+        for path in sorted(CORPUS.rglob("*.json*"))
+        if not path.name.endswith(".meta.json")  # a subagent's description, not a transcript
+        for session in open_sessions(path)
+        for event in session.events()
+        if isinstance(event, ToolResult) and len(event.content) <= 300
+    ]
+    assert len(texts) > 500
+    answers = [together.matching(text) for text in texts]
+    assert answers == [_each_alone(checks, text) for text in texts]
+    assert sum(1 for found in answers if found) > 10  # the checks do say yes on real results

@@ -459,3 +459,28 @@ async def test_a_file_read_is_compared_exactly(make: Make, anyio_backend: str) -
     for _ in range(3):
         await run.do("Read", {"file_path": "setup.cfg"}, "[metadata]\nname = app\n")
     assert run.actions == [(7, "deny")]
+
+
+# a result each of loops' yes/no checks of a result's text answers yes to
+_CHECKED = {
+    "cancelled": ("Bash", {"command": "make"}, "[Request interrupted by user]", True),
+    "an error": ("Bash", {"command": "make"}, "ERROR: build failed", False),
+    "a poll state": ("deploy", {"name": "web"}, "status: running", False),
+    "transient": ("WebFetch", {"url": "https://x.example"}, "Request failed with status code 503", True),
+}
+
+
+@pytest.mark.parametrize("name", _CHECKED)
+async def test_a_result_past_every_checks_head_is_read_as_a_short_one(
+    make: Make, anyio_backend: str, name: str
+) -> None:
+    tool, args, text, is_error = _CHECKED[name]
+    acted = []
+    for content in ("plain output", text, text + "\n" + "x" * 400):
+        run = make(transient_at=3, transient_deny_at=4)
+        for _ in range(6):
+            await run.do(tool, args, content, is_error=is_error)
+        acted.append(run.actions)
+    plain, short, long = acted
+    assert short == long
+    assert short != plain  # the check changed what was done
