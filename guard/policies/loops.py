@@ -45,6 +45,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from typing import Any
@@ -195,6 +196,14 @@ _UNTIL_REQUEST = re.compile(
 # A request to repeat is a short message; a long one (a task, an issue to fix)
 # uses "several times" or "until" to describe, not to ask.
 _SHORT_REQUEST = 300
+
+
+@functools.lru_cache(maxsize=16)
+def _one_pass(checks: tuple[tuple[tuple[str, ...], bool], ...]) -> RegexSets:
+    """The result checks as one RE2 set, compiled once per process and shared
+    by every session's guard, as the normaliser's patterns are (a set is
+    most of the memory a guard would otherwise hold)."""
+    return RegexSets((RegexSet(patterns), anchored) for patterns, anchored in checks)
 
 
 def requested_repeats(text: str) -> int:
@@ -753,7 +762,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             (self._opaque, 0, False),
             (self._nothing_found, 0, False),
         )
-        self._all_checks = RegexSets((regexes, anchored) for regexes, _, anchored in self._checks)
+        self._all_checks = _one_pass(tuple((regexes.patterns, anchored) for regexes, _, anchored in self._checks))
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
