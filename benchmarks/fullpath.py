@@ -1,7 +1,8 @@
 """The full path of one tool call: decide, publish the result, guard, log.
 
 A "tool call" here is what a runtime does per call: ``await bus.decide(call)``
-then ``await bus.publish(result)``, with every enabled policy and the session
+then ``await bus.publish(result)`` (for a denied call, the denial as its
+result: the tool does not run), with every enabled policy and the session
 log attached, reminders included (they are published and logged too). Each
 policy that ``Config`` knows and this build implements is measured alone,
 then all together; ``todo`` rows say which ones this build lacks. A
@@ -24,7 +25,7 @@ import msgspec
 from benchmarks import stream
 from benchmarks._measure import Case, Row, Timing, measure
 from benchmarks.settings import Settings
-from bus import Agent, Bus, SessionLog, ToolCall, ToolResult
+from bus import Agent, Bus, Decision, SessionLog, ToolCall, ToolResult
 from guard import Guard, build_policies
 from guard.config import Config
 from guard.policies.registry import builtin_names
@@ -85,6 +86,13 @@ def _pairs(count: int, arg_bytes: int, *, shell: bool = False) -> list[tuple[Too
     return list(zip(calls, stream.results(calls), strict=True))
 
 
+def _denial(call: ToolCall, decision: Decision) -> ToolResult:
+    """What a runtime publishes for a denied call instead of running it (as
+    ``AgentLink.denied`` does for the adapters): the denial is its result."""
+    reason = decision.reason or ""
+    return ToolResult.answering(call, reason, is_error=True, denied_by=decision.by, advice=decision.advice)
+
+
 def _bare(pairs: list[tuple[ToolCall, ToolResult]]) -> Case:
     mask = len(pairs) - 1
 
@@ -115,8 +123,8 @@ def _path(pairs: list[tuple[ToolCall, ToolResult]], settings: Settings, config: 
         try:
             for i in range(n):
                 call, result = pairs[i & mask]
-                await decide(call)
-                await publish(result)
+                decision = await decide(call)
+                await publish(result if decision.allowed else _denial(call, decision))
         finally:
             if session is not None:
                 session.close()
@@ -133,8 +141,8 @@ async def _log_lines(pairs: list[tuple[ToolCall, ToolResult]], settings: Setting
     Guard(config).attach(bus)
     with SessionLog(path).attach(bus):
         for call, result in pairs:
-            await bus.decide(call)
-            await bus.publish(result)
+            decision = await bus.decide(call)
+            await bus.publish(result if decision.allowed else _denial(call, decision))
     groups: list[list[bytes]] = []
     with open(path, "rb") as file:
         file.readline()  # the header, written once per log
