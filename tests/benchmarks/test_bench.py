@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import tracemalloc
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from benchmarks import fullpath, peers
 from benchmarks._measure import _calibrate
 from benchmarks.cli import main
+from benchmarks.settings import Settings
 from guard import build_policies
 from guard.config import Config
 from guard.policies.registry import builtin_names
@@ -244,3 +246,16 @@ async def test_calibration_stops_at_a_cap_for_a_case_too_fast_to_time(anyio_back
         return None
 
     assert await _calibrate(instant, seconds=3600.0) > 0
+
+
+@pytest.mark.anyio
+async def test_the_full_path_answers_a_denied_call_with_its_denial(tmp_path: Path, anyio_backend: str) -> None:
+    """As an adapter does: the denied tool does not run, so its output is
+    never published (the guard would count it as another repeat)."""
+    configs, _ = fullpath.policy_configs({})
+    groups = await fullpath._log_lines(fullpath._pairs(256, 0), Settings(tmpdir=tmp_path), configs["loops"])
+    results = [msgspec.json.decode(line) for group in groups for line in group if line.startswith(b'{"type":"tool/res')]
+    denied = [r for r in results if r.get("denied_by")]
+    assert len(results) == 256
+    assert denied
+    assert all(r["denied_by"] == "loop-detector" and r["content"].startswith("loop-detector denied") for r in denied)
