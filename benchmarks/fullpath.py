@@ -25,7 +25,7 @@ import msgspec
 from benchmarks import stream
 from benchmarks._measure import Case, Row, Timing, measure
 from benchmarks.settings import Settings
-from bus import Agent, Bus, Decision, SessionLog, ToolCall, ToolResult
+from bus import Agent, Bus, SessionLog, ToolCall, ToolResult
 from guard import Guard, build_policies
 from guard.config import Config
 from guard.policies.registry import builtin_names
@@ -86,13 +86,6 @@ def _pairs(count: int, arg_bytes: int, *, shell: bool = False) -> list[tuple[Too
     return list(zip(calls, stream.results(calls), strict=True))
 
 
-def _denial(call: ToolCall, decision: Decision) -> ToolResult:
-    """What a runtime publishes for a denied call instead of running it (as
-    ``AgentLink.denied`` does for the adapters): the denial is its result."""
-    reason = decision.reason or ""
-    return ToolResult.answering(call, reason, is_error=True, denied_by=decision.by, advice=decision.advice)
-
-
 def _bare(pairs: list[tuple[ToolCall, ToolResult]]) -> Case:
     mask = len(pairs) - 1
 
@@ -124,7 +117,7 @@ def _path(pairs: list[tuple[ToolCall, ToolResult]], settings: Settings, config: 
             for i in range(n):
                 call, result = pairs[i & mask]
                 decision = await decide(call)
-                await publish(result if decision.allowed else _denial(call, decision))
+                await publish(result if decision.allowed else ToolResult.denial(call, decision))
         finally:
             if session is not None:
                 session.close()
@@ -142,7 +135,7 @@ async def _log_lines(pairs: list[tuple[ToolCall, ToolResult]], settings: Setting
     with SessionLog(path).attach(bus):
         for call, result in pairs:
             decision = await bus.decide(call)
-            await bus.publish(result if decision.allowed else _denial(call, decision))
+            await bus.publish(result if decision.allowed else ToolResult.denial(call, decision))
     groups: list[list[bytes]] = []
     with open(path, "rb") as file:
         file.readline()  # the header, written once per log

@@ -7,11 +7,14 @@ the bus when an event is published; construct events without them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from bus.agent import Agent
+
+if TYPE_CHECKING:
+    from bus.bus import Decision
 
 __all__ = [
     "EVENT_TYPES",
@@ -105,6 +108,16 @@ class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
             denied_by=denied_by,
             advice=msgspec.UNSET if advice is None else advice,
         )
+
+    @classmethod
+    def denial(cls, call: ToolCall, decision: Decision) -> ToolResult:
+        """What a runtime publishes for ``call`` when ``decision`` denied it,
+        instead of running the tool: the reason as the content the model
+        reads, flagged as an error, with who denied it and any advice an
+        escalation bought (a replay compares and answers from these)."""
+        if decision.allowed:
+            raise ValueError(f"tool call {call.call_id!r} was allowed: publish the tool's own result")
+        return cls.answering(call, decision.reason or "", is_error=True, denied_by=decision.by, advice=decision.advice)
 
 
 class AgentStatus(Event, kw_only=True, frozen=True, tag="agent/status"):

@@ -230,20 +230,17 @@ class AgentLink:
 
     async def result(self, call_id: str, content: str, *, is_error: bool = False) -> None:
         """Publish what the tool returned; the guard's messages for it land in ``pending``."""
-        await self._publish_result(call_id, content, is_error, None)
+        await self.bus.publish(ToolResult.answering(self._close(call_id), content, is_error=is_error))
 
     async def denied(self, call_id: str, decision: Decision) -> None:
         """Publish the denial as the call's result: the model reads ``decision.reason``."""
-        await self._publish_result(call_id, decision.reason or "", True, decision.by, decision.advice)
+        await self.bus.publish(ToolResult.denial(self._close(call_id), decision))
 
-    async def _publish_result(
-        self, call_id: str, content: str, is_error: bool, denied_by: str | None, advice: str | None = None
-    ) -> None:
+    def _close(self, call_id: str) -> ToolCall:
         call = self._calls.pop(call_id, None)
         if call is None:
             raise KeyError(f"no open tool call {call_id!r} for agent {self.agent.id!r}; publish it with call() first")
-        result = ToolResult.answering(call, content, is_error=is_error, denied_by=denied_by, advice=advice)
-        await self.bus.publish(result)
+        return call
 
     def state(self) -> LinkState:
         """Where this agent stands (a copy: later events do not change it)."""

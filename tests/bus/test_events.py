@@ -18,6 +18,22 @@ def test_result_answering_a_call_carries_its_identity() -> None:
     assert (plain.is_error, plain.denied_by) == (False, None)
 
 
+def test_a_denied_call_is_answered_by_its_denial() -> None:
+    call = ToolCall(agent=Agent("main"), call_id="c7", step=3, tool="grep", args={"q": "x"})
+    result = ToolResult.denial(call, Decision.deny("loop: denied", "loop-detector", advice="read src/a.py"))
+    assert (result.call_id, result.tool, result.args) == ("c7", "grep", {"q": "x"})
+    assert (result.content, result.is_error, result.denied_by, result.advice) == (
+        "loop: denied",
+        True,
+        "loop-detector",
+        "read src/a.py",
+    )
+    assert ToolResult.denial(call, Decision(allowed=False, by="x")).content == ""
+    assert ToolResult.denial(call, Decision.deny("no", "x")).advice is msgspec.UNSET
+    with pytest.raises(ValueError, match="tool call 'c7' was allowed"):
+        ToolResult.denial(call, Decision())
+
+
 def test_events_are_frozen() -> None:
     event = UserMessage(agent=None, text="hi")
     with pytest.raises(AttributeError):
