@@ -13,7 +13,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -55,6 +55,12 @@ _MAX_PROBLEMS = 20
 _MAX_RERUNS = 20
 
 
+class _SavedReport(NamedTuple):
+    skipped: Counter[str]
+    problems: list[str]
+    passed: set[tuple[str, int]]
+
+
 class ImportReport:
     """What an import skipped, by reason (``torn`` last line, ``invalid-json``
     line, ``too-deep`` line, ``orphan-result`` without a call,
@@ -69,6 +75,14 @@ class ImportReport:
         self.problems: list[str] = []
         self._at: tuple[str, int] | None = None  # the record being imported (see _where)
         self._passed: set[tuple[str, int]] = set()  # records a re-run passes over
+
+    def _saved(self) -> _SavedReport:
+        """What the report holds now, for ``_restore``: an import started over
+        counts its records again from here."""
+        return _SavedReport(self.skipped.copy(), list(self.problems), set(self._passed))
+
+    def _restore(self, saved: _SavedReport) -> None:
+        self.skipped, self.problems, self._passed = saved.skipped.copy(), list(saved.problems), set(saved.passed)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
@@ -114,7 +128,7 @@ class ImportedSession:
         """Model responses by the model the transcript names, once ``events()``
         ran (empty when it names none)."""
         self._produce = produce
-        self._before: tuple[Counter[str], list[str], set[tuple[str, int]]] | None = None
+        self._before: _SavedReport | None = None
 
     @property
     def model(self) -> str | None:
@@ -126,13 +140,11 @@ class ImportedSession:
         Calling it again starts the import over, with the report put back as
         it was before the first call (so nothing is counted twice), as long
         as no other session of the file was imported in between."""
-        report = self.report
         if self._before is None:
-            self._before = (report.skipped.copy(), list(report.problems), set(report._passed))
+            self._before = self.report._saved()
         else:
-            skipped, problems, passed = self._before
-            report.skipped, report.problems, report._passed = skipped.copy(), list(problems), set(passed)
-        return _isolated(report, self._produce, self.models)
+            self.report._restore(self._before)
+        return _isolated(self.report, self._produce, self.models)
 
 
 def _where(at: tuple[str, int] | None) -> str:
