@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from benchmarks._transcripts import CORPUS
 from bus import ToolResult
-from guard import LoopsConfig
+from guard import LoopsConfig, LoopsPolicy
+from guard.audit import find_transcripts
 from guard.importers import open_sessions
 from guard.normalize import DEFAULT_RESULT_NORMALIZE
 from guard.patterns import (
@@ -260,25 +261,16 @@ def test_sets_too_large_to_ask_together_are_each_asked_alone() -> None:
 
 
 def test_loops_result_checks_asked_together_agree_on_every_real_short_result() -> None:
-    config = LoopsConfig()
-    checks = [
-        (RegexSet(config.cancelled_results), False),
-        (RegexSet(config.error_results), True),
-        (RegexSet(config.poll_states), False),
-        (RegexSet(config.transient_errors), False),
-        (RegexSet(config.opaque_results), False),
-        (RegexSet(config.nothing_found), False),
-    ]
-    together = RegexSets(checks)
+    loops = LoopsPolicy(LoopsConfig())
+    checks = [(regexes, anchored) for regexes, _, anchored in loops._checks]
     texts = [
         event.content
-        for path in sorted(CORPUS.rglob("*.json*"))
-        if not path.name.endswith(".meta.json")  # a subagent's description, not a transcript
+        for path, _ in find_transcripts([CORPUS])
         for session in open_sessions(path)
         for event in session.events()
         if isinstance(event, ToolResult) and len(event.content) <= 300
     ]
     assert len(texts) > 500
-    answers = [together.matching(text) for text in texts]
+    answers = [loops._all_checks.matching(text) for text in texts]
     assert answers == [_each_alone(checks, text) for text in texts]
     assert sum(1 for found in answers if found) > 10  # the checks do say yes on real results
