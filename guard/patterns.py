@@ -414,11 +414,18 @@ class CommandPatterns:
     ``command`` argument; a call without one matches none. ``setting``
     names the config key an error is reported under."""
 
+    __slots__ = ("_patterns",)
+
     def __init__(self, patterns: Iterable[str] = (), *, setting: str = "patterns") -> None:
-        self._patterns = RegexSet(patterns, setting=setting)
+        regexes = RegexSet(patterns, setting=setting)
+        self._patterns = regexes if regexes else None
 
     def match(self, args: Any) -> bool:
-        if not self._patterns:
-            return False
-        command = shell_command(args)
-        return command is not None and self._patterns.search(command)
+        """Whether a call's ``command`` argument matches (``args`` read with
+        ``shell_command``)."""
+        return self._patterns is not None and self.search(shell_command(args))
+
+    def search(self, command: str | None) -> bool:
+        """Whether ``command``, a call's command its caller has read already
+        (``None`` for a call without one), matches."""
+        return command is not None and self._patterns is not None and self._patterns.search(command)

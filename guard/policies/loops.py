@@ -800,7 +800,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if self._paging_tools is not None and self._paging_tools.tracks(tool):
             return True
         if isinstance(args, dict) and self._paging_values:
-            return any(isinstance(v, str) and len(v) <= 16 and self._paging_value(v) for v in args.values())
+            for value in args.values():
+                if isinstance(value, str) and len(value) <= 16 and self._paging_value(value):
+                    return True
         return False
 
     def _paging_value(self, value: str) -> bool:
@@ -1196,7 +1198,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         command = shell_command(args)
         if command is not None and not command.strip():
             return True  # an empty shell command reads more output of the running one
-        return self._poll_commands.match(args)
+        return self._poll_commands.search(command)
 
     def _action(self, kind: ActionKind, event: ToolCall | ToolResult, count: int, text: str, threshold: int) -> Action:
         return action_for(event, policy=self.name, kind=kind, count=count, text=text, threshold=threshold)
