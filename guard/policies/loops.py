@@ -60,7 +60,7 @@ from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fin
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
 from guard.patterns import CommandPatterns, RegexSet, RegexSets, ToolFilter, shell_command
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
-from guard.policies.targets import call_target, names_file, shell_program, write_target
+from guard.policies.targets import call_target, shell_program, write_target
 from guard.policy import Policy
 from guard.section import (
     ConfigError,
@@ -883,6 +883,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         the same way are no streak."""
         command = shell_command(args)
         program = shell_program(command) if command else None
+        target, file = call_target(args, command, program)
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
@@ -890,8 +891,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             polled=rules.kind == "poll" or self._polled(tool, args),
             writing=self._writing(tool, args, rules),
             streak=(tool, program),
-            target=call_target(args, program),
-            file=names_file(args),
+            target=target,
+            file=file,
         )
 
     def _target_denial(self, state: _AgentLoops, call: ToolCall, note: _Note) -> tuple[str, int, int]:

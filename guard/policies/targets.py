@@ -15,7 +15,7 @@ from typing import Any
 
 from guard.patterns import shell_command
 
-__all__ = ["PATH_ARGS", "call_target", "names_file", "shell_program", "write_target"]
+__all__ = ["PATH_ARGS", "call_target", "shell_program", "write_target"]
 
 PATH_ARGS: tuple[str, ...] = (
     "file_path",
@@ -65,29 +65,26 @@ def _named(args: Any) -> str | None:
     return None
 
 
-def names_file(args: Any) -> bool:
-    """Whether a call is a tool's call on a file it names (a ``path`` or
-    ``file_path`` argument, not a URL, and no shell command beyond a one-word
-    sub-command such as ``view``): what it returns is that file's content."""
-    target = _named(args)
-    if target is None or "://" in target:
-        return False
-    command = shell_command(args)
-    return command is None or not any(c.isspace() for c in command.strip())
+def call_target(args: Any, command: str | None, program: str | None = None) -> tuple[str | None, bool]:
+    """What a call acts on, and whether it reads a file (both from one
+    reading of its arguments; ``command`` is its ``shell_command``, which
+    the caller has read).
 
-
-def call_target(args: Any, program: str | None = None) -> str | None:
-    """What a call acts on: the program of its shell ``command`` (``program``
-    when the caller has read it already), else the file or URL its
-    arguments name (a URL without its query, so the same endpoint asked
-    other questions is one target); ``None`` without one."""
-    command = shell_command(args)
-    if command is not None and command.strip() and _named(args) is None:
-        return program if program is not None else shell_program(command)
-    target = _named(args)
-    if target is not None and "://" in target:
-        return target.split("?", 1)[0].split("#", 1)[0]
-    return target
+    The target is the program of its shell command (``program`` when the
+    caller has read it already), else the file or URL its arguments name (a
+    URL without its query, so the same endpoint asked other questions is one
+    target); ``None`` without one. It reads a file when it is a tool's call
+    on a file it names (a ``path`` or ``file_path`` argument, not a URL, and
+    no shell command beyond a one-word sub-command such as ``view``): what
+    it returns is that file's content."""
+    named = _named(args)
+    if named is None:
+        if command is not None and command.strip():
+            return (program if program is not None else shell_program(command)), False
+        return None, False
+    if "://" in named:
+        return named.split("?", 1)[0].split("#", 1)[0], False
+    return named, command is None or not any(c.isspace() for c in command.strip())
 
 
 # Writes whose content is the command's own text: a heredoc into cat or tee, or one echo/printf.

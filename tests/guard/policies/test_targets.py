@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from guard.patterns import shell_command
 from guard.policies.targets import call_target, shell_program, write_target
 
 
@@ -20,12 +21,19 @@ def test_the_program_is_the_last_steps(command: str, program: str | None) -> Non
     assert shell_program(command) == program
 
 
+def _target(args: object) -> tuple[str | None, bool]:
+    return call_target(args, shell_command(args))
+
+
 def test_the_target_is_a_program_a_file_or_a_url_without_its_query() -> None:
-    assert call_target({"command": "cd a && grep -rn x ."}) == "grep"
-    assert call_target({"url": "https://x.example/a?page=2#top"}) == "https://x.example/a"
-    assert call_target({"command": "view", "path": "/w/a.py"}) == "/w/a.py"
-    assert call_target({"query": "x"}) is None
-    assert call_target("raw arguments") is None
+    assert _target({"command": "cd a && grep -rn x ."})[0] == "grep"
+    assert call_target({"command": "cd a && grep -rn x ."}, "cd a && grep -rn x .", "grep -rn")[0] == "grep -rn"
+    assert _target({"url": "https://x.example/a?page=2#top"})[0] == "https://x.example/a"
+    assert _target({"command": "view", "path": "/w/a.py"})[0] == "/w/a.py"
+    assert _target({"command": "  ", "path": "/w/a.py"})[0] == "/w/a.py"
+    assert _target({"query": "x"})[0] is None
+    assert _target({"command": "  "})[0] is None
+    assert _target("raw arguments")[0] is None
 
 
 @pytest.mark.parametrize(
@@ -51,10 +59,9 @@ def test_an_editing_tool_writes_the_file_it_names() -> None:
 
 
 def test_a_tool_names_a_file_when_it_reads_one() -> None:
-    from guard.policies.targets import names_file
-
-    assert names_file({"file_path": "a.py"})
-    assert names_file({"command": "view", "path": "/w/a.py"})
-    assert not names_file({"command": "grep -n x a.py", "path": "a.py"})
-    assert not names_file({"url": "https://x.example/a"})
-    assert not names_file({"query": "x"})
+    assert _target({"file_path": "a.py"})[1]
+    assert _target({"command": "view", "path": "/w/a.py"})[1]
+    assert not _target({"command": "grep -n x a.py", "path": "a.py"})[1]
+    assert not _target({"url": "https://x.example/a"})[1]
+    assert not _target({"query": "x"})[1]
+    assert not _target({"command": "cat a.py"})[1]
