@@ -405,15 +405,29 @@ def _hook_argv(args: argparse.Namespace) -> list[str]:
     if args.serve:
         from guard.hook_forward import check_target
 
-        argv += ["--serve", check_target(args.serve)]
+        try:
+            argv += ["--serve", check_target(args.serve)]
+        except ValueError as exc:
+            raise _SettingsError(str(exc)) from None
     return argv
 
 
 def _settings_for(args: argparse.Namespace) -> dict[str, object]:
-    from guard.adapters.claude_hooks import forward_command, hook_settings, http_hook_settings
+    from guard.adapters.claude_hooks import check_env_name, forward_command, hook_settings, http_hook_settings
     from guard.adapters.hook_runtimes import RUNTIMES
 
     runtime = RUNTIMES[args.agent]
+    if args.token_env is not None:
+        if args.http is None:
+            raise _SettingsError("--token-env VAR goes with --http URL: it names the server's bearer token")
+        try:
+            check_env_name(args.token_env)
+        except ValueError as exc:
+            raise _SettingsError(str(exc)) from None
+    if args.http is not None and not _is_http_url(args.http):
+        raise _SettingsError(
+            f"--http {args.http!r}: must be the server's http:// or https:// URL (http://127.0.0.1:8787)"
+        )
     if args.mcp and (args.agent != "codex" or args.http is None):
         raise _SettingsError("--mcp: Codex's mcp_tool hooks, with --agent codex and --http URL (the server's)")
     if args.http is None:
@@ -430,6 +444,15 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
     if args.agent == "claude-code":
         return http_hook_settings(url, token_env=args.token_env)
     return runtime.settings({"type": "command", "command": forward_command(url, token_env=args.token_env)})
+
+
+def _is_http_url(url: str) -> bool:
+    """Whether ``url`` is an http(s) URL whose every character is safe in a
+    shell command and a settings file as it is (no quotes, backslashes,
+    backticks, ``$`` or whitespace)."""
+    import re
+
+    return re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+(?:/[A-Za-z0-9._~:/?#@!&()*+,;=%-]*)?", url) is not None
 
 
 class _SettingsError(ValueError):
@@ -503,7 +526,12 @@ def _cmd_install(args: argparse.Namespace) -> int:
         from guard.adapters.hook_install import add_toml_table
 
         config = path.with_name("config.toml")
-        print(f"repeat-tool-guard: {config}: {add_toml_table(config, _mcp_server_toml(args))}", file=sys.stderr)
+        try:
+            added = add_toml_table(config, _mcp_server_toml(args))
+        except SettingsFileError as exc:
+            print(f"repeat-tool-guard: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"repeat-tool-guard: {config}: {added}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -736,6 +764,12 @@ def _forwarded(target: str, raw: bytes) -> bool:
         answer = forward(target, raw)
     except (ForwardError, ValueError) as exc:
         print(f"repeat-tool-guard hook: {exc}; answering in-process", file=sys.stderr)
+        return False
+    except Exception as exc:  # whatever went wrong on the way, the event is still answered
+        print(
+            f"repeat-tool-guard hook: --serve {target}: {type(exc).__name__}: {exc}; answering in-process",
+            file=sys.stderr,
+        )
         return False
     if answer is None:
         return False

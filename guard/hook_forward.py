@@ -85,8 +85,8 @@ def _address(url: str) -> tuple[int, str | tuple[str, int], str, str]:
     rest = url[len("http://") :]
     where, slash, path = rest.partition("/")
     host, colon, port = where.rpartition(":")
-    if not colon or not port.isdigit():
-        raise ValueError(f"--serve {url!r}: must name a port (http://127.0.0.1:8787)")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--serve {url!r}: must name a port from 1 to 65535 (http://127.0.0.1:8787)")
     host = host.strip("[]")
     if host not in ("localhost", "127.0.0.1", "::1"):
         raise ValueError(f"--serve {url!r}: the hook forwards to this machine only (localhost, 127.0.0.1, ::1)")

@@ -49,6 +49,7 @@ __all__ = [
     "HookInputError",
     "HookRuntime",
     "answer_hook",
+    "check_env_name",
     "default_state_dir",
     "forward_command",
     "hook_command",
@@ -106,12 +107,28 @@ def path_command(argv: Sequence[str]) -> str:
     return f"if command -v {name} >/dev/null 2>&1; then {hook_command(argv)}; else printf '%s\\n' {missing}; fi"
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_name(name: str) -> str:
+    """``name`` if it can name an environment variable (letters, digits and
+    ``_``, not starting with a digit), else ``ValueError``: the name goes
+    into a shell command and a settings file as it is."""
+    if not _ENV_NAME.fullmatch(name):
+        raise ValueError(
+            f"--token-env {name!r}: not an environment variable's name"
+            " (letters, digits and _, not starting with a digit)"
+        )
+    return name
+
+
 def forward_command(url: str, *, token_env: str | None = None) -> str:
     """A command hook that posts the payload on stdin to the resident guard
     at ``url`` with curl (for CLIs without HTTP hooks), failing open like
-    ``hook_command`` when curl is missing or the server does not answer."""
+    ``hook_command`` when curl is missing or the server does not answer.
+    ``ValueError`` when ``token_env`` is no variable's name."""
     argv = ["curl", "-sSf", "--max-time", "10", "-H", "Content-Type: application/json", "--data-binary", "@-"]
-    auth = f' -H "Authorization: Bearer ${token_env}"' if token_env is not None else ""
+    auth = f' -H "Authorization: Bearer ${check_env_name(token_env)}"' if token_env is not None else ""
     return f"{shlex.join(argv)}{auth} {shlex.quote(url)} || {_FAILED}"
 
 
@@ -127,9 +144,10 @@ def http_hook_settings(url: str, *, token_env: str | None = None) -> dict[str, A
     ``HOOK_EVENTS`` to the resident server at ``url`` (its
     ``/hooks/claude-code``), with ``Authorization: Bearer $<token_env>`` when
     the server needs a token (Claude Code reads the variable from its own
-    environment)."""
+    environment). ``ValueError`` when ``token_env`` is no variable's name."""
     handler: dict[str, Any] = {"type": "http", "url": url}
     if token_env is not None:
+        check_env_name(token_env)
         handler["headers"] = {"Authorization": f"Bearer ${token_env}"}
         handler["allowedEnvVars"] = [token_env]
     return CLAUDE_CODE.settings(handler)

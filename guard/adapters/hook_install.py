@@ -8,11 +8,15 @@ settings, their order) is left as it is.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from bus import NotRegularFileError, read_regular
 
 __all__ = ["SettingsFileError", "add_toml_table", "install", "settings_file"]
 
@@ -44,12 +48,16 @@ def install(path: Path, settings: dict[str, Any], *, uninstall: bool = False) ->
     """Put ``settings``' hooks into the file at ``path`` (or, with
     ``uninstall``, take every hook of the guard's out), replacing any of the
     guard's hooks already there. The file is rewritten only when that
-    changes it, after a copy to ``<path>.bak-<time>``. Returns what happened,
-    in a few words."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raw = None
+    changes it, after a copy to ``<path>.bak-<time>`` (``-N`` added when
+    that name is taken); a symbolic link stays a link and its target is
+    rewritten. Returns what happened, in a few words.
+
+    ``SettingsFileError`` for a file it cannot merge into: not a regular
+    file (a directory, a FIFO, a device), not readable, or not a JSON
+    object (``NaN`` and numbers too large for a float included: the CLIs'
+    own parsers refuse them)."""
+    target = Path(os.path.realpath(path))
+    raw = _read(target)
     current = _parse(path, raw) if raw is not None else {}
     merged = _without_guard(current)
     if not uninstall:
@@ -58,25 +66,71 @@ def install(path: Path, settings: dict[str, Any], *, uninstall: bool = False) ->
             hooks.setdefault(event, []).extend(groups)
     if merged == current:
         return "unchanged"
+    backup = _backup(target, raw) if raw is not None else None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(merged, indent=2, allow_nan=False) + "\n")
     if raw is not None:
-        backup = path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d%H%M%S')}")
-        backup.write_bytes(raw)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(merged, indent=2) + "\n")
-    if raw is not None:
-        os.chmod(temporary, path.stat().st_mode & 0o7777)
-    os.replace(temporary, path)
-    if uninstall:
-        return "guard hooks removed" + (f" (backup: {backup.name})" if raw is not None else "")
-    return "guard hooks installed" + (f" (backup: {backup.name})" if raw is not None else "")
+        os.chmod(temporary, target.stat().st_mode & 0o7777)
+    os.replace(temporary, target)
+    done = "guard hooks removed" if uninstall else "guard hooks installed"
+    return done + (f" (backup: {backup.name})" if backup is not None else "")
+
+
+_MAX_SETTINGS = 16 * 1024 * 1024
+
+
+def _read(path: Path) -> bytes | None:
+    """The settings file's bytes, ``None`` when there is none yet."""
+    try:
+        with read_regular(path, what="settings file") as file:
+            raw = file.read(_MAX_SETTINGS + 1)
+    except FileNotFoundError:
+        return None
+    except NotRegularFileError as exc:
+        raise SettingsFileError(f"{exc}; pass a settings file with --file") from None
+    except OSError as exc:
+        raise SettingsFileError(f"{str(path)!r}: {exc.strerror or exc}") from None
+    if len(raw) > _MAX_SETTINGS:
+        raise SettingsFileError(f"{str(path)!r} is larger than 16 MiB: not a settings file")
+    return raw
+
+
+def _backup(path: Path, raw: bytes) -> Path:
+    """A copy of ``raw`` beside ``path`` under a name no file has, with
+    ``path``'s permissions (settings may hold secrets)."""
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    mode = path.stat().st_mode & 0o777
+    for number in itertools.count():
+        backup = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{number}" if number else ""))
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as file:
+            file.write(raw)
+        return backup
+    raise AssertionError("unreachable")  # pragma: no cover - count() never ends
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text} is too large for a float")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _parse(path: Path, raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, parse_float=_number, parse_constant=_constant)
+    except RecursionError:
+        raise SettingsFileError(f"{str(path)!r} is nested too deeply to be a settings file") from None
     except ValueError as exc:
         raise SettingsFileError(f"{str(path)!r} is not JSON ({exc}); fix it or pass another --file") from None
     if not isinstance(data, dict):
@@ -122,18 +176,21 @@ def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
 def add_toml_table(path: Path, table: str) -> str:
     """Append ``table`` (one TOML table, its header first) to the file at
     ``path`` unless a table with that header is there already; the file is
-    backed up first. Returns what happened."""
+    backed up first (as ``install`` backs up). Returns what happened;
+    ``SettingsFileError`` for a file it cannot add to."""
     header = table.splitlines()[0].strip()
+    target = Path(os.path.realpath(path))
+    raw = _read(target)
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        text = None
+        text = raw.decode("utf-8") if raw is not None else None
+    except UnicodeDecodeError:
+        raise SettingsFileError(f"{str(path)!r} is not UTF-8 text: not a TOML file") from None
     if text is not None and any(line.strip() == header for line in text.splitlines()):
         return f"{header} is there already (left as it is)"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if text is not None:
-        path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d%H%M%S')}").write_text(text)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if raw is not None:
+        _backup(target, raw)
     separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-    with path.open("a") as out:
+    with target.open("a") as out:
         out.write(f"{separator}{table}")
     return f"{header} added"

@@ -14,6 +14,8 @@ from typing import Any
 
 import msgspec
 
+from guard.adapters.claude_hooks import check_env_name
+
 __all__ = ["CODEX_HOOK_TOOL", "MCP_INPUTS", "MCP_SERVER", "answer_rpc", "mcp_hook_settings", "mcp_server_toml"]
 
 CODEX_HOOK_TOOL = "codex_hook"
@@ -119,6 +121,7 @@ def mcp_hook_settings() -> dict[str, Any]:
 
 def mcp_server_toml(url: str, token_env: str | None = None) -> str:
     """The ``config.toml`` table declaring serve's ``/mcp`` at ``url`` as
-    ``MCP_SERVER``, sending the bearer token in ``$<token_env>`` if named."""
-    token = f'bearer_token_env_var = "{token_env}"\n' if token_env else ""
+    ``MCP_SERVER``, sending the bearer token in ``$<token_env>`` if named
+    (``ValueError`` when that is no variable's name)."""
+    token = f'bearer_token_env_var = "{check_env_name(token_env)}"\n' if token_env else ""
     return f'[mcp_servers.{MCP_SERVER}]\nurl = "{url}"\n{token}'

@@ -157,6 +157,8 @@ def test_a_tcp_server_on_loopback_is_reached_by_host_and_port() -> None:
         ("https://127.0.0.1:8787", "must be unix:PATH or http://HOST:PORT"),
         ("http://127.0.0.1", "must name a port"),
         ("http://127.0.0.1:port", "must name a port"),
+        ("http://127.0.0.1:99999", "from 1 to 65535"),
+        ("http://127.0.0.1:0", "from 1 to 65535"),
         ("http://10.0.0.5:8787", "this machine only"),
     ],
 )
@@ -232,6 +234,26 @@ def test_the_hook_answers_in_process_when_no_server_answers(
     _stdin(monkeypatch, PAYLOAD)
     assert main(["hook", "--serve", "http://192.0.2.1:80", "--state-dir", str(state)]) == 0
     assert "this machine only" in capsysbinary.readouterr().err.decode()
+
+
+def test_the_hook_answers_in_process_whatever_goes_wrong_on_the_way(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes], tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    _stdin(monkeypatch, PAYLOAD)
+    assert main(["hook", "--serve", "http://127.0.0.1:99999", "--state-dir", str(state)]) == 0
+    assert "from 1 to 65535 (http://127.0.0.1:8787); answering in-process" in capsysbinary.readouterr().err.decode()
+    assert (state / "s1.jsonl").exists()
+
+    def broken(url: str, body: bytes) -> bytes | None:
+        raise RuntimeError("the client broke")
+
+    monkeypatch.setattr("guard.hook_forward.forward", broken)
+    _stdin(monkeypatch, PAYLOAD.replace(b'"t1"', b'"t2"'))
+    assert main(["hook", "--serve", "unix:/nowhere", "--state-dir", str(state)]) == 0
+    err = capsysbinary.readouterr().err.decode()
+    assert "--serve unix:/nowhere: RuntimeError: the client broke; answering in-process" in err
+    assert b'"call_id":"t2"' in (state / "s1.jsonl").read_bytes()
 
 
 def test_help_is_never_forwarded(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

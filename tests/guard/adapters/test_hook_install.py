@@ -5,16 +5,19 @@ install that is idempotent, an uninstall, and a file that is no JSON refused."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from guard.adapters.claude_hooks import CLAUDE_CODE, HOOK_EVENTS
+from guard.adapters.claude_hooks import CLAUDE_CODE, HOOK_EVENTS, forward_command
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
-from guard.adapters.hook_install import SettingsFileError, install, settings_file
+from guard.adapters.hook_install import SettingsFileError, add_toml_table, install, settings_file
 from guard.cli import main
+from guard.server.mcp_hooks import mcp_server_toml
 
 OTHER_HOOK = {"type": "command", "command": "notify-send done"}
 
@@ -165,3 +168,94 @@ def test_where_each_cli_keeps_its_settings(tmp_path: Path, monkeypatch: pytest.M
     assert settings_file("codex", "user") == tmp_path / "ch" / "hooks.json"
     assert main(["install", "--agent", "codex"]) == 0
     assert (tmp_path / "ch" / "hooks.json").exists()
+
+
+GUARD_HOOKS = CLAUDE_CODE.settings({"type": "command", "command": "repeat-tool-guard hook"})
+
+
+def test_what_is_not_a_settings_file_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(SettingsFileError, match="is a FIFO"):  # at once: nothing waits for a writer
+        install(fifo, GUARD_HOOKS)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    with pytest.raises(SettingsFileError, match="is a directory"):
+        install(tmp_path, GUARD_HOOKS)
+    with pytest.raises(SettingsFileError, match="is a FIFO"):
+        add_toml_table(fifo, "[mcp_servers.x]\n")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert not list(tmp_path.glob("*.bak-*"))
+
+
+def test_a_linked_settings_file_stays_a_link_and_its_target_gets_the_hooks(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles" / "settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"theme": "dark"}')
+    link = tmp_path / "settings.json"
+    link.symlink_to(dotfiles)
+    assert install(link, GUARD_HOOKS).startswith("guard hooks installed (backup: settings.json.bak-")
+    assert link.is_symlink()
+    assert json.loads(dotfiles.read_text())["hooks"] == GUARD_HOOKS["hooks"]
+    assert [b.read_text() for b in dotfiles.parent.glob("settings.json.bak-*")] == ['{"theme": "dark"}']
+
+
+def test_every_change_keeps_its_own_backup(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text('{"theme": "dark"}')
+    path.chmod(0o600)
+    install(path, GUARD_HOOKS)
+    install(path, {}, uninstall=True)
+    install(path, GUARD_HOOKS)  # the same second, most likely: none overwrites another
+    backups = sorted(tmp_path.glob("settings.json.bak-*"), key=lambda p: p.stat().st_mtime_ns)
+    assert len(backups) == 3
+    assert backups[0].read_text() == '{"theme": "dark"}'
+    assert all(b.stat().st_mode & 0o777 == 0o600 for b in backups)
+
+
+@pytest.mark.parametrize(("content", "why"), [('{"a": NaN}', "NaN is not JSON"), ('{"a": 1e999}', "too large")])
+def test_numbers_json_has_not_are_refused(tmp_path: Path, content: str, why: str) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text(content)
+    with pytest.raises(SettingsFileError, match=why):
+        install(path, GUARD_HOOKS)
+    assert path.read_text() == content
+
+
+def test_a_settings_file_nested_past_reason_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SettingsFileError, match="nested too deeply"):
+        install(path, GUARD_HOOKS)
+
+
+def test_an_unreadable_settings_file_is_named(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    with pytest.raises(SettingsFileError, match=r"loop\.json.: Too many levels of symbolic links"):
+        install(loop, GUARD_HOOKS)
+
+
+def test_the_token_variable_and_the_servers_url_must_be_safe_in_a_shell_command(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    for bad in ('X"; touch pwned; "', "A B", "$(id)", "1ST"):
+        assert main(["hook-settings", "--agent", "codex", "--http", "http://127.0.0.1:8787", "--token-env", bad]) == 2
+        assert "not an environment variable's name" in capsys.readouterr().err
+    assert main(["hook-settings", "--agent", "codex", "--token-env", "T"]) == 2
+    assert "--token-env VAR goes with --http URL" in capsys.readouterr().err
+    for url in ("notaurl", 'http://h:1/a"b', "http://h:1/$(id)", "http://h:1/a b"):
+        assert main(["hook-settings", "--agent", "codex", "--http", url]) == 2
+        assert "must be the server's http:// or https:// URL" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="not an environment variable's name"):
+        forward_command("http://127.0.0.1:8787/hooks/codex", token_env="X;id")
+    with pytest.raises(ValueError, match="not an environment variable's name"):
+        mcp_server_toml("http://127.0.0.1:8787/mcp", 'T"\nx = "')
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_config_toml_that_is_not_text_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks.json"
+    (tmp_path / "config.toml").write_bytes(b"\xff\xfe binary")
+    assert main(["install", "--agent", "codex", "--file", str(hooks), "--http", "http://h:1", "--mcp"]) == 2
+    assert "config.toml' is not UTF-8 text" in capsys.readouterr().err
+    assert (tmp_path / "config.toml").read_bytes() == b"\xff\xfe binary"
