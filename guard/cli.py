@@ -98,6 +98,30 @@ def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path
         yield [path for source in sources for path in stack.enter_context(local_logs(source, session))]
 
 
+def _check_report_path(report: str, sources: Sequence[str]) -> None:
+    """Refuse, before an audit starts, an HTML report that would replace one
+    of the transcripts it reads or write through a symbolic link; a report
+    that is there already is replaced, as a report is."""
+    import stat
+
+    from guard.audit import find_transcripts
+
+    try:
+        info = os.lstat(report)
+    except OSError:
+        return  # not there yet, or not reachable: opening it says why
+    if stat.S_ISLNK(info.st_mode):
+        raise _UsageError(f"--html {report!r} is a symbolic link; it is not written through")
+    files = find_transcripts(s for s in sources if not s.startswith(("redis://", "rediss://", "unix://")))
+    for path, _ in files:
+        try:
+            other = os.stat(path)
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
+            raise _UsageError(f"--html {report!r} is one of the transcripts audited; name another file")
+
+
 def _cmd_replay(args: argparse.Namespace) -> int:
     import anyio
 
@@ -271,6 +295,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from guard.report import render_html, render_table
 
     config = load_config(args.config) if args.config else None
+    if args.html:
+        _check_report_path(args.html, args.paths)
     timelines: list[Timeline] | None = [] if args.html else None
     progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None
     with _session_logs(args.paths, args.session) as paths:
@@ -292,7 +318,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         assert timelines is not None
         page = render_html(report, timelines).encode("utf-8")
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        with os.fdopen(open_regular(args.html, flags, 0o600, what="HTML report"), "wb") as html:
+        report_fd = open_regular(args.html, flags, 0o600, what="HTML report", follow_symlinks=False)
+        with os.fdopen(report_fd, "wb") as html:
             html.write(page)
         print(f"report: {args.html}", file=sys.stderr)
     return EXIT_DIFFERENCE if report.errors else EXIT_OK
@@ -408,7 +435,7 @@ def _hook_argv(args: argparse.Namespace) -> list[str]:
         try:
             argv += ["--serve", check_target(args.serve)]
         except ValueError as exc:
-            raise _SettingsError(str(exc)) from None
+            raise _UsageError(str(exc)) from None
     return argv
 
 
@@ -419,21 +446,21 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
     runtime = RUNTIMES[args.agent]
     if args.token_env is not None:
         if args.http is None:
-            raise _SettingsError("--token-env VAR goes with --http URL: it names the server's bearer token")
+            raise _UsageError("--token-env VAR goes with --http URL: it names the server's bearer token")
         try:
             check_env_name(args.token_env)
         except ValueError as exc:
-            raise _SettingsError(str(exc)) from None
+            raise _UsageError(str(exc)) from None
     if args.http is not None and not _is_http_url(args.http):
-        raise _SettingsError(
+        raise _UsageError(
             f"--http {args.http!r}: must be the server's http:// or https:// URL (http://127.0.0.1:8787)"
         )
     if args.mcp and (args.agent != "codex" or args.http is None):
-        raise _SettingsError("--mcp: Codex's mcp_tool hooks, with --agent codex and --http URL (the server's)")
+        raise _UsageError("--mcp: Codex's mcp_tool hooks, with --agent codex and --http URL (the server's)")
     if args.http is None:
         return hook_settings(_hook_argv(args), runtime)
     if args.config or args.state_dir or args.shadow:
-        raise _SettingsError("--http: the server's own --config, --shadow and --state-dir apply; pass them to `serve`")
+        raise _UsageError("--http: the server's own --config, --shadow and --state-dir apply; pass them to `serve`")
     url = args.http.rstrip("/")
     if not url.endswith(f"/hooks/{args.agent}") and not args.mcp:
         url += f"/hooks/{args.agent}"
@@ -455,8 +482,9 @@ def _is_http_url(url: str) -> bool:
     return re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+(?:/[A-Za-z0-9._~:/?#@!&()*+,;=%-]*)?", url) is not None
 
 
-class _SettingsError(ValueError):
-    """Options of ``hook-settings`` or ``install`` that do not go together, or a settings file it cannot merge into."""
+class _UsageError(ValueError):
+    """Options that do not go together, or name what the command cannot use:
+    one line on stderr and exit 2, like a config that does not load."""
 
 
 def _cmd_hook_settings(args: argparse.Namespace) -> int:
@@ -464,7 +492,7 @@ def _cmd_hook_settings(args: argparse.Namespace) -> int:
 
     try:
         settings = _settings_for(args)
-    except _SettingsError as exc:
+    except _UsageError as exc:
         print(f"repeat-tool-guard: {exc}", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(json.dumps(settings, indent=2) + "\n")
@@ -518,7 +546,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
     path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
     try:
         outcome = install(path, _settings_for(args), uninstall=args.uninstall)
-    except (_SettingsError, SettingsFileError) as exc:
+    except (_UsageError, SettingsFileError) as exc:
         print(f"repeat-tool-guard: {exc}", file=sys.stderr)
         return EXIT_ERROR
     print(f"repeat-tool-guard: {path}: {outcome}", file=sys.stderr)
@@ -844,7 +872,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # stdout's reader left early (`| head`): not an error of ours
         _quiet_stdout()
         return EXIT_OK
-    except (ConfigError, LogError, TranscriptError, OSError) as exc:
+    except (ConfigError, LogError, TranscriptError, OSError, _UsageError) as exc:
         print(f"repeat-tool-guard: {one_line(str(exc), 4000)}", file=sys.stderr)
         return EXIT_ERROR
     except (ValueError, RecursionError, MemoryError) as exc:

@@ -294,6 +294,27 @@ def test_cli_audit_prints_a_table_json_and_html(tmp_path: Path, capsys: pytest.C
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
 
 
+def test_cli_audit_never_writes_its_report_over_a_transcript_or_through_a_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = looping_claude_code(tmp_path / "sessions" / "loop.jsonl")
+    content = path.read_bytes()
+    for report in (path, tmp_path / "sessions" / "." / "loop.jsonl"):
+        assert main(["audit", str(path), "--html", str(report)]) == 2
+        assert "is one of the transcripts audited; name another file" in capsys.readouterr().err
+    assert main(["audit", str(tmp_path / "sessions"), "--html", str(path)]) == 2  # found in the folder
+    assert "is one of the transcripts audited" in capsys.readouterr().err
+    link = tmp_path / "r.html"
+    link.symlink_to(path)
+    assert main(["audit", str(tmp_path / "sessions"), "--html", str(link)]) == 2
+    assert "is a symbolic link; it is not written through" in capsys.readouterr().err
+    assert path.read_bytes() == content
+    report = tmp_path / "report.html"
+    report.write_text("an earlier report")
+    assert main(["audit", str(path), "--html", str(report)]) == 0  # a report is replaced, as reports are
+    assert report.read_text().startswith("<!DOCTYPE html>")
+
+
 def test_cli_audit_names_each_file_it_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A file found in a directory that no importer reads is not an error
     (exit 0), but the table and the JSON name it and say why."""
