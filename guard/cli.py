@@ -452,9 +452,7 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
         except ValueError as exc:
             raise _UsageError(str(exc)) from None
     if args.http is not None and not _is_http_url(args.http):
-        raise _UsageError(
-            f"--http {args.http!r}: must be the server's http:// or https:// URL (http://127.0.0.1:8787)"
-        )
+        raise _UsageError(f"--http {args.http!r}: must be the server's http:// or https:// URL (http://127.0.0.1:8787)")
     if args.mcp and (args.agent != "codex" or args.http is None):
         raise _UsageError("--mcp: Codex's mcp_tool hooks, with --agent codex and --http URL (the server's)")
     if args.http is None:
