@@ -225,28 +225,53 @@ def _cmd_import(args: argparse.Namespace) -> int:
     import itertools
     from pathlib import Path
 
+    from guard._text import one_line
     from guard.importers import TranscriptError, open_sessions, write_log
 
     sessions = open_sessions(args.src, args.format)
     head = list(itertools.islice(sessions, 2))
     out = Path(args.output)
+    taken: set[str] = set()
     for session in itertools.chain(head, sessions):
         # Several sessions (an OpenHands output.jsonl): one log each, beside OUT.
-        path = out if len(head) == 1 else out.with_name(f"{out.stem}.{_safe(session.session)}{out.suffix or '.jsonl'}")
+        path = (
+            out
+            if len(head) == 1
+            else out.with_name(f"{out.stem}.{_log_name(session.session, taken)}{out.suffix or '.jsonl'}")
+        )
         try:
             summary = write_log(session, path)
         except FileExistsError:
             raise TranscriptError(f"{str(path)!r} already exists; choose another -o") from None
         skipped = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items())) or "nothing"
         print(
-            f"{summary.path}: {session.format} session {summary.session}: {summary.events} events, "
+            f"{summary.path}: {session.format} session {one_line(summary.session)}: {summary.events} events, "
             f"{summary.calls} tool calls, {summary.agents} agents; skipped {skipped}"
         )
     return EXIT_OK
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+def _log_name(session: str, taken: set[str]) -> str:
+    """A file name part for ``session`` that no other session of this import
+    has: the id itself when it is short and made of letters, digits, ``-``,
+    ``_`` and ``.``; else those characters of it (at most 100) and a digest
+    of the whole id, so ``a b`` and ``a\nb`` stay apart; a ``-N`` is added
+    for an id seen again."""
+    import itertools
+
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)
+    if name != session or len(name) > 100 or name.strip(".") == "":
+        from guard.fingerprint import blake2b
+
+        digest = blake2b(session.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+        name = f"{name[:100]}-{digest}"
+    unique = name
+    for number in itertools.count(2):
+        if unique not in taken:
+            break
+        unique = f"{name}-{number}"
+    taken.add(unique)
+    return unique
 
 
 def _progress_bar(stream: TextIO) -> Callable[[int, int, str], None]:

@@ -66,14 +66,19 @@ def test_import_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert out.read_text() == "precious\n"
 
 
-def test_multi_session_names_are_made_safe_for_files(tmp_path: Path) -> None:
-    src = write_lines(
-        tmp_path / "output.jsonl",
-        [
-            {"instance_id": "a/b c", "history": []},
-            {"instance_id": "d", "history": []},
-        ],
-    )
+def test_multi_session_names_are_made_safe_for_files_and_stay_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = ["a/b c", "a b\nc", "d", "d", "x" * 300, "..", "e"]
+    src = write_lines(tmp_path / "output.jsonl", [{"instance_id": i, "history": []} for i in ids])
     assert main(["import", str(src), "-o", str(tmp_path / "o")]) == 0
-    assert (tmp_path / "o.a_b_c.jsonl").exists()
-    assert json.loads((tmp_path / "o.d.jsonl").read_text())["session"] == "d"
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == len(ids)  # one line each: an id's newline is not the terminal's
+    logs = sorted(tmp_path.glob("o.*.jsonl"))
+    assert len(logs) == len(ids)  # every session kept: none overwrote or stopped another
+    assert sorted(json.loads(p.read_text().splitlines()[0])["session"] for p in logs) == sorted(ids)
+    assert (tmp_path / "o.d.jsonl").exists()
+    assert (tmp_path / "o.d-2.jsonl").exists()
+    assert (tmp_path / "o.e.jsonl").exists()  # a plain id is its own name
+    assert all(len(p.name) < 128 for p in logs)
+    assert len(list(tmp_path.glob("o.a_b_c-*.jsonl"))) == 2
