@@ -378,6 +378,9 @@ class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
                 raise ConfigError(f"rescue.{key}", value, "must be a non-empty string")
         if not isinstance(self.log_file, str):
             raise ConfigError("rescue.log_file", self.log_file, "must be a string ('' disables the trip log)")
+        for key in ("ask_command", "ask_model", "log_file"):
+            if "\x00" in getattr(self, key):
+                raise ConfigError(f"rescue.{key}", getattr(self, key), "must not hold a NUL character")
         for key in (
             "include",
             "exclude",

@@ -76,7 +76,7 @@ class TripLog:
                 _append(fd, line)
             finally:
                 os.close(fd)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a path the system cannot take (a NUL in it)
             _log.warning("rescue.trip_log_failed", path=str(self.path), error=str(exc))
 
 

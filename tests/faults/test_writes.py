@@ -213,6 +213,13 @@ def test_a_trip_log_that_is_a_symbolic_link_is_not_written(tmp_path: Path) -> No
     assert "rescue.trip_log_failed" in [e["event"] for e in events]
 
 
+def test_a_trip_log_path_the_system_refuses_is_reported_not_raised(tmp_path: Path) -> None:
+    with structlog.testing.capture_logs() as events:
+        TripLog(str(tmp_path / "a\x00b")).record(_trip())  # the policy's action goes on regardless
+    (failed,) = [e for e in events if e["event"] == "rescue.trip_log_failed"]
+    assert "null byte" in failed["error"]
+
+
 def test_a_trip_that_does_not_fit_at_all_is_reported(tmp_path: Path, file_size_limit: Callable[[int], None]) -> None:
     path = tmp_path / "trips.jsonl"
     trips = TripLog(str(path))

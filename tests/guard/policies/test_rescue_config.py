@@ -85,6 +85,9 @@ def test_a_rescue_section_in_a_file_enables_it(tmp_path: Path) -> None:
         ({"ask_command": "  "}, "rescue.ask_command", "  ", "must be a non-empty string"),
         ({"ask_model": 4}, "rescue.ask_model", 4, "must be a non-empty string"),
         ({"log_file": None}, "rescue.log_file", None, "must be a string ('' disables the trip log)"),
+        ({"log_file": "/tmp/a\x00b"}, "rescue.log_file", "/tmp/a\x00b", "must not hold a NUL character"),
+        ({"ask_command": "ask\x00"}, "rescue.ask_command", "ask\x00", "must not hold a NUL character"),
+        ({"ask_model": "o\x00"}, "rescue.ask_model", "o\x00", "must not hold a NUL character"),
     ],
 )
 def test_bad_values_name_key_value_and_rule(settings: dict[str, Any], key: str, value: Any, rule: str) -> None:
