@@ -58,6 +58,7 @@ __all__ = [
     "is_session_id",
     "parse_payload",
     "path_command",
+    "payload_text",
     "run_hook",
     "run_to_completion",
 ]
@@ -153,6 +154,19 @@ def http_hook_settings(url: str, *, token_env: str | None = None) -> dict[str, A
     return CLAUDE_CODE.settings(handler)
 
 
+def payload_text(payload: Mapping[str, Any], key: str) -> str:
+    """The hook field ``key`` as text: a string as it is, a number in
+    decimal, anything else (missing, ``null``, an object) empty. A field of
+    the wrong type says nothing the guard can use, so it is never read as
+    its Python form (``None``, ``{'x': 1}``)."""
+    value = payload.get(key)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return ""
+
+
 TASK_NOTIFICATION = "<task-notification>"
 """How the prompt starts when Claude Code reports a finished background task
 (a subagent run in the background) through ``UserPromptSubmit``: no user turn."""
@@ -216,24 +230,25 @@ class HookRuntime:
     def tool_input(self, payload: Mapping[str, Any]) -> Any:
         """The call's arguments as the guard sees them (``cosmetic_args`` left out)."""
         args = payload.get("tool_input")
-        cosmetic = self.cosmetic_args.get(str(payload.get("tool_name", "")))
+        cosmetic = self.cosmetic_args.get(payload_text(payload, "tool_name"))
         if cosmetic and isinstance(args, dict) and not cosmetic.isdisjoint(args):
             return {key: value for key, value in args.items() if key not in cosmetic}
         return args
 
     def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
         """The id that pairs a call's ``pre`` and ``post`` events."""
-        return str(payload.get("tool_use_id", ""))
+        return payload_text(payload, "tool_use_id")
 
     def result(self, payload: Mapping[str, Any], seam: str) -> tuple[str, bool]:
         """What the tool returned, as the model reads it, and whether it failed."""
         if seam == "post":
             return as_text(payload.get("tool_response")), False
-        return str(payload.get("error", "")), True
+        error = payload.get("error")
+        return (as_text(error) if error is not None else ""), True
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
         """The user's prompt, or None when the event is no user turn."""
-        prompt = str(payload.get("prompt", ""))
+        prompt = payload_text(payload, "prompt")
         return None if prompt.lstrip().startswith(TASK_NOTIFICATION) else prompt  # a background task reporting back
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
@@ -349,7 +364,7 @@ class ClaudeHooks:
             return self._answer(agent, event, seam, seq)
         call_id = runtime.call_id(agent, payload, seam)
         if seam == "pre":
-            call = (str(payload.get("tool_name", "")), runtime.tool_input(payload))
+            call = (payload_text(payload, "tool_name"), runtime.tool_input(payload))
             running = agent.running(call_id) if call_id else None
             if running is not None and (running.tool, running.args) == call:
                 # a copy of the pre hook of a call still running (its answer was
@@ -373,7 +388,7 @@ class ClaudeHooks:
             if copy is not None:
                 return copy
             # a post hook whose pre hook never reached the guard counts all the same
-            await self._call(agent, call_id, str(payload.get("tool_name", "")), runtime.tool_input(payload))
+            await self._call(agent, call_id, payload_text(payload, "tool_name"), runtime.tool_input(payload))
         await agent.result(call_id, outcome[1], is_error=outcome[2])
         return self._keep(agent, "tool/result", call_id, outcome, self._answer(agent, event, seam, seq, call_id))
 
@@ -422,7 +437,7 @@ class ClaudeHooks:
         """The response is over. A call it lists that is still open (no post
         hook reported it: those hooks are not registered) gets its result now."""
         for entry in calls if isinstance(calls, list) else ():
-            call_id = str(entry.get("tool_use_id", "")) if isinstance(entry, dict) else ""
+            call_id = payload_text(entry, "tool_use_id") if isinstance(entry, dict) else ""
             if agent.has_call(call_id):
                 await agent.result(call_id, as_text(entry.get("tool_response")))
         await agent.end_step()
@@ -437,12 +452,12 @@ class ClaudeHooks:
             await main.start()
             for oldest in evicted:
                 await self._dispose(oldest.agent.id, oldest)
-        sub_id = payload.get("agent_id")
+        sub_id = payload_text(payload, "agent_id")
         if not sub_id:
             return main
-        sub = self._subagents.get(str(sub_id))
+        sub = self._subagents.get(sub_id)
         if sub is None:
-            sub = self._subagents[str(sub_id)] = self.link.agent(str(sub_id), parent=main)
+            sub = self._subagents[sub_id] = self.link.agent(sub_id, parent=main)
             sub.steps_reported = main.steps_reported
             await sub.start()
         return sub

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from guard.adapters.claude_hooks import HookRuntime
+from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.sessions.answer import Answer
 
 __all__ = ["CODEX", "CodexRuntime"]
@@ -53,7 +53,7 @@ class CodexRuntime(HookRuntime):
         return {"hooks": {event: [{"hooks": [dict(handler)]}] for event in self.events}}
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
-        return str(payload.get("prompt", ""))
+        return payload_text(payload, "prompt")
 
     def delivers(self, seam: str, denied: bool) -> bool:
         """Codex shows the model a denial's reason and ``additionalContext``

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from guard.adapters.claude_hooks import HookRuntime
+from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
 
@@ -45,11 +45,11 @@ class GeminiRuntime(HookRuntime):
     ends_runs: ClassVar[bool] = True
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
-        return str(payload.get("prompt", ""))
+        return payload_text(payload, "prompt")
 
     def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
         if seam != "pre":
-            tool, args = str(payload.get("tool_name", "")), self.tool_input(payload)
+            tool, args = payload_text(payload, "tool_name"), self.tool_input(payload)
             for call in agent.calls_in_flight():
                 if call.tool == tool and call.args == args:
                     return call.call_id

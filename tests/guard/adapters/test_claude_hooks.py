@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bus import ContextMessage, ToolCall, read_log
+from bus import ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.adapters.claude_hooks import answer_hook, run_to_completion
 from guard.cli import main
@@ -91,6 +91,22 @@ def test_a_pre_hook_sent_again_for_a_running_call_is_allowed_and_counted_once(ho
         hook(p)
     calls = [e.call_id for e in read_log(hook.log) if isinstance(e, ToolCall)]
     assert calls == ["toolu_00", "toolu_01", "toolu_02"]
+
+
+def test_fields_of_the_wrong_type_are_read_as_empty_never_as_python_text(hook: Hook) -> None:
+    hook(payload("UserPromptSubmit", prompt="find the loader"))
+    hook(payload("UserPromptSubmit", prompt=None))
+    tool = {"tool_name": None, "tool_input": {"q": 1}, "tool_use_id": 7, "agent_id": {"x": 1}}
+    hook(payload("PreToolUse", **tool))
+    hook(payload("PostToolUseFailure", error={"code": 2}, **tool))
+    events = list(read_log(hook.log))
+    texts = [e.text for e in events if isinstance(e, UserMessage)]
+    assert texts == ["find the loader", ""]
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    assert (call.tool, call.call_id, call.agent.id if call.agent else None) == ("", "7", SESSION)
+    (result,) = [e for e in events if isinstance(e, ToolResult)]
+    assert (result.content, result.is_error) == ('{"code":2}', True)
+    assert "None" not in hook.log.read_text()
 
 
 @pytest.mark.parametrize(
