@@ -279,7 +279,8 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         with read_regular(file, what="config file") as stream:
             raw = stream.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError("config file", str(file), "no such file") from None
+        presets = ", ".join(PRESETS)
+        raise ConfigError("config file", str(file), f"no such file (and no preset: {presets})") from None
     except NotRegularFileError as exc:
         kind = str(exc).rpartition(" is ")[2]
         raise ConfigError("config file", str(file), f"is {kind}") from None

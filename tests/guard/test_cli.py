@@ -159,6 +159,10 @@ def test_log_lines_on_stderr_are_redacted(session: Path, capsys: pytest.CaptureF
         ),
         (["check-config", "{tmp}/nope.yaml"], "repeat-tool-guard: config file = '{tmp}/nope.yaml': no such file"),
         (
+            ["check-config", "recomended"],
+            "repeat-tool-guard: config file = 'recomended': no such file (and no preset: recommended)",
+        ),
+        (
             ["check-config", "{tmp}/bad.toml"],
             "repeat-tool-guard: remind.thresholds = 1: each threshold must be an integer >= 2",
         ),
