@@ -228,7 +228,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         import json  # here: only printing a config as TOML needs it
 
-        return json.dumps(value, ensure_ascii=False)
+        # JSON's escapes are TOML's, but TOML also wants DEL escaped
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     items = [_toml_value(v) for v in value]
     if sum(len(i) + 2 for i in items) <= 80:
         return f"[{', '.join(items)}]"

@@ -200,3 +200,8 @@ def test_per_tool_tables_survive_printing_as_toml(tmp_path: Path) -> None:
         in printed
     )
     assert parse_config(tomllib.loads(printed)) == config
+
+
+def test_printed_toml_reads_back_whatever_characters_a_value_holds() -> None:
+    config = parse_config({"loops": {"poll_commands": ["a\x7fb", "tab\there", 'quote " and \\ and \x01', "é ✓"]}})
+    assert parse_config(tomllib.loads(to_toml(config))) == config
