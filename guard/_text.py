@@ -12,11 +12,17 @@ _repr.maxstring = _repr.maxother = 100
 _repr.maxlevel = 3
 
 
+# Control characters that are not whitespace (an ESC starts a terminal's
+# escape sequence), shown escaped as Python writes them.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if not chr(c).isspace()}
+
+
 def one_line(text: str, limit: int = 200) -> str:
     """``text`` on one line (runs of whitespace, newlines among them, become
-    one space) and at most ``limit`` characters, cut with an ellipsis: an
-    error message quotes what was wrong without flooding the terminal."""
-    text = " ".join(text.split())
+    one space; other control characters are shown escaped, ``\\x1b``) and
+    at most ``limit`` characters, cut with an ellipsis: an error message
+    quotes what was wrong without flooding, or steering, the terminal."""
+    text = " ".join(text.split()).translate(_CONTROLS)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -38,6 +38,15 @@ def test_a_nul_in_a_path_is_one_line(argv: list[str], cli: CLI) -> None:
     assert "null byte" in cli(*argv).clean_error(2)
 
 
+def test_an_error_quotes_control_characters_escaped_never_raw(tmp_path: Path, cli: CLI) -> None:
+    config = tmp_path / "guard.toml"
+    config.write_text('[remind]\n"bad\\u001b]0;owned\\u0007" = 1\n')
+    line = cli("check-config", config).clean_error(2)
+    assert "\x1b" not in line
+    assert "\x07" not in line
+    assert "bad\\x1b]0;owned\\x07" in line
+
+
 def test_verbose_shows_the_traceback_of_an_unexpected_error(cli: CLI) -> None:
     with pytest.raises(ValueError, match="null byte"):
         cli("-v", "replay", "a\x00b.jsonl")
