@@ -257,18 +257,15 @@ def _log_name(session: str, taken: set[str]) -> str:
     ``_`` and ``.``; else those characters of it (at most 100) and a digest
     of the whole id, so ``a b`` and ``a\nb`` stay apart; a ``-N`` is added
     for an id seen again."""
-    import itertools
-
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)
     if name != session or len(name) > 100 or name.strip(".") == "":
         from guard.fingerprint import blake2b
 
         digest = blake2b(session.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
         name = f"{name[:100]}-{digest}"
-    unique = name
-    for number in itertools.count(2):
-        if unique not in taken:
-            break
+    unique, number = name, 1
+    while unique in taken:
+        number += 1
         unique = f"{name}-{number}"
     taken.add(unique)
     return unique

@@ -313,6 +313,8 @@ def test_cli_audit_never_writes_its_report_over_a_transcript_or_through_a_link(
     report.write_text("an earlier report")
     assert main(["audit", str(path), "--html", str(report)]) == 0  # a report is replaced, as reports are
     assert report.read_text().startswith("<!DOCTYPE html>")
+    assert main(["audit", str(tmp_path / "absent.jsonl"), str(path), "--html", str(report)]) == 1  # one unreadable
+    assert "could not read 1 files" in capsys.readouterr().out
 
 
 def test_cli_audit_names_each_file_it_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

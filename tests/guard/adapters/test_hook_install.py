@@ -199,16 +199,25 @@ def test_a_linked_settings_file_stays_a_link_and_its_target_gets_the_hooks(tmp_p
     assert [b.read_text() for b in dotfiles.parent.glob("settings.json.bak-*")] == ['{"theme": "dark"}']
 
 
+def test_a_settings_file_past_16_mib_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    with path.open("wb") as file:
+        file.truncate(16 * 1024 * 1024 + 1)
+    with pytest.raises(SettingsFileError, match="is larger than 16 MiB"):
+        install(path, GUARD_HOOKS)
+
+
 def test_every_change_keeps_its_own_backup(tmp_path: Path) -> None:
     path = tmp_path / "settings.json"
-    path.write_text('{"theme": "dark"}')
+    path.write_text('{"theme": "dark", "scale": 1.5}')
     path.chmod(0o600)
     install(path, GUARD_HOOKS)
     install(path, {}, uninstall=True)
     install(path, GUARD_HOOKS)  # the same second, most likely: none overwrites another
     backups = sorted(tmp_path.glob("settings.json.bak-*"), key=lambda p: p.stat().st_mtime_ns)
     assert len(backups) == 3
-    assert backups[0].read_text() == '{"theme": "dark"}'
+    assert backups[0].read_text() == '{"theme": "dark", "scale": 1.5}'
+    assert json.loads(path.read_text())["scale"] == 1.5
     assert all(b.stat().st_mode & 0o777 == 0o600 for b in backups)
 
 
