@@ -747,7 +747,7 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     scope = install.add_mutually_exclusive_group()
     scope.add_argument("--user", dest="scope", action="store_const", const="user", help="the user's settings (default)")
     scope.add_argument("--project", dest="scope", action="store_const", const="project", help="this project's settings")
-    install.add_argument("--file", metavar="FILE", help="this settings file instead")
+    scope.add_argument("--file", metavar="FILE", help="this settings file instead")
     install.add_argument("--uninstall", action="store_true", help="remove the guard's hooks instead")
     install.set_defaults(run=_cmd_install, scope="user")
 

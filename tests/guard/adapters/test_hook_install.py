@@ -268,3 +268,11 @@ def test_a_config_toml_that_is_not_text_is_refused(capsys: pytest.CaptureFixture
     assert main(["install", "--agent", "codex", "--file", str(hooks), "--http", "http://h:1", "--mcp"]) == 2
     assert "config.toml' is not UTF-8 text" in capsys.readouterr().err
     assert (tmp_path / "config.toml").read_bytes() == b"\xff\xfe binary"
+
+
+def test_one_settings_file_is_named_at_a_time(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["install", "--project", "--file", str(tmp_path / "settings.json")])
+    assert exited.value.code == 2
+    assert "argument --file: not allowed with argument --project" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
