@@ -228,6 +228,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from guard._text import one_line
     from guard.importers import TranscriptError, open_sessions, write_log
 
+    if not args.output:
+        raise _UsageError("-o '': name the session log to write")
     sessions = open_sessions(args.src, args.format)
     head = list(itertools.islice(sessions, 2))
     out = Path(args.output)

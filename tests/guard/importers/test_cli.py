@@ -66,6 +66,14 @@ def test_import_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert out.read_text() == "precious\n"
 
 
+def test_an_empty_output_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = ClaudeCodeSession("s")
+    s.prompt("hi")
+    src = s.write(tmp_path / "s.jsonl")
+    assert main(["import", str(src), "-o", ""]) == 2
+    assert capsys.readouterr().err == "repeat-tool-guard: -o '': name the session log to write\n"
+
+
 def test_multi_session_names_are_made_safe_for_files_and_stay_apart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
