@@ -108,14 +108,11 @@ def path_command(argv: Sequence[str]) -> str:
     return f"if command -v {name} >/dev/null 2>&1; then {hook_command(argv)}; else printf '%s\\n' {missing}; fi"
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def check_env_name(name: str) -> str:
-    """``name`` if it can name an environment variable (letters, digits and
-    ``_``, not starting with a digit), else ``ValueError``: the name goes
-    into a shell command and a settings file as it is."""
-    if not _ENV_NAME.fullmatch(name):
+    """``name`` if it can name an environment variable (ASCII letters,
+    digits and ``_``, not starting with a digit), else ``ValueError``: the
+    name goes into a shell command and a settings file as it is."""
+    if not (name.isascii() and name.isidentifier()):
         raise ValueError(
             f"--token-env {name!r}: not an environment variable's name"
             " (letters, digits and _, not starting with a digit)"

@@ -247,7 +247,7 @@ def test_an_unreadable_settings_file_is_named(tmp_path: Path) -> None:
 def test_the_token_variable_and_the_servers_url_must_be_safe_in_a_shell_command(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    for bad in ('X"; touch pwned; "', "A B", "$(id)", "1ST"):
+    for bad in ('X"; touch pwned; "', "A B", "$(id)", "1ST", "TOKEN_É", ""):
         assert main(["hook-settings", "--agent", "codex", "--http", "http://127.0.0.1:8787", "--token-env", bad]) == 2
         assert "not an environment variable's name" in capsys.readouterr().err
     assert main(["hook-settings", "--agent", "codex", "--token-env", "T"]) == 2
