@@ -450,7 +450,7 @@ class ClaudeHooks:
             for oldest in evicted:
                 await self._dispose(oldest.agent.id, oldest)
         sub_id = payload_text(payload, "agent_id")
-        if not sub_id:
+        if not sub_id or sub_id == main.agent.id:  # the session's own id names its main agent
             return main
         sub = self._subagents.get(sub_id)
         if sub is None:
@@ -505,6 +505,8 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
         payload = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise HookInputError(f"hook input is not JSON ({exc})") from None
+    except RecursionError as exc:
+        raise HookInputError(f"hook input nests too deeply to read ({exc})") from None
     if not isinstance(payload, dict):
         raise HookInputError(f"hook input must be a JSON object, got {type(payload).__name__}")
     session = payload.get("session_id")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -62,6 +62,13 @@ _log = structlog.get_logger("guard.server")
 _JSON = "application/json"
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _follows(runtime: HookRuntime, payload: Mapping[str, Any]) -> bool:
+    """Whether the hook event is one the guard follows (a name that is not a
+    string, a list say, is no event of any runtime)."""
+    event = payload.get("hook_event_name")
+    return isinstance(event, str) and event in runtime.seams
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -204,7 +211,7 @@ class _Handlers:
                 payload = parse_payload(await self.body(request))
             except HookInputError as exc:
                 raise RequestError(400, str(exc)) from None
-            if payload.get("hook_event_name") not in runtime.seams:
+            if not _follows(runtime, payload):
                 return _json({})  # nothing the guard follows: the session is not even opened
             if isinstance(payload.get("cwd"), str):
                 scope.note(project=payload["cwd"])
@@ -224,13 +231,16 @@ class _Handlers:
             message = msgspec.json.decode(await self.body(request))
         except msgspec.DecodeError as exc:
             return _json({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"not JSON ({exc})"}})
+        except RecursionError as exc:
+            error = {"code": -32700, "message": f"nests too deeply to read ({exc})"}
+            return _json({"jsonrpc": "2.0", "id": None, "error": error})
         answer = await answer_rpc(message, self._codex_hook)
         return Response(status_code=202) if answer is None else _json(answer)
 
     async def _codex_hook(self, payload: dict[str, Any]) -> dict[str, Any]:
         if not is_session_id(payload.get("session_id")):
             raise ValueError(f"session_id {payload.get('session_id')!r}: {SESSION_ID_RULE}")
-        if payload.get("hook_event_name") not in CODEX.seams:
+        if not _follows(CODEX, payload):
             return {}
         async with self.store.use(payload["session_id"]) as session:
             return await session.hooks_for(CODEX).handle(payload)

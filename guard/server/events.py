@@ -29,6 +29,7 @@ from bus import (
     UserMessage,
     too_deep,
 )
+from guard.fingerprint import fingerprint
 from guard.server.sessions import Session
 from guard.sessions.answer import Answer, retry_key
 from guard.sessions.link import AgentLink
@@ -188,7 +189,7 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
         if session.fetch_answers is not None:
             await session.fetch_answers((key, other_key))
         answered = session.answers.get(key)
-        if answered is not None:
+        if answered is not None and not _reuses_denied_id(session, event):
             return answered
         recorded = session.recorded.get(key)
         if arrived is not None and recorded is not None and recorded > arrived:
@@ -201,6 +202,17 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
         session.remember_answer(key, answer)
         return answer
     return msgspec.json.encode(await apply_event(session, event))
+
+
+def _reuses_denied_id(session: Session, event: ToolCallIn | ToolResultIn) -> bool:
+    """Whether ``event`` is a new call under the id of a call the guard
+    denied: other tool or arguments. The denial was that call's result, so
+    its id is free again, as after any result; the same call again is a copy
+    of the denied one and gets its answer."""
+    if type(event) is not ToolCallIn:
+        return False
+    denied = session.denied_call(event.agent, event.call_id)
+    return denied is not None and denied != fingerprint(event.tool, event.args).digest
 
 
 def retry_keys(event: EventIn) -> tuple[str, ...]:
@@ -257,7 +269,7 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
             and owns(event)
         ):
             current.allowed, current.reason = False, event.content
-            session.remember_denial(agent.id, event.call_id)
+            session.remember_denial(agent.id, event.call_id, current.called)
             session.note_recorded(event)
             continue
         close(agent.id)
@@ -270,7 +282,9 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
             session.answers.pop(retry_key(mine, agent.id, event.call_id), None)
             session.note_recorded(event)
             key = retry_key(mine, agent.id, event.call_id)
-            open_[agent.id] = _Recalled(key, event.call_id, event.seq, True if call else None)
+            recalled = open_[agent.id] = _Recalled(key, event.call_id, event.seq, True if call else None)
+            if call:
+                recalled.called = fingerprint(event.tool, event.args).digest
         else:
             open_[agent.id] = _Recalled(None, None, event.seq, None)
     for agent_id in list(open_):
@@ -278,7 +292,7 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
 
 
 class _Recalled:
-    __slots__ = ("allowed", "call_id", "key", "messages", "reason", "seq")
+    __slots__ = ("allowed", "call_id", "called", "key", "messages", "reason", "seq")
 
     def __init__(self, key: str | None, call_id: str | None, seq: int, allowed: bool | None) -> None:
         self.key = key
@@ -287,6 +301,7 @@ class _Recalled:
         self.allowed = allowed
         self.reason: str | None = None
         self.messages: list[ContextMessageOut] = []
+        self.called = b""  # a call's fingerprint digest
 
 
 async def apply_event(session: Session, event: EventIn) -> EventAnswer:
@@ -310,7 +325,7 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
         decision = await agent.call(event.call_id, event.tool, event.args)
         if not decision.allowed:
             await agent.denied(event.call_id, decision)
-            session.remember_denial(event.agent, event.call_id)
+            session.remember_denial(event.agent, event.call_id, fingerprint(event.tool, event.args).digest)
     else:
         assert type(event) is ToolResultIn
         seq = await _result(session, agent, event)
@@ -319,7 +334,7 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
 
 async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
     if not agent.has_call(event.call_id):
-        if session.was_denied(event.agent, event.call_id):
+        if session.denied_call(event.agent, event.call_id) is not None:
             raise RequestError(
                 409, f"call {event.call_id!r} of agent {event.agent!r} was denied; its denial is already its result"
             )

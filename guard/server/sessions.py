@@ -75,7 +75,7 @@ class Session:
         self.last_used = 0.0
         self.closed = False
         self._close = close
-        self._denied: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._denied: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self.answers: OrderedDict[str, bytes] = OrderedDict()
         """Recent answers to calls and results by ``retry_key``, encoded, so a
         client's retry gets the original answer and publishes nothing twice."""
@@ -127,15 +127,18 @@ class Session:
         if len(self.answers) > _ANSWERS_KEPT:
             self.answers.popitem(last=False)
 
-    def remember_denial(self, agent_id: str, call_id: str) -> None:
-        """The guard denied this call and its denial is recorded as its result."""
-        self._denied[(agent_id, call_id)] = None
+    def remember_denial(self, agent_id: str, call_id: str, call: bytes) -> None:
+        """The guard denied this call and its denial is recorded as its
+        result; ``call`` is the call's fingerprint digest (its tool and arguments)."""
+        self._denied[(agent_id, call_id)] = call
+        self._denied.move_to_end((agent_id, call_id))
         if len(self._denied) > _DENIALS_KEPT:
             self._denied.popitem(last=False)
 
-    def was_denied(self, agent_id: str, call_id: str) -> bool:
-        """Whether a recent call of this agent with this id was denied by the guard."""
-        return (agent_id, call_id) in self._denied
+    def denied_call(self, agent_id: str, call_id: str) -> bytes | None:
+        """The fingerprint digest of the recent call of this agent with this
+        id, when the guard denied it; ``None`` when none was denied."""
+        return self._denied.get((agent_id, call_id))
 
     @property
     def finished(self) -> bool:

@@ -167,6 +167,13 @@ def test_a_hook_event_sent_twice_is_answered_twice_and_recorded_once(make_served
             b'{"session_id": "../etc", "hook_event_name": "PreToolUse"}',
             f"hook input session_id = '../etc': {SESSION_ID_RULE}",
         ),
+        (
+            b'{"session_id": "s", "hook_event_name": "PreToolUse", "tool_input": '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}",
+            "hook input nests too deeply to read (maximum recursion depth exceeded while deserializing an object)",
+        ),
     ],
 )
 def test_a_payload_that_is_not_a_hook_payload_is_400_with_one_line(
@@ -175,6 +182,24 @@ def test_a_payload_that_is_not_a_hook_payload_is_400_with_one_line(
     served = make_served()
     response = served.post("/hooks/claude-code", content=body, headers={"content-type": "application/json"})
     assert (response.status_code, response.json()) == (400, {"error": error})
+
+
+@pytest.mark.parametrize("route", ["/hooks/claude-code", "/hooks/codex", "/hooks/gemini-cli"])
+def test_an_event_name_that_is_no_string_is_no_event(make_served: MakeServed, route: str) -> None:
+    served = make_served()
+    for name in (["PreToolUse"], {"a": 1}, 7):
+        response = served.post(route, {"session_id": "odd", "hook_event_name": name, "tool_name": "ls"})
+        assert (response.status_code, response.json()) == (200, {})
+    assert not (served.state_dir / "odd.jsonl").exists()  # not even opened
+
+
+def test_the_sessions_own_id_as_agent_id_is_its_main_agent(make_served: MakeServed) -> None:
+    served = make_served()
+    for payload in ls(0, agent_id=SESSION):
+        assert served.post("/hooks/claude-code", payload).status_code == 200
+    with read_log(served.state_dir / f"{SESSION}.jsonl") as reader:
+        started = [(e.agent.id if e.agent else None, e.parent) for e in reader if type(e) is AgentStatus]
+    assert started == [(SESSION, None)]
 
 
 def shadow_session(calls: int) -> list[dict[str, Any]]:

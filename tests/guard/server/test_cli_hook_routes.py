@@ -96,6 +96,12 @@ def test_mcp_errors_are_json_rpc_errors_and_a_bad_payload_a_tool_error(served: S
     assert "session_id '../x'" in bad["content"][0]["text"]
     assert rpc(served, "tools/call", {"name": CODEX_HOOK_TOOL})["result"]["isError"] is True
     assert rpc(served, "initialize", {})["result"]["protocolVersion"] == "2025-06-18"
+    odd = {"session_id": "s", "hook_event_name": ["PreToolUse"]}
+    assert tool_answer(served, odd) == {}  # a name that is no string is no event
+    deep = b"[" * 100_000 + b"]" * 100_000
+    too_deep = served.post("/mcp", content=deep, headers={"Content-Type": "application/json"})
+    assert (too_deep.status_code, too_deep.json()["error"]["code"]) == (200, -32700)
+    assert too_deep.json()["error"]["message"].startswith("nests too deeply to read")
 
 
 def test_mcp_settings_pass_each_event_only_the_fields_it_carries(

@@ -98,6 +98,37 @@ def test_a_denied_call_is_answered_not_allowed_and_its_denial_is_its_recorded_re
     check_replays(served.state_dir / "s.jsonl", config)
 
 
+def test_a_denied_calls_id_is_free_for_a_new_call_and_a_copy_of_the_denied_call_gets_its_denial(
+    make_served: MakeServed, missing_ask_command: str
+) -> None:
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=missing_ask_command))
+    served = make_served(config)
+    for n in (1, 2):
+        served.event("r", type="tool/call", agent="main", call_id=f"c{n}", **GREP)
+        served.event("r", type="tool/result", agent="main", call_id=f"c{n}", content="src/cfg.py:12")
+    denied = served.event("r", type="tool/call", agent="main", call_id="call_0", **GREP)
+    assert denied["allowed"] is False
+    assert served.event("r", type="tool/call", agent="main", call_id="call_0", **GREP) == denied  # a copy
+    fresh = served.event("r", type="tool/call", agent="main", call_id="call_0", tool="ls", args={"path": "."})
+    assert fresh["allowed"] is True  # a runtime numbering calls per response uses call_0 again
+    assert fresh["seq"] > denied["seq"]
+    served.event("r", type="tool/result", agent="main", call_id="call_0", content="a.py b.py")
+    again = served.event("r", type="tool/call", agent="main", call_id="call_1", **GREP)
+    assert again["allowed"] is False
+    log = served.state_dir / "r.jsonl"
+    calls = [(e.call_id, e.tool) for e in events_of(log) if type(e) is ToolCall]
+    assert calls == [("c1", "grep"), ("c2", "grep"), ("call_0", "grep"), ("call_0", "ls"), ("call_1", "grep")]
+    check_replays(log, config)
+
+    served.stop()  # a new server recalls the denials from the log
+    restarted = make_served(config, state_dir=served.state_dir)
+    assert restarted.event("r", type="tool/call", agent="main", call_id="call_1", **GREP) == again
+    reused = restarted.event("r", type="tool/call", agent="main", call_id="call_1", tool="ls", args={"path": "src"})
+    assert reused["allowed"] is True
+    assert [e.tool for e in events_of(log) if type(e) is ToolCall][-1] == "ls"
+    check_replays(log, config)
+
+
 def test_halt_is_answered_until_the_next_user_message(make_served: MakeServed) -> None:
     config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=2, deny_after=1, halt_after=1))
     served = make_served(config)

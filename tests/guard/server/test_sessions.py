@@ -152,11 +152,11 @@ def test_only_the_latest_denials_and_answers_are_remembered(tmp_path: Path) -> N
     store = FileSessionStore(tmp_path / "state")
     session = anyio.run(store.restore, "d")
     for n in range(300):
-        session.remember_denial("main", f"c{n}")
+        session.remember_denial("main", f"c{n}", b"call %d" % n)
     for n in range(1100):
         session.remember_answer(f"k{n}", b"{}")
-    assert not session.was_denied("main", "c0")
-    assert session.was_denied("main", "c299")
+    assert session.denied_call("main", "c0") is None
+    assert session.denied_call("main", "c299") == b"call 299"
     assert "k0" not in session.answers
     assert len(session.answers) == 1024
     session.close()
