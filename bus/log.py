@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
@@ -81,9 +82,7 @@ class SessionLog:
                 self.path, flags, 0o600, what="session log", follow_symlinks=follow_symlinks, devices=True
             )
         except FileExistsError:
-            raise FileExistsError(
-                f"session log {str(self.path)!r} already exists; pass append=True to continue it"
-            ) from None
+            self._refuse_existing(follow_symlinks)
         self._buffer = bytearray()
         try:
             empty = True
@@ -97,6 +96,16 @@ class SessionLog:
             if not append:  # the file is ours and empty: a retry must not find it "already there"
                 self.path.unlink(missing_ok=True)
             raise
+
+    def _refuse_existing(self, follow_symlinks: bool) -> NoReturn:
+        """A new log's path is taken: say what is there. A link, a FIFO or a
+        directory is named as such (appending would not help); a file is
+        left for ``append=True`` to continue."""
+        with contextlib.suppress(PermissionError):  # not readable: a file there all the same
+            os.close(open_regular(self.path, what="session log", follow_symlinks=follow_symlinks, devices=True))
+        raise FileExistsError(
+            f"session log {str(self.path)!r} already exists; pass append=True to continue it"
+        ) from None
 
     @staticmethod
     def _ends_mid_line(fd: int) -> bool:

@@ -22,6 +22,7 @@ from bus import (
     Bus,
     ContextMessage,
     ContextSource,
+    NotRegularFileError,
     SessionLog,
     ToolCall,
     ToolResult,
@@ -112,6 +113,26 @@ def test_existing_log_is_never_overwritten(log_path: Path) -> None:
         SessionLog(log_path)
     assert str(log_path) in str(info.value)
     assert log_path.read_bytes() == b"precious\n"
+
+
+def test_a_new_log_onto_what_is_no_file_says_what_is_there(tmp_path: Path) -> None:
+    with pytest.raises(NotRegularFileError, match="is a directory, not a regular file"):
+        SessionLog(tmp_path)  # not "pass append=True", which would not help
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(NotRegularFileError, match="is a FIFO"):
+        SessionLog(tmp_path / "fifo")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(NotRegularFileError, match="is a symbolic link; it is not written through unless asked to"):
+        SessionLog(tmp_path / "link.jsonl")
+    (tmp_path / "elsewhere.jsonl").write_bytes(b"precious\n")
+    with pytest.raises(FileExistsError, match="already exists; pass append=True"):
+        SessionLog(tmp_path / "link.jsonl", follow_symlinks=True)
+    locked = tmp_path / "locked.jsonl"
+    locked.write_bytes(b"")
+    locked.chmod(0)
+    with pytest.raises(FileExistsError, match="already exists; pass append=True"):
+        SessionLog(locked)
+    assert (tmp_path / "elsewhere.jsonl").read_bytes() == b"precious\n"
 
 
 def test_missing_directory_is_an_error_naming_the_path(tmp_path: Path) -> None:

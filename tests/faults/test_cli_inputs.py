@@ -63,7 +63,7 @@ def test_a_log_with_a_byte_order_mark_replays(log: Path, cli: CLI) -> None:
     ("target", "expected"),
     [
         ("missing-dir/out.jsonl", "No such file or directory"),
-        (".", "already exists"),
+        (".", "is a directory, not a regular file"),
         ("s.jsonl", "already exists; choose another -o"),
     ],
 )
