@@ -212,6 +212,13 @@ class HookRuntime:
         """The hook events to register, in the order the settings list them."""
         return tuple(self.seams)
 
+    def seam(self, payload: Mapping[str, Any]) -> str | None:
+        """The guard's seam for the payload's ``hook_event_name``; ``None``
+        for an event the guard does not follow (a name that is not a string,
+        a list say, is no event at all)."""
+        event = payload.get("hook_event_name")
+        return self.seams.get(event) if isinstance(event, str) else None
+
     def settings(self, handler: Mapping[str, Any]) -> dict[str, Any]:
         """The ``hooks`` block that runs ``handler`` for every event in ``events``."""
         groups = {
@@ -328,11 +335,10 @@ class ClaudeHooks:
     async def handle(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """The hook's answer (the CLI's JSON form: ``continue``, not ``continue_``)."""
         runtime = self.runtime
-        event = payload.get("hook_event_name")
-        seam = runtime.seams.get(event) if isinstance(event, str) else None
-        if event is None or seam is None:
+        seam = runtime.seam(payload)
+        if seam is None:
             return {}
-        assert isinstance(event, str)
+        event = str(payload["hook_event_name"])
         if seam == "session-end":
             await self._end_session(str(payload.get("session_id") or "session"))
             return {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import aclosing, asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -62,13 +62,6 @@ _log = structlog.get_logger("guard.server")
 _JSON = "application/json"
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-def _follows(runtime: HookRuntime, payload: Mapping[str, Any]) -> bool:
-    """Whether the hook event is one the guard follows (a name that is not a
-    string, a list say, is no event of any runtime)."""
-    event = payload.get("hook_event_name")
-    return isinstance(event, str) and event in runtime.seams
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -211,7 +204,7 @@ class _Handlers:
                 payload = parse_payload(await self.body(request))
             except HookInputError as exc:
                 raise RequestError(400, str(exc)) from None
-            if not _follows(runtime, payload):
+            if runtime.seam(payload) is None:
                 return _json({})  # nothing the guard follows: the session is not even opened
             if isinstance(payload.get("cwd"), str):
                 scope.note(project=payload["cwd"])
@@ -240,7 +233,7 @@ class _Handlers:
     async def _codex_hook(self, payload: dict[str, Any]) -> dict[str, Any]:
         if not is_session_id(payload.get("session_id")):
             raise ValueError(f"session_id {payload.get('session_id')!r}: {SESSION_ID_RULE}")
-        if not _follows(CODEX, payload):
+        if CODEX.seam(payload) is None:
             return {}
         async with self.store.use(payload["session_id"]) as session:
             return await session.hooks_for(CODEX).handle(payload)
