@@ -77,6 +77,10 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
         out.write(f"    {line}\n")
 
 
+_REDIS_SOURCES = ("redis://", "rediss://", "unix://")
+"""How a command's source names a Redis-held fleet rather than a file."""
+
+
 def _session_logs(sources: Sequence[str], session: str | None) -> AbstractContextManager[list[Path]]:
     """Files as themselves; a Redis URL as its sessions exported for the
     duration (the fleet code is imported only then)."""
@@ -89,7 +93,7 @@ def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path
     import contextlib
     from pathlib import Path
 
-    if not any(s.startswith(("redis://", "rediss://", "unix://")) for s in sources):
+    if not any(s.startswith(_REDIS_SOURCES) for s in sources):
         yield [Path(s) for s in sources]
         return
     from guard.fleet_cli import local_logs
@@ -112,7 +116,7 @@ def _check_report_path(report: str, sources: Sequence[str]) -> None:
         return  # not there yet, or not reachable: opening it says why
     if stat.S_ISLNK(info.st_mode):
         raise _UsageError(f"--html {report!r} is a symbolic link; it is not written through")
-    files = find_transcripts(s for s in sources if not s.startswith(("redis://", "rediss://", "unix://")))
+    files = find_transcripts(s for s in sources if not s.startswith(_REDIS_SOURCES))
     for path, _ in files:
         try:
             other = os.stat(path)
@@ -130,7 +134,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     config = _load(args.config)
     out: TextIO = sys.stdout
-    if args.log.startswith(("redis://", "rediss://", "unix://")) and not args.session:
+    if args.log.startswith(_REDIS_SOURCES) and not args.session:
         raise LogError("replay of a Redis URL needs --session ID")
 
     reader_left = False
@@ -512,11 +516,7 @@ class _UsageError(ValueError):
 def _cmd_hook_settings(args: argparse.Namespace) -> int:
     import json
 
-    try:
-        settings = _settings_for(args)
-    except _UsageError as exc:
-        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    settings = _settings_for(args)
     sys.stdout.write(json.dumps(settings, indent=2) + "\n")
     if args.mcp:
         print(f"repeat-tool-guard: and in Codex's config.toml:\n{_mcp_server_toml(args)}", file=sys.stderr)
@@ -563,25 +563,18 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
 def _cmd_install(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from guard.adapters.hook_install import SettingsFileError, install, settings_file
+    from guard.adapters.hook_install import SettingsFileError, add_toml_table, install, settings_file
 
     path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
+    settings = _settings_for(args)
     try:
-        outcome = install(path, _settings_for(args), uninstall=args.uninstall)
-    except (_UsageError, SettingsFileError) as exc:
-        print(f"repeat-tool-guard: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    print(f"repeat-tool-guard: {path}: {outcome}", file=sys.stderr)
-    if args.mcp and not args.uninstall:
-        from guard.adapters.hook_install import add_toml_table
-
-        config = path.with_name("config.toml")
-        try:
+        print(f"repeat-tool-guard: {path}: {install(path, settings, uninstall=args.uninstall)}", file=sys.stderr)
+        if args.mcp and not args.uninstall:
+            config = path.with_name("config.toml")
             added = add_toml_table(config, _mcp_server_toml(args))
-        except SettingsFileError as exc:
-            print(f"repeat-tool-guard: {exc}", file=sys.stderr)
-            return EXIT_ERROR
-        print(f"repeat-tool-guard: {config}: {added}", file=sys.stderr)
+            print(f"repeat-tool-guard: {config}: {added}", file=sys.stderr)
+    except SettingsFileError as exc:
+        raise _UsageError(str(exc)) from None
     return EXIT_OK
 
 

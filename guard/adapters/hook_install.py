@@ -8,7 +8,6 @@ settings, their order) is left as it is.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -101,16 +100,17 @@ def _backup(path: Path, raw: bytes) -> Path:
     ``path``'s permissions (settings may hold secrets)."""
     stamp = time.strftime("%Y%m%d%H%M%S")
     mode = path.stat().st_mode & 0o777
-    for number in itertools.count():
-        backup = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{number}" if number else ""))
+    backup, number = path.with_name(f"{path.name}.bak-{stamp}"), 1
+    while True:
         try:
             fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         except FileExistsError:
+            number += 1
+            backup = path.with_name(f"{path.name}.bak-{stamp}-{number}")
             continue
         with os.fdopen(fd, "wb") as file:
             file.write(raw)
         return backup
-    raise AssertionError("unreachable")  # pragma: no cover - count() never ends
 
 
 def _number(text: str) -> float:
