@@ -58,6 +58,11 @@ class ToolCall(Event, kw_only=True, frozen=True, tag="tool/call"):
     annotations where the runtime declares them (MCP's ``readOnlyHint``,
     ``destructiveHint``, ``idempotentHint``, ``openWorldHint``): ``UNSET``
     (and left out of the log line) when it declares none.
+
+    ``late`` is true for a call the runtime reported only with its result
+    (a post hook whose pre hook never came): the tool had run, so no
+    decision can stop it, and a guard records what it would have denied
+    instead of denying. ``UNSET`` (left out of the log line) otherwise.
     """
 
     call_id: str
@@ -65,6 +70,7 @@ class ToolCall(Event, kw_only=True, frozen=True, tag="tool/call"):
     tool: str
     args: Any = None
     hints: dict[str, bool] | msgspec.UnsetType = msgspec.UNSET
+    late: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):

@@ -204,6 +204,7 @@ class Guard:
             return None
         decision: Decision | None = None
         watches = self._watches(agent)
+        late = call.late is True
         for index in self._interceptors:
             watch = watches[index]
             policy = watch.policy
@@ -214,7 +215,8 @@ class Guard:
                 continue
             if action is None:
                 continue
-            if policy.shadow:
+            if policy.shadow or (late and action.action in DENYING):
+                # a late call already ran: what would have denied it is recorded, as in shadow mode
                 await self._deliver(policy, msgspec.structs.replace(action, shadow=True), call)
                 continue
             await self._deliver(policy, action, call)

@@ -390,8 +390,9 @@ class ClaudeHooks:
             copy = self._copy(agent, "tool/result", call_id, outcome)
             if copy is not None:
                 return copy
-            # a post hook whose pre hook never reached the guard counts all the same
-            await self._call(agent, call_id, payload_text(payload, "tool_name"), runtime.tool_input(payload))
+            # a post hook whose pre hook never reached the guard counts all the
+            # same, as a late call: the tool ran, so nothing is denied
+            await self._call(agent, call_id, payload_text(payload, "tool_name"), runtime.tool_input(payload), late=True)
         await agent.result(call_id, outcome[1], is_error=outcome[2])
         return self._keep(agent, "tool/result", call_id, outcome, self._answer(agent, event, seam, seq, call_id))
 
@@ -431,10 +432,10 @@ class ClaudeHooks:
             answer = Answer(seq=seq, decision=decision, halt=agent.halt_reason)
         return self.runtime.answer(event, seam, answer)
 
-    async def _call(self, agent: AgentLink, call_id: str, tool: str, args: Any) -> Decision:
+    async def _call(self, agent: AgentLink, call_id: str, tool: str, args: Any, *, late: bool = False) -> Decision:
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):
             agent.begin_step()
-        return await agent.call(call_id, tool, args)
+        return await agent.call(call_id, tool, args, late=late)
 
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
         """The response is over. A call it lists that is still open (no post

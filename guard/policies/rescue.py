@@ -460,10 +460,15 @@ class RescuePolicy(Policy[_AgentState]):
             return None
         fp = self._calls.fingerprint(fingerprints, call.tool, call.args, call.call_id)
         count, redundant = state.observe(call.tool, fp, self._window)
+        hit = None
         if count >= self._rescue_at:
-            return await self._escalate(state, _Hit(state, call, fp, count, "repeat"))
-        if redundant and self._stall_at and state.redundant % self._stall_at == 0:
-            return await self._escalate(state, _Hit(state, call, fp, count, "stall"))
+            hit = _Hit(state, call, fp, count, "repeat")
+        elif redundant and self._stall_at and state.redundant % self._stall_at == 0:
+            hit = _Hit(state, call, fp, count, "stall")
+        if hit is not None:
+            if call.late is True:  # the call already ran: advice bought now could stop nothing
+                return self._trip(state, hit, "deny", reason="the call had already run")
+            return await self._escalate(state, hit)
         if count >= self._nudge_at:
             return self._trip(state, _Hit(state, call, fp, count, "repeat"), "deny")
         return None

@@ -340,9 +340,10 @@ async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> in
             )
         if not event.tool:
             raise RequestError(422, f"result of call {event.call_id!r} was never posted as a call: it needs its tool")
-        # A result whose call was never posted counts all the same, as replay counts it.
+        # A result whose call was never posted counts all the same, as a late
+        # call: the tool ran, so nothing is denied.
         _set_step(agent, event.step)
-        await agent.call(event.call_id, event.tool, event.args)
+        await agent.call(event.call_id, event.tool, event.args, late=True)
     seq = agent.bus.seq + 1
     if event.denied_by is not None:
         await agent.denied(event.call_id, Decision.deny(event.content, event.denied_by))

@@ -210,11 +210,15 @@ class AgentLink:
         self.halt_reason = None
         await self.bus.publish(UserMessage(agent=self.agent, text=text))
 
-    async def call(self, call_id: str, tool: str, args: Any, *, hints: dict[str, bool] | None = None) -> Decision:
+    async def call(
+        self, call_id: str, tool: str, args: Any, *, hints: dict[str, bool] | None = None, late: bool = False
+    ) -> Decision:
         """Publish the call and return the bus's decision; on a deny the
         adapter must not run the tool, and should publish ``denied``.
         ``hints`` are the tool's annotations where the runtime declares them
-        (MCP's ``readOnlyHint``, ...), carried on the ``tool/call``."""
+        (MCP's ``readOnlyHint``, ...), carried on the ``tool/call``. ``late``
+        marks a call the runtime reported only with its result: the tool
+        ran, and the decision is always allow."""
         if self.step == 0:
             self.step = 1
         call = ToolCall(
@@ -224,6 +228,7 @@ class AgentLink:
             tool=tool,
             args=args,
             hints=hints if hints else msgspec.UNSET,
+            late=True if late else msgspec.UNSET,
         )
         self._calls[call_id] = call
         return await self.bus.decide(call)

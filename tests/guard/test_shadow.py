@@ -17,9 +17,12 @@ from guard.server.metrics import Metrics
 pytestmark = pytest.mark.anyio
 
 
-async def run_link(tmp_path: Path, config: Config, calls: int = 5) -> tuple[GuardLink, list[str], list[bool]]:
-    """``calls`` identical grep calls through an adapter's link; what the
-    agent was owed (context texts) and which calls were allowed."""
+async def run_link(
+    tmp_path: Path, config: Config, calls: int = 5, *, late: bool = False
+) -> tuple[GuardLink, list[str], list[bool]]:
+    """``calls`` identical grep calls through an adapter's link (each
+    reported only with its result when ``late``); what the agent was owed
+    (context texts) and which calls were allowed."""
     link = GuardLink(config=config, log=tmp_path / "s.jsonl")
     agent = link.agent("main")
     await agent.start()
@@ -27,7 +30,7 @@ async def run_link(tmp_path: Path, config: Config, calls: int = 5) -> tuple[Guar
     allowed: list[bool] = []
     for n in range(calls):
         agent.begin_step()
-        decision = await agent.call(f"c{n}", "Grep", {"pattern": "x"})
+        decision = await agent.call(f"c{n}", "Grep", {"pattern": "x"}, late=late)
         allowed.append(decision.allowed)
         if decision.allowed:
             await agent.result(f"c{n}", "No matches found")
@@ -52,6 +55,25 @@ async def test_a_shadow_policy_denies_nothing_and_shows_nothing(tmp_path: Path, 
     assert outcome.differences == []
     assert [(v.action, v.shadow) for v in outcome.verdicts] == [("deny", True)] * 3 + [("halt", True)]
     assert '"shadow": true' in outcome.verdicts[0].json_line()
+
+
+async def test_a_late_call_is_never_denied_and_what_would_have_denied_it_is_recorded_as_shadow(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    _, owed, allowed = await run_link(tmp_path, RECOMMENDED, late=True)
+    assert allowed == [True] * 5, "each tool had run before the guard saw its call"
+    (reminder,) = owed
+    assert "will be denied" in reminder, "the model still gets the reminder a result earns"
+    with read_log(tmp_path / "s.jsonl") as reader:
+        events = list(reader)
+    assert [c.late for c in events if isinstance(c, ToolCall)] == [True] * 5
+    forms = [m.source.form for m in events if isinstance(m, ContextMessage)]
+    assert forms == [SHADOW_FORM, "notice", SHADOW_FORM, SHADOW_FORM], "the denials recorded, the reminder shown"
+    outcome = await replay_log(tmp_path / "s.jsonl", RECOMMENDED)
+    assert outcome.differences == []
+    assert [(v.action, v.shadow) for v in outcome.verdicts] == [("deny", True), ("remind", False)] + [
+        ("deny", True)
+    ] * 2
 
 
 async def test_the_same_log_enforced_differs_only_in_delivery(tmp_path: Path, anyio_backend: str) -> None:

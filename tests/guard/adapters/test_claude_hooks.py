@@ -17,13 +17,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from bus import ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.adapters.claude_hooks import answer_hook, run_to_completion
 from guard.cli import main
+from guard.config import load_config
 from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
+from guard.verdicts import replay_log
 from tests.conftest import AskScript
 from tests.processes import running
 
@@ -376,3 +379,21 @@ def test_the_hook_command_in_shadow_answers_nothing_and_records_what_it_would_do
     recorded = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ContextMessage)]
     assert [message.source.form for message in recorded] == ["shadow"]
     assert recorded[0].text == GENTLE_REMINDER
+
+
+def test_post_hooks_whose_pre_hooks_never_came_record_what_would_have_been_denied_and_replay_alike(
+    tmp_path: Path,
+) -> None:
+    hook = Hook(tmp_path / "state", load_config("recommended"))
+    tool = {"tool_name": "Grep", "tool_input": {"pattern": "load_config"}}
+    answers = [
+        hook(payload("PostToolUse", tool_use_id=f"toolu_{n:02d}", tool_response="src/cfg.py:12", **tool))
+        for n in range(6)
+    ]
+
+    assert not any("permissionDecision" in a.get("hookSpecificOutput", {}) for a in answers), "the tool ran"
+    calls = [e for e in read_log(hook.log) if isinstance(e, ToolCall)]
+    assert [c.late for c in calls] == [True] * 6
+    outcome = anyio.run(replay_log, hook.log, load_config("recommended"))
+    assert [(v.action, v.shadow) for v in outcome.verdicts if v.policy == "loops"][:1] == [("deny", True)]
+    assert outcome.differences == [], "the replay makes the same record: no denial the log lacks"

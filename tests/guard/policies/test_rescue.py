@@ -12,7 +12,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from bus import Agent, ToolCall, ToolResult
-from guard import Config, FingerprintCache, Guard, RemindConfig, RescueConfig, RescuePolicy, fingerprint
+from guard import Config, FingerprintCache, Guard, RemindConfig, RescueConfig, RescuePolicy, fingerprint, replay_log
+from guard.adapters import GuardLink
 from tests.conftest import AskScript
 from tests.scenarios._script import Script
 
@@ -307,6 +308,28 @@ async def test_fifth_occurrence_escalates_and_advice_rides_the_denial(
         "Follow that advice instead of repeating the call. Only this exact call is blocked; other calls still run."
     )
     assert _invocations(tmp_path / "asked") == 1
+
+
+async def test_a_late_call_buys_no_advice_and_is_not_denied(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    command = _counting_advisor(ask_script, tmp_path)
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command)))
+    link = GuardLink(config=config, log=tmp_path / "s.jsonl")
+    agent = link.agent("main")
+    await agent.start()
+    allowed = []
+    for n in range(6):  # each reported only with its result: it had run already
+        agent.begin_step()
+        allowed.append((await agent.call(f"c{n}", "grep", GREP, late=True)).allowed)
+        await agent.result(f"c{n}", "no matches")
+    link.close()
+
+    assert allowed == [True] * 6
+    assert _invocations(tmp_path / "asked") == 0, "advice could have stopped nothing"
+    outcome = await replay_log(tmp_path / "s.jsonl", config)
+    assert [(v.action, v.shadow) for v in outcome.verdicts] == [("deny", True)] * 4
+    assert outcome.differences == []
 
 
 async def test_question_holds_task_call_output_and_recent_calls_with_secrets_redacted(

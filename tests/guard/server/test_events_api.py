@@ -12,6 +12,8 @@ import pytest
 
 from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, read_log
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON, Config, RemindConfig, RescueConfig, TurnsConfig
+from guard.actions import SHADOW_FORM
+from guard.config import load_config
 from guard.server.sessions import Session
 from guard.verdicts import replay_log
 from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
@@ -168,6 +170,22 @@ def test_a_result_whose_call_was_never_posted_counts_as_its_call(served: Served)
     events = events_of(served.state_dir / "r.jsonl")
     assert [type(e).__name__ for e in events[1:3]] == ["ToolCall", "ToolResult"]
     check_replays(served.state_dir / "r.jsonl")
+
+
+def test_results_whose_calls_were_never_posted_are_late_calls_never_denied_and_replay_alike(
+    make_served: MakeServed,
+) -> None:
+    config = load_config("recommended")
+    served = make_served(config)
+    answers = [
+        served.event("late", type="tool/result", agent="main", call_id=f"c{n}", content="x", **GREP) for n in range(6)
+    ]
+    assert all(a["allowed"] is None for a in answers), "a result is answered, never allowed or denied"
+    events = events_of(served.state_dir / "late.jsonl")
+    assert [c.late for c in events if type(c) is ToolCall] == [True] * 6
+    shadowed = [e for e in events if type(e) is ContextMessage and e.source.form == SHADOW_FORM]
+    assert shadowed, "what would have been denied is recorded"
+    check_replays(served.state_dir / "late.jsonl", config)
 
 
 def test_a_result_denied_by_the_runtime_itself_is_recorded_as_such(served: Served) -> None:
