@@ -94,6 +94,8 @@ def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path
     from pathlib import Path
 
     if not any(s.startswith(_REDIS_SOURCES) for s in sources):
+        if session is not None:
+            raise _UsageError("--session picks a session of a Redis URL; a log file holds one session already")
         yield [Path(s) for s in sources]
         return
     from guard.fleet_cli import local_logs
@@ -875,6 +877,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from guard.importers import TranscriptError, UnknownFormatError
 
     try:
+        if getattr(args, "state_dir", None) == "":
+            raise _UsageError("--state-dir '': name a directory, or leave the option out for the default")
         code: int = args.run(args)
         sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
     except UnknownFormatError as exc:

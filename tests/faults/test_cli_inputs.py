@@ -38,6 +38,19 @@ def test_a_nul_in_a_path_is_one_line(argv: list[str], cli: CLI) -> None:
     assert "null byte" in cli(*argv).clean_error(2)
 
 
+@pytest.mark.parametrize("command", ["serve", "hook-settings", "install"])
+def test_an_empty_state_dir_is_a_usage_error_not_the_default_directory(command: str, tmp_path: Path, cli: CLI) -> None:
+    settings = tmp_path / "settings.json"
+    where = ["--file", settings] if command == "install" else []
+    assert "--state-dir '': name a directory" in cli(command, *where, "--state-dir", "").clean_error(2)
+    assert not settings.exists(), "nothing installed"
+
+
+@pytest.mark.parametrize("command", ["replay", "audit"])
+def test_a_session_id_beside_a_log_file_is_a_usage_error_not_ignored(command: str, log: Path, cli: CLI) -> None:
+    assert "--session picks a session of a Redis URL" in cli(command, log, "--session", "other").clean_error(2)
+
+
 def test_an_error_quotes_control_characters_escaped_never_raw(tmp_path: Path, cli: CLI) -> None:
     config = tmp_path / "guard.toml"
     config.write_text('[remind]\n"bad\\u001b]0;owned\\u0007" = 1\n')
