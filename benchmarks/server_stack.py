@@ -12,7 +12,13 @@ alternate the servers, so a busy neighbour slows them alike. A server that
 is not installed is reported as such. Not a test: nothing here asserts a
 timing.
 
-    python -m benchmarks.server_stack [--servers hypercorn,uvicorn-h11,uvicorn-httptools] [--rounds 3]
+``--limits`` adds what each server does with oversized headers, which no
+application limit can see (it gets a request only once its headers are
+complete): the answer to one request with a 100 KB header, and how much of
+20 MB of headers that never end the server reads, and how far its memory
+grows meanwhile.
+
+    python -m benchmarks.server_stack [--servers hypercorn,uvicorn-h11,uvicorn-httptools] [--rounds 3] [--limits]
 """
 
 from __future__ import annotations
@@ -143,6 +149,45 @@ def _round(kind: str, requests: int, state: Path) -> tuple[float, float]:
     return bare, hook
 
 
+def _rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0])
+
+
+def limits(kind: str, state: Path) -> tuple[str, str]:
+    """What ``kind`` answers to a 100 KB header, and what it does with 20 MB
+    of headers that never end (bytes it took before closing, memory growth)."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, kind, str(port), str(state)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()
+        with _connect(port) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: bench\r\nx-big: " + b"a" * 100_000 + b"\r\n\r\n")
+            big = sock.recv(200).split(b"\r\n")[0].decode("latin-1") or "closed without an answer"
+        before = _rss_kib(server.pid)
+        sent = 0
+        with _connect(port) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: bench\r\n")
+            try:
+                for n in range(2_000):
+                    sock.sendall(b"x-h%d: " % n + b"a" * 10_000 + b"\r\n")
+                    sent += 10_000
+            except OSError:
+                endless = f"refused more after {sent // 1024} KiB were sent"
+            else:
+                time.sleep(0.5)
+                endless = f"took all {sent // 1_000_000} MB; memory +{(_rss_kib(server.pid) - before) // 1024} MB"
+    finally:
+        server.terminate()
+        server.wait(60)
+        if server.stdout is not None:
+            server.stdout.close()
+    return big, endless
+
+
 def measure(servers: list[str], rounds: int, requests: int) -> dict[str, dict[str, float] | str]:
     """Per server: median CPU microseconds per bare and per hook request, or why it was not measured."""
     missing = {
@@ -168,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, of {', '.join(SERVERS)}")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per server; the median is kept (3)")
     parser.add_argument("--requests", type=int, default=400, help="bare and hook requests per round (400)")
+    parser.add_argument("--limits", action="store_true", help="also probe each server with oversized headers")
     args = parser.parse_args(argv)
     servers = args.servers.split(",")
     unknown = [kind for kind in servers if kind not in SERVERS]
@@ -192,6 +238,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{kind:>18}: server CPU per request: bare route {result['bare_us']:.0f} us, "
             f"hook {result['hook_us']:.0f} us ({ratio} the bare route){versus}"
         )
+    if args.limits:
+        with tempfile.TemporaryDirectory(prefix="server-limits-") as work:
+            for kind in servers:
+                if isinstance(results[kind], dict):
+                    big, endless = limits(kind, Path(work) / kind)
+                    print(f"{kind:>18}: a 100 KB header: {big}; 20 MB of endless headers: {endless}")
 
 
 if __name__ == "__main__":

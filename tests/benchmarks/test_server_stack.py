@@ -25,6 +25,13 @@ def test_every_server_is_measured_or_said_to_be_missing(capsys: pytest.CaptureFi
             assert line.endswith(f"not installed ({module})")
 
 
+def test_limits_show_the_server_serve_runs_refusing_oversized_headers(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--servers", "hypercorn", "--rounds", "1", "--requests", "4", "--limits"])
+    probed = capsys.readouterr().out.splitlines()[-1]
+    assert probed.startswith("         hypercorn: a 100 KB header: HTTP/1.1 431")
+    assert "20 MB of endless headers: refused more after" in probed
+
+
 def test_an_unknown_server_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--servers", "gunicorn"])
