@@ -24,6 +24,7 @@ grows meanwhile.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["SERVERS", "measure"]
@@ -113,8 +115,9 @@ def _connect(port: int) -> socket.socket:
             return sock
 
 
-def _round(kind: str, requests: int, state: Path) -> tuple[float, float]:
-    """Server CPU seconds per bare request and per hook request, one server process."""
+@contextlib.contextmanager
+def _server(kind: str, state: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A ``kind`` server process serving the application, ready; its port."""
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", _SERVER, kind, str(port), str(state)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL
@@ -122,30 +125,36 @@ def _round(kind: str, requests: int, state: Path) -> tuple[float, float]:
     try:
         assert server.stdout is not None
         server.stdout.readline()
-        with _connect(port) as sock:  # fewer requests than Hypercorn's 1,000 per connection
-            _request(sock, "GET", "/healthz")
-            before = _cpu(server.pid)
-            for _ in range(requests):
-                _request(sock, "GET", "/healthz")
-            bare = (_cpu(server.pid) - before) / requests
-            before = _cpu(server.pid)
-            for k in range(requests // 2):
-                pre = {
-                    "session_id": "bench",
-                    "hook_event_name": "PreToolUse",
-                    "tool_use_id": f"t{k}",
-                    "tool_name": "Read",
-                    "tool_input": {"file_path": f"src/{k}.py"},
-                }
-                post = pre | {"hook_event_name": "PostToolUse", "tool_response": "text"}
-                _request(sock, "POST", "/hooks/claude-code", json.dumps(pre).encode())
-                _request(sock, "POST", "/hooks/claude-code", json.dumps(post).encode())
-            hook = (_cpu(server.pid) - before) / (requests // 2 * 2)
+        yield server, port
     finally:
         server.terminate()
         server.wait(60)
         if server.stdout is not None:
             server.stdout.close()
+
+
+def _round(kind: str, requests: int, state: Path) -> tuple[float, float]:
+    """Server CPU seconds per bare request and per hook request, one server process."""
+    # one connection: fewer requests than the 1,000 Hypercorn serves on one
+    with _server(kind, state) as (server, port), _connect(port) as sock:
+        _request(sock, "GET", "/healthz")
+        before = _cpu(server.pid)
+        for _ in range(requests):
+            _request(sock, "GET", "/healthz")
+        bare = (_cpu(server.pid) - before) / requests
+        before = _cpu(server.pid)
+        for k in range(requests // 2):
+            pre = {
+                "session_id": "bench",
+                "hook_event_name": "PreToolUse",
+                "tool_use_id": f"t{k}",
+                "tool_name": "Read",
+                "tool_input": {"file_path": f"src/{k}.py"},
+            }
+            post = pre | {"hook_event_name": "PostToolUse", "tool_response": "text"}
+            _request(sock, "POST", "/hooks/claude-code", json.dumps(pre).encode())
+            _request(sock, "POST", "/hooks/claude-code", json.dumps(post).encode())
+        hook = (_cpu(server.pid) - before) / (requests // 2 * 2)
     return bare, hook
 
 
@@ -157,13 +166,7 @@ def _rss_kib(pid: int) -> int:
 def limits(kind: str, state: Path) -> tuple[str, str]:
     """What ``kind`` answers to a 100 KB header, and what it does with 20 MB
     of headers that never end (bytes it took before closing, memory growth)."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-c", _SERVER, kind, str(port), str(state)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL
-    )
-    try:
-        assert server.stdout is not None
-        server.stdout.readline()
+    with _server(kind, state) as (server, port):
         with _connect(port) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: bench\r\nx-big: " + b"a" * 100_000 + b"\r\n\r\n")
             big = sock.recv(200).split(b"\r\n")[0].decode("latin-1") or "closed without an answer"
@@ -180,11 +183,6 @@ def limits(kind: str, state: Path) -> tuple[str, str]:
             else:
                 time.sleep(0.5)
                 endless = f"took all {sent // 1_000_000} MB; memory +{(_rss_kib(server.pid) - before) // 1024} MB"
-    finally:
-        server.terminate()
-        server.wait(60)
-        if server.stdout is not None:
-            server.stdout.close()
     return big, endless
 
 
