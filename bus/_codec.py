@@ -140,6 +140,15 @@ def _text(value: str) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def as_logged(value: Any) -> Any:
+    """``value`` as a log line carries it and a reader gives it back: the
+    stand-ins ``encode_line`` writes (a lone surrogate as ``\\uXXXX`` text,
+    and so on) in place of what JSON cannot hold. An input that may hold
+    such values goes through it first, so what the guard saw live is what a
+    replay of the log sees."""
+    return _plain(value, set(), 0)
+
+
 def _plain(obj: Any, active: set[int], depth: int) -> Any:
     """``obj`` as JSON-encodable builtins; see ``encode_line``."""
     if isinstance(obj, str):

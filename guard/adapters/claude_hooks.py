@@ -33,6 +33,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from bus import ALLOW, AgentStatus, Decision
+from bus._codec import as_logged
 from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.sessions.answer import Answer, retry_key
@@ -511,7 +512,9 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     try:
         payload = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise HookInputError(f"hook input is not JSON ({exc})") from None
+        payload = _lenient_json(raw)  # a lone surrogate, as JavaScript writes a string cut mid-character
+        if payload is None:
+            raise HookInputError(f"hook input is not JSON ({exc})") from None
     except RecursionError as exc:
         raise HookInputError(f"hook input nests too deeply to read ({exc})") from None
     if not isinstance(payload, dict):
@@ -520,6 +523,23 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     if not is_session_id(session):
         raise HookInputError(f"hook input session_id = {shown(session)}: {SESSION_ID_RULE}")
     return payload
+
+
+def _lenient_json(raw: bytes) -> Any:
+    """``raw`` read by the standard library's decoder, which takes escaped
+    lone surrogates (``"\\ud83d"``) as msgspec does not, each then written
+    as the session log writes it (``as_logged``), so a replay sees what the
+    guard saw; ``None`` when it is no JSON either (``NaN`` and ``Infinity``
+    are none)."""
+    import json
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    try:
+        return as_logged(json.loads(raw, parse_constant=refuse))
+    except (ValueError, RecursionError):
+        return None
 
 
 async def run_hook(

@@ -869,6 +869,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if not body:
                 return None
             signature = state.signatures.get(fp.digest)
+        if call.late is True:  # it ran: the guard records this denial, but none happened to count toward a halt
+            return self._action("deny", call, count, body, threshold)
         note.denied = True
         if signature is not None:
             signature.denials += 1

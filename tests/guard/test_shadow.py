@@ -76,6 +76,26 @@ async def test_a_late_call_is_never_denied_and_what_would_have_denied_it_is_reco
     ] * 2
 
 
+async def test_late_calls_count_as_calls_but_never_as_denials_toward_the_halt(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    link = GuardLink(config=RECOMMENDED, log=tmp_path / "s.jsonl")
+    agent = link.agent("main")
+    await agent.start()
+    halted: list[bool] = []
+    for n in range(8):  # two calls, three reported only with their results, then three retried
+        agent.begin_step()
+        decision = await agent.call(f"c{n}", "Grep", {"pattern": "x"}, late=2 <= n < 5)
+        if decision.allowed:
+            await agent.result(f"c{n}", "No matches found")
+        else:
+            await agent.denied(f"c{n}", decision)
+        halted.append(agent.halt_reason is not None)
+    link.close()
+    assert halted == [False] * 7 + [True], "the halt comes with the third denial that happened"
+    assert (await replay_log(tmp_path / "s.jsonl", RECOMMENDED)).differences == []
+
+
 async def test_the_same_log_enforced_differs_only_in_delivery(tmp_path: Path, anyio_backend: str) -> None:
     _, owed, allowed = await run_link(tmp_path, RECOMMENDED)
     assert allowed == [True, True, False, False, False]

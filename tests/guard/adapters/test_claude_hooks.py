@@ -22,7 +22,7 @@ import pytest
 
 from bus import ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
-from guard.adapters.claude_hooks import answer_hook, run_to_completion
+from guard.adapters.claude_hooks import HookInputError, answer_hook, parse_payload, run_to_completion
 from guard.cli import main
 from guard.config import load_config
 from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
@@ -397,3 +397,16 @@ def test_post_hooks_whose_pre_hooks_never_came_record_what_would_have_been_denie
     outcome = anyio.run(replay_log, hook.log, load_config("recommended"))
     assert [(v.action, v.shadow) for v in outcome.verdicts if v.policy == "loops"][:1] == [("deny", True)]
     assert outcome.differences == [], "the replay makes the same record: no denial the log lacks"
+
+
+def test_a_lone_surrogate_in_hook_input_is_read_as_the_log_writes_it(hook: Hook) -> None:
+    tool = {"tool_name": "Grep", "tool_input": {"pattern": "a\ud83d"}, "tool_use_id": "toolu_01"}
+    raw = json.dumps(payload("PostToolUse", tool_response="cut mid-emoji \ud83d", **tool)).encode()
+    assert b"\\ud83d" in raw, "written as JavaScript writes a string cut mid-character"
+
+    hook(parse_payload(raw))
+
+    (result,) = [e for e in read_log(hook.log) if isinstance(e, ToolResult)]
+    assert (result.args, result.content) == ({"pattern": "a\\ud83d"}, "cut mid-emoji \\ud83d")
+    with pytest.raises(HookInputError, match="not JSON"):
+        parse_payload(b'{"session_id": "s", "n": NaN}')
