@@ -46,7 +46,7 @@ from guard.server.watchers import watch_store
 if TYPE_CHECKING:
     from guard.telemetry.otel import GuardTelemetry
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "create_app"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "EXPORT_FLUSH_SECONDS", "create_app"]
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 """Bytes a request body may have by default: a tool result (a file read, a
@@ -54,6 +54,12 @@ command's output) rides in a hook payload, so this is generous."""
 
 DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds a request body may take to arrive once its headers are in."""
+
+EXPORT_FLUSH_SECONDS = 5.0
+"""How long a stopping server waits for OpenTelemetry export to take what
+its batches still hold (the session logs are closed by then): a collector
+that does not answer delays the exit, and the state directory's release, by
+no more than this."""
 
 _REFUSED = frozenset({401, 403, 415})
 """Answers given before the body was read."""
@@ -396,7 +402,7 @@ def create_app(
             with anyio.CancelScope(shield=True):
                 await store.aclose()
             if telemetry is not None:
-                telemetry.shutdown()  # exports what the batches still hold
+                telemetry.shutdown(EXPORT_FLUSH_SECONDS)  # exports what the batches still hold
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
     app.state.in_flight = lambda: handlers.in_flight

@@ -217,13 +217,28 @@ class GuardTelemetry:
         """One hook request of ``route`` took ``seconds`` to answer."""
         self._hook_duration.record(seconds, {"repeat_tool_guard.route": route})
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float | None = None) -> None:
         """Flush and stop the providers this instance was given (what the
-        edges built from the environment); harmless for the global ones."""
-        for provider in (self.tracer_provider, self.meter_provider):
-            stop = getattr(provider, "shutdown", None)
-            if callable(stop):
-                stop()
+        edges built from the environment); harmless for the global ones.
+        With ``timeout``, return after at most that many seconds: a
+        collector that never answers must not hold a stopping server for
+        the SDK's own timeouts and retries (what it has not taken by then
+        is dropped)."""
+        stops = [getattr(provider, "shutdown", None) for provider in (self.tracer_provider, self.meter_provider)]
+
+        def stop_all() -> None:
+            for stop in stops:
+                if callable(stop):
+                    stop()
+
+        if timeout is None:
+            stop_all()
+            return
+        import threading
+
+        stopping = threading.Thread(target=stop_all, name="repeat-tool-guard-telemetry-shutdown", daemon=True)
+        stopping.start()
+        stopping.join(timeout)
 
 
 def global_providers() -> tuple[TracerProvider, MeterProvider] | None:
@@ -250,16 +265,28 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    from guard.telemetry import TelemetryUnavailable
+
     resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "repeat-tool-guard"})
-    tracer_provider = SdkTracerProvider(resource=resource)
-    traces = _exporter_choice("TRACES")
-    if traces != "none":
-        tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(traces)))
+    # Global providers stop at exit, as the SDK's do; the caller of its own ones stops them.
+    tracer_provider = SdkTracerProvider(resource=resource, shutdown_on_exit=install)
     readers: list[MetricReader] = []
-    chosen = _exporter_choice("METRICS")
-    if chosen != "none":
-        readers.append(PeriodicExportingMetricReader(_metric_exporter(chosen)))
-    meter_provider = SdkMeterProvider(metric_readers=readers, resource=resource)
+    try:
+        traces = _exporter_choice("TRACES")
+        if traces != "none":
+            tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(traces)))
+        chosen = _exporter_choice("METRICS")
+        if chosen != "none":
+            readers.append(PeriodicExportingMetricReader(_metric_exporter(chosen)))
+        meter_provider = SdkMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=install)
+    except (ValueError, TypeError) as exc:  # a value the SDK refuses: a timeout, an interval, a URL, ...
+        tracer_provider.shutdown()
+        for reader in readers:
+            reader.shutdown()
+        named = ", ".join(sorted(name for name in os.environ if name.startswith("OTEL_")))
+        raise TelemetryUnavailable(
+            f"OpenTelemetry's SDK refuses a value of {named}: {type(exc).__name__}: {exc}"
+        ) from None
     if install:
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(meter_provider)

@@ -4,8 +4,10 @@ documented Python hook (your own providers), on the SDK's in-memory exporter."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +267,39 @@ def test_export_the_package_cannot_do_is_a_clear_error(
         telemetry_from_environment(runtime="serve")
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc"),
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10s"),
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "-1"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "0"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://[::1"),
+    ],
+)
+def test_a_value_the_sdk_refuses_is_a_clear_error_naming_the_variables_set(
+    otel_environ: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    otel_environ.setenv(variable, value)
+    with pytest.raises(TelemetryUnavailable, match=f"OpenTelemetry's SDK refuses a value of .*{variable}"):
+        telemetry_from_environment(runtime="serve")
+
+
+def test_a_bounded_shutdown_returns_though_the_collector_never_answers(otel_environ: pytest.MonkeyPatch) -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        otel_environ.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "30")
+        telemetry = telemetry_from_environment(runtime="serve")
+        assert telemetry is not None
+        telemetry.on_action(_action(), _result())
+        started = time.monotonic()
+        telemetry.shutdown(timeout=0.5)
+        assert time.monotonic() - started < 10, "not the SDK's 30 s export timeout"
+
+
 def test_without_the_otel_extra_the_error_says_what_to_install(otel_environ: pytest.MonkeyPatch) -> None:
     otel_environ.setitem(sys.modules, "guard.telemetry.otel", None)
     with pytest.raises(TelemetryUnavailable, match=r"OTEL_EXPORTER_OTLP_ENDPOINT is set .*repeat-tool-guard\[otel\]"):
@@ -335,6 +370,15 @@ def test_a_link_logs_export_it_cannot_do_and_guards_anyway(otel_environ: pytest.
     assert link.bus is not None
     assert [(e["event"], e["log_level"]) for e in logs] == [("guard.telemetry_unavailable", "warning")]
     assert "zipkin" in logs[0]["reason"]
+
+
+def test_a_link_whose_environment_the_sdk_refuses_guards_anyway(otel_environ: pytest.MonkeyPatch) -> None:
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "abc")
+    with structlog.testing.capture_logs() as logs:
+        link = GuardLink()
+    assert link.bus is not None
+    assert [(e["event"], e["log_level"]) for e in logs] == [("guard.telemetry_unavailable", "warning")]
+    assert "OTEL_EXPORTER_OTLP_TIMEOUT" in logs[0]["reason"]
 
 
 def test_off_nothing_imports_opentelemetry(tmp_path: Path) -> None:
