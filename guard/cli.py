@@ -794,7 +794,7 @@ def _add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     watch.add_argument("--group", default=f"watch-{os.getpid()}", help="the consumer group (default: a new one)")
     watch.add_argument("--consumer", default="watcher", help="this watcher's name in the group")
     watch.add_argument("--from-start", action="store_true", help="a new group starts at the oldest kept action")
-    watch.add_argument("--count", type=int, default=None, help="stop after this many actions")
+    watch.add_argument("--count", type=_positive, default=None, help="stop after this many actions")
     watch.add_argument("--prefix", default=_FLEET_PREFIX, help=f"the fleet's key prefix (default {_FLEET_PREFIX})")
     watch.set_defaults(run=_cmd_watch)
 

@@ -120,7 +120,9 @@ async def _watch(args: argparse.Namespace, out: TextIO) -> None:
         seen = 0
         decode = msgspec.json.Decoder(FleetAction).decode
         while args.count is None or seen < args.count:
-            rows: Any = await client.xreadgroup(args.group, args.consumer, {stream: ">"}, count=100, block=1000)
+            # no more than it will print: an entry read is the group's, delivered to no other watcher
+            wanted = 100 if args.count is None else min(100, args.count - seen)
+            rows: Any = await client.xreadgroup(args.group, args.consumer, {stream: ">"}, count=wanted, block=1000)
             for _, entries in rows or []:
                 for entry_id, fields in entries:
                     raw = fields.get(b"action") if isinstance(fields, dict) else None

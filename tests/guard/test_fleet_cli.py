@@ -120,8 +120,18 @@ def test_watch_prints_every_action_of_the_fleet(
     assert sorted((a["session"], a["count"]) for a in actions) == [("alpha", 3), ("alpha", 5), ("beta", 3), ("beta", 5)]
     code, out, _ = _main(capsys, "watch", redis_url, "--from-start", "--count", "4", "--group", "g2")
     assert "remind/remind  grep × 3  [w1]" in out
-    code, out, _ = _main(capsys, "watch", redis_url, "--json", "--count", "0", "--group", "g1")
-    assert (code, out) == (0, "")
+    with pytest.raises(SystemExit):
+        _main(capsys, "watch", redis_url, "--count", "0", "--group", "g1")
+    assert "--count: must be an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_watchers_sharing_a_group_split_its_actions_and_lose_none(
+    redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, first, _ = _main(capsys, "watch", redis_url, "--from-start", "--json", "--count", "1", "--group", "shared")
+    rest = _cli("watch", redis_url, "--json", "--count", "3", "--group", "shared", timeout=30)  # lost ones: it waits
+    actions = [json.loads(line) for line in (first + rest.stdout).splitlines()]
+    assert sorted((a["session"], a["count"]) for a in actions) == [("alpha", 3), ("alpha", 5), ("beta", 3), ("beta", 5)]
 
 
 def test_watch_follows_actions_as_they_happen(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
