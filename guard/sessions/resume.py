@@ -67,6 +67,8 @@ class _Tracker:
             if event.status == "halt-requested":
                 state.halt_reason = event.reason or "the guard requested a halt"
             elif event.status == "disposed":
+                # an agent back under the same id (a resumed session) starts afresh, as a live link's would
+                self.agents[agent.id] = LinkState(agent)
                 self.disposed.add(agent.id)
             elif event.status == "step-done":
                 state.step_done = state.steps_reported = True

@@ -410,3 +410,23 @@ def test_a_lone_surrogate_in_hook_input_is_read_as_the_log_writes_it(hook: Hook)
     assert (result.args, result.content) == ({"pattern": "a\\ud83d"}, "cut mid-emoji \\ud83d")
     with pytest.raises(HookInputError, match="not JSON"):
         parse_payload(b'{"session_id": "s", "n": NaN}')
+
+
+def test_a_session_resumed_after_its_end_starts_afresh_whether_restored_from_snapshot_or_log(tmp_path: Path) -> None:
+    def bash(n: int, seam: str) -> dict[str, Any]:
+        tool = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": f"toolu_{n:02d}"}
+        return payload(seam, tool_response="same", **tool) if seam == "PostToolUse" else payload(seam, **tool)
+
+    events = [bash(n, seam) for n in (1, 2) for seam in ("PreToolUse", "PostToolUse")]
+    events += [bash(n, "PreToolUse") for n in (3, 4, 5)]  # denied three times: a halt is asked
+    events += [payload("SessionEnd", reason="other"), *grep(6), *grep(7)]  # `claude --resume` keeps the id
+    answers: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    for from_log in (False, True):
+        hook = Hook(tmp_path / f"state-{from_log}", load_config("recommended"))
+        for event in events:
+            if from_log:
+                hook.snapshot.unlink(missing_ok=True)  # each event restores the session from its log
+            answers[from_log].append(hook(event))
+
+    assert answers[True] == answers[False]
+    assert answers[True][-5:] == [{}] * 5, "the halt and the calls left open ended with the session"
