@@ -99,7 +99,11 @@ def guard_proxy(
         if not decision.allowed:
             await agent.denied(call_id, decision)
             return _answer(agent, call_id, [types.TextContent(text=decision.reason or "")], is_error=True)
-        result = await upstream.call_tool(params.name, params.arguments)
+        try:
+            result = await upstream.call_tool(params.name, params.arguments)
+        except Exception as exc:  # the call's outcome all the same: recorded, then answered as upstream answered
+            await agent.result(call_id, f"upstream server failed: {type(exc).__name__}: {exc}", is_error=True)
+            raise
         text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
         await agent.result(call_id, text, is_error=bool(result.is_error))
         notes = _notes(agent, call_id)

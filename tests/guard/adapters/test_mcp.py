@@ -18,6 +18,7 @@ from mcp import Client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 
 from bus import ToolCall, ToolResult
 from bus.testing import Capture
@@ -144,6 +145,21 @@ async def test_an_upstream_error_is_an_error_result(link: GuardLink, events: Cap
     assert published.is_error
     assert "compile error in cfg.py" in published.content
     assert texts(result) == [published.content], "the upstream blocks, unchanged"
+
+
+async def test_a_call_the_upstream_refuses_is_recorded_and_refused_alike(
+    link: GuardLink, events: Capture, anyio_backend: str
+) -> None:
+    async def refuse(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        raise MCPError(-32000, "upstream refused")
+
+    upstream_server = Server("refusing", on_call_tool=refuse)
+    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
+        with pytest.raises(MCPError, match="upstream refused"):
+            await client.call_tool("grep", {"pattern": "x"})
+    (published,) = events.of(ToolResult)
+    assert (published.call_id, published.is_error) == ("mcp-1", True), "the call is not left open in the log"
+    assert published.content == "upstream server failed: MCPError: upstream refused"
 
 
 async def test_a_structured_only_result_keeps_its_json_as_text_beside_the_reminder(
