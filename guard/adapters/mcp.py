@@ -27,6 +27,7 @@ from mcp.server.context import ServerRequestContext
 
 from bus import Decision
 from guard.config import Config
+from guard.fingerprint import blake2b
 from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink
 
 __all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy"]
@@ -104,8 +105,7 @@ def guard_proxy(
         except Exception as exc:  # the call's outcome all the same: recorded, then answered as upstream answered
             await agent.result(call_id, f"upstream server failed: {type(exc).__name__}: {exc}", is_error=True)
             raise
-        text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
-        await agent.result(call_id, text, is_error=bool(result.is_error))
+        await agent.result(call_id, _recorded(result), is_error=bool(result.is_error))
         notes = _notes(agent, call_id)
         if not notes:
             return result
@@ -132,6 +132,23 @@ def _hints(annotations: types.ToolAnnotations | None) -> dict[str, bool]:
     return {
         name: value for field, name in _HINTS.items() if isinstance(value := getattr(annotations, field, None), bool)
     }
+
+
+def _recorded(result: types.CallToolResult) -> str:
+    """What a result says, as the guard compares it: its text blocks; for
+    any other block (an image, audio, a resource) its kind and a digest of
+    it, so another image is another result; and, without any text, the
+    structured content as JSON. Results that differ never read alike."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        else:
+            digest = blake2b(block.model_dump_json().encode(), digest_size=8).hexdigest()
+            parts.append(f"[{block.type} {digest}]")
+    if result.structured_content is not None and not any(isinstance(b, types.TextContent) for b in result.content):
+        parts.append(json.dumps(result.structured_content, sort_keys=True))
+    return "\n".join(parts)
 
 
 def _notes(agent: AgentLink, call_id: str) -> list[types.TextContent]:

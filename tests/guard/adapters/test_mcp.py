@@ -183,6 +183,32 @@ async def test_a_structured_only_result_keeps_its_json_as_text_beside_the_remind
     assert results[2].structured_content is None
 
 
+async def test_structured_and_image_results_are_recorded_so_that_different_ones_never_read_alike(
+    link: GuardLink, events: Capture, anyio_backend: str
+) -> None:
+    polled: list[types.CallToolResult] = [
+        types.CallToolResult(content=[], structured_content={"state": "running", "done": 1}),
+        types.CallToolResult(content=[], structured_content={"state": "running", "done": 2}),
+        types.CallToolResult(content=[types.ImageContent(data="AAAA", mime_type="image/png")]),
+        types.CallToolResult(content=[types.ImageContent(data="AAAB", mime_type="image/png")]),
+    ]
+
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="status", input_schema={"type": "object"})])
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return polled.pop(0)
+
+    upstream_server = Server("jobs", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
+        for _ in range(4):
+            await client.call_tool("status", {"job": 7})
+    recorded = [r.content for r in events.of(ToolResult)]
+    assert recorded[:2] == ['{"done": 1, "state": "running"}', '{"done": 2, "state": "running"}']
+    assert [text[:7] for text in recorded[2:]] == ["[image "] * 2
+    assert len(set(recorded)) == 4
+
+
 PROXY_SCRIPT = """
 import sys
 
