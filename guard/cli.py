@@ -234,8 +234,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from guard._text import one_line
     from guard.importers import TranscriptError, open_sessions, write_log
 
-    if not args.output:
-        raise _UsageError("-o '': name the session log to write")
     sessions = open_sessions(args.src, args.format)
     head = list(itertools.islice(sessions, 2))
     out = Path(args.output)
@@ -841,6 +839,35 @@ def _import_msgspec_alone() -> None:
         del sys.modules["typing_extensions"]
 
 
+# What each value naming a file, a directory, a URL or a name is called on the command line.
+_NAMED_VALUES = {
+    "log": "LOG",
+    "src": "SRC",
+    "paths": "PATH",
+    "file": "FILE",
+    "source": "REDIS_URL",
+    "output": "-o",
+    "html": "--html",
+    "config": "--config",
+    "state_dir": "--state-dir",
+    "token_file": "--token-file",
+    "uds": "--uds",
+    "session": "--session",
+    "group": "--group",
+    "consumer": "--consumer",
+    "prefix": "--prefix",
+}
+
+
+def _refuse_empty(args: argparse.Namespace) -> None:
+    """An empty value names nothing: a usage error, never the current
+    directory, the default or a file not written."""
+    for dest, shown in _NAMED_VALUES.items():
+        value = getattr(args, dest, None)
+        if value == "" or (isinstance(value, list) and "" in value):
+            raise _UsageError(f"{shown} '': an empty value names nothing")
+
+
 def _command(argv: Sequence[str]) -> str | None:
     """The subcommand named in ``argv`` (the first word that is no option)."""
     return next((word for word in argv if not word.startswith("-")), None)
@@ -877,8 +904,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from guard.importers import TranscriptError, UnknownFormatError
 
     try:
-        if getattr(args, "state_dir", None) == "":
-            raise _UsageError("--state-dir '': name a directory, or leave the option out for the default")
+        _refuse_empty(args)
         code: int = args.run(args)
         sys.stdout.flush()  # a reader that left shows here, not in Python's flush at exit
     except UnknownFormatError as exc:

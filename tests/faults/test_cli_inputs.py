@@ -42,8 +42,29 @@ def test_a_nul_in_a_path_is_one_line(argv: list[str], cli: CLI) -> None:
 def test_an_empty_state_dir_is_a_usage_error_not_the_default_directory(command: str, tmp_path: Path, cli: CLI) -> None:
     settings = tmp_path / "settings.json"
     where = ["--file", settings] if command == "install" else []
-    assert "--state-dir '': name a directory" in cli(command, *where, "--state-dir", "").clean_error(2)
+    assert "--state-dir '': an empty value names nothing" in cli(command, *where, "--state-dir", "").clean_error(2)
     assert not settings.exists(), "nothing installed"
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["audit", ""], "PATH"),
+        (["audit", "{log}", ""], "PATH"),
+        (["audit", "{log}", "--html", ""], "--html"),
+        (["check-config", ""], "FILE"),
+        (["replay", ""], "LOG"),
+        (["replay", "{log}", "--config", ""], "--config"),
+        (["export", "redis://127.0.0.1:9/0", "--session", "s", "-o", ""], "-o"),
+        (["export", "redis://127.0.0.1:9/0", "--session", "", "-o", "{log}.out"], "--session"),
+        (["watch", "redis://127.0.0.1:9/0", "--group", ""], "--group"),
+    ],
+)
+def test_an_empty_value_is_a_usage_error_naming_it_never_the_current_directory_or_a_default(
+    argv: list[str], named: str, log: Path, cli: CLI
+) -> None:
+    line = cli(*[word.format(log=log) for word in argv]).clean_error(2)
+    assert line == f"repeat-tool-guard: {named} '': an empty value names nothing"
 
 
 @pytest.mark.parametrize("command", ["replay", "audit"])

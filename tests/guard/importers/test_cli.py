@@ -71,7 +71,7 @@ def test_an_empty_output_name_is_refused(tmp_path: Path, capsys: pytest.CaptureF
     s.prompt("hi")
     src = s.write(tmp_path / "s.jsonl")
     assert main(["import", str(src), "-o", ""]) == 2
-    assert capsys.readouterr().err == "repeat-tool-guard: -o '': name the session log to write\n"
+    assert capsys.readouterr().err == "repeat-tool-guard: -o '': an empty value names nothing\n"
 
 
 def test_multi_session_names_are_made_safe_for_files_and_stay_apart(
