@@ -291,9 +291,6 @@ CLAUDE_CODE = HookRuntime()
 """Claude Code's hooks (also the Claude Agent SDK's callbacks)."""
 
 
-_ANSWERS_KEPT = 1024
-
-
 class ClaudeHooks:
     """Answers the hook payloads of one CLI (``runtime``, Claude Code by
     default) for the agents of one ``GuardLink``.
@@ -326,7 +323,7 @@ class ClaudeHooks:
         self._steps_reported = steps_reported
         self._subagents: dict[str, AgentLink] = {}
         # the last denials and results answered, by retry_key, with what they answered
-        self._answered: LiveTable[str, tuple[tuple[Any, ...], dict[str, Any]]] = LiveTable(_ANSWERS_KEPT)
+        self._answered: LiveTable[str, tuple[tuple[Any, ...], dict[str, Any]]] = link.answers
         for agent in link.links():
             if agent.agent.parent_id is None:
                 self._sessions.restore(agent.agent.id, agent)
@@ -410,7 +407,7 @@ class ClaudeHooks:
         self, agent: AgentLink, kind: str, call_id: str, what: tuple[Any, ...], answer: dict[str, Any]
     ) -> dict[str, Any]:
         """Keep ``answer`` (for ``what``) for a copy of its hook event, of the
-        last ``_ANSWERS_KEPT``; return it."""
+        link's last ``ANSWERS_KEPT``; return it."""
         if call_id:
             self._answered.add(retry_key(kind, agent.agent.id, call_id), (what, answer))
         return answer

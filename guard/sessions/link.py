@@ -30,10 +30,23 @@ from guard.actions import SHADOW_FORM
 from guard.config import Config, apply_environment
 from guard.guard import Guard
 from guard.sessions.answer import Answer
+from guard.sessions.live import LiveTable
 
 _log = LazyLogger("guard")
 
-__all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "LinkState", "as_text", "parse_args"]
+__all__ = [
+    "ANSWERS_KEPT",
+    "REMINDER_PREFIX",
+    "AgentLink",
+    "GuardLink",
+    "HaltRequested",
+    "LinkState",
+    "as_text",
+    "parse_args",
+]
+
+ANSWERS_KEPT = 1024
+"""How many answers a link keeps for copies of the events that asked them."""
 
 REMINDER_PREFIX = "[repeat-tool-guard] "
 """How a guard message starts where a runtime can only show it as user or tool
@@ -112,6 +125,11 @@ class GuardLink:
             raise ValueError("pass either your own bus (with its Guard attached) or config/log, not both")
         self.bus = bus
         self._links: dict[Agent, AgentLink] = {}
+        self.answers: LiveTable[str, Any] = LiveTable(ANSWERS_KEPT)
+        """Answers an adapter gave, under keys it chooses, kept for copies of
+        the events that asked them (a hook delivered twice): a copy gets its
+        answer again and is not recorded twice. A restore that can carry
+        them (the command hook's snapshot) brings the latest back."""
         bus.record(self._route)
 
     def close(self) -> None:

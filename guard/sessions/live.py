@@ -64,6 +64,10 @@ class LiveTable(Generic[K, V]):
     def values(self) -> list[V]:
         return list(self._entries.values())
 
+    def items(self) -> list[tuple[K, V]]:
+        """The entries, least recently used first."""
+        return list(self._entries.items())
+
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 

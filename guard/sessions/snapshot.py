@@ -4,8 +4,9 @@ Claude Code starts the command hook as a fresh process for every hook
 event. Replaying the session's log to rebuild the guard costs time linear
 in the session, so each invocation ends by saving what the next one needs
 (the bus's seq; each live agent's step, calls in flight and halt request;
-each policy's state for it) next to the log, and the next one starts from
-that when it still describes the log: the same snapshot format, the same
+each policy's state for it; the latest answers, for copies of their
+events) next to the log, and the next one starts from that when it still
+describes the log: the same snapshot format, the same
 effective config, the same log file at the same size. Anything else (no
 snapshot, another format or config, a log that grew, shrank or was
 replaced, a file that does not load) falls back to replaying the log, and
@@ -41,10 +42,15 @@ from guard.sessions.link import GuardLink, LinkState
 
 __all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 """The snapshot format. Raise it whenever what a snapshot holds changes
 shape or meaning (a policy's state among it), so an older one is replayed
 over rather than misread."""
+
+_ANSWERS_SAVED = 64
+"""How many of the link's latest answers a snapshot carries: enough for the
+copies of the events just answered (a hook delivered twice), few enough to
+keep each save small."""
 
 _AgentRecord = tuple[LinkState, list[AnyWatch] | None]
 """A live agent: where it stands and its watches (each policy's state for it)."""
@@ -91,7 +97,8 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
     """Save the state of ``link``'s agents and ``guard`` as of the end of
     ``log`` (the caller holds the session's lock)."""
     agents: list[_AgentRecord] = [(a.state(), guard.watches(a.agent)) for a in link.links()]
-    record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents)
+    answers = link.answers.items()[-_ANSWERS_SAVED:]
+    record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents, answers)
     buffer = io.BytesIO()
     _Pickler(buffer, guard.policies).dump(record)
     data = buffer.getbuffer()
@@ -125,11 +132,12 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
     finally:
         os.close(fd)
     try:
-        version, config_key, log_id, seq, agents = _Unpickler(data, guard.policies).load()
+        version, config_key, log_id, seq, agents, *rest = _Unpickler(data, guard.policies).load()
     except Exception as exc:
         return f"the snapshot does not load ({type(exc).__name__}: {exc})"
     if version != SNAPSHOT_VERSION:
         return f"the snapshot has format {version!r}; this guard writes format {SNAPSHOT_VERSION}"
+    (answers,) = rest
     if config_key != _config_key(guard):
         return "the snapshot was written under another config"
     try:
@@ -150,4 +158,6 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
         link.adopt(state.agent).restore(state)
         if watches is not None:
             guard.restore(state.agent, watches)
+    for key, answer in answers:
+        link.answers.restore(key, answer)
     return link, log

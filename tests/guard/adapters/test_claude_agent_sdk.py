@@ -67,10 +67,10 @@ async def feed(hooks: ClaudeHooks, payloads: Iterator[dict[str, Any]]) -> list[d
 
 
 async def test_a_copy_of_a_result_hook_is_answered_from_the_last_results_kept(link: GuardLink, events: Capture) -> None:
-    from guard.adapters.claude_hooks import _ANSWERS_KEPT
+    from guard.sessions.link import ANSWERS_KEPT
 
     hooks = ClaudeHooks(link)
-    calls = _ANSWERS_KEPT + 10  # more results than are kept
+    calls = ANSWERS_KEPT + 10  # more results than are kept
     answers = [a for n in range(calls) for a in await feed(hooks, ls_call(n))]
     _, last_post = list(ls_call(calls - 1))
     assert await hooks.handle(last_post) == answers[-1]

@@ -430,3 +430,18 @@ def test_a_session_resumed_after_its_end_starts_afresh_whether_restored_from_sna
 
     assert answers[True] == answers[False]
     assert answers[True][-5:] == [{}] * 5, "the halt and the calls left open ended with the session"
+
+
+def test_a_hook_event_delivered_twice_is_answered_alike_and_recorded_once_across_processes(hook: Hook) -> None:
+    hook.config = load_config("recommended")
+    twice = [event for n in range(2) for event in grep(n) for _ in range(2)]  # the plugin and a settings hook
+    denied = payload("PreToolUse", tool_name="Grep", tool_input={"pattern": "load_config"}, tool_use_id="toolu_02")
+
+    answers = [hook(event) for event in twice]
+    denials = [hook(denied) for _ in range(3)]
+
+    assert answers == [{}] * 8, "the second of each pair neither counts nor reminds"
+    assert denials[0]["hookSpecificOutput"]["permissionDecision"] == "deny", "the third call, counted once each"
+    assert denials[1:] == [denials[0]] * 2, "a copy of a denied call gets its denial, not a halt"
+    recorded = [(type(e).__name__, e.call_id) for e in read_log(hook.log) if isinstance(e, ToolCall | ToolResult)]
+    assert recorded == [(kind, f"toolu_0{n}") for n in range(3) for kind in ("ToolCall", "ToolResult")]
