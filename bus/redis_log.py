@@ -50,6 +50,7 @@ __all__ = [
     "RedisSessionLog",
     "RedisTarget",
     "append_many",
+    "check_redis_url",
     "parse_redis_target",
     "redact_url",
     "stream_entry",
@@ -228,10 +229,29 @@ def parse_redis_target(text: str) -> RedisTarget | None:
     return None
 
 
+def check_redis_url(url: str) -> None:
+    """A ``ValueError`` saying what is wrong with ``url`` as a Redis URL (it
+    does not parse, its port is no port, its database is no number), before
+    a client takes it: redis-py reads ``redis://host/abc`` as database 0.
+    The caller names the URL (``redact_url``)."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError as exc:
+        raise ValueError(f"it does not parse ({exc})") from None
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and database and not database.isdigit():
+        raise ValueError(f"its database {database!r} is not a number")
+
+
 def redact_url(url: str) -> str:
     """``url`` fit to print: a password in its user part or its query
-    (``redis://:secret@host``, ``?password=secret``) becomes ``***``."""
-    parts = urlsplit(url)
+    (``redis://:secret@host``, ``?password=secret``) becomes ``***``; of a
+    URL that does not parse, only its scheme is shown."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket: where a password would be cannot be told
+        return f"{url.partition('://')[0]}://<malformed>"
     netloc = parts.netloc
     user, at, host = netloc.rpartition("@")
     if at and ":" in user:

@@ -20,7 +20,7 @@ import msgspec
 from redis.exceptions import RedisError, ResponseError
 
 from bus.reader import LogError
-from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, parse_redis_target, redact_url
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, parse_redis_target, redact_url
 from guard.sessions.fleet import FleetAction
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ def _client(url: str) -> Redis:
     from redis.asyncio import Redis
 
     try:
+        check_redis_url(url)
         return Redis.from_url(url, socket_connect_timeout=10)
     except ValueError as exc:
         raise LogError(f"not a usable Redis URL {redact_url(url)!r}: {exc}") from None

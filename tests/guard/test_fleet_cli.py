@@ -111,6 +111,26 @@ def test_an_unreachable_redis_is_a_one_line_error(tmp_path: Path, capsys: pytest
     assert "cannot export session 's'" in err
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("redis://[::1", "'redis://<malformed>': it does not parse (Invalid IPv6 URL)"),
+        ("redis://:secret@[::1", "'redis://<malformed>': it does not parse (Invalid IPv6 URL)"),
+        ("redis://127.0.0.1:99999/0", "it does not parse (Port out of range 0-65535)"),
+        ("redis://127.0.0.1:6379/abc", "its database 'abc' is not a number"),
+    ],
+)
+def test_a_redis_url_that_names_no_server_or_database_is_one_line_naming_why(
+    url: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _main(capsys, "export", url, "--session", "s", "-o", str(tmp_path / "b.jsonl"))
+    assert code == 2
+    assert err.startswith("repeat-tool-guard: not a usable Redis URL ")
+    assert why in err
+    assert "secret" not in err
+    assert not (tmp_path / "b.jsonl").exists()
+
+
 def test_watch_prints_every_action_of_the_fleet(
     redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

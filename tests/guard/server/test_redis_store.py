@@ -354,6 +354,8 @@ def test_replicas_as_processes_share_sessions_and_survive_a_kill(
             "--redis runs on asyncio only (the Redis client has no trio support)",
         ),
         (("--redis", "http://nowhere"), "--redis http://nowhere: must be a redis://, rediss:// or unix:// URL"),
+        (("--redis", "redis://127.0.0.1:1/abc"), "--redis redis://127.0.0.1:1/abc: its database 'abc' is not a number"),
+        (("--redis", "redis://:pw@[::1"), "--redis redis://<malformed>: it does not parse (Invalid IPv6 URL)"),
     ],
 )
 def test_redis_mode_refuses_trio_and_bad_urls(
