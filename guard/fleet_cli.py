@@ -120,7 +120,7 @@ async def _watch(args: argparse.Namespace, out: TextIO) -> None:
                 raise LogError(f"cannot create consumer group {args.group!r} on {stream}: {exc}") from None
         seen = 0
         decode = msgspec.json.Decoder(FleetAction).decode
-        while args.count is None or seen < args.count:
+        while True:  # until --count actions are printed (returns below), or interrupted
             # no more than it will print: an entry read is the group's, delivered to no other watcher
             wanted = 100 if args.count is None else min(100, args.count - seen)
             rows: Any = await client.xreadgroup(args.group, args.consumer, {stream: ">"}, count=wanted, block=1000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -149,8 +150,18 @@ def test_watchers_sharing_a_group_split_its_actions_and_lose_none(
     redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, first, _ = _main(capsys, "watch", redis_url, "--from-start", "--json", "--count", "1", "--group", "shared")
-    rest = _cli("watch", redis_url, "--json", "--count", "3", "--group", "shared", timeout=30)  # lost ones: it waits
-    actions = [json.loads(line) for line in (first + rest.stdout).splitlines()]
+
+    def lost(signum: int, frame: object) -> None:
+        raise TimeoutError("the second watcher waits for actions the first one took and never printed")
+
+    previous = signal.signal(signal.SIGALRM, lost)
+    signal.alarm(30)
+    try:
+        _, rest, _ = _main(capsys, "watch", redis_url, "--json", "--count", "3", "--group", "shared")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    actions = [json.loads(line) for line in (first + rest).splitlines()]
     assert sorted((a["session"], a["count"]) for a in actions) == [("alpha", 3), ("alpha", 5), ("beta", 3), ("beta", 5)]
 
 
