@@ -45,12 +45,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTEND_SCRIPT",
+    "REDIS_SCHEMES",
     "Appended",
     "PendingAppend",
     "RedisSessionLog",
     "RedisTarget",
     "append_many",
     "check_redis_url",
+    "is_redis",
     "parse_redis_target",
     "redact_url",
     "stream_entry",
@@ -221,10 +223,19 @@ class RedisTarget(msgspec.Struct, frozen=True):
     url: str
 
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+"""How a URL names a Redis server; anything else a command takes is a file."""
+
+
+def is_redis(source: str) -> bool:
+    """Whether a command's source names a Redis server rather than a file."""
+    return source.startswith(REDIS_SCHEMES)
+
+
 def parse_redis_target(text: str) -> RedisTarget | None:
     """``text`` as a Redis target when it is a ``redis://``, ``rediss://`` or
     ``unix://`` URL, else ``None`` (a file path)."""
-    if text.startswith(("redis://", "rediss://", "unix://")):
+    if is_redis(text):
         return RedisTarget(text)
     return None
 

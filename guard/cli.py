@@ -77,10 +77,6 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
         out.write(f"    {line}\n")
 
 
-_REDIS_SOURCES = ("redis://", "rediss://", "unix://")
-"""How a command's source names a Redis-held fleet rather than a file."""
-
-
 def _session_logs(sources: Sequence[str], session: str | None) -> AbstractContextManager[list[Path]]:
     """Files as themselves; a Redis URL as its sessions exported for the
     duration (the fleet code is imported only then)."""
@@ -93,7 +89,9 @@ def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path
     import contextlib
     from pathlib import Path
 
-    if not any(s.startswith(_REDIS_SOURCES) for s in sources):
+    from bus.redis_log import is_redis
+
+    if not any(is_redis(s) for s in sources):
         if session is not None:
             raise _UsageError("--session picks a session of a Redis URL; a log file holds one session already")
         yield [Path(s) for s in sources]
@@ -118,7 +116,9 @@ def _check_report_path(report: str, sources: Sequence[str]) -> None:
         return  # not there yet, or not reachable: opening it says why
     if stat.S_ISLNK(info.st_mode):
         raise _UsageError(f"--html {report!r} is a symbolic link; it is not written through")
-    files = find_transcripts(s for s in sources if not s.startswith(_REDIS_SOURCES))
+    from bus.redis_log import is_redis
+
+    files = find_transcripts(s for s in sources if not is_redis(s))
     for path, _ in files:
         try:
             other = os.stat(path)
@@ -132,11 +132,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     import anyio
 
     from bus import LogError
+    from bus.redis_log import is_redis
     from guard.verdicts import replay_log
 
     config = _load(args.config)
     out: TextIO = sys.stdout
-    if args.log.startswith(_REDIS_SOURCES) and not args.session:
+    if is_redis(args.log) and not args.session:
         raise LogError("replay of a Redis URL needs --session ID")
 
     reader_left = False

@@ -20,18 +20,13 @@ import msgspec
 from redis.exceptions import RedisError, ResponseError
 
 from bus.reader import LogError
-from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, parse_redis_target, redact_url
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, is_redis, redact_url
 from guard.sessions.fleet import FleetAction
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["export", "is_redis", "local_logs", "watch"]
-
-
-def is_redis(source: str) -> bool:
-    """Whether ``source`` names a Redis server rather than a file."""
-    return parse_redis_target(source) is not None
+__all__ = ["export", "local_logs", "watch"]
 
 
 def _client(url: str) -> Redis:

@@ -31,7 +31,7 @@ from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
 from bus import NotRegularFileError, open_regular
-from bus.redis_log import check_redis_url, redact_url
+from bus.redis_log import check_redis_url, is_redis, redact_url
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config, shadowed
 from guard.server.app import create_app
@@ -249,7 +249,7 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
         return FileSessionStore(state_dir, config, **options)
     if args.backend != "asyncio":
         raise ServeError("--redis runs on asyncio only (the Redis client has no trio support)")
-    if not args.redis.startswith(("redis://", "rediss://", "unix://")):
+    if not is_redis(args.redis):
         raise ServeError(f"--redis {redact_url(args.redis)}: must be a redis://, rediss:// or unix:// URL")
     try:
         check_redis_url(args.redis)
