@@ -255,8 +255,8 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     http/protobuf, a batching span processor and a periodic metric reader,
     the resource from ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``
     (service name ``repeat-tool-guard`` by default). ``OTEL_TRACES_EXPORTER``
-    and ``OTEL_METRICS_EXPORTER`` may be ``otlp`` (default), ``console`` or
-    ``none``. The exporters read their endpoint, headers, timeout and
+    and ``OTEL_METRICS_EXPORTER`` may be ``otlp`` (default), ``console``, a
+    list of both (``otlp,console``) or ``none``. The exporters read their endpoint, headers, timeout and
     compression from the standard variables themselves. With ``install``,
     they become OpenTelemetry's global providers."""
     from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
@@ -272,11 +272,9 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     tracer_provider = SdkTracerProvider(resource=resource, shutdown_on_exit=install)
     readers: list[MetricReader] = []
     try:
-        traces = _exporter_choice("TRACES")
-        if traces != "none":
-            tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(traces)))
-        chosen = _exporter_choice("METRICS")
-        if chosen != "none":
+        for chosen in _exporter_choices("TRACES"):
+            tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(chosen)))
+        for chosen in _exporter_choices("METRICS"):
             readers.append(PeriodicExportingMetricReader(_metric_exporter(chosen)))
         meter_provider = SdkMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=install)
     except (ValueError, TypeError) as exc:  # a value the SDK refuses: a timeout, an interval, a URL, ...
@@ -293,14 +291,23 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     return tracer_provider, meter_provider
 
 
-def _exporter_choice(signal: str) -> str:
+def _exporter_choices(signal: str) -> tuple[str, ...]:
+    """The exporters ``OTEL_{signal}_EXPORTER`` names: a comma-separated
+    list, as the specification allows (``otlp,console``), ``otlp`` when
+    unset, none for ``none``."""
     from guard.telemetry import TelemetryUnavailable
 
     variable = f"OTEL_{signal}_EXPORTER"
-    chosen = os.environ.get(variable, "").strip().lower() or "otlp"
-    if chosen not in ("otlp", "console", "none"):
-        raise TelemetryUnavailable(f"{variable}={chosen}: repeat-tool-guard exports to otlp, console or none")
-    if chosen == "otlp":
+    value = os.environ.get(variable, "").strip()
+    names = tuple(dict.fromkeys(name.strip().lower() for name in value.split(",") if name.strip())) or ("otlp",)
+    for name in names:
+        if name not in ("otlp", "console", "none"):
+            raise TelemetryUnavailable(f"{variable}={value}: repeat-tool-guard exports to otlp, console or none")
+    if "none" in names:
+        if len(names) > 1:
+            raise TelemetryUnavailable(f"{variable}={value}: 'none' cannot be listed with an exporter")
+        return ()
+    if "otlp" in names:
         protocol = (
             os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")
             or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
@@ -311,7 +318,7 @@ def _exporter_choice(signal: str) -> str:
                 f"OTLP protocol {protocol!r} for {signal.lower()}: repeat-tool-guard exports over http/protobuf "
                 "(set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf and the receiver's HTTP port, 4318 by default)"
             )
-    return chosen
+    return names
 
 
 def _span_exporter(chosen: str) -> SpanExporter:

@@ -3,10 +3,12 @@ documented Python hook (your own providers), on the SDK's in-memory exporter."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -251,10 +253,42 @@ def test_console_and_none_exporters_and_the_services_own_name(otel_environ: pyte
     meter_provider.shutdown()  # type: ignore[attr-defined]
 
 
+def test_a_list_of_exporters_exports_to_each(otel_environ: pytest.MonkeyPatch) -> None:
+    posted: list[str] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            posted.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    program = (
+        "from guard.telemetry import providers_from_environment\n"
+        "traces, meters = providers_from_environment()\n"
+        "traces.get_tracer('test').start_span('guard-listed').end()\n"
+        "traces.shutdown(); meters.shutdown()\n"
+    )
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver) as receiver:
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.server_address[1]}")
+        otel_environ.setenv("OTEL_TRACES_EXPORTER", " otlp, Console ")
+        otel_environ.setenv("OTEL_METRICS_EXPORTER", "none")
+        run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+        receiver.shutdown()
+    assert posted == ["/v1/traces"]
+    assert '"name": "guard-listed"' in run.stdout
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
         ("OTEL_TRACES_EXPORTER", "zipkin", "OTEL_TRACES_EXPORTER=zipkin: repeat-tool-guard exports to otlp"),
+        ("OTEL_TRACES_EXPORTER", "otlp,jaeger", "OTEL_TRACES_EXPORTER=otlp,jaeger: repeat-tool-guard exports to otlp"),
+        ("OTEL_METRICS_EXPORTER", "otlp,none", "OTEL_METRICS_EXPORTER=otlp,none: 'none' cannot be listed"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTLP protocol 'grpc' for traces"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "exports over http/protobuf"),
     ],
