@@ -272,6 +272,7 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     tracer_provider = SdkTracerProvider(resource=resource, shutdown_on_exit=install)
     readers: list[MetricReader] = []
     try:
+        _check_endpoints()
         for chosen in _exporter_choices("TRACES"):
             tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(chosen)))
         for chosen in _exporter_choices("METRICS"):
@@ -289,6 +290,33 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(meter_provider)
     return tracer_provider, meter_provider
+
+
+def _check_endpoints() -> None:
+    """Refuse an OTLP endpoint the exporter could never post to (a scheme
+    other than http or https, no host, a port out of range) at start, rather
+    than at every export. The message names the variable, not the value,
+    which may hold credentials."""
+    from urllib.parse import urlsplit
+
+    from guard.telemetry import ENDPOINT_VARIABLES, TelemetryUnavailable
+
+    for variable in ENDPOINT_VARIABLES:
+        value = os.environ.get(variable, "").strip()
+        if not value:
+            continue
+        try:
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:
+            raise TelemetryUnavailable(f"{variable} is no URL the OTLP exporter can post to: {exc}") from None
+        if parts.scheme.lower() not in ("http", "https"):
+            scheme = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"
+            raise TelemetryUnavailable(f"{variable} has {scheme}: the OTLP exporter posts to http:// or https://")
+        if not parts.hostname:
+            raise TelemetryUnavailable(f"{variable} names no host")
+        if port == 0:
+            raise TelemetryUnavailable(f"{variable} names port 0")
 
 
 def _exporter_choices(signal: str) -> tuple[str, ...]:

@@ -309,7 +309,6 @@ def test_export_the_package_cannot_do_is_a_clear_error(
         ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
         ("OTEL_BSP_SCHEDULE_DELAY", "-1"),
         ("OTEL_METRIC_EXPORT_INTERVAL", "0"),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://[::1"),
     ],
 )
 def test_a_value_the_sdk_refuses_is_a_clear_error_naming_the_variables_set(
@@ -318,6 +317,26 @@ def test_a_value_the_sdk_refuses_is_a_clear_error_naming_the_variables_set(
     otel_environ.setenv(variable, value)
     with pytest.raises(TelemetryUnavailable, match=f"OpenTelemetry's SDK refuses a value of .*{variable}"):
         telemetry_from_environment(runtime="serve")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector:4318", "OTEL_EXPORTER_OTLP_ENDPOINT has scheme 'ftp'"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4318", "OTEL_EXPORTER_OTLP_ENDPOINT has no scheme"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:99999/v1/traces", "Port out of range"),
+        ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "https://user:secret@:4318", "METRICS_ENDPOINT names no host"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:0", "names port 0"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://[::1", "OTEL_EXPORTER_OTLP_ENDPOINT is no URL"),
+    ],
+)
+def test_an_endpoint_no_export_could_reach_is_refused_at_start_without_its_value(
+    otel_environ: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    otel_environ.setenv(variable, value)
+    with pytest.raises(TelemetryUnavailable, match=message) as refused:
+        telemetry_from_environment(runtime="serve")
+    assert "secret" not in str(refused.value)
 
 
 def test_a_bounded_shutdown_returns_though_the_collector_never_answers(otel_environ: pytest.MonkeyPatch) -> None:
