@@ -790,7 +790,9 @@ def _add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     watch.add_argument("source", metavar="REDIS_URL", help="redis://HOST:PORT/DB")
     watch.add_argument("--json", action="store_true", help="one JSON object per action")
-    watch.add_argument("--group", default=f"watch-{os.getpid()}", help="the consumer group (default: a new one)")
+    watch.add_argument(
+        "--group", default=None, help="the consumer group (default: one of this run's own, removed when it ends)"
+    )
     watch.add_argument("--consumer", default="watcher", help="this watcher's name in the group")
     watch.add_argument("--from-start", action="store_true", help="a new group starts at the oldest kept action")
     watch.add_argument("--count", type=_positive, default=None, help="stop after this many actions")

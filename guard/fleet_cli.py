@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -107,18 +108,29 @@ def _print_action(action: FleetAction, out: TextIO, as_json: bool) -> None:
 async def _watch(args: argparse.Namespace, out: TextIO) -> None:
     client = _client(args.source)
     stream = f"{args.prefix}:actions"
+    # A group of this run's own is removed when it ends; a named one keeps its place for the next watcher.
+    own_group = args.group is None
+    group = f"watch-{os.getpid()}" if own_group else args.group
+    created = False
     try:
+        if not await client.exists(stream, f"{args.prefix}:sessions"):
+            print(
+                f"watch: no fleet has written under the prefix {args.prefix!r} yet (is it the fleet's --prefix?); "
+                "waiting for its first action",
+                file=sys.stderr,
+            )
         try:
-            await client.xgroup_create(stream, args.group, id="0" if args.from_start else "$", mkstream=True)
+            await client.xgroup_create(stream, group, id="0" if args.from_start else "$", mkstream=True)
+            created = True
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
-                raise LogError(f"cannot create consumer group {args.group!r} on {stream}: {exc}") from None
+                raise LogError(f"cannot create consumer group {group!r} on {stream}: {exc}") from None
         seen = 0
         decode = msgspec.json.Decoder(FleetAction).decode
         while True:  # until --count actions are printed (returns below), or interrupted
             # no more than it will print: an entry read is the group's, delivered to no other watcher
             wanted = 100 if args.count is None else min(100, args.count - seen)
-            rows: Any = await client.xreadgroup(args.group, args.consumer, {stream: ">"}, count=wanted, block=1000)
+            rows: Any = await client.xreadgroup(group, args.consumer, {stream: ">"}, count=wanted, block=1000)
             for _, entries in rows or []:
                 for entry_id, fields in entries:
                     raw = fields.get(b"action") if isinstance(fields, dict) else None
@@ -126,11 +138,14 @@ async def _watch(args: argparse.Namespace, out: TextIO) -> None:
                         _print_action(decode(raw if isinstance(raw, bytes) else b""), out, args.json)
                     except msgspec.DecodeError:
                         print(f"watch: skipped an unreadable action entry {entry_id!r}", file=sys.stderr)
-                    await client.xack(stream, args.group, entry_id)
+                    await client.xack(stream, group, entry_id)
                     seen += 1
                     if args.count is not None and seen >= args.count:
                         return
     finally:
+        if own_group and created:
+            with anyio.CancelScope(shield=True), contextlib.suppress(RedisError, OSError):
+                await client.xgroup_destroy(stream, group)
         await client.aclose()
 
 

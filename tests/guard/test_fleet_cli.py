@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,61 @@ def test_watch_prints_every_action_of_the_fleet(
     with pytest.raises(SystemExit):
         _main(capsys, "watch", redis_url, "--count", "0", "--group", "g1")
     assert "--count: must be an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+async def _groups(url: str, stream: str = "rtg:actions") -> list[str]:
+    client = Redis.from_url(url)
+    try:
+        if not await client.exists(stream):
+            return []
+        return sorted(group["name"].decode() for group in await client.xinfo_groups(stream))
+    finally:
+        await client.aclose()
+
+
+def test_a_watchers_own_group_is_removed_when_it_ends_and_a_named_one_is_kept(
+    redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _main(capsys, "watch", redis_url, "--from-start", "--count", "2")
+    assert (code, len(out.splitlines())) == (0, 2)
+    _main(capsys, "watch", redis_url, "--from-start", "--count", "1", "--group", "dashboard")
+    assert asyncio.run(_groups(redis_url)) == ["dashboard"]
+    interrupted = subprocess.Popen(
+        [sys.executable, "-m", "guard", "watch", redis_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(200):
+            if len(asyncio.run(_groups(redis_url))) == 2:
+                break
+            time.sleep(0.05)
+        assert len(asyncio.run(_groups(redis_url))) == 2, "the watcher never made its group"
+        interrupted.send_signal(signal.SIGINT)  # Ctrl-C
+        _, err = interrupted.communicate(timeout=30)
+    finally:
+        interrupted.kill()
+    assert interrupted.returncode == 0, err
+    assert asyncio.run(_groups(redis_url)) == ["dashboard"]
+
+
+def test_a_watch_under_a_prefix_no_fleet_wrote_says_so_and_waits(redis_url: str, fleet_sessions: list[str]) -> None:
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "guard", "watch", redis_url, "--prefix", "rgt"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert waiting.stderr is not None
+        line = waiting.stderr.readline()
+        for _ in range(200):
+            if asyncio.run(_groups(redis_url, "rgt:actions")):
+                break
+            time.sleep(0.05)
+    finally:
+        waiting.send_signal(signal.SIGINT)
+        waiting.communicate(timeout=30)
+    assert "no fleet has written under the prefix 'rgt' yet (is it the fleet's --prefix?)" in line
+    assert waiting.returncode == 0
+    known = _cli("watch", redis_url, "--from-start", "--count", "1")
+    assert (known.returncode, known.stderr) == (0, "")
 
 
 def test_watchers_sharing_a_group_split_its_actions_and_lose_none(
