@@ -228,6 +228,17 @@ SAMPLES: tuple[Sample, ...] = (
         "\n    token: none",
     ),
     Sample("json-one-char-password", '{"user":"bob","password":"', "a", '"}'),
+    # JSON string values holding what JSON escapes: a quote, a backslash, a newline.
+    Sample("json-password-escaped-quote", '{"host":"db","password":"', 'Xk9!mQ2\\"vR7#pL4z', '","user":"app"}'),
+    Sample("json-password-backslash", '{"password":"', "T7\\\\q$Lm2@Vx9", '","user":"app"}'),
+    Sample("json-token-escaped-newline", '{"token":"', "first\\nsecond-Zq8Wp", '"}'),
+    Sample(
+        "json-escaped-password-escaped-quote",
+        '{\\"command\\": \\"login\\", \\"password\\": \\"',
+        'pa\\\\\\"ss9',
+        '\\"}',
+    ),
+    Sample("flag-password-with-comma", "deploy --password=", "ab,cd3f9Gh2kL", " --region eu"),
     Sample("prose-api-key", "Here is the API key: ", token(ALNUM, 12, "prose-api"), "\nUse it for staging."),
     Sample("prose-password-for", "Password for bob: ", "t0ps3cret", " (change it soon)"),
     Sample("prose-password-is", "Your password is: ", "Wint3r2026", "\n"),
