@@ -337,8 +337,11 @@ async def _drain_tail(stream: ByteReceiveStream, into: bytearray) -> None:
 
 
 def _tail(data: bytearray) -> str:
+    """The last line of what the ask wrote on stderr, whole: its reader
+    redacts it before cutting it short, so a secret in it is still whole
+    when the redaction rules see it."""
     lines = bytes(data).decode("utf-8", "replace").strip().splitlines()
-    return lines[-1][:200] if lines else ""
+    return lines[-1] if lines else ""
 
 
 def _kill_group(pgid: int) -> None:

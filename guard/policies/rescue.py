@@ -64,6 +64,8 @@ _ARGUMENTS_PREVIEW = 500
 _QUESTION_TASK = 4000
 _QUESTION_ARGUMENTS = 2000
 _QUESTION_OUTPUT = 6000
+_REASON_CHARS = 200
+"""A failed ask's reason as the trip log keeps it, redacted first."""
 _QUESTION_RECENT = 300
 
 _REPEAT_HEAD = (
@@ -531,7 +533,7 @@ class RescuePolicy(Policy[_AgentState]):
             pending.finish()
         if outcome.advice is None:
             # the ask command's own words may hold anything; the other reasons are ours
-            reason = self._redact(outcome.reason) if outcome.reason else outcome.reason
+            reason = _redacted(_excerpt(outcome.reason, _REASON_CHARS), _REASON_CHARS, self._redact)
             return self._trip(state, hit, "escalation-failed", ask_ms=outcome.elapsed_ms, reason=reason)
         return self._trip(state, hit, "rescue", outcome.advice, ask_ms=outcome.elapsed_ms)
 

@@ -91,10 +91,13 @@ async def test_every_format_is_redacted_in_all_four_parts_of_the_question(
         assert f'run {{"command":"{_json_inner(redacted)}"}}' in recent, sample.name
 
 
+@pytest.mark.parametrize("padding", [0, 150, 170, 185, 400])
 async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
-    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+    padding: int, ask_script: AskScript, tmp_path: Path, anyio_backend: str
 ) -> None:
-    command = ask_script("echo 'error: invalid key sk-ant-api03-Zq3vR8pLm2Xw9Yt4Kd7Hs1Fb6Ng0Jc5' >&2\nexit 1")
+    key = "sk-ant-api03-Zq3vR8pLm2Xw9Yt4Kd7Hs1Fb6Ng0Jc5"
+    line = f"error: {'.' * padding} invalid key {key} (401)"  # the key wherever the reason's cap may fall
+    command = ask_script(f"echo '{line}' >&2\nexit 1")
     trips = tmp_path / "trips.jsonl"
     config = Config(
         remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), log_file=str(trips))
@@ -107,7 +110,14 @@ async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
 
     failed = [msgspec.json.decode(line) for line in trips.read_text().splitlines()][-1]
     assert failed["kind"] == "escalation-failed"
-    assert failed["reason"] == f"exit status 1: error: invalid key {REDACTED}"
+    whole = f"exit status 1: {line}"
+    redacted = whole.replace(key, REDACTED)
+    if len(whole) <= 200:
+        assert failed["reason"] == redacted
+    else:  # cut to 200 characters of what was redacted, never inside the marker
+        kept, note = failed["reason"].split("…")
+        assert (redacted.startswith(kept), len(kept) >= 200, note) == (True, True, f" (+{len(whole) - 200} more chars)")
+    assert not any(key[i : i + 8] in failed["reason"] for i in range(len(key) - 7))
     event = [e for e in logs if e["event"] == "rescue.trip"][-1]
     assert event["reason"] == failed["reason"]
 
