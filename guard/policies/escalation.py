@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING
 import msgspec
 
 from bus import ToolCall
+from bus._codec import as_logged
 
 if TYPE_CHECKING:
     import subprocess
@@ -180,7 +181,8 @@ class AskCommand:
         except RuntimeError:  # no event loop (anyio's NoEventLoopError, or sniffio's error before 4.10)
             return anyio.run(self.ask, question, call)
         started = time.monotonic()
-        advice, reason, truncated = await self._run(question.replace("\x00", "\ufffd"))
+        # an argument holds no NUL, and no lone surrogate (text cut mid-character): those as the log writes them
+        advice, reason, truncated = await self._run(as_logged(question.replace("\x00", "\ufffd")))
         return AskOutcome(
             advice=advice,
             reason=reason,

@@ -17,6 +17,7 @@ from typing import Literal
 import msgspec
 
 from bus import open_regular
+from bus._codec import encode_line
 from bus._logging import InfoLog, LazyLogger
 
 __all__ = ["Trip", "TripKind", "TripLog", "TripTrigger"]
@@ -25,7 +26,6 @@ TripKind = Literal["deny", "rescue", "escalation-failed"]
 TripTrigger = Literal["repeat", "stall"]
 
 _log = LazyLogger("guard.rescue")
-_encoder = msgspec.json.Encoder()
 
 
 class Trip(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,7 +68,9 @@ class TripLog:
             self._info.info("rescue.trip", **msgspec.structs.asdict(trip))
         if self.path is None:
             return
-        line = _encoder.encode(trip) + b"\n"
+        line = bytearray()
+        encode_line(trip, line)  # a lone surrogate in an id or a reason is written as the session log writes it
+        line += b"\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, what="trip log", follow_symlinks=False)
@@ -80,7 +82,7 @@ class TripLog:
             _log.warning("rescue.trip_log_failed", path=str(self.path), error=str(exc))
 
 
-def _append(fd: int, line: bytes) -> None:
+def _append(fd: int, line: bytearray) -> None:
     """Write ``line`` whole, or take back what landed and raise."""
     written = 0
     try:

@@ -741,6 +741,25 @@ async def test_trip_log_has_one_line_per_trip(
     assert trips.stat().st_mode & 0o777 == 0o600
 
 
+async def test_text_cut_mid_character_stops_neither_the_ask_nor_the_trip_log(
+    session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    question = tmp_path / "question"
+    command = ask_script(f"printf '%s' \"$1\" > {question}\necho 'Read src/cfg.py instead.'")
+    trips = tmp_path / "trips.jsonl"
+    s = session(ask_command=str(command), log_file=str(trips))
+    agent = "worker-\udce9"  # a lone surrogate, as surrogateescape decoding or a JavaScript cut leaves one
+    await s.start(agent)
+    results = [await s.call(agent, "grep", GREP, "build log: done \ud83d") for _ in range(6)]
+
+    assert [r.denied_by for r in results] == [None, None, "loop-rescue", "loop-rescue", "loop-rescue", "loop-rescue"]
+    assert "Read src/cfg.py instead." in results[4].content
+    assert "build log: done \\ud83d" in question.read_text()  # as the session log writes it
+    records = [msgspec.json.decode(line) for line in trips.read_bytes().splitlines()]
+    assert [r["kind"] for r in records] == ["deny", "deny", "rescue", "rescue"]
+    assert {r["agent"] for r in records} == {"worker-\\udce9"}
+
+
 async def test_trips_are_structlog_events_too(session: Session, anyio_backend: str) -> None:
     s = session()
     await s.start("main")
