@@ -25,7 +25,7 @@ from guard.actions import DENYING, SHADOW_FORM, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
 from guard.policies.registry import build_policies
-from guard.policy import AnyPolicy, AnyWatch
+from guard.policy import AnyPolicy, AnyWatch, SittingOut
 
 __all__ = ["ActionListener", "Guard"]
 
@@ -33,6 +33,18 @@ ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
 
 _log = LazyLogger("guard")
+
+
+def _is_action(action: object, policy: AnyPolicy, hook: str, agent: Agent) -> bool:
+    """Whether a hook's answer is an ``Action``; anything else is the
+    policy's failure, logged, and skipped like a hook that raised."""
+    if isinstance(action, Action):
+        return True
+    _log.error(
+        "guard.policy_failed", policy=policy.name, hook=hook, agent=agent.id,
+        error=f"returned {type(action).__name__}, not an Action or None",
+    )  # fmt: skip
+    return False
 
 
 def _log_action(log: InfoLog, action: Action) -> None:
@@ -82,7 +94,9 @@ class Guard:
 
     The policies are those ``config`` enables, or exactly ``policies`` when
     given (your own ``Policy`` subclasses, say). A policy or listener that
-    raises is logged and skipped; the others still run. Every action is
+    raises, or a hook that answers with anything but an ``Action``, is
+    logged and skipped; the others still run (a policy whose ``new_state``
+    raises sits out that agent's events). Every action is
     logged through structlog (``guard.remind``, ...) unless ``log_actions`` is
     false; listeners hear of it either way.
 
@@ -195,8 +209,16 @@ class Guard:
     def _watches(self, agent: Agent) -> list[AnyWatch]:
         entry = self._agents.get(id(agent))
         if entry is None:
-            return self._track(agent, [p.watch() for p in self.policies])
+            return self._track(agent, [self._watch(policy, agent) for policy in self.policies])
         return entry.watches
+
+    @staticmethod
+    def _watch(policy: AnyPolicy, agent: Agent) -> AnyWatch:
+        try:
+            return policy.watch()
+        except Exception:  # one policy's failure never switches the others off
+            _log.exception("guard.policy_failed", policy=policy.name, hook="new_state", agent=agent.id)
+            return SittingOut(policy)
 
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
@@ -213,7 +235,7 @@ class Guard:
             except Exception:
                 _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
                 continue
-            if action is None:
+            if action is None or not _is_action(action, policy, "on_call", agent):
                 continue
             if policy.shadow or (late and action.action in DENYING):
                 # a late call already ran: what would have denied it is recorded, as in shadow mode
@@ -237,7 +259,7 @@ class Guard:
             except Exception:
                 _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
                 continue
-            if action is not None:
+            if action is not None and _is_action(action, watch.policy, "on_result", agent):
                 if watch.policy.shadow:
                     action = msgspec.structs.replace(action, shadow=True)
                 await self._deliver(watch.policy, action, result)

@@ -17,7 +17,7 @@ from bus import AgentStatus, AnyEvent, LogReader, ToolCall, ToolResult, UserMess
 from guard.actions import Action
 from guard.fingerprint import FingerprintCache
 
-__all__ = ["AnyPolicy", "AnyWatch", "History", "Policy", "StateT", "Watch"]
+__all__ = ["AnyPolicy", "AnyWatch", "History", "Policy", "SittingOut", "StateT", "Watch"]
 
 StateT = TypeVar("StateT")
 """The type of the per-agent state a policy keeps."""
@@ -162,3 +162,27 @@ class Watch(Generic[StateT]):
 
     def on_status(self, status: AgentStatus) -> None:
         self.policy.on_status(self.state, status)
+
+
+class SittingOut(Watch[None]):
+    """The hooks of a policy that could not make its state for an agent
+    (its ``new_state`` raised): it sits out that agent's events, and the
+    other policies run as before."""
+
+    __slots__ = ()
+
+    def __init__(self, policy: AnyPolicy) -> None:
+        self.policy = policy  # type: ignore[assignment]
+        self.state = None
+
+    async def on_call(self, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        return None
+
+    def on_result(self, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        return None
+
+    def on_user_message(self, message: UserMessage) -> None:
+        pass
+
+    def on_status(self, status: AgentStatus) -> None:
+        pass

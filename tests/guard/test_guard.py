@@ -65,6 +65,35 @@ class _Broken(Policy[None]):
         raise RuntimeError("on_status is broken")
 
 
+_NOT_ACTION = "returned %s, not an Action or None"
+
+
+class _NoState(Policy[None]):
+    """A plugin whose per-agent state cannot be made (a resource it opens is down)."""
+
+    name = "no-state"
+    plugin = "no-state-plugin"
+
+    def new_state(self) -> None:
+        raise ConnectionError("audit database unreachable")
+
+
+class _Sloppy(Policy[None]):
+    """A plugin whose hooks answer with something that is not an ``Action``."""
+
+    name = "sloppy"
+    plugin = "sloppy-plugin"
+
+    def new_state(self) -> None:
+        return None
+
+    async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        return {"action": "deny"}  # type: ignore[return-value]
+
+    def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        return "remind"  # type: ignore[return-value]
+
+
 async def _call(bus: Bus, agent: Agent | None, call_id: str, tool: str = "grep", args: Any = None) -> ToolResult:
     """What a runtime does for one tool call: decide, run (or not), publish the result."""
     call = ToolCall(agent=agent, call_id=call_id, step=1, tool=tool, args=GREP if args is None else args)
@@ -172,6 +201,27 @@ async def test_a_halt_action_requests_a_halt(bus: Bus, capture: Capture, agent: 
     [status] = capture.of(AgentStatus)
     assert (status.agent, status.status, status.reason) == (agent, "halt-requested", "stop the run: no progress")
     assert capture.of(ContextMessage) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("faulty", "failures"),
+    [
+        (_NoState(), [("new_state", "no-state", None)]),
+        (_Sloppy(), [("on_call", "sloppy", _NOT_ACTION % "dict"), ("on_result", "sloppy", _NOT_ACTION % "str")] * 4),
+    ],
+    ids=["state-cannot-be-made", "answers-not-an-action"],
+)  # fmt: skip
+async def test_a_faulty_plugin_beside_the_built_in_policies_switches_none_of_them_off(
+    faulty: Policy[None], failures: list[tuple[str, str, str | None]], bus: Bus, agent: Agent
+) -> None:
+    Guard(policies=[faulty, OnCallPolicy("gate", "deny")]).attach(bus)
+    with capture_logs() as logs:
+        results = [await _call(bus, agent, f"c{i}") for i in range(1, 5)]
+    assert [r.denied_by for r in results] == [None, "gate-plugin", "gate-plugin", "gate-plugin"]
+    logged = [(e["hook"], e["policy"], e.get("error")) for e in logs if e["event"] == "guard.policy_failed"]
+    assert logged == failures
+    assert all(e["log_level"] == "error" for e in logs if e["event"] == "guard.policy_failed")
 
 
 @pytest.mark.anyio
