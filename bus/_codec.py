@@ -105,7 +105,7 @@ def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
     """
     try:
         encoder.encode_into(item, buffer)
-    except (UnicodeEncodeError, RecursionError):
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError, as is an integer too long to write
         encoder.encode_into(_plain(item, set(), 0), buffer)
         return
     if too_deep(buffer):
@@ -119,7 +119,7 @@ def encode_lines(items: Sequence[msgspec.Struct]) -> bytes:
     (``block_lines``: none nests too deeply); otherwise item by item."""
     try:
         block = encoder.encode_lines(items)
-    except (UnicodeEncodeError, RecursionError):
+    except (ValueError, RecursionError):
         return _each(items)
     if block_lines(block) is None:
         return _each(items)
@@ -155,7 +155,9 @@ def _plain(obj: Any, active: set[int], depth: int) -> Any:
         return _text(obj)
     if isinstance(obj, Agent):
         return _text(obj.id)
-    if obj is None or isinstance(obj, bool | int | float):
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return _int(obj)
+    if obj is None or isinstance(obj, bool | float):
         return obj
     if depth > _MAX_DEPTH:
         return f"<{type(obj).__qualname__} nested deeper than {_MAX_DEPTH}>"
@@ -179,15 +181,28 @@ def _plain(obj: Any, active: set[int], depth: int) -> Any:
         active.discard(id(obj))
     try:
         encoder.encode(obj)
-    except (UnicodeEncodeError, RecursionError):
+    except (ValueError, RecursionError):
         return _text(_repr(obj))
     return obj
+
+
+def _int(value: int) -> int | str:
+    """``value``, or its hex form as a string when it has more digits than
+    Python writes in decimal (``sys.get_int_max_str_digits``, 4300 by
+    default): the hex form has no such limit, and tells any two apart."""
+    try:
+        encoder.encode(value)
+    except ValueError:
+        return hex(value)
+    return value
 
 
 def _key(key: Any) -> Any:
     if isinstance(key, str):
         return _text(key)
-    if isinstance(key, int | float):
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(_int(key))
+    if isinstance(key, float):
         return key
     return _text(_repr(key))
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from bus._codec import as_logged
+
 __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
 
 
@@ -71,11 +73,14 @@ def _normalize(value: Any, path: set[int]) -> Any:
     """Rewrite what the fast encoder refuses into plain JSON shapes,
     deterministically: non-string keys become their canonical JSON, mixed
     sets are ordered by their members' canonical JSON, a string with lone
-    surrogates is written with ``\\uXXXX`` escapes (as JavaScript's
-    ``JSON.stringify`` does), a container met again inside itself becomes
-    ``"<cycle>"``, and other objects their stand-in."""
+    surrogates and an integer too long for decimal are what the session log
+    writes for them (``\\uXXXX`` text, hex text), so a replay of the log
+    fingerprints what the guard saw, a container met again inside itself
+    becomes ``"<cycle>"``, and other objects their stand-in."""
     if isinstance(value, str):
         return _text(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return as_logged(value)  # too many digits for decimal: the hex text the session log writes
     if isinstance(value, _LEAVES):
         return value
     if id(value) in path:
@@ -95,20 +100,19 @@ def _normalize(value: Any, path: set[int]) -> Any:
         path.discard(id(value))
 
 
-def _text(text: str) -> str | msgspec.Raw:
+def _text(text: str) -> str:
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:
-        import json  # here: only a string with lone surrogates needs it
-
-        return msgspec.Raw(json.dumps(text).encode("ascii"))
+    except UnicodeEncodeError:  # lone surrogates: the backslash text the session log writes
+        return str(as_logged(text))
     return text
 
 
 def _key(key: Any, path: set[int]) -> str:
     if isinstance(key, str):
-        text = _text(key)
-        return key if not isinstance(text, msgspec.Raw) else bytes(text).decode("ascii")[1:-1]
+        return _text(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(as_logged(key))
     return _sorted_encoder.encode(_normalize(key, path)).decode()
 
 

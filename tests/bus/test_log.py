@@ -261,6 +261,9 @@ def _deep(depth: int) -> list[Any]:
         pytest.param(_Opaque(), "<opaque handle>", id="object-as-repr"),
         pytest.param(_ReprRaises(), "<unrepresentable _ReprRaises>", id="object-whose-repr-raises"),
         pytest.param(2**80, 2**80, id="big-int"),
+        pytest.param(
+            [10**5000, {7**6000: "k"}], [hex(10**5000), {hex(7**6000): "k"}], id="int-too-long-for-decimal-as-hex"
+        ),
         pytest.param({(1, 2): "tuple key", 7: "int key"}, {"(1, 2)": "tuple key", "7": "int key"}, id="non-str-keys"),
         pytest.param("bad \ud800 surrogate", "bad \\ud800 surrogate", id="lone-surrogate-escaped"),
         pytest.param(

@@ -8,6 +8,7 @@ import decimal
 import enum
 import importlib
 import uuid
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bus import Agent, SessionLog, ToolCall, read_log
 from guard import FingerprintCache, canonical_json, fingerprint
 
 # the package re-exports the function ``fingerprint`` under the module's name
@@ -146,6 +148,8 @@ _NON_JSON: list[tuple[str, Any, bytes]] = [
     ("uuid", uuid.UUID(int=1), b'"00000000-0000-0000-0000-000000000001"'),
     ("enum", _Color.RED, b'"red"'),
     ("big int", 10**30, b"1000000000000000000000000000000"),
+    ("int too long for decimal", 10**5000, f'"{hex(10**5000)}"'.encode()),
+    ("int key too long for decimal", {10**5000: 1}, f'{{"{hex(10**5000)}":1}}'.encode()),
     ("dataclass", _Point(1, 2), b'{"x":2,"y":1}'),
     ("struct", _Struct(1, 2), b'{"a":2,"b":1}'),
     ("plain object", _Plain(), b'"<_Plain>"'),
@@ -158,8 +162,8 @@ _NON_JSON: list[tuple[str, Any, bytes]] = [
     ("mixed keys", {2: 1, "a": {3, "b"}}, b'{"2":1,"a":["b",3]}'),
     ("tuple key", {(1, 2): 3}, b'{"[1,2]":3}'),
     ("None key", {None: 1}, b'{"null":1}'),
-    ("lone surrogate", "\ud800x", b'"\\ud800x"'),
-    ("lone surrogate at depth", {"k": ["\udfff"]}, b'{"k":["\\udfff"]}'),
+    ("lone surrogate", "\ud800x", b'"\\\\ud800x"'),
+    ("lone surrogate at depth", {"k": ["\udfff"]}, b'{"k":["\\\\udfff"]}'),
     ("lone surrogate in a key", {"\ud800": 1}, b'{"\\\\ud800":1}'),
     ("cyclic list", _cyclic_list(), b'[1,"<cycle>"]'),
     ("cyclic object", _cyclic_object(), b'{"__type__":"_WithFields","me":"<cycle>","name":"n","size":2}'),
@@ -174,6 +178,16 @@ _NON_JSON: list[tuple[str, Any, bytes]] = [
 def test_values_json_cannot_carry_canonicalize_deterministically(value: Any, expected: bytes) -> None:
     assert canonical_json(value) == expected
     assert canonical_json(value) == expected  # and again: nothing depends on addresses or hash seeds
+
+
+def test_values_json_cannot_carry_fingerprint_as_the_session_log_reads_them_back(tmp_path: Path) -> None:
+    args = {"n": 10**5000, 7**6000: "key", "s": "cut \ud83d", "m": 2**80}
+    with SessionLog(tmp_path / "s.jsonl") as log:
+        log.write(ToolCall(agent=Agent("a"), seq=1, ts=1.0, call_id="c1", step=1, tool="t", args=args))
+    [read_back] = list(read_log(tmp_path / "s.jsonl"))
+    assert isinstance(read_back, ToolCall)
+    assert fingerprint("t", read_back.args).digest == fingerprint("t", args).digest
+    assert fingerprint("t", {**args, "n": 10**5000 + 1}).digest != fingerprint("t", args).digest
 
 
 def test_distinct_lone_surrogate_strings_stay_distinct() -> None:
