@@ -5,7 +5,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
-__all__ = ["one_line", "shown"]
+__all__ = ["one_line", "shown", "terminal_text"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 100
@@ -15,6 +15,17 @@ _repr.maxlevel = 3
 # Control characters that are not whitespace (an ESC starts a terminal's
 # escape sequence), shown escaped as Python writes them.
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if not chr(c).isspace()}
+
+
+_LINE_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
+
+
+def terminal_text(text: str) -> str:
+    """``text`` as a command prints it to a terminal: lines and tabs kept,
+    every other control character (an ESC, a carriage return) shown escaped,
+    ``\\x1b``, so what a transcript, a tool or a model wrote can neither
+    steer the terminal nor overwrite what was printed before it."""
+    return text.translate(_LINE_CONTROLS)
 
 
 def one_line(text: str, limit: int = 200) -> str:

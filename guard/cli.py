@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from contextlib import AbstractContextManager
     from pathlib import Path
-    from typing import TextIO
+    from typing import Any, TextIO
 
     import structlog
 
@@ -41,16 +41,22 @@ _AGENTS = ("claude-code", "codex", "gemini-cli")
 
 def _configure_logging(verbose: bool) -> None:
     """Send structlog to stderr so ``--json`` output on stdout stays clean,
-    with every string in an event (a rendered traceback too) redacted."""
+    with every string in an event (a rendered traceback too) redacted and
+    its control characters escaped."""
     import logging
 
     import structlog
 
+    from guard._text import terminal_text
     from guard.redact import Redactor
 
     renderer = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
+
+    def escaped(logger: object, method: str, line: Any) -> str:  # the rendered line, as the terminal gets it
+        return terminal_text(str(line))
+
     structlog.configure(
-        processors=[structlog.processors.add_log_level, Redactor().processor, renderer],
+        processors=[structlog.processors.add_log_level, Redactor().processor, renderer, escaped],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO if verbose else logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
@@ -67,14 +73,16 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
     if as_json:
         out.write(verdict.json_line() + "\n")
         return
+    from guard._text import terminal_text
+
     agent = verdict.agent or "-"
     shadow = "  (shadow: not delivered)" if verdict.shadow else ""
-    out.write(
+    lines = [
         f"seq {verdict.seq}  call {verdict.call_number}  {agent}  "
-        f"{verdict.policy}/{verdict.action}  {verdict.tool} × {verdict.count}{shadow}\n"
-    )
-    for line in verdict.text.splitlines():
-        out.write(f"    {line}\n")
+        f"{verdict.policy}/{verdict.action}  {verdict.tool} × {verdict.count}{shadow}",
+        *(f"    {line}" for line in verdict.text.splitlines()),
+    ]
+    out.write(terminal_text("\n".join(lines)) + "\n")
 
 
 def _session_logs(sources: Sequence[str], session: str | None) -> AbstractContextManager[list[Path]]:
@@ -319,6 +327,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     import msgspec
 
     from bus import open_regular
+    from guard._text import terminal_text
     from guard.audit import Timeline, audit
     from guard.config import load_config
     from guard.report import render_html, render_table
@@ -342,7 +351,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         for error in report.errors:  # the report lists them too; a reader of the terminal sees why it failed
             print(f"repeat-tool-guard audit: could not read {error.path}: {error.reason}", file=sys.stderr)
     else:
-        sys.stdout.write(render_table(report))
+        sys.stdout.write(terminal_text(render_table(report)))
     if args.html:
         assert timelines is not None
         page = render_html(report, timelines).encode("utf-8")

@@ -22,6 +22,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from bus.reader import LogError
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, is_redis, redact_url
+from guard._text import terminal_text
 from guard.sessions.fleet import FleetAction
 
 if TYPE_CHECKING:
@@ -98,10 +99,11 @@ def _print_action(action: FleetAction, out: TextIO, as_json: bool) -> None:
         out.write(msgspec.json.encode(action).decode() + "\n")
     else:
         first = action.text.splitlines()[0] if action.text else ""
-        out.write(
+        line = (
             f"{action.session}  seq {action.seq}  {action.agent or '-'}  {action.policy}/{action.action}  "
-            f"{action.tool} × {action.count}  [{action.worker}]{'  (shadow)' if action.shadow else ''}  {first}\n"
+            f"{action.tool} × {action.count}  [{action.worker}]{'  (shadow)' if action.shadow else ''}  {first}"
         )
+        out.write(terminal_text(line) + "\n")
     out.flush()
 
 

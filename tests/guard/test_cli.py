@@ -69,6 +69,33 @@ def test_replay_text_names_each_action_and_indents_its_text(session: Path, capsy
     assert "seq 12  call 5  main  remind/remind  grep × 5\n    Repeated tool call detected:\n    - tool: grep\n" in out
 
 
+def test_replay_and_audit_print_what_a_log_holds_with_its_control_characters_escaped(
+    make_script: MakeScript, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = make_script()
+    tool = "grep\x1b]0;owned\x07\r\x1b[2K"  # retitles the terminal, then erases the line printed before
+
+    async def record() -> None:
+        await s.start("main\x1b[31m")
+        for _ in range(5):
+            await s.call("main\x1b[31m", tool, GREP, "no matches")
+
+    anyio.run(record)
+    s.close()
+    capsys.readouterr()
+    assert main(["-v", "replay", str(s.log.path)]) == 0
+    replayed, logged = capsys.readouterr()
+    assert main(["audit", str(s.log.path)]) == 0
+    audited = capsys.readouterr().out
+    assert "guard.remind" in logged
+    for out in (replayed, logged, audited):
+        assert not any(c in out for c in "\x1b\x07\r"), out
+    for out in (replayed, audited):
+        assert "grep\\x1b]0;owned\\x07\\x0d\\x1b[2K" in out
+    assert "seq 7  call 3  main\\x1b[31m  remind/remind" in replayed
+    assert "\n    - tool: grep\\x1b" in replayed  # the reminder's own lines kept
+
+
 def test_check_passes_on_an_intact_log(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", str(session), "--check"]) == 0
     assert capsys.readouterr().err.endswith("check: every guard action matches the log (2 context messages)\n")
