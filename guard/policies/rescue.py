@@ -67,6 +67,10 @@ _QUESTION_OUTPUT = 6000
 _REASON_CHARS = 200
 """A failed ask's reason as the trip log keeps it, redacted first."""
 _QUESTION_RECENT = 300
+_QUESTION_TOOL = 200
+_QUESTION_BYTES = 100_000
+"""The whole question at most, in UTF-8: it is one argument of the ask
+command, and Linux refuses an argument over 128 KiB."""
 
 _REPEAT_HEAD = (
     "loop-rescue denied this call; it did not run.\n"
@@ -109,7 +113,6 @@ arguments: {arguments}
 {output}
 
 ## Its recent calls, oldest first
-{recent}
 """
 
 
@@ -543,23 +546,32 @@ class RescuePolicy(Policy[_AgentState]):
         else:
             why = f"the latest of {hit.redundant} redundant calls since anything last changed"
         redact = self._redact
-        recent = "\n".join(
-            f"{n}. {redact(tool)} {_redacted(args, _QUESTION_RECENT, redact)}"
-            for n, (tool, _, args) in enumerate(state.window, 1)
-        )
         output = state.outputs.get(hit.fp.digest)
         arguments = _excerpt(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS)
-        return _QUESTION.format(
+        question = _QUESTION.format(
             task=_redacted(_excerpt(state.task, _QUESTION_TASK), _QUESTION_TASK, redact)
             or "(no user message recorded)",
             why=why,
-            tool=redact(hit.call.tool),
+            tool=_redacted(_excerpt(hit.call.tool, _QUESTION_TOOL), _QUESTION_TOOL, redact),
             arguments=_redacted(arguments, _QUESTION_ARGUMENTS, redact),
             output=_redacted(output, _QUESTION_OUTPUT, redact)
             if output is not None and output.total
             else "(none: every earlier attempt was denied or printed nothing)",
-            recent=recent,
         )
+        # The question is one argument of the ask command, which the system caps (128 KiB on Linux): the recent
+        # calls fill what is left, newest kept.
+        room = _QUESTION_BYTES - len(question.encode("utf-8", "surrogatepass"))
+        recent: list[str] = []
+        for n in range(len(state.window), 0, -1):
+            tool, _, args = state.window[n - 1]
+            line = f"{n}. {_redacted(_excerpt(tool, _QUESTION_TOOL), _QUESTION_TOOL, redact)} "
+            line += _redacted(args, _QUESTION_RECENT, redact)
+            room -= len(line.encode("utf-8", "surrogatepass")) + 1
+            if room < 0:
+                recent.append(f"({n} earlier calls left out: the question is capped at {_QUESTION_BYTES} bytes)")
+                break
+            recent.append(line)
+        return question + "\n".join(reversed(recent)) + "\n"
 
     def _trip(
         self,
