@@ -67,9 +67,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             kind = policy.section
             if not isinstance(getattr(self, policy.name), kind):
                 raise ConfigError(policy.name, getattr(self, policy.name), f"must be a {kind.__name__}")
+        if not isinstance(self.plugins, Mapping):
+            raise ConfigError("plugins", self.plugins, "must be a table of sections, one per plugin policy")
         if self.plugins:
             found = installed_plugins()
             for name, settings in self.plugins.items():
+                if not isinstance(name, str):
+                    raise ConfigError("plugins", name, "a section's name must be a string")
                 if not isinstance(settings, Mapping):
                     raise ConfigError(str(name), settings, "must be a table of settings")
                 build_plugin(name, settings, found)

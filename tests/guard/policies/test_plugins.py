@@ -147,6 +147,10 @@ def test_python_plugin_sections_are_checked_as_file_ones(budget: dict[str, str])
         Config(plugins={"budget": [1]})  # type: ignore[dict-item]
     with pytest.raises(ConfigError, match=r"^budget\.1 = 2: keys must be strings$"):
         Config(plugins={"budget": {1: 2}})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match=r"^plugins = 'budget': must be a table of sections, one per plugin policy$"):
+        Config(plugins="budget")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^plugins = 3: a section's name must be a string$"):
+        Config(plugins={3: {}})  # type: ignore[dict-item]
 
 
 def test_an_unknown_section_is_still_an_error_naming_the_installed_ones(budget: dict[str, str]) -> None:
