@@ -398,6 +398,11 @@ def _same_but(before: Any, after: Any, skip: frozenset[str]) -> bool:
     return True
 
 
+_OPEN_CALLS = 64
+"""Calls waiting for their results kept per agent: more than parallel
+calls ever reach, so only calls whose results never come are dropped."""
+
+
 class _Note:
     """A call seen by ``on_call``, waiting for its result, with what was
     read from its arguments there."""
@@ -830,7 +835,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if rules.kind == "exclude":
             return None
         config = self.config
-        note = state.calls[call.call_id] = self._read(fingerprints, rules, call.tool, call.args, call.call_id)
+        calls = state.calls
+        note = calls[call.call_id] = self._read(fingerprints, rules, call.tool, call.args, call.call_id)
+        if len(calls) > _OPEN_CALLS:  # calls whose results never came (an interrupted run): the oldest go
+            del calls[next(iter(calls))]
         if note.paging:
             return None
         fp = note.fp

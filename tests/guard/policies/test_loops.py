@@ -418,3 +418,20 @@ async def test_a_re_read_after_a_failed_edit_draws_no_advisory(make: Make, anyio
     await run.do("Grep", {"pattern": "y"}, "none")
     await run.do("Read", {"file_path": "a.py"}, "x = 1")  # third time, nothing changed
     assert run.actions == [(5, "deny")]
+
+
+async def test_calls_whose_results_never_come_are_kept_to_a_bound(anyio_backend: str) -> None:
+    bus = Bus()
+    guard = Guard(Config(remind=RemindConfig(enabled=False), loops=LoopsConfig())).attach(bus)
+    agent = Agent("main")
+    for n in range(200):  # an interrupted run: calls of 10 KB arguments whose results never arrive
+        args = {"path": f"src/f{n}.py", "content": "x" * 10_000}
+        await bus.decide(ToolCall(agent=agent, call_id=f"lost{n}", step=n, tool="Write", args=args))
+    [watch] = guard.watches(agent) or []
+    assert len(watch.state.calls) == 64  # type: ignore[attr-defined]
+    decisions = []
+    for n in range(3):
+        call = ToolCall(agent=agent, call_id=f"g{n}", step=200 + n, tool="Grep", args=GREP)
+        decisions.append((await bus.decide(call)).allowed)
+        await bus.publish(ToolResult.answering(call, "No matches found"))
+    assert decisions == [True, True, False]
