@@ -55,6 +55,7 @@ __all__ = [
     "is_redis",
     "parse_redis_target",
     "redact_url",
+    "redis_client",
     "stream_entry",
 ]
 
@@ -240,41 +241,86 @@ def parse_redis_target(text: str) -> RedisTarget | None:
     return None
 
 
+def _credentials(url: str) -> tuple[str, str, str]:
+    """``url`` split into its scheme, its user part (up to the last ``@``,
+    so a password holding ``/``, ``?`` or ``#`` stays whole) and the rest."""
+    scheme, _, rest = url.partition("://")
+    credentials, at, tail = rest.rpartition("@")
+    return scheme, credentials if at else "", tail if at else rest
+
+
 def check_redis_url(url: str) -> None:
     """A ``ValueError`` saying what is wrong with ``url`` as a Redis URL (it
-    does not parse, its port is no port, its database is no number), before
-    a client takes it: redis-py reads ``redis://host/abc`` as database 0.
-    The caller names the URL (``redact_url``)."""
+    does not parse, its port is no port or 0, its database is no number, a
+    password holds an unencoded ``/``, ``?`` or ``#``, a query parameter the
+    client does not take), before a client takes it: redis-py reads
+    ``redis://host/abc`` as database 0 and port 0 as 6379. The caller names
+    the URL (``redact_url``)."""
+    scheme, credentials, _ = _credentials(url)
+    if any(c in credentials for c in "/?#"):
+        raise ValueError("its password holds '/', '?' or '#': percent-encode them (%2F, %3F, %23)")
     try:
         parts = urlsplit(url)
-        _ = parts.port
+        port = parts.port
     except ValueError as exc:
         raise ValueError(f"it does not parse ({exc})") from None
+    if port == 0:
+        raise ValueError("its port is 0")
     database = parts.path.strip("/")
-    if parts.scheme != "unix" and database and not database.isdigit():
+    if scheme != "unix" and database and not database.isdigit():
         raise ValueError(f"its database {database!r} is not a number")
+    from redis.asyncio import ConnectionPool
+
+    try:
+        ConnectionPool.from_url(url).make_connection()  # type: ignore[no-untyped-call]  # connects nowhere
+    except (TypeError, ValueError) as exc:
+        detail = str(exc).rpartition("__init__() ")[2]
+        raise ValueError(f"its query does not suit the Redis client ({detail})") from None
+
+
+def redis_client(url: str, *, timeout: float) -> Redis:
+    """A client for ``url`` (checked by ``check_redis_url`` first) that gives
+    up on a command after ``timeout`` seconds, whatever redis-py's own
+    defaults, and takes a connection Redis closed while it sat idle (its
+    ``timeout`` setting, a restart, ``CLIENT KILL``) for a new one: each
+    command is sent once more on a fresh connection after a connection
+    error, never after a timeout, so a stalled Redis costs ``timeout`` once."""
+    from redis.asyncio import Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        health_check_interval=1,
+        retry=Retry(NoBackoff(), 1),
+        retry_on_error=[RedisConnectionError],
+    )
 
 
 def redact_url(url: str) -> str:
     """``url`` fit to print: a password in its user part or its query
     (``redis://:secret@host``, ``?password=secret``) becomes ``***``; of a
     URL that does not parse, only its scheme is shown."""
+    scheme, credentials, rest = _credentials(url)
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(f"{scheme}://{rest}")
     except ValueError:  # an unclosed IPv6 bracket: where a password would be cannot be told
-        return f"{url.partition('://')[0]}://<malformed>"
-    netloc = parts.netloc
-    user, at, host = netloc.rpartition("@")
-    if at and ":" in user:
-        netloc = f"{user.split(':', 1)[0]}:***@{host}"
+        return f"{scheme}://<malformed>"
+    user = ""
+    if credentials:
+        name, colon, _ = credentials.partition(":")
+        user = f"{name}:***@" if colon else f"{credentials}@"
     query = "&".join(
         f"{name}=***" if name.lower() in ("password", "pass", "passwd", "token") else pair
         for pair in parts.query.split("&")
         if pair
         for name in (pair.partition("=")[0],)
     )
-    rest = f"?{query}" if query else ""
-    return f"{parts.scheme}://{netloc}{parts.path}{rest}"
+    tail = f"?{query}" if query else ""
+    return f"{parts.scheme}://{user}{parts.netloc}{parts.path}{tail}"
 
 
 def _events_key(prefix: str, session: str) -> str:

@@ -21,7 +21,7 @@ import msgspec
 from redis.exceptions import RedisError, ResponseError
 
 from bus.reader import LogError
-from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, is_redis, redact_url
+from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, is_redis, redact_url, redis_client
 from guard._text import terminal_text
 from guard.sessions.fleet import FleetAction
 
@@ -31,12 +31,14 @@ if TYPE_CHECKING:
 __all__ = ["export", "local_logs", "watch"]
 
 
-def _client(url: str) -> Redis:
-    from redis.asyncio import Redis
+_TIMEOUT = 30.0
+"""Seconds a command waits on Redis before it says so (``watch`` blocks 1 s a read)."""
 
+
+def _client(url: str) -> Redis:
     try:
         check_redis_url(url)
-        return Redis.from_url(url, socket_connect_timeout=10)
+        return redis_client(url, timeout=_TIMEOUT)
     except ValueError as exc:
         raise LogError(f"not a usable Redis URL {redact_url(url)!r}: {exc}") from None
 

@@ -31,7 +31,7 @@ from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
 from bus import NotRegularFileError, open_regular
-from bus.redis_log import check_redis_url, is_redis, redact_url
+from bus.redis_log import check_redis_url, is_redis, redact_url, redis_client
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config, shadowed
 from guard.server.app import create_app
@@ -255,13 +255,9 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
         check_redis_url(args.redis)
     except ValueError as exc:
         raise ServeError(f"--redis {redact_url(args.redis)}: {exc}") from None
-    from redis.asyncio import Redis
-
     from guard.server.redis_store import RedisSessionStore
 
-    client = Redis.from_url(
-        args.redis, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT, health_check_interval=30
-    )
+    client = redis_client(args.redis, timeout=REDIS_TIMEOUT)
     return RedisSessionStore(client, config, prefix=args.redis_prefix, **options)
 
 

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
 from bus.reader import LogError
-from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog, append_many, parse_redis_target, redact_url
+from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog, append_many, parse_redis_target, redact_url, redis_client
 from tests.conftest import RedisClients
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
@@ -250,3 +250,17 @@ async def test_a_batch_under_two_prefixes_is_refused_before_anything_is_sent(cli
 )
 def test_a_url_is_printed_without_its_password(url: str, printed: str) -> None:
     assert redact_url(url) == printed
+
+
+async def test_a_client_takes_a_connection_redis_closed_for_a_new_one(
+    redis_url: str, redis_clients: RedisClients
+) -> None:
+    client = redis_client(redis_url, timeout=5)
+    try:
+        assert await client.ping()
+        killed = await redis_clients().client_kill_filter(_type="normal", skipme=True)  # as Redis's idle timeout does
+        assert killed >= 1
+        assert await client.set("after", "kill")  # was: ConnectionError "Connection closed by server."
+        assert await client.get("after") == b"kill"
+    finally:
+        await client.aclose()

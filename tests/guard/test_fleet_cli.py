@@ -120,6 +120,10 @@ def test_an_unreachable_redis_is_a_one_line_error(tmp_path: Path, capsys: pytest
         ("redis://:secret@[::1", "'redis://<malformed>': it does not parse (Invalid IPv6 URL)"),
         ("redis://127.0.0.1:99999/0", "it does not parse (Port out of range 0-65535)"),
         ("redis://127.0.0.1:6379/abc", "its database 'abc' is not a number"),
+        ("redis://127.0.0.1:0/0", "'redis://127.0.0.1:0/0': its port is 0"),
+        ("redis://:Wr/ongsecret@127.0.0.1/0", "'redis://:***@127.0.0.1/0': its password holds '/', '?' or '#'"),
+        ("redis://:Wr#ongsecret@127.0.0.1/0", "'redis://:***@127.0.0.1/0': its password holds '/', '?' or '#'"),
+        ("redis://:secret@127.0.0.1/0?foo=1", "its query does not suit the Redis client (got an unexpected keyword"),
     ],
 )
 def test_a_redis_url_that_names_no_server_or_database_is_one_line_naming_why(

@@ -356,6 +356,15 @@ def test_replicas_as_processes_share_sessions_and_survive_a_kill(
         (("--redis", "http://nowhere"), "--redis http://nowhere: must be a redis://, rediss:// or unix:// URL"),
         (("--redis", "redis://127.0.0.1:1/abc"), "--redis redis://127.0.0.1:1/abc: its database 'abc' is not a number"),
         (("--redis", "redis://:pw@[::1"), "--redis redis://<malformed>: it does not parse (Invalid IPv6 URL)"),
+        (
+            ("--redis", "redis://:p?w@127.0.0.1/0"),
+            "--redis redis://:***@127.0.0.1/0: its password holds '/', '?' or '#': percent-encode them (%2F, %3F, %23)",
+        ),
+        (
+            ("--redis", "redis://127.0.0.1/0?foo=1"),
+            "--redis redis://127.0.0.1/0?foo=1: its query does not suit the Redis "
+            "client (got an unexpected keyword argument 'foo')",
+        ),
     ],
 )
 def test_redis_mode_refuses_trio_and_bad_urls(
