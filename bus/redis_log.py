@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTEND_SCRIPT",
+    "LUA_HELPERS",
     "REDIS_SCHEMES",
     "Appended",
     "PendingAppend",
@@ -63,6 +64,36 @@ DEFAULT_PREFIX = "rtg"
 
 _SEQ_PLACEHOLDER = b'"seq":0,'
 
+# Lua shared by the scripts below. ``last_seq``: a session's last seq, from
+# its meta hash, or, when that was lost (deleted, evicted), from the last
+# entry of its stream, so a lost counter neither restarts at 1 beside the old
+# entries nor refuses every later append. ``check_types``: a script errors out
+# before its first write when a key holds the wrong type, since Redis keeps
+# the writes a script made before an error.
+LUA_HELPERS = """
+local function last_seq(meta, events)
+  local seq = redis.call('HGET', meta, 'seq')
+  if seq then return tonumber(seq) end
+  local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
+  if #last == 0 then return 0 end
+  local fields = last[1][2]
+  for f = 1, #fields, 2 do
+    if fields[f] == 'seq' then return tonumber(fields[f + 1]) end
+  end
+  return 0
+end
+local function check_types(pairs_)
+  for i = 1, #pairs_, 2 do
+    local kind = redis.call('TYPE', pairs_[i])['ok']
+    if kind ~= 'none' and kind ~= pairs_[i + 1] then
+      return 'WRONGTYPE ' .. pairs_[i] .. ' holds a ' .. kind .. ', not a ' .. pairs_[i + 1] .. ': nothing was written'
+    end
+  end
+  return nil
+end
+"""
+
+
 # Atomic appends, one or many (one round trip for a batch, even across
 # sessions): for each, dedupe by key, take the session's next seq, write it
 # into the line in place of the placeholder, add the entry, trim, and return
@@ -70,10 +101,19 @@ _SEQ_PLACEHOLDER = b'"seq":0,'
 # The appends' arguments come as one MessagePack array, which costs the
 # client far less to send than an argument each; lines go as MessagePack
 # strings, since Redis's MessagePack reader has no binary type.
-_APPEND = """
+_APPEND = LUA_HELPERS + """
 local sessions, metrics = KEYS[1], KEYS[2]
 local version, count, ops = ARGV[1], tonumber(ARGV[2]), cmsgpack.unpack(ARGV[3])
 local out, added, indexed = {}, 0, {}
+local typed = {sessions, 'zset', metrics, 'hash'}
+for op = 0, #ops - 1 do
+  for _, kind in ipairs({{3, 'stream'}, {4, 'hash'}, {5, 'hash'}}) do
+    typed[#typed + 1] = KEYS[kind[1] + 3 * op]
+    typed[#typed + 1] = kind[2]
+  end
+end
+local wrong = check_types(typed)
+if wrong then return redis.error_reply(wrong) end
 for op = 0, #ops - 1 do
   local events, meta, keys = KEYS[3 + 3 * op], KEYS[4 + 3 * op], KEYS[5 + 3 * op]
   local session, key, line, after, maxlen, ttl, now = unpack(ops[op + 1])
@@ -83,8 +123,12 @@ for op = 0, #ops - 1 do
     if seen then seq, new = tonumber(seen), 0 end
   end
   if new == 1 then
+    if not redis.call('HGET', meta, 'seq') then
+      local known = last_seq(meta, events)
+      if known > 0 then redis.call('HSET', meta, 'seq', known) end
+    end
     seq = redis.call('HINCRBY', meta, 'seq', 1)
-    if seq == 1 then redis.call('HSET', meta, 'v', version, 'ts', now, 'session', session) end
+    if redis.call('HSETNX', meta, 'v', version) == 1 then redis.call('HSET', meta, 'ts', now, 'session', session) end
     local i = string.find(line, '"seq":0,', 1, true)
     if not i then return redis.error_reply('event line has no seq placeholder') end
     line = string.sub(line, 1, i - 1) .. '"seq":' .. seq .. ',' .. string.sub(line, i + 8)
@@ -133,7 +177,9 @@ _EXTEND = """
 local events, meta, sessions, metrics, notes = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local expected, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now, session, version, n = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
-local current = tonumber(redis.call('HGET', meta, 'seq') or '0')
+local wrong = check_types({events, 'stream', meta, 'hash', sessions, 'zset', metrics, 'hash', notes, 'hash'})
+if wrong then return redis.error_reply(wrong) end
+local current = last_seq(meta, events)
 if current ~= expected then return {0, current} end
 if redis.call('HSETNX', meta, 'v', version) == 1 then
   redis.call('HSET', meta, 'ts', now, 'session', session)
@@ -162,7 +208,7 @@ end
 return {1, current, last}
 """
 
-EXTEND_SCRIPT = _EXTEND
+EXTEND_SCRIPT = LUA_HELPERS + _EXTEND
 """The Lua script behind ``extend``, for a caller that runs it inside a
 script of its own (see ``RedisSessionLog.extension``). It returns
 ``{1, last seq, last entry id}`` when it appended, ``{0, current seq}``
@@ -365,7 +411,7 @@ class RedisSessionLog:
             f"{prefix}:metrics",
             f"{prefix}:{{{session}}}:notes",
         ]
-        self._extend = client.register_script(_EXTEND)
+        self._extend = client.register_script(EXTEND_SCRIPT)
         self._fleet_keys = (self._keys[3].encode(), self._keys[4].encode())
         self._session_keys = (self._keys[0].encode(), self._keys[1].encode(), self._keys[2].encode())
         self._buffer = bytearray()

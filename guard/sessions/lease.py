@@ -19,7 +19,7 @@ import anyio
 import msgspec
 from redis.exceptions import NoScriptError, RedisError
 
-from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog
+from bus.redis_log import EXTEND_SCRIPT, LUA_HELPERS, RedisSessionLog
 from guard.sessions.fleet import ActionLedger
 
 if TYPE_CHECKING:
@@ -36,11 +36,11 @@ PREFETCH = 256
 # the entries after the replica's position (ARGV[4], an entry id or '-')
 # and the notes named by ARGV[6:] (from the hash KEYS[4]).
 # A lease held by another request answers {0, its remaining ms}.
-_ACQUIRE = """
+_ACQUIRE = LUA_HELPERS + """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local seq = tonumber(redis.call('HGET', KEYS[2], 'seq') or '0')
+local seq = last_seq(KEYS[2], KEYS[3])
 if seq == tonumber(ARGV[3]) then return {1, seq} end
 local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
 local entries = redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])

@@ -7,11 +7,13 @@ asyncio only.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
 from bus.reader import LogError
@@ -264,3 +266,26 @@ async def test_a_client_takes_a_connection_redis_closed_for_a_new_one(
         assert await client.get("after") == b"kill"
     finally:
         await client.aclose()
+
+
+async def test_appends_after_the_session_counter_was_lost_number_on_from_the_stream(
+    client: Redis, agent: Agent
+) -> None:
+    log = RedisSessionLog(client, "lost")
+    for n in range(1, 4):
+        await log.append(_call(agent, n))
+    await client.delete("rtg:{lost}:meta")  # evicted, or deleted by hand
+    assert [(await log.append(_call(agent, n))).seq for n in range(4, 6)] == [4, 5]
+    entries: Any = await client.xrange("rtg:{lost}:events")
+    assert [int(fields[b"seq"]) for _, fields in entries] == [1, 2, 3, 4, 5]
+
+
+async def test_a_batch_touching_a_key_of_the_wrong_type_writes_nothing(client: Redis, agent: Agent) -> None:
+    good, bad = RedisSessionLog(client, "good"), RedisSessionLog(client, "bad")
+    await client.set("rtg:{bad}:keys", "not a hash")
+    batch = [good.pending(_call(agent, 1), key="k1"), bad.pending(_call(agent, 1), key="k1")]
+    with pytest.raises(
+        ResponseError, match=r"WRONGTYPE rtg:\{bad\}:keys holds a string, not a hash: nothing was written"
+    ):
+        await append_many(client, batch)
+    assert await client.exists("rtg:{good}:events", "rtg:{good}:meta") == 0  # a retry finds nothing half done

@@ -242,6 +242,46 @@ async def test_a_stale_replica_that_lost_its_lease_cannot_fork_the_session(
     assert (await grep(one, "s3", "c2")).seq > 5  # rebuilt from the stream, numbering on after it
 
 
+async def test_a_key_briefly_of_the_wrong_type_writes_nothing_and_the_session_goes_on(
+    replicas: Replicas, redis_url: str, tmp_path: Path
+) -> None:
+    (store,) = replicas(1)
+    client = Redis.from_url(redis_url)
+    try:
+        assert (await grep(store, "w1", "c0")).seq == 3
+        await client.set("rtg:{w1}:notes", "not a hash")
+        with pytest.raises(
+            StoreError, match=r"WRONGTYPE rtg:\{w1\}:notes holds a string, not a hash: nothing was written"
+        ):
+            await grep(store, "w1", "c1")
+        assert await client.xlen("rtg:{w1}:events") == 3
+        await client.delete("rtg:{w1}:notes")
+        assert (await grep(store, "w1", "c1")).seq == 5  # was a 503 on every request from then on
+        checked = await _replay_check(redis_url, "w1", tmp_path)
+        assert checked.returncode == 0, checked.stderr
+    finally:
+        await client.aclose()
+
+
+async def test_a_lost_session_counter_is_taken_from_its_stream(
+    replicas: Replicas, redis_url: str, tmp_path: Path
+) -> None:
+    one, two = replicas(2)
+    client = Redis.from_url(redis_url)
+    try:
+        assert (await grep(one, "w2", "c0")).seq == 3
+        await client.delete("rtg:{w2}:meta")  # evicted (maxmemory-policy allkeys-lru) or deleted
+        assert (await grep(one, "w2", "c1")).seq == 5
+        assert (await grep(two, "w2", "c2")).seq >= 7
+        entries: Any = await client.xrange("rtg:{w2}:events")
+        seqs = [int(fields[b"seq"]) for _, fields in entries]
+        assert seqs == list(range(1, len(seqs) + 1))  # numbered on, never from 1 again
+        checked = await _replay_check(redis_url, "w2", tmp_path)
+        assert checked.returncode == 0, checked.stderr
+    finally:
+        await client.aclose()
+
+
 async def test_a_held_lease_times_out_with_a_clear_error(replicas: Replicas, redis_url: str) -> None:
     (store,) = replicas(1, wait_ms=50)
     client = Redis.from_url(redis_url)
