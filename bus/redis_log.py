@@ -101,7 +101,9 @@ end
 # The appends' arguments come as one MessagePack array, which costs the
 # client far less to send than an argument each; lines go as MessagePack
 # strings, since Redis's MessagePack reader has no binary type.
-_APPEND = LUA_HELPERS + """
+_APPEND = (
+    LUA_HELPERS
+    + """
 local sessions, metrics = KEYS[1], KEYS[2]
 local version, count, ops = ARGV[1], tonumber(ARGV[2]), cmsgpack.unpack(ARGV[3])
 local out, added, indexed = {}, 0, {}
@@ -167,6 +169,7 @@ end
 if added > 0 then redis.call('HINCRBY', metrics, 'events', added) end
 return out
 """
+)
 
 
 # Append events that already carry their seqs, only if the stream is still

@@ -36,7 +36,9 @@ PREFETCH = 256
 # the entries after the replica's position (ARGV[4], an entry id or '-')
 # and the notes named by ARGV[6:] (from the hash KEYS[4]).
 # A lease held by another request answers {0, its remaining ms}.
-_ACQUIRE = LUA_HELPERS + """
+_ACQUIRE = (
+    LUA_HELPERS
+    + """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
@@ -47,6 +49,7 @@ local entries = redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])
 if #ARGV == 5 then return {1, seq, entries} end
 return {1, seq, entries, redis.call('HMGET', KEYS[4], unpack(ARGV, 6))}
 """
+)
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
