@@ -593,12 +593,16 @@ class RedisSessionLog:
 
     async def export(self, path: str | os.PathLike[str]) -> int:
         """Write the session as a normal session log at ``path`` (created
-        0600, never overwritten); returns the number of events written."""
+        0600, never overwritten); returns the number of events written. An
+        export that fails part-way (Redis lost, a full disk) removes what it
+        wrote, so a file at ``path`` is always the whole session."""
         header = await self.header()
         buffer = bytearray()
         encode_line(header, buffer)
-        fd = os.open(Path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        target = Path(path)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         count = 0
+        done = False
         try:
             os.write(fd, bytes(buffer) + b"\n")
             chunk = bytearray()
@@ -610,8 +614,11 @@ class RedisSessionLog:
                     _write_all(fd, chunk)
                     chunk.clear()
             _write_all(fd, chunk)
+            done = True
         finally:
             os.close(fd)
+            if not done:
+                target.unlink(missing_ok=True)
         return count
 
 

@@ -289,3 +289,13 @@ async def test_a_batch_touching_a_key_of_the_wrong_type_writes_nothing(client: R
     ):
         await append_many(client, batch)
     assert await client.exists("rtg:{good}:events", "rtg:{good}:meta") == 0  # a retry finds nothing half done
+
+
+async def test_an_export_that_fails_part_way_leaves_no_file(client: Redis, agent: Agent, tmp_path: Path) -> None:
+    log = RedisSessionLog(client, "cut")
+    await log.append(_call(agent, 1))
+    await client.delete("rtg:{cut}:events")
+    await client.set("rtg:{cut}:events", "not a stream")  # the header reads, the entries do not
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await log.export(tmp_path / "cut.jsonl")
+    assert not (tmp_path / "cut.jsonl").exists()  # was: a header-only log that replayed as a whole session
