@@ -56,7 +56,14 @@ async def _export_all(url: str, prefix: str, session: str | None, folder: Path) 
         paths = []
         for name in await _sessions(client, prefix, session):
             path = folder / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}.jsonl"
-            await RedisSessionLog(client, name, prefix=prefix).export(path)
+            try:
+                await RedisSessionLog(client, name, prefix=prefix).export(path)
+            except (LogError, ResponseError) as exc:
+                if session is not None:
+                    raise
+                # one session listed but expired (a ttl) or damaged: the others are still read
+                print(f"repeat-tool-guard: skipped session {name!r} of {redact_url(url)}: {exc}", file=sys.stderr)
+                continue
             paths.append(path)
         return paths
     except (RedisError, OSError) as exc:
@@ -114,7 +121,8 @@ async def _watch(args: argparse.Namespace, out: TextIO) -> None:
     stream = f"{args.prefix}:actions"
     # A group of this run's own is removed when it ends; a named one keeps its place for the next watcher.
     own_group = args.group is None
-    group = f"watch-{os.getpid()}" if own_group else args.group
+    # pid and random: in a container every run is pid 1, and must not join the group of the run before
+    group = f"watch-{os.getpid()}-{os.urandom(4).hex()}" if own_group else args.group
     created = False
     try:
         if not await client.exists(stream, f"{args.prefix}:sessions"):

@@ -87,6 +87,26 @@ def test_audit_reads_every_session_of_a_fleet(
     assert len(json.loads(out)["sessions"]) == 1
 
 
+def test_a_listed_session_whose_keys_expired_is_skipped_and_the_rest_audited(
+    redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def expire() -> None:  # FleetGuard(ttl=...) lets a session's keys expire; its index entry stays
+        client = Redis.from_url(redis_url)
+        try:
+            await client.delete("rtg:{alpha}:events", "rtg:{alpha}:meta", "rtg:{alpha}:keys")
+        finally:
+            await client.aclose()
+
+    asyncio.run(expire())
+    code, out, err = _main(capsys, "audit", redis_url, "--json")
+    assert code == 0, err
+    assert len(json.loads(out)["sessions"]) == 1
+    assert err.startswith("repeat-tool-guard: skipped session 'alpha' of redis://")
+    code, _, err = _main(capsys, "audit", redis_url, "--session", "alpha")
+    assert code == 2
+    assert "no session 'alpha'" in err
+
+
 def test_an_unknown_session_is_a_one_line_error(
     redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
