@@ -349,8 +349,13 @@ class RedisSessionStore(SessionStore):
         return None
 
     async def fleet_counts(self) -> FleetCounts | None:
-        """Every replica's counts, from Redis."""
-        return await self.ledger.counts()
+        """Every replica's counts, from Redis; ``None`` while Redis cannot
+        answer, so ``/metrics`` still serves this replica's own counts (its
+        503s among them) through an outage."""
+        try:
+            return await self.ledger.counts()
+        except (RedisError, OSError):
+            return None
 
     async def aclose(self) -> None:
         """Close every session and the Redis connection the store was given."""

@@ -29,7 +29,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from bus.redis_log import RedisSessionLog
+from bus.redis_log import RedisSessionLog, redis_client
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.cli import main
 from guard.config import load_config
@@ -108,6 +108,14 @@ async def test_replicas_taking_turns_count_one_session_as_one_process(
     assert counts is not None
     assert counts.actions == {("remind", "remind"): 2}
     assert counts.events == 13  # the agent started, 5 calls, 5 results, 2 reminders
+
+
+async def test_fleet_counts_are_left_out_while_redis_cannot_answer() -> None:
+    store = RedisSessionStore(redis_client("redis://127.0.0.1:1/0", timeout=1))  # nothing listens on port 1
+    try:
+        assert await store.fleet_counts() is None  # /metrics then serves this replica's own counts (was a 500)
+    finally:
+        await store.aclose()
 
 
 async def test_a_retry_on_another_replica_gets_the_original_answer_and_nothing_twice(
