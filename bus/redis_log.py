@@ -344,7 +344,7 @@ def redis_client(url: str, *, timeout: float) -> Redis:
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         health_check_interval=1,
-        retry=Retry(NoBackoff(), 1),
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),  # redis-py adds timeouts otherwise
         retry_on_error=[RedisConnectionError],
     )
 

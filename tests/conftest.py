@@ -230,8 +230,11 @@ class Proxy:
     """A TCP proxy to Redis. ``arm(mode, mark)`` cuts the next connection
     whose client sends ``mark``: ``"before"`` drops those bytes, ``"after"``
     passes them to Redis and drops its reply; both then close the
-    connection. While ``refusing``, new connections are closed at once.
-    Every other byte passes both ways unchanged."""
+    connection; ``"blackhole"`` drops them and everything after on that
+    connection, which stays open (a Redis that stopped answering). While
+    ``refusing``, new connections are closed at once. Every other byte
+    passes both ways unchanged. ``sent`` counts the client's sends that
+    held the armed ``mark`` (a retry sends it again)."""
 
     def __init__(self, target: int) -> None:
         self.target = target
@@ -240,6 +243,7 @@ class Proxy:
         self.mode: str | None = None
         self.mark = b""
         self.cuts = 0
+        self.sent = 0
         self.refusing = False
         self._then_refuse = False
         self._lock = threading.Lock()
@@ -266,7 +270,7 @@ class Proxy:
             threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
 
     def _pipe(self, client: socket.socket, upstream: socket.socket) -> None:
-        cut_after = False
+        cut_after = holed = False
         with client, upstream:
             while True:
                 ready, _, _ = select.select([client, upstream], [], [], 0.5)
@@ -278,17 +282,24 @@ class Proxy:
                         return
                     if sock is client:
                         with self._lock:
-                            mode = self.mode if self.mark and self.mark in data else None
+                            marked = bool(self.mark) and self.mark in data
+                            self.sent += marked
+                            mode = self.mode if marked else None
                             if mode is not None:
                                 self.mode = None
                                 self.cuts += 1
                                 self.refusing = self._then_refuse
                         if mode == "before":
                             return
+                        holed = holed or mode == "blackhole"
+                        if holed:
+                            continue
                         upstream.sendall(data)
                         cut_after = cut_after or mode == "after"
                     elif cut_after:
                         return  # Redis ran it; its reply is lost in transit
+                    elif holed:
+                        continue
                     else:
                         client.sendall(data)
 

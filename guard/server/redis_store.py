@@ -121,6 +121,10 @@ class _Turns:
                 self._held[session_id] = (lock, users - 1)
 
 
+RELEASE_SECONDS = 0.5
+"""How long the end of a request waits to hand its session's lease back."""
+
+
 class RedisSessionStore(SessionStore):
     """A ``SessionStore`` whose sessions live in Redis streams (see the
     module's docstring). ``maxlen`` and ``ttl`` bound each stream as for
@@ -247,7 +251,9 @@ class RedisSessionStore(SessionStore):
                 stop_renewal()
                 self._fetched.pop(session_id, None)
                 if lease.token not in self._spent:
-                    with anyio.CancelScope(shield=True), contextlib.suppress(RedisError):
+                    # Bounded: against a stalled Redis the request has spent its timeout already, and
+                    # a lease not released lapses by itself (lease_ms) once its renewal stopped.
+                    with anyio.move_on_after(RELEASE_SECONDS, shield=True), contextlib.suppress(RedisError):
                         await self.leases.release(session_id, lease.token)
                 self._spent.discard(lease.token)
 

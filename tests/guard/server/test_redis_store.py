@@ -110,6 +110,20 @@ async def test_replicas_taking_turns_count_one_session_as_one_process(
     assert counts.events == 13  # the agent started, 5 calls, 5 results, 2 reminders
 
 
+async def test_a_request_redis_stops_answering_fails_after_one_timeout_not_a_retry(
+    redis_proxy: Proxy, anyio_backend: str
+) -> None:
+    store = RedisSessionStore(redis_client(f"redis://127.0.0.1:{redis_proxy.port}/0", timeout=1))
+    try:
+        assert (await grep(store, "h1", "c0")).seq == 3
+        redis_proxy.arm("blackhole", b"stalled-here")
+        with pytest.raises(StoreError, match="Timeout reading"):
+            await post(store, "h1", type="user/message", agent="main", text="stalled-here")
+        assert redis_proxy.sent == 1  # the script was not sent again after its timeout
+    finally:
+        await store.aclose()
+
+
 async def test_fleet_counts_are_left_out_while_redis_cannot_answer() -> None:
     store = RedisSessionStore(redis_client("redis://127.0.0.1:1/0", timeout=1))  # nothing listens on port 1
     try:
