@@ -77,6 +77,9 @@ class _NoState(Policy[None]):
     def new_state(self) -> None:
         raise ConnectionError("audit database unreachable")
 
+    async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        raise AssertionError("a policy without state is never asked")
+
 
 class _Sloppy(Policy[None]):
     """A plugin whose hooks answer with something that is not an ``Action``."""
@@ -217,7 +220,9 @@ async def test_a_faulty_plugin_beside_the_built_in_policies_switches_none_of_the
 ) -> None:
     Guard(policies=[faulty, OnCallPolicy("gate", "deny")]).attach(bus)
     with capture_logs() as logs:
+        await bus.publish(UserMessage(agent=agent, text="find the loader"))
         results = [await _call(bus, agent, f"c{i}") for i in range(1, 5)]
+        await bus.publish(AgentStatus(agent=agent, status="disposed"))
     assert [r.denied_by for r in results] == [None, "gate-plugin", "gate-plugin", "gate-plugin"]
     logged = [(e["hook"], e["policy"], e.get("error")) for e in logs if e["event"] == "guard.policy_failed"]
     assert logged == failures
