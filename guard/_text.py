@@ -12,11 +12,8 @@ _repr.maxstring = _repr.maxother = 100
 _repr.maxlevel = 3
 
 
-# Control characters that are not whitespace (an ESC starts a terminal's
-# escape sequence), shown escaped as Python writes them.
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if not chr(c).isspace()}
-
-
+# Control characters but a tab and a line end (an ESC starts a terminal's escape sequence), shown
+# escaped as Python writes them.
 _LINE_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
 
 
@@ -33,7 +30,7 @@ def one_line(text: str, limit: int = 200) -> str:
     one space; other control characters are shown escaped, ``\\x1b``) and
     at most ``limit`` characters, cut with an ellipsis: an error message
     quotes what was wrong without flooding, or steering, the terminal."""
-    text = " ".join(text.split()).translate(_CONTROLS)
+    text = terminal_text(" ".join(text.split()))  # the whitespace controls went with the split
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -145,6 +145,11 @@ def _redacted(excerpt: _Excerpt, limit: int, redact: Callable[[str], str]) -> st
     return f"{text[:cut]}… (+{excerpt.total - limit} more chars)"
 
 
+def _capped(text: str, limit: int, redact: Callable[[str], str]) -> str:
+    """``text`` redacted, then cut to ``limit`` characters, as ``_redacted``."""
+    return _redacted(_excerpt(text, limit), limit, redact)
+
+
 class Asker(Protocol):
     """Where escalations go: the ask command, or a record of its answers."""
 
@@ -536,7 +541,7 @@ class RescuePolicy(Policy[_AgentState]):
             pending.finish()
         if outcome.advice is None:
             # the ask command's own words may hold anything; the other reasons are ours
-            reason = _redacted(_excerpt(outcome.reason, _REASON_CHARS), _REASON_CHARS, self._redact)
+            reason = _capped(outcome.reason, _REASON_CHARS, self._redact)
             return self._trip(state, hit, "escalation-failed", ask_ms=outcome.elapsed_ms, reason=reason)
         return self._trip(state, hit, "rescue", outcome.advice, ask_ms=outcome.elapsed_ms)
 
@@ -547,13 +552,11 @@ class RescuePolicy(Policy[_AgentState]):
             why = f"the latest of {hit.redundant} redundant calls since anything last changed"
         redact = self._redact
         output = state.outputs.get(hit.fp.digest)
-        arguments = _excerpt(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS)
         question = _QUESTION.format(
-            task=_redacted(_excerpt(state.task, _QUESTION_TASK), _QUESTION_TASK, redact)
-            or "(no user message recorded)",
+            task=_capped(state.task, _QUESTION_TASK, redact) or "(no user message recorded)",
             why=why,
-            tool=_redacted(_excerpt(hit.call.tool, _QUESTION_TOOL), _QUESTION_TOOL, redact),
-            arguments=_redacted(arguments, _QUESTION_ARGUMENTS, redact),
+            tool=_capped(hit.call.tool, _QUESTION_TOOL, redact),
+            arguments=_capped(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS, redact),
             output=_redacted(output, _QUESTION_OUTPUT, redact)
             if output is not None and output.total
             else "(none: every earlier attempt was denied or printed nothing)",
@@ -564,7 +567,7 @@ class RescuePolicy(Policy[_AgentState]):
         recent: list[str] = []
         for n in range(len(state.window), 0, -1):
             tool, _, args = state.window[n - 1]
-            line = f"{n}. {_redacted(_excerpt(tool, _QUESTION_TOOL), _QUESTION_TOOL, redact)} "
+            line = f"{n}. {_capped(tool, _QUESTION_TOOL, redact)} "
             line += _redacted(args, _QUESTION_RECENT, redact)
             room -= len(line.encode("utf-8", "surrogatepass")) + 1
             if room < 0:
