@@ -66,14 +66,12 @@ _SEQ_PLACEHOLDER = b'"seq":0,'
 
 # Lua shared by the scripts below. ``last_seq``: a session's last seq, from
 # its meta hash, or, when that was lost (deleted, evicted), from the last
-# entry of its stream, so a lost counter neither restarts at 1 beside the old
+# entry of its stream (``stream_seq``), so a lost counter neither restarts at 1 beside the old
 # entries nor refuses every later append. ``check_types``: a script errors out
 # before its first write when a key holds the wrong type, since Redis keeps
 # the writes a script made before an error.
 LUA_HELPERS = """
-local function last_seq(meta, events)
-  local seq = redis.call('HGET', meta, 'seq')
-  if seq then return tonumber(seq) end
+local function stream_seq(events)
   local last = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
   if #last == 0 then return 0 end
   local fields = last[1][2]
@@ -81,6 +79,11 @@ local function last_seq(meta, events)
     if fields[f] == 'seq' then return tonumber(fields[f + 1]) end
   end
   return 0
+end
+local function last_seq(meta, events)
+  local seq = redis.call('HGET', meta, 'seq')
+  if seq then return tonumber(seq) end
+  return stream_seq(events)
 end
 local function check_types(pairs_)
   for i = 1, #pairs_, 2 do
@@ -125,11 +128,14 @@ for op = 0, #ops - 1 do
     if seen then seq, new = tonumber(seen), 0 end
   end
   if new == 1 then
-    if not redis.call('HGET', meta, 'seq') then
-      local known = last_seq(meta, events)
-      if known > 0 then redis.call('HSET', meta, 'seq', known) end
-    end
     seq = redis.call('HINCRBY', meta, 'seq', 1)
+    if seq == 1 then  -- a new session, or one whose counter was lost: number on from its stream
+      local known = stream_seq(events)
+      if known > 0 then
+        seq = known + 1
+        redis.call('HSET', meta, 'seq', seq)
+      end
+    end
     if redis.call('HSETNX', meta, 'v', version) == 1 then redis.call('HSET', meta, 'ts', now, 'session', session) end
     local i = string.find(line, '"seq":0,', 1, true)
     if not i then return redis.error_reply('event line has no seq placeholder') end
