@@ -28,6 +28,14 @@ class Replay:
     regenerate them); ``withheld`` counts them. The predicate sees each one:
     keep there what you need of them, for the replay keeps nothing (its
     memory stays constant however long the log).
+
+    An event whose seq is not above the one before it (and not 0, the seq
+    of an event never published) begins a new run: the
+    log was continued by a fresh bus (a program run again, appending to its
+    log), whose subscribers started afresh. Calls the earlier run left open
+    are forgotten (their ids may come again), ``restarts`` counts the runs
+    after the first, and ``on_restart`` is called, so a subscriber can start
+    afresh too, as the live one did.
     """
 
     def __init__(
@@ -35,13 +43,16 @@ class Replay:
         path: str | os.PathLike[str] | None = None,
         *,
         withhold: Callable[[AnyEvent], bool] | None = None,
+        on_restart: Callable[[], None] | None = None,
     ) -> None:
         self.reader = LogReader(path) if path is not None else None
         self.bus = Bus(clock=self._now)
         self.seq = 0
         self.call_number = 0
         self.withheld = 0
+        self.restarts = 0
         self._withhold = withhold
+        self._on_restart = on_restart
         self._ts = 0.0
         self._calls = 0
         self._open_calls: dict[tuple[str | None, str], int] = {}
@@ -89,6 +100,8 @@ class Replay:
     def _step(self, event: AnyEvent) -> Awaitable[Decision | None] | None:
         """Apply ``event`` up to what is left to await (its publish, or for
         a call its decision), so ``run`` awaits one coroutine per event."""
+        if 0 < event.seq <= self.seq:
+            self._restart()
         self.seq = event.seq
         self._ts = event.ts
         withhold = self._withhold
@@ -116,6 +129,12 @@ class Replay:
         else:
             self.call_number = self._calls
         return bus.publish(event)
+
+    def _restart(self) -> None:
+        self._open_calls.clear()
+        self.restarts += 1
+        if self._on_restart is not None:
+            self._on_restart()
 
     async def _decide_then_publish(self, call: ToolCall, result: ToolResult) -> None:
         await self.bus.decide(call)

@@ -182,6 +182,12 @@ class Guard:
             bus.unintercept(self._interceptor)
         self._bus = None
 
+    def reset(self) -> None:
+        """Forget every agent's state, as a guard made now would start. A
+        replay does this where its log was continued by a new run (see
+        ``bus.Replay``), whose guard started afresh."""
+        self._agents.clear()
+
     def agent_count(self) -> int:
         """How many agents currently have state."""
         return len(self._agents)

@@ -257,7 +257,7 @@ class _Replayer:
         self._on_verdict = on_verdict
         self.guard = guard = Guard(config, on_action=self._on_action, policies=policies)
         self._plugins = {policy.name: policy.plugin for policy in guard.policies}
-        self.replay = replay = Replay(path, withhold=self._withhold)
+        self.replay = replay = Replay(path, withhold=self._withhold, on_restart=self._restart)
         guard.attach(replay.bus)
         replay.bus.record(self._capture)
 
@@ -270,6 +270,18 @@ class _Replayer:
             self._denials.setdefault((action.agent, action.call_id), (replay.seq, self._plugins[action.policy], action))
         if self._on_verdict is not None:
             self._on_verdict(verdict)
+
+    def _restart(self) -> None:
+        """A new run of the log: its guard started afresh, and its call ids
+        may repeat the earlier run's."""
+        self.guard.reset()
+        self._unanswered()
+
+    def _unanswered(self) -> None:
+        """The calls the replay denied whose result never came, as denials."""
+        for (agent, call_id), (seq, plugin, action) in self._denials.items():
+            self.fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
+        self._denials.clear()
 
     # Both run on every event of the log: the common kinds leave first.
     def _withhold(self, event: AnyEvent) -> bool:
@@ -310,8 +322,6 @@ class _Replayer:
             self.fresh.append(_message(event, seq))
 
     def outcome(self, report: ReadReport) -> ReplayOutcome:
-        fresh = self.fresh
-        for (agent, call_id), (seq, plugin, action) in self._denials.items():  # denied calls with no result
-            fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
+        self._unanswered()
         recorded = self.recorded
-        return ReplayOutcome(self.verdicts, report, _compare(recorded, fresh), Counter(o.what for o in recorded))
+        return ReplayOutcome(self.verdicts, report, _compare(recorded, self.fresh), Counter(o.what for o in recorded))

@@ -75,6 +75,12 @@ class _Tracker:
             elif event.status == "idle":
                 state.step_done = True
 
+    def restart(self) -> None:
+        """Forget the agents an earlier run of the log left: a new run
+        starts with none."""
+        self.agents.clear()
+        self.disposed.clear()
+
     def settle(self, link: GuardLink) -> None:
         """Give ``link`` the agents the replayed events leave live, each as
         they leave it: new ones adopted, disposed ones forgotten. A guard
@@ -97,7 +103,12 @@ def _history(guard: Guard, tracker: _Tracker, path: Path | None = None) -> Repla
     """A replay of recorded events (the log at ``path``, or fed to ``apply``)
     that withholds ``guard``'s recorded messages and feeds ``tracker``; the
     caller attaches the guard to its bus."""
-    replay = Replay(path, withhold=lambda event: regenerated(guard, event))
+
+    def restart() -> None:  # a new run of the log: its guard and agents started afresh
+        guard.reset()
+        tracker.restart()
+
+    replay = Replay(path, withhold=lambda event: regenerated(guard, event), on_restart=restart)
     replay.bus.record(tracker)
     return replay
 

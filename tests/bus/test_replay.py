@@ -284,3 +284,39 @@ async def test_a_fed_call_returns_what_the_interceptors_decided(agent: Agent) ->
     replay.bus.intercept("guard", deny)
     call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={}, seq=1, ts=5.0)
     assert await replay.apply(call) == Decision(allowed=False, reason="not again", by="guard")
+
+
+async def test_a_log_continued_by_a_new_run_starts_the_replay_afresh_there(raw_log: RawLog) -> None:
+    header = b'{"type":"session/start","v":1,"session":"s2","ts":1764489700.0}'
+    restarts: list[int] = []
+    replay = Replay(
+        raw_log(
+            _call(1, 1.0, "c1"),
+            _result(2, 2.0, "c1"),
+            _call(3, 3.0, "c2"),  # the first run ended before its result
+            header,  # the program ran again: a new bus numbers from 1
+            _result(1, 4.0, "c2"),  # the new run's c2: no call of its own was recorded
+            _call(2, 5.0, "c3"),
+        ),
+        on_restart=lambda: restarts.append(replay.seq),
+    )
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [(type(e).__name__, e.call_id) for e in capture.events] == [  # type: ignore[attr-defined]
+        ("ToolCall", "c1"),
+        ("ToolResult", "c1"),
+        ("ToolCall", "c2"),
+        ("ToolCall", "c2"),  # synthesized: the earlier run's open c2 is not this result's call
+        ("ToolResult", "c2"),
+        ("ToolCall", "c3"),
+    ]
+    assert restarts == [3]  # told before the new run's first event is applied
+    assert (replay.restarts, replay.call_number) == (1, 4)
+
+
+async def test_events_never_published_start_no_new_run(agent: Agent) -> None:
+    replay = Replay(on_restart=lambda: pytest.fail("no new run"))
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={})
+    await replay.apply(call)
+    await replay.apply(ToolResult.answering(call, "x"))
+    assert replay.restarts == 0

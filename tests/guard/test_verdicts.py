@@ -376,3 +376,44 @@ async def test_a_stream_holding_the_guards_own_output_is_refused_at_that_event()
     with pytest.raises(RecordedOutputError, match="event 126 is the guard's own recorded output"):
         await replay_events(session.events(), config, then=seen.append)
     assert [e.seq for e in seen] == list(range(1, 126))
+
+
+@pytest.mark.anyio
+async def test_a_program_run_again_on_its_log_replays_each_run_afresh(tmp_path: Path) -> None:
+    from guard.sessions.link import GuardLink
+    from guard.sessions.resume import resume_link
+
+    log = tmp_path / "agent.jsonl"
+    config = load_config("recommended")
+    read = {"file_path": "/src/app.py"}
+
+    async def run(calls: int) -> list[bool]:
+        link = GuardLink(config=config, log=log)  # continues the log, with a guard of its own
+        agent = link.agent("main")
+        await agent.start()
+        allowed = []
+        for i in range(calls):
+            agent.begin_step()
+            decision = await agent.call(f"c{i}", "Read", read)
+            allowed.append(decision.allowed)
+            if decision.allowed:
+                await agent.result(f"c{i}", "print('hello')")
+            else:
+                await agent.denied(f"c{i}", decision)
+        link.close()
+        return allowed
+
+    assert await run(3) == [True, True, False]
+    assert await run(1) == [True]  # the second run starts afresh
+    outcome = await replay_log(log, config)
+    assert outcome.differences == []
+    assert [(v.seq, v.action) for v in outcome.verdicts] == [(6, "deny")]
+    # a restore of the log (a server resuming it) stands where the last run left it
+    link, resumed = await resume_link(log, "agent", config)
+    with resumed:
+        [agent] = link.links()
+        agent.begin_step()
+        assert (await agent.call("c1", "Read", read)).allowed
+        await agent.result("c1", "print('hello')")
+        agent.begin_step()
+        assert not (await agent.call("c2", "Read", read)).allowed
