@@ -9,6 +9,7 @@ from bus._codec import MAX_NESTING, block_lines, too_deep
 from bus.agent import Agent
 from bus.bus import ALLOW, Bus, Decision, Handler, Interceptor, Recorder
 from bus.events import (
+    DELIVERIES_KEPT,
     EVENT_TYPES,
     AgentStatus,
     AnyEvent,
@@ -27,6 +28,7 @@ from bus.replay import Replay
 
 __all__ = [
     "ALLOW",
+    "DELIVERIES_KEPT",
     "EVENT_TYPES",
     "LOG_VERSION",
     "MAX_NESTING",

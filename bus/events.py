@@ -7,7 +7,7 @@ the bus when an event is published; construct events without them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from bus.bus import Decision
 
 __all__ = [
+    "DELIVERIES_KEPT",
     "EVENT_TYPES",
     "AgentStatus",
     "AnyEvent",
@@ -27,6 +28,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "UserMessage",
+    "trimmed",
 ]
 
 
@@ -73,6 +75,22 @@ class ToolCall(Event, kw_only=True, frozen=True, tag="tool/call"):
     late: bool | msgspec.UnsetType = msgspec.UNSET
 
 
+DELIVERIES_KEPT = 16
+"""How many of an agent's latest results the guard, and a replay, keep the
+delivery of (``ToolResult.delivery``), to pass over one delivered again: at
+least these, at most twice as many (``trimmed``)."""
+
+_V = TypeVar("_V")
+
+
+def trimmed(latest: dict[str, _V]) -> dict[str, _V]:
+    """The ``DELIVERIES_KEPT`` newest entries of ``latest`` (by call id, in
+    the order they were kept). Trimming once the dict holds twice as many,
+    rather than dropping the oldest at every result, keeps the per-result
+    cost to a lookup and a store."""
+    return dict(list(latest.items())[-DELIVERIES_KEPT:])
+
+
 class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
     """A tool ran, or was denied; published either way.
 
@@ -114,6 +132,21 @@ class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
             denied_by=denied_by,
             advice=msgspec.UNSET if advice is None else advice,
         )
+
+    def delivery(self) -> tuple[object, ...]:
+        """What tells this result, delivered again, from a new one: two
+        results of one agent with one call id are the same result delivered
+        twice (a runtime that published it again) when their deliveries are
+        equal. A call id used again for a new call comes with a later step.
+        Of the content only its length takes part: a result of the same
+        call in the same step that differs in nothing else (a runtime
+        retrying the tool under one call id) is not the model asking again,
+        and what a caller keeps of a result stays a few bytes."""
+        try:
+            size = len(self.content)
+        except TypeError:  # not text: a runtime that put something else there
+            size = -1
+        return (self.step, self.tool, self.is_error, self.denied_by, size)
 
     @classmethod
     def denial(cls, call: ToolCall, decision: Decision) -> ToolResult:

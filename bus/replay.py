@@ -6,7 +6,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 from bus.bus import Bus, Decision
-from bus.events import AnyEvent, ToolCall, ToolResult
+from bus.events import DELIVERIES_KEPT, AnyEvent, ToolCall, ToolResult, trimmed
 from bus.reader import LogReader, ReadReport
 
 __all__ = ["Replay"]
@@ -23,7 +23,9 @@ class Replay:
     the latest call's), and the bus clock reads
     the event's recorded ``ts``, so time-based rules replay deterministically.
     Tool calls go through ``bus.decide``; a result with no recorded call gets
-    one synthesized from it first. Events for which ``withhold`` is true are
+    one synthesized from it first, unless it is a result delivered again
+    (``ToolResult.delivery`` equal to that of the call's latest result): that
+    is re-published as it is, for the call it answered. Events for which ``withhold`` is true are
     not re-published (a guard withholds its own recorded messages, to
     regenerate them); ``withheld`` counts them. The predicate sees each one:
     keep there what you need of them, for the replay keeps nothing (its
@@ -56,6 +58,8 @@ class Replay:
         self._ts = 0.0
         self._calls = 0
         self._open_calls: dict[tuple[str | None, str], int] = {}
+        # per agent id, call id -> the delivery of its latest result and its call's number
+        self._answered: dict[str | None, dict[str, tuple[tuple[object, ...], int]]] = {}
         self._fed = ReadReport()
 
     @property
@@ -114,8 +118,18 @@ class Replay:
             self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = number
             return bus.decide(event)
         if isinstance(event, ToolResult):
-            known = self._open_calls.pop((event.agent.id if event.agent else None, event.call_id), None)
+            agent = event.agent.id if event.agent else None
+            known = self._open_calls.pop((agent, event.call_id), None)
+            delivery = event.delivery()
+            answered = self._answered.get(agent)
+            if answered is None:
+                answered = self._answered[agent] = {}
             if known is None:
+                before = answered.get(event.call_id)
+                if before is not None and before[0] == delivery:
+                    self.call_number = before[1]
+                    return bus.publish(event)  # delivered again: it answers the call it answered before
+                _remember(answered, event.call_id, delivery, self._calls + 1)
                 self.call_number = self._calls = self._calls + 1
                 call = ToolCall(
                     agent=event.agent,
@@ -125,6 +139,7 @@ class Replay:
                     args=event.args,
                 )
                 return self._decide_then_publish(call, event)
+            _remember(answered, event.call_id, delivery, known)
             self.call_number = known
         else:
             self.call_number = self._calls
@@ -132,6 +147,7 @@ class Replay:
 
     def _restart(self) -> None:
         self._open_calls.clear()
+        self._answered.clear()
         self.restarts += 1
         if self._on_restart is not None:
             self._on_restart()
@@ -139,3 +155,13 @@ class Replay:
     async def _decide_then_publish(self, call: ToolCall, result: ToolResult) -> None:
         await self.bus.decide(call)
         await self.bus.publish(result)
+
+
+def _remember(
+    answered: dict[str, tuple[tuple[object, ...], int]], call_id: str, delivery: tuple[object, ...], number: int
+) -> None:
+    answered[call_id] = (delivery, number)
+    if len(answered) >= 2 * DELIVERIES_KEPT:
+        kept = trimmed(answered)
+        answered.clear()
+        answered.update(kept)

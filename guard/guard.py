@@ -9,6 +9,7 @@ import msgspec
 from msgspec import UNSET
 
 from bus import (
+    DELIVERIES_KEPT,
     Agent,
     AgentStatus,
     Bus,
@@ -21,6 +22,7 @@ from bus import (
     UserMessage,
 )
 from bus._logging import InfoLog, LazyLogger
+from bus.events import trimmed
 from guard.actions import DENYING, SHADOW_FORM, Action
 from guard.config import Config
 from guard.fingerprint import FingerprintCache
@@ -66,16 +68,20 @@ def _log_action(log: InfoLog, action: Action) -> None:
 class _Entry(weakref.ref[Agent]):
     """An agent's watches, held through a weak reference to its handle
     (``key`` is the handle's id): when the handle is collected, the guard's
-    callback drops the entry, before that id can be reused."""
+    callback drops the entry, before that id can be reused. ``answered``
+    holds the delivery (``ToolResult.delivery``) of its latest results by
+    call id."""
 
-    __slots__ = ("key", "watches")
+    __slots__ = ("answered", "key", "watches")
     key: int
     watches: list[AnyWatch]
+    answered: dict[str, tuple[object, ...]]
 
     def __new__(cls, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> _Entry:
         self = super().__new__(cls, agent, callback)
         self.key = id(agent)
         self.watches = watches
+        self.answered = {}
         return self
 
     def __init__(self, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> None:
@@ -257,9 +263,18 @@ class Guard:
         if agent is None:
             return
         entry = self._agents.get(id(agent))  # _watches, inlined on the hot path
-        watches = entry.watches if entry is not None else self._watches(agent)
+        if entry is None:
+            self._watches(agent)
+            entry = self._agents[id(agent)]
+        answered = entry.answered
+        delivery = result.delivery()
+        if answered.get(result.call_id) == delivery:
+            return  # the same result delivered again: the policies saw it once
+        answered[result.call_id] = delivery
+        if len(answered) >= 2 * DELIVERIES_KEPT:
+            entry.answered = trimmed(answered)
         fingerprints = self._fingerprints
-        for watch in watches:
+        for watch in entry.watches:
             try:
                 action = watch.on_result(result, fingerprints)
             except Exception:

@@ -254,6 +254,7 @@ class _Replayer:
         self.recorded: list[_Output] = []
         self.fresh: list[_Output] = []
         self._denials: dict[tuple[str | None, str], tuple[int, str, Action]] = {}
+        self._recorded_denials: dict[tuple[str | None, str], tuple[object, ...]] = {}
         self._on_verdict = on_verdict
         self.guard = guard = Guard(config, on_action=self._on_action, policies=policies)
         self._plugins = {policy.name: policy.plugin for policy in guard.policies}
@@ -275,6 +276,7 @@ class _Replayer:
         """A new run of the log: its guard started afresh, and its call ids
         may repeat the earlier run's."""
         self.guard.reset()
+        self._recorded_denials.clear()
         self._unanswered()
 
     def _unanswered(self) -> None:
@@ -293,6 +295,10 @@ class _Replayer:
             assert isinstance(event, ToolResult)
             if event.denied_by is not None and guard.owns(event):  # replayed, so the policies see it
                 agent = event.agent.id if event.agent else None
+                delivery = event.delivery()
+                if self._recorded_denials.get((agent, event.call_id)) == delivery:
+                    return False  # the same denial delivered again: the guard passes it over
+                self._recorded_denials[(agent, event.call_id)] = delivery
                 advice = event.advice if isinstance(event.advice, str) else None
                 self.recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
             return False

@@ -34,6 +34,7 @@ def test_bus_public_names() -> None:
     assert sorted(bus.__all__) == sorted(
         [
             "ALLOW",
+            "DELIVERIES_KEPT",
             "EVENT_TYPES",
             "LOG_VERSION",
             "MAX_NESTING",

@@ -320,3 +320,34 @@ async def test_events_never_published_start_no_new_run(agent: Agent) -> None:
     await replay.apply(call)
     await replay.apply(ToolResult.answering(call, "x"))
     assert replay.restarts == 0
+
+
+async def test_a_result_delivered_again_answers_its_call_and_no_call_is_synthesized(raw_log: RawLog) -> None:
+    replay = Replay(
+        raw_log(
+            _call(1, 1.0, "c1"),
+            _result(2, 2.0, "c1"),
+            _result(3, 2.1, "c1").replace(b'"step":3', b'"step":2'),  # delivered again
+            _call(4, 3.0, "c2"),
+            _result(5, 4.0, "c2"),
+            _result(6, 5.0, "c1"),  # c1 again, from a later response (step 6)
+        )
+    )
+    numbers: list[int] = []
+
+    async def on_result(result: ToolResult) -> None:
+        numbers.append(replay.call_number)
+
+    replay.bus.subscribe(ToolResult, on_result)
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [(type(e).__name__, e.call_id) for e in capture.events] == [  # type: ignore[attr-defined]
+        ("ToolCall", "c1"),
+        ("ToolResult", "c1"),
+        ("ToolResult", "c1"),
+        ("ToolCall", "c2"),
+        ("ToolResult", "c2"),
+        ("ToolCall", "c1"),  # a new result of c1: its call is synthesized
+        ("ToolResult", "c1"),
+    ]
+    assert numbers == [1, 1, 2, 3]

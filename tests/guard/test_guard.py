@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from structlog.testing import capture_logs
 
@@ -382,3 +383,31 @@ async def test_watches_saved_from_one_guard_continue_in_another(bus: Bus, agent:
     later.restore(agent, moved)
     await _call(later_bus, agent, "c3")
     assert [m.call_id for m in capture.of(ContextMessage)] == ["c3"], "the run of three went on"
+
+
+@pytest.mark.anyio
+async def test_a_result_delivered_twice_is_seen_once(bus: Bus, capture: Capture, agent: Agent) -> None:
+    from guard import load_config
+
+    Guard(load_config("recommended")).attach(bus)
+    read = {"file_path": "/src/app.py"}
+    allowed = []
+    for step in range(1, 4):
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="Read", args=read)
+        decision = await bus.decide(call)
+        allowed.append(decision.allowed)
+        result = ToolResult.answering(call, "print('hello')") if decision.allowed else ToolResult.denial(call, decision)
+        await bus.publish(result)
+        await bus.publish(msgspec.structs.replace(result))  # the runtime delivers it again
+    assert allowed == [True, True, False]  # as with each result delivered once
+
+
+@pytest.mark.anyio
+async def test_a_call_id_used_again_in_a_later_step_is_a_new_result(bus: Bus, capture: Capture, agent: Agent) -> None:
+    Guard().attach(bus)
+    for step in range(1, 4):  # a model server that names every response's first call "call_0"
+        call = ToolCall(agent=agent, call_id="call_0", step=step, tool="grep", args=GREP)
+        await bus.decide(call)
+        await bus.publish(ToolResult.answering(call, "ok"))
+    [reminder] = capture.of(ContextMessage)
+    assert reminder.source.summary == "grep × 3"

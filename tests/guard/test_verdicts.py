@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from bus import Agent, AgentStatus, Bus, SessionLog, ToolCall, ToolResult
@@ -417,3 +418,25 @@ async def test_a_program_run_again_on_its_log_replays_each_run_afresh(tmp_path: 
         await agent.result("c1", "print('hello')")
         agent.begin_step()
         assert not (await agent.call("c2", "Read", read)).allowed
+
+
+@pytest.mark.anyio
+async def test_results_delivered_twice_replay_as_the_live_guard_saw_them(tmp_path: Path) -> None:
+    path = tmp_path / "twice.jsonl"
+    config = load_config("recommended")
+    bus = Bus()
+    Guard(config).attach(bus)
+    agent = Agent("main")
+    allowed = []
+    with SessionLog(path).attach(bus):
+        for step in range(1, 5):
+            call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="Read", args={"file_path": "/a.py"})
+            decision = await bus.decide(call)
+            allowed.append(decision.allowed)
+            result = ToolResult.answering(call, "x = 1") if decision.allowed else ToolResult.denial(call, decision)
+            for _ in range(2):  # each result, the denials too, delivered twice
+                await bus.publish(msgspec.structs.replace(result))
+    assert allowed == [True, True, False, False]
+    outcome = await replay_log(path, config)
+    assert outcome.differences == []
+    assert [v.action for v in outcome.verdicts] == ["deny", "deny"]
