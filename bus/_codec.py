@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from bus.agent import Agent
-from bus.events import AnyEvent, SessionStart
+from bus.events import EVENT_TYPES, AnyEvent, SessionStart
 
 MAX_NESTING = 100
 """The deepest nesting of arrays and objects a log line or transcript record
@@ -226,3 +226,44 @@ def event_decoder(agents: dict[str, Agent]) -> msgspec.json.Decoder[AnyEvent | S
 
 
 header_decoder = msgspec.json.Decoder(SessionStart)
+
+
+def _text_fields() -> dict[str, frozenset[str]]:
+    """Per event tag, the fields the schema types as text (``agent`` too:
+    its id is text on disk)."""
+    fields: dict[str, frozenset[str]] = {}
+    for tag, kind in EVENT_TYPES.items():
+        names = {"agent"}
+        for field in msgspec.structs.fields(kind):
+            if field.type is str or field.type == (str | None):
+                names.add(field.name)
+        fields[tag] = frozenset(names)
+    return fields
+
+
+_TEXT_FIELDS = _text_fields()
+_LENIENT = msgspec.json.Decoder()
+
+
+def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent | None:
+    """The event of a line ``decoder`` refused for its field types, read as
+    the schema has them, or ``None`` when it cannot be: a number, a boolean
+    or a JSON value in a text field becomes its JSON text (``"call_id": 7``
+    is call ``"7"``), and text holding a number in a number field that
+    number (``"step": "2"``). A program that published ``call_id=7`` wrote
+    such lines; its events are read, not lost."""
+    try:
+        raw = _LENIENT.decode(line)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+        return None
+    for name in _TEXT_FIELDS.get(raw["type"], ()):
+        value = raw.get(name)
+        if value is not None and not isinstance(value, str):
+            raw[name] = encoder.encode(value).decode("utf-8")
+    try:
+        event: AnyEvent = msgspec.convert(raw, AnyEvent, strict=False, dec_hook=decoder.dec_hook)
+    except msgspec.ValidationError:
+        return None
+    return event

@@ -9,11 +9,11 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import msgspec
 
-from bus._codec import MAX_NESTING, block_lines, event_decoder, header_decoder, too_deep
+from bus._codec import MAX_NESTING, block_lines, event_decoder, header_decoder, mistyped_event, too_deep
 from bus.agent import Agent
 from bus.events import AgentStatus, AnyEvent, SessionStart
 from bus.files import NotRegularFileError, read_regular
@@ -48,12 +48,16 @@ class ReadReport:
 
     ``samples`` keeps the first hundred skipped lines with their line numbers;
     the counts cover all of them, so memory stays constant on a garbage file.
+    ``mistyped`` counts the events read from lines whose fields had the
+    wrong JSON type (``bus._codec.mistyped_event``): they are events, not
+    skipped lines.
     """
 
     def __init__(self) -> None:
         self.session = ""
         self.lines = 0
         self.events = 0
+        self.mistyped = 0
         self.skipped_by_reason: Counter[str] = Counter()
         self.samples: list[SkippedLine] = []
 
@@ -66,11 +70,28 @@ class ReadReport:
         if len(self.samples) < _MAX_SAMPLES:
             self.samples.append(SkippedLine(line, reason, detail))
 
+    def _refused(
+        self, line: int, data: bytes, decoder: msgspec.json.Decoder[Any], error: msgspec.ValidationError
+    ) -> AnyEvent | None:
+        """What a line ``decoder`` refused for its schema becomes: the event
+        its mistyped fields give (``mistyped_event``), counted, or a skip."""
+        if "`$.type`" in str(error):
+            self._skip(line, "unknown-type", str(error))
+            return None
+        event = mistyped_event(data, decoder)
+        if event is None:
+            self._skip(line, "schema", str(error))
+        else:
+            self.mistyped += 1
+        return event
+
     def summary(self) -> str:
         """One line for humans, e.g. ``120 events, 2 lines skipped (torn 1, schema 1)``."""
         text = f"{self.events} events, {self.skipped} lines skipped"
         if self.skipped:
             text += " (" + ", ".join(f"{r} {n}" for r, n in sorted(self.skipped_by_reason.items())) + ")"
+        if self.mistyped:
+            text += f"; {self.mistyped} read with fields of the wrong type"
         return text
 
 
@@ -205,8 +226,7 @@ class LogReader:
         try:
             return self._decoder.decode(line)
         except msgspec.ValidationError as exc:
-            reason: SkipReason = "unknown-type" if "`$.type`" in str(exc) else "schema"
-            report._skip(number, reason, str(exc))
+            return report._refused(number, line, self._decoder, exc)
         except msgspec.DecodeError as exc:
             torn = not line.endswith(b"\n")
             report._skip(number, "torn" if torn else "invalid-json", str(exc))

@@ -575,17 +575,19 @@ class RedisSessionLog:
         report = report if report is not None else ReadReport()
         header = await self.header()
         report.session = header.session
-        decode = event_decoder({}).decode
+        decoder = event_decoder({})
         number = 1
         report.lines = 1
         async for _, line in self.entries():
             number += 1
             report.lines = number
             try:
-                event = decode(line)
+                event = decoder.decode(line)
             except msgspec.ValidationError as exc:
-                report._skip(number, "unknown-type" if "`$.type`" in str(exc) else "schema", str(exc))
-                continue
+                mistyped = report._refused(number, line, decoder, exc)
+                if mistyped is None:
+                    continue
+                event = mistyped
             except msgspec.DecodeError as exc:
                 report._skip(number, "invalid-json", str(exc))
                 continue

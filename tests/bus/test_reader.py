@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bus.reader
-from bus import AgentStatus, LogError, LogReader, SkippedLine, ToolCall, UserMessage, read_log
+from bus import AgentStatus, LogError, LogReader, SkippedLine, ToolCall, ToolResult, UserMessage, read_log
 from tests.bus.conftest import HEADER, RawLog
 
 GOOD_USER = b'{"type":"user/message","seq":1,"ts":1.0,"agent":"main","text":"hello"}'
@@ -62,7 +62,6 @@ def test_summary_of_a_clean_log(raw_log: RawLog) -> None:
         pytest.param(b'{"type":5,"agent":"a"}', "unknown-type", id="type-not-a-string"),
         pytest.param(b'{"type":"user/message","seq":1,"ts":1.0,"text":"x"}', "schema", id="agent-key-missing"),
         pytest.param(b'{"type":"user/message","seq":1,"ts":1.0,"agent":"","text":"x"}', "schema", id="empty-agent-id"),
-        pytest.param(b'{"type":"user/message","seq":1,"ts":1.0,"agent":7,"text":"x"}', "schema", id="numeric-agent"),
         pytest.param(
             b'{"type":"context/message","seq":1,"ts":1.0,"agent":"a","call_id":"c",'
             b'"source":{"kind":"user","plugin":"p"},"text":"x"}',
@@ -77,6 +76,30 @@ def test_bad_line_is_skipped_and_reading_continues(raw_log: RawLog, line: bytes,
     assert len(events) == 1
     assert reader.report.samples[0].line == 2
     assert reader.report.samples[0].reason == reason
+
+
+def test_fields_of_the_wrong_json_type_are_read_as_the_schema_has_them(raw_log: RawLog) -> None:
+    reader = read_log(
+        raw_log(
+            b'{"type":"user/message","seq":1,"ts":1.0,"agent":7,"text":12}',
+            b'{"type":"tool/call","seq":2,"ts":2.0,"agent":"main","call_id":7,"step":"3","tool":"grep","args":{}}',
+            b'{"type":"tool/result","seq":3,"ts":3.0,"agent":"main","call_id":7,"step":3,"tool":"grep",'
+            b'"content":{"hits":[1,2]},"is_error":false,"denied_by":null}',
+            GOOD_CALL,
+        )
+    )
+    user, call, result, good = list(reader)
+    assert isinstance(user, UserMessage)
+    assert isinstance(call, ToolCall)
+    assert isinstance(result, ToolResult)
+    assert isinstance(good, ToolCall)
+    assert (user.agent, user.text) == (reader.agents["7"], "12")
+    assert (call.call_id, call.step) == ("7", 3)
+    assert (result.call_id, result.content) == ("7", '{"hits":[1,2]}')
+    assert good.call_id == "c1"
+    report = reader.report
+    assert (report.events, report.skipped, report.mistyped) == (4, 0, 3)
+    assert report.summary() == "4 events, 0 lines skipped; 3 read with fields of the wrong type"
 
 
 def test_last_line_that_is_bad_but_complete_is_not_called_torn(raw_log: RawLog) -> None:

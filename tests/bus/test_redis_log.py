@@ -98,11 +98,14 @@ async def test_a_bad_entry_is_skipped_and_counted(client: Redis, agent: Agent) -
     await client.xadd(log.stream, {"seq": 2, "line": b"{not json"})
     await client.xadd(log.stream, {"seq": 3, "line": b'{"type":"mystery","seq":3,"ts":0,"agent":"main"}'})
     await client.xadd(log.stream, {"seq": 4, "line": b'{"type":"tool/call","seq":4,"ts":0,"agent":"main"}'})
-    await log.append(_call(agent, 5))
+    mistyped = b'{"type":"tool/call","seq":5,"ts":0,"agent":"main","call_id":5,"step":1,"tool":"grep"}'
+    await client.xadd(log.stream, {"seq": 5, "line": mistyped})  # read, its call id as text
+    await log.append(_call(agent, 6))
     report = ReadReport()
     events = [event async for event in log.read(report)]
-    assert len(events) == 2
+    assert [event.call_id for event in events] == ["c1", "5", "c6"]  # type: ignore[union-attr]
     assert report.skipped_by_reason == {"invalid-json": 1, "unknown-type": 1, "schema": 1}
+    assert report.mistyped == 1
 
 
 async def test_an_unknown_session_is_a_clear_error(client: Redis) -> None:

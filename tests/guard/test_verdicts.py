@@ -440,3 +440,23 @@ async def test_results_delivered_twice_replay_as_the_live_guard_saw_them(tmp_pat
     outcome = await replay_log(path, config)
     assert outcome.differences == []
     assert [v.action for v in outcome.verdicts] == ["deny", "deny"]
+
+
+@pytest.mark.anyio
+async def test_a_session_published_with_numeric_call_ids_replays_whole(tmp_path: Path) -> None:
+    path = tmp_path / "numeric.jsonl"
+    config = load_config("recommended")
+    bus = Bus()
+    Guard(config).attach(bus)
+    agent = Agent("main")
+    with SessionLog(path).attach(bus):
+        for number in range(1, 4):  # a runtime whose call ids are numbers
+            call = ToolCall(agent=agent, call_id=number, step=number, tool="grep", args=GREP)  # type: ignore[arg-type]
+            decision = await bus.decide(call)
+            await bus.publish(
+                ToolResult.answering(call, "ok") if decision.allowed else ToolResult.denial(call, decision)
+            )
+    outcome = await replay_log(path, config)
+    assert (outcome.report.events, outcome.report.skipped, outcome.report.mistyped) == (6, 0, 6)
+    assert [(v.call_number, v.action) for v in outcome.verdicts] == [(3, "deny")]
+    assert outcome.differences == []
