@@ -21,12 +21,14 @@ class GroupCommit(Generic[T, R]):
     rather than with the number of connections.
 
     When ``send`` raises, every request of that batch raises the same
-    error; a caller cancelled while waiting does not cancel its request,
+    error; an answer that is an exception is raised for its request alone
+    (a ``send`` that can tell which request failed says so). A caller
+    cancelled while waiting does not cancel its request,
     which may still be applied (make requests idempotent when that
     matters). Runs on asyncio.
     """
 
-    def __init__(self, send: Callable[[Sequence[T]], Awaitable[Sequence[R]]], *, limit: int = 512) -> None:
+    def __init__(self, send: Callable[[Sequence[T]], Awaitable[Sequence[R | Exception]]], *, limit: int = 512) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         self._send = send
@@ -58,7 +60,11 @@ class GroupCommit(Generic[T, R]):
                         future.set_exception(exc)
             else:
                 for (_, future), answer in zip(self._flight, answers, strict=True):
-                    if not future.done():
+                    if future.done():
+                        continue
+                    if isinstance(answer, Exception):
+                        future.set_exception(answer)
+                    else:
                         future.set_result(answer)
             self._flight = []
         self._task = None  # in the step that saw the queue empty: the next submit starts a new drain

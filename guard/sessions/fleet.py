@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
+from redis.exceptions import ResponseError
 
 from bus import (
     Agent,
@@ -233,6 +234,8 @@ class _Replica:
         self.lock = asyncio.Lock()
         self.outcomes: OrderedDict[int, Answer] = OrderedDict()
         self.output: list[Event] = []
+        # what the guard said and did at events applied here, until it is recorded
+        self.owed: list[tuple[int, list[Event], list[Action]]] = []
 
     def _on_action(self, action: Action, trigger: Event) -> None:
         self.actions.append(action)
@@ -251,10 +254,18 @@ class _Replica:
         replica has applied are passed over, and the stream is read for the
         rest only when they fall short of ``until``. The output of every
         event applied is recorded at the end, in one round trip."""
-        owed: list[tuple[int, list[Event], list[Action]]] = []
-        await self._catch_up(until, fetched, owed)
-        if owed:
-            await self.fleet._record(self, owed)
+        await self._catch_up(until, fetched, self.owed)
+        await self.record_owed()
+
+    async def record_owed(self) -> None:
+        """Record the output applied here and not recorded yet: a record
+        that failed (Redis went away after the event was appended) is made
+        again before this replica answers from it, so a retry's answer
+        never carries a reminder the stream lacks. Records are keyed by the
+        event's seq, so one that did land is not made twice."""
+        if self.owed:
+            await self.fleet._record(self, self.owed)
+            self.owed = []
 
     async def _catch_up(
         self, until: int, fetched: Sequence[tuple[str, bytes]], owed: list[tuple[int, list[Event], list[Action]]]
@@ -358,8 +369,23 @@ class FleetGuard:
         self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_batch)
         self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_batch)
 
-    async def _append_batch(self, batch: Sequence[PendingAppend]) -> list[Appended]:
-        return await append_many(self.client, batch)
+    async def _append_batch(self, batch: Sequence[PendingAppend]) -> Sequence[Appended | Exception]:
+        """The batch's appends in one round trip. A batch Redis refused
+        (one session's key holds the wrong type: the script checks every key
+        before it writes, so nothing of the batch was applied) is sent again
+        one append at a time, so only the session at fault gets the error."""
+        try:
+            return await append_many(self.client, batch)
+        except ResponseError:
+            if len(batch) == 1:
+                raise
+        answers: list[Appended | Exception] = []
+        for pending in batch:
+            try:
+                answers += await append_many(self.client, [pending])
+            except ResponseError as exc:
+                answers.append(exc)
+        return answers
 
     async def _record_batch(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> list[None]:
         await self.ledger.record(batch)
@@ -408,6 +434,7 @@ class FleetGuard:
         async with replica.lock:
             known = replica.outcomes.get(appended.seq)
             if known is not None:
+                await replica.record_owed()
                 return known
             if appended.seq <= replica.seq:
                 # Applied here long ago and forgotten: rebuild from the stream.

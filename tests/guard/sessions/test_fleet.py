@@ -21,11 +21,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from benchmarks._redis import free_port
 from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
-from bus.redis_log import RedisSessionLog
+from bus.redis_log import RedisSessionLog, redis_client
 from guard import Config, RemindConfig, RescueConfig, TurnsConfig, shadowed
 from guard.sessions.fleet import FleetAction, FleetGuard, Outcome
 from guard.verdicts import replay_log
-from tests.conftest import AskScript, RedisClients
+from tests.conftest import AskScript, Proxy, RedisClients
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
@@ -374,3 +374,53 @@ async def test_a_fleet_in_shadow_records_its_actions_as_shadow_and_delivers_none
     rows: Any = await worker.client.xrange(f"{worker.ledger.prefix}:actions")
     (recorded,) = [msgspec.json.decode(fields[b"action"], type=FleetAction) for _, fields in rows]
     assert (recorded.policy, recorded.shadow) == ("remind", True)
+
+
+async def test_a_reminder_whose_record_failed_is_recorded_by_the_retry(
+    redis_proxy: Proxy, redis_url: str, tmp_path: Path
+) -> None:
+    client = redis_client(f"redis://127.0.0.1:{redis_proxy.port}/0", timeout=5)
+    fleet = FleetGuard(client, worker="cut")
+    agent = Agent("main")
+    try:
+        for step in range(1, 4):
+            call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+            await fleet.handle("cut", call)
+            result = ToolResult.answering(call, "no matches")
+            if step < 3:
+                await fleet.handle("cut", result)
+                continue
+            # the result is appended; Redis goes away as the reminder it earns is recorded
+            redis_proxy.arm("before", b"out\x1f", then_refuse=True)
+            with pytest.raises(RedisConnectionError):
+                await fleet.handle("cut", result)
+            redis_proxy.refusing = False
+            retry = await fleet.handle("cut", result)  # the runtime sends it again
+            assert [m.source.summary for m in retry.messages] == ["grep × 3"]
+        assert (await fleet.counts()).actions == {("remind", "remind"): 1}
+    finally:
+        await client.aclose()
+    outcome, _ = await _export_and_replay(redis_url, "cut", tmp_path, None)
+    assert outcome.differences == []  # the stream holds the reminder the retry answered with
+    assert [v.count for v in outcome.verdicts] == [3]
+
+
+async def test_a_session_whose_key_holds_the_wrong_type_fails_alone(workers: Workers, redis_url: str) -> None:
+    (fleet,) = workers(1)
+    agent = Agent("main")
+    client = Redis.from_url(redis_url)
+    try:
+        await client.set(RedisSessionLog(client, "broken").stream, "not a stream")
+        calls = [
+            ToolCall(agent=agent, call_id=f"c{i}", step=1, tool="grep", args=GREP) for i in range(3)
+        ]  # sent together: their appends share one batch
+        answers = await asyncio.gather(
+            fleet.handle("good", calls[0]),
+            fleet.handle("broken", calls[1]),
+            fleet.handle("other", calls[2]),
+            return_exceptions=True,
+        )
+        assert [type(a).__name__ for a in answers] == ["Answer", "ResponseError", "Answer"]
+        assert [await RedisSessionLog(client, s).length() for s in ("good", "other")] == [1, 1]
+    finally:
+        await client.aclose()

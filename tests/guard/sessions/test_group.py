@@ -113,3 +113,12 @@ def test_limit_is_validated() -> None:
 
     with pytest.raises(ValueError, match="limit must be >= 1, got 0"):
         GroupCommit(send, limit=0)
+
+
+async def test_an_answer_that_is_an_exception_fails_its_request_alone() -> None:
+    async def send(batch: Sequence[int]) -> list[int | Exception]:
+        return [ValueError(f"bad {n}") if n < 0 else n * 2 for n in batch]
+
+    group = GroupCommit(send)
+    answers = await asyncio.gather(*(group.submit(n) for n in (1, -1, 3)), return_exceptions=True)
+    assert [str(a) if isinstance(a, Exception) else a for a in answers] == [2, "bad -1", 6]
