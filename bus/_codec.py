@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import decimal
+import enum
 import re
 import reprlib
+import uuid
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
@@ -19,6 +24,18 @@ may have: a deeper one is skipped and counted, and the writer replaces what
 lies deeper with a readable stand-in, so a log it wrote always reads back."""
 
 _MAX_DEPTH = MAX_NESTING - 1  # _plain's depth 0 is the event object itself
+# What msgspec writes as it is: a leaf holding no other value (an ISO date, a UUID's text, base64 bytes, ...).
+_NATIVE = (
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    uuid.UUID,
+    decimal.Decimal,
+    enum.Enum,
+    bytes,
+    bytearray,
+    memoryview,
+)
 _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _SHORT = 8192  # below this, counting every byte is quicker than finding each bracket
@@ -81,15 +98,56 @@ def _repr(obj: object) -> str:
         return f"<unrepresentable {type(obj).__qualname__}>"
 
 
-def _encode_hook(obj: Any) -> Any:
-    if type(obj) is Agent or isinstance(obj, Agent):  # every event's agent: the common case first
+def stand_in(obj: Any) -> Any:
+    """What the session log writes for a value JSON cannot carry (a runtime
+    may pass any object in ``args``), and what a call's fingerprint reads
+    for it, so a replay of the log sees the call the live guard saw: an
+    agent handle is its id; a dataclass, a pydantic model (``model_dump``)
+    or an object with attributes is an object of its fields (the last with
+    ``"__type__"``, its class name); any other object ``"<Type: repr>"``, or
+    ``"<Type>"`` when its repr is the default one, whose memory address
+    would make every copy a different value. What it gives is plain JSON
+    values all the way down (an object met again inside itself is
+    ``"<recursive Type>"``), and it never raises."""
+    if type(obj) is Agent:  # every event's agent: the common case first
         return obj.id
-    # A runtime may pass values JSON cannot carry in ``args``; the log keeps a
-    # readable stand-in rather than losing the event.
-    return _repr(obj)
+    return _plain(obj, set(), 0)
 
 
-encoder = msgspec.json.Encoder(enc_hook=_encode_hook)
+def _fields(obj: Any) -> Any:
+    """An object msgspec cannot write, as the value that stands for it."""
+    try:
+        if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
+            import dataclasses  # imported already by whoever made the dataclass
+
+            return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        dump = getattr(obj, "model_dump", None)  # pydantic models
+        if callable(dump):
+            with contextlib.suppress(Exception):
+                return dump()
+        fields = getattr(obj, "__dict__", None)
+        if isinstance(fields, dict) and fields:
+            return {"__type__": type(obj).__qualname__, **{str(k): v for k, v in fields.items()}}
+        if getattr(type(obj), "__repr__", None) is getattr(object, "__repr__", None):
+            return f"<{type(obj).__qualname__}>"
+        return f"<{type(obj).__qualname__}: {obj!r}>"
+    except Exception:
+        return f"<{type(obj).__qualname__}>"
+
+
+# Sets are written in order (and so every dict's keys, which costs nothing to
+# speak of): a set in ``args`` then reads back as the list the fingerprint saw.
+encoder = msgspec.json.Encoder(enc_hook=stand_in, order="deterministic")
+
+
+def ordered(members: list[Any]) -> list[Any]:
+    """A set's members (plain JSON values) in the order the session log
+    writes them and a fingerprint reads them: their natural order, or,
+    for members that do not compare (``{1, "a"}``), by their JSON text."""
+    try:
+        return sorted(members)
+    except TypeError:
+        return sorted(members, key=encoder.encode)
 
 
 def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
@@ -105,7 +163,8 @@ def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
     """
     try:
         encoder.encode_into(item, buffer)
-    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError, as is an integer too long to write
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError, as is an integer too
+        # long to write; a set whose members do not compare is a TypeError
         encoder.encode_into(_plain(item, set(), 0), buffer)
         return
     if too_deep(buffer):
@@ -119,7 +178,7 @@ def encode_lines(items: Sequence[msgspec.Struct]) -> bytes:
     (``block_lines``: none nests too deeply); otherwise item by item."""
     try:
         block = encoder.encode_lines(items)
-    except (ValueError, RecursionError):
+    except (ValueError, TypeError, RecursionError):
         return _each(items)
     if block_lines(block) is None:
         return _each(items)
@@ -174,16 +233,16 @@ def _plain(obj: Any, active: set[int], depth: int) -> Any:
                     fields[name] = _plain(value, active, depth + 1)
             return fields
         if isinstance(obj, dict):
-            return {_key(k): _plain(v, active, depth + 1) for k, v in obj.items()}
-        if isinstance(obj, list | tuple | set | frozenset):
+            return {logged_key(k): _plain(v, active, depth + 1) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
             return [_plain(v, active, depth + 1) for v in obj]
+        if isinstance(obj, set | frozenset):
+            return ordered([_plain(v, active, depth + 1) for v in obj])
+        if isinstance(obj, _NATIVE):
+            return obj
+        return _plain(_fields(obj), active, depth + 1)
     finally:
         active.discard(id(obj))
-    try:
-        encoder.encode(obj)
-    except (ValueError, RecursionError):
-        return _text(_repr(obj))
-    return obj
 
 
 def _int(value: int) -> int | str:
@@ -197,14 +256,16 @@ def _int(value: int) -> int | str:
     return value
 
 
-def _key(key: Any) -> Any:
+def logged_key(key: Any) -> str:
+    """A dict key as the session log writes it, and a fingerprint reads it:
+    text as it is, a number as its JSON text, anything else the JSON text
+    of what the log writes for it (``(1, 2)`` is ``"[1,2]"``, ``None``
+    ``"null"``, an object its ``stand_in``)."""
     if isinstance(key, str):
         return _text(key)
     if isinstance(key, int) and not isinstance(key, bool):
         return str(_int(key))
-    if isinstance(key, float):
-        return key
-    return _text(_repr(key))
+    return encoder.encode(_plain(key, set(), 0)).decode()
 
 
 def event_decoder(agents: dict[str, Agent]) -> msgspec.json.Decoder[AnyEvent | SessionStart]:
@@ -242,15 +303,19 @@ def _text_fields() -> dict[str, frozenset[str]]:
 
 
 _TEXT_FIELDS = _text_fields()
+_PROSE = frozenset({"content", "text", "reason"})
+"""Text fields a structured value may stand in for (a tool that returned
+JSON); in a name or an id, an object or an array is no mistyped value."""
 _LENIENT = msgspec.json.Decoder()
 
 
 def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent | None:
     """The event of a line ``decoder`` refused for its field types, read as
-    the schema has them, or ``None`` when it cannot be: a number, a boolean
-    or a JSON value in a text field becomes its JSON text (``"call_id": 7``
-    is call ``"7"``), and text holding a number in a number field that
-    number (``"step": "2"``). A program that published ``call_id=7`` wrote
+    the schema has them, or ``None`` when it cannot be: a number or a
+    boolean in a text field becomes its JSON text (``"call_id": 7`` is call
+    ``"7"``), and so does an object or an array in a prose field
+    (``content``, ``text``, ``reason``); text holding a number in a number
+    field becomes that number (``"step": "2"``). A program that published ``call_id=7`` wrote
     such lines; its events are read, not lost."""
     try:
         raw = _LENIENT.decode(line)
@@ -260,7 +325,7 @@ def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent 
         return None
     for name in _TEXT_FIELDS.get(raw["type"], ()):
         value = raw.get(name)
-        if value is not None and not isinstance(value, str):
+        if isinstance(value, int | float) or (name in _PROSE and isinstance(value, dict | list)):
             raw[name] = encoder.encode(value).decode("utf-8")
     try:
         event: AnyEvent = msgspec.convert(raw, AnyEvent, strict=False, dec_hook=decoder.dec_hook)

@@ -76,16 +76,17 @@ class ToolCall(Event, kw_only=True, frozen=True, tag="tool/call"):
 
 
 DELIVERIES_KEPT = 16
-"""How many of an agent's latest results the guard, and a replay, keep the
-delivery of (``ToolResult.delivery``), to pass over one delivered again: at
-least these, at most twice as many (``trimmed``)."""
+"""How many of the latest results (every agent's) the guard, and a replay,
+keep the delivery of (``ToolResult.delivery``), to pass over one delivered
+again: at least these, at most twice as many (``trimmed``)."""
 
+_K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def trimmed(latest: dict[str, _V]) -> dict[str, _V]:
-    """The ``DELIVERIES_KEPT`` newest entries of ``latest`` (by call id, in
-    the order they were kept). Trimming once the dict holds twice as many,
+def trimmed(latest: dict[_K, _V]) -> dict[_K, _V]:
+    """The ``DELIVERIES_KEPT`` newest entries of ``latest`` (in the order
+    they were kept). Trimming once the dict holds twice as many,
     rather than dropping the oldest at every result, keeps the per-result
     cost to a lookup and a store."""
     return dict(list(latest.items())[-DELIVERIES_KEPT:])

@@ -58,8 +58,8 @@ class Replay:
         self._ts = 0.0
         self._calls = 0
         self._open_calls: dict[tuple[str | None, str], int] = {}
-        # per agent id, call id -> the delivery of its latest result and its call's number
-        self._answered: dict[str | None, dict[str, tuple[tuple[object, ...], int]]] = {}
+        # (agent id, call id) -> the delivery of a latest result and its call's number
+        self._answered: dict[tuple[str | None, str], tuple[tuple[object, ...], int]] = {}
         self._fed = ReadReport()
 
     @property
@@ -118,18 +118,15 @@ class Replay:
             self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = number
             return bus.decide(event)
         if isinstance(event, ToolResult):
-            agent = event.agent.id if event.agent else None
-            known = self._open_calls.pop((agent, event.call_id), None)
+            key = (event.agent.id if event.agent else None, event.call_id)
+            known = self._open_calls.pop(key, None)
             delivery = event.delivery()
-            answered = self._answered.get(agent)
-            if answered is None:
-                answered = self._answered[agent] = {}
             if known is None:
-                before = answered.get(event.call_id)
+                before = self._answered.get(key)
                 if before is not None and before[0] == delivery:
                     self.call_number = before[1]
                     return bus.publish(event)  # delivered again: it answers the call it answered before
-                _remember(answered, event.call_id, delivery, self._calls + 1)
+                self._remember(key, delivery, self._calls + 1)
                 self.call_number = self._calls = self._calls + 1
                 call = ToolCall(
                     agent=event.agent,
@@ -139,11 +136,21 @@ class Replay:
                     args=event.args,
                 )
                 return self._decide_then_publish(call, event)
-            _remember(answered, event.call_id, delivery, known)
+            self._remember(key, delivery, known)
             self.call_number = known
         else:
             self.call_number = self._calls
         return bus.publish(event)
+
+    def _remember(self, key: tuple[str | None, str], delivery: tuple[object, ...], number: int) -> None:
+        """Keep the delivery of a result (of an agent: the guard passes over
+        the others) as the guard keeps it: the latest ``DELIVERIES_KEPT``."""
+        if key[0] is None:
+            return
+        answered = self._answered
+        answered[key] = (delivery, number)
+        if len(answered) >= 2 * DELIVERIES_KEPT:
+            self._answered = trimmed(answered)
 
     def _restart(self) -> None:
         self._open_calls.clear()
@@ -155,13 +162,3 @@ class Replay:
     async def _decide_then_publish(self, call: ToolCall, result: ToolResult) -> None:
         await self.bus.decide(call)
         await self.bus.publish(result)
-
-
-def _remember(
-    answered: dict[str, tuple[tuple[object, ...], int]], call_id: str, delivery: tuple[object, ...], number: int
-) -> None:
-    answered[call_id] = (delivery, number)
-    if len(answered) >= 2 * DELIVERIES_KEPT:
-        kept = trimmed(answered)
-        answered.clear()
-        answered.update(kept)

@@ -18,38 +18,13 @@ from typing import Any
 
 import msgspec
 
-from bus._codec import as_logged
+from bus._codec import as_logged, logged_key, ordered, stand_in
 
 __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
 
 
-def _stand_in(obj: Any) -> Any:
-    """A JSON-able stand-in for a value JSON cannot carry, stable across runs."""
-    if isinstance(obj, msgspec.Struct):
-        return msgspec.structs.asdict(obj)
-    if hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
-        import dataclasses  # imported already by whoever made the dataclass
-
-        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-    dump = getattr(obj, "model_dump", None)  # pydantic models
-    if callable(dump):
-        try:
-            return dump()
-        except Exception:
-            pass
-    fields = getattr(obj, "__dict__", None)
-    if isinstance(fields, dict) and fields:
-        return {"__type__": type(obj).__qualname__, **{str(k): v for k, v in fields.items()}}
-    # The default repr carries a memory address, which is not stable.
-    if getattr(type(obj), "__repr__", None) is getattr(object, "__repr__", None):
-        return f"<{type(obj).__qualname__}>"
-    try:
-        return f"<{type(obj).__qualname__}: {obj!r}>"
-    except Exception:
-        return f"<{type(obj).__qualname__}>"
-
-
-_sorted_encoder = msgspec.json.Encoder(order="sorted", enc_hook=_stand_in)
+# Values JSON cannot carry read as the session log writes them (``stand_in``).
+_sorted_encoder = msgspec.json.Encoder(order="sorted", enc_hook=stand_in)
 
 _LEAVES = (
     bool,
@@ -71,12 +46,12 @@ _LEAVES = (
 
 def _normalize(value: Any, path: set[int]) -> Any:
     """Rewrite what the fast encoder refuses into plain JSON shapes,
-    deterministically: non-string keys become their canonical JSON, mixed
-    sets are ordered by their members' canonical JSON, a string with lone
-    surrogates and an integer too long for decimal are what the session log
-    writes for them (``\\uXXXX`` text, hex text), so a replay of the log
-    fingerprints what the guard saw, a container met again inside itself
-    becomes ``"<cycle>"``, and other objects their stand-in."""
+    deterministically and as the session log writes them, so a replay of
+    the log fingerprints what the guard saw: a key that is not text
+    (``logged_key``), a set (a list, ``ordered``), a string with lone
+    surrogates (``\\uXXXX`` text), an integer too long for decimal (hex
+    text), any other object (``stand_in``). A container met again inside
+    itself becomes ``"<recursive list>"`` (its type), as the log writes it."""
     if isinstance(value, str):
         return _text(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -84,18 +59,17 @@ def _normalize(value: Any, path: set[int]) -> Any:
     if isinstance(value, _LEAVES):
         return value
     if id(value) in path:
-        return "<cycle>"
+        return f"<recursive {type(value).__qualname__}>"
     path.add(id(value))
     try:
         if isinstance(value, dict):
-            items = sorted(((_key(k, path), type(k).__name__, v) for k, v in value.items()), key=lambda t: t[:2])
+            items = sorted(((logged_key(k), type(k).__name__, v) for k, v in value.items()), key=lambda t: t[:2])
             return {k: _normalize(v, path) for k, _, v in items}
         if isinstance(value, (list, tuple)):
             return [_normalize(v, path) for v in value]
         if isinstance(value, (set, frozenset)):
-            members = [_normalize(v, path) for v in value]
-            return sorted(members, key=_sorted_encoder.encode)
-        return _normalize(_stand_in(value), path)
+            return ordered([_normalize(v, path) for v in value])
+        return _normalize(stand_in(value), path)
     finally:
         path.discard(id(value))
 
@@ -106,14 +80,6 @@ def _text(text: str) -> str:
     except UnicodeEncodeError:  # lone surrogates: the backslash text the session log writes
         return str(as_logged(text))
     return text
-
-
-def _key(key: Any, path: set[int]) -> str:
-    if isinstance(key, str):
-        return _text(key)
-    if isinstance(key, int) and not isinstance(key, bool):
-        return str(as_logged(key))
-    return _sorted_encoder.encode(_normalize(key, path)).decode()
 
 
 def canonical_json(value: Any) -> bytes:

@@ -68,20 +68,16 @@ def _log_action(log: InfoLog, action: Action) -> None:
 class _Entry(weakref.ref[Agent]):
     """An agent's watches, held through a weak reference to its handle
     (``key`` is the handle's id): when the handle is collected, the guard's
-    callback drops the entry, before that id can be reused. ``answered``
-    holds the delivery (``ToolResult.delivery``) of its latest results by
-    call id."""
+    callback drops the entry, before that id can be reused."""
 
-    __slots__ = ("answered", "key", "watches")
+    __slots__ = ("key", "watches")
     key: int
     watches: list[AnyWatch]
-    answered: dict[str, tuple[object, ...]]
 
     def __new__(cls, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> _Entry:
         self = super().__new__(cls, agent, callback)
         self.key = id(agent)
         self.watches = watches
-        self.answered = {}
         return self
 
     def __init__(self, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> None:
@@ -137,6 +133,9 @@ class Guard:
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
         self._action_log = InfoLog("guard") if log_actions else None
+        # (agent, call id) -> the agent's entry and the delivery of the latest
+        # results, every agent's together, so an idle agent keeps none of it
+        self._answered: dict[tuple[int, str], tuple[_Entry, tuple[object, ...]]] = {}
         # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
         self._interceptor = self._on_call
 
@@ -193,6 +192,7 @@ class Guard:
         replay does this where its log was continued by a new run (see
         ``bus.Replay``), whose guard started afresh."""
         self._agents.clear()
+        self._answered.clear()
 
     def agent_count(self) -> int:
         """How many agents currently have state."""
@@ -266,13 +266,15 @@ class Guard:
         if entry is None:
             self._watches(agent)
             entry = self._agents[id(agent)]
-        answered = entry.answered
+        answered = self._answered
+        key = (entry.key, result.call_id)
         delivery = result.delivery()
-        if answered.get(result.call_id) == delivery:
+        known = answered.get(key)
+        if known is not None and known[0] is entry and known[1] == delivery:
             return  # the same result delivered again: the policies saw it once
-        answered[result.call_id] = delivery
+        answered[key] = (entry, delivery)
         if len(answered) >= 2 * DELIVERIES_KEPT:
-            entry.answered = trimmed(answered)
+            self._answered = trimmed(answered)
         fingerprints = self._fingerprints
         for watch in entry.watches:
             try:

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
-from redis.exceptions import ResponseError
 
 from bus import (
     Agent,
@@ -374,6 +373,8 @@ class FleetGuard:
         (one session's key holds the wrong type: the script checks every key
         before it writes, so nothing of the batch was applied) is sent again
         one append at a time, so only the session at fault gets the error."""
+        from redis.exceptions import ResponseError  # the client's: loaded once it has sent anything
+
         try:
             return await append_many(self.client, batch)
         except ResponseError:

@@ -20,7 +20,7 @@ from guard.config import Config
 from guard.policies.registry import builtin_names
 
 TINY = [
-    *("--seconds", "0.001", "--repeat", "1", "--log-mb", "0.02", "--agents", "50", "--calls", "30"),
+    *("--seconds", "0.001", "--repeat", "1", "--log-mb", "0.02", "--agents", "1000", "--calls", "30"),
     *("--hook-sizes", "0", "--hook-processes", "1", "--audit-calls", "20", "--corpus", "/nonexistent"),
     *("--http-rounds", "1", "--http-pairs", "1", "--no-fleet"),
 ]
