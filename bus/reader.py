@@ -50,7 +50,10 @@ class ReadReport:
     the counts cover all of them, so memory stays constant on a garbage file.
     ``mistyped`` counts the events read from lines whose fields had the
     wrong JSON type (``bus._codec.mistyped_event``): they are events, not
-    skipped lines.
+    skipped lines. ``missing`` counts the events whose line is not there at
+    all: numbers ``seq`` skips, beyond the lines skipped in between (a
+    write that failed, a stream trimmed at its start). A ``seq`` back at or
+    below the one before begins a new run of the log, and misses nothing.
     """
 
     def __init__(self) -> None:
@@ -58,6 +61,8 @@ class ReadReport:
         self.lines = 0
         self.events = 0
         self.mistyped = 0
+        self.missing = 0
+        self._skipped_at = 0
         self.skipped_by_reason: Counter[str] = Counter()
         self.samples: list[SkippedLine] = []
 
@@ -85,6 +90,14 @@ class ReadReport:
             self.mistyped += 1
         return event
 
+    def _gap(self, last: int, seq: int) -> None:
+        """An event numbered ``seq`` follows one numbered ``last``, not
+        ``last + 1``."""
+        if seq > last + 1:
+            skipped = self.skipped
+            self.missing += max(0, seq - last - 1 - (skipped - self._skipped_at))
+            self._skipped_at = skipped
+
     def summary(self) -> str:
         """One line for humans, e.g. ``120 events, 2 lines skipped (torn 1, schema 1)``."""
         text = f"{self.events} events, {self.skipped} lines skipped"
@@ -92,6 +105,8 @@ class ReadReport:
             text += " (" + ", ".join(f"{r} {n}" for r, n in sorted(self.skipped_by_reason.items())) + ")"
         if self.mistyped:
             text += f"; {self.mistyped} read with fields of the wrong type"
+        if self.missing:
+            text += f"; {self.missing} missing (numbers their seq skips)"
         return text
 
 
@@ -173,6 +188,8 @@ class LogReader:
         report = self.report
         number = report.lines
         containing = self._containing
+        counting = containing is None  # a reader of some lines sees gaps that miss nothing
+        last = 0
         with self._file as file:
             while block := file.read(_BLOCK):
                 if block[-1] != 10:  # b"\n": end the block with its last line, read whole
@@ -197,6 +214,13 @@ class LogReader:
                     if kind is AgentStatus and event.parent is not None and event.agent is not None:  # type: ignore[union-attr]
                         event.agent.parent_id = event.agent.parent_id or event.parent  # type: ignore[union-attr]
                     report.events += 1
+                    seq = event.seq  # type: ignore[union-attr]
+                    if seq == last + 1:
+                        last = seq
+                    elif seq:  # 0: a line without a seq
+                        if counting:
+                            report._gap(last, seq)
+                        last = seq
                     yield event  # type: ignore[misc]  # a SessionStart and None went on above
 
     def _decode_block(self, block: bytes) -> list[AnyEvent | SessionStart] | None:

@@ -578,6 +578,7 @@ class RedisSessionLog:
         decoder = event_decoder({})
         number = 1
         report.lines = 1
+        last = 0
         async for _, line in self.entries():
             number += 1
             report.lines = number
@@ -597,6 +598,9 @@ class RedisSessionLog:
             if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
                 event.agent.parent_id = event.agent.parent_id or event.parent
             report.events += 1
+            if event.seq != last + 1 and event.seq:
+                report._gap(last, event.seq)
+            last = event.seq or last
             yield event
 
     async def export(self, path: str | os.PathLike[str]) -> int:

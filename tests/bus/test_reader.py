@@ -378,3 +378,36 @@ def test_a_reader_of_the_lines_containing_some_bytes_reads_them_as_a_log_of_thos
         filtered = LogReader(path, containing=containing)
         assert read(filtered) == read(LogReader(alone))
     assert filtered.report.lines == 1 + b"".join(line + b"\n" for line in lines).count(b"\n") + bool(torn)
+
+
+def test_events_whose_lines_are_gone_are_counted_missing(raw_log: RawLog) -> None:
+    def user(seq: int) -> bytes:
+        return b'{"type":"user/message","seq":%d,"ts":1.0,"agent":"main","text":"x"}' % seq
+
+    resume = b'{"type":"session/start","v":1,"session":"s2","ts":2.0}'
+    reader = read_log(
+        raw_log(
+            user(1),
+            user(2),
+            user(5),  # 3 and 4 were never written (a full disk)
+            b"not json",  # a line that was 6
+            user(7),
+            resume,
+            user(1),  # a new run numbers from 1 again: nothing missing
+            user(2),
+            b'{"type":"user/message","ts":1.0,"agent":"main","text":"no seq"}',
+            user(3),
+        )
+    )
+    assert len(list(reader)) == 8
+    assert (reader.report.missing, reader.report.skipped) == (2, 1)
+    assert reader.report.summary() == (
+        "8 events, 1 lines skipped (invalid-json 1); 2 missing (numbers their seq skips)"
+    )
+
+
+def test_a_reader_of_some_lines_counts_nothing_missing(raw_log: RawLog) -> None:
+    path = raw_log(GOOD_USER, GOOD_CALL.replace(b'"seq":2', b'"seq":9'))
+    reader = LogReader(path, containing=b"grep")
+    assert len(list(reader)) == 1
+    assert reader.report.missing == 0

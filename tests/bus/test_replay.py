@@ -211,7 +211,8 @@ async def test_replay_seq_is_the_log_seq_while_the_bus_restamps(raw_log: RawLog)
         ("AgentStatus", 13, 1, 4),
     ]
     assert report is replay.report
-    assert report.summary() == "3 events, 1 lines skipped (invalid-json 1)"
+    # the log begins at seq 10; the garbage line stood for seq 11
+    assert report.summary() == "3 events, 1 lines skipped (invalid-json 1); 9 missing (numbers their seq skips)"
 
 
 async def test_a_live_session_replays_to_the_same_events(log_path: Path) -> None:

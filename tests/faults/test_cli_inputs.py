@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+import msgspec
 import pytest
 
 from bus import Agent, SessionLog, ToolCall, ToolResult, UserMessage
@@ -171,7 +172,7 @@ def test_a_reader_that_leaves_early_ends_the_output_quietly(
         for n in range(5):
             call = ToolCall(agent=Agent("a"), seq=2 * n + 2, call_id=f"c{n}", step=n + 1, tool="grep", args={})
             writer.write(call)
-            writer.write(ToolResult.answering(call, "same"))
+            writer.write(msgspec.structs.replace(ToolResult.answering(call, "same"), seq=2 * n + 3))
     stdout_gone()
     assert main(["replay", str(log), "--json"]) == 0
     assert capsys.readouterr().err.splitlines() == ["11 events, 0 lines skipped; actions: remind 2"]
