@@ -91,13 +91,6 @@ def _count_to(data: bytes | bytearray, byte: bytes, limit: int) -> int:
     return count
 
 
-def _repr(obj: object) -> str:
-    try:
-        return repr(obj)
-    except Exception:
-        return f"<unrepresentable {type(obj).__qualname__}>"
-
-
 def stand_in(obj: Any) -> Any:
     """What the session log writes for a value JSON cannot carry (a runtime
     may pass any object in ``args``), and what a call's fingerprint reads

@@ -54,3 +54,10 @@ def test_halt_request_carries_a_reason() -> None:
 def test_deny_decision_names_reason_and_interceptor() -> None:
     assert Decision.deny("stop", "guard") == Decision(allowed=False, reason="stop", by="guard")
     assert Decision().allowed
+
+
+def test_a_results_delivery_holds_its_content_length_not_its_content() -> None:
+    call = ToolCall(agent=None, call_id="c1", step=2, tool="grep", args={})
+    assert ToolResult.answering(call, "x" * 10).delivery() == (2, "grep", False, None, 10)
+    odd = ToolResult(agent=None, call_id="c1", step=2, tool="grep", content=7)  # type: ignore[arg-type]
+    assert odd.delivery() == (2, "grep", False, None, -1)  # content with no length: never raises

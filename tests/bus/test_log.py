@@ -255,6 +255,8 @@ def _deep(depth: int) -> list[Any]:
         pytest.param((1, "two"), [1, "two"], id="tuple-as-array"),
         pytest.param({3}, [3], id="set-as-array"),
         pytest.param(frozenset({"a"}), ["a"], id="frozenset-as-array"),
+        pytest.param({3, 1, 2}, [1, 2, 3], id="set-in-order"),
+        pytest.param({1, "a", (0, "b")}, ["a", 1, [0, "b"]], id="set-whose-members-do-not-compare-by-json-text"),
         pytest.param(datetime.datetime(2025, 1, 2, 3, 4, 5), "2025-01-02T03:04:05", id="datetime-as-iso"),
         pytest.param(math.nan, None, id="nan-as-null"),
         pytest.param(math.inf, None, id="inf-as-null"),

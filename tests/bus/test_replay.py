@@ -352,3 +352,9 @@ async def test_a_result_delivered_again_answers_its_call_and_no_call_is_synthesi
         ("ToolResult", "c1"),
     ]
     assert numbers == [1, 1, 2, 3]
+
+
+async def test_a_replay_without_on_restart_still_counts_the_runs(raw_log: RawLog) -> None:
+    replay = Replay(raw_log(_call(1, 1.0, "c1"), _call(2, 2.0, "c2"), _call(1, 3.0, "c1")))
+    await replay.run()
+    assert (replay.restarts, replay.call_number) == (1, 3)

@@ -161,6 +161,7 @@ _NON_JSON: list[tuple[str, Any, bytes]] = [
     ("int keys sort as text", {10: "a", 9: "b"}, b'{"10":"a","9":"b"}'),
     ("mixed keys", {2: 1, "a": {3, "b"}}, b'{"2":1,"a":["b",3]}'),
     ("tuple key", {(1, 2): 3}, b'{"[1,2]":3}'),
+    ("a date beside a number key", {1: datetime.date(2024, 1, 2)}, b'{"1":"2024-01-02"}'),
     ("None key", {None: 1}, b'{"null":1}'),
     ("lone surrogate", "\ud800x", b'"\\\\ud800x"'),
     ("lone surrogate at depth", {"k": ["\udfff"]}, b'{"k":["\\\\udfff"]}'),

@@ -18,6 +18,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from benchmarks._redis import free_port
 from bus import Agent, AgentStatus, AnyEvent, ToolCall, ToolResult, UserMessage
@@ -421,6 +422,8 @@ async def test_a_session_whose_key_holds_the_wrong_type_fails_alone(workers: Wor
             return_exceptions=True,
         )
         assert [type(a).__name__ for a in answers] == ["Answer", "ResponseError", "Answer"]
+        with pytest.raises(ResponseError, match="WRONGTYPE"):  # sent alone, it fails as it is
+            await fleet.handle("broken", calls[1])
         assert [await RedisSessionLog(client, s).length() for s in ("good", "other")] == [1, 1]
     finally:
         await client.aclose()
