@@ -24,8 +24,7 @@ may have: a deeper one is skipped and counted, and the writer replaces what
 lies deeper with a readable stand-in, so a log it wrote always reads back."""
 
 _MAX_DEPTH = MAX_NESTING - 1  # _plain's depth 0 is the event object itself
-# What msgspec writes as it is: a leaf holding no other value (an ISO date, a UUID's text, base64 bytes, ...).
-_NATIVE = (
+NATIVE_LEAVES = (
     datetime.date,
     datetime.time,
     datetime.timedelta,
@@ -36,6 +35,9 @@ _NATIVE = (
     bytearray,
     memoryview,
 )
+"""Values msgspec writes as they are that hold no other value (an ISO date,
+a UUID's text, base64 bytes, ...): the log and the fingerprint take them as
+they come."""
 _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _SHORT = 8192  # below this, counting every byte is quicker than finding each bracket
@@ -231,7 +233,7 @@ def _plain(obj: Any, active: set[int], depth: int) -> Any:
             return [_plain(v, active, depth + 1) for v in obj]
         if isinstance(obj, set | frozenset):
             return ordered([_plain(v, active, depth + 1) for v in obj])
-        if isinstance(obj, _NATIVE):
+        if isinstance(obj, NATIVE_LEAVES):
             return obj
         return _plain(_fields(obj), active, depth + 1)
     finally:

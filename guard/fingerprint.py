@@ -9,16 +9,12 @@ a message quotes it.
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import enum
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
-from bus._codec import as_logged, logged_key, ordered, stand_in
+from bus._codec import NATIVE_LEAVES, as_logged, logged_key, ordered, stand_in
 
 __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
 
@@ -26,21 +22,7 @@ __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
 # Values JSON cannot carry read as the session log writes them (``stand_in``).
 _sorted_encoder = msgspec.json.Encoder(order="sorted", enc_hook=stand_in)
 
-_LEAVES = (
-    bool,
-    int,
-    float,
-    type(None),
-    bytes,
-    bytearray,
-    memoryview,
-    datetime.date,
-    datetime.time,
-    datetime.timedelta,
-    uuid.UUID,
-    decimal.Decimal,
-    enum.Enum,
-)
+_LEAVES = (bool, int, float, type(None), *NATIVE_LEAVES)
 """Values the encoder writes natively and that hold no other value."""
 
 
