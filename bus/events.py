@@ -138,7 +138,7 @@ class ToolResult(Event, kw_only=True, frozen=True, tag="tool/result"):
         """What tells this result, delivered again, from a new one: two
         results of one agent with one call id are the same result delivered
         twice (a runtime that published it again) when their deliveries are
-        equal. A call id used again for a new call comes with a later step.
+        equal and no call under that id came between them.
         Of the content only its length takes part: a result of the same
         call in the same step that differs in nothing else (a runtime
         retrying the tool under one call id) is not the model asking again,

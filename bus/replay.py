@@ -11,6 +11,9 @@ from bus.reader import LogReader, ReadReport
 
 __all__ = ["Replay"]
 
+_OPEN_IDS = 4096
+_OPEN_PER_ID = 64
+
 
 class Replay:
     """Re-publishes a recorded session on ``self.bus`` so subscribers can
@@ -22,10 +25,12 @@ class Replay:
     own call's, even when parallel calls came in between; for other events,
     the latest call's), and the bus clock reads
     the event's recorded ``ts``, so time-based rules replay deterministically.
-    Tool calls go through ``bus.decide``; a result with no recorded call gets
+    Tool calls go through ``bus.decide``; a result with no recorded call
+    (each call under an id is answered by one result) gets
     one synthesized from it first, unless it is a result delivered again
-    (``ToolResult.delivery`` equal to that of the call's latest result): that
-    is re-published as it is, for the call it answered. Events for which ``withhold`` is true are
+    (``ToolResult.delivery`` equal to that of the id's latest result, with no
+    call under the id between): that is re-published as it is, for the call
+    it answered. Events for which ``withhold`` is true are
     not re-published (a guard withholds its own recorded messages, to
     regenerate them); ``withheld`` counts them. The predicate sees each one:
     keep there what you need of them, for the replay keeps nothing (its
@@ -57,7 +62,9 @@ class Replay:
         self._on_restart = on_restart
         self._ts = 0.0
         self._calls = 0
-        self._open_calls: dict[tuple[str | None, str], int] = {}
+        # (agent id, call id) -> the numbers of its calls still open, oldest first: a
+        # runtime may reuse an id before the call that had it is answered
+        self._open_calls: dict[tuple[str | None, str], list[int]] = {}
         # (agent id, call id) -> the delivery of a latest result and its call's number
         self._answered: dict[tuple[str | None, str], tuple[tuple[object, ...], int]] = {}
         self._fed = ReadReport()
@@ -75,7 +82,7 @@ class Replay:
         result answers it, as in a whole replay, rather than being a result
         whose call was never recorded."""
         self._calls += 1
-        self._open_calls[(call.agent.id if call.agent else None, call.call_id)] = self._calls
+        self._open((call.agent.id if call.agent else None, call.call_id), self._calls)
 
     async def run(self, *, then: Callable[[AnyEvent], None] | None = None) -> ReadReport:
         """Replay the whole log; returns the reader's report of skipped lines.
@@ -115,17 +122,22 @@ class Replay:
         bus = self.bus
         if isinstance(event, ToolCall):
             self.call_number = self._calls = number = self._calls + 1
-            self._open_calls[(event.agent.id if event.agent else None, event.call_id)] = number
+            key = (event.agent.id if event.agent else None, event.call_id)
+            self._open(key, number)
+            self._answered.pop(key, None)  # its result is new, whatever it holds
             return bus.decide(event)
         if isinstance(event, ToolResult):
             key = (event.agent.id if event.agent else None, event.call_id)
-            known = self._open_calls.pop(key, None)
             delivery = event.delivery()
+            before = self._answered.get(key)
+            if before is not None and before[0] == delivery:
+                self.call_number = before[1]
+                return bus.publish(event)  # delivered again: it answers the call it answered before
+            opened = self._open_calls.get(key)
+            known = opened.pop(0) if opened else None
+            if opened is not None and not opened:
+                del self._open_calls[key]
             if known is None:
-                before = self._answered.get(key)
-                if before is not None and before[0] == delivery:
-                    self.call_number = before[1]
-                    return bus.publish(event)  # delivered again: it answers the call it answered before
                 self._remember(key, delivery, self._calls + 1)
                 self.call_number = self._calls = self._calls + 1
                 call = ToolCall(
@@ -141,6 +153,19 @@ class Replay:
         else:
             self.call_number = self._calls
         return bus.publish(event)
+
+    def _open(self, key: tuple[str | None, str], number: int) -> None:
+        """Note a call as open until its result comes. A runtime that never
+        reports results keeps them open: only the latest of each id are
+        kept, and of the ids the latest, so memory stays bounded."""
+        opened = self._open_calls.get(key)
+        if opened is None:
+            opened = self._open_calls[key] = []
+            if len(self._open_calls) > _OPEN_IDS:
+                del self._open_calls[next(iter(self._open_calls))]
+        elif len(opened) >= _OPEN_PER_ID:
+            del opened[0]
+        opened.append(number)
 
     def _remember(self, key: tuple[str | None, str], delivery: tuple[object, ...], number: int) -> None:
         """Keep the delivery of a result (of an agent: the guard passes over

@@ -173,6 +173,8 @@ class Guard:
         bus.subscribe(AgentStatus, self._on_status)
         if self._interceptors:
             bus.intercept("repeat-tool-guard", self._interceptor)
+        else:
+            bus.subscribe(ToolCall, self._on_call_seen)  # no policy decides calls; a call still makes its result new
         self._bus = bus
         return self
 
@@ -185,6 +187,8 @@ class Guard:
         bus.unsubscribe(AgentStatus, self._on_status)
         if self._interceptors:
             bus.unintercept(self._interceptor)
+        else:
+            bus.unsubscribe(ToolCall, self._on_call_seen)
         self._bus = None
 
     def reset(self) -> None:
@@ -232,12 +236,23 @@ class Guard:
             _log.exception("guard.policy_failed", policy=policy.name, hook="new_state", agent=agent.id)
             return SittingOut(policy)
 
+    async def _on_call_seen(self, call: ToolCall) -> None:
+        """A call was made (seen here when no policy decides calls; else in
+        ``_on_call``): the result that answers it is new, whatever it holds,
+        even if an earlier call under its id was answered alike (a runtime
+        that reuses ids and steps)."""
+        if call.agent is not None and self._answered:
+            self._answered.pop((id(call.agent), call.call_id), None)
+
     async def _on_call(self, call: ToolCall) -> Decision | None:
         agent = call.agent
         if agent is None:
             return None
         decision: Decision | None = None
         watches = self._watches(agent)
+        answered = self._answered
+        if answered:  # a call under an id already answered: its result is new (see ``_on_call_seen``)
+            answered.pop((id(agent), call.call_id), None)
         late = call.late is True
         for index in self._interceptors:
             watch = watches[index]

@@ -288,7 +288,11 @@ class _Replayer:
     # Both run on every event of the log: the common kinds leave first.
     def _withhold(self, event: AnyEvent) -> bool:
         kind = type(event)
-        if kind is ToolCall or kind is UserMessage:
+        if kind is ToolCall:
+            if self._recorded_denials:  # a call again under the id: its denial is new, whatever it holds
+                self._recorded_denials.pop((event.agent.id if event.agent else None, event.call_id), None)  # type: ignore[union-attr]
+            return False
+        if kind is UserMessage:
             return False
         guard = self.guard
         if kind is ToolResult:

@@ -354,6 +354,76 @@ async def test_a_result_delivered_again_answers_its_call_and_no_call_is_synthesi
     assert numbers == [1, 1, 2, 3]
 
 
+async def test_calls_open_under_one_id_are_each_answered_by_a_result_of_it(raw_log: RawLog) -> None:
+    replay = Replay(
+        raw_log(
+            _call(1, 1.0, "c1"),
+            _call(2, 2.0, "c1"),  # the runtime reused the id before the first call was answered
+            _result(3, 3.0, "c1"),
+            _result(4, 4.0, "c1"),
+            _result(5, 5.0, "c1"),  # a third result: no call of its own was recorded
+        )
+    )
+    numbers: list[int] = []
+
+    async def on_result(result: ToolResult) -> None:
+        numbers.append(replay.call_number)
+
+    replay.bus.subscribe(ToolResult, on_result)
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [type(e).__name__ for e in capture.events] == [
+        "ToolCall",
+        "ToolCall",
+        "ToolResult",
+        "ToolResult",
+        "ToolCall",  # synthesized for the third
+        "ToolResult",
+    ]
+    assert numbers == [1, 2, 3]
+
+
+async def test_calls_never_answered_are_forgotten_oldest_first(
+    raw_log: RawLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bus.replay
+
+    monkeypatch.setattr(bus.replay, "_OPEN_IDS", 2)
+    monkeypatch.setattr(bus.replay, "_OPEN_PER_ID", 2)
+    replay = Replay(
+        raw_log(
+            *(_call(seq, float(seq), "a") for seq in (1, 2, 3)),  # a runtime that reports no results
+            _call(4, 4.0, "b"),
+            _call(5, 5.0, "c"),  # a third id: the oldest, a, goes
+            _result(6, 6.0, "b"),
+            _result(7, 7.0, "a"),
+        )
+    )
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [(type(e).__name__, e.call_id) for e in capture.events][5:] == [  # type: ignore[attr-defined]
+        ("ToolResult", "b"),
+        ("ToolCall", "a"),  # synthesized: a's calls were forgotten
+        ("ToolResult", "a"),
+    ]
+
+
+async def test_a_result_like_the_last_is_new_when_a_call_came_between(raw_log: RawLog) -> None:
+    same_step = b'"step":1,'
+    replay = Replay(
+        raw_log(
+            _call(1, 1.0, "x"),
+            _result(2, 2.0, "x").replace(b'"step":2,', same_step),
+            _call(3, 3.0, "x").replace(b'"step":3,', same_step),  # the same id and step: a loop of one's own
+            _result(4, 4.0, "x").replace(b'"step":4,', same_step),
+        )
+    )
+    capture = Capture().attach(replay.bus)
+    await replay.run()
+    assert [type(e).__name__ for e in capture.events] == ["ToolCall", "ToolResult", "ToolCall", "ToolResult"]
+    assert replay.call_number == 2  # the second result answers the second call, not the first again
+
+
 async def test_a_replay_without_on_restart_still_counts_the_runs(raw_log: RawLog) -> None:
     replay = Replay(raw_log(_call(1, 1.0, "c1"), _call(2, 2.0, "c2"), _call(1, 3.0, "c1")))
     await replay.run()

@@ -403,6 +403,59 @@ async def test_a_result_delivered_twice_is_seen_once(bus: Bus, capture: Capture,
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("preset", ["default", "recommended"])
+async def test_a_call_id_and_step_used_again_answer_a_new_call_each_time(
+    bus: Bus, capture: Capture, agent: Agent, preset: str
+) -> None:
+    from guard import load_config
+
+    # A loop of one's own that names every call "x" at step 0: each result
+    # answers a call made since, so it is no copy and it counts.
+    Guard(load_config(preset) if preset != "default" else Config()).attach(bus)
+    allowed = []
+    for _ in range(3):
+        call = ToolCall(agent=agent, call_id="x", step=0, tool="grep", args=GREP)
+        decision = await bus.decide(call)
+        allowed.append(decision.allowed)
+        await bus.publish(ToolResult.answering(call, "ok") if decision.allowed else ToolResult.denial(call, decision))
+    if preset == "default":
+        [reminder] = capture.of(ContextMessage)
+        assert reminder.source.summary == "grep × 3"
+    else:
+        assert allowed == [True, True, False]
+
+
+class _Results(Policy[list[int]]):
+    """Sees results only (it decides no call), and counts them."""
+
+    name = "results"
+    plugin = "results-plugin"
+
+    def new_state(self) -> list[int]:
+        return [0]
+
+    def on_result(self, state: list[int], result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        state[0] += 1
+        return None
+
+
+@pytest.mark.anyio
+async def test_a_guard_that_decides_no_call_still_tells_a_new_result_from_a_copy(bus: Bus, agent: Agent) -> None:
+    guard = Guard(policies=[_Results()]).attach(bus)
+    for _ in range(2):
+        call = ToolCall(agent=agent, call_id="x", step=0, tool="grep", args=GREP)
+        await bus.decide(call)
+        result = ToolResult.answering(call, "ok")
+        await bus.publish(result)
+        await bus.publish(msgspec.structs.replace(result))  # delivered again
+    watches = guard.watches(agent)
+    assert watches is not None
+    assert watches[0].state == [2]  # type: ignore[attr-defined]
+    guard.detach()
+    await bus.decide(ToolCall(agent=agent, call_id="y", step=1, tool="grep", args=GREP))  # nobody listens now
+
+
+@pytest.mark.anyio
 async def test_a_call_id_used_again_in_a_later_step_is_a_new_result(bus: Bus, capture: Capture, agent: Agent) -> None:
     Guard().attach(bus)
     for step in range(1, 4):  # a model server that names every response's first call "call_0"

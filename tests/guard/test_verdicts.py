@@ -421,7 +421,8 @@ async def test_a_program_run_again_on_its_log_replays_each_run_afresh(tmp_path: 
 
 
 @pytest.mark.anyio
-async def test_results_delivered_twice_replay_as_the_live_guard_saw_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reused", [False, True], ids=["own-ids", "one-id-and-step"])
+async def test_results_delivered_twice_replay_as_the_live_guard_saw_them(tmp_path: Path, reused: bool) -> None:
     path = tmp_path / "twice.jsonl"
     config = load_config("recommended")
     bus = Bus()
@@ -430,7 +431,8 @@ async def test_results_delivered_twice_replay_as_the_live_guard_saw_them(tmp_pat
     allowed = []
     with SessionLog(path).attach(bus):
         for step in range(1, 5):
-            call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="Read", args={"file_path": "/a.py"})
+            call_id, step = ("x", 0) if reused else (f"c{step}", step)  # a loop of one's own may reuse both
+            call = ToolCall(agent=agent, call_id=call_id, step=step, tool="Read", args={"file_path": "/a.py"})
             decision = await bus.decide(call)
             allowed.append(decision.allowed)
             result = ToolResult.answering(call, "x = 1") if decision.allowed else ToolResult.denial(call, decision)
