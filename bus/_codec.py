@@ -24,6 +24,9 @@ may have: a deeper one is skipped and counted, and the writer replaces what
 lies deeper with a readable stand-in, so a log it wrote always reads back."""
 
 _MAX_DEPTH = MAX_NESTING - 1  # _plain's depth 0 is the event object itself
+ARGS_NESTING = MAX_NESTING - 1
+"""The deepest a call's arguments may nest and be written as they are: the
+event's own object is the line's first level."""
 NATIVE_LEAVES = (
     datetime.date,
     datetime.time,
@@ -194,13 +197,27 @@ def _text(value: str) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def as_logged(value: Any) -> Any:
+def as_logged(value: Any, *, depth: int = 0) -> Any:
     """``value`` as a log line carries it and a reader gives it back: the
     stand-ins ``encode_line`` writes (a lone surrogate as ``\\uXXXX`` text,
     and so on) in place of what JSON cannot hold. An input that may hold
     such values goes through it first, so what the guard saw live is what a
-    replay of the log sees."""
-    return _plain(value, set(), 0)
+    replay of the log sees. ``depth`` is how deep in an event the value
+    sits (1 for a call's arguments): what lies deeper than the log keeps
+    becomes the writer's stand-in."""
+    return _plain(value, set(), depth)
+
+
+def logged_args(args: Any) -> Any:
+    """A call's ``args`` as a log line holds them: ``args`` themselves,
+    unless they nest deeper than ``ARGS_NESTING`` or hold what JSON cannot
+    (then ``as_logged``). A process that keeps the arguments it was given
+    (the command hook's snapshot) keeps nothing deeper than the log does."""
+    try:
+        data = encoder.encode(args)
+    except (ValueError, TypeError, RecursionError):
+        return as_logged(args, depth=1)
+    return as_logged(args, depth=1) if too_deep(data, ARGS_NESTING) else args
 
 
 def _plain(obj: Any, active: set[int], depth: int) -> Any:

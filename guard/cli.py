@@ -13,6 +13,7 @@ imports only the forwarding client until the server fails to answer.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -419,12 +420,12 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         runtime = RUNTIMES[args.agent]
         answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying, runtime=runtime)
     except Exception as exc:
-        print(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}", file=sys.stderr)
+        _warn(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}")
         return EXIT_HOOK_FAULT
     finally:
         sys.stdout = answer_to
     for note in notes:
-        print(note, file=sys.stderr)
+        _warn(note)
     entries = [entry for capture in held for entry in capture.entries]
     if entries:
         from guard.redact import Redactor  # only when there is something to print: its rules cost a compile
@@ -433,10 +434,34 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         for entry in entries:
             level, event = entry.pop("log_level"), entry.pop("event")
             fields = " ".join(f"{key}={value!r}" for key, value in entry.items())
-            print(one_line(redact(f"{level}: {event} {fields}"), 1000), file=sys.stderr)
+            _warn(one_line(redact(f"{level}: {event} {fields}"), 1000))
     if answer:
-        sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
+        try:
+            sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
+            sys.stdout.flush()
+        except (OSError, ValueError, AttributeError) as exc:  # a full disk, a closed pipe, no stdout at all
+            reason = "it is closed" if sys.stdout is None else str(exc)
+            _drop_stdout()
+            _warn(f"repeat-tool-guard hook: the answer could not be written to stdout: {reason}")
+            return EXIT_HOOK_FAULT
     return EXIT_OK
+
+
+def _warn(line: str) -> None:
+    """One line on stderr, if there is one: with stderr closed, ``print``
+    would write to stdout, which carries the hook's answer alone."""
+    if sys.stderr is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so what is left in its buffer is not
+    written again (and reported) when the interpreter exits."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
 
 
 def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:

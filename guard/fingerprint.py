@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from bus._codec import NATIVE_LEAVES, as_logged, logged_key, ordered, stand_in
+from bus._codec import ARGS_NESTING, NATIVE_LEAVES, as_logged, logged_key, ordered, stand_in, too_deep
 
 __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
 
@@ -65,21 +65,36 @@ def _text(text: str) -> str:
 
 
 def canonical_json(value: Any) -> bytes:
-    """The canonical JSON of ``value``: keys sorted at every depth, no spaces.
+    """The canonical JSON of ``value``, a call's arguments: keys sorted at
+    every depth, no spaces.
 
     A raw string (the runtime's fallback for malformed argument JSON) is
     encoded as a JSON string. Values JSON cannot carry (bytes, tuples, sets,
-    datetimes, NaN, arbitrary objects) get a deterministic form; this never
-    raises.
+    datetimes, NaN, arbitrary objects) get a deterministic form, and what
+    nests deeper than a log line keeps arguments (``ARGS_NESTING``) is cut
+    as the log cuts it, so a replay fingerprints what the guard saw; this
+    never raises.
     """
     try:
-        return _sorted_encoder.encode(value)
+        data = _sorted_encoder.encode(value)
+    except Exception:
+        data = _normalized(value)
+    if len(data) > 2 * ARGS_NESTING and too_deep(data, ARGS_NESTING):
+        data = _normalized(value, cut=True)
+    return data
+
+
+def _normalized(value: Any, *, cut: bool = False) -> bytes:
+    try:
+        if cut:
+            value = as_logged(value, depth=1)
+        return _sorted_encoder.encode(_normalize(value, set()))
+    except RecursionError:
+        if not cut:
+            return _normalized(value, cut=True)
     except Exception:
         pass
-    try:
-        return _sorted_encoder.encode(_normalize(value, set()))
-    except Exception:
-        return _sorted_encoder.encode(f"<unencodable {type(value).__qualname__}>")
+    return _sorted_encoder.encode(f"<unencodable {type(value).__qualname__}>")
 
 
 class Fingerprint(msgspec.Struct, frozen=True):

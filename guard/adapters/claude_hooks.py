@@ -33,9 +33,10 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from bus import ALLOW, AgentStatus, Decision
-from bus._codec import as_logged
+from bus._codec import as_logged, logged_args
 from guard._text import shown
 from guard.config import Config, apply_environment
+from guard.fingerprint import fingerprint
 from guard.sessions.answer import Answer, retry_key
 from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
@@ -233,8 +234,10 @@ class HookRuntime:
         return {"hooks": groups}
 
     def tool_input(self, payload: Mapping[str, Any]) -> Any:
-        """The call's arguments as the guard sees them (``cosmetic_args`` left out)."""
-        args = payload.get("tool_input")
+        """The call's arguments as the guard sees them (``cosmetic_args`` left
+        out) and the log holds them (``logged_args``: a hook's snapshot keeps
+        them)."""
+        args = logged_args(payload.get("tool_input"))
         cosmetic = self.cosmetic_args.get(payload_text(payload, "tool_name"))
         if cosmetic and isinstance(args, dict) and not cosmetic.isdisjoint(args):
             return {key: value for key, value in args.items() if key not in cosmetic}
@@ -323,7 +326,7 @@ class ClaudeHooks:
         self._steps_reported = steps_reported
         self._subagents: dict[str, AgentLink] = {}
         # the last denials and results answered, by retry_key, with what they answered
-        self._answered: LiveTable[str, tuple[tuple[Any, ...], dict[str, Any]]] = link.answers
+        self._answered: LiveTable[str, tuple[bytes, dict[str, Any]]] = link.answers
         for agent in link.links():
             if agent.agent.parent_id is None:
                 self._sessions.restore(agent.agent.id, agent)
@@ -401,15 +404,16 @@ class ClaudeHooks:
         call, with other content or after the last one's result, is a new
         call."""
         kept = self._answered.get(retry_key(kind, agent.agent.id, call_id)) if call_id else None
-        return kept[1] if kept is not None and kept[0] == what else None
+        return kept[1] if kept is not None and kept[0] == _digest(kind, what) else None
 
     def _keep(
         self, agent: AgentLink, kind: str, call_id: str, what: tuple[Any, ...], answer: dict[str, Any]
     ) -> dict[str, Any]:
-        """Keep ``answer`` (for ``what``) for a copy of its hook event, of the
-        link's last ``ANSWERS_KEPT``; return it."""
+        """Keep ``answer`` (for ``what``, by its digest: a snapshot carries
+        the answers kept, and a tool's output may be megabytes) for a copy
+        of its hook event, of the link's last ``ANSWERS_KEPT``; return it."""
         if call_id:
-            self._answered.add(retry_key(kind, agent.agent.id, call_id), (what, answer))
+            self._answered.add(retry_key(kind, agent.agent.id, call_id), (_digest(kind, what), answer))
         return answer
 
     def _answer(
@@ -520,6 +524,12 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     if not is_session_id(session):
         raise HookInputError(f"hook input session_id = {shown(session)}: {SESSION_ID_RULE}")
     return payload
+
+
+def _digest(kind: str, what: tuple[Any, ...]) -> bytes:
+    """What a hook event carried (a call's tool and arguments, a result's
+    seam, output and failure), as 16 bytes that tell a copy of it."""
+    return fingerprint(kind, list(what)).digest
 
 
 def _lenient_json(raw: bytes) -> Any:

@@ -301,3 +301,25 @@ def test_cache_memory_is_bounded() -> None:
         cache.get("t", v, call_id=f"c{i}")
     assert len(cache._entries) <= 2
     assert cache.get("t", values[4], call_id="c4") == fingerprint("t", {"i": 4})
+
+
+@pytest.mark.parametrize("depth", [97, 98, 99, 150, 5000])
+def test_arguments_nested_deeper_than_a_log_line_keeps_are_fingerprinted_as_it_keeps_them(depth: int) -> None:
+    from bus import Agent, ToolCall
+    from bus._codec import encode_line, logged_args
+
+    def nested(leaf: str) -> Any:
+        value: Any = leaf
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    args = {"a": nested("leaf"), "b": {1, 2}}
+    line = bytearray()
+    encode_line(ToolCall(agent=Agent("main"), call_id="c1", step=1, tool="t", args=args), line)
+    read_back = msgspec.json.decode(bytes(line))["args"]
+
+    assert canonical_json(args) == canonical_json(read_back), "a replay of the log fingerprints what the guard saw"
+    assert logged_args(args) == read_back if depth > 98 else logged_args(args) is args
+    differing_deep_down = {"a": nested("other leaf"), "b": {1, 2}}
+    assert (canonical_json(args) == canonical_json(differing_deep_down)) is (depth > 98)

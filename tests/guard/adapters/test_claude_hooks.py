@@ -412,6 +412,40 @@ def test_a_lone_surrogate_in_hook_input_is_read_as_the_log_writes_it(hook: Hook)
         parse_payload(b'{"session_id": "s", "n": NaN}')
 
 
+def _nested(depth: int, leaf: str) -> Any:
+    value: Any = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [150, 600])
+def test_arguments_nested_deeper_than_the_log_keeps_are_seen_as_the_log_holds_them(hook: Hook, depth: int) -> None:
+    hook.config = load_config("recommended")
+    answers = []
+    for n in range(3):  # arguments that differ only below the depth the log keeps: one call, made three times
+        tool = {"tool_name": "Bash", "tool_input": {"a": _nested(depth, f"v{n}")}, "tool_use_id": f"toolu_{n:02d}"}
+        answers += [hook(payload("PreToolUse", **tool)), hook(payload("PostToolUse", tool_response="same", **tool))]
+    assert answers[4]["hookSpecificOutput"]["permissionDecision"] == "deny", "the third, as the log shows it"
+    assert hook.snapshot.exists()
+    from guard.verdicts import replay_log
+
+    outcome = anyio.run(replay_log, hook.log, hook.config)
+    assert outcome.differences == []
+
+
+def test_a_snapshot_keeps_no_output_of_the_results_it_answered(hook: Hook) -> None:
+    output = "x" * 1_000_000
+    for n in range(3):
+        tool = {"tool_name": "Bash", "tool_input": {"command": f"cat big{n}"}, "tool_use_id": f"toolu_{n:02d}"}
+        hook(payload("PreToolUse", **tool))
+        hook(payload("PostToolUse", tool_response=output, **tool))
+        hook(payload("PostToolUse", tool_response=output, **tool))  # a copy: still told from a new result
+    assert hook.snapshot.stat().st_size < 50_000
+    results = [e for e in read_log(hook.log) if isinstance(e, ToolResult)]
+    assert len(results) == 3
+
+
 def test_a_session_resumed_after_its_end_starts_afresh_whether_restored_from_snapshot_or_log(tmp_path: Path) -> None:
     def bash(n: int, seam: str) -> dict[str, Any]:
         tool = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": f"toolu_{n:02d}"}
@@ -445,3 +479,31 @@ def test_a_hook_event_delivered_twice_is_answered_alike_and_recorded_once_across
     assert denials[1:] == [denials[0]] * 2, "a copy of a denied call gets its denial, not a halt"
     recorded = [(type(e).__name__, e.call_id) for e in read_log(hook.log) if isinstance(e, ToolCall | ToolResult)]
     assert recorded == [(kind, f"toolu_0{n}") for n in range(3) for kind in ("ToolCall", "ToolResult")]
+
+
+@pytest.mark.parametrize("stdout", ["/dev/full", "closed"])
+def test_an_answer_that_cannot_be_written_is_one_line_on_stderr_and_a_non_blocking_exit(
+    tmp_path: Path, stdout: str
+) -> None:
+    state = tmp_path / "state"
+    denied = payload("PreToolUse", tool_name="Grep", tool_input={"pattern": "load_config"}, tool_use_id="toolu_02")
+    for event in [*grep(0), *grep(1)]:
+        Hook(state, load_config("recommended"))(event)
+    target = None if stdout == "closed" else open(stdout, "w")  # noqa: SIM115 - handed to the child
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "guard", "hook", "--config", "recommended", "--state-dir", str(state)],
+            input=json.dumps(denied).encode(),
+            stdout=target if target is not None else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+            pass_fds=(),
+            preexec_fn=None if target is not None else lambda: os.close(1),
+            timeout=60,
+        )
+    finally:
+        if target is not None:
+            target.close()
+    assert done.returncode == 1, "exit 2 would block the call in Claude Code"
+    [line] = done.stderr.decode().splitlines()
+    assert line.startswith("repeat-tool-guard hook: the answer could not be written to stdout: ")
