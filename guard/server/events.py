@@ -88,7 +88,7 @@ class ToolResultIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     args: Any = None
     content: str = ""
     is_error: bool = False
-    denied_by: str | None = None
+    denied_by: Annotated[str, msgspec.Meta(min_length=1)] | None = None
 
 
 class AgentStatusIn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag="agent/status"):
@@ -333,6 +333,12 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
 
 
 async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
+    if event.denied_by is not None and event.denied_by in session.guards:
+        raise RequestError(
+            422,
+            f"denied_by = {event.denied_by!r} names the guard itself, which records its own denials: "
+            "name your own interceptor",
+        )
     if not agent.has_call(event.call_id):
         if session.denied_call(event.agent, event.call_id) is not None:
             raise RequestError(

@@ -202,7 +202,7 @@ class RedisSessionStore(SessionStore):
         def close() -> None:
             del self._shared[session_id]
 
-        session = Session(session_id, link, close)
+        session = Session(session_id, link, close, guard.plugins)
         session.fetch_answers = partial(self._fetch_answers, shared, session)
         if rows:
             recall(session, history, guard.owns)  # the denials, and when each call and result was recorded

@@ -15,7 +15,7 @@ import contextlib
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ import anyio
 from bus import Event, LogWriteError, ToolCall, ToolResult, open_regular, read_log
 from bus._codec import encode_line
 from guard.actions import Action
-from guard.adapters.claude_hooks import CLAUDE_CODE, ClaudeHooks, HookRuntime
+from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, HookRuntime
 from guard.config import Config
 from guard.guard import Guard
 from guard.server.scope import note
@@ -63,9 +63,14 @@ class Session:
     never hands out a closed session.
     """
 
-    def __init__(self, session_id: str, link: GuardLink, close: Callable[[], None]) -> None:
+    def __init__(
+        self, session_id: str, link: GuardLink, close: Callable[[], None], plugins: Iterable[str] = ()
+    ) -> None:
         self.id = session_id
         self.link = link
+        self.guards = frozenset({*plugins, HALTED_BY})
+        """The names the guard's own denials carry (its policies' plugins, and
+        a halted agent's): no client may claim a denial under one."""
         self.agents: dict[str, AgentLink] = {}
         """The events API's live agents by id."""
         self.hooks: ClaudeHooks
@@ -329,7 +334,9 @@ class FileSessionStore(SessionStore):
         super().__init__(config, **options)
         self.state_dir = state_dir
         self.fsync = fsync
-        self._owns = Guard(config).owns
+        guard = Guard(config)
+        self._owns = guard.owns
+        self._plugins = guard.plugins
 
     def log_path(self, session_id: str) -> Path:
         return self.state_dir / f"{session_id}.jsonl"
@@ -363,7 +370,7 @@ class FileSessionStore(SessionStore):
         link.bus.unrecord(log.write)
         if self.on_event is not None:
             link.bus.record(self.on_event)
-        session = Session(session_id, link, lambda: None)
+        session = Session(session_id, link, lambda: None, self._plugins)
         if existed:
             self.restored += 1
             with read_log(path) as reader:

@@ -195,6 +195,19 @@ def test_a_result_denied_by_the_runtime_itself_is_recorded_as_such(served: Serve
     assert (result.denied_by, result.content, result.is_error) == ("sandbox", "permission denied", True)
 
 
+@pytest.mark.parametrize("by", ["repeat-tool-reminder", "repeat-tool-guard/halted", ""])
+def test_a_result_may_not_claim_a_denial_of_the_guards_own(served: Served, by: str) -> None:
+    served.event("spoof", type="tool/call", agent="main", call_id="c1", tool="grep", args={})
+    response = served.client.post(
+        "/v1/sessions/spoof/events",
+        json={"type": "tool/result", "agent": "main", "call_id": "c1", "content": "blocked", "denied_by": by},
+    )
+    assert response.status_code == 422
+    assert "denied_by" in response.json()["error"]
+    served.event("spoof", type="tool/result", agent="main", call_id="c1", content="ok")  # the call is still open
+    check_replays(served.state_dir / "spoof.jsonl", Config())
+
+
 def test_a_subagent_has_its_own_counts_and_its_disposal_drops_them(served: Served) -> None:
     served.event("sub", type="agent/status", agent="main", status="started")
     served.event("sub", type="agent/status", agent="helper", status="started", parent="main")
