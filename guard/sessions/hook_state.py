@@ -39,7 +39,8 @@ async def hook_session(
     the body's events are appended to the log, and a new snapshot is saved:
     constant work per call, however long the session. When the snapshot
     cannot be used (see ``guard.sessions.snapshot``), the log is replayed
-    instead and ``on_replay`` is told why. A log that is not a session log
+    instead and ``on_replay`` is told why; so it is when the new snapshot
+    cannot be saved (the answer stands: the next call replays). A log that is not a session log
     any more is renamed ``*.unreadable-<time>`` and a new one begun. Both
     files are created 0600; the log is not written through a symbolic link.
     An event the log could not record (a full disk) raises
@@ -68,7 +69,12 @@ async def hook_session(
         with log:
             yield link
             if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
-                save_snapshot(saved, link, guard, log)
+                try:
+                    save_snapshot(saved, link, guard, log)
+                except Exception as exc:  # the answer stands: the snapshot only saves the next call a replay
+                    if on_replay is not None:
+                        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                        on_replay(f"the snapshot {str(saved)!r} could not be saved ({detail}); the next call replays")
     finally:
         os.close(lock)
     if log.error is not None:

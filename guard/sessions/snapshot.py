@@ -26,6 +26,7 @@ snapshot or none.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
@@ -103,14 +104,19 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
     _Pickler(buffer, guard.policies).dump(record)
     data = buffer.getbuffer()
     temporary = path.with_name(f"{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
 
 
 def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tuple[GuardLink, SessionLog] | str:
@@ -132,32 +138,39 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
     finally:
         os.close(fd)
     try:
-        version, config_key, log_id, seq, agents, *rest = _Unpickler(data, guard.policies).load()
+        record = _Unpickler(data, guard.policies).load()
     except Exception as exc:
         return f"the snapshot does not load ({type(exc).__name__}: {exc})"
-    if version != SNAPSHOT_VERSION:
-        return f"the snapshot has format {version!r}; this guard writes format {SNAPSHOT_VERSION}"
-    (answers,) = rest
-    if config_key != _config_key(guard):
-        return "the snapshot was written under another config"
+    if not isinstance(record, tuple) or not record:
+        return "the snapshot is not a record of this guard's"
+    if record[0] != SNAPSHOT_VERSION:
+        return f"the snapshot has format {record[0]!r}; this guard writes format {SNAPSHOT_VERSION}"
     try:
-        current = _log_identity(os.stat(log_path))
-    except FileNotFoundError:
-        return "the session log is gone"
-    if current != tuple(log_id):
-        return "the session log changed since the snapshot was written"
-    places = list(guard.policies)
-    if any(watches is not None and [getattr(w, "policy", None) for w in watches] != places for *_, watches in agents):
-        return "the snapshot's policy states do not match the config's policies"
-    bus = Bus(seq=seq)
+        _, config_key, log_id, seq, agents, answers = record
+        if config_key != _config_key(guard):
+            return "the snapshot was written under another config"
+        try:
+            current = _log_identity(os.stat(log_path))
+        except FileNotFoundError:
+            return "the session log is gone"
+        if current != tuple(log_id):
+            return "the session log changed since the snapshot was written"
+        places = list(guard.policies)
+        if any(
+            watches is not None and [getattr(w, "policy", None) for w in watches] != places for _, watches in agents
+        ):
+            return "the snapshot's policy states do not match the config's policies"
+        bus = Bus(seq=seq)
+        link = GuardLink(bus)
+        state: LinkState
+        for state, watches in agents:
+            link.adopt(state.agent).restore(state)
+            if watches is not None:
+                guard.restore(state.agent, watches)
+        for key, answer in answers:
+            link.answers.restore(key, answer)
+    except Exception as exc:  # a record of another shape: written by hand, or by a build with a bug
+        return f"the snapshot does not hold what this guard saves ({type(exc).__name__}: {exc})"
     guard.attach(bus)
     log = SessionLog(log_path, session=session, append=True, mark_resume=False).attach(bus)
-    link = GuardLink(bus)
-    state: LinkState
-    for state, watches in agents:
-        link.adopt(state.agent).restore(state)
-        if watches is not None:
-            guard.restore(state.agent, watches)
-    for key, answer in answers:
-        link.answers.restore(key, answer)
     return link, log

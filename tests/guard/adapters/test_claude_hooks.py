@@ -126,6 +126,9 @@ def test_fields_of_the_wrong_type_are_read_as_empty_never_as_python_text(hook: H
         (lambda h: _append(h.log, b"\n"), "the session log changed since the snapshot was written"),
         (lambda h: _replace_with_link(h.snapshot), "the snapshot cannot be opened (Too many levels of symbolic"),
         (lambda h: _resave(h, states=[_Place(7)]), "the snapshot does not load (UnpicklingError: no policy at place 7"),
+        (lambda h: _resave(h, drop=1), "the snapshot does not hold what this guard saves (ValueError"),
+        (lambda h: _resave(h, answers=[(1, 2, 3)]), "the snapshot does not hold what this guard saves (ValueError"),
+        (lambda h: h.snapshot.write_bytes(pickle.dumps([SNAPSHOT_VERSION])), "the snapshot is not a record"),
     ],
 )
 def test_an_unusable_snapshot_falls_back_to_replaying_the_log_and_says_why(
@@ -142,6 +145,15 @@ def test_an_unusable_snapshot_falls_back_to_replaying_the_log_and_says_why(
     assert len(hook.replays) == 1
 
 
+def test_a_snapshot_that_cannot_be_saved_leaves_the_answer_standing_and_the_next_call_replays(hook: Hook) -> None:
+    hook.state.mkdir()
+    hook.snapshot.mkdir()  # what stands where the snapshot goes cannot be replaced
+    answers = [hook(p) for n in range(3) for p in grep(n)]
+    assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER], "every call answered, as with a snapshot"
+    assert all("could not be saved (Is a directory); the next call replays" in said for said in hook.replays[1::2])
+    assert not list(hook.state.glob("*.tmp")), "no half-written snapshot is left"
+
+
 class _Place(int):
     """A policy's place, as the snapshot writes it."""
 
@@ -156,11 +168,21 @@ class _Put(pickle.Pickler):
         return int(obj) if type(obj) is _Place else None
 
 
-def _resave(hook: Hook, *, version: int = SNAPSHOT_VERSION, states: list[Any] | None = None) -> None:
+def _resave(
+    hook: Hook,
+    *,
+    version: int = SNAPSHOT_VERSION,
+    states: list[Any] | None = None,
+    answers: list[Any] | None = None,
+    drop: int = 0,
+) -> None:
     record = list(_Keep(io.BytesIO(hook.snapshot.read_bytes())).load())
     record[0] = version
     if states is not None:
         record[4] = [(*agent[:-1], states) for agent in record[4]]
+    if answers is not None:
+        record[5] = answers
+    del record[len(record) - drop :]
     buffer = io.BytesIO()
     _Put(buffer).dump(tuple(record))
     hook.snapshot.write_bytes(buffer.getvalue())
