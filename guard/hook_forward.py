@@ -8,15 +8,18 @@ loopback round trip. This module imports only ``_socket`` (the C module:
 ``socket`` would build its enums, which costs more than the round trip) and
 nothing of the guard, since it runs before anything else is imported.
 
-``forward`` answers ``None`` whenever the server did not answer the event
-(nothing listens there, it refused the connection, timed out, or answered
-anything but 200), and the caller answers in-process instead.
+``forward`` answers ``None`` when nothing listens there, and raises
+``ForwardError`` when the server did not answer the event (it timed out,
+answered anything but 200, or a body that is not one JSON object); either
+way the caller answers in-process instead.
 """
 
 from __future__ import annotations
 
+import _json
 import _socket
 import os
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,7 +37,8 @@ CONNECT_TIMEOUT = 0.1
 one that does not must not hold up the tool call."""
 
 ANSWER_TIMEOUT = 30.0
-"""Seconds to wait for the answer once connected (``rescue``'s ask can take a while)."""
+"""Seconds to wait for the whole answer once connected (``rescue``'s ask can
+take a while): a server that trickles it is cut off all the same."""
 
 _MAX_ANSWER = 16 * 1024 * 1024
 
@@ -108,6 +112,7 @@ def forward(url: str, body: bytes) -> bytes | None:
             sock.connect(address)
         except OSError:  # no such socket, refused, or not accepting in time: no server to ask
             return None
+        deadline = time.monotonic() + ANSWER_TIMEOUT
         sock.settimeout(ANSWER_TIMEOUT)
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
@@ -115,23 +120,67 @@ def forward(url: str, body: bytes) -> bytes | None:
         )
         try:
             sock.sendall(head.encode("ascii") + body)
-            raw = _read_all(sock)
+            raw = _read_all(sock, deadline)
         except OSError as exc:
             raise ForwardError(f"{url}: {exc.strerror or type(exc).__name__}") from None
     finally:
         sock.close()
-    return _body(url, raw)
+    return _object(url, _body(url, raw))
 
 
-def _read_all(sock: _socket.socket) -> bytes:
+def _read_all(sock: _socket.socket, deadline: float) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    while chunk := sock.recv(65536):
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(0, f"no whole answer within {ANSWER_TIMEOUT:g} s")
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue  # the deadline, told above
+        if not chunk:
+            return b"".join(chunks)
         chunks.append(chunk)
         size += len(chunk)
         if size > _MAX_ANSWER:
             raise OSError(0, "answer too large")
-    return b"".join(chunks)
+
+
+class _Strict:
+    """What the standard library's C scanner asks of its decoder: plain
+    JSON, no ``NaN``, no hooks. The scanner alone, without the ``json``
+    package, which would import ``re`` on every forwarded hook."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    memo: dict[str, str] = {}  # noqa: RUF012 - the scanner's own memo, cleared by it
+
+    @staticmethod
+    def parse_constant(name: str) -> None:
+        raise ValueError(name)
+
+
+_scan = _json.make_scanner(_Strict())  # type: ignore[arg-type]  # typeshed wants a JSONDecoder: any object with these does
+
+
+def _object(url: str, body: bytes) -> bytes:
+    """``body`` if it is one JSON object (every hook answer is), else
+    ``ForwardError``: whatever else answers there is not the guard."""
+    value: object = None
+    text = ""
+    try:
+        text = body.decode("utf-8").strip()
+        value, end = _scan(text, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+        end = -1
+    if type(value) is not dict or end != len(text):
+        raise ForwardError(f"{url}: the answer is not one JSON object")
+    return body
 
 
 def _body(url: str, raw: bytes) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,10 +22,11 @@ class RawServer:
     """A one-connection HTTP server on a Unix socket that sends ``answer``
     verbatim (or nothing, with ``answer`` None) and keeps the request."""
 
-    def __init__(self, path: Path, answer: bytes | None) -> None:
+    def __init__(self, path: Path, answer: bytes | None, trickle: float = 0.0) -> None:
         self.url = f"unix:{path}"
         self.request = b""
         self._answer = answer
+        self._trickle = trickle
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(path))
         self._listener.listen(1)
@@ -45,7 +47,16 @@ class RawServer:
             if self._answer is None:
                 self._done.wait(10)
                 return
-            conn.sendall(self._answer)
+            if not self._trickle:
+                conn.sendall(self._answer)
+                return
+            for byte in self._answer:  # a byte at a time, never quite silent
+                if self._done.wait(self._trickle):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:  # the client gave up
+                    return
 
     def close(self) -> None:
         self._done.set()
@@ -53,15 +64,15 @@ class RawServer:
         self._listener.close()
 
 
-RawServe = Callable[[bytes | None], RawServer]
+RawServe = Callable[..., RawServer]
 
 
 @pytest.fixture
 def raw_server(tmp_path: Path) -> Iterator[RawServe]:
     servers: list[RawServer] = []
 
-    def start(answer: bytes | None) -> RawServer:
-        server = RawServer(tmp_path / f"raw{len(servers)}.sock", answer)
+    def start(answer: bytes | None, trickle: float = 0.0) -> RawServer:
+        server = RawServer(tmp_path / f"raw{len(servers)}.sock", answer, trickle)
         servers.append(server)
         return server
 
@@ -97,6 +108,12 @@ def test_a_chunked_answer_is_joined(raw_server: RawServe) -> None:
         (ok(b"{}"), "cut short"),
         (ok(b"5\r\n{}", b"transfer-encoding: chunked"), "cut short"),
         (ok(b"zz\r\n{}\r\n0\r\n\r\n", b"transfer-encoding: chunked"), "cut short"),
+        (ok(b"<html>hello</html>", b"content-length: 18"), "not one JSON object"),
+        (ok(b"", b"content-length: 0"), "not one JSON object"),
+        (ok(b'{"a":1}{"b":2}', b"content-length: 14"), "not one JSON object"),
+        (ok(b"[{}]", b"content-length: 4"), "not one JSON object"),
+        (ok(b'{"a":NaN}', b"content-length: 9"), "not one JSON object"),
+        (ok(b'{"a":"\xff"}', b"content-length: 9"), "not one JSON object"),
     ],
 )
 def test_an_answer_that_is_not_a_whole_200_is_an_error_naming_why(
@@ -112,8 +129,19 @@ def test_a_server_that_does_not_answer_in_time_is_an_error(
 ) -> None:
     monkeypatch.setattr(hook_forward, "ANSWER_TIMEOUT", 0.2)
     server = raw_server(None)
-    with pytest.raises(ForwardError, match="TimeoutError"):
+    with pytest.raises(ForwardError, match=r"no whole answer within 0\.2 s"):
         forward(server.url, b"{}")
+
+
+def test_a_server_that_trickles_its_answer_is_cut_off_at_the_deadline(
+    raw_server: RawServe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hook_forward, "ANSWER_TIMEOUT", 0.5)
+    server = raw_server(ok(b"{}" + b" " * 100, b"content-length: 102"), trickle=0.1)
+    started = time.monotonic()
+    with pytest.raises(ForwardError, match=r"no whole answer within 0\.5 s"):
+        forward(server.url, b"{}")
+    assert time.monotonic() - started < 5, "not a read timeout per byte"
 
 
 def test_an_answer_larger_than_the_limit_is_an_error(raw_server: RawServe, monkeypatch: pytest.MonkeyPatch) -> None:
