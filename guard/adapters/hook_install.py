@@ -8,6 +8,7 @@ settings, their order) is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -65,15 +66,33 @@ def install(path: Path, settings: dict[str, Any], *, uninstall: bool = False) ->
             hooks.setdefault(event, []).extend(groups)
     if merged == current:
         return "unchanged"
-    backup = _backup(target, raw) if raw is not None else None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(merged, indent=2, allow_nan=False) + "\n")
-    if raw is not None:
-        os.chmod(temporary, target.stat().st_mode & 0o7777)
-    os.replace(temporary, target)
+    backup = _rewrite(path, target, raw, (json.dumps(merged, indent=2, allow_nan=False) + "\n").encode())
     done = "guard hooks removed" if uninstall else "guard hooks installed"
     return done + (f" (backup: {backup.name})" if backup is not None else "")
+
+
+def _rewrite(path: Path, target: Path, raw: bytes | None, data: bytes) -> Path | None:
+    """Replace the file ``target`` (``path`` resolved; ``raw`` its bytes,
+    ``None`` when there is none yet) with ``data``: a backup first, then a
+    whole new file put in its place, so a failure (a full disk) leaves the
+    file as it was and no partial copy behind. Returns the backup."""
+    backup = temporary = None
+    try:
+        if raw is not None:
+            backup = _backup(target, raw)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(data)
+        if raw is not None:
+            os.chmod(temporary, target.stat().st_mode & 0o7777)
+        os.replace(temporary, target)
+    except OSError as exc:
+        for left in (temporary, backup):
+            if left is not None:
+                with contextlib.suppress(OSError):
+                    left.unlink()
+        raise SettingsFileError(f"{str(path)!r} left as it was: {exc.strerror or exc}") from None
+    return backup
 
 
 _MAX_SETTINGS = 16 * 1024 * 1024
@@ -175,22 +194,44 @@ def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
 
 def add_toml_table(path: Path, table: str) -> str:
     """Append ``table`` (one TOML table, its header first) to the file at
-    ``path`` unless a table with that header is there already; the file is
-    backed up first (as ``install`` backs up). Returns what happened;
-    ``SettingsFileError`` for a file it cannot add to."""
+    ``path`` unless the file defines that table already, however it spells
+    it (a quoted name, an inline table, dotted keys); the file is backed up
+    first (as ``install`` backs up). Returns what happened;
+    ``SettingsFileError`` for a file it cannot add to: one that is not
+    TOML, or one the table would make invalid (its parent defined as
+    something else)."""
+    import tomllib
+
     header = table.splitlines()[0].strip()
     target = Path(os.path.realpath(path))
     raw = _read(target)
     try:
-        text = raw.decode("utf-8") if raw is not None else None
+        text = raw.decode("utf-8") if raw is not None else ""
+        current = tomllib.loads(text)
     except UnicodeDecodeError:
         raise SettingsFileError(f"{str(path)!r} is not UTF-8 text: not a TOML file") from None
-    if text is not None and any(line.strip() == header for line in text.splitlines()):
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsFileError(f"{str(path)!r} is not valid TOML ({exc}): left as it is") from None
+    found: Any = current
+    for key in _table_keys(tomllib.loads(table)):
+        found = found.get(key) if isinstance(found, dict) else None
+    if found is not None:
         return f"{header} is there already (left as it is)"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if raw is not None:
-        _backup(target, raw)
     separator = "" if not text else ("\n" if text.endswith("\n") else "\n\n")
-    with target.open("a") as out:
-        out.write(f"{separator}{table}")
+    updated = f"{text}{separator}{table}"
+    try:
+        tomllib.loads(updated)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsFileError(
+            f"{str(path)!r}: adding {header} would make it invalid TOML ({exc}); left as it is"
+        ) from None
+    _rewrite(path, target, raw, updated.encode("utf-8"))
     return f"{header} added"
+
+
+def _table_keys(level: dict[str, Any]) -> list[str]:
+    """The keys leading to the one table ``level`` (a parsed table) defines."""
+    key, inner = next(iter(level.items()))
+    if isinstance(inner, dict) and inner and all(isinstance(value, dict) for value in inner.values()):
+        return [key, *_table_keys(inner)]
+    return [key]

@@ -270,6 +270,68 @@ def test_a_config_toml_that_is_not_text_is_refused(capsys: pytest.CaptureFixture
     assert (tmp_path / "config.toml").read_bytes() == b"\xff\xfe binary"
 
 
+_TABLE = '[mcp_servers.repeat_tool_guard]\nurl = "http://127.0.0.1:8787/mcp"\n'
+
+
+@pytest.mark.parametrize(
+    "present",
+    [
+        '[mcp_servers.repeat_tool_guard] # mine\nurl = "http://127.0.0.1:9/mcp"\n',
+        '[ mcp_servers.repeat_tool_guard ]\nurl = "http://127.0.0.1:9/mcp"\n',
+        '[mcp_servers."repeat_tool_guard"]\nurl = "http://127.0.0.1:9/mcp"\n',
+        '[mcp_servers]\nrepeat_tool_guard = { url = "http://127.0.0.1:9/mcp" }\n',
+        'mcp_servers.repeat_tool_guard.url = "http://127.0.0.1:9/mcp"\n',
+    ],
+    ids=["comment", "spaces", "quoted", "inline", "dotted"],
+)
+def test_a_table_the_file_defines_however_spelled_is_left_as_it_is(tmp_path: Path, present: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(present)
+    assert add_toml_table(config, _TABLE).endswith("is there already (left as it is)")
+    assert config.read_text() == present
+    assert not [f for f in tmp_path.iterdir() if f != config], "no backup of a file left as it was"
+
+
+def test_a_table_named_only_inside_a_string_is_added(tmp_path: Path) -> None:
+    import tomllib
+
+    config = tmp_path / "config.toml"
+    config.write_text('notes = """\n[mcp_servers.repeat_tool_guard]\n"""\n')
+    assert add_toml_table(config, _TABLE).endswith("added")
+    assert tomllib.loads(config.read_text())["mcp_servers"]["repeat_tool_guard"]["url"].endswith("/mcp")
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [("model = [unclosed\n", "is not valid TOML"), ('mcp_servers = "off"\n', "would make it invalid TOML")],
+)
+def test_a_config_toml_it_cannot_add_to_is_refused_and_left_as_it_is(tmp_path: Path, content: str, why: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(content)
+    with pytest.raises(SettingsFileError, match=why):
+        add_toml_table(config, _TABLE)
+    assert config.read_text() == content
+    assert not [f for f in tmp_path.iterdir() if f != config]
+
+
+@pytest.mark.parametrize("existing", [True, False])
+def test_a_rewrite_that_fails_leaves_the_file_as_it_was_and_no_copy_behind(tmp_path: Path, existing: bool) -> None:
+    import os
+
+    settings = tmp_path / "settings.json"
+    if existing:
+        settings.write_text('{"model": "opus"}\n')
+    blocked = tmp_path / f".settings.json.{os.getpid()}.tmp"
+    blocked.mkdir()  # the new file cannot be written where it goes (as on a full disk)
+    with pytest.raises(SettingsFileError, match=r"settings\.json' left as it was: Is a directory"):
+        install(settings, CLAUDE_CODE.settings({"type": "command", "command": "repeat-tool-guard hook"}))
+    if existing:
+        assert settings.read_text() == '{"model": "opus"}\n'
+    else:
+        assert not settings.exists()
+    assert {f.name for f in tmp_path.iterdir()} <= {blocked.name, "settings.json"}, "no backup left behind"
+
+
 def test_one_settings_file_is_named_at_a_time(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["install", "--project", "--file", str(tmp_path / "settings.json")])
