@@ -931,6 +931,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     if hook:
         args.raw = raw
+        try:
+            _refuse_empty(args)  # --serve '' stays: it turns forwarding off
+        except _UsageError as exc:
+            _warn(f"repeat-tool-guard hook: {exc}")
+            return EXIT_HOOK_FAULT
         if args.verbose:
             _configure_logging(verbose=True)
         return int(args.run(args))

@@ -496,12 +496,24 @@ def is_session_id(value: object) -> bool:
 
 def default_state_dir() -> Path:
     """``$REPEAT_TOOL_GUARD_STATE``, else ``$XDG_STATE_HOME/repeat-tool-guard``,
-    else ``~/.local/state/repeat-tool-guard``."""
+    else ``~/.local/state/repeat-tool-guard``. A relative ``XDG_STATE_HOME``
+    is ignored, as the XDG specification says (it would put the logs, which
+    hold tools' output, in whatever directory the agent works in); so is
+    an empty or relative ``HOME``: ``ValueError`` then, rather than the
+    filesystem's root or the working directory."""
     explicit = os.environ.get("REPEAT_TOOL_GUARD_STATE")
     if explicit:
         return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "repeat-tool-guard"
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "repeat-tool-guard"
+    home = os.environ.get("HOME")
+    if home is not None and not os.path.isabs(home):
+        raise ValueError(
+            f"HOME = {home!r} is no absolute path to keep state under: "
+            "set REPEAT_TOOL_GUARD_STATE or XDG_STATE_HOME, or pass --state-dir"
+        )
+    return Path.home() / ".local" / "state" / "repeat-tool-guard"
 
 
 class HookInputError(ValueError):

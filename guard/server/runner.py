@@ -105,6 +105,9 @@ def read_token(path: str) -> str:
             raise ServeError(f"token file {path!r}: {exc}") from None
     if not text or any(c.isspace() for c in text):
         raise ServeError(f"token file {path!r} must hold one token: no whitespace inside, not empty")
+    if not text.isascii() or not text.isprintable():
+        # HTTP headers are read as Latin-1: a client sending the token in UTF-8 could never match it
+        raise ServeError(f"token file {path!r} must hold printable ASCII only (a header carries the token)")
     return text
 
 
@@ -286,7 +289,10 @@ def _run(args: argparse.Namespace) -> int:
         )
     if not 0 <= args.port <= 65535:
         raise ServeError(f"--port {args.port}: must be 0-65535")
-    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir() / "serve"
+    try:
+        state_dir = Path(args.state_dir) if args.state_dir else default_state_dir() / "serve"
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
     telemetry = _telemetry()
     open_files = raise_open_files_limit()
     if open_files < _LOW_OPEN_FILES:

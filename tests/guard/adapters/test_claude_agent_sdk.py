@@ -8,6 +8,7 @@ subprocess with the payload on stdin.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -436,6 +437,25 @@ def test_state_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv("HOME", str(tmp_path))
     assert default_state_dir() == tmp_path / ".local" / "state" / "repeat-tool-guard"
     assert os.environ["HOME"] == str(tmp_path)
+    for relative in ("state", "~/state"):  # not the agent's working directory: ignored, as XDG says
+        monkeypatch.setenv("XDG_STATE_HOME", relative)
+        assert default_state_dir() == tmp_path / ".local" / "state" / "repeat-tool-guard"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    for home in ("", "rel"):  # not the filesystem's root, nor the working directory
+        monkeypatch.setenv("HOME", home)
+        with pytest.raises(ValueError, match="no absolute path to keep state under"):
+            default_state_dir()
+
+
+@pytest.mark.parametrize("option", ["--state-dir", "--config"])
+def test_a_hook_given_an_empty_path_exits_1_with_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    from guard.cli import main
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(payload("Stop")).encode())))
+    assert main(["hook", option, ""]) == 1
+    assert capsys.readouterr().err == f"repeat-tool-guard hook: {option} '': an empty value names nothing\n"
 
 
 # --- the same command in process, for what only a session log on disk can show ------------------

@@ -122,9 +122,23 @@ def test_token_files_must_be_private_and_hold_one_token(tmp_path: Path, capsys: 
         path = token_file(tmp_path, text)
         assert main(serve(tmp_path, "--token-file", path)) == 2
         assert "must hold one token: no whitespace inside, not empty" in capsys.readouterr().err
+    for text in ("t\u00e9", "a\x07b"):  # a client could never send the first as UTF-8 and match it
+        path = token_file(tmp_path, text)
+        assert main(serve(tmp_path, "--token-file", path)) == 2
+        assert "must hold printable ASCII only" in capsys.readouterr().err
     missing = str(tmp_path / "missing")
     assert main(serve(tmp_path, "--token-file", missing)) == 2
     assert capsys.readouterr().err.startswith(f"repeat-tool-guard serve: token file {missing!r}: [Errno 2]")
+
+
+def test_no_state_dir_and_no_home_to_keep_it_under_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("REPEAT_TOOL_GUARD_STATE", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", "")
+    assert main(["serve", "--port", "0"]) == 2
+    assert capsys.readouterr().err.startswith("repeat-tool-guard serve: HOME = '' is no absolute path")
 
 
 def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
