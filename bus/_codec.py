@@ -208,6 +208,23 @@ def as_logged(value: Any, *, depth: int = 0) -> Any:
     return _plain(value, set(), depth)
 
 
+def lenient_json(raw: bytes) -> Any:
+    """``raw`` read by the standard library's decoder, which takes escaped
+    lone surrogates (``"\\ud83d"``, as JavaScript writes a string cut
+    mid-character) as msgspec does not, each then written as the session
+    log writes it (``as_logged``), so a replay sees what the guard saw;
+    ``None`` when it is no JSON either (``NaN`` and ``Infinity`` are none)."""
+    import json
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    try:
+        return as_logged(json.loads(raw, parse_constant=refuse))
+    except (ValueError, RecursionError):
+        return None
+
+
 def logged_args(args: Any) -> Any:
     """A call's ``args`` as a log line holds them: ``args`` themselves,
     unless they nest deeper than ``ARGS_NESTING`` or hold what JSON cannot

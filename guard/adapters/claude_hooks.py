@@ -33,7 +33,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from bus import ALLOW, AgentStatus, Decision
-from bus._codec import as_logged, logged_args
+from bus._codec import lenient_json, logged_args
 from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.fingerprint import fingerprint
@@ -525,7 +525,7 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     try:
         payload = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        payload = _lenient_json(raw)  # a lone surrogate, as JavaScript writes a string cut mid-character
+        payload = lenient_json(raw)  # a lone surrogate, as JavaScript writes a string cut mid-character
         if payload is None:
             raise HookInputError(f"hook input is not JSON ({exc})") from None
     except RecursionError as exc:
@@ -542,23 +542,6 @@ def _digest(kind: str, what: tuple[Any, ...]) -> bytes:
     """What a hook event carried (a call's tool and arguments, a result's
     seam, output and failure), as 16 bytes that tell a copy of it."""
     return fingerprint(kind, list(what)).digest
-
-
-def _lenient_json(raw: bytes) -> Any:
-    """``raw`` read by the standard library's decoder, which takes escaped
-    lone surrogates (``"\\ud83d"``) as msgspec does not, each then written
-    as the session log writes it (``as_logged``), so a replay sees what the
-    guard saw; ``None`` when it is no JSON either (``NaN`` and ``Infinity``
-    are none)."""
-    import json
-
-    def refuse(constant: str) -> None:
-        raise ValueError(constant)
-
-    try:
-        return as_logged(json.loads(raw, parse_constant=refuse))
-    except (ValueError, RecursionError):
-        return None
 
 
 async def run_hook(

@@ -29,6 +29,7 @@ from bus import (
     UserMessage,
     too_deep,
 )
+from bus._codec import lenient_json
 from guard.fingerprint import fingerprint
 from guard.server.sessions import Session
 from guard.sessions.answer import Answer, retry_key
@@ -162,7 +163,14 @@ def decode_event(body: bytes) -> EventIn:
     except msgspec.ValidationError as exc:
         raise RequestError(422, f"invalid event: {_quoted(str(exc))}") from None
     except msgspec.DecodeError as exc:
-        raise RequestError(400, f"body is not JSON: {_quoted(str(exc))}") from None
+        value = lenient_json(body)  # a lone surrogate, as JavaScript writes a string cut mid-character
+        if value is None:
+            raise RequestError(400, f"body is not JSON: {_quoted(str(exc))}") from None
+    try:
+        event: EventIn = msgspec.convert(value, EventIn)
+        return event
+    except msgspec.ValidationError as exc:
+        raise RequestError(422, f"invalid event: {_quoted(str(exc))}") from None
 
 
 _QUOTED = 200

@@ -10,7 +10,7 @@ import anyio
 import msgspec
 import pytest
 
-from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, read_log
+from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON, Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.actions import SHADOW_FORM
 from guard.config import load_config
@@ -231,6 +231,17 @@ def test_a_session_whose_agents_are_all_disposed_leaves_memory_and_comes_back_fr
     served.event("end", type="user/message", agent="main", text="again")
     assert "end" in served.store
     check_replays(served.state_dir / "end.jsonl")
+
+
+def test_a_lone_surrogate_is_read_as_the_log_writes_it(served: Served) -> None:
+    body = b'{"type": "user/message", "agent": "main", "text": "cut mid-emoji \\ud83d"}'
+    response = served.client.post("/v1/sessions/cut/events", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200, response.text
+    (message,) = [e for e in events_of(served.state_dir / "cut.jsonl") if type(e) is UserMessage]
+    assert message.text == "cut mid-emoji \\ud83d"
+    bad = b'{"type": "user/message", "agent": "", "text": "\\ud83d"}'
+    response = served.client.post("/v1/sessions/cut/events", content=bad, headers={"content-type": "application/json"})
+    assert response.status_code == 422, "read leniently, then checked as strictly"
 
 
 @pytest.mark.parametrize(
