@@ -191,6 +191,8 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
     request that arrived before its type, agent and call id were recorded
     (by a concurrent copy of it, on this replica or another) is stale: it
     gets the recorded answer if one is kept, else a 409, and is not applied."""
+    if type(event) is ToolCallIn and (late := _late_copy(session, event)) is not None:
+        return late
     if type(event) is ToolCallIn or type(event) is ToolResultIn:
         kind = "tool/call" if type(event) is ToolCallIn else "tool/result"
         key, other_key = retry_keys(event)
@@ -210,6 +212,17 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
         session.remember_answer(key, answer)
         return answer
     return msgspec.json.encode(await apply_event(session, event))
+
+
+def _late_copy(session: Session, event: ToolCallIn) -> bytes | None:
+    """The answer for a call posted after its own result, which recorded it
+    already (as a late call: it ran): allowed, and nothing published. Only
+    the agent's latest event can be so answered; after it, the same id and
+    call are a new call."""
+    late = session.late.get(event.agent)
+    if late is None or late[0] != event.call_id or late[1] != fingerprint(event.tool, event.args).digest:
+        return None
+    return msgspec.json.encode(EventAnswer(seq=late[2], allowed=True, reason=None, messages=[], halt=None))
 
 
 def _reuses_denied_id(session: Session, event: ToolCallIn | ToolResultIn) -> bool:
@@ -281,6 +294,9 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
             session.note_recorded(event)
             continue
         close(agent.id)
+        late = session.late.get(agent.id)
+        if late is not None and not (isinstance(event, ToolResult) and event.call_id == late[0]):
+            del session.late[agent.id]  # a late call is a copy's only while it is the agent's latest
         if isinstance(event, UserMessage):
             halts[agent.id] = None
         if isinstance(event, (ToolCall, ToolResult)):
@@ -293,6 +309,8 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
             recalled = open_[agent.id] = _Recalled(key, event.call_id, event.seq, True if call else None)
             if call:
                 recalled.called = fingerprint(event.tool, event.args).digest
+                if isinstance(event, ToolCall) and event.late is True:
+                    session.late[agent.id] = (event.call_id, recalled.called, event.seq)
         else:
             open_[agent.id] = _Recalled(None, None, event.seq, None)
     for agent_id in list(open_):
@@ -320,6 +338,7 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
     agent = agents.get(event.agent)
     if agent is None:
         agent = await _start(session, event.agent, None)
+    session.late.pop(event.agent, None)
     bus = agent.bus
     decision: Decision | None = None
     if type(event) is UserMessageIn:
@@ -357,6 +376,7 @@ async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> in
         # A result whose call was never posted counts all the same, as a late
         # call: the tool ran, so nothing is denied.
         _set_step(agent, event.step)
+        session.late[event.agent] = (event.call_id, fingerprint(event.tool, event.args).digest, agent.bus.seq + 1)
         await agent.call(event.call_id, event.tool, event.args, late=True)
     seq = agent.bus.seq + 1
     if event.denied_by is not None:

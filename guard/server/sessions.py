@@ -88,6 +88,10 @@ class Session:
         """When the latest call and result of each recent ``retry_key`` was
         recorded (its ``ts``): a request that reached the server before then
         is a stale copy of one already answered."""
+        self.late: dict[str, tuple[str, bytes, int]] = {}
+        """Each agent's call recorded from its result (posted before it) when
+        that was the agent's latest event: its id, fingerprint digest and
+        seq. The call posted after all, the same, is that call, not a new one."""
         self.pending: list[Event] = []
         """The events of the request in progress, not yet recorded."""
         self.fetch_answers: Callable[[Sequence[str]], Awaitable[None]] | None = None

@@ -188,6 +188,31 @@ def test_results_whose_calls_were_never_posted_are_late_calls_never_denied_and_r
     check_replays(served.state_dir / "late.jsonl", config)
 
 
+@pytest.mark.parametrize("restart", [False, True])
+def test_a_call_posted_after_its_own_result_is_that_call_not_another(make_served: MakeServed, restart: bool) -> None:
+    served = make_served()
+    answers = []
+    for n in range(3):  # a pipeline that delivers each result before its call
+        served.event("ooo", type="tool/result", agent="main", call_id=f"c{n}", content="same", **GREP)
+        if restart:
+            served.stop()
+            served = make_served(state_dir=served.state_dir)
+        answers.append(served.event("ooo", type="tool/call", agent="main", call_id=f"c{n}", **GREP))
+    assert [a["allowed"] for a in answers] == [True] * 3, "it ran already"
+    events = events_of(served.state_dir / "ooo.jsonl")
+    assert [(type(e).__name__, e.call_id) for e in events if type(e) in (ToolCall, ToolResult)] == [
+        (kind, f"c{n}") for n in range(3) for kind in ("ToolCall", "ToolResult")
+    ], "each call recorded once, from its result"
+    [reminder] = [e for e in events if type(e) is ContextMessage]
+    assert reminder.source.summary == "grep × 3"
+    assert served.event("ooo", type="tool/call", agent="main", call_id="c2", **GREP) == answers[-1], "a retry too"
+    served.event("ooo", type="tool/call", agent="main", call_id="d1", tool="ls", args={})
+    served.event("ooo", type="tool/result", agent="main", call_id="d1", content="x")
+    again = served.event("ooo", type="tool/call", agent="main", call_id="c2", **GREP)  # after other events: new
+    assert again["seq"] > answers[-1]["seq"]
+    check_replays(served.state_dir / "ooo.jsonl")
+
+
 def test_a_result_denied_by_the_runtime_itself_is_recorded_as_such(served: Served) -> None:
     served.event("d", type="tool/call", agent="main", call_id="c1", tool="rm", args={"path": "/"})
     served.event("d", type="tool/result", agent="main", call_id="c1", content="permission denied", denied_by="sandbox")
