@@ -39,6 +39,8 @@ PREFETCH = 256
 _ACQUIRE = (
     LUA_HELPERS
     + """
+local wrong = check_types({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash'})
+if wrong then return redis.error_reply(wrong) end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end

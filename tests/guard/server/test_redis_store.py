@@ -285,6 +285,25 @@ async def test_a_key_briefly_of_the_wrong_type_writes_nothing_and_the_session_go
         await client.aclose()
 
 
+@pytest.mark.parametrize(("name", "kind"), [("events", "stream"), ("meta", "hash"), ("notes", "hash")])
+async def test_a_key_of_the_wrong_type_is_named_by_a_replica_rebuilding_the_session_too(
+    replicas: Replicas, redis_url: str, name: str, kind: str
+) -> None:
+    one, two = replicas(2)
+    session = f"wt-{name}"
+    client = Redis.from_url(redis_url)
+    try:
+        await grep(one, session, "c0")
+        await client.delete(f"rtg:{{{session}}}:{name}")
+        await client.set(f"rtg:{{{session}}}:{name}", "x")
+        wrong = rf"WRONGTYPE rtg:\{{{session}\}}:{name} holds a string, not a {kind}: nothing was written"
+        for store in (one, two):  # the replica that knows the session, and one that rebuilds it
+            with pytest.raises(StoreError, match=wrong):
+                await grep(store, session, "c1")
+    finally:
+        await client.aclose()
+
+
 async def test_a_lost_session_counter_is_taken_from_its_stream(
     replicas: Replicas, redis_url: str, tmp_path: Path
 ) -> None:
