@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from bus import MAX_NESTING, AnyEvent, NotRegularFileError, block_lines, read_regular, too_deep
+from bus._codec import lenient_json
 from guard.importers._session import ImportedSession, ImportReport, TranscriptError
 
 __all__ = [
@@ -29,7 +30,19 @@ __all__ = [
 _SAMPLE_LINES = 40
 _SAMPLE_BYTES = 1 << 20
 _SQLITE = b"SQLite format 3\x00"
-_decode = msgspec.json.decode
+
+
+def _decode(data: bytes) -> Any:
+    """A JSON value; escaped lone surrogates (a JavaScript tool's string cut
+    mid-character) are read as the session log writes them
+    (``lenient_json``), not refused. ``msgspec.DecodeError`` for no JSON."""
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        value = lenient_json(data)
+        if value is None:
+            raise
+        return value
 
 
 class Records(list[Any]):

@@ -168,6 +168,18 @@ def test_writer_of_an_empty_session_writes_only_the_header(tmp_path: Path) -> No
     assert json.loads((tmp_path / "out.jsonl").read_text())["ts"] == 0.0
 
 
+def test_a_lone_surrogate_escape_is_read_as_the_log_writes_it_not_skipped(tmp_path: Path) -> None:
+    from bus import UserMessage
+
+    path = tmp_path / "s.jsonl"
+    line = '{"type": "user", "sessionId": "s", "message": {"content": "cut mid-emoji \\ud83d"}}\n'
+    path.write_text(line * 2 + '{"type": "user", "sessionId": "s", "message": {"content": NaN}}\n')
+    (session,) = open_sessions(path)
+    texts = [e.text for e in session.events() if isinstance(e, UserMessage)]
+    assert texts == ["cut mid-emoji \\ud83d"] * 2, "as JavaScript writes a string cut mid-character"
+    assert session.report.skipped == {"invalid-json": 1}, "NaN is no JSON still"
+
+
 def test_non_object_lines_are_skipped_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text('{"type": "user", "sessionId": "s", "message": {"content": "hi"}}\n[1, 2]\n\n{bad\n')
