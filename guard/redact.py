@@ -22,17 +22,35 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from guard.patterns import LiteralSet, Regex, compile_regex
 
-__all__ = ["REDACTED", "REDACT_INPUT_LIMIT", "Redactor", "SecretRule", "load_rules"]
+__all__ = ["REDACTED", "REDACT_INPUT_LIMIT", "REDACT_SLACK", "Excerpt", "Redactor", "SecretRule", "load_rules"]
 
 REDACTED = "[REDACTED]"
+
+REDACT_SLACK = 1024
+"""Characters kept past a cap until the text is redacted (``Excerpt``,
+``Redactor.capped``), so a secret the cap cuts is still whole when the rules
+see it."""
 
 REDACT_INPUT_LIMIT = 1 << 20
 """Characters of one text the redactor scans. Anything past it is withheld
 (replaced by a note saying how much), never passed on unscanned."""
+
+
+class Excerpt(NamedTuple):
+    """What is kept of a text that will be shown capped: its head (the cap
+    plus ``REDACT_SLACK``) and its full length (``Redactor.capped``)."""
+
+    head: str
+    total: int
+
+    @classmethod
+    def of(cls, text: str, limit: int) -> Excerpt:
+        return cls(text[: limit + REDACT_SLACK], len(text))
+
 
 _RULE_FILES = ("builtin.toml", "gitleaks.toml")
 _MAX_DEPTH = 16
@@ -292,6 +310,20 @@ class Redactor:
             at = end
         out += data[at:]
         return bytes(out).decode("utf-8", "replace") + tail
+
+    def capped(self, text: str | Excerpt, limit: int) -> str:
+        """``text`` (or the ``Excerpt`` kept of it) redacted, then cut to
+        ``limit`` characters (never inside a ``[REDACTED]`` marker) with a
+        ``… (+N more chars)`` note when cut."""
+        excerpt = Excerpt.of(text, limit) if isinstance(text, str) else text
+        redacted = self(excerpt.head)
+        if excerpt.total <= limit:
+            return redacted
+        cut = limit
+        straddling = redacted.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
+        if straddling >= 0:
+            cut = straddling + len(REDACTED)
+        return f"{redacted[:cut]}… (+{excerpt.total - limit} more chars)"
 
     def redact_value(self, value: Any, _depth: int = 0) -> Any:
         """``value`` with every string in it redacted: strings, and the

@@ -26,9 +26,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, Self
+from typing import Any, Protocol, Self
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -41,7 +41,7 @@ from guard.policies.escalation import AskCommand, AskOutcome
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule
 from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.policy import History, Policy
-from guard.redact import REDACTED, Redactor
+from guard.redact import Excerpt, Redactor
 from guard.section import (
     ConfigError,
     Section,
@@ -114,40 +114,6 @@ arguments: {arguments}
 
 ## Its recent calls, oldest first
 """
-
-
-_REDACT_SLACK = 1024
-"""Characters kept past a question part's cap until it is redacted, so a
-secret the cap cuts is still whole when the redaction rules see it."""
-
-
-class _Excerpt(NamedTuple):
-    """The head of a text (its cap plus ``_REDACT_SLACK``) and its full length."""
-
-    head: str
-    total: int
-
-
-def _excerpt(text: str, limit: int) -> _Excerpt:
-    return _Excerpt(text[: limit + _REDACT_SLACK], len(text))
-
-
-def _redacted(excerpt: _Excerpt, limit: int, redact: Callable[[str], str]) -> str:
-    """The excerpt redacted, then cut to ``limit`` characters (never inside a
-    ``[REDACTED]`` marker) with a ``… (+N more chars)`` note when cut."""
-    text = redact(excerpt.head)
-    if excerpt.total <= limit:
-        return text
-    cut = limit
-    straddling = text.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
-    if straddling >= 0:
-        cut = straddling + len(REDACTED)
-    return f"{text[:cut]}… (+{excerpt.total - limit} more chars)"
-
-
-def _capped(text: str, limit: int, redact: Callable[[str], str]) -> str:
-    """``text`` redacted, then cut to ``limit`` characters, as ``_redacted``."""
-    return _redacted(_excerpt(text, limit), limit, redact)
 
 
 class Asker(Protocol):
@@ -278,11 +244,11 @@ class _AgentState:
     def __init__(self) -> None:
         # (tool, digest, arguments excerpt): bounded, so memory does not grow
         # with argument size.
-        self.window: deque[tuple[str, bytes, _Excerpt]] = deque()
+        self.window: deque[tuple[str, bytes, Excerpt]] = deque()
         self.counts: dict[bytes, int] = {}
         self.seen: set[bytes] = set()
         self.redundant = 0
-        self.outputs: dict[bytes, _Excerpt] = {}
+        self.outputs: dict[bytes, Excerpt] = {}
         self.advice: dict[bytes, str] = {}
         self.pending: dict[bytes, _Pending] = {}
         self.epoch = 0
@@ -317,7 +283,7 @@ class _AgentState:
                 del counts[old]
                 self.outputs.pop(old, None)
         digest = fp.digest
-        window.append((tool, digest, _excerpt(fp.canonical.decode("utf-8", "replace"), _QUESTION_RECENT)))
+        window.append((tool, digest, Excerpt.of(fp.canonical.decode("utf-8", "replace"), _QUESTION_RECENT)))
         count = counts.get(digest, 0) + 1
         counts[digest] = count
         if digest in self.seen:
@@ -497,7 +463,7 @@ class RescuePolicy(Policy[_AgentState]):
         elif state.counts and self._tracks(result.tool, result.args):
             digest = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id).digest
             if digest in state.counts:
-                state.outputs[digest] = _excerpt(result.content, _QUESTION_OUTPUT)
+                state.outputs[digest] = Excerpt.of(result.content, _QUESTION_OUTPUT)
         return None
 
     def on_user_message(self, state: _AgentState, message: UserMessage) -> None:
@@ -541,7 +507,7 @@ class RescuePolicy(Policy[_AgentState]):
             pending.finish()
         if outcome.advice is None:
             # the ask command's own words may hold anything; the other reasons are ours
-            reason = _capped(outcome.reason, _REASON_CHARS, self._redact)
+            reason = self._redact.capped(outcome.reason, _REASON_CHARS)
             return self._trip(state, hit, "escalation-failed", ask_ms=outcome.elapsed_ms, reason=reason)
         return self._trip(state, hit, "rescue", outcome.advice, ask_ms=outcome.elapsed_ms)
 
@@ -553,11 +519,11 @@ class RescuePolicy(Policy[_AgentState]):
         redact = self._redact
         output = state.outputs.get(hit.fp.digest)
         question = _QUESTION.format(
-            task=_capped(state.task, _QUESTION_TASK, redact) or "(no user message recorded)",
+            task=redact.capped(state.task, _QUESTION_TASK) or "(no user message recorded)",
             why=why,
-            tool=_capped(hit.call.tool, _QUESTION_TOOL, redact),
-            arguments=_capped(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS, redact),
-            output=_redacted(output, _QUESTION_OUTPUT, redact)
+            tool=redact.capped(hit.call.tool, _QUESTION_TOOL),
+            arguments=redact.capped(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS),
+            output=redact.capped(output, _QUESTION_OUTPUT)
             if output is not None and output.total
             else "(none: every earlier attempt was denied or printed nothing)",
         )
@@ -567,8 +533,8 @@ class RescuePolicy(Policy[_AgentState]):
         recent: list[str] = []
         for n in range(len(state.window), 0, -1):
             tool, _, args = state.window[n - 1]
-            line = f"{n}. {_capped(tool, _QUESTION_TOOL, redact)} "
-            line += _redacted(args, _QUESTION_RECENT, redact)
+            line = f"{n}. {redact.capped(tool, _QUESTION_TOOL)} "
+            line += redact.capped(args, _QUESTION_RECENT)
             room -= len(line.encode("utf-8", "surrogatepass")) + 1
             if room < 0:
                 recent.append(f"({n} earlier calls left out: the question is capped at {_QUESTION_BYTES} bytes)")

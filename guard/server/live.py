@@ -29,7 +29,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from bus import Event, ToolCall, ToolResult
 from guard.actions import DENYING, Action
 from guard.audit import MARKS, estimated_tokens
-from guard.fingerprint import canonical_json, fingerprint
+from guard.fingerprint import fingerprint
+from guard.redact import Redactor
 from guard.report import _CSS as REPORT_CSS
 from guard.report import _PALETTE
 from guard.server.scope import current
@@ -67,8 +68,9 @@ class _Signature:
 class _Session:
     """One session's summary: what the page draws."""
 
-    def __init__(self, session_id: str, runtime: str, project: str | None) -> None:
+    def __init__(self, session_id: str, runtime: str, project: str | None, redact: Redactor) -> None:
         self.id = session_id
+        self._redact = redact
         self.runtime = runtime
         self.project = project
         self.started = self.updated = time.time()
@@ -100,9 +102,8 @@ class _Session:
         key = (agent, fp.digest)
         sig = self.signatures.get(key)
         if sig is None:
-            sig = self.signatures[key] = _Signature(
-                len(self.signatures), event.tool, fp.preview(_PREVIEW), len(canonical_json(event.args))
-            )
+            preview = self._redact.capped(fp.canonical.decode("utf-8", "replace"), _PREVIEW)
+            sig = self.signatures[key] = _Signature(len(self.signatures), event.tool, preview, len(fp.canonical))
         sig.count += 1
         if sig.count > 1:
             self.repeats += 1
@@ -149,7 +150,8 @@ class _Session:
         kind = f"shadow {mark}" if shadow else mark
         self.actions[kind] = self.actions.get(kind, 0) + 1
         number = opened[0] if opened is not None else self.calls - 1
-        self.marks.append([number, action.policy, mark, action.text[:_TEXT], agent, action.tool, action.count, shadow])
+        text = self._redact.capped(action.text, _TEXT)  # the page is a record shown outside the agent: no secrets
+        self.marks.append([number, action.policy, mark, text, agent, action.tool, action.count, shadow])
         if opened is None or shadow:
             return
         _, sig, wasted = opened
@@ -196,6 +198,7 @@ class LiveFeed:
 
     def __init__(self) -> None:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._redact = Redactor()
         self._pages: set[MemoryObjectSendStream[bytes]] = set()
         self._changed: set[str] = set()
         self._wake = anyio.Event()
@@ -211,7 +214,7 @@ class LiveFeed:
         session = self._sessions.get(scope.session)
         if session is None:
             project = PurePath(scope.project).name if scope.project else None
-            session = self._sessions[scope.session] = _Session(scope.session, scope.route, project)
+            session = self._sessions[scope.session] = _Session(scope.session, scope.route, project, self._redact)
             if len(self._sessions) > _SESSIONS_KEPT:
                 gone, _ = self._sessions.popitem(last=False)
                 self._changed.discard(gone)

@@ -92,6 +92,17 @@ def test_the_state_holds_each_session_with_its_timeline_and_actions(live_served:
     assert (b["calls"], b["repeats"], b["marks"]) == (2, 0, [])  # a result without its call counts as a call
 
 
+def test_the_page_shows_no_secret_the_calls_and_actions_held(make_served: MakeServed) -> None:
+    served = make_served(Config(remind=RemindConfig(thresholds=(2, 3))))  # the second reminder quotes the arguments
+    command = "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345' https://api.github.com"
+    _loop(served.client, "secret", 3, command=command)
+    state = served.client.get("/live/state").text
+    assert "ghp_0123456789" not in state
+    (session,) = served.client.get("/live/state").json()["sessions"]
+    assert "[REDACTED]" in session["signatures"][0][1]
+    assert "[REDACTED]" in session["marks"][-1][3]
+
+
 def test_a_hook_payload_without_a_working_directory_has_no_project(live_served: Served) -> None:
     payload = hook_payload("no-cwd", "PreToolUse", tool_name="Read", tool_input={"file_path": "a"}, tool_use_id="t1")
     del payload["cwd"]
