@@ -23,6 +23,7 @@ from redis.exceptions import RedisError, ResponseError
 from bus.reader import LogError
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, is_redis, redact_url, redis_client
 from guard._text import terminal_text
+from guard.redact import Redactor
 from guard.sessions.fleet import FleetAction
 
 if TYPE_CHECKING:
@@ -103,7 +104,10 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_action(action: FleetAction, out: TextIO, as_json: bool) -> None:
+def _print_action(action: FleetAction, out: TextIO, as_json: bool, redact: Redactor) -> None:
+    """One action as ``watch`` prints it: a line, or its JSON; its text
+    redacted either way (it quotes the call's arguments)."""
+    action = msgspec.structs.replace(action, text=redact(action.text))
     if as_json:
         out.write(msgspec.json.encode(action).decode() + "\n")
     else:
@@ -139,6 +143,7 @@ async def _watch(args: argparse.Namespace, out: TextIO) -> None:
                 raise LogError(f"cannot create consumer group {group!r} on {stream}: {exc}") from None
         seen = 0
         decode = msgspec.json.Decoder(FleetAction).decode
+        redact = Redactor()
         while True:  # until --count actions are printed (returns below), or interrupted
             # no more than it will print: an entry read is the group's, delivered to no other watcher
             wanted = 100 if args.count is None else min(100, args.count - seen)
@@ -147,7 +152,7 @@ async def _watch(args: argparse.Namespace, out: TextIO) -> None:
                 for entry_id, fields in entries:
                     raw = fields.get(b"action") if isinstance(fields, dict) else None
                     try:
-                        _print_action(decode(raw if isinstance(raw, bytes) else b""), out, args.json)
+                        _print_action(decode(raw if isinstance(raw, bytes) else b""), out, args.json, redact)
                     except msgspec.DecodeError:
                         print(f"watch: skipped an unreadable action entry {entry_id!r}", file=sys.stderr)
                     await client.xack(stream, group, entry_id)

@@ -171,6 +171,27 @@ def test_watch_prints_every_action_of_the_fleet(
     assert "--count: must be an integer >= 1, got '0'" in capsys.readouterr().err
 
 
+def test_watch_prints_no_secret_an_actions_text_quotes(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    async def leak() -> None:
+        client = Redis.from_url(redis_url)
+        worker = FleetGuard(client, worker="w1", prefix="leak")
+        try:
+            agent = Agent("main")
+            args = {"command": "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345' x"}
+            for step in range(1, 6):  # the 5th call's reminder quotes the arguments
+                call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="Bash", args=args)
+                await worker.handle("s", call)
+                await worker.handle("s", ToolResult.answering(call, "same"))
+        finally:
+            await client.aclose()
+
+    asyncio.run(leak())
+    for form in ((), ("--json",)):
+        code, out, err = _main(capsys, "watch", redis_url, "--prefix", "leak", "--from-start", "--count", "2", *form)
+        assert code == 0, err
+        assert "ghp_0123456789" not in out
+
+
 async def _groups(url: str, stream: str = "rtg:actions") -> list[str]:
     client = Redis.from_url(url)
     try:
