@@ -187,6 +187,9 @@ class _Handlers:
             raise RequestError(415, f"content type {_one_line(media, 100) or 'none'!r}: send application/json")
         limit = self.max_body
         declared = request.headers.get("content-length")
+        if declared is not None and "transfer-encoding" in request.headers:
+            # a proxy in front may frame this body by the other header: refused, as RFC 9112 allows
+            raise RequestError(400, "a body framed by both Content-Length and Transfer-Encoding: send one")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise RequestError(413, f"body of {declared} bytes is larger than the limit of {limit} bytes")
         chunks: list[bytes] = []

@@ -133,6 +133,23 @@ def test_a_body_that_trickles_in_is_timed_out_with_408(make_served: MakeServed) 
         make_served(body_timeout=0)
 
 
+def test_a_body_framed_two_ways_is_refused_not_read_one_of_them(served: Served) -> None:
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    body = b'{"type": "user/message", "agent": "main", "text": "smuggled"}'
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(
+            b"POST /v1/sessions/two/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunked
+        )
+        answer = b""
+        while chunk := raw.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400")
+    assert answer.endswith(b'{"error":"a body framed by both Content-Length and Transfer-Encoding: send one"}')
+    assert not (served.state_dir / "two.jsonl").exists()
+
+
 def test_a_refused_request_leaves_its_connection_usable(make_served: MakeServed) -> None:
     served = make_served(max_body=200)
     for text in ("short", "x" * 1000):  # the body of the second is over the limit: read no further than it
