@@ -21,7 +21,7 @@ from bus.events import (
     ToolResult,
     UserMessage,
 )
-from bus.files import NotRegularFileError, open_regular, read_regular
+from bus.files import NotRegularFileError, open_regular, private_dir, read_regular
 from bus.log import LOG_VERSION, LogWriteError, SessionLog
 from bus.reader import LogError, LogReader, ReadReport, SkippedLine, read_log
 from bus.replay import Replay
@@ -57,6 +57,7 @@ __all__ = [
     "UserMessage",
     "block_lines",
     "open_regular",
+    "private_dir",
     "read_log",
     "read_regular",
     "too_deep",

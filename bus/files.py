@@ -8,9 +8,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from pathlib import Path
 from typing import IO
 
-__all__ = ["NotRegularFileError", "open_regular", "read_regular"]
+__all__ = ["NotRegularFileError", "open_regular", "private_dir", "read_regular"]
 
 
 class NotRegularFileError(OSError):
@@ -81,3 +82,13 @@ def read_regular(path: str | os.PathLike[str], *, what: str = "file") -> IO[byte
     """``path`` opened for reading in binary, if it is a regular file (see
     ``open_regular``)."""
     return os.fdopen(open_regular(path, what=what), "rb")
+
+
+def private_dir(path: Path) -> None:
+    """Make the directory ``path`` (and its parents), readable by its owner
+    only; ``NotADirectoryError`` naming it when something else stands there
+    (``mkdir``'s own error says only "File exists")."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path)) from None

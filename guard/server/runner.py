@@ -30,7 +30,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
-from bus import NotRegularFileError, open_regular
+from bus import NotRegularFileError, open_regular, private_dir
 from bus.redis_log import check_redis_url, is_redis, redact_url, redis_client
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config, shadowed
@@ -142,7 +142,10 @@ def raise_open_files_limit() -> int:
 
 
 def _lock_state_dir(state_dir: Path) -> IO[str]:
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        private_dir(state_dir)
+    except OSError as exc:
+        raise ServeError(f"state dir {str(state_dir)!r}: {exc.strerror or exc}") from None
     lock = open(state_dir / "serve.lock", "a+", encoding="utf-8")  # noqa: SIM115 - held for the process's life
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

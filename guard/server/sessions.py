@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from bus import Event, LogWriteError, ToolCall, ToolResult, open_regular, read_log
+from bus import Event, LogWriteError, ToolCall, ToolResult, open_regular, private_dir, read_log
 from bus._codec import encode_line
 from guard.actions import Action
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, HookRuntime
@@ -348,7 +348,7 @@ class FileSessionStore(SessionStore):
     async def unready(self) -> str | None:
         """The state directory must be a writable directory with room left."""
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(self.state_dir)
             info = os.statvfs(self.state_dir)
         except OSError as exc:
             return f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}"
@@ -361,7 +361,7 @@ class FileSessionStore(SessionStore):
 
         path = self.log_path(session_id)
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(self.state_dir)
         except OSError as exc:
             raise StoreError(f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}") from None
         try:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from bus import LogError, LogWriteError, open_regular
+from bus import LogError, LogWriteError, open_regular, private_dir
 from guard.config import Config
 from guard.guard import Guard
 from guard.sessions.link import GuardLink
@@ -46,7 +46,7 @@ async def hook_session(
     An event the log could not record (a full disk) raises
     ``LogWriteError`` on leaving, and the log is left whole.
     """
-    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_dir(state_dir)
     path = state_dir / f"{session}.jsonl"
     saved = snapshot_path(path)
     lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")

@@ -447,6 +447,18 @@ def test_state_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
             default_state_dir()
 
 
+def test_a_hook_whose_state_dir_is_a_file_says_it_is_not_a_directory(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from guard.cli import main
+
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(payload("Stop")).encode())))
+    assert main(["hook", "--state-dir", str(taken)]) == 1
+    assert capsys.readouterr().err == f"repeat-tool-guard hook: [Errno 20] not a directory: {str(taken)!r}\n"
+
+
 @pytest.mark.parametrize("option", ["--state-dir", "--config"])
 def test_a_hook_given_an_empty_path_exits_1_with_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, option: str

@@ -131,6 +131,15 @@ def test_token_files_must_be_private_and_hold_one_token(tmp_path: Path, capsys: 
     assert capsys.readouterr().err.startswith(f"repeat-tool-guard serve: token file {missing!r}: [Errno 2]")
 
 
+def test_a_state_dir_that_is_a_file_is_named_as_not_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    assert main(["serve", "--state-dir", str(taken), "--port", "0"]) == 2
+    assert capsys.readouterr().err == f"repeat-tool-guard serve: state dir {str(taken)!r}: not a directory\n"
+
+
 def test_no_state_dir_and_no_home_to_keep_it_under_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
