@@ -219,6 +219,8 @@ def _bind(bind: str, backlog: int) -> socket.socket:
             if probe.connect_ex(path) == 0:
                 raise OSError(errno.EADDRINUSE, "a server is listening on it")
         os.unlink(path)  # left behind by a server that died
+    elif os.path.lexists(path):
+        raise OSError(errno.EEXIST, "something that is no socket is there (left as it is)")
     sock = socket.socket(socket.AF_UNIX)
     umask = os.umask(0o177)  # a socket only its owner may connect to
     try:

@@ -214,6 +214,22 @@ def test_a_unix_socket_a_server_listens_on_is_not_taken_over(
     )
 
 
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_a_unix_socket_path_where_something_else_is_leaves_it_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    path = tmp_path / "guard.sock"
+    if kind == "file":
+        path.write_text("mine")
+    else:
+        path.mkdir()
+    assert main(serve(tmp_path, "--uds", str(path))) == 2
+    assert capsys.readouterr().err == (
+        f"repeat-tool-guard serve: cannot listen on unix:{path}: something that is no socket is there (left as it is)\n"
+    )
+    assert path.read_text() == "mine" if kind == "file" else path.is_dir()
+
+
 def test_a_unix_socket_left_by_a_dead_server_is_replaced(tmp_path: Path) -> None:
     from guard.server.runner import hypercorn_config
 
