@@ -13,15 +13,19 @@ _repr.maxlevel = 3
 
 
 # Control characters but a tab and a line end (an ESC starts a terminal's escape sequence), shown
-# escaped as Python writes them.
+# escaped as Python writes them; so are the bidirectional controls, which reorder what follows them
+# on screen (a right-to-left override makes "gpj.exe" read "exe.jpg").
 _LINE_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_LINE_CONTROLS.update({c: f"\\u{c:04x}" for c in _BIDI})
 
 
 def terminal_text(text: str) -> str:
     """``text`` as a command prints it to a terminal: lines and tabs kept,
     every other control character (an ESC, a carriage return) shown escaped,
-    ``\\x1b``, so what a transcript, a tool or a model wrote can neither
-    steer the terminal nor overwrite what was printed before it."""
+    ``\\x1b``, and so every bidirectional control (``\\u202e``), so what a
+    transcript, a tool or a model wrote can neither steer the terminal,
+    overwrite what was printed before it, nor reorder it on screen."""
     return text.translate(_LINE_CONTROLS)
 
 

@@ -261,7 +261,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
             raise TranscriptError(f"{str(path)!r} already exists; choose another -o") from None
         skipped = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items())) or "nothing"
         print(
-            f"{summary.path}: {session.format} session {one_line(summary.session)}: {summary.events} events, "
+            f"{one_line(str(summary.path), 1000)}: {session.format} session {one_line(summary.session)}: "
+            f"{summary.events} events, "
             f"{summary.calls} tool calls, {summary.agents} agents; skipped {skipped}"
         )
     return EXIT_OK

@@ -96,6 +96,18 @@ def test_replay_and_audit_print_what_a_log_holds_with_its_control_characters_esc
     assert "\n    - tool: grep\\x1b" in replayed  # the reminder's own lines kept
 
 
+def test_bidirectional_controls_are_printed_escaped_not_obeyed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    transcript = tmp_path / "gpj\u202eexe.jsonl"  # a session id, and a file name, that read backwards
+    record = {"type": "user", "sessionId": "gpj\u202eexe", "uuid": "u1", "message": {"content": "hi"}}
+    transcript.write_text(json.dumps(record) + "\n")
+    assert main(["import", str(transcript), "-o", str(tmp_path / "out\u202e.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out
+    assert "out\\u202e.jsonl: claude-code session gpj\\u202eexe:" in out
+
+
 def test_check_passes_on_an_intact_log(session: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", str(session), "--check"]) == 0
     assert capsys.readouterr().err.endswith("check: every guard action matches the log (2 context messages)\n")
