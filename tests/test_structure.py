@@ -62,6 +62,7 @@ def test_bus_public_names() -> None:
             "ToolResult",
             "UserMessage",
             "open_regular",
+            "private_dir",
             "read_log",
             "read_regular",
             "block_lines",

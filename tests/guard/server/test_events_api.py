@@ -396,7 +396,7 @@ def test_an_unusable_state_dir_is_a_503_with_one_line_not_a_traceback(make_serve
     served = make_served(state_dir=blocked)
     response = served.post("/v1/sessions/s/events", {"type": "user/message", "agent": "main", "text": "hi"})
     assert response.status_code == 503
-    assert response.json() == {"error": f"state dir {str(blocked)!r}: File exists"}
+    assert response.json() == {"error": f"state dir {str(blocked)!r}: not a directory"}
     assert response.headers["retry-after"] == "1"
     health = served.client.get("/healthz")
     assert health.status_code == 503
