@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import reprlib
 import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["InfoLog", "LazyLogger", "configure_when_imported"]
+__all__ = ["InfoLog", "LazyLogger", "configure_when_imported", "name_of"]
 
 _pending: list[Callable[[], None]] = []
 """Configurations waiting for structlog's import (see ``configure_when_imported``):
@@ -104,3 +105,18 @@ class InfoLog:
         """Log ``event`` at ``info``; call it once ``enabled`` said yes, so
         fields are built only for a record that gets through."""
         self._bound.info(event, **fields)
+
+
+_repr = reprlib.Repr()
+_repr.maxother = 200
+
+
+def name_of(obj: object) -> str:
+    """What a log line calls ``obj`` (a handler, a value it returned): its
+    qualified name, else a short ``repr``. Never raises, whatever its
+    ``__repr__`` does: this runs where a fault is being reported."""
+    try:
+        name = getattr(obj, "__qualname__", None)
+    except Exception:
+        name = None
+    return name if isinstance(name, str) else _repr.repr(obj)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus._logging import LazyLogger
+from bus._logging import LazyLogger, name_of
 from bus.events import Event, ToolCall
 
 __all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
@@ -97,7 +97,7 @@ class Bus:
         """
         handlers = list(self._handlers.get(event_type, ()))
         if handler not in handlers:
-            raise ValueError(f"{_name(handler)} is not subscribed to {event_type.__name__} on this bus")
+            raise ValueError(f"{name_of(handler)} is not subscribed to {event_type.__name__} on this bus")
         handlers.remove(handler)
         self._handlers[event_type] = tuple(handlers)
 
@@ -109,7 +109,7 @@ class Bus:
         """Remove a recorder; one that is not recording is a ``ValueError``."""
         recorders = list(self._recorders)
         if recorder not in recorders:
-            raise ValueError(f"{_name(recorder)} is not a recorder of this bus")
+            raise ValueError(f"{name_of(recorder)} is not a recorder of this bus")
         recorders.remove(recorder)
         self._recorders = tuple(recorders)
 
@@ -122,7 +122,7 @@ class Bus:
         method matches); one that is not registered is a ``ValueError``."""
         kept = tuple(entry for entry in self._interceptors if entry[1] != interceptor)
         if len(kept) == len(self._interceptors):
-            raise ValueError(f"{_name(interceptor)} is not an interceptor of this bus")
+            raise ValueError(f"{name_of(interceptor)} is not an interceptor of this bus")
         self._interceptors = kept
 
     async def publish(self, event: Event) -> None:
@@ -140,15 +140,15 @@ class Bus:
                     recorder(event)
                 except OSError as exc:  # a full disk, say: the message says it all
                     _log.error(
-                        "recorder failed", event_type=type(event).__name__, subscriber=_name(recorder), error=str(exc)
+                        "recorder failed", event_type=type(event).__name__, subscriber=name_of(recorder), error=str(exc)
                     )
                 except Exception:
-                    _log.exception("recorder failed", event_type=type(event).__name__, subscriber=_name(recorder))
+                    _log.exception("recorder failed", event_type=type(event).__name__, subscriber=name_of(recorder))
         for handler in self._handlers.get(type(event), ()):
             try:
                 await handler(event)
             except Exception:
-                _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=_name(handler))
+                _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=name_of(handler))
 
     async def decide(self, call: ToolCall) -> Decision:
         """Publish ``call``, then ask the interceptors in order; the first deny wins.
@@ -169,14 +169,10 @@ class Bus:
             if decision is None:
                 continue
             if not isinstance(decision, Decision):
-                _log.error("interceptor failed", event_type="ToolCall", subscriber=name, returned=repr(decision)[:200])
+                _log.error("interceptor failed", event_type="ToolCall", subscriber=name, returned=name_of(decision))
                 continue
             if not decision.allowed:
                 if decision.by is None:
                     return Decision.deny(decision.reason or "", name, advice=decision.advice)
                 return decision
         return ALLOW
-
-
-def _name(obj: object) -> str:
-    return getattr(obj, "__qualname__", None) or repr(obj)

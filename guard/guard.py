@@ -21,7 +21,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
-from bus._logging import InfoLog, LazyLogger
+from bus._logging import InfoLog, LazyLogger, name_of
 from bus.events import trimmed
 from guard.actions import DENYING, SHADOW_FORM, Action
 from guard.config import Config
@@ -336,7 +336,7 @@ class Guard:
             try:
                 listener(action, trigger)
             except Exception:
-                _log.exception("guard.listener_failed", listener=getattr(listener, "__qualname__", repr(listener)))
+                _log.exception("guard.listener_failed", listener=name_of(listener))
         bus = self._bus
         if bus is None:
             return

@@ -197,6 +197,32 @@ async def test_subscriber_that_always_raises_is_isolated_and_logged(bus: Bus, ag
     assert entry["exc_info"] is True
 
 
+class _Unprintable:
+    """A handler or a returned value whose ``repr`` raises too."""
+
+    def __repr__(self) -> str:
+        raise _Boom("repr bug")
+
+    async def __call__(self, event: object) -> None:
+        raise _Boom("handler bug")
+
+
+async def test_a_fault_is_reported_whatever_its_culprits_repr_does(bus: Bus, agent: Agent) -> None:
+    bus.subscribe(ToolResult, _Unprintable())
+    unprintable = _Unprintable()
+
+    async def answers_junk(call: ToolCall) -> object:
+        return unprintable
+
+    bus.intercept("junk", answers_junk)  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        await bus.publish(ToolResult.answering(_call(agent, "c1"), "ok"))
+        assert (await bus.decide(_call(agent, "c2"))).allowed
+    assert [entry["event"] for entry in logs] == ["subscriber failed", "interceptor failed"]
+    assert logs[0]["subscriber"].startswith("<_Unprintable instance at")
+    assert logs[1]["returned"].startswith("<_Unprintable instance at")
+
+
 async def test_recorder_that_always_raises_is_isolated_and_logged(bus: Bus, capture: Capture, agent: Agent) -> None:
     seen: list[int] = []
 
