@@ -161,8 +161,8 @@ def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
     """
     try:
         encoder.encode_into(item, buffer)
-    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError, as is an integer too
-        # long to write; a set whose members do not compare is a TypeError
+    except Exception:  # a lone surrogate, an integer too long to write, a set whose members do not compare,
+        # a value that raises on being looked at: each stands in
         encoder.encode_into(_plain(item, set(), 0), buffer)
         return
     if too_deep(buffer):
@@ -176,7 +176,7 @@ def encode_lines(items: Sequence[msgspec.Struct]) -> bytes:
     (``block_lines``: none nests too deeply); otherwise item by item."""
     try:
         block = encoder.encode_lines(items)
-    except (ValueError, TypeError, RecursionError):
+    except Exception:
         return _each(items)
     if block_lines(block) is None:
         return _each(items)
@@ -232,13 +232,22 @@ def logged_args(args: Any) -> Any:
     (the command hook's snapshot) keeps nothing deeper than the log does."""
     try:
         data = encoder.encode(args)
-    except (ValueError, TypeError, RecursionError):
+    except Exception:
         return as_logged(args, depth=1)
     return as_logged(args, depth=1) if too_deep(data, ARGS_NESTING) else args
 
 
 def _plain(obj: Any, active: set[int], depth: int) -> Any:
-    """``obj`` as JSON-encodable builtins; see ``encode_line``."""
+    """``obj`` as JSON-encodable builtins; see ``encode_line``. A value that
+    raises on being looked at (a dead weak proxy, an object whose attribute
+    access fails) stands as ``"<Type>"``."""
+    try:
+        return _plain_of(obj, active, depth)
+    except Exception:
+        return f"<{type(obj).__qualname__}>"
+
+
+def _plain_of(obj: Any, active: set[int], depth: int) -> Any:
     if isinstance(obj, str):
         return _text(obj)
     if isinstance(obj, Agent):
@@ -361,3 +370,28 @@ def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent 
     except msgspec.ValidationError:
         return None
     return event
+
+
+_OWN = frozenset({"seq", "ts", "agent"})
+
+
+def read_back(event: AnyEvent) -> None:
+    """Give ``event`` the field values a reader of its log line gets, for
+    an event built with a field of another type than its schema's (a number
+    as a call id, a dict as a result's content): what the guard sees live is
+    then what a replay of the log sees. ``TypeError`` naming the field when
+    no reader could read the line (``step=None``): such an event would be
+    lost to every replay."""
+    line = bytearray()
+    encode_line(event, line)
+    decoder = event_decoder({})
+    read: AnyEvent | SessionStart | None
+    try:
+        read = decoder.decode(line)
+    except msgspec.ValidationError as exc:
+        read = mistyped_event(bytes(line), decoder)
+        if read is None:
+            raise TypeError(f"{type(event).__name__} cannot be logged: {exc}") from None
+    for name in event.__struct_fields__:
+        if name not in _OWN:
+            msgspec.structs.force_setattr(event, name, getattr(read, name))

@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec.structs import force_setattr
 
+from bus._codec import read_back
 from bus._logging import LazyLogger, name_of
-from bus.events import Event, ToolCall
+from bus.events import Event, ToolCall, ToolResult, UserMessage
 
 __all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
 
@@ -128,8 +129,28 @@ class Bus:
     async def publish(self, event: Event) -> None:
         """Stamp ``seq`` and ``ts`` on ``event`` and deliver it.
 
-        Publish each event object once: the stamp is written into it.
+        Publish each event object once: the stamp is written into it. A
+        field of another type than the event's schema has (msgspec builds
+        events unchecked) is first made what a reader of the session log
+        gets (``call_id=7`` is call ``"7"``, a dict as ``content`` its JSON
+        text), so subscribers see live what a replay sees; one no reader
+        could read (``step=None``) is a ``TypeError`` naming it, and nothing
+        is published.
         """
+        if isinstance(event, ToolResult):
+            if (
+                type(event.content) is not str
+                or type(event.call_id) is not str
+                or type(event.step) is not int
+                or type(event.tool) is not str
+                or type(event.is_error) is not bool
+            ):
+                read_back(event)
+        elif isinstance(event, ToolCall):
+            if type(event.call_id) is not str or type(event.step) is not int or type(event.tool) is not str:
+                read_back(event)
+        elif isinstance(event, UserMessage) and type(event.text) is not str:
+            read_back(event)
         self._seq = seq = self._seq + 1
         force_setattr(event, "seq", seq)
         force_setattr(event, "ts", self._clock())

@@ -85,15 +85,16 @@ def canonical_json(value: Any) -> bytes:
 
 
 def _normalized(value: Any, *, cut: bool = False) -> bytes:
+    """The canonical JSON of ``value`` through ``_normalize``; when that
+    fails (too deep, a value that raises on being looked at), of the value
+    the log writes for it (``as_logged``)."""
     try:
         if cut:
             value = as_logged(value, depth=1)
         return _sorted_encoder.encode(_normalize(value, set()))
-    except RecursionError:
+    except Exception:
         if not cut:
             return _normalized(value, cut=True)
-    except Exception:
-        pass
     return _sorted_encoder.encode(f"<unencodable {type(value).__qualname__}>")
 
 

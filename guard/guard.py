@@ -38,14 +38,16 @@ _log = LazyLogger("guard")
 
 
 def _is_action(action: object, policy: AnyPolicy, hook: str, agent: Agent) -> bool:
-    """Whether a hook's answer is an ``Action``; anything else is the
-    policy's failure, logged, and skipped like a hook that raised."""
+    """Whether a hook's answer is an ``Action`` (with text: it is shown to
+    the model and written to the log); anything else is the policy's
+    failure, logged, and skipped like a hook that raised."""
     if isinstance(action, Action):
-        return True
-    _log.error(
-        "guard.policy_failed", policy=policy.name, hook=hook, agent=agent.id,
-        error=f"returned {type(action).__name__}, not an Action or None",
-    )  # fmt: skip
+        if type(action.text) is str:
+            return True
+        error = f"returned an Action whose text is a {type(action.text).__name__}, not a str"
+    else:
+        error = f"returned {type(action).__name__}, not an Action or None"
+    _log.error("guard.policy_failed", policy=policy.name, hook=hook, agent=agent.id, error=error)
     return False
 
 

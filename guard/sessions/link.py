@@ -25,6 +25,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
+from bus._codec import as_logged, encoder
 from bus._logging import LazyLogger
 from guard.actions import SHADOW_FORM
 from guard.config import Config, apply_environment
@@ -353,10 +354,17 @@ def parse_args(raw: Any) -> Any:
 
 def as_text(value: Any) -> str:
     """The ``content`` of a ``ToolResult``: strings as they are, anything else
-    as JSON, or its ``repr`` when JSON cannot carry it."""
+    as JSON, or its ``repr`` when JSON cannot carry it, or, when that raises
+    too (an integer too long for decimal, a ``__repr__`` that fails), the
+    JSON of the stand-in the session log writes for it. Never raises: a
+    tool's output must never break the call that made it."""
     if isinstance(value, str):
         return value
     try:
         return msgspec.json.encode(value).decode()
-    except (TypeError, msgspec.EncodeError):
+    except Exception:
+        pass
+    try:
         return repr(value)
+    except Exception:
+        return encoder.encode(as_logged(value)).decode("utf-8", "replace")

@@ -223,6 +223,31 @@ async def test_a_fault_is_reported_whatever_its_culprits_repr_does(bus: Bus, age
     assert logs[1]["returned"].startswith("<_Unprintable instance at")
 
 
+async def test_a_field_of_another_type_is_published_as_a_reader_of_the_log_gets_it(
+    bus: Bus, capture: Capture, agent: Agent
+) -> None:
+    call = ToolCall(agent=agent, call_id=7, step="2", tool=5, args={})  # type: ignore[arg-type]
+    await bus.decide(call)
+    await bus.publish(ToolResult.answering(call, {"hits": [1]}))  # type: ignore[arg-type]
+    await bus.publish(UserMessage(agent=agent, text=3))  # type: ignore[arg-type]
+    published, result, message = capture.events
+    assert (published.call_id, published.step, published.tool) == ("7", 2, "5")  # type: ignore[attr-defined]
+    assert (result.call_id, result.content) == ("7", '{"hits":[1]}')  # type: ignore[attr-defined]
+    assert message.text == "3"  # type: ignore[attr-defined]
+    assert published.agent is agent, "the handle stays"
+
+
+async def test_an_event_no_reader_could_read_is_refused_naming_its_field(
+    bus: Bus, capture: Capture, agent: Agent
+) -> None:
+    with pytest.raises(TypeError, match=r"ToolCall cannot be logged: Expected `int`, got `null` - at `\$\.step`"):
+        await bus.decide(ToolCall(agent=agent, call_id="c1", step=None, tool="t"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"ToolResult cannot be logged: .* at `\$\.is_error`"):
+        await bus.publish(ToolResult(agent=agent, call_id="c1", step=1, tool="t", is_error="yes"))  # type: ignore[arg-type]
+    assert capture.events == [], "nothing published"
+    assert bus.seq == 0, "no seq taken"
+
+
 async def test_recorder_that_always_raises_is_isolated_and_logged(bus: Bus, capture: Capture, agent: Agent) -> None:
     seen: list[int] = []
 

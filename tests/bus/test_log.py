@@ -336,6 +336,23 @@ def test_an_unencodable_object_deep_in_a_bad_value_still_gets_its_stand_in(log_p
     assert stand_in.endswith(".SurrogateRepr: obj\\udc80>")
 
 
+def test_a_value_that_raises_on_being_looked_at_stands_as_its_type(log_path: Path) -> None:
+    import weakref
+
+    class Gone:
+        pass
+
+    target = Gone()
+    dead = weakref.proxy(target)
+    del target
+    with SessionLog(log_path) as log:
+        log.write(ToolCall(agent=Agent("a"), seq=1, call_id="c", step=1, tool="read", args={"f": dead}))
+    assert log.failures == 0
+    [call] = list(read_log(log_path))
+    assert isinstance(call, ToolCall)
+    assert call.args == {"f": "<ProxyType>"}, "the event written whole, the value by its type"
+
+
 def test_ten_megabyte_argument_is_written_whole(log_path: Path) -> None:
     payload = "x" * (10 * 1024 * 1024 - 7) + "\u00e9tude"
     with SessionLog(log_path) as log:

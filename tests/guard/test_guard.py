@@ -19,6 +19,7 @@ from guard import (
     Policy,
     RemindConfig,
     RemindPolicy,
+    action_for,
     build_policies,
 )
 from guard.actions import DENYING
@@ -96,6 +97,19 @@ class _Sloppy(Policy[None]):
 
     def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         return "remind"  # type: ignore[return-value]
+
+
+class _Untexted(Policy[None]):
+    """A plugin whose reminder is no text (a dict)."""
+
+    name = "untexted"
+    plugin = "untexted-plugin"
+
+    def new_state(self) -> None:
+        return None
+
+    def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        return action_for(result, policy=self.name, kind="remind", count=1, text={"not": "text"})  # type: ignore[arg-type]
 
 
 async def _call(bus: Bus, agent: Agent | None, call_id: str, tool: str = "grep", args: Any = None) -> ToolResult:
@@ -213,8 +227,9 @@ async def test_a_halt_action_requests_a_halt(bus: Bus, capture: Capture, agent: 
     [
         (_NoState(), [("new_state", "no-state", None)]),
         (_Sloppy(), [("on_call", "sloppy", _NOT_ACTION % "dict"), ("on_result", "sloppy", _NOT_ACTION % "str")] * 4),
+        (_Untexted(), [("on_result", "untexted", "returned an Action whose text is a dict, not a str")] * 4),
     ],
-    ids=["state-cannot-be-made", "answers-not-an-action"],
+    ids=["state-cannot-be-made", "answers-not-an-action", "answers-an-action-without-text"],
 )  # fmt: skip
 async def test_a_faulty_plugin_beside_the_built_in_policies_switches_none_of_them_off(
     faulty: Policy[None], failures: list[tuple[str, str, str | None]], bus: Bus, agent: Agent

@@ -104,6 +104,12 @@ def test_as_text_encodes_non_strings_as_json_or_repr() -> None:
         def __repr__(self) -> str:
             return "<opaque>"
 
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
     assert as_text("plain") == "plain"
     assert as_text({"a": [1]}) == '{"a":[1]}'
     assert as_text(Opaque()) == "<opaque>"
+    assert as_text(Unprintable()).endswith('.Unprintable>"'), "a tool's output never breaks its call"
+    assert as_text(10**5000).startswith('"0x'), "longer than Python writes in decimal: the log's hex"
