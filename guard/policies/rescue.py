@@ -65,6 +65,8 @@ _QUESTION_TASK = 4000
 _QUESTION_ARGUMENTS = 2000
 _QUESTION_OUTPUT = 6000
 _REASON_CHARS = 200
+_SEEN_KEPT = 4096
+"""Distinct calls an agent's epoch remembers, to tell a redundant call."""
 """A failed ask's reason as the trip log keeps it, redacted first."""
 _QUESTION_RECENT = 300
 _QUESTION_TOOL = 200
@@ -246,7 +248,7 @@ class _AgentState:
         # with argument size.
         self.window: deque[tuple[str, bytes, Excerpt]] = deque()
         self.counts: dict[bytes, int] = {}
-        self.seen: set[bytes] = set()
+        self.seen: dict[bytes, None] = {}
         self.redundant = 0
         self.outputs: dict[bytes, Excerpt] = {}
         self.advice: dict[bytes, str] = {}
@@ -286,10 +288,13 @@ class _AgentState:
         window.append((tool, digest, Excerpt.of(fp.canonical.decode("utf-8", "replace"), _QUESTION_RECENT)))
         count = counts.get(digest, 0) + 1
         counts[digest] = count
-        if digest in self.seen:
+        seen = self.seen
+        if digest in seen:
             self.redundant += 1
             return count, True
-        self.seen.add(digest)
+        seen[digest] = None
+        if len(seen) > _SEEN_KEPT:  # an epoch of endless new calls: the oldest are long out of any loop
+            del seen[next(iter(seen))]
         return count, False
 
 

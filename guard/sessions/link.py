@@ -49,6 +49,10 @@ __all__ = [
 ANSWERS_KEPT = 1024
 """How many answers a link keeps for copies of the events that asked them."""
 
+OPEN_CALLS_KEPT = 4096
+"""How many of an agent's calls a link keeps open for their results: more
+in flight at once is a runtime whose results never come, not a real agent."""
+
 REMINDER_PREFIX = "[repeat-tool-guard] "
 """How a guard message starts where a runtime can only show it as user or tool
 text (no system role there): the model, and anyone reading the transcript,
@@ -249,7 +253,10 @@ class AgentLink:
             hints=hints if hints else msgspec.UNSET,
             late=True if late else msgspec.UNSET,
         )
-        self._calls[call_id] = call
+        calls = self._calls
+        calls[call_id] = call
+        if len(calls) > OPEN_CALLS_KEPT:  # results that never came (a runtime that reports none): the oldest go
+            del calls[next(iter(calls))]
         return await self.bus.decide(call)
 
     async def result(self, call_id: str, content: str, *, is_error: bool = False) -> None:

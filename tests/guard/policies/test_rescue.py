@@ -859,3 +859,14 @@ async def test_every_call_waiting_on_one_ask_is_released_when_it_finishes(anyio_
         pending.advice = "read the file"
         pending.finish()
     assert sorted(released) == [0, 1, 2]
+
+
+def test_an_epoch_of_endless_new_calls_remembers_the_latest_distinct_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    import guard.policies.rescue as rescue
+
+    monkeypatch.setattr(rescue, "_SEEN_KEPT", 3)
+    state = RescuePolicy(RescueConfig()).new_state()
+    for n in range(5):
+        state.observe("grep", fingerprint("grep", {"n": n}), 10)
+    assert not state.observe("grep", fingerprint("grep", {"n": 0}), 10)[1], "too long ago: forgotten"
+    assert state.observe("grep", fingerprint("grep", {"n": 4}), 10)[1], "a recent one is redundant"

@@ -85,6 +85,18 @@ async def test_result_without_its_call_names_the_call(bus: Bus) -> None:
     assert agent.open_calls() == 0
 
 
+async def test_calls_whose_results_never_come_are_forgotten_oldest_first(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import guard.sessions.link
+
+    monkeypatch.setattr(guard.sessions.link, "OPEN_CALLS_KEPT", 3)
+    agent = GuardLink(bus).agent("main")
+    for n in range(5):  # a runtime that reports no results
+        await agent.call(f"c{n}", "grep", {"n": n})
+    assert [call.call_id for call in agent.calls_in_flight()] == ["c2", "c3", "c4"]
+
+
 def test_halt_requested_names_agent_and_reason() -> None:
     error = HaltRequested("main", "looping")
     assert str(error) == "repeat-tool-guard halted agent 'main': looping"
