@@ -84,7 +84,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_AT = re.compile(r"^(?P<rule>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_AT = re.compile(r"^(?P<rule>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
@@ -143,8 +143,10 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
         match = _AT.match(str(exc))
         assert match is not None
         # Keys are known by now, so the path names fields and indexes only.
-        rule, path = match["rule"], match["path"] or ""
-        raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule.rstrip(".")) from None
+        rule, path = match["rule"].rstrip("."), match["path"] or ""
+        if match["key"]:
+            rule = f"a key: {rule}"
+        raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule) from None
     # Built and checked above; a struct's __post_init__ would build them again.
     return msgspec.structs.replace(config, plugins=plugins) if plugins else config
 

@@ -109,6 +109,7 @@ _BAD_VALUES: list[tuple[dict[str, Any], str, Any, str]] = [
     ({"rescue": {"mutating_tools": [""]}}, "rescue.mutating_tools", "", "non-empty string"),
     ({"rescue": {"ask_command": 7}}, "rescue.ask_command", 7, "Expected `str`"),
     ({"rescue": {"maxRescues": 2}}, "rescue.maxRescues", 2, "did you mean max_rescues?"),
+    ({"loops": {"tools": {5: {}}}}, "loops.tools", {5: {}}, "a key: Expected `str`, got `int`"),
 ]
 
 
