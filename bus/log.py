@@ -70,6 +70,8 @@ class SessionLog:
         mark_resume: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if not os.fspath(path) or "\x00" in os.fspath(path):
+            raise ValueError(f"session log path {os.fspath(path)!r}: must be a file name, without NUL")
         self.path = Path(path)
         self.session = session or uuid.uuid4().hex
         self.failures = 0

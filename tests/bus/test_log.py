@@ -426,3 +426,9 @@ def test_nesting_is_told_from_the_brackets_however_many_there_are(text: str, lim
     depth = max(accumulate({"[": 1, "{": 1, "]": -1, "}": -1}[c] for c in text if c in "[]{}"), default=0)
     padding = " " * 10_000 if long else ""  # a long line is counted another way
     assert too_deep((text + padding).encode(), limit) == (depth > limit)
+
+
+@pytest.mark.parametrize("path", ["", "a\x00b"])
+def test_a_path_that_names_no_file_is_refused_naming_it(path: str) -> None:
+    with pytest.raises(ValueError, match=r"session log path .*: must be a file name, without NUL"):
+        SessionLog(path)
