@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -41,7 +41,7 @@ from bus import (
     ToolCall,
     ToolResult,
 )
-from bus._codec import event_decoder
+from bus._codec import event_decoder, mistyped_event
 from bus.redis_log import DEFAULT_PREFIX, Appended, PendingAppend, RedisSessionLog, append_many
 from guard.actions import SHADOW_FORM, Action
 from guard.config import Config, apply_environment
@@ -182,12 +182,25 @@ class _FleetAsker:
     call's lease asks ``inner`` and records the outcome; every other worker
     (and every later catch-up) reuses the record."""
 
-    def __init__(self, fleet: FleetGuard, session: str, inner: Asker) -> None:
+    def __init__(self, fleet: FleetGuard, session: str, inner: Asker, on_failure: Callable[[Exception], None]) -> None:
         self._fleet = fleet
         self._session = session
         self._inner = inner
+        self._on_failure = on_failure
 
     async def ask(self, question: str, call: ToolCall | None = None) -> AskOutcome:
+        """The escalation's outcome, asked once fleet-wide. Redis failing
+        here fails the request (``on_failure``), not just the policy: the
+        guard would take a failed policy for an allowed call."""
+        from redis.exceptions import RedisError
+
+        try:
+            return await self._ask(question, call)
+        except RedisError as exc:
+            self._on_failure(exc)
+            return AskOutcome(advice=None, reason=f"Redis: {exc}", elapsed_ms=0.0)
+
+    async def _ask(self, question: str, call: ToolCall | None) -> AskOutcome:
         client, prefix = self._fleet.client, self._fleet.prefix
         agent = call.agent.id if call is not None and call.agent is not None else ""
         field = f"{agent}\x1f{call.call_id if call is not None else ''}"
@@ -197,11 +210,16 @@ class _FleetAsker:
             recorded = await client.hget(answers, field)
             if recorded is not None:
                 return msgspec.json.decode(recorded, type=AskOutcome)
-            # The lease is never released: it lapses after lease_ms, so a
+            # The lease is released only by a cancelled ask; else it lapses after lease_ms, so a
             # worker that died mid-ask is taken over, and one that answered
             # leaves no gap in which a second worker could ask again.
             if await client.set(lease, self._fleet.worker, nx=True, px=self._fleet.lease_ms):
-                outcome = await self._inner.ask(question, call)
+                try:
+                    outcome = await self._inner.ask(question, call)
+                except BaseException:  # cancelled (the runtime's timeout): free the call for the retry
+                    with anyio.CancelScope(shield=True):
+                        await client.delete(lease)
+                    raise
                 await client.hset(answers, field, msgspec.json.encode(outcome))
                 return outcome
             await anyio.sleep(0.02)
@@ -217,7 +235,7 @@ class _Replica:
         self.session = session
         # Escalations go through the fleet's lease, so one worker asks per call.
         policies = [
-            RescuePolicy(policy.config, ask=_FleetAsker(fleet, session, policy.command))
+            RescuePolicy(policy.config, ask=_FleetAsker(fleet, session, policy.command, self._failed))
             if isinstance(policy, RescuePolicy)
             else policy
             for policy in build_policies(fleet.config)
@@ -227,7 +245,7 @@ class _Replica:
         self.guard.attach(self.replay.bus)
         self.replay.bus.record(self._capture)
         self.agents: dict[str, Agent] = {}
-        self.decode = event_decoder(self.agents).decode
+        self._decoder = event_decoder(self.agents)
         self.position = "-"
         self.seq = 0
         self.lock = asyncio.Lock()
@@ -235,6 +253,13 @@ class _Replica:
         self.output: list[Event] = []
         # what the guard said and did at events applied here, until it is recorded
         self.owed: list[tuple[int, list[Event], list[Action]]] = []
+        self.broken = False
+        """An event was left half-applied (cancelled, or Redis failed inside
+        an escalation): this copy is dropped and the session rebuilt."""
+        self._failure: Exception | None = None
+
+    def _failed(self, exc: Exception) -> None:
+        self._failure = exc
 
     def _on_action(self, action: Action, trigger: Event) -> None:
         self.actions.append(action)
@@ -289,8 +314,13 @@ class _Replica:
         """Apply one entry, adding what the guard said and did at it to
         ``owed``; true once seq ``until`` is reached."""
         self.position = entry
+        event: AnyEvent | SessionStart | None
         try:
-            event = self.decode(line)
+            event = self._decoder.decode(line)
+        except msgspec.ValidationError:  # a field of another type (call_id=7): read as any reader reads it
+            event = mistyped_event(line, self._decoder)
+            if event is None:
+                return False
         except msgspec.DecodeError:
             return False
         if isinstance(event, SessionStart):  # pragma: no cover - the fleet never writes a header into a stream
@@ -301,21 +331,30 @@ class _Replica:
             event.agent.parent_id = event.agent.parent_id or event.parent
         self.output.clear()
         self.actions.clear()
-        decision = await self.replay.apply(event)
-        self.seq = event.seq
+        seq = event.seq  # read first: a synthesized call's publish stamps the replay bus's own
+        try:
+            decision = await self.replay.apply(event)
+        except BaseException:
+            self.broken = True
+            raise
+        if self._failure is not None:
+            self.broken = True
+            failure, self._failure = self._failure, None
+            raise failure
+        self.seq = seq
         if self.output or self.actions:
-            owed.append((event.seq, self.output[:], self.actions[:]))
+            owed.append((seq, self.output[:], self.actions[:]))
             messages = tuple(e for e in self.output if isinstance(e, ContextMessage) and e.source.form != SHADOW_FORM)
             halts = [e.reason or "" for e in self.output if isinstance(e, AgentStatus)]
-            outcome = Answer(seq=event.seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
+            outcome = Answer(seq=seq, decision=decision, messages=messages, halt=halts[0] if halts else None)
         else:
-            outcome = Answer(seq=event.seq, decision=decision)
-        self.outcomes[event.seq] = outcome
+            outcome = Answer(seq=seq, decision=decision)
+        self.outcomes[seq] = outcome
         while len(self.outcomes) > _KEPT_OUTCOMES:
             self.outcomes.popitem(last=False)
         if type(event) is AgentStatus and event.status == "disposed" and event.agent is not None:
             self.agents.pop(event.agent.id, None)
-        return event.seq >= until
+        return seq >= until
 
 
 def _entry_key(entry: str) -> tuple[int, int]:
@@ -420,7 +459,7 @@ class FleetGuard:
 
     def _replica(self, session: str) -> _Replica:
         replica = self._replicas.get(session)
-        if replica is None:
+        if replica is None or replica.broken:
             replica = _Replica(self, session)
             self._replicas.add(session, replica)  # one pushed out is rebuilt from its stream when it comes back
         return replica
@@ -433,12 +472,15 @@ class FleetGuard:
             replica.log.pending(event, key=key if key is not None else idempotency_key(event), after=replica.position)
         )
         async with replica.lock:
-            known = replica.outcomes.get(appended.seq)
+            # A new event's seq may be an earlier life's (the session expired,
+            # Redis lost it): only a retry is answered from what was kept.
+            known = None if appended.new or replica.broken else replica.outcomes.get(appended.seq)
             if known is not None:
                 await replica.record_owed()
                 return known
-            if appended.seq <= replica.seq:
-                # Applied here long ago and forgotten: rebuild from the stream.
+            if replica.broken or appended.seq <= replica.seq:
+                # Applied here long ago and forgotten, a new life of the session,
+                # or left half-applied: rebuild from the stream.
                 replica = _Replica(self, session)
                 self._replicas.add(session, replica)
                 async with replica.lock:

@@ -427,3 +427,128 @@ async def test_a_session_whose_key_holds_the_wrong_type_fails_alone(workers: Wor
         assert [await RedisSessionLog(client, s).length() for s in ("good", "other")] == [1, 1]
     finally:
         await client.aclose()
+
+
+async def _greps(worker: FleetGuard, session: str, prefix: str, n: int, *, same: bool = True) -> list[bool | None]:
+    """``n`` greps through ``worker`` (identical, or each its own with
+    ``same`` false), each answered as a runtime answers it; whether each
+    call was allowed."""
+    agent = Agent("main")
+    allowed: list[bool | None] = []
+    for step in range(1, n + 1):
+        args = GREP if same else {"pattern": f"p{step}"}
+        call = ToolCall(agent=agent, call_id=f"{prefix}{step}", step=step, tool="grep", args=args)
+        decision = (await worker.handle(session, call)).decision
+        allowed.append(None if decision is None else decision.allowed)
+        denied = decision is not None and not decision.allowed
+        result = ToolResult.denial(call, decision) if denied and decision else ToolResult.answering(call, "none")
+        await worker.handle(session, result)
+    return allowed
+
+
+async def test_results_sent_before_their_calls_are_each_answered_for_their_own_event(workers: Workers) -> None:
+    (worker,) = workers(1)
+    agent = Agent("main")
+    answers = []
+    for step in range(1, 5):  # a pipeline that delivers each result before its call
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        answers.append(await worker.handle("late", ToolResult.answering(call, "none")))
+        answers.append(await worker.handle("late", call))
+    assert [a.decision is not None for a in answers] == [False, True] * 4, "a call's answer is a call's"
+    seqs = [a.seq for a in answers]
+    assert seqs == sorted(set(seqs)), "each answered at its own place in the stream"
+
+
+async def test_a_session_that_expired_starts_afresh_not_with_its_old_answers(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    config = Config(remind=RemindConfig(enabled=False), loops=msgspec.structs.replace(Config().loops, enabled=True))
+    (worker,) = workers(1, config)
+    assert await _greps(worker, "life", "a", 4) == [True, True, False, False]
+    client = Redis.from_url(redis_url)
+    try:
+        await client.flushall()  # what an expired ttl, or a Redis restarted without persistence, leaves
+    finally:
+        await client.aclose()
+    assert await _greps(worker, "life", "b", 4, same=False) == [True] * 4, "a new life, not the old one's answers"
+    replayed, _ = await _export_and_replay(redis_url, "life", tmp_path, config)
+    assert replayed.differences == []
+
+
+async def test_numeric_call_ids_are_guarded_as_their_text(workers: Workers, redis_url: str, tmp_path: Path) -> None:
+    config = Config(remind=RemindConfig(enabled=False), loops=msgspec.structs.replace(Config().loops, enabled=True))
+    (worker,) = workers(1, config)
+    agent = Agent("main")
+    allowed = []
+    for step in range(1, 5):
+        call = ToolCall(agent=agent, call_id=step, step=step, tool="grep", args=GREP)  # type: ignore[arg-type]
+        decision = (await worker.handle("numbers", call)).decision
+        allowed.append(decision is not None and decision.allowed)
+        if decision is not None and not decision.allowed:
+            await worker.handle("numbers", ToolResult.denial(call, decision))
+        else:
+            await worker.handle("numbers", ToolResult.answering(call, "none"))
+    assert allowed == [True, True, False, False]
+    replayed, _ = await _export_and_replay(redis_url, "numbers", tmp_path, config)
+    assert replayed.differences == []
+
+
+async def test_a_request_cancelled_mid_escalation_is_answered_right_when_retried(
+    workers: Workers, redis_url: str, tmp_path: Path, ask_script: AskScript
+) -> None:
+    script = ask_script("sleep 1\necho 'Edit src/cfg.py instead.'")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(script)))
+    (worker,) = workers(1, config)
+    agent = Agent("main")
+    answers = []
+    for step in range(1, 7):
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        try:
+            outcome = await asyncio.wait_for(worker.handle("cut", call), 0.3)  # the runtime's own timeout
+        except TimeoutError:
+            outcome = await worker.handle("cut", call)  # and its retry
+        answers.append(outcome.decision)
+        decision = outcome.decision
+        if decision is not None and not decision.allowed:
+            await worker.handle("cut", ToolResult.denial(call, decision))
+        else:
+            await worker.handle("cut", ToolResult.answering(call, "none"))
+    assert any(d is not None and not d.allowed and "Edit src/cfg.py" in (d.reason or "") for d in answers)
+    replayed, _ = await _export_and_replay(redis_url, "cut", tmp_path, config)
+    assert replayed.differences == []
+
+
+async def test_redis_failing_inside_an_escalation_fails_the_request_not_the_guard(
+    workers: Workers, redis_url: str, tmp_path: Path, ask_script: AskScript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = ask_script("echo 'Edit src/cfg.py instead.'")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(script)))
+    (worker,) = workers(1, config)
+    agent = Agent("main")
+    failing = [True]
+    real_hget = worker.client.hget
+
+    async def hget(*args: Any) -> Any:
+        if failing[0] and b"advice" in str(args[0]).encode():
+            raise RedisConnectionError("connection lost mid-escalation")
+        return await real_hget(*args)
+
+    monkeypatch.setattr(worker.client, "hget", hget)
+    denied_with_advice = False
+    for step in range(1, 7):
+        call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
+        try:
+            outcome = await worker.handle("gone", call)
+        except RedisConnectionError:
+            failing[0] = False  # Redis is back: the client's retry
+            outcome = await worker.handle("gone", call)
+        decision = outcome.decision
+        denied_with_advice |= decision is not None and "Edit src/cfg.py" in (decision.reason or "")
+        if decision is not None and not decision.allowed:
+            await worker.handle("gone", ToolResult.denial(call, decision))
+        else:
+            await worker.handle("gone", ToolResult.answering(call, "none"))
+    assert not failing[0], "Redis failed inside an escalation and the request said so"
+    assert denied_with_advice
+    replayed, _ = await _export_and_replay(redis_url, "gone", tmp_path, config)
+    assert replayed.differences == []
