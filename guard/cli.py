@@ -461,8 +461,10 @@ def _drop_stdout() -> None:
     """Point stdout at the null device, so what is left in its buffer is not
     written again (and reported) when the interpreter exits."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = sys.stdout.fileno()
         null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
+        os.dup2(null, fd)
+        os.close(null)
 
 
 def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:

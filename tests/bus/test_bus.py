@@ -203,6 +203,9 @@ class _Unprintable:
     def __repr__(self) -> str:
         raise _Boom("repr bug")
 
+    def __getattr__(self, name: str) -> Any:  # its __qualname__ too
+        raise _Boom(f"no {name}")
+
     async def __call__(self, event: object) -> None:
         raise _Boom("handler bug")
 

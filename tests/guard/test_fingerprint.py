@@ -323,3 +323,9 @@ def test_arguments_nested_deeper_than_a_log_line_keeps_are_fingerprinted_as_it_k
     assert logged_args(args) == read_back if depth > 98 else logged_args(args) is args
     differing_deep_down = {"a": nested("other leaf"), "b": {1, 2}}
     assert (canonical_json(args) == canonical_json(differing_deep_down)) is (depth > 98)
+
+
+def test_arguments_json_cannot_carry_are_logged_args_as_the_log_writes_them() -> None:
+    from bus._codec import logged_args
+
+    assert logged_args({"a": "cut\ud800"}) == {"a": "cut\\ud800"}

@@ -529,3 +529,38 @@ def test_an_answer_that_cannot_be_written_is_one_line_on_stderr_and_a_non_blocki
     assert done.returncode == 1, "exit 2 would block the call in Claude Code"
     [line] = done.stderr.decode().splitlines()
     assert line.startswith("repeat-tool-guard hook: the answer could not be written to stdout: ")
+
+
+@pytest.mark.parametrize("stderr", ["open", "closed"])
+def test_an_answer_that_cannot_be_written_in_process_is_a_non_blocking_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stderr: str
+) -> None:
+    from guard.cli import main
+
+    state = tmp_path / "state"
+    for event in [*grep(0), *grep(1)]:
+        Hook(state, load_config("recommended"))(event)
+    denied = payload("PreToolUse", tool_name="Grep", tool_input={"pattern": "load_config"}, tool_use_id="toolu_02")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(denied).encode())))
+    full = open("/dev/full", "w")  # noqa: SIM115 - stdout for the call, closed below
+    monkeypatch.setattr("sys.stdout", full)
+    if stderr == "closed":
+        monkeypatch.setattr("sys.stderr", None)
+    try:
+        assert main(["hook", "--config", "recommended", "--state-dir", str(state)]) == 1
+    finally:
+        full.close()
+    said = capsys.readouterr().err
+    if stderr == "open":
+        assert (
+            said
+            == "repeat-tool-guard hook: the answer could not be written to stdout: [Errno 28] No space left on device\n"
+        )
+
+
+def test_a_snapshot_that_cannot_be_saved_needs_no_one_told(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / f"{SESSION}.snapshot").mkdir()
+    answers = [answer_hook(p, state, None, log_actions=False) for n in range(3) for p in grep(n)]
+    assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER]

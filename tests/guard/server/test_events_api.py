@@ -264,7 +264,7 @@ def test_a_lone_surrogate_is_read_as_the_log_writes_it(served: Served) -> None:
     assert response.status_code == 200, response.text
     (message,) = [e for e in events_of(served.state_dir / "cut.jsonl") if type(e) is UserMessage]
     assert message.text == "cut mid-emoji \\ud83d"
-    bad = b'{"type": "user/message", "agent": "", "text": "\\ud83d"}'
+    bad = b'{"type": "user/message", "text": "\\ud83d", "agent": ""}'
     response = served.client.post("/v1/sessions/cut/events", content=bad, headers={"content-type": "application/json"})
     assert response.status_code == 422, "read leniently, then checked as strictly"
 

@@ -269,7 +269,10 @@ async def test_an_unreadable_entry_is_passed_over(workers: Workers, redis_url: s
     await a.handle("s1", UserMessage(agent=agent, text="go"))
     client = Redis.from_url(redis_url)
     try:
-        await client.xadd(RedisSessionLog(client, "s1").stream, {"seq": 99, "line": b"{torn"})
+        stream = RedisSessionLog(client, "s1").stream
+        await client.xadd(stream, {"seq": 99, "line": b"{torn"})
+        unreadable = b'{"type":"tool/call","seq":100,"ts":1.0,"agent":"main","call_id":"c","step":"one","tool":"t"}'
+        await client.xadd(stream, {"seq": 100, "line": unreadable})  # a field no reader can read as its type
     finally:
         await client.aclose()
     outcome = await b.handle("s1", UserMessage(agent=agent, text="again"))
