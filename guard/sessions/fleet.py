@@ -41,7 +41,7 @@ from bus import (
     ToolCall,
     ToolResult,
 )
-from bus._codec import event_decoder, mistyped_event
+from bus._codec import as_logged, event_decoder, mistyped_event
 from bus.redis_log import DEFAULT_PREFIX, Appended, PendingAppend, RedisSessionLog, append_many
 from guard.actions import SHADOW_FORM, Action
 from guard.config import Config, apply_environment
@@ -119,7 +119,8 @@ def idempotency_key(event: Event) -> str | None:
     call id and type for tool calls and results; ``None`` for other events,
     which a caller may key itself."""
     if isinstance(event, ToolCall | ToolResult) and event.agent is not None:
-        return retry_key(str(type(event).__struct_config__.tag), event.agent.id, event.call_id)
+        # a lone surrogate as the log writes it: the key travels as UTF-8
+        return str(as_logged(retry_key(str(type(event).__struct_config__.tag), event.agent.id, event.call_id)))
     return None
 
 

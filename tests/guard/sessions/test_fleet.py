@@ -555,3 +555,20 @@ async def test_redis_failing_inside_an_escalation_fails_the_request_not_the_guar
     assert denied_with_advice
     replayed, _ = await _export_and_replay(redis_url, "gone", tmp_path, config)
     assert replayed.differences == []
+
+
+async def test_what_json_cannot_carry_as_it_is_is_recorded_and_replays(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    deep: Any = "leaf"
+    for _ in range(150):
+        deep = [deep]
+    (worker,) = workers(1)
+    agent = Agent("main\ud800")
+    for step, args in enumerate([{"a": deep}, {"n": 10**5000}, {"a": deep}, {"a": deep}], 1):
+        call = ToolCall(agent=agent, call_id=f"c\ud800{step}", step=step, tool="grep", args=args)
+        await worker.handle("odd\ud800", call)
+        await worker.handle("odd\ud800", ToolResult.answering(call, "none"))
+    replayed, _ = await _export_and_replay(redis_url, "odd\\ud800", tmp_path, None)
+    assert replayed.report.events == 8
+    assert replayed.differences == []
