@@ -42,7 +42,7 @@ from bus import (
     ToolResult,
 )
 from bus._codec import as_logged, event_decoder, mistyped_event
-from bus.redis_log import DEFAULT_PREFIX, Appended, PendingAppend, RedisSessionLog, append_many
+from bus.redis_log import DEFAULT_PREFIX, LUA_HELPERS, Appended, PendingAppend, RedisSessionLog, append_many
 from guard.actions import SHADOW_FORM, Action
 from guard.config import Config, apply_environment
 from guard.guard import Guard
@@ -70,7 +70,16 @@ _ACTIONS_MAXLEN = 100_000
 # KEYS: the actions stream, the metrics hash, then each action's session's
 # record of acted ones; ARGV: the stream's length, then field, entry, kind
 # for each action.
-_RECORD_ACTIONS = """
+_RECORD_ACTIONS = (
+    LUA_HELPERS
+    + """
+local typed = {KEYS[1], 'stream', KEYS[2], 'hash'}
+for i = 3, #KEYS do
+  typed[#typed + 1] = KEYS[i]
+  typed[#typed + 1] = 'hash'
+end
+local wrong = check_types(typed)
+if wrong then return redis.error_reply(wrong) end
 local recorded = 0
 for op = 0, #KEYS - 3 do
   local a = 2 + 3 * op
@@ -82,6 +91,7 @@ for op = 0, #KEYS - 3 do
 end
 return recorded
 """
+)
 
 
 class FleetCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -428,9 +438,26 @@ class FleetGuard:
                 answers.append(exc)
         return answers
 
-    async def _record_batch(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> list[None]:
-        await self.ledger.record(batch)
-        return [None] * len(batch)
+    async def _record_batch(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> list[Exception | None]:
+        """The batch's records in one round trip; a batch Redis refused (a
+        key of the wrong type: checked before anything is written) is sent
+        again one record at a time, so only the session at fault fails."""
+        from redis.exceptions import ResponseError
+
+        try:
+            await self.ledger.record(batch)
+            return [None] * len(batch)
+        except ResponseError:
+            if len(batch) == 1:
+                raise
+        answers: list[Exception | None] = []
+        for record in batch:
+            try:
+                await self.ledger.record([record])
+                answers.append(None)
+            except ResponseError as exc:
+                answers.append(exc)
+        return answers
 
     async def _record(self, replica: _Replica, owed: Sequence[tuple[int, list[Event], list[Action]]]) -> None:
         """Append the guard's output at each event of ``owed`` to the stream

@@ -572,3 +572,22 @@ async def test_what_json_cannot_carry_as_it_is_is_recorded_and_replays(
     replayed, _ = await _export_and_replay(redis_url, "odd\\ud800", tmp_path, None)
     assert replayed.report.events == 8
     assert replayed.differences == []
+
+
+async def test_a_sessions_record_of_actions_of_the_wrong_type_fails_that_session_alone(
+    workers: Workers, redis_url: str
+) -> None:
+    config = Config(remind=RemindConfig(enabled=False), loops=msgspec.structs.replace(Config().loops, enabled=True))
+    (worker,) = workers(1, config)
+    client = Redis.from_url(redis_url)
+    try:
+        await client.set("rtg:{bad}:acted", "oops")
+    finally:
+        await client.aclose()
+    outcomes = await asyncio.gather(
+        *(_greps(worker, session, "c", 4) for session in ("bad", "good1", "good2")), return_exceptions=True
+    )
+    bad, good1, good2 = outcomes
+    assert isinstance(bad, ResponseError)
+    assert "WRONGTYPE rtg:{bad}:acted holds a string, not a hash: nothing was written" in str(bad)
+    assert good1 == good2 == [True, True, False, False]
