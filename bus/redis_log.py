@@ -121,7 +121,7 @@ local wrong = check_types(typed)
 if wrong then return redis.error_reply(wrong) end
 for op = 0, #ops - 1 do
   local events, meta, keys = KEYS[3 + 3 * op], KEYS[4 + 3 * op], KEYS[5 + 3 * op]
-  local session, key, line, after, maxlen, ttl, now = unpack(ops[op + 1])
+  local session, key, line, after, maxlen, ttl, now, forget = unpack(ops[op + 1])
   local seq, new = nil, 1
   if key ~= '' then
     local seen = redis.call('HGET', keys, key)
@@ -146,6 +146,7 @@ for op = 0, #ops - 1 do
       redis.call('XADD', events, '*', 'seq', seq, 'line', line)
     end
     if key ~= '' then redis.call('HSET', keys, key, seq) end
+    if forget ~= '' then redis.call('HDEL', keys, forget) end
     if not indexed[session] then
       redis.call('ZADD', sessions, now, session)
       indexed[session] = true
@@ -241,7 +242,7 @@ class PendingAppend(msgspec.Struct, frozen=True, array_like=True):
 
     fleet: Sequence[bytes]
     keys: tuple[bytes, bytes, bytes]
-    args: tuple[str, str, str, str, int, int, str]
+    args: tuple[str, str, str, str, int, int, str, str]
 
 
 async def append_many(client: Redis, batch: Sequence[PendingAppend], *, count: int = 1000) -> list[Appended]:
@@ -442,8 +443,13 @@ class RedisSessionLog:
         (appended,) = await append_many(self.client, [self.pending(event, key=key, after=after)], count=count)
         return appended
 
-    def pending(self, event: Event, *, key: str | None = None, after: str | None = None) -> PendingAppend:
-        """``append``'s request, not yet sent: ``append_many`` sends many in one round trip."""
+    def pending(
+        self, event: Event, *, key: str | None = None, after: str | None = None, forget: str | None = None
+    ) -> PendingAppend:
+        """``append``'s request, not yet sent: ``append_many`` sends many in
+        one round trip. ``forget``: a key that no longer names an event once
+        this one is appended (a call's, once its result is in: its id may
+        name a new call)."""
         return PendingAppend(
             self._fleet_keys,
             self._session_keys,
@@ -455,6 +461,7 @@ class RedisSessionLog:
                 self.maxlen,
                 self.ttl,
                 repr(self._clock()),
+                forget or "",
             ),
         )
 

@@ -134,6 +134,18 @@ def idempotency_key(event: Event) -> str | None:
     return None
 
 
+def _counterpart(event: Event) -> str | None:
+    """The key an appended call or result frees: a result's call's (its id
+    may name a new call now, as model servers that call every response's
+    first call ``call_0`` do), a call's earlier result's (the new call's
+    result is new)."""
+    if isinstance(event, ToolCall) and event.agent is not None:
+        return str(as_logged(retry_key("tool/result", event.agent.id, event.call_id)))
+    if isinstance(event, ToolResult) and event.agent is not None:
+        return str(as_logged(retry_key("tool/call", event.agent.id, event.call_id)))
+    return None
+
+
 class ActionLedger:
     """Records guard actions fleet-wide, each once, for ``watch`` and the
     fleet's counters: an action is keyed by its session, its triggering
@@ -497,7 +509,12 @@ class FleetGuard:
         it. ``key`` overrides ``idempotency_key(event)``."""
         replica = self._replica(session)
         appended = await self._appends.submit(
-            replica.log.pending(event, key=key if key is not None else idempotency_key(event), after=replica.position)
+            replica.log.pending(
+                event,
+                key=key if key is not None else idempotency_key(event),
+                after=replica.position,
+                forget=_counterpart(event) if key is None else None,
+            )
         )
         async with replica.lock:
             # A new event's seq may be an earlier life's (the session expired,

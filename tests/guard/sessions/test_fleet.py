@@ -591,3 +591,24 @@ async def test_a_sessions_record_of_actions_of_the_wrong_type_fails_that_session
     assert isinstance(bad, ResponseError)
     assert "WRONGTYPE rtg:{bad}:acted holds a string, not a hash: nothing was written" in str(bad)
     assert good1 == good2 == [True, True, False, False]
+
+
+async def test_a_call_id_used_again_once_its_result_is_in_is_a_new_call(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    config = Config(remind=RemindConfig(enabled=False), loops=msgspec.structs.replace(Config().loops, enabled=True))
+    a, b = workers(2, config)
+    agent = Agent("main")
+    allowed = []
+    for step in range(1, 5):  # a model server that names every response's call "call_0"
+        call = ToolCall(agent=agent, call_id="call_0", step=step, tool="grep", args=GREP)
+        decision = (await a.handle("reuse", call)).decision
+        assert decision is not None
+        allowed.append(decision.allowed)
+        result = ToolResult.answering(call, "none") if decision.allowed else ToolResult.denial(call, decision)
+        answer = await a.handle("reuse", result)
+        assert _wire(await b.handle("reuse", result)) == _wire(answer), "a retry of the result is still a retry"
+    assert allowed == [True, True, False, False]
+    replayed, _ = await _export_and_replay(redis_url, "reuse", tmp_path, config)
+    assert replayed.report.events == 8
+    assert replayed.differences == []
