@@ -582,6 +582,7 @@ async def test_a_sessions_record_of_actions_of_the_wrong_type_fails_that_session
     client = Redis.from_url(redis_url)
     try:
         await client.set("rtg:{bad}:acted", "oops")
+        await client.set("rtg:{alone}:acted", "oops")
     finally:
         await client.aclose()
     outcomes = await asyncio.gather(
@@ -591,6 +592,8 @@ async def test_a_sessions_record_of_actions_of_the_wrong_type_fails_that_session
     assert isinstance(bad, ResponseError)
     assert "WRONGTYPE rtg:{bad}:acted holds a string, not a hash: nothing was written" in str(bad)
     assert good1 == good2 == [True, True, False, False]
+    with pytest.raises(ResponseError, match=r"WRONGTYPE rtg:\{alone\}:acted"):  # alone in its batch too
+        await _greps(worker, "alone", "c", 4)
 
 
 async def test_a_call_id_used_again_once_its_result_is_in_is_a_new_call(
