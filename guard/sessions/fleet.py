@@ -25,7 +25,8 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import msgspec
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 __all__ = ["ActionLedger", "FleetAction", "FleetCounts", "FleetGuard", "Outcome", "idempotency_key"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _KEPT_OUTCOMES = 256
 _APPLIED_BETWEEN_TURNS = 32
@@ -128,10 +132,7 @@ def idempotency_key(event: Event) -> str | None:
     """The key under which a retry of ``event`` is recognised: its agent,
     call id and type for tool calls and results; ``None`` for other events,
     which a caller may key itself."""
-    if isinstance(event, ToolCall | ToolResult) and event.agent is not None:
-        # a lone surrogate as the log writes it: the key travels as UTF-8
-        return str(as_logged(retry_key(str(type(event).__struct_config__.tag), event.agent.id, event.call_id)))
-    return None
+    return _call_key(str(type(event).__struct_config__.tag), event)
 
 
 def _counterpart(event: Event) -> str | None:
@@ -139,10 +140,13 @@ def _counterpart(event: Event) -> str | None:
     may name a new call now, as model servers that call every response's
     first call ``call_0`` do), a call's earlier result's (the new call's
     result is new)."""
-    if isinstance(event, ToolCall) and event.agent is not None:
-        return str(as_logged(retry_key("tool/result", event.agent.id, event.call_id)))
-    if isinstance(event, ToolResult) and event.agent is not None:
-        return str(as_logged(retry_key("tool/call", event.agent.id, event.call_id)))
+    return _call_key("tool/result" if isinstance(event, ToolCall) else "tool/call", event)
+
+
+def _call_key(kind: str, event: Event) -> str | None:
+    if isinstance(event, ToolCall | ToolResult) and event.agent is not None:
+        # a lone surrogate as the log writes it: the key travels as UTF-8
+        return str(as_logged(retry_key(kind, event.agent.id, event.call_id)))
     return None
 
 
@@ -380,6 +384,29 @@ class _Replica:
         return seq >= until
 
 
+async def _each_refused_alone(
+    send: Callable[[Sequence[T]], Awaitable[Sequence[R]]], batch: Sequence[T]
+) -> Sequence[R | Exception]:
+    """``send``'s answers to a batch (appends, records), in one round trip.
+    A batch Redis refused (one session's key holds the wrong type: every
+    script checks its keys before it writes, so nothing of it was applied)
+    is sent again one at a time, so only the session at fault gets the error."""
+    from redis.exceptions import ResponseError  # the client's: loaded once it has sent anything
+
+    try:
+        return await send(batch)
+    except ResponseError:
+        if len(batch) == 1:
+            raise
+    answers: list[R | Exception] = []
+    for item in batch:
+        try:
+            answers += await send([item])
+        except ResponseError as exc:
+            answers.append(exc)
+    return answers
+
+
 def _entry_key(entry: str) -> tuple[int, int]:
     """A stream entry id (``ms-n``; ``-`` for before the first) as a sortable pair."""
     if entry == "-":
@@ -431,45 +458,14 @@ class FleetGuard:
         self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_batch)
 
     async def _append_batch(self, batch: Sequence[PendingAppend]) -> Sequence[Appended | Exception]:
-        """The batch's appends in one round trip. A batch Redis refused
-        (one session's key holds the wrong type: the script checks every key
-        before it writes, so nothing of the batch was applied) is sent again
-        one append at a time, so only the session at fault gets the error."""
-        from redis.exceptions import ResponseError  # the client's: loaded once it has sent anything
+        return await _each_refused_alone(partial(append_many, self.client), batch)
 
-        try:
-            return await append_many(self.client, batch)
-        except ResponseError:
-            if len(batch) == 1:
-                raise
-        answers: list[Appended | Exception] = []
-        for pending in batch:
-            try:
-                answers += await append_many(self.client, [pending])
-            except ResponseError as exc:
-                answers.append(exc)
-        return answers
+    async def _record_batch(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> Sequence[Exception | None]:
+        async def record(records: Sequence[tuple[str, int, Sequence[Action]]]) -> list[None]:
+            await self.ledger.record(records)
+            return [None] * len(records)
 
-    async def _record_batch(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> list[Exception | None]:
-        """The batch's records in one round trip; a batch Redis refused (a
-        key of the wrong type: checked before anything is written) is sent
-        again one record at a time, so only the session at fault fails."""
-        from redis.exceptions import ResponseError
-
-        try:
-            await self.ledger.record(batch)
-            return [None] * len(batch)
-        except ResponseError:
-            if len(batch) == 1:
-                raise
-        answers: list[Exception | None] = []
-        for record in batch:
-            try:
-                await self.ledger.record([record])
-                answers.append(None)
-            except ResponseError as exc:
-                answers.append(exc)
-        return answers
+        return await _each_refused_alone(record, batch)
 
     async def _record(self, replica: _Replica, owed: Sequence[tuple[int, list[Event], list[Action]]]) -> None:
         """Append the guard's output at each event of ``owed`` to the stream
