@@ -13,7 +13,6 @@ imports only the forwarding client until the server fails to answer.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
@@ -453,18 +452,22 @@ def _warn(line: str) -> None:
     would write to stdout, which carries the hook's answer alone."""
     if sys.stderr is None:
         return
-    with contextlib.suppress(OSError, ValueError):
+    try:  # noqa: SIM105 - not contextlib: a forwarding hook imports this module, and contextlib costs it ms
         print(line, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
 
 
 def _drop_stdout() -> None:
     """Point stdout at the null device, so what is left in its buffer is not
     written again (and reported) when the interpreter exits."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
+    try:
         fd = sys.stdout.fileno()
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, fd)
         os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
