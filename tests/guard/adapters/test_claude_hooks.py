@@ -564,3 +564,25 @@ def test_a_snapshot_that_cannot_be_saved_needs_no_one_told(tmp_path: Path) -> No
     (state / f"{SESSION}.snapshot").mkdir()
     answers = [answer_hook(p, state, None, log_actions=False) for n in range(3) for p in grep(n)]
     assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER]
+
+
+class _Unwritable(io.StringIO):
+    """A stream that takes nothing and has no file descriptor (a closed pipe's wrapper, say)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(32, "Broken pipe")
+
+
+def test_a_hook_whose_stdout_and_stderr_both_fail_still_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from guard.cli import main
+
+    state = tmp_path / "state"
+    for event in [*grep(0), *grep(1)]:
+        Hook(state, load_config("recommended"))(event)
+    denied = payload("PreToolUse", tool_name="Grep", tool_input={"pattern": "load_config"}, tool_use_id="toolu_02")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(denied).encode())))
+    monkeypatch.setattr("sys.stdout", _Unwritable())
+    monkeypatch.setattr("sys.stderr", _Unwritable())
+    assert main(["hook", "--config", "recommended", "--state-dir", str(state)]) == 1
