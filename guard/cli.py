@@ -203,6 +203,12 @@ def _report_check(outcome: ReplayOutcome) -> int:
         if diff.regenerated is not None:
             err.write(f"  regenerated: {diff.regenerated}\n")
     checked = ", ".join(f"{n} {what}{'s' if n != 1 else ''}" for what, n in sorted(outcome.checked.items()))
+    if outcome.unanswered:
+        err.write(
+            f"check: {outcome.unanswered} call{'s' if outcome.unanswered != 1 else ''} the replay denies"
+            " never got a result in the log (cancelled while the guard decided, or the session was cut off):"
+            " not compared\n"
+        )
     if outcome.differences:
         kinds = Counter(d.kind for d in outcome.differences)
         detail = ", ".join(f"{kinds[k]} {k}" for k in ("missing", "extra", "changed") if kinds[k])

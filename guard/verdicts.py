@@ -141,7 +141,13 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
 class ReplayOutcome:
     """What a replay found: the verdicts in order, the reader's report, the
     guard outputs the log recorded (``checked``, by kind), and the
-    differences between those and the regenerated ones."""
+    differences between those and the regenerated ones.
+
+    ``unanswered`` counts the calls the replay denies that the log holds no
+    result for: the runtime's call was cancelled while the guard decided it
+    (an escalation outlived the runtime's timeout), or the session was cut
+    off. The log holds no outcome for them, so they are not compared, as an
+    allowed call without a result is not."""
 
     def __init__(
         self,
@@ -149,11 +155,13 @@ class ReplayOutcome:
         report: ReadReport,
         differences: list[Difference],
         checked: Counter[str] | None = None,
+        unanswered: int = 0,
     ) -> None:
         self.verdicts = verdicts
         self.report = report
         self.differences = differences
         self.checked = checked if checked is not None else Counter()
+        self.unanswered = unanswered
 
     def counts(self) -> Counter[str]:
         return Counter(v.action for v in self.verdicts)
@@ -255,6 +263,7 @@ class _Replayer:
         self.fresh: list[_Output] = []
         self._denials: dict[tuple[str | None, str], tuple[int, str, Action]] = {}
         self._recorded_denials: dict[tuple[str | None, str], tuple[object, ...]] = {}
+        self.unanswered = 0
         self._on_verdict = on_verdict
         self.guard = guard = Guard(config, on_action=self._on_action, policies=policies)
         self._plugins = {policy.name: policy.plugin for policy in guard.policies}
@@ -280,17 +289,21 @@ class _Replayer:
         self._unanswered()
 
     def _unanswered(self) -> None:
-        """The calls the replay denied whose result never came, as denials."""
-        for (agent, call_id), (seq, plugin, action) in self._denials.items():
-            self.fresh.append(_denial(seq, agent, call_id, plugin, action.text, None))
+        """Count the calls the replay denied whose result never came."""
+        self.unanswered += len(self._denials)
         self._denials.clear()
 
     # Both run on every event of the log: the common kinds leave first.
     def _withhold(self, event: AnyEvent) -> bool:
         kind = type(event)
         if kind is ToolCall:
-            if self._recorded_denials:  # a call again under the id: its denial is new, whatever it holds
-                self._recorded_denials.pop((event.agent.id if event.agent else None, event.call_id), None)  # type: ignore[union-attr]
+            if self._recorded_denials or self._denials:
+                key = (event.agent.id if event.agent else None, event.call_id)  # type: ignore[union-attr]
+                # a call again under the id: its denial is new, whatever it holds,
+                # and a denied call before it under that id was never answered
+                self._recorded_denials.pop(key, None)
+                if self._denials.pop(key, None) is not None:
+                    self.unanswered += 1
             return False
         if kind is UserMessage:
             return False
@@ -334,4 +347,5 @@ class _Replayer:
     def outcome(self, report: ReadReport) -> ReplayOutcome:
         self._unanswered()
         recorded = self.recorded
-        return ReplayOutcome(self.verdicts, report, _compare(recorded, self.fresh), Counter(o.what for o in recorded))
+        differences = _compare(recorded, self.fresh)
+        return ReplayOutcome(self.verdicts, report, differences, Counter(o.what for o in recorded), self.unanswered)

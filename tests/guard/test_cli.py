@@ -126,6 +126,30 @@ def test_check_fails_on_a_tampered_log(session: Path, tmp_path: Path, capsys: py
     assert "consecutive_calls: 5" in err.split("regenerated:")[1]
 
 
+def test_check_counts_a_denied_call_without_a_result_and_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "guard.toml"
+    config.write_text('[remind]\nenabled = false\n[rescue]\nask_command = "/nonexistent/ask"\n')
+    lines = [{"type": "session/start", "v": 1, "session": "s", "ts": 0.0}]
+    for n in (1, 2, 3):
+        call = {"agent": "main", "call_id": f"c{n}", "step": n, "tool": "grep", "args": GREP}
+        lines.append({"type": "tool/call", "seq": 2 * n - 1, "ts": float(n), **call})
+        if n < 3:  # the third call's runtime gave up on it while the guard decided
+            result = {"content": "no matches", "is_error": False, "denied_by": None}
+            lines.append({"type": "tool/result", "seq": 2 * n, "ts": n + 0.5, **call, **result})
+    log = tmp_path / "cut.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["replay", str(log), "--config", str(config), "--check"]) == 0
+    err = capsys.readouterr().err
+    assert "actions: deny 1\n" in err
+    assert err.endswith(
+        "check: 1 call the replay denies never got a result in the log"
+        " (cancelled while the guard decided, or the session was cut off): not compared\n"
+        "check: every guard action matches the log (none recorded)\n"
+    )
+
+
 def test_skipped_lines_are_counted_and_shown(session: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     damaged = tmp_path / "damaged.jsonl"
     lines = session.read_text(encoding="utf-8").splitlines(keepends=True)

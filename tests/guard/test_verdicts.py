@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 
@@ -17,6 +18,7 @@ from guard import (
     Guard,
     Policy,
     RemindConfig,
+    RescueConfig,
     TurnsConfig,
     Verdict,
     load_config,
@@ -27,6 +29,7 @@ from guard.audit import audit_config
 from guard.importers import open_sessions, write_log
 from guard.policies.rescue import RecordedAnswers, advice_in
 from guard.verdicts import RecordedOutputError, replay_events
+from tests.conftest import AskScript
 from tests.guard.conftest import MakeScript, OnCallPolicy
 from tests.guard.importers._transcripts import corpus_file, looping_claude_code
 
@@ -243,10 +246,43 @@ async def test_recorded_advice_answers_the_escalation_and_a_tampered_one_is_a_di
 async def test_a_missing_escalation_is_a_difference(tmp_path: Path) -> None:
     lines = _lines(INCIDENT)
     first = next(i for i in _denials(lines) if "advises:" in lines[i]["content"])
-    call_seq = lines[first]["seq"] - 1
+    call_id = lines[first]["call_id"]
     del lines[first]
-    differences = (await replay_log(_write(tmp_path / "gone.jsonl", lines), _incident_config())).differences
-    assert (differences[0].what, differences[0].kind, differences[0].seq) == ("denial", "missing", call_seq)
+    outcome = await replay_log(_write(tmp_path / "gone.jsonl", lines), _incident_config())
+    # the call itself has no result to compare, but its advice is gone from the
+    # log, and the later denials that reused it no longer match the replay's
+    assert outcome.unanswered == 1
+    assert outcome.differences
+    assert all(d.what == "denial" and call_id not in (d.recorded or "") for d in outcome.differences)
+
+
+@pytest.mark.anyio
+async def test_a_call_cancelled_while_the_guard_escalates_replays_clean(tmp_path: Path, ask_script: AskScript) -> None:
+    asked = tmp_path / "asked"
+    # the first ask outlives the runtime's patience; the next one answers
+    ask = ask_script(f'[ -f {asked} ] && exec echo "Edit src/cfg.py."\ntouch {asked}\nsleep 300')
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(ask), cooldown_ms=0))
+    log, bus, agent = tmp_path / "s.jsonl", Bus(), Agent("main")
+    with SessionLog(log).attach(bus):
+        Guard(config).attach(bus)
+        for n in range(1, 8):
+            call = ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP)
+            if n == 5:  # the runtime gives up on the call while it is asked about: no result
+                async with anyio.create_task_group() as group:
+                    group.start_soon(bus.decide, call)
+                    while not asked.exists():
+                        await anyio.sleep(0.01)
+                    group.cancel_scope.cancel()
+                continue
+            with anyio.fail_after(60):
+                decision = await bus.decide(call)
+            denied = ToolResult.answering(call, decision.reason or "", denied_by=decision.by, advice=decision.advice)
+            await bus.publish(denied if not decision.allowed else ToolResult.answering(call, "same"))
+    assert asked.exists()
+
+    outcome = await replay_log(log, config)
+    assert [v.action for v in outcome.verdicts] == ["deny", "deny", "escalation-failed", "rescue", "rescue"]
+    assert (outcome.unanswered, outcome.differences) == (1, [])
 
 
 class _EveryThird(Policy[list[int]]):
