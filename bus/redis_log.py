@@ -94,6 +94,10 @@ local function check_types(pairs_)
   end
   return nil
 end
+-- The session index forgets the sessions idle for longer than ttl: their keys have expired.
+local function forget_expired(sessions, now, ttl)
+  redis.call('ZREMRANGEBYSCORE', sessions, '-inf', '(' .. (tonumber(now) - ttl))
+end
 """
 
 
@@ -150,6 +154,7 @@ for op = 0, #ops - 1 do
     if not indexed[session] then
       redis.call('ZADD', sessions, now, session)
       indexed[session] = true
+      if ttl > 0 then forget_expired(sessions, now, ttl) end
     end
     added = added + 1
     if ttl > 0 then
@@ -211,6 +216,7 @@ redis.call('HSET', meta, 'seq', current)
 redis.call('ZADD', sessions, now, session)
 redis.call('HINCRBY', metrics, 'events', n)
 if ttl > 0 then
+  forget_expired(sessions, now, ttl)
   redis.call('EXPIRE', events, ttl)
   redis.call('EXPIRE', meta, ttl)
   redis.call('EXPIRE', notes, ttl)
@@ -389,8 +395,10 @@ class RedisSessionLog:
     ``append`` is the only way events enter: it assigns ``seq`` in Redis and
     returns it. ``maxlen`` trims the stream approximately to that many
     entries (Redis ``MAXLEN ~``); ``ttl`` expires an idle session's keys that
-    many seconds after its last append. Either bounds what a long-lived fleet
-    keeps; neither is on by default, so nothing is dropped unasked.
+    many seconds after its last append, and an append with it takes the
+    sessions idle for longer out of the ``p:sessions`` index (writers that
+    share a prefix should share a ``ttl``). Either bounds what a long-lived
+    fleet keeps; neither is on by default, so nothing is dropped unasked.
     """
 
     def __init__(

@@ -156,7 +156,7 @@ class RedisSessionStore(SessionStore):
         self.maxlen = maxlen
         self.ttl = ttl
         self.worker = worker or f"serve-{uuid.uuid4().hex[:8]}"
-        self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
+        self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker, ttl=ttl)
         self._shared: dict[str, _Shared] = {}
         self._fetched: dict[str, Lease] = {}
         self._turns = _Turns()

@@ -22,6 +22,8 @@ support).
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -84,14 +86,15 @@ for i = 3, #KEYS do
 end
 local wrong = check_types(typed)
 if wrong then return redis.error_reply(wrong) end
-local recorded = 0
+local recorded, ttl = 0, tonumber(ARGV[2])
 for op = 0, #KEYS - 3 do
-  local a = 2 + 3 * op
+  local a = 3 + 3 * op
   if redis.call('HSETNX', KEYS[3 + op], ARGV[a], 1) == 1 then
     redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'action', ARGV[a + 1])
     redis.call('HINCRBY', KEYS[2], ARGV[a + 2], 1)
     recorded = recorded + 1
   end
+  if ttl > 0 then redis.call('EXPIRE', KEYS[3 + op], ttl) end
 end
 return recorded
 """
@@ -154,16 +157,18 @@ class ActionLedger:
     """Records guard actions fleet-wide, each once, for ``watch`` and the
     fleet's counters: an action is keyed by its session, its triggering
     event's ``seq`` and its place among that event's actions, so a worker
-    that computes it again (a retry, a catch-up) records nothing twice."""
+    that computes it again (a retry, a catch-up) records nothing twice.
+    With ``ttl``, a session's record expires with its stream."""
 
     script = _RECORD_ACTIONS
     """The Lua script that records actions (KEYS and ARGV from
     ``recording``), for a writer that runs it inside a script of its own."""
 
-    def __init__(self, client: Redis, *, prefix: str = DEFAULT_PREFIX, worker: str) -> None:
+    def __init__(self, client: Redis, *, prefix: str = DEFAULT_PREFIX, worker: str, ttl: int = 0) -> None:
         self.client = client
         self.prefix = prefix
         self.worker = worker
+        self.ttl = ttl
         self._script = client.register_script(_RECORD_ACTIONS)
 
     async def record(self, batch: Sequence[tuple[str, int, Sequence[Action]]]) -> None:
@@ -178,7 +183,7 @@ class ActionLedger:
     ) -> tuple[list[str], list[bytes | str | int]]:
         """What ``record`` sends, unsent: the script's KEYS and ARGV."""
         keys = [f"{self.prefix}:actions", f"{self.prefix}:metrics"]
-        args: list[bytes | str | int] = [_ACTIONS_MAXLEN]
+        args: list[bytes | str | int] = [_ACTIONS_MAXLEN, self.ttl]
         for session, seq, actions in batch:
             for index, action in enumerate(actions):
                 keys.append(f"{self.prefix}:{{{session}}}:acted")
@@ -248,6 +253,8 @@ class _FleetAsker:
                         await client.delete(lease)
                     raise
                 await client.hset(answers, field, msgspec.json.encode(outcome))
+                if self._fleet.ttl:
+                    await client.expire(answers, self._fleet.ttl)
                 return outcome
             await anyio.sleep(0.02)
 
@@ -453,7 +460,10 @@ class FleetGuard:
         self.lease_ms = lease_ms
         self.worker = worker or f"worker-{time.time_ns()}"
         self._replicas: LiveTable[str, _Replica] = LiveTable(max_sessions)
-        self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker)
+        self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker, ttl=ttl)
+        # Keys for events that have none of their own, so that a resend after a lost reply is recognised
+        self._once = f"once\x1f{os.urandom(8).hex()}\x1f"
+        self._onces = itertools.count(1)
         self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_batch)
         self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_batch)
 
@@ -507,7 +517,7 @@ class FleetGuard:
         appended = await self._appends.submit(
             replica.log.pending(
                 event,
-                key=key if key is not None else idempotency_key(event),
+                key=key if key is not None else idempotency_key(event) or f"{self._once}{next(self._onces)}",
                 after=replica.position,
                 forget=_counterpart(event) if key is None else None,
             )

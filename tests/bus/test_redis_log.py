@@ -122,6 +122,18 @@ async def test_maxlen_trims_and_ttl_expires(client: Redis, agent: Agent) -> None
     assert 0 < await client.ttl(log.stream) <= 60
 
 
+async def test_a_session_idle_past_ttl_leaves_the_session_index(client: Redis, agent: Agent) -> None:
+    now = [1_000.0]
+    for session in ("old", "kept"):
+        await RedisSessionLog(client, session, ttl=60, clock=lambda: now[0]).append(_call(agent, 1))
+        now[0] += 30
+    await RedisSessionLog(client, "forever", clock=lambda: now[0]).append(_call(agent, 1))  # no ttl: prunes nothing
+    assert await client.zcard("rtg:sessions") == 3
+    now[0] = 1_000.0 + 75  # "old" was last appended to 75 s ago, "kept" 45 s ago
+    await RedisSessionLog(client, "new", ttl=60, clock=lambda: now[0]).append(_call(agent, 1))
+    assert await client.zrange("rtg:sessions", 0, -1) == [b"kept", b"forever", b"new"]
+
+
 async def test_reading_in_batches_resumes_after_the_last_entry(client: Redis, agent: Agent) -> None:
     log = RedisSessionLog(client, "s1")
     for n in range(25):

@@ -8,6 +8,7 @@ redis-py's asyncio client does not run under trio: asyncio only.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -164,6 +165,38 @@ async def test_an_escalation_runs_once_across_the_fleet(
     assert any("Edit src/cfg.py instead." in (d or "") for d in denials)
     replayed, _ = await _export_and_replay(redis_url, "s3", tmp_path, config)
     assert replayed.differences == []
+
+
+async def test_with_ttl_a_sessions_record_of_actions_and_escalations_expires_too(
+    workers: Workers, redis_url: str, ask_script: AskScript
+) -> None:
+    config = Config(rescue=RescueConfig(ask_command=str(ask_script("echo 'Edit src/cfg.py instead.'"))))
+    (fleet,) = workers(1, config, ttl=60)
+    driver = Driver([fleet], "short", pick=lambda n: 0)
+    for _ in range(6):
+        await driver.call("grep", GREP, "no matches")
+    assert (await fleet.counts()).actions[("rescue", "rescue")] >= 1
+    for key in ("events", "meta", "keys", "acted", "advice"):
+        assert 0 < await fleet.client.ttl(f"rtg:{{short}}:{key}") <= 60, key
+
+
+async def test_a_user_message_resent_after_its_reply_was_lost_is_recorded_once(
+    redis_proxy: Proxy, redis_url: str, tmp_path: Path
+) -> None:
+    client = redis_client(f"redis://127.0.0.1:{redis_proxy.port}/0", timeout=5)
+    fleet = FleetGuard(client, worker="lost")
+    agent = Agent("main")
+    try:
+        await fleet.handle("lost", UserMessage(agent=agent, text="start"))
+        redis_proxy.arm("after", b"look again")  # Redis appends it; its reply is lost, and the client resends
+        await fleet.handle("lost", UserMessage(agent=agent, text="look again"))
+        assert (redis_proxy.cuts, redis_proxy.sent) == (1, 2)
+        await fleet.handle("lost", UserMessage(agent=agent, text="look again"))  # the user said it twice: two events
+    finally:
+        await client.aclose()
+    outcome, log = await _export_and_replay(redis_url, "lost", tmp_path, None)
+    texts = [json.loads(line).get("text") for line in log.read_text().splitlines()[1:]]
+    assert texts == ["start", "look again", "look again"]
 
 
 async def test_concurrent_sessions_on_many_workers_match_their_replays(
