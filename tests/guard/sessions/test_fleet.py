@@ -196,7 +196,7 @@ async def test_a_user_message_resent_after_its_reply_was_lost_is_recorded_once(
         await client.aclose()
     outcome, log = await _export_and_replay(redis_url, "lost", tmp_path, None)
     texts = [json.loads(line).get("text") for line in log.read_text().splitlines()[1:]]
-    assert texts == ["start", "look again", "look again"]
+    assert (texts, outcome.differences) == (["start", "look again", "look again"], [])
 
 
 async def test_concurrent_sessions_on_many_workers_match_their_replays(
