@@ -23,10 +23,12 @@ budget and falls back to the free local denial.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import math
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, Self
 
@@ -146,10 +148,28 @@ class RecordedAnswers:
     today. An escalation the record answered gets the same advice; one it
     did not (the original ask failed, or the log came from elsewhere) fails
     the same way, refunding the budget as the original did.
+
+    A call's answer is the first rescue denial recorded under its agent and
+    call id at or after the call's ``ts`` (a replay stamps each event with
+    its recorded ``ts``): the denial that answered it, also when a runtime
+    names every call alike (``call_0``). ``answers`` given directly answer
+    any call under their key.
     """
 
-    def __init__(self, answers: dict[tuple[str | None, str], str] | None = None) -> None:
-        self.answers = answers if answers is not None else {}
+    def __init__(self, answers: Mapping[tuple[str | None, str], str] | None = None) -> None:
+        self._recorded: dict[tuple[str | None, str], list[tuple[float, str | None]]] = {
+            key: [(math.inf, advice)] for key, advice in (answers or {}).items()
+        }
+
+    @property
+    def answers(self) -> dict[tuple[str | None, str], str]:
+        """The advice last recorded under each agent and call id."""
+        latest: dict[tuple[str | None, str], str] = {}
+        for key, denials in self._recorded.items():
+            for _, advice in denials:
+                if advice is not None:
+                    latest[key] = advice
+        return latest
 
     @classmethod
     def from_log(cls, path: str | os.PathLike[str]) -> RecordedAnswers:
@@ -168,20 +188,30 @@ class RecordedAnswers:
     @classmethod
     def from_events(cls, events: Iterable[AnyEvent]) -> RecordedAnswers:
         """``from_log`` for events already read (a session's stream, say)."""
-        answers: dict[tuple[str | None, str], str] = {}
+        answers = cls()
+        recorded = answers._recorded
         for event in events:
             if type(event) is ToolResult and event.denied_by == RESCUE_PLUGIN:
+                # a denial without advice is kept too: it says that call's escalation failed
                 advice = event.advice if isinstance(event.advice, str) else advice_in(event.content)
-                if advice is not None:
-                    answers[(event.agent.id if event.agent else None, event.call_id)] = advice
-        return cls(answers)
+                key = (event.agent.id if event.agent else None, event.call_id)
+                recorded.setdefault(key, []).append((event.ts, advice))
+        for denials in recorded.values():
+            denials.sort(key=_recorded_at)  # stable: a log's order among denials stamped alike
+        return answers
 
     async def ask(self, question: str, call: ToolCall | None = None) -> AskOutcome:
         key = (call.agent.id if call is not None and call.agent else None, call.call_id if call else "")
-        advice = self.answers.get(key)
+        denials = self._recorded.get(key, ())
+        at = bisect.bisect_left(denials, call.ts if call is not None else -math.inf, key=_recorded_at)
+        advice = denials[at][1] if at < len(denials) else None
         if advice is None:
             return AskOutcome(advice=None, reason="the recorded session has no answer for this call", elapsed_ms=0.0)
         return AskOutcome(advice=advice, reason="answered from the recorded session", elapsed_ms=0.0)
+
+
+def _recorded_at(denial: tuple[float, str | None]) -> float:
+    return denial[0]
 
 
 class _Pending:

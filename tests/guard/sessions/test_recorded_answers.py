@@ -7,8 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bus import Agent, ToolCall
-from guard import Config, RemindConfig, RescueConfig, Verdict, load_config, replay_log
+from bus import Agent, Bus, SessionLog, ToolCall, ToolResult, UserMessage
+from guard import Config, Guard, RemindConfig, RescueConfig, Verdict, load_config, replay_log
 from guard.policies.rescue import RecordedAnswers, advice_in
 from tests.conftest import AskScript
 from tests.scenarios._script import Script
@@ -65,6 +65,30 @@ async def test_replay_of_a_live_session_asks_nobody(tmp_path: Path, ask_script: 
     assert asked.read_text().count("x") == 1, "the replay ran the ask command"
     assert [v.action for v in outcome.verdicts] == ["deny", "rescue", "rescue"]
     assert all("Read src/cfg.py instead." in v.text for v in outcome.verdicts[1:])
+
+
+async def test_a_runtime_naming_every_call_alike_gets_each_escalations_own_advice_back(
+    tmp_path: Path, ask_script: AskScript, anyio_backend: str
+) -> None:
+    count = tmp_path / "count"
+    command = ask_script(f'n=$(($(cat {count} 2>/dev/null || echo 0) + 1)); echo $n > {count}; echo "Advice $n."')
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), cooldown_ms=0))
+    log, bus, agent = tmp_path / "live.jsonl", Bus(), Agent("main")
+    with SessionLog(log).attach(bus):
+        Guard(config).attach(bus)
+        for pattern in ("a", "b"):  # one loop, then the user steers, then another
+            for _ in range(6):
+                call = ToolCall(agent=agent, call_id="call_0", step=0, tool="grep", args={"pattern": pattern})
+                decision = await bus.decide(call)
+                await bus.publish(
+                    ToolResult.answering(call, "same") if decision.allowed else ToolResult.denial(call, decision)
+                )
+            await bus.publish(UserMessage(agent=agent, text="try something else"))
+    assert count.read_text() == "2\n"
+
+    outcome = await replay_log(log, config)
+    assert outcome.differences == []
+    assert [v.text.count("Advice 1.") for v in outcome.verdicts if v.action == "rescue"] == [1, 1, 0, 0]
 
 
 def test_advice_is_read_back_from_a_rescue_denial_only() -> None:
