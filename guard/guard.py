@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
@@ -35,6 +36,33 @@ ActionListener = Callable[[Action, Event], None]
 """Told of every action with the event that triggered it (replay uses this)."""
 
 _log = LazyLogger("guard")
+
+
+_FINISH_SECONDS = 5.0
+"""How long the policies still due may take to see an event whose caller
+was cancelled (a runtime's timeout): the log holds the event, and a replay
+shows it to every policy, so the live guard must too."""
+
+
+def _cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is the running event loop's cancellation."""
+    if isinstance(exc, Exception | KeyboardInterrupt | SystemExit | GeneratorExit):
+        return False
+    import anyio  # only here: a hook that never awaits loads no event loop
+
+    try:
+        return isinstance(exc, anyio.get_cancelled_exc_class())
+    except Exception:  # no event loop runs
+        return False
+
+
+def _finishing() -> Any:
+    """A scope shielded from the caller's cancellation, for at most
+    ``_FINISH_SECONDS``: a subscriber that never returns cannot hold the
+    cancelled caller for ever."""
+    import anyio
+
+    return anyio.move_on_after(_FINISH_SECONDS, shield=True)
 
 
 def _is_action(action: object, policy: AnyPolicy, hook: str, agent: Agent) -> bool:
@@ -246,63 +274,88 @@ class Guard:
         if call.agent is not None and self._answered:
             self._answered.pop((id(call.agent), call.call_id), None)
 
-    async def _on_call(self, call: ToolCall) -> Decision | None:
+    async def _on_call(self, call: ToolCall, rest: Sequence[int] | None = None) -> Decision | None:
+        """Ask each policy that decides calls (``rest``: only those, when a
+        cancelled decision is finished)."""
         agent = call.agent
         if agent is None:
             return None
         decision: Decision | None = None
         watches = self._watches(agent)
         answered = self._answered
-        if answered:  # a call under an id already answered: its result is new (see ``_on_call_seen``)
+        if answered and rest is None:  # a call under an id already answered: its result is new (see ``_on_call_seen``)
             answered.pop((id(agent), call.call_id), None)
         late = call.late is True
-        for index in self._interceptors:
-            watch = watches[index]
-            policy = watch.policy
-            try:
-                action = await watch.on_call(call, self._fingerprints)
-            except Exception:
-                _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
-                continue
-            if action is None or not _is_action(action, policy, "on_call", agent):
-                continue
-            if policy.shadow or (late and action.action in DENYING):
-                # a late call already ran: what would have denied it is recorded, as in shadow mode
-                await self._deliver(policy, msgspec.structs.replace(action, shadow=True), call)
-                continue
-            await self._deliver(policy, action, call)
-            if decision is None and action.action in DENYING:
-                decision = Decision.deny(action.text, policy.plugin, advice=action.advice)
+        interceptors = self._interceptors if rest is None else rest
+        index = -1
+        try:
+            for index in interceptors:
+                watch = watches[index]
+                policy = watch.policy
+                try:
+                    action = await watch.on_call(call, self._fingerprints)
+                except Exception:
+                    _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
+                    continue
+                if action is None or not _is_action(action, policy, "on_call", agent):
+                    continue
+                if policy.shadow or (late and action.action in DENYING):
+                    # a late call already ran: what would have denied it is recorded, as in shadow mode
+                    await self._deliver(policy, msgspec.structs.replace(action, shadow=True), call)
+                    continue
+                await self._deliver(policy, action, call)
+                if decision is None and action.action in DENYING:
+                    decision = Decision.deny(action.text, policy.plugin, advice=action.advice)
+        except BaseException as exc:
+            after = interceptors[interceptors.index(index) + 1 :] if index >= 0 else ()
+            if after and _cancellation(exc):
+                with _finishing():
+                    await self._on_call(call, after)
+            raise
         return decision
 
-    async def _on_result(self, result: ToolResult) -> None:
+    async def _on_result(self, result: ToolResult, rest: Sequence[AnyWatch] | None = None) -> None:
+        """Show ``result`` to each policy (``rest``: only those, when a
+        cancelled delivery is finished)."""
         agent = result.agent
         if agent is None:
             return
-        entry = self._agents.get(id(agent))  # _watches, inlined on the hot path
-        if entry is None:
-            self._watches(agent)
-            entry = self._agents[id(agent)]
-        answered = self._answered
-        key = (entry.key, result.call_id)
-        delivery = result.delivery()
-        known = answered.get(key)
-        if known is not None and known[0] is entry and known[1] == delivery:
-            return  # the same result delivered again: the policies saw it once
-        answered[key] = (entry, delivery)
-        if len(answered) >= 2 * DELIVERIES_KEPT:
-            self._answered = trimmed(answered)
+        if rest is None:
+            entry = self._agents.get(id(agent))  # _watches, inlined on the hot path
+            if entry is None:
+                self._watches(agent)
+                entry = self._agents[id(agent)]
+            answered = self._answered
+            key = (entry.key, result.call_id)
+            delivery = result.delivery()
+            known = answered.get(key)
+            if known is not None and known[0] is entry and known[1] == delivery:
+                return  # the same result delivered again: the policies saw it once
+            answered[key] = (entry, delivery)
+            if len(answered) >= 2 * DELIVERIES_KEPT:
+                self._answered = trimmed(answered)
+            watches: Sequence[AnyWatch] = entry.watches
+        else:
+            watches = rest
         fingerprints = self._fingerprints
-        for watch in entry.watches:
-            try:
-                action = watch.on_result(result, fingerprints)
-            except Exception:
-                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
-                continue
-            if action is not None and _is_action(action, watch.policy, "on_result", agent):
-                if watch.policy.shadow:
-                    action = msgspec.structs.replace(action, shadow=True)
-                await self._deliver(watch.policy, action, result)
+        watch = None
+        try:
+            for watch in watches:
+                try:
+                    action = watch.on_result(result, fingerprints)
+                except Exception:
+                    _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_result", agent=agent.id)
+                    continue
+                if action is not None and _is_action(action, watch.policy, "on_result", agent):
+                    if watch.policy.shadow:
+                        action = msgspec.structs.replace(action, shadow=True)
+                    await self._deliver(watch.policy, action, result)
+        except BaseException as exc:
+            after = watches[watches.index(watch) + 1 :] if watch is not None else ()
+            if after and _cancellation(exc):
+                with _finishing():
+                    await self._on_result(result, after)
+            raise
 
     async def _on_user_message(self, message: UserMessage) -> None:
         agent = message.agent

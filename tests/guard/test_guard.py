@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 from structlog.testing import capture_logs
@@ -479,3 +480,89 @@ async def test_a_call_id_used_again_in_a_later_step_is_a_new_result(bus: Bus, ca
         await bus.publish(ToolResult.answering(call, "ok"))
     [reminder] = capture.of(ContextMessage)
     assert reminder.source.summary == "grep × 3"
+
+
+class _Counts(Policy[list[int]]):
+    """Counts the calls and results it is shown (``seen``: calls, results)."""
+
+    name = "counts"
+    plugin = "counts-plugin"
+
+    def __init__(self) -> None:
+        self.seen = [0, 0]
+
+    def new_state(self) -> list[int]:
+        return self.seen
+
+    async def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        state[0] += 1
+        return None
+
+    def on_result(self, state: list[int], result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        state[1] += 1
+        return None
+
+
+class _Asks(Policy[None]):
+    """Decides each call the way an escalation does: by waiting on someone."""
+
+    name = "asks"
+    plugin = "asks-plugin"
+
+    def new_state(self) -> None:
+        return None
+
+    async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        await anyio.sleep(10)
+        return None
+
+
+@pytest.mark.anyio
+async def test_the_policies_after_a_cancelled_ask_still_see_the_call(agent: Agent, anyio_backend: str) -> None:
+    bus = Bus()
+    counts = _Counts()
+    Guard(policies=[_Asks(), counts]).attach(bus)
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP)
+    with anyio.move_on_after(0.05) as scope:  # the runtime's timeout, while the first policy waits
+        await bus.decide(call)
+    assert scope.cancelled_caught
+    assert counts.seen == [1, 0]  # as a replay of the log, which holds the call, shows it to every policy
+
+
+@pytest.mark.anyio
+async def test_the_policies_after_a_cancelled_delivery_still_see_the_result(agent: Agent, anyio_backend: str) -> None:
+    bus = Bus()
+    counts = _Counts()
+    Guard(policies=[_Halts(), counts]).attach(bus)
+
+    async def slow_listener(status: AgentStatus) -> None:  # a runtime forwarding the halt somewhere
+        await anyio.sleep(0.2)
+
+    bus.subscribe(AgentStatus, slow_listener)
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP)
+    await bus.decide(call)
+    with anyio.move_on_after(0.05) as scope:  # the runtime's timeout, while the halt is delivered
+        await bus.publish(ToolResult.answering(call, "ok"))
+    assert scope.cancelled_caught
+    assert counts.seen == [1, 1]
+
+
+@pytest.mark.anyio
+async def test_a_subscriber_that_never_returns_holds_a_cancelled_caller_only_so_long(
+    agent: Agent, anyio_backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("guard.guard._FINISH_SECONDS", 0.2)
+    bus = Bus()
+    Guard(policies=[_Halts(), _Halts()]).attach(bus)
+    stuck = anyio.Event()
+
+    async def never(status: AgentStatus) -> None:
+        await stuck.wait()
+
+    bus.subscribe(AgentStatus, never)
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP)
+    await bus.decide(call)
+    with anyio.fail_after(5):  # the shielded finish gives up after its 0.2 s
+        with anyio.move_on_after(0.05) as scope:
+            await bus.publish(ToolResult.answering(call, "ok"))
+    assert scope.cancelled_caught

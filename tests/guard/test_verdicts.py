@@ -10,12 +10,13 @@ import anyio
 import msgspec
 import pytest
 
-from bus import Agent, AgentStatus, Bus, SessionLog, ToolCall, ToolResult
+from bus import Agent, AgentStatus, Bus, ContextMessage, SessionLog, ToolCall, ToolResult
 from guard import (
     Action,
     Config,
     FingerprintCache,
     Guard,
+    LoopsConfig,
     Policy,
     RemindConfig,
     RescueConfig,
@@ -283,6 +284,30 @@ async def test_a_call_cancelled_while_the_guard_escalates_replays_clean(tmp_path
     outcome = await replay_log(log, config)
     assert [v.action for v in outcome.verdicts] == ["deny", "deny", "escalation-failed", "rescue", "rescue"]
     assert (outcome.unanswered, outcome.differences) == (1, [])
+
+
+@pytest.mark.anyio
+async def test_a_result_whose_delivery_was_cancelled_replays_clean(tmp_path: Path) -> None:
+    config = Config(loops=LoopsConfig())
+    log, bus, agent = tmp_path / "s.jsonl", Bus(), Agent("main")
+
+    async def forward(message: ContextMessage) -> None:  # a runtime pushing each reminder to a UI
+        await anyio.sleep(0.1)
+
+    with SessionLog(log).attach(bus):
+        Guard(config).attach(bus)
+        bus.subscribe(ContextMessage, forward)
+        for n in range(1, 9):
+            call = ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="bash", args={"command": "cat x.txt"})
+            decision = await bus.decide(call)
+            with anyio.move_on_after(0.02):  # the runtime's timeout, while a reminder is delivered
+                await bus.publish(
+                    ToolResult.answering(call, "same") if decision.allowed else ToolResult.denial(call, decision)
+                )
+
+    outcome = await replay_log(log, config)
+    assert "halt" in {v.action for v in outcome.verdicts}
+    assert outcome.differences == []
 
 
 class _EveryThird(Policy[list[int]]):
