@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
@@ -332,10 +332,11 @@ def check_redis_url(url: str) -> None:
     if scheme != "unix" and database and not database.isdigit():
         raise ValueError(f"its database {database!r} is not a number")
     from redis.asyncio import ConnectionPool
+    from redis.exceptions import RedisError
 
     try:
         ConnectionPool.from_url(url).make_connection()  # type: ignore[no-untyped-call]  # connects nowhere
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RedisError) as exc:  # the client refuses some options as its own errors
         detail = str(exc).rpartition("__init__() ")[2]
         raise ValueError(f"its query does not suit the Redis client ({detail})") from None
 
@@ -362,6 +363,13 @@ def redis_client(url: str, *, timeout: float) -> Redis:
     )
 
 
+def _secret_option(name: str) -> bool:
+    """Whether a URL query option holds a secret (``password``,
+    ``ssl_password``, ``token``, ...), however it is spelt."""
+    name = name.strip().lower()
+    return name in ("pass", "passwd", "token") or name.endswith(("password", "_token", "secret"))
+
+
 def redact_url(url: str) -> str:
     """``url`` fit to print: a password in its user part or its query
     (``redis://:secret@host``, ``?password=secret``) becomes ``***``; of a
@@ -376,7 +384,7 @@ def redact_url(url: str) -> str:
         name, colon, _ = credentials.partition(":")
         user = f"{name}:***@" if colon else f"{credentials}@"
     query = "&".join(
-        f"{name}=***" if name.lower() in ("password", "pass", "passwd", "token") else pair
+        f"{name}=***" if _secret_option(unquote(name)) else pair
         for pair in parts.query.split("&")
         if pair
         for name in (pair.partition("=")[0],)

@@ -166,8 +166,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     counts = outcome.counts()
     actions = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
     print(f"{report.summary()}; actions: {actions}", file=sys.stderr)
-    for sample in report.samples[:10]:
-        print(f"  skipped line {sample.line} ({sample.reason}): {sample.detail}", file=sys.stderr)
+    if report.samples:
+        from guard._text import one_line
+
+    for sample in report.samples[:10]:  # the detail quotes the log: shown escaped and cut
+        print(f"  skipped line {sample.line} ({sample.reason}): {one_line(sample.detail, 300)}", file=sys.stderr)
     if args.check:
         return _report_check(outcome)
     return EXIT_OK
@@ -389,6 +392,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     from guard._text import one_line
     from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
     from guard.adapters.hook_runtimes import RUNTIMES
+    from guard.hook_forward import read_payload
 
     held: list[structlog.testing.LogCapture] = []
 
@@ -421,7 +425,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
             from guard.config import shadowed
 
             config = shadowed(config)
-        payload = parse_payload(sys.stdin.buffer.read() if args.raw is None else args.raw)
+        payload = parse_payload(read_payload() if args.raw is None else args.raw)
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         runtime = RUNTIMES[args.agent]
         answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying, runtime=runtime)
@@ -633,7 +637,7 @@ def _help_formatter(prog: str) -> argparse.HelpFormatter:
 
     columns = os.environ.get("COLUMNS", "")
     try:
-        width = int(columns) if columns.isdigit() else os.get_terminal_size(1).columns
+        width = int(columns) if columns.isdecimal() else os.get_terminal_size(1).columns
     except OSError:  # not a terminal
         width = 80
     return argparse.HelpFormatter(prog, width=width - 2)
@@ -928,11 +932,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     hook = command == "hook"
     raw = None
     if hook:
-        from guard.hook_forward import serve_target
+        from guard.hook_forward import read_payload, serve_target
 
         target = serve_target(argv)
         if target is not None:
-            raw = sys.stdin.buffer.read()
+            try:
+                raw = read_payload()
+            except ValueError as exc:
+                _warn(f"repeat-tool-guard hook: {exc}")
+                return EXIT_HOOK_FAULT
             if _forwarded(target, raw):
                 return EXIT_OK
     try:

@@ -25,12 +25,38 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["CONNECT_TIMEOUT", "HOOK_PATH", "SERVE_ENV", "ForwardError", "check_target", "forward", "serve_target"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "HOOK_PATH",
+    "PAYLOAD_LIMIT",
+    "SERVE_ENV",
+    "ForwardError",
+    "check_target",
+    "forward",
+    "read_payload",
+    "serve_target",
+]
 
 SERVE_ENV = "REPEAT_TOOL_GUARD_SERVE"
 """The environment variable naming the server a ``hook`` forwards to when no ``--serve`` is given."""
 
 HOOK_PATH = "/hooks/claude-code"
+
+PAYLOAD_LIMIT = 8 * 1024 * 1024
+"""Bytes a hook payload may have, on stdin as in a request to ``serve``: a
+tool result (a file read, a command's output) rides in it, so this is
+generous; past it the hook reads no further (``/dev/zero`` never ends)."""
+
+
+def read_payload() -> bytes:
+    """The hook's stdin, at most ``PAYLOAD_LIMIT`` bytes; ``ValueError``
+    naming the limit for a longer one."""
+    import sys
+
+    data = sys.stdin.buffer.read(PAYLOAD_LIMIT + 1)
+    if len(data) > PAYLOAD_LIMIT:
+        raise ValueError(f"the hook payload on stdin is over {PAYLOAD_LIMIT // (1024 * 1024)} MiB: not read")
+    return data
 
 CONNECT_TIMEOUT = 0.1
 """Seconds to wait for the connection: a local server accepts at once, and
@@ -89,7 +115,7 @@ def _address(url: str) -> tuple[int, str | tuple[str, int], str, str]:
     rest = url[len("http://") :]
     where, slash, path = rest.partition("/")
     host, colon, port = where.rpartition(":")
-    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+    if not colon or not port.isdecimal() or not 0 < int(port) < 65536:
         raise ValueError(f"--serve {url!r}: must name a port from 1 to 65535 (http://127.0.0.1:8787)")
     host = host.strip("[]")
     if host not in ("localhost", "127.0.0.1", "::1"):

@@ -95,7 +95,7 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
     history: list[Any] = sample.document
     task = path.parent.name if path.name == HISTORY else path.stem
-    start = _millis(task) if task.isdigit() else None
+    start = _millis(task) if task.isdecimal() else None
     yield ImportedSession(
         format=NAME, session=task, path=path, label=str(path), produce=lambda b: _events(history, b, start or 0.0)
     )

@@ -34,6 +34,7 @@ from starlette.routing import Route
 from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.hook_runtimes import RUNTIMES
+from guard.hook_forward import PAYLOAD_LIMIT
 from guard.server import scope
 from guard.server.events import RequestError, answer_event, decode_event, retry_keys
 from guard.server.live import LiveFeed, LivePages
@@ -48,9 +49,10 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "EXPORT_FLUSH_SECONDS", "create_app"]
 
-DEFAULT_MAX_BODY = 8 * 1024 * 1024
+DEFAULT_MAX_BODY = PAYLOAD_LIMIT
 """Bytes a request body may have by default: a tool result (a file read, a
-command's output) rides in a hook payload, so this is generous."""
+command's output) rides in a hook payload, so this is generous (the command
+hook's limit on its stdin too)."""
 
 DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds a request body may take to arrive once its headers are in."""
@@ -190,7 +192,7 @@ class _Handlers:
         if declared is not None and "transfer-encoding" in request.headers:
             # a proxy in front may frame this body by the other header: refused, as RFC 9112 allows
             raise RequestError(400, "a body framed by both Content-Length and Transfer-Encoding: send one")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        if declared is not None and declared.isdecimal() and int(declared) > limit:
             raise RequestError(413, f"body of {declared} bytes is larger than the limit of {limit} bytes")
         chunks: list[bytes] = []
         size = 0

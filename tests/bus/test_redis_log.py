@@ -263,6 +263,8 @@ async def test_a_batch_under_two_prefixes_is_refused_before_anything_is_sent(cli
         ("rediss://user@host", "rediss://user@host"),
         ("unix:///run/redis.sock?db=2&password=s3cret", "unix:///run/redis.sock?db=2&password=***"),
         ("redis://host:6379/0", "redis://host:6379/0"),
+        ("rediss://host/0?ssl_password=s3cret&db=1", "rediss://host/0?ssl_password=***&db=1"),
+        ("redis://host/0?pass%77ord=s3cret", "redis://host/0?pass%77ord=***"),
     ],
 )
 def test_a_url_is_printed_without_its_password(url: str, printed: str) -> None:

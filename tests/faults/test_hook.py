@@ -70,3 +70,12 @@ def test_an_exception_in_the_guard_s_log_becomes_one_error_field() -> None:
     assert held == {"event": "recorder failed", "error": "OSError: [Errno 28] No space left on device"}
     assert given["error"] == held["error"]
     assert _error_text(None, "info", {"event": "y"}) == {"event": "y"}
+
+
+def test_a_payload_past_the_limit_is_not_read_on_either_path(tmp_path: Path, cli: CLI) -> None:
+    huge = _pre(1, "x" * (8 * 1024 * 1024))  # as /dev/zero would be, but for ever
+    for forwarding in ((), ("--serve", f"unix:{tmp_path / 'nobody.sock'}")):
+        run = cli("hook", *forwarding, "--state-dir", tmp_path, stdin=huge)
+        assert run.clean_error(1) == "repeat-tool-guard hook: the hook payload on stdin is over 8 MiB: not read"
+        assert run.out == ""
+    assert not (tmp_path / "s.jsonl").exists()

@@ -166,6 +166,22 @@ def test_skipped_lines_are_counted_and_shown(session: Path, tmp_path: Path, caps
     assert "  skipped line 19 (torn): " in err
 
 
+def test_a_skipped_lines_detail_is_shown_escaped_and_cut(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = [
+        {"type": "session/start", "v": 1, "session": "s", "ts": 0.0},
+        {"type": "tool/\u001b]0;owned\u0007\r", "seq": 1, "ts": 0.0, "agent": "main"},
+        {"type": "x" * 200_000, "seq": 2, "ts": 0.0, "agent": "main"},
+    ]
+    log = tmp_path / "odd.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["replay", str(log)]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err
+    assert "\r" not in err
+    assert "'tool/\\x1b" in err
+    assert max(map(len, err.splitlines())) < 400
+
+
 def test_a_log_without_actions_says_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "empty.jsonl"
     log.write_text('{"type":"session/start","v":1,"session":"s","ts":0.0}\n')

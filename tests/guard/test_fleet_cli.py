@@ -144,6 +144,8 @@ def test_an_unreachable_redis_is_a_one_line_error(tmp_path: Path, capsys: pytest
         ("redis://:Wr/ongsecret@127.0.0.1/0", "'redis://:***@127.0.0.1/0': its password holds '/', '?' or '#'"),
         ("redis://:Wr#ongsecret@127.0.0.1/0", "'redis://:***@127.0.0.1/0': its password holds '/', '?' or '#'"),
         ("redis://:secret@127.0.0.1/0?foo=1", "its query does not suit the Redis client (got an unexpected keyword"),
+        ("redis://:secret@127.0.0.1/0?protocol=9", "its query does not suit the Redis client (protocol must be"),
+        ("rediss://:secret@127.0.0.1/0?ssl_cert_reqs=bogus", "(Invalid SSL Certificate Requirements Flag: bogus)"),
     ],
 )
 def test_a_redis_url_that_names_no_server_or_database_is_one_line_naming_why(

@@ -301,6 +301,16 @@ def test_help_is_as_wide_as_columns_says(monkeypatch: pytest.MonkeyPatch, capsys
     assert max(map(len, narrow.splitlines())) <= 50 < max(map(len, wide.splitlines()))
 
 
+def test_a_columns_value_int_cannot_read_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "\u00b2")  # a digit to str.isdigit, not to int
+    with pytest.raises(SystemExit) as done:
+        main(["hook", "--help"])
+    assert done.value.code == 0
+    assert "usage: repeat-tool-guard hook" in capsys.readouterr().out
+
+
 # --- the ask dies with the hook: real processes, real signals --------------------------------
 
 
