@@ -58,6 +58,7 @@ def read_payload() -> bytes:
         raise ValueError(f"the hook payload on stdin is over {PAYLOAD_LIMIT // (1024 * 1024)} MiB: not read")
     return data
 
+
 CONNECT_TIMEOUT = 0.1
 """Seconds to wait for the connection: a local server accepts at once, and
 one that does not must not hold up the tool call."""

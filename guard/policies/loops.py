@@ -48,7 +48,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
-from typing import Any
+from typing import Any, TypeVar
 
 from msgspec import Struct, field
 from msgspec.structs import force_setattr
@@ -401,6 +401,22 @@ def _same_but(before: Any, after: Any, skip: frozenset[str]) -> bool:
 _OPEN_CALLS = 64
 """Calls waiting for their results kept per agent: more than parallel
 calls ever reach, so only calls whose results never come are dropped."""
+
+_TARGETS_KEPT = 256
+"""Targets whose runs (``grinds``) and written files (``writes``) an agent
+keeps: the latest touched, so a long session's state stays bounded."""
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _keep(table: dict[_K, _V], key: _K, value: _V) -> None:
+    """Set ``key`` as the latest of ``table``; past ``_TARGETS_KEPT`` the
+    one touched longest ago goes."""
+    table.pop(key, None)
+    table[key] = value
+    if len(table) > _TARGETS_KEPT:
+        del table[next(iter(table))]
 
 
 class _Note:
@@ -978,7 +994,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 written = state.writes.get(target)
                 times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
                 rewrite = times > 1
-                state.writes[target] = (fp.digest, times)
+                _keep(state.writes, target, (fp.digest, times))
             # the same edit made again right away, with the same outcome, changes
             # nothing: it opens no new epoch (a line-range edit made again that
             # reports a longer file did change it)
@@ -1096,7 +1112,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return None
         grind = state.grinds.get(key)
         if grind is None or grind.result != digest or self._decayed(grind.ts, result.ts):
-            state.grinds[key] = _Grind(digest, fp.digest, result.args, result.ts)
+            _keep(state.grinds, key, _Grind(digest, fp.digest, result.args, result.ts))
             return None
         grind.ts = result.ts
         if grind.fp == fp.digest:

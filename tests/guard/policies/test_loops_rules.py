@@ -484,3 +484,20 @@ async def test_a_result_past_every_checks_head_is_read_as_a_short_one(
     plain, short, long = acted
     assert short == long
     assert short != plain  # the check changed what was done
+
+
+async def test_an_agents_targets_and_written_files_are_kept_bounded(make: Make, anyio_backend: str) -> None:
+    run = make()
+    sizes = []
+    for n in range(600):  # a long session reading ever new files, then writing them
+        await run.do("Read", {"file_path": f"src/gen/m{n}.py"}, f"x = {n}")
+    watches = run.guard.watches(run.agent("main"))
+    assert watches is not None
+    sizes.append(len(watches[0].state.grinds))  # type: ignore[attr-defined]
+    for n in range(600):
+        await run.do("Write", {"file_path": f"src/gen/out{n}.py", "content": f"y = {n}"}, "File written")
+    sizes.append(len(watches[0].state.writes))  # type: ignore[attr-defined]
+    assert sizes == [256, 256]
+    for word in ("load", "Load", "loader", "loading", "LOAD"):  # what is touched now is still tracked
+        await run.do("Bash", {"command": f"grep -c {word} src/app.py"}, "0")
+    assert run.actions[-1:] == [(1204, "remind")]
