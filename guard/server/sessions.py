@@ -237,6 +237,14 @@ class SessionStore(abc.ABC):
                 session.last_used = self._clock()
                 try:
                     yield session
+                except BaseException as exc:
+                    if not isinstance(exc, Exception):
+                        # Cancelled (a shutdown's deadline) before it was answered: what it
+                        # published is not recorded, and the live state that saw it is dropped,
+                        # so the client's retry is decided afresh from the record.
+                        session.pending = []
+                        self._evict(session)
+                    raise
                 finally:
                     session.last_used = self._clock()
                     events, session.pending = session.pending, []

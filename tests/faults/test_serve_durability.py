@@ -12,6 +12,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import httpx
 import pytest
 
 from bus import ToolCall, ToolResult, read_log
+from tests.conftest import AskScript
 from tests.faults.conftest import REPO
 from tests.guard.server.conftest import ServerProcess, StartServer
 
@@ -242,3 +245,39 @@ def test_a_full_disk_answers_503_and_every_answered_event_is_recorded_once(
     }
     assert answered == recorded
     _check(log)
+
+
+def test_a_request_cut_short_by_a_shutdown_mid_escalation_is_decided_afresh_when_retried(
+    start_server: StartServer, tmp_path: Path, ask_script: AskScript
+) -> None:
+    asked = tmp_path / "asked"
+    ask = ask_script(f'[ -f {asked} ] && exec echo "Edit src/cfg.py."\ntouch {asked}\nsleep 30')
+    config = tmp_path / "rescue.toml"
+    config.write_text(f'[remind]\nenabled = false\n[rescue]\nask_command = "{ask}"\n')
+    first = start_server("--config", str(config), "--graceful-timeout", "1")
+    grep = {"type": "tool/call", "agent": "main", "tool": "grep", "args": {"pattern": "x"}}
+    with first.client() as client:
+        for n in range(1, 5):
+            _post(client, "k", **grep, call_id=f"c{n}")
+            _post(client, "k", type="tool/result", agent="main", call_id=f"c{n}", content="none")
+    cut_short = threading.Thread(target=lambda: _post(first.client(), "k", **grep, call_id="c5"), daemon=True)
+    cut_short.start()
+    for _ in range(200):  # the escalation is under way
+        if asked.exists():
+            break
+        time.sleep(0.05)
+    first.stop(signal.SIGTERM)
+    log = first.state_dir / "k.jsonl"
+    assert [e.call_id for e in _events(log) if isinstance(e, ToolCall)] == [
+        "c1",
+        "c2",
+        "c3",
+        "c4",
+    ]  # nothing unanswered
+    second = start_server("--config", str(config), state_dir=first.state_dir)
+    with second.client() as client:
+        retried = _post(client, "k", **grep, call_id="c5").json()
+    assert retried["allowed"] is False  # decided, not taken for a call recorded as allowed
+    assert "Edit src/cfg.py." in retried["reason"]
+    second.stop()
+    _check(log, "--config", str(config))
