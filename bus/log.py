@@ -7,7 +7,7 @@ import errno
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
@@ -86,6 +86,8 @@ class SessionLog:
         except FileExistsError:
             self._refuse_existing(follow_symlinks)
         self._buffer = bytearray()
+        self._held: bytearray | None = None
+        self._held_count = 0
         try:
             empty = True
             if append:
@@ -131,6 +133,11 @@ class SessionLog:
         buffer = self._buffer
         encode_line(event, buffer)
         buffer.append(10)  # b"\n"
+        held = self._held
+        if held is not None:
+            held += buffer
+            self._held_count += 1
+            return
         torn = self._torn
         if torn:
             buffer[0:0] = b"\n"
@@ -138,20 +145,48 @@ class SessionLog:
         if torn:
             self._torn = False
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Keep the lines written inside the block and write them together
+        when it ends, also when it raises: one system write, all of them or
+        none (``LogWriteError``, as ``write_many``). For a writer whose
+        events belong together, a command hook answering one event: killed
+        inside the block, it leaves none of them behind."""
+        if self._held is not None:
+            raise RuntimeError(f"session log {str(self.path)!r} is already holding its lines")
+        self._held = held = bytearray()
+        self._held_count = 0
+        try:
+            yield
+        finally:
+            self._held = None
+            if held:
+                self._put_lines(bytes(held), self._held_count)
+
     def write_many(self, events: Iterable[Event]) -> None:
         """Append ``events`` as lines, with one system write for them all:
         every line lands, or ``LogWriteError`` and none does (as ``write``
         for one; ``failures`` counts each event not written). For a writer
         that has many events at once (an importer): one write per event is
-        most of what writing them costs."""
+        most of what writing them costs. Inside ``held``, they are held too."""
         fd = self._fd
         if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
         items = list(events)
         if not items:
             return
-        count = len(items)
-        batch = encode_lines(items)
+        held = self._held
+        if held is not None:
+            held += encode_lines(items)
+            self._held_count += len(items)
+            return
+        self._put_lines(encode_lines(items), len(items))
+
+    def _put_lines(self, batch: bytes, count: int) -> None:
+        """Append ``count`` whole lines with one system write, all or none."""
+        fd = self._fd
+        if fd is None:
+            raise ValueError(f"session log {str(self.path)!r} is closed")
         if self._torn:
             batch = b"\n" + batch
         try:

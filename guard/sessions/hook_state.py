@@ -40,7 +40,9 @@ async def hook_session(
     constant work per call, however long the session. When the snapshot
     cannot be used (see ``guard.sessions.snapshot``), the log is replayed
     instead and ``on_replay`` is told why; so it is when the new snapshot
-    cannot be saved (the answer stands: the next call replays). A log that is not a session log
+    cannot be saved (the answer stands: the next call replays). The body's
+    events land in the log together as it ends (``SessionLog.held``): a
+    process killed inside it records none of them. A log that is not a session log
     any more is renamed ``*.unreadable-<time>`` and a new one begun. Both
     files are created 0600; the log is not written through a symbolic link.
     An event the log could not record (a full disk) raises
@@ -67,7 +69,14 @@ async def hook_session(
                 restored = await resume_link(path, session, guard=guard, mark_resume=False)
         link, log = restored
         with log:
-            yield link
+            try:
+                # The event's lines land together once it is answered: a hook killed
+                # while it decides (an ask past the CLI's hook timeout) records none of
+                # them, and the result of the call, if it ran, comes as a late call's.
+                with log.held():
+                    yield link
+            except LogWriteError:
+                pass  # counted in the log's failures; raised below, naming how many
             if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
                 try:
                     save_snapshot(saved, link, guard, log)

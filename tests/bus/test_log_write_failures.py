@@ -113,3 +113,30 @@ def test_a_batch_that_a_short_write_cut_is_finished(log_path: Path, monkeypatch:
         log.write_many([_call(1), _call(2)])
     monkeypatch.setattr(os, "write", real)
     assert _ids(log_path) == (["c1", "c2"], {})
+
+
+def _write_held(log: SessionLog, *numbers: int, fail: bool = False) -> None:
+    with log.held():
+        for n in numbers:
+            log.write(_call(n))
+        if fail:
+            raise KeyError("the writer's own fault")
+
+
+def test_held_lines_land_together_when_the_block_ends_or_not_at_all(log_path: Path, file_size_limit: Limit) -> None:
+    with SessionLog(log_path) as log:
+        with log.held():
+            log.write(_call(1))
+            log.write_many([_call(2)])
+            assert _ids(log_path) == ([], {})  # nothing yet: a process killed here leaves none of them
+        assert _ids(log_path)[0] == ["c1", "c2"]
+        file_size_limit(log_path.stat().st_size + 500)  # one of the next three fits
+        with pytest.raises(LogWriteError, match="File too large"):
+            _write_held(log, 3, 4, 5)
+        assert log.failures == 3
+        file_size_limit(1 << 30)
+        with pytest.raises(RuntimeError, match="already holding"), log.held(), log.held():
+            pass
+        with pytest.raises(KeyError):  # the writer failed: what it wrote still lands
+            _write_held(log, 6, fail=True)
+    assert _ids(log_path) == (["c1", "c2", "c6"], {})

@@ -5,11 +5,15 @@ guard cannot record; its own log lines one per line, never a traceback."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from bus import LogReader, ToolCall
-from tests.faults.conftest import CLI
+from tests.conftest import AskScript
+from tests.faults.conftest import CLI, REPO, subprocess_run
 
 Limit = Callable[[int], None]
 
@@ -79,3 +83,33 @@ def test_a_payload_past_the_limit_is_not_read_on_either_path(tmp_path: Path, cli
         assert run.clean_error(1) == "repeat-tool-guard hook: the hook payload on stdin is over 8 MiB: not read"
         assert run.out == ""
     assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_a_hook_killed_while_it_escalates_records_nothing_and_the_tool_it_let_run_replays_clean(
+    tmp_path: Path, ask_script: AskScript
+) -> None:
+    asked = tmp_path / "asked"
+    ask = ask_script(f"touch {asked}\nsleep 30")
+    config = tmp_path / "rescue.toml"
+    config.write_text(f'[remind]\nenabled = false\n[rescue]\nask_command = "{ask}"\n')
+    hook = ("hook", "--config", str(config), "--state-dir", str(tmp_path))
+    for n in range(1, 5):
+        if '"permissionDecision":"deny"' not in subprocess_run(*hook, stdin=_pre(n)).out:
+            assert subprocess_run(*hook, stdin=_post(n)).code == 0
+    killed = subprocess.Popen([sys.executable, "-m", "guard", *hook], stdin=subprocess.PIPE, cwd=REPO)
+    assert killed.stdin is not None
+    killed.stdin.write(_pre(5))
+    killed.stdin.close()
+    for _ in range(400):  # as the CLI kills a hook past its timeout, while the ask runs
+        if asked.exists():
+            break
+        time.sleep(0.05)
+    killed.kill()
+    killed.wait()
+    log = tmp_path / "s.jsonl"
+    assert [e.call_id for e in LogReader(log) if isinstance(e, ToolCall)] == [f"toolu_{n}" for n in range(1, 5)]
+    assert subprocess_run(*hook, stdin=_post(5)).code == 0  # the CLI ran the tool all the same
+    calls = [e for e in LogReader(log) if isinstance(e, ToolCall)]
+    assert (calls[-1].call_id, calls[-1].late) == ("toolu_5", True)
+    check = subprocess_run("replay", str(log), "--config", str(config), "--check")
+    assert check.code == 0, check.err
