@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator
 from importlib.resources import files
 from pathlib import PurePath
@@ -50,6 +50,12 @@ _TEXT = 300
 _PREVIEW = 120
 _QUEUE = 64
 _ANSWERED_KEPT = 64
+# What one session keeps, however long it runs: the signatures of the calls
+# drawn (a call past them that is new is counted, not kept), the latest
+# actions, and calls whose results never came.
+_SIGNATURES_KEPT = _CELLS_DRAWN
+_MARKS_KEPT = 1000
+_OPEN_KEPT = 1024
 
 
 class _Signature:
@@ -79,7 +85,7 @@ class _Session:
         self.calls = 0
         self.repeats = 0
         self.signatures: dict[tuple[str, bytes], _Signature] = {}
-        self.marks: list[list[Any]] = []
+        self.marks: deque[list[Any]] = deque(maxlen=_MARKS_KEPT)
         self.actions: dict[str, int] = {}
         self.wasted_calls = 0
         self.wasted_bytes = 0
@@ -103,7 +109,9 @@ class _Session:
         sig = self.signatures.get(key)
         if sig is None:
             preview = self._redact.capped(fp.canonical.decode("utf-8", "replace"), _PREVIEW)
-            sig = self.signatures[key] = _Signature(len(self.signatures), event.tool, preview, len(fp.canonical))
+            sig = _Signature(len(self.signatures), event.tool, preview, len(fp.canonical))
+            if len(self.signatures) < _SIGNATURES_KEPT:  # past them no call is drawn: the cells are full
+                self.signatures[key] = sig
         sig.count += 1
         if sig.count > 1:
             self.repeats += 1
@@ -115,6 +123,8 @@ class _Session:
             self.cells.append([self._agent(agent), sig.index, 0, 0])
         opened = (self.calls - 1, sig, wasted)
         self.open[(agent, event.call_id)] = opened
+        if len(self.open) > _OPEN_KEPT:
+            del self.open[next(iter(self.open))]
         return opened
 
     def event(self, event: ToolCall | ToolResult) -> None:
@@ -178,7 +188,7 @@ class _Session:
             "repeats": self.repeats,
             "cells": self.cells,
             "signatures": [[s.tool, s.preview, s.count] for s in signatures],
-            "marks": self.marks,
+            "marks": list(self.marks),
             "actions": self.actions,
             "wasted_calls": self.wasted_calls,
             "wasted_tokens": estimated_tokens(self.wasted_bytes),

@@ -33,7 +33,7 @@ function visible(s) {
   const want = {s: $("f-session").value, r: $("f-runtime").value, a: $("f-action").value};
   if (want.s && s.id !== want.s) return false;
   if (want.r && s.runtime !== want.r) return false;
-  if (want.a && !s.marks.some((m) => (m[7] ? "shadow " + m[2] : m[2]) === want.a)) return false;
+  if (want.a && !s.actions[want.a]) return false;
   return true;
 }
 function timeline(s) {
@@ -74,8 +74,11 @@ function actionsList(s) {
   }
   return box;
 }
+function actedOf(s) {  // every action the session had, not only the latest kept in marks
+  return Object.entries(s.actions).reduce((n, [kind, count]) => n + (kind.startsWith("shadow ") ? 0 : count), 0);
+}
 function section(s) {
-  const acted = s.marks.filter((m) => !m[7]).length;
+  const acted = actedOf(s);
   const head = el("div", {class: "shead"}, el("h2", {text: s.id}),
     el("span", {class: "badge", text: s.runtime}), s.project ? el("span", {class: "badge", text: s.project}) : null,
     el("span", {class: "stats", text: `${s.calls} calls · ${s.repeats} repeats · ${s.agents.length} agent${s.agents.length === 1 ? "" : "s"}`}));
@@ -89,11 +92,11 @@ function render() {
   const all = [...state.sessions.values()].sort((a, b) => b.updated - a.updated);
   options($("f-session"), all.map((s) => s.id), "every session");
   options($("f-runtime"), [...new Set(all.map((s) => s.runtime))].sort(), "every runtime");
-  options($("f-action"), [...new Set(all.flatMap((s) => s.marks.map((m) => (m[7] ? "shadow " : "") + m[2])))].sort(), "any action");
+  options($("f-action"), [...new Set(all.flatMap((s) => Object.keys(s.actions)))].sort(), "any action");
   const sum = (f) => all.reduce((n, s) => n + f(s), 0);
   $("cards").replaceChildren(card("sessions", String(all.length)), card("tool calls", sum((s) => s.calls).toLocaleString()),
     card("repeats", sum((s) => s.repeats).toLocaleString()),
-    card("guard actions", String(sum((s) => s.marks.filter((m) => !m[7]).length))),
+    card("guard actions", String(sum(actedOf))),
     card("calls wasted", sum((s) => s.wasted_calls).toLocaleString(), `~${human(sum((s) => s.wasted_tokens))} tokens, estimated`),
     card("saved", `${sum((s) => s.saved_calls)} calls`, `~${human(sum((s) => s.saved_tokens))} tokens, estimated`));
   const shown = all.filter(visible);

@@ -85,6 +85,21 @@ def test_an_action_on_a_call_the_feed_never_saw_draws_that_call(monkeypatch: pyt
     assert (session["calls"], len(session["cells"])) == (4, 2)
 
 
+@pytest.mark.usefixtures("in_request")
+def test_a_long_session_keeps_its_counts_in_bounded_memory() -> None:
+    feed = LiveFeed()
+    for n in range(5000):  # ever new calls, none answered, each acted on
+        call = ToolCall(agent=Agent("a"), call_id=f"c{n}", step=n, tool="grep", args={"q": n})
+        feed.on_event(call)
+        feed.on_action(_action("remind", f"c{n}"), call)
+    (session,) = feed.snapshot()["sessions"]
+    assert (session["calls"], session["actions"]) == (5000, {"remind": 5000})  # every one counted
+    assert (len(session["signatures"]), len(session["cells"]), len(session["marks"])) == (2000, 2000, 1000)
+    assert session["marks"][-1][0] == 4999  # the latest actions are the ones kept
+    (kept,) = feed._sessions.values()
+    assert len(kept.open) == 1024
+
+
 def test_only_the_most_recent_sessions_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(live_module, "_SESSIONS_KEPT", 2)
     feed = LiveFeed()
