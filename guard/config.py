@@ -96,6 +96,48 @@ def _lookup(data: Any, path: str) -> Any:
     return data
 
 
+_GOT = re.compile(r"got `(\w+)`")
+_JSON_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "array", dict: "object", type(None): "null"}
+
+
+def _at(data: Any, path: str, rule: str) -> tuple[str, Any]:
+    """The dotted key and the value a msgspec error path names. Through a
+    table's keys (``.loops.tools[...].deny_at``) msgspec does not say which
+    key: it is the first whose value there has the type the rule says it
+    got (``loops.tools."search_*".deny_at``)."""
+    head, through, rest = path.partition("[...]")
+    if through:
+        table, got = _lookup(data, head), _GOT.search(rule)
+        for name, entry in table.items() if isinstance(table, dict) else ():
+            try:
+                value = _lookup(entry, rest)
+            except (KeyError, IndexError, TypeError):
+                continue
+            if got is None or _JSON_TYPES.get(type(value)) == got[1]:
+                return f'{head.lstrip(".")}."{name}"{rest}', value
+    return path.lstrip("."), _lookup(data, path)
+
+
+def _check_text(key: str, value: Any) -> None:
+    """Raise ``ConfigError`` for a string in ``value`` (keys included) that
+    is no valid Unicode text: a lone surrogate, which YAML's ``\\ud800``
+    escape makes and nothing downstream (a file name, a command, a log
+    line) can carry."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConfigError(key, value, "must be valid Unicode text (it holds a lone surrogate)") from None
+    elif isinstance(value, Mapping):
+        for name, item in value.items():
+            _check_text(key, name)
+            _check_text(f"{key}.{name}", item)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_text(f"{key}[{index}]", item)
+
+
 def _unknown_key(section: type[Section], key: str) -> str:
     fields = section.__struct_fields__
     snake = _CAMEL_HUMP.sub("_", key).lower()
@@ -122,12 +164,14 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
             found = installed_plugins() if found is None else found
             if name not in found:
                 known = ", ".join([*builtin, *found])
-                raise ConfigError(str(name), section, f"unknown section (known: {known})")
+                shown_name = name if isinstance(name, str) and name.isidentifier() else repr(name)
+                raise ConfigError(shown_name, section, f"unknown section (known: {known})")
         if not isinstance(section, Mapping):
             raise ConfigError(name, section, "must be a table of settings")
         for key, value in section.items():
             if not isinstance(key, str):
                 raise ConfigError(f"{name}.{key!r}", value, "keys must be strings")
+            _check_text(f"{name}.{key}", value)
             if kind is not None and key not in kind.__struct_fields__:
                 raise ConfigError(f"{name}.{key}", value, _unknown_key(kind, key))
         if kind is None:
@@ -146,7 +190,8 @@ def parse_config(data: Mapping[str, Any], *, origin: str = "config") -> Config:
         rule, path = match["rule"].rstrip("."), match["path"] or ""
         if match["key"]:
             rule = f"a key: {rule}"
-        raise ConfigError(path.lstrip("."), _lookup(prepared, path), rule) from None
+        key, value = _at(prepared, path, rule)
+        raise ConfigError(key, value, rule) from None
     # Built and checked above; a struct's __post_init__ would build them again.
     return msgspec.structs.replace(config, plugins=plugins) if plugins else config
 

@@ -79,7 +79,7 @@ def _reason(pattern: str, error: Exception) -> str:
     for token, what in _UNSUPPORTED:
         if token in pattern:
             return f"{_RULE}: {what} is not supported, as it can take exponential time ({detail})"
-    if "invalid escape sequence: \\" in detail and detail[-1:].isdigit():
+    if detail.partition("invalid escape sequence: \\")[2].isdecimal():  # "\1"; not "\x{110000}"
         return f"{_RULE}: backreferences are not supported, as they can take exponential time ({detail})"
     return f"must be a valid RE2 regular expression ({detail})"
 

@@ -48,9 +48,16 @@ def check_bool(key: str, value: Any) -> None:
         raise ConfigError(key, value, "must be true or false")
 
 
+MOST = 2**53
+"""The largest integer a setting may be: every one is exact as a float, so
+a count or a time in milliseconds never overflows where it is divided."""
+
+
 def check_int(key: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(key, value, f"must be an integer >= {minimum}")
+    if value > MOST:
+        raise ConfigError(key, value, f"must be an integer from {minimum} to {MOST}")
 
 
 def check_patterns(key: str, value: Any) -> None:

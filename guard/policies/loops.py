@@ -548,8 +548,10 @@ class LoopsToolConfig(Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     identity_args: tuple[str, ...] = ()
     mutating: bool | None = None
 
-    def check(self, key: str) -> None:
-        """Validate under the dotted ``key`` (``loops.tools."Bash"``)."""
+    def check(self, key: str, section: LoopsConfig) -> None:
+        """Validate under the dotted ``key`` (``loops.tools."Bash"``), by the
+        section's rules, each threshold the table leaves out being the
+        ``section``'s."""
         if self.kind not in _TOOL_KINDS:
             raise ConfigError(f"{key}.kind", self.kind, 'must be "poll", "paging", "exclude" or ""')
         for name, minimum in (
@@ -570,8 +572,29 @@ class LoopsToolConfig(Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
         check_names(f"{key}.identity_args", self.identity_args)
         if self.mutating is not None:
             check_bool(f"{key}.mutating", self.mutating)
+        if self.grind_at == 1:
+            raise ConfigError(f"{key}.grind_at", 1, "must be 0 (off) or an integer >= 2")
+        for name, above, never in (
+            ("error_deny_at", "error_at", True),
+            ("streak_deny_at", "error_at", True),
+            ("transient_deny_at", "transient_at", True),
+            ("poll_deny_after", "poll_nudge_at", False),
+        ):
+            value, floor = self._effective(name, section), self._effective(above, section)
+            if (self._sets(name) or self._sets(above)) and (value or not never) and value <= floor:
+                zero = "0 (never deny) or " if never else ""
+                raise ConfigError(f"{key}.{name}", value, f"must be {zero}more than {above} ({floor})")
+        if self.deny_at is not None and self.deny_at > section.window:
+            raise ConfigError(f"{key}.deny_at", self.deny_at, f"must be at most loops.window ({section.window})")
         force_setattr(self, "ignored_args", tuple(self.ignored_args))
         force_setattr(self, "identity_args", tuple(self.identity_args))
+
+    def _sets(self, name: str) -> bool:
+        return getattr(self, name) is not None
+
+    def _effective(self, name: str, section: LoopsConfig) -> int:
+        value = getattr(self, name)
+        return int(getattr(section, name) if value is None else value)
 
 
 class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -739,7 +762,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
                 raise ConfigError("loops.tools", glob, "each key must be a non-empty tool-name glob")
             if not isinstance(settings, LoopsToolConfig):
                 raise ConfigError(f'loops.tools."{glob}"', settings, "must be a table of settings")
-            settings.check(f'loops.tools."{glob}"')
+            settings.check(f'loops.tools."{glob}"', self)
         for key in self.__struct_fields__:
             value = getattr(self, key)
             if isinstance(value, list):

@@ -119,6 +119,10 @@ def test_a_glob_with_many_stars_answers_a_long_name() -> None:
         (r"(a)\1", "backreferences are not supported"),
         (r"a++", "must be a valid RE2 regular expression (bad repetition operator: ++)"),
         (r"(", "must be a valid RE2 regular expression (missing ): ()"),
+        (
+            r"\x{110000}",
+            "must be a valid RE2 regular expression (invalid escape sequence: \\x{110000)",
+        ),  # no backreference
     ],
 )
 def test_a_pattern_re2_refuses_is_rejected_naming_the_setting(pattern: str, reason: str) -> None:

@@ -163,11 +163,20 @@ async def test_turns_names_its_exclusions_like_every_section(make_script: Any, a
         ({"transient_at": 5, "transient_deny_at": 4}, "loops.transient_deny_at", "more than loops.transient_at"),
         ({"grind_at": 1}, "loops.grind_at", "0 (off) or an integer >= 2"),
         ({"streak_deny_at": 2}, "loops.streak_deny_at", "more than loops.error_at"),
-        ({"tools": {"Bash": {"mutating": "yes"}}}, "loops.tools[...].mutating", "Expected `bool | null`"),
+        ({"tools": {"Bash": {"mutating": "yes"}}}, 'loops.tools."Bash".mutating', "Expected `bool | null`"),
         ({"tools": {"": {"deny_at": 3}}}, "loops.tools", "non-empty tool-name glob"),
         ({"tools": {"Bash": {"identity_args": [""]}}}, 'loops.tools."Bash".identity_args', "non-empty string"),
         ({"paging_args": "offset"}, "loops.paging_args", "Expected `array`"),
         ({"paging_args": [""]}, "loops.paging_args", "non-empty string"),
+        ({"tools": {"A": {}, "search_*": {"deny_at": "3"}}}, 'loops.tools."search_*".deny_at', "Expected `int | null`"),
+        # a tool's thresholds keep the section's rules, against the section's values it leaves out
+        ({"tools": {"Bash": {"error_deny_at": 2}}}, 'loops.tools."Bash".error_deny_at', "more than error_at (3)"),
+        ({"tools": {"Bash": {"error_at": 6}}}, 'loops.tools."Bash".error_deny_at', "more than error_at (6)"),
+        ({"tools": {"Bash": {"streak_deny_at": 2}}}, 'loops.tools."Bash".streak_deny_at', "more than error_at"),
+        ({"tools": {"Bash": {"transient_deny_at": 3}}}, 'loops.tools."Bash".transient_deny_at', "than transient_at"),
+        ({"tools": {"Bash": {"poll_deny_after": 3}}}, 'loops.tools."Bash".poll_deny_after', "than poll_nudge_at"),
+        ({"tools": {"Bash": {"grind_at": 1}}}, 'loops.tools."Bash".grind_at', "0 (off) or an integer >= 2"),
+        ({"tools": {"Bash": {"deny_at": 40}}}, 'loops.tools."Bash".deny_at', "at most loops.window (30)"),
     ],
 )
 def test_new_loops_keys_are_checked(section: dict[str, Any], key: str, rule: str) -> None:
