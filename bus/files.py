@@ -6,6 +6,7 @@ checked with ``fstat`` before a byte is read or written."""
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from pathlib import Path
@@ -80,8 +81,29 @@ def open_regular(
 
 def read_regular(path: str | os.PathLike[str], *, what: str = "file") -> IO[bytes]:
     """``path`` opened for reading in binary, if it is a regular file (see
-    ``open_regular``)."""
-    return os.fdopen(open_regular(path, what=what), "rb")
+    ``open_regular``). A read that fails names it (``[Errno 5] Input/output
+    error: '/proc/self/mem'``): some files open and then refuse to be read."""
+    return _ReadFile(io.FileIO(open_regular(path, what=what), "rb"), os.fspath(path))
+
+
+class _ReadFile(io.BufferedReader):
+    """A binary file whose read errors carry its path, as ``open``'s do."""
+
+    def __init__(self, raw: io.FileIO, path: str) -> None:
+        super().__init__(raw)
+        self._path = path
+
+    def read(self, size: int | None = -1) -> bytes:
+        try:
+            return super().read(size)
+        except OSError as exc:
+            raise type(exc)(exc.errno, exc.strerror, self._path) from None
+
+    def readline(self, size: int | None = -1) -> bytes:
+        try:
+            return super().readline(size)
+        except OSError as exc:
+            raise type(exc)(exc.errno, exc.strerror, self._path) from None
 
 
 def private_dir(path: Path) -> None:

@@ -146,7 +146,11 @@ class LogReader:
             raise LogError(str(exc)) from None
         except OSError as exc:
             raise LogError(f"cannot read session log {str(self.path)!r}: {exc.strerror or exc}") from None
-        first = self._file.readline().removeprefix(codecs.BOM_UTF8)
+        try:
+            first = self._file.readline().removeprefix(codecs.BOM_UTF8)
+        except OSError as exc:  # opened, but not readable (a directory's file system, /proc/self/mem)
+            self._file.close()
+            raise LogError(f"cannot read session log {str(self.path)!r}: {exc.strerror or exc}") from None
         self.report.lines = 1
         try:
             if too_deep(first):

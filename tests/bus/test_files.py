@@ -78,3 +78,12 @@ def test_other_errors_pass_through(tmp_path: Path) -> None:
         open_regular(tmp_path / "missing")
     error = NotRegularFileError("plain words")
     assert (str(error), error.errno) == ("plain words", 22)
+
+
+@pytest.mark.parametrize("read", ["read", "readline"])
+def test_a_read_that_fails_names_the_file(read: str) -> None:
+    if not os.path.exists("/proc/self/mem"):  # pragma: no cover - Linux has it
+        pytest.skip("no /proc/self/mem here")
+    with read_regular("/proc/self/mem") as file, pytest.raises(OSError, match="Input/output error") as failed:
+        getattr(file, read)(16)
+    assert failed.value.filename == "/proc/self/mem"

@@ -194,3 +194,19 @@ def test_quieting_a_stdout_that_is_no_file_is_harmless(capsys: pytest.CaptureFix
     _quiet_stdout()
     print("still captured")
     assert capsys.readouterr().out == "still captured\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["replay"], "repeat-tool-guard: cannot read session log '/proc/self/mem': Input/output error"),
+        (["import", "-o", "out.jsonl"], "repeat-tool-guard: [Errno 5] Input/output error: '/proc/self/mem'"),
+    ],
+)
+def test_a_file_that_opens_but_cannot_be_read_is_named(
+    argv: list[str], expected: str, cli: CLI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if not Path("/proc/self/mem").exists():  # pragma: no cover - Linux has it
+        pytest.skip("no /proc/self/mem here")
+    monkeypatch.chdir(tmp_path)
+    assert cli(argv[0], "/proc/self/mem", *argv[1:]).clean_error(2) == expected
