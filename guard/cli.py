@@ -909,6 +909,10 @@ _NAMED_VALUES = {
     "group": "--group",
     "consumer": "--consumer",
     "prefix": "--prefix",
+    "host": "--host",
+    "allow_host": "--allow-host",
+    "redis": "--redis",
+    "redis_prefix": "--redis-prefix",
 }
 
 

@@ -59,6 +59,10 @@ def test_an_empty_state_dir_is_a_usage_error_not_the_default_directory(command: 
         (["export", "redis://127.0.0.1:9/0", "--session", "s", "-o", ""], "-o"),
         (["export", "redis://127.0.0.1:9/0", "--session", "", "-o", "{log}.out"], "--session"),
         (["watch", "redis://127.0.0.1:9/0", "--group", ""], "--group"),
+        (["serve", "--host", ""], "--host"),
+        (["serve", "--allow-host", ""], "--allow-host"),
+        (["serve", "--redis", ""], "--redis"),
+        (["serve", "--redis", "redis://127.0.0.1:9/0", "--redis-prefix", ""], "--redis-prefix"),
     ],
 )
 def test_an_empty_value_is_a_usage_error_naming_it_never_the_current_directory_or_a_default(
