@@ -47,9 +47,13 @@ def _sniff(sample: Sample) -> str | None:
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
-    history = sample.document["history"]
+    history, trajectory = sample.document["history"], sample.document.get("trajectory")
     yield ImportedSession(
-        format=NAME, session=path.stem, path=path, label=str(path), produce=lambda b: _events(history, b)
+        format=NAME,
+        session=path.stem,
+        path=path,
+        label=str(path),
+        produce=lambda b: _events(history, trajectory if isinstance(trajectory, list) else [], b),
     )
 
 
@@ -63,10 +67,11 @@ def _outcome(text: str) -> tuple[bool, str | None]:
     return text.startswith(_EDIT_REJECTED) or text.lstrip().startswith(_EDITOR_FAILED), None
 
 
-def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
+def _events(history: list[Any], trajectory: list[Any], b: Builder) -> Iterator[AnyEvent]:
     step = 0
     acted = False
     waiting: str | None = None
+    last: str | None = None
     issued = CallIds()
     for message in history:
         if not isinstance(message, dict) or message.get("is_demo"):
@@ -79,6 +84,7 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
             waiting = None
             calls = function_calls(message)
             action = message.get("action")
+            last = action if isinstance(action, str) else None
             if not calls and isinstance(action, str) and action.strip():
                 waiting = f"step-{step}"
                 calls = [(waiting, action.split()[0], {"command": action})]
@@ -96,6 +102,45 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                 is_error, denied = _outcome(text)
                 yield from b.result(MAIN, waiting, text, 0.0, is_error=is_error, denied_by=denied)
                 waiting = None
+    yield from _after_history(trajectory, step, last, waiting, b)
+
+
+def _after_history(
+    trajectory: list[Any], step: int, last: str | None, waiting: str | None, b: Builder
+) -> Iterator[AnyEvent]:
+    """What the run did after its ``history`` ends: the history is saved
+    before the last step's observation (often a ``submit`` and its diff),
+    which only ``trajectory`` (one ``{action, observation}`` per step) holds.
+    The history's last action is found there (at its own step, else its
+    last occurrence); its observation answers it if the history did not, and
+    the steps after it are calls with their results."""
+    if last is None or not trajectory:
+        return
+    actions = [s.get("action") if isinstance(s, dict) else None for s in trajectory]
+    at = step - 1 if 0 < step <= len(actions) and _same(actions[step - 1], last) else None
+    if at is None:
+        at = next((i for i in range(len(actions) - 1, -1, -1) if _same(actions[i], last)), None)
+    if at is None:
+        return
+    observation = trajectory[at].get("observation")
+    if waiting is not None and isinstance(observation, str):
+        is_error, denied = _outcome(observation)
+        yield from b.result(MAIN, waiting, observation, 0.0, is_error=is_error, denied_by=denied)
+    for entry in trajectory[at + 1 :]:
+        action = entry.get("action") if isinstance(entry, dict) else None
+        if not isinstance(action, str) or not action.strip():
+            continue
+        step += 1
+        call_id = f"step-{step}"
+        yield from b.call(MAIN, call_id, step, action.split()[0], {"command": action.strip()}, 0.0)
+        observation = entry.get("observation")
+        if isinstance(observation, str):
+            is_error, denied = _outcome(observation)
+            yield from b.result(MAIN, call_id, observation, 0.0, is_error=is_error, denied_by=denied)
+
+
+def _same(action: Any, last: str) -> bool:
+    return isinstance(action, str) and action.strip() == last.strip()
 
 
 FORMAT = Format(NAME, _sniff, _sessions)

@@ -31,7 +31,9 @@ def test_text_interface_run_with_a_repeated_rejected_edit() -> None:
     assert repeated[1].args == repeated[2].args
     (task,) = of(evts, UserMessage)
     assert task.text.startswith("We're currently solving the following issue within our repository.")
-    assert len(of(evts, ToolResult)) == 11  # the final submit has no observation
+    results = of(evts, ToolResult)
+    assert len(results) == 12  # the history ends before the final submit's observation; the trajectory has it
+    assert (results[-1].tool, results[-1].content.startswith("\ndiff --git a/pydicom/")) == ("submit", True)
 
 
 def test_function_calling_run() -> None:
@@ -84,6 +86,62 @@ def test_synthetic_history_with_demo_parallel_calls_and_blocklist(tmp_path: Path
     blocked = of(evts, ToolResult)[-1]
     assert (blocked.is_error, blocked.denied_by) == (True, "blocklist")
     assert [m.text for m in of(evts, UserMessage)] == ["solve the issue"]
+
+
+def _run(tmp_path: Path, history: list[object], trajectory: list[object]) -> Path:
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps({"history": history, "trajectory": trajectory}))
+    return path
+
+
+def test_steps_the_history_ends_before_come_from_the_trajectory(tmp_path: Path) -> None:
+    history = [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": "",
+            "action": "python repro.py",
+            "tool_calls": [
+                {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "python repro.py"}'}},
+            ],
+        },
+        {"role": "tool", "content": "ok", "tool_call_ids": ["c1"]},
+    ]
+    trajectory = [
+        {"action": "python repro.py\n", "observation": "ok"},
+        {"action": "submit\n", "observation": "diff --git a/x b/x"},
+        {"observation": "an entry without an action"},
+        {"action": "echo bye", "observation": None},  # killed before it answered
+    ]
+    evts = only(_run(tmp_path, history, trajectory))
+    assert [(c.call_id, c.tool, c.args) for c in calls(evts)] == [
+        ("c1", "bash", {"command": "python repro.py"}),
+        ("step-2", "submit", {"command": "submit"}),
+        ("step-3", "echo", {"command": "echo bye"}),
+    ]
+    assert [r.content for r in of(evts, ToolResult)] == ["ok", "diff --git a/x b/x"]
+
+
+def test_the_last_action_left_unanswered_by_the_history_is_answered_from_the_trajectory(tmp_path: Path) -> None:
+    history = [
+        {"role": "user", "content": "find the flag"},
+        {"role": "assistant", "content": "", "action": "submit 'flag{a}'"},
+        {"role": "user", "content": "Wrong flag!"},
+        {"role": "assistant", "content": "", "action": "submit 'flag{b}'"},
+    ]
+    # a step the history skipped, before the last: the last action is found where it is, nothing added
+    trajectory = [
+        {"action": "submit 'flag{a}'\n", "observation": "Wrong flag!"},
+        {"action": "cat notes.txt", "observation": "b"},
+        {"action": "submit 'flag{b}'\n", "observation": "flag{b}"},
+    ]
+    evts = only(_run(tmp_path, history, trajectory))
+    assert [c.args["command"] for c in calls(evts)] == ["submit 'flag{a}'", "submit 'flag{b}'"]
+    assert [r.content for r in of(evts, ToolResult)] == ["Wrong flag!", "flag{b}"]
+    unmatched = only(_run(tmp_path, history, [{"action": "ls", "observation": "x"}]))
+    assert [r.content for r in of(unmatched, ToolResult)] == ["Wrong flag!"]  # nothing in it to trust
+    silent = only(_run(tmp_path, history, [{"action": "submit 'flag{b}'", "observation": None}]))
+    assert [r.content for r in of(silent, ToolResult)] == ["Wrong flag!"]
 
 
 def test_a_tool_call_id_reused_in_a_later_turn_is_a_new_call(tmp_path: Path) -> None:
