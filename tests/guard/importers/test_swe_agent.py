@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bus import ToolCall, ToolResult, UserMessage
@@ -88,7 +88,7 @@ def test_synthetic_history_with_demo_parallel_calls_and_blocklist(tmp_path: Path
     assert [m.text for m in of(evts, UserMessage)] == ["solve the issue"]
 
 
-def _run(tmp_path: Path, history: list[object], trajectory: list[object]) -> Path:
+def _run(tmp_path: Path, history: Sequence[object], trajectory: Sequence[object]) -> Path:
     path = tmp_path / "run.traj"
     path.write_text(json.dumps({"history": history, "trajectory": trajectory}))
     return path
