@@ -6,6 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pytest
+
 from bus import ToolCall, ToolResult, UserMessage
 from guard.importers import open_sessions
 from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only
@@ -34,6 +36,19 @@ def test_text_interface_run_with_a_repeated_rejected_edit() -> None:
     results = of(evts, ToolResult)
     assert len(results) == 12  # the history ends before the final submit's observation; the trajectory has it
     assert (results[-1].tool, results[-1].content.startswith("\ndiff --git a/pydicom/")) == ("submit", True)
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "last"),
+    [
+        ("6e44b9__sweagenttestrepo-1c2844.traj", 5, "\r\ndiff --git a/tests/missing_colon.py"),
+    ],
+)
+def test_a_real_runs_final_submit_is_imported_with_its_answer(name: str, count: int, last: str) -> None:
+    evts = only(corpus_file(f"swe-agent/{name}"))
+    results = of(evts, ToolResult)
+    assert (len(calls(evts)), len(results), calls(evts)[-1].tool) == (count, count, "submit")
+    assert results[-1].content.startswith(last)
 
 
 def test_function_calling_run() -> None:
