@@ -108,12 +108,12 @@ def _at(data: Any, path: str, rule: str) -> tuple[str, Any]:
     head, through, rest = path.partition("[...]")
     if through:
         table, got = _lookup(data, head), _GOT.search(rule)
-        for name, entry in table.items() if isinstance(table, dict) else ():
+        for name, entry in table.items() if isinstance(table, dict) else ():  # pragma: no branch - one matches
             try:
                 value = _lookup(entry, rest)
             except (KeyError, IndexError, TypeError):
                 continue
-            if got is None or _JSON_TYPES.get(type(value)) == got[1]:
+            if got is None or _JSON_TYPES.get(type(value)) == got[1]:  # pragma: no branch
                 return f'{head.lstrip(".")}."{name}"{rest}', value
     return path.lstrip("."), _lookup(data, path)
 

@@ -443,7 +443,9 @@ class ClaudeHooks:
         """The response is over. A call it lists that is still open (no post
         hook reported it: those hooks are not registered) gets its result now."""
         for entry in calls if isinstance(calls, list) else ():
-            call_id = payload_text(entry, "tool_use_id") if isinstance(entry, dict) else ""
+            if not isinstance(entry, dict):
+                continue  # names no call
+            call_id = payload_text(entry, "tool_use_id")
             if agent.has_call(call_id):
                 await agent.result(call_id, as_text(entry.get("tool_response")))
         await agent.end_step()

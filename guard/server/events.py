@@ -297,8 +297,10 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
         late = session.late.get(agent.id)
         if late is not None and not (isinstance(event, ToolResult) and event.call_id == late[0]):
             del session.late[agent.id]  # a late call is a copy's only while it is the agent's latest
-        if isinstance(event, UserMessage):
-            halts[agent.id] = None
+        if isinstance(event, UserMessage) or (
+            isinstance(event, AgentStatus) and event.status in ("started", "disposed")
+        ):
+            halts[agent.id] = None  # the user steered, or the agent began a new life: no halt stands
         if isinstance(event, (ToolCall, ToolResult)):
             call = isinstance(event, ToolCall)
             mine, other = ("tool/call", "tool/result") if call else ("tool/result", "tool/call")
@@ -308,6 +310,7 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
             key = retry_key(mine, agent.id, event.call_id)
             recalled = open_[agent.id] = _Recalled(key, event.call_id, event.seq, True if call else None)
             if call:
+                session.forget_denial(agent.id, event.call_id)  # a new call under a denied id
                 recalled.called = fingerprint(event.tool, event.args).digest
                 if isinstance(event, ToolCall) and event.late is True:
                     session.late[agent.id] = (event.call_id, recalled.called, event.seq)
@@ -336,6 +339,8 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
     if type(event) is AgentStatusIn:
         return await _status(session, event)
     agent = agents.get(event.agent)
+    if type(event) is ToolResultIn:
+        _check_result(session, agent, event)  # before anything is published: a refused event records nothing
     if agent is None:
         agent = await _start(session, event.agent, None)
     session.late.pop(event.agent, None)
@@ -353,26 +358,33 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
         if not decision.allowed:
             await agent.denied(event.call_id, decision)
             session.remember_denial(event.agent, event.call_id, fingerprint(event.tool, event.args).digest)
+        else:
+            session.forget_denial(event.agent, event.call_id)
     else:
         assert type(event) is ToolResultIn
         seq = await _result(session, agent, event)
     return _wire(agent, agent.answer(seq, decision))
 
 
-async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
+def _check_result(session: Session, agent: AgentLink | None, event: ToolResultIn) -> None:
+    """Refuse a result that cannot be applied (``RequestError``)."""
     if event.denied_by is not None and event.denied_by in session.guards:
         raise RequestError(
             422,
             f"denied_by = {event.denied_by!r} names the guard itself, which records its own denials: "
             "name your own interceptor",
         )
-    if not agent.has_call(event.call_id):
+    if agent is None or not agent.has_call(event.call_id):
         if session.denied_call(event.agent, event.call_id) is not None:
             raise RequestError(
                 409, f"call {event.call_id!r} of agent {event.agent!r} was denied; its denial is already its result"
             )
         if not event.tool:
             raise RequestError(422, f"result of call {event.call_id!r} was never posted as a call: it needs its tool")
+
+
+async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
+    if not agent.has_call(event.call_id):
         # A result whose call was never posted counts all the same, as a late
         # call: the tool ran, so nothing is denied.
         _set_step(agent, event.step)

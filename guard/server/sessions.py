@@ -144,6 +144,10 @@ class Session:
         if len(self._denied) > _DENIALS_KEPT:
             self._denied.popitem(last=False)
 
+    def forget_denial(self, agent_id: str, call_id: str) -> None:
+        """A new call took this id: the denial no longer answers for it."""
+        self._denied.pop((agent_id, call_id), None)
+
     def denied_call(self, agent_id: str, call_id: str) -> bytes | None:
         """The fingerprint digest of the recent call of this agent with this
         id, when the guard denied it; ``None`` when none was denied."""

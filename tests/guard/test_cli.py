@@ -132,10 +132,10 @@ def test_check_counts_a_denied_call_without_a_result_and_passes(
     config = tmp_path / "guard.toml"
     config.write_text('[remind]\nenabled = false\n[rescue]\nask_command = "/nonexistent/ask"\n')
     lines = [{"type": "session/start", "v": 1, "session": "s", "ts": 0.0}]
-    for n in (1, 2, 3):
-        call = {"agent": "main", "call_id": f"c{n}", "step": n, "tool": "grep", "args": GREP}
+    for n in (1, 2, 3, 4):
+        call = {"agent": "main", "call_id": f"c{min(n, 3)}", "step": n, "tool": "grep" if n < 4 else "ls", "args": GREP}
         lines.append({"type": "tool/call", "seq": 2 * n - 1, "ts": float(n), **call})
-        if n < 3:  # the third call's runtime gave up on it while the guard decided
+        if n != 3:  # the third call's runtime gave up on it while the guard decided, and used its id again
             result = {"content": "no matches", "is_error": False, "denied_by": None}
             lines.append({"type": "tool/result", "seq": 2 * n, "ts": n + 0.5, **call, **result})
     log = tmp_path / "cut.jsonl"

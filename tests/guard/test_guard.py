@@ -566,3 +566,24 @@ async def test_a_subscriber_that_never_returns_holds_a_cancelled_caller_only_so_
         with anyio.move_on_after(0.05) as scope:
             await bus.publish(ToolResult.answering(call, "ok"))
     assert scope.cancelled_caught
+
+
+class _Interrupted(Policy[None]):
+    name = "interrupted"
+    plugin = "interrupted-plugin"
+
+    def new_state(self) -> None:
+        return None
+
+    async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        raise KeyboardInterrupt
+
+
+@pytest.mark.anyio
+async def test_an_interrupt_in_a_policy_stops_the_guard_there(agent: Agent, anyio_backend: str) -> None:
+    bus = Bus()
+    counts = _Counts()
+    Guard(policies=[_Interrupted(), counts]).attach(bus)
+    with pytest.raises(KeyboardInterrupt):  # the user's Ctrl-C is no cancellation to finish the event under
+        await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP))
+    assert counts.seen == [0, 0]

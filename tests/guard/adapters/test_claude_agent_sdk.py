@@ -267,6 +267,9 @@ async def test_post_tool_batch_ends_the_response_and_answers_calls_no_post_hook_
     await feed(hooks, ls_call(3))
     assert [c.step for c in events.of(ToolCall)][-1] == 3
     assert [s.status for s in events.of(AgentStatus)].count("step-done") == 3
+    await hooks.handle(next(ls_call(9)) | {"tool_use_id": ""})  # a pre hook without an id leaves call "" open
+    assert await hooks.handle(payload("PostToolBatch", tool_calls=[1, "x", None])) == {}  # entries naming no call
+    assert len(events.of(ToolResult)) == 4
 
 
 async def test_a_reminder_for_the_batch_goes_back_on_it_and_a_halt_stops_there(turns_link: GuardLink) -> None:

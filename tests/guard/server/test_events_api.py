@@ -114,6 +114,7 @@ def test_a_denied_calls_id_is_free_for_a_new_call_and_a_copy_of_the_denied_call_
     fresh = served.event("r", type="tool/call", agent="main", call_id="call_0", tool="ls", args={"path": "."})
     assert fresh["allowed"] is True  # a runtime numbering calls per response uses call_0 again
     assert fresh["seq"] > denied["seq"]
+    assert served.event("r", type="tool/call", agent="main", call_id="call_0", tool="ls", args={"path": "."}) == fresh
     served.event("r", type="tool/result", agent="main", call_id="call_0", content="a.py b.py")
     again = served.event("r", type="tool/call", agent="main", call_id="call_1", **GREP)
     assert again["allowed"] is False
@@ -149,6 +150,21 @@ def test_halt_is_answered_until_the_next_user_message(make_served: MakeServed) -
     assert served.event("t", type="agent/status", agent="main", status="idle")["halt"] == halt
     assert served.event("t", type="user/message", agent="main", text="try the docs instead")["halt"] is None
     check_replays(served.state_dir / "t.jsonl", config)
+
+
+def test_a_retry_after_a_restore_carries_no_halt_an_agents_new_life_ended(make_served: MakeServed) -> None:
+    config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=2, deny_after=1, halt_after=1))
+    served = make_served(config)
+    for n in range(1, 5):
+        if served.event("h", type="tool/call", agent="main", call_id=f"c{n}", **GREP)["allowed"]:
+            served.event("h", type="tool/result", agent="main", call_id=f"c{n}", content="no match")
+    served.event("h", type="agent/status", agent="main", status="disposed")
+    served.event("h", type="agent/status", agent="main", status="started")
+    first = served.event("h", type="tool/call", agent="main", call_id="n1", tool="ls", args={})
+    assert first["halt"] is None
+    served.stop()  # a new server rebuilds the session's answers from its log
+    restarted = make_served(config, state_dir=served.state_dir)
+    assert restarted.event("h", type="tool/call", agent="main", call_id="n1", tool="ls", args={}) == first
 
 
 def test_parallel_calls_share_a_step_and_an_explicit_step_is_kept(served: Served) -> None:
@@ -231,6 +247,12 @@ def test_a_result_may_not_claim_a_denial_of_the_guards_own(served: Served, by: s
     assert "denied_by" in response.json()["error"]
     served.event("spoof", type="tool/result", agent="main", call_id="c1", content="ok")  # the call is still open
     check_replays(served.state_dir / "spoof.jsonl", Config())
+    ghost = served.client.post(  # an agent the session never saw: refused before it is started
+        "/v1/sessions/spoof/events",
+        json={"type": "tool/result", "agent": "ghost", "call_id": "c9", "content": "x", "denied_by": by},
+    )
+    assert ghost.status_code == 422
+    assert all(e.agent is None or e.agent.id != "ghost" for e in events_of(served.state_dir / "spoof.jsonl"))
 
 
 def test_a_subagent_has_its_own_counts_and_its_disposal_drops_them(served: Served) -> None:

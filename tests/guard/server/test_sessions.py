@@ -172,3 +172,14 @@ async def test_a_file_that_is_no_session_log_is_set_aside_and_the_session_begins
     assert aside.read_text() == "this is not a session log\n"
     assert (state / "s.jsonl").read_text().startswith('{"type":"session/start"')
     store.close()
+
+
+async def test_a_request_cancelled_before_it_is_answered_records_nothing(store: FileSessionStore) -> None:
+    assert await grep(store, "s", "c1") == []
+    with anyio.CancelScope() as scope:
+        async with store.use("s") as session:
+            await apply_event(session, ToolCallIn(agent="main", call_id="c2", tool="grep", args={"pattern": "x"}))
+            scope.cancel()  # a shutdown's deadline, before the answer
+            await anyio.sleep(1)
+    assert "s" not in store  # its live state saw the call: dropped, rebuilt from the log
+    assert await grep(store, "s", "c3") == []  # the second call of the log, not the third: c2 was never recorded
