@@ -115,10 +115,12 @@ def test_a_batch_that_a_short_write_cut_is_finished(log_path: Path, monkeypatch:
     assert _ids(log_path) == (["c1", "c2"], {})
 
 
-def _write_held(log: SessionLog, *numbers: int, fail: bool = False) -> None:
+def _write_held(log: SessionLog, *numbers: int, fail: bool = False, close: bool = False) -> None:
     with log.held():
         for n in numbers:
             log.write(_call(n))
+        if close:
+            log.close()
         if fail:
             raise KeyError("the writer's own fault")
 
@@ -139,7 +141,6 @@ def test_held_lines_land_together_when_the_block_ends_or_not_at_all(log_path: Pa
             pass
         with pytest.raises(KeyError):  # the writer failed: what it wrote still lands
             _write_held(log, 6, fail=True)
-    with pytest.raises(ValueError, match="is closed"), log.held():  # closed before its lines could land
-        log.write(_call(7))
-        log.close()
+    with pytest.raises(ValueError, match="is closed"):  # closed before its lines could land
+        _write_held(log, 7, close=True)
     assert _ids(log_path) == (["c1", "c2", "c6"], {})
