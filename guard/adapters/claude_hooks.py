@@ -36,8 +36,7 @@ from bus import ALLOW, AgentStatus, Decision
 from bus._codec import lenient_json, logged_args
 from guard._text import shown
 from guard.config import Config, apply_environment
-from guard.fingerprint import fingerprint
-from guard.sessions.answer import Answer, retry_key
+from guard.sessions.answer import Answer, KeptAnswer, call_digest, result_digest, retry_key
 from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
 from guard.sessions.live import LiveTable
@@ -326,7 +325,7 @@ class ClaudeHooks:
         self._steps_reported = steps_reported
         self._subagents: dict[str, AgentLink] = {}
         # the last denials and results answered, by retry_key, with what they answered
-        self._answered: LiveTable[str, tuple[bytes, dict[str, Any]]] = link.answers
+        self._answered: LiveTable[str, KeptAnswer] = link.answers
         for agent in link.links():
             if agent.agent.parent_id is None:
                 self._sessions.restore(agent.agent.id, agent)
@@ -374,7 +373,8 @@ class ClaudeHooks:
                 # a copy of the pre hook of a call still running (its answer was
                 # lost): allowed then, so allowed now, and counted once
                 return self._answer(agent, event, seam, seq, call_id, ALLOW)
-            copy = self._copy(agent, "tool/call", call_id, call) if running is None else None
+            digest = call_digest(*call)
+            copy = self._copy(agent, "tool/call", call_id, digest, event, seam) if running is None else None
             if copy is not None:
                 return copy
             decision = await self._call(agent, call_id, *call)
@@ -384,37 +384,44 @@ class ClaudeHooks:
                 return self._answer(agent, event, seam, seq, call_id, decision)
             await agent.denied(call_id, decision)
             return self._keep(
-                agent, "tool/call", call_id, call, self._answer(agent, event, seam, seq, call_id, decision)
+                agent, "tool/call", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id, decision)
             )
-        outcome = (seam, *runtime.result(payload, seam))
+        content, is_error = runtime.result(payload, seam)
+        digest = result_digest(content, is_error)
         if not agent.has_call(call_id):
-            copy = self._copy(agent, "tool/result", call_id, outcome)
+            copy = self._copy(agent, "tool/result", call_id, digest, event, seam)
             if copy is not None:
                 return copy
             # a post hook whose pre hook never reached the guard counts all the
             # same, as a late call: the tool ran, so nothing is denied
             await self._call(agent, call_id, payload_text(payload, "tool_name"), runtime.tool_input(payload), late=True)
-        await agent.result(call_id, outcome[1], is_error=outcome[2])
-        return self._keep(agent, "tool/result", call_id, outcome, self._answer(agent, event, seam, seq, call_id))
+        await agent.result(call_id, content, is_error=is_error)
+        return self._keep(agent, "tool/result", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id))
 
-    def _copy(self, agent: AgentLink, kind: str, call_id: str, what: tuple[Any, ...]) -> dict[str, Any] | None:
+    def _copy(
+        self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str
+    ) -> dict[str, Any] | None:
         """The answer kept for a copy of a denied pre hook (``kind``
         ``tool/call``) or of a result hook (``tool/result``): same call id,
-        same content. A call id some model endpoint uses again for a new
-        call, with other content or after the last one's result, is a new
-        call."""
+        same content (``digest``). A call id some model endpoint uses again
+        for a new call, with other content or after the last one's result,
+        is a new call. The answers are kept runtime-neutral (a session
+        rebuilt from its record gets them back: ``guard.sessions.resume``)
+        and put in this runtime's format for the copy."""
         kept = self._answered.get(retry_key(kind, agent.agent.id, call_id)) if call_id else None
-        return kept[1] if kept is not None and kept[0] == _digest(kind, what) else None
+        if kept is None or kept.digest != digest:
+            return None
+        return self._format(event, seam, kept.answer)
 
     def _keep(
-        self, agent: AgentLink, kind: str, call_id: str, what: tuple[Any, ...], answer: dict[str, Any]
+        self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str, answer: Answer
     ) -> dict[str, Any]:
-        """Keep ``answer`` (for ``what``, by its digest: a snapshot carries
-        the answers kept, and a tool's output may be megabytes) for a copy
-        of its hook event, of the link's last ``ANSWERS_KEPT``; return it."""
+        """Keep ``answer`` (with the ``digest`` of what asked it) for a copy
+        of its hook event, of the link's last ``ANSWERS_KEPT``; return it in
+        the runtime's format."""
         if call_id:
-            self._answered.add(retry_key(kind, agent.agent.id, call_id), (_digest(kind, what), answer))
-        return answer
+            self._answered.add(retry_key(kind, agent.agent.id, call_id), KeptAnswer(digest, answer))
+        return self._format(event, seam, answer)
 
     def _answer(
         self,
@@ -425,13 +432,27 @@ class ClaudeHooks:
         call_id: str | None = None,
         decision: Decision | None = None,
     ) -> dict[str, Any]:
-        """The guard's ``Answer`` at this hook, in the runtime's format; the
-        pending messages are taken only where the runtime shows them."""
+        """The guard's ``Answer`` at this hook, in the runtime's format."""
+        return self._format(event, seam, self._reply(agent, seam, seq, call_id, decision))
+
+    def _reply(
+        self, agent: AgentLink, seam: str, seq: int, call_id: str | None = None, decision: Decision | None = None
+    ) -> Answer:
+        """The guard's ``Answer`` at this hook; the pending messages are
+        taken only where the runtime shows them."""
         denied = decision is not None and not decision.allowed
         if self.runtime.delivers(seam, denied):
-            answer = agent.answer(seq, decision, call_id)
-        else:
-            answer = Answer(seq=seq, decision=decision, halt=agent.halt_reason)
+            return agent.answer(seq, decision, call_id)
+        return Answer(seq=seq, decision=decision, halt=agent.halt_reason)
+
+    def _format(self, event: str, seam: str, answer: Answer) -> dict[str, Any]:
+        """``answer`` in the runtime's format at ``seam``, without the
+        messages where the runtime does not show them (an answer rebuilt
+        from a record holds those its event drew)."""
+        if answer.messages and not self.runtime.delivers(
+            seam, answer.decision is not None and not answer.decision.allowed
+        ):
+            answer = msgspec.structs.replace(answer, messages=())
         return self.runtime.answer(event, seam, answer)
 
     async def _call(self, agent: AgentLink, call_id: str, tool: str, args: Any, *, late: bool = False) -> Decision:
@@ -538,12 +559,6 @@ def parse_payload(raw: bytes) -> dict[str, Any]:
     if not is_session_id(session):
         raise HookInputError(f"hook input session_id = {shown(session)}: {SESSION_ID_RULE}")
     return payload
-
-
-def _digest(kind: str, what: tuple[Any, ...]) -> bytes:
-    """What a hook event carried (a call's tool and arguments, a result's
-    seam, output and failure), as 16 bytes that tell a copy of it."""
-    return fingerprint(kind, list(what)).digest
 
 
 async def run_hook(

@@ -30,7 +30,7 @@ from bus._logging import LazyLogger
 from guard.actions import SHADOW_FORM
 from guard.config import Config, apply_environment
 from guard.guard import Guard
-from guard.sessions.answer import Answer
+from guard.sessions.answer import Answer, KeptAnswer
 from guard.sessions.live import LiveTable
 
 _log = LazyLogger("guard")
@@ -130,11 +130,14 @@ class GuardLink:
             raise ValueError("pass either your own bus (with its Guard attached) or config/log, not both")
         self.bus = bus
         self._links: dict[Agent, AgentLink] = {}
-        self.answers: LiveTable[str, Any] = LiveTable(ANSWERS_KEPT)
-        """Answers an adapter gave, under keys it chooses, kept for copies of
-        the events that asked them (a hook delivered twice): a copy gets its
-        answer again and is not recorded twice. A restore that can carry
-        them (the command hook's snapshot) brings the latest back."""
+        self.answers: LiveTable[str, KeptAnswer] = LiveTable(ANSWERS_KEPT)
+        """Answers the hook routes gave, kept for copies of the events that
+        asked them (a hook delivered twice): a copy gets its answer again
+        and is not recorded twice. A denied call's is kept under its
+        ``retry_key("tool/call", ...)``, a result's under its
+        ``retry_key("tool/result", ...)``. A restore brings the latest back:
+        the command hook's snapshot carries them, and a rebuild from the
+        record (``guard.sessions.resume``) makes them again."""
         bus.record(self._route)
 
     def close(self) -> None:

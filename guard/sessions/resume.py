@@ -6,8 +6,11 @@ live session that another process moved on.
 Both ways apply the history the same way: the guard sees it as in a replay
 (its own recorded context messages withheld and regenerated, recorded halt
 requests re-published, escalations answered from the record, no trip
-recorded again), and each agent's link gets the step, open calls and halt
-request the history leaves it with."""
+recorded again), each agent's link gets the step, open calls and halt
+request the history leaves it with, and the link gets back the latest
+answers a hook route keeps for copies of the events that asked them
+(``GuardLink.answers``), rebuilt from the events each answer's request
+recorded."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from bus import (
     AgentStatus,
     AnyEvent,
     Bus,
+    ContextMessage,
+    Decision,
     Event,
     LogError,
     Replay,
@@ -27,9 +32,11 @@ from bus import (
     ToolResult,
     UserMessage,
 )
+from guard.actions import SHADOW_FORM
 from guard.config import Config
 from guard.guard import ActionListener, Guard
-from guard.sessions.link import GuardLink, LinkState
+from guard.sessions.answer import Answer, KeptAnswer, call_digest, result_digest, retry_key
+from guard.sessions.link import ANSWERS_KEPT, GuardLink, LinkState
 from guard.sessions.restore import regenerated, replaying
 
 __all__ = ["follow", "resume_link", "resume_or_restart"]
@@ -43,6 +50,7 @@ class _Tracker:
     def __init__(self, link: GuardLink | None = None) -> None:
         self.agents: dict[str, LinkState] = {}
         self.disposed: set[str] = set()
+        self.kept = _Kept()
         for live in link.links() if link is not None else ():
             self.agents[live.agent.id] = live.state()
 
@@ -53,6 +61,7 @@ class _Tracker:
         state = self.agents.get(agent.id)
         if state is None:
             state = self.agents[agent.id] = LinkState(agent)
+        self.kept.see(event, state)
         self.disposed.discard(agent.id)
         if isinstance(event, ToolCall):
             if event.step > state.step:
@@ -80,6 +89,7 @@ class _Tracker:
         starts with none."""
         self.agents.clear()
         self.disposed.clear()
+        self.kept = _Kept()
 
     def settle(self, link: GuardLink) -> None:
         """Give ``link`` the agents the replayed events leave live, each as
@@ -97,6 +107,87 @@ class _Tracker:
                 agent = link.adopt(state.agent)
             agent.restore(state)
             agent.pending.clear()
+        for key, answer in self.kept.answers(self.agents):
+            link.answers.add(key, answer)
+
+
+class _Kept:
+    """The answers a hook route keeps for copies (``GuardLink.answers``),
+    rebuilt from recorded history as the route kept them: a denied call's
+    and each result's, each with the guard's messages its request recorded
+    for that call and the halt request standing once it was answered."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, _Asked] = {}
+        """Each agent's latest call or result, while its request's events follow."""
+        self._done: dict[str, KeptAnswer] = {}
+        """The answers closed, by retry key, oldest first."""
+
+    def see(self, event: Event, state: LinkState) -> None:
+        """Take ``event`` of ``state``'s agent (as it stood before it)."""
+        agent_id = state.agent.id
+        asked = self._open.get(agent_id)
+        if isinstance(event, ContextMessage):
+            if asked is not None and event.call_id == asked.event.call_id and event.source.form != SHADOW_FORM:
+                asked.messages.append(event)
+            return
+        if isinstance(event, AgentStatus) and event.status == "halt-requested":
+            return  # the tracker keeps it: it stands once the request is answered
+        if (
+            isinstance(event, ToolResult)
+            and event.denied_by is not None
+            and asked is not None
+            and type(asked.event) is ToolCall
+            and asked.event.call_id == event.call_id
+        ):
+            advice = event.advice if isinstance(event.advice, str) else None
+            asked.decision = Decision.deny(event.content, event.denied_by, advice=advice)
+            return
+        self._close(agent_id, state.halt_reason)
+        if isinstance(event, (ToolCall, ToolResult)):
+            self._open[agent_id] = _Asked(event)
+
+    def _close(self, agent_id: str, halt: str | None) -> None:
+        asked = self._open.pop(agent_id, None)
+        if asked is None:
+            return
+        event = asked.event
+        if type(event) is ToolCall:
+            if asked.decision is None:
+                return  # an allowed call's copy is told by the call still running
+            key, digest = retry_key("tool/call", agent_id, event.call_id), call_digest(event.tool, event.args)
+        else:
+            assert isinstance(event, ToolResult)
+            key, digest = (
+                retry_key("tool/result", agent_id, event.call_id),
+                result_digest(event.content, event.is_error),
+            )
+        answer = Answer(seq=event.seq, decision=asked.decision, messages=tuple(asked.messages), halt=halt)
+        done = self._done
+        done.pop(key, None)
+        done[key] = KeptAnswer(digest, answer)  # the digest now: the event (a tool's output) is not kept
+        if len(done) > 2 * ANSWERS_KEPT:
+            for stale in list(done)[:-ANSWERS_KEPT]:
+                del done[stale]
+
+    def answers(self, agents: dict[str, LinkState]) -> list[tuple[str, KeptAnswer]]:
+        """The latest ``ANSWERS_KEPT`` answers, oldest first; ``agents``
+        are where the history leaves each agent (for the answers still open)."""
+        for agent_id in list(self._open):
+            state = agents.get(agent_id)
+            self._close(agent_id, state.halt_reason if state is not None else None)
+        return list(self._done.items())[-ANSWERS_KEPT:]
+
+
+class _Asked:
+    """A call or result whose request's events are still being read."""
+
+    __slots__ = ("decision", "event", "messages")
+
+    def __init__(self, event: ToolCall | ToolResult) -> None:
+        self.event = event
+        self.decision: Decision | None = None
+        self.messages: list[ContextMessage] = []
 
 
 def _history(guard: Guard, tracker: _Tracker, path: Path | None = None) -> Replay:

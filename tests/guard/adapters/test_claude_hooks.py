@@ -24,7 +24,7 @@ from bus import ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.adapters.claude_hooks import HookInputError, answer_hook, parse_payload, run_to_completion
 from guard.cli import main
-from guard.config import load_config
+from guard.config import RECOMMENDED, load_config
 from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
 from guard.verdicts import replay_log
 from tests.conftest import AskScript
@@ -511,6 +511,34 @@ def test_a_hook_event_delivered_twice_is_answered_alike_and_recorded_once_across
     assert denials[1:] == [denials[0]] * 2, "a copy of a denied call gets its denial, not a halt"
     recorded = [(type(e).__name__, e.call_id) for e in read_log(hook.log) if isinstance(e, ToolCall | ToolResult)]
     assert recorded == [(kind, f"toolu_0{n}") for n in range(3) for kind in ("ToolCall", "ToolResult")]
+
+
+@pytest.mark.parametrize("config", [Config(), RECOMMENDED], ids=["remind", "recommended"])
+def test_a_copy_is_answered_alike_and_recorded_once_when_the_session_is_rebuilt_from_its_log(
+    tmp_path: Path, config: Config
+) -> None:
+    """The answers kept for copies come back with a session replayed from
+    its log (no snapshot: another format, a log written meanwhile), the
+    reminder a result drew and a denial alike."""
+    events = [event for n in range(3) for event in grep(n)]
+    events.append(
+        payload("PreToolUse", tool_name="Grep", tool_input={"pattern": "load_config"}, tool_use_id="toolu_03")
+    )
+    once = Hook(tmp_path / "once", config)
+    expected = [once(event) for event in events]
+    assert any(context(answer) or "permissionDecision" in json.dumps(answer) for answer in expected)
+
+    rebuilt = Hook(tmp_path / "rebuilt", config)
+    answers = []
+    for event in events:
+        for _ in range(2):
+            rebuilt.snapshot.unlink(missing_ok=True)  # each delivery rebuilds the session from its log
+            answers.append(rebuilt(event))
+
+    assert answers == [answer for answer in expected for _ in range(2)], "each copy gets its first delivery's answer"
+    assert [(type(e), e.call_id) for e in read_log(rebuilt.log) if isinstance(e, ToolCall | ToolResult)] == [
+        (type(e), e.call_id) for e in read_log(once.log) if isinstance(e, ToolCall | ToolResult)
+    ]
 
 
 @pytest.mark.parametrize("stdout", ["/dev/full", "closed"])

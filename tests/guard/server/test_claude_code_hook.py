@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from bus import AgentStatus, ToolCall, read_log
+from bus import AgentStatus, ToolCall, ToolResult, read_log
 from guard.adapters.claude_hooks import SESSION_ID_RULE
-from guard.config import RECOMMENDED, load_config, shadowed
+from guard.config import RECOMMENDED, Config, TurnsConfig, load_config, shadowed
 from guard.verdicts import replay_log
 from tests.guard.server.conftest import REPO, MakeServed, hook_payload
 
@@ -152,6 +152,38 @@ def test_a_hook_event_sent_twice_is_answered_twice_and_recorded_once(make_served
         calls = [e.call_id for e in reader if type(e) is ToolCall]
     assert calls == ["toolu_00", "toolu_01", "toolu_02", "toolu_03"]
     assert any("deny" in json.dumps(answer) for answer in twice), "the repeat is still caught"
+
+
+def test_a_hook_copy_after_a_restart_gets_its_answer_and_is_recorded_once(make_served: MakeServed) -> None:
+    """The answers kept for copies are rebuilt with a session restored from
+    its log: a copy of a result hook (its reminder included) and of a denied
+    pre hook, sent after the server restarted, is answered as before and
+    recorded nothing."""
+    config = Config(turns=TurnsConfig(threshold=2, deny_after=1, halt_after=2))
+    first = make_served(config)
+    script = remind_session()[:-1]  # the session does not end
+    for n in range(20, 24):
+        script += list(ls(n))
+    sent = [(payload, first.post("/hooks/claude-code", payload).json()) for payload in script]
+    first.stop()
+    log = first.state_dir / f"{SESSION}.jsonl"
+    with read_log(log) as reader:
+        before = [(type(e), e.call_id) for e in reader if type(e) in (ToolCall, ToolResult)]
+    copies = [
+        (payload, answer)
+        for payload, answer in sent
+        if payload["hook_event_name"] in ("PostToolUse", "PostToolUseFailure")
+        or "permissionDecision" in json.dumps(answer)
+    ]
+    said = [answer.get("hookSpecificOutput", {}) for _, answer in copies]
+    assert any("additionalContext" in out for out in said), "a copy carries a reminder"
+    assert any(out.get("permissionDecision") == "deny" for out in said), "a copy carries a denial"
+
+    second = make_served(config)
+    assert [second.post("/hooks/claude-code", payload).json() for payload, _ in copies] == [a for _, a in copies]
+    with read_log(log) as reader:
+        after = [(type(e), e.call_id) for e in reader if type(e) in (ToolCall, ToolResult)]
+    assert after == before
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,8 @@ import pytest
 from redis.asyncio import Redis
 
 from bus.redis_log import RedisSessionLog, redis_client
-from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
+from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig, TurnsConfig
+from guard.adapters.claude_hooks import CLAUDE_CODE
 from guard.cli import main
 from guard.config import load_config
 from guard.server.events import EventAnswer, RequestError, answer_event, apply_event, decode_event, retry_keys
@@ -38,7 +39,7 @@ from guard.server.redis_store import LeaseTimeout, RedisSessionStore
 from guard.server.sessions import Session, StoreError
 from guard.sessions.answer import retry_key
 from tests.conftest import AskScript, Proxy, RedisClients
-from tests.guard.server.conftest import REPO, StartServer, wait_listening
+from tests.guard.server.conftest import REPO, StartServer, hook_payload, wait_listening
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
 
@@ -151,6 +152,34 @@ async def test_a_retry_on_another_replica_gets_the_original_answer_and_nothing_t
         assert await RedisSessionLog(client, "s5").last_seq() == 8  # started, 3 calls, 3 results, 1 reminder
     finally:
         await client.aclose()
+
+
+async def test_a_hook_copy_at_another_replica_gets_the_original_answer_and_nothing_twice(
+    replicas: Replicas, redis_url: str, tmp_path: Path
+) -> None:
+    config = Config(turns=TurnsConfig(threshold=2, deny_after=1, halt_after=3))
+    one, two = replicas(2, config)
+    tool = {"tool_name": "Bash", "tool_input": {"command": "ls src"}}
+    script = []
+    for n in range(5):
+        script.append(hook_payload("h1", "PreToolUse", tool_use_id=f"toolu_{n}", **tool))
+        script.append(hook_payload("h1", "PostToolUse", tool_use_id=f"toolu_{n}", tool_response="a.py", **tool))
+
+    async def hook(store: RedisSessionStore, payload: dict[str, Any]) -> dict[str, Any]:
+        async with store.use("h1") as live:
+            return await live.hooks_for(CLAUDE_CODE).handle(payload)
+
+    sent = []
+    for payload in script:
+        answer = await hook(one, payload)
+        if payload["hook_event_name"] == "PostToolUse" or "permissionDecision" in json.dumps(answer):
+            sent.append((payload, answer))
+    recorded = await _exported(redis_url, "h1", tmp_path / "before.jsonl")
+    assert any("additionalContext" in json.dumps(answer) for _, answer in sent), "a result drew a reminder"
+    assert any("permissionDecision" in json.dumps(answer) for _, answer in sent), "a call was denied"
+
+    assert [await hook(two, payload) for payload, _ in sent] == [answer for _, answer in sent]
+    assert await _exported(redis_url, "h1", tmp_path / "after.jsonl") == recorded
 
 
 async def _event(store: RedisSessionStore, session: str, **event: Any) -> bytes:
