@@ -411,7 +411,7 @@ class ClaudeHooks:
         kept = self._answered.get(retry_key(kind, agent.agent.id, call_id)) if call_id else None
         if kept is None or kept.digest != digest:
             return None
-        return self._format(event, seam, kept.answer)
+        return self.runtime.answer(event, seam, kept.answer)
 
     def _keep(
         self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str, answer: Answer
@@ -421,7 +421,7 @@ class ClaudeHooks:
         the runtime's format."""
         if call_id:
             self._answered.add(retry_key(kind, agent.agent.id, call_id), KeptAnswer(digest, answer))
-        return self._format(event, seam, answer)
+        return self.runtime.answer(event, seam, answer)
 
     def _answer(
         self,
@@ -433,7 +433,7 @@ class ClaudeHooks:
         decision: Decision | None = None,
     ) -> dict[str, Any]:
         """The guard's ``Answer`` at this hook, in the runtime's format."""
-        return self._format(event, seam, self._reply(agent, seam, seq, call_id, decision))
+        return self.runtime.answer(event, seam, self._reply(agent, seam, seq, call_id, decision))
 
     def _reply(
         self, agent: AgentLink, seam: str, seq: int, call_id: str | None = None, decision: Decision | None = None
@@ -444,16 +444,6 @@ class ClaudeHooks:
         if self.runtime.delivers(seam, denied):
             return agent.answer(seq, decision, call_id)
         return Answer(seq=seq, decision=decision, halt=agent.halt_reason)
-
-    def _format(self, event: str, seam: str, answer: Answer) -> dict[str, Any]:
-        """``answer`` in the runtime's format at ``seam``, without the
-        messages where the runtime does not show them (an answer rebuilt
-        from a record holds those its event drew)."""
-        if answer.messages and not self.runtime.delivers(
-            seam, answer.decision is not None and not answer.decision.allowed
-        ):
-            answer = msgspec.structs.replace(answer, messages=())
-        return self.runtime.answer(event, seam, answer)
 
     async def _call(self, agent: AgentLink, call_id: str, tool: str, args: Any, *, late: bool = False) -> Decision:
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):

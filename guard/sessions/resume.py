@@ -174,8 +174,7 @@ class _Kept:
         """The latest ``ANSWERS_KEPT`` answers, oldest first; ``agents``
         are where the history leaves each agent (for the answers still open)."""
         for agent_id in list(self._open):
-            state = agents.get(agent_id)
-            self._close(agent_id, state.halt_reason if state is not None else None)
+            self._close(agent_id, agents[agent_id].halt_reason)
         return list(self._done.items())[-ANSWERS_KEPT:]
 
 

@@ -22,9 +22,10 @@ import pytest
 
 from bus import ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
-from guard.adapters.claude_hooks import HookInputError, answer_hook, parse_payload, run_to_completion
+from guard.adapters.claude_hooks import ClaudeHooks, HookInputError, answer_hook, parse_payload, run_to_completion
 from guard.cli import main
 from guard.config import RECOMMENDED, load_config
+from guard.sessions.link import ANSWERS_KEPT, GuardLink
 from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
 from guard.verdicts import replay_log
 from tests.conftest import AskScript
@@ -539,6 +540,34 @@ def test_a_copy_is_answered_alike_and_recorded_once_when_the_session_is_rebuilt_
     assert [(type(e), e.call_id) for e in read_log(rebuilt.log) if isinstance(e, ToolCall | ToolResult)] == [
         (type(e), e.call_id) for e in read_log(once.log) if isinstance(e, ToolCall | ToolResult)
     ]
+
+
+def test_a_session_rebuilt_from_a_long_log_keeps_the_latest_answers_as_a_live_one_does(tmp_path: Path) -> None:
+    from guard.sessions.resume import resume_link
+
+    def ls(n: int) -> list[dict[str, Any]]:
+        tool = {"tool_name": "Bash", "tool_input": {"command": f"ls dir{n}"}, "tool_use_id": f"toolu_{n}"}
+        return [payload("PreToolUse", **tool), payload("PostToolUse", tool_response=f"file{n}", **tool)]
+
+    async def run() -> list[tuple[str, str | None]]:
+        log = tmp_path / "long.jsonl"
+        live = GuardLink(log=log)
+        hooks = ClaudeHooks(live)
+        for n in range(2 * ANSWERS_KEPT + 10):
+            for event in ls(n):
+                await hooks.handle(event)
+        live.close()
+        link, session_log = await resume_link(log, SESSION)
+        with session_log:
+            rebuilt = ClaudeHooks(link)
+            assert link.answers.items() == live.answers.items()
+            for n in (2 * ANSWERS_KEPT + 9, ANSWERS_KEPT + 10, 0):  # copies: the two latest kept, the first not
+                await rebuilt.handle(ls(n)[1])
+        return [(type(e).__name__, e.call_id) for e in read_log(log) if isinstance(e, ToolCall | ToolResult)]
+
+    recorded = anyio.run(run)
+    assert len(recorded) == 2 * (2 * ANSWERS_KEPT + 11)
+    assert recorded[-2:] == [("ToolCall", "toolu_0"), ("ToolResult", "toolu_0")], "only the copy of the oldest is new"
 
 
 @pytest.mark.parametrize("stdout", ["/dev/full", "closed"])
