@@ -367,8 +367,11 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         page = render_html(report, timelines).encode("utf-8")
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         report_fd = open_regular(args.html, flags, 0o600, what="HTML report", follow_symlinks=False)
-        with os.fdopen(report_fd, "wb") as html:
-            html.write(page)
+        try:
+            with os.fdopen(report_fd, "wb") as html:
+                html.write(page)
+        except OSError as exc:  # a full disk, a /proc file that takes no page: named, as open's errors are
+            raise type(exc)(exc.errno, exc.strerror, args.html) from None
         print(f"report: {args.html}", file=sys.stderr)
     return EXIT_DIFFERENCE if report.errors else EXIT_OK
 

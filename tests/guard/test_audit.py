@@ -317,6 +317,14 @@ def test_cli_audit_never_writes_its_report_over_a_transcript_or_through_a_link(
     assert "could not read 1 files" in capsys.readouterr().out
 
 
+def test_cli_audit_names_the_report_a_write_failed_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = looping_claude_code(tmp_path / "loop.jsonl")
+    assert main(["audit", str(path), "--html", "/proc/self/status"]) == 2  # root opens it; the write fails
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("repeat-tool-guard: [Errno ")
+    assert error.endswith(": '/proc/self/status'")
+
+
 def test_cli_audit_names_each_file_it_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A file found in a directory that no importer reads is not an error
     (exit 0), but the table and the JSON name it and say why."""
