@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +65,7 @@ class Session:
     """
 
     def __init__(
-        self, session_id: str, link: GuardLink, close: Callable[[], None], plugins: Iterable[str] = ()
+        self, session_id: str, link: GuardLink, close: Callable[[], object], plugins: Iterable[str] = ()
     ) -> None:
         self.id = session_id
         self.link = link
@@ -339,6 +340,10 @@ class FileSessionStore(SessionStore):
     the same format as every session log, so ``replay --check`` reads them.
     A restored session appends to its log after a resume header.
 
+    The header a restore writes (``session/start``, or the resume header of
+    a log that goes on) is held back and written with the session's first
+    events: a session in which no request recorded anything (each was
+    refused) leaves no file, and an existing log no bare resume header.
     A request's events are appended in one write when it ends, before it is
     answered; a write that fails (a full disk, a file size limit) is taken
     back whole and the request fails with ``StoreError``. A log is open
@@ -353,6 +358,8 @@ class FileSessionStore(SessionStore):
         guard = Guard(config)
         self._owns = guard.owns
         self._plugins = guard.plugins
+        self._headers: dict[str, bytes] = {}
+        """The header lines each live session's log is still owed (see above)."""
 
     def log_path(self, session_id: str) -> Path:
         return self.state_dir / f"{session_id}.jsonl"
@@ -377,42 +384,78 @@ class FileSessionStore(SessionStore):
         except OSError as exc:
             raise StoreError(f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}") from None
         try:
-            existed = path.exists()
+            before = _identity(path)
             link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
+            log.close()  # written by ``commit``, a request at a time
+            link.bus.unrecord(log.write)
+            if self.on_event is not None:
+                link.bus.record(self.on_event)
+            session = Session(session_id, link, partial(self._headers.pop, session_id, None), self._plugins)
+            if before is not None:
+                with read_log(path) as reader:
+                    recall(session, reader, self._owns)
+            self._headers[session_id] = _take_back(path, before)
         except OSError as exc:
             reason = str(exc) if isinstance(exc, LogWriteError) else f"session log {str(path)!r}: {exc.strerror or exc}"
             raise StoreError(f"{reason}; the event was not recorded") from None
-        log.close()  # written by ``commit``, a request at a time
-        link.bus.unrecord(log.write)
-        if self.on_event is not None:
-            link.bus.record(self.on_event)
-        session = Session(session_id, link, lambda: None, self._plugins)
-        if existed:
+        if before is not None:
             self.restored += 1
-            with read_log(path) as reader:
-                recall(session, reader, self._owns)
         return session
 
     async def commit(self, session: Session, events: list[Event]) -> None:
         path = self.log_path(session.id)
-        lines = bytearray()
+        header = self._headers.get(session.id, b"")
+        lines = bytearray(header)
         line = bytearray()
         for event in events:
             encode_line(event, line)
             lines += line
             lines.append(10)  # b"\n"
         try:
-            _append(path, lines, fsync=self.fsync)
+            _append(path, lines, fsync=self.fsync, create=bool(header))
         except OSError as exc:
             raise StoreError(f"session log {str(path)!r}: {exc.strerror or exc}; the event was not recorded") from None
+        if header:
+            self._headers[session.id] = b""
 
 
-def _append(path: Path, lines: bytearray, *, fsync: bool) -> None:
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """The file at ``path`` (device, inode, size), or ``None`` for none."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino, info.st_size
+
+
+def _take_back(path: Path, before: tuple[int, int, int] | None) -> bytes:
+    """The lines a restore just wrote to the log at ``path``, taken back out
+    of it: those past the size the file had (``before``), or the whole file,
+    removed, when the restore began it (there was none, or an unreadable
+    one was set aside)."""
+    fd = open_regular(path, os.O_RDWR, what="session log", follow_symlinks=False)
+    try:
+        info = os.fstat(fd)
+        start = before[2] if before is not None and before[:2] == (info.st_dev, info.st_ino) else 0
+        written = os.pread(fd, info.st_size - start, start)
+        if start:
+            os.ftruncate(fd, start)
+        else:
+            path.unlink()
+        return written
+    finally:
+        os.close(fd)
+
+
+def _append(path: Path, lines: bytearray, *, fsync: bool, create: bool = False) -> None:
     """Append ``lines`` to the log at ``path`` whole, or raise with none of
     them there: what a failing write left is cut off again (if even that
     fails, the log ends mid-line, and the next resume header starts on a
-    line of its own)."""
-    fd = open_regular(path, os.O_WRONLY | os.O_APPEND, what="session log", follow_symlinks=False, devices=True)
+    line of its own). With ``create`` (the lines begin with the log's
+    header) the file is made if need be, and removed again when the write
+    fails and leaves it empty."""
+    flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT if create else 0)
+    fd = open_regular(path, flags, 0o600, what="session log", follow_symlinks=False, devices=True)
     try:
         size = os.fstat(fd).st_size
         view = memoryview(lines)
@@ -426,6 +469,9 @@ def _append(path: Path, lines: bytearray, *, fsync: bool) -> None:
             if written:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, size)
+            if create and not size:
+                with contextlib.suppress(OSError):
+                    path.unlink()
             raise
         finally:
             view.release()

@@ -19,7 +19,7 @@ import msgspec
 import msgspec.structs
 import pytest
 
-from bus import ToolCall, ToolResult, read_log
+from bus import ToolCall, ToolResult, UserMessage, read_log
 from guard import Config, RemindConfig, TurnsConfig
 from guard.server import FileSessionStore
 from guard.server.events import ToolCallIn, ToolResultIn, answer_event
@@ -262,3 +262,34 @@ def test_a_log_whose_header_starts_with_a_bom_is_continued_and_replays_the_same(
     assert with_bom.report.skipped == 0
     without = anyio.run(replay_log, plain, DENYING)
     assert with_bom.verdicts[: len(without.verdicts)] == without.verdicts
+
+
+def test_a_session_no_request_recorded_in_leaves_no_log_and_a_log_no_bare_header(
+    make_served: MakeServed, tmp_path: Path, file_size_limit: Callable[[int], None]
+) -> None:
+    orphan = {"type": "tool/result", "agent": "main", "call_id": "x", "content": "c"}  # never posted as a call
+    log = tmp_path / "state" / "n.jsonl"
+    first = make_served()
+    assert first.post("/v1/sessions/n/events", orphan).status_code == 422
+    assert not log.exists(), "a refused event opens no log"
+    first.event("n", type="user/message", agent="main", text="hi")
+    first.stop()
+    recorded = log.read_bytes()
+    assert recorded.startswith(b'{"type":"session/start"')
+
+    second = make_served()  # restored from its log, as after a restart
+    assert second.post("/v1/sessions/n/events", orphan).status_code == 422
+    assert log.read_bytes() == recorded, "a refused event adds no resume header"
+    file_size_limit(len(recorded.splitlines()[0]) + 10)  # room for a header alone: the first write fails part-way
+    assert (
+        second.post("/v1/sessions/m/events", {"type": "user/message", "agent": "main", "text": "a"}).status_code == 503
+    )
+    file_size_limit(1 << 30)
+    assert not (tmp_path / "state" / "m.jsonl").exists()
+    second.event("n", type="user/message", agent="main", text="again")
+    second.event("m", type="user/message", agent="main", text="b")
+    second.stop()
+    for name, texts in (("n", ["hi", "again"]), ("m", ["b"])):
+        with read_log(tmp_path / "state" / f"{name}.jsonl") as reader:
+            assert [e.text for e in reader if type(e) is UserMessage] == texts
+        assert anyio.run(replay_log, tmp_path / "state" / f"{name}.jsonl", None).differences == []
