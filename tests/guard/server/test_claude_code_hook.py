@@ -168,7 +168,7 @@ def test_a_hook_copy_after_a_restart_gets_its_answer_and_is_recorded_once(make_s
     first.stop()
     log = first.state_dir / f"{SESSION}.jsonl"
     with read_log(log) as reader:
-        before = [(type(e), e.call_id) for e in reader if type(e) in (ToolCall, ToolResult)]
+        before = [(type(e), e.call_id) for e in reader if isinstance(e, ToolCall | ToolResult)]
     copies = [
         (payload, answer)
         for payload, answer in sent
@@ -182,7 +182,7 @@ def test_a_hook_copy_after_a_restart_gets_its_answer_and_is_recorded_once(make_s
     second = make_served(config)
     assert [second.post("/hooks/claude-code", payload).json() for payload, _ in copies] == [a for _, a in copies]
     with read_log(log) as reader:
-        after = [(type(e), e.call_id) for e in reader if type(e) in (ToolCall, ToolResult)]
+        after = [(type(e), e.call_id) for e in reader if isinstance(e, ToolCall | ToolResult)]
     assert after == before
 
 
