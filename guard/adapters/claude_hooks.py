@@ -408,7 +408,7 @@ class ClaudeHooks:
         is a new call. The answers are kept runtime-neutral (a session
         rebuilt from its record gets them back: ``guard.sessions.resume``)
         and put in this runtime's format for the copy."""
-        kept = self._answered.get(retry_key(kind, agent.agent.id, call_id)) if call_id else None
+        kept = self._answered.peek(retry_key(kind, agent.agent.id, call_id)) if call_id else None
         if kept is None or kept.digest != digest:
             return None
         return self.runtime.answer(event, seam, kept.answer)
@@ -446,8 +446,12 @@ class ClaudeHooks:
         return Answer(seq=seq, decision=decision, halt=agent.halt_reason)
 
     async def _call(self, agent: AgentLink, call_id: str, tool: str, args: Any, *, late: bool = False) -> Decision:
+        """Publish a new call under ``call_id``: a denial kept under that id
+        no longer answers for it (the id now names this call)."""
         if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):
             agent.begin_step()
+        if call_id:
+            self._answered.pop(retry_key("tool/call", agent.agent.id, call_id))
         return await agent.call(call_id, tool, args, late=late)
 
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
@@ -458,7 +462,16 @@ class ClaudeHooks:
                 continue  # names no call
             call_id = payload_text(entry, "tool_use_id")
             if agent.has_call(call_id):
-                await agent.result(call_id, as_text(entry.get("tool_response")))
+                content = as_text(entry.get("tool_response"))
+                seq = self.link.bus.seq + 1  # the result's
+                await agent.result(call_id, content)
+                # kept as a result hook's answer (what a rebuild makes of it too): the
+                # call's own post hook, arriving after, is a copy of this result
+                mine = tuple(message for message in agent.pending if message.call_id == call_id)
+                answer = Answer(seq=seq, messages=mine, halt=agent.halt_reason)
+                self._answered.add(
+                    retry_key("tool/result", agent.agent.id, call_id), KeptAnswer(result_digest(content, False), answer)
+                )
         await agent.end_step()
 
     async def _agent(self, payload: Mapping[str, Any]) -> AgentLink:

@@ -390,11 +390,12 @@ class FileSessionStore(SessionStore):
             link.bus.unrecord(log.write)
             if self.on_event is not None:
                 link.bus.record(self.on_event)
+            # at once: a crash from here on leaves no bare header
+            self._headers[session_id], continued = _take_back(path, before)
             session = Session(session_id, link, partial(self._headers.pop, session_id, None), self._plugins)
-            if before is not None:
+            if continued:
                 with read_log(path) as reader:
                     recall(session, reader, self._owns)
-            self._headers[session_id] = _take_back(path, before)
         except OSError as exc:
             reason = str(exc) if isinstance(exc, LogWriteError) else f"session log {str(path)!r}: {exc.strerror or exc}"
             raise StoreError(f"{reason}; the event was not recorded") from None
@@ -428,11 +429,12 @@ def _identity(path: Path) -> tuple[int, int, int] | None:
     return info.st_dev, info.st_ino, info.st_size
 
 
-def _take_back(path: Path, before: tuple[int, int, int] | None) -> bytes:
+def _take_back(path: Path, before: tuple[int, int, int] | None) -> tuple[bytes, bool]:
     """The lines a restore just wrote to the log at ``path``, taken back out
     of it: those past the size the file had (``before``), or the whole file,
     removed, when the restore began it (there was none, or an unreadable
-    one was set aside)."""
+    one was set aside); and whether the restore continued a log that
+    stays (one with events to recall)."""
     fd = open_regular(path, os.O_RDWR, what="session log", follow_symlinks=False)
     try:
         info = os.fstat(fd)
@@ -442,7 +444,7 @@ def _take_back(path: Path, before: tuple[int, int, int] | None) -> bytes:
             os.ftruncate(fd, start)
         else:
             path.unlink()
-        return written
+        return written, bool(start)
     finally:
         os.close(fd)
 

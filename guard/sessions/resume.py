@@ -75,6 +75,10 @@ class _Tracker:
         elif isinstance(event, AgentStatus):
             if event.status == "halt-requested":
                 state.halt_reason = event.reason or "the guard requested a halt"
+            elif event.status == "started" and event.parent is not None:
+                # a subagent reports steps as its parent does when it starts (the hooks' rule)
+                parent = self.agents.get(event.parent)
+                state.steps_reported = parent is not None and parent.steps_reported
             elif event.status == "disposed":
                 # an agent back under the same id (a resumed session) starts afresh, as a live link's would
                 self.agents[agent.id] = LinkState(agent)
@@ -144,6 +148,8 @@ class _Kept:
             asked.decision = Decision.deny(event.content, event.denied_by, advice=advice)
             return
         self._close(agent_id, state.halt_reason)
+        if isinstance(event, ToolCall):
+            self._done.pop(retry_key("tool/call", agent_id, event.call_id), None)  # the id names this call now
         if isinstance(event, (ToolCall, ToolResult)):
             self._open[agent_id] = _Asked(event)
 

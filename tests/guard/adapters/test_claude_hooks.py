@@ -556,6 +556,8 @@ def test_a_session_rebuilt_from_a_long_log_keeps_the_latest_answers_as_a_live_on
         for n in range(2 * ANSWERS_KEPT + 10):
             for event in ls(n):
                 await hooks.handle(event)
+            if n == 2 * ANSWERS_KEPT:
+                await hooks.handle(ls(ANSWERS_KEPT + 5)[1])  # a copy answered keeps its answer where it was
         live.close()
         link, session_log = await resume_link(log, SESSION)
         with session_log:

@@ -3,6 +3,7 @@ command hook (``repeat-tool-guard hook``) prints for the same payloads."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -164,7 +165,14 @@ def test_a_hook_copy_after_a_restart_gets_its_answer_and_is_recorded_once(make_s
     script = remind_session()[:-1]  # the session does not end
     for n in range(20, 24):
         script += list(ls(n))
-    sent = [(payload, first.post("/hooks/claude-code", payload).json()) for payload in script]
+    sent = []
+    denied = set()
+    for payload in script:
+        if payload["tool_use_id"] in denied if "tool_use_id" in payload else False:
+            continue  # a denied call runs no tool: Claude Code sends no post hook for it
+        sent.append((payload, first.post("/hooks/claude-code", payload).json()))
+        if "permissionDecision" in json.dumps(sent[-1][1]):
+            denied.add(payload["tool_use_id"])
     first.stop()
     log = first.state_dir / f"{SESSION}.jsonl"
     with read_log(log) as reader:
@@ -184,6 +192,72 @@ def test_a_hook_copy_after_a_restart_gets_its_answer_and_is_recorded_once(make_s
     with read_log(log) as reader:
         after = [(type(e), e.call_id) for e in reader if isinstance(e, ToolCall | ToolResult)]
     assert after == before
+
+
+def _reused_id() -> list[dict[str, Any]]:
+    """``ls`` denied under an id, then a new turn in which ``cat`` takes the
+    id, then ``ls`` under it again: a new call, decided afresh."""
+    payloads = [hook_payload(SESSION, "UserPromptSubmit", prompt="list src")]
+    for n in range(3):
+        payloads += list(ls(n))[: 2 if n < 2 else 1]
+    payloads.append(hook_payload(SESSION, "UserPromptSubmit", prompt="now show cfg.py"))
+    cat = {"tool_name": "Read", "tool_input": {"file_path": "cfg.py"}, "tool_use_id": "toolu_02"}
+    payloads += [
+        hook_payload(SESSION, "PreToolUse", **cat),
+        hook_payload(SESSION, "PostToolUse", tool_response="x=1", **cat),
+    ]
+    return [*payloads, *ls(2)]
+
+
+def _batch_then_post() -> list[dict[str, Any]]:
+    """A response's batch reports a call's result; the call's own post hook follows."""
+    pre, post = ls(0)
+    batch = hook_payload(
+        SESSION, "PostToolBatch", tool_calls=[{"tool_use_id": "toolu_00", "tool_response": post["tool_response"]}]
+    )
+    return [pre, batch, post]
+
+
+def _subagent_of_a_reporting_main() -> list[dict[str, Any]]:
+    """The main agent's responses end with PostToolBatch; its subagent sends none."""
+    payloads = [*ls(0), hook_payload(SESSION, "PostToolBatch", tool_calls=[])]
+    for n in range(10, 14):
+        payloads += ls(n, "sub-1")
+    return payloads
+
+
+REBUILT_SCRIPTS = {
+    "reused id": _reused_id,
+    "batch then post": _batch_then_post,
+    "subagent": _subagent_of_a_reporting_main,
+}
+
+
+@pytest.mark.parametrize("script", REBUILT_SCRIPTS)
+def test_a_session_rebuilt_before_every_hook_answers_and_records_as_one_kept_in_memory(
+    make_served: MakeServed, tmp_path: Path, script: str
+) -> None:
+    config = Config(turns=TurnsConfig(threshold=2, deny_after=1, halt_after=2))
+    kept = make_served(config, state_dir=tmp_path / "kept")
+    hours = itertools.count(0, 3600)  # the rebuilt server's clock: every session is idle when asked
+    rebuilt = make_served(config, state_dir=tmp_path / "rebuilt", store_options={"clock": lambda: float(next(hours))})
+    answers: dict[str, list[dict[str, Any]]] = {"kept": [], "rebuilt": []}
+    for payload in REBUILT_SCRIPTS[script]():
+        answers["kept"].append(kept.post("/hooks/claude-code", payload).json())
+        assert rebuilt.store.evict_idle() <= 1  # restored from its log for this hook
+        answers["rebuilt"].append(rebuilt.post("/hooks/claude-code", payload).json())
+    assert answers["rebuilt"] == answers["kept"]
+    recorded = {}
+    for name in answers:
+        with read_log(tmp_path / name / f"{SESSION}.jsonl") as reader:
+            recorded[name] = [(type(e).__name__, e.agent and e.agent.id, getattr(e, "call_id", None)) for e in reader]
+    assert recorded["rebuilt"] == recorded["kept"]
+    calls = [call_id for kind, _, call_id in recorded["kept"] if kind == "ToolCall"]
+    if script == "reused id":
+        assert "permissionDecision" not in json.dumps(answers["kept"][-2]), "ls under the reused id is a new call"
+        assert calls == ["toolu_00", "toolu_01", "toolu_02", "toolu_02", "toolu_02"]
+    if script == "batch then post":
+        assert [kind for kind, _, _ in recorded["kept"] if kind.startswith("Tool")] == ["ToolCall", "ToolResult"]
 
 
 @pytest.mark.parametrize(

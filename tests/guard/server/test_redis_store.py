@@ -170,9 +170,14 @@ async def test_a_hook_copy_at_another_replica_gets_the_original_answer_and_nothi
             return await live.hooks_for(CLAUDE_CODE).handle(payload)
 
     sent = []
+    denied = set()
     for payload in script:
+        if payload["tool_use_id"] in denied:
+            continue  # a denied call runs no tool: Claude Code sends no post hook for it
         answer = await hook(one, payload)
-        if payload["hook_event_name"] == "PostToolUse" or "permissionDecision" in json.dumps(answer):
+        if "permissionDecision" in json.dumps(answer):
+            denied.add(payload["tool_use_id"])
+        if payload["hook_event_name"] == "PostToolUse" or payload["tool_use_id"] in denied:
             sent.append((payload, answer))
     recorded = await _exported(redis_url, "h1", tmp_path / "before.jsonl")
     assert any("additionalContext" in json.dumps(answer) for _, answer in sent), "a result drew a reminder"
