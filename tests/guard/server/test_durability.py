@@ -289,6 +289,15 @@ def test_a_session_no_request_recorded_in_leaves_no_log_and_a_log_no_bare_header
     second.event("n", type="user/message", agent="main", text="again")
     second.event("m", type="user/message", agent="main", text="b")
     second.stop()
+    third = make_served()
+    recorded = log.read_bytes()
+    file_size_limit(len(recorded))  # the restore's resume header finds no room
+    failed = third.post("/v1/sessions/n/events", {"type": "user/message", "agent": "main", "text": "no room"})
+    file_size_limit(1 << 30)
+    assert failed.status_code == 503
+    assert failed.json()["error"].endswith("; the event was not recorded")
+    assert log.read_bytes() == recorded
+    third.stop()
     for name, texts in (("n", ["hi", "again"]), ("m", ["b"])):
         with read_log(tmp_path / "state" / f"{name}.jsonl") as reader:
             assert [e.text for e in reader if type(e) is UserMessage] == texts
