@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bus import (
     AgentStatus,
@@ -119,80 +120,99 @@ class _Kept:
     """The answers a hook route keeps for copies (``GuardLink.answers``),
     rebuilt from recorded history as the route kept them: a denied call's
     and each result's, each with the guard's messages its request recorded
-    for that call and the halt request standing once it was answered."""
+    for that call and the halt request standing once it was answered.
+
+    It sees every event of a restore, so it does as little per event as it
+    can: the answers are made, and small results hashed, only for the
+    latest ``ANSWERS_KEPT`` at the end (a large result is hashed at once,
+    so no tool's output is held)."""
 
     def __init__(self) -> None:
-        self._open: dict[str, _Asked] = {}
-        """Each agent's latest call or result, while its request's events follow."""
-        self._done: dict[str, KeptAnswer] = {}
-        """The answers closed, by retry key, oldest first."""
+        self._open: dict[str, list[Any]] = {}
+        """Each agent's latest call or result while its request's events
+        follow: ``[event, decision, messages]``."""
+        self._done: dict[tuple[bool, str, str], tuple[ToolCall | ToolResult | bytes, int, Any, Any, str | None]] = {}
+        """Closed answers by (result?, agent, call id), oldest first: the
+        event (or its digest), its seq, decision, messages and halt."""
+        self._denials = 0
+        """How many of ``_done`` are denials (a new call must drop its id's)."""
 
     def see(self, event: Event, state: LinkState) -> None:
         """Take ``event`` of ``state``'s agent (as it stood before it)."""
+        kind = type(event)
+        seen: Any = event  # its type is told by ``kind``
         agent_id = state.agent.id
         asked = self._open.get(agent_id)
-        if isinstance(event, ContextMessage):
-            if asked is not None and event.call_id == asked.event.call_id and event.source.form != SHADOW_FORM:
-                asked.messages.append(event)
+        if kind is ContextMessage:
+            if asked is not None and seen.call_id == asked[0].call_id and seen.source.form != SHADOW_FORM:
+                if asked[2] is None:
+                    asked[2] = []
+                asked[2].append(seen)
             return
-        if isinstance(event, AgentStatus) and event.status == "halt-requested":
+        if kind is AgentStatus and seen.status == "halt-requested":
             return  # the tracker keeps it: it stands once the request is answered
         if (
-            isinstance(event, ToolResult)
-            and event.denied_by is not None
+            kind is ToolResult
+            and seen.denied_by is not None
             and asked is not None
-            and type(asked.event) is ToolCall
-            and asked.event.call_id == event.call_id
+            and type(asked[0]) is ToolCall
+            and asked[0].call_id == seen.call_id
         ):
-            advice = event.advice if isinstance(event.advice, str) else None
-            asked.decision = Decision.deny(event.content, event.denied_by, advice=advice)
+            advice = seen.advice if isinstance(seen.advice, str) else None
+            asked[1] = Decision.deny(seen.content, seen.denied_by, advice=advice)
             return
-        self._close(agent_id, state.halt_reason)
-        if isinstance(event, ToolCall):
-            self._done.pop(retry_key("tool/call", agent_id, event.call_id), None)  # the id names this call now
-        if isinstance(event, (ToolCall, ToolResult)):
-            self._open[agent_id] = _Asked(event)
+        if asked is not None:
+            self._close(agent_id, asked, state.halt_reason)
+        if kind is ToolCall:
+            if self._denials and self._done.pop((False, agent_id, seen.call_id), None) is not None:
+                self._denials -= 1  # the id names this call now
+            self._open[agent_id] = [seen, None, None]
+        elif kind is ToolResult:
+            self._open[agent_id] = [seen, None, None]
 
-    def _close(self, agent_id: str, halt: str | None) -> None:
-        asked = self._open.pop(agent_id, None)
-        if asked is None:
-            return
-        event = asked.event
-        if type(event) is ToolCall:
-            if asked.decision is None:
-                return  # an allowed call's copy is told by the call still running
-            key, digest = retry_key("tool/call", agent_id, event.call_id), call_digest(event.tool, event.args)
-        else:
-            assert isinstance(event, ToolResult)
-            key, digest = (
-                retry_key("tool/result", agent_id, event.call_id),
-                result_digest(event.content, event.is_error),
-            )
-        answer = Answer(seq=event.seq, decision=asked.decision, messages=tuple(asked.messages), halt=halt)
+    def _close(self, agent_id: str, asked: list[Any], halt: str | None) -> None:
+        del self._open[agent_id]
+        event, decision, messages = asked
+        result = type(event) is ToolResult
+        if not result and decision is None:
+            return  # an allowed call's copy is told by the call still running
+        key, seq = (result, agent_id, event.call_id), event.seq
         done = self._done
-        done.pop(key, None)
-        done[key] = KeptAnswer(digest, answer)  # the digest now: the event (a tool's output) is not kept
+        if done.pop(key, None) is None and not result:
+            self._denials += 1
+        if result and len(event.content) > _HASHED_AT_ONCE:
+            event = result_digest(event.content, event.is_error)
+        done[key] = (event, seq, decision, messages, halt)
         if len(done) > 2 * ANSWERS_KEPT:
             for stale in list(done)[:-ANSWERS_KEPT]:
+                if not stale[0]:
+                    self._denials -= 1
                 del done[stale]
 
     def answers(self, agents: dict[str, LinkState]) -> list[tuple[str, KeptAnswer]]:
         """The latest ``ANSWERS_KEPT`` answers, oldest first; ``agents``
         are where the history leaves each agent (for the answers still open)."""
-        for agent_id in list(self._open):
-            self._close(agent_id, agents[agent_id].halt_reason)
-        return list(self._done.items())[-ANSWERS_KEPT:]
+        for agent_id, asked in list(self._open.items()):
+            self._close(agent_id, asked, agents[agent_id].halt_reason)
+        kept: list[tuple[str, KeptAnswer]] = []
+        for (result, agent_id, call_id), (event, seq, decision, messages, halt) in list(self._done.items())[
+            -ANSWERS_KEPT:
+        ]:
+            if isinstance(event, ToolCall):
+                digest = call_digest(event.tool, event.args)
+            elif isinstance(event, ToolResult):
+                digest = result_digest(event.content, event.is_error)
+            else:
+                digest = event
+            answer = Answer(seq=seq, decision=decision, messages=tuple(messages or ()), halt=halt)
+            key = retry_key("tool/result" if result else "tool/call", agent_id, call_id)
+            kept.append((key, KeptAnswer(digest, answer)))
+        return kept
 
 
-class _Asked:
-    """A call or result whose request's events are still being read."""
-
-    __slots__ = ("decision", "event", "messages")
-
-    def __init__(self, event: ToolCall | ToolResult) -> None:
-        self.event = event
-        self.decision: Decision | None = None
-        self.messages: list[ContextMessage] = []
+_HASHED_AT_ONCE = 16_384
+"""Characters of a result above which its digest is taken when it closes
+rather than at the end: at most ``2 * ANSWERS_KEPT`` smaller ones are held."""
 
 
 def _history(guard: Guard, tracker: _Tracker, path: Path | None = None) -> Replay:

@@ -545,31 +545,37 @@ def test_a_copy_is_answered_alike_and_recorded_once_when_the_session_is_rebuilt_
 def test_a_session_rebuilt_from_a_long_log_keeps_the_latest_answers_as_a_live_one_does(tmp_path: Path) -> None:
     from guard.sessions.resume import resume_link
 
-    def ls(n: int) -> list[dict[str, Any]]:
+    def ls(n: int | str, output: str = "") -> list[dict[str, Any]]:
         tool = {"tool_name": "Bash", "tool_input": {"command": f"ls dir{n}"}, "tool_use_id": f"toolu_{n}"}
-        return [payload("PreToolUse", **tool), payload("PostToolUse", tool_response=f"file{n}", **tool)]
+        return [payload("PreToolUse", **tool), payload("PostToolUse", tool_response=output or f"file{n}", **tool)]
 
-    async def run() -> list[tuple[str, str | None]]:
+    async def run() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         log = tmp_path / "long.jsonl"
-        live = GuardLink(log=log)
+        live = GuardLink(log=log, config=RECOMMENDED)
         hooks = ClaudeHooks(live)
+        for n in range(3):  # the same call three times: the third is denied, and its denial kept a while
+            same = ls("same")
+            same[0]["tool_use_id"] = same[1]["tool_use_id"] = f"toolu_same_{n}"
+            assert ("deny" in json.dumps(await hooks.handle(same[0]))) == (n == 2)
+            if n < 2:
+                await hooks.handle(same[1])
         for n in range(2 * ANSWERS_KEPT + 10):
-            for event in ls(n):
+            for event in ls(n, "x" * 20_000 if n == 2 * ANSWERS_KEPT + 8 else ""):
                 await hooks.handle(event)
             if n == 2 * ANSWERS_KEPT:
                 await hooks.handle(ls(ANSWERS_KEPT + 5)[1])  # a copy answered keeps its answer where it was
         live.close()
-        link, session_log = await resume_link(log, SESSION)
+        before = [(type(e).__name__, e.call_id) for e in read_log(log) if isinstance(e, ToolCall | ToolResult)]
+        link, session_log = await resume_link(log, SESSION, RECOMMENDED)
         with session_log:
             rebuilt = ClaudeHooks(link)
             assert link.answers.items() == live.answers.items()
             for n in (2 * ANSWERS_KEPT + 9, ANSWERS_KEPT + 10, 0):  # copies: the two latest kept, the first not
-                await rebuilt.handle(ls(n)[1])
-        return [(type(e).__name__, e.call_id) for e in read_log(log) if isinstance(e, ToolCall | ToolResult)]
+                await rebuilt.handle(ls(n, "x" * 20_000 if n == 2 * ANSWERS_KEPT + 8 else "")[1])
+        return before, [(type(e).__name__, e.call_id) for e in read_log(log) if isinstance(e, ToolCall | ToolResult)]
 
-    recorded = anyio.run(run)
-    assert len(recorded) == 2 * (2 * ANSWERS_KEPT + 11)
-    assert recorded[-2:] == [("ToolCall", "toolu_0"), ("ToolResult", "toolu_0")], "only the copy of the oldest is new"
+    before, after = anyio.run(run)
+    assert after == [*before, ("ToolCall", "toolu_0"), ("ToolResult", "toolu_0")], "only the copy of the oldest is new"
 
 
 @pytest.mark.parametrize("stdout", ["/dev/full", "closed"])
