@@ -166,7 +166,9 @@ async def test_a_background_subagents_report_is_no_user_turn(
     task = {"description": "look around", "prompt": "SUBTASK: list the files", "subagent_type": "general-purpose"}
     fake_anthropic.script([bash("ls src")], [tool_use("Task", task)], [text("Waiting for the helper.")])
     fake_anthropic.script([bash("ls src")], [bash("ls src")], [text("Done.")])
-    fake_anthropic.script_subagent("SUBTASK", [text("The files are listed.")])
+    # The helper works a while: its report must come after the main agent's turn
+    # ended (it is then a turn of its own), not ride along with that turn's request.
+    fake_anthropic.script_subagent("SUBTASK", [bash("sleep 2")], [text("The files are listed.")])
     await run(fake_anthropic, rescue_link)
 
     assert fake_anthropic.subagent_requests, "the subagent ran"
