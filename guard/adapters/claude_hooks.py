@@ -32,7 +32,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from bus import ALLOW, AgentStatus, Decision
+from bus import ALLOW, Agent, AgentStatus, Decision
 from bus._codec import lenient_json, logged_args
 from guard._text import shown
 from guard.config import Config, apply_environment
@@ -342,6 +342,8 @@ class ClaudeHooks:
         if seam == "session-end":
             await self._end_session(str(payload.get("session_id") or "session"))
             return {}
+        if seam in _TOOL_SEAMS and (copy := self._copy_for_gone(payload, event, seam)) is not None:
+            return copy
         agent = await self._agent(payload)
         seq = self.link.bus.seq + 1  # the seq of the event this hook publishes first
         if seam == "prompt":
@@ -412,6 +414,23 @@ class ClaudeHooks:
         if kept is None or kept.digest != digest:
             return None
         return self.runtime.answer(event, seam, kept.answer)
+
+    def _copy_for_gone(self, payload: Mapping[str, Any], event: str, seam: str) -> dict[str, Any] | None:
+        """The kept answer for a copy of a pre or result hook whose agent is
+        no longer live (its session ended, or its subagent stopped, since
+        the hook was first delivered): the copy gets it, and the agent is
+        not started again for it. ``None`` while the agent is live (the
+        hook's own path tells its copies) or for no copy."""
+        session = str(payload.get("session_id") or "session")
+        agent_id = payload_text(payload, "agent_id") or session
+        if (agent_id in self._subagents) if agent_id != session else (self._sessions.peek(session) is not None):
+            return None
+        gone = AgentLink(self.link, Agent(agent_id))  # names the agent only: never started
+        call_id = self.runtime.call_id(gone, payload, seam)
+        if seam == "pre":
+            digest = call_digest(payload_text(payload, "tool_name"), self.runtime.tool_input(payload))
+            return self._copy(gone, "tool/call", call_id, digest, event, seam)
+        return self._copy(gone, "tool/result", call_id, result_digest(*self.runtime.result(payload, seam)), event, seam)
 
     def _keep(
         self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str, answer: Answer

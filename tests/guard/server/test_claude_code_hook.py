@@ -260,6 +260,28 @@ def test_a_session_rebuilt_before_every_hook_answers_and_records_as_one_kept_in_
         assert [kind for kind, _, _ in recorded["kept"] if kind.startswith("Tool")] == ["ToolCall", "ToolResult"]
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["in memory", "after a restart"])
+def test_a_copy_after_its_agent_ended_gets_its_answer_and_starts_no_agent(
+    make_served: MakeServed, tmp_path: Path, restart: bool
+) -> None:
+    served = make_served(state_dir=tmp_path / "state")
+    main_post = list(ls(0))[1]
+    sub_post = list(ls(10, "sub-1"))[1]
+    script = [*ls(0), *ls(1), *ls(2), *ls(10, "sub-1"), hook_payload(SESSION, "SubagentStop", agent_id="sub-1")]
+    answers = [served.post("/hooks/claude-code", payload).json() for payload in script]
+    served.post("/hooks/claude-code", hook_payload(SESSION, "SessionEnd", reason="exit"))
+    log = tmp_path / "state" / f"{SESSION}.jsonl"
+    recorded = log.read_bytes()
+    if restart:
+        served.stop()
+        served = make_served(state_dir=tmp_path / "state")
+    copies = [served.post("/hooks/claude-code", payload).json() for payload in (sub_post, main_post, script[5])]
+    assert copies == [answers[7], answers[1], answers[5]]
+    assert "additionalContext" in json.dumps(copies[2]), "the third ls's reminder, again"
+    assert log.read_bytes() == recorded, "no agent started again, nothing recorded"
+    assert SESSION not in served.store
+
+
 @pytest.mark.parametrize(
     ("body", "error"),
     [
