@@ -4,13 +4,15 @@ The ``history`` list holds the chat the model saw. A non-demonstration
 assistant turn is one step; its call is either the function-calling
 ``tool_calls`` (results are ``tool`` messages naming ``tool_call_ids``) or the
 raw ``action`` string of the text-based interface (tool = its first word,
-args ``{"command": action}``; the next user message is its result). User
+args ``{"command": action}``, or the editor's own arguments for a
+``str_replace_editor`` action; the next user message is its result). User
 messages before the first action are the task. The format has no
 timestamps. See ``docs/importers/swe_agent.md``.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +34,10 @@ _EDITOR_FAILED = (
     "No edit history found for ",
 )
 _BLOCKED = ("Operation '", "Interactive operation '")
+_EDITOR = "str_replace_editor"
+_EDITOR_COMMANDS = frozenset({"view", "create", "str_replace", "insert", "undo_edit"})
+_EDITOR_NUMBERS = {"--view_range": 2, "--insert_line": 1}
+_EDITOR_TEXTS = frozenset({"--file_text", "--old_str", "--new_str"})
 
 
 def _is_history(value: Any) -> bool:
@@ -67,6 +73,46 @@ def _outcome(text: str) -> tuple[bool, str | None]:
     return text.startswith(_EDIT_REJECTED) or text.lstrip().startswith(_EDITOR_FAILED), None
 
 
+def _text_call(action: str) -> tuple[str, Any]:
+    """The tool and arguments of a text-interface action. The editor's
+    actions (``str_replace_editor view /f.py --view_range 9 20``) get the
+    arguments its function-calling interface gives the same call
+    (``{"command": "view", "path": "/f.py", "view_range": [9, 20]}``), so a
+    view reads as a view and not as an edit; any other action, or an editor
+    action that does not parse, is ``{"command": action}``."""
+    tool = action.split()[0]
+    if tool == _EDITOR:
+        args = _editor_args(action)
+        if args is not None:
+            return tool, args
+    return tool, {"command": action}
+
+
+def _editor_args(action: str) -> dict[str, Any] | None:
+    try:
+        words = shlex.split(action)
+    except ValueError:  # an unclosed quote
+        return None
+    if len(words) < 3 or words[1] not in _EDITOR_COMMANDS:
+        return None
+    args: dict[str, Any] = {"command": words[1], "path": words[2]}
+    rest = words[3:]
+    while rest:
+        flag = rest.pop(0)
+        count = _EDITOR_NUMBERS.get(flag)
+        if count is not None:
+            values, rest = rest[:count], rest[count:]
+            if len(values) < count or not all(v.removeprefix("-").isdecimal() for v in values):
+                return None
+            numbers = [int(v) for v in values]
+            args[flag[2:]] = numbers if count > 1 else numbers[0]
+        elif flag in _EDITOR_TEXTS and rest:
+            args[flag[2:]] = rest.pop(0)
+        else:
+            return None
+    return args
+
+
 def _events(history: list[Any], trajectory: list[Any], b: Builder) -> Iterator[AnyEvent]:
     step = 0
     acted = False
@@ -87,7 +133,7 @@ def _events(history: list[Any], trajectory: list[Any], b: Builder) -> Iterator[A
             last = action if isinstance(action, str) else None
             if not calls and isinstance(action, str) and action.strip():
                 waiting = f"step-{step}"
-                calls = [(waiting, action.split()[0], {"command": action})]
+                calls = [(waiting, *_text_call(action))]
             for call_id, tool, args in calls:
                 yield from b.call(MAIN, issued.issue(call_id, step), step, tool, args, 0.0)
         elif role == "tool":
@@ -132,7 +178,7 @@ def _after_history(
             continue
         step += 1
         call_id = f"step-{step}"
-        yield from b.call(MAIN, call_id, step, action.split()[0], {"command": action.strip()}, 0.0)
+        yield from b.call(MAIN, call_id, step, *_text_call(action.strip()), 0.0)
         observation = entry.get("observation")
         if isinstance(observation, str):
             is_error, denied = _outcome(observation)

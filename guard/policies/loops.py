@@ -638,6 +638,11 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     nothing_found: tuple[str, ...] = (
         r"(?i)^\W*(?:no (?:files?|matches|match|results?|entries|items|lines|output)(?: (?:were |was )?found)?|"
         r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)\W*$",
+        # a runtime's stand-in for an empty output (SWE-agent: "Your command ran successfully and did not
+        # produce any output.")
+        r"(?i)^\W*(?:(?:your |the )?command )?"
+        r"(?:(?:ran|completed|finished|executed|succeeded)(?: successfully)?,?(?: and)? )?"
+        r"(?:(?:did not|didn't) (?:produce|return|print) any|(?:produced|returned|printed) no) output\W*$",
     )
     opaque_results: tuple[str, ...] = (r"(?i)^\s*(?:\[(?:image|screenshot|document|audio|video|file)\]\s*)+$",)
     decay_seconds: int = 900

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from bus import ToolCall, ToolResult, UserMessage
+from guard import load_config
+from guard.audit import audit
 from guard.importers import open_sessions
 from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only
 
@@ -238,3 +241,60 @@ def test_str_replace_editor_refusals_are_errors(tmp_path: Path) -> None:
         ("e3", False, None),
         ("step-4", True, None),
     ]
+
+
+def _text_run(tmp_path: Path, steps: Sequence[tuple[str, str]]) -> Path:
+    """A text-interface run: each step an ``action`` and the observation the
+    next user message carries."""
+    history: list[dict[str, object]] = [{"role": "user", "content": "fix it"}]
+    for action, observation in steps:
+        history.append({"role": "assistant", "content": "", "action": action})
+        history.append({"role": "user", "content": observation})
+    return _run(tmp_path, history, [])
+
+
+def test_text_interface_editor_actions_get_the_editors_own_arguments(tmp_path: Path) -> None:
+    new = "def f():\n    return \"it's\"\n"
+    path = _text_run(
+        tmp_path,
+        [
+            ("str_replace_editor view /testbed/a.py  --view_range 919 -1", "     919\tx = 1"),
+            (f"str_replace_editor create /testbed/b.py --file_text {shlex.quote(new)}", "File created"),
+            ("str_replace_editor str_replace /testbed/a.py   --old_str 'x = 1' --new_str 'x = 2'", "edited"),
+            ("str_replace_editor insert /testbed/a.py --insert_line 3 --new_str pass", "edited"),
+            ("str_replace_editor undo_edit /testbed/a.py", "undone"),
+            ("str_replace_editor view /testbed/a.py --view_range 1", "one number is no range"),
+            ("str_replace_editor view /testbed/a.py --color red", "an option the editor has not"),
+            ("str_replace_editor str_replace /testbed/a.py --old_str 'x = 1", "an unclosed quote"),
+            ("str_replace_editor frobnicate /testbed/a.py", "no such sub-command"),
+        ],
+    )
+    assert [c.args for c in calls(only(path))] == [
+        {"command": "view", "path": "/testbed/a.py", "view_range": [919, -1]},
+        {"command": "create", "path": "/testbed/b.py", "file_text": new},
+        {"command": "str_replace", "path": "/testbed/a.py", "old_str": "x = 1", "new_str": "x = 2"},
+        {"command": "insert", "path": "/testbed/a.py", "insert_line": 3, "new_str": "pass"},
+        {"command": "undo_edit", "path": "/testbed/a.py"},
+        {"command": "str_replace_editor view /testbed/a.py --view_range 1"},
+        {"command": "str_replace_editor view /testbed/a.py --color red"},
+        {"command": "str_replace_editor str_replace /testbed/a.py --old_str 'x = 1"},
+        {"command": "str_replace_editor frobnicate /testbed/a.py"},
+    ]
+
+
+def test_a_cycle_of_editor_views_is_a_loop_and_an_edit_between_them_is_progress(tmp_path: Path) -> None:
+    """Views read as views: going round the same views with no edit is
+    caught, while viewing again after each edit is work."""
+    views = [f"str_replace_editor view /testbed/q.py --view_range {n} {n + 9}" for n in (10, 40, 70)]
+    looping = _text_run(tmp_path, [(v, f"lines of {v[-5:]}") for v in views * 4])
+    (session,) = audit([looping], load_config("recommended")).sessions
+    assert session.actions.get("loops:deny", 0) >= 1
+    edit = "str_replace_editor str_replace /testbed/q.py --old_str 'a = {0}' --new_str 'a = {1}'"
+    steps = [
+        step
+        for n in range(4)
+        for at, view in enumerate(views)
+        for step in ((view, f"lines after edit {n}"), (edit.format(f"{n}{at}", f"{n}{at}+1"), "ok"))
+    ]
+    (working,) = audit([_text_run(tmp_path, steps)], load_config("recommended")).sessions
+    assert working.actions == {}

@@ -305,6 +305,19 @@ async def test_a_search_finding_nothing_under_new_patterns_is_no_grind(make: Mak
     assert run.actions == [(14, "remind")], "an answer that is found content still grinds"
 
 
+async def test_a_runtimes_stand_in_for_an_empty_output_is_no_grind(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for word in ("check_unused_imports", "unused-import", "unused_import", "unused", "W0611"):
+        await run.do(
+            "grep",
+            {"command": f"grep -n {word} pylint/checkers/imports.py"},
+            "Your command ran successfully and did not produce any output.",
+        )
+    for word in ("load", "save", "parse", "dump", "read"):
+        await run.do("Bash", {"command": f"grep -rn {word} src"}, "Command produced no output")
+    assert run.actions == []
+
+
 async def test_gemini_shell_failures_are_not_lumped_into_one_kind(make: Make, anyio_backend: str) -> None:
     run = make()
     for n, (command, output) in enumerate(
