@@ -43,11 +43,12 @@ from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
 from guard.server.sessions import SessionStore, StoreError
 from guard.server.watchers import watch_store
+from guard.telemetry import EXPORT_FLUSH_SECONDS
 
 if TYPE_CHECKING:
     from guard.telemetry.otel import GuardTelemetry
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "EXPORT_FLUSH_SECONDS", "create_app"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "create_app"]
 
 DEFAULT_MAX_BODY = PAYLOAD_LIMIT
 """Bytes a request body may have by default: a tool result (a file read, a
@@ -56,12 +57,6 @@ hook's limit on its stdin too)."""
 
 DEFAULT_BODY_TIMEOUT = 30.0
 """Seconds a request body may take to arrive once its headers are in."""
-
-EXPORT_FLUSH_SECONDS = 5.0
-"""How long a stopping server waits for OpenTelemetry export to take what
-its batches still hold (the session logs are closed by then): a collector
-that does not answer delays the exit, and the state directory's release, by
-no more than this."""
 
 _REFUSED = frozenset({401, 403, 415})
 """Answers given before the body was read."""

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENDPOINT_VARIABLES",
+    "EXPORT_FLUSH_SECONDS",
     "FINISH_REASON",
     "OPERATION",
     "GuardTelemetry",
@@ -38,6 +39,12 @@ ENDPOINT_VARIABLES = (
     "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
 )
 """Any of these set (and ``OTEL_SDK_DISABLED`` not ``true``) switches export on."""
+
+EXPORT_FLUSH_SECONDS = 5.0
+"""How long a stopping ``serve``, or a program whose guard installed the
+global providers, waits at exit for export to take what its batches still
+hold: a collector that is down or never answers must not hold it for the
+SDK's own timeouts and retries (what it has not taken by then is dropped)."""
 
 
 class TelemetryUnavailable(RuntimeError):

@@ -10,6 +10,7 @@ package's own, under ``repeat_tool_guard.``.
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -224,21 +225,27 @@ class GuardTelemetry:
         collector that never answers must not hold a stopping server for
         the SDK's own timeouts and retries (what it has not taken by then
         is dropped)."""
-        stops = [getattr(provider, "shutdown", None) for provider in (self.tracer_provider, self.meter_provider)]
+        _stop((self.tracer_provider, self.meter_provider), timeout)
 
-        def stop_all() -> None:
-            for stop in stops:
-                if callable(stop):
-                    stop()
 
-        if timeout is None:
-            stop_all()
-            return
-        import threading
+def _stop(providers: tuple[object, ...], timeout: float | None) -> None:
+    """Shut ``providers`` down, waiting at most ``timeout`` seconds (the
+    rest goes on in a daemon thread that the exit does not wait for)."""
+    stops = [getattr(provider, "shutdown", None) for provider in providers]
 
-        stopping = threading.Thread(target=stop_all, name="repeat-tool-guard-telemetry-shutdown", daemon=True)
-        stopping.start()
-        stopping.join(timeout)
+    def stop_all() -> None:
+        for stop in stops:
+            if callable(stop):
+                stop()
+
+    if timeout is None:
+        stop_all()
+        return
+    import threading
+
+    stopping = threading.Thread(target=stop_all, name="repeat-tool-guard-telemetry-shutdown", daemon=True)
+    stopping.start()
+    stopping.join(timeout)
 
 
 def global_providers() -> tuple[TracerProvider, MeterProvider] | None:
@@ -265,21 +272,25 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from guard.telemetry import TelemetryUnavailable
+    from guard.telemetry import EXPORT_FLUSH_SECONDS, TelemetryUnavailable
 
-    resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "repeat-tool-guard"})
-    # Global providers stop at exit, as the SDK's do; the caller of its own ones stops them.
-    tracer_provider = SdkTracerProvider(resource=resource, shutdown_on_exit=install)
+    tracer_provider: SdkTracerProvider | None = None
     readers: list[MetricReader] = []
     try:
         _check_endpoints()
+        _check_headers()
+        resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "repeat-tool-guard"})
+        # The SDK's own stop at exit waits out the exporter's timeout and retries (10 s and more with a
+        # collector that is down); global providers are stopped at exit with a bound instead.
+        tracer_provider = SdkTracerProvider(resource=resource, shutdown_on_exit=False)
         for chosen in _exporter_choices("TRACES"):
             tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(chosen)))
         for chosen in _exporter_choices("METRICS"):
             readers.append(PeriodicExportingMetricReader(_metric_exporter(chosen)))
-        meter_provider = SdkMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=install)
-    except (ValueError, TypeError) as exc:  # a value the SDK refuses: a timeout, an interval, a URL, ...
-        tracer_provider.shutdown()
+        meter_provider = SdkMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
+    except (ValueError, TypeError) as exc:  # a value the SDK refuses: a timeout, an interval, a limit, ...
+        if tracer_provider is not None:
+            tracer_provider.shutdown()
         for reader in readers:
             reader.shutdown()
         named = ", ".join(sorted(name for name in os.environ if name.startswith("OTEL_")))
@@ -289,6 +300,9 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     if install:
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(meter_provider)
+        import atexit
+
+        atexit.register(_stop, (tracer_provider, meter_provider), EXPORT_FLUSH_SECONDS)
     return tracer_provider, meter_provider
 
 
@@ -317,6 +331,35 @@ def _check_endpoints() -> None:
             raise TelemetryUnavailable(f"{variable} names no host")
         if port == 0:
             raise TelemetryUnavailable(f"{variable} names port 0")
+
+
+_HEADER_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+)
+# A header entry as the SDK takes one (``name=value``, the value URL-encoded or plain text without commas).
+_HEADER = re.compile(
+    r"[ \t]*[\x21\x23-\x27\x2a\x2b\x2d\x2e\x30-\x39\x41-\x5a\x5e-\x7a\x7c\x7e]+[ \t]*="
+    r"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*"
+)
+
+
+def _check_headers() -> None:
+    """Refuse OTLP headers the exporter would drop (``Authorization: Bearer x``,
+    as curl takes it, instead of ``Authorization=Bearer x``): the SDK warns
+    with the whole entry, credentials included, and exports without it.
+    The message names the variable and the entry's place, not its text."""
+    from guard.telemetry import TelemetryUnavailable
+
+    for variable in _HEADER_VARIABLES:
+        entries = [entry for entry in os.environ.get(variable, "").split(",") if entry.strip()]
+        for number, entry in enumerate(entries, 1):
+            if not _HEADER.fullmatch(entry):
+                raise TelemetryUnavailable(
+                    f"{variable}: entry {number} is not name=value (as Authorization=Bearer%20...); "
+                    "its text is not shown, as it may hold credentials"
+                )
 
 
 def _exporter_choices(signal: str) -> tuple[str, ...]:

@@ -254,7 +254,7 @@ def _text_run(tmp_path: Path, steps: Sequence[tuple[str, str]]) -> Path:
 
 
 def test_text_interface_editor_actions_get_the_editors_own_arguments(tmp_path: Path) -> None:
-    new = "def f():\n    return \"it's\"\n"
+    new = 'def f():\n    return "it\'s"\n'
     path = _text_run(
         tmp_path,
         [

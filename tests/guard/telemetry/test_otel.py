@@ -3,6 +3,7 @@ documented Python hook (your own providers), on the SDK's in-memory exporter."""
 
 from __future__ import annotations
 
+import atexit
 import http.server
 import os
 import socket
@@ -309,6 +310,9 @@ def test_export_the_package_cannot_do_is_a_clear_error(
         ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
         ("OTEL_BSP_SCHEDULE_DELAY", "-1"),
         ("OTEL_METRIC_EXPORT_INTERVAL", "0"),
+        ("OTEL_ATTRIBUTE_COUNT_LIMIT", "abc"),
+        ("OTEL_SPAN_EVENT_COUNT_LIMIT", "-1"),
+        ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1k"),
     ],
 )
 def test_a_value_the_sdk_refuses_is_a_clear_error_naming_the_variables_set(
@@ -337,6 +341,64 @@ def test_an_endpoint_no_export_could_reach_is_refused_at_start_without_its_value
     with pytest.raises(TelemetryUnavailable, match=message) as refused:
         telemetry_from_environment(runtime="serve")
     assert "secret" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "entry"),
+    [
+        ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer phx_9f8e7d6c5b4a3928170", 1),
+        ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-team=a, api-key phx_9f8e7d6c5b4a3928170", 2),
+        ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", 'api-key=phx_9f8e7d6c5b4a3928170,"quoted"', 2),
+    ],
+)
+def test_headers_the_exporter_would_drop_are_refused_without_their_text(
+    otel_environ: pytest.MonkeyPatch, variable: str, value: str, entry: int
+) -> None:
+    otel_environ.setenv(variable, value)
+    with pytest.raises(TelemetryUnavailable, match=f"{variable}: entry {entry} is not name=value") as refused:
+        telemetry_from_environment(runtime="serve")
+    assert "phx_" not in str(refused.value)
+
+
+def test_headers_the_exporter_takes_are_kept(otel_environ: pytest.MonkeyPatch) -> None:
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20phx_1, x-team = a b ,")
+    telemetry = telemetry_from_environment(runtime="serve")
+    assert telemetry is not None
+    telemetry.shutdown()
+
+
+def test_a_program_whose_guard_installed_the_providers_exits_though_the_collector_never_answers(
+    tmp_path: Path,
+) -> None:
+    """The SDK's own stop at exit waits out the exporter's timeout and its
+    retries; the guard's waits at most ``EXPORT_FLUSH_SECONDS``."""
+    program = (
+        "import anyio\n"
+        "from guard.sessions.link import GuardLink\n"
+        "async def main():\n"
+        "    agent = GuardLink().agent('main')\n"
+        "    await agent.start()\n"
+        "    for n in range(4):\n"
+        "        if (await agent.call(f'c{n}', 'grep', {'q': 1})).allowed:\n"
+        "            await agent.result(f'c{n}', 'same')\n"
+        "anyio.run(main)\n"
+        "print('done', flush=True)\n"
+    )
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        env = {
+            **os.environ,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "60",
+            "OTEL_BSP_SCHEDULE_DELAY": "60000",  # the batch is still held at exit
+        }
+        env.pop("OTEL_SDK_DISABLED", None)
+        started = time.monotonic()
+        finished = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+    assert (finished.returncode, finished.stdout.endswith("done\n")) == (0, True), finished.stderr
+    assert took < 40, "not the exporter's 60 s timeout"
 
 
 def test_a_bounded_shutdown_returns_though_the_collector_never_answers(otel_environ: pytest.MonkeyPatch) -> None:
@@ -373,6 +435,15 @@ def global_otel(otel_environ: pytest.MonkeyPatch) -> list[tuple[str, object]]:
     installed: list[tuple[str, object]] = []
     otel_environ.setattr(trace, "set_tracer_provider", lambda p: installed.append(("tracer", p)))
     otel_environ.setattr(metrics, "set_meter_provider", lambda p: installed.append(("meter", p)))
+    register = atexit.register
+
+    def at_exit(stop: Any, *args: Any) -> Any:
+        if getattr(stop, "__module__", None) != "guard.telemetry.otel":
+            return register(stop, *args)  # the SDK's and other libraries' own
+        installed.append(("at exit", args))
+        return stop
+
+    otel_environ.setattr(atexit, "register", at_exit)
     return installed
 
 
@@ -382,7 +453,8 @@ def test_in_process_without_providers_of_its_own_the_environments_become_global(
     assert global_providers() is None
     telemetry = telemetry_from_environment(runtime="python", in_process=True)
     assert telemetry is not None
-    assert global_otel == [("tracer", telemetry.tracer_provider), ("meter", telemetry.meter_provider)]
+    providers = (telemetry.tracer_provider, telemetry.meter_provider)
+    assert global_otel == [("tracer", providers[0]), ("meter", providers[1]), ("at exit", (providers, 5.0))]
     telemetry.shutdown()
 
 
@@ -421,6 +493,8 @@ async def test_a_link_that_builds_its_guard_exports_as_the_environment_asks(
     [
         ("OTEL_TRACES_EXPORTER", "zipkin", "zipkin"),  # export the package cannot do
         ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc", "OTEL_EXPORTER_OTLP_TIMEOUT"),  # a value the SDK refuses
+        ("OTEL_ATTRIBUTE_COUNT_LIMIT", "abc", "OTEL_ATTRIBUTE_COUNT_LIMIT"),  # refused as the provider is built
+        ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer x", "OTEL_EXPORTER_OTLP_HEADERS: entry 1"),
     ],
 )
 def test_a_link_logs_export_it_cannot_do_and_guards_anyway(
