@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NamedTuple
@@ -236,6 +237,33 @@ def _builtin_plan() -> _Plan:
     return _Plan(load_rules())
 
 
+_CUT = "… (+"
+_CUT_MARK = re.compile(r"… \(\+(\d+) more chars\)")
+_WORD_ENDS = frozenset(" \t\r\n\"'`,:;=(){}[]<>")
+_WORD_READ = 256
+
+
+def _without_cut_words(text: str) -> str:
+    """``text`` without the part-word before each ``… (+N more chars)`` cut
+    (a preview cut before it was redacted, as a policy quotes arguments):
+    no rule knows a secret by its first characters, so what a cut left of
+    a word is dropped with the rest of it, and N counts it."""
+    pieces: list[str] = []
+    at = 0
+    for mark in _CUT_MARK.finditer(text):
+        start = mark.start()
+        word = start
+        while word > max(at, start - _WORD_READ) and text[word - 1] not in _WORD_ENDS:
+            word -= 1
+        if word == start:
+            continue
+        pieces.append(text[at:word])
+        pieces.append(f"… (+{int(mark.group(1)) + start - word} more chars)")
+        at = mark.end()
+    pieces.append(text[at:])
+    return "".join(pieces)
+
+
 class Redactor:
     """Replaces secrets in text with ``[REDACTED]``.
 
@@ -293,6 +321,8 @@ class Redactor:
         if len(text) > REDACT_INPUT_LIMIT:
             tail = f"… (+{len(text) - REDACT_INPUT_LIMIT} chars withheld: past the redaction limit)"
             text = text[:REDACT_INPUT_LIMIT]
+        if _CUT in text:
+            text = _without_cut_words(text)
         spans = sorted((start, end) for _, start, end in self.findings(text))
         if not spans:
             return text + tail

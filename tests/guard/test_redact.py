@@ -60,6 +60,32 @@ def test_a_pattern_re2_cannot_run_in_linear_time_is_refused_naming_the_setting()
     assert "lookbehind is not supported" in info.value.reason
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"command":"printf %s ghp_R7kX2mQ9vL4nP8sT… (+20 more chars)', '{"command":"printf %s … (+40 more chars)'),
+        ("token=sk-ant-api03-AbC… (+80 more chars)", "token=… (+96 more chars)"),
+        (
+            "glpat-x1Y2… (+10 more chars) then github_pat_11AB… (+70 more chars)",
+            "… (+20 more chars) then … (+85 more chars)",
+        ),
+        ("pytest -k 'cut… (+5 more chars)", "pytest -k '… (+8 more chars)"),
+        ("nothing cut: ends at a space … (+5 more chars)", "nothing cut: ends at a space … (+5 more chars)"),
+        ("a mark that is no cut… (+many more chars)", "a mark that is no cut… (+many more chars)"),
+    ],
+)
+def test_a_word_a_preview_cut_is_dropped_with_the_rest_of_it(redact: Redactor, text: str, expected: str) -> None:
+    """No rule knows a secret by its first characters: what a cut before
+    redaction left of a word is dropped, and the count includes it."""
+    assert redact(text) == expected
+    assert redact(expected) == expected
+
+
+def test_a_long_word_before_a_cut_is_dropped_as_far_as_it_is_read(redact: Redactor) -> None:
+    text = "x" * 100_000 + "… (+1 more chars)"
+    assert redact(text) == "x" * (100_000 - 256) + "… (+257 more chars)"
+
+
 def test_text_past_the_input_limit_is_withheld_not_passed_on(redact: Redactor) -> None:
     text = "a" * REDACT_INPUT_LIMIT + "password=hunter2"
     assert redact(text) == "a" * REDACT_INPUT_LIMIT + "… (+16 chars withheld: past the redaction limit)"

@@ -103,6 +103,20 @@ def test_the_page_shows_no_secret_the_calls_and_actions_held(make_served: MakeSe
     assert "[REDACTED]" in session["marks"][-1][3]
 
 
+def test_the_page_shows_no_part_of_a_secret_an_actions_quote_cut(make_served: MakeServed) -> None:
+    """A policy quotes the arguments cut to a length; the cut that halves a
+    key leaves nothing of it on the page."""
+    served = make_served(Config(remind=RemindConfig(thresholds=(2, 3), arguments_preview_chars=80)))
+    token = "ghp_R7kX2mQ9vL4nP8sT1wY6zB3cF5hJ0dG7aK2eW"
+    command = f"cd /srv/acme-app/services/apis && printf %s {token} | gh auth login --with-token"
+    assert 11 + command.index(token) < 80 < 11 + command.index(token) + len(token)  # the quote's cut halves it
+    _loop(served.client, "cut", 3, command=command)
+    state = served.client.get("/live/state").text
+    assert token[:8] not in state
+    (session,) = served.client.get("/live/state").json()["sessions"]
+    assert "printf %s … (+" in session["marks"][-1][3]
+
+
 def test_a_hook_payload_without_a_working_directory_has_no_project(live_served: Served) -> None:
     payload = hook_payload("no-cwd", "PreToolUse", tool_name="Read", tool_input={"file_path": "a"}, tool_use_id="t1")
     del payload["cwd"]
