@@ -21,6 +21,7 @@ from typing import Any, NotRequired
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -39,6 +40,9 @@ HALT_KEY = "repeat_tool_guard_halt"
 
 REMINDER_KEY = "repeat_tool_guard"
 """Key in a reminder message's ``additional_kwargs``: the call id it follows."""
+
+_PAUSED_KEPT = 4096
+"""Tool calls waiting on an interrupt that are remembered; the oldest go first."""
 
 _running: ContextVar[tuple[AgentLink, list[AgentLink]] | None] = ContextVar("repeat_tool_guard_langchain", default=None)
 """The agent whose guarded tool is running here, and the subagents started inside that tool call."""
@@ -85,6 +89,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         self._threads: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = link if link is not None else GuardLink(config=config, runtime="langchain")
         self._live: dict[str, AgentLink] = {}
+        self._paused: dict[tuple[str, str], None] = {}
         self._subagents = 0
 
     @property
@@ -106,6 +111,19 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
                 await agent.user_message(messages[-1].text)
         self._live[agent.agent.id] = agent
         return {AGENT_KEY: agent.agent.id, HALT_KEY: None}
+
+    async def _agent_of(self, state: Mapping[str, Any]) -> AgentLink:
+        """The live agent of the run in ``state``. A run whose agent the
+        middleware no longer holds (its thread was disposed for newer ones
+        while it ran, or it resumes in a process that did not start it) gets
+        its agent started again, under the same id."""
+        agent_id = str(state[AGENT_KEY])
+        agent = self._live.get(agent_id)
+        if agent is None:
+            agent = self._live[agent_id] = await self._thread(agent_id)
+        elif agent.agent.parent_id is None:
+            self._threads.get(agent_id)  # a thread still running is the most recently used
+        return agent
 
     async def _thread(self, thread: str) -> AgentLink:
         agent = self._threads.get(thread)
@@ -131,7 +149,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        agent = self._live[state["repeat_tool_guard_agent"]]
+        agent = await self._agent_of(state)
         if agent.halt_reason is not None:
             return {"jump_to": "end", HALT_KEY: agent.halt_reason}
         agent.begin_step()
@@ -146,17 +164,29 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        agent = self._live[request.state["repeat_tool_guard_agent"]]
+        agent = await self._agent_of(request.state)
         call = request.tool_call
         call_id = str(call.get("id") or "")
-        decision = await agent.call(call_id, call["name"], call["args"])
-        if not decision.allowed:
-            await agent.denied(call_id, decision)
-            return ToolMessage(decision.reason or "", tool_call_id=call_id, name=call["name"], status="error")
+        paused = (agent.agent.id, call_id)
+        if self._paused.pop(paused, 0) is None and agent.running(call_id) is not None:
+            pass  # a tool resumed after its interrupt: the call was decided when it first ran
+        else:
+            decision = await agent.call(call_id, call["name"], call["args"])
+            if not decision.allowed:
+                await agent.denied(call_id, decision)
+                return ToolMessage(decision.reason or "", tool_call_id=call_id, name=call["name"], status="error")
         children: list[AgentLink] = []
         token = _running.set((agent, children))
         try:
             answer = await handler(request)
+        except GraphInterrupt:  # the tool waits for a human: no result yet, and its resume is the same call
+            if len(self._paused) >= _PAUSED_KEPT:
+                del self._paused[next(iter(self._paused))]
+            self._paused[paused] = None
+            raise
+        except GraphBubbleUp as exc:  # the tool hands control to a parent graph (a Command): no failure
+            await agent.result(call_id, str(exc) or type(exc).__name__)
+            raise
         except Exception as exc:
             await agent.result(call_id, str(exc) or type(exc).__name__, is_error=True)
             raise

@@ -200,6 +200,7 @@ class AgentLink:
         self.pending: list[ContextMessage] = []
         self._link = link
         self._calls: dict[str, ToolCall] = {}
+        self._twins: dict[str, list[str]] = {}
 
     @property
     def bus(self) -> Bus:
@@ -232,8 +233,11 @@ class AgentLink:
         await self.bus.publish(AgentStatus(agent=self.agent, status="idle"))
 
     async def user_message(self, text: str) -> None:
-        """A genuine user turn: the guard resets, and a halt request is over."""
+        """A genuine user turn: the guard resets, a halt request is over, and
+        a message still pending from before it is dropped (it was about the
+        work the user has now moved on from)."""
         self.halt_reason = None
+        self.pending.clear()
         await self.bus.publish(UserMessage(agent=self.agent, text=text))
 
     async def call(
@@ -244,20 +248,32 @@ class AgentLink:
         ``hints`` are the tool's annotations where the runtime declares them
         (MCP's ``readOnlyHint``, ...), carried on the ``tool/call``. ``late``
         marks a call the runtime reported only with its result: the tool
-        ran, and the decision is always allow."""
+        ran, and the decision is always allow.
+
+        A ``call_id`` that names a call still open (some endpoints give every
+        call of a response one id) is published as ``<id>@<n>``, and the
+        results for that id answer its open calls in the order they were made."""
         if self.step == 0:
             self.step = 1
+        calls = self._calls
+        published = call_id
+        if call_id in calls:
+            twins = self._twins.setdefault(call_id, [call_id])
+            number = len(twins)
+            while f"{call_id}@{number}" in calls:
+                number += 1
+            published = f"{call_id}@{number}"
+            twins.append(published)
         call = ToolCall(
             agent=self.agent,
-            call_id=call_id,
+            call_id=published,
             step=self.step,
             tool=tool,
             args=args,
             hints=hints if hints else msgspec.UNSET,
             late=True if late else msgspec.UNSET,
         )
-        calls = self._calls
-        calls[call_id] = call
+        calls[published] = call
         if len(calls) > OPEN_CALLS_KEPT:  # results that never came (a runtime that reports none): the oldest go
             del calls[next(iter(calls))]
         return await self.bus.decide(call)
@@ -268,10 +284,18 @@ class AgentLink:
 
     async def denied(self, call_id: str, decision: Decision) -> None:
         """Publish the denial as the call's result: the model reads ``decision.reason``."""
-        await self.bus.publish(ToolResult.denial(self._close(call_id), decision))
+        await self.bus.publish(ToolResult.denial(self._close(call_id, latest=True), decision))
 
-    def _close(self, call_id: str) -> ToolCall:
-        call = self._calls.pop(call_id, None)
+    def _close(self, call_id: str, *, latest: bool = False) -> ToolCall:
+        """The open call ``call_id`` names, closed: its oldest (a result), or
+        its latest (a denial, which answers the call just made)."""
+        published = call_id
+        twins = self._twins.get(call_id)
+        if twins:
+            published = twins.pop(-1 if latest else 0)
+            if not twins:
+                del self._twins[call_id]
+        call = self._calls.pop(published, None)
         if call is None:
             raise KeyError(f"no open tool call {call_id!r} for agent {self.agent.id!r}; publish it with call() first")
         return call
@@ -289,9 +313,10 @@ class AgentLink:
         self.steps_reported = state.steps_reported
         self.halt_reason = state.halt_reason
         self._calls = dict(state.calls)
+        self._twins = {}
 
     def has_call(self, call_id: str) -> bool:
-        return call_id in self._calls
+        return call_id in self._calls or call_id in self._twins
 
     def running(self, call_id: str) -> ToolCall | None:
         """The published call ``call_id`` if it still waits for its result."""

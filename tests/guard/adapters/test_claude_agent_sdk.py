@@ -85,6 +85,9 @@ async def test_a_copy_of_a_result_hook_is_answered_from_the_last_results_kept(li
     assert len(events.of(ToolCall)) == calls + 3
     unnamed_result = payload("PostToolUse", tool_name="Bash", tool_input={"command": "date"}, tool_response="Tue")
     await hooks.handle(unnamed_result)
+    await hooks.handle(unnamed_result)  # answers the second call without an id, in the order they were made
+    assert len(events.of(ToolCall)) == calls + 3
+    assert [r.call_id for r in events.of(ToolResult)[-2:]] == ["", "@1"]
     await hooks.handle(unnamed_result)  # nothing tells it from a result whose pre hook was lost
     assert len(events.of(ToolCall)) == calls + 4
 

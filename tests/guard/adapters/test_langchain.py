@@ -19,7 +19,7 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
@@ -365,3 +365,82 @@ async def test_a_subagent_whose_run_raises_is_disposed_with_the_tool_call(link: 
     statuses = [(s.agent.id if s.agent else "", s.status) for s in events.of(AgentStatus)]
     assert statuses == [("main", "started"), ("main/sub-1", "started"), ("main/sub-1", "disposed")]
     assert [a.agent.id for a in link.links()] == ["main"]
+
+
+async def test_a_tool_waiting_on_interrupts_is_one_call_that_never_failed(link: GuardLink, events: Capture) -> None:
+    """A tool that asks a human with ``interrupt()`` pauses the run and runs
+    again from its start on each resume: the same call, decided once, with
+    one result when it finishes."""
+    questions = ["date?", "hotel?", "seat?", "meal?", "insurance?", "confirm?"]
+
+    @tool
+    def book_trip(city: str) -> str:
+        """Book a trip, asking the user for each detail."""
+        return f"booked {city}: {[interrupt(q) for q in questions]}"
+
+    model = chat(
+        AIMessage("", tool_calls=[{"name": "book_trip", "args": {"city": "Rome"}, "id": "b1"}]), AIMessage("ok")
+    )
+    agent = create_agent(model, [book_trip], middleware=[RepeatToolGuard(link)], checkpointer=InMemorySaver())
+    thread: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    result = await agent.ainvoke({"messages": [HumanMessage("book me a trip to Rome")]}, thread)
+    asked = 0
+    while "__interrupt__" in result:
+        asked += 1
+        result = await agent.ainvoke(Command(resume=f"answer {asked}"), thread)
+    assert asked == len(questions)
+    assert result["messages"][-1].text == "ok"
+    assert [c.call_id for c in events.of(ToolCall)] == ["b1"]
+    (booked,) = events.of(ToolResult)
+    assert (booked.is_error, booked.content.startswith("booked Rome:")) == (False, True)
+
+
+async def test_a_run_whose_thread_was_disposed_meanwhile_goes_on_with_its_agent_started_again(
+    link: GuardLink, events: Capture
+) -> None:
+    """More threads start than ``max_sessions`` while one still runs (a
+    human-in-the-loop pause here), or the run resumes in a middleware that
+    never started it (a restart with a persistent checkpointer)."""
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy after a human says yes."""
+        return f"deployed {target}: {interrupt('go?')}"
+
+    call = AIMessage("", tool_calls=[{"name": "deploy", "args": {"target": "prod"}, "id": "d1"}])
+    checkpoints = InMemorySaver()
+    first = RepeatToolGuard(link, max_sessions=1)
+    agent = create_agent(
+        chat(call, AIMessage("hi"), AIMessage("ok"), call), [deploy], middleware=[first], checkpointer=checkpoints
+    )
+    t1: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    assert "__interrupt__" in await agent.ainvoke({"messages": [HumanMessage("deploy prod")]}, t1)
+    await agent.ainvoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "t2"}})  # t1 disposed
+    resumed = await agent.ainvoke(Command(resume="yes"), t1)
+    assert resumed["messages"][-1].text == "ok"
+
+    restarted = create_agent(
+        chat(AIMessage("ok")), [deploy], middleware=[RepeatToolGuard(link)], checkpointer=checkpoints
+    )
+    t3: RunnableConfig = {"configurable": {"thread_id": "t3"}}
+    await agent.ainvoke({"messages": [HumanMessage("deploy prod")]}, t3)
+    assert (await restarted.ainvoke(Command(resume="yes"), t3))["messages"][-1].text == "ok"
+    statuses = [(s.agent.id if s.agent else "", s.status) for s in events.of(AgentStatus)]
+    assert ("t1", "disposed") in statuses
+    assert statuses.count(("t1", "started")) == 2
+    assert [r.content for r in events.of(ToolResult)] == ["deployed prod: yes", "deployed prod: yes"]
+
+
+async def test_parallel_calls_sharing_one_id_each_get_their_result(link: GuardLink, events: Capture) -> None:
+    """Some OpenAI-compatible servers give every call of a response one id."""
+    runs: list[str] = []
+    same_id = AIMessage(
+        "",
+        tool_calls=[{"name": "grep", "args": {"pattern": p}, "id": "call_0"} for p in ("load_config", "save_config")],
+    )
+    agent = create_agent(chat(same_id, AIMessage("done")), [make_grep(runs)], middleware=[RepeatToolGuard(link)])
+    result = await agent.ainvoke({"messages": [HumanMessage("find both")]})
+    assert result["messages"][-1].text == "done"
+    assert sorted(runs) == ["load_config", "save_config"]
+    assert sorted(c.call_id for c in events.of(ToolCall)) == ["call_0", "call_0@1"]
+    assert sorted(r.call_id for r in events.of(ToolResult)) == ["call_0", "call_0@1"]

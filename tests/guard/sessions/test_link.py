@@ -64,6 +64,32 @@ async def test_messages_and_halts_reach_only_the_agent_they_name(bus: Bus) -> No
     assert (lead.halt_reason, helper.halt_reason) == (None, "the guard requested a halt")
     await helper.user_message("go on")
     assert helper.halt_reason is None
+    await bus.publish(ContextMessage(agent=helper.agent, call_id="c", source=source, text="about the last run"))
+    await helper.user_message("something else now")
+    assert helper.take_context() == [], "a message left over from before the user's turn is dropped"
+
+
+async def test_calls_open_under_one_id_are_answered_in_order_and_a_denial_answers_the_latest(
+    bus: Bus, capture: Capture
+) -> None:
+    agent = GuardLink(bus).agent("main")
+    for pattern in ("a", "b", "c"):
+        await agent.call("call_0", "grep", {"p": pattern})
+    assert [call.call_id for call in agent.calls_in_flight()] == ["call_0", "call_0@1", "call_0@2"]
+    await agent.denied("call_0", Decision.deny("no", "me"))
+    await agent.result("call_0", "first")
+    assert agent.has_call("call_0")
+    await agent.call("call_0", "grep", {"p": "d"})
+    await agent.result("call_0", "second")
+    await agent.result("call_0", "fourth")
+    assert not agent.has_call("call_0")
+    answered = [(r.call_id, r.args, r.content) for r in capture.of(ToolResult)]
+    assert answered == [
+        ("call_0@2", {"p": "c"}, "no"),
+        ("call_0", {"p": "a"}, "first"),
+        ("call_0@1", {"p": "b"}, "second"),
+        ("call_0", {"p": "d"}, "fourth"),
+    ]
 
 
 async def test_dispose_forgets_the_agent(bus: Bus) -> None:
