@@ -242,6 +242,12 @@ class HookRuntime:
             return {key: value for key, value in args.items() if key not in cosmetic}
         return args
 
+    def reports_no_result(self, tool: str, args: Any) -> bool:
+        """Whether the CLI runs this call with a pre hook and no result hook:
+        such a call is closed as soon as it is allowed (its result empty),
+        so an edit counts as progress and no call stays open for good."""
+        return False
+
     def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
         """The id that pairs a call's ``pre`` and ``post`` events."""
         return payload_text(payload, "tool_use_id")
@@ -383,7 +389,11 @@ class ClaudeHooks:
             if decision.allowed and agent.halt_reason is not None and not runtime.ends_runs:
                 decision = Decision.deny(agent.halt_reason, HALTED_BY)
             if decision.allowed:
-                return self._answer(agent, event, seam, seq, call_id, decision)
+                if not runtime.reports_no_result(*call):
+                    return self._answer(agent, event, seam, seq, call_id, decision)
+                reply = self._reply(agent, seam, seq, call_id, decision)
+                await agent.result(call_id, "")
+                return self._keep(agent, "tool/call", call_id, digest, event, seam, reply)
             await agent.denied(call_id, decision)
             return self._keep(
                 agent, "tool/call", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id, decision)

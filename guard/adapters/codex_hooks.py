@@ -21,13 +21,17 @@ only, ends its turn.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from guard.adapters.claude_hooks import HookRuntime, payload_text
+from guard.patterns import shell_command
 from guard.sessions.answer import Answer
 
 __all__ = ["CODEX", "CodexRuntime"]
+
+_APPLY_PATCH = re.compile(r"\s*(?:cd\s+\S+\s*&&\s*)?apply_patch\b")
 
 
 class CodexRuntime(HookRuntime):
@@ -54,6 +58,23 @@ class CodexRuntime(HookRuntime):
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
         return payload_text(payload, "prompt")
+
+    def tool_input(self, payload: Mapping[str, Any]) -> Any:
+        """A shell call's arguments with the directory it runs in
+        (``workdir``): Codex sends the one the model chose as the payload's
+        ``cwd`` only, and the same command in another directory is another call."""
+        args = super().tool_input(payload)
+        cwd = payload.get("cwd")
+        shell = payload_text(payload, "tool_name") == "Bash"
+        if shell and isinstance(args, dict) and "workdir" not in args and isinstance(cwd, str) and cwd:
+            return {**args, "workdir": cwd}
+        return args
+
+    def reports_no_result(self, tool: str, args: Any) -> bool:
+        """Codex applies a patch the model sends as a shell command
+        (``apply_patch <<'EOF' ...``) itself, with a pre hook and no post hook."""
+        command = shell_command(args)
+        return tool == "apply_patch" or (command is not None and _APPLY_PATCH.match(command) is not None)
 
     def delivers(self, seam: str, denied: bool) -> bool:
         """Codex shows the model a denial's reason and ``additionalContext``

@@ -16,7 +16,7 @@ import pytest
 from bus import AgentStatus, ToolResult, read_log
 from guard import GENTLE_REMINDER
 from guard.adapters.claude_hooks import HALTED_BY
-from tests.agent_clis import FakeGemini, FakeResponses, printed_settings
+from tests.agent_clis import FakeGemini, FakeResponses, printed_settings, shell
 from tests.claude_cli import text
 
 pytestmark = pytest.mark.slow
@@ -116,3 +116,53 @@ def test_a_missing_guard_lets_every_call_run(cli: FakeCLI, tmp_path: Path) -> No
     assert cli.runs() == 6
     assert all("blocked" not in cli.texts_after_last_call(n) for n in range(1, 7))
     assert not (tmp_path / "state").exists()
+
+
+def test_codex_edits_by_apply_patch_count_as_progress(fake_responses: FakeResponses, tmp_path: Path) -> None:
+    """Codex applies a patch with a pre hook and no post hook: the patch is
+    an edit all the same, so the same failing test after each one runs."""
+    state = tmp_path / "state"
+    (fake_responses.work / "mod.py").write_text("x = 0\n")
+    (fake_responses.work / "test.py").write_text("import sys; print('FAIL: expected 42'); sys.exit(1)\n")
+    patch = (
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: mod.py\n@@\n-x = {0}\n+x = {1}\n*** End Patch\nEOF\n"
+    )
+    steps = [[shell(command, "codex")] for n in range(4) for command in (patch.format(n, n + 1), "python3 test.py")]
+    fake_responses.script(*steps, [text("done")])
+    fake_responses.run_hooks(printed_settings("codex", "--config", "recommended", "--state-dir", str(state)))
+
+    assert (fake_responses.work / "mod.py").read_text() == "x = 4\n"
+    after_tests = [fake_responses.texts_after_last_call(n) for n in range(2, 9, 2)]
+    assert all("FAIL: expected 42" in said for said in after_tests), "every test run ran"
+    patched = [e for e in read_log(one_log(state)) if isinstance(e, ToolResult) and "apply_patch" in str(e.args)]
+    assert len(patched) == 4
+    replays_cleanly(one_log(state), "--config", "recommended")
+
+
+def test_codex_runs_the_same_command_in_other_directories_as_other_calls(
+    fake_responses: FakeResponses, tmp_path: Path
+) -> None:
+    """Codex sends the directory the model chose (``workdir``) as the hook
+    payload's ``cwd`` only: the guard adds it to the call."""
+    state = tmp_path / "state"
+    services = ["svc-a", "svc-b", "svc-c", "svc-d"]
+    for service in services:
+        (fake_responses.work / service).mkdir()
+        (fake_responses.work / service / "check.sh").write_text("touch checked; echo 'All checks passed'\n")
+    steps = [
+        [
+            {
+                "type": "tool_use",
+                "id": None,
+                "name": "exec_command",
+                "input": {"cmd": "sh check.sh", "workdir": str(fake_responses.work / service)},
+            }
+        ]
+        for service in services
+    ]
+    fake_responses.script(*steps, [text("done")])
+    fake_responses.run_hooks(printed_settings("codex", "--config", "recommended", "--state-dir", str(state)))
+
+    assert sorted(p.parent.name for p in fake_responses.work.glob("*/checked")) == services
+    assert not any(LOOP_DENIED in fake_responses.texts_after_last_call(n) for n in range(1, 5))
+    replays_cleanly(one_log(state), "--config", "recommended")

@@ -266,3 +266,32 @@ async def test_a_subagent_stop_without_a_subagent_leaves_the_main_agent_live(lin
     hooks = ClaudeHooks(link)
     assert await hooks.handle(payload("SubagentStop", stop_hook_active=False)) == {}
     assert [a.agent.id for a in link.links()] == [SESSION]
+
+
+async def test_codex_patches_are_closed_as_they_are_allowed_and_a_copy_is_answered_alike(
+    link: GuardLink, events: Capture
+) -> None:
+    hooks = ClaudeHooks(link, runtime=CODEX)
+    patches = [
+        {"tool_name": "Bash", "tool_input": {"command": "apply_patch <<'EOF'\n*** Begin Patch\n"}},
+        {"tool_name": "Bash", "tool_input": {"command": "cd src && apply_patch <<'EOF'\n*** Begin Patch\n"}},
+        {"tool_name": "apply_patch", "tool_input": {"input": "*** Begin Patch\n"}},
+    ]
+    for n, patch in enumerate(patches):
+        pre = payload("PreToolUse", tool_use_id=f"p{n}", **patch)
+        assert await hooks.handle(pre) == {}
+        assert await hooks.handle(pre) == {}, "a copy of the pre hook"
+    await hooks.handle(payload("PreToolUse", tool_use_id="m1", tool_name="mcp__fs__read", tool_input={"path": "a"}))
+    assert [c.call_id for c in events.of(ToolCall)] == ["p0", "p1", "p2", "m1"]
+    assert [(r.call_id, r.content, r.is_error) for r in events.of(ToolResult)] == [
+        (f"p{n}", "", False) for n in range(3)
+    ]
+
+
+def test_codex_shell_calls_carry_the_directory_they_run_in() -> None:
+    shell = payload("PreToolUse", tool_name="Bash", tool_input={"command": "make"}, cwd="/w/svc-a")
+    assert CODEX.tool_input(shell) == {"command": "make", "workdir": "/w/svc-a"}
+    assert CODEX.tool_input({**shell, "tool_input": {"command": "make", "workdir": "/w"}})["workdir"] == "/w"
+    assert CODEX.tool_input({**shell, "cwd": None}) == {"command": "make"}
+    assert CODEX.tool_input({**shell, "tool_name": "mcp__fs__read", "tool_input": {"path": "a"}}) == {"path": "a"}
+    assert CLAUDE_CODE.tool_input(shell) == {"command": "make"}
