@@ -56,6 +56,7 @@ __all__ = [
     "hook_command",
     "hook_settings",
     "http_hook_settings",
+    "is_guard_command",
     "is_session_id",
     "parse_payload",
     "path_command",
@@ -97,6 +98,17 @@ def hook_command(argv: Sequence[str]) -> str:
     the user the guard is off, exiting 0: every CLI lets the call run then,
     where exit 2 or an unstartable command would block it."""
     return f"{shlex.join(argv)} || {_FAILED}"
+
+
+_HOOK_RUN = re.compile(r"""(?:^|[\s/'"])repeat-tool-guard['"]?\s+hook\b|\s-m\s+guard['"]?\s+hook\b""")
+
+
+def is_guard_command(command: str) -> bool:
+    """Whether ``command`` is a hook command the guard wrote (``hook_command``,
+    ``path_command``, ``forward_command``: each ends in the guard's failure
+    message) or one that runs its ``hook`` command. A user's own command
+    that merely mentions the guard (``repeat-tool-guard audit ...``) is not."""
+    return _FAILED in command or _HOOK_RUN.search(command) is not None
 
 
 def path_command(argv: Sequence[str]) -> str:

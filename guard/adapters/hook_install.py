@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bus import NotRegularFileError, read_regular
+from guard.adapters.claude_hooks import is_guard_command
 
 __all__ = ["SettingsFileError", "add_toml_table", "install", "settings_file"]
 
-_MARK = "repeat-tool-guard"
 _ROUTES = ("/hooks/claude-code", "/hooks/codex", "/hooks/gemini-cli")
 
 
@@ -166,7 +166,7 @@ def _is_guard(handler: Any) -> bool:
     command, url = str(handler.get("command", "")), str(handler.get("url", ""))
     if handler.get("type") == "mcp_tool":
         return handler.get("server") == "repeat_tool_guard"
-    return _MARK in command or any(url.rstrip("/").endswith(route) for route in _ROUTES)
+    return is_guard_command(command) or any(url.rstrip("/").endswith(route) for route in _ROUTES)
 
 
 def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:

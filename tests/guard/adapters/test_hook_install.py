@@ -108,6 +108,23 @@ def test_install_merges_backs_up_is_idempotent_and_uninstalls(
     assert json.loads(path.read_text()) == original
 
 
+def test_a_users_own_hook_that_mentions_the_guard_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.json"
+    report = {"type": "command", "command": "repeat-tool-guard audit ~/.codex/sessions --html ~/guard-report.html"}
+    old_guard = {"type": "command", "command": "/opt/venv/bin/repeat-tool-guard hook --agent codex"}
+    module_guard = {"type": "command", "command": "'/usr/bin/python3' -m guard hook --agent codex"}
+    path.write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [report, old_guard]}], "SessionEnd": [{"hooks": [module_guard]}]}})
+    )
+    assert main(["install", "--agent", "codex", "--file", str(path)]) == 0
+    installed = json.loads(path.read_text())
+    assert report in installed["hooks"]["Stop"][0]["hooks"]
+    assert old_guard["command"] not in commands(installed), "a guard hook of an older install is replaced"
+    assert module_guard["command"] not in commands(installed)
+    assert main(["install", "--agent", "codex", "--file", str(path), "--uninstall"]) == 0
+    assert json.loads(path.read_text()) == {"hooks": {"Stop": [{"hooks": [report]}]}}
+
+
 def test_install_into_a_new_file_and_out_again(tmp_path: Path) -> None:
     path = tmp_path / "codex" / "hooks.json"
     assert (
