@@ -42,6 +42,8 @@ from guard.sessions.live import LiveTable
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
 
 _active: ContextVar[RepeatToolGuard | None] = ContextVar("repeat_tool_guard_openai_agents", default=None)
+_invocation: ContextVar[dict[int, AgentLink] | None] = ContextVar("repeat_tool_guard_openai_as_tool", default=None)
+"""The live agents of the agent-as-tool invocation running here (``as_tool``), by SDK agent."""
 
 
 async def _guardrail(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -70,7 +72,18 @@ def guard_tools(*agents: Agent[Any]) -> None:
                 guardrails = list(tool.tool_input_guardrails or [])
                 if TOOL_GUARDRAIL not in guardrails:
                     tool.tool_input_guardrails = [*guardrails, TOOL_GUARDRAIL]
-        pending.extend(h for h in agent.handoffs if isinstance(h, Agent))
+        for handoff in agent.handoffs:
+            target = handoff if isinstance(handoff, Agent) else _handoff_agent(handoff)
+            if target is not None:
+                pending.append(target)
+
+
+def _handoff_agent(handoff: Any) -> Agent[Any] | None:
+    """The agent a ``handoff(agent, ...)`` object hands off to: the SDK keeps
+    a weak reference to it (``_agent_ref``) and names it nowhere public."""
+    reference = getattr(handoff, "_agent_ref", None)
+    target = reference() if callable(reference) else None
+    return target if isinstance(target, Agent) else None
 
 
 class RepeatToolGuard(RunHooks[Any]):
@@ -79,7 +92,10 @@ class RepeatToolGuard(RunHooks[Any]):
     recently active one is disposed (and the guard lets go of the object).
     A handoff target is a child of the agent that handed off; an agent first
     seen while another runs a tool (an agent used as a tool, see ``as_tool``)
-    is a child of that agent. Your own ``hooks=`` run after the guard's."""
+    is a child of that agent. Each user turn (a ``run`` whose input ends
+    with a user message) reaches every agent that works in it: the entry
+    agent, and a handoff target when it takes over. Your own ``hooks=`` run
+    after the guard's."""
 
     def __init__(
         self,
@@ -92,24 +108,46 @@ class RepeatToolGuard(RunHooks[Any]):
         bound = max_agents if max_agents is not None else max_sessions  # max_agents: this runtime's word for it
         self._agents: LiveTable[int, tuple[Agent[Any], AgentLink]] = LiveTable(bound)
         self.link = link if link is not None else GuardLink(config=config, runtime="openai-agents")
+        self._turn: tuple[int, str] | None = None
+        self._turn_seen: dict[AgentLink, int] = {}
 
     def agent_link(self, agent: Agent[Any]) -> AgentLink | None:
+        scoped = _invocation.get()
+        if scoped is not None and id(agent) in scoped:
+            return scoped[id(agent)]
         entry = self._agents.peek(id(agent))
         return entry[1] if entry is not None else None
 
     async def _link_for(self, agent: Agent[Any], parent: AgentLink | None = None) -> AgentLink:
+        scoped = _invocation.get()
+        if scoped is not None:
+            link = scoped.get(id(agent))
+            if link is None:
+                link = scoped[id(agent)] = self.link.agent(agent.name or "agent", parent=parent or self._busy())
+                await link.start()
+            return link
         entry = self._agents.get(id(agent))
         if entry is not None:
             return entry[1]
-        if parent is None:
-            busy = [link for _, link in self._agents.values() if link.open_calls()]
-            parent = busy[-1] if busy else None
-        link = self.link.agent(agent.name or "agent", parent=parent)
+        link = self.link.agent(agent.name or "agent", parent=parent or self._busy())
         evicted = self._agents.add(id(agent), (agent, link))
         await link.start()
         for _, oldest in evicted:
+            self._turn_seen.pop(oldest, None)
             await oldest.dispose()
         return link
+
+    def _busy(self) -> AgentLink | None:
+        """The agent whose tool runs now (the parent of an agent first seen meanwhile), if any."""
+        busy = [link for _, link in self._agents.values() if link.open_calls()]
+        return busy[-1] if busy else None
+
+    async def _user_turn(self, link: AgentLink) -> None:
+        """Show ``link`` the current user turn once, when it starts working in it."""
+        turn = self._turn
+        if turn is not None and self._turn_seen.get(link) != turn[0]:
+            self._turn_seen[link] = turn[0]
+            await link.user_message(turn[1])
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
         """``base`` (or a default ``RunConfig``) with the guard's model input filter,
@@ -125,7 +163,7 @@ class RepeatToolGuard(RunHooks[Any]):
 
         return replace(base, call_model_input_filter=model_input_filter)
 
-    async def run(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> RunResult:
+    async def run(self, agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
         """``Runner.run`` with the guard: a string input, or a list that ends
         with a user item, is a new user turn. Other arguments go to
         ``Runner.run`` (``hooks`` and ``run_config`` composed with the guard's)."""
@@ -136,7 +174,7 @@ class RepeatToolGuard(RunHooks[Any]):
         finally:
             _active.reset(token)
 
-    async def run_streamed(self, agent: Agent[Any], input: str | list[Any], **kwargs: Any) -> RunResultStreaming:
+    async def run_streamed(self, agent: Agent[Any], input: Any, **kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed`` with the guard, as ``run``; awaited (the user
         turn is published first), then consumed as usual with ``stream_events()``.
         A halt request raises ``HaltRequested`` from the stream."""
@@ -147,12 +185,13 @@ class RepeatToolGuard(RunHooks[Any]):
         finally:
             _active.reset(token)
 
-    async def _begin(self, agent: Agent[Any], input: str | list[Any]) -> None:
+    async def _begin(self, agent: Agent[Any], input: Any) -> None:
         guard_tools(agent)
         link = await self._link_for(agent)
         text = _user_text(input)
         if text is not None:
-            await link.user_message(text)
+            self._turn = ((self._turn[0] if self._turn else 0) + 1, text)
+            await self._user_turn(link)
 
     def _guarded(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the guard's hooks (then the caller's) and model input filter."""
@@ -161,9 +200,26 @@ class RepeatToolGuard(RunHooks[Any]):
         return {**kwargs, "hooks": self if hooks is None else _ChainedHooks(self, hooks), "run_config": run_config}
 
     def as_tool(self, agent: Agent[Any], **kwargs: Any) -> FunctionTool:
-        """``agent.as_tool(...)`` whose inner runs are guarded too, as a subagent."""
+        """``agent.as_tool(...)`` whose inner runs are guarded too: each
+        invocation is a subagent of its own (of the agent calling the tool),
+        disposed when it returns, so invocations in parallel or in later
+        turns share no repeats and no halt."""
         guard_tools(agent)
-        return agent.as_tool(**self._guarded(kwargs))
+        tool = agent.as_tool(**self._guarded(kwargs))
+        invoke = tool.on_invoke_tool
+
+        async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
+            links: dict[int, AgentLink] = {}
+            token = _invocation.set(links)
+            try:
+                return await invoke(context, arguments)
+            finally:
+                _invocation.reset(token)
+                for link in links.values():
+                    await link.dispose()
+
+        tool.on_invoke_tool = on_invoke_tool
+        return tool
 
     async def _decide(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         link = await self._link_for(data.agent)
@@ -192,7 +248,7 @@ class RepeatToolGuard(RunHooks[Any]):
         (await self._link_for(agent)).begin_step()
 
     async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
-        await self._link_for(to_agent, parent=await self._link_for(from_agent))
+        await self._user_turn(await self._link_for(to_agent, parent=await self._link_for(from_agent)))
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         link = self.agent_link(agent)
@@ -235,9 +291,13 @@ class _ChainedHooks(RunHooks[Any]):
             await hooks.on_tool_end(*args, **kwargs)
 
 
-def _user_text(input: str | list[Any]) -> str | None:
+def _user_text(input: Any) -> str | None:
+    """The user's message a run's ``input`` ends with; ``None`` for input that
+    brings none (a ``RunState`` resuming an approval, tool outputs)."""
     if isinstance(input, str):
         return input
+    if not isinstance(input, list):
+        return None
     last = input[-1] if input else None
     if isinstance(last, dict) and last.get("role") == "user":
         return as_text(last.get("content"))

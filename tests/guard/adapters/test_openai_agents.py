@@ -403,3 +403,98 @@ async def test_agents_beyond_max_sessions_are_disposed_least_recent_first(link: 
     assert disposed == ["a1"], "a0 ran again after a1"
     assert guard.agent_link(agents[1]) is None
     assert sorted(a.agent.id for a in link.links()) == ["a0", "a2"]
+
+
+def _billing(runs: list[str]) -> Agent[Any]:
+    """A handoff target that looks the invoice up once per turn."""
+
+    @function_tool
+    def lookup(invoice: str) -> str:
+        """Look an invoice up."""
+        runs.append(invoice)
+        return "invoice 42: paid"
+
+    def respond(call: ModelCall) -> Any:
+        items = call.input if isinstance(call.input, list) else []
+        last = items[-1] if items else {}
+        if isinstance(last, dict) and str(last.get("call_id", "")).startswith("l"):  # the lookup's output
+            return [assistant_message("it is paid")]
+        return [function_call("lookup", {"invoice": "42"}, call_id=f"l{len(runs)}")]
+
+    return Agent(name="billing", model=ScriptedModel([ModelStep.respond(respond)] * 20), tools=[lookup])
+
+
+@pytest.mark.parametrize("declared", ["agent", "handoff()"])
+async def test_each_user_turn_reaches_the_handoff_target_that_works_in_it(turns_link: GuardLink, declared: str) -> None:
+    from agents import handoff
+
+    events = Capture().attach(turns_link.bus)
+    runs: list[str] = []
+    billing = _billing(runs)
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel([[function_call("transfer_to_billing", {}, call_id=f"h{n}")] for n in range(4)]),
+        handoffs=[billing if declared == "agent" else handoff(billing)],
+    )
+    guard = RepeatToolGuard(turns_link)
+    for prompt in ("check my invoice", "check it again", "run it again", "once more please"):
+        result = await guard.run(triage, prompt)
+        assert result.final_output == "it is paid"
+    assert runs == ["42"] * 4, "the user asked each time: no turn's only lookup is denied"
+    users = [(m.agent.id if m.agent else "", m.text) for m in events.of(UserMessage)]
+    assert ("billing", "run it again") in users
+    assert {c.agent.id for c in events.of(ToolCall) if c.agent} == {"billing"}, "handoff() targets are guarded too"
+
+
+def test_a_handoff_whose_agent_is_gone_is_passed_over() -> None:
+    from agents import handoff
+
+    gone = handoff(Agent(name="gone"))
+    gone._agent_ref = None
+    guard_tools(Agent(name="triage", handoffs=[gone]))  # nothing to guard, and no error
+
+
+async def test_each_invocation_of_an_agent_used_as_a_tool_is_a_subagent_of_its_own(
+    link: GuardLink, events: Capture
+) -> None:
+    guard = RepeatToolGuard(link)
+    runs: list[str] = []
+    helper = grep_agent(looping([], per_turn=1), runs, name="helper")
+    lead_calls: list[ModelCall] = []
+
+    def lead(call: ModelCall) -> Any:
+        lead_calls.append(call)
+        if outputs(call) and len(outputs(call)) >= 3:
+            return [assistant_message("lead done")]
+        return [function_call("delegate", {"input": f"topic {n}"}, call_id=f"d{n}") for n in range(3)]
+
+    agent = Agent(
+        name="lead",
+        model=ScriptedModel([ModelStep.respond(lead)] * 10),
+        tools=[guard.as_tool(helper, tool_name="delegate", tool_description="Ask the helper.")],
+    )
+    for prompt in ("research it", "do that again"):
+        assert (await guard.run(agent, prompt)).final_output == "lead done"
+    assert len(runs) == 6, "no invocation's one grep is a repeat of another's"
+    assert not events.of(ContextMessage)
+    helpers = [s for s in events.of(AgentStatus) if s.agent and s.agent.id == "helper"]
+    assert Counter(s.status for s in helpers) >= Counter({"started": 6, "disposed": 6})
+
+
+async def test_a_run_resuming_an_approval_is_no_user_turn(link: GuardLink, events: Capture) -> None:
+    @function_tool(needs_approval=True)
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return "sent"
+
+    model = ScriptedModel(
+        [[function_call("send_email", {"to": "a@b.c"}, call_id="e1")], [assistant_message("email: sent")]]
+    )
+    agent = Agent(name="mailer", model=model, tools=[send_email])
+    guard = RepeatToolGuard(link)
+    first = await guard.run(agent, "email a@b.c")
+    state = first.to_state()
+    for interruption in first.interruptions:
+        state.approve(interruption)
+    assert (await guard.run(agent, state)).final_output == "email: sent"
+    assert [m.text for m in events.of(UserMessage)] == ["email a@b.c"]
