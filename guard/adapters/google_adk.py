@@ -8,7 +8,9 @@ halt request answers in place of the model, ending the turn),
 tool never runs and the model reads the denial as the function response),
 ``after_tool_callback`` / ``on_tool_error_callback`` (publish the result).
 Each agent of a session is one live agent; its ``parent_agent`` in the ADK
-agent tree is its parent. A run started while a guarded tool executes (an
+agent tree is its parent, and a user's message reaches each agent of the
+tree when it first works after it (a pipeline's worker, a transfer's
+target). A run started while a guarded tool executes (an
 ``AgentTool`` runs its agent in a fresh session of its own) is a subagent of
 the agent running the tool: its task is no user turn, and its agents are
 disposed in ``after_run_callback``.
@@ -49,6 +51,8 @@ class RepeatToolGuard(BasePlugin):
         self._agents: dict[tuple[str, str], AgentLink] = {}
         self._nested: dict[str, AgentLink] = {}
         self._outer: dict[tuple[str, str], AgentLink | None] = {}
+        self._turns: dict[str, tuple[int, str]] = {}
+        self._turn_seen: dict[AgentLink, int] = {}
 
     async def _agent(self, session_id: str, agent: Any) -> AgentLink:
         if self._sessions.get(session_id) is None:
@@ -75,8 +79,20 @@ class RepeatToolGuard(BasePlugin):
         await self._dispose_agents(session_id)
 
     async def _dispose_agents(self, session_id: str) -> None:
+        self._turns.pop(session_id, None)
         for key in [key for key in self._agents if key[0] == session_id]:
-            await self._agents.pop(key).dispose()
+            link = self._agents.pop(key)
+            self._turn_seen.pop(link, None)
+            await link.dispose()
+
+    async def _user_turn(self, session_id: str, agent: AgentLink) -> None:
+        """Show ``agent`` the session's latest user message once, when it
+        first works after it: every agent of the tree (a pipeline's worker, a
+        transfer's target) works for that message, not only the root."""
+        turn = self._turns.get(session_id)
+        if turn is not None and self._turn_seen.get(agent) != turn[0]:
+            self._turn_seen[agent] = turn[0]
+            await agent.user_message(turn[1])
 
     async def _from(self, context: CallbackContext) -> AgentLink:
         invocation = context.get_invocation_context()
@@ -89,7 +105,9 @@ class RepeatToolGuard(BasePlugin):
         agent = await self._agent(session_id, invocation_context.agent)
         if session_id not in self._nested:  # a delegated task is no user turn
             text = " ".join(part.text for part in user_message.parts or [] if part.text)
-            await agent.user_message(text)
+            turn = self._turns.get(session_id)
+            self._turns[session_id] = ((turn[0] if turn else 0) + 1, text)
+            await self._user_turn(session_id, agent)
         return None
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
@@ -101,6 +119,7 @@ class RepeatToolGuard(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         agent = await self._from(callback_context)
+        await self._user_turn(callback_context.get_invocation_context().session.id, agent)
         if agent.halt_reason is not None:
             text = REMINDER_PREFIX + agent.halt_reason
             return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))

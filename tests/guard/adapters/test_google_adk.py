@@ -23,7 +23,7 @@ from pydantic import Field
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
-from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
+from guard import GENTLE_REMINDER, RECOMMENDED, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.google_adk import REMINDER_PREFIX, RepeatToolGuard
 from guard.policies.rescue import advice_in
@@ -286,3 +286,26 @@ async def test_sessions_beyond_max_sessions_are_disposed_least_recent_first(link
     disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
     assert disposed == [f"{sessions[1]}/main"], "the first session ran again after the second"
     assert sorted(a.agent.id for a in link.links()) == sorted(f"{s}/main" for s in (sessions[0], sessions[2]))
+
+
+@pytest.mark.filterwarnings("ignore:SequentialAgent is deprecated:DeprecationWarning")  # still what pipelines use
+async def test_each_user_turn_reaches_the_worker_of_a_pipeline() -> None:
+    """The user's message goes to the root agent; the pipeline's worker, which
+    makes the calls, works for it too: one lookup a turn is never a repeat."""
+    from google.adk.agents import SequentialAgent
+
+    link = GuardLink(config=RECOMMENDED)
+    events = Capture().attach(link.bus)
+    runs: list[str] = []
+    worker = LlmAgent(name="worker", model=LoopingLlm(model="looping", requests=[], per_turn=1), tools=[search(runs)])
+    pipeline = SequentialAgent(name="pipeline", sub_agents=[worker])
+    runner = InMemoryRunner(app=App(name="app", root_agent=pipeline, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    for prompt in ("check it", "check it again", "run it again", "once more"):
+        message = types.Content(role="user", parts=[types.Part(text=prompt)])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            pass
+    assert len(runs) == 4
+    assert not [r for r in events.of(ToolResult) if r.denied_by]
+    said = [(m.agent.id.split("/")[1] if m.agent else "", m.text) for m in events.of(UserMessage)]
+    assert said[-2:] == [("pipeline", "once more"), ("worker", "once more")]
