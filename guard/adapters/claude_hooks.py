@@ -368,6 +368,10 @@ class ClaudeHooks:
             prompt = runtime.prompt(payload)
             if prompt is not None:
                 await agent.user_message(prompt)
+                for sub in list(self._subagents.values()):
+                    # a halted subagent the main agent may send more work: the user's turn lifts its halt too
+                    if sub.agent.parent_id == agent.agent.id and sub.halt_reason is not None:
+                        await sub.user_message(prompt)
             return {}
         if seam == "subagent-stop":
             if agent.agent.parent_id is not None:

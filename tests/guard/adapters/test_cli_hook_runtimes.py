@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, read_log
+from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, RECOMMENDED, SHADOW_FORM, Config, RemindConfig, shadowed
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, answer_hook
@@ -89,6 +89,29 @@ async def test_codex_contains_a_halt_by_denying_every_further_call_until_the_nex
 
     await hooks.handle(payload("UserPromptSubmit", prompt="try something else"))
     assert await hooks.handle(next(codex_call(10, "git log"))) == {}
+
+
+async def test_the_next_prompt_lifts_a_halted_subagents_halt_too(turns_link: GuardLink) -> None:
+    """Codex keeps a subagent for more work after its turn: once the user
+    has moved on, the main agent may send it new work."""
+    hooks = ClaudeHooks(turns_link, runtime=CODEX)
+    events = Capture().attach(turns_link.bus)
+    child = {"agent_id": "child-1", "agent_type": "worker"}
+    for n in range(5):
+        for p in codex_call(n):
+            await hooks.handle({**p, **child})
+    (sub,) = [a for a in turns_link.links() if a.agent.id == "child-1"]
+    assert sub.halt_reason is not None
+    await hooks.handle(payload("SubagentStop", stop_hook_active=False, **child))
+    for p in codex_call(7, "ls docs"):
+        await hooks.handle({**p, "agent_id": "child-2", "agent_type": "worker"})  # not halted: nothing to lift
+    await hooks.handle(payload("UserPromptSubmit", prompt="now look at the tests"))
+    pre, _ = codex_call(9, "ls tests")
+    assert await hooks.handle({**pre, **child}) == {}
+    assert [(m.agent and m.agent.id, m.text) for m in events.of(UserMessage)] == [
+        (SESSION, "now look at the tests"),
+        ("child-1", "now look at the tests"),
+    ]
 
 
 async def test_codex_subagents_are_children_and_their_stop_ends_a_turn_not_the_agent(
