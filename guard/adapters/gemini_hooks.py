@@ -4,7 +4,8 @@ answered by the core that answers Claude Code's (``ClaudeHooks``).
 Seams: ``BeforeAgent`` (a user prompt), ``BeforeTool`` (decide; a deny is
 ``{"decision": "deny", "reason"}`` and the model reads
 ``Tool execution blocked: <reason>``), ``AfterTool`` (the result is
-``tool_response.llmContent``, what the model reads; the guard's messages go
+``tool_response.llmContent``, what the model reads, and a failure when it
+has an ``error`` or is a shell command's with a non-zero ``Exit Code``; the guard's messages go
 back as ``additionalContext``, which Gemini CLI appends to the result inside
 ``<hook_context>``), ``AfterAgent`` (the agent's turn is over: ``idle``),
 ``SessionEnd``. A halt answers ``continue: false`` with ``stopReason``: the
@@ -19,6 +20,7 @@ hooks fire, concurrently, and two open calls alike are interchangeable.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -28,6 +30,10 @@ from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
 
 __all__ = ["GEMINI_CLI", "GeminiRuntime"]
+
+_SHELL = "run_shell_command"
+_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)[ \t]*$", re.MULTILINE)
+_EXIT_CODE_READ = 65_536
 
 
 class GeminiRuntime(HookRuntime):
@@ -67,7 +73,10 @@ class GeminiRuntime(HookRuntime):
         content = response.get("llmContent", response.get("returnDisplay", ""))
         if error:
             return as_text(content) if content else as_text(error), True
-        return as_text(content), False
+        text = as_text(content)
+        # a shell command that failed reports no error, only its exit code in what the model reads
+        code = _EXIT_CODE.search(text[:_EXIT_CODE_READ]) if payload_text(payload, "tool_name") == _SHELL else None
+        return text, code is not None and int(code.group(1)) != 0
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         return {"decision": "deny", "reason": reason}

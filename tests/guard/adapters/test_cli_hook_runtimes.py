@@ -318,3 +318,14 @@ def test_codex_shell_calls_carry_the_directory_they_run_in() -> None:
     assert CODEX.tool_input({**shell, "cwd": None}) == {"command": "make"}
     assert CODEX.tool_input({**shell, "tool_name": "mcp__fs__read", "tool_input": {"path": "a"}}) == {"path": "a"}
     assert CLAUDE_CODE.tool_input(shell) == {"command": "make"}
+
+
+def test_a_gemini_shell_command_with_a_non_zero_exit_code_failed() -> None:
+    def after(exit_code: str, tool: str = "run_shell_command") -> dict[str, Any]:
+        content = f"Output: fatal: early EOF\nExit Code: {exit_code}\nProcess Group PGID: 4242"
+        return payload("AfterTool", tool_name=tool, tool_input={}, tool_response={"llmContent": content})
+
+    assert GEMINI_CLI.result(after("128"), "post")[1] is True
+    assert GEMINI_CLI.result(after("0"), "post")[1] is False
+    assert GEMINI_CLI.result(after("(none)"), "post")[1] is False
+    assert GEMINI_CLI.result(after("1", tool="read_file"), "post")[1] is False, "only a shell command's exit code"
