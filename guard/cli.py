@@ -514,6 +514,11 @@ def _hook_argv(args: argparse.Namespace) -> list[str]:
     if args.serve:
         from guard.hook_forward import check_target
 
+        if args.shadow:
+            raise _UsageError(
+                "--shadow with --serve: a forwarded hook is answered by the server in its own mode "
+                "(start it with serve --shadow and leave --shadow out here)"
+            )
         try:
             argv += ["--serve", check_target(args.serve)]
         except ValueError as exc:
@@ -853,14 +858,15 @@ def _add_fleet_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     watch.set_defaults(run=_cmd_watch)
 
 
-def _forwarded(target: str, raw: bytes) -> bool:
-    """Whether the server at ``target`` answered the hook event ``raw`` (its
-    answer is then on stdout); when it did not, a reason other than "nothing
-    listens there" is one line on stderr, and the hook answers in-process."""
+def _forwarded(target: str, raw: bytes, route: str) -> bool:
+    """Whether the server at ``target`` answered the hook event ``raw`` on
+    ``route`` (its answer is then on stdout); when it did not, a reason
+    other than "nothing listens there" is one line on stderr, and the hook
+    answers in-process."""
     from guard.hook_forward import ForwardError, forward
 
     try:
-        answer = forward(target, raw)
+        answer = forward(target, raw, route)
     except (ForwardError, ValueError) as exc:
         print(f"repeat-tool-guard hook: {exc}; answering in-process", file=sys.stderr)
         return False
@@ -939,7 +945,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hook = command == "hook"
     raw = None
     if hook:
-        from guard.hook_forward import read_payload, serve_target
+        from guard.hook_forward import hook_route, read_payload, serve_target
 
         target = serve_target(argv)
         if target is not None:
@@ -948,7 +954,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as exc:
                 _warn(f"repeat-tool-guard hook: {exc}")
                 return EXIT_HOOK_FAULT
-            if _forwarded(target, raw):
+            if _forwarded(target, raw, hook_route(argv)):
                 return EXIT_OK
     try:
         args = _parser(hook_only=hook).parse_args(argv)

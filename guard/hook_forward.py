@@ -33,6 +33,7 @@ __all__ = [
     "ForwardError",
     "check_target",
     "forward",
+    "hook_route",
     "read_payload",
     "serve_target",
 ]
@@ -75,7 +76,8 @@ class ForwardError(Exception):
 
 
 _FLAGS = frozenset({"hook", "-v", "--verbose"})
-_VALUED = frozenset({"--config", "--state-dir", "--serve"})
+_VALUED = frozenset({"--config", "--state-dir", "--serve", "--agent"})
+_ROUTES = {"claude-code": HOOK_PATH, "codex": "/hooks/codex", "gemini-cli": "/hooks/gemini-cli"}
 
 
 def serve_target(argv: Sequence[str]) -> str | None:
@@ -83,21 +85,41 @@ def serve_target(argv: Sequence[str]) -> str | None:
     after the program's name), else ``$REPEAT_TOOL_GUARD_SERVE``, else
     nowhere. An empty value means nowhere, so a ``--serve ''`` in settings
     turns the variable off. A command line with anything else in it (a typo,
-    ``--help``, an option only the in-process hook knows) forwards nowhere,
-    so the hook's own parser answers it."""
+    ``--help``, an option only the in-process hook knows, such as
+    ``--shadow``: a server answers in its own mode) forwards nowhere, so the
+    hook's own parser answers it."""
     target = os.environ.get(SERVE_ENV)
-    words = iter(argv)
-    for word in words:
-        option, equals, value = word.partition("=")
-        if word in _FLAGS:
-            continue
-        if option not in _VALUED:
+    for option, value in _options(argv):
+        if option not in _VALUED or (option == "--agent" and value not in _ROUTES):
             return None
-        if not equals:
-            value = next(words, "")
         if option == "--serve":
             target = value
     return target or None
+
+
+def hook_route(argv: Sequence[str]) -> str:
+    """The server's route for the CLI ``--agent`` names in ``argv``
+    (``/hooks/codex``; Claude Code's by default)."""
+    route = HOOK_PATH
+    for option, value in _options(argv):
+        if option == "--agent":
+            route = _ROUTES.get(value, HOOK_PATH)
+    return route
+
+
+def _options(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """``argv``'s options with their values (``--x v`` and ``--x=v`` alike);
+    the hook's flags are left out."""
+    found: list[tuple[str, str]] = []
+    words = iter(argv)
+    for word in words:
+        if word in _FLAGS:
+            continue
+        option, equals, value = word.partition("=")
+        if option in _VALUED and not equals:
+            value = next(words, "")
+        found.append((option, value))
+    return found
 
 
 def check_target(url: str) -> str:
@@ -106,11 +128,12 @@ def check_target(url: str) -> str:
     return url
 
 
-def _address(url: str) -> tuple[int, str | tuple[str, int], str, str]:
+def _address(url: str, route: str = HOOK_PATH) -> tuple[int, str | tuple[str, int], str, str]:
     """Socket family, address, host header and path of ``url``: ``unix:PATH``
-    (the server's ``--uds``) or ``http://HOST:PORT[/PATH]`` on loopback."""
+    (the server's ``--uds``) or ``http://HOST:PORT[/PATH]`` on loopback; the
+    path is ``route`` unless the URL names one."""
     if url.startswith("unix:"):
-        return _socket.AF_UNIX, url[len("unix:") :], "localhost", HOOK_PATH
+        return _socket.AF_UNIX, url[len("unix:") :], "localhost", route
     if not url.startswith("http://"):
         raise ValueError(f"--serve {url!r}: must be unix:PATH or http://HOST:PORT")
     rest = url[len("http://") :]
@@ -123,15 +146,15 @@ def _address(url: str) -> tuple[int, str | tuple[str, int], str, str]:
         raise ValueError(f"--serve {url!r}: the hook forwards to this machine only (localhost, 127.0.0.1, ::1)")
     family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
     address = ("127.0.0.1" if host == "localhost" else host, int(port))
-    return family, address, where, (slash + path) if path else HOOK_PATH
+    return family, address, where, (slash + path) if path else route
 
 
-def forward(url: str, body: bytes) -> bytes | None:
+def forward(url: str, body: bytes, route: str = HOOK_PATH) -> bytes | None:
     """The server's answer to the hook payload ``body`` (its JSON, as it
-    sent it), or ``None`` if nothing listens at ``url``. ``ForwardError``
-    when a server was reached but did not answer with 200; ``ValueError``
-    when ``url`` is no local server's address."""
-    family, address, host, path = _address(url)
+    sent it) posted to ``route`` (``hook_route``), or ``None`` if nothing
+    listens at ``url``. ``ForwardError`` when a server was reached but did
+    not answer with 200; ``ValueError`` when ``url`` is no local server's address."""
+    family, address, host, path = _address(url, route)
     sock = _socket.socket(family, _socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)

@@ -227,6 +227,22 @@ def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
 PAYLOAD = b'{"session_id":"s1","hook_event_name":"PreToolUse","tool_use_id":"t1","tool_name":"Read","tool_input":{}}'
 
 
+@pytest.mark.parametrize(("agent", "route"), [("codex", b"/hooks/codex"), ("gemini-cli", b"/hooks/gemini-cli")])
+def test_a_hook_for_another_cli_is_posted_to_that_clis_route(
+    raw_server: RawServe,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+    agent: str,
+    route: bytes,
+) -> None:
+    server = raw_server(ok(b'{"decision":"deny"}', b"content-length: 19"))
+    _stdin(monkeypatch, PAYLOAD)
+    assert main(["hook", "--agent", agent, "--serve", server.url]) == 0
+    assert capsysbinary.readouterr().out == b'{"decision":"deny"}\n'
+    assert server.request.startswith(b"POST " + route + b" HTTP/1.1\r\n")
+    assert serve_target(["hook", "--agent", "other", "--serve", server.url]) is None, "the hook's parser names it"
+
+
 def test_the_hook_prints_the_servers_answer_and_nothing_for_an_empty_one(
     raw_server: RawServe, monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes], tmp_path: Path
 ) -> None:
@@ -273,7 +289,7 @@ def test_the_hook_answers_in_process_whatever_goes_wrong_on_the_way(
     assert "from 1 to 65535 (http://127.0.0.1:8787); answering in-process" in capsysbinary.readouterr().err.decode()
     assert (state / "s1.jsonl").exists()
 
-    def broken(url: str, body: bytes) -> bytes | None:
+    def broken(url: str, body: bytes, route: str) -> bytes | None:
         raise RuntimeError("the client broke")
 
     monkeypatch.setattr("guard.hook_forward.forward", broken)
@@ -296,3 +312,7 @@ def test_hook_settings_puts_the_server_in_the_command(capsys: pytest.CaptureFixt
     assert "hook --serve unix:/run/rtg.sock ||" in capsys.readouterr().out
     assert main(["hook-settings", "--serve", "http://example.com:80"]) == 2
     assert "this machine only" in capsys.readouterr().err
+    assert main(["hook-settings", "--agent", "codex", "--serve", "unix:/run/rtg.sock"]) == 0
+    assert "hook --agent codex --serve unix:/run/rtg.sock ||" in capsys.readouterr().out
+    assert main(["hook-settings", "--shadow", "--serve", "unix:/run/rtg.sock"]) == 2
+    assert "start it with serve --shadow" in capsys.readouterr().err
