@@ -32,6 +32,7 @@ from agents import (
     ToolInputGuardrailData,
 )
 from agents.run_config import CallModelData, ModelInputData
+from agents.tool import default_tool_error_function
 from agents.tool_context import ToolContext
 from openai.types.responses import EasyInputMessageParam
 
@@ -40,6 +41,10 @@ from guard.sessions.link import AgentLink, GuardLink, HaltRequested, as_text, pa
 from guard.sessions.live import LiveTable
 
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
+
+_SDK_FAILURE = default_tool_error_function(RunContextWrapper(None), RuntimeError()).split(".")[0]
+"""How the SDK's default ``failure_error_function`` answers a tool that raised
+("An error occurred while running the tool")."""
 
 _active: ContextVar[RepeatToolGuard | None] = ContextVar("repeat_tool_guard_openai_agents", default=None)
 _invocation: ContextVar[dict[int, AgentLink] | None] = ContextVar("repeat_tool_guard_openai_as_tool", default=None)
@@ -253,7 +258,9 @@ class RepeatToolGuard(RunHooks[Any]):
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         link = self.agent_link(agent)
         if link is not None and isinstance(context, ToolContext) and link.has_call(context.tool_call_id):
-            await link.result(context.tool_call_id, as_text(result))
+            # a tool that raised answers the SDK's own failure text: a failure, which may be retried
+            failed = isinstance(result, str) and result.startswith(_SDK_FAILURE)
+            await link.result(context.tool_call_id, as_text(result), is_error=failed)
 
 
 class _ChainedHooks(RunHooks[Any]):

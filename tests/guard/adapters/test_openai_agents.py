@@ -137,7 +137,34 @@ async def test_a_tool_that_raises_is_published_as_the_failure_text_the_model_rea
     await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[broken]), "go")
     (result,) = events.of(ToolResult)
     assert outputs(calls[1]) == [result.content]
-    assert result.is_error is False, "on_tool_end cannot tell the SDK's failure text from an output"
+    assert result.is_error is True, "the SDK's own failure text: a failure, retried as one"
+
+
+async def test_a_tool_failing_then_working_is_retried_not_denied() -> None:
+    """Two failures answered with the SDK's one failure text, then success:
+    the same result twice is a failure retried, not a repeat denied."""
+    from guard import RECOMMENDED
+
+    attempts: list[int] = []
+
+    @function_tool
+    def deploy() -> str:
+        """Deploy; the network drops twice."""
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ConnectionResetError("Connection reset by peer")
+        return "deployed"
+
+    def respond(call: ModelCall) -> Any:
+        done = outputs(call)
+        if done and done[-1] == "deployed":
+            return [assistant_message("done")]
+        return [function_call("deploy", {}, call_id=f"d{len(done)}")]
+
+    model = ScriptedModel([ModelStep.respond(respond)] * 6)
+    guard = RepeatToolGuard(GuardLink(config=RECOMMENDED))
+    assert (await guard.run(Agent(name="main", model=model, tools=[deploy]), "deploy it")).final_output == "done"
+    assert len(attempts) == 3
 
 
 async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
