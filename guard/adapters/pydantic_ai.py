@@ -64,6 +64,7 @@ class RepeatToolGuard(AbstractCapability[Any]):
         self._conversations: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = link
         self._runs: dict[str, AgentLink] = {}
+        self._retired: set[AgentLink] = set()
 
     def agent_for(self, ctx: RunContext[Any]) -> AgentLink:
         """The live agent of the run ``ctx`` belongs to (``wrap_run`` starts it)."""
@@ -87,6 +88,9 @@ class RepeatToolGuard(AbstractCapability[Any]):
             del self._runs[run_id]
             if parent is not None:
                 await agent.dispose()
+            elif agent in self._retired and agent not in self._runs.values():
+                self._retired.discard(agent)
+                await agent.dispose()
 
     async def _conversation(self, ctx: RunContext[Any]) -> AgentLink:
         key = ctx.conversation_id or ctx.run_id or ""
@@ -97,7 +101,10 @@ class RepeatToolGuard(AbstractCapability[Any]):
         evicted = self._conversations.add(key, agent)
         await agent.start()
         for oldest in evicted:
-            await oldest.dispose()
+            if oldest in self._runs.values():  # its run goes on: disposed when that ends
+                self._retired.add(oldest)
+            else:
+                await oldest.dispose()
         return agent
 
     async def before_model_request(

@@ -341,6 +341,46 @@ async def test_oldest_conversation_is_disposed_past_the_limit(events: Capture, l
     assert len(link.links()) == 1
 
 
+async def test_a_conversation_pushed_out_while_its_run_goes_on_is_disposed_when_the_run_ends(
+    events: Capture, link: GuardLink
+) -> None:
+    """More conversations start than the limit while the first still runs:
+    the first keeps its guard (its reminder reaches it) until its run ends."""
+    import asyncio
+
+    polling = asyncio.Event()
+    pushed_out = asyncio.Event()
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if "hello" in _last_request_text(messages):
+            return ModelResponse(parts=[TextPart("hi")])
+        if _reminders(messages) or _calls_since_prompt(messages) >= 4:
+            return ModelResponse(parts=[TextPart(f"reminded: {bool(_reminders(messages))}")])
+        return ModelResponse(parts=[ToolCallPart("poll", {"job": "1"})])
+
+    agent = Agent(FunctionModel(respond), capabilities=[RepeatToolGuard(link, max_conversations=1)], name="main")
+
+    @agent.tool_plain
+    async def poll(job: str) -> str:
+        polling.set()
+        await pushed_out.wait()
+        return "pending"
+
+    async def another_conversation() -> None:
+        await polling.wait()
+        await agent.run("hello", conversation_id="c2")
+        pushed_out.set()
+
+    first, _ = await asyncio.gather(agent.run("poll the job", conversation_id="c1"), another_conversation())
+    assert first.output == "reminded: True"
+    c1 = [
+        e.status if isinstance(e, AgentStatus) else "message"
+        for e in events.events
+        if isinstance(e, (AgentStatus, ContextMessage)) and e.agent and e.agent.id == "main/c1"
+    ]
+    assert c1 == ["started", "message", "disposed"]
+
+
 async def test_the_same_program_runs_again_on_its_session_log(tmp_path: Path) -> None:
     """A second run of a script that passes ``log=`` continues the log
     (after a resume header) instead of refusing the file."""
