@@ -622,16 +622,26 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
 def _cmd_install(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from guard.adapters.hook_install import SettingsFileError, add_toml_table, install, settings_file
+    from guard.adapters.hook_install import (
+        SettingsFileError,
+        add_toml_table,
+        install,
+        remove_toml_table,
+        settings_file,
+    )
+    from guard.server.mcp_hooks import MCP_SERVER
 
     path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
     settings = _settings_for(args)
+    config = path.with_name("config.toml")
     try:
         print(f"repeat-tool-guard: {path}: {install(path, settings, uninstall=args.uninstall)}", file=sys.stderr)
         if args.mcp and not args.uninstall:
-            config = path.with_name("config.toml")
             added = add_toml_table(config, _mcp_server_toml(args))
             print(f"repeat-tool-guard: {config}: {added}", file=sys.stderr)
+        elif args.uninstall and args.agent == "codex" and config.exists():
+            removed = remove_toml_table(config, f"[mcp_servers.{MCP_SERVER}]")
+            print(f"repeat-tool-guard: {config}: {removed}", file=sys.stderr)
     except SettingsFileError as exc:
         raise _UsageError(str(exc)) from None
     return EXIT_OK

@@ -19,7 +19,7 @@ from typing import Any
 from bus import NotRegularFileError, read_regular
 from guard.adapters.claude_hooks import is_guard_command
 
-__all__ = ["SettingsFileError", "add_toml_table", "install", "settings_file"]
+__all__ = ["SettingsFileError", "add_toml_table", "install", "remove_toml_table", "settings_file"]
 
 _ROUTES = ("/hooks/claude-code", "/hooks/codex", "/hooks/gemini-cli")
 
@@ -227,6 +227,55 @@ def add_toml_table(path: Path, table: str) -> str:
         ) from None
     _rewrite(path, target, raw, updated.encode("utf-8"))
     return f"{header} added"
+
+
+def remove_toml_table(path: Path, header: str) -> str:
+    """Take the table ``header`` (``[mcp_servers.repeat_tool_guard]``, as
+    ``add_toml_table`` writes it) out of the TOML file at ``path``: its
+    header line and the lines up to the next table, the file backed up
+    first. A file without it, or that spells it otherwise (an inline table,
+    dotted keys), is left as it is, and the answer says so."""
+    import tomllib
+
+    target = Path(os.path.realpath(path))
+    raw = _read(target)
+    if raw is None:
+        return f"no such file: {header} is not there"
+    try:
+        lines = raw.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        raise SettingsFileError(f"{str(path)!r} is not UTF-8 text: not a TOML file") from None
+    start = next((n for n, line in enumerate(lines) if line.strip() == header), None)
+    if start is None:
+        return f"{header} is not there as a table of its own: left as it is"
+    end = next((n for n in range(start + 1, len(lines)) if lines[n].lstrip().startswith("[")), len(lines))
+    updated = "".join(lines[:start] + lines[end:])
+    if end == len(lines):  # the last table, as install appends it: the blank line before it goes too
+        updated = updated.rstrip("\n") + "\n" if updated.strip() else ""
+    try:
+        expected = tomllib.loads("".join(lines))
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsFileError(f"{str(path)!r} is not valid TOML ({exc}): left as it is") from None
+    try:
+        left = tomllib.loads(updated)
+    except tomllib.TOMLDecodeError:
+        left = None  # the header line was inside a string
+    *parents, name = header.strip("[]").split(".")
+    table: Any = expected
+    for key in parents:
+        table = table.get(key) if isinstance(table, dict) else None
+    if not isinstance(table, dict) or table.pop(name, None) is None or _pruned(left) != _pruned(expected):
+        return f"{header} is not there as a table of its own: left as it is"
+    _rewrite(path, target, raw, updated.encode("utf-8"))
+    return f"{header} removed"
+
+
+def _pruned(value: Any) -> Any:
+    """``value`` without the tables left empty (a parent only a removed table made)."""
+    if not isinstance(value, dict):
+        return value
+    pruned = {key: _pruned(inner) for key, inner in value.items()}
+    return {key: inner for key, inner in pruned.items() if inner != {} or not isinstance(value[key], dict)}
 
 
 def _table_keys(level: dict[str, Any]) -> list[str]:

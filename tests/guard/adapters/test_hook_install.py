@@ -15,7 +15,7 @@ import pytest
 from guard.adapters.claude_hooks import CLAUDE_CODE, HOOK_EVENTS, forward_command
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
-from guard.adapters.hook_install import SettingsFileError, add_toml_table, install, settings_file
+from guard.adapters.hook_install import SettingsFileError, add_toml_table, install, remove_toml_table, settings_file
 from guard.cli import main
 from guard.server.mcp_hooks import mcp_server_toml
 
@@ -355,3 +355,51 @@ def test_one_settings_file_is_named_at_a_time(capsys: pytest.CaptureFixture[str]
     assert exited.value.code == 2
     assert "argument --file: not allowed with argument --project" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_uninstalling_codex_takes_the_mcp_server_table_out_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hooks, config = tmp_path / "hooks.json", tmp_path / "config.toml"
+    config.write_text('model = "gpt-5.1-codex"\n\n[mcp_servers.docs]\nurl = "http://docs/mcp"\n')
+    original = config.read_text()
+    assert main(["install", "--agent", "codex", "--file", str(hooks), "--http", "http://127.0.0.1:8787", "--mcp"]) == 0
+    assert "[mcp_servers.repeat_tool_guard]" in config.read_text()
+    assert main(["install", "--agent", "codex", "--file", str(hooks), "--uninstall"]) == 0
+    assert config.read_text() == original
+    assert "[mcp_servers.repeat_tool_guard] removed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ('model = "x"\n', "is not there as a table of its own"),
+        ('[mcp_servers]\nrepeat_tool_guard = { url = "http://h/mcp" }\n', "is not there as a table of its own"),
+        ('notes = """\n[mcp_servers.repeat_tool_guard]\nurl = "x"\n"""\n', "is not there as a table of its own"),
+        ("[mcp_servers.repeat_tool_guard]\nurl = \n", "is not valid TOML"),
+    ],
+    ids=["absent", "inline", "in-a-string", "invalid"],
+)
+def test_a_table_not_written_as_the_guard_writes_it_is_left_as_it_is(tmp_path: Path, content: str, said: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(content)
+    try:
+        answer = remove_toml_table(config, "[mcp_servers.repeat_tool_guard]")
+    except SettingsFileError as exc:
+        answer = str(exc)
+    assert said in answer
+    assert config.read_text() == content
+    assert remove_toml_table(tmp_path / "none.toml", "[t]").startswith("no such file")
+    (tmp_path / "binary.toml").write_bytes(b"\xff\xfe")
+    with pytest.raises(SettingsFileError, match="is not UTF-8 text"):
+        remove_toml_table(tmp_path / "binary.toml", "[t]")
+
+
+def test_the_table_is_taken_out_wherever_it_stands(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'model = "x"\n{_TABLE}[mcp_servers.docs]\nurl = "http://docs/mcp"\n')
+    assert remove_toml_table(config, "[mcp_servers.repeat_tool_guard]").endswith("removed")
+    assert config.read_text() == 'model = "x"\n[mcp_servers.docs]\nurl = "http://docs/mcp"\n'
+    config.write_text(_TABLE)
+    assert remove_toml_table(config, "[mcp_servers.repeat_tool_guard]").endswith("removed")
+    assert config.read_text() == ""
