@@ -34,6 +34,7 @@ _EDITOR_FAILED = (
     "No edit history found for ",
 )
 _BLOCKED = ("Operation '", "Interactive operation '")
+_OBSERVATION = "OBSERVATION:"  # the header some runs put before every observation
 _EDITOR = "str_replace_editor"
 _EDITOR_COMMANDS = frozenset({"view", "create", "str_replace", "insert", "undo_edit"})
 _EDITOR_NUMBERS = {"--view_range": 2, "--insert_line": 1}
@@ -65,12 +66,14 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 
 def _outcome(text: str) -> tuple[bool, str | None]:
     """Whether an observation is an error, and who denied the call: the
-    environment's blocklist refuses some commands before they run. The
+    environment's blocklist refuses some commands before they run (an
+    ``OBSERVATION:`` header before the text is passed over). The
     trajectory keeps no exit code, so a failed edit is told by the editor's
     own report: a rolled-back edit, or ``str_replace_editor`` refusing one."""
+    text = text.removeprefix(_OBSERVATION).lstrip()
     if text.startswith(_BLOCKED) and "is not supported by this environment" in text:
         return True, "blocklist"
-    return text.startswith(_EDIT_REJECTED) or text.lstrip().startswith(_EDITOR_FAILED), None
+    return text.startswith(_EDIT_REJECTED) or text.startswith(_EDITOR_FAILED), None
 
 
 def _text_call(action: str) -> tuple[str, Any]:

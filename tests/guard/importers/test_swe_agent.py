@@ -298,3 +298,18 @@ def test_a_cycle_of_editor_views_is_a_loop_and_an_edit_between_them_is_progress(
     ]
     (working,) = audit([_text_run(tmp_path, steps)], load_config("recommended")).sessions
     assert working.actions == {}
+
+
+def test_a_refusal_after_an_observation_header_is_an_error(tmp_path: Path) -> None:
+    edit = "str_replace_editor str_replace /testbed/a.py --old_str 'x = 1' --new_str 'x = 2'"
+    path = _text_run(
+        tmp_path,
+        [
+            (
+                edit,
+                "OBSERVATION:\nNo replacement was performed, old_str `x = 1` did not appear verbatim in /testbed/a.py.",
+            ),
+            ("ls", "OBSERVATION:\na.py"),
+        ],
+    )
+    assert [r.is_error for r in of(only(path), ToolResult)] == [True, False]
