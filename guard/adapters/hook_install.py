@@ -150,6 +150,13 @@ def _parse(path: Path, raw: bytes) -> dict[str, Any]:
         data = json.loads(raw, parse_float=_number, parse_constant=_constant)
     except RecursionError:
         raise SettingsFileError(f"{str(path)!r} is nested too deeply to be a settings file") from None
+    except json.JSONDecodeError as exc:
+        if exc.doc[exc.pos : exc.pos + 2] in ("//", "/*"):
+            raise SettingsFileError(
+                f"{str(path)!r} has comments ({exc}), which the CLI reads but JSON has not: install would drop "
+                "them, so it leaves the file as it is; take them out, or add what hook-settings prints by hand"
+            ) from None
+        raise SettingsFileError(f"{str(path)!r} is not JSON ({exc}); fix it or pass another --file") from None
     except ValueError as exc:
         raise SettingsFileError(f"{str(path)!r} is not JSON ({exc}); fix it or pass another --file") from None
     if not isinstance(data, dict):

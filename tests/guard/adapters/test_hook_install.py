@@ -403,3 +403,13 @@ def test_the_table_is_taken_out_wherever_it_stands(tmp_path: Path) -> None:
     config.write_text(_TABLE)
     assert remove_toml_table(config, "[mcp_servers.repeat_tool_guard]").endswith("removed")
     assert config.read_text() == ""
+
+
+@pytest.mark.parametrize("comment", ["// the theme\n", "/* the theme */\n"])
+def test_a_settings_file_with_comments_is_left_as_it_is_and_the_refusal_says_why(tmp_path: Path, comment: str) -> None:
+    path = tmp_path / "settings.json"
+    content = "{\n  " + comment + '  "theme": "dark"\n}\n'
+    path.write_text(content)
+    with pytest.raises(SettingsFileError, match=r"has comments .* install would drop them"):
+        install(path, GUARD_HOOKS)
+    assert path.read_text() == content
