@@ -47,6 +47,8 @@ _SDK_FAILURE = default_tool_error_function(RunContextWrapper(None), RuntimeError
 ("An error occurred while running the tool")."""
 
 _active: ContextVar[RepeatToolGuard | None] = ContextVar("repeat_tool_guard_openai_agents", default=None)
+_calling: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_openai_calling", default=None)
+"""The agent whose allowed tool call runs in this task."""
 _invocation: ContextVar[dict[int, AgentLink] | None] = ContextVar("repeat_tool_guard_openai_as_tool", default=None)
 """The live agents of the agent-as-tool invocation running here (``as_tool``), by SDK agent."""
 
@@ -143,9 +145,8 @@ class RepeatToolGuard(RunHooks[Any]):
         return link
 
     def _busy(self) -> AgentLink | None:
-        """The agent whose tool runs now (the parent of an agent first seen meanwhile), if any."""
-        busy = [link for _, link in self._agents.values() if link.open_calls()]
-        return busy[-1] if busy else None
+        """The agent whose tool runs here, in this task (the parent of an agent first seen in it), if any."""
+        return _calling.get()
 
     async def _user_turn(self, link: AgentLink) -> None:
         """Show ``link`` the current user turn once, when it starts working in it."""
@@ -231,6 +232,7 @@ class RepeatToolGuard(RunHooks[Any]):
         context = data.context
         decision = await link.call(context.tool_call_id, context.tool_name, parse_args(context.tool_arguments))
         if decision.allowed:
+            _calling.set(link)  # the SDK runs the tool next, in this task: a run it starts is a subagent of this agent
             return ToolGuardrailFunctionOutput.allow()
         await link.denied(context.tool_call_id, decision)
         return ToolGuardrailFunctionOutput.reject_content(decision.reason or "", output_info=decision.by)

@@ -525,3 +525,32 @@ async def test_a_run_resuming_an_approval_is_no_user_turn(link: GuardLink, event
         state.approve(interruption)
     assert (await guard.run(agent, state)).final_output == "email: sent"
     assert [m.text for m in events.of(UserMessage)] == ["email a@b.c"]
+
+
+async def test_a_run_after_one_cancelled_mid_tool_is_no_child_of_it(link: GuardLink, events: Capture) -> None:
+    import asyncio
+
+    running = asyncio.Event()
+
+    @function_tool
+    async def deploy(env: str) -> str:
+        """Deploy."""
+        running.set()
+        await asyncio.Event().wait()  # until cancelled
+        return "ok"
+
+    def respond(call: ModelCall) -> Any:
+        return (
+            [assistant_message("done")] if outputs(call) else [function_call("deploy", {"env": "prod"}, call_id="c1")]
+        )
+
+    guard = RepeatToolGuard(link)
+    model = ScriptedModel([ModelStep.respond(respond)] * 4)
+    first = asyncio.ensure_future(guard.run(Agent(name="main", model=model, tools=[deploy]), "deploy"))
+    await running.wait()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await guard.run(Agent(name="reporter", model=ScriptedModel([[assistant_message("report")]])), "write the report")
+    started = {s.agent.id: s.parent for s in events.of(AgentStatus) if s.agent and s.status == "started"}
+    assert started == {"main": None, "reporter": None}
