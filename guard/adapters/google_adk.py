@@ -103,8 +103,9 @@ class RepeatToolGuard(BasePlugin):
     ) -> types.Content | None:
         session_id = invocation_context.session.id
         agent = await self._agent(session_id, invocation_context.agent)
-        if session_id not in self._nested:  # a delegated task is no user turn
-            text = " ".join(part.text for part in user_message.parts or [] if part.text)
+        text = " ".join(part.text for part in user_message.parts or [] if part.text)
+        # a delegated task is no user turn, nor a message without text (a tool confirmation the client sent)
+        if session_id not in self._nested and text.strip():
             turn = self._turns.get(session_id)
             self._turns[session_id] = ((turn[0] if turn else 0) + 1, text)
             await self._user_turn(session_id, agent)

@@ -309,3 +309,33 @@ async def test_each_user_turn_reaches_the_worker_of_a_pipeline() -> None:
     assert not [r for r in events.of(ToolResult) if r.denied_by]
     said = [(m.agent.id.split("/")[1] if m.agent else "", m.text) for m in events.of(UserMessage)]
     assert said[-2:] == [("pipeline", "once more"), ("worker", "once more")]
+
+
+async def test_a_tool_confirmation_the_client_sends_is_no_user_turn(link: GuardLink, events: Capture) -> None:
+    from google.adk.tools.function_tool import FunctionTool
+
+    sent: list[str] = []
+
+    def send_email(to: str) -> dict[str, str]:
+        """Send an email."""
+        sent.append(to)
+        return {"status": "sent"}
+
+    script: list[tuple[str, dict[str, Any]] | str] = [("send_email", {"to": "alice"}), "done"]
+    tool = FunctionTool(send_email, require_confirmation=True)
+    agent = LlmAgent(name="main", model=ScriptedLlm(model="s", script=script), tools=[tool])
+    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    asked = None
+    first = types.Content(role="user", parts=[types.Part(text="email alice")])
+    async for event in runner.run_async(user_id="u", session_id=session.id, new_message=first):
+        for part in event.content.parts or [] if event.content else []:
+            if part.function_call and part.function_call.name == "adk_request_confirmation":
+                asked = part.function_call
+    assert asked is not None
+    response = types.FunctionResponse(name="adk_request_confirmation", id=asked.id, response={"confirmed": True})
+    confirm = types.Content(role="user", parts=[types.Part(function_response=response)])
+    async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=confirm):
+        pass
+    assert sent == ["alice"]
+    assert [m.text for m in events.of(UserMessage)] == ["email alice"]
