@@ -255,7 +255,9 @@ class RepeatToolGuard(RunHooks[Any]):
         (await self._link_for(agent)).begin_step()
 
     async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
-        await self._user_turn(await self._link_for(to_agent, parent=await self._link_for(from_agent)))
+        target = await self._link_for(to_agent, parent=await self._link_for(from_agent))
+        if _invocation.get() is None:  # inside an agent used as a tool, the task comes from its caller, not the user
+            await self._user_turn(target)
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         link = self.agent_link(agent)

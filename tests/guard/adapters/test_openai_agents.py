@@ -554,3 +554,30 @@ async def test_a_run_after_one_cancelled_mid_tool_is_no_child_of_it(link: GuardL
     await guard.run(Agent(name="reporter", model=ScriptedModel([[assistant_message("report")]])), "write the report")
     started = {s.agent.id: s.parent for s in events.of(AgentStatus) if s.agent and s.status == "started"}
     assert started == {"main": None, "reporter": None}
+
+
+async def test_a_handoff_inside_an_agent_used_as_a_tool_is_no_user_turn(link: GuardLink, events: Capture) -> None:
+    runs: list[str] = []
+    specialist = grep_agent(looping([], per_turn=2), runs, name="specialist")  # the transfer, then one grep
+    router = Agent(
+        name="router",
+        model=ScriptedModel([[function_call("transfer_to_specialist", {}, call_id="h1")]]),
+        handoffs=[specialist],
+    )
+    guard = RepeatToolGuard(link)
+
+    def lead(call: ModelCall) -> Any:
+        return (
+            [assistant_message("lead done")] if outputs(call) else [function_call("ask", {"input": "x"}, call_id="a1")]
+        )
+
+    agent = Agent(
+        name="lead",
+        model=ScriptedModel([ModelStep.respond(lead)] * 3),
+        tools=[guard.as_tool(router, tool_name="ask", tool_description="Ask the router.")],
+    )
+    assert (await guard.run(agent, "find the config loader")).final_output == "lead done"
+    assert runs == ["load_config"]
+    assert [(m.agent.id if m.agent else "", m.text) for m in events.of(UserMessage)] == [
+        ("lead", "find the config loader")
+    ]
