@@ -264,6 +264,8 @@ class AgentLink:
                 number += 1
             published = f"{call_id}@{number}"
             twins.append(published)
+        elif call_id in self._twins:  # its earlier namesakes still open: answered after them
+            self._twins[call_id].append(call_id)
         call = ToolCall(
             agent=self.agent,
             call_id=published,

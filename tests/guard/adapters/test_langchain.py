@@ -444,3 +444,45 @@ async def test_parallel_calls_sharing_one_id_each_get_their_result(link: GuardLi
     assert sorted(runs) == ["load_config", "save_config"]
     assert sorted(c.call_id for c in events.of(ToolCall)) == ["call_0", "call_0@1"]
     assert sorted(r.call_id for r in events.of(ToolResult)) == ["call_0", "call_0@1"]
+
+
+async def test_a_tool_handing_control_to_a_parent_graph_did_not_fail(link: GuardLink, events: Capture) -> None:
+    from langgraph.errors import ParentCommand
+
+    @tool
+    def hand_over(team: str) -> str:
+        """Hand the task to another team of the parent graph."""
+        raise ParentCommand(Command(graph=Command.PARENT, goto=team))
+
+    call = AIMessage("", tool_calls=[{"name": "hand_over", "args": {"team": "billing"}, "id": "h1"}])
+    agent = create_agent(chat(call, AIMessage("done")), [hand_over], middleware=[RepeatToolGuard(link)])
+    with pytest.raises(ParentCommand):  # no parent graph here: it reaches the caller, as LangGraph raises it
+        await agent.ainvoke({"messages": [HumanMessage("route it")]})
+    (handed,) = events.of(ToolResult)
+    assert (handed.call_id, handed.is_error) == ("h1", False)
+
+
+async def test_tools_waiting_on_interrupts_are_remembered_up_to_a_bound(
+    link: GuardLink, events: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import guard.adapters.langchain as middleware
+
+    monkeypatch.setattr(middleware, "_PAUSED_KEPT", 1)
+
+    @tool
+    def confirm(what: str) -> str:
+        """Ask the user to confirm."""
+        return f"{what}: {interrupt('sure?')}"
+
+    def asking(n: int) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "confirm", "args": {"what": "deploy"}, "id": f"c{n}"}])
+
+    model = chat(asking(1), asking(2), AIMessage("ok"), AIMessage("ok"))
+    agent = create_agent(model, [confirm], middleware=[RepeatToolGuard(link)], checkpointer=InMemorySaver())
+    t1: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    t2: RunnableConfig = {"configurable": {"thread_id": "t2"}}
+    await agent.ainvoke({"messages": [HumanMessage("deploy")]}, t1)
+    await agent.ainvoke({"messages": [HumanMessage("deploy")]}, t2)  # t1's pause is forgotten
+    await agent.ainvoke(Command(resume="yes"), t1)
+    await agent.ainvoke(Command(resume="yes"), t2)
+    assert [c.call_id for c in events.of(ToolCall)] == ["c1", "c2", "c1@1"], "t1's resume is decided as a call again"

@@ -581,3 +581,21 @@ async def test_a_handoff_inside_an_agent_used_as_a_tool_is_no_user_turn(link: Gu
     assert [(m.agent.id if m.agent else "", m.text) for m in events.of(UserMessage)] == [
         ("lead", "find the config loader")
     ]
+
+
+async def test_a_handoff_back_to_an_agent_already_working_in_the_turn_is_no_new_turn(
+    link: GuardLink, events: Capture
+) -> None:
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel([[function_call("transfer_to_billing", {}, call_id="h1")], [assistant_message("done")]]),
+    )
+    billing = Agent(
+        name="billing",
+        model=ScriptedModel([[function_call("transfer_to_triage", {}, call_id="h2")]]),
+        handoffs=[triage],
+    )
+    triage.handoffs = [billing]
+    assert (await RepeatToolGuard(link).run(triage, "check my invoice")).final_output == "done"
+    said = [(m.agent.id if m.agent else "", m.text) for m in events.of(UserMessage)]
+    assert said == [("triage", "check my invoice"), ("billing", "check my invoice")]

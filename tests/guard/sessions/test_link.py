@@ -80,7 +80,9 @@ async def test_calls_open_under_one_id_are_answered_in_order_and_a_denial_answer
     await agent.result("call_0", "first")
     assert agent.has_call("call_0")
     await agent.call("call_0", "grep", {"p": "d"})
+    await agent.call("call_0", "grep", {"p": "e"})  # call_0@1 is still open: the next free number
     await agent.result("call_0", "second")
+    await agent.result("call_0", "third")
     await agent.result("call_0", "fourth")
     assert not agent.has_call("call_0")
     answered = [(r.call_id, r.args, r.content) for r in capture.of(ToolResult)]
@@ -88,7 +90,8 @@ async def test_calls_open_under_one_id_are_answered_in_order_and_a_denial_answer
         ("call_0@2", {"p": "c"}, "no"),
         ("call_0", {"p": "a"}, "first"),
         ("call_0@1", {"p": "b"}, "second"),
-        ("call_0", {"p": "d"}, "fourth"),
+        ("call_0", {"p": "d"}, "third"),
+        ("call_0@2", {"p": "e"}, "fourth"),
     ]
 
 
