@@ -76,22 +76,22 @@ async def test_calls_open_under_one_id_are_answered_in_order_and_a_denial_answer
     for pattern in ("a", "b", "c"):
         await agent.call("call_0", "grep", {"p": pattern})
     assert [call.call_id for call in agent.calls_in_flight()] == ["call_0", "call_0@1", "call_0@2"]
-    await agent.denied("call_0", Decision.deny("no", "me"))
     await agent.result("call_0", "first")
-    assert agent.has_call("call_0")
-    await agent.call("call_0", "grep", {"p": "d"})
-    await agent.call("call_0", "grep", {"p": "e"})  # call_0@1 is still open: the next free number
     await agent.result("call_0", "second")
+    assert agent.has_call("call_0")
+    await agent.call("call_0", "grep", {"p": "d"})  # answered after call_0@2, still open
+    await agent.call("call_0", "grep", {"p": "e"})  # call_0@2 is taken: the next free number
+    await agent.denied("call_0", Decision.deny("no", "me"))
     await agent.result("call_0", "third")
     await agent.result("call_0", "fourth")
     assert not agent.has_call("call_0")
     answered = [(r.call_id, r.args, r.content) for r in capture.of(ToolResult)]
     assert answered == [
-        ("call_0@2", {"p": "c"}, "no"),
         ("call_0", {"p": "a"}, "first"),
         ("call_0@1", {"p": "b"}, "second"),
-        ("call_0", {"p": "d"}, "third"),
-        ("call_0@2", {"p": "e"}, "fourth"),
+        ("call_0@3", {"p": "e"}, "no"),
+        ("call_0@2", {"p": "c"}, "third"),
+        ("call_0", {"p": "d"}, "fourth"),
     ]
 
 
