@@ -31,7 +31,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from guard.config import Config
-from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
+from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, UserTurns, as_text
 from guard.sessions.live import LiveTable
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
@@ -51,8 +51,7 @@ class RepeatToolGuard(BasePlugin):
         self._agents: dict[tuple[str, str], AgentLink] = {}
         self._nested: dict[str, AgentLink] = {}
         self._outer: dict[tuple[str, str], AgentLink | None] = {}
-        self._turns: dict[str, tuple[int, str]] = {}
-        self._turn_seen: dict[AgentLink, int] = {}
+        self._turns: dict[str, UserTurns] = {}
 
     async def _agent(self, session_id: str, agent: Any) -> AgentLink:
         if self._sessions.get(session_id) is None:
@@ -81,18 +80,7 @@ class RepeatToolGuard(BasePlugin):
     async def _dispose_agents(self, session_id: str) -> None:
         self._turns.pop(session_id, None)
         for key in [key for key in self._agents if key[0] == session_id]:
-            link = self._agents.pop(key)
-            self._turn_seen.pop(link, None)
-            await link.dispose()
-
-    async def _user_turn(self, session_id: str, agent: AgentLink) -> None:
-        """Show ``agent`` the session's latest user message once, when it
-        first works after it: every agent of the tree (a pipeline's worker, a
-        transfer's target) works for that message, not only the root."""
-        turn = self._turns.get(session_id)
-        if turn is not None and self._turn_seen.get(agent) != turn[0]:
-            self._turn_seen[agent] = turn[0]
-            await agent.user_message(turn[1])
+            await self._agents.pop(key).dispose()
 
     async def _from(self, context: CallbackContext) -> AgentLink:
         invocation = context.get_invocation_context()
@@ -106,9 +94,7 @@ class RepeatToolGuard(BasePlugin):
         text = " ".join(part.text for part in user_message.parts or [] if part.text)
         # a delegated task is no user turn, nor a message without text (a tool confirmation the client sent)
         if session_id not in self._nested and text.strip():
-            turn = self._turns.get(session_id)
-            self._turns[session_id] = ((turn[0] if turn else 0) + 1, text)
-            await self._user_turn(session_id, agent)
+            await self._turns.setdefault(session_id, UserTurns()).begin(text, agent)
         return None
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
@@ -120,7 +106,9 @@ class RepeatToolGuard(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         agent = await self._from(callback_context)
-        await self._user_turn(callback_context.get_invocation_context().session.id, agent)
+        turns = self._turns.get(callback_context.get_invocation_context().session.id)
+        if turns is not None:  # every agent of the tree works for the user's message, not only the root
+            await turns.reach(agent)
         if agent.halt_reason is not None:
             text = REMINDER_PREFIX + agent.halt_reason
             return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))

@@ -37,7 +37,7 @@ from agents.tool_context import ToolContext
 from openai.types.responses import EasyInputMessageParam
 
 from guard.config import Config
-from guard.sessions.link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
+from guard.sessions.link import AgentLink, GuardLink, HaltRequested, UserTurns, as_text, parse_args
 from guard.sessions.live import LiveTable
 
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
@@ -115,8 +115,7 @@ class RepeatToolGuard(RunHooks[Any]):
         bound = max_agents if max_agents is not None else max_sessions  # max_agents: this runtime's word for it
         self._agents: LiveTable[int, tuple[Agent[Any], AgentLink]] = LiveTable(bound)
         self.link = link if link is not None else GuardLink(config=config, runtime="openai-agents")
-        self._turn: tuple[int, str] | None = None
-        self._turn_seen: dict[AgentLink, int] = {}
+        self._turns = UserTurns()
 
     def agent_link(self, agent: Agent[Any]) -> AgentLink | None:
         scoped = _invocation.get()
@@ -140,20 +139,12 @@ class RepeatToolGuard(RunHooks[Any]):
         evicted = self._agents.add(id(agent), (agent, link))
         await link.start()
         for _, oldest in evicted:
-            self._turn_seen.pop(oldest, None)
             await oldest.dispose()
         return link
 
     def _busy(self) -> AgentLink | None:
         """The agent whose tool runs here, in this task (the parent of an agent first seen in it), if any."""
         return _calling.get()
-
-    async def _user_turn(self, link: AgentLink) -> None:
-        """Show ``link`` the current user turn once, when it starts working in it."""
-        turn = self._turn
-        if turn is not None and self._turn_seen.get(link) != turn[0]:
-            self._turn_seen[link] = turn[0]
-            await link.user_message(turn[1])
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
         """``base`` (or a default ``RunConfig``) with the guard's model input filter,
@@ -196,8 +187,7 @@ class RepeatToolGuard(RunHooks[Any]):
         link = await self._link_for(agent)
         text = _user_text(input)
         if text is not None:
-            self._turn = ((self._turn[0] if self._turn else 0) + 1, text)
-            await self._user_turn(link)
+            await self._turns.begin(text, link)
 
     def _guarded(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the guard's hooks (then the caller's) and model input filter."""
@@ -257,7 +247,7 @@ class RepeatToolGuard(RunHooks[Any]):
     async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
         target = await self._link_for(to_agent, parent=await self._link_for(from_agent))
         if _invocation.get() is None:  # inside an agent used as a tool, the task comes from its caller, not the user
-            await self._user_turn(target)
+            await self._turns.reach(target)
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         link = self.agent_link(agent)

@@ -9,6 +9,7 @@ guard's context messages and halt requests for the agent they belong to.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import msgspec
@@ -42,6 +43,7 @@ __all__ = [
     "GuardLink",
     "HaltRequested",
     "LinkState",
+    "UserTurns",
     "as_text",
     "parse_args",
 ]
@@ -360,6 +362,34 @@ class AgentLink:
             self.pending.append(event)
         else:
             self.halt_reason = event.reason or "the guard requested a halt"  # type: ignore[attr-defined]
+
+
+class UserTurns:
+    """A conversation's latest user message, and which of its agents it has
+    reached. The entry agent gets it at once (``begin``); another agent that
+    works for it (a handoff's or transfer's target, a pipeline's worker)
+    gets it when it starts working after it (``reach``), once: its repeats
+    from earlier turns are not repeats of this one, and a halt it was under
+    is over. Agents are held weakly: a disposed one is forgotten."""
+
+    __slots__ = ("_number", "_reached", "_text")
+
+    def __init__(self) -> None:
+        self._number = 0
+        self._text: str | None = None
+        self._reached: weakref.WeakKeyDictionary[AgentLink, int] = weakref.WeakKeyDictionary()
+
+    async def begin(self, text: str, agent: AgentLink) -> None:
+        """The user said ``text`` to ``agent``: a new turn."""
+        self._number += 1
+        self._text = text
+        await self.reach(agent)
+
+    async def reach(self, agent: AgentLink) -> None:
+        """``agent`` works in the current turn: its user message, if it has not had it."""
+        if self._text is not None and self._reached.get(agent) != self._number:
+            self._reached[agent] = self._number
+            await agent.user_message(self._text)
 
 
 def _export(guard: Guard, bus: Bus, runtime: str, conversation_id: str | None) -> None:
