@@ -64,7 +64,6 @@ class RepeatToolGuard(AbstractCapability[Any]):
         self._conversations: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = link
         self._runs: dict[str, AgentLink] = {}
-        self._retired: set[AgentLink] = set()
 
     def agent_for(self, ctx: RunContext[Any]) -> AgentLink:
         """The live agent of the run ``ctx`` belongs to (``wrap_run`` starts it)."""
@@ -88,9 +87,9 @@ class RepeatToolGuard(AbstractCapability[Any]):
             del self._runs[run_id]
             if parent is not None:
                 await agent.dispose()
-            elif agent in self._retired and agent not in self._runs.values():
-                self._retired.discard(agent)
-                await agent.dispose()
+            else:  # a conversation an add passed over while this run went on goes now
+                for oldest in self._conversations.trim(in_use=self._running):
+                    await oldest.dispose()
 
     async def _conversation(self, ctx: RunContext[Any]) -> AgentLink:
         key = ctx.conversation_id or ctx.run_id or ""
@@ -98,14 +97,14 @@ class RepeatToolGuard(AbstractCapability[Any]):
         if agent is not None:
             return agent
         agent = self.link.agent(f"{_name(ctx)}/{key}")
-        evicted = self._conversations.add(key, agent)
+        evicted = self._conversations.add(key, agent, in_use=self._running)  # one whose run goes on stays
         await agent.start()
         for oldest in evicted:
-            if oldest in self._runs.values():  # its run goes on: disposed when that ends
-                self._retired.add(oldest)
-            else:
-                await oldest.dispose()
+            await oldest.dispose()
         return agent
+
+    def _running(self, agent: AgentLink) -> bool:
+        return agent in self._runs.values()
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

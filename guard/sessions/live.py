@@ -5,6 +5,7 @@ are more than ``max_sessions``."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 __all__ = ["LiveTable", "check_max_sessions"]
@@ -38,14 +39,28 @@ class LiveTable(Generic[K, V]):
             self._entries.move_to_end(key)
         return entry
 
-    def add(self, key: K, value: V) -> list[V]:
+    def add(self, key: K, value: V, *, in_use: Callable[[V], bool] | None = None) -> list[V]:
         """Put ``value`` under ``key`` as the most recently used; the entries
-        beyond ``max_sessions``, removed, least recently used first."""
+        beyond ``max_sessions``, removed, least recently used first. An entry
+        ``in_use`` says is busy (a run still going) is passed over and stays:
+        the table then holds more until those are done."""
         self._entries[key] = value
         self._entries.move_to_end(key)
+        return self.trim(in_use=in_use)
+
+    def trim(self, *, in_use: Callable[[V], bool] | None = None) -> list[V]:
+        """The entries beyond ``max_sessions``, removed, least recently used
+        first, but for those ``in_use`` says are busy: a table an ``add`` left
+        over its bound is trimmed again once they are done."""
+        entries = self._entries
         evicted: list[V] = []
-        while len(self._entries) > self.max_sessions:
-            evicted.append(self._entries.popitem(last=False)[1])
+        if len(entries) <= self.max_sessions:
+            return evicted
+        for key in list(entries)[:-1]:  # never the most recently used
+            if len(entries) <= self.max_sessions:
+                break
+            if in_use is None or not in_use(entries[key]):
+                evicted.append(entries.pop(key))
         return evicted
 
     def restore(self, key: K, value: V) -> None:

@@ -31,3 +31,15 @@ def test_peek_is_not_a_use_and_restore_trims_on_the_next_add() -> None:
 def test_the_bound_is_an_integer_of_at_least_one(bound: object) -> None:
     with pytest.raises(ValueError, match=r"^max_sessions = .*: must be an integer >= 1$"):
         LiveTable(bound)  # type: ignore[arg-type]
+
+
+def test_an_entry_in_use_is_passed_over_and_trimmed_once_done() -> None:
+    table: LiveTable[str, str] = LiveTable(1)
+    busy = {"a"}
+    table.add("a", "a")
+    assert table.add("b", "b", in_use=busy.__contains__) == []
+    assert len(table) == 2, "over its bound while a is busy"
+    busy.clear()
+    assert table.trim(in_use=busy.__contains__) == ["a"]
+    assert table.trim() == []
+    assert table.values() == ["b"]
