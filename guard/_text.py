@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import reprlib
 from typing import Any
 
-__all__ = ["one_line", "shown", "terminal_text"]
+__all__ = ["CUT_NOTE", "cut_note", "one_line", "shown", "terminal_text"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 100
@@ -18,6 +19,15 @@ _repr.maxlevel = 3
 _LINE_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
 _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _LINE_CONTROLS.update({c: f"\\u{c:04x}" for c in _BIDI})
+
+
+CUT_NOTE = re.compile(r"… \(\+(\d+) more chars\)")
+"""What ``cut_note`` writes; group 1 is the number of characters left out."""
+
+
+def cut_note(hidden: int) -> str:
+    """What ends a text cut short: ``… (+N more chars)``, ``N`` = ``hidden``."""
+    return f"… (+{hidden} more chars)"
 
 
 def terminal_text(text: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from bus._codec import ARGS_NESTING, NATIVE_LEAVES, as_logged, logged_key, ordered, stand_in, too_deep
+from guard._text import cut_note
 
 __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
 
@@ -110,7 +111,7 @@ class Fingerprint(msgspec.Struct, frozen=True):
         text = self.canonical.decode("utf-8", "replace")
         if len(text) <= limit:
             return text
-        return f"{text[:limit]}… (+{len(text) - limit} more chars)"
+        return text[:limit] + cut_note(len(text) - limit)
 
 
 def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint:

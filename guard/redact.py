@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
+from guard._text import CUT_NOTE, cut_note
 from guard.patterns import LiteralSet, Regex, compile_regex
 
 __all__ = ["REDACTED", "REDACT_INPUT_LIMIT", "REDACT_SLACK", "Excerpt", "Redactor", "SecretRule", "load_rules"]
@@ -237,8 +237,7 @@ def _builtin_plan() -> _Plan:
     return _Plan(load_rules())
 
 
-_CUT = "… (+"
-_CUT_MARK = re.compile(r"… \(\+(\d+) more chars\)")
+_CUT = cut_note(0).partition("0")[0]  # "… (+": a substring test before the regular expression
 _WORD_ENDS = frozenset(" \t\r\n\"'`,:;=(){}[]<>")
 _WORD_READ = 256
 
@@ -250,7 +249,7 @@ def _without_cut_words(text: str) -> str:
     a word is dropped with the rest of it, and N counts it."""
     pieces: list[str] = []
     at = 0
-    for mark in _CUT_MARK.finditer(text):
+    for mark in CUT_NOTE.finditer(text):
         start = mark.start()
         word = start
         while word > max(at, start - _WORD_READ) and text[word - 1] not in _WORD_ENDS:
@@ -258,7 +257,7 @@ def _without_cut_words(text: str) -> str:
         if word == start:
             continue
         pieces.append(text[at:word])
-        pieces.append(f"… (+{int(mark.group(1)) + start - word} more chars)")
+        pieces.append(cut_note(int(mark.group(1)) + start - word))
         at = mark.end()
     pieces.append(text[at:])
     return "".join(pieces)
@@ -353,7 +352,7 @@ class Redactor:
         straddling = redacted.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
         if straddling >= 0:
             cut = straddling + len(REDACTED)
-        return f"{redacted[:cut]}… (+{excerpt.total - limit} more chars)"
+        return redacted[:cut] + cut_note(excerpt.total - limit)
 
     def redact_value(self, value: Any, _depth: int = 0) -> Any:
         """``value`` with every string in it redacted: strings, and the

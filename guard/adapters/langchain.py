@@ -89,7 +89,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         self._threads: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = link if link is not None else GuardLink(config=config, runtime="langchain")
         self._live: dict[str, AgentLink] = {}
-        self._paused: dict[tuple[str, str], None] = {}
+        self._paused: dict[tuple[str, str], bool] = {}
         self._subagents = 0
 
     @property
@@ -168,9 +168,9 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         call = request.tool_call
         call_id = str(call.get("id") or "")
         paused = (agent.agent.id, call_id)
-        if self._paused.pop(paused, 0) is None and agent.running(call_id) is not None:
-            pass  # a tool resumed after its interrupt: the call was decided when it first ran
-        else:
+        # a tool resumed after its interrupt is the call decided when it first ran
+        resumed = self._paused.pop(paused, False) and agent.running(call_id) is not None
+        if not resumed:
             decision = await agent.call(call_id, call["name"], call["args"])
             if not decision.allowed:
                 await agent.denied(call_id, decision)
@@ -182,7 +182,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         except GraphInterrupt:  # the tool waits for a human: no result yet, and its resume is the same call
             if len(self._paused) >= _PAUSED_KEPT:
                 del self._paused[next(iter(self._paused))]
-            self._paused[paused] = None
+            self._paused[paused] = True
             raise
         except GraphBubbleUp as exc:  # the tool hands control to a parent graph (a Command): no failure
             await agent.result(call_id, str(exc) or type(exc).__name__)
