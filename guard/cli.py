@@ -36,7 +36,6 @@ EXIT_DIFFERENCE = 1
 EXIT_ERROR = 2
 EXIT_HOOK_FAULT = 1
 
-_AGENTS = ("claude-code", "codex", "gemini-cli")
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -589,9 +588,11 @@ def _mcp_server_toml(args: argparse.Namespace) -> str:
 
 
 def _add_settings_options(parser: argparse.ArgumentParser) -> None:
+    from guard.hook_forward import HOOK_AGENTS
+
     parser.add_argument(
         "--agent",
-        choices=_AGENTS,
+        choices=HOOK_AGENTS,
         default="claude-code",
         metavar="CLI",
         help="claude-code (default), codex or gemini-cli",
@@ -682,9 +683,11 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
         description="Configure as a command hook for the events `hook-settings --agent NAME` lists. "
         "Exits 1 (never 2, which would block the tool) on any error of its own, a usage error included.",
     )
+    from guard.hook_forward import HOOK_AGENTS
+
     hook.add_argument(
         "--agent",
-        choices=_AGENTS,
+        choices=HOOK_AGENTS,
         default="claude-code",
         metavar="CLI",
         help="the CLI whose hook this is: claude-code (default), codex or gemini-cli",

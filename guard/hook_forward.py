@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "HOOK_AGENTS",
     "HOOK_PATH",
     "PAYLOAD_LIMIT",
     "SERVE_ENV",
@@ -40,6 +41,9 @@ __all__ = [
 
 SERVE_ENV = "REPEAT_TOOL_GUARD_SERVE"
 """The environment variable naming the server a ``hook`` forwards to when no ``--serve`` is given."""
+
+HOOK_AGENTS = ("claude-code", "codex", "gemini-cli")
+"""The CLIs ``hook --agent`` answers; ``serve`` answers each at ``/hooks/<name>``."""
 
 HOOK_PATH = "/hooks/claude-code"
 
@@ -77,7 +81,6 @@ class ForwardError(Exception):
 
 _FLAGS = frozenset({"hook", "-v", "--verbose"})
 _VALUED = frozenset({"--config", "--state-dir", "--serve", "--agent"})
-_ROUTES = {"claude-code": HOOK_PATH, "codex": "/hooks/codex", "gemini-cli": "/hooks/gemini-cli"}
 
 
 def serve_target(argv: Sequence[str]) -> str | None:
@@ -90,7 +93,7 @@ def serve_target(argv: Sequence[str]) -> str | None:
     hook's own parser answers it."""
     target = os.environ.get(SERVE_ENV)
     for option, value in _options(argv):
-        if option not in _VALUED or (option == "--agent" and value not in _ROUTES):
+        if option not in _VALUED or (option == "--agent" and value not in HOOK_AGENTS):
             return None
         if option == "--serve":
             target = value
@@ -103,7 +106,7 @@ def hook_route(argv: Sequence[str]) -> str:
     route = HOOK_PATH
     for option, value in _options(argv):
         if option == "--agent":
-            route = _ROUTES.get(value, HOOK_PATH)
+            route = f"/hooks/{value}" if value in HOOK_AGENTS else HOOK_PATH
     return route
 
 

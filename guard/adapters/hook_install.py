@@ -18,10 +18,11 @@ from typing import Any
 
 from bus import NotRegularFileError, read_regular
 from guard.adapters.claude_hooks import is_guard_command
+from guard.hook_forward import HOOK_AGENTS
 
 __all__ = ["SettingsFileError", "add_toml_table", "install", "remove_toml_table", "settings_file"]
 
-_ROUTES = ("/hooks/claude-code", "/hooks/codex", "/hooks/gemini-cli")
+_ROUTES = tuple(f"/hooks/{name}" for name in HOOK_AGENTS)
 
 
 class SettingsFileError(ValueError):

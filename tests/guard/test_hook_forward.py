@@ -316,3 +316,10 @@ def test_hook_settings_puts_the_server_in_the_command(capsys: pytest.CaptureFixt
     assert "hook --agent codex --serve unix:/run/rtg.sock ||" in capsys.readouterr().out
     assert main(["hook-settings", "--shadow", "--serve", "unix:/run/rtg.sock"]) == 2
     assert "start it with serve --shadow" in capsys.readouterr().err
+
+
+def test_the_hooks_agents_are_the_runtimes_serve_answers() -> None:
+    from guard.adapters.hook_runtimes import RUNTIMES
+    from guard.hook_forward import HOOK_AGENTS
+
+    assert tuple(RUNTIMES) == HOOK_AGENTS
