@@ -37,7 +37,6 @@ EXIT_ERROR = 2
 EXIT_HOOK_FAULT = 1
 
 
-
 def _configure_logging(verbose: bool) -> None:
     """Send structlog to stderr so ``--json`` output on stdout stays clean,
     with every string in an event (a rendered traceback too) redacted and
