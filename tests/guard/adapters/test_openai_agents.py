@@ -473,12 +473,14 @@ async def test_each_user_turn_reaches_the_handoff_target_that_works_in_it(turns_
     assert {c.agent.id for c in events.of(ToolCall) if c.agent} == {"billing"}, "handoff() targets are guarded too"
 
 
-def test_a_handoff_whose_agent_is_gone_is_passed_over() -> None:
+def test_a_handoff_whose_agent_is_gone_is_passed_over_and_the_next_one_guarded() -> None:
     from agents import handoff
 
     gone = handoff(Agent(name="gone"))
     gone._agent_ref = None
-    guard_tools(Agent(name="triage", handoffs=[gone]))  # nothing to guard, and no error
+    live = grep_agent(looping([]), [], name="live")
+    guard_tools(Agent(name="triage", handoffs=[gone, handoff(live)]))
+    assert TOOL_GUARDRAIL in (live.tools[0].tool_input_guardrails or [])  # type: ignore[union-attr]
 
 
 async def test_each_invocation_of_an_agent_used_as_a_tool_is_a_subagent_of_its_own(
