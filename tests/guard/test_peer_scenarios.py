@@ -1,10 +1,11 @@
-"""Other loop guards' test scenarios, replayed through our three policies.
+"""Other loop guards' test scenarios, replayed through our four policies.
 
 Each test rebuilds one scenario from a peer's test suite (or a reported
 incident) as a scripted session on a real bus, guard and session log, and
 runs it through ``remind`` (the default config), ``turns`` (a ``[turns]``
-section) and ``rescue`` (a ``[rescue]`` section whose ask command does not
-exist, so escalations fail and fall back to the local denial). It asserts
+section), ``rescue`` (a ``[rescue]`` section whose ask command does not
+exist, so escalations fail and fall back to the local denial) and ``loops``
+with its defaults (the ``recommended`` preset). It asserts
 what each policy does and at which call: ``(call number, action)``. The
 comparison table built from these tests is ``docs/policies/peers.md``.
 
@@ -31,7 +32,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from bus import ContextMessage, Event
-from guard import Action, Config, RemindConfig, RescueConfig, TurnsConfig
+from guard import Action, Config, LoopsConfig, RemindConfig, RescueConfig, TurnsConfig
 from tests.guard.conftest import MakeScript
 
 pytestmark = pytest.mark.anyio
@@ -71,7 +72,7 @@ def call(tool: str, args: Any, content: str = "ok", *, error: bool = False, para
 
 @pytest.fixture
 def run(make_script: MakeScript, missing_ask_command: str, monkeypatch: pytest.MonkeyPatch) -> Run:
-    """``await run(events, remind={...}, turns={...}, rescue={...})``: the
+    """``await run(events, remind={...}, turns={...}, rescue={...}, loops={...})``: the
     events through each policy alone, each in its own session. Keyword
     dictionaries override that policy's settings."""
     monkeypatch.delenv("REPEAT_TOOL_GUARD_TURNS_THRESHOLD", raising=False)
@@ -84,6 +85,7 @@ def run(make_script: MakeScript, missing_ask_command: str, monkeypatch: pytest.M
             "rescue": Config(
                 remind=off, rescue=RescueConfig(ask_command=missing_ask_command, **settings.get("rescue", {}))
             ),
+            "loops": Config(remind=off, loops=LoopsConfig(**settings.get("loops", {}))),
         }
         verdicts: Verdicts = {}
         texts: dict[str, list[str]] = {}
@@ -129,6 +131,7 @@ async def test_five_identical_calls_are_answered_by_every_policy_by_the_fifth(ru
         "remind": [(3, "remind"), (5, "remind")],
         "turns": [(5, "remind")],
         "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")],
+        "loops": [(3, "deny"), (4, "deny"), (5, "deny"), (5, "halt")],
     }
 
 
@@ -144,6 +147,17 @@ async def test_ten_identical_reads_keep_drawing_an_answer(run: Run, anyio_backen
         "remind": [(3, "remind"), (5, "remind"), (8, "remind")],
         "turns": [(5, "remind"), (7, "deny"), (8, "deny"), (9, "deny"), (9, "halt"), (10, "deny")],
         "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")] + [(n, "deny") for n in range(6, 11)],
+        "loops": [
+            (3, "deny"),
+            (4, "deny"),
+            (5, "deny"),
+            (5, "halt"),
+            (6, "deny"),
+            (7, "deny"),
+            (8, "deny"),
+            (9, "deny"),
+            (10, "deny"),
+        ],
     }
 
 
@@ -159,7 +173,12 @@ async def test_three_distinct_calls_cycled_three_times(run: Run, anyio_backend: 
         call("anotherTool", {"param": "value1"}),
     ]
     out = await run(cycle * 3)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": [(7, "deny"), (8, "deny"), (9, "deny")]}
+    assert out.verdicts == {
+        "remind": [],
+        "turns": [],
+        "rescue": [(7, "deny"), (8, "deny"), (9, "deny")],
+        "loops": [(4, "remind"), (7, "deny"), (8, "deny"), (9, "deny")],
+    }
 
 
 async def test_another_plugins_message_between_repeats_does_not_reset(
@@ -189,6 +208,7 @@ async def test_key_order_does_not_make_a_new_call(run: Run, anyio_backend: str) 
         "remind": [(3, "remind"), (5, "remind")],
         "turns": [(5, "remind")],
         "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")],
+        "loops": [(3, "deny"), (4, "deny"), (5, "deny"), (5, "halt")],
     }
 
 
@@ -203,7 +223,12 @@ async def test_same_command_same_output_four_times(run: Run, anyio_backend: str)
     stuck at the 4th identical action/observation pair. ``remind`` and
     ``rescue`` answer at the 3rd; ``turns`` (threshold 5) stays silent."""
     out = await run([_LS] * 4)
-    assert out.verdicts == {"remind": [(3, "remind")], "turns": [], "rescue": [(3, "deny"), (4, "deny")]}
+    assert out.verdicts == {
+        "remind": [(3, "remind")],
+        "turns": [],
+        "rescue": [(3, "deny"), (4, "deny")],
+        "loops": [(3, "deny"), (4, "deny")],
+    }
 
 
 async def test_same_failing_command_three_times(run: Run, anyio_backend: str) -> None:
@@ -212,7 +237,7 @@ async def test_same_failing_command_three_times(run: Run, anyio_backend: str) ->
     times, with different error texts, is stuck at the 3rd."""
     errors = ["Command not found", "Command still not found or another error", "Different error"]
     out = await run([call("terminal", {"command": "invalid_command"}, text, error=True) for text in errors])
-    assert out.verdicts == {"remind": [(3, "remind")], "turns": [], "rescue": [(3, "deny")]}
+    assert out.verdicts == {"remind": [(3, "remind")], "turns": [], "rescue": [(3, "deny")], "loops": [(3, "remind")]}
 
 
 async def test_two_calls_alternating_three_times(run: Run, anyio_backend: str) -> None:
@@ -222,7 +247,12 @@ async def test_two_calls_alternating_three_times(run: Run, anyio_backend: str) -
     denies the third ``ls`` (call 5) and the third read."""
     read = call("file_read", {"path": "file1.txt"}, "File content")
     out = await run([_LS, read] * 3)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": [(5, "deny"), (6, "deny")]}
+    assert out.verdicts == {
+        "remind": [],
+        "turns": [],
+        "rescue": [(5, "deny"), (6, "deny")],
+        "loops": [(3, "remind"), (5, "deny"), (6, "deny")],
+    }
 
 
 async def test_a_user_message_starts_the_count_over(run: Run, anyio_backend: str) -> None:
@@ -231,12 +261,20 @@ async def test_a_user_message_starts_the_count_over(run: Run, anyio_backend: str
     the last user message counts. Ours always reset on a genuine user message
     (OpenHands' headless mode would instead flag the 4th ``ls`` across it)."""
     out = await run([_LS, _LS, _User("Hello"), _LS, _LS, _LS, _LS])
-    assert out.verdicts == {"remind": [(5, "remind")], "turns": [], "rescue": [(5, "deny"), (6, "deny")]}
+    assert out.verdicts == {
+        "remind": [(5, "remind")],
+        "turns": [],
+        "rescue": [(5, "deny"), (6, "deny")],
+        "loops": [(5, "deny"), (6, "deny")],
+    }
 
 
-async def test_distinct_commands_and_reads_stay_silent(run: Run, anyio_backend: str) -> None:
+async def test_distinct_commands_and_reads_are_not_stuck(run: Run, anyio_backend: str) -> None:
     """OpenHands ``test_is_stuck_not_stuck`` (SDK ``test_not_stuck_with_different_actions``):
-    ``ls``, read f1, ``pwd``, read f2, a user message, ``pwd``, read f2."""
+    ``ls``, read f1, ``pwd``, read f2, a user message, ``pwd``, read f2.
+    ``loops`` compares results, so the second ``pwd`` with the same output
+    draws one advisory (the user's "Done" is an interjection, not a new
+    instruction); nothing is denied."""
     pwd = call("terminal", {"command": "pwd"}, "/home/user")
     events: list[_Event] = [
         _LS,
@@ -248,7 +286,7 @@ async def test_distinct_commands_and_reads_stay_silent(run: Run, anyio_backend: 
         call("file_read", {"path": "file2.txt"}),
     ]
     out = await run(events)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [], "loops": [(5, "remind")]}
 
 
 async def test_same_code_with_a_different_error_line_is_still_a_repeat(run: Run, anyio_backend: str) -> None:
@@ -260,19 +298,21 @@ async def test_same_code_with_a_different_error_line_is_still_a_repeat(run: Run,
     out = await run(
         [call("execute_ipython_cell", {"code": code}, f"Cell In[1], line {10 * n}\nSyntaxError") for n in range(1, 5)]
     )
-    assert out.verdicts == {"remind": [(3, "remind")], "turns": [], "rescue": [(3, "deny"), (4, "deny")]}
+    assert out.verdicts == {"remind": [(3, "remind")], "turns": [], "rescue": [(3, "deny"), (4, "deny")], "loops": []}
 
 
-async def test_listing_distinct_directories_and_files_is_silent(run: Run, anyio_backend: str) -> None:
+async def test_listing_distinct_directories_and_files_is_not_stuck(run: Run, anyio_backend: str) -> None:
     """OpenHands ``test_is_not_stuck_context_window_error_with_other_events``:
-    ``ls 0`` ... ``ls 8`` with reads of ``file0``, ``file2``, ... between them."""
+    ``ls 0`` ... ``ls 8`` with reads of ``file0``, ``file2``, ... between them.
+    Every listing is identical, so ``loops`` advises once at the fourth
+    directory (a grind); nothing is denied."""
     events: list[_Event] = []
     for n in range(9):
         events.append(call("terminal", {"command": f"ls {n}"}, "file1.txt\nfile2.txt"))
         if n % 2 == 0:
             events.append(call("file_read", {"path": f"file{n}.txt"}, f"File content {n}"))
     out = await run(events)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [], "loops": [(6, "remind")]}
 
 
 # -------------------------------------------------------------------- oh-my-pi
@@ -289,6 +329,7 @@ async def test_fifth_identical_turn_draws_an_advisory_quoting_the_result(run: Ru
         "remind": [(3, "remind"), (5, "remind")],
         "turns": [(5, "remind")],
         "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")],
+        "loops": [(3, "deny"), (4, "deny"), (5, "deny"), (5, "halt")],
     }
     assert "called bash with identical arguments in 5 consecutive turns" in out.texts["turns"][0]
     assert "Its last result (truncated): 1263 passed, 4 skipped" in out.texts["turns"][0]
@@ -303,7 +344,12 @@ async def test_a_harness_intent_field_hides_the_loop_unless_ignored(run: Run, an
     fields, and ``turns`` sees it once told."""
     reads = [call("read", {"path": "a.ts", "_i": f"check the file again ({n})"}) for n in range(1, 6)]
     out = await run(reads)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")]}
+    assert out.verdicts == {
+        "remind": [],
+        "turns": [],
+        "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")],
+        "loops": [(3, "deny"), (4, "deny"), (5, "deny"), (5, "halt")],
+    }
     out = await run(reads, remind={"ignored_args": ("_i",)}, turns={"ignored_args": ("_i",)})
     assert out.verdicts["remind"] == [(3, "remind"), (5, "remind")]
     assert out.verdicts["turns"] == [(5, "remind")]
@@ -313,7 +359,7 @@ async def test_a_different_call_in_between_resets(run: Run, anyio_backend: str) 
     """oh-my-pi ``resets the consecutive count on a different call``:
     ``pytest``, read, ``pytest`` (its threshold 3) is no loop for anyone."""
     out = await run([_PYTEST, call("read", {"path": "src/index.ts"}), _PYTEST])
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [], "loops": [(3, "remind")]}
 
 
 async def test_a_loop_on_the_todo_tool_is_seen_by_turns_only(run: Run, anyio_backend: str) -> None:
@@ -327,6 +373,17 @@ async def test_a_loop_on_the_todo_tool_is_seen_by_turns_only(run: Run, anyio_bac
         "remind": [],
         "turns": [(5, "remind"), (7, "deny"), (8, "deny"), (9, "deny"), (9, "halt"), (10, "deny")],
         "rescue": [],
+        "loops": [
+            (3, "deny"),
+            (4, "deny"),
+            (5, "deny"),
+            (5, "halt"),
+            (6, "deny"),
+            (7, "deny"),
+            (8, "deny"),
+            (9, "deny"),
+            (10, "deny"),
+        ],
     }
 
 
@@ -334,6 +391,7 @@ _POLL_VALVES: dict[str, dict[str, Any]] = {
     "remind": {"exclude": ("todo_write", "job", "hub")},
     "turns": {"exempt": ("job", "hub")},
     "rescue": {"exclude": (*RescueConfig().exclude, "job", "hub")},
+    "loops": {"exclude": (*LoopsConfig().exclude, "job", "hub")},
 }
 
 
@@ -341,18 +399,19 @@ async def test_an_exempt_polling_tool_is_never_flagged(run: Run, anyio_backend: 
     """oh-my-pi ``ignores exempt polling tools`` (``job`` with ``poll``): with
     the tool excluded/exempt in each policy, six identical polls pass."""
     out = await run([call("job", {"poll": ["abc"]}, "running")] * 6, **_POLL_VALVES)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [], "loops": []}
 
 
 async def test_an_exempt_poll_between_identical_turns_does_not_break_the_run(run: Run, anyio_backend: str) -> None:
     """oh-my-pi ``does not reset consecutive counter when an exempt polling
     turn occurs between identical turns``: ``pytest`` and an exempt ``hub``
-    wait alternate. Exempt calls are transparent to all three policies."""
+    wait alternate. Exempt calls are transparent to every policy."""
     out = await run([_PYTEST, call("hub", {"op": "wait"})] * 5, **_POLL_VALVES)
     assert out.verdicts == {
         "remind": [(5, "remind"), (9, "remind")],
         "turns": [(9, "remind")],
         "rescue": [(5, "deny"), (7, "deny"), (9, "escalation-failed")],
+        "loops": [(5, "deny"), (7, "deny"), (9, "deny"), (9, "halt")],
     }
 
 
@@ -373,6 +432,17 @@ async def test_the_same_batch_of_parallel_calls_every_turn(run: Run, anyio_backe
         "remind": [],
         "turns": [(9, "remind"), (10, "remind")],
         "rescue": [(5, "deny"), (6, "deny"), (7, "deny"), (8, "deny"), (9, "escalation-failed"), (10, "deny")],
+        "loops": [
+            (4, "remind"),
+            (5, "deny"),
+            (6, "deny"),
+            (7, "deny"),
+            (8, "deny"),
+            (9, "deny"),
+            (9, "halt"),
+            (10, "deny"),
+            (10, "halt"),
+        ],
     }
 
 
@@ -386,6 +456,7 @@ async def test_a_turn_without_tool_calls_breaks_a_turn_run(run: Run, anyio_backe
         "remind": [(3, "remind"), (5, "remind"), (8, "remind")],
         "turns": [],
         "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed"), (6, "deny"), (7, "deny"), (8, "deny")],
+        "loops": [(3, "deny"), (4, "deny"), (5, "deny"), (5, "halt"), (6, "deny"), (7, "deny"), (8, "deny")],
     }
 
 
@@ -396,7 +467,12 @@ async def test_alternating_distinct_batches(run: Run, anyio_backend: str) -> Non
     batch_a = [call("bash", {"command": "echo a"}), call("read", {"path": "a.ts"}, parallel=True)]
     batch_b = [call("bash", {"command": "echo b"})]
     out = await run((batch_a + batch_b) * 3)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": [(7, "deny"), (8, "deny"), (9, "deny")]}
+    assert out.verdicts == {
+        "remind": [],
+        "turns": [],
+        "rescue": [(7, "deny"), (8, "deny"), (9, "deny")],
+        "loops": [(4, "remind"), (6, "remind"), (7, "deny"), (8, "deny"), (9, "deny")],
+    }
 
 
 # -------------------------------------------------------- pi-repeat-tool-guard
@@ -407,7 +483,12 @@ async def test_the_gentle_reminder_comes_at_the_first_threshold_whatever_it_is(r
     with thresholds ``2,4`` it never sends it (seed 000 fixes this in the
     port). Ours: gentle at 2, detailed at 4."""
     out = await run([call("grep", {"pattern": "TODO"})] * 4, remind={"thresholds": (2, 4)})
-    assert out.verdicts == {"remind": [(2, "remind"), (4, "remind")], "turns": [], "rescue": [(3, "deny"), (4, "deny")]}
+    assert out.verdicts == {
+        "remind": [(2, "remind"), (4, "remind")],
+        "turns": [],
+        "rescue": [(3, "deny"), (4, "deny")],
+        "loops": [(3, "deny"), (4, "deny")],
+    }
     assert out.texts["remind"][0].startswith("You are repeating the exact same tool call")
     assert out.texts["remind"][1].startswith("Repeated tool call detected:\n- tool: grep\n- consecutive_calls: 4")
 
@@ -418,7 +499,12 @@ async def test_an_excluded_bookkeeping_call_does_not_launder_the_loop(run: Run, 
     ``turns`` has no default exemption, so the todo turns break its run."""
     grep, todo = call("grep", {"pattern": "X"}), call("todo_write", {"todos": []})
     out = await run([grep, todo, grep, todo, grep])
-    assert out.verdicts == {"remind": [(5, "remind")], "turns": [], "rescue": [(5, "deny")]}
+    assert out.verdicts == {
+        "remind": [(5, "remind")],
+        "turns": [],
+        "rescue": [(5, "deny")],
+        "loops": [(3, "remind"), (5, "deny")],
+    }
 
 
 # ---------------------------------------------------------- Claude Code issues
@@ -438,6 +524,7 @@ async def test_the_same_failing_edit_retried(run: Run, anyio_backend: str) -> No
         "remind": [(3, "remind"), (5, "remind")],
         "turns": [(5, "remind")],
         "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed")],
+        "loops": [(3, "remind"), (5, "deny")],
     }
 
 
@@ -445,16 +532,19 @@ async def test_the_same_failing_edit_retried(run: Run, anyio_backend: str) -> No
 
 
 async def test_polling_a_changing_status_is_nagged_unless_excluded(run: Run, anyio_backend: str) -> None:
-    """Polling a CI run whose status changes. FINDING: every policy treats it
-    as a loop by default (OpenHands compares results and would not; ours
-    never do). ``rescue``'s ``exclude_commands`` frees the one
-    command; ``remind`` and ``turns`` can only exempt the whole ``bash`` tool."""
+    """Polling a CI run whose status changes. FINDING: ``remind``, ``turns``
+    and ``rescue`` treat it as a loop by default (OpenHands compares results
+    and would not; they never do). ``rescue``'s ``exclude_commands`` frees the
+    one command; ``remind`` and ``turns`` can only exempt the whole ``bash``
+    tool. ``loops`` compares results and knows a poll: one back-off nudge at
+    the fourth unchanged status, never a denial."""
     polls = [call("bash", {"command": "gh run view 42"}, "in_progress" if n < 5 else "completed") for n in range(6)]
     out = await run(polls)
     assert out.verdicts == {
         "remind": [(3, "remind"), (5, "remind")],
         "turns": [(5, "remind")],
         "rescue": [(3, "deny"), (4, "deny"), (5, "escalation-failed"), (6, "deny")],
+        "loops": [(4, "remind")],
     }
     out = await run(polls, rescue={"exclude_commands": (r"^gh run view \d+$",)})
     assert out.verdicts["rescue"] == []
@@ -465,7 +555,7 @@ async def test_paging_through_a_file_is_silent(run: Run, anyio_backend: str) -> 
     "sequential processing" as not a loop): the offset changes every call."""
     pages = [call("Read", {"file_path": "big.log", "offset": 200 * n, "limit": 200}) for n in range(10)]
     out = await run(pages)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [], "loops": []}
 
 
 @pytest.mark.parametrize(
@@ -486,7 +576,7 @@ async def test_an_edit_build_cycle_is_silent(run: Run, edit_tool: str, build_too
             args = {"command": "str_replace", "path": "a.ts", "old_str": f"v{n}", "new_str": f"v{n + 1}"}
         events += [call(edit_tool, args), call(build_tool, {"command": "npm test"}, f"{5 - n} failing")]
     out = await run(events)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [], "loops": []}
 
 
 @pytest.mark.parametrize(
@@ -511,7 +601,7 @@ async def test_rereading_a_file_after_editing_it_is_silent(
             call(edit_tool, {**edit, "old_str": f"{n}", "new_str": f"{n + 1}"}),
         ]
     out = await run(events)
-    assert out.verdicts == {"remind": [], "turns": [], "rescue": []}
+    assert out.verdicts == {"remind": [], "turns": [], "rescue": [], "loops": []}
 
 
 async def test_rewriting_the_same_content_before_each_build(run: Run, anyio_backend: str) -> None:
@@ -528,4 +618,15 @@ async def test_rewriting_the_same_content_before_each_build(run: Run, anyio_back
         "remind": [],
         "turns": [],
         "rescue": [(6, "deny"), (7, "deny"), (8, "deny"), (9, "deny"), (10, "escalation-failed")],
+        "loops": [
+            (3, "remind"),
+            (5, "deny"),
+            (6, "deny"),
+            (7, "deny"),
+            (8, "deny"),
+            (9, "deny"),
+            (9, "halt"),
+            (10, "deny"),
+            (10, "halt"),
+        ],
     }
