@@ -188,8 +188,10 @@ UNTIL_REPEATS = 20
 """Runs let through when the user asks to keep trying until something
 happens ("keep running it until it passes")."""
 _UNTIL_REQUEST = re.compile(
-    r"(?i)\b(?:keep|continue|carry on)\s+(?:running|trying|retrying|re-?running|testing|calling)\b"
-    r"|\b(?:run|try|retry|rerun|re-run|repeat|call)\b[^.!?\n]{0,40}\buntil\b"
+    r"(?i)\b(?:keep|continue|carry on)\s+(?:on\s+)?"
+    r"(?:running|trying|retrying|re-?running|testing|calling|using|invoking|executing|hitting|querying|fetching)\b"
+    r"|\b(?:run|try|retry|rerun|re-run|repeat|call|use|invoke|query|fetch)\b[^.!?\n]{0,40}"
+    r"\b(?:until|repeatedly|again and again|over and over)\b"
 )
 
 

@@ -370,6 +370,18 @@ async def test_a_user_asking_for_n_runs_gets_them(make: Make, anyio_backend: str
     assert run.actions == [(7, "deny"), (10, "deny")]
 
 
+async def test_a_user_asking_to_keep_using_a_tool_gets_its_calls(make: Make, anyio_backend: str) -> None:
+    """crewAI's repeated-tool-usage task: the user tells the agent to keep
+    calling one tool, and it does, getting the same answer each time."""
+    run = make()
+    await run.user(
+        "main", "The final answer is 42. But don't give it yet, instead keep using the `get_final_answer` tool."
+    )
+    for _ in range(4):
+        await run.do("get_final_answer", {}, "42")
+    assert run.actions == []
+
+
 async def test_requested_repeats_can_be_ignored(make: Make, anyio_backend: str) -> None:
     run = make(requested_repeats=False)
     await run.user("main", "retry 5 times")
@@ -397,6 +409,9 @@ def test_vague_and_open_ended_requests_are_read_generously() -> None:
     assert requested_repeats("a couple of times is enough") == 3
     assert requested_repeats("keep running the test until it passes") == UNTIL_REPEATS
     assert requested_repeats("retry the upload until it goes through") == UNTIL_REPEATS
+    assert requested_repeats("Don't answer yet, instead keep using the `get_final_answer` tool.") == UNTIL_REPEATS
+    assert requested_repeats("call the status endpoint repeatedly") == UNTIL_REPEATS
+    assert requested_repeats("use get_final_answer again and again") == UNTIL_REPEATS
 
 
 async def test_a_failing_flaky_test_the_user_asked_to_rerun_is_not_denied(make: Make, anyio_backend: str) -> None:
