@@ -146,6 +146,7 @@ _HALT = (
 )
 _BLOCKING_WAIT = "sleep {wait} in the shell, or the tool's own wait or timeout argument"
 _INPUT_KEYS = ("chars", "input", "stdin", "text", "keys", "data")
+_PAGING_VALUE, _POLL_VALUE = 1, 2
 
 
 _NUMBERS = {
@@ -692,6 +693,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
         r"jobs\b|sleep\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
     )
+    poll_values: tuple[str, ...] = (
+        r"(?i)^(?:poll|wait|watch|tail|progress|(?:get|check)[ _-]?status|"
+        r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress))$",
+    )
     poll_states: tuple[str, ...] = (
         r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"
         r"creating|containercreating|building|deploying)\b",
@@ -725,6 +730,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
             "paging_values",
             "result_normalize",
             "poll_commands",
+            "poll_values",
             "poll_states",
             "mutating_commands",
         ):
@@ -797,7 +803,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._paging_tools = ToolFilter(paging_tools, normalize=loose_tool_name) if paging_tools else None
         self._paging_args = frozenset(config.paging_args) | self._calls.ignored
         self._paging_values = RegexSet(config.paging_values, setting="loops.paging_values")
-        self._paging_memo: dict[str, bool] = {}
+        self._poll_values = RegexSet(config.poll_values, setting="loops.poll_values")
+        self._value_memo: dict[str, int] = {}
         self._poll_commands = CommandPatterns(config.poll_commands)
         self._poll_states = RegexSet(config.poll_states, setting="loops.poll_states")
         self._error_results = RegexSet(config.error_results, setting="loops.error_results")
@@ -843,30 +850,38 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return fingerprint(tool, args, rules.ignored)
         return self._calls.fingerprint(fingerprints, tool, args, call_id)
 
-    def _paging(self, tool: str, args: Any, rules: _Rules) -> bool:
+    def _paging(self, tool: str, rules: _Rules, values: int) -> bool:
         """A paging call: a paging tool (``paging_tools`` or ``kind =
-        "paging"``), or an argument value such as ``scroll`` or ``next``."""
-        if rules.kind == "paging":
+        "paging"``), or an argument value such as ``scroll`` or ``next``
+        (``values``, from ``_values``)."""
+        if rules.kind == "paging" or values & _PAGING_VALUE:
             return True
-        if self._paging_tools is not None and self._paging_tools.tracks(tool):
-            return True
-        if isinstance(args, dict) and self._paging_values:
-            for value in args.values():
-                if isinstance(value, str) and len(value) <= 16 and self._paging_value(value):
-                    return True
-        return False
+        return self._paging_tools is not None and self._paging_tools.tracks(tool)
 
-    def _paging_value(self, value: str) -> bool:
-        """Whether a short argument value reads as paging (memoized: a few
-        values such as ``scroll_down`` recur in every call)."""
-        memo = self._paging_memo
-        paging = memo.get(value)
-        if paging is None:
-            paging = self._paging_values.search(value)
+    def _values(self, args: Any) -> int:
+        """What a call's short string argument values read as: ``_PAGING_VALUE``
+        (``scroll``, ``next``), ``_POLL_VALUE`` (``poll``, ``status``), both or
+        neither."""
+        found = 0
+        if isinstance(args, dict) and (self._paging_values or self._poll_values):
+            for value in args.values():
+                if isinstance(value, str) and len(value) <= 16:
+                    found |= self._value(value)
+        return found
+
+    def _value(self, value: str) -> int:
+        """``_values`` for one value (memoized: a few values such as
+        ``scroll_down`` or ``poll`` recur in every call)."""
+        memo = self._value_memo
+        found = memo.get(value)
+        if found is None:
+            found = (_PAGING_VALUE if self._paging_values.search(value) else 0) | (
+                _POLL_VALUE if self._poll_values.search(value) else 0
+            )
             if len(memo) >= 4096:
                 memo.clear()
-            memo[value] = paging
-        return paging
+            memo[value] = found
+        return found
 
     def _decayed(self, then: float, now: float) -> bool:
         decay = self.config.decay_seconds
@@ -940,11 +955,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
         command = shell_command(args)
         program = shell_program(command) if command else None
         target, file = call_target(args, command, program)
+        values = self._values(args)
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
-            paging=self._paging(tool, args, rules),
-            polled=rules.kind == "poll" or self._polled(tool, args),
+            paging=self._paging(tool, rules, values),
+            polled=rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args),
             writing=self._writing(tool, args, rules),
             streak=(tool, program),
             target=target,

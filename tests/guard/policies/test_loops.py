@@ -333,6 +333,27 @@ async def test_a_bare_sleep_is_a_wait_not_a_loop(make: Make, anyio_backend: str)
     assert run.actions == []
 
 
+async def test_a_poll_named_by_its_argument_whose_output_progresses_is_left_alone(
+    make: Make, anyio_backend: str
+) -> None:
+    """OpenClaw's ``process`` tool polled for a running job's next line: each
+    result differs from the last by one number grown by one, which for any
+    other call would be a counter counting its own runs."""
+    run = make()
+    for n in range(6):
+        await run.do("process", {"action": "poll", "sessionId": "sess-1"}, f"line {n}")
+    assert run.actions == []
+
+
+async def test_an_action_argument_that_is_not_a_poll_word_keeps_the_counter_rule(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    for n in range(3):
+        await run.do("process", {"action": "start", "sessionId": "sess-1"}, f"attempt {n}")
+    assert run.actions == [(3, "deny")]
+
+
 async def test_an_empty_shell_command_reads_output_as_a_poll(make: Make, anyio_backend: str) -> None:
     run = make(poll_nudge_at=2)
     for _ in range(3):
