@@ -619,7 +619,12 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     error_at: int = 3
     error_deny_at: int = 5
     streak_deny_at: int = 8
-    error_results: tuple[str, ...] = (r"ERROR:\s", r"<tool_use_error>")
+    error_results: tuple[str, ...] = (
+        r"ERROR:\s",
+        r"<tool_use_error>",
+        # a one-line "Error: ..." is the whole answer of an MCP server or tool that reports failure as text
+        r"(?i)error:[ \t][^\n]*\n?$",
+    )
     transient_errors: tuple[str, ...] = (
         r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "
         r"unavailable|gateway time-?out|overloaded|error|status)\b",

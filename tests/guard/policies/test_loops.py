@@ -173,6 +173,23 @@ async def test_error_text_without_the_flag_is_a_failure(make: Make, anyio_backen
     assert run.actions == [(3, "remind")]
 
 
+async def test_a_one_line_error_text_without_the_flag_is_a_failure(make: Make, anyio_backend: str) -> None:
+    """Crush issue #2856: an MCP search tool answers every query with
+    ``Error: 401 Unauthorized`` as text, without the error flag, and the
+    agent keeps rewording the query."""
+    run = make()
+    for n in range(9):
+        await run.do("notion_search", {"query": f"roadmap {n}"}, "Error: 401 Unauthorized")
+    assert run.actions == [(3, "remind"), (9, "deny")]
+
+
+async def test_a_longer_text_that_opens_with_error_is_not_a_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(9):
+        await run.do("Read", {"file_path": f"logs/{n}.log"}, "error: disk full\nretrying\nok")
+    assert run.actions == []
+
+
 async def test_a_success_ends_the_streak_and_streak_denial_can_be_off(make: Make, anyio_backend: str) -> None:
     run = make(error_deny_at=0, streak_deny_at=0)
     for n in range(7):
