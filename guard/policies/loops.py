@@ -60,6 +60,7 @@ from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fin
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
 from guard.patterns import CommandPatterns, RegexSet, RegexSets, ToolFilter, shell_command
 from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
+from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policy import Policy
 from guard.section import (
@@ -426,7 +427,7 @@ class _Note:
     """A call seen by ``on_call``, waiting for its result, with what was
     read from its arguments there."""
 
-    __slots__ = ("denied", "file", "fp", "halt", "paging", "polled", "rules", "streak", "target", "writing")
+    __slots__ = ("acts", "denied", "file", "fp", "halt", "paging", "polled", "rules", "streak", "target", "writing")
 
     def __init__(
         self,
@@ -436,6 +437,7 @@ class _Note:
         paging: bool,
         polled: bool,
         writing: str | None,
+        acts: bool,
         streak: tuple[str, str | None],
         target: str | None,
         file: bool,
@@ -445,6 +447,7 @@ class _Note:
         self.paging = paging
         self.polled = polled
         self.writing = writing
+        self.acts = acts
         self.streak = streak
         self.target = target
         self.file = file
@@ -463,6 +466,7 @@ class _AgentLoops:
     advisory; ``seen`` numbers the tracked results."""
 
     __slots__ = (
+        "acted",
         "advised",
         "allowance",
         "calls",
@@ -491,6 +495,7 @@ class _AgentLoops:
         self.streaks: dict[tuple[str, str | None], tuple[str, int, float]] = {}
         self.grinds: dict[tuple[str, str], _Grind] = {}
         self.writes: dict[str, tuple[bytes, int]] = {}
+        self.acted: dict[bytes, bytes] = {}
         self.calls: dict[str, _Note] = {}
         self.run = 0
         self.opener: tuple[bytes, bytes] | None = None
@@ -503,6 +508,13 @@ class _AgentLoops:
         self.run = 0
         self.advised = False
         self.opener = opener
+
+    def act(self, digest: bytes, signature: _Signature) -> None:
+        """A new epoch after an action (``digest``'s call) that may have
+        changed something; the action itself stays counted in it."""
+        self.new_epoch()
+        self.window.append(digest)
+        self.signatures[digest] = signature
 
     def at(self, threshold: int) -> int:
         """The count at which ``threshold`` acts now: past the repeats the
@@ -716,12 +728,14 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     poll_deny_seconds: int = 600
     mutating_tools: tuple[str, ...] = DEFAULT_MUTATING_TOOLS
     mutating_commands: tuple[str, ...] = DEFAULT_MUTATING_COMMANDS
+    read_only_tools: tuple[str, ...] = DEFAULT_READ_ONLY_TOOLS
+    read_only_commands: tuple[str, ...] = DEFAULT_READ_ONLY_COMMANDS
 
     def __post_init__(self) -> None:
         check_bool("loops.enabled", self.enabled)
         self.check_mode("loops")
         check_bool("loops.requested_repeats", self.requested_repeats)
-        for key in ("include", "exclude", "poll_tools", "mutating_tools", "paging_tools"):
+        for key in ("include", "exclude", "poll_tools", "mutating_tools", "read_only_tools", "paging_tools"):
             check_patterns(f"loops.{key}", getattr(self, key))
         check_names("loops.paging_args", self.paging_args)
         for key in (
@@ -738,6 +752,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
             "poll_values",
             "poll_states",
             "mutating_commands",
+            "read_only_commands",
         ):
             check_regexes(f"loops.{key}", getattr(self, key), default_of(self, key))
         check_names("loops.ignored_args", self.ignored_args)
@@ -802,6 +817,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._normalizer = ResultNormalizer(config.result_normalize)
         self._empty = self._normalizer.digest("")
         self._progress = ProgressRule(config.mutating_tools, config.mutating_commands)
+        self._reads = ReadOnlyRule(config.read_only_tools, config.read_only_commands)
         poll_tools = [loose_tool_name(p) for p in config.poll_tools]
         self._poll_tools = ToolFilter(poll_tools, normalize=loose_tool_name) if poll_tools else None
         paging_tools = [loose_tool_name(p) for p in config.paging_tools]
@@ -961,12 +977,14 @@ class LoopsPolicy(Policy[_AgentLoops]):
         program = shell_program(command) if command else None
         target, file = call_target(args, command, program)
         values = self._values(args)
+        writing = self._writing(tool, args, rules)
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
             paging=self._paging(tool, rules, values),
             polled=rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args),
-            writing=self._writing(tool, args, rules),
+            writing=writing,
+            acts=writing is None and rules.mutating is None and not self._reads.reads(tool, command),
             streak=(tool, program),
             target=target,
             file=file,
@@ -1084,6 +1102,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.streaks.pop(streak_key, None)
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
         signature.transient = bool(transient)
+        if note.acts and not failed and not poll and state.acted.get(fp.digest) != shape.digest:
+            # an action (a click, a pull, a build, an unknown tool) that brought news may have
+            # changed what every other call sees: look again from here, as after an edit
+            _keep(state.acted, fp.digest, shape.digest)
+            state.act(fp.digest, signature)
+            return None
         if failed and not transient:
             state.failed_at = state.seen
         if not gap:

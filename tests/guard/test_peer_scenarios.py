@@ -166,7 +166,9 @@ async def test_three_distinct_calls_cycled_three_times(run: Run, anyio_backend: 
     same three calls (two argument values, two tools) cycled. gemini and the
     chain/turn policies see no loop; ``rescue``'s window sees each call for
     the third time in its third round and denies it (a cycle of any period
-    within the window is caught, seed 003)."""
+    within the window is caught, seed 003). ``loops`` takes unknown tools for
+    actions that may change something, so the first round's news starts its
+    counts over: it advises at 6 and denies at 9."""
     cycle = [
         call("testTool", {"param": "value1"}),
         call("testTool", {"param": "value2"}),
@@ -177,7 +179,7 @@ async def test_three_distinct_calls_cycled_three_times(run: Run, anyio_backend: 
         "remind": [],
         "turns": [],
         "rescue": [(7, "deny"), (8, "deny"), (9, "deny")],
-        "loops": [(4, "remind"), (7, "deny"), (8, "deny"), (9, "deny")],
+        "loops": [(6, "remind"), (9, "deny")],
     }
 
 
@@ -619,7 +621,7 @@ async def test_rewriting_the_same_content_before_each_build(run: Run, anyio_back
         "turns": [],
         "rescue": [(6, "deny"), (7, "deny"), (8, "deny"), (9, "deny"), (10, "escalation-failed")],
         "loops": [
-            (3, "remind"),
+            (4, "remind"),
             (5, "deny"),
             (6, "deny"),
             (7, "deny"),

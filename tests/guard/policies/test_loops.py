@@ -49,10 +49,61 @@ async def test_a_cycle_draws_one_advisory_then_denials(make: Make, anyio_backend
 
 async def test_a_long_cycle_is_advised_after_two_repeats_in_a_row(make: Make, anyio_backend: str) -> None:
     run = make(advise_span=0)
-    calls = [("t", {"n": n}, "same") for n in range(4)]
+    calls = [("get_record", {"n": n}, "same") for n in range(4)]
     for tool, args, out in calls * 2:
         await run.do(tool, args, out)
     assert run.actions == [(6, "remind")]
+
+
+async def test_a_check_after_a_pull_runs(make: Make, anyio_backend: str) -> None:
+    run = make()
+    log = ("Bash", {"command": "git log -1 --oneline"}, "abc1234 fix parser")
+    await run.do(*log)
+    await run.do("Bash", {"command": "git push"}, "! [rejected] main -> main (fetch first)", is_error=True)
+    await run.do(*log)
+    await run.do("Bash", {"command": "git pull --rebase"}, "Successfully rebased and updated refs/heads/main.")
+    await run.do(*log)
+    assert run.actions == []
+
+
+async def test_an_inbox_checked_after_sending_mail_is_checked(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(2):
+        await run.do("get_inbox", {}, "0 messages")
+    await run.do("send_email", {"to": "me@example.com", "body": "ping"}, "sent")
+    await run.do("get_inbox", {}, "0 messages")
+    assert run.actions == []
+
+
+async def test_a_page_observed_after_each_new_click_is_never_denied(make: Make, anyio_backend: str) -> None:
+    """A browser agent (OpenHands ``browser_get_state``) looks at the page
+    after every click; two clicks that changed nothing must not blind it
+    for the clicks that follow."""
+    run = make()
+    await run.do("browser_get_state", {}, "documents folder")
+    for element in (2224, 2299, 2356, 2434):
+        await run.do("browser_click", {"index": element}, "clicked")
+        await run.do("browser_get_state", {}, "documents folder")
+    assert run.actions == []
+
+
+async def test_the_same_action_again_with_the_same_result_changes_nothing(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.do("browser_click", {"index": 7}, "clicked")
+    await run.do("browser_get_state", {}, "page")
+    await run.do("browser_click", {"index": 7}, "clicked")
+    await run.do("browser_get_state", {}, "page")
+    await run.do("browser_click", {"index": 7}, "clicked")
+    assert run.actions == [(3, "remind"), (5, "deny")]
+
+
+async def test_a_read_only_pipeline_with_quoted_separators_is_no_action(make: Make, anyio_backend: str) -> None:
+    run = make()
+    view = ("str_replace_editor", {"command": "view", "path": "/w/parser.c"}, "1\tint main;")
+    for pattern in ("DECL(pattern);", "DEF(pattern);", "a|b"):
+        await run.do(*view)
+        await run.do("Bash", {"command": f'grep -n "{pattern}" /w/parser.c 2>&1 | head'}, "29: x")
+    assert run.actions[-1] == (5, "deny")
 
 
 async def test_a_denial_ignored_three_times_asks_for_a_halt(make: Make, anyio_backend: str) -> None:
@@ -317,17 +368,17 @@ async def test_the_guard_publishes_the_advisory_after_the_result(anyio_backend: 
     capture = Capture().attach(bus)
     agent = Agent("main")
     for n, args in enumerate([{"a": 1}, {"b": 1}, {"a": 1}]):
-        call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="t", args=args)
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="get", args=args)
         await bus.decide(call)
         await bus.publish(ToolResult.answering(call, "same"))
     (message,) = capture.of(ContextMessage)
     assert message.source.plugin == LOOPS_PLUGIN
-    assert message.source.summary == "t × 2"
+    assert message.source.summary == "get × 2"
 
 
 async def test_a_signature_still_in_the_window_keeps_its_count(make: Make, anyio_backend: str) -> None:
     run = make(window=3)
-    for tool in ("A", "B", "A", "C", "A"):
+    for tool in ("get_a", "get_b", "get_a", "get_c", "get_a"):
         await run.do(tool, {}, "same")
     assert run.actions == [(3, "remind"), (5, "deny")]
 
