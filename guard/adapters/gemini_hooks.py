@@ -32,8 +32,12 @@ from guard.sessions.link import AgentLink, as_text
 __all__ = ["GEMINI_CLI", "GeminiRuntime"]
 
 _SHELL = "run_shell_command"
-_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)[ \t]*$", re.MULTILINE)
-_EXIT_CODE_READ = 65_536
+# the result's trailer, after the output: "Exit Code: N", then only Signal / Background PIDs / PGID
+# lines (an "Exit Code: 1" the output itself quotes is not followed by them)
+_EXIT_CODE = re.compile(
+    r"(?:^|\n)Exit Code: (-?\d{1,10})[ \t]*(?:\n(?:Signal|Background PIDs|Process Group PGID): [^\n]*)*\s*\Z"
+)
+_TRAILER_READ = 1024
 
 
 class GeminiRuntime(HookRuntime):
@@ -75,7 +79,7 @@ class GeminiRuntime(HookRuntime):
             return as_text(content) if content else as_text(error), True
         text = as_text(content)
         # a shell command that failed reports no error, only its exit code in what the model reads
-        code = _EXIT_CODE.search(text[:_EXIT_CODE_READ]) if payload_text(payload, "tool_name") == _SHELL else None
+        code = _EXIT_CODE.search(text[-_TRAILER_READ:]) if payload_text(payload, "tool_name") == _SHELL else None
         return text, code is not None and int(code.group(1)) != 0
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:

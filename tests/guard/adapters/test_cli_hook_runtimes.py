@@ -329,3 +329,17 @@ def test_a_gemini_shell_command_with_a_non_zero_exit_code_failed() -> None:
     assert GEMINI_CLI.result(after("0"), "post")[1] is False
     assert GEMINI_CLI.result(after("(none)"), "post")[1] is False
     assert GEMINI_CLI.result(after("1", tool="read_file"), "post")[1] is False, "only a shell command's exit code"
+
+
+def test_a_gemini_shell_commands_exit_code_is_read_from_its_trailer_only() -> None:
+    def after(output: str, exit_code: str) -> dict[str, Any]:
+        content = (
+            f"Command: npm ci\nDirectory: (root)\nOutput: {output}\nError: (none)\nExit Code: {exit_code}\n"
+            "Signal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 4242"
+        )
+        return payload("AfterTool", tool_name="run_shell_command", tool_input={}, tool_response={"llmContent": content})
+
+    long_log = "npm http fetch GET 200 https://registry.npmjs.org/x\n" * 2000
+    assert GEMINI_CLI.result(after(long_log + "npm ERR! code ECONNRESET", "1"), "post")[1] is True
+    assert GEMINI_CLI.result(after("step 2 log:\nExit Code: 1\nretried, fine", "(none)"), "post")[1] is False
+    assert GEMINI_CLI.result(after("ok", "9" * 4400), "post")[1] is False  # no crash on a 4,400-digit code
