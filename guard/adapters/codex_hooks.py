@@ -31,7 +31,12 @@ from guard.sessions.answer import Answer
 
 __all__ = ["CODEX", "CodexRuntime"]
 
-_APPLY_PATCH = re.compile(r"\s*(?:cd\s+\S+\s*&&\s*)?apply_patch\b")
+# as Codex itself recognises a patch: either name, an optional `cd` into a plain or quoted
+# directory, and the patch itself (a heredoc or the patch text); `apply_patch.sh` or
+# `apply_patch --help` is an ordinary command, with a result
+_APPLY_PATCH = re.compile(
+    r"\s*(?:cd\s+(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)\s*&&\s*)?(?:apply_patch|applypatch)\s+(?:<<|['\"]?\*\*\* Begin Patch)"
+)
 
 
 class CodexRuntime(HookRuntime):

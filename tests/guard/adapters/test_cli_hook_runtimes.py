@@ -299,16 +299,24 @@ async def test_codex_patches_are_closed_as_they_are_allowed_and_a_copy_is_answer
         {"tool_name": "Bash", "tool_input": {"command": "apply_patch <<'EOF'\n*** Begin Patch\n"}},
         {"tool_name": "Bash", "tool_input": {"command": "cd src && apply_patch <<'EOF'\n*** Begin Patch\n"}},
         {"tool_name": "apply_patch", "tool_input": {"input": "*** Begin Patch\n"}},
+        {"tool_name": "Bash", "tool_input": {"command": "applypatch <<'EOF'\n*** Begin Patch\n"}},
+        {"tool_name": "Bash", "tool_input": {"command": "cd 'my dir' && apply_patch <<'EOF'\n*** Begin Patch\n"}},
+        {"tool_name": "Bash", "tool_input": {"command": 'cd "my dir" && apply_patch "*** Begin Patch\n"'}},
     ]
     for n, patch in enumerate(patches):
         pre = payload("PreToolUse", tool_use_id=f"p{n}", **patch)
         assert await hooks.handle(pre) == {}
         assert await hooks.handle(pre) == {}, "a copy of the pre hook"
     await hooks.handle(payload("PreToolUse", tool_use_id="m1", tool_name="mcp__fs__read", tool_input={"path": "a"}))
-    assert [c.call_id for c in events.of(ToolCall)] == ["p0", "p1", "p2", "m1"]
+    assert [c.call_id for c in events.of(ToolCall)] == ["p0", "p1", "p2", "p3", "p4", "p5", "m1"]
     assert [(r.call_id, r.content, r.is_error) for r in events.of(ToolResult)] == [
-        (f"p{n}", "", False) for n in range(3)
+        (f"p{n}", "", False) for n in range(6)
     ]
+
+
+@pytest.mark.parametrize("command", ["apply_patch.sh fix.diff", "apply_patch --help", "apply_patch < x.diff && make"])
+def test_a_codex_command_named_like_the_patch_tool_is_an_ordinary_command(command: str) -> None:
+    assert not CODEX.reports_no_result("Bash", {"command": command})
 
 
 def test_codex_shell_calls_carry_the_directory_they_run_in() -> None:
