@@ -143,6 +143,13 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
             produce=lambda b: v1.events(doc if form == "list" else read_jsonl(path, b.report), b),
         )
         return
+    if isinstance(doc, dict) and _is_record(doc) and "instance_id" in doc:
+        # an evaluation output of one line: one instance, V0 or V1, named as in a longer one
+        instance = str(doc["instance_id"])
+        yield ImportedSession(
+            format=NAME, session=instance, path=path, label=f"{path}#{instance}", produce=_producer(doc["history"])
+        )
+        return
     if _is_events(doc) or isinstance(doc, dict):
         history = doc if isinstance(doc, list) else doc.get("history", [])
         yield ImportedSession(

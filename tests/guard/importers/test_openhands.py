@@ -376,6 +376,16 @@ def test_v1_evaluation_output_is_one_session_per_instance(tmp_path: Path) -> Non
     assert not sessions[0].report.skipped
 
 
+def test_v1_evaluation_output_of_one_instance_is_that_session(tmp_path: Path) -> None:
+    """One instance run (or a file split per instance): the line is the whole
+    file, so it also parses as one JSON document."""
+    record = {"instance_id": "safety-it-onboarding", "history": _v1_conversation(), "error": None}
+    path = write_lines(tmp_path / "output.jsonl", [record])
+    (session,) = open_sessions(path)
+    assert session.session == "safety-it-onboarding"
+    assert [c.call_id for c in calls(list(session.events()))] == ["c1", "c2", "c3", "c4", "c5", "c7"]
+
+
 def _late_2025_conversation() -> list[dict[str, Any]]:
     """V1 events as SDK releases of late 2025 wrote them: an observation's
     text in ``output``, a failure in ``error`` (a message for the editor,
