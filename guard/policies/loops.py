@@ -1031,9 +1031,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
 
     def on_result(self, state: _AgentLoops, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         note = state.calls.pop(result.call_id, None)
-        if result.denied_by is not None or (self.shadow and note is not None and note.denied):
-            # in shadow mode a call this policy would have denied ran anyway:
-            # its result is not observed, so what follows is what enforcing would do
+        if result.denied_by is not None or (note is not None and note.denied):
+            # a call this policy denied that ran anyway (in shadow mode, in a replay of a
+            # transcript the guard was not in, or where a runtime ignored the denial): its
+            # result is not observed, so what follows is what enforcing would do
             if note is None or not note.halt:
                 return None
             signature = state.signatures.get(note.fp.digest)

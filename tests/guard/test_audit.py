@@ -405,7 +405,7 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
     report = audit([CORPUS], audit_config())
     acted = {str(Path(s.label).relative_to(CORPUS)): s.actions for s in report.sessions if s.actions}
     assert acted == {
-        "openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1, "loops:remind": 2, "loops:deny": 1},
+        "openhands/output.jsonl#ponylang__ponyc-4595": {"rescue:deny": 1, "loops:remind": 1, "loops:deny": 1},
         "openhands/output.jsonl#ponylang__ponyc-4593": {"rescue:deny": 2, "loops:remind": 2},
         "openhands/output.jsonl#ponylang__ponyc-4588": {"loops:remind": 1},
         "mini-swe-agent/django__django-15563.traj.json": {"loops:remind": 1},
@@ -439,6 +439,18 @@ def test_each_loop_says_its_estimated_tokens_and_what_each_policy_would_have_sav
     as_json = json.loads(msgspec.json.encode(report))
     assert as_json["sessions"][0]["loops"][0]["saved_calls"] == {"remind": 3, "turns": 1, "rescue": 4, "loops": 4}
     assert as_json["totals"]["wasted_tokens"] == 19
+
+
+def test_an_audit_shows_the_halt_and_no_advisory_after_a_denial_as_a_live_run_would(tmp_path: Path) -> None:
+    """The transcript's denied calls ran (the guard was not there): what the
+    audit shows after a denial is what enforcing would have done, a halt
+    request at the third denial and no advisory on a denied call's result."""
+    session = ClaudeCodeSession("clicks")
+    session.prompt("open the report")
+    for _ in range(8):
+        session.call("browser_click", {"index": 1233}, "Clicked element 1233")
+    report = audit([session.write(tmp_path / "clicks.jsonl")], load_config("recommended"))
+    assert report.sessions[0].actions == {"loops:deny": 6, "loops:halt": 1}
 
 
 def test_a_loop_no_policy_acted_on_saves_nothing(tmp_path: Path) -> None:
