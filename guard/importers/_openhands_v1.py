@@ -165,6 +165,8 @@ def events(stream: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
                 responses.add(call_id)
             elif kind == "ActionEvent":
                 yield from b.call(MAIN, call_id, step, str(tool), _call_args(event), ts)
+        elif kind == "Condensation":  # earlier events left the agent's view
+            yield from b.compacted(MAIN, ts)
         elif kind in _ANSWERS:
             call_id = str(event.get("tool_call_id"))
             if call_id in responses:

@@ -372,6 +372,12 @@ class Builder:
         )
         return (result,)
 
+    def compacted(self, agent_id: str, ts: float) -> tuple[AnyEvent, ...]:
+        """The runtime compacted the agent's context: earlier results left
+        the model's view (what the live hooks publish on a compaction)."""
+        agent, started = self._handle(agent_id, ts)
+        return (*started, AgentStatus(agent=agent, ts=ts, status="compacted"))
+
     def was_called(self, agent_id: str, call_id: str) -> bool:
         """Whether this agent made a call with this id (open or answered)."""
         return (agent_id, call_id) in self._seen

@@ -202,6 +202,8 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
                 yield from b.user(who, prompt, ts)
         elif kind == "attachment":
             yield from _attachment(b, who, entry.get("attachment"), ts)
+        elif kind == "system" and entry.get("subtype") == "compact_boundary":
+            yield from b.compacted(who, ts)
 
 
 def _sidechain(entry: dict[str, Any], threads: dict[Any, str], roots: Iterator[int]) -> str:

@@ -150,6 +150,9 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
         if line.get("type") == "turn_context":
             b.model(payload.get("model"))
             continue
+        if line.get("type") == "compacted":
+            yield from b.compacted(MAIN, ts)
+            continue
         if line.get("type") != "response_item":
             continue
         is_user = kind == "message" and payload.get("role") == "user"

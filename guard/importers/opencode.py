@@ -136,6 +136,8 @@ def _messages(messages: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
             )
             if text.strip():
                 yield from b.user(MAIN, text, ts)
+            if any(isinstance(p, dict) and p.get("type") == "compaction" for p in parts):
+                yield from b.compacted(MAIN, ts)  # the user (or opencode) asked to compact the context
             continue
         if info.get("role") != "assistant":
             continue

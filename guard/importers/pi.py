@@ -58,6 +58,10 @@ def _events(entries: Iterator[dict[str, Any]], b: Builder) -> Iterator[AnyEvent]
     step = 0
     for entry in entries:
         message = entry.get("message")
+        if entry.get("type") == "compaction":
+            ts = parse_time(entry.get("timestamp")) or ts
+            yield from b.compacted(MAIN, ts)
+            continue
         if entry.get("type") != "message" or not isinstance(message, dict):
             continue
         ts = parse_time(entry.get("timestamp")) or _millis(message.get("timestamp")) or ts

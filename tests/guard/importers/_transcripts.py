@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._transcripts import CORPUS, ClaudeCodeSession, write_lines
-from bus import ToolCall, ToolResult
+from bus import AgentStatus, ToolCall, ToolResult
 from guard import canonical_json
 from guard.importers import open_sessions
 
@@ -67,6 +67,16 @@ def only(path: Path, format: str | None = None) -> list[Any]:
 
 def calls(evts: list[Any], agent: str | None = None) -> list[Any]:
     return [e for e in evts if type(e) is ToolCall and e.agent is not None and agent in (None, e.agent.id)]
+
+
+def compactions(evts: list[Any]) -> list[str]:
+    """The tools called and the context compactions between them, in order
+    (``"compacted"`` for each compaction)."""
+    return [
+        e.tool if type(e) is ToolCall else "compacted"
+        for e in evts
+        if type(e) is ToolCall or (type(e) is AgentStatus and e.status == "compacted")
+    ]
 
 
 def of(evts: list[Any], kind: type) -> list[Any]:

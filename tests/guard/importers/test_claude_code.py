@@ -12,6 +12,7 @@ from guard.importers import belongs_to_session, detect_format, open_sessions
 from tests.guard.importers._transcripts import (
     ClaudeCodeSession,
     calls,
+    compactions,
     corpus_file,
     iso,
     longest_run,
@@ -312,3 +313,14 @@ def test_prompt_blocks_tool_references_and_a_hook_for_no_call(tmp_path: Path) ->
     assert result.content == "Grep"
     (hook,) = of(evts, ContextMessage)
     assert (hook.call_id, hook.text) == ("", "project rules")  # SessionStart answers no call
+
+
+def test_a_compaction_is_imported_as_the_live_hooks_publish_it(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("compact")
+    s.prompt("fix it")
+    for _ in range(2):
+        s.call("Read", {"file_path": "a.py"}, "x = 1")
+    s._entry("system", subtype="compact_boundary", content="Conversation compacted", level="info")
+    s.prompt("This session is being continued from a previous conversation...", isCompactSummary=True)
+    s.call("Read", {"file_path": "a.py"}, "x = 1")
+    assert compactions(only(s.write(tmp_path / "s.jsonl"))) == ["Read", "Read", "compacted", "Read"]

@@ -11,7 +11,16 @@ import pytest
 
 from bus import ToolCall, ToolResult, UserMessage
 from guard.importers import UnknownFormatError, detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
+from tests.guard.importers._transcripts import (
+    calls,
+    compactions,
+    corpus_file,
+    iso,
+    longest_run,
+    of,
+    only,
+    write_lines,
+)
 
 POMODORO = "codex/codex-pomodor-timer.jsonl"
 
@@ -215,3 +224,16 @@ def test_a_prompt_recorded_as_item_then_event_is_one_message(tmp_path: Path) -> 
     ]
     evts = only(write_lines(tmp_path / "rollout.jsonl", lines))
     assert [m.text for m in of(evts, UserMessage)] == ["fix it"]
+
+
+def test_a_compaction_is_imported_as_the_live_hooks_publish_it(tmp_path: Path) -> None:
+    def read(n: int) -> list[dict[str, Any]]:
+        args = json.dumps({"command": ["cat", "a.py"]})
+        return [
+            _item({"type": "function_call", "name": "shell", "arguments": args, "call_id": f"c{n}"}, n),
+            _item({"type": "function_call_output", "call_id": f"c{n}", "output": "x = 1"}, n),
+        ]
+
+    compacted = {"timestamp": "2025-01-01T00:00:05Z", "type": "compacted", "payload": {"message": "summary"}}
+    lines = [{"type": "session_meta", "payload": {"id": "r1"}}, *read(1), *read(2), compacted, *read(6)]
+    assert compactions(only(write_lines(tmp_path / "rollout.jsonl", lines))) == ["shell", "shell", "compacted", "shell"]

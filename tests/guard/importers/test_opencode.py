@@ -12,7 +12,16 @@ import pytest
 
 from bus import ToolResult, UserMessage
 from guard.importers import UnknownFormatError, belongs_to_session, detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, corpus_file, counts, longest_run, of, only, write_lines
+from tests.guard.importers._transcripts import (
+    calls,
+    compactions,
+    corpus_file,
+    counts,
+    longest_run,
+    of,
+    only,
+    write_lines,
+)
 
 SESSION = "ses_39b2e52e8ffeokU5mBDCeUvc8t"
 _T0 = 1771217988887
@@ -272,3 +281,17 @@ def test_real_exports() -> None:
         assert not session.report.skipped
         found[session.session] = (calls_made, errors)
     assert found == REAL
+
+
+def test_a_compaction_part_is_imported_as_a_compaction(tmp_path: Path) -> None:
+    e = Export()
+    e.user("fix it")
+    read = {"filePath": "/w/a.ts"}
+    for n in range(3):
+        if n == 2:
+            e.user("/compact")
+            e._part(e.messages[-1], type="compaction", auto=False)
+        e.assistant([("read", _done(read, "<content>1: a</content>", _T0 + 1000 * n))])
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(e.document()))
+    assert compactions(only(path)) == ["read", "read", "compacted", "read"]

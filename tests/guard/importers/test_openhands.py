@@ -9,7 +9,16 @@ from typing import Any
 from bus import ToolCall, ToolResult, UserMessage
 from guard import canonical_json
 from guard.importers import belongs_to_session, open_sessions
-from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
+from tests.guard.importers._transcripts import (
+    calls,
+    compactions,
+    corpus_file,
+    iso,
+    longest_run,
+    of,
+    only,
+    write_lines,
+)
 
 
 def test_each_evaluation_instance_is_a_session() -> None:
@@ -580,3 +589,14 @@ def test_pairs_without_ids_are_linked_by_position(tmp_path: Path) -> None:
     path.write_text(json.dumps([[act, obs], [act, obs | {"extras": {"exit_code": 2}}]]))
     evts = only(path)
     assert [(r.call_id, r.is_error) for r in of(evts, ToolResult)] == [("position-0", False), ("position-1", True)]
+
+
+def test_a_v1_condensation_is_imported_as_a_compaction(tmp_path: Path) -> None:
+    events = _v1_conversation()
+    condensation = {"kind": "Condensation", "source": "environment", "id": "cond-1", "forgotten_event_ids": []}
+    middle = len(events) // 2
+    path = tmp_path / "events.json"
+    path.write_text(json.dumps([*events[:middle], condensation, *events[middle:]]))
+    kinds = compactions(only(path))
+    assert kinds.count("compacted") == 1
+    assert len(kinds) == len(calls(only(path))) + 1

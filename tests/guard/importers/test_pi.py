@@ -12,7 +12,17 @@ import pytest
 
 from bus import ToolResult, UserMessage
 from guard.importers import UnknownFormatError, detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, corpus_file, counts, iso, longest_run, of, only, write_lines
+from tests.guard.importers._transcripts import (
+    calls,
+    compactions,
+    corpus_file,
+    counts,
+    iso,
+    longest_run,
+    of,
+    only,
+    write_lines,
+)
 
 
 class PiSession:
@@ -180,3 +190,14 @@ def test_fixture_matches_the_real_shape() -> None:
     with corpus_file("pi/large-session.jsonl").open() as file:
         real = json.loads(file.readline())
     assert set(_linear().lines[0]) == set(real)
+
+
+def test_a_compaction_entry_is_imported_as_a_compaction(tmp_path: Path) -> None:
+    s = PiSession(tree=True)
+    s.user("fix it")
+    for n in range(3):
+        if n == 2:
+            s.entry("compaction", summary="earlier work", firstKeptEntryId="00000001", tokensBefore=150000)
+        s.assistant((f"c{n}", "read", {"path": "a.py"}))
+        s.result(f"c{n}", "read", "x = 1")
+    assert compactions(only(write_lines(tmp_path / "s.jsonl", s.lines))) == ["read", "read", "compacted", "read"]
