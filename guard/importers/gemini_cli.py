@@ -6,7 +6,9 @@ other lines are message records (a record re-appended with the same ``id``
 replaces the earlier one), ``{"$set": ...}`` metadata updates and
 ``{"$rewindTo": id}`` markers. Subagent recordings live in
 ``chats/<parent session id>/<session id>.jsonl`` and are merged in as
-subagents of ``main``. See ``docs/importers/gemini_cli.md``.
+subagents of ``main``. A ``/chat save`` checkpoint (``checkpoint-<tag>.json``)
+is the Gemini API history itself: ``{history: Content[], authType}``, or the
+bare list in older versions. See ``docs/importers/gemini_cli.md``.
 """
 
 from __future__ import annotations
@@ -28,19 +30,42 @@ MAIN = "main"
 _CALL_TIME = re.compile(r"-(\d{13})-[0-9a-f]+$")
 
 
+def _checkpoint(doc: Any) -> list[Any] | None:
+    """The history of a ``/chat save`` checkpoint: Gemini API ``Content``
+    entries (``role`` ``user`` or ``model``, a list of ``parts``)."""
+    history = doc.get("history") if isinstance(doc, dict) else doc
+    if isinstance(history, list) and any(
+        isinstance(c, dict) and c.get("role") in ("user", "model") and isinstance(c.get("parts"), list)
+        for c in history[:20]
+    ):
+        return history
+    return None
+
+
 def _sniff(sample: Sample) -> str | None:
     doc = sample.document
     if isinstance(doc, dict) and "sessionId" in doc and isinstance(doc.get("messages"), list):
+        return None
+    if _checkpoint(doc) is not None:
         return None
     if sample.lines:
         first = sample.lines[0]
         if "sessionId" in first and "projectHash" in first and "type" not in first:
             return None
-    return "neither a {sessionId, messages} document nor JSON Lines opening with {sessionId, projectHash}"
+    return (
+        "neither a {sessionId, messages} document, JSON Lines opening with {sessionId, projectHash},"
+        " nor a checkpoint's history of {role, parts} contents"
+    )
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
+    history = _checkpoint(sample.document)
+    if history is not None:
+        yield ImportedSession(
+            format=NAME, session=path.stem, path=path, label=str(path), produce=lambda b: _contents(history, b)
+        )
+        return
     doc = sample.document if isinstance(sample.document, dict) and "messages" in sample.document else None
     head = doc if doc is not None else sample.lines[0]
     session = str(head.get("sessionId") or path.stem)
@@ -119,6 +144,47 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
                 finished = call_ts
                 yield from b.call(agent, call_id, step, str(call.get("name")), call.get("args"), created or ts)
                 yield from _result(b, agent, call_id, call, call_ts)
+
+
+# what gemini-cli itself puts in a user turn: not the user's words
+_INJECTED = ("<session_context>", "<state_snapshot>")
+
+
+def _contents(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
+    """Events of a checkpoint's history: each ``model`` content is one
+    response; its ``functionCall`` parts are calls, answered by the
+    ``functionResponse`` parts of a later ``user`` content (by ``id``, else
+    the first open call of that name). A checkpoint has no times."""
+    step = 0
+    pending: dict[str, str] = {}  # open calls and their tools, in the order they were made
+    for content in history:
+        if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
+            continue
+        parts = [p for p in content["parts"] if isinstance(p, dict)]
+        if content.get("role") == "model":
+            step += 1
+            for index, part in enumerate(parts):
+                call = part.get("functionCall")
+                if isinstance(call, dict):
+                    call_id = str(call.get("id") or f"{step}:{index}")
+                    pending[call_id] = str(call.get("name"))
+                    yield from b.call(MAIN, call_id, step, pending[call_id], call.get("args"), 0.0)
+            continue
+        for part in parts:
+            response = part.get("functionResponse")
+            if isinstance(response, dict):
+                call_id = str(response.get("id") or "")
+                if call_id not in pending:
+                    name = str(response.get("name"))
+                    call_id = next((c for c, tool in pending.items() if tool == name), call_id)
+                pending.pop(call_id, None)
+                body = response.get("response")
+                failed = isinstance(body, dict) and "error" in body and "output" not in body
+                yield from b.result(MAIN, call_id, text_of(_response_text(part)), 0.0, is_error=failed)
+            elif isinstance(part.get("text"), str) and not part.get("thought"):
+                text = part["text"]
+                if text.strip() and not text.lstrip().startswith(_INJECTED):
+                    yield from b.user(MAIN, text, 0.0)
 
 
 def _result(b: Builder, agent: str, call_id: str, call: dict[str, Any], ts: float) -> Iterator[AnyEvent]:

@@ -42,7 +42,7 @@ _EDITOR_TEXTS = frozenset({"--file_text", "--old_str", "--new_str"})
 
 
 def _is_history(value: Any) -> bool:
-    return isinstance(value, list) and any(isinstance(m, dict) and "role" in m for m in value[:20])
+    return isinstance(value, list) and any(isinstance(m, dict) and "role" in m and "content" in m for m in value[:20])
 
 
 def _sniff(sample: Sample) -> str | None:

@@ -216,10 +216,10 @@ def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int, str]] = []
     report = audit([CORPUS], Config(), progress=lambda done, total, path: seen.append((done, total, path)))
     t = report.totals
-    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (22, 24, 1553, 0, 0)
+    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (23, 25, 1598, 0, 0)
     assert max(s.longest_run for s in report.sessions) == 2
-    assert seen[0][:2] == (0, 22)
-    assert seen[-1] == (22, 22, "")
+    assert seen[0][:2] == (0, 23)
+    assert seen[-1] == (23, 23, "")
     runs = {str(Path(s.label).relative_to(CORPUS)): s.longest_run for s in report.sessions}
     assert runs["openhands/output.jsonl#ponylang__ponyc-4593"] == 2
     assert runs["swe-agent/pydicom__pydicom-1458.traj"] == 2

@@ -195,3 +195,60 @@ def test_calls_made_after_the_previous_one_finished_are_later_responses(tmp_path
     path = tmp_path / "session.json"
     path.write_text(json.dumps(doc, indent=2))
     assert [c.step for c in calls(only(path))] == [1, 1, 2]  # the first two ran in parallel
+
+
+CHECKPOINT = "gemini-cli/checkpoint-trajectory.json"
+
+
+def test_a_real_chat_save_checkpoint() -> None:
+    path = corpus_file(CHECKPOINT)
+    assert detect_format(path) == "gemini-cli"
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert (len(calls(evts)), sum(r.is_error for r in of(evts, ToolResult)), longest_run(evts)) == (45, 5, 1)
+    texts = [m.text for m in of(evts, UserMessage)]
+    assert texts[0] == "agent teams shouldn't persist, I want it to ask me every boot"
+    assert not [t for t in texts if t.startswith(("<session_context>", "<state_snapshot>"))]
+
+
+def test_a_checkpoint_in_either_form_is_one_session_of_calls_and_their_responses(tmp_path: Path) -> None:
+    history = [
+        {"role": "user", "parts": [{"text": "<session_context>\nThis is the Gemini CLI."}]},
+        {"role": "user", "parts": [{"text": "find the config loader"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "Looking.", "thought": True},
+                {"functionCall": {"name": "search_file_content", "args": {"pattern": "load"}, "id": "a1"}},
+                {"functionCall": {"name": "read_file", "args": {"file_path": "cfg.py"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "read_file", "response": {"output": "def load(): ..."}}},
+                {"functionResponse": {"id": "a1", "name": "search_file_content", "response": {"error": "bad regex"}}},
+            ],
+        },
+        {"role": "model", "parts": [{"text": "It is in cfg.py."}]},
+        "not a content",
+        {"role": "user", "parts": "not a list"},
+        {"role": "user", "parts": [{"text": "  "}, {"inlineData": {"mimeType": "image/png"}}]},
+    ]
+    for name, document in (
+        ("checkpoint-a.json", {"history": history, "authType": "gemini-api-key"}),
+        ("b.json", history),
+    ):
+        path = tmp_path / name
+        path.write_text(json.dumps(document))
+        assert detect_format(path) == "gemini-cli"
+        evts = only(path)
+        assert [(c.call_id, c.tool, c.step) for c in calls(evts)] == [
+            ("a1", "search_file_content", 1),
+            ("1:2", "read_file", 1),
+        ]
+        assert [(r.call_id, r.content, r.is_error) for r in of(evts, ToolResult)] == [
+            ("1:2", "def load(): ...", False),
+            ("a1", "bad regex", True),
+        ]
+        assert [m.text for m in of(evts, UserMessage)] == ["find the config loader"]
