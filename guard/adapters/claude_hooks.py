@@ -137,10 +137,20 @@ def forward_command(url: str, *, token_env: str | None = None) -> str:
     """A command hook that posts the payload on stdin to the resident guard
     at ``url`` with curl (for CLIs without HTTP hooks), failing open like
     ``hook_command`` when curl is missing or the server does not answer.
+    With ``token_env``, the bearer token is read from that variable into a
+    header curl reads from a file descriptor, so it is never in curl's
+    command line.
     ``ValueError`` when ``token_env`` is no variable's name."""
     argv = ["curl", "-sSf", "--max-time", "10", "-H", "Content-Type: application/json", "--data-binary", "@-"]
-    auth = f' -H "Authorization: Bearer ${check_env_name(token_env)}"' if token_env is not None else ""
-    return f"{shlex.join(argv)}{auth} {shlex.quote(url)} || {_FAILED}"
+    if token_env is None:
+        return f"{shlex.join(argv)} {shlex.quote(url)} || {_FAILED}"
+    # The token goes to curl as a header file on fd 3 (a here-document), never in its
+    # arguments, which every local user can read (ps, /proc/<pid>/cmdline).
+    name = check_env_name(token_env)
+    return (
+        f"{shlex.join(argv)} -H @/dev/fd/3 {shlex.quote(url)} 3<<REPEAT_TOOL_GUARD_TOKEN || {_FAILED}\n"
+        f"Authorization: Bearer ${name}\nREPEAT_TOOL_GUARD_TOKEN"
+    )
 
 
 def hook_settings(argv: Sequence[str], runtime: HookRuntime | None = None) -> dict[str, Any]:

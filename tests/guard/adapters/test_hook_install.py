@@ -77,7 +77,8 @@ def test_http_settings_point_each_cli_at_its_route(capsys: pytest.CaptureFixture
     assert url == "http://127.0.0.1:8787/hooks/claude-code"
     (forward,) = commands(printed(capsys, "--agent", "codex", "--http", "http://127.0.0.1:8787", "--token-env", "T"))
     assert forward.startswith("curl -sSf --max-time 10 ")
-    assert '-H "Authorization: Bearer $T" http://127.0.0.1:8787/hooks/codex || printf' in forward
+    assert "-H @/dev/fd/3 http://127.0.0.1:8787/hooks/codex 3<<REPEAT_TOOL_GUARD_TOKEN || printf" in forward
+    assert forward.endswith("\nAuthorization: Bearer $T\nREPEAT_TOOL_GUARD_TOKEN")
     assert main(["hook-settings", "--http", "http://x", "--config", "recommended"]) == 2
     assert "the server's own --config, --shadow and --state-dir apply" in capsys.readouterr().err
 

@@ -5,6 +5,10 @@ resident guard."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,12 +16,12 @@ from typing import Any
 import pytest
 
 from guard import GENTLE_REMINDER
-from guard.adapters.claude_hooks import answer_hook
+from guard.adapters.claude_hooks import answer_hook, forward_command
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.hook_install import add_toml_table
 from guard.cli import main
 from guard.server.mcp_hooks import CODEX_HOOK_TOOL, MCP_INPUTS, mcp_hook_settings
-from tests.guard.server.conftest import Served, hook_payload
+from tests.guard.server.conftest import MakeServed, Served, hook_payload
 
 SESSION = "01a23210-2f69-7141-9454-d3db68144069"
 
@@ -136,3 +140,31 @@ def test_a_toml_table_is_appended_after_what_is_there(tmp_path: Path) -> None:
     config.write_text('model = "x"\n')
     add_toml_table(config, "[t]\na = 1\n")
     assert config.read_text() == 'model = "x"\n\n[t]\na = 1\n'
+
+
+def test_the_curl_hook_sends_the_token_without_putting_it_on_curls_command_line(
+    make_served: MakeServed, tmp_path: Path
+) -> None:
+    token = "s3cr3t-0123456789abcdef"
+    served = make_served(token=token)
+    curl = shutil.which("curl")
+    assert curl is not None, "curl is needed to run the forwarding hook"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "curl"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {shlex.quote(str(tmp_path / "argv"))}\nexec {curl} "$@"\n')
+    wrapper.chmod(0o755)
+    command = forward_command(f"{served.url}/hooks/codex", token_env="GUARD_TOKEN")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GUARD_TOKEN": token}
+    answers = []
+    for _ in range(3):
+        for payload in codex_calls(1):
+            done = subprocess.run(
+                ["sh", "-c", command], input=json.dumps(payload), capture_output=True, text=True, env=env, check=True
+            )
+            answers.append(done.stdout)
+    assert "the loop guard is off" not in "".join(answers)
+    assert len((tmp_path / "argv").read_text().splitlines()) == 6
+    assert token not in (tmp_path / "argv").read_text()
+    log = (served.state_dir / f"{SESSION}.jsonl").read_text()
+    assert log.count('"type":"tool/call"') == 3
