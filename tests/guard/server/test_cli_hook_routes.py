@@ -18,7 +18,7 @@ import pytest
 from guard import GENTLE_REMINDER
 from guard.adapters.claude_hooks import answer_hook, forward_command
 from guard.adapters.codex_hooks import CODEX
-from guard.adapters.hook_install import add_toml_table
+from guard.adapters.hook_install import add_toml_table, remove_toml_table
 from guard.cli import main
 from guard.server.mcp_hooks import CODEX_HOOK_TOOL, MCP_INPUTS, mcp_hook_settings
 from tests.guard.server.conftest import MakeServed, Served, hook_payload
@@ -168,3 +168,23 @@ def test_the_curl_hook_sends_the_token_without_putting_it_on_curls_command_line(
     assert token not in (tmp_path / "argv").read_text()
     log = (served.state_dir / f"{SESSION}.jsonl").read_text()
     assert log.count('"type":"tool/call"') == 3
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (
+            'model = "o3"\n\n[mcp_servers.repeat_tool_guard]\nurl = "u"\n\n# docs: keep it pinned\n[docs]\nc = 1\n',
+            'model = "o3"\n\n# docs: keep it pinned\n[docs]\nc = 1\n',
+        ),
+        ('[mcp_servers.repeat_tool_guard]\nurl = "u"\n\n\n[docs]\nc = 1\n', "[docs]\nc = 1\n"),
+        ('a = 1\n[mcp_servers.repeat_tool_guard]\nurl = "u"\n# inside\nx = 2\n[docs]\n', "a = 1\n[docs]\n"),
+    ],
+)
+def test_uninstalling_the_mcp_table_keeps_the_comments_of_the_next_table(
+    tmp_path: Path, before: str, after: str
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(before)
+    assert remove_toml_table(config, "[mcp_servers.repeat_tool_guard]") == "[mcp_servers.repeat_tool_guard] removed"
+    assert config.read_text() == after
