@@ -544,6 +544,8 @@ def _settings_for(args: argparse.Namespace) -> dict[str, object]:
         return hook_settings(_hook_argv(args), runtime)
     if args.config or args.state_dir or args.shadow:
         raise _UsageError("--http: the server's own --config, --shadow and --state-dir apply; pass them to `serve`")
+    if args.serve:
+        raise _UsageError("--serve with --http: --http sends every event to the server itself; leave --serve out")
     url = args.http.rstrip("/")
     if not url.endswith(f"/hooks/{args.agent}") and not args.mcp:
         url += f"/hooks/{args.agent}"
@@ -708,7 +710,7 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     hook.add_argument(
         "--serve",
         metavar="URL",
-        help="Claude Code: forward the event to a running `serve` at unix:PATH or http://127.0.0.1:PORT and "
+        help="forward the event to a running `serve` at unix:PATH or http://127.0.0.1:PORT (the --agent's route) and "
         "print its answer; in-process when none answers (default: $REPEAT_TOOL_GUARD_SERVE, else in-process)",
     )
     hook.set_defaults(run=_cmd_hook, raw=None)

@@ -24,6 +24,7 @@ def add_command(commands: Any) -> None:
         "serve",
         help="run the resident guard: Claude Code HTTP hooks and a JSON API for any runtime",
         description="Serve the guard over HTTP: POST /hooks/claude-code (Claude Code HTTP hooks), "
+        "POST /hooks/codex and /hooks/gemini-cli (their curl command hooks), POST /mcp (Codex mcp_tool hooks), "
         "POST /v1/sessions/{session}/events (any runtime), GET /healthz, GET /metrics, GET /openapi.json. "
         "Each session's state lives in memory and every event in <state-dir>/<session>.jsonl. "
         "Loopback only unless --token-file is given. SIGTERM or SIGINT shuts down gracefully.",

@@ -81,6 +81,8 @@ def test_http_settings_point_each_cli_at_its_route(capsys: pytest.CaptureFixture
     assert forward.endswith("\nAuthorization: Bearer $T\nREPEAT_TOOL_GUARD_TOKEN")
     assert main(["hook-settings", "--http", "http://x", "--config", "recommended"]) == 2
     assert "the server's own --config, --shadow and --state-dir apply" in capsys.readouterr().err
+    assert main(["hook-settings", "--agent", "codex", "--http", "http://x", "--serve", "http://127.0.0.1:8787"]) == 2
+    assert "--serve with --http" in capsys.readouterr().err
 
 
 def test_install_merges_backs_up_is_idempotent_and_uninstalls(
