@@ -402,13 +402,13 @@ class ClaudeHooks:
         call_id = runtime.call_id(agent, payload, seam)
         if seam == "pre":
             call = (payload_text(payload, "tool_name"), runtime.tool_input(payload))
-            running = agent.running(call_id) if call_id else None
-            if running is not None and (running.tool, running.args) == call:
+            if call_id and any((c.tool, c.args) == call for c in agent.running_namesakes(call_id)):
                 # a copy of the pre hook of a call still running (its answer was
-                # lost): allowed then, so allowed now, and counted once
+                # lost), also when the id names other open calls: allowed then,
+                # so allowed now, and counted once
                 return self._answer(agent, event, seam, seq, call_id, ALLOW)
             digest = call_digest(*call)
-            copy = self._copy(agent, "tool/call", call_id, digest, event, seam) if running is None else None
+            copy = self._copy(agent, "tool/call", call_id, digest, event, seam)
             if copy is not None:
                 return copy
             decision = await self._call(agent, call_id, *call)

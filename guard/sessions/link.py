@@ -326,6 +326,16 @@ class AgentLink:
         """The published call ``call_id`` if it still waits for its result."""
         return self._calls.get(call_id)
 
+    def running_namesakes(self, call_id: str) -> list[ToolCall]:
+        """The calls made under ``call_id`` that still wait for their result:
+        the call itself and its ``<id>@<n>`` twins, oldest first."""
+        twin = f"{call_id}@"
+        return [
+            call
+            for published, call in self._calls.items()
+            if published == call_id or (published.startswith(twin) and published[len(twin) :].isdigit())
+        ]
+
     def calls_in_flight(self) -> list[ToolCall]:
         """The published calls that still wait for their result, oldest first."""
         return list(self._calls.values())

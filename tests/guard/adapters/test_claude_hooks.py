@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bus import ContextMessage, ToolCall, ToolResult, UserMessage, read_log
+from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.adapters.claude_hooks import ClaudeHooks, HookInputError, answer_hook, parse_payload, run_to_completion
 from guard.cli import main
@@ -512,6 +512,30 @@ def test_a_hook_event_delivered_twice_is_answered_alike_and_recorded_once_across
     assert denials[1:] == [denials[0]] * 2, "a copy of a denied call gets its denial, not a halt"
     recorded = [(type(e).__name__, e.call_id) for e in read_log(hook.log) if isinstance(e, ToolCall | ToolResult)]
     assert recorded == [(kind, f"toolu_0{n}") for n in range(3) for kind in ("ToolCall", "ToolResult")]
+
+
+def test_a_copy_is_answered_alike_and_recorded_once_when_its_id_names_another_open_call(hook: Hook) -> None:
+    """An endpoint that gives calls one id (``c1``) and hooks installed twice:
+    each copy of a pre hook gets its first delivery's answer, a denied one
+    included, however many calls that id names, and nothing is recorded
+    again (two copies of one denial are no three denials: no halt)."""
+    hook.config = load_config("recommended")
+
+    def bash(command: str, seam: str = "PreToolUse", call_id: str = "c1", **extra: Any) -> dict[str, Any]:
+        return payload(seam, tool_name="Bash", tool_input={"command": command}, tool_use_id=call_id, **extra)
+
+    for call_id in ("a", "b"):
+        hook(bash("ls src", call_id=call_id))
+        hook(bash("ls src", "PostToolUse", call_id=call_id, tool_response="same"))
+    assert hook(bash("make test")) == {}  # c1, left running
+    assert hook(bash("git status")) == {}  # c1 again: c1@1
+    assert hook(bash("git status")) == {}, "a copy of a call still running"
+    denied = hook(bash("ls src"))  # c1@2: the third ls, denied
+    assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert [hook(bash("ls src")) for _ in range(2)] == [denied] * 2
+    events = list(read_log(hook.log))
+    assert [e.call_id for e in events if isinstance(e, ToolCall)] == ["a", "b", "c1", "c1@1", "c1@2"]
+    assert not [e for e in events if isinstance(e, AgentStatus) and e.status == "halt-requested"]
 
 
 @pytest.mark.parametrize("config", [Config(), RECOMMENDED], ids=["remind", "recommended"])
