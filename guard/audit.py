@@ -569,9 +569,10 @@ def find_transcripts(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[
             continue
         for root, dirs, files in os.walk(path):
             dirs.sort()
-            for name in sorted(files):
+            files.sort()
+            for name in files:
                 file = Path(root) / name
-                if name.endswith(TRANSCRIPT_SUFFIXES) and not belongs_to_session(file):
+                if name.endswith(TRANSCRIPT_SUFFIXES) and not belongs_to_session(file, files):
                     yield file, False
 
 

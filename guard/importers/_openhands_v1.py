@@ -13,7 +13,7 @@ it by ``tool_call_id``. Calls share a step when one model response
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +71,22 @@ def conversation_of(path: Path) -> Path:
     return folder.parent if folder.name in _STORES else folder
 
 
-def is_later_event_file(path: Path) -> bool:
-    """Whether ``path`` is an event file other than a conversation's first
-    (``event-00000-…``), or the ``base_state.json`` beside its events: a
-    directory walk imports the conversation once, from its first event."""
+def is_later_event_file(path: Path, siblings: Sequence[str] | None = None) -> bool:
+    """Whether ``path`` is an event file other than a conversation's first,
+    or the ``base_state.json`` beside its events: a directory walk imports
+    the conversation once, from its first event. The first is the one of
+    the lowest number among ``siblings`` (the sorted names of the files in
+    its folder, as a walk lists them), so a conversation whose early events
+    are gone is still imported; without ``siblings``, ``event-00000-…``."""
     if path.name == "base_state.json":
         return (path.parent / "events").is_dir() or any(path.parent.glob("event-0*.json"))
     match = _EVENT_FILE.match(path.name)
-    return match is not None and int(match.group(1)) > 0
+    if match is None:
+        return False
+    if siblings is None:
+        return int(match.group(1)) > 0
+    first = next((name for name in siblings if _EVENT_FILE.match(name)), path.name)
+    return first != path.name
 
 
 def event_files(folder: Path, report: ImportReport) -> Iterator[Any]:

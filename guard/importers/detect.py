@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from guard._text import one_line
@@ -109,15 +109,18 @@ def open_sessions(path: str | os.PathLike[str], format: str | None = None) -> It
     return _guarded(forced, seen)
 
 
-def belongs_to_session(path: str | os.PathLike[str]) -> bool:
+def belongs_to_session(path: str | os.PathLike[str], siblings: Sequence[str] | None = None) -> bool:
     """Whether ``path`` is imported with another file, so a directory walk
     leaves it to that file's import: a subagent's transcript whose session
-    file is present, or a later event file of an OpenHands V1 conversation."""
+    file is present, or a later event file of an OpenHands V1 conversation.
+    A walk passes ``siblings``, the sorted names of the files in ``path``'s
+    folder, so a conversation whose first events are gone is imported from
+    the earliest one left."""
     file = Path(path)
     return (
         claude_code.belongs_to_session(file)
         or gemini_cli.belongs_to_session(file)
-        or openhands.belongs_to_session(file)
+        or openhands.belongs_to_session(file, siblings)
         or opencode.belongs_to_session(file)
         or cline.belongs_to_session(file)
     )

@@ -13,7 +13,7 @@ requested them. See ``docs/importers/openhands.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,10 +114,10 @@ def _sniff(sample: Sample) -> str | None:
     )
 
 
-def belongs_to_session(path: Path) -> bool:
+def belongs_to_session(path: Path, siblings: Sequence[str] | None = None) -> bool:
     """Whether ``path`` is part of a V1 conversation folder imported from its
-    first event file."""
-    return v1.is_later_event_file(path)
+    first event file (``siblings``: see ``is_later_event_file``)."""
+    return v1.is_later_event_file(path, siblings)
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:

@@ -335,6 +335,22 @@ def test_v1_conversation_folder_is_one_session_from_its_first_event(tmp_path: Pa
     assert session.report.skipped == {"invalid-json": 1}
 
 
+def test_a_conversation_whose_first_events_are_gone_is_walked_from_its_earliest(tmp_path: Path) -> None:
+    """A conversation folder copied or pruned from event 70 on: a directory
+    walk imports it once, from the earliest event left, and leaves out none."""
+    from guard.audit import find_transcripts
+
+    folder = tmp_path / "conversations" / "16caf190" / "events"
+    folder.mkdir(parents=True)
+    stream = _v1_conversation()
+    for index, event in enumerate(stream, 70):
+        (folder / f"event-{index:05d}-{index:08x}-aaaa.json").write_text(json.dumps(event))
+    found = [path.name for path, _ in find_transcripts([tmp_path])]
+    assert found == ["event-00070-00000046-aaaa.json"]
+    (session,) = open_sessions(folder / found[0])
+    assert len(calls(list(session.events()))) == 6
+
+
 def test_agent_server_conversation_is_named_for_the_conversation(tmp_path: Path) -> None:
     """The agent server keeps events under ``<conversation>/event_service/events/``:
     the session is the conversation, not its ``event_service`` folder."""
