@@ -142,10 +142,10 @@ def test_a_toml_table_is_appended_after_what_is_there(tmp_path: Path) -> None:
     assert config.read_text() == 'model = "x"\n\n[t]\na = 1\n'
 
 
+@pytest.mark.parametrize("token", ["s3cr3t-0123456789abcdef", None], ids=["token", "loopback-without-token"])
 def test_the_curl_hook_sends_the_token_without_putting_it_on_curls_command_line(
-    make_served: MakeServed, tmp_path: Path
+    make_served: MakeServed, tmp_path: Path, token: str | None
 ) -> None:
-    token = "s3cr3t-0123456789abcdef"
     served = make_served(token=token)
     curl = shutil.which("curl")
     assert curl is not None, "curl is needed to run the forwarding hook"
@@ -154,8 +154,8 @@ def test_the_curl_hook_sends_the_token_without_putting_it_on_curls_command_line(
     wrapper = bin_dir / "curl"
     wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {shlex.quote(str(tmp_path / "argv"))}\nexec {curl} "$@"\n')
     wrapper.chmod(0o755)
-    command = forward_command(f"{served.url}/hooks/codex", token_env="GUARD_TOKEN")
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GUARD_TOKEN": token}
+    command = forward_command(f"{served.url}/hooks/codex", token_env="GUARD_TOKEN" if token else None)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GUARD_TOKEN": token or ""}
     answers = []
     for _ in range(3):
         for payload in codex_calls(1):
@@ -165,7 +165,7 @@ def test_the_curl_hook_sends_the_token_without_putting_it_on_curls_command_line(
             answers.append(done.stdout)
     assert "the loop guard is off" not in "".join(answers)
     assert len((tmp_path / "argv").read_text().splitlines()) == 6
-    assert token not in (tmp_path / "argv").read_text()
+    assert not token or token not in (tmp_path / "argv").read_text()
     log = (served.state_dir / f"{SESSION}.jsonl").read_text()
     assert log.count('"type":"tool/call"') == 3
 
