@@ -194,6 +194,8 @@ TASK_NOTIFICATION = "<task-notification>"
 MAX_SESSIONS = 256
 """How many sessions one ``ClaudeHooks`` keeps live by default (see ``max_sessions``)."""
 
+_EMPTY_RESULT = result_digest("", False)
+
 
 class HookRuntime:
     """How one CLI's hooks map onto the guard's seams and how its answers look;
@@ -411,6 +413,10 @@ class ClaudeHooks:
             copy = self._copy(agent, "tool/call", call_id, digest, event, seam)
             if copy is not None:
                 return copy
+            if call_id and runtime.reports_no_result(*call) and self._closed_at_pre(agent, call_id):
+                # a copy of such a call's pre hook once its session was rebuilt from
+                # its log, which holds the call and its empty result: allowed then, so now
+                return self._answer(agent, event, seam, seq, call_id, ALLOW)
             decision = await self._call(agent, call_id, *call)
             if decision.allowed and agent.halt_reason is not None and not runtime.ends_runs:
                 decision = Decision.deny(agent.halt_reason, HALTED_BY)
@@ -450,6 +456,13 @@ class ClaudeHooks:
         if kept is None or kept.digest != digest:
             return None
         return self.runtime.answer(event, seam, kept.answer)
+
+    def _closed_at_pre(self, agent: AgentLink, call_id: str) -> bool:
+        """Whether ``call_id`` names a call closed as it was allowed, with an
+        empty result (``HookRuntime.reports_no_result``), that a rebuilt
+        session keeps as a result hook's answer."""
+        kept = self._answered.peek(retry_key("tool/result", agent.agent.id, call_id))
+        return kept is not None and kept.digest == _EMPTY_RESULT
 
     def _copy_for_gone(self, payload: Mapping[str, Any], event: str, seam: str) -> dict[str, Any] | None:
         """The kept answer for a copy of a pre or result hook whose agent is

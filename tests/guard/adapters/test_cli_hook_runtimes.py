@@ -351,3 +351,25 @@ def test_a_gemini_shell_commands_exit_code_is_read_from_its_trailer_only() -> No
     assert GEMINI_CLI.result(after(long_log + "npm ERR! code ECONNRESET", "1"), "post")[1] is True
     assert GEMINI_CLI.result(after("step 2 log:\nExit Code: 1\nretried, fine", "(none)"), "post")[1] is False
     assert GEMINI_CLI.result(after("ok", "9" * 4400), "post")[1] is False  # no crash on a 4,400-digit code
+
+
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["live", "rebuilt-from-log"])
+def test_a_copy_of_a_codex_patchs_pre_hook_is_recorded_once(tmp_path: Path, rebuilt: bool) -> None:
+    """The patch is closed at its first pre hook; a copy of that hook (hooks
+    installed twice) is answered alike and records nothing, also once the
+    session was rebuilt from its log (no snapshot, a restart, another replica)."""
+    from guard.sessions.snapshot import snapshot_path
+
+    state = tmp_path / "state"
+    patch = payload(
+        "PreToolUse",
+        tool_name="Bash",
+        tool_input={"command": "apply_patch <<'EOF'\n*** Begin Patch\n"},
+        tool_use_id="p1",
+    )
+    first = answer_hook(patch, state, RECOMMENDED, runtime=CODEX)
+    if rebuilt:
+        snapshot_path(state / f"{SESSION}.jsonl").unlink()
+    assert answer_hook(patch, state, RECOMMENDED, runtime=CODEX) == first
+    calls = [e.call_id for e in read_log(state / f"{SESSION}.jsonl") if isinstance(e, ToolCall)]
+    assert calls == ["p1"]
