@@ -627,6 +627,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
     from guard.adapters.hook_install import (
         SettingsFileError,
         add_toml_table,
+        check_toml,
         install,
         remove_toml_table,
         settings_file,
@@ -637,6 +638,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
     settings = _settings_for(args)
     config = path.with_name("config.toml")
     try:
+        if args.agent == "codex" and (args.mcp or args.uninstall):
+            check_toml(config)  # before the hooks file changes: both are changed, or neither
         print(f"repeat-tool-guard: {path}: {install(path, settings, uninstall=args.uninstall)}", file=sys.stderr)
         if args.mcp and not args.uninstall:
             added = add_toml_table(config, _mcp_server_toml(args))

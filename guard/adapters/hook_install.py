@@ -99,7 +99,7 @@ def _rewrite(path: Path, target: Path, raw: bytes | None, data: bytes) -> Path |
 _MAX_SETTINGS = 16 * 1024 * 1024
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, advice: str = "pass a settings file with --file") -> bytes | None:
     """The settings file's bytes, ``None`` when there is none yet."""
     try:
         with read_regular(path, what="settings file") as file:
@@ -107,7 +107,7 @@ def _read(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except NotRegularFileError as exc:
-        raise SettingsFileError(f"{exc}; pass a settings file with --file") from None
+        raise SettingsFileError(f"{exc}; {advice}") from None
     except OSError as exc:
         raise SettingsFileError(f"{str(path)!r}: {exc.strerror or exc}") from None
     if len(raw) > _MAX_SETTINGS:
@@ -200,6 +200,24 @@ def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+_TOML_ADVICE = "it is the config.toml beside the hooks file: make it a file or move it"
+
+
+def check_toml(path: Path) -> None:
+    """``SettingsFileError`` unless the TOML file at ``path`` (if there is
+    one) can be read and parsed: asked before a change that also touches
+    the file beside it, so that neither is changed when this one cannot be."""
+    import tomllib
+
+    raw = _read(Path(os.path.realpath(path)), _TOML_ADVICE)
+    try:
+        tomllib.loads(raw.decode("utf-8") if raw is not None else "")
+    except UnicodeDecodeError:
+        raise SettingsFileError(f"{str(path)!r} is not UTF-8 text: not a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsFileError(f"{str(path)!r} is not valid TOML ({exc}): left as it is") from None
+
+
 def add_toml_table(path: Path, table: str) -> str:
     """Append ``table`` (one TOML table, its header first) to the file at
     ``path`` unless the file defines that table already, however it spells
@@ -212,7 +230,7 @@ def add_toml_table(path: Path, table: str) -> str:
 
     header = table.splitlines()[0].strip()
     target = Path(os.path.realpath(path))
-    raw = _read(target)
+    raw = _read(target, _TOML_ADVICE)
     try:
         text = raw.decode("utf-8") if raw is not None else ""
         current = tomllib.loads(text)
@@ -246,7 +264,7 @@ def remove_toml_table(path: Path, header: str) -> str:
     import tomllib
 
     target = Path(os.path.realpath(path))
-    raw = _read(target)
+    raw = _read(target, _TOML_ADVICE)
     if raw is None:
         return f"no such file: {header} is not there"
     try:

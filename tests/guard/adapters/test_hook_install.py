@@ -290,6 +290,23 @@ def test_a_config_toml_that_is_not_text_is_refused(capsys: pytest.CaptureFixture
     assert (tmp_path / "config.toml").read_bytes() == b"\xff\xfe binary"
 
 
+@pytest.mark.parametrize("uninstall", [False, True], ids=["install", "uninstall"])
+def test_a_config_toml_that_cannot_be_read_leaves_the_hooks_file_as_it_was(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, uninstall: bool
+) -> None:
+    hooks = tmp_path / "hooks.json"
+    assert main(["install", "--agent", "codex", "--file", str(hooks)]) == 0
+    installed = hooks.read_text()
+    (tmp_path / "config.toml").mkdir()
+    args = ["--uninstall"] if uninstall else ["--http", "http://h:1", "--mcp"]
+    capsys.readouterr()
+    assert main(["install", "--agent", "codex", "--file", str(hooks), *args]) == 2
+    err = capsys.readouterr().err
+    assert "config.toml beside the hooks file" in err
+    assert "--file" not in err
+    assert hooks.read_text() == installed
+
+
 _TABLE = '[mcp_servers.repeat_tool_guard]\nurl = "http://127.0.0.1:8787/mcp"\n'
 
 
