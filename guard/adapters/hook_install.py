@@ -203,19 +203,25 @@ def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
 _TOML_ADVICE = "it is the config.toml beside the hooks file: make it a file or move it"
 
 
-def check_toml(path: Path) -> None:
-    """``SettingsFileError`` unless the TOML file at ``path`` (if there is
-    one) can be read and parsed: asked before a change that also touches
-    the file beside it, so that neither is changed when this one cannot be."""
+def _parse_toml(path: Path, raw: bytes | None) -> tuple[str, dict[str, Any]]:
+    """The text of the TOML file at ``path`` (``raw``, ``None`` for none)
+    and what it holds; ``SettingsFileError`` for one that is not TOML."""
     import tomllib
 
-    raw = _read(Path(os.path.realpath(path)), _TOML_ADVICE)
     try:
-        tomllib.loads(raw.decode("utf-8") if raw is not None else "")
+        text = raw.decode("utf-8") if raw is not None else ""
+        return text, tomllib.loads(text)
     except UnicodeDecodeError:
         raise SettingsFileError(f"{str(path)!r} is not UTF-8 text: not a TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsFileError(f"{str(path)!r} is not valid TOML ({exc}): left as it is") from None
+
+
+def check_toml(path: Path) -> None:
+    """``SettingsFileError`` unless the TOML file at ``path`` (if there is
+    one) can be read and parsed: asked before a change that also touches
+    the file beside it, so that neither is changed when this one cannot be."""
+    _parse_toml(path, _read(Path(os.path.realpath(path)), _TOML_ADVICE))
 
 
 def add_toml_table(path: Path, table: str) -> str:
@@ -231,13 +237,7 @@ def add_toml_table(path: Path, table: str) -> str:
     header = table.splitlines()[0].strip()
     target = Path(os.path.realpath(path))
     raw = _read(target, _TOML_ADVICE)
-    try:
-        text = raw.decode("utf-8") if raw is not None else ""
-        current = tomllib.loads(text)
-    except UnicodeDecodeError:
-        raise SettingsFileError(f"{str(path)!r} is not UTF-8 text: not a TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsFileError(f"{str(path)!r} is not valid TOML ({exc}): left as it is") from None
+    text, current = _parse_toml(path, raw)
     found: Any = current
     for key in _table_keys(tomllib.loads(table)):
         found = found.get(key) if isinstance(found, dict) else None
@@ -267,10 +267,8 @@ def remove_toml_table(path: Path, header: str) -> str:
     raw = _read(target, _TOML_ADVICE)
     if raw is None:
         return f"no such file: {header} is not there"
-    try:
-        lines = raw.decode("utf-8").splitlines(keepends=True)
-    except UnicodeDecodeError:
-        raise SettingsFileError(f"{str(path)!r} is not UTF-8 text: not a TOML file") from None
+    text, expected = _parse_toml(path, raw)
+    lines = text.splitlines(keepends=True)
     start = next((n for n, line in enumerate(lines) if line.strip() == header), None)
     if start is None:
         return f"{header} is not there as a table of its own: left as it is"
@@ -284,10 +282,6 @@ def remove_toml_table(path: Path, header: str) -> str:
     updated = "".join(lines[:start] + lines[end:])
     if end == len(lines):  # the last table, as install appends it: the blank line before it goes too
         updated = updated.rstrip("\n") + "\n" if updated.strip() else ""
-    try:
-        expected = tomllib.loads("".join(lines))
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsFileError(f"{str(path)!r} is not valid TOML ({exc}): left as it is") from None
     try:
         left = tomllib.loads(updated)
     except tomllib.TOMLDecodeError:
