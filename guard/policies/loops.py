@@ -881,8 +881,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
 
     def _values(self, args: Any) -> int:
         """What a call's short string argument values read as: ``_PAGING_VALUE``
-        (``scroll``, ``next``), ``_POLL_VALUE`` (``poll``, ``status``), both or
-        neither."""
+        (``scroll``, ``next``), ``_POLL_VALUE`` (``poll``, ``get_status``), both
+        or neither."""
         found = 0
         if isinstance(args, dict) and (self._paging_values or self._poll_values):
             for value in args.values():

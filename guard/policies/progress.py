@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from guard.patterns import CommandPatterns, ToolFilter, shell_command
 
-__all__ = ["DEFAULT_MUTATING_COMMANDS", "DEFAULT_MUTATING_TOOLS", "ProgressRule", "loose_tool_name"]
+__all__ = ["DEFAULT_MUTATING_COMMANDS", "DEFAULT_MUTATING_TOOLS", "ProgressRule", "loose_tool_name", "names_tool"]
 
 DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
     "edit",
@@ -72,6 +72,16 @@ def loose_tool_name(name: str) -> str:
     return re.sub(r"[^a-z0-9*]", "", name.lower())
 
 
+def names_tool(tools: ToolFilter, tool: str) -> bool:
+    """Whether ``tools`` names ``tool``, or an MCP server's tool
+    (``mcp__filesystem__edit_file``, ``developer__text_editor``) by its own
+    name. ``ToolFilter.tracks`` is memoized: this runs on every call."""
+    if tools.tracks(tool):
+        return True
+    server, _, name = tool.rpartition("__")
+    return bool(server and name and tools.tracks(name))
+
+
 class ProgressRule:
     """Decides whether a successful call was progress.
 
@@ -103,12 +113,7 @@ class ProgressRule:
         read-only sub-command). Its arguments alone say what it changes, so
         the same arguments again change nothing; a shell command's effect
         depends on more than its text."""
-        if self._tools is None:
+        if self._tools is None or not names_tool(self._tools, tool):
             return False
-        if not self._tools.tracks(tool):  # memoized: this runs on every result
-            # an MCP server's tool (mcp__filesystem__edit_file, developer__text_editor) by its own name
-            server, _, name = tool.rpartition("__")
-            if not server or not name or not self._tools.tracks(name):
-                return False
         command = shell_command(args)
         return not (command is not None and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

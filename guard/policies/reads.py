@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
 from guard.patterns import RegexSet, ToolFilter
-from guard.policies.progress import loose_tool_name
+from guard.policies.progress import loose_tool_name, names_tool
 
 __all__ = ["DEFAULT_READ_ONLY_COMMANDS", "DEFAULT_READ_ONLY_TOOLS", "ReadOnlyRule"]
 
@@ -108,13 +107,7 @@ class ReadOnlyRule:
         command (``guard.patterns.shell_command``), if it has one."""
         if command is not None:
             return self._command_reads(command)
-        tools = self._tools
-        if tools is None:
-            return False
-        if tools.tracks(tool):
-            return True
-        server, _, name = tool.rpartition("__")
-        return bool(server and name and tools.tracks(name))
+        return self._tools is not None and names_tool(self._tools, tool)
 
     def _command_reads(self, command: str) -> bool:
         memo = self._memo
@@ -128,6 +121,6 @@ class ReadOnlyRule:
             memo[command] = reads
         return reads
 
-    def _step_reads(self, step: Any) -> bool:
+    def _step_reads(self, step: str) -> bool:
         words = _PREFIX.sub("", step.strip().lstrip("({ ").rstrip(")} "))
         return not words or self._steps.match(words)
