@@ -386,6 +386,46 @@ async def test_tool_hints_decide_progress(make: Make, anyio_backend: str) -> Non
     assert run.actions == [(6, "remind"), (7, "deny")]
 
 
+async def test_equal_arguments_under_other_annotations_are_read_under_their_own(make: Make, anyio_backend: str) -> None:
+    run = make()
+
+    async def call(tool: str, args: dict[str, object], content: str, hints: dict[str, bool]) -> None:
+        number = len(run.numbers) + 1
+        run.numbers[f"h{number}"] = number
+        call = ToolCall(agent=run.agent("main"), call_id=f"h{number}", step=number, tool=tool, args=args, hints=hints)
+        decision = await run.bus.decide(call)
+        await run.bus.publish(ToolResult.answering(call, content if decision.allowed else decision.reason or ""))
+
+    await call("Grep", {"pattern": "x"}, "none", {})
+    await call("Grep", {"pattern": "x"}, "none", {})
+    await call("ticket", {"id": 1}, "ticket #1: open", {"readOnlyHint": True})
+    await call("ticket", {"id": 1}, "ticket #1: closed", {"readOnlyHint": False})  # this time it changed things
+    await call("Grep", {"pattern": "x"}, "none", {})
+    assert run.actions == []
+
+
+async def test_a_call_holding_an_ignored_argument_is_read_apart_from_one_without(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    await run.do("search", {"query": "q", "intent": "scroll"}, "3 hits")  # paging: an argument says so
+    for _ in range(3):
+        await run.do("search", {"query": "q"}, "3 hits")  # the same fingerprint, but no paging
+    assert run.actions == [(4, "deny")]
+
+
+async def test_what_calls_say_is_remembered_for_a_bounded_number_of_calls(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4100):
+        await run.do("Read", {"file_path": f"src/gen/m{n}.py"}, f"x = {n}")
+    watches = run.guard.watches(run.agent("main"))
+    assert watches is not None
+    assert len(watches[0].policy._readings) <= 4096  # type: ignore[attr-defined]
+    for _ in range(3):  # a call read before the memo was cleared is read again
+        await run.do("Bash", {"command": "make"}, "up to date")
+    assert run.actions[-1:] == [(4103, "deny")]
+
+
 def test_bad_tool_settings_name_their_key() -> None:
     from guard import ConfigError
 
