@@ -53,6 +53,15 @@ DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "writetodos",
     "updateplan",
     "tasktracker",
+    "tracker*",
+    "taskcreate",
+    "taskupdate",
+    "tasklist",
+    "taskget",
+    "updatetopic",
+    "completetask",
+    "enterplanmode",
+    "exitplanmode",
     "*read",
     "*search",
     "*view",
@@ -63,7 +72,8 @@ DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
 )
 """Tools that only read, compared loosely (``loose_tool_name``; an MCP tool,
 ``mcp__server__name``, by its own name). Bookkeeping tools (a plan, a todo
-list, a thought) change nothing another call could see."""
+or task list, a thought, the topic a CLI files its work under, a plan mode
+entered or left) change nothing another call could see."""
 
 DEFAULT_READ_ONLY_COMMANDS: tuple[str, ...] = (
     r"^(?:ls|ll|dir|cat|tac|head|tail|less|more|nl|od|xxd|hexdump|strings|wc|file|stat|du|df|pwd|echo|printf|"

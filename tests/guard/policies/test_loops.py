@@ -106,6 +106,26 @@ async def test_a_read_only_pipeline_with_quoted_separators_is_no_action(make: Ma
     assert run.actions[-1] == (5, "deny")
 
 
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("update_topic", {"title": "Reading the config", "summary": "step {n}"}),  # Gemini CLI
+        ("tracker_update_task", {"id": "t1", "status": "in progress, pass {n}"}),  # Gemini CLI
+        ("TaskUpdate", {"taskId": "1", "status": "in_progress", "note": "{n}"}),  # Claude Code
+    ],
+)
+async def test_bookkeeping_between_the_same_reads_hides_no_loop(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, str]
+) -> None:
+    """A CLI that files every response under a topic or updates its task
+    list first: that changes nothing a read could see."""
+    run = make()
+    for n in range(3):
+        await run.do(tool, {k: v.format(n=n) for k, v in args.items()}, "Topic updated.")
+        await run.do("read_file", {"file_path": "/w/config.toml"}, "[server]\nport = 80")
+    assert run.actions[-1] == (6, "deny")
+
+
 async def test_a_denial_ignored_three_times_asks_for_a_halt(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(5):
