@@ -71,6 +71,9 @@ _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 # Two markers with only whitespace between them: without one, _MARKS changes nothing.
 _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = re.compile(r"[0-9]+")
+# what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
+_TOWARD = re.compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
+_TOTAL = re.compile(r"(?i)\btotal\b")
 _COUNTED = 32
 _COUNTED_CHARS = 2048
 _HEAD = 4096
@@ -157,20 +160,26 @@ class Shape:
     text without them) are taken only when a comparison needs them: most
     results are never compared that way."""
 
-    __slots__ = ("_counted", "_numbers", "_skeleton", "digest")
+    __slots__ = ("_counted", "_numbers", "_skeleton", "_toward", "digest")
 
     def __init__(self, digest: bytes, counted: str | None = None) -> None:
         self.digest = digest
         self._counted = counted if counted is not None and _DIGITS.search(counted) else None
         self._skeleton: bytes | None = None
         self._numbers: tuple[int, ...] = ()
+        self._toward: frozenset[int] = frozenset()
 
     def _counter(self) -> tuple[bytes, tuple[int, ...]] | None:
         if self._skeleton is None:
             text = self._counted
             if text is None:
                 return None
-            self._numbers = tuple(int(n) for n in _DIGITS.findall(text)[:_COUNTED] if len(n) < 19)
+            found = [m for m in _DIGITS.finditer(text) if len(m.group()) < 19][:_COUNTED]
+            self._numbers = tuple(int(m.group()) for m in found)
+            if _TOTAL.search(text):
+                self._toward = frozenset(range(len(found)))
+            else:
+                self._toward = frozenset(i for i, m in enumerate(found) if _TOWARD.match(text, m.end()))
             self._skeleton = blake2b(_DIGITS.sub("#", text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
             self._counted = None
         return self._skeleton, self._numbers
@@ -178,15 +187,16 @@ class Shape:
     def counts_on(self, previous: Shape) -> bool:
         """Whether this result is ``previous`` with a counter moved on: the
         same text but for one number, grown by exactly one (a call counting
-        its own runs, not work done)."""
+        its own runs, not work done). A number counted toward a total (``2
+        of 6``, ``2/6``, ``46%``, or beside a ``total``) is work done."""
         mine, theirs = self._counter(), previous._counter()
         if mine is None or theirs is None or mine[0] != theirs[0] or len(mine[1]) != len(theirs[1]):
             return False
         changed = 0
-        for now, before in zip(mine[1], theirs[1], strict=True):
+        for index, (now, before) in enumerate(zip(mine[1], theirs[1], strict=True)):
             if now == before:
                 continue
-            if now != before + 1:
+            if now != before + 1 or index in self._toward:
                 return False
             changed += 1
         return changed == 1

@@ -151,11 +151,26 @@ def test_an_agent_clis_decorations_of_one_output_normalise_alike(first: str, aga
     assert normalizer.digest(first) != normalizer.digest(first.replace("Output", "Error"))
 
 
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("Processed 1 of 6 files", "Processed 2 of 6 files"),
+        ("state: processing, processed 1/6", "state: processing, processed 2/6"),
+        ("epoch 3 out of 10 done", "epoch 4 out of 10 done"),
+        ("upload 45% done", "upload 46% done"),
+        ('{"processed": 1, "total": 6}', '{"processed": 2, "total": 6}'),
+    ],
+)
+def test_a_number_counted_toward_a_total_is_work_done(before: str, after: str) -> None:
+    shape = ResultNormalizer().shape
+    assert not shape(after).counts_on(shape(before))
+
+
 def test_a_counter_is_one_number_grown_by_one() -> None:
     shape = ResultNormalizer().shape
-    assert shape("tick 6 of 9").counts_on(shape("tick 5 of 9"))
-    assert not shape("tick 6 of 10").counts_on(shape("tick 5 of 9"))
-    assert not shape("tick 5 of 9").counts_on(shape("tick 5 of 9"))
+    assert shape("tick 6, retry in 9").counts_on(shape("tick 5, retry in 9"))
+    assert not shape("tick 6, retry in 10").counts_on(shape("tick 5, retry in 9"))
+    assert not shape("tick 5, retry in 9").counts_on(shape("tick 5, retry in 9"))
     assert not shape("tock 6").counts_on(shape("tick 5"))
     assert not shape("1 2").counts_on(shape("1"))
     long = "x" * 3000  # a long result is compared whole: no counter in it

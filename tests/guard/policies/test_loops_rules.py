@@ -58,6 +58,23 @@ async def test_a_counter_that_counts_the_calls_is_no_progress(make: Make, anyio_
 
 
 @pytest.mark.parametrize(
+    ("tool", "args", "result"),
+    [
+        ("Bash", {"command": "python check_progress.py"}, "Processed {n} of 6 files"),
+        ("bash", {"command": "curl -s localhost:8000/jobs/7"}, '{{"processed": {n}, "total": 6}}'),
+        ("get_job", {"id": 7}, "state: processing, processed {n}/6"),
+    ],
+)
+async def test_a_job_checked_while_it_advances_step_by_step_is_left_alone(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], result: str
+) -> None:
+    run = make()
+    for n in range(1, 7):
+        await run.do(tool, args, result.format(n=n), seconds=30)
+    assert run.actions == []
+
+
+@pytest.mark.parametrize(
     "contents",
     [
         ["tick 3", "tick 5", "tick 7", "tick 9"],
