@@ -30,7 +30,9 @@ advances, a retry that then succeeds, a re-read after the file changed):
   left alone). The same tool failing with the same kind of error
   (``guard.normalize.error_kind``) ``error_at`` times in a row, with
   whatever arguments, draws an advisory, and from ``streak_deny_at`` failures
-  its further calls are denied until one of its calls succeeds. A failure
+  its further calls are denied until one of its calls succeeds (a shell
+  command's streak is its program's; failures that say nothing but an exit
+  code are no one kind, and draw neither). A failure
   is the result's error flag or a result matching ``error_results`` (the
   ``ERROR:`` text some runtimes use instead of the flag).
 - **Progress.** A successful editing call (``guard.policies.progress``) starts a new
@@ -412,6 +414,13 @@ keeps: the latest touched, so a long session's state stays bounded."""
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+
+
+def _streak_name(streak: tuple[str, str | None]) -> str:
+    """Who failed: the tool, or for a shell command its program (``grep``
+    run by ``Bash``), whose failures the streak counts."""
+    tool, program = streak
+    return tool if program is None else f"`{program}` ({tool})"
 
 
 def _keep(table: dict[_K, _V], key: _K, value: _V) -> None:
@@ -1029,12 +1038,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
         streak = state.streaks.get(reading.streak)
         if (
             streak is not None
+            and streak[0]  # failures that say nothing (a bare exit code 1: grep found nothing) are no one kind
             and rules.streak_deny_at
             and streak[1] >= state.at(rules.streak_deny_at)
             and not self._decayed(streak[2], call.ts)
         ):
             kind, count, _ = streak
-            body = _STREAK_DENIAL.format(tool=call.tool, count=count, kind=kind or "(no message)")
+            body = _STREAK_DENIAL.format(tool=_streak_name(reading.streak), count=count, kind=kind)
             return body, count, rules.streak_deny_at
         writing = reading.writing
         if writing is not None:
@@ -1166,7 +1176,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             kind, streak, _ = state.streaks[streak_key]
             if streak == state.at(rules.error_at) and kind:
                 text = _STREAK_ADVICE.format(
-                    tool=result.tool, count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
+                    tool=_streak_name(streak_key), count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
                 )
                 return self._action("remind", result, streak, text, rules.error_at)
             return None

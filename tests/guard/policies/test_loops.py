@@ -413,6 +413,27 @@ async def test_different_programs_failing_alike_are_no_streak(make: Make, anyio_
     assert run.actions == [(3, "remind")]
 
 
+async def test_searches_that_find_nothing_under_other_names_are_never_denied(make: Make, anyio_backend: str) -> None:
+    """``grep`` exits 1 with no output when a name is not there: each such
+    answer is information, and says nothing that could be one kind of
+    error."""
+    run = make()
+    for n in range(12):
+        await run.do("Bash", {"command": f"grep -rn 'handler_{n}' src/"}, "Exit code 1", is_error=True)
+    assert run.actions == []
+
+
+async def test_a_shell_programs_failure_streak_names_the_program(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(9):
+        await run.do(
+            "Bash", {"command": f"python tool.py -n {n}"}, "ModuleNotFoundError: No module named 'yaml'", is_error=True
+        )
+    assert run.actions == [(3, "remind"), (9, "deny")]
+    assert run.texts[0].startswith("loop-detector: `python` (Bash) has failed 3 times in a row")
+    assert "`python` (Bash) has failed 8 times in a row" in run.texts[1]
+
+
 async def test_a_bare_sleep_is_a_wait_not_a_loop(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4):
