@@ -98,6 +98,7 @@ def _compile(pattern: str, setting: str, options: Any) -> Any:
 # only the spans its engine returns, so those go to the engine directly.
 _UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
 _ANCHOR_START = re2._re2.RE2.Anchor.ANCHOR_START
+_ANCHOR_BOTH = re2._re2.RE2.Anchor.ANCHOR_BOTH
 _NO_MATCH = (-1, -1)
 
 
@@ -232,6 +233,10 @@ class RegexSet:
     def match(self, text: str) -> bool:
         """Whether any entry matches at the start of ``text``."""
         return self._any is not None and _found(self._any._regexp, _ANCHOR_START, text)
+
+    def fullmatch(self, text: str) -> bool:
+        """Whether any entry matches the whole of ``text`` (a short value)."""
+        return self._any is not None and _found(self._any._regexp, _ANCHOR_BOTH, text)
 
 
 class RegexSets:

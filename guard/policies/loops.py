@@ -404,6 +404,14 @@ def _same_but(before: Any, after: Any, skip: frozenset[str]) -> bool:
     return True
 
 
+_OPERATION_KEYS = frozenset(
+    {"action", "command", "cmd", "op", "operation", "mode", "method", "type", "kind", "direction", "key", "keys"}
+)
+"""Arguments whose value names what a call does (``{"action": "poll"}``,
+``{"direction": "down"}``, ``{"key": "ArrowDown"}``), where ``paging_values``
+and ``poll_values`` are looked for; a search term or a file's content is
+data, whatever word it is."""
+
 _OPEN_CALLS = 64
 """Calls waiting for their results kept per agent: more than parallel
 calls ever reach, so only calls whose results never come are dropped."""
@@ -900,13 +908,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
         return self._paging_tools is not None and self._paging_tools.tracks(tool)
 
     def _values(self, args: Any) -> int:
-        """What a call's short string argument values read as: ``_PAGING_VALUE``
-        (``scroll``, ``next``), ``_POLL_VALUE`` (``poll``, ``get_status``), both
-        or neither."""
+        """What a call's short argument values naming what to do (``action``,
+        ``direction``, ``key``, ...: ``_OPERATION_KEYS``) read as:
+        ``_PAGING_VALUE`` (``scroll``, ``next``), ``_POLL_VALUE`` (``poll``,
+        ``get_status``), both or neither. A search for the word ``progress``
+        is no poll."""
         found = 0
         if isinstance(args, dict) and (self._paging_values or self._poll_values):
-            for value in args.values():
-                if isinstance(value, str) and len(value) <= 16:
+            for key, value in args.items():
+                if isinstance(value, str) and len(value) <= 16 and key in _OPERATION_KEYS:
                     found |= self._value(value)
         return found
 
@@ -916,8 +926,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         memo = self._value_memo
         found = memo.get(value)
         if found is None:
-            found = (_PAGING_VALUE if self._paging_values.search(value) else 0) | (
-                _POLL_VALUE if self._poll_values.search(value) else 0
+            found = (_PAGING_VALUE if self._paging_values.fullmatch(value) else 0) | (
+                _POLL_VALUE if self._poll_values.fullmatch(value) else 0
             )
             if len(memo) >= 4096:
                 memo.clear()

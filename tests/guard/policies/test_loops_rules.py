@@ -178,6 +178,25 @@ async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make
     assert run.actions == []
 
 
+@pytest.mark.parametrize("word", ["progress", "wait", "tail", "next", "more", "down"])
+async def test_a_search_for_a_poll_or_paging_word_is_an_ordinary_call(
+    make: Make, anyio_backend: str, word: str
+) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("Grep", {"pattern": word, "path": "src"}, "No matches found")
+    assert run.actions == [(3, "deny")]
+
+
+async def test_poll_and_paging_values_match_a_whole_value(make: Make, anyio_backend: str) -> None:
+    run = make(poll_values=["poll"], paging_values=["next"])
+    for _ in range(3):
+        await run.do("water", {"action": "unpolluted"}, "ok")
+    for _ in range(3):
+        await run.do("water", {"action": "nextday"}, "ok")
+    assert run.actions == [(3, "deny"), (6, "deny")]
+
+
 async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> None:
     run = make()
     for offset in range(0, 1000, 100):
@@ -424,8 +443,8 @@ async def test_equal_arguments_under_other_annotations_are_read_under_their_own(
 async def test_a_call_holding_an_ignored_argument_is_read_apart_from_one_without(
     make: Make, anyio_backend: str
 ) -> None:
-    run = make()
-    await run.do("search", {"query": "q", "intent": "scroll"}, "3 hits")  # paging: an argument says so
+    run = make(ignored_args=["action"])
+    await run.do("search", {"query": "q", "action": "scroll"}, "3 hits")  # paging: an argument says so
     for _ in range(3):
         await run.do("search", {"query": "q"}, "3 hits")  # the same fingerprint, but no paging
     assert run.actions == [(4, "deny")]
