@@ -408,10 +408,30 @@ class ToolFilter:
 
 
 def shell_command(args: Any) -> str | None:
-    """A call's top-level string ``command`` argument (a shell command, or an
-    editing tool's sub-command), or ``None`` when it has none."""
-    command = args.get("command") if isinstance(args, dict) else None
-    return command if isinstance(command, str) else None
+    """A call's top-level ``command`` argument (a shell command, or an
+    editing tool's sub-command), or without one its ``cmd`` (Codex's
+    ``exec_command``); ``None`` when it has neither. A command given as an
+    argv list (Codex's ``shell``: ``["bash", "-lc", "git status"]``) is the
+    script a shell runs, or else its words joined."""
+    if not isinstance(args, dict):
+        return None
+    command = args.get("command")
+    if command is None:
+        command = args.get("cmd")
+    if isinstance(command, str):
+        return command
+    if isinstance(command, list) and command and all(isinstance(word, str) for word in command):
+        return _argv_script(command)
+    return None
+
+
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+
+
+def _argv_script(argv: list[str]) -> str:
+    if len(argv) == 3 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] in ("-c", "-lc", "-cl"):
+        return argv[2]
+    return " ".join(argv)
 
 
 class CommandPatterns:

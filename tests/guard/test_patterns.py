@@ -237,6 +237,25 @@ def test_command_patterns_answer_alike_for_the_arguments_and_the_command_read_fr
     assert not CommandPatterns().search("anything")
 
 
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        ({"command": "git status"}, "git status"),
+        ({"command": ["bash", "-lc", "git status && ls"], "workdir": "/w"}, "git status && ls"),  # Codex shell
+        ({"command": ["/bin/sh", "-c", "make"]}, "make"),
+        ({"command": ["ls", "-la", "src"]}, "ls -la src"),  # Codex local_shell
+        ({"cmd": "sed -i s/a/b/ x.py", "workdir": "/w"}, "sed -i s/a/b/ x.py"),  # Codex exec_command
+        ({"command": ["ls", 3]}, None),
+        ({"command": []}, None),
+        ({"command": 7, "cmd": "ls"}, None),
+        ({"path": "a.py"}, None),
+        ("ls", None),
+    ],
+)
+def test_a_shell_command_is_read_in_each_form_a_runtime_writes(args: object, command: str | None) -> None:
+    assert shell_command(args) == command
+
+
 def test_group_names_may_repeat_across_a_settings_entries() -> None:
     assert RegexSet([r"(?P<n>gh) run", r"(?P<n>kubectl) get"]).search("kubectl get pods")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from bus import Agent, Bus, ContextMessage, ToolCall, ToolResult
@@ -124,6 +126,26 @@ async def test_bookkeeping_between_the_same_reads_hides_no_loop(
         await run.do(tool, {k: v.format(n=n) for k, v in args.items()}, "Topic updated.")
         await run.do("read_file", {"file_path": "/w/config.toml"}, "[server]\nport = 80")
     assert run.actions[-1] == (6, "deny")
+
+
+@pytest.mark.parametrize(
+    "shell",
+    [
+        lambda command: ("shell", {"command": ["bash", "-lc", command], "workdir": "/w"}),
+        lambda command: ("exec_command", {"cmd": command, "workdir": "/w"}),
+    ],
+    ids=["codex-shell-argv", "codex-exec-command"],
+)
+async def test_codex_shell_reads_in_a_rollout_are_reads(
+    make: Make, anyio_backend: str, shell: Callable[[str], tuple[str, dict[str, object]]]
+) -> None:
+    """A Codex rollout keeps a command as the model wrote it (an argv list,
+    or ``cmd``): paging through a file with ``sed -n`` changes nothing."""
+    run = make()
+    for n in range(3):
+        await run.do(*shell("git status --short"), " M src/app.py")
+        await run.do(*shell(f"sed -n {n * 40 + 1},{n * 40 + 40}p src/app.py"), f"lines of app.py, part {n}")
+    assert run.actions[-1] == (5, "deny")
 
 
 async def test_a_denial_ignored_three_times_asks_for_a_halt(make: Make, anyio_backend: str) -> None:
