@@ -44,10 +44,10 @@ DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
 """Editing tools of the agent runtimes, compared loosely (``loose_tool_name``)."""
 
 DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
-    r"\bsed\b[^|;&]*\s-[a-zA-Z]*i",
+    r"\bsed\b[^|;&]*\s(?:-[a-zA-Z]*i|--in-place)",
     r"\bperl\b[^|;&]*\s-[a-zA-Z]*i",
-    # A redirection to a file: not 2>&1, not >/dev/null (RE2 has no lookaround, so spelled out).
-    r"(?:^|[^0-9&>])>>?\s*(?:[\w.~$\"'\x{80}-\x{10FFFF}-]|/(?:$|[^d]|d(?:$|[^e]|e(?:$|[^v]|v(?:$|[^/]|/(?:$|[^n]"
+    # A redirection of output to a file (1>>log too): not 2>&1, not >/dev/null (RE2 has no lookaround, so spelled out).
+    r"(?:^|[^0-9&>]|(?:^|[^0-9])1)>>?\s*(?:[\w.~$\"'\x{80}-\x{10FFFF}-]|/(?:$|[^d]|d(?:$|[^e]|e(?:$|[^v]|v(?:$|[^/]|/(?:$|[^n]"
     r"|n(?:$|[^u]|u(?:$|[^l]|l(?:$|[^l])))))))))",
     r"\btee\b",
     r"\bpatch\b",

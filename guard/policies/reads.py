@@ -52,6 +52,8 @@ DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "todo*",
     "writetodos",
     "updateplan",
+    "todowrite",
+    "updatetodolist",
     "tasktracker",
     "tracker*",
     "taskcreate",
@@ -80,7 +82,7 @@ DEFAULT_READ_ONLY_COMMANDS: tuple[str, ...] = (
     r"which|whereis|type|command -v|env|printenv|date|whoami|id|uname|hostname|ps|pgrep|free|uptime|tree|find|fd|"
     r"grep|egrep|fgrep|rg|ag|ack|diff|cmp|sort|uniq|cut|tr|column|jq|yq|awk|sed|realpath|readlink|basename|"
     r"dirname|test|\[|true|false|sleep|md5sum|sha1sum|sha256sum|cksum|python3? -m json\.tool|cd|pushd|popd|"
-    r"export|source|\.|set|unset|ulimit|umask|clear|history|view|read|list|show)(?:\s|$)",
+    r"export|set|unset|ulimit|umask|clear|history|view|read|list|show)(?:\s|$)",
     r"^git\s+(?:--no-pager\s+|-C\s+\S+\s+)*(?:status|log|diff|show|blame|grep|ls-files|ls-tree|rev-parse|"
     r"describe|shortlog|reflog|remote|branch|tag|config\s+--(?:get|list))(?:\s|$)",
     r"^(?:docker|podman)\s+(?:ps|images|inspect|logs|version|info)(?:\s|$)",
@@ -103,34 +105,95 @@ _PREFIX = re.compile(
 )
 
 
+# Steps that start like a read but write: an in-place edit, find's actions,
+# an output file, a branch or tag made or deleted, a version bumped.
+_WRITES_ANYWAY = RegexSet(
+    (
+        r"^sed\s(?:.*\s)?(?:-[a-zA-Z]*i|--in-place)",
+        r"^g?awk\s(?:.*\s)?-i\s*inplace",
+        r"^find\s(?:.*\s)?-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b",
+        r"^sort\s(?:.*\s)?(?:-o|--output)",
+        r"^date\s(?:.*\s)?(?:-s|--set)\b",
+        r"^git\s(?:.*\s)?branch\s+(?:[^-\s']|-[a-zA-Z]*[dDmMcCf]\b|--(?:delete|move|copy|force|set-upstream-to))",
+        r"^git\s(?:.*\s)?tag\s+(?:[^-\s']|-[a-zA-Z]*[dafsu]\b|--(?:delete|annotate|force|sign))",
+        r"^git\s(?:.*\s)?remote\s+(?:add|remove|rm|rename|set-url|set-head|set-branches|prune|update)\b",
+        r"^(?:npm|pnpm|yarn)\s+version\s+[^-\s]",
+        r"^go\s+env\s+-[wu]\b",
+        r"json\.tool(?:\s+-\S+(?:\s+[0-9]+)?)*\s+[^-\s]\S*\s+[^-\s]",
+    ),
+    setting="read-only exceptions",
+)
+# what runs another command inside one: its effect is not the outer program's
+_SUBSTITUTIONS = ("$(", "`", "<(", ">(")
+# Words in a tool's name that say it acts, whatever read-like word it also holds
+# (``search_and_replace``, ``slack_reply_to_thread``, ``mark_all_notifications_read``).
+# fmt: off
+_ACTION_WORDS = frozenset({
+    "add", "apply", "approve", "archive", "assign", "cancel", "click", "close", "commit", "create", "delete",
+    "deploy", "disable", "edit", "enable", "execute", "fill", "insert", "install", "invite", "kill", "mark",
+    "merge", "move", "patch", "post", "press", "publish", "push", "put", "remove", "rename", "replace", "reply",
+    "reset", "resolve", "restart", "save", "send", "set", "submit", "toggle",
+    "update", "upload", "write",
+})
+# fmt: on
+# ... unless the thing acted on is the agent's own bookkeeping (``tracker_update_task``)
+_BOOKKEEPING_WORDS = frozenset({"todo", "todos", "tracker", "topic", "plan"})
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
 class ReadOnlyRule:
-    """Says whether a call only reads (``reads``); see the module docstring."""
+    """Says whether a call only reads (``reads``); see the module docstring.
+    A tool matched by a pattern with a wildcard (``search*``, ``*read``)
+    only reads unless a word of its name says it acts (``add``, ``replace``,
+    ``reply``, ``mark``, ...) and none names the agent's own bookkeeping
+    (``tracker_update_task``); a name listed whole (``TaskUpdate``,
+    ``update_plan``) always only reads."""
 
     def __init__(self, tools: Iterable[str], commands: Iterable[str]) -> None:
         patterns = [loose_tool_name(p) for p in tools]
         self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
+        self._whole = frozenset(p for p in patterns if not any(c in p for c in "*?["))
         self._steps = RegexSet(commands, setting="loops.read_only_commands")
         self._memo: dict[str, bool] = {}
+        self._tool_memo: dict[str, bool] = {}
 
     def reads(self, tool: str, command: str | None) -> bool:
         """Whether the call of ``tool`` only reads; ``command`` is its shell
         command (``guard.patterns.shell_command``), if it has one."""
         if command is not None:
             return self._command_reads(command)
-        return self._tools is not None and names_tool(self._tools, tool)
+        memo = self._tool_memo
+        reads = memo.get(tool)
+        if reads is None:
+            reads = self._tools is not None and names_tool(self._tools, tool) and self._tool_reads(tool)
+            _keep(memo, tool, reads)
+        return reads
+
+    def _tool_reads(self, tool: str) -> bool:
+        own = tool.rpartition("__")[2] or tool
+        if loose_tool_name(tool) in self._whole or loose_tool_name(own) in self._whole:
+            return True
+        words = {word.lower() for word in _WORDS.findall(own)}
+        return words.isdisjoint(_ACTION_WORDS) or not words.isdisjoint(_BOOKKEEPING_WORDS)
 
     def _command_reads(self, command: str) -> bool:
         memo = self._memo
         reads = memo.get(command)
         if reads is None:
-            reads = bool(self._steps) and all(
-                self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(" ''", command))
+            reads = (
+                bool(self._steps)
+                and not any(mark in command for mark in _SUBSTITUTIONS)
+                and all(self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(" ''", command)))
             )
-            if len(memo) >= 4096:
-                memo.clear()
-            memo[command] = reads
+            _keep(memo, command, reads)
         return reads
 
     def _step_reads(self, step: str) -> bool:
         words = _PREFIX.sub("", step.strip().lstrip("({ ").rstrip(")} "))
-        return not words or self._steps.match(words)
+        return not words or (self._steps.match(words) and not _WRITES_ANYWAY.search(words))
+
+
+def _keep(memo: dict[str, bool], key: str, reads: bool) -> None:
+    if len(memo) >= 4096:
+        memo.clear()
+    memo[key] = reads

@@ -148,6 +148,25 @@ async def test_codex_shell_reads_in_a_rollout_are_reads(
     assert run.actions[-1] == (5, "deny")
 
 
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("search_and_replace", {"path": "src/a.py", "search": "old", "replace": "new"}),  # Roo Code's editor
+        ("Bash", {"command": "awk -i inplace '{sub(/old/, \"new\")} 1' src/a.py"}),
+        ("Bash", {"command": "find build -name '*.o' -delete"}),
+    ],
+)
+async def test_a_check_after_an_action_that_looks_like_a_read_runs(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, str]
+) -> None:
+    run = make()
+    for _ in range(2):
+        await run.do("Bash", {"command": "pytest -q"}, "1 failed, 3 passed", is_error=True)
+    await run.do(tool, args, "")
+    await run.do("Bash", {"command": "pytest -q"}, "1 failed, 3 passed", is_error=True)
+    assert run.actions == []
+
+
 async def test_a_denial_ignored_three_times_asks_for_a_halt(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(5):

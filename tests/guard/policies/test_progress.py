@@ -100,6 +100,8 @@ def test_only_an_editing_tool_edits_by_tool(rule: ProgressRule) -> None:
         "python -c \"open('a.py', mode='a').write('x')\"",
         "python -c \"from pathlib import Path; Path('a.py').write_text(s)\"",
         "node -e \"require('fs').writeFileSync('a.js', src)\"",
+        "echo 'x = 1' 1>> settings.py",
+        "cat header.txt 1> out.txt",
     ],
 )
 def test_shell_commands_that_edit_are_progress(rule: ProgressRule, command: str) -> None:

@@ -24,6 +24,17 @@ def rule() -> ReadOnlyRule:
         "git --no-pager diff HEAD~1",
         "kubectl get pods -n web",
         "view",
+        "grep -in todo src/a.py",
+        "grep -o 'v[0-9]*' VERSION",
+        "sort names.txt | uniq -c",
+        "git branch -a",
+        "git branch -vv 2>&1",
+        "git tag -l 'v1.*'",
+        "git remote -v",
+        "npm version",
+        "go env GOPATH",
+        "find . -name '*.pyc'",
+        "python -m json.tool data.json",
     ],
 )
 def test_read_only_commands_only_read(rule: ReadOnlyRule, command: str) -> None:
@@ -32,20 +43,75 @@ def test_read_only_commands_only_read(rule: ReadOnlyRule, command: str) -> None:
 
 @pytest.mark.parametrize(
     "command",
-    ["git pull --rebase", "npm run build", "ls && make", "cat a | python fix.py", "pytest -q", "docker compose up -d"],
+    [
+        "git pull --rebase",
+        "npm run build",
+        "ls && make",
+        "cat a | python fix.py",
+        "pytest -q",
+        "docker compose up -d",
+        "sed --in-place 's/a/b/' f.py",
+        "awk -i inplace '{print}' f",
+        "find . -name '*.pyc' -delete",
+        "find . -name x -exec rm {} +",
+        "sort -o names.txt names.txt",
+        "git branch -D old",
+        "git branch feature-x",
+        "git tag v1.2",
+        "git tag -a v1.2 -m release",
+        "git remote add upstream https://example.com/r.git",
+        "npm version minor",
+        "go env -w GOFLAGS=-mod=mod",
+        "date -s '2026-01-01'",
+        "python -m json.tool in.json out.json",
+        "source ./setup.sh",
+        ". ./setup.sh",
+        "echo $(./bump.sh)",
+        'echo "$(rm -rf build)"',
+        "cat `./make-list.sh`",
+        "diff <(./gen a) b",
+    ],
 )
 def test_a_command_with_any_other_step_may_change_something(rule: ReadOnlyRule, command: str) -> None:
     assert not rule.reads("Bash", command)
 
 
 @pytest.mark.parametrize(
-    "tool", ["Read", "Grep", "WebFetch", "browser_get_state", "mcp__github__get_issue", "file_read"]
+    "tool",
+    [
+        "Read",
+        "Grep",
+        "WebFetch",
+        "browser_get_state",
+        "mcp__github__get_issue",
+        "file_read",
+        "TodoWrite",
+        "write_todos",
+        "TaskUpdate",
+        "tracker_update_task",
+        "update_topic",
+    ],
 )
 def test_read_tools_only_read(rule: ReadOnlyRule, tool: str) -> None:
     assert rule.reads(tool, None)
 
 
-@pytest.mark.parametrize("tool", ["browser_click", "send_email", "sql", "mcp__github__create_issue", "deploy"])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        "browser_click",
+        "send_email",
+        "sql",
+        "mcp__github__create_issue",
+        "deploy",
+        "slack_reply_to_thread",
+        "mark_all_notifications_read",
+        "search_and_replace",
+        "find_and_replace",
+        "mcp__github__create_pending_pull_request_review",
+        "getOrCreateUser",
+    ],
+)
 def test_other_tools_may_change_something(rule: ReadOnlyRule, tool: str) -> None:
     assert not rule.reads(tool, None)
 
@@ -56,7 +122,15 @@ def test_with_nothing_listed_every_call_may_change_something() -> None:
     assert not rule.reads("Bash", "ls")
 
 
+def test_a_tool_and_a_command_of_one_name_are_answered_apart(rule: ReadOnlyRule) -> None:
+    assert rule.reads("search_code", None)
+    assert not rule.reads("Bash", "search_code")
+
+
 def test_many_distinct_commands_are_answered_alike(rule: ReadOnlyRule) -> None:
     answers = {rule.reads("Bash", f"cat file{n}.txt") for n in range(5000)}
     assert answers == {True}
     assert not rule.reads("Bash", "make 5001")
+    answers = {rule.reads(f"get_item_{n}", None) for n in range(5000)}
+    assert answers == {True}
+    assert not rule.reads("post_item_5001", None)
