@@ -12,6 +12,7 @@ it by ``tool_call_id``. Calls share a step when one model response
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -76,8 +77,9 @@ def is_later_event_file(path: Path, siblings: Sequence[str] | None = None) -> bo
     or the ``base_state.json`` beside its events: a directory walk imports
     the conversation once, from its first event. The first is the one of
     the lowest number among ``siblings`` (the sorted names of the files in
-    its folder, as a walk lists them), so a conversation whose early events
-    are gone is still imported; without ``siblings``, ``event-00000-…``."""
+    its folder, as a walk lists them) that holds an event, so a conversation
+    whose early events are gone or unreadable is still imported; without
+    ``siblings``, ``event-00000-…``."""
     if path.name == "base_state.json":
         return (path.parent / "events").is_dir() or any(path.parent.glob("event-0*.json"))
     match = _EVENT_FILE.match(path.name)
@@ -85,19 +87,39 @@ def is_later_event_file(path: Path, siblings: Sequence[str] | None = None) -> bo
         return False
     if siblings is None:
         return int(match.group(1)) > 0
-    first = next((name for name in siblings if _EVENT_FILE.match(name)), path.name)
+    named = [name for name in siblings if _EVENT_FILE.match(name)][:_FIRST_TRIED]
+    first = next((name for name in named if _holds_event(path.parent / name)), named[0] if named else path.name)
     return first != path.name
+
+
+_FIRST_TRIED = 8
+"""Event files a walk tries, in order, for the one a conversation is
+imported from: an empty or cut-off first file (a writer killed mid-write)
+does not hide the others, which the import reads all (the bad one skipped
+and counted)."""
+
+
+def _holds_event(path: Path) -> bool:
+    try:
+        return is_event(json.loads(path.read_bytes()))
+    except (OSError, ValueError):
+        return False
 
 
 def event_files(folder: Path, report: ImportReport) -> Iterator[Any]:
     """The events of an ``events/`` folder in index order; a file that does
-    not decode is skipped and counted as ``invalid-json``."""
+    not decode is skipped and counted as ``invalid-json``, one that holds
+    no tagged event as ``not-an-event``."""
     numbered = []
     for path in folder.glob("event-*.json"):
         match = _EVENT_FILE.match(path.name)
         if match is not None:
             numbered.append((int(match.group(1)), path))
-    yield from read_documents((path for _, path in sorted(numbered)), report)
+    for document in read_documents((path for _, path in sorted(numbered)), report):
+        if isinstance(document, dict) and "kind" in document:
+            yield document  # an event, or one of a kind newer than this importer (left out by ``events``)
+        else:
+            report.skip("not-an-event")
 
 
 def _text(value: Any) -> str:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bus import ToolCall, ToolResult, UserMessage
 from guard import canonical_json
 from guard.importers import belongs_to_session, open_sessions
@@ -349,6 +351,25 @@ def test_a_conversation_whose_first_events_are_gone_is_walked_from_its_earliest(
     assert found == ["event-00070-00000046-aaaa.json"]
     (session,) = open_sessions(folder / found[0])
     assert len(calls(list(session.events()))) == 6
+
+
+@pytest.mark.parametrize("first", ["", '{"kind": "SystemPromptEv', '{"hello": 1}'])
+def test_a_conversation_whose_first_event_file_is_unreadable_is_walked_from_the_next(
+    tmp_path: Path, first: str
+) -> None:
+    """An empty, cut-off or foreign first event file (a writer killed
+    mid-write) hides none of the conversation's other events."""
+    from guard.audit import find_transcripts
+
+    folder = tmp_path / "conversations" / "abc123" / "events"
+    folder.mkdir(parents=True)
+    for index, event in enumerate(_v1_conversation()):
+        (folder / f"event-{index:05d}-{index:08x}-aaaa.json").write_text(first if index == 0 else json.dumps(event))
+    found = [path.name for path, _ in find_transcripts([tmp_path])]
+    assert found == ["event-00001-00000001-aaaa.json"]
+    (session,) = open_sessions(folder / found[0])
+    assert len(calls(list(session.events()))) == 6
+    assert sum(session.report.skipped.values()) == 1
 
 
 def test_agent_server_conversation_is_named_for_the_conversation(tmp_path: Path) -> None:
