@@ -9,6 +9,7 @@ call ids already seen (to drop the duplicate entries some formats write).
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -172,7 +173,8 @@ def _isolated(
     events already handed out are not repeated (an import is deterministic).
     The failure is counted as ``bad-record``. When the record cannot be told
     (a failure before the first record) or after twenty re-runs, the
-    session ends there instead, with what came before.
+    session ends there instead, with what came before (counted as
+    ``stopped-early``, and said in ``problems``).
     """
     released = 0
     reruns = 0
@@ -205,6 +207,9 @@ def _isolated(
                 yield from pending
                 return
             if reruns == _MAX_RERUNS:
+                report.skip("stopped-early")
+                stopped = f"the import stopped after {reruns + 1} records it could not use"
+                report.problems.append(f"{stopped}: the rest of the session is not read")
                 return
             reruns += 1
             report._passed.add(report._at)
@@ -225,11 +230,16 @@ def _same_agent(event: AnyEvent, agents: dict[str, Agent]) -> AnyEvent:
 
 
 def parse_time(value: Any) -> float | None:
-    """Unix seconds from an ISO-8601 string (naive means UTC) or a number."""
+    """Unix seconds from an ISO-8601 string (naive means UTC) or a number;
+    ``None`` for anything else (a number too large or not finite included)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            return None
+        return seconds if math.isfinite(seconds) else None
     if not isinstance(value, str) or not value:
         return None
     try:

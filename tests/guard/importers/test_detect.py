@@ -195,6 +195,9 @@ def test_helpers_tolerate_odd_values() -> None:
     assert parse_time("yesterday") is None
     assert parse_time(None) is None
     assert parse_time(12) == 12.0
+    assert parse_time(10**400) is None  # a timestamp no float holds
+    assert parse_time(float("nan")) is None
+    assert parse_time(float("inf")) is None
     assert text_of(None) == ""
     assert text_of({"a": 1}) == '{"a":1}'
     assert text_of(["a", {"content": "b"}, 3]) == "a\nb\n3"

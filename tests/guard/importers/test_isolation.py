@@ -69,12 +69,16 @@ def test_events_handed_out_before_a_bad_record_keep_one_agent_handle(tmp_path: P
     assert session.report.skipped["bad-record"] == 2
 
 
-def test_after_twenty_bad_records_the_session_ends_there(tmp_path: Path) -> None:
+def test_after_twenty_bad_records_the_session_ends_there_and_says_so(tmp_path: Path) -> None:
     kinds = ["function_call"] + [{"bad": n} for n in range(25)] + ["function_call"]
     events, session = _import(write_lines(tmp_path / "r.jsonl", _rollout(*kinds)))
     assert [e.call_id for e in events if isinstance(e, ToolCall)] == ["c0"]
     assert session.report.skipped["bad-record"] == 21
-    assert len(session.report.problems) == 20
+    assert session.report.skipped["stopped-early"] == 1
+    assert len(session.report.problems) == 21
+    assert session.report.problems[-1] == (
+        "the import stopped after 21 records it could not use: the rest of the session is not read"
+    )
 
 
 def test_a_bad_item_of_a_document_costs_that_item(tmp_path: Path) -> None:
