@@ -27,7 +27,8 @@ __all__ = ["FORMAT", "belongs_to_session"]
 NAME = "gemini-cli"
 MAIN = "main"
 
-_CALL_TIME = re.compile(r"-(\d{13})-[0-9a-f]+$")
+# a call id carries its creation time in ms: "<tool>-<ms>-<hex>" (older), "<tool>_<ms>_<n>" (current)
+_CALL_TIME = re.compile(r"[-_](\d{13})[-_][0-9a-zA-Z]+$")
 
 
 def _checkpoint(doc: Any) -> list[Any] | None:

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.importers import belongs_to_session, detect_format, open_sessions
 from tests.guard.importers._transcripts import calls, corpus_file, iso, longest_run, of, only, write_lines
@@ -170,7 +172,12 @@ def test_document_with_odd_entries(tmp_path: Path) -> None:
     assert isinstance(calls(evts)[0], ToolCall)
 
 
-def test_calls_made_after_the_previous_one_finished_are_later_responses(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "call_id",
+    ["write_file-{made}-{n:012x}", "write_file_{made}_{n}", "write_file__write_file_{made}_{n}"],
+    ids=["older", "current", "recorded-2026"],
+)
+def test_calls_made_after_the_previous_one_finished_are_later_responses(tmp_path: Path, call_id: str) -> None:
     """gemini-cli keeps all the calls of one turn in one message; a call id
     names the moment the model made it, so a call made after the previous
     call finished came from a later model response."""
@@ -179,7 +186,7 @@ def test_calls_made_after_the_previous_one_finished_are_later_responses(tmp_path
     def call(n: int, made: int, finished: int) -> dict[str, Any]:
         stamp = datetime.fromtimestamp(finished / 1000, UTC).isoformat()
         return {
-            "id": f"write_file-{made}-{n:012x}",
+            "id": call_id.format(made=made, n=n),
             "name": "write_file",
             "args": {"file_path": f"f{n}.ts"},
             "status": "success",
