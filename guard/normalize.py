@@ -40,6 +40,11 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     r"\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
     # durations: 12ms, 3.4 s, 5 seconds, 2m30s, took 1.2s
     r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)\b",
+    # durations as a bare number under a key that says so ("duration_seconds": 0.83, elapsed_ms=12, "took": 35)
+    r"(?i)\b(?:[a-z_]*(?:duration|elapsed|latency|runtime|exec(?:ution)?_?time|wall_?time|time_?taken)[a-z_]*|took)"
+    r"[\"']?[ \t]*[:=][ \t]*[\"']?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?",
+    # where a runtime saved an output too large to show (Gemini CLI: "Full output available at: <path>")
+    r"(?i)\b(?:full )?output (?:is )?(?:available|saved|written|stored) (?:at|to|in):?[ \t]*\S+",
     # process, process group, session and job ids (Gemini CLI: "Process Group PGID: 4242")
     r"(?i)\b(?:pid|pgid|process(?: group)?(?: pgid| id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
     # output chunk ids (Codex CLI: "Chunk ID: 6e403a")

@@ -142,6 +142,18 @@ def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
             "<untrusted_context>\nOutput: same\nProcess Group PGID: 13654\n</untrusted_context>",
             "<untrusted_context>\nOutput: same\nProcess Group PGID: 3720\n</untrusted_context>",
         ),
+        (  # Gemini CLI's large output, masked in its recording
+            "<tool_output_masked>\nsame\n... [TRUNCATED] ...\nsame\n\nOutput too large. Full output available at:"
+            " /h/.gemini/tmp/p/tool-outputs/session-1/run_shell_command_c1_k3j2q.txt\n</tool_output_masked>",
+            "<tool_output_masked>\nsame\n... [TRUNCATED] ...\nsame\n\nOutput too large. Full output available at:"
+            " /h/.gemini/tmp/p/tool-outputs/session-1/run_shell_command_c2_z9x8w.txt\n</tool_output_masked>",
+        ),
+        (  # a run's time as a bare number under a key that names it
+            '{"Output": "same\\n", "duration_seconds": 0.83}',
+            '{"Output": "same\\n", "duration_seconds": 1.2}',
+        ),
+        ("Output: same\nelapsed_ms=12", "Output: same\nelapsed_ms=97"),
+        ('{"took": 35, "Output": "same"}', '{"took": 4, "Output": "same"}'),
     ],
 )
 def test_an_agent_clis_decorations_of_one_output_normalise_alike(first: str, again: str) -> None:

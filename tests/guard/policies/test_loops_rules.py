@@ -50,6 +50,16 @@ async def test_codex_chunk_ids_and_wall_times_are_noise(make: Make, anyio_backen
     assert run.actions == [(3, "deny")]
 
 
+async def test_code_run_again_whose_json_differs_only_in_its_duration_is_a_repeat(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    for n in range(3):
+        output = f'{{"status": "ok", "stdout": "", "duration_seconds": 0.{n + 3}1, "execution_count": {n + 4}}}'
+        await run.do("execute_code", {"code": "print(check())"}, output)
+    assert run.actions == [(3, "deny")]
+
+
 async def test_a_counter_that_counts_the_calls_is_no_progress(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4):
