@@ -32,6 +32,7 @@ _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 _MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
 _BARE_ITEMS = _MODEL_ITEMS | _OUTPUTS | {"message"}
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
+_MCP_FAILED = "tool call error:"
 _REJECTED = ("exec command rejected by user", "patch rejected by user", "rejected by user")
 # The header newer versions put before a command's output: "Exit code: N"
 # (shell, shell_command) or "Process exited with code N" (exec_command).
@@ -82,7 +83,9 @@ def _output(raw: Any) -> tuple[str, bool]:
     """A tool output's text and whether it failed. Shell outputs are a JSON
     string ``{"output", "metadata": {"exit_code"}}``, or (newer versions) text
     whose header names the exit code; older ones an object ``{"content",
-    "success"}``; others plain text."""
+    "success"}``. An MCP tool's result is, in older versions, the JSON text
+    of its content items, or ``tool call error: ...`` when it failed. Others
+    are plain text."""
     if isinstance(raw, dict):
         return text_of(raw.get("content")), raw.get("success") is False
     text = raw if isinstance(raw, str) else text_of(raw)
@@ -90,7 +93,9 @@ def _output(raw: Any) -> tuple[str, bool]:
     if found and header.count("\n") < _HEADER_LINES:
         match = _EXIT_LINE.search(header)
         return text, match is not None and match.group(1) != "0"
-    if text.startswith("{"):
+    if text.startswith(_MCP_FAILED):
+        return text, True
+    if text.startswith(("{", "[{")):
         try:
             parsed = msgspec.json.decode(text)
         except msgspec.DecodeError:
@@ -99,6 +104,8 @@ def _output(raw: Any) -> tuple[str, bool]:
             metadata = parsed.get("metadata")
             code = metadata.get("exit_code") if isinstance(metadata, dict) else None
             return text_of(parsed["output"]), isinstance(code, int) and code != 0
+        if isinstance(parsed, list) and all(isinstance(item, dict) and "type" in item for item in parsed):
+            return text_of(parsed), False  # an MCP tool's content items, as older versions wrote them
     return text, False
 
 

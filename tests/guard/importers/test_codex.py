@@ -200,6 +200,25 @@ def test_bare_layout_rollout_before_the_payload_envelope(tmp_path: Path) -> None
     assert not session.report.skipped
 
 
+def test_mcp_results_of_older_versions_are_their_text_and_their_failures_fail(tmp_path: Path) -> None:
+    lines = [
+        {"id": "0199-mcp", "timestamp": "2025-09-10T18:58:38.331Z", "instructions": "", "git": {}},
+        {"record_type": "state"},
+        {"type": "function_call", "name": "memory__add_observations", "arguments": "{}", "call_id": "a"},
+        {"type": "function_call_output", "call_id": "a", "output": "tool call error: tool call failed for `m/add`"},
+        {"type": "function_call", "name": "tasks__add_task", "arguments": "{}", "call_id": "b"},
+        {"type": "function_call_output", "call_id": "b", "output": '[{"text":"Added task 7","type":"text"}]'},
+        {"type": "function_call", "name": "tasks__list", "arguments": "{}", "call_id": "c"},
+        {"type": "function_call_output", "call_id": "c", "output": '[1, "not content items"]'},
+    ]
+    (session,) = open_sessions(write_lines(tmp_path / "rollout-2025-09-10T18-58-38-0199.jsonl", lines))
+    assert [(r.content, r.is_error) for r in of(list(session.events()), ToolResult)] == [
+        ("tool call error: tool call failed for `m/add`", True),
+        ("Added task 7", False),
+        ('[1, "not content items"]', False),
+    ]
+
+
 def test_a_header_line_alone_is_not_a_rollout(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}, {"note": 1}])
     with pytest.raises(UnknownFormatError):
