@@ -68,6 +68,17 @@ def test_a_file_started_from_the_preset_loads_back_to_it(tmp_path: Path, capsys:
     assert parse_config(tomllib.loads(to_toml(RECOMMENDED))) == RECOMMENDED
 
 
+def test_a_tool_table_can_be_added_to_a_file_started_from_the_preset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-config", "recommended", "--toml"]) == 0
+    path = tmp_path / "guard.toml"
+    path.write_text(capsys.readouterr().out + '\n[loops.tools."update_topic"]\nkind = "exclude"\n', encoding="utf-8")
+    assert load_config(path).loops.tools["update_topic"].kind == "exclude"
+    tools = parse_config({"loops": {"tools": {"Bash": {"deny_at": 4, "ignored_args": ["timeout"]}, "x": {}}}})
+    assert parse_config(tomllib.loads(to_toml(tools))) == tools
+
+
 def test_a_section_of_lists_becomes_tuples() -> None:
     config = parse_config({"loops": {"exclude": ["todo_write"], "poll_waits": [1, 2]}})
     assert config.loops.exclude == ("todo_write",)
@@ -204,9 +215,9 @@ def test_per_tool_tables_survive_printing_as_toml(tmp_path: Path) -> None:
         }
     )
     printed = to_toml(config)
-    assert (
-        'tools = {"mcp__jobs__*" = {kind = "poll", poll_deny_after = 30}, "search" = {identity_args = ["q"]}}'
-        in printed
+    assert printed.endswith(
+        '\n[loops.tools."mcp__jobs__*"]\nkind = "poll"\npoll_deny_after = 30\n\n[loops.tools."search"]\n'
+        'identity_args = ["q"]\n'
     )
     assert parse_config(tomllib.loads(printed)) == config
 
