@@ -61,7 +61,13 @@ from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector,
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
 from guard.patterns import CommandPatterns, RegexSet, RegexSets, ToolFilter, shell_command
-from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule, loose_tool_name
+from guard.policies.progress import (
+    DEFAULT_MUTATING_COMMANDS,
+    DEFAULT_MUTATING_TOOLS,
+    ProgressRule,
+    check_loose_patterns,
+    loose_tool_name,
+)
 from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policy import Policy
@@ -762,8 +768,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         check_bool("loops.enabled", self.enabled)
         self.check_mode("loops")
         check_bool("loops.requested_repeats", self.requested_repeats)
-        for key in ("include", "exclude", "poll_tools", "mutating_tools", "read_only_tools", "paging_tools"):
-            check_patterns(f"loops.{key}", getattr(self, key))
+        check_patterns("loops.include", self.include)
+        check_patterns("loops.exclude", self.exclude)
+        for key in ("poll_tools", "mutating_tools", "read_only_tools", "paging_tools"):  # compared loosely
+            check_loose_patterns(f"loops.{key}", getattr(self, key))
         check_names("loops.paging_args", self.paging_args)
         for key in (
             "exclude_commands",

@@ -15,8 +15,16 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from guard.patterns import CommandPatterns, ToolFilter, shell_command
+from guard.section import ConfigError, check_patterns
 
-__all__ = ["DEFAULT_MUTATING_COMMANDS", "DEFAULT_MUTATING_TOOLS", "ProgressRule", "loose_tool_name", "names_tool"]
+__all__ = [
+    "DEFAULT_MUTATING_COMMANDS",
+    "DEFAULT_MUTATING_TOOLS",
+    "ProgressRule",
+    "check_loose_patterns",
+    "loose_tool_name",
+    "names_tool",
+]
 
 DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
     "edit",
@@ -68,8 +76,21 @@ _READ_ONLY_SUBCOMMANDS = frozenset({"view", "read", "list", "show", "cat"})
 
 def loose_tool_name(name: str) -> str:
     """Lower case with separators dropped: ``MultiEdit``, ``multi_edit`` and
-    ``multi-edit`` are one name; ``*`` survives for patterns."""
-    return re.sub(r"[^a-z0-9*]", "", name.lower())
+    ``multi-edit`` are one name; letters of any script survive, and ``*``
+    for patterns."""
+    return _NOT_NAME.sub("", name.lower())
+
+
+_NOT_NAME = re.compile(r"[^\w*]|_")
+
+
+def check_loose_patterns(key: str, value: Any) -> None:
+    """``check_patterns`` for tool-name patterns compared loosely: each must
+    keep a letter, a digit or ``*`` once separators are dropped."""
+    check_patterns(key, value)
+    for item in value:
+        if not loose_tool_name(item):
+            raise ConfigError(key, item, "must name a tool: it holds only separators")
 
 
 def names_tool(tools: ToolFilter, tool: str) -> bool:

@@ -40,7 +40,12 @@ from guard.actions import Action, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.policies.escalation import AskCommand, AskOutcome
-from guard.policies.progress import DEFAULT_MUTATING_COMMANDS, DEFAULT_MUTATING_TOOLS, ProgressRule
+from guard.policies.progress import (
+    DEFAULT_MUTATING_COMMANDS,
+    DEFAULT_MUTATING_TOOLS,
+    ProgressRule,
+    check_loose_patterns,
+)
 from guard.policies.trips import Trip, TripKind, TripLog, TripTrigger
 from guard.policy import History, Policy
 from guard.redact import Excerpt, Redactor
@@ -379,7 +384,7 @@ class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         check_regexes("rescue.exclude_commands", self.exclude_commands, default_of(self, "exclude_commands"))
         check_names("rescue.ignored_args", self.ignored_args)
         check_regexes("rescue.interjections", self.interjections, default_of(self, "interjections"))
-        check_patterns("rescue.mutating_tools", self.mutating_tools)
+        check_loose_patterns("rescue.mutating_tools", self.mutating_tools)
         check_regexes("rescue.mutating_commands", self.mutating_commands, default_of(self, "mutating_commands"))
         check_patterns("rescue.escalation_tools", self.escalation_tools)
         check_regexes("rescue.redact_patterns", self.redact_patterns, default_of(self, "redact_patterns"))

@@ -96,6 +96,8 @@ def test_a_section_of_lists_becomes_tuples() -> None:
         ({"poll_deny_after": 2}, "loops.poll_deny_after"),
         ({"result_normalize": ["("]}, "loops.result_normalize"),
         ({"poll_tools": [""]}, "loops.poll_tools"),
+        ({"read_only_tools": ["-_-"]}, "loops.read_only_tools"),
+        ({"mutating_tools": [" "]}, "loops.mutating_tools"),
         ({"ignored_args": [1]}, "loops.ignored_args"),
         ({"enabled": "yes"}, "loops.enabled"),
     ],

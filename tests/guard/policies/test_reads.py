@@ -116,6 +116,13 @@ def test_other_tools_may_change_something(rule: ReadOnlyRule, tool: str) -> None
     assert not rule.reads(tool, None)
 
 
+def test_a_tool_named_in_another_script_is_matched_by_its_letters() -> None:
+    rule = ReadOnlyRule(["读*"], ())
+    assert rule.reads("读取文件", None)
+    assert not rule.reads("发送邮件", None)
+    assert not rule.reads("send_mail", None)
+
+
 def test_with_nothing_listed_every_call_may_change_something() -> None:
     rule = ReadOnlyRule((), ())
     assert not rule.reads("Read", None)
