@@ -9,6 +9,7 @@ guard's context messages and halt requests for the agent they belong to.
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from typing import Any
 
@@ -317,7 +318,7 @@ class AgentLink:
         self.steps_reported = state.steps_reported
         self.halt_reason = state.halt_reason
         self._calls = dict(state.calls)
-        self._twins = {}
+        self._twins = _twins_of(self._calls)
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls or call_id in self._twins
@@ -445,3 +446,17 @@ def as_text(value: Any) -> str:
         return repr(value)
     except Exception:
         return encoder.encode(as_logged(value)).decode("utf-8", "replace")
+
+
+_TWIN = re.compile(r"(.+)@([0-9]+)")
+
+
+def _twins_of(calls: dict[str, ToolCall]) -> dict[str, list[str]]:
+    """The ``<id>@<n>`` twins among open calls, by the id they were made
+    under, in the order they were made (``calls``' order): what ``call``
+    kept while the calls were made, rebuilt for a restored agent."""
+    made: dict[str, list[str]] = {}
+    for published in calls:
+        twin = _TWIN.fullmatch(published)
+        made.setdefault(twin.group(1) if twin else published, []).append(published)
+    return {call_id: published for call_id, published in made.items() if len(published) > 1 or published[0] != call_id}

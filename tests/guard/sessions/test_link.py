@@ -95,6 +95,24 @@ async def test_calls_open_under_one_id_are_answered_in_order_and_a_denial_answer
     ]
 
 
+async def test_calls_open_under_one_id_are_answered_in_order_after_a_restore(bus: Bus, capture: Capture) -> None:
+    """A hook process restores the agent from its snapshot before each hook:
+    results for a shared id still answer its open calls in the order made."""
+    agent = GuardLink(bus).agent("main")
+    for pattern in ("a", "b", "c"):
+        await agent.call("call_0", "grep", {"p": pattern})
+    await agent.call("call@7", "grep", {"p": "an id of its own"})
+    await agent.result("call_0", "first")
+    restored = GuardLink(bus).agent("main")
+    restored.restore(agent.state())
+    await restored.result("call_0", "second")
+    await restored.result("call_0", "third")
+    await restored.result("call@7", "own")
+    assert not restored.has_call("call_0")
+    answered = [(r.call_id, r.content) for r in capture.of(ToolResult)]
+    assert answered == [("call_0", "first"), ("call_0@1", "second"), ("call_0@2", "third"), ("call@7", "own")]
+
+
 async def test_dispose_forgets_the_agent(bus: Bus) -> None:
     link = GuardLink(bus)
     agent = link.agent("main")
