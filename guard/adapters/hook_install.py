@@ -273,12 +273,12 @@ def remove_toml_table(path: Path, header: str) -> str:
     if start is None:
         return f"{header} is not there as a table of its own: left as it is"
     end = next((n for n in range(start + 1, len(lines)) if lines[n].lstrip().startswith("[")), len(lines))
-    if end < len(lines):
-        # comments and blank lines just before the next table belong to it
-        while end - 1 > start and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
-            end -= 1
-        while not lines[end].strip() and (start == 0 or not lines[start - 1].strip()):
-            end += 1  # one blank line, not two, where the table was; none at the top
+    # comments and blank lines after the table's last key belong to what follows (the next table, or
+    # the user's notes at the end of the file)
+    while end - 1 > start and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    while end < len(lines) and not lines[end].strip() and (start == 0 or not lines[start - 1].strip()):
+        end += 1  # one blank line, not two, where the table was; none at the top
     updated = "".join(lines[:start] + lines[end:])
     if end == len(lines):  # the last table, as install appends it: the blank line before it goes too
         updated = updated.rstrip("\n") + "\n" if updated.strip() else ""

@@ -423,6 +423,10 @@ def test_the_table_is_taken_out_wherever_it_stands(tmp_path: Path) -> None:
     config.write_text(_TABLE)
     assert remove_toml_table(config, "[mcp_servers.repeat_tool_guard]").endswith("removed")
     assert config.read_text() == ""
+    notes = "# TODO: the github server, once its token is rotated\n# [mcp_servers.github]\n"
+    config.write_text(f'model = "x"\n\n{_TABLE}\n{notes}')  # the user's notes after it, at the end
+    assert remove_toml_table(config, "[mcp_servers.repeat_tool_guard]").endswith("removed")
+    assert config.read_text() == f'model = "x"\n\n{notes}'
 
 
 @pytest.mark.parametrize("comment", ["// the theme\n", "/* the theme */\n"])
