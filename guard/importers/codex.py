@@ -141,8 +141,13 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
     unnamed = itertools.count(1)
     for line in _lines(sample, b):
         ts = parse_time(line.get("timestamp")) or ts
+        if line.get("type") == "compacted":  # its payload (the summary) is not needed
+            yield from b.compacted(MAIN, ts)
+            continue
         payload = line.get("payload")
         if not isinstance(payload, dict):
+            if line.get("type") in _LINE_TYPES:
+                b.report.skip("no-payload")
             continue
         kind = payload.get("type")
         if line.get("type") == "event_msg":
@@ -156,9 +161,6 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
             continue
         if line.get("type") == "turn_context":
             b.model(payload.get("model"))
-            continue
-        if line.get("type") == "compacted":
-            yield from b.compacted(MAIN, ts)
             continue
         if line.get("type") != "response_item":
             continue
