@@ -677,6 +677,11 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
         r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution)\b",
+        # a browser's page load that timed out (Playwright, Puppeteer, Chrome's net:: codes)
+        r"(?i)\b(?:navigation )?timeout (?:of )?\d+ ?ms exceeded|net::err_(?:timed_out|connection_(?:reset|closed|"
+        r"timed_out)|network_changed|internet_disconnected)\b",
+        # a result that is only "timeout" ({"error": "timeout"}, "Error: timed out")
+        r"(?i)^\W*(?:error\W*)?(?:timeout|timed out)\W*$",
     )
     transient_at: int = 5
     transient_deny_at: int = 10

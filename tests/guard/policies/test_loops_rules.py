@@ -142,6 +142,24 @@ async def test_retries_through_transient_errors_are_not_a_loop_until_their_own_c
     assert "transient" in run.texts[0]
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        "page.goto: Timeout 30000ms exceeded.",
+        "Navigation timeout of 30000 ms exceeded",
+        "net::ERR_TIMED_OUT at https://example.com",
+        '{"error": "timeout"}',
+    ],
+)
+async def test_a_page_load_that_timed_out_is_retried_as_a_transient_failure(
+    make: Make, anyio_backend: str, error: str
+) -> None:
+    run = make()
+    for _ in range(4):
+        await run.do("browser_navigate", {"url": "https://example.com"}, error, is_error=True, seconds=20)
+    assert run.actions == []
+
+
 async def test_transient_failures_form_no_streak(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(6):
