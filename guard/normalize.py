@@ -21,6 +21,8 @@ import functools
 import re
 from collections.abc import Iterable
 
+import msgspec
+
 from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
 from guard.patterns import Substitutions, compile_regex
 
@@ -239,7 +241,13 @@ def error_kind(text: str) -> str:
     paths, file names and numbers stripped (``ERROR: No replacement was
     performed, old_str `x` did not appear verbatim in /a/b.py.`` and the same
     with other values are one kind). Bare status lines (``Exit code 1``) and
-    banners are skipped: they say that something failed, not what."""
+    banners are skipped: they say that something failed, not what. A JSON
+    object's kind is its message's (``error``, ``message``, ``detail``,
+    ``stderr`` or ``output``; none: no kind)."""
+    if text[:1] == "{" and len(text) <= _KIND_READ:
+        message = _json_message(text)
+        if message is not None:
+            text = message
     first = ""
     for number, line in enumerate(text.splitlines()):
         if number >= _KIND_LINES:
@@ -253,6 +261,28 @@ def error_kind(text: str) -> str:
             break
     # The kind is short: a long line is read only as far as it can matter.
     return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]
+
+
+_MESSAGE_KEYS = ("error", "message", "detail", "stderr", "output")
+
+
+def _json_message(text: str) -> str | None:
+    """The message of an error written as a JSON object (``""`` when its
+    message keys are all empty or absent), or ``None`` when ``text`` is no
+    JSON object."""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    for key in _MESSAGE_KEYS:
+        message = value.get(key)
+        if isinstance(message, dict):
+            message = message.get("message")
+        if isinstance(message, str) and message.strip():
+            return message
+    return ""
 
 
 def error_head(text: str) -> str:

@@ -126,6 +126,21 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
     assert error_kind("Exit code 1\nsome output\nmore output") == "some output"
 
 
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ('{"error": "no route to u7"}', "no route to u#"),
+        ('{"error": {"message": "Permission denied: /a/b", "code": 13}}', "permission denied: #"),
+        ('{"output": "grep: src: No such file or directory", "exit_code": 2}', "grep: src: no such file or directory"),
+        ('{"output": "", "exit_code": 1}', ""),  # a search that found nothing says nothing
+        ('{"status": 1}', ""),
+        ("{not json: at all}", "{not json: at all}"),
+    ],
+)
+def test_an_error_written_as_json_is_of_its_messages_kind(text: str, kind: str) -> None:
+    assert error_kind(text) == kind
+
+
 def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
     noise = "\n".join(f"line {n}" for n in range(500))
     assert error_kind(noise + "\nfatal: boom") == "line #"

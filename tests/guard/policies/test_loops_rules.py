@@ -148,7 +148,6 @@ async def test_retries_through_transient_errors_are_not_a_loop_until_their_own_c
         "page.goto: Timeout 30000ms exceeded.",
         "Navigation timeout of 30000 ms exceeded",
         "net::ERR_TIMED_OUT at https://example.com",
-        '{"error": "timeout"}',
     ],
 )
 async def test_a_page_load_that_timed_out_is_retried_as_a_transient_failure(
