@@ -446,15 +446,15 @@ def _keep(table: dict[_K, _V], key: _K, value: _V) -> None:
         del table[next(iter(table))]
 
 
-class _Reading:
-    """What a call's arguments say under its rules: the same for every call
-    of one tool with equal arguments, so it is read once and shared (see
-    ``LoopsPolicy._read``). Never changed after it is built."""
+class _Note:
+    """A call seen by ``on_call``, waiting for its result, with what was
+    read from its arguments there."""
 
-    __slots__ = ("acts", "file", "paging", "polled", "rules", "streak", "target", "writing")
+    __slots__ = ("acts", "denied", "file", "fp", "halt", "paging", "polled", "rules", "streak", "target", "writing")
 
     def __init__(
         self,
+        fp: Fingerprint,
         rules: _Rules,
         *,
         paging: bool,
@@ -465,6 +465,7 @@ class _Reading:
         target: str | None,
         file: bool,
     ) -> None:
+        self.fp = fp
         self.rules = rules
         self.paging = paging
         self.polled = polled
@@ -473,17 +474,6 @@ class _Reading:
         self.streak = streak
         self.target = target
         self.file = file
-
-
-class _Note:
-    """A call seen by ``on_call``, waiting for its result: its fingerprint,
-    what its arguments say, and what this policy did to it."""
-
-    __slots__ = ("denied", "fp", "halt", "reading")
-
-    def __init__(self, fp: Fingerprint, reading: _Reading) -> None:
-        self.fp = fp
-        self.reading = reading
         self.denied = False
         self.halt = False
 
@@ -866,7 +856,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._paging_values = RegexSet(config.paging_values, setting="loops.paging_values")
         self._poll_values = RegexSet(config.poll_values, setting="loops.poll_values")
         self._value_memo: dict[str, int] = {}
-        self._readings: dict[bytes, _Reading] = {}
         self._poll_commands = CommandPatterns(config.poll_commands)
         self._poll_states = RegexSet(config.poll_states, setting="loops.poll_states")
         self._error_results = RegexSet(config.error_results, setting="loops.error_results")
@@ -964,7 +953,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         note = calls[call.call_id] = self._read(fingerprints, rules, call.tool, call.args, call.call_id)
         if len(calls) > _OPEN_CALLS:  # calls whose results never came (an interrupted run): the oldest go
             del calls[next(iter(calls))]
-        if note.reading.paging:
+        if note.paging:
             return None
         fp = note.fp
         signature = state.signatures.get(fp.digest)
@@ -1011,37 +1000,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
         return self._action("deny", call, count, body, threshold)
 
     def _read(self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str) -> _Note:
-        """What a call's arguments say, read once for its call and result,
-        and once for every call of the same tool with equal arguments (looked
-        up by fingerprint when the fingerprint covers every argument)."""
-        fp = self._fingerprint(fingerprints, rules, tool, args, call_id)
-        ignored = self._calls.ignored
-        whole = (
-            not rules.identity
-            and rules.ignored is None
-            and (not ignored or not isinstance(args, dict) or ignored.isdisjoint(args))
-        )
-        readings = self._readings
-        reading = readings.get(fp.digest) if whole else None
-        if reading is None or reading.rules is not rules:
-            reading = self._reading(rules, tool, args)
-            if whole:
-                if len(readings) >= 4096:
-                    readings.clear()
-                readings[fp.digest] = reading
-        return _Note(fp, reading)
-
-    def _reading(self, rules: _Rules, tool: str, args: Any) -> _Reading:
-        """Its failure streak is counted on the tool, and for a shell command
-        on the program of its last step (``make`` in ``rm -rf build && cd
-        app && make``; a pipeline's first program): different programs
-        failing the same way are no streak."""
+        """What a call's arguments say, read once for its call and result.
+        Its failure streak is counted on the tool, and for a shell command on
+        the program of its last step (``make`` in ``rm -rf build && cd app
+        && make``; a pipeline's first program): different programs failing
+        the same way are no streak."""
         command = shell_command(args)
         program = shell_program(command) if command else None
         target, file = call_target(args, command, program)
         values = self._values(args)
         writing = self._writing(tool, args, rules)
-        return _Reading(
+        return _Note(
+            self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
             paging=self._paging(tool, rules, values),
             polled=rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args),
@@ -1056,9 +1026,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         """A denial that is not about this exact call's record: a tool (or
         program) failing the same way again and again, or the same content
         written to the same file again. Empty text: no denial."""
-        reading, fp = note.reading, note.fp
-        rules = reading.rules
-        streak = state.streaks.get(reading.streak)
+        rules, fp = note.rules, note.fp
+        streak = state.streaks.get(note.streak)
         if (
             streak is not None
             and streak[0]  # failures that say nothing (a bare exit code 1: grep found nothing) are no one kind
@@ -1067,9 +1036,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             and not self._decayed(streak[2], call.ts)
         ):
             kind, count, _ = streak
-            body = _STREAK_DENIAL.format(tool=_streak_name(reading.streak), count=count, kind=kind)
+            body = _STREAK_DENIAL.format(tool=_streak_name(note.streak), count=count, kind=kind)
             return body, count, rules.streak_deny_at
-        writing = reading.writing
+        writing = note.writing
         if writing is not None:
             target = write_target(call.args, by_tool=writing == "edit")
             written = state.writes.get(target) if target is not None else None
@@ -1118,10 +1087,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return None
             tracked = self._calls.tracks(result.tool, result.args)
             note = self._read(fingerprints, rules, result.tool, result.args, result.call_id)
-        reading, fp = note.reading, note.fp
-        rules = reading.rules
+        rules, fp = note.rules, note.fp
         failed = result.is_error or self._says(_ERROR_CHECK, content, found)
-        progress = None if failed else reading.writing
+        progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")
             rewrite = False
@@ -1142,10 +1110,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return None
         if not tracked:
             return None
-        if reading.paging:
+        if note.paging:
             return None
-        streak_key = reading.streak
-        poll = reading.polled or (not failed and self._says(_POLL_CHECK, content, found))
+        streak_key = note.streak
+        poll = note.polled or (not failed and self._says(_POLL_CHECK, content, found))
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:
             shape = Shape(_TRANSIENT if transient else _FAILED)
@@ -1160,7 +1128,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # whether it changed cannot be told, so it is never the same result
             shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
             state.streaks.pop(streak_key, None)
-        elif not poll and reading.file:
+        elif not poll and note.file:
             shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
             state.streaks.pop(streak_key, None)
         else:
@@ -1170,7 +1138,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         looked_at = before.last if before is not None and before.count else -1
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
         signature.transient = bool(transient)
-        if reading.acts and not failed and not poll:
+        if note.acts and not failed and not poll:
             if state.acted.get(fp.digest) != shape.digest:
                 # an action (a click, a pull, a build, an unknown tool) that brought news may have
                 # changed what every other call sees: look again from here, as after an edit
@@ -1178,7 +1146,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 state.act(fp.digest, signature)
                 return None
             state.acted_at = state.seen  # an action whose own answer was the same as before
-        elif not reading.acts and not failed and not gap and 0 <= looked_at < state.acted_at:
+        elif not note.acts and not failed and not gap and 0 <= looked_at < state.acted_at:
             # a look at something that changed since the last look, with an action in between
             # (a "Next" click answering "ok" each time): that action brought news after all
             state.act(fp.digest, signature)
@@ -1247,7 +1215,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         arguments. Arguments that differ only in paging arguments (offset,
         cursor, page, ...) are paging, not a grind; an empty result, or one
         saying only that nothing was found, is no answer at all."""
-        fp, rules, target = note.fp, note.reading.rules, note.reading.target
+        rules, fp, target = note.rules, note.fp, note.target
         if not rules.grind_at:
             return None
         if target is None:

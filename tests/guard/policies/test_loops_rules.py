@@ -477,18 +477,6 @@ async def test_a_call_holding_an_ignored_argument_is_read_apart_from_one_without
     assert run.actions == [(4, "deny")]
 
 
-async def test_what_calls_say_is_remembered_for_a_bounded_number_of_calls(make: Make, anyio_backend: str) -> None:
-    run = make()
-    for n in range(4100):
-        await run.do("Read", {"file_path": f"src/gen/m{n}.py"}, f"x = {n}")
-    watches = run.guard.watches(run.agent("main"))
-    assert watches is not None
-    assert len(watches[0].policy._readings) <= 4096  # type: ignore[attr-defined]
-    for _ in range(3):  # a call read before the memo was cleared is read again
-        await run.do("Bash", {"command": "make"}, "up to date")
-    assert run.actions[-1:] == [(4103, "deny")]
-
-
 def test_bad_tool_settings_name_their_key() -> None:
     from guard import ConfigError
 
