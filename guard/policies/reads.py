@@ -68,6 +68,8 @@ DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "*search",
     "*view",
     "*getstate*",
+    "*snapshot*",
+    "*screenshot*",
     "*getcontent*",
     "*gettext*",
     "*readpage*",

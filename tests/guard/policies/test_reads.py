@@ -90,6 +90,8 @@ def test_a_command_with_any_other_step_may_change_something(rule: ReadOnlyRule, 
         "TaskUpdate",
         "tracker_update_task",
         "update_topic",
+        "browser_snapshot",
+        "browser_take_screenshot",
     ],
 )
 def test_read_tools_only_read(rule: ReadOnlyRule, tool: str) -> None:
