@@ -490,7 +490,6 @@ class _AgentLoops:
 
     __slots__ = (
         "acted",
-        "acted_at",
         "advised",
         "allowance",
         "calls",
@@ -520,7 +519,6 @@ class _AgentLoops:
         self.grinds: dict[tuple[str, str], _Grind] = {}
         self.writes: dict[str, tuple[bytes, int]] = {}
         self.acted: dict[bytes, bytes] = {}
-        self.acted_at = -1
         self.calls: dict[str, _Note] = {}
         self.run = 0
         self.opener: tuple[bytes, bytes] | None = None
@@ -1134,21 +1132,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
         else:
             shape = self._normalizer.shape(error_head(result.content))
             state.streaks.pop(streak_key, None)
-        before = state.signatures.get(fp.digest)
-        looked_at = before.last if before is not None and before.count else -1
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
         signature.transient = bool(transient)
-        if note.acts and not failed and not poll:
-            if state.acted.get(fp.digest) != shape.digest:
-                # an action (a click, a pull, a build, an unknown tool) that brought news may have
-                # changed what every other call sees: look again from here, as after an edit
-                _keep(state.acted, fp.digest, shape.digest)
-                state.act(fp.digest, signature)
-                return None
-            state.acted_at = state.seen  # an action whose own answer was the same as before
-        elif not note.acts and not failed and not gap and 0 <= looked_at < state.acted_at:
-            # a look at something that changed since the last look, with an action in between
-            # (a "Next" click answering "ok" each time): that action brought news after all
+        if note.acts and not failed and not poll and state.acted.get(fp.digest) != shape.digest:
+            # an action (a click, a pull, a build, an unknown tool) that brought news may have
+            # changed what every other call sees: look again from here, as after an edit
+            _keep(state.acted, fp.digest, shape.digest)
             state.act(fp.digest, signature)
             return None
         if failed and not transient:

@@ -113,7 +113,7 @@ _WRITES_ANYWAY = RegexSet(
     (
         r"^sed\s(?:.*\s)?(?:-[a-zA-Z]*i|--in-place)",
         r"^g?awk\s(?:.*\s)?-i\s*inplace",
-        r"^find\s(?:.*\s)?-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b",
+        r"^find\s(?:.*\s)?-(?:delete|fprint0?|fprintf|fls)\b",
         r"^sort\s(?:.*\s)?(?:-o|--output)",
         r"^date\s(?:.*\s)?(?:-s|--set)\b",
         r"^git\s(?:.*\s)?branch\s+(?:[^-\s']|-[a-zA-Z]*[dDmMcCf]\b|--(?:delete|move|copy|force|set-upstream-to))",
@@ -125,6 +125,8 @@ _WRITES_ANYWAY = RegexSet(
     ),
     setting="read-only exceptions",
 )
+_FIND_RUNS = re.compile(r"\s-(?:exec|execdir|ok|okdir)\s+")
+_FIND_END = re.compile(r"\\|\s\+(?:\s|$)")  # \; (its ";" splits steps first) or +
 # what runs another command inside one: its effect is not the outer program's
 _SUBSTITUTIONS = ("$(", "`", "<(", ">(")
 # Words in a tool's name that say it acts, whatever read-like word it also holds
@@ -192,7 +194,13 @@ class ReadOnlyRule:
 
     def _step_reads(self, step: str) -> bool:
         words = _PREFIX.sub("", step.strip().lstrip("({ ").rstrip(")} "))
-        return not words or (self._steps.match(words) and not _WRITES_ANYWAY.search(words))
+        if not words:
+            return True
+        if not self._steps.match(words) or _WRITES_ANYWAY.search(words):
+            return False
+        # what find runs for each file (-exec grep -l x {} \;) must only read too
+        ran = _FIND_RUNS.split(words)[1:] if words.startswith("find") else ()
+        return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " ")) for command in ran)
 
 
 def _keep(memo: dict[str, bool], key: str, reads: bool) -> None:

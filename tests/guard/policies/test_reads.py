@@ -34,6 +34,8 @@ def rule() -> ReadOnlyRule:
         "npm version",
         "go env GOPATH",
         "find . -name '*.pyc'",
+        "find . -name '*.py' -exec grep -l '_VLF' {} \\;",
+        "find src -type f -exec wc -l {} + | sort -n",
         "python -m json.tool data.json",
     ],
 )
