@@ -410,13 +410,17 @@ def _same_but(before: Any, after: Any, skip: frozenset[str]) -> bool:
     return True
 
 
-_OPERATION_KEYS = frozenset(
-    {"action", "command", "cmd", "op", "operation", "mode", "method", "type", "kind", "direction", "key", "keys"}
-)
+# fmt: off
+_OPERATION_KEYS = frozenset({
+    "action", "action_type", "actionType", "command", "cmd", "subcommand", "op", "operation", "verb", "mode",
+    "method", "type", "kind", "direction", "key", "keys", "text",
+})
+# fmt: on
 """Arguments whose value names what a call does (``{"action": "poll"}``,
-``{"direction": "down"}``, ``{"key": "ArrowDown"}``), where ``paging_values``
-and ``poll_values`` are looked for; a search term or a file's content is
-data, whatever word it is."""
+``{"direction": "down"}``, ``{"key": "ArrowDown"}``, a computer-use key
+press's ``{"action": "key", "text": "Page_Down"}``), where ``paging_values``
+and ``poll_values`` are looked for, as a whole value; a search term, a path
+or a file's content is data, whatever word it is."""
 
 _OPEN_CALLS = 64
 """Calls waiting for their results kept per agent: more than parallel

@@ -172,6 +172,8 @@ async def test_scrolling_is_paging_even_when_the_result_is_a_placeholder(make: M
         await run.do("browser_scroll", {"direction": "down"}, "[screenshot]")
     for _ in range(10):
         await run.do("computer", {"action": "scroll", "coordinate": [640, 400]}, "[image]")
+    for _ in range(10):  # a key press that pages, answered with text the same each time
+        await run.do("computer", {"action": "key", "text": "Page_Down"}, "Pressed Page_Down")
     assert run.actions == []
 
 
