@@ -18,6 +18,7 @@ command or result is.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -373,6 +374,14 @@ class Glob:
         return f"Glob({self.pattern!r})"
 
 
+@functools.lru_cache(maxsize=64)
+def _globs(patterns: tuple[str, ...]) -> tuple[Glob, ...]:
+    """The patterns as globs, built once per process and shared: every
+    session's guard filters tools, most with the same settings (a ``Glob``
+    never changes once built)."""
+    return tuple(Glob(p) for p in patterns)
+
+
 class ToolFilter:
     """Which tools a policy tracks: those matching ``include`` (all when it is
     empty) and no ``exclude`` pattern. Patterns are predicates over whatever
@@ -389,8 +398,8 @@ class ToolFilter:
         *,
         normalize: Callable[[str], str] | None = None,
     ) -> None:
-        self._include = [Glob(p) for p in include]
-        self._exclude = [Glob(p) for p in exclude]
+        self._include = _globs(tuple(include))
+        self._exclude = _globs(tuple(exclude))
         self._normalize = normalize
         self._memo: dict[str, bool] = {}
 

@@ -12,6 +12,7 @@ log``, ...). Anything else, an unknown tool included, may change something.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -154,9 +155,9 @@ class ReadOnlyRule:
     ``update_plan``) always only reads."""
 
     def __init__(self, tools: Iterable[str], commands: Iterable[str]) -> None:
-        patterns = [loose_tool_name(p) for p in tools]
+        patterns = tuple(loose_tool_name(p) for p in tools)
         self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
-        self._whole = frozenset(p for p in patterns if not any(c in p for c in "*?["))
+        self._whole = _whole_names(patterns)
         self._steps = RegexSet(commands, setting="loops.read_only_commands")
         self._memo: dict[str, bool] = {}
         self._tool_memo: dict[str, bool] = {}
@@ -207,3 +208,10 @@ def _keep(memo: dict[str, bool], key: str, reads: bool) -> None:
     if len(memo) >= 4096:
         memo.clear()
     memo[key] = reads
+
+
+@functools.lru_cache(maxsize=16)
+def _whole_names(patterns: tuple[str, ...]) -> frozenset[str]:
+    """The names among ``patterns`` listed whole (no wildcard), built once
+    per process for each setting and shared by every session's guard."""
+    return frozenset(p for p in patterns if "*" not in p)
