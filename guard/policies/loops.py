@@ -663,6 +663,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"<tool_use_error>",
         # a one-line "Error: ..." is the whole answer of an MCP server or tool that reports failure as text
         r"(?i)error:[ \t][^\n]*\n?$",
+        # so is a bare "timeout" ({"error": "timeout"} keeps its error flag; this is the text alone)
+        r"(?i)\W*(?:timeout|timed out)\W*$",
     )
     transient_errors: tuple[str, ...] = (
         r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "

@@ -295,6 +295,19 @@ async def test_a_one_line_error_text_without_the_flag_is_a_failure(make: Make, a
     assert run.actions == [(3, "remind"), (9, "deny")]
 
 
+async def test_a_tool_answering_only_timeout_to_every_query_is_a_failure_streak(make: Make, anyio_backend: str) -> None:
+    """ZeroClaw's loop detector test: a fetch tool times out whatever it is
+    asked, reported as the text ``timeout``."""
+    run = make()
+    for n in range(9):
+        await run.do("web_fetch", {"q": f"query {n}"}, "timeout")
+    assert run.actions == [(3, "remind"), (9, "deny")]
+    run = make()
+    for n in range(9):  # a text that only mentions a timeout is an answer
+        await run.do("web_fetch", {"q": f"query {n}"}, "the request timeout is 30 s")
+    assert run.actions == []
+
+
 async def test_a_longer_text_that_opens_with_error_is_not_a_failure(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(9):
