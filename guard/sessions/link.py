@@ -77,9 +77,12 @@ class LinkState:
     (from a session log, a snapshot, another process's events): its handle,
     step (and whether the runtime reported that step over, and whether it
     reports steps at all), the halt request not yet ended by a user message,
-    and the calls that still wait for their result, by call id."""
+    and the calls that still wait for their result, by call id; ``twins``,
+    the open calls made under one call id (``<id>@<n>``) by that id, in the
+    order made (``None`` when the source does not know them: a session log).
+    """
 
-    __slots__ = ("agent", "calls", "halt_reason", "step", "step_done", "steps_reported")
+    __slots__ = ("agent", "calls", "halt_reason", "step", "step_done", "steps_reported", "twins")
 
     def __init__(
         self,
@@ -89,6 +92,7 @@ class LinkState:
         steps_reported: bool = False,
         halt_reason: str | None = None,
         calls: dict[str, ToolCall] | None = None,
+        twins: dict[str, list[str]] | None = None,
     ) -> None:
         self.agent = agent
         self.step = step
@@ -96,6 +100,7 @@ class LinkState:
         self.steps_reported = steps_reported
         self.halt_reason = halt_reason
         self.calls = calls if calls is not None else {}
+        self.twins = twins
 
 
 class GuardLink:
@@ -307,8 +312,9 @@ class AgentLink:
 
     def state(self) -> LinkState:
         """Where this agent stands (a copy: later events do not change it)."""
+        twins = {call_id: list(published) for call_id, published in self._twins.items()}
         return LinkState(
-            self.agent, self.step, self.step_done, self.steps_reported, self.halt_reason, dict(self._calls)
+            self.agent, self.step, self.step_done, self.steps_reported, self.halt_reason, dict(self._calls), twins
         )
 
     def restore(self, state: LinkState) -> None:
@@ -318,7 +324,10 @@ class AgentLink:
         self.steps_reported = state.steps_reported
         self.halt_reason = state.halt_reason
         self._calls = dict(state.calls)
-        self._twins = _twins_of(self._calls)
+        if state.twins is not None:
+            self._twins = {call_id: list(published) for call_id, published in state.twins.items()}
+        else:
+            self._twins = _twins_of(self._calls)
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls or call_id in self._twins
@@ -452,11 +461,13 @@ _TWIN = re.compile(r"(.+)@([0-9]+)")
 
 
 def _twins_of(calls: dict[str, ToolCall]) -> dict[str, list[str]]:
-    """The ``<id>@<n>`` twins among open calls, by the id they were made
-    under, in the order they were made (``calls``' order): what ``call``
-    kept while the calls were made, rebuilt for a restored agent."""
+    """The ``<id>@<n>`` twins among open calls whose first call ``<id>`` is
+    open too, in the order they were made (``calls``' order): what a state
+    read from a session log, which does not record them, can tell. A
+    runtime's own ids that end in ``@<n>`` stand alone."""
     made: dict[str, list[str]] = {}
     for published in calls:
         twin = _TWIN.fullmatch(published)
-        made.setdefault(twin.group(1) if twin else published, []).append(published)
-    return {call_id: published for call_id, published in made.items() if len(published) > 1 or published[0] != call_id}
+        if twin is not None and twin.group(1) in calls:
+            made.setdefault(twin.group(1), [twin.group(1)]).append(published)
+    return made

@@ -43,7 +43,7 @@ from guard.sessions.link import GuardLink, LinkState
 
 __all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 
-SNAPSHOT_VERSION = 5
+SNAPSHOT_VERSION = 6
 """The snapshot format. Raise it whenever what a snapshot holds changes
 shape or meaning (a policy's state among it), so an older one is replayed
 over rather than misread."""

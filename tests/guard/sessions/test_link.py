@@ -10,6 +10,7 @@ from bus import AgentStatus, Bus, ContextMessage, ContextSource, Decision, ToolC
 from bus.testing import Capture
 from guard import Config
 from guard.adapters import GuardLink, HaltRequested, as_text, parse_args
+from guard.sessions.link import LinkState
 
 pytestmark = pytest.mark.anyio
 
@@ -111,6 +112,25 @@ async def test_calls_open_under_one_id_are_answered_in_order_after_a_restore(bus
     assert not restored.has_call("call_0")
     answered = [(r.call_id, r.content) for r in capture.of(ToolResult)]
     assert answered == [("call_0", "first"), ("call_0@1", "second"), ("call_0@2", "third"), ("call@7", "own")]
+
+
+async def test_a_state_read_from_a_log_pairs_only_twins_whose_first_call_is_open(bus: Bus, capture: Capture) -> None:
+    """A session log does not record which open calls share an id: ``<id>@<n>``
+    is taken for a twin only beside an open ``<id>``; a runtime's own
+    ``read@2`` stands alone."""
+    agent = GuardLink(bus).agent("main")
+    await agent.call("call_0", "grep", {"p": "a"})
+    await agent.call("call_0", "grep", {"p": "b"})
+    await agent.call("read@2", "read", {})
+    state = agent.state()
+    restored = GuardLink(bus).agent("main")
+    restored.restore(LinkState(state.agent, calls=state.calls))
+    assert not restored.has_call("read")
+    await restored.result("call_0", "first")
+    await restored.result("call_0", "second")
+    await restored.result("read@2", "own")
+    answered = [(r.call_id, r.content) for r in capture.of(ToolResult)]
+    assert answered == [("call_0", "first"), ("call_0@1", "second"), ("read@2", "own")]
 
 
 async def test_dispose_forgets_the_agent(bus: Bus) -> None:
