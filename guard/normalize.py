@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 
@@ -43,7 +44,8 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     # durations: 12ms, 3.4 s, 5 seconds, 2m30s, took 1.2s
     r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)\b",
     # durations as a bare number under a key that says so ("duration_seconds": 0.83, elapsed_ms=12, "took": 35)
-    r"(?i)\b(?:[a-z_]*(?:duration|elapsed|latency|runtime|exec(?:ution)?_?time|wall_?time|time_?taken)[a-z_]*|took)"
+    r"(?i)\b(?:[a-z_]*(?:duration|elapsed|latency|runtime|exec(?:ution)?_?time|wall_?time|time_?taken)"
+    r"(?:_?(?:s|ms|us|ns|sec|secs|seconds|millis|milliseconds))?|took)"
     r"[\"']?[ \t]*[:=][ \t]*[\"']?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?",
     # where a runtime saved an output too large to show (Gemini CLI: "Full output available at: <path>")
     r"(?i)\b(?:full )?output (?:is )?(?:available|saved|written|stored) (?:at|to|in):?[ \t]*\S+",
@@ -263,7 +265,8 @@ def error_kind(text: str) -> str:
     return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]
 
 
-_MESSAGE_KEYS = ("error", "message", "detail", "stderr", "output")
+# the specific message first: Spring's {"error": "Bad Request", "message": "..."}, OAuth's error_description
+_MESSAGE_KEYS = ("message", "error_description", "detail", "error", "errors", "stderr", "output", "content")
 
 
 def _json_message(text: str) -> str | None:
@@ -272,17 +275,26 @@ def _json_message(text: str) -> str | None:
     JSON object."""
     try:
         value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (ValueError, RecursionError):  # not JSON, a lone surrogate, nested past the decoder
         return None
     if not isinstance(value, dict):
         return None
     for key in _MESSAGE_KEYS:
-        message = value.get(key)
-        if isinstance(message, dict):
-            message = message.get("message")
-        if isinstance(message, str) and message.strip():
+        message = _said(value.get(key))
+        if message:
             return message
     return ""
+
+
+def _said(value: Any) -> str:
+    """What a message field says: its text, a nested message's (``{"message":
+    ...}``, FastAPI's ``{"msg": ...}``, MCP's ``{"text": ...}``), or a list's
+    first item's (GraphQL's ``errors``)."""
+    if isinstance(value, list) and value:
+        value = value[0]
+    if isinstance(value, dict):
+        value = value.get("message") or value.get("msg") or value.get("text")
+    return value.strip() if isinstance(value, str) else ""
 
 
 def error_head(text: str) -> str:

@@ -135,6 +135,12 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
         ('{"output": "", "exit_code": 1}', ""),  # a search that found nothing says nothing
         ('{"status": 1}', ""),
         ("{not json: at all}", "{not json: at all}"),
+        ('{"error": "Bad Request", "message": "name must not be blank", "status": 400}', "name must not be blank"),
+        ('{"errors": [{"message": "Cannot query field x"}]}', "cannot query field x"),
+        ('{"detail": [{"msg": "value is not a valid integer", "loc": ["q"]}]}', "value is not a valid integer"),
+        ('{"content": [{"type": "text", "text": "Not found: repo"}], "isError": true}', "not found: repo"),
+        ('{"error": "bad \ud800"}', "{#: #}"),  # a lone surrogate no JSON decoder takes: read as text
+        ('{"a":' * 1100 + "1" + "}" * 1100, ("{#:" * 60)[:160]),  # nested past the decoder: read as text
     ],
 )
 def test_an_error_written_as_json_is_of_its_messages_kind(text: str, kind: str) -> None:
@@ -169,6 +175,7 @@ def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
         ),
         ("Output: same\nelapsed_ms=12", "Output: same\nelapsed_ms=97"),
         ('{"took": 35, "Output": "same"}', '{"took": 4, "Output": "same"}'),
+        ('{"duration_ms": 3, "Output": "same"}', '{"duration_ms": 9, "Output": "same"}'),
     ],
 )
 def test_an_agent_clis_decorations_of_one_output_normalise_alike(first: str, again: str) -> None:
@@ -191,6 +198,15 @@ def test_an_agent_clis_decorations_of_one_output_normalise_alike(first: str, aga
 def test_a_number_counted_toward_a_total_is_work_done(before: str, after: str) -> None:
     shape = ResultNormalizer().shape
     assert not shape(after).counts_on(shape(before))
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [('{"runtime_errors": 3}', '{"runtime_errors": 0}'), ('{"min_duration_days": 1}', '{"min_duration_days": 30}')],
+)
+def test_a_number_under_a_key_that_only_mentions_a_duration_is_not_noise(before: str, after: str) -> None:
+    normalizer = ResultNormalizer()
+    assert normalizer.digest(before) != normalizer.digest(after)
 
 
 def test_a_counter_is_one_number_grown_by_one() -> None:
