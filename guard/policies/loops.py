@@ -411,16 +411,22 @@ def _same_but(before: Any, after: Any, skip: frozenset[str]) -> bool:
 
 
 # fmt: off
-_OPERATION_KEYS = frozenset({
-    "action", "action_type", "actionType", "command", "cmd", "subcommand", "op", "operation", "verb", "mode",
-    "method", "type", "kind", "direction", "key", "keys", "text",
-})
+_OPERATION_KEYS: dict[str, int] = {
+    **dict.fromkeys(
+        ("action", "action_type", "actionType", "command", "cmd", "subcommand", "op", "operation", "verb", "mode"),
+        _PAGING_VALUE | _POLL_VALUE,
+    ),
+    "method": _POLL_VALUE,
+    **dict.fromkeys(("direction", "key", "keys"), _PAGING_VALUE),
+}
 # fmt: on
-"""Arguments whose value names what a call does (``{"action": "poll"}``,
-``{"direction": "down"}``, ``{"key": "ArrowDown"}``, a computer-use key
-press's ``{"action": "key", "text": "Page_Down"}``), where ``paging_values``
-and ``poll_values`` are looked for, as a whole value; a search term, a path
-or a file's content is data, whatever word it is."""
+"""Arguments whose value names what a call does, and which words they may
+hold: a poll or a paging word (``{"action": "poll"}``, ``{"action":
+"scroll"}``), a poll word (``{"method": "get_status"}``) or a paging word
+(``{"direction": "down"}``, ``{"key": "ArrowDown"}``, and a computer-use key
+press's ``text``: ``{"action": "key", "text": "Page_Down"}``). A search
+term, a path or a file's content is data, whatever word it is."""
+_KEY_PRESSES = frozenset({"key", "keypress", "key_press", "press", "press_key"})
 
 _OPEN_CALLS = 64
 """Calls waiting for their results kept per agent: more than parallel
@@ -914,16 +920,20 @@ class LoopsPolicy(Policy[_AgentLoops]):
         return self._paging_tools is not None and self._paging_tools.tracks(tool)
 
     def _values(self, args: Any) -> int:
-        """What a call's short argument values naming what to do (``action``,
-        ``direction``, ``key``, ...: ``_OPERATION_KEYS``) read as:
+        """What a call's short argument values naming what to do
+        (``_OPERATION_KEYS``) read as:
         ``_PAGING_VALUE`` (``scroll``, ``next``), ``_POLL_VALUE`` (``poll``,
         ``get_status``), both or neither. A search for the word ``progress``
         is no poll."""
         found = 0
         if isinstance(args, dict) and (self._paging_values or self._poll_values):
             for key, value in args.items():
-                if isinstance(value, str) and len(value) <= 16 and key in _OPERATION_KEYS:
-                    found |= self._value(value)
+                if isinstance(value, str) and len(value) <= 16:
+                    allowed = _OPERATION_KEYS.get(key, 0)
+                    if key == "text" and args.get("action") in _KEY_PRESSES:
+                        allowed = _PAGING_VALUE
+                    if allowed:
+                        found |= self._value(value) & allowed
         return found
 
     def _value(self, value: str) -> int:

@@ -207,13 +207,21 @@ async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make
     assert run.actions == []
 
 
-@pytest.mark.parametrize("word", ["progress", "wait", "tail", "next", "more", "down"])
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        *(("Grep", {"pattern": word, "path": "src"}) for word in ("progress", "wait", "tail", "next", "more", "down")),
+        ("search_docs", {"text": "next"}),  # the text of a search, not a key pressed
+        ("kv_get", {"key": "progress"}),  # a key of a store, not a poll
+        ("list_events", {"type": "progress"}),
+    ],
+)
 async def test_a_search_for_a_poll_or_paging_word_is_an_ordinary_call(
-    make: Make, anyio_backend: str, word: str
+    make: Make, anyio_backend: str, tool: str, args: dict[str, str]
 ) -> None:
     run = make()
     for _ in range(3):
-        await run.do("Grep", {"pattern": word, "path": "src"}, "No matches found")
+        await run.do(tool, args, "No matches found")
     assert run.actions == [(3, "deny")]
 
 
