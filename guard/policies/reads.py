@@ -134,11 +134,11 @@ _SUBSTITUTIONS = ("$(", "`", "<(", ">(")
 # (``search_and_replace``, ``slack_reply_to_thread``, ``mark_all_notifications_read``).
 # fmt: off
 _ACTION_WORDS = frozenset({
-    "add", "apply", "approve", "archive", "assign", "cancel", "click", "close", "commit", "create", "delete",
-    "deploy", "disable", "edit", "enable", "execute", "fill", "insert", "install", "invite", "kill", "mark",
-    "merge", "move", "patch", "post", "press", "publish", "push", "put", "remove", "rename", "replace", "reply",
-    "reset", "resolve", "restart", "save", "send", "set", "submit", "toggle",
-    "update", "upload", "write",
+    "add", "apply", "approve", "archive", "assign", "cancel", "click", "close", "commit", "complete", "create",
+    "delete", "deploy", "destroy", "disable", "drop", "edit", "enable", "execute", "fill", "insert", "install",
+    "invite", "kill", "mark", "merge", "move", "patch", "post", "press", "publish", "purge", "push", "put",
+    "reboot", "remove", "rename", "replace", "reply", "reset", "resolve", "restart", "restore", "revert",
+    "rollback", "save", "send", "set", "shutdown", "submit", "terminate", "toggle", "update", "upload", "write",
 })
 # fmt: on
 # ... unless the thing acted on is the agent's own bookkeeping (``tracker_update_task``)
@@ -152,7 +152,9 @@ class ReadOnlyRule:
     only reads unless a word of its name says it acts (``add``, ``replace``,
     ``reply``, ``mark``, ...) and none names the agent's own bookkeeping
     (``tracker_update_task``); a name listed whole (``TaskUpdate``,
-    ``update_plan``) always only reads."""
+    ``update_plan``) always only reads. An MCP server's tool
+    (``mcp__asana__task_update``) is judged by the words of its own name
+    alone: another service's task is no bookkeeping of the agent's."""
 
     def __init__(self, tools: Iterable[str], commands: Iterable[str]) -> None:
         patterns = tuple(loose_tool_name(p) for p in tools)
@@ -175,10 +177,12 @@ class ReadOnlyRule:
         return reads
 
     def _tool_reads(self, tool: str) -> bool:
-        own = tool.rpartition("__")[2] or tool
-        if loose_tool_name(tool) in self._whole or loose_tool_name(own) in self._whole:
+        server, _, own = tool.rpartition("__")
+        if server and own:  # an MCP server's tool: another service's task or tracker is no bookkeeping of the agent's
+            return {word.lower() for word in _WORDS.findall(own)}.isdisjoint(_ACTION_WORDS)
+        if loose_tool_name(tool) in self._whole:
             return True
-        words = {word.lower() for word in _WORDS.findall(own)}
+        words = {word.lower() for word in _WORDS.findall(tool)}
         return words.isdisjoint(_ACTION_WORDS) or not words.isdisjoint(_BOOKKEEPING_WORDS)
 
     def _command_reads(self, command: str) -> bool:
