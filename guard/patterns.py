@@ -420,8 +420,9 @@ def shell_command(args: Any) -> str | None:
     """A call's top-level ``command`` argument (a shell command, or an
     editing tool's sub-command), or without one its ``cmd`` (Codex's
     ``exec_command``); ``None`` when it has neither. A command given as an
-    argv list (Codex's ``shell``: ``["bash", "-lc", "git status"]``) is the
-    script a shell runs, or else its words joined."""
+    argv list is read only when it hands a script to a shell (Codex's
+    ``shell``: ``["bash", "-lc", "git status"]`` is ``git status``): other
+    lists (a container's ``["sleep", "3600"]``) are no shell command."""
     if not isinstance(args, dict):
         return None
     command = args.get("command")
@@ -429,18 +430,19 @@ def shell_command(args: Any) -> str | None:
         command = args.get("cmd")
     if isinstance(command, str):
         return command
-    if isinstance(command, list) and command and all(isinstance(word, str) for word in command):
-        return _argv_script(command)
+    if (
+        isinstance(command, list)
+        and len(command) == 3
+        and isinstance(command[0], str)
+        and command[0].rsplit("/", 1)[-1] in _SHELLS
+        and command[1] in ("-c", "-lc", "-cl")
+        and isinstance(command[2], str)
+    ):
+        return command[2]
     return None
 
 
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
-
-
-def _argv_script(argv: list[str]) -> str:
-    if len(argv) == 3 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] in ("-c", "-lc", "-cl"):
-        return argv[2]
-    return " ".join(argv)
 
 
 class CommandPatterns:

@@ -243,9 +243,11 @@ def test_command_patterns_answer_alike_for_the_arguments_and_the_command_read_fr
         ({"command": "git status"}, "git status"),
         ({"command": ["bash", "-lc", "git status && ls"], "workdir": "/w"}, "git status && ls"),  # Codex shell
         ({"command": ["/bin/sh", "-c", "make"]}, "make"),
-        ({"command": ["ls", "-la", "src"]}, "ls -la src"),  # Codex local_shell
+        ({"command": ["ls", "-la", "src"]}, None),  # an argv without a shell: no shell command
+        ({"command": ["sleep", "3600"]}, None),  # a container's command
         ({"cmd": "sed -i s/a/b/ x.py", "workdir": "/w"}, "sed -i s/a/b/ x.py"),  # Codex exec_command
-        ({"command": ["ls", 3]}, None),
+        ({"command": ["bash", "-lc", 3]}, None),
+        ({"command": [3, "-c", "ls"]}, None),
         ({"command": []}, None),
         ({"command": 7, "cmd": "ls"}, None),
         ({"path": "a.py"}, None),

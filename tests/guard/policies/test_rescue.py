@@ -142,14 +142,15 @@ async def test_exclude_commands_are_never_denied_and_do_not_count(session: Sessi
     assert [r.denied_by for r in results[1::2]][:3] == [None, None, "loop-rescue"]
 
 
-async def test_exclude_commands_read_an_argv_command_but_not_bare_arguments(
+async def test_exclude_commands_read_a_shell_script_but_not_other_argv_or_bare_arguments(
     session: Session, anyio_backend: str
 ) -> None:
     s = session(exclude_commands=["docker"])
     await s.start("main")
-    results = [await s.call("main", "bash", {"command": ["docker", "ps"]}) for _ in range(3)]
+    results = [await s.call("main", "bash", {"command": ["bash", "-lc", "docker ps"]}) for _ in range(3)]
+    results += [await s.call("main", "bash", {"command": ["docker", "ps"]}) for _ in range(3)]
     results += [await s.call("main", "bash", "docker ps") for _ in range(3)]
-    assert [r.denied_by for r in results] == [None, None, None, None, None, "loop-rescue"]
+    assert [r.denied_by for r in results] == [None] * 5 + ["loop-rescue", None, None, "loop-rescue"]
 
 
 async def test_excluded_tools_are_transparent(session: Session, anyio_backend: str) -> None:
