@@ -103,6 +103,12 @@ a file (``mutating_commands``) makes it an edit whatever its steps."""
 _STEPS = re.compile(r"&&|\|\|?|[;\n&]")
 # quoted text (a grep pattern holding ";" or "|") and 2>&1 separate no steps
 _NOT_SEPARATORS = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|[0-9]*>&[0-9-]+")
+
+
+def _blanked(found: re.Match[str]) -> str:
+    """Quoted text as an empty quoted word (a pattern or a name, still a
+    word); ``2>&1`` as nothing."""
+    return " ''" if found.group()[:1] in "'\"" else " "
 _PREFIX = re.compile(
     r"^(?:(?:sudo|time|timeout\s+\S+|nohup|exec|env|nice|xargs(?:\s+-\S+)*)\s+|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+"
 )
@@ -117,12 +123,13 @@ _WRITES_ANYWAY = RegexSet(
         r"^find\s(?:.*\s)?-(?:delete|fprint0?|fprintf|fls)\b",
         r"^sort\s(?:.*\s)?(?:-o|--output)",
         r"^date\s(?:.*\s)?(?:-s|--set)\b",
-        r"^git\s(?:.*\s)?branch\s+(?:[^-\s']|-[a-zA-Z]*[dDmMcCf]\b|--(?:delete|move|copy|force|set-upstream-to))",
-        r"^git\s(?:.*\s)?tag\s+(?:[^-\s']|-[a-zA-Z]*[dafsu]\b|--(?:delete|annotate|force|sign))",
+        r"^git\s(?:.*\s)?branch\s+(?:[^-\s]|-[a-zA-Z]*[dDmMcCf]\b|--(?:delete|move|copy|force|set-upstream-to))",
+        r"^git\s(?:.*\s)?tag\s+(?:[^-\s]|-[a-zA-Z]*[dafsu]\b|--(?:delete|annotate|force|sign))",
         r"^git\s(?:.*\s)?remote\s+(?:add|remove|rm|rename|set-url|set-head|set-branches|prune|update)\b",
         r"^(?:npm|pnpm|yarn)\s+version\s+[^-\s]",
         r"^go\s+env\s+-[wu]\b",
-        r"json\.tool(?:\s+-\S+(?:\s+[0-9]+)?)*\s+[^-\s]\S*\s+[^-\s]",
+        r"json\.tool(?:\s+--(?:indent(?:\s+|=)[0-9]+|tab|sort-keys|no-ensure-ascii|json-lines|compact))*"
+        r"\s+[^-\s]\S*\s+[^-\s]",
     ),
     setting="read-only exceptions",
 )
@@ -192,7 +199,7 @@ class ReadOnlyRule:
             reads = (
                 bool(self._steps)
                 and not any(mark in command for mark in _SUBSTITUTIONS)
-                and all(self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(" ''", command)))
+                and all(self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)))
             )
             _keep(memo, command, reads)
         return reads

@@ -37,6 +37,7 @@ def rule() -> ReadOnlyRule:
         "find . -name '*.py' -exec grep -l '_VLF' {} \\;",
         "find src -type f -exec wc -l {} + | sort -n",
         "python -m json.tool data.json",
+        "python -m json.tool --indent 2 data.json",
     ],
 )
 def test_read_only_commands_only_read(rule: ReadOnlyRule, command: str) -> None:
@@ -59,6 +60,8 @@ def test_read_only_commands_only_read(rule: ReadOnlyRule, command: str) -> None:
         "sort -o names.txt names.txt",
         "git branch -D old",
         "git branch feature-x",
+        'git branch "feature-x"',
+        "git tag 'v1.2'",
         "git tag v1.2",
         "git tag -a v1.2 -m release",
         "git remote add upstream https://example.com/r.git",
