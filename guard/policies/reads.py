@@ -109,6 +109,8 @@ def _blanked(found: re.Match[str]) -> str:
     """Quoted text as an empty quoted word (a pattern or a name, still a
     word); ``2>&1`` as nothing."""
     return " ''" if found.group()[:1] in "'\"" else " "
+
+
 _PREFIX = re.compile(
     r"^(?:(?:sudo|time|timeout\s+\S+|nohup|exec|env|nice|xargs(?:\s+-\S+)*)\s+|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+"
 )
