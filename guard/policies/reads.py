@@ -5,9 +5,12 @@ in between". An edit is a change, but so may be any other action: a click,
 ``git pull``, a build, an INSERT, a sent message. So every successful call
 that is not known to only read is taken as a possible change when it brings
 news (see ``LoopsPolicy``); this module says which calls only read: the
-read, search, list and fetch tools of the agent runtimes, and shell commands
-whose every step is a read-only program (``ls``, ``cat``, ``grep``, ``git
-log``, ...). Anything else, an unknown tool included, may change something.
+read, search, list and fetch tools of the agent runtimes (unless a word of
+the name acts: ``search_and_replace``), and shell commands whose every step
+is a read-only program (``ls``, ``cat``, ``grep``, ``git log``, ...) used
+in a way that writes nothing (not ``sed -i``, ``find -delete``, ``git branch
+new``, a ``$(...)`` substitution). Anything else, an unknown tool included,
+may change something.
 """
 
 from __future__ import annotations
@@ -182,7 +185,7 @@ class ReadOnlyRule:
         reads = memo.get(tool)
         if reads is None:
             reads = self._tools is not None and names_tool(self._tools, tool) and self._tool_reads(tool)
-            _keep(memo, tool, reads)
+            _remember(memo, tool, reads)
         return reads
 
     def _tool_reads(self, tool: str) -> bool:
@@ -203,7 +206,7 @@ class ReadOnlyRule:
                 and not any(mark in command for mark in _SUBSTITUTIONS)
                 and all(self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)))
             )
-            _keep(memo, command, reads)
+            _remember(memo, command, reads)
         return reads
 
     def _step_reads(self, step: str) -> bool:
@@ -217,7 +220,7 @@ class ReadOnlyRule:
         return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " ")) for command in ran)
 
 
-def _keep(memo: dict[str, bool], key: str, reads: bool) -> None:
+def _remember(memo: dict[str, bool], key: str, reads: bool) -> None:
     if len(memo) >= 4096:
         memo.clear()
     memo[key] = reads
