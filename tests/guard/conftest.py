@@ -86,6 +86,16 @@ class Run(Script):
         self.numbers[f"c{len(self.numbers) + 1}"] = len(self.numbers) + 1
         return await self.call("main", tool, args, content, **kw)
 
+    async def hinted(self, tool: str, args: Any, content: str, hints: dict[str, bool]) -> None:
+        """A call of a tool with MCP annotations (``hints``), answered by
+        ``content`` when allowed and by its denial when not."""
+        number = len(self.numbers) + 1
+        self.numbers[f"h{number}"] = number
+        call = ToolCall(agent=self.agent("main"), call_id=f"h{number}", step=number, tool=tool, args=args, hints=hints)
+        decision = await self.bus.decide(call)
+        content = content if decision.allowed else decision.reason or ""
+        await self.bus.publish(ToolResult.answering(call, content, denied_by=decision.by))
+
 
 Make = Callable[..., Run]
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bus import AgentStatus, ToolCall, ToolResult
+from bus import AgentStatus
 from guard import Config, LoopsConfig, RemindConfig, parse_config
 from tests.guard.conftest import Make
 
@@ -439,15 +439,7 @@ async def test_per_tool_settings_override_the_section(tmp_path: object, make: Ma
 
 async def test_tool_hints_decide_progress(make: Make, anyio_backend: str) -> None:
     run = make()
-
-    async def call(tool: str, args: dict[str, object], content: str, hints: dict[str, bool]) -> None:
-        number = len(run.numbers) + 1
-        run.numbers[f"h{number}"] = number
-        call = ToolCall(agent=run.agent("main"), call_id=f"h{number}", step=number, tool=tool, args=args, hints=hints)
-        decision = await run.bus.decide(call)
-        content = content if decision.allowed else decision.reason or ""
-        await run.bus.publish(ToolResult.answering(call, content, denied_by=decision.by))
-
+    call = run.hinted
     await call("Grep", {"pattern": "x"}, "none", {})
     await call("Grep", {"pattern": "x"}, "none", {})
     await call("create_ticket", {"title": "bug"}, "created #7", {"readOnlyHint": False})  # changes things: progress
@@ -461,14 +453,7 @@ async def test_tool_hints_decide_progress(make: Make, anyio_backend: str) -> Non
 
 async def test_equal_arguments_under_other_annotations_are_read_under_their_own(make: Make, anyio_backend: str) -> None:
     run = make()
-
-    async def call(tool: str, args: dict[str, object], content: str, hints: dict[str, bool]) -> None:
-        number = len(run.numbers) + 1
-        run.numbers[f"h{number}"] = number
-        call = ToolCall(agent=run.agent("main"), call_id=f"h{number}", step=number, tool=tool, args=args, hints=hints)
-        decision = await run.bus.decide(call)
-        await run.bus.publish(ToolResult.answering(call, content if decision.allowed else decision.reason or ""))
-
+    call = run.hinted
     await call("Grep", {"pattern": "x"}, "none", {})
     await call("Grep", {"pattern": "x"}, "none", {})
     await call("ticket", {"id": 1}, "ticket #1: open", {"readOnlyHint": True})
