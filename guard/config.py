@@ -264,8 +264,6 @@ def shadowed(config: Config) -> Config:
 def _toml_value(value: Any) -> str:
     if value is None:
         raise ValueError("TOML has no null")  # pragma: no cover - callers leave None out
-    if isinstance(value, msgspec.Struct):
-        return "{" + ", ".join(_struct_keys(value)) + "}"
     if isinstance(value, dict):
         import json
 
@@ -288,15 +286,22 @@ def _toml_value(value: Any) -> str:
 def to_toml(config: Config) -> str:
     """``config`` as a TOML file that ``load_config`` reads back to an equal
     ``Config``: every section, every key (how to start a file from a preset).
-    A table of tables (``[loops.tools."<glob>"]``) is written as tables after
-    its section's keys, none when it is empty, so a user can append one."""
+    A table of settings tables (``[loops.tools."<glob>"]``) is written as
+    tables after its section's keys, and left out while it is empty as by
+    default, so a user can append one."""
     lines: list[str] = []
     for name, section in config.sections().items():
         lines.append(f"[{name}]")
         values = section if isinstance(section, dict) else msgspec.structs.asdict(section)
         tables: list[str] = []
         for key, value in values.items():
-            if _is_table_of_tables(value):
+            if (
+                isinstance(section, msgspec.Struct)
+                and isinstance(value, dict)
+                and value == default_of(section, key) == {}
+            ):
+                continue
+            if isinstance(value, dict) and value and all(isinstance(v, msgspec.Struct) for v in value.values()):
                 for entry, settings in value.items():
                     tables.append(f"\n[{name}.{key}.{_toml_value(entry)}]")
                     tables.extend(_struct_keys(settings))
@@ -312,10 +317,6 @@ def _struct_keys(value: msgspec.Struct) -> list[str]:
     differ from their defaults."""
     fields = [(k, getattr(value, k)) for k in value.__struct_fields__]
     return [f"{k} = {_toml_value(v)}" for k, v in fields if v is not None and v != default_of(value, k)]
-
-
-def _is_table_of_tables(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(v, msgspec.Struct) for v in value.values())
 
 
 RECOMMENDED = Config(remind=RemindConfig(enabled=False), loops=LoopsConfig())

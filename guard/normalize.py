@@ -277,9 +277,7 @@ def _json_message(text: str) -> str | None:
         value = msgspec.json.decode(text)
     except (ValueError, RecursionError):  # not JSON, a lone surrogate, nested past the decoder
         return None
-    if not isinstance(value, dict):
-        return None
-    for key in _MESSAGE_KEYS:
+    for key in _MESSAGE_KEYS:  # text that opens with "{" and decodes is an object
         message = _said(value.get(key))
         if message:
             return message

@@ -81,7 +81,10 @@ def check_mode(key: str, value: Any) -> None:
 
 @functools.cache
 def _defaults(section: type[msgspec.Struct]) -> dict[str, Any]:
-    return {field.name: field.default for field in msgspec.structs.fields(section)}
+    return {
+        field.name: field.default_factory() if field.default_factory is not msgspec.NODEFAULT else field.default
+        for field in msgspec.structs.fields(section)
+    }
 
 
 def default_of(section: msgspec.Struct, name: str) -> Any:

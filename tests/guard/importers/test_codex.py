@@ -259,7 +259,12 @@ def test_a_compaction_is_imported_as_the_live_hooks_publish_it(tmp_path: Path) -
     bare = {"timestamp": "2025-01-01T00:00:05Z", "type": "compacted"}  # no payload: still a compaction
     lines = [{"type": "session_meta", "payload": {"id": "r1"}}, *read(1), bare, *read(6)]
     assert compactions(only(write_lines(tmp_path / "bare.jsonl", lines))) == ["shell", "compacted", "shell"]
-    lines = [{"type": "session_meta", "payload": {"id": "r1"}}, {"type": "response_item", "payload": [1]}, *read(1)]
+    lines = [
+        {"type": "session_meta", "payload": {"id": "r1"}},
+        {"type": "response_item", "payload": [1]},
+        {"type": "a_later_kind"},  # a line type this importer does not know: no payload expected of it
+        *read(1),
+    ]
     (session,) = open_sessions(write_lines(tmp_path / "odd.jsonl", lines))
     assert len(list(session.events())) == 3
     assert session.report.skipped == {"no-payload": 1}

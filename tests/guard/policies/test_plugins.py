@@ -364,6 +364,17 @@ def test_a_class_taking_any_keyword_gets_every_key(broken_plugins: None) -> None
     assert vars(policy)["settings"] == {"a": 1, "b": [2]}
 
 
+def test_a_plugins_table_settings_survive_printing_as_toml(broken_plugins: None) -> None:
+    import tomllib
+
+    from guard.config import to_toml
+
+    config = parse_config({"anything": {"limits": {"Grep": 2}, "none": {}}})
+    printed = to_toml(config)
+    assert printed.endswith('[anything]\nenabled = true\nlimits = {"Grep" = 2}\nnone = {}\n')
+    assert parse_config(tomllib.loads(printed)) == config
+
+
 def test_a_package_cannot_take_over_a_builtin_section(broken_plugins: None) -> None:
     assert "remind" not in installed_plugins()
     assert [type(p).__name__ for p in build_policies(parse_config({"remind": {}, "needs": {"level": 1}}))] == [
