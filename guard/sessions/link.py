@@ -312,9 +312,14 @@ class AgentLink:
 
     def state(self) -> LinkState:
         """Where this agent stands (a copy: later events do not change it)."""
-        twins = {call_id: list(published) for call_id, published in self._twins.items()}
         return LinkState(
-            self.agent, self.step, self.step_done, self.steps_reported, self.halt_reason, dict(self._calls), twins
+            self.agent,
+            self.step,
+            self.step_done,
+            self.steps_reported,
+            self.halt_reason,
+            dict(self._calls),
+            _copied(self._twins),
         )
 
     def restore(self, state: LinkState) -> None:
@@ -324,10 +329,7 @@ class AgentLink:
         self.steps_reported = state.steps_reported
         self.halt_reason = state.halt_reason
         self._calls = dict(state.calls)
-        if state.twins is not None:
-            self._twins = {call_id: list(published) for call_id, published in state.twins.items()}
-        else:
-            self._twins = _twins_of(self._calls)
+        self._twins = _copied(state.twins) if state.twins is not None else _twins_of(self._calls)
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls or call_id in self._twins
@@ -458,6 +460,11 @@ def as_text(value: Any) -> str:
 
 
 _TWIN = re.compile(r"(.+)@([0-9]+)")
+
+
+def _copied(twins: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``twins`` with lists of their own: a link pops from them as results come."""
+    return {call_id: list(published) for call_id, published in twins.items()}
 
 
 def _twins_of(calls: dict[str, ToolCall]) -> dict[str, list[str]]:
