@@ -156,3 +156,14 @@ def test_the_fleet_keeps_its_documented_import_path() -> None:
     from guard.sessions.fleet import FleetGuard as Moved
 
     assert (FleetGuard, Outcome) == (Moved, Answer)
+
+
+def test_the_repository_carries_no_run_leftovers() -> None:
+    """A state directory or server log written by a manual run is no part of the project."""
+    listed = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=REPO)
+    if listed.returncode != 0:
+        return  # not a git checkout (an unpacked sdist): nothing was committed
+    top = {line.split("/")[0] for line in listed.stdout.splitlines()}
+    expected = {".ci", ".claude-plugin", ".gitignore", "README.md", "pyproject.toml"}
+    expected |= {"benchmarks", "bus", "docs", "guard", "plugins", "scenarios", "tests"}
+    assert top <= expected, f"unexpected top-level entries: {sorted(top - expected)}"
