@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         (
             f"mutating_commands on {len(sed) // 1000} KB of 'sed '",
             lambda: _OLD_SED.search(sed),
-            lambda: rule.kind("bash", {"command": sed}),
+            lambda: rule.kind("bash", sed),
         ),
         (f"redactor on {len(dashes) // 1000} KB of 'a-a-…'", lambda: old_redact(dashes), lambda: redactor(dashes)),
         (

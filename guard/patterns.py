@@ -456,12 +456,7 @@ class CommandPatterns:
         regexes = RegexSet(patterns, setting=setting)
         self._patterns = regexes if regexes else None
 
-    def match(self, args: Any) -> bool:
-        """Whether a call's ``command`` argument matches (``args`` read with
-        ``shell_command``)."""
-        return self._patterns is not None and self.search(shell_command(args))
-
     def search(self, command: str | None) -> bool:
-        """Whether ``command``, a call's command its caller has read already
+        """Whether ``command``, a call's command read with ``shell_command``
         (``None`` for a call without one), matches."""
         return command is not None and self._patterns is not None and self._patterns.search(command)

@@ -955,7 +955,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         return bool(decay) and now - then >= decay
 
     async def on_call(self, state: _AgentLoops, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
-        if not self._calls.tracks(call.tool, call.args):
+        command = shell_command(call.args)
+        if not self._calls.tracks(call.tool, command):
             state.waited_at = state.seen  # a wait (sleep): what changes across it may be real progress
             return None
         hints = call.hints if isinstance(call.hints, dict) else None
@@ -964,7 +965,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return None
         config = self.config
         calls = state.calls
-        note = calls[call.call_id] = self._read(fingerprints, rules, call.tool, call.args, call.call_id)
+        note = calls[call.call_id] = self._read(fingerprints, rules, call.tool, call.args, command, call.call_id)
         if len(calls) > _OPEN_CALLS:  # calls whose results never came (an interrupted run): the oldest go
             del calls[next(iter(calls))]
         if note.paging:
@@ -1013,22 +1014,24 @@ class LoopsPolicy(Policy[_AgentLoops]):
             note.halt = bool(config.halt_after) and signature.denials == config.halt_after
         return self._action("deny", call, count, body, threshold)
 
-    def _read(self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str) -> _Note:
+    def _read(
+        self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, command: str | None, call_id: str
+    ) -> _Note:
         """What a call's arguments say, read once for its call and result.
         Its failure streak is counted on the tool, and for a shell command on
         the program of its last step (``make`` in ``rm -rf build && cd app
         && make``; a pipeline's first program): different programs failing
-        the same way are no streak."""
-        command = shell_command(args)
+        the same way are no streak. ``command`` is the call's, read with
+        ``shell_command``."""
         program = shell_program(command) if command else None
         target, file = call_target(args, command, program)
         values = self._values(args)
-        writing = self._writing(tool, args, rules)
+        writing = self._writing(tool, command, rules)
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
             paging=self._paging(tool, rules, values),
-            polled=rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args),
+            polled=rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args, command),
             writing=writing,
             acts=writing is None and rules.mutating is None and not self._reads.reads(tool, command),
             streak=(tool, program),
@@ -1063,12 +1066,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return body, written[1] + 1, rules.deny_at
         return "", 0, 0
 
-    def _writing(self, tool: str, args: Any, rules: _Rules) -> str | None:
+    def _writing(self, tool: str, command: str | None, rules: _Rules) -> str | None:
         """``edit`` for an editing tool's call, ``command`` for a shell
         command that edits, ``None`` for a call that changes nothing."""
         if rules.mutating is not None:
             return "edit" if rules.mutating else None
-        return self._progress.kind(tool, args)
+        return self._progress.kind(tool, command)
 
     def on_status(self, state: _AgentLoops, status: AgentStatus) -> None:
         if status.status == "compacted":
@@ -1099,8 +1102,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             rules = self.rules(result.tool)
             if rules.kind == "exclude":
                 return None
-            tracked = self._calls.tracks(result.tool, result.args)
-            note = self._read(fingerprints, rules, result.tool, result.args, result.call_id)
+            command = shell_command(result.args)
+            tracked = self._calls.tracks(result.tool, command)
+            note = self._read(fingerprints, rules, result.tool, result.args, command, result.call_id)
         rules, fp = note.rules, note.fp
         failed = result.is_error or self._says(_ERROR_CHECK, content, found)
         progress = None if failed else note.writing
@@ -1337,7 +1341,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         )
         return self._action("remind", result, count, text, at)
 
-    def _polled(self, tool: str, args: Any) -> bool:
+    def _polled(self, tool: str, args: Any, command: str | None) -> bool:
         """A poll by its arguments: a poll tool's call (not typing input) or
         a poll command. A call that succeeded is also a poll when its result
         reports a pending state (``poll_states``)."""
@@ -1345,7 +1349,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
             typed = isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
             if not typed:
                 return True
-        command = shell_command(args)
         if command is not None and not command.strip():
             return True  # an empty shell command reads more output of the running one
         return self._poll_commands.search(command)

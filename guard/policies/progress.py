@@ -119,22 +119,22 @@ class ProgressRule:
         self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
         self._commands = CommandPatterns(mutating_commands, setting="rescue.mutating_commands")
 
-    def kind(self, tool: str, args: Any) -> Literal["edit", "command"] | None:
+    def kind(self, tool: str, command: str | None) -> Literal["edit", "command"] | None:
         """``edit`` for an editing tool's call (see ``edits_by_tool``),
-        ``command`` for a shell command that edits, ``None`` for no progress."""
-        if self.edits_by_tool(tool, args):
+        ``command`` for a shell command that edits, ``None`` for no progress.
+        ``command`` is the call's, read with ``shell_command``."""
+        if self.edits_by_tool(tool, command):
             return "edit"
-        return "command" if self._commands.match(args) else None
+        return "command" if self._commands.search(command) else None
 
     def is_progress(self, tool: str, args: Any) -> bool:
-        return self.kind(tool, args) is not None
+        return self.kind(tool, shell_command(args)) is not None
 
-    def edits_by_tool(self, tool: str, args: Any) -> bool:
+    def edits_by_tool(self, tool: str, command: str | None) -> bool:
         """Whether the call is an editing tool's (``mutating_tools``, not a
         read-only sub-command). Its arguments alone say what it changes, so
         the same arguments again change nothing; a shell command's effect
         depends on more than its text."""
         if self._tools is None or not names_tool(self._tools, tool):
             return False
-        command = shell_command(args)
         return not (command is not None and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

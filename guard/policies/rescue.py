@@ -39,6 +39,7 @@ from bus import AnyEvent, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache
+from guard.patterns import shell_command
 from guard.policies.escalation import AskCommand, AskOutcome
 from guard.policies.progress import (
     DEFAULT_MUTATING_COMMANDS,
@@ -469,7 +470,7 @@ class RescuePolicy(Policy[_AgentState]):
             self.ask, self.trips = previous
 
     def _tracks(self, tool: str, args: Any) -> bool:
-        return self._calls.tracks(tool, args)
+        return self._calls.tracks(tool, shell_command(args))
 
     async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._tracks(call.tool, call.args):
@@ -492,7 +493,7 @@ class RescuePolicy(Policy[_AgentState]):
     def on_result(self, state: _AgentState, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         if result.denied_by is not None:
             return None
-        progress = None if result.is_error else self._progress.kind(result.tool, result.args)
+        progress = None if result.is_error else self._progress.kind(result.tool, shell_command(result.args))
         if progress is not None:
             opener = None
             if progress == "edit":

@@ -25,7 +25,7 @@ PATHOLOGICAL = {
 
 @pytest.mark.parametrize("text", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
 def test_every_default_pattern_answers_pathological_input(text: str) -> None:
-    assert ProgressRule((), DEFAULT_MUTATING_COMMANDS).kind("bash", {"command": text}) is None
+    assert ProgressRule((), DEFAULT_MUTATING_COMMANDS).kind("bash", text) is None
     assert not Interjections(DEFAULT_INTERJECTIONS)(text)
     normalizer = ResultNormalizer()
     assert len(normalizer.digest(text)) == 16

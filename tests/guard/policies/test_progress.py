@@ -66,16 +66,16 @@ def test_an_mcp_tool_that_only_reads_is_not_progress(rule: ProgressRule, tool: s
 @pytest.mark.parametrize("tool", ["str_replace_editor", "str_replace_based_edit_tool", "file_editor"])
 def test_a_read_only_subcommand_of_an_editing_tool_is_not_progress(rule: ProgressRule, tool: str, sub: str) -> None:
     assert not rule.is_progress(tool, {"command": sub, "path": "a.py"})
-    assert not rule.edits_by_tool(tool, {"command": sub, "path": "a.py"})
+    assert not rule.edits_by_tool(tool, sub)
 
 
 def test_only_an_editing_tool_edits_by_tool(rule: ProgressRule) -> None:
     """An editing tool's arguments say what it changes; a shell command's
     effect depends on more than its text (``curl url > page.html``)."""
-    assert rule.edits_by_tool("Write", {"file_path": "a.py", "content": "x"})
-    assert not rule.edits_by_tool("bash", {"command": "sed -i s/a/b/ f"})
+    assert rule.edits_by_tool("Write", None)
+    assert not rule.edits_by_tool("bash", "sed -i s/a/b/ f")
     assert rule.is_progress("bash", {"command": "sed -i s/a/b/ f"})
-    assert not ProgressRule((), DEFAULT_MUTATING_COMMANDS).edits_by_tool("Write", {"file_path": "a.py"})
+    assert not ProgressRule((), DEFAULT_MUTATING_COMMANDS).edits_by_tool("Write", None)
 
 
 @pytest.mark.parametrize(
@@ -132,7 +132,7 @@ def test_shell_commands_that_only_read_are_not_progress(rule: ProgressRule, comm
 @pytest.mark.parametrize("command", ["sed " * 15_500, "perl " * 12_400, "a-" * 31_000, "> " * 31_000])
 def test_long_pathological_commands_are_answered(rule: ProgressRule, command: str) -> None:
     # The old sed -i pattern backtracked: 17.5 s on the first of these (benchmarks/patterns.py measures).
-    assert rule.kind("bash", {"command": command}) is None
+    assert rule.kind("bash", command) is None
 
 
 def test_a_tool_outside_both_lists_is_not_progress(rule: ProgressRule) -> None:
