@@ -248,8 +248,8 @@ _GRIND_ADVICE = (
     "that result and act on it, or take a different approach."
 )
 _WRITE_DENIAL = (
-    "loop-detector denied this call; it did not run. It writes the same content to {target} for the {count}th "
-    "time, with no other change to that file in between, so it changes nothing:\n"
+    "loop-detector denied this call; it did not run. It writes the same content to {target} once more ({count} "
+    "times now), with no other change to that file in between, so it changes nothing:\n"
     "- tool: {tool}\n"
     "- arguments: {arguments}\n"
     "The file already holds this content. Look at why what you do with it fails instead of writing it again."
@@ -1116,6 +1116,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
                 rewrite = times > 1
                 _keep(state.writes, target, (fp.digest, times))
+            elif progress == "command":
+                # a shell write whose text does not fix what it writes (`git checkout a.py`,
+                # `cp a.py.orig a.py`) may have changed any file: no write is known to be in place
+                state.writes.clear()
             # the same edit made again right away, with the same outcome, changes
             # nothing: it opens no new epoch (a line-range edit made again that
             # reports a longer file did change it)

@@ -278,7 +278,7 @@ async def test_the_same_heredoc_written_again_is_no_progress(make: Make, anyio_b
         await run.do("Edit", {"file_path": "notes.md", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
         await run.do("Bash", {"command": "git apply fix.patch"}, "error: patch failed: x.py:1", is_error=True)
     assert run.actions == [(7, "deny")]
-    assert "same content to fix.patch" in run.texts[0]
+    assert "same content to fix.patch once more (3 times now)" in run.texts[0]
 
 
 async def test_the_same_shell_edit_right_away_is_a_repeat(make: Make, anyio_backend: str) -> None:
@@ -286,6 +286,19 @@ async def test_the_same_shell_edit_right_away_is_a_repeat(make: Make, anyio_back
     for _ in range(4):
         await run.do("bash", {"command": "sed -i 's/return mmsubsup/return mmsubsup/' mathml.py"}, "")
     assert run.actions == [(3, "deny"), (4, "deny")]
+
+
+@pytest.mark.parametrize("restore", ["git checkout app/validators.py", "cp app/validators.py.orig app/validators.py"])
+async def test_the_same_edit_made_again_after_the_file_was_restored_is_progress(
+    make: Make, anyio_backend: str, restore: str
+) -> None:
+    run = make()
+    fix = {"file_path": "app/validators.py", "old_string": "[0-9a-f:]", "new_string": "[0-9a-fA-F:]"}
+    for n in range(3):
+        await run.do("replace", fix, "Successfully modified file: app/validators.py (1 replacements).")
+        await run.do("run_shell_command", {"command": "python3 test.py"}, f"FAIL: case {n}")
+        await run.do("run_shell_command", {"command": restore}, "Updated 1 path from the index")
+    assert [kind for _, kind in run.actions if kind == "deny"] == []
 
 
 async def test_output_written_by_a_program_is_not_a_rewrite(make: Make, anyio_backend: str) -> None:
