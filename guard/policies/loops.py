@@ -1009,9 +1009,14 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if call.late is True:  # it ran: the guard records this denial, but none happened to count toward a halt
             return self._action("deny", call, count, body, threshold)
         note.denied = True
+        # the agent keeps trying: a denied call is no idle time, so what it is denied for does not decay
         if signature is not None:
             signature.denials += 1
+            signature.ts = call.ts
             note.halt = bool(config.halt_after) and signature.denials == config.halt_after
+        streak = state.streaks.get(note.streak)
+        if streak is not None:
+            state.streaks[note.streak] = (streak[0], streak[1], call.ts)
         return self._action("deny", call, count, body, threshold)
 
     def _read(

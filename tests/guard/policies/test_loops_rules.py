@@ -252,6 +252,30 @@ async def test_counts_decay_over_an_idle_gap(make: Make, anyio_backend: str) -> 
     assert run.actions == [(3, "deny")]
 
 
+async def test_a_loop_denied_without_a_pause_does_not_decay(make: Make, anyio_backend: str) -> None:
+    run = make(halt_after=0)
+    greps = [{"command": f"grep -rn {name} src"} for name in ("ipv6_re", "validate_ipv6")]
+    for _ in range(30):  # every 20 s for 20 minutes: never idle for decay_seconds
+        for grep in greps:
+            await run.do("run_shell_command", grep, "src/validators.py:12: match", seconds=20)
+    denied = [number for number, kind in run.actions if kind == "deny"]
+    assert denied == list(range(5, 61))
+
+
+async def test_a_failure_streak_denied_without_a_pause_does_not_decay(make: Make, anyio_backend: str) -> None:
+    run = make(halt_after=0)
+    for n in range(60):  # a new query every 20 s for 20 minutes, each failing the same way
+        await run.do(
+            "web_fetch",
+            {"url": f"https://example.com/{n}"},
+            "Error: browser executable missing",
+            is_error=True,
+            seconds=20,
+        )
+    denied = [number for number, kind in run.actions if kind == "deny"]
+    assert denied == list(range(9, 61))
+
+
 async def test_siblings_cancelled_by_a_failure_are_not_failures(make: Make, anyio_backend: str) -> None:
     run = make()
     cancelled = "<tool_use_error>Sibling tool call errored</tool_use_error>"
