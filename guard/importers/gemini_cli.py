@@ -133,6 +133,7 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
                 yield from b.user(agent, text, ts)
         elif kind == "gemini":
             step += 1
+            b.model(message.get("model"))
             finished: float | None = None
             for index, call in enumerate(message.get("toolCalls") or ()):
                 if not isinstance(call, dict):

@@ -521,6 +521,13 @@ def test_codex_names_its_model_in_the_turn_context() -> None:
     assert session.model == "gpt-5-codex"
 
 
+def test_gemini_cli_names_its_model_on_each_response() -> None:
+    (session,) = open_sessions(corpus_file("gemini-cli/gemini-cli-pomodoro-timer.json"))
+    for _ in session.events():
+        pass
+    assert session.model == "gemini-2.5-pro"
+
+
 def _folder(tmp_path: Path) -> Path:
     """Transcripts of every kind an audit meets: looping and calm sessions,
     a file it cannot read and one that is no transcript."""
