@@ -428,6 +428,18 @@ press's ``text``: ``{"action": "key", "text": "Page_Down"}``). A search
 term, a path or a file's content is data, whatever word it is."""
 _KEY_PRESSES = frozenset({"key", "keypress", "key_press", "press", "press_key"})
 
+_CLICK = re.compile(r"(?i)click|\btap\b")
+"""A tool or operation value that clicks: ``browser_click``,
+``click_element_by_index``, ``{"action": "left_click"}``."""
+_LABEL_KEYS = ("element", "label", "text", "name", "title")
+_ACK_CHARS = 200
+"""A click's result at most this long is an acknowledgement that may name
+what was clicked; a longer one is the page."""
+_CONTROL = re.compile(
+    r"""[\W_]*(?:the\s+)?(.{1,40}?)(?:\s+(?:button|link|arrow|icon|control))?[\W_]*""", re.IGNORECASE
+)
+"""A control's label without quotes, marks, an article or its role word."""
+
 _OPEN_CALLS = 64
 """Calls waiting for their results kept per agent: more than parallel
 calls ever reach, so only calls whose results never come are dropped."""
@@ -704,7 +716,18 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     )
     opaque_results: tuple[str, ...] = (r"(?i)^\s*(?:\[(?:image|screenshot|document|audio|video|file)\]\s*)+$",)
     decay_seconds: int = 900
-    paging_tools: tuple[str, ...] = ("*scroll*", "*page_down*", "*page_up*", "*next_page*", "*paginate*", "*load_more*")
+    paging_tools: tuple[str, ...] = (
+        "*scroll*",
+        "*page_down*",
+        "*page_up*",
+        "*next_page*",
+        "*paginate*",
+        "*load_more*",
+        "*go_back*",
+        "*go_forward*",
+        "*navigate_back*",
+        "*navigate_forward*",
+    )
     paging_args: tuple[str, ...] = (
         "offset",
         "cursor",
@@ -725,7 +748,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     )
     paging_values: tuple[str, ...] = (
         r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
-        r"prev(?:ious)?(?:[ _-]?page)?|more|load[ _-]?more|(?:arrow[ _-]?)?(?:up|down|left|right))$",
+        r"prev(?:ious)?(?:[ _-]?page)?|(?:load|show|see|view)?[ _-]?more(?:[ _-]?results)?|older|newer|"
+        r"(?:go[ _-]?)?back|(?:shift[ _+-]?)?tab|(?:arrow[ _-]?)?(?:up|down|left|right))$",
     )
     tools: dict[str, LoopsToolConfig] = field(default_factory=dict)
     result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
@@ -866,6 +890,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._paging_values = RegexSet(config.paging_values, setting="loops.paging_values")
         self._poll_values = RegexSet(config.poll_values, setting="loops.poll_values")
         self._value_memo: dict[str, int] = {}
+        self._clicks: dict[str, bool] = {}
         self._poll_commands = CommandPatterns(config.poll_commands)
         self._poll_states = RegexSet(config.poll_states, setting="loops.poll_states")
         self._error_results = RegexSet(config.error_results, setting="loops.error_results")
@@ -918,6 +943,33 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if rules.kind == "paging" or values & _PAGING_VALUE:
             return True
         return self._paging_tools is not None and self._paging_tools.tracks(tool)
+
+    def _pager_click(self, tool: str, args: Any, content: str) -> bool:
+        """A click on a pager control (Next, Load more, Previous): paging, as
+        a scroll is. The control is named by the click's label argument
+        (``element``, ``label``, ``text``, ``name``, ``title``) or by its
+        short acknowledgement (``Clicked button with index 7: Load more``),
+        read with ``paging_values`` once a role word (button, link) is
+        dropped. A click is a tool named for it or an operation value."""
+        if not self._paging_values or not isinstance(args, dict):
+            return False
+        clicks = self._clicks.get(tool)
+        if clicks is None:
+            clicks = _CLICK.search(tool) is not None
+            if len(self._clicks) < 4096:
+                self._clicks[tool] = clicks
+        if not clicks and not any(
+            isinstance(args.get(key), str) and _CLICK.search(args[key]) for key in ("action", "action_type", "type")
+        ):
+            return False
+        labels = [args[key] for key in _LABEL_KEYS if isinstance(args.get(key), str)]
+        if len(content) <= _ACK_CHARS:
+            labels.append(content.rsplit(": ", 1)[-1])
+        for label in labels:
+            words = _CONTROL.fullmatch(label.strip())
+            if words is not None and self._paging_values.fullmatch(words.group(1)):
+                return True
+        return False
 
     def _values(self, args: Any) -> int:
         """What a call's short argument values naming what to do
@@ -1137,7 +1189,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return None
         if not tracked:
             return None
-        if note.paging:
+        if note.paging or (note.acts and not failed and self._pager_click(result.tool, result.args, content)):
             return None
         streak_key = note.streak
         poll = note.polled or (not failed and self._says(_POLL_CHECK, content, found))

@@ -241,6 +241,42 @@ async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> 
     assert run.actions == []
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "ack"),
+    [
+        ("click", {"index": 7}, "🖱️ Clicked button with index 7: Load more"),
+        ("browser_click", {"element": "Next page button", "ref": "e42"}, "ok"),
+        ("computer", {"action": "left_click", "coordinate": [880, 412], "text": "Show more"}, "clicked"),
+        ("send_keys", {"keys": "Tab"}, "⌨️  Sent keys: Tab"),
+        ("go_back", {}, "🔙  Navigated back"),
+        ("mcp__playwright__browser_navigate_back", {}, "ok"),
+    ],
+)
+async def test_paging_through_a_ui_is_never_counted(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], ack: str
+) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do(tool, args, ack)
+    assert run.actions == []
+
+
+async def test_the_same_click_on_any_other_control_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("click", {"index": 7}, "🖱️ Clicked button with index 7: Submit")
+    for _ in range(3):
+        await run.do("browser_click", {"element": "Next.js docs link", "ref": "e9"}, "ok")
+    assert run.actions == [(3, "deny"), (6, "deny")]
+
+
+async def test_a_pager_click_that_fails_is_a_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(5):
+        await run.do("click", {"index": 58}, "Element not clickable with index 58: Next", is_error=True)
+    assert run.actions == [(3, "remind"), (5, "deny")]
+
+
 async def test_counts_decay_over_an_idle_gap(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(5):
