@@ -74,11 +74,14 @@ class CallSelector:
         self._commands = CommandPatterns(exclude_commands)
         self.ignored = frozenset(ignored_args)
 
-    def tracks(self, tool: str, command: str | None) -> bool:
-        """Whether the policy counts a call of ``tool`` running ``command``
-        (its arguments read with ``guard.patterns.shell_command``, once per
-        call by the policy); an untracked call neither counts nor resets
-        anything."""
+    def tracks(self, tool: str, args: Any) -> bool:
+        """Whether the policy counts this call; an untracked call neither
+        counts nor resets anything."""
+        return self._filter.tracks(tool) and not self._commands.match(args)
+
+    def tracks_command(self, tool: str, command: str | None) -> bool:
+        """``tracks``, for a policy that has read the call's command already
+        (``guard.patterns.shell_command``) and would otherwise read it twice."""
         return self._filter.tracks(tool) and not self._commands.search(command)
 
     def fingerprint(self, fingerprints: FingerprintCache, tool: str, args: Any, call_id: str) -> Fingerprint:

@@ -456,6 +456,11 @@ class CommandPatterns:
         regexes = RegexSet(patterns, setting=setting)
         self._patterns = regexes if regexes else None
 
+    def match(self, args: Any) -> bool:
+        """Whether a call's ``command`` argument matches (``args`` read with
+        ``shell_command``, only when there are patterns to match)."""
+        return self._patterns is not None and self.search(shell_command(args))
+
     def search(self, command: str | None) -> bool:
         """Whether ``command``, a call's command read with ``shell_command``
         (``None`` for a call without one), matches."""

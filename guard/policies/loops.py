@@ -48,6 +48,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections import deque
 from typing import Any, TypeVar
@@ -427,6 +428,8 @@ hold: a poll or a paging word (``{"action": "poll"}``, ``{"action":
 press's ``text``: ``{"action": "key", "text": "Page_Down"}``). A search
 term, a path or a file's content is data, whatever word it is."""
 _KEY_PRESSES = frozenset({"key", "keypress", "key_press", "press", "press_key"})
+_VALUE_KEYS = frozenset(_OPERATION_KEYS) | {"text"}
+"""Every argument ``_values`` reads: a call with none of them names no operation."""
 
 _CLICK = re.compile(r"(?i)click|\btap\b")
 """A tool or operation value that clicks: ``browser_click``,
@@ -435,9 +438,7 @@ _LABEL_KEYS = ("element", "label", "text", "name", "title")
 _ACK_CHARS = 200
 """A click's result at most this long is an acknowledgement that may name
 what was clicked; a longer one is the page."""
-_CONTROL = re.compile(
-    r"""[\W_]*(?:the\s+)?(.{1,40}?)(?:\s+(?:button|link|arrow|icon|control))?[\W_]*""", re.IGNORECASE
-)
+_CONTROL = re.compile(r"""[\W_]*(?:the\s+)?(.{1,40}?)(?:\s+(?:button|link|arrow|icon|control))?[\W_]*""", re.IGNORECASE)
 """A control's label without quotes, marks, an article or its role word."""
 
 _OPEN_CALLS = 64
@@ -470,7 +471,8 @@ def _keep(table: dict[_K, _V], key: _K, value: _V) -> None:
 
 class _Note:
     """A call seen by ``on_call``, waiting for its result, with what was
-    read from its arguments there."""
+    read from its arguments there. Made for every call, so its arguments
+    are positional: a keyword call costs about twice as much."""
 
     __slots__ = ("acts", "denied", "file", "fp", "halt", "paging", "polled", "rules", "streak", "target", "writing")
 
@@ -478,7 +480,6 @@ class _Note:
         self,
         fp: Fingerprint,
         rules: _Rules,
-        *,
         paging: bool,
         polled: bool,
         writing: str | None,
@@ -890,6 +891,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._paging_values = RegexSet(config.paging_values, setting="loops.paging_values")
         self._poll_values = RegexSet(config.poll_values, setting="loops.poll_values")
         self._value_memo: dict[str, int] = {}
+        # how long an idle gap voids a count (``decay_seconds``; 0: never)
+        self._decay = float(config.decay_seconds) if config.decay_seconds else math.inf
         self._clicks: dict[str, bool] = {}
         self._poll_commands = CommandPatterns(config.poll_commands)
         self._poll_states = RegexSet(config.poll_states, setting="loops.poll_states")
@@ -936,14 +939,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return fingerprint(tool, args, rules.ignored)
         return self._calls.fingerprint(fingerprints, tool, args, call_id)
 
-    def _paging(self, tool: str, rules: _Rules, values: int) -> bool:
-        """A paging call: a paging tool (``paging_tools`` or ``kind =
-        "paging"``), or an argument value such as ``scroll`` or ``next``
-        (``values``, from ``_values``)."""
-        if rules.kind == "paging" or values & _PAGING_VALUE:
-            return True
-        return self._paging_tools is not None and self._paging_tools.tracks(tool)
-
     def _pager_click(self, tool: str, args: Any, content: str) -> bool:
         """A click on a pager control (Next, Load more, Previous): paging, as
         a scroll is. The control is named by the click's label argument
@@ -978,14 +973,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
         ``get_status``), both or neither. A search for the word ``progress``
         is no poll."""
         found = 0
-        if isinstance(args, dict) and (self._paging_values or self._poll_values):
+        if isinstance(args, dict) and (self._paging_values or self._poll_values) and not _VALUE_KEYS.isdisjoint(args):
             for key, value in args.items():
+                allowed = _OPERATION_KEYS.get(key)
+                if allowed is None:
+                    if key != "text" or args.get("action") not in _KEY_PRESSES:
+                        continue
+                    allowed = _PAGING_VALUE
                 if isinstance(value, str) and len(value) <= 16:
-                    allowed = _OPERATION_KEYS.get(key, 0)
-                    if key == "text" and args.get("action") in _KEY_PRESSES:
-                        allowed = _PAGING_VALUE
-                    if allowed:
-                        found |= self._value(value) & allowed
+                    found |= self._value(value) & allowed
         return found
 
     def _value(self, value: str) -> int:
@@ -1002,17 +998,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
             memo[value] = found
         return found
 
-    def _decayed(self, then: float, now: float) -> bool:
-        decay = self.config.decay_seconds
-        return bool(decay) and now - then >= decay
-
     async def on_call(self, state: _AgentLoops, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         command = shell_command(call.args)
-        if not self._calls.tracks(call.tool, command):
+        if not self._calls.tracks_command(call.tool, command):
             state.waited_at = state.seen  # a wait (sleep): what changes across it may be real progress
             return None
         hints = call.hints if isinstance(call.hints, dict) else None
-        rules = self.rules(call.tool, hints)
+        rules = self._rules.get(call.tool) if hints is None else None  # ``rules``, inlined on the hot path
+        if rules is None:
+            rules = self.rules(call.tool, hints)
         if rules.kind == "exclude":
             return None
         config = self.config
@@ -1024,7 +1018,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return None
         fp = note.fp
         signature = state.signatures.get(fp.digest)
-        if signature is not None and self._decayed(signature.ts, call.ts):
+        if signature is not None and call.ts - signature.ts >= self._decay:
             signature = None
         text: str | None = None
         count = 0
@@ -1053,6 +1047,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 arguments=fp.preview(_PREVIEW),
                 elapsed=_elapsed(call.ts - signature.since),
             )
+        elif note.writing is None and note.streak not in state.streaks:
+            return None  # neither a write nor a tool failing in a streak: no other denial applies
         else:
             body, count, threshold = self._target_denial(state, call, note)
             if not body:
@@ -1079,7 +1075,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         the program of its last step (``make`` in ``rm -rf build && cd app
         && make``; a pipeline's first program): different programs failing
         the same way are no streak. ``command`` is the call's, read with
-        ``shell_command``."""
+        ``shell_command``. A paging call is a paging tool's (``paging_tools``
+        or ``kind = "paging"``) or has an argument value such as ``scroll``
+        or ``next`` (``_values``)."""
         program = shell_program(command) if command else None
         target, file = call_target(args, command, program)
         values = self._values(args)
@@ -1087,13 +1085,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
-            paging=self._paging(tool, rules, values),
-            polled=rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args, command),
-            writing=writing,
-            acts=writing is None and rules.mutating is None and not self._reads.reads(tool, command),
-            streak=(tool, program),
-            target=target,
-            file=file,
+            rules.kind == "paging"
+            or bool(values & _PAGING_VALUE)
+            or (self._paging_tools is not None and self._paging_tools.tracks(tool)),
+            rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args, command),  # polled
+            writing,
+            writing is None and rules.mutating is None and not self._reads.reads(tool, command),  # acts
+            (tool, program),  # the failure streak it counts toward
+            target,
+            file,
         )
 
     def _target_denial(self, state: _AgentLoops, call: ToolCall, note: _Note) -> tuple[str, int, int]:
@@ -1107,7 +1107,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             and streak[0]  # failures that say nothing (a bare exit code 1: grep found nothing) are no one kind
             and rules.streak_deny_at
             and streak[1] >= state.at(rules.streak_deny_at)
-            and not self._decayed(streak[2], call.ts)
+            and not (call.ts - streak[2] >= self._decay)
         ):
             kind, count, _ = streak
             body = _STREAK_DENIAL.format(tool=_streak_name(note.streak), count=count, kind=kind)
@@ -1160,7 +1160,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if rules.kind == "exclude":
                 return None
             command = shell_command(result.args)
-            tracked = self._calls.tracks(result.tool, command)
+            tracked = self._calls.tracks_command(result.tool, command)
             note = self._read(fingerprints, rules, result.tool, result.args, command, result.call_id)
         rules, fp = note.rules, note.fp
         failed = result.is_error or self._says(_ERROR_CHECK, content, found)
@@ -1199,7 +1199,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if not transient:
                 kind = error_kind(result.content)
                 previous = state.streaks.get(streak_key)
-                same = previous is not None and previous[0] == kind and not self._decayed(previous[2], result.ts)
+                same = previous is not None and previous[0] == kind and not (result.ts - previous[2] >= self._decay)
                 streak = previous[1] + 1 if same and previous is not None else 1
                 state.streaks[streak_key] = (kind, streak, result.ts)
         elif not poll and len(content) <= _OPAQUE_CHARS and self._says(_OPAQUE_CHECK, content, found):
@@ -1299,7 +1299,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.grinds.pop(key, None)
             return None
         grind = state.grinds.get(key)
-        if grind is None or grind.result != digest or self._decayed(grind.ts, result.ts):
+        if grind is None or grind.result != digest or result.ts - grind.ts >= self._decay:
             _keep(state.grinds, key, _Grind(digest, fp.digest, result.args, result.ts))
             return None
         grind.ts = result.ts
@@ -1351,7 +1351,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 and shape.counts_on(signature.shape)
             )
         )
-        if same and not self._decayed(signature.ts, result.ts):
+        if same and not (result.ts - signature.ts >= self._decay):
             signature.count += 1
             gap = state.seen - signature.last
         else:

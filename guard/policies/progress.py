@@ -71,6 +71,10 @@ DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
 (``guard.patterns``), searched in a call's top-level string ``command``
 argument."""
 
+_NAMES_KEPT = 4096
+"""Tool names whose answer ``edits_by_tool`` keeps: more than a session
+names, so a runtime that puts an id in each tool name cannot grow it."""
+
 _READ_ONLY_SUBCOMMANDS = frozenset({"view", "read", "list", "show", "cat"})
 
 
@@ -118,6 +122,7 @@ class ProgressRule:
         patterns = [loose_tool_name(p) for p in mutating_tools]
         self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
         self._commands = CommandPatterns(mutating_commands, setting="rescue.mutating_commands")
+        self._editing: dict[str, bool] = {}  # names_tool per tool name: it runs on every call
 
     def kind(self, tool: str, command: str | None) -> Literal["edit", "command"] | None:
         """``edit`` for an editing tool's call (see ``edits_by_tool``),
@@ -135,6 +140,11 @@ class ProgressRule:
         read-only sub-command). Its arguments alone say what it changes, so
         the same arguments again change nothing; a shell command's effect
         depends on more than its text."""
-        if self._tools is None or not names_tool(self._tools, tool):
+        editing = self._editing.get(tool)
+        if editing is None:
+            editing = self._tools is not None and names_tool(self._tools, tool)
+            if len(self._editing) < _NAMES_KEPT:
+                self._editing[tool] = editing
+        if not editing:
             return False
         return not (command is not None and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

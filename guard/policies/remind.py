@@ -13,7 +13,6 @@ from bus import ToolResult, UserMessage
 from guard.actions import Action, action_for
 from guard.calls import CallSelector, Interjections
 from guard.fingerprint import FingerprintCache
-from guard.patterns import shell_command
 from guard.policy import Policy
 from guard.section import (
     ConfigError,
@@ -115,7 +114,7 @@ class RemindPolicy(Policy[_Chain]):
         return _Chain()
 
     def on_result(self, state: _Chain, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
-        if not self._calls.tracks(result.tool, shell_command(result.args)):
+        if not self._calls.tracks(result.tool, result.args):
             return None  # untracked calls neither count nor reset
         fp = self._calls.fingerprint(fingerprints, result.tool, result.args, result.call_id)
         if state.count and state.digest == fp.digest:

@@ -470,7 +470,7 @@ class RescuePolicy(Policy[_AgentState]):
             self.ask, self.trips = previous
 
     def _tracks(self, tool: str, args: Any) -> bool:
-        return self._calls.tracks(tool, shell_command(args))
+        return self._calls.tracks(tool, args)
 
     async def on_call(self, state: _AgentState, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         if not self._tracks(call.tool, call.args):

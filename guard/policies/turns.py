@@ -33,7 +33,6 @@ from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard.actions import Action, ActionKind, action_for
 from guard.calls import CallSelector, Interjections
 from guard.fingerprint import FingerprintCache
-from guard.patterns import shell_command
 from guard.policies.turn_ring import Pair, TurnRing, detect_loop
 from guard.policy import Policy
 from guard.section import (
@@ -283,7 +282,7 @@ class TurnsPolicy(Policy[_AgentTurns]):
                 state.reset()  # a turn without tool calls, or a restarted count
             state.step = step
             state.calls.clear()
-        if not self._calls.tracks(tool, shell_command(args)):
+        if not self._calls.tracks(tool, args):
             return None
         pair = self._calls.fingerprint(fingerprints, tool, args, call_id).digest
         if state.turn_step != step:

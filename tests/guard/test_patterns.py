@@ -230,7 +230,10 @@ def test_command_patterns_search_only_the_command_read_from_the_arguments() -> N
         assert polls.search(shell_command({"command": command})) is expected
     for args in ({"command": ["gh", "run", "watch"]}, {"path": "gh run watch"}, "gh run watch"):
         assert not polls.search(shell_command(args))
+        assert not polls.match(args)
+    assert polls.match({"command": "gh run watch 42"})
     assert not polls.search(None)
+    assert not CommandPatterns().match({"command": "anything"})
     assert not CommandPatterns().search("anything")
 
 
