@@ -880,7 +880,7 @@ def _forwarded(target: str, raw: bytes, route: str) -> bool:
     ``route`` (its answer is then on stdout); when it did not, a reason
     other than "nothing listens there" is one line on stderr, and the hook
     answers in-process."""
-    from guard.hook_forward import ForwardError, forward
+    from guard.hook_forward import ForwardError, forward, shown_target
 
     try:
         answer = forward(target, raw, route)
@@ -889,7 +889,7 @@ def _forwarded(target: str, raw: bytes, route: str) -> bool:
         return False
     except Exception as exc:  # whatever went wrong on the way, the event is still answered
         print(
-            f"repeat-tool-guard hook: --serve {target}: {type(exc).__name__}: {exc}; answering in-process",
+            f"repeat-tool-guard hook: --serve {shown_target(target)}: {type(exc).__name__}: {exc}; answering in-process",
             file=sys.stderr,
         )
         return False

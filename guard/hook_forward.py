@@ -37,6 +37,7 @@ __all__ = [
     "hook_route",
     "read_payload",
     "serve_target",
+    "shown_target",
 ]
 
 SERVE_ENV = "REPEAT_TOOL_GUARD_SERVE"
@@ -58,6 +59,8 @@ def read_payload() -> bytes:
     naming the limit for a longer one."""
     import sys
 
+    if sys.stdin is None:
+        raise ValueError("stdin is closed: the hook reads its event from stdin as one JSON object")
     data = sys.stdin.buffer.read(PAYLOAD_LIMIT + 1)
     if len(data) > PAYLOAD_LIMIT:
         raise ValueError(f"the hook payload on stdin is over {PAYLOAD_LIMIT // (1024 * 1024)} MiB: not read")
@@ -131,6 +134,17 @@ def check_target(url: str) -> str:
     return url
 
 
+def shown_target(url: str) -> str:
+    """``url`` as a message may quote it: a user and password in it shown
+    as ``***``, and at most 200 characters."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        authority, slash, path = rest.partition("/")
+        if "@" in authority:
+            url = f"{scheme}{sep}***@{authority.rpartition('@')[2]}{slash}{path}"
+    return url if len(url) <= 200 else url[:200] + "…"
+
+
 def _address(url: str, route: str = HOOK_PATH) -> tuple[int, str | tuple[str, int], str, str]:
     """Socket family, address, host header and path of ``url``: ``unix:PATH``
     (the server's ``--uds``) or ``http://HOST:PORT[/PATH]`` on loopback; the
@@ -138,15 +152,17 @@ def _address(url: str, route: str = HOOK_PATH) -> tuple[int, str | tuple[str, in
     if url.startswith("unix:"):
         return _socket.AF_UNIX, url[len("unix:") :], "localhost", route
     if not url.startswith("http://"):
-        raise ValueError(f"--serve {url!r}: must be unix:PATH or http://HOST:PORT")
+        raise ValueError(f"--serve {shown_target(url)!r}: must be unix:PATH or http://HOST:PORT")
     rest = url[len("http://") :]
     where, slash, path = rest.partition("/")
     host, colon, port = where.rpartition(":")
     if not colon or not port.isdecimal() or not 0 < int(port) < 65536:
-        raise ValueError(f"--serve {url!r}: must name a port from 1 to 65535 (http://127.0.0.1:8787)")
+        raise ValueError(f"--serve {shown_target(url)!r}: must name a port from 1 to 65535 (http://127.0.0.1:8787)")
     host = host.strip("[]")
     if host not in ("localhost", "127.0.0.1", "::1"):
-        raise ValueError(f"--serve {url!r}: the hook forwards to this machine only (localhost, 127.0.0.1, ::1)")
+        raise ValueError(
+            f"--serve {shown_target(url)!r}: the hook forwards to this machine only (localhost, 127.0.0.1, ::1)"
+        )
     family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
     address = ("127.0.0.1" if host == "localhost" else host, int(port))
     return family, address, where, (slash + path) if path else route
@@ -175,7 +191,7 @@ def forward(url: str, body: bytes, route: str = HOOK_PATH) -> bytes | None:
             sock.sendall(head.encode("ascii") + body)
             raw = _read_all(sock, deadline)
         except OSError as exc:
-            raise ForwardError(f"{url}: {exc.strerror or type(exc).__name__}") from None
+            raise ForwardError(f"{shown_target(url)}: {exc.strerror or type(exc).__name__}") from None
     finally:
         sock.close()
     return _object(url, _body(url, raw))
@@ -232,7 +248,7 @@ def _object(url: str, body: bytes) -> bytes:
     except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
         end = -1
     if type(value) is not dict or end != len(text):
-        raise ForwardError(f"{url}: the answer is not one JSON object")
+        raise ForwardError(f"{shown_target(url)}: the answer is not one JSON object")
     return body
 
 
@@ -242,9 +258,9 @@ def _body(url: str, raw: bytes) -> bytes:
     lines = head.split(b"\r\n")
     status = lines[0].split(b" ", 2)
     if not sep or len(status) < 2 or not status[0].startswith(b"HTTP/1."):
-        raise ForwardError(f"{url}: not an HTTP answer")
+        raise ForwardError(f"{shown_target(url)}: not an HTTP answer")
     if status[1] != b"200":
-        raise ForwardError(f"{url} answered {status[1].decode('ascii', 'replace')}")
+        raise ForwardError(f"{shown_target(url)} answered {status[1].decode('ascii', 'replace')}")
     headers = {}
     for line in lines[1:]:
         name, _, value = line.partition(b":")
@@ -253,7 +269,7 @@ def _body(url: str, raw: bytes) -> bytes:
         return _unchunk(url, body)
     length = headers.get(b"content-length")
     if length is None or not length.isdigit() or int(length) != len(body):
-        raise ForwardError(f"{url}: the answer was cut short")
+        raise ForwardError(f"{shown_target(url)}: the answer was cut short")
     return body
 
 
@@ -264,9 +280,9 @@ def _unchunk(url: str, body: bytes) -> bytes:
         try:
             size = int(size_line.split(b";")[0], 16)
         except ValueError:
-            raise ForwardError(f"{url}: the answer was cut short") from None
+            raise ForwardError(f"{shown_target(url)}: the answer was cut short") from None
         if not sep or len(body) < size + 2:
-            raise ForwardError(f"{url}: the answer was cut short")
+            raise ForwardError(f"{shown_target(url)}: the answer was cut short")
         if size == 0:
             return b"".join(out)
         out.append(body[:size])

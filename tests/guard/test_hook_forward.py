@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from guard import hook_forward
-from guard.cli import main
+from guard.cli import EXIT_HOOK_FAULT, main
 from guard.hook_forward import SERVE_ENV, ForwardError, check_target, forward, serve_target
 
 
@@ -195,6 +195,22 @@ def test_an_address_that_is_no_local_server_is_refused(url: str, reason: str) ->
         check_target(url)
 
 
+@pytest.mark.parametrize(
+    "url", ["http://user:s3cret@10.0.0.5:8787", "https://user:s3cret@127.0.0.1:8787/x", "http://:s3cret@127.0.0.1"]
+)
+def test_a_password_in_the_address_is_never_shown(url: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        check_target(url)
+    assert "s3cret" not in str(refused.value)
+    assert "***@" in str(refused.value)
+
+
+def test_an_error_about_a_long_address_quotes_its_start() -> None:
+    with pytest.raises(ValueError) as refused:
+        check_target("http://" + "a" * 100_000)
+    assert len(str(refused.value)) < 400
+
+
 def test_ipv6_loopback_is_a_local_server() -> None:
     assert check_target("http://[::1]:8787") == "http://[::1]:8787"
 
@@ -298,6 +314,16 @@ def test_the_hook_answers_in_process_whatever_goes_wrong_on_the_way(
     err = capsysbinary.readouterr().err.decode()
     assert "--serve unix:/nowhere: RuntimeError: the client broke; answering in-process" in err
     assert b'"call_id":"t2"' in (state / "s1.jsonl").read_bytes()
+
+
+def test_a_closed_stdin_is_a_hook_fault_naming_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", None)
+    assert main(["hook", "--serve", "unix:/nowhere"]) == EXIT_HOOK_FAULT
+    assert "stdin is closed" in capsys.readouterr().err
+    assert main(["hook", "--state-dir", "/nonexistent/never-made"]) == EXIT_HOOK_FAULT
+    assert "stdin is closed" in capsys.readouterr().err
 
 
 def test_help_is_never_forwarded(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
