@@ -889,7 +889,8 @@ def _forwarded(target: str, raw: bytes, route: str) -> bool:
         return False
     except Exception as exc:  # whatever went wrong on the way, the event is still answered
         print(
-            f"repeat-tool-guard hook: --serve {shown_target(target)}: {type(exc).__name__}: {exc}; answering in-process",
+            f"repeat-tool-guard hook: --serve {shown_target(target)}: {type(exc).__name__}: {exc}; "
+            "answering in-process",
             file=sys.stderr,
         )
         return False

@@ -31,6 +31,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from guard._text import one_line, shown
 from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.hook_runtimes import RUNTIMES
@@ -73,11 +74,6 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 def _error(status: int, reason: str, headers: dict[str, str] | None = None) -> Response:
     return _json(ErrorBody(reason), status, headers)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class _Handlers:
@@ -125,17 +121,17 @@ class _Handlers:
                 else:
                     response = await handler(request)
             except RequestError as exc:
-                response = _error(exc.status, _one_line(exc.reason, 500))
+                response = _error(exc.status, one_line(exc.reason, 500))
             except StoreError as exc:
                 with contextlib.suppress(OSError):  # stderr may sit on the very disk that is full
                     _log.error("serve.not_recorded", route=name, path=request.url.path, error=str(exc))
-                response = _error(503, _one_line(str(exc), 500), {"Retry-After": "1"})
+                response = _error(503, one_line(str(exc), 500), {"Retry-After": "1"})
             except ClientDisconnect:
                 response = _error(400, "the client hung up before its body was complete")
             except Exception as exc:
                 with contextlib.suppress(OSError):
                     _log.exception("serve.request_failed", route=name, path=request.url.path)
-                response = _error(500, _one_line(f"internal error: {type(exc).__name__}: {exc}"))
+                response = _error(500, one_line(f"internal error: {type(exc).__name__}: {exc}", 300))
             finally:
                 self.in_flight -= 1
                 scope.leave(entered)
@@ -165,11 +161,11 @@ class _Handlers:
         """Why a request that may come from a web page is refused, if it is."""
         origin = request.headers.get("origin")
         if origin is not None and origin.lower().rstrip("/") not in self.origins:
-            return f"origin {_one_line(origin, 100)!r} is not allowed (serve --allow-origin)"
+            return f"origin {shown(origin, 100)} is not allowed (serve --allow-origin)"
         if self.hosts is not None:
             host = _hostname(request.headers.get("host", ""))
             if host not in self.hosts:
-                return f"host {_one_line(host, 100)!r} is not a name this server answers to (serve --allow-host)"
+                return f"host {shown(host, 100)} is not a name this server answers to (serve --allow-host)"
         return None
 
     def _authorized(self, request: Request) -> bool:
@@ -181,7 +177,8 @@ class _Handlers:
     async def body(self, request: Request) -> bytes:
         media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if media != _JSON:
-            raise RequestError(415, f"content type {_one_line(media, 100) or 'none'!r}: send application/json")
+            named = shown(media, 100) if media else "'none'"
+            raise RequestError(415, f"content type {named}: send application/json")
         limit = self.max_body
         declared = request.headers.get("content-length")
         if declared is not None and "transfer-encoding" in request.headers:
@@ -238,7 +235,7 @@ class _Handlers:
 
     async def _codex_hook(self, payload: dict[str, Any]) -> dict[str, Any]:
         if not is_session_id(payload.get("session_id")):
-            raise ValueError(f"session_id {payload.get('session_id')!r}: {SESSION_ID_RULE}")
+            raise ValueError(f"session_id {shown(payload.get('session_id'))}: {SESSION_ID_RULE}")
         if CODEX.seam(payload) is None:
             return {}
         async with self.store.use(payload["session_id"]) as session:
@@ -283,7 +280,7 @@ class _Handlers:
         arrived = time.time()
         session_id = request.path_params["session"]
         if not is_session_id(session_id):
-            raise RequestError(400, f"session {_one_line(session_id, 100)!r}: {SESSION_ID_RULE}")
+            raise RequestError(400, f"session {shown(session_id, 100)}: {SESSION_ID_RULE}")
         event = decode_event(await self.body(request))
 
         async def apply(present: Callable[[], Awaitable[None]]) -> bytes:
@@ -296,7 +293,7 @@ class _Handlers:
     async def healthz(self, request: Request) -> Response:
         problem = await self.store.unready()
         if problem is not None:
-            return _json({"status": "unavailable", "error": _one_line(problem), "sessions": len(self.store)}, 503)
+            return _json({"status": "unavailable", "error": one_line(problem, 300), "sessions": len(self.store)}, 503)
         return _json({"status": "ok", "sessions": len(self.store)})
 
     async def metrics_text(self, request: Request) -> Response:
@@ -318,7 +315,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     reason = f"{request.method} {request.url.path}: {exc.detail}"
     headers = dict(exc.headers) if exc.headers else None
-    return _error(exc.status_code, _one_line(reason), headers)
+    return _error(exc.status_code, one_line(reason, 300), headers)
 
 
 def create_app(

@@ -30,6 +30,7 @@ from bus import (
     too_deep,
 )
 from bus._codec import lenient_json
+from guard._text import shown
 from guard.fingerprint import fingerprint
 from guard.server.sessions import Session
 from guard.sessions.answer import Answer, retry_key
@@ -204,7 +205,8 @@ async def answer_event(session: Session, event: EventIn, *, arrived: float | Non
         recorded = session.recorded.get(key)
         if arrived is not None and recorded is not None and recorded > arrived:
             raise RequestError(
-                409, f"{kind} {event.call_id!r} of agent {event.agent!r} was recorded after this request arrived: "
+                409,
+                f"{kind} {shown(event.call_id)} of agent {shown(event.agent)} was recorded after this request arrived: "
                 "a copy of it was answered already"
             )  # fmt: skip
         answer = msgspec.json.encode(await apply_event(session, event))
@@ -351,7 +353,7 @@ async def apply_event(session: Session, event: EventIn) -> EventAnswer:
         await agent.user_message(event.text)
     elif type(event) is ToolCallIn:
         if agent.has_call(event.call_id):
-            raise RequestError(409, f"call {event.call_id!r} of agent {event.agent!r} is already open")
+            raise RequestError(409, f"call {shown(event.call_id)} of agent {shown(event.agent)} is already open")
         _set_step(agent, event.step)
         seq = bus.seq + 1
         decision = await agent.call(event.call_id, event.tool, event.args)
@@ -371,16 +373,20 @@ def _check_result(session: Session, agent: AgentLink | None, event: ToolResultIn
     if event.denied_by is not None and event.denied_by in session.guards:
         raise RequestError(
             422,
-            f"denied_by = {event.denied_by!r} names the guard itself, which records its own denials: "
+            f"denied_by = {shown(event.denied_by)} names the guard itself, which records its own denials: "
             "name your own interceptor",
         )
     if agent is None or not agent.has_call(event.call_id):
         if session.denied_call(event.agent, event.call_id) is not None:
             raise RequestError(
-                409, f"call {event.call_id!r} of agent {event.agent!r} was denied; its denial is already its result"
+                409,
+                f"call {shown(event.call_id)} of agent {shown(event.agent)} was denied; "
+                "its denial is already its result",
             )
         if not event.tool:
-            raise RequestError(422, f"result of call {event.call_id!r} was never posted as a call: it needs its tool")
+            raise RequestError(
+                422, f"result of call {shown(event.call_id)} was never posted as a call: it needs its tool"
+            )
 
 
 async def _result(session: Session, agent: AgentLink, event: ToolResultIn) -> int:
@@ -410,12 +416,12 @@ async def _status(session: Session, event: AgentStatusIn) -> EventAnswer:
     agent = agents.get(event.agent)
     if event.status == "started":
         if agent is not None:
-            raise RequestError(409, f"agent {event.agent!r} is already started in session {session.id!r}")
+            raise RequestError(409, f"agent {shown(event.agent)} is already started in session {session.id!r}")
         seq = session.link.bus.seq + 1
         agent = await _start(session, event.agent, event.parent)
         return _wire(agent, agent.answer(seq))
     if agent is None:
-        raise RequestError(409, f"agent {event.agent!r} is not live in session {session.id!r}")
+        raise RequestError(409, f"agent {shown(event.agent)} is not live in session {session.id!r}")
     seq = agent.bus.seq + 1
     if event.status == "disposed":
         del agents[event.agent]
@@ -430,7 +436,7 @@ async def _start(session: Session, agent_id: str, parent_id: str | None) -> Agen
     if parent_id is not None:
         parent = session.agents.get(parent_id)
         if parent is None:
-            raise RequestError(409, f"parent agent {parent_id!r} is not live in session {session.id!r}")
+            raise RequestError(409, f"parent agent {shown(parent_id)} is not live in session {session.id!r}")
     agent = session.agents[agent_id] = session.link.agent(agent_id, parent=parent)
     await agent.start()
     return agent

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from guard._text import shown
 from guard.adapters.claude_hooks import check_env_name
 
 __all__ = ["CODEX_HOOK_TOOL", "MCP_INPUTS", "MCP_SERVER", "answer_rpc", "mcp_hook_settings", "mcp_server_toml"]
@@ -78,7 +79,8 @@ async def answer_rpc(
         result = {"tools": [_TOOL_SPEC]}
     elif method == "tools/call":
         if params.get("name") != CODEX_HOOK_TOOL:
-            return _error(request_id, -32602, f"unknown tool {params.get('name')!r}; the tool is {CODEX_HOOK_TOOL!r}")
+            named = shown(params.get("name"))
+            return _error(request_id, -32602, f"unknown tool {named}; the tool is {CODEX_HOOK_TOOL!r}")
         arguments = params.get("arguments")
         try:
             answer = await handle(arguments if isinstance(arguments, dict) else {})
@@ -86,7 +88,7 @@ async def answer_rpc(
             return _result(request_id, {"content": [{"type": "text", "text": str(exc)}], "isError": True})
         result = {"content": [{"type": "text", "text": msgspec.json.encode(answer).decode()}], "isError": False}
     else:
-        return _error(request_id, -32601, f"method {method!r} is not served here")
+        return _error(request_id, -32601, f"method {shown(method)} is not served here")
     return _result(request_id, result)
 
 

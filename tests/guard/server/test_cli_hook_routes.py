@@ -99,6 +99,14 @@ def test_mcp_errors_are_json_rpc_errors_and_a_bad_payload_a_tool_error(served: S
     assert bad["isError"] is True
     assert "session_id '../x'" in bad["content"][0]["text"]
     assert rpc(served, "tools/call", {"name": CODEX_HOOK_TOOL})["result"]["isError"] is True
+    for message in (
+        rpc(served, "tools/call", {"name": "x" * 100_000})["error"]["message"],
+        rpc(served, "y" * 100_000)["error"]["message"],
+        rpc(served, "tools/call", {"name": CODEX_HOOK_TOOL, "arguments": {"session_id": "z" * 100_000}})["result"][
+            "content"
+        ][0]["text"],
+    ):
+        assert len(message) < 400  # the value quoted, cut short
     assert rpc(served, "initialize", {})["result"]["protocolVersion"] == "2025-06-18"
     odd = {"session_id": "s", "hook_event_name": ["PreToolUse"]}
     assert tool_answer(served, odd) == {}  # a name that is no string is no event

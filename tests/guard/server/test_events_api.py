@@ -386,6 +386,24 @@ def test_an_unusable_session_id_is_400(served: Served) -> None:
     assert not list(served.state_dir.glob("*hidden*"))
 
 
+def test_a_session_id_with_a_line_end_is_quoted_with_it_escaped(served: Served) -> None:
+    response = served.post("/v1/sessions/abc%0A/events", {"type": "user/message", "agent": "main", "text": "x"})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("session 'abc\\n': must be 1-128 letters")
+
+
+def test_an_error_about_a_long_id_quotes_its_start_and_still_says_what_was_wrong(served: Served) -> None:
+    long_id = "c" * 1000
+    orphan = served.post("/v1/sessions/ids/events", {"type": "tool/result", "agent": "main", "call_id": long_id})
+    assert orphan.status_code == 422
+    error = orphan.json()["error"]
+    assert error.endswith("was never posted as a call: it needs its tool")
+    assert len(error) < 300
+    gone = served.post("/v1/sessions/ids/events", {"type": "agent/status", "agent": "a" * 1000, "status": "idle"})
+    assert gone.status_code == 409
+    assert gone.json()["error"].endswith("is not live in session 'ids'")
+
+
 def test_a_body_over_the_limit_is_413(make_served: MakeServed) -> None:
     served = make_served(max_body=200)
     text = "x" * 300
