@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import os
 import time
 from collections import OrderedDict
@@ -349,11 +350,17 @@ class FileSessionStore(SessionStore):
     back whole and the request fails with ``StoreError``. A log is open
     only while it is read or written, so live sessions hold no file
     descriptor. With ``fsync``, each request's write is also forced to disk
-    before the answer (it survives a power cut, not only a crash)."""
+    before the answer (it survives a power cut, not only a crash).
+
+    The store makes its state directory on first use and never again: a
+    directory removed while the store runs took its sessions' logs, and
+    numbering their events anew would answer ``seq`` values already given
+    out, so every event is refused until the directory is back."""
 
     def __init__(self, state_dir: Path, config: Config | None = None, *, fsync: bool = False, **options: Any) -> None:
         super().__init__(config, **options)
         self.state_dir = state_dir
+        self._made = False
         self.fsync = fsync
         guard = Guard(config)
         self._owns = guard.owns
@@ -364,10 +371,21 @@ class FileSessionStore(SessionStore):
     def log_path(self, session_id: str) -> Path:
         return self.state_dir / f"{session_id}.jsonl"
 
+    def _ready_dir(self) -> None:
+        """Make the state directory on first use; after that, ``OSError``
+        when it is gone."""
+        if not self._made:
+            private_dir(self.state_dir)
+            self._made = True
+        elif not self.state_dir.is_dir():
+            raise FileNotFoundError(
+                errno.ENOENT, "removed while the server ran; events are refused until it is back", str(self.state_dir)
+            )
+
     async def unready(self) -> str | None:
         """The state directory must be a writable directory with room left."""
         try:
-            private_dir(self.state_dir)
+            self._ready_dir()
             info = os.statvfs(self.state_dir)
         except OSError as exc:
             return f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}"
@@ -380,7 +398,7 @@ class FileSessionStore(SessionStore):
 
         path = self.log_path(session_id)
         try:
-            private_dir(self.state_dir)
+            self._ready_dir()
         except OSError as exc:
             raise StoreError(f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}") from None
         try:

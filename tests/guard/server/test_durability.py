@@ -6,6 +6,7 @@ gets its original answer from the record."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 import time
@@ -172,6 +173,24 @@ def test_a_request_whose_client_hung_up_while_it_waited_is_dropped(served: Serve
         time.sleep(0.05)
     assert 'route="events",status="499"' in served.client.get("/metrics").text
     assert "nobody reads this" not in (served.state_dir / "g.jsonl").read_text()
+
+
+def test_a_state_dir_removed_while_serving_refuses_events_and_gives_no_seq_twice(served: Served) -> None:
+    answered = [served.event("g1", type="user/message", agent="main", text=f"step {n}")["seq"] for n in range(3)]
+    shutil.rmtree(served.state_dir)
+    health = served.client.get("/healthz")
+    assert health.status_code == 503
+    assert "removed while the server ran" in health.json()["error"]
+    errors = []
+    for n in range(3):
+        refused = served.post("/v1/sessions/g1/events", {"type": "user/message", "agent": "main", "text": f"late {n}"})
+        assert refused.status_code == 503
+        errors.append(refused.json()["error"])
+    # the live session's write fails, and the session is not rebuilt from nothing after it
+    assert "the event was not recorded" in errors[0]
+    assert errors[-1].startswith(f"state dir {str(served.state_dir)!r}: removed while the server ran")
+    assert not served.state_dir.exists()
+    assert answered == sorted(set(answered))
 
 
 @pytest.mark.anyio
