@@ -262,7 +262,7 @@ _TRANSIENT_ADVICE = (
 )
 _KEEP_POLLING = re.compile(
     r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
-    r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\buntil\b"
+    r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
 )
 _REPEAT_WORDS = re.compile(
     r"(?i)\b(?:again|retry|re-?run|rerun|re-?try|once more|one more time|another (?:time|go|try))\b"
@@ -692,6 +692,9 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
         r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution)\b",
+        # a service not up yet: what a readiness check says while it starts
+        r"(?i)\b(?:connection refused|econnrefused|failed to connect|could not connect|couldn't connect|"
+        r"no response)\b",
         # a browser's page load that timed out (Playwright, Puppeteer, Chrome's net:: codes)
         r"(?i)\b(?:navigation )?timeout (?:of )?\d+ ?ms exceeded|net::err_(?:timed_out|connection_(?:reset|closed|"
         r"timed_out)|network_changed|internet_disconnected)\b",
@@ -893,6 +896,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._value_memo: dict[str, int] = {}
         # how long an idle gap voids a count (``decay_seconds``; 0: never)
         self._decay = float(config.decay_seconds) if config.decay_seconds else math.inf
+        self._shortest_wait = min(config.poll_waits, default=0)
+        # a poller that already waits the longest back-off between polls is never denied
+        self._longest_wait = max(config.poll_waits, default=math.inf)
         self._clicks: dict[str, bool] = {}
         self._poll_commands = CommandPatterns(config.poll_commands)
         self._poll_states = RegexSet(config.poll_states, setting="loops.poll_states")
@@ -1035,7 +1041,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 stalled = signature.count >= rules.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
                 )
-                if signature.nudges and stalled and not state.patient:
+                patient = max(signature.spacing, call.ts - signature.ts) >= self._longest_wait
+                if signature.nudges and stalled and not state.patient and not patient:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
             elif count >= state.at(rules.deny_at):
                 text, threshold = _REPEAT_DENIAL, rules.deny_at
@@ -1193,6 +1200,17 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return None
         streak_key = note.streak
         poll = note.polled or (not failed and self._says(_POLL_CHECK, content, found))
+        if not poll and state.waited_at >= 0:
+            # the agent waited (an untracked sleep, for at least the shortest back-off) since this
+            # call's last result: it checks again for something to happen, a poll, whether the
+            # check succeeds or fails
+            last = state.signatures.get(fp.digest)
+            poll = (
+                last is not None
+                and last.count > 0
+                and last.last <= state.waited_at
+                and result.ts - last.ts >= self._shortest_wait
+            )
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:
             shape = Shape(_TRANSIENT if transient else _FAILED)
@@ -1379,7 +1397,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         stalled = count >= rules.poll_deny_after or bool(
             config.poll_deny_seconds and result.ts - signature.since >= config.poll_deny_seconds
         )
-        final = stalled and not signature.nudges
+        final = stalled and not signature.nudges and signature.spacing < self._longest_wait
         if not final and (count < at or (count - at) % config.poll_nudge_every):
             return None
         waits = config.poll_waits

@@ -199,14 +199,14 @@ def test_an_address_that_is_no_local_server_is_refused(url: str, reason: str) ->
     "url", ["http://user:s3cret@10.0.0.5:8787", "https://user:s3cret@127.0.0.1:8787/x", "http://:s3cret@127.0.0.1"]
 )
 def test_a_password_in_the_address_is_never_shown(url: str) -> None:
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(ValueError, match=r"^--serve") as refused:
         check_target(url)
     assert "s3cret" not in str(refused.value)
     assert "***@" in str(refused.value)
 
 
 def test_an_error_about_a_long_address_quotes_its_start() -> None:
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(ValueError, match=r"^--serve 'http://aaa") as refused:
         check_target("http://" + "a" * 100_000)
     assert len(str(refused.value)) < 400
 

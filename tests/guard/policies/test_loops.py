@@ -348,13 +348,22 @@ async def test_an_unchanged_poll_backs_off_before_any_denial(make: Make, anyio_b
 
 async def test_an_unchanged_poll_is_denied_after_its_time(make: Make, anyio_backend: str) -> None:
     run = make(poll_deny_seconds=100)
-    for _ in range(4):
-        await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>", seconds=60)
-    # every poll a minute apart: it already waits longer than any nudge would
+    for _ in range(6):
+        await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>", seconds=40)
+    # every poll 40 s apart: it already waits longer than the first nudges would
     # name, so it is nudged once, when it is about to be denied
-    assert run.actions == [(3, "remind"), (4, "deny")]
+    assert run.actions == [(4, "remind"), (5, "deny"), (6, "deny")]
     assert "wait about 60 seconds" in run.texts[0]
     assert "over 3 min" in run.texts[1]
+
+
+async def test_a_poll_that_already_waits_the_longest_back_off_is_never_denied(make: Make, anyio_backend: str) -> None:
+    """A CI run or a deploy takes half an hour; an agent that checks it once a
+    minute is doing what a nudge would ask of it."""
+    run = make()
+    for _ in range(40):
+        await run.do("Bash", {"command": "sleep 60 && gh run view 7712"}, "* build (in_progress)", seconds=61)
+    assert run.actions == []
 
 
 async def test_typing_into_a_session_is_no_poll(make: Make, anyio_backend: str) -> None:

@@ -277,6 +277,41 @@ async def test_a_pager_click_that_fails_is_a_failure(make: Make, anyio_backend: 
     assert run.actions == [(3, "remind"), (5, "deny")]
 
 
+@pytest.mark.parametrize(
+    ("check", "answer", "failed"),
+    [
+        ("nvidia-smi --query-gpu=utilization.gpu --format=csv", "utilization.gpu [%]\n0 %", False),
+        ("git pull --ff-only", "Already up to date.", False),
+        ("pg_isready -h localhost -p 5432", "localhost:5432 - rejecting connections", True),
+    ],
+)
+async def test_a_check_made_again_after_a_wait_is_a_poll(
+    make: Make, anyio_backend: str, check: str, answer: str, failed: bool
+) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("Bash", {"command": check}, answer, is_error=failed, seconds=2)
+        await run.do("Bash", {"command": "sleep 30"}, "", seconds=30)
+    assert [kind for _, kind in run.actions if kind != "remind"] == []
+
+
+async def test_a_wait_shorter_than_the_shortest_back_off_makes_no_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("Bash", {"command": "pytest -q"}, "1 failed, 14 passed", seconds=1)
+        await run.do("Bash", {"command": "sleep 1"}, "", seconds=1)
+    assert run.actions == [(5, "deny")]
+
+
+async def test_a_service_that_is_not_up_yet_is_a_transient_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    refused = "curl: (7) Failed to connect to localhost port 3000 after 0 ms: Connection refused"
+    for _ in range(6):
+        await run.do("Bash", {"command": "curl -sf http://localhost:3000/api/items"}, refused, is_error=True)
+    await run.do("Bash", {"command": "curl -sf http://localhost:3000/api/items"}, "ok")
+    assert [kind for _, kind in run.actions if kind != "remind"] == []
+
+
 async def test_counts_decay_over_an_idle_gap(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(5):
@@ -398,9 +433,16 @@ async def test_a_request_to_repeat_is_an_instruction(make: Make, anyio_backend: 
     assert run.actions == []
 
 
-async def test_keep_polling_lets_an_unchanged_poll_run(make: Make, anyio_backend: str) -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        "start the deploy and keep polling until it is done",
+        "check the deploy till it is done",
+    ],
+)
+async def test_asking_to_wait_lets_an_unchanged_poll_run(make: Make, anyio_backend: str, text: str) -> None:
     run = make()
-    await run.user("main", "start the deploy and keep polling until it is done")
+    await run.user("main", text)
     for _ in range(14):
         await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>\n<stdout>waiting</stdout>")
     assert run.actions == []
