@@ -764,7 +764,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "get_task_output",
         "check_status",
         "get_status",
-        "wait_for_*",
+        "*wait_for*",
         "*poll*",
         "*status*",
         "*snapshot*",

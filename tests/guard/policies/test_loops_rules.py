@@ -295,6 +295,13 @@ async def test_a_check_made_again_after_a_wait_is_a_poll(
     assert [kind for _, kind in run.actions if kind != "remind"] == []
 
 
+async def test_waiting_on_a_page_is_a_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("browser_wait_for", {"time": 5}, "### Page state\n- heading: Generating report...", seconds=6)
+    assert [kind for _, kind in run.actions if kind != "remind"] == []
+
+
 async def test_a_wait_shorter_than_the_shortest_back_off_makes_no_poll(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(3):
