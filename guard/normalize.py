@@ -82,6 +82,9 @@ _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = re.compile(r"[0-9]+")
 # what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
 _TOWARD = re.compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
+# what comes before a number that names a unit of work done: "batch 2", "page 3", "chunk #4"
+_UNIT = re.compile(r"(?i)\b(?:batch|page|chunk|part|shard|partition|segment|block|offset|cursor)\s*(?:#|no\.?)?\s*$")
+_UNIT_REACH = 24
 _TOTAL = re.compile(r"(?i)\btotal\b")
 _COUNTED = 32
 _COUNTED_CHARS = 2048
@@ -188,7 +191,11 @@ class Shape:
             if _TOTAL.search(text):
                 self._toward = frozenset(range(len(found)))
             else:
-                self._toward = frozenset(i for i, m in enumerate(found) if _TOWARD.match(text, m.end()))
+                self._toward = frozenset(
+                    i
+                    for i, m in enumerate(found)
+                    if _TOWARD.match(text, m.end()) or _UNIT.search(text, max(0, m.start() - _UNIT_REACH), m.start())
+                )
             self._skeleton = blake2b(_DIGITS.sub("#", text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
             self._counted = None
         return self._skeleton, self._numbers
@@ -197,7 +204,9 @@ class Shape:
         """Whether this result is ``previous`` with a counter moved on: the
         same text but for one number, grown by exactly one (a call counting
         its own runs, not work done). A number counted toward a total (``2
-        of 6``, ``2/6``, ``46%``, or beside a ``total``) is work done."""
+        of 6``, ``2/6``, ``46%``, or beside a ``total``) is work done, and so
+        is the number of a unit of work (``batch 2``, ``page 3``, ``chunk
+        #4``): a script run again on the next batch."""
         mine, theirs = self._counter(), previous._counter()
         if mine is None or theirs is None or mine[0] != theirs[0] or len(mine[1]) != len(theirs[1]):
             return False

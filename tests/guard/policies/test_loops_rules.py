@@ -60,6 +60,18 @@ async def test_code_run_again_whose_json_differs_only_in_its_duration_is_a_repea
     assert run.actions == [(3, "deny")]
 
 
+@pytest.mark.parametrize(
+    "result", ["Backfilled batch {n} (5000 rows)", "Fetched page {n} (100 records), cursor saved", "chunk #{n} uploaded"]
+)
+async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
+    make: Make, anyio_backend: str, result: str
+) -> None:
+    run = make()
+    for n in range(1, 7):
+        await run.do("Bash", {"command": "python scripts/backfill.py --next"}, result.format(n=n))
+    assert run.actions == []
+
+
 async def test_a_counter_that_counts_the_calls_is_no_progress(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4):
