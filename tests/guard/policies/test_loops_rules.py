@@ -61,7 +61,8 @@ async def test_code_run_again_whose_json_differs_only_in_its_duration_is_a_repea
 
 
 @pytest.mark.parametrize(
-    "result", ["Backfilled batch {n} (5000 rows)", "Fetched page {n} (100 records), cursor saved", "chunk #{n} uploaded"]
+    "result",
+    ["Backfilled batch {n} (5000 rows)", "Fetched page {n} (100 records), cursor saved", "chunk #{n} uploaded"],
 )
 async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
     make: Make, anyio_backend: str, result: str
