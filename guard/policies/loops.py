@@ -754,6 +754,9 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
         r"prev(?:ious)?(?:[ _-]?page)?|(?:load|show|see|view)?[ _-]?more(?:[ _-]?results)?|older|newer|"
         r"(?:go[ _-]?)?back|(?:shift[ _+-]?)?tab|(?:arrow[ _-]?)?(?:up|down|left|right))$",
+        # steps a UI is made to repeat: a stepper or an adder clicked, characters deleted, zoom
+        r"(?i)^(?:add(?:[ _-]+[a-z]+){0,2}|(?:increase|decrease|increment|decrement)(?:[ _-]+[a-z]+)?|plus|minus|"
+        r"\+|zoom[ _-]?(?:in|out)|backspace|delete|del|(?:ctrl|control|cmd|command)[ _+-]?(?:plus|minus|equal|[=+-]))$",
     )
     tools: dict[str, LoopsToolConfig] = field(default_factory=dict)
     result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
@@ -945,9 +948,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return fingerprint(tool, args, rules.ignored)
         return self._calls.fingerprint(fingerprints, tool, args, call_id)
 
-    def _pager_click(self, tool: str, args: Any, content: str) -> bool:
-        """A click on a pager control (Next, Load more, Previous): paging, as
-        a scroll is. The control is named by the click's label argument
+    def _stepping_click(self, tool: str, args: Any, content: str) -> bool:
+        """A click on a control that pages or steps (Next, Load more, Add row,
+        Increase): paging, as a scroll is, since its result only acknowledges
+        the click. The control is named by the click's label argument
         (``element``, ``label``, ``text``, ``name``, ``title``) or by its
         short acknowledgement (``Clicked button with index 7: Load more``),
         read with ``paging_values`` once a role word (button, link) is
@@ -1196,7 +1200,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return None
         if not tracked:
             return None
-        if note.paging or (note.acts and not failed and self._pager_click(result.tool, result.args, content)):
+        if note.paging or (note.acts and not failed and self._stepping_click(result.tool, result.args, content)):
             return None
         streak_key = note.streak
         poll = note.polled or (not failed and self._says(_POLL_CHECK, content, found))

@@ -263,9 +263,13 @@ async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> 
         ("send_keys", {"keys": "Tab"}, "⌨️  Sent keys: Tab"),
         ("go_back", {}, "🔙  Navigated back"),
         ("mcp__playwright__browser_navigate_back", {}, "ok"),
+        ("click_element_by_index", {"index": 7}, "🖱️  Clicked button with index 7: Add row"),
+        ("browser_click", {"element": "Increase quantity button", "ref": "e44"}, "await page.click();"),
+        ("computer", {"action": "key", "text": "BackSpace"}, "Pressed BackSpace"),
+        ("computer", {"action": "key", "text": "ctrl+plus"}, "Pressed ctrl+plus"),
     ],
 )
-async def test_paging_through_a_ui_is_never_counted(
+async def test_paging_or_stepping_through_a_ui_is_never_counted(
     make: Make, anyio_backend: str, tool: str, args: dict[str, object], ack: str
 ) -> None:
     run = make()
