@@ -434,6 +434,8 @@ _VALUE_KEYS = frozenset(_OPERATION_KEYS) | {"text"}
 _CLICK = re.compile(r"(?i)click|\btap\b")
 """A tool or operation value that clicks: ``browser_click``,
 ``click_element_by_index``, ``{"action": "left_click"}``."""
+_CLICK_KEYS = frozenset({"action", "action_type", "type"})
+"""Arguments whose value may say a call clicks (``{"action": "left_click"}``)."""
 _LABEL_KEYS = ("element", "label", "text", "name", "title")
 _ACK_CHARS = 200
 """A click's result at most this long is an acknowledgement that may name
@@ -904,19 +906,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._longest_wait = max(config.poll_waits, default=math.inf)
         self._clicks: dict[str, bool] = {}
         self._poll_commands = CommandPatterns(config.poll_commands)
-        self._poll_states = RegexSet(config.poll_states, setting="loops.poll_states")
-        self._error_results = RegexSet(config.error_results, setting="loops.error_results")
-        self._transient = RegexSet(config.transient_errors, setting="loops.transient_errors")
-        self._cancelled = RegexSet(config.cancelled_results, setting="loops.cancelled_results")
-        self._nothing_found = RegexSet(config.nothing_found, setting="loops.nothing_found")
-        self._opaque = RegexSet(config.opaque_results, setting="loops.opaque_results")
+        # in the order of the _*_CHECK numbers; kept in one attribute, since an instance with
+        # 30 attributes or more has each of them read more slowly (CPython's shared keys)
         self._checks = (
-            (self._cancelled, _CANCELLED_HEAD, False),
-            (self._error_results, 0, True),
-            (self._poll_states, _STATE_HEAD, False),
-            (self._transient, _STATE_HEAD, False),
-            (self._opaque, 0, False),
-            (self._nothing_found, 0, False),
+            (RegexSet(config.cancelled_results, setting="loops.cancelled_results"), _CANCELLED_HEAD, False),
+            (RegexSet(config.error_results, setting="loops.error_results"), 0, True),
+            (RegexSet(config.poll_states, setting="loops.poll_states"), _STATE_HEAD, False),
+            (RegexSet(config.transient_errors, setting="loops.transient_errors"), _STATE_HEAD, False),
+            (RegexSet(config.opaque_results, setting="loops.opaque_results"), 0, False),
+            (RegexSet(config.nothing_found, setting="loops.nothing_found"), 0, False),
         )
         self._all_checks = _one_pass(tuple((regexes.patterns, anchored) for regexes, _, anchored in self._checks))
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
@@ -963,8 +961,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             clicks = _CLICK.search(tool) is not None
             if len(self._clicks) < 4096:
                 self._clicks[tool] = clicks
-        if not clicks and not any(
-            isinstance(args.get(key), str) and _CLICK.search(args[key]) for key in ("action", "action_type", "type")
+        if not clicks and (
+            _CLICK_KEYS.isdisjoint(args)
+            or not any(isinstance(args.get(key), str) and _CLICK.search(args[key]) for key in _CLICK_KEYS)
         ):
             return False
         labels = [args[key] for key in _LABEL_KEYS if isinstance(args.get(key), str)]
@@ -1163,7 +1162,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         # a result no longer than the shortest head is read whole by every
         # check, so one set pass answers them all
         found = self._all_checks.matching(content) if len(content) <= _CANCELLED_HEAD else None
-        if self._says(_CANCELLED_CHECK, content, found):
+        # the two checks every result is put to, read from ``found`` inline (``_says``)
+        if found >> _CANCELLED_CHECK & 1 if found is not None else self._says(_CANCELLED_CHECK, content, None):
             return None  # cancelled because a sibling failed, or interrupted: not this call's own outcome
         tracked = True  # a call gets a note only when it is tracked
         if note is None:
@@ -1174,7 +1174,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             tracked = self._calls.tracks_command(result.tool, command)
             note = self._read(fingerprints, rules, result.tool, result.args, command, result.call_id)
         rules, fp = note.rules, note.fp
-        failed = result.is_error or self._says(_ERROR_CHECK, content, found)
+        failed = result.is_error or bool(
+            found >> _ERROR_CHECK & 1 if found is not None else self._says(_ERROR_CHECK, content, None)
+        )
         progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")
