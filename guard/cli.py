@@ -938,6 +938,7 @@ _NAMED_VALUES = {
     "prefix": "--prefix",
     "host": "--host",
     "allow_host": "--allow-host",
+    "allow_origin": "--allow-origin",
     "redis": "--redis",
     "redis_prefix": "--redis-prefix",
 }

@@ -61,6 +61,7 @@ def test_an_empty_state_dir_is_a_usage_error_not_the_default_directory(command: 
         (["watch", "redis://127.0.0.1:9/0", "--group", ""], "--group"),
         (["serve", "--host", ""], "--host"),
         (["serve", "--allow-host", ""], "--allow-host"),
+        (["serve", "--allow-origin", ""], "--allow-origin"),
         (["serve", "--redis", ""], "--redis"),
         (["serve", "--redis", "redis://127.0.0.1:9/0", "--redis-prefix", ""], "--redis-prefix"),
     ],
