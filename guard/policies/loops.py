@@ -966,7 +966,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             or not any(isinstance(args.get(key), str) and _CLICK.search(args[key]) for key in _CLICK_KEYS)
         ):
             return False
-        labels = [args[key] for key in _LABEL_KEYS if isinstance(args.get(key), str)]
+        labels = [args[key] for key in _LABEL_KEYS if isinstance(args.get(key), str) and len(args[key]) <= _ACK_CHARS]
         if len(content) <= _ACK_CHARS:
             labels.append(content.rsplit(": ", 1)[-1])
         for label in labels:
