@@ -948,13 +948,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
 
     def _stepping_click(self, tool: str, args: Any, content: str) -> bool:
         """A click on a control that pages or steps (Next, Load more, Add row,
-        Increase): paging, as a scroll is, since its result only acknowledges
-        the click. The control is named by the click's label argument
+        Increase): paging, as a scroll is, when its result only acknowledges
+        the click (one that shows the page says whether it changed). The control is named by the click's label argument
         (``element``, ``label``, ``text``, ``name``, ``title``) or by its
         short acknowledgement (``Clicked button with index 7: Load more``),
         read with ``paging_values`` once a role word (button, link) is
         dropped. A click is a tool named for it or an operation value."""
-        if not self._paging_values or not isinstance(args, dict):
+        if len(content) > _ACK_CHARS or not self._paging_values or not isinstance(args, dict):
             return False
         clicks = self._clicks.get(tool)
         if clicks is None:
@@ -967,8 +967,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         ):
             return False
         labels = [args[key] for key in _LABEL_KEYS if isinstance(args.get(key), str) and len(args[key]) <= _ACK_CHARS]
-        if len(content) <= _ACK_CHARS:
-            labels.append(content.rsplit(": ", 1)[-1])
+        labels.append(content.rsplit(": ", 1)[-1])
         for label in labels:
             words = _CONTROL.fullmatch(label.strip())
             if words is not None and self._paging_values.fullmatch(words.group(1)):

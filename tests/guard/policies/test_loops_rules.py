@@ -9,7 +9,8 @@ import json
 import pytest
 
 from bus import AgentStatus
-from guard import Config, LoopsConfig, RemindConfig, parse_config
+from guard import Config, LoopsConfig, LoopsPolicy, RemindConfig, parse_config
+from guard.policies.progress import ProgressRule
 from tests.guard.conftest import Make
 
 pytestmark = pytest.mark.anyio
@@ -285,6 +286,25 @@ async def test_the_same_click_on_any_other_control_is_a_repeat(make: Make, anyio
     for _ in range(3):
         await run.do("browser_click", {"element": "Next.js docs link", "ref": "e9"}, "ok")
     assert run.actions == [(3, "deny"), (6, "deny")]
+
+
+async def test_a_pager_click_answered_by_the_same_page_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    page = "- Page URL: https://shop.example.com/list?page=4\n- Page Snapshot:\n" + "- listitem: product\n" * 40
+    for _ in range(3):
+        await run.do("browser_click", {"element": "Next page button", "ref": "e42"}, page)
+    assert run.actions == [(3, "deny")]
+
+
+def test_what_a_tool_name_says_is_remembered_for_a_bounded_number_of_names() -> None:
+    policy = LoopsPolicy(LoopsConfig())
+    for n in range(4100):  # past the memo's limit a tool is still judged
+        assert policy._stepping_click(f"click_{n}", {"index": 3}, "Clicked button with index 3: Load more")
+    assert not policy._stepping_click("click_4099", {"index": 3}, "Clicked button with index 3: Submit")
+    rule = ProgressRule(LoopsConfig().mutating_tools, ())
+    for n in range(4100):
+        assert not rule.edits_by_tool(f"tool_{n}", None)
+    assert rule.edits_by_tool("Edit", None)
 
 
 async def test_a_pager_click_that_fails_is_a_failure(make: Make, anyio_backend: str) -> None:
