@@ -387,7 +387,10 @@ class ToolFilter:
     empty) and no ``exclude`` pattern. Patterns are predicates over whatever
     tools exist, so a pattern that matches nothing is valid. ``normalize``,
     when given, is applied to each tool name before matching (the patterns
-    are taken as given); answers are memoized by the name as called."""
+    are taken as given). With ``own_names``, an MCP server's tool
+    (``mcp__filesystem__edit_file``, ``developer__text_editor``) is also
+    matched by its own name, the part after the server's. Answers are
+    memoized by the name as called: this runs on every call."""
 
     _MEMO_LIMIT = 4096
 
@@ -397,23 +400,31 @@ class ToolFilter:
         exclude: Iterable[str] = (),
         *,
         normalize: Callable[[str], str] | None = None,
+        own_names: bool = False,
     ) -> None:
         self._include = _globs(tuple(include))
         self._exclude = _globs(tuple(exclude))
         self._normalize = normalize
+        self._own_names = own_names
         self._memo: dict[str, bool] = {}
 
     def tracks(self, tool: str) -> bool:
         tracked = self._memo.get(tool)
         if tracked is None:
-            name = self._normalize(tool) if self._normalize is not None else tool
-            tracked = (not self._include or any(p.matches(name) for p in self._include)) and not any(
-                p.matches(name) for p in self._exclude
-            )
+            tracked = self._matches(tool)
+            if not tracked and self._own_names:
+                server, _, own = tool.rpartition("__")
+                tracked = bool(server and own) and self._matches(own)
             if len(self._memo) >= self._MEMO_LIMIT:
                 self._memo.clear()
             self._memo[tool] = tracked
         return tracked
+
+    def _matches(self, tool: str) -> bool:
+        name = self._normalize(tool) if self._normalize is not None else tool
+        return (not self._include or any(p.matches(name) for p in self._include)) and not any(
+            p.matches(name) for p in self._exclude
+        )
 
 
 def shell_command(args: Any) -> str | None:

@@ -23,7 +23,6 @@ __all__ = [
     "ProgressRule",
     "check_loose_patterns",
     "loose_tool_name",
-    "names_tool",
 ]
 
 DEFAULT_MUTATING_TOOLS: tuple[str, ...] = (
@@ -71,10 +70,6 @@ DEFAULT_MUTATING_COMMANDS: tuple[str, ...] = (
 (``guard.patterns``), searched in a call's top-level string ``command``
 argument."""
 
-_NAMES_KEPT = 4096
-"""Tool names whose answer ``edits_by_tool`` keeps: more than a session
-names, so a runtime that puts an id in each tool name cannot grow it."""
-
 _READ_ONLY_SUBCOMMANDS = frozenset({"view", "read", "list", "show", "cat"})
 
 
@@ -97,16 +92,6 @@ def check_loose_patterns(key: str, value: Any) -> None:
             raise ConfigError(key, item, "must name a tool: it holds only separators")
 
 
-def names_tool(tools: ToolFilter, tool: str) -> bool:
-    """Whether ``tools`` names ``tool``, or an MCP server's tool
-    (``mcp__filesystem__edit_file``, ``developer__text_editor``) by its own
-    name. ``ToolFilter.tracks`` is memoized: this runs on every call."""
-    if tools.tracks(tool):
-        return True
-    server, _, name = tool.rpartition("__")
-    return bool(server and name and tools.tracks(name))
-
-
 class ProgressRule:
     """Decides whether a successful call was progress.
 
@@ -120,9 +105,8 @@ class ProgressRule:
 
     def __init__(self, mutating_tools: Iterable[str], mutating_commands: Iterable[str]) -> None:
         patterns = [loose_tool_name(p) for p in mutating_tools]
-        self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
+        self._tools = ToolFilter(patterns, normalize=loose_tool_name, own_names=True) if patterns else None
         self._commands = CommandPatterns(mutating_commands, setting="rescue.mutating_commands")
-        self._editing: dict[str, bool] = {}  # names_tool per tool name: it runs on every call
 
     def kind(self, tool: str, command: str | None) -> Literal["edit", "command"] | None:
         """``edit`` for an editing tool's call (see ``edits_by_tool``),
@@ -140,11 +124,6 @@ class ProgressRule:
         read-only sub-command). Its arguments alone say what it changes, so
         the same arguments again change nothing; a shell command's effect
         depends on more than its text."""
-        editing = self._editing.get(tool)
-        if editing is None:
-            editing = self._tools is not None and names_tool(self._tools, tool)
-            if len(self._editing) < _NAMES_KEPT:
-                self._editing[tool] = editing
-        if not editing:
+        if self._tools is None or not self._tools.tracks(tool):
             return False
         return not (command is not None and command.strip().lower() in _READ_ONLY_SUBCOMMANDS)

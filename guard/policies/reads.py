@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 
 from guard.patterns import RegexSet, ToolFilter
-from guard.policies.progress import loose_tool_name, names_tool
+from guard.policies.progress import loose_tool_name
 
 __all__ = ["DEFAULT_READ_ONLY_COMMANDS", "DEFAULT_READ_ONLY_TOOLS", "ReadOnlyRule"]
 
@@ -170,7 +170,7 @@ class ReadOnlyRule:
 
     def __init__(self, tools: Iterable[str], commands: Iterable[str]) -> None:
         patterns = tuple(loose_tool_name(p) for p in tools)
-        self._tools = ToolFilter(patterns, normalize=loose_tool_name) if patterns else None
+        self._tools = ToolFilter(patterns, normalize=loose_tool_name, own_names=True) if patterns else None
         self._whole = _whole_names(patterns)
         self._steps = RegexSet(commands, setting="loops.read_only_commands")
         self._memo: dict[str, bool] = {}
@@ -184,7 +184,7 @@ class ReadOnlyRule:
         memo = self._tool_memo
         reads = memo.get(tool)
         if reads is None:
-            reads = self._tools is not None and names_tool(self._tools, tool) and self._tool_reads(tool)
+            reads = self._tools is not None and self._tools.tracks(tool) and self._tool_reads(tool)
             _remember(memo, tool, reads)
         return reads
 

@@ -74,6 +74,16 @@ def test_include_limits_tracking_and_exclude_wins() -> None:
     assert [tools.tracks("mcp_fs_write"), tools.tracks("grep")] == [False, True]  # answered again from memory
 
 
+def test_with_own_names_an_mcp_servers_tool_is_also_matched_by_its_own_name() -> None:
+    tools = ToolFilter(include=["edit_file", "write_*"], own_names=True)
+    assert tools.tracks("edit_file")
+    assert tools.tracks("mcp__filesystem__edit_file")
+    assert tools.tracks("developer__write_text")
+    assert not tools.tracks("mcp__filesystem__read_file")
+    assert not tools.tracks("__edit_file")  # no server before the separator
+    assert not ToolFilter(include=["edit_file"]).tracks("mcp__filesystem__edit_file")
+
+
 def test_pattern_matching_no_tool_is_valid() -> None:
     tools = ToolFilter(exclude=["mcp_*"])  # a deployment that loads no MCP tools
     assert tools.tracks("grep")
