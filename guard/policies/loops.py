@@ -432,8 +432,9 @@ _VALUE_KEYS = frozenset(_OPERATION_KEYS) | {"text"}
 """Every argument ``_values`` reads: a call with none of them names no operation."""
 
 _CLICK = re.compile(r"(?i)click|\btap\b")
-"""A tool or operation value that clicks: ``browser_click``,
-``click_element_by_index``, ``{"action": "left_click"}``."""
+"""An operation value that clicks: ``{"action": "left_click"}``, ``tap``."""
+_CLICK_TOOLS = ("*click*", "tap", "*_tap", "tap_*")
+"""Tools that click: ``browser_click``, ``click_element_by_index``, ``mobile_tap``."""
 _CLICK_KEYS = frozenset({"action", "action_type", "type"})
 """Arguments whose value may say a call clicks (``{"action": "left_click"}``)."""
 _LABEL_KEYS = ("element", "label", "text", "name", "title")
@@ -904,7 +905,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._shortest_wait = min(config.poll_waits, default=0)
         # a poller that already waits the longest back-off between polls is never denied
         self._longest_wait = max(config.poll_waits, default=math.inf)
-        self._clicks: dict[str, bool] = {}
+        self._click_tools = ToolFilter(_CLICK_TOOLS, normalize=str.lower)
         self._poll_commands = CommandPatterns(config.poll_commands)
         # in the order of the _*_CHECK numbers; kept in one attribute, since an instance with
         # 30 attributes or more has each of them read more slowly (CPython's shared keys)
@@ -949,19 +950,15 @@ class LoopsPolicy(Policy[_AgentLoops]):
     def _stepping_click(self, tool: str, args: Any, content: str) -> bool:
         """A click on a control that pages or steps (Next, Load more, Add row,
         Increase): paging, as a scroll is, when its result only acknowledges
-        the click (one that shows the page says whether it changed). The control is named by the click's label argument
-        (``element``, ``label``, ``text``, ``name``, ``title``) or by its
-        short acknowledgement (``Clicked button with index 7: Load more``),
-        read with ``paging_values`` once a role word (button, link) is
-        dropped. A click is a tool named for it or an operation value."""
+        the click (one that shows the page says whether it changed). The
+        control is named by the click's label argument (``element``,
+        ``label``, ``text``, ``name``, ``title``) or by its acknowledgement
+        (``Clicked button with index 7: Load more``), read with
+        ``paging_values`` once a role word (button, link) is dropped. A click
+        is a tool named for it (``_CLICK_TOOLS``) or an operation value."""
         if len(content) > _ACK_CHARS or not self._paging_values or not isinstance(args, dict):
             return False
-        clicks = self._clicks.get(tool)
-        if clicks is None:
-            clicks = _CLICK.search(tool) is not None
-            if len(self._clicks) < 4096:
-                self._clicks[tool] = clicks
-        if not clicks and (
+        if not self._click_tools.tracks(tool) and (
             _CLICK_KEYS.isdisjoint(args)
             or not any(isinstance(args.get(key), str) and _CLICK.search(args[key]) for key in _CLICK_KEYS)
         ):
