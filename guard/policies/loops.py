@@ -902,9 +902,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._value_memo: dict[str, int] = {}
         # how long an idle gap voids a count (``decay_seconds``; 0: never)
         self._decay = float(config.decay_seconds) if config.decay_seconds else math.inf
-        self._shortest_wait = min(config.poll_waits, default=0)
+        self._shortest_wait = min(config.poll_waits)
         # a poller that already waits the longest back-off between polls is never denied
-        self._longest_wait = max(config.poll_waits, default=math.inf)
+        self._longest_wait = max(config.poll_waits)
         self._click_tools = ToolFilter(_CLICK_TOOLS, normalize=str.lower)
         self._poll_commands = CommandPatterns(config.poll_commands)
         # in the order of the _*_CHECK numbers; kept in one attribute, since an instance with
