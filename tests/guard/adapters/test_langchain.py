@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -432,13 +433,26 @@ async def test_a_run_whose_thread_was_disposed_meanwhile_goes_on_with_its_agent_
 
 
 async def test_parallel_calls_sharing_one_id_each_get_their_result(link: GuardLink, events: Capture) -> None:
-    """Some OpenAI-compatible servers give every call of a response one id."""
+    """Some OpenAI-compatible servers give every call of a response one id.
+    Each tool waits for the other to start, so both calls are open at once
+    (a call made after its namesake's result is a new call under the same id)."""
     runs: list[str] = []
+    both_started = asyncio.Event()
+
+    @tool
+    async def grep(pattern: str) -> str:
+        """Search the code."""
+        runs.append(pattern)
+        if len(runs) == 2:
+            both_started.set()
+        await asyncio.wait_for(both_started.wait(), 10)
+        return "src/cfg.py:12: def load_config():"
+
     same_id = AIMessage(
         "",
         tool_calls=[{"name": "grep", "args": {"pattern": p}, "id": "call_0"} for p in ("load_config", "save_config")],
     )
-    agent = create_agent(chat(same_id, AIMessage("done")), [make_grep(runs)], middleware=[RepeatToolGuard(link)])
+    agent = create_agent(chat(same_id, AIMessage("done")), [grep], middleware=[RepeatToolGuard(link)])
     result = await agent.ainvoke({"messages": [HumanMessage("find both")]})
     assert result["messages"][-1].text == "done"
     assert sorted(runs) == ["load_config", "save_config"]
