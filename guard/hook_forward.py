@@ -135,13 +135,13 @@ def check_target(url: str) -> str:
 
 
 def shown_target(url: str) -> str:
-    """``url`` as a message may quote it: a user and password in it shown
-    as ``***``, and at most 200 characters."""
-    scheme, sep, rest = url.partition("://")
-    if sep:
-        authority, slash, path = rest.partition("/")
-        if "@" in authority:
-            url = f"{scheme}{sep}***@{authority.rpartition('@')[2]}{slash}{path}"
+    """``url`` as a message may quote it: a password in it shown as ``***``
+    (``bus.redis_log.redact_url``, imported only when a message needs it),
+    and at most 200 characters."""
+    if "://" in url:
+        from bus.redis_log import redact_url
+
+        url = redact_url(url)
     return url if len(url) <= 200 else url[:200] + "…"
 
 
@@ -194,8 +194,7 @@ def forward(url: str, body: bytes, route: str = HOOK_PATH) -> bytes | None:
             raise ForwardError(f"{shown_target(url)}: {exc.strerror or type(exc).__name__}") from None
     finally:
         sock.close()
-    shown = shown_target(url)
-    return _object(shown, _body(shown, raw))
+    return _object(url, _body(url, raw))
 
 
 def _read_all(sock: _socket.socket, deadline: float) -> bytes:
@@ -238,7 +237,7 @@ class _Strict:
 _scan = _json.make_scanner(_Strict())  # type: ignore[arg-type]  # typeshed wants a JSONDecoder: any object with these does
 
 
-def _object(shown: str, body: bytes) -> bytes:
+def _object(url: str, body: bytes) -> bytes:
     """``body`` if it is one JSON object (every hook answer is), else
     ``ForwardError``: whatever else answers there is not the guard."""
     value: object = None
@@ -249,41 +248,41 @@ def _object(shown: str, body: bytes) -> bytes:
     except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
         end = -1
     if type(value) is not dict or end != len(text):
-        raise ForwardError(f"{shown}: the answer is not one JSON object")
+        raise ForwardError(f"{shown_target(url)}: the answer is not one JSON object")
     return body
 
 
-def _body(shown: str, raw: bytes) -> bytes:
+def _body(url: str, raw: bytes) -> bytes:
     """The body of a 200 response, its framing (length or chunks) checked."""
     head, sep, body = raw.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     status = lines[0].split(b" ", 2)
     if not sep or len(status) < 2 or not status[0].startswith(b"HTTP/1."):
-        raise ForwardError(f"{shown}: not an HTTP answer")
+        raise ForwardError(f"{shown_target(url)}: not an HTTP answer")
     if status[1] != b"200":
-        raise ForwardError(f"{shown} answered {status[1].decode('ascii', 'replace')}")
+        raise ForwardError(f"{shown_target(url)} answered {status[1].decode('ascii', 'replace')}")
     headers = {}
     for line in lines[1:]:
         name, _, value = line.partition(b":")
         headers[name.strip().lower()] = value.strip()
     if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-        return _unchunk(shown, body)
+        return _unchunk(url, body)
     length = headers.get(b"content-length")
     if length is None or not length.isdigit() or int(length) != len(body):
-        raise ForwardError(f"{shown}: the answer was cut short")
+        raise ForwardError(f"{shown_target(url)}: the answer was cut short")
     return body
 
 
-def _unchunk(shown: str, body: bytes) -> bytes:
+def _unchunk(url: str, body: bytes) -> bytes:
     out: list[bytes] = []
     while True:
         size_line, sep, body = body.partition(b"\r\n")
         try:
             size = int(size_line.split(b";")[0], 16)
         except ValueError:
-            raise ForwardError(f"{shown}: the answer was cut short") from None
+            raise ForwardError(f"{shown_target(url)}: the answer was cut short") from None
         if not sep or len(body) < size + 2:
-            raise ForwardError(f"{shown}: the answer was cut short")
+            raise ForwardError(f"{shown_target(url)}: the answer was cut short")
         if size == 0:
             return b"".join(out)
         out.append(body[:size])
