@@ -19,10 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
-from guard.importers._session import Builder, ImportReport, parse_args, parse_time, text_of
-from guard.importers._source import read_documents
+from guard.importers._session import Builder, ImportReport, TranscriptError, nested, parse_args, parse_time, text_of
+from guard.importers._source import read_document, read_documents
 
-__all__ = ["conversation_of", "event_files", "events", "is_event", "is_event_file", "is_later_event_file"]
+__all__ = [
+    "conversation_of",
+    "event_files",
+    "events",
+    "is_event",
+    "is_event_file",
+    "is_later_event_file",
+    "model_of",
+]
 
 MAIN = "main"
 
@@ -122,6 +130,20 @@ def event_files(folder: Path, report: ImportReport) -> Iterator[Any]:
             report.skip("not-an-event")
 
 
+def model_of(events_folder: Path) -> str | None:
+    """The agent's model, as the ``base_state.json`` beside ``events_folder``
+    names it (``agent.llm.model``): the events themselves never name it.
+    ``None`` when the file is missing, unreadable or names none; it holds no
+    events, so nothing of the session is lost without it."""
+    folder = events_folder.parent if events_folder.name == "events" else events_folder
+    try:
+        state = read_document(folder / "base_state.json")
+    except TranscriptError:
+        return None
+    model = nested(state, "agent", "llm", "model")
+    return model if isinstance(model, str) else None
+
+
 def _text(value: Any) -> str:
     return text_of(value.get("content")) if isinstance(value, dict) else ""
 
@@ -169,7 +191,9 @@ def _answer(event: dict[str, Any]) -> tuple[str, bool, str | None]:
     return text_of(observation.get("output")), failed, None
 
 
-def events(stream: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
+def events(stream: Iterable[Any], b: Builder, model: str | None = None) -> Iterator[AnyEvent]:
+    """The session log events of V1 ``stream``; each model response is
+    counted as one by ``model`` (the conversation's, from ``model_of``)."""
     ts = 0.0
     step = 0
     response: object = None
@@ -188,6 +212,7 @@ def events(stream: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
             if this_response is None or this_response != response:
                 step += 1
                 response = this_response
+                b.model(model)
             call = event.get("tool_call")
             tool = event.get("tool_name") or (call.get("name") if isinstance(call, dict) else None)
             call_id = str(event.get("tool_call_id") or f"event-{event.get('id')}")

@@ -251,6 +251,17 @@ def parse_time(value: Any) -> float | None:
     return moment.timestamp()
 
 
+def nested(value: Any, *keys: str) -> Any:
+    """What sits at ``keys`` down nested objects (``nested(state, "agent",
+    "llm", "model")``); ``None`` where a key is missing or a level is not an
+    object, as a transcript's optional metadata often is."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
+
+
 def nests_too_deep(text: str, limit: int = MAX_NESTING) -> bool:
     """Whether the JSON in ``text`` (a string a record carries: arguments, a
     stored message) nests deeper than ``limit`` levels (``MAX_NESTING``);

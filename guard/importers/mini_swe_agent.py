@@ -23,7 +23,7 @@ from typing import Any
 
 from bus import AnyEvent
 from guard.importers._chat import CallIds, function_calls
-from guard.importers._session import Builder, ImportedSession, parse_args, parse_time, text_of
+from guard.importers._session import Builder, ImportedSession, nested, parse_args, parse_time, text_of
 from guard.importers._source import Format, Sample
 from guard.importers._tags import fenced
 
@@ -60,12 +60,15 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
     doc = sample.document
     name = path.name.removesuffix(".json").removesuffix(".traj")
+    model = nested(doc, "info", "config", "model", "model_name")
     if isinstance(doc, list):
         messages: list[Any] = doc
     else:
         messages = doc["messages"]
         name = str(doc.get("instance_id") or name)
-    yield ImportedSession(format=NAME, session=name, path=path, label=str(path), produce=lambda b: _events(messages, b))
+    yield ImportedSession(
+        format=NAME, session=name, path=path, label=str(path), produce=lambda b: _events(messages, b, model)
+    )
 
 
 def _extra(message: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +116,9 @@ def _output_calls(message: dict[str, Any]) -> list[tuple[str, str, Any]]:
     ]
 
 
-def _events(messages: list[Any], b: Builder) -> Iterator[AnyEvent]:
+def _events(messages: list[Any], b: Builder, model: Any = None) -> Iterator[AnyEvent]:
+    """The session log events of ``messages``; each response is counted by
+    the model its recorded response names, else by ``model`` (the run's)."""
     ts = 0.0
     step = 0
     waiting: str | None = None
@@ -127,6 +132,7 @@ def _events(messages: list[Any], b: Builder) -> Iterator[AnyEvent]:
         is_response = message.get("object") == "response"
         if role == "assistant" or is_response:
             step += 1
+            b.model((message.get("model") if is_response else nested(message, "extra", "response", "model")) or model)
             waiting = None
             calls = _recorded_actions(message, step)
             if calls is None:

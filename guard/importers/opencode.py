@@ -143,11 +143,13 @@ def _messages(messages: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
             continue
         if not any(isinstance(p, dict) and p.get("type") == "step-start" for p in parts):
             step += 1
+            b.model(info.get("modelID"))
         for part in parts:
             if not isinstance(part, dict):
                 continue
             if part.get("type") == "step-start":
                 step += 1
+                b.model(info.get("modelID"))
             elif part.get("type") == "tool":
                 yield from _tool(part, step, ts, b)
 

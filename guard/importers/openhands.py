@@ -131,7 +131,7 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
             session=conversation.name,
             path=path,
             label=str(conversation),
-            produce=lambda b: v1.events(v1.event_files(path.parent, b.report), b),
+            produce=lambda b: v1.events(v1.event_files(path.parent, b.report), b, v1.model_of(path.parent)),
         )
         return
     if form is not None:
@@ -251,6 +251,8 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
             if this_response is None or this_response != response:
                 step += 1
                 response = this_response
+                if isinstance(model_response, dict):
+                    b.model(model_response.get("model"))
             if action in _NOT_CALLS:
                 continue
             event_id = event.get("id")

@@ -73,6 +73,7 @@ def _events(entries: Iterator[dict[str, Any]], b: Builder) -> Iterator[AnyEvent]
                 yield from b.user(MAIN, text, ts)
         elif role == "assistant":
             step += 1
+            b.model(message.get("model"))
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, dict) and block.get("type") == "toolCall":
                     yield from b.call(

@@ -18,7 +18,7 @@ from typing import Any
 
 from bus import AnyEvent
 from guard.importers._chat import CallIds, function_calls
-from guard.importers._session import Builder, ImportedSession, text_of
+from guard.importers._session import Builder, ImportedSession, nested, parse_args, text_of
 from guard.importers._source import Format, Sample
 
 __all__ = ["FORMAT"]
@@ -55,12 +55,13 @@ def _sniff(sample: Sample) -> str | None:
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
     history, trajectory = sample.document["history"], sample.document.get("trajectory")
+    model = nested(parse_args(sample.document.get("replay_config")), "agent", "model", "name")
     yield ImportedSession(
         format=NAME,
         session=path.stem,
         path=path,
         label=str(path),
-        produce=lambda b: _events(history, trajectory if isinstance(trajectory, list) else [], b),
+        produce=lambda b: _events(history, trajectory if isinstance(trajectory, list) else [], b, model),
     )
 
 
@@ -116,7 +117,9 @@ def _editor_args(action: str) -> dict[str, Any] | None:
     return args
 
 
-def _events(history: list[Any], trajectory: list[Any], b: Builder) -> Iterator[AnyEvent]:
+def _events(history: list[Any], trajectory: list[Any], b: Builder, model: Any = None) -> Iterator[AnyEvent]:
+    """The session log events of ``history``; each response is counted by
+    ``model``, the run's (``replay_config``)."""
     step = 0
     acted = False
     waiting: str | None = None
@@ -129,6 +132,7 @@ def _events(history: list[Any], trajectory: list[Any], b: Builder) -> Iterator[A
         text = text_of(message.get("content"))
         if role == "assistant":
             step += 1
+            b.model(model)
             acted = True
             waiting = None
             calls = function_calls(message)
@@ -151,11 +155,11 @@ def _events(history: list[Any], trajectory: list[Any], b: Builder) -> Iterator[A
                 is_error, denied = _outcome(text)
                 yield from b.result(MAIN, waiting, text, 0.0, is_error=is_error, denied_by=denied)
                 waiting = None
-    yield from _after_history(trajectory, step, last, waiting, b)
+    yield from _after_history(trajectory, step, last, waiting, b, model)
 
 
 def _after_history(
-    trajectory: list[Any], step: int, last: str | None, waiting: str | None, b: Builder
+    trajectory: list[Any], step: int, last: str | None, waiting: str | None, b: Builder, model: Any = None
 ) -> Iterator[AnyEvent]:
     """What the run did after its ``history`` ends: the history is saved
     before the last step's observation (often a ``submit`` and its diff),
@@ -180,6 +184,7 @@ def _after_history(
         if not isinstance(action, str) or not action.strip():
             continue
         step += 1
+        b.model(model)
         call_id = f"step-{step}"
         yield from b.call(MAIN, call_id, step, *_text_call(action.strip()), 0.0)
         observation = entry.get("observation")

@@ -506,26 +506,32 @@ def test_loop_rate_per_model_and_the_tools_that_wasted_most(tmp_path: Path) -> N
 
 def test_sessions_whose_transcript_names_no_model_have_no_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("guard.audit.TOP_TOOLS", 0)
-    report = audit([corpus_file("openhands/basic.json")], Config())
+    report = audit([corpus_file("swe-agent/pydicom__pydicom-1458.traj")], Config())
     assert report.sessions[0].model is None
     assert (report.totals.by_model, report.totals.by_tool) == ([], [])
     assert "loop rate" not in render_table(report)
     assert "loop rate" not in render_html(report, [Timeline()])
 
 
-def test_codex_names_its_model_in_the_turn_context() -> None:
-    (session,) = open_sessions(corpus_file("codex/codex-pomodor-timer.jsonl"))
+@pytest.mark.parametrize(
+    ("transcript", "model"),
+    [
+        ("claude-code/claude-code-pomodoro-timer.jsonl", "claude-sonnet-4-5-20250929"),
+        ("codex/codex-pomodor-timer.jsonl", "gpt-5-codex"),
+        ("gemini-cli/gemini-cli-pomodoro-timer.json", "gemini-2.5-pro"),
+        ("openhands/basic.json", "claude-3-5-sonnet-20241022"),
+        ("opencode/session__jolly-eagle__ses_39b5d713cffeRgAoxPIwS3Plus.json", "gpt-5.3-codex"),
+        ("pi/large-session.jsonl", "claude-sonnet-4-5"),  # one response of another model in it
+        ("mini-swe-agent/django__django-11951.traj.json", "google/gemini-3-pro-preview"),
+        ("swe-agent/6e44b9__sweagenttestrepo-1c2844.traj", "gpt-4o"),
+    ],
+)
+def test_a_transcript_that_records_its_model_is_counted_by_it(transcript: str, model: str) -> None:
+    session = next(iter(open_sessions(corpus_file(transcript))))
     assert session.model is None  # known once its events are read
     for _ in session.events():
         pass
-    assert session.model == "gpt-5-codex"
-
-
-def test_gemini_cli_names_its_model_on_each_response() -> None:
-    (session,) = open_sessions(corpus_file("gemini-cli/gemini-cli-pomodoro-timer.json"))
-    for _ in session.events():
-        pass
-    assert session.model == "gemini-2.5-pro"
+    assert session.model == model
 
 
 def _folder(tmp_path: Path) -> Path:

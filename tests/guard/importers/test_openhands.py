@@ -337,6 +337,34 @@ def test_v1_conversation_folder_is_one_session_from_its_first_event(tmp_path: Pa
     assert session.report.skipped == {"invalid-json": 1}
 
 
+@pytest.mark.parametrize(
+    ("state", "model"),
+    [
+        ({"id": "7c1f", "agent": {"llm": {"model": "openai/gpt-4o-mini", "api_key": "**"}}}, "openai/gpt-4o-mini"),
+        ({"id": "7c1f", "agent": {"llm": {}}}, None),
+        ('{"id": "7c1f", "agent": {"ll', None),
+        (None, None),
+    ],
+    ids=["named", "none-named", "cut-off", "missing"],
+)
+def test_a_v1_conversation_names_its_model_from_its_base_state(
+    tmp_path: Path, state: dict[str, Any] | str | None, model: str | None
+) -> None:
+    """The events never name the model; ``base_state.json`` does. A state
+    file that is gone or cut off costs the model, never an event."""
+    conversation = tmp_path / "7c1f" / "event_service"
+    folder = conversation / "events"
+    folder.mkdir(parents=True)
+    if state is not None:
+        (conversation / "base_state.json").write_text(state if isinstance(state, str) else json.dumps(state))
+    for index, event in enumerate(_v1_conversation()):
+        (folder / f"event-{index:05d}-{event['id'][:8]}-aaaa.json").write_text(json.dumps(event))
+    (session,) = open_sessions(folder / "event-00000-00000000-aaaa.json")
+    assert len(calls(list(session.events()))) == 6
+    assert session.model == model
+    assert not session.report.skipped
+
+
 def test_a_conversation_whose_first_events_are_gone_is_walked_from_its_earliest(tmp_path: Path) -> None:
     """A conversation folder copied or pruned from event 70 on: a directory
     walk imports it once, from the earliest event left, and leaves out none."""
