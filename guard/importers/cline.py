@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
-from guard.importers._session import Builder, ImportedSession, parse_time, text_of
+from guard.importers._session import Builder, ImportedSession, nested, parse_time, text_of
 from guard.importers._source import Format, Sample
 from guard.importers._tags import tagged
 
@@ -148,6 +148,7 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
         blocks = content if isinstance(content, list) else [{"type": "text", "text": text_of(content)}]
         if message.get("role") == "assistant":
             step += 1
+            b.model(nested(message, "modelInfo", "modelId"))
             waiting = []
             uses = [x for x in blocks if isinstance(x, dict) and x.get("type") == "tool_use"]
             for use in uses:

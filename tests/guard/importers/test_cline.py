@@ -120,6 +120,7 @@ def test_native_tool_calls_answered_by_result_text(tmp_path: Path) -> None:
     assert results[0].content == "1 | export const a = 1"
     assert [m.text for m in of(evts, UserMessage)] == ["Make the tests pass", "also update the docs"]
     assert longest_run(evts) == 2
+    assert session.model == "m"  # each response's modelInfo
     assert not session.report.skipped
 
 
