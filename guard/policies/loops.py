@@ -438,6 +438,7 @@ _CLICK_TOOLS = ("*click*", "tap", "*_tap", "tap_*")
 _CLICK_KEYS = frozenset({"action", "action_type", "type"})
 """Arguments whose value may say a call clicks (``{"action": "left_click"}``)."""
 _LABEL_KEYS = ("element", "label", "text", "name", "title")
+_LABELS = frozenset(_LABEL_KEYS)
 _ACK_CHARS = 200
 """A click's result at most this long is an acknowledgement that may name
 what was clicked; a longer one is the page."""
@@ -784,7 +785,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     )
     poll_values: tuple[str, ...] = (
         r"(?i)^(?:poll|wait|watch|tail|progress|(?:get|check)[ _-]?status|"
-        r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress))$",
+        r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress)|(?:refresh|reload)(?:[ _-]?(?:page|status|data|list))?)$",
     )
     poll_states: tuple[str, ...] = (
         r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"
@@ -947,29 +948,40 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return fingerprint(tool, args, rules.ignored)
         return self._calls.fingerprint(fingerprints, tool, args, call_id)
 
-    def _stepping_click(self, tool: str, args: Any, content: str) -> bool:
-        """A click on a control that pages or steps (Next, Load more, Add row,
-        Increase): paging, as a scroll is, when its result only acknowledges
-        the click (one that shows the page says whether it changed). The
+    def _clicked(self, tool: str, args: Any, content: str) -> int:
+        """What a click's control does: ``_PAGING_VALUE`` for one that pages or
+        steps (Next, Load more, Add row, Increase), paging as a scroll is, when
+        its result only acknowledges the click (one that shows the page says
+        whether it changed); ``_POLL_VALUE`` for one that looks again
+        (Refresh, Reload), a poll whatever its result shows; else 0. The
         control is named by the click's label argument (``element``,
         ``label``, ``text``, ``name``, ``title``) or by its acknowledgement
         (``Clicked button with index 7: Load more``), read with
-        ``paging_values`` once a role word (button, link) is dropped. A click
-        is a tool named for it (``_CLICK_TOOLS``) or an operation value."""
-        if len(content) > _ACK_CHARS or not self._paging_values or not isinstance(args, dict):
-            return False
+        ``paging_values`` and ``poll_values`` once a role word (button, link)
+        is dropped. A click is a tool named for it (``_CLICK_TOOLS``) or an
+        operation value."""
+        acknowledged = len(content) <= _ACK_CHARS
+        if not isinstance(args, dict) or (not acknowledged and _LABELS.isdisjoint(args)):
+            return 0
+        if not (self._paging_values or self._poll_values):
+            return 0
         if not self._click_tools.tracks(tool) and (
             _CLICK_KEYS.isdisjoint(args)
             or not any(isinstance(args.get(key), str) and _CLICK.search(args[key]) for key in _CLICK_KEYS)
         ):
-            return False
+            return 0
         labels = [args[key] for key in _LABEL_KEYS if isinstance(args.get(key), str) and len(args[key]) <= _ACK_CHARS]
-        labels.append(content.rsplit(": ", 1)[-1])
+        if acknowledged:
+            labels.append(content.rsplit(": ", 1)[-1])
         for label in labels:
             words = _CONTROL.fullmatch(label.strip())
-            if words is not None and self._paging_values.fullmatch(words.group(1)):
-                return True
-        return False
+            if words is None:
+                continue
+            if acknowledged and self._paging_values.fullmatch(words.group(1)):
+                return _PAGING_VALUE
+            if self._poll_values.fullmatch(words.group(1)):
+                return _POLL_VALUE
+        return 0
 
     def _values(self, args: Any) -> int:
         """What a call's short argument values naming what to do
@@ -1198,10 +1210,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return None
         if not tracked:
             return None
-        if note.paging or (note.acts and not failed and self._stepping_click(result.tool, result.args, content)):
+        clicked = self._clicked(result.tool, result.args, content) if note.acts and not failed else 0
+        if note.paging or clicked == _PAGING_VALUE:
             return None
         streak_key = note.streak
-        poll = note.polled or (not failed and self._says(_POLL_CHECK, content, found))
+        poll = note.polled or clicked == _POLL_VALUE or (not failed and self._says(_POLL_CHECK, content, found))
         if not poll and state.waited_at >= 0:
             # the agent waited (an untracked sleep, for at least the shortest back-off) since this
             # call's last result: it checks again for something to happen, a poll, whether the

@@ -296,11 +296,33 @@ async def test_a_pager_click_answered_by_the_same_page_is_a_repeat(make: Make, a
     assert run.actions == [(3, "deny")]
 
 
+_DASHBOARD = "- Page URL: https://ci.example.com/jobs/418\n- Page Snapshot:\n" + "- row: step ok\n" * 20
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "answer"),
+    [
+        ("click_element_by_index", {"index": 4}, "🖱️  Clicked button with index 4: Refresh"),
+        ("browser_click", {"element": "Reload button", "ref": "e7"}, _DASHBOARD + "- text: Deploy #418"),
+        ("computer", {"action": "left_click", "coordinate": [40, 90], "text": "Refresh page"}, "clicked"),
+    ],
+    ids=["acknowledged", "page-shown", "computer-use"],
+)
+async def test_clicking_refresh_while_a_job_runs_is_a_poll(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], answer: str
+) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do(tool, args, answer, seconds=20)
+        await run.do("extract_content", {"goal": "job status"}, '{"status": "Running"}', seconds=3)
+    assert [kind for _, kind in run.actions if kind != "remind"] == []
+
+
 def test_what_a_tool_name_says_is_remembered_for_a_bounded_number_of_names() -> None:
     policy = LoopsPolicy(LoopsConfig())
     for n in range(4100):  # past the memo's limit a tool is still judged
-        assert policy._stepping_click(f"click_{n}", {"index": 3}, "Clicked button with index 3: Load more")
-    assert not policy._stepping_click("click_4099", {"index": 3}, "Clicked button with index 3: Submit")
+        assert policy._clicked(f"click_{n}", {"index": 3}, "Clicked button with index 3: Load more")
+    assert not policy._clicked("click_4099", {"index": 3}, "Clicked button with index 3: Submit")
     rule = ProgressRule(LoopsConfig().mutating_tools, ())
     for n in range(4100):
         assert not rule.edits_by_tool(f"tool_{n}", None)
