@@ -30,6 +30,7 @@ from guard.config import Config, every_policy
 from guard.fingerprint import fingerprint
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
 from guard.importers import write_log as write_session_log
+from guard.news import LastResult, News
 from guard.policies.registry import build_policies
 from guard.verdicts import RecordedOutputError, Verdict, replay_events, replay_log
 
@@ -291,6 +292,7 @@ class _Signature:
         "first_actions",
         "first_call",
         "index",
+        "last",
         "longest",
         "occurrences",
         "preview",
@@ -315,14 +317,16 @@ class _Signature:
         self.wasted_calls = 0
         self.wasted_bytes = 0
         self.wasted_in = 0
+        self.last = LastResult()
         self.first_actions: dict[str, PolicyAction] = {}
         self.saved_calls: dict[str, int] = {}
         self.saved_bytes: dict[str, int] = {}
 
 
 class _Open:
-    """A call awaiting its result: its signature, whether it is wasted, the
-    policies that would have saved it, and its place in the timeline."""
+    """A call awaiting its result: its signature, whether it is wasted
+    (unless its result brings news), the policies that would have saved it,
+    and its place in the timeline."""
 
     __slots__ = ("index", "savers", "stats", "wasted")
 
@@ -331,28 +335,33 @@ class _Open:
         self.savers = list(stats.first_actions)
         self.wasted = bool(self.savers)
         self.index = index
-        if self.wasted:
-            stats.wasted_calls += 1
-            saved = stats.saved_calls
-            for policy in self.savers:
-                saved[policy] = saved.get(policy, 0) + 1
+
+    def settle(self, size: int) -> None:
+        """Count the call as wasted, and saved by each of its ``savers``,
+        with ``size`` bytes of output (0 for a call never answered)."""
+        stats = self.stats
+        stats.wasted_calls += 1
+        stats.wasted_bytes += size
+        stats.wasted_in += size + stats.args_bytes
+        saved_calls, saved_bytes = stats.saved_calls, stats.saved_bytes
+        for policy in self.savers:
+            saved_calls[policy] = saved_calls.get(policy, 0) + 1
+            saved_bytes[policy] = saved_bytes.get(policy, 0) + size + stats.args_bytes
 
 
 def _intervene(call: _Open, verdict: Verdict, timeline: Timeline | None) -> None:
     """Record ``verdict`` on the call it concerns. A policy's first action on
     a signature starts what it saves: a denied call is itself saved; after a
     reminder, an escalation or a halt, the calls that follow are. The first
-    action of any policy starts the signature's waste the same way."""
+    action of any policy starts the signature's waste the same way. Either
+    way a call whose result brought news (``News``) is neither."""
     stats = call.stats
     policy = verdict.policy
     if policy not in stats.first_actions:
         stats.first_actions[policy] = _action(verdict)
         if verdict.action in DENYING:
             call.savers.append(policy)
-            stats.saved_calls[policy] = stats.saved_calls.get(policy, 0) + 1
-            if not call.wasted:
-                call.wasted = True
-                stats.wasted_calls += 1
+            call.wasted = True
     if timeline is not None:
         timeline.marks.append((call.index, verdict.policy, MARKS.get(verdict.action, verdict.action), verdict.text))
 
@@ -385,14 +394,15 @@ async def audit_session(
     into a temporary log and replayed from there (``replay_log``), so its
     policies answer from that output as ``replay`` of the imported log does.
     """
-    measure = _Measure(timeline)
+    news = News(config.loops.result_normalize)
+    measure = _Measure(timeline, news)
     try:
         events = _read_ahead(session.events())
         outcome = await replay_events(events, config, on_verdict=measure.made.append, then=measure.then)
     except RecordedOutputError:
         if timeline is not None:
             timeline._clear()
-        measure = _Measure(timeline)
+        measure = _Measure(timeline, news)
         log = workdir / "session.jsonl"
         try:
             write_session_log(session, log)
@@ -413,7 +423,7 @@ def _read_ahead(events: Iterator[AnyEvent], size: int = 4096) -> Iterator[AnyEve
 class _Measure:
     """Calls, runs and loops of one session, measured event by event."""
 
-    def __init__(self, timeline: Timeline | None) -> None:
+    def __init__(self, timeline: Timeline | None, news: News) -> None:
         self.timeline = timeline
         self.signatures: dict[tuple[str, bytes], _Signature] = {}
         self.last: dict[str, tuple[str, bytes]] = {}
@@ -426,6 +436,7 @@ class _Measure:
         self.best_run = 0
         self.start = self.end = 0.0
         self.made: list[Verdict] = []
+        self.news = news
 
     def then(self, event: AnyEvent) -> None:
         """The replay's ``then``: measure the event just replayed, with
@@ -485,12 +496,11 @@ class _Measure:
             size = len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
             self.output_bytes += size
             self.errors += event.is_error
-            if call.wasted:
-                call.stats.wasted_bytes += size
-                call.stats.wasted_in += size + call.stats.args_bytes
-                saved = call.stats.saved_bytes
-                for policy in call.savers:
-                    saved[policy] = saved.get(policy, 0) + size + call.stats.args_bytes
+            stats = call.stats
+            # a denied call never ran: its result (the denial) is no news
+            news = event.denied_by is None and self.news.brought(stats.last, content, stats.occurrences > 1)
+            if call.wasted and not news:
+                call.settle(size)
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]
 
@@ -499,6 +509,10 @@ class _Measure:
     ) -> SessionAudit:
         """The session's audit, once every event was measured; ``skipped``
         is what reading its log skipped."""
+        for call in self.open_calls.values():
+            if call.wasted:
+                call.settle(0)  # never answered: it brought nothing
+        self.open_calls.clear()
         timeline = self.timeline
         policies = [p.name for p in build_policies(config)]
         loops = [

@@ -35,7 +35,9 @@ from guard._text import one_line, shown
 from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.hook_runtimes import RUNTIMES
+from guard.config import Config
 from guard.hook_forward import PAYLOAD_LIMIT
+from guard.news import News
 from guard.server import scope
 from guard.server.events import RequestError, answer_event, decode_event, retry_keys
 from guard.server.live import LiveFeed, LivePages
@@ -355,7 +357,7 @@ def create_app(
         raise ValueError(f"body_timeout = {body_timeout!r}: must be > 0")
     metrics = metrics if metrics is not None else Metrics()
     metrics.watch(store)
-    live = LiveFeed()
+    live = LiveFeed(News((store.config or Config()).loops.result_normalize))
     watch_store(store, metrics, live, telemetry)
     pages = LivePages(live, token)
     handlers = _Handlers(

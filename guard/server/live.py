@@ -30,6 +30,7 @@ from bus import Event, ToolCall, ToolResult
 from guard.actions import DENYING, Action
 from guard.audit import MARKS, estimated_tokens
 from guard.fingerprint import fingerprint
+from guard.news import LastResult, News
 from guard.redact import Redactor
 from guard.report import _CSS as REPORT_CSS
 from guard.report import _PALETTE
@@ -59,7 +60,7 @@ _OPEN_KEPT = 1024
 
 
 class _Signature:
-    __slots__ = ("acted", "args_bytes", "count", "index", "last_output", "preview", "tool")
+    __slots__ = ("acted", "args_bytes", "count", "index", "last", "last_output", "preview", "tool")
 
     def __init__(self, index: int, tool: str, preview: str, args_bytes: int) -> None:
         self.index = index
@@ -69,14 +70,16 @@ class _Signature:
         self.count = 0
         self.acted = False
         self.last_output = 0
+        self.last = LastResult()
 
 
 class _Session:
     """One session's summary: what the page draws."""
 
-    def __init__(self, session_id: str, runtime: str, project: str | None, redact: Redactor) -> None:
+    def __init__(self, session_id: str, runtime: str, project: str | None, redact: Redactor, news: News) -> None:
         self.id = session_id
         self._redact = redact
+        self._news = news
         self.runtime = runtime
         self.project = project
         self.started = self.updated = time.time()
@@ -141,9 +144,13 @@ class _Session:
                 self.answered.popitem(last=False)
             number, sig, wasted = opened
             size = len(event.content.encode("utf-8", "surrogatepass"))
+            news = False
             if event.denied_by is None:
                 sig.last_output = size
-            if wasted:
+                news = self._news.brought(sig.last, event.content, sig.count > 1)
+            if wasted and news:
+                self.wasted_calls -= 1  # it learned something after all: not wasted
+            elif wasted:
                 self.wasted_bytes += size + sig.args_bytes
             if number < len(self.cells):
                 self.cells[number][2:] = [int(event.is_error), size]
@@ -204,11 +211,15 @@ class LiveFeed:
     server's fan-out); they learn the session, route and project from the
     request being handled (``guard.server.scope``). ``run`` sends the changes
     until cancelled; ``close`` ends every open page's stream (at shutdown).
+    A session's wasted calls are counted as ``audit`` counts them: the
+    calls of a signature after a policy acted on it, but for those whose
+    result brought ``news`` (results normalised by its patterns).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, news: News | None = None) -> None:
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._redact = Redactor()
+        self._news = news if news is not None else News()
         self._pages: set[MemoryObjectSendStream[bytes]] = set()
         self._changed: set[str] = set()
         self._wake = anyio.Event()
@@ -224,7 +235,9 @@ class LiveFeed:
         session = self._sessions.get(scope.session)
         if session is None:
             project = PurePath(scope.project).name if scope.project else None
-            session = self._sessions[scope.session] = _Session(scope.session, scope.route, project, self._redact)
+            session = self._sessions[scope.session] = _Session(
+                scope.session, scope.route, project, self._redact, self._news
+            )
             if len(self._sessions) > _SESSIONS_KEPT:
                 gone, _ = self._sessions.popitem(last=False)
                 self._changed.discard(gone)

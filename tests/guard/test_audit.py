@@ -282,7 +282,8 @@ def test_cli_audit_prints_a_table_json_and_html(tmp_path: Path, capsys: pytest.C
     config.write_text("[remind]\nthresholds = [2, 4]\n")
     assert main(["audit", str(path), "--config", str(config)]) == 0
     table = capsys.readouterr().out
-    assert table.startswith("audited 1 sessions in 1 files: 22 tool calls, 2 loops, 14 calls wasted")
+    # 13 greps after the reminder; the test run that passed after it brought news
+    assert table.startswith("audited 1 sessions in 1 files: 22 tool calls, 2 loops, 13 calls wasted")
     assert "policies: remind (acted in 1)" in table
     assert main(["audit", str(path), "--json", "--html", str(tmp_path / "r.html")]) == 0
     captured = capsys.readouterr()
@@ -478,6 +479,35 @@ def test_a_call_saved_by_two_policies_is_wasted_once(tmp_path: Path) -> None:
     # remind reminds after the 2nd call, rescue denies the 3rd: both save calls 3 to 5
     assert loop.saved_calls == {"remind": 3, "rescue": 3}
     assert loop.wasted_calls == 3
+
+
+def test_a_call_whose_result_changed_is_not_wasted(tmp_path: Path) -> None:
+    """After the reminder on a test run made again and again, only the runs
+    that answered as the run before did (the same failure, whatever its
+    timing) are wasted; a run whose result changed brought news, so no
+    policy would have saved it either."""
+    session = ClaudeCodeSession("reruns")
+    session.prompt("make the tests pass")
+    answers = ["2 failed in 0.51s", "2 failed in 0.48s", "2 failed in 0.50s", "1 failed in 0.49s"]
+    answers += ["1 failed in 0.52s", "3 passed in 0.47s"]
+    for answer in answers:
+        session.call("Bash", {"command": "pytest -q"}, answer, is_error="failed" in answer)
+    config = Config(remind=RemindConfig(thresholds=(2,)))
+    (loop,) = audit([session.write(tmp_path / "reruns.jsonl")], config).sessions[0].loops
+    assert loop.first_actions["remind"].call_number == 2
+    # runs 3 and 5 answered as the run before; runs 4 and 6 changed
+    assert loop.wasted_calls == loop.saved_calls["remind"] == 2
+    assert loop.wasted_bytes == len(b"2 failed in 0.50s") + len(b"1 failed in 0.52s")
+
+
+def test_a_call_never_answered_after_an_action_is_wasted(tmp_path: Path) -> None:
+    session = ClaudeCodeSession("cut")
+    session.prompt("find x")
+    for _ in range(4):
+        session.call("Grep", {"pattern": "x"}, "none")
+    session.respond(("Grep", {"pattern": "x"}))  # the session ends before its result
+    (loop,) = audit([session.write(tmp_path / "cut.jsonl")], Config()).sessions[0].loops
+    assert (loop.occurrences, loop.wasted_calls, loop.wasted_bytes) == (5, 2, len(b"none"))
 
 
 def test_loop_rate_per_model_and_the_tools_that_wasted_most(tmp_path: Path) -> None:

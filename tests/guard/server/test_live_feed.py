@@ -73,6 +73,20 @@ def test_a_session_keeps_its_calls_actions_and_savings() -> None:
 
 
 @pytest.mark.usefixtures("in_request")
+def test_a_call_after_a_reminder_whose_result_changed_is_not_wasted() -> None:
+    feed = LiveFeed()
+    answers = ["2 failed in 0.51s", "2 failed in 0.48s", "2 failed in 0.50s", "1 failed in 0.49s"]
+    for n, answer in enumerate(answers, 1):
+        feed.on_event(_call(n))
+        feed.on_event(ToolResult.answering(_call(n), answer))
+        if n == 2:
+            feed.on_action(_action("remind", "c2"), _call(2))
+    (session,) = feed.snapshot()["sessions"]
+    # the 3rd run answered as the 2nd (its timing aside); the 4th changed
+    assert (session["wasted_calls"], session["wasted_tokens"]) == (1, -(-len('{"q":1}2 failed in 0.50s') // 4))
+
+
+@pytest.mark.usefixtures("in_request")
 def test_an_action_on_a_call_the_feed_never_saw_draws_that_call(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(live_module, "_CELLS_DRAWN", 2)
     monkeypatch.setattr(live_module, "_ANSWERED_KEPT", 1)
