@@ -457,6 +457,12 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
+def _typed(args: Any) -> bool:
+    """Whether a call types input (``write_stdin`` with characters): a poll
+    tool's call that sends something is no poll."""
+    return isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
+
+
 def _streak_name(streak: tuple[str, str | None]) -> str:
     """Who failed: the tool, or for a shell command its program (``grep``
     run by ``Bash``), whose failures the streak counts."""
@@ -922,6 +928,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
+        self._facts: dict[str, tuple[str | None, bool, bool, bool]] = {}
 
     def new_state(self) -> _AgentLoops:
         return _AgentLoops()
@@ -962,8 +969,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
         operation value."""
         acknowledged = len(content) <= _ACK_CHARS
         if not isinstance(args, dict) or (not acknowledged and _LABELS.isdisjoint(args)):
-            return 0
-        if not (self._paging_values or self._poll_values):
             return 0
         if not self._click_tools.tracks(tool) and (
             _CLICK_KEYS.isdisjoint(args)
@@ -1099,20 +1104,45 @@ class LoopsPolicy(Policy[_AgentLoops]):
         program = shell_program(command) if command else None
         target, file = call_target(args, command, program)
         values = self._values(args)
-        writing = self._writing(tool, command, rules)
+        if command is None:  # what the tool's name alone says, memoized (most calls run no command)
+            facts = self._facts.get(tool)
+            if facts is None:
+                facts = self._tool_facts(tool)
+            edits, paging_tool, poll_tool, reads = facts
+            polled = poll_tool and not _typed(args)
+        else:
+            edits = self._progress.kind(tool, command)
+            paging_tool = self._paging_tools is not None and self._paging_tools.tracks(tool)
+            polled = self._polled(tool, args, command)
+            reads = self._reads.reads(tool, command)
+        mutating = rules.mutating
+        writing = edits if mutating is None else "edit" if mutating else None
         return _Note(
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
-            rules.kind == "paging"
-            or bool(values & _PAGING_VALUE)
-            or (self._paging_tools is not None and self._paging_tools.tracks(tool)),
-            rules.kind == "poll" or bool(values & _POLL_VALUE) or self._polled(tool, args, command),  # polled
+            rules.kind == "paging" or bool(values & _PAGING_VALUE) or paging_tool,
+            rules.kind == "poll" or bool(values & _POLL_VALUE) or polled,
             writing,
-            writing is None and rules.mutating is None and not self._reads.reads(tool, command),  # acts
+            writing is None and mutating is None and not reads,  # acts
             (tool, program),  # the failure streak it counts toward
             target,
             file,
         )
+
+    def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool]:
+        """What ``tool``'s name says of a call that runs no shell command:
+        whether it edits (``ProgressRule.kind``), is a paging tool, is a
+        poll tool, and only reads; remembered for a bounded number of names."""
+        facts = (
+            self._progress.kind(tool, None),
+            self._paging_tools is not None and self._paging_tools.tracks(tool),
+            self._poll_tools is not None and self._poll_tools.tracks(tool),
+            self._reads.reads(tool, None),
+        )
+        if len(self._facts) >= 4096:
+            self._facts.clear()
+        self._facts[tool] = facts
+        return facts
 
     def _target_denial(self, state: _AgentLoops, call: ToolCall, note: _Note) -> tuple[str, int, int]:
         """A denial that is not about this exact call's record: a tool (or
@@ -1140,13 +1170,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 )
                 return body, written[1] + 1, rules.deny_at
         return "", 0, 0
-
-    def _writing(self, tool: str, command: str | None, rules: _Rules) -> str | None:
-        """``edit`` for an editing tool's call, ``command`` for a shell
-        command that edits, ``None`` for a call that changes nothing."""
-        if rules.mutating is not None:
-            return "edit" if rules.mutating else None
-        return self._progress.kind(tool, command)
 
     def on_status(self, state: _AgentLoops, status: AgentStatus) -> None:
         if status.status == "compacted":
@@ -1439,10 +1462,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         """A poll by its arguments: a poll tool's call (not typing input) or
         a poll command. A call that succeeded is also a poll when its result
         reports a pending state (``poll_states``)."""
-        if self._poll_tools is not None and self._poll_tools.tracks(tool):
-            typed = isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
-            if not typed:
-                return True
+        if self._poll_tools is not None and self._poll_tools.tracks(tool) and not _typed(args):
+            return True
         if command is not None and not command.strip():
             return True  # an empty shell command reads more output of the running one
         return self._poll_commands.search(command)

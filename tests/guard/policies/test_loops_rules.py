@@ -221,6 +221,17 @@ async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make
     assert run.actions == []
 
 
+async def test_a_tool_is_still_judged_by_its_name_after_thousands_of_other_tools(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    for n in range(4200):  # more tool names than the policy remembers what they say for
+        await run.do(f"tool_{n}", {"n": n}, f"done {n}")
+    for _ in range(6):
+        await run.do("scroll_page", {}, "[image]")
+    assert run.actions == []
+
+
 @pytest.mark.parametrize(
     ("tool", "args"),
     [
@@ -351,6 +362,13 @@ async def test_a_check_made_again_after_a_wait_is_a_poll(
     for _ in range(6):
         await run.do("Bash", {"command": check}, answer, is_error=failed, seconds=2)
         await run.do("Bash", {"command": "sleep 30"}, "", seconds=30)
+    assert [kind for _, kind in run.actions if kind != "remind"] == []
+
+
+async def test_a_poll_tool_that_takes_a_command_is_a_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("deploy_status", {"command": "show api --env prod"}, "rollout: 2 of 3 replicas", seconds=6)
     assert [kind for _, kind in run.actions if kind != "remind"] == []
 
 
