@@ -133,6 +133,37 @@ def test_a_body_that_trickles_in_is_timed_out_with_408(make_served: MakeServed) 
         make_served(body_timeout=0)
 
 
+def test_a_request_head_that_trickles_in_is_cut_off_at_the_keep_alive_timeout(
+    make_served: MakeServed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A head sent a byte at a time never completes a request, so the
+    connection's idle deadline (``KEEP_ALIVE_SECONDS``) still runs and
+    closes it, while other clients are answered meanwhile."""
+    monkeypatch.setattr("guard.server.runner.KEEP_ALIVE_SECONDS", 1.0)
+    served = make_served()
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    head = b"POST /v1/sessions/slow/events HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 200
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.settimeout(0.1)
+        started = time.monotonic()
+        closed = False
+        for sent, byte in enumerate(head):
+            if sent == 3:
+                assert served.client.get("/healthz").status_code == 200
+            try:
+                raw.sendall(bytes([byte]))
+                closed = raw.recv(4096) == b""
+            except TimeoutError:
+                continue
+            except OSError:  # reset while sending: closed too
+                closed = True
+            if closed:
+                break
+        assert closed, "the server still waited for the head after every byte of it"
+        assert 0.9 <= time.monotonic() - started < 10
+    assert _recorded(served.state_dir, "slow") == []
+
+
 def test_a_body_framed_two_ways_is_refused_not_read_one_of_them(served: Served) -> None:
     host, port = served.url.removeprefix("http://").rsplit(":", 1)
     body = b'{"type": "user/message", "agent": "main", "text": "smuggled"}'
