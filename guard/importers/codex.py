@@ -33,6 +33,9 @@ _MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
 _BARE_ITEMS = _MODEL_ITEMS | _OUTPUTS | {"message"}
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
 _MCP_FAILED = "tool call error:"
+# A command Codex could not run, or that its sandbox stopped, written as plain text
+# (after a "Total output lines: N" header when the output was cut short).
+_RUN_FAILED = re.compile(r"(?:Total output lines: \d+\n\n)?(?:failed in sandbox|execution error):")
 _REJECTED = ("exec command rejected by user", "patch rejected by user", "rejected by user")
 # The header newer versions put before a command's output: "Exit code: N"
 # (shell, shell_command) or "Process exited with code N" (exec_command).
@@ -84,8 +87,9 @@ def _output(raw: Any) -> tuple[str, bool]:
     string ``{"output", "metadata": {"exit_code"}}``, or (newer versions) text
     whose header names the exit code; older ones an object ``{"content",
     "success"}``. An MCP tool's result is, in older versions, the JSON text
-    of its content items, or ``tool call error: ...`` when it failed. Others
-    are plain text."""
+    of its content items, or ``tool call error: ...`` when it failed. A
+    command the sandbox stopped is plain text ``failed in sandbox: ...``
+    (``execution error: ...`` when it could not run). Others are plain text."""
     if isinstance(raw, dict):
         return text_of(raw.get("content")), raw.get("success") is False
     text = raw if isinstance(raw, str) else text_of(raw)
@@ -93,7 +97,7 @@ def _output(raw: Any) -> tuple[str, bool]:
     if found and header.count("\n") < _HEADER_LINES:
         match = _EXIT_LINE.search(header)
         return text, match is not None and match.group(1) != "0"
-    if text.startswith(_MCP_FAILED):
+    if text.startswith(_MCP_FAILED) or _RUN_FAILED.match(text):
         return text, True
     if text.startswith(("{", "[{")):
         try:

@@ -219,6 +219,34 @@ def test_mcp_results_of_older_versions_are_their_text_and_their_failures_fail(tm
     ]
 
 
+@pytest.mark.parametrize(
+    ("output", "failed"),
+    [
+        ("failed in sandbox: ", True),
+        ("failed in sandbox:  MISSING DEPENDENCY  Cannot find dependency 'jsdom'", True),
+        ("Total output lines: 282\n\nfailed in sandbox: stderr | src/App.test.tsx > renders", True),
+        ('execution error: Io(Os { code: 2, kind: NotFound, message: "No such file or directory" })', True),
+        ("the test failed in sandbox: a.py", False),  # only a line that opens with it says so
+    ],
+)
+def test_a_command_the_sandbox_stopped_is_a_failure(tmp_path: Path, output: str, failed: bool) -> None:
+    """Codex 0.45 writes a command its sandbox stopped as plain text, with
+    no exit code."""
+    lines = [
+        {"id": "0199-sbx", "timestamp": "2025-10-10T10:00:00.000Z", "instructions": "", "git": {}},
+        {"record_type": "state"},
+        {
+            "type": "function_call",
+            "name": "shell",
+            "arguments": '{"command": ["bash", "-lc", "pnpm test"]}',
+            "call_id": "a",
+        },
+        {"type": "function_call_output", "call_id": "a", "output": output},
+    ]
+    (session,) = open_sessions(write_lines(tmp_path / "rollout-2025-10-10T10-00-00-0199.jsonl", lines))
+    assert [(r.content, r.is_error) for r in of(list(session.events()), ToolResult)] == [(output, failed)]
+
+
 def test_a_header_line_alone_is_not_a_rollout(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}, {"note": 1}])
     with pytest.raises(UnknownFormatError):
