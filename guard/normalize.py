@@ -82,8 +82,12 @@ _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = re.compile(r"[0-9]+")
 # what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
 _TOWARD = re.compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
-# what comes before a number that names a unit of work done: "batch 2", "page 3", "chunk #4"
-_UNIT = re.compile(r"(?i)\b(?:batch|page|chunk|part|shard|partition|segment|block|offset|cursor)\s*(?:#|no\.?)?\s*$")
+# what comes before a number that names a unit of work done or an item acted on: "batch 2",
+# "page 3", "chunk #4", "order #10234", "qa_user_4", "job-17" (not "attempt #3")
+_UNIT = re.compile(
+    r"(?i)(?:\b(?:batch|page|chunk|part|shard|partition|segment|block|offset|cursor)\s*(?:#|no\.?)?\s*"
+    r"|(?<!attempt )(?<!retry )(?<!try )(?<!tick )#|[a-z][_-])$"
+)
 _UNIT_REACH = 24
 _TOTAL = re.compile(r"(?i)\btotal\b")
 _COUNTED = 32
@@ -206,7 +210,8 @@ class Shape:
         its own runs, not work done). A number counted toward a total (``2
         of 6``, ``2/6``, ``46%``, or beside a ``total``) is work done, and so
         is the number of a unit of work (``batch 2``, ``page 3``, ``chunk
-        #4``): a script run again on the next batch."""
+        #4``) or of an item (``order #10234``, ``qa_user_4``): a script run
+        again on the next batch, or on the next job of a queue."""
         mine, theirs = self._counter(), previous._counter()
         if mine is None or theirs is None or mine[0] != theirs[0] or len(mine[1]) != len(theirs[1]):
             return False

@@ -63,7 +63,13 @@ async def test_code_run_again_whose_json_differs_only_in_its_duration_is_a_repea
 
 @pytest.mark.parametrize(
     "result",
-    ["Backfilled batch {n} (5000 rows)", "Fetched page {n} (100 records), cursor saved", "chunk #{n} uploaded"],
+    [
+        "Backfilled batch {n} (5000 rows)",
+        "Fetched page {n} (100 records), cursor saved",
+        "chunk #{n} uploaded",
+        "Processed order #1023{n}: charged, receipt sent",
+        "Created user qa_user_{n} (password in the QA vault)",
+    ],
 )
 async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
     make: Make, anyio_backend: str, result: str
@@ -74,10 +80,11 @@ async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
     assert run.actions == []
 
 
-async def test_a_counter_that_counts_the_calls_is_no_progress(make: Make, anyio_backend: str) -> None:
+@pytest.mark.parametrize("result", ["tick {n}\nstate: idle", "attempt #{n}: the lock is still held"])
+async def test_a_counter_that_counts_the_calls_is_no_progress(make: Make, anyio_backend: str, result: str) -> None:
     run = make()
     for n in range(4):
-        await run.do("Bash", {"command": "python tick.py"}, f"tick {n}\nstate: idle")
+        await run.do("Bash", {"command": "python tick.py"}, result.format(n=n))
     assert run.actions == [(3, "deny"), (4, "deny")]
 
 
