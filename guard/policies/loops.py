@@ -99,6 +99,13 @@ _CANCELLED_CHECK, _ERROR_CHECK, _POLL_CHECK, _TRANSIENT_CHECK, _OPAQUE_CHECK, _N
 _CANCELLED_HEAD = 300
 _STATE_HEAD = 2000
 
+_TIMED_OUT = re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:code|status):? ?124\b")
+"""The exit status ``timeout`` gives a command it stopped, as runtimes print it
+(``Exit code 124``, ``Process exited with code 124``, ``Exit Code: 124``)."""
+_UNDER_TIMEOUT = re.compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
+"""A shell command that runs a step under ``timeout``."""
+_EXIT_TAIL = 512
+
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
     "{arguments}) and got the same result, with nothing changed in between. Repeating calls will not tell you "
@@ -455,6 +462,18 @@ keeps: the latest touched, so a long session's state stays bounded."""
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+
+
+def _sampled(args: Any, content: str) -> bool:
+    """Whether a failed shell command was stopped by ``timeout`` (``timeout
+    20 kubectl logs -f ...``, ``timeout 5 cat /dev/ttyUSB0``): the standard
+    way to read a stream for a while, whose output is what it read."""
+    if not (
+        _TIMED_OUT.search(content, 0, _STATE_HEAD) or _TIMED_OUT.search(content, max(0, len(content) - _EXIT_TAIL))
+    ):
+        return False
+    command = shell_command(args)
+    return command is not None and _UNDER_TIMEOUT.search(command) is not None
 
 
 def _typed(args: Any) -> bool:
@@ -1208,6 +1227,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         failed = result.is_error or bool(
             found >> _ERROR_CHECK & 1 if found is not None else self._says(_ERROR_CHECK, content, None)
         )
+        if failed and _sampled(result.args, content):
+            failed = False  # what a command stopped by `timeout` printed is a sample, compared as any output
         progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")

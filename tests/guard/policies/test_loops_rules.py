@@ -372,6 +372,35 @@ async def test_a_check_made_again_after_a_wait_is_a_poll(
     assert [kind for _, kind in run.actions if kind != "remind"] == []
 
 
+@pytest.mark.parametrize(
+    ("tool", "command", "ended"),
+    [
+        ("Bash", "timeout 20 kubectl logs -f job/migrate --tail=3", "Exit code 124\n{out}"),
+        ("exec_command", "cd fw && timeout 5 cat /dev/ttyUSB0", "Process exited with code 124\nOutput:\n{out}"),
+        ("run_shell_command", "timeout 5 adb logcat -d -t 3", "Output: {out}\nError: (none)\nExit Code: 124"),
+    ],
+)
+async def test_a_stream_read_under_timeout_is_judged_by_what_it_read(
+    make: Make, anyio_backend: str, tool: str, command: str, ended: str
+) -> None:
+    """``timeout`` stopping a command that follows a stream is how it is
+    read for a while: exit 124 each time, the output new each time."""
+    run = make()
+    for n in range(6):
+        await run.do(tool, {"command": command}, ended.format(out=f"copied {n}000 rows"), is_error=True, seconds=21)
+    assert run.actions == []
+    for _ in range(3):  # the same lines read again and again: a repeat like any other
+        await run.do(tool, {"command": command}, ended.format(out="copied 6000 rows"), is_error=True, seconds=21)
+    assert [kind for _, kind in run.actions] == ["deny"]
+
+
+async def test_exit_124_of_a_command_not_under_timeout_is_a_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(5):
+        await run.do("Bash", {"command": "./run_checks.sh"}, f"check {n}: stale lock\nExit code 124", is_error=True)
+    assert run.actions == [(3, "remind"), (5, "deny")]
+
+
 async def test_a_poll_tool_that_takes_a_command_is_a_poll(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(6):
