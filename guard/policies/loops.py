@@ -269,6 +269,7 @@ _TRANSIENT_ADVICE = (
 )
 _KEEP_POLLING = re.compile(
     r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
+    r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
     r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
 )
 _REPEAT_WORDS = re.compile(

@@ -558,6 +558,7 @@ async def test_a_request_to_repeat_is_an_instruction(make: Make, anyio_backend: 
     [
         "start the deploy and keep polling until it is done",
         "check the deploy till it is done",
+        "Keep an eye on the server logs while I click through the signup flow",
     ],
 )
 async def test_asking_to_wait_lets_an_unchanged_poll_run(make: Make, anyio_backend: str, text: str) -> None:
