@@ -106,6 +106,13 @@ _UNDER_TIMEOUT = re.compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
 
+_KEY_PRESS = re.compile(
+    r"\s*(?:xdotool\s+key(?:\s+--(?:delay|repeat)\s+\d+|\s+--clearmodifiers)*|tmux\s+send-keys(?:\s+-t\s+\S+)?"
+    r"|adb(?:\s+-s\s+\S+)?\s+shell\s+input\s+keyevent)((?:\s+[\w+-]+){1,8})\s*$"
+)
+"""A shell command that only presses keys, and the keys it presses."""
+_KEY_PREFIX = re.compile(r"^(?:KEYCODE_)?(?:DPAD_)?")
+
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
     "{arguments}) and got the same result, with nothing changed in between. Repeating calls will not tell you "
@@ -1132,7 +1139,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             polled = poll_tool and not _typed(args)
         else:
             edits = self._progress.kind(tool, command)
-            paging_tool = self._paging_tools is not None and self._paging_tools.tracks(tool)
+            paging_tool = (self._paging_tools is not None and self._paging_tools.tracks(tool)) or self._pressed(command)
             polled = self._polled(tool, args, command)
             reads = self._reads.reads(tool, command)
         mutating = rules.mutating
@@ -1148,6 +1155,17 @@ class LoopsPolicy(Policy[_AgentLoops]):
             target,
             file,
         )
+
+    def _pressed(self, command: str) -> bool:
+        """Whether a shell command only presses paging or stepping keys
+        (``paging_values``), as a computer-use key press does:
+        ``xdotool key Tab``, ``tmux send-keys -t app Down``, ``adb shell
+        input keyevent KEYCODE_DPAD_DOWN``."""
+        pressed = _KEY_PRESS.match(command)
+        if pressed is None:
+            return False
+        keys = [_KEY_PREFIX.sub("", key) for key in pressed.group(1).split()]
+        return all(self._paging_values.fullmatch(key) for key in keys)
 
     def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool]:
         """What ``tool``'s name says of a call that runs no shell command:

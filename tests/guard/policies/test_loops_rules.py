@@ -286,6 +286,9 @@ async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> 
         ("browser_click", {"element": "Increase quantity button", "ref": "e44"}, "await page.click();"),
         ("computer", {"action": "key", "text": "BackSpace"}, "Pressed BackSpace"),
         ("computer", {"action": "key", "text": "ctrl+plus"}, "Pressed ctrl+plus"),
+        ("Bash", {"command": "adb shell input keyevent KEYCODE_DPAD_DOWN"}, ""),
+        ("Bash", {"command": "xdotool key Tab"}, ""),
+        ("exec_command", {"cmd": "tmux send-keys -t app Down"}, "Process exited with code 0\nOutput:\n"),
     ],
 )
 async def test_paging_or_stepping_through_a_ui_is_never_counted(
@@ -303,6 +306,15 @@ async def test_the_same_click_on_any_other_control_is_a_repeat(make: Make, anyio
         await run.do("click", {"index": 7}, "🖱️ Clicked button with index 7: Submit")
     for _ in range(3):
         await run.do("browser_click", {"element": "Next.js docs link", "ref": "e9"}, "ok")
+    assert run.actions == [(3, "deny"), (6, "deny")]
+
+
+async def test_any_other_key_pressed_through_the_shell_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("Bash", {"command": "xdotool key Return"}, "")
+    for _ in range(3):
+        await run.do("Bash", {"command": "tmux send-keys -t app 'make deploy' Enter"}, "")
     assert run.actions == [(3, "deny"), (6, "deny")]
 
 
