@@ -202,6 +202,26 @@ _NUMBERS = {
     )
 }
 _REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b|\b(\d{1,2})x\b")
+# The same count as users write it in other languages: a number, then the word for
+# "times" ("noch dreimal", "3 mal", "trois fois", "tres veces", "3 vezes", "3 volte",
+# "3 раза", "再跑三次", "3回")
+_OTHER_NUMBERS = {
+    word: n
+    for words in (
+        ("zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn"),
+        ("deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix"),
+        ("dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez"),
+        "二三四五六七八九十",
+        "两",
+    )
+    for n, word in enumerate(words, 2)
+}
+_TIMES_IN_WORDS = re.compile(
+    r"(?i)\b(\d{1,3}|"
+    + "|".join(w for w in _OTHER_NUMBERS if len(w) > 1)
+    + r")\s*-?\s*(?:mal|fois|veces|vezes|volte|раза?)\b"
+)
+_TIMES_IN_SIGNS = re.compile(r"(\d{1,3}|[两二三四五六七八九十])\s*(?:次|遍|回)")
 # Counts a user leaves vague, read generously: the user asked for repeats.
 _VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch": 10}
 _VAGUE_REQUEST = re.compile(
@@ -237,12 +257,16 @@ def requested_repeats(text: str) -> int:
     """How many times a user message asks for something to be done ("run
     the flaky test six times", "retry 3 times", "run it 5x", "twice", "a few
     times", "keep running it until it passes"): the largest such count, 0
-    when it asks for none. In a short message, vague counts are read
+    when it asks for none. Counts are read in German, French, Spanish,
+    Portuguese, Italian, Russian, Chinese and Japanese too ("noch dreimal",
+    "trois fois", "再跑三次"). In a short message, vague counts are read
     generously (a few or several: 5; a couple: 3; many: 10), and "until"
     as ``UNTIL_REPEATS``."""
     counts = [
         int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
     ]
+    for found in (*_TIMES_IN_WORDS.findall(text), *_TIMES_IN_SIGNS.findall(text)):
+        counts.append(int(found) if found.isdigit() else _OTHER_NUMBERS[found.lower()])
     if len(text) <= _SHORT_REQUEST:
         counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
         counts.extend(_WORD_COUNTS[word.lower()] for word in _WORD_REQUEST.findall(text))

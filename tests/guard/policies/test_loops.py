@@ -594,6 +594,30 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("Until the end of the file, fix the types") == 0
 
 
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("Führ den Test bitte noch dreimal aus", 3),
+        ("lass es 5 mal laufen", 5),
+        ("relance le test trois fois", 3),
+        ("ejecuta las pruebas dos veces más", 2),
+        ("roda os testes 4 vezes", 4),
+        ("esegui il test 3 volte", 3),
+        ("запусти тест 3 раза", 3),
+        ("再跑三次测试", 3),
+        ("テストを3回実行して", 3),
+        ("a veces falla, mira el log", 0),  # "sometimes"
+        ("今回はテストを直して", 0),  # "this time"
+        ("这次把测试修好", 0),  # "this time"
+        ("schau mal in die Logs", 0),  # "mal" as a particle
+    ],
+)
+def test_requested_repeats_reads_counts_in_other_languages(text: str, count: int) -> None:
+    from guard.policies.loops import requested_repeats
+
+    assert requested_repeats(text) == count
+
+
 def test_vague_and_open_ended_requests_are_read_generously() -> None:
     from guard.policies.loops import UNTIL_REPEATS, requested_repeats
 
