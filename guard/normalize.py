@@ -82,13 +82,11 @@ _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = re.compile(r"[0-9]+")
 # what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
 _TOWARD = re.compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
-# what comes before a number that names a unit of work done or an item acted on: "batch 2",
-# "page 3", "chunk #4", "order #10234", "qa_user_4", "job-17" (not "attempt #3")
-_UNIT = re.compile(
-    r"(?i)(?:\b(?:batch|page|chunk|part|shard|partition|segment|block|offset|cursor)\s*(?:#|no\.?)?\s*"
-    r"|(?<!attempt )(?<!retry )(?<!try )(?<!tick )#|[a-z][_-])$"
-)
+# what comes before a number that names a unit of work done: "batch 2", "page 3", "chunk #4"
+_UNIT = re.compile(r"(?i)\b(?:batch|page|chunk|part|shard|partition|segment|block|offset|cursor)\s*(?:#|no\.?)?\s*$")
 _UNIT_REACH = 24
+# what comes before "#" in a count of tries, not the number of an item ("attempt #3")
+_TRIES = ("attempt ", "retry ", "try ", "tick ")
 _TOTAL = re.compile(r"(?i)\btotal\b")
 _COUNTED = 32
 _COUNTED_CHARS = 2048
@@ -169,6 +167,18 @@ class ResultNormalizer:
         return Shape(hasher.digest())
 
 
+def _names_work(text: str, start: int) -> bool:
+    """Whether the number at ``start`` of ``text`` names a unit of work
+    (``batch 2``, ``page 3``, ``chunk #4``) or an item (``order #10234``,
+    ``qa_user_4``, ``job-17``; not ``attempt #3``): work done when it grows."""
+    before = text[start - 1 : start] if start else ""
+    if before == "#":
+        return not text[max(0, start - 9) : start - 1].lower().endswith(_TRIES)
+    if before in ("_", "-") and start > 1 and text[start - 2].isalpha():
+        return True
+    return _UNIT.search(text, max(0, start - _UNIT_REACH), start) is not None
+
+
 class Shape:
     """A result as ``loops`` compares it: ``digest`` of the normalised text
     and, for a short result that holds a number, that text (``counted``),
@@ -196,9 +206,7 @@ class Shape:
                 self._toward = frozenset(range(len(found)))
             else:
                 self._toward = frozenset(
-                    i
-                    for i, m in enumerate(found)
-                    if _TOWARD.match(text, m.end()) or _UNIT.search(text, max(0, m.start() - _UNIT_REACH), m.start())
+                    i for i, m in enumerate(found) if _TOWARD.match(text, m.end()) or _names_work(text, m.start())
                 )
             self._skeleton = blake2b(_DIGITS.sub("#", text).encode("utf-8", "surrogatepass"), digest_size=16).digest()
             self._counted = None
