@@ -174,19 +174,15 @@ class ReadOnlyRule:
         self._whole = _whole_names(patterns)
         self._steps = RegexSet(commands, setting="loops.read_only_commands")
         self._memo: dict[str, bool] = {}
-        self._tool_memo: dict[str, bool] = {}
 
     def reads(self, tool: str, command: str | None) -> bool:
         """Whether the call of ``tool`` only reads; ``command`` is its shell
-        command (``guard.patterns.shell_command``), if it has one."""
+        command (``guard.patterns.shell_command``), if it has one. Answers
+        for commands are remembered here; ``loops`` remembers what a tool's
+        name says, this answer among it."""
         if command is not None:
             return self._command_reads(command)
-        memo = self._tool_memo
-        reads = memo.get(tool)
-        if reads is None:
-            reads = self._tools is not None and self._tools.tracks(tool) and self._tool_reads(tool)
-            _remember(memo, tool, reads)
-        return reads
+        return self._tools is not None and self._tools.tracks(tool) and self._tool_reads(tool)
 
     def _tool_reads(self, tool: str) -> bool:
         server, _, own = tool.rpartition("__")
