@@ -1161,11 +1161,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 facts = self._tool_facts(tool)
             edits, paging_tool, poll_tool, reads = facts
             polled = poll_tool and not _typed(args)
-        else:
-            edits = self._progress.kind(tool, command)
+        else:  # what the command says is asked only where it can matter
+            edits = self._progress.kind(tool, command) if rules.mutating is None else None
             paging_tool = (self._paging_tools is not None and self._paging_tools.tracks(tool)) or self._pressed(command)
             polled = self._polled(tool, args, command)
-            reads = self._reads.reads(tool, command)
+            reads = None
         mutating = rules.mutating
         writing = edits if mutating is None else "edit" if mutating else None
         return _Note(
@@ -1174,7 +1174,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             rules.kind == "paging" or bool(values & _PAGING_VALUE) or paging_tool,
             rules.kind == "poll" or bool(values & _POLL_VALUE) or polled,
             writing,
-            writing is None and mutating is None and not reads,  # acts
+            writing is None
+            and mutating is None
+            and not (reads if reads is not None else self._reads.reads(tool, command)),  # acts
             (tool, program),  # the failure streak it counts toward
             target,
             file,
