@@ -498,8 +498,8 @@ class _Measure:
             self.errors += event.is_error
             stats = call.stats
             # a denied call never ran: its result (the denial) is no news
-            news = event.denied_by is None and self.news.brought(stats.last, content, stats.occurrences > 1)
-            if call.wasted and not news:
+            brought = event.denied_by is None and self.news.brought(stats.last, content, stats.occurrences > 1)
+            if call.wasted and not brought:
                 call.settle(size)
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]

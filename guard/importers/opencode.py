@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
-from guard.importers._session import Builder, ImportedSession, ImportReport, parse_time, text_of
+from guard.importers._session import Builder, ImportedSession, ImportReport, nested, parse_time, text_of
 from guard.importers._source import Format, Sample, read_documents, read_jsonl
 
 __all__ = ["FORMAT", "belongs_to_session"]
@@ -127,7 +127,7 @@ def _messages(messages: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
             continue
         info = message["info"]
         parts: list[Any] = message["parts"] if isinstance(message.get("parts"), list) else []
-        ts = _millis(_dict(info.get("time")).get("created")) or 0.0
+        ts = _millis(nested(info, "time", "created")) or 0.0
         if info.get("role") == "user":
             text = "\n".join(
                 str(p.get("text") or "")
@@ -181,7 +181,7 @@ def _tool(part: dict[str, Any], step: int, ts: float, b: Builder) -> Iterator[An
         denied = "user" if text.startswith(_REJECTED) else None
         yield from b.result(MAIN, call_id, text, done, is_error=True, denied_by=denied)
         return
-    code = _dict(state.get("metadata")).get("exit")
+    code = nested(state, "metadata", "exit")
     failed = isinstance(code, int) and not isinstance(code, bool) and code != 0
     yield from b.result(MAIN, call_id, text_of(state.get("output")), done, is_error=failed)
 
