@@ -62,6 +62,8 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     # UUIDs, hex digests and long numbers (7 digits or more)
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b",
     r"\b(?:0x)?[0-9a-fA-F]{7,}\b",
+    # handles into a browser page's accessibility snapshot (Playwright MCP's [ref=e44]), renumbered as it re-renders
+    r"\[ref=(?:[fs]\d+)?e\d+\]",
     # bar glyphs of progress bars
     r"[█▉▊▋▌▍▎▏░▒▓■□▰▱⣿⣀]+",
     r"\[[#=>\-.\s]{4,}\]",

@@ -492,6 +492,10 @@ _TARGETS_KEPT = 256
 """Targets whose runs (``grinds``) and written files (``writes``) an agent
 keeps: the latest touched, so a long session's state stays bounded."""
 
+# a handle into a browser page's accessibility snapshot: Playwright MCP's e44, s2e44 (older) and f1e44 (a frame's)
+_SNAPSHOT_REF = re.compile(r"(?:[fs]\d+)?e\d+")
+_REF = frozenset({"ref"})
+
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
@@ -506,6 +510,10 @@ def _sampled(args: Any, content: str) -> bool:
         return False
     command = shell_command(args)
     return command is not None and _UNDER_TIMEOUT.search(command) is not None
+
+
+def _snapshot_ref(value: Any) -> bool:
+    return isinstance(value, str) and _SNAPSHOT_REF.fullmatch(value) is not None
 
 
 def _typed(args: Any) -> bool:
@@ -1000,8 +1008,16 @@ class LoopsPolicy(Policy[_AgentLoops]):
     def _fingerprint(
         self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str
     ) -> Fingerprint:
+        """The call's identity. A ``ref`` beside an ``element`` description
+        (Playwright MCP's ``{"element": "Submit button", "ref": "e44"}``) is
+        a handle into the page's latest snapshot, renumbered as the page
+        re-renders; the element described is what the call aims at, so the
+        handle is left out."""
         if rules.identity and isinstance(args, dict):
             return fingerprint(tool, {k: v for k, v in args.items() if k in rules.identity})
+        if isinstance(args, dict) and "element" in args and _snapshot_ref(args.get("ref")):
+            ignored = rules.ignored if rules.ignored is not None else self._calls.ignored
+            return fingerprints.get(tool, args, ignored | _REF, call_id=call_id)
         if rules.ignored is not None:
             return fingerprint(tool, args, rules.ignored)
         return self._calls.fingerprint(fingerprints, tool, args, call_id)

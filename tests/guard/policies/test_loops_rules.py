@@ -309,6 +309,25 @@ async def test_the_same_click_on_any_other_control_is_a_repeat(make: Make, anyio
     assert run.actions == [(3, "deny"), (6, "deny")]
 
 
+async def test_a_click_on_the_same_element_is_the_same_call_whatever_its_snapshot_handle(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    for ref in ("e40", "e51", "s3e12"):  # the form re-renders: each snapshot renumbers its elements
+        page = f'- alert: "Card number is invalid"\n- textbox "Card number" [ref={ref}]: 4242\n- button "Submit" [ref={ref}]'
+        await run.do("browser_click", {"element": "Submit button", "ref": ref}, page)
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_snapshot_handle_names_no_element_without_its_description(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for ref in ("e40", "e51", "e62"):  # three rows' own buttons, told apart by their handles alone
+        await run.do("browser_click", {"ref": ref}, "ok")
+    for ref in ("main", "release", "v2"):  # a git ref is what the call reads
+        await run.do("get_file_contents", {"element": "README.md", "ref": ref}, "# Project")
+    assert run.actions == []
+
+
 async def test_any_other_key_pressed_through_the_shell_is_a_repeat(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(3):
