@@ -293,6 +293,18 @@ _WRITE_DENIAL = (
     "- arguments: {arguments}\n"
     "The file already holds this content. Look at why what you do with it fails instead of writing it again."
 )
+_FLIP_ADVICE = (
+    "loop-detector: you have now made this same edit to {target} {count} times, with other edits to it in "
+    "between: the file is going back and forth between versions ({tool} {arguments}). Neither version has "
+    "worked; re-read what each run told you and make a change that addresses it, instead of switching back."
+)
+_FLIP_DENIAL = (
+    "loop-detector denied this call; it did not run. It would make the same edit to {target} once more ({count} "
+    "times now), with other edits undoing it in between: the file keeps going back and forth between versions:\n"
+    "- tool: {tool}\n"
+    "- arguments: {arguments}\n"
+    "Neither version has worked. Make a different change, based on what the failures say."
+)
 _TRANSIENT_ADVICE = (
     "loop-detector: this call has now failed {count} times with what looks like a transient error (rate limit, "
     "server error, timeout or dropped connection) ({tool} {arguments}). Wait before retrying (back off: 5, 10, "
@@ -576,7 +588,9 @@ class _AgentLoops:
     tool (and editing sub-command) to its current failure kind, count and
     time; ``grinds`` a target to its run of equal results under other
     arguments; ``writes`` a written file to the last content written to it
-    and how often in a row; ``run`` counts consecutive calls that repeated
+    and how often in a row; ``edits`` a file and an edit to it to how often
+    that edit was made with other writes to that file in between (the file
+    going back and forth between versions); ``run`` counts consecutive calls that repeated
     an earlier call's result, ``advised`` whether this run drew its
     advisory; ``seen`` numbers the tracked results."""
 
@@ -585,6 +599,7 @@ class _AgentLoops:
         "advised",
         "allowance",
         "calls",
+        "edits",
         "failed_at",
         "grinds",
         "opener",
@@ -610,6 +625,7 @@ class _AgentLoops:
         self.streaks: dict[tuple[str, str | None], tuple[str, int, float]] = {}
         self.grinds: dict[tuple[str, str], _Grind] = {}
         self.writes: dict[str, tuple[bytes, int]] = {}
+        self.edits: dict[tuple[str, bytes], int] = {}
         self.acted: dict[bytes, bytes] = {}
         self.calls: dict[str, _Note] = {}
         self.run = 0
@@ -1249,6 +1265,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
                     target=target, count=written[1] + 1, tool=call.tool, arguments=fp.preview(_PREVIEW)
                 )
                 return body, written[1] + 1, rules.deny_at
+            made = state.edits.get((target, fp.digest), 0) if target is not None else 0
+            if made >= state.at(rules.deny_at) and (written is None or written[0] != fp.digest):
+                body = _FLIP_DENIAL.format(
+                    target=target, count=made + 1, tool=call.tool, arguments=fp.preview(_PREVIEW)
+                )
+                return body, made + 1, rules.deny_at
         return "", 0, 0
 
     def on_status(self, state: _AgentLoops, status: AgentStatus) -> None:
@@ -1294,15 +1316,20 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")
             rewrite = False
+            made = 0
             if target is not None:
                 written = state.writes.get(target)
                 times = written[1] + 1 if written is not None and written[0] == fp.digest else 1
                 rewrite = times > 1
                 _keep(state.writes, target, (fp.digest, times))
+                if not rewrite:
+                    made = state.edits.get((target, fp.digest), 0) + 1
+                    _keep(state.edits, (target, fp.digest), made)
             elif progress == "command":
                 # a shell write whose text does not fix what it writes (`git checkout a.py`,
                 # `cp a.py.orig a.py`) may have changed any file: no write is known to be in place
                 state.writes.clear()
+                state.edits.clear()
             # the same edit made again right away, with the same outcome, changes
             # nothing: it opens no new epoch (a line-range edit made again that
             # reports a longer file did change it)
@@ -1312,6 +1339,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 state.new_epoch(opener)
                 if tracked:
                     self._observe(state, result, fp, written_shape, False, False)
+                if target is not None and made == state.at(rules.deny_at):
+                    text = _FLIP_ADVICE.format(
+                        count=made, target=target, tool=result.tool, arguments=fp.preview(_PREVIEW)
+                    )
+                    return self._action("remind", result, made, text, rules.deny_at)
                 return None
         if not tracked:
             return None
@@ -1460,6 +1492,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return
         state.new_epoch()
         state.writes.clear()
+        state.edits.clear()
         if self.config.requested_repeats:
             state.allowance = requested_repeats(message.text)
             state.patient = bool(_KEEP_POLLING.search(message.text))

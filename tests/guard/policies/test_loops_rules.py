@@ -314,7 +314,7 @@ async def test_a_click_on_the_same_element_is_the_same_call_whatever_its_snapsho
 ) -> None:
     run = make()
     for ref in ("e40", "e51", "s3e12"):  # the form re-renders: each snapshot renumbers its elements
-        page = f'- alert: "Card number is invalid"\n- textbox "Card number" [ref={ref}]: 4242\n- button "Submit" [ref={ref}]'
+        page = f'- alert: "Card number is invalid"\n- textbox "Card" [ref={ref}]: 4242\n- button "Submit" [ref={ref}]'
         await run.do("browser_click", {"element": "Submit button", "ref": ref}, page)
     assert run.actions == [(3, "deny")]
 
@@ -563,6 +563,41 @@ async def test_a_different_write_in_between_makes_the_same_write_progress(make: 
         await run.do("Write", args, "File written")
         await run.do("Bash", {"command": "./check"}, "failed", is_error=True)
     assert [kind for _, kind in run.actions if kind == "deny"] == []
+
+
+_TO_DECIMAL = {"file_path": "price.py", "old_string": "round(x, 2)", "new_string": "Decimal(x).quantize(CENT)"}
+_TO_ROUND = {"file_path": "price.py", "old_string": "Decimal(x).quantize(CENT)", "new_string": "round(x, 2)"}
+
+
+async def test_an_edit_flip_flopping_between_two_versions_is_a_loop(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4):
+        await run.do("Edit", _TO_DECIMAL, "The file price.py has been updated.")
+        await run.do("Bash", {"command": "pytest -q"}, "FAILED test_total - assert 30.0 == 30.01", is_error=True)
+        if n < 3:
+            await run.do("Edit", _TO_ROUND, "The file price.py has been updated.")
+            await run.do("Bash", {"command": "pytest -q"}, "FAILED test_rounding - 2.675 != 2.68", is_error=True)
+    assert [(n, kind) for n, kind in run.actions if n in (9, 11, 13)] == [(9, "remind"), (11, "remind"), (13, "deny")]
+    assert "same edit to price.py 3 times, with other edits to it in between" in run.texts[0]
+    assert "same edit to price.py once more (4 times now)" in run.texts[2]
+
+
+async def test_a_reverted_fix_made_again_is_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for args in (_TO_DECIMAL, _TO_ROUND, _TO_DECIMAL):  # the fix, undone to see the test fail without it, redone
+        await run.do("Edit", args, "The file price.py has been updated.")
+        await run.do("Bash", {"command": "pytest -q"}, "1 failed", is_error=True)
+    assert run.actions == []
+
+
+async def test_a_user_message_lets_the_versions_be_tried_again(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for args in (_TO_DECIMAL, _TO_ROUND, _TO_DECIMAL, _TO_ROUND):
+        await run.do("Edit", args, "The file price.py has been updated.")
+        if args is _TO_DECIMAL:
+            await run.user("main", "Now compare both versions once more, with the new fixtures.")
+    await run.do("Edit", _TO_DECIMAL, "The file price.py has been updated.")
+    assert run.actions == []
 
 
 async def test_the_first_re_read_after_a_compaction_is_no_repeat(make: Make, anyio_backend: str) -> None:
