@@ -203,14 +203,20 @@ _NUMBERS = {
 }
 _REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b|\b(\d{1,2})x\b")
 # The same count as users write it in other languages: a number, then the word for
-# "times" ("noch dreimal", "3 mal", "trois fois", "tres veces", "3 vezes", "3 volte",
-# "3 раза", "再跑三次", "3回")
+# "times" ("noch dreimal", "3 mal", "trois fois", "tres veces", "três vezes", "cinque volte",
+# "три раза", "vijf keer", "再跑三次", "3回")
 _OTHER_NUMBERS = {
     word: n
     for words in (
         ("zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn"),
         ("deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix"),
         ("dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez"),
+        ("duas", "três", "quatro", "cinco", "seis", "sete", "oito", "nove", "dez"),
+        ("dois",),
+        ("due", "tre", "quattro", "cinque", "sei", "sette", "otto", "nove", "dieci"),
+        ("два", "три", "четыре", "пять", "шесть", "семь", "восемь", "девять", "десять"),
+        ("две",),
+        ("twee", "drie", "vier", "vijf", "zes", "zeven", "acht", "negen", "tien"),
         "二三四五六七八九十",
         "两",
     )
@@ -219,7 +225,7 @@ _OTHER_NUMBERS = {
 _TIMES_IN_WORDS = re.compile(
     r"(?i)\b(\d{1,3}|"
     + "|".join(w for w in _OTHER_NUMBERS if len(w) > 1)
-    + r")\s*-?\s*(?:mal|fois|veces|vezes|volte|раза?)\b"
+    + r")\s*-?\s*(?:mal|fois|veces|vezes|volte|раза?|keer)\b"
 )
 _TIMES_IN_SIGNS = re.compile(r"(\d{1,3}|[两二三四五六七八九十])\s*(?:次|遍|回)")
 # Counts a user leaves vague, read generously: the user asked for repeats.
@@ -258,8 +264,8 @@ def requested_repeats(text: str) -> int:
     the flaky test six times", "retry 3 times", "run it 5x", "twice", "a few
     times", "keep running it until it passes"): the largest such count, 0
     when it asks for none. Counts are read in German, French, Spanish,
-    Portuguese, Italian, Russian, Chinese and Japanese too ("noch dreimal",
-    "trois fois", "再跑三次"). In a short message, vague counts are read
+    Portuguese, Italian, Russian, Dutch, Chinese and Japanese too ("noch
+    dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message, vague counts are read
     generously (a few or several: 5; a couple: 3; many: 10), and "until"
     as ``UNTIL_REPEATS``."""
     counts = [

@@ -604,6 +604,13 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
         ("roda os testes 4 vezes", 4),
         ("esegui il test 3 volte", 3),
         ("запусти тест 3 раза", 3),
+        ("esegui il test cinque volte", 5),
+        ("rilancialo altre tre volte", 3),
+        ("roda os testes mais três vezes", 3),
+        ("roda duas vezes", 2),
+        ("запусти тест три раза", 3),
+        ("прогони пять раз", 5),
+        ("draai de test nog vijf keer", 5),
         ("再跑三次测试", 3),
         ("テストを3回実行して", 3),
         ("a veces falla, mira el log", 0),  # "sometimes"
