@@ -233,6 +233,11 @@ _VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch
 _VAGUE_REQUEST = re.compile(
     r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
 )
+# "Submit six training runs", "spin up 15 load-test workers": a number of runs, jobs or workers asked for
+_RUNS_REQUEST = re.compile(
+    r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
+    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
+)
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
 _WORD_REQUEST = re.compile(r"(?i)\b(twice|thrice)\b")
 UNTIL_REPEATS = 20
@@ -265,9 +270,10 @@ def requested_repeats(text: str) -> int:
     times", "keep running it until it passes"): the largest such count, 0
     when it asks for none. Counts are read in German, French, Spanish,
     Portuguese, Italian, Russian, Dutch, Chinese and Japanese too ("noch
-    dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message, vague counts are read
-    generously (a few or several: 5; a couple: 3; many: 10), and "until"
-    as ``UNTIL_REPEATS``."""
+    dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message,
+    vague counts are read generously (a few or several: 5; a couple: 3;
+    many: 10), "until" as ``UNTIL_REPEATS``, and a number of runs, jobs or
+    workers ("submit six training runs") as that many."""
     counts = [
         int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
     ]
@@ -276,6 +282,7 @@ def requested_repeats(text: str) -> int:
     if len(text) <= _SHORT_REQUEST:
         counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
         counts.extend(_WORD_COUNTS[word.lower()] for word in _WORD_REQUEST.findall(text))
+        counts.extend(int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _RUNS_REQUEST.findall(text))
         if _UNTIL_REQUEST.search(text):
             counts.append(UNTIL_REPEATS)
     return max(counts, default=0)
@@ -1147,7 +1154,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
                 )
                 patient = max(signature.spacing, call.ts - signature.ts) >= self._longest_wait
-                if signature.nudges and stalled and not state.patient and not patient:
+                if signature.nudges and stalled and not state.patient and not patient and count > state.allowance:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
             elif count >= state.at(rules.deny_at):
                 text, threshold = _REPEAT_DENIAL, rules.deny_at
@@ -1427,7 +1434,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return self._action("remind", result, streak, text, rules.error_at)
             return None
         if poll:
-            if state.patient:
+            if state.patient or count <= state.allowance:
                 return None
             return self._back_off(signature, result, fp, rules)
         grind = self._grind(state, result, note, shape.digest, found)

@@ -563,6 +563,34 @@ async def test_a_user_asking_for_n_runs_gets_them(make: Make, anyio_backend: str
     assert run.actions == [(7, "deny"), (10, "deny")]
 
 
+@pytest.mark.parametrize(
+    ("request_text", "tool", "args", "answer", "beyond"),
+    [
+        # each job is new, but its id is noise: past the six asked for, a repeat
+        (
+            "Submit six training runs",
+            "Bash",
+            {"command": "sbatch train.sh"},
+            "Submitted batch job 4812345",
+            (7, "deny"),
+        ),
+        # "queued" reads as a poll's state: past the six asked for, a poll told to back off
+        ("Spin up 6 load-test workers against staging", "dispatch_task", {"task": "load"}, "queued", (8, "remind")),
+    ],
+)
+async def test_a_user_asking_for_n_runs_or_workers_gets_them(
+    make: Make, anyio_backend: str, request_text: str, tool: str, args: dict[str, str], answer: str, beyond: object
+) -> None:
+    run = make()
+    await run.user("main", request_text)
+    for _ in range(6):
+        await run.do(tool, args, answer)
+    assert run.actions == []
+    for _ in range(2):
+        await run.do(tool, args, answer)
+    assert run.actions[0] == beyond
+
+
 async def test_a_user_asking_to_keep_using_a_tool_gets_its_calls(make: Make, anyio_backend: str) -> None:
     """crewAI's repeated-tool-usage task: the user tells the agent to keep
     calling one tool, and it does, getting the same answer each time."""
@@ -592,6 +620,9 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("run it 4x") == 4
     assert requested_repeats("run it twice") == 2
     assert requested_repeats("Until the end of the file, fix the types") == 0
+    assert requested_repeats("Submit six training runs with random seeds") == 6
+    assert requested_repeats("spin up 15 load-test workers") == 15
+    assert requested_repeats("fix the 3 failing tests") == 0
 
 
 @pytest.mark.parametrize(
