@@ -69,7 +69,7 @@ from guard.policies.progress import (
     check_loose_patterns,
     loose_tool_name,
 )
-from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule
+from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule, keeps_books
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policy import Policy
 from guard.section import (
@@ -605,7 +605,8 @@ class _AgentLoops:
     that edit was made with other writes to that file in between (the file
     going back and forth between versions); ``run`` counts consecutive calls that repeated
     an earlier call's result, ``advised`` whether this run drew its
-    advisory; ``seen`` numbers the tracked results."""
+    advisory; ``seen`` numbers the tracked results, ``news_at`` the last
+    that brought news."""
 
     __slots__ = (
         "acted",
@@ -615,6 +616,7 @@ class _AgentLoops:
         "edits",
         "failed_at",
         "grinds",
+        "news_at",
         "opener",
         "patient",
         "run",
@@ -631,6 +633,7 @@ class _AgentLoops:
         self.allowance = 0
         self.patient = False
         self.failed_at = 0
+        self.news_at = 0
         self.waited_at = -1
         self.seen = 0
         self.window: deque[bytes] = deque()
@@ -1016,7 +1019,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
-        self._facts: dict[str, tuple[str | None, bool, bool, bool]] = {}
+        self._facts: dict[str, tuple[str | None, bool, bool, bool, bool]] = {}
 
     def new_state(self) -> _AgentLoops:
         return _AgentLoops()
@@ -1204,7 +1207,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             facts = self._facts.get(tool)
             if facts is None:
                 facts = self._tool_facts(tool)
-            edits, paging_tool, poll_tool, reads = facts
+            edits, paging_tool, poll_tool, reads, _ = facts
             polled = poll_tool and not _typed(args)
         else:  # what the command says is asked only where it can matter
             edits = self._progress.kind(tool, command) if rules.mutating is None else None
@@ -1238,15 +1241,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
         keys = [_KEY_PREFIX.sub("", key) for key in pressed.group(1).split()]
         return all(self._paging_values.fullmatch(key) for key in keys)
 
-    def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool]:
+    def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool, bool]:
         """What ``tool``'s name says of a call that runs no shell command:
         whether it edits (``ProgressRule.kind``), is a paging tool, is a
-        poll tool, and only reads; remembered for a bounded number of names."""
+        poll tool, only reads, and only reads to keep the agent's own books
+        (``keeps_books``); remembered for a bounded number of names."""
+        reads = self._reads.reads(tool, None)
         facts = (
             self._progress.kind(tool, None),
             self._paging_tools is not None and self._paging_tools.tracks(tool),
             self._poll_tools is not None and self._poll_tools.tracks(tool),
-            self._reads.reads(tool, None),
+            reads,
+            reads and keeps_books(tool),
         )
         if len(self._facts) >= 4096:
             self._facts.clear()
@@ -1535,10 +1541,16 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 and shape.counts_on(signature.shape)
             )
         )
+        facts = self._facts.get(result.tool)
+        books = facts is not None and facts[4]
+        if same and books and state.news_at > signature.last:
+            same = False  # the agent's own plan or todo list restated while its work brought news: no repeat
         if same and not (result.ts - signature.ts >= self._decay):
             signature.count += 1
             gap = state.seen - signature.last
         else:
+            if not books:  # news of the work, not of the books kept on it
+                state.news_at = state.seen
             signature.count = 1
             signature.result = shape.digest
             signature.since = result.ts

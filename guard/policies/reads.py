@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from guard.patterns import RegexSet, ToolFilter
 from guard.policies.progress import loose_tool_name
 
-__all__ = ["DEFAULT_READ_ONLY_COMMANDS", "DEFAULT_READ_ONLY_TOOLS", "ReadOnlyRule"]
+__all__ = ["DEFAULT_READ_ONLY_COMMANDS", "DEFAULT_READ_ONLY_TOOLS", "ReadOnlyRule", "keeps_books"]
 
 DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "read*",
@@ -156,6 +156,25 @@ _ACTION_WORDS = frozenset({
 # ... unless the thing acted on is the agent's own bookkeeping (``tracker_update_task``)
 _BOOKKEEPING_WORDS = frozenset({"todo", "todos", "tracker", "topic", "plan"})
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+# bookkeeping tools whose names hold none of those words (Claude Code's task list, a think tool)
+_BOOKKEEPING_NAMES = frozenset(
+    {"think", "taskcreate", "taskupdate", "tasklist", "taskget", "completetask", "enterplanmode", "exitplanmode"}
+)
+
+
+def keeps_books(tool: str) -> bool:
+    """Whether ``tool``'s name says it keeps the agent's own books: its
+    todo list, plan, tracker or topic, a thought (``TodoWrite``,
+    ``update_plan``, ``write_todos``, ``TaskUpdate``, ``think``). Asked of
+    tools known to only read (``terraform_plan`` is no bookkeeping, but it
+    is not read-only either). An MCP server's tool is another service's,
+    never the agent's bookkeeping."""
+    server, _, own = tool.rpartition("__")
+    if server and own:
+        return False
+    return loose_tool_name(tool) in _BOOKKEEPING_NAMES or not _BOOKKEEPING_WORDS.isdisjoint(
+        word.lower() for word in _WORDS.findall(tool)
+    )
 
 
 class ReadOnlyRule:

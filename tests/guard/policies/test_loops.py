@@ -129,6 +129,35 @@ async def test_bookkeeping_between_the_same_reads_hides_no_loop(
 
 
 @pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("TodoWrite", {"todos": [{"content": "Read the migrations", "status": "in_progress"}]}),  # Claude Code
+        ("update_plan", {"explanation": "still reading", "plan": [{"step": "Read", "status": "in_progress"}]}),
+        ("write_todos", {"todos": [{"description": "Read", "status": "in_progress"}]}),  # Gemini CLI
+    ],
+)
+async def test_an_unchanged_plan_restated_while_the_work_brings_news_is_no_repeat(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object]
+) -> None:
+    run = make()
+    for n in range(5):
+        await run.do("Read", {"file_path": f"migrations/00{n}_init.sql"}, f"create table t{n}();")
+        await run.do(tool, args, "Todos have been modified successfully.")
+    assert run.actions == []
+    for _ in range(2):  # restated with nothing new in between, or between two versions of itself
+        await run.do(tool, args, "Todos have been modified successfully.")
+    assert run.actions == [(12, "deny")]
+
+
+async def test_a_plan_flipped_back_and_forth_is_a_loop(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(6):
+        status = "in_progress" if n % 2 == 0 else "pending"
+        await run.do("update_plan", {"plan": [{"step": "Fix flaky test", "status": status}]}, "Plan updated")
+    assert [kind for _, kind in run.actions][:2] == ["remind", "deny"]
+
+
+@pytest.mark.parametrize(
     "shell",
     [
         lambda command: ("shell", {"command": ["bash", "-lc", command], "workdir": "/w"}),

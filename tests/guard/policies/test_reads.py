@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule
+from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule, keeps_books
 
 
 @pytest.fixture
@@ -151,3 +151,21 @@ def test_many_distinct_commands_are_answered_alike(rule: ReadOnlyRule) -> None:
     answers = {rule.reads(f"get_item_{n}", None) for n in range(5000)}
     assert answers == {True}
     assert not rule.reads("post_item_5001", None)
+
+
+@pytest.mark.parametrize(
+    ("tool", "books"),
+    [
+        ("TodoWrite", True),
+        ("update_plan", True),
+        ("write_todos", True),
+        ("TaskUpdate", True),
+        ("think", True),
+        ("tracker_update_task", True),
+        ("Read", False),
+        ("create_issue", False),
+        ("mcp__linear__update_plan", False),  # another service's plan
+    ],
+)
+def test_only_the_agents_own_todo_list_plan_or_thoughts_keep_its_books(tool: str, books: bool) -> None:
+    assert keeps_books(tool) is books
