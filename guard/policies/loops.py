@@ -520,6 +520,12 @@ keeps: the latest touched, so a long session's state stays bounded."""
 # a handle into a browser page's accessibility snapshot: Playwright MCP's e44, s2e44 (older) and f1e44 (a frame's)
 _SNAPSHOT_REF = re.compile(r"(?:[fs]\d+)?e\d+")
 _REF = frozenset({"ref"})
+# what a result may quote in its first line as its header: the call's command, URL or query
+# (Gemini CLI's "Command: ...", a fetch server's "Contents of <url>:"), if that long
+_QUOTED_KEYS = frozenset({"command", "cmd", "url", "query"})
+_QUOTED_CHARS = 8
+# Gemini CLI's stand-in for a command that printed nothing
+_EMPTY_OUTPUT = "\nOutput: (empty)\n"
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -535,6 +541,18 @@ def _sampled(args: Any, content: str) -> bool:
         return False
     command = shell_command(args)
     return command is not None and _UNDER_TIMEOUT.search(command) is not None
+
+
+def _unquoted(args: dict[str, Any], content: str) -> str | None:
+    """``content`` without the call's own command, URL or query quoted in
+    its first line (``_QUOTED_KEYS``, some of which ``args`` holds);
+    ``None`` when it quotes none."""
+    head, newline, rest = content.partition("\n")
+    for key in _QUOTED_KEYS.intersection(args):
+        value = args[key]
+        if isinstance(value, str) and len(value) >= _QUOTED_CHARS and value in head:
+            return head.replace(value, "", 1) + newline + rest
+    return None
 
 
 def _snapshot_ref(value: Any) -> bool:
@@ -812,7 +830,9 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     grind_deny_at: int = 0
     nothing_found: tuple[str, ...] = (
         r"(?i)^\W*(?:no (?:files?|matches|match|results?|entries|items|lines|output)(?: (?:were |was )?found)?|"
-        r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)\W*$",
+        r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)"
+        # and what was searched for, where: "No matches found for pattern "x" in path "src"."
+        r"(?:\s+(?:for|in|matching|under|with)\b[^\n]*)?\W*$",
         # a runtime's stand-in for an empty output (SWE-agent: "Your command ran successfully and did not
         # produce any output.")
         r"(?i)^\W*(?:(?:your |the )?command )?"
@@ -1473,17 +1493,29 @@ class LoopsPolicy(Policy[_AgentLoops]):
         target (program, file or URL) answering the same thing to other
         arguments. Arguments that differ only in paging arguments (offset,
         cursor, page, ...) are paging, not a grind; an empty result, or one
-        saying only that nothing was found, is no answer at all."""
+        saying only that nothing was found, is no answer at all. A result
+        headed by its call's own command, URL or query (Gemini CLI's
+        ``Command: …``, a fetch server's ``Contents of <url>:``) is compared
+        without it: another command quoted is no other answer."""
         rules, fp, target = note.rules, note.fp, note.target
         if not rules.grind_at:
             return None
         if target is None:
             return None  # nothing named to grind on: an action tool's "ok" to new arguments is no answer
         key = (result.tool, target)
+        content, args = result.content, result.args
+        empty = False
+        if isinstance(args, dict) and not _QUOTED_KEYS.isdisjoint(args):
+            unquoted = _unquoted(args, content)
+            if unquoted is not None:
+                content, found, empty = unquoted, None, _EMPTY_OUTPUT in unquoted
+                shape = ResultNormalizer.exact(content) if note.file else self._normalizer.shape(error_head(content))
+                digest = shape.digest
         # a search's whole answer is that it found nothing (``nothing_found``)
-        content = result.content
-        if digest == self._empty or (
-            len(content) <= _NOTHING_FOUND_CHARS and self._says(_NOTHING_CHECK, content, found)
+        if (
+            empty
+            or digest == self._empty
+            or (len(content) <= _NOTHING_FOUND_CHARS and self._says(_NOTHING_CHECK, content, found))
         ):
             state.grinds.pop(key, None)
             return None

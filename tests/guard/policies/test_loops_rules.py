@@ -5,6 +5,7 @@ Code's BashOutput and cancelled siblings, HTTP retries, browser scrolling)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -690,7 +691,33 @@ async def test_a_runtimes_stand_in_for_an_empty_output_is_no_grind(make: Make, a
         )
     for word in ("load", "save", "parse", "dump", "read"):
         await run.do("Bash", {"command": f"grep -rn {word} src"}, "Command produced no output")
+    for n, name in enumerate(("Cargo.toml", "pyproject.toml", "biome.json", "turbo.json", "moon.yml")):
+        command = f"find . -name {name}"
+        await run.do("run_shell_command", {"command": command}, gemini_shell(command, "(empty)", 700 + n, "0"))
+    for word in ("resolveIdentity", "resolve_identity", "identityResolver", "getIdentity", "currentUser"):
+        await run.do("grep_search", {"pattern": word}, f'No matches found for pattern "{word}" in path "src".')
     assert run.actions == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda n, command: ("run_shell_command", {"command": command}, gemini_shell(command, "src/app.py:12: ok", n)),
+        lambda n, _: (
+            "fetch",
+            {"url": f"https://news.example.com/a/123?variant={n}"},
+            f"Contents of https://news.example.com/a/123?variant={n}:\nSubscribe to read this article.",
+        ),
+    ],
+    ids=["gemini-shell", "fetch-server"],
+)
+async def test_a_result_quoting_its_own_arguments_grinds_on_the_rest(
+    make: Make, anyio_backend: str, call: Callable[[int, str], tuple[str, dict[str, object], str]]
+) -> None:
+    run = make()
+    for n, word in enumerate(("TODO", "FIXME", "XXX", "HACK")):
+        await run.do(*call(n, f"grep -rn {word} src/"))
+    assert run.actions == [(4, "remind")]
 
 
 async def test_gemini_shell_failures_are_not_lumped_into_one_kind(make: Make, anyio_backend: str) -> None:
