@@ -92,18 +92,42 @@ _LITERAL_HEREDOC = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:cat|tee)\b[^|;&]*<<
 _LITERAL_ECHO = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:echo|printf)\s[^|;&`$\n]*>>?\s*[^\s;&|<>]+\s*$")
 
 
+# the files a Codex patch (apply_patch) names, one header line each
+_PATCHED = re.compile(r"(?m)^\*\*\* (?:Update|Add|Delete) File: ([^\n]+?)[ \t]*$")
+_PATCH_KEYS = ("input", "patch")
+
+
+def _patched(text: str) -> str | None:
+    """The files a Codex patch text changes (``*** Update File: a.py``),
+    joined by ", "; ``None`` when it names none."""
+    if "*** Begin Patch" not in text:
+        return None
+    files = _PATCHED.findall(text)
+    return ", ".join(files) if files else None
+
+
 def write_target(args: Any, *, by_tool: bool) -> str | None:
     """The file a writing call writes, when the call alone says what it
     writes: for an editing tool's call (``by_tool``) the file its arguments
-    name; for a shell command, a heredoc into ``cat``/``tee`` or a single
-    ``echo``/``printf``, the file it redirects or ``tee``s to. ``None``
-    otherwise (``git diff > patch.txt`` writes what ``git diff`` says, which
-    the command's text does not fix)."""
+    name, or the files of a Codex patch (``apply_patch``, its text the
+    call's ``input`` or the whole of its arguments); for a shell command, a
+    patch given to ``apply_patch``, a heredoc into ``cat``/``tee`` or a
+    single ``echo``/``printf``, the file it redirects or ``tee``s to.
+    ``None`` otherwise (``git diff > patch.txt`` writes what ``git diff``
+    says, which the command's text does not fix)."""
     if by_tool:
-        return _named(args)
+        if isinstance(args, str):
+            return _patched(args)
+        named = _named(args)
+        if named is None and isinstance(args, dict):
+            texts = (args.get(key) for key in _PATCH_KEYS)
+            return next((files for text in texts if isinstance(text, str) and (files := _patched(text))), None)
+        return named
     command = shell_command(args)
     if command is None:
         return None
+    if "apply_patch" in command or "applypatch" in command:
+        return _patched(command)
     first = command.split("\n", 1)[0]
     if "<<" in first:  # a heredoc: its body is data, the target is on the first line
         if not _LITERAL_HEREDOC.match(first):

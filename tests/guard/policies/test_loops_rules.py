@@ -583,6 +583,17 @@ async def test_an_edit_flip_flopping_between_two_versions_is_a_loop(make: Make, 
     assert "same edit to price.py once more (4 times now)" in run.texts[2]
 
 
+async def test_a_codex_patch_flip_flopping_between_two_versions_is_a_loop(make: Make, anyio_backend: str) -> None:
+    run = make()
+    patch = "*** Begin Patch\n*** Update File: price.py\n@@\n-{old}\n+{new}\n*** End Patch"
+    forth = patch.format(old="round(x, 2)", new="Decimal(x)")
+    back = patch.format(old="Decimal(x)", new="round(x, 2)")
+    for args in (forth, back, forth, back, forth):  # a rollout's apply_patch: the patch text is the input
+        await run.do("apply_patch", args, "Success. Updated the following files:\nM price.py")
+        await run.do("exec_command", {"cmd": "pytest -q"}, "Process exited with code 1\n1 failed", is_error=True)
+    assert run.actions[0] == (9, "remind")
+
+
 async def test_a_reverted_fix_made_again_is_progress(make: Make, anyio_backend: str) -> None:
     run = make()
     for args in (_TO_DECIMAL, _TO_ROUND, _TO_DECIMAL):  # the fix, undone to see the test fail without it, redone

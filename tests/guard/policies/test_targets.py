@@ -58,6 +58,22 @@ def test_an_editing_tool_writes_the_file_it_names() -> None:
     assert write_target({"content": "x"}, by_tool=False) is None
 
 
+_PATCH = "*** Begin Patch\n*** Update File: src/price.py\n@@\n-round(x, 2)\n+Decimal(x)\n*** End Patch"
+
+
+def test_a_codex_patch_writes_the_files_it_names() -> None:
+    assert write_target(_PATCH, by_tool=True) == "src/price.py"  # a rollout's custom tool call: the text alone
+    assert write_target({"input": _PATCH.replace("Update File: src/price.py", "Add File: a.md")}, by_tool=True) == (
+        "a.md"
+    )
+    two = _PATCH.replace("*** End Patch", "*** Delete File: old.py\n*** End Patch")
+    assert write_target({"input": two}, by_tool=True) == "src/price.py, old.py"
+    shell = {"command": ["bash", "-lc", f"apply_patch <<'EOF'\n{_PATCH}\nEOF"]}
+    assert write_target(shell, by_tool=False) == "src/price.py"
+    assert write_target({"input": "no patch here"}, by_tool=True) is None
+    assert write_target({"command": "apply_patch --help"}, by_tool=False) is None
+
+
 def test_a_tool_names_a_file_when_it_reads_one() -> None:
     assert _target({"file_path": "a.py"})[1]
     assert _target({"command": "view", "path": "/w/a.py"})[1]
