@@ -138,6 +138,31 @@ _FAILURE_DENIAL = (
     "- arguments: {arguments}\n"
     "Read the last error and fix its cause, or change approach. Other calls still run."
 )
+_EARLY_DENIAL = (
+    "loop-detector denied this call; it did not run. This exact call has failed {count} times with a rate "
+    "limit or an outage, and the service said how long to wait before a retry: {left} of that wait remain:\n"
+    "- tool: {tool}\n"
+    "- arguments: {arguments}\n"
+    "Retrying sooner will fail the same way. Wait {left} before calling it again, or do other work meanwhile."
+)
+# how long a transient failure says to wait: "Retry-After: 30", "retry after 60s", "Please try again in 20s",
+# "try again in 1.5 seconds", "retry in 2 minutes"
+_RETRY_AFTER = re.compile(
+    r"(?i)\b(?:retry[ _-]after|(?:try again|retry) in)[\s:=\"']*(\d{1,5}(?:\.\d+)?)[ \t]*"
+    r"(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b"
+)
+_UNIT_SECONDS = {"ms": 0.001, "m": 60.0}
+
+
+def _stated_wait(content: str) -> float:
+    """The wait in seconds a failure says to keep before a retry; 0 when it names none."""
+    found = _RETRY_AFTER.search(content, 0, _STATE_HEAD)
+    if found is None:
+        return 0.0
+    unit = (found.group(2) or "s").lower()
+    return float(found.group(1)) * _UNIT_SECONDS.get("ms" if unit == "ms" or unit.startswith("mil") else unit[:1], 1.0)
+
+
 _STREAK_ADVICE = (
     "loop-detector: {tool} has failed {count} times in a row with the same kind of error, with different "
     "arguments: {kind}\n"
@@ -416,6 +441,7 @@ class _Signature:
         "nudges",
         "poll",
         "result",
+        "resume",
         "shape",
         "since",
         "spacing",
@@ -425,6 +451,7 @@ class _Signature:
 
     def __init__(self) -> None:
         self.count = 0
+        self.resume = 0.0
         self.last = 0
         self.result = b""
         self.shape: Shape | None = None
@@ -1169,6 +1196,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if signature.transient:
                 if rules.transient_deny_at and count >= state.at(rules.transient_deny_at):
                     text, threshold = _FAILURE_DENIAL, rules.transient_deny_at
+                elif call.ts < signature.resume and count >= state.at(rules.deny_at):
+                    text, threshold = _EARLY_DENIAL, rules.deny_at
             elif signature.failed:
                 if rules.error_deny_at and count >= state.at(rules.error_deny_at):
                     text, threshold = _FAILURE_DENIAL, rules.error_deny_at
@@ -1187,7 +1216,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 count=signature.count,
                 tool=call.tool,
                 arguments=fp.preview(_PREVIEW),
-                elapsed=_elapsed(call.ts - signature.since),
+                elapsed=_elapsed(call.ts - signature.since) if text is _POLL_DENIAL else "",
+                left=_elapsed(max(signature.resume - call.ts, 1.0)) if text is _EARLY_DENIAL else "",
             )
         elif note.writing is None and note.streak not in state.streaks:
             return None  # neither a write nor a tool failing in a streak: no other denial applies
@@ -1424,6 +1454,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.streaks.pop(streak_key, None)
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
         signature.transient = bool(transient)
+        if transient:
+            signature.resume = result.ts + _stated_wait(content)
         if note.acts and not failed and not poll and state.acted.get(fp.digest) != shape.digest:
             # an action (a click, a pull, a build, an unknown tool) that brought news may have
             # changed what every other call sees: look again from here, as after an edit

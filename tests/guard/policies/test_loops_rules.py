@@ -167,6 +167,37 @@ async def test_retries_through_transient_errors_are_not_a_loop_until_their_own_c
 @pytest.mark.parametrize(
     "error",
     [
+        'HTTP 429 Too Many Requests\n{"error": "rate_limited", "message": "Retry after 60 seconds."}',
+        "Error code: 429 - Rate limit reached for requests. Please try again in 1m.",
+        "503 Service Unavailable\nRetry-After: 120",
+    ],
+)
+async def test_a_retry_sooner_than_the_wait_the_service_named_is_denied(
+    make: Make, anyio_backend: str, error: str
+) -> None:
+    run = make()
+    post = {"url": "https://api.example.org/v1/batch", "json": {"cities": ["Oslo"]}}
+    for _ in range(3):
+        await run.do("http_post", post, error, is_error=True, seconds=2)
+    assert run.actions == [(3, "deny")]
+    assert "the service said how long to wait before a retry" in run.texts[0]
+    await run.do("http_post", post, '{"ok": true}', seconds=180)  # after the wait: it runs
+    assert run.actions == [(3, "deny")]
+
+
+async def test_retries_after_the_wait_the_service_named_run(make: Make, anyio_backend: str) -> None:
+    run = make()
+    post = {"url": "https://api.example.org/v1/batch"}
+    for _ in range(4):  # each after the 10 s asked for
+        await run.do("http_post", post, "429 Too Many Requests: retry after 10s", is_error=True, seconds=11)
+    for _ in range(4):  # or a wait too short to be worth a denial
+        await run.do("http_get", post, "429 Too Many Requests. Retry-After: 50ms", is_error=True, seconds=1)
+    assert run.actions == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
         "page.goto: Timeout 30000ms exceeded.",
         "Navigation timeout of 30000 ms exceeded",
         "net::ERR_TIMED_OUT at https://example.com",
