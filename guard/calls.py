@@ -43,11 +43,16 @@ DEFAULT_INTERJECTIONS: tuple[str, ...] = (
     r"(?i)(please )?(continue|proceed|go on|keep going)( please)?( with the task| where you left off| working)?"
     r"[\s.!?,]*",
     r"(?i)(please )?continue( the conversation)? from where (we|you) left( it)? off[\s.!?,]*",
+    # "go on" in other languages
+    r"(?i)(bitte )?(weiter|mach weiter|weitermachen|fortfahren|continue[rz]?|vas-y|allez|sigue|contin[uú]a|adelante|"
+    r"dale|vai|avanti|prosegui|продолжай|дальше|давай|继续|繼續|続けて|続行|계속|계속해|ga door|verder|dalej|"
+    r"kontynuuj)( bitte| por favor| s'il te plaît| per favore)?[\s.!?,。！、]*",
 )
 """User messages that carry no instruction (matched whole, after trimming
 whitespace): short acknowledgements and nudges ("Done", "Come on", "ok"),
-and the canned continuation messages runtimes send ("please continue",
-"Continue from where you left off")."""
+the canned continuation messages runtimes send ("please continue",
+"Continue from where you left off"), and "go on" in other languages
+("weiter", "continúa", "继续", "続けて")."""
 
 LOOPS_INTERJECTIONS: tuple[str, ...] = (
     r"(?i)(ok(ay)?|k|yes|yep|yeah|sure|right|fine|good|great|nice|cool|thanks?( you)?|thx|ty|done|go( on| ahead)?|"

@@ -19,6 +19,7 @@ command or result is.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -432,28 +433,46 @@ def shell_command(args: Any) -> str | None:
     editing tool's sub-command), or without one its ``cmd`` (Codex's
     ``exec_command``); ``None`` when it has neither. A command given as an
     argv list is read only when it hands a script to a shell (Codex's
-    ``shell``: ``["bash", "-lc", "git status"]`` is ``git status``): other
-    lists (a container's ``["sleep", "3600"]``) are no shell command."""
+    ``shell``: ``["bash", "-lc", "git status"]`` is ``git status``, and on
+    Windows ``["powershell.exe", "-NoProfile", "-Command", "Get-Content
+    a.txt"]`` or ``["cmd.exe", "/c", "dir"]``): other lists (a container's
+    ``["sleep", "3600"]``) are no shell command. A command string that only
+    hands a script to PowerShell or cmd (``powershell -Command "Start-Sleep
+    20"``, ``cmd //c timeout /t 15`` from Git Bash) is that script."""
     if not isinstance(args, dict):
         return None
     command = args.get("command")
     if command is None:
         command = args.get("cmd")
     if isinstance(command, str):
+        if command[:3].lower() in _WRAPPERS:
+            wrapped = _WRAPPED.match(command, 0, 512)  # the shell and its flags come first
+            if wrapped is not None:
+                script = command[wrapped.start(1) :].strip()
+                quoted = len(script) > 1 and script[0] == script[-1] and script[0] in "'\""
+                return script[1:-1] if quoted else script
         return command
     if (
         isinstance(command, list)
-        and len(command) == 3
-        and isinstance(command[0], str)
-        and command[0].rsplit("/", 1)[-1] in _SHELLS
-        and command[1] in ("-c", "-lc", "-cl")
-        and isinstance(command[2], str)
+        and len(command) >= 3
+        and all(isinstance(part, str) for part in command)
+        and command[-2].lower() in _SCRIPT_FLAGS
+        and command[0].replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe") in _SHELLS
+        and all(part[:1] in ("-", "/") for part in command[1:-2])
     ):
-        return command[2]
+        return str(command[-1])
     return None
 
 
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "powershell", "pwsh", "cmd"})
+# a command string that only hands its script to a Windows shell, flags before the script's own
+_WRAPPERS = frozenset({"pow", "pws", "cmd"})
+_WRAPPED = re.compile(
+    r"(?is)\s*(?:powershell|pwsh|cmd)(?:\.exe)?(?:\s+[-/]{1,2}(?!file\b)\w+(?:\s+[^-/\s]\S*)?)*?"
+    r"\s+[-/]{1,2}(?:c|command)\s+(\S.*)"
+)
+# the flag after which a shell's argv holds its script (any other flags before it)
+_SCRIPT_FLAGS = frozenset({"-c", "-lc", "-cl", "-command", "/c"})
 
 
 class CommandPatterns:

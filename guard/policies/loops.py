@@ -244,6 +244,7 @@ _OTHER_NUMBERS = {
         ("twee", "drie", "vier", "vijf", "zes", "zeven", "acht", "negen", "tien"),
         "二三四五六七八九十",
         "两",
+        ("두", "세", "네", "다섯", "여섯", "일곱", "여덟", "아홉", "열"),
     )
     for n, word in enumerate(words, 2)
 }
@@ -252,7 +253,9 @@ _TIMES_IN_WORDS = re.compile(
     + "|".join(w for w in _OTHER_NUMBERS if len(w) > 1)
     + r")\s*-?\s*(?:mal|fois|veces|vezes|volte|раза?|keer)\b"
 )
-_TIMES_IN_SIGNS = re.compile(r"(\d{1,3}|[两二三四五六七八九十])\s*(?:次|遍|回)")
+_TIMES_IN_SIGNS = re.compile(
+    r"(\d{1,3}|[两二三四五六七八九十])\s*(?:次|遍|回)|(\d{1,3}|두|세|네|다섯|여섯|일곱|여덟|아홉|열)\s*번"
+)
 # Counts a user leaves vague, read generously: the user asked for repeats.
 _VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch": 10}
 _VAGUE_REQUEST = re.compile(
@@ -294,7 +297,7 @@ def requested_repeats(text: str) -> int:
     the flaky test six times", "retry 3 times", "run it 5x", "twice", "a few
     times", "keep running it until it passes"): the largest such count, 0
     when it asks for none. Counts are read in German, French, Spanish,
-    Portuguese, Italian, Russian, Dutch, Chinese and Japanese too ("noch
+    Portuguese, Italian, Russian, Dutch, Chinese, Japanese and Korean too ("noch
     dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message,
     vague counts are read generously (a few or several: 5; a couple: 3;
     many: 10), "until" as ``UNTIL_REPEATS``, and a number of runs, jobs or
@@ -302,7 +305,7 @@ def requested_repeats(text: str) -> int:
     counts = [
         int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
     ]
-    for found in (*_TIMES_IN_WORDS.findall(text), *_TIMES_IN_SIGNS.findall(text)):
+    for found in (*_TIMES_IN_WORDS.findall(text), *(a or b for a, b in _TIMES_IN_SIGNS.findall(text))):
         counts.append(int(found) if found.isdigit() else _OTHER_NUMBERS[found.lower()])
     if len(text) <= _SHORT_REQUEST:
         counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
@@ -352,6 +355,17 @@ _KEEP_POLLING = re.compile(
     r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
     r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
     r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
+    # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
+    r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
+    r"wart|schau)\w*\b[^.!?\n]{0,30}\bweiter)\b|\b(?:prüf|überprüf|wart|beobacht|schau)\w*\b[^.!?\n]{0,40}\bbis\b"
+    r"|\bcontinue[rz]?\s+(?:à|a)\s+(?:vérifier|surveiller|attendre|regarder|interroger)\b"
+    r"|\b(?:vérifie|surveille|attends|regarde)\w*\b[^.!?\n]{0,40}\bjusqu"
+    r"|\b(?:sigue|continúa|continue|continua)\s+(?:comprobando|revisando|verificando|checando|esperando|"
+    r"monitoreando|monitorando|consultando|a\s+(?:controllare|verificar|verificare|monitorare|aspettare))\b"
+    r"|\b(?:comprueba|revisa|verifica|espera|controlla|aspetta|verifique|espere)\w*\b[^.!?\n]{0,40}"
+    r"\b(?:hasta|finché|finche|até)\b"
+    r"|продолжай\s+(?:проверять|следить|ждать|опрашивать)|(?:проверяй|следи|жди)[^.!?\n]{0,40}\bпока\b"
+    r"|(?:继续|一直|持续|不断)(?:检查|监控|等待|轮询|查看|观察)|(?:確認|チェック|監視|ポーリング)し続け"
 )
 _REPEAT_WORDS = re.compile(
     r"(?i)\b(?:again|retry|re-?run|rerun|re-?try|once more|one more time|another (?:time|go|try))\b"
@@ -811,7 +825,12 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ("sleep", "wait")
-    exclude_commands: tuple[str, ...] = (r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",)
+    exclude_commands: tuple[str, ...] = (
+        r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",
+        # the same wait on Windows: PowerShell's Start-Sleep, cmd's timeout /t
+        r"(?i)^\s*start-sleep(?:\s+-(?:seconds|s|milliseconds|ms))?\s+[0-9.]+\s*;?\s*$",
+        r"(?i)^\s*timeout(?:\.exe)?\s+/t\s+[0-9]+(?:\s+/nobreak)?(?:\s*>\s*nul)?\s*$",
+    )
     ignored_args: tuple[str, ...] = DEFAULT_IGNORED_ARGS
     interjections: tuple[str, ...] = LOOPS_INTERJECTIONS
     window: int = 30
@@ -925,7 +944,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
         r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
         r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
-        r"jobs\b|sleep\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
+        r"jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|"
+        r"wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
     )
     poll_values: tuple[str, ...] = (
         r"(?i)^(?:poll|wait|watch|tail|progress|(?:get|check)[ _-]?status|"

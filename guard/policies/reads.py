@@ -96,6 +96,12 @@ DEFAULT_READ_ONLY_COMMANDS: tuple[str, ...] = (
     r"^gh\s+(?:\w+\s+)?(?:view|list|status|checks|diff)(?:\s|$)",
     r"^(?:pip3?|uv\s+pip|npm|pnpm|yarn|cargo|go)\s+(?:list|ls|show|view|freeze|outdated|why|tree|metadata|env|"
     r"version|--version)(?:\s|$)",
+    # PowerShell's and cmd's reads (cmdlet names are case-insensitive)
+    r"(?i)^(?:get-(?:content|childitem|item|itemproperty|location|process|service|date|command|help|module|"
+    r"filehash|acl|nettcpconnection|winevent|eventlog|computerinfo|variable|alias)|select-string|select-object|"
+    r"where-object|sort-object|measure-object|format-(?:table|list|wide)|out-string|test-path|test-connection|"
+    r"test-netconnection|resolve-path|split-path|join-path|write-output|write-host|convertto-json|"
+    r"convertfrom-json|gc|gci|sls|type|findstr|where)(?:\s|$)",
 )
 """Read-only shell steps, in RE2 syntax (``guard.patterns``), each matched
 at the start of one step of a command (the command split at ``&&``, ``||``,

@@ -262,6 +262,19 @@ def test_command_patterns_search_only_the_command_read_from_the_arguments() -> N
         ({"command": 7, "cmd": "ls"}, None),
         ({"path": "a.py"}, None),
         ("ls", None),
+        # Windows: Codex's argv for PowerShell or cmd, and a script handed to either in a command string
+        ({"command": ["powershell.exe", "-NoProfile", "-Command", "Get-Content a.txt"]}, "Get-Content a.txt"),
+        ({"command": ["C:\\Windows\\System32\\cmd.exe", "/c", "dir"]}, "dir"),
+        ({"command": ["pwsh", "-c", "ls"]}, "ls"),
+        ({"command": ["powershell.exe", "-File", "build.ps1"]}, None),  # a script file: no script given
+        ({"command": 'powershell -Command "Start-Sleep -Seconds 20"'}, "Start-Sleep -Seconds 20"),
+        (
+            {"command": "powershell.exe -ExecutionPolicy Bypass -Command (Get-Service X).Status"},
+            "(Get-Service X).Status",
+        ),
+        ({"command": "cmd //c timeout /t 15 /nobreak"}, "timeout /t 15 /nobreak"),  # Git Bash's //c
+        ({"command": "powershell -File x.ps1 -c 3"}, "powershell -File x.ps1 -c 3"),
+        ({"command": "poweroff"}, "poweroff"),
     ],
 )
 def test_a_shell_command_is_read_in_each_form_a_runtime_writes(args: object, command: str | None) -> None:

@@ -218,11 +218,14 @@ async def test_ignored_args_do_not_make_a_new_call(make: Make, anyio_backend: st
     assert run.actions == [(3, "deny")]
 
 
-async def test_an_interjection_does_not_reset_but_an_instruction_does(make: Make, anyio_backend: str) -> None:
+@pytest.mark.parametrize("nudge", ["Come on", "weiter", "Mach weiter bitte!", "continúa", "继续", "続けて", "계속"])
+async def test_an_interjection_does_not_reset_but_an_instruction_does(
+    make: Make, anyio_backend: str, nudge: str
+) -> None:
     run = make()
     await run.do("Grep", GREP, "none")
     await run.do("Grep", GREP, "none")
-    await run.user("main", "Come on")
+    await run.user("main", nudge)
     await run.do("Grep", GREP, "none")
     assert run.actions == [(3, "deny")]
     await run.user("main", "I added the loader, grep again")
@@ -671,6 +674,8 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
         ("запусти тест три раза", 3),
         ("прогони пять раз", 5),
         ("draai de test nog vijf keer", 5),
+        ("테스트를 5번 실행해 주세요", 5),
+        ("세 번 돌려줘", 3),
         ("再跑三次测试", 3),
         ("テストを3回実行して", 3),
         ("a veces falla, mira el log", 0),  # "sometimes"

@@ -668,6 +668,12 @@ async def test_a_request_to_repeat_is_an_instruction(make: Make, anyio_backend: 
         "start the deploy and keep polling until it is done",
         "check the deploy till it is done",
         "Keep an eye on the server logs while I click through the signup flow",
+        "Prüf bitte weiter, bis der Pod läuft",
+        "Continue à vérifier jusqu'à ce que le déploiement soit terminé",
+        "Sigue comprobando hasta que termine el despliegue",
+        "продолжай проверять, пока сборка не закончится",
+        "继续检查直到部署完成",
+        "デプロイが終わるまで確認し続けて",
     ],
 )
 async def test_asking_to_wait_lets_an_unchanged_poll_run(make: Make, anyio_backend: str, text: str) -> None:
@@ -676,6 +682,33 @@ async def test_asking_to_wait_lets_an_unchanged_poll_run(make: Make, anyio_backe
     for _ in range(14):
         await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>\n<stdout>waiting</stdout>")
     assert run.actions == []
+
+
+@pytest.mark.parametrize(
+    ("wait", "check"),
+    [
+        (["powershell.exe", "-NoProfile", "-Command", "Start-Sleep -Seconds 20"], "Get-Service AcmeWorker"),
+        ('powershell -Command "Start-Sleep -Seconds 20"', 'powershell -Command "(Get-Service AcmeWorker).Status"'),
+        ("cmd //c timeout /t 20 /nobreak", "sc query AcmeWorker"),
+    ],
+)
+async def test_a_windows_wait_between_checks_makes_them_a_poll(
+    make: Make, anyio_backend: str, wait: object, check: str
+) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("shell", {"command": wait}, "", seconds=2)
+        await run.do("shell", {"command": check}, "STATE: START_PENDING", seconds=21)
+    assert {kind for _, kind in run.actions} == {"remind"}, "a poll told to back off, never denied"
+
+
+async def test_powershell_reads_between_the_same_failing_build_are_no_news(make: Make, anyio_backend: str) -> None:
+    run = make()
+    build = ["powershell.exe", "-Command", "dotnet build"]
+    for n in range(3):
+        await run.do("shell", {"command": build}, "error CS0246: type 'Foo' not found", is_error=True)
+        await run.do("shell", {"command": ["pwsh", "-c", f"Get-Content src/App.cs | Select-String Foo -Context {n}"]})
+    assert run.actions[0] == (5, "remind")
 
 
 async def test_a_grind_returns_the_same_result_to_other_arguments(make: Make, anyio_backend: str) -> None:

@@ -25,6 +25,9 @@ def rule() -> ReadOnlyRule:
         "kubectl get pods -n web",
         "view",
         "grep -in todo src/a.py",
+        "Get-Content build.log | Select-String error",
+        "get-childitem -Recurse *.cs | Measure-Object",
+        "type config.ini",
         "grep -o 'v[0-9]*' VERSION",
         "sort names.txt | uniq -c",
         "git branch -a",
@@ -75,6 +78,8 @@ def test_read_only_commands_only_read(rule: ReadOnlyRule, command: str) -> None:
         'echo "$(rm -rf build)"',
         "cat `./make-list.sh`",
         "diff <(./gen a) b",
+        "Get-Content a.txt | Set-Content b.txt",
+        "Remove-Item build -Recurse",
     ],
 )
 def test_a_command_with_any_other_step_may_change_something(rule: ReadOnlyRule, command: str) -> None:
