@@ -29,7 +29,7 @@ from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
 
-__all__ = ["GEMINI_CLI", "GeminiRuntime"]
+__all__ = ["GEMINI_CLI", "GeminiRuntime", "shell_failed"]
 
 _SHELL = "run_shell_command"
 # the result's trailer, after the output: "Exit Code: N", then only Signal / Background PIDs / PGID
@@ -38,6 +38,14 @@ _EXIT_CODE = re.compile(
     r"(?:^|\n)Exit Code: (-?\d{1,10})[ \t]*(?:\n(?:Signal|Background PIDs|Process Group PGID): [^\n]*)*\s*\Z"
 )
 _TRAILER_READ = 1024
+
+
+def shell_failed(text: str) -> bool:
+    """Whether a ``run_shell_command`` result, as the model reads it, ends
+    in a non-zero ``Exit Code``: a shell command that failed reports no
+    error otherwise."""
+    code = _EXIT_CODE.search(text[-_TRAILER_READ:])
+    return code is not None and int(code.group(1)) != 0
 
 
 class GeminiRuntime(HookRuntime):
@@ -78,9 +86,7 @@ class GeminiRuntime(HookRuntime):
         if error:
             return as_text(content) if content else as_text(error), True
         text = as_text(content)
-        # a shell command that failed reports no error, only its exit code in what the model reads
-        code = _EXIT_CODE.search(text[-_TRAILER_READ:]) if payload_text(payload, "tool_name") == _SHELL else None
-        return text, code is not None and int(code.group(1)) != 0
+        return text, payload_text(payload, "tool_name") == _SHELL and shell_failed(text)
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         return {"decision": "deny", "reason": reason}

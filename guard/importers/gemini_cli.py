@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
+from guard.adapters.gemini_hooks import shell_failed
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
 
@@ -26,6 +27,7 @@ __all__ = ["FORMAT", "belongs_to_session"]
 
 NAME = "gemini-cli"
 MAIN = "main"
+_SHELL = "run_shell_command"
 
 # a call id carries its creation time in ms: "<tool>-<ms>-<hex>" (older), "<tool>_<ms>_<n>" (current)
 _CALL_TIME = re.compile(r"[-_](\d{13})[-_][0-9a-zA-Z]+$")
@@ -181,8 +183,11 @@ def _contents(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                     call_id = next((c for c, tool in pending.items() if tool == name), call_id)
                 pending.pop(call_id, None)
                 body = response.get("response")
-                failed = isinstance(body, dict) and "error" in body and "output" not in body
-                yield from b.result(MAIN, call_id, text_of(_response_text(part)), 0.0, is_error=failed)
+                text = text_of(_response_text(part))
+                failed = (isinstance(body, dict) and "error" in body and "output" not in body) or (
+                    response.get("name") == _SHELL and shell_failed(text)
+                )
+                yield from b.result(MAIN, call_id, text, 0.0, is_error=failed)
             elif isinstance(part.get("text"), str) and not part.get("thought"):
                 text = part["text"]
                 if text.strip() and not text.lstrip().startswith(_INJECTED):
@@ -196,7 +201,9 @@ def _result(b: Builder, agent: str, call_id: str, call: dict[str, Any], ts: floa
     parts = [text_of(_response_text(part)) for part in call.get("result") or () if isinstance(part, dict)]
     text = "\n".join(p for p in parts if p) or text_of(call.get("resultDisplay"))
     denied = "user" if status == "cancelled" else None
-    yield from b.result(agent, call_id, text, ts, is_error=status != "success", denied_by=denied)
+    # a shell command that failed is recorded as a success; only its exit code says otherwise
+    failed = status != "success" or (call.get("name") == _SHELL and shell_failed(text))
+    yield from b.result(agent, call_id, text, ts, is_error=failed, denied_by=denied)
 
 
 def _response_text(part: dict[str, Any]) -> Any:

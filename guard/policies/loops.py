@@ -565,8 +565,9 @@ _REF = frozenset({"ref"})
 # (Gemini CLI's "Command: ...", a fetch server's "Contents of <url>:"), if that long
 _QUOTED_KEYS = frozenset({"command", "cmd", "url", "query"})
 _QUOTED_CHARS = 8
-# Gemini CLI's stand-in for a command that printed nothing
+# Gemini CLI's stand-in for a command that printed nothing (first in a result, or after the command quoted)
 _EMPTY_OUTPUT = "\nOutput: (empty)\n"
+_EMPTY_HEAD = _EMPTY_OUTPUT[1:]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -1556,7 +1557,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return None  # nothing named to grind on: an action tool's "ok" to new arguments is no answer
         key = (result.tool, target)
         content, args = result.content, result.args
-        empty = False
+        empty = content.startswith(_EMPTY_HEAD)
         if isinstance(args, dict) and not _QUOTED_KEYS.isdisjoint(args):
             unquoted = _unquoted(args, content)
             if unquoted is not None:

@@ -59,6 +59,38 @@ def _call(call_id: str, status: str, result: Any, **extra: Any) -> dict[str, Any
     }
 
 
+@pytest.mark.parametrize(
+    ("output", "failed"),
+    [
+        ("Output: python: command not found\nExit Code: 127\nProcess Group PGID: 654250", True),
+        ("Command: make\nDirectory: (root)\nOutput: ok\nError: (none)\nExit Code: 2\nSignal: (none)", True),
+        ("Output: (empty)\nExit Code: 0\nProcess Group PGID: 4242", False),
+        ("Output: the test printed Exit Code: 1\nand went on\nExit Code: 0\nProcess Group PGID: 1", False),
+    ],
+)
+def test_a_shell_command_recorded_as_a_success_fails_by_its_exit_code(
+    tmp_path: Path, output: str, failed: bool
+) -> None:
+    """The recording marks a shell command that ran as a success whatever its
+    exit code, which only the output's trailer tells; the live hook reads the
+    same trailer, so a replay sees the failures the guard saw."""
+    message = {
+        "id": "m2",
+        "type": "gemini",
+        "timestamp": "2025-01-01T00:00:02Z",
+        "content": "",
+        "toolCalls": [_call("run_shell_command_1735689602000_0", "success", [_response(output)])],
+    }
+    meta = {"sessionId": "abcdef12-0000-0000-0000-000000000000", "projectHash": "h"}
+    path = write_lines(tmp_path / "chats" / "session-2025-01-01T00-00-abcdef12.jsonl", [meta, message])
+    (result,) = of(only(path), ToolResult)
+    assert result.is_error is failed
+
+
+def _response(output: str) -> dict[str, Any]:
+    return {"functionResponse": {"name": "run_shell_command", "response": {"output": output}}}
+
+
 def test_jsonl_recording_with_updates_parallel_calls_and_a_subagent(tmp_path: Path) -> None:
     chats = tmp_path / "chats"
     parent_id = "abcdef12-0000-0000-0000-000000000000"
@@ -212,7 +244,8 @@ def test_a_real_chat_save_checkpoint() -> None:
     assert detect_format(path) == "gemini-cli"
     (session,) = open_sessions(path)
     evts = list(session.events())
-    assert (len(calls(evts)), sum(r.is_error for r in of(evts, ToolResult)), longest_run(evts)) == (45, 5, 1)
+    # 5 errors the recording marks, and 3 shell commands whose only sign of failure is a non-zero exit code
+    assert (len(calls(evts)), sum(r.is_error for r in of(evts, ToolResult)), longest_run(evts)) == (45, 8, 1)
     texts = [m.text for m in of(evts, UserMessage)]
     assert texts[0] == "agent teams shouldn't persist, I want it to ask me every boot"
     assert not [t for t in texts if t.startswith(("<session_context>", "<state_snapshot>"))]

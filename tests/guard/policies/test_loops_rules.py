@@ -771,6 +771,10 @@ async def test_a_runtimes_stand_in_for_an_empty_output_is_no_grind(make: Make, a
         await run.do("run_shell_command", {"command": command}, gemini_shell(command, "(empty)", 700 + n, "0"))
     for word in ("resolveIdentity", "resolve_identity", "identityResolver", "getIdentity", "currentUser"):
         await run.do("grep_search", {"pattern": word}, f'No matches found for pattern "{word}" in path "src".')
+    for n, name in enumerate(("a.toml", "b.toml", "c.toml", "d.toml", "e.toml")):  # Gemini CLI's current form
+        await run.do(
+            "run_shell_command", {"command": f"find . -name {name}"}, f"Output: (empty)\nProcess Group PGID: {n}"
+        )
     assert run.actions == []
 
 
