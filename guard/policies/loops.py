@@ -561,6 +561,10 @@ keeps: the latest touched, so a long session's state stays bounded."""
 # a handle into a browser page's accessibility snapshot: Playwright MCP's e44, s2e44 (older) and f1e44 (a frame's)
 _SNAPSHOT_REF = re.compile(r"(?:[fs]\d+)?e\d+")
 _REF = frozenset({"ref"})
+# the arguments a search tool (web search, a retriever, a database) takes its question in, and how
+# long its answer must be to be the same answer to other queries (a grind)
+_QUERY_KEYS = frozenset({"query", "q", "search_query", "keywords"})
+_ANSWER_CHARS = 64
 # what a result may quote in its first line as its header: the call's command, URL or query
 # (Gemini CLI's "Command: ...", a fetch server's "Contents of <url>:"), if that long
 _QUOTED_KEYS = frozenset({"command", "cmd", "url", "query"})
@@ -1273,6 +1277,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         or ``next`` (``_values``)."""
         program = shell_program(command) if command else None
         target, file = call_target(args, command, program)
+        if target is None and command is None and isinstance(args, dict) and not _QUERY_KEYS.isdisjoint(args):
+            target = tool  # a search tool's queries: the same answer to other queries is a grind too
         values = self._values(args)
         if command is None:  # what the tool's name alone says, memoized (most calls run no command)
             facts = self._facts.get(tool)
@@ -1564,11 +1570,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 content, found, empty = unquoted, None, _EMPTY_OUTPUT in unquoted
                 shape = ResultNormalizer.exact(content) if note.file else self._normalizer.shape(error_head(content))
                 digest = shape.digest
-        # a search's whole answer is that it found nothing (``nothing_found``)
+        # a search's whole answer is that it found nothing (``nothing_found``); a search tool's
+        # few words (a placeholder, a count) are too little to call another query's answer the same
         if (
             empty
             or digest == self._empty
             or (len(content) <= _NOTHING_FOUND_CHARS and self._says(_NOTHING_CHECK, content, found))
+            or (target == result.tool and len(content) < _ANSWER_CHARS)
         ):
             state.grinds.pop(key, None)
             return None

@@ -719,6 +719,24 @@ async def test_a_grind_returns_the_same_result_to_other_arguments(make: Make, an
     assert "grep has returned the same result 4 times" in run.texts[0]
 
 
+async def test_a_search_tool_giving_the_same_answer_to_other_queries_grinds(make: Make, anyio_backend: str) -> None:
+    run = make()
+    chunks = "[1] Refunds are issued within 14 days of a return being received (policy.md#refunds)\n" * 3
+    for query in ("refund window", "how long do refunds take", "refund processing time", "refund days"):
+        await run.do("search_knowledge_base", {"query": query, "top_k": 3}, chunks)
+    assert run.actions == [(4, "remind")]
+    assert "search_knowledge_base has returned the same result 4 times" in run.texts[0]
+
+
+async def test_a_search_tools_few_words_are_no_grind(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for query in ("nanobot release notes", "nanobot mcp support", "nanobot telegram channel", "nanobot benchmark"):
+        await run.do("web_search", {"query": query}, f"results for {query}: ...")
+    for query in ("SELECT 1 FROM a", "SELECT 1 FROM b", "SELECT 1 FROM c", "SELECT 1 FROM d"):
+        await run.do("sql_db_query", {"query": query}, "[]")
+    assert run.actions == []
+
+
 async def test_other_pages_are_no_grind_but_other_values_of_any_type_are(make: Make, anyio_backend: str) -> None:
     run = make()
     for offset in range(0, 600, 100):  # each call's arguments parsed afresh, as a runtime does
