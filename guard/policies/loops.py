@@ -862,9 +862,13 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
         r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution)\b",
-        # a service not up yet: what a readiness check says while it starts
+        # a service not up yet: what a readiness check says while it starts (in English, and as localised
+        # clients print it: German, French, Spanish, Italian, Portuguese, Russian, Chinese, Japanese)
         r"(?i)\b(?:connection refused|econnrefused|failed to connect|could not connect|couldn't connect|"
         r"no response)\b",
+        r"(?i)verbindungsaufbau abgelehnt|verbindung abgelehnt|connexion refusée|conexión rehusada|"
+        r"conexión rechazada|connessione rifiutata|conexão recusada|в соединении отказано|соединение отклонено|"
+        r"拒绝连接|连接被拒绝|接続が拒否",
         # a browser's page load that timed out (Playwright, Puppeteer, Chrome's net:: codes)
         r"(?i)\b(?:navigation )?timeout (?:of )?\d+ ?ms exceeded|net::err_(?:timed_out|connection_(?:reset|closed|"
         r"timed_out)|network_changed|internet_disconnected)\b",

@@ -486,9 +486,19 @@ async def test_a_wait_shorter_than_the_shortest_back_off_makes_no_poll(make: Mak
     assert run.actions == [(5, "deny")]
 
 
-async def test_a_service_that_is_not_up_yet_is_a_transient_failure(make: Make, anyio_backend: str) -> None:
+@pytest.mark.parametrize(
+    "refused",
+    [
+        "curl: (7) Failed to connect to localhost port 3000 after 0 ms: Connection refused",
+        "psql: Fehler: Verbindung zum Server auf Socket fehlgeschlagen: Verbindungsaufbau abgelehnt",
+        "psql: erreur : la connexion au serveur a échoué : Connexion refusée",
+        "psql: ошибка: подключиться к серверу не удалось: в соединении отказано",
+    ],
+)
+async def test_a_service_that_is_not_up_yet_is_a_transient_failure(
+    make: Make, anyio_backend: str, refused: str
+) -> None:
     run = make()
-    refused = "curl: (7) Failed to connect to localhost port 3000 after 0 ms: Connection refused"
     for _ in range(6):
         await run.do("Bash", {"command": "curl -sf http://localhost:3000/api/items"}, refused, is_error=True)
     await run.do("Bash", {"command": "curl -sf http://localhost:3000/api/items"}, "ok")
