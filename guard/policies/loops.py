@@ -569,6 +569,7 @@ _ANSWER_CHARS = 64
 # (Gemini CLI's "Command: ...", a fetch server's "Contents of <url>:"), if that long
 _QUOTED_KEYS = frozenset({"command", "cmd", "url", "query"})
 _QUOTED_CHARS = 8
+_HEADER_CHARS = 1024
 # Gemini CLI's stand-in for a command that printed nothing (first in a result, or after the command quoted)
 _EMPTY_OUTPUT = "\nOutput: (empty)\n"
 _EMPTY_HEAD = _EMPTY_OUTPUT[1:]
@@ -593,11 +594,12 @@ def _unquoted(args: dict[str, Any], content: str) -> str | None:
     """``content`` without the call's own command, URL or query quoted in
     its first line (``_QUOTED_KEYS``, some of which ``args`` holds);
     ``None`` when it quotes none."""
-    head, newline, rest = content.partition("\n")
+    end = content.find("\n", 0, _HEADER_CHARS)
+    head = content[: end if end >= 0 else _HEADER_CHARS]
     for key in _QUOTED_KEYS.intersection(args):
         value = args[key]
         if isinstance(value, str) and len(value) >= _QUOTED_CHARS and value in head:
-            return head.replace(value, "", 1) + newline + rest
+            return content.replace(value, "", 1)  # its first place is in the header
     return None
 
 
@@ -1439,7 +1441,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 state.new_epoch(opener)
                 if tracked:
                     self._observe(state, result, fp, written_shape, False, False)
-                if target is not None and made == state.at(rules.deny_at):
+                if tracked and made == state.at(rules.deny_at):
                     text = _FLIP_ADVICE.format(
                         count=made, target=target, tool=result.tool, arguments=fp.preview(_PREVIEW)
                     )

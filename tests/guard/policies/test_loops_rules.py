@@ -635,6 +635,13 @@ async def test_a_codex_patch_flip_flopping_between_two_versions_is_a_loop(make: 
     assert run.actions[0] == (9, "remind")
 
 
+async def test_an_untracked_editing_tool_going_back_and_forth_is_left_alone(make: Make, anyio_backend: str) -> None:
+    run = make(exclude=["Edit"])
+    for args in (_TO_DECIMAL, _TO_ROUND, _TO_DECIMAL, _TO_ROUND, _TO_DECIMAL, _TO_ROUND, _TO_DECIMAL):
+        await run.do("Edit", args, "The file price.py has been updated.")
+    assert run.actions == []
+
+
 async def test_a_reverted_fix_made_again_is_progress(make: Make, anyio_backend: str) -> None:
     run = make()
     for args in (_TO_DECIMAL, _TO_ROUND, _TO_DECIMAL):  # the fix, undone to see the test fail without it, redone
