@@ -40,10 +40,12 @@ _EXIT_CODE = re.compile(
 _TRAILER_READ = 1024
 
 
-def shell_failed(text: str) -> bool:
-    """Whether a ``run_shell_command`` result, as the model reads it, ends
-    in a non-zero ``Exit Code``: a shell command that failed reports no
-    error otherwise."""
+def shell_failed(tool: str, text: str) -> bool:
+    """Whether ``tool``'s result, as the model reads it, is a
+    ``run_shell_command``'s ending in a non-zero ``Exit Code``: a shell
+    command that failed reports no error otherwise."""
+    if tool != _SHELL:
+        return False
     code = _EXIT_CODE.search(text[-_TRAILER_READ:])
     return code is not None and int(code.group(1)) != 0
 
@@ -86,7 +88,7 @@ class GeminiRuntime(HookRuntime):
         if error:
             return as_text(content) if content else as_text(error), True
         text = as_text(content)
-        return text, payload_text(payload, "tool_name") == _SHELL and shell_failed(text)
+        return text, shell_failed(payload_text(payload, "tool_name"), text)
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         return {"decision": "deny", "reason": reason}

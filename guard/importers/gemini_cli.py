@@ -27,7 +27,6 @@ __all__ = ["FORMAT", "belongs_to_session"]
 
 NAME = "gemini-cli"
 MAIN = "main"
-_SHELL = "run_shell_command"
 
 # a call id carries its creation time in ms: "<tool>-<ms>-<hex>" (older), "<tool>_<ms>_<n>" (current)
 _CALL_TIME = re.compile(r"[-_](\d{13})[-_][0-9a-zA-Z]+$")
@@ -184,8 +183,8 @@ def _contents(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                 pending.pop(call_id, None)
                 body = response.get("response")
                 text = text_of(_response_text(part))
-                failed = (isinstance(body, dict) and "error" in body and "output" not in body) or (
-                    response.get("name") == _SHELL and shell_failed(text)
+                failed = (isinstance(body, dict) and "error" in body and "output" not in body) or shell_failed(
+                    str(response.get("name")), text
                 )
                 yield from b.result(MAIN, call_id, text, 0.0, is_error=failed)
             elif isinstance(part.get("text"), str) and not part.get("thought"):
@@ -202,7 +201,7 @@ def _result(b: Builder, agent: str, call_id: str, call: dict[str, Any], ts: floa
     text = "\n".join(p for p in parts if p) or text_of(call.get("resultDisplay"))
     denied = "user" if status == "cancelled" else None
     # a shell command that failed is recorded as a success; only its exit code says otherwise
-    failed = status != "success" or (call.get("name") == _SHELL and shell_failed(text))
+    failed = status != "success" or shell_failed(str(call.get("name")), text)
     yield from b.result(agent, call_id, text, ts, is_error=failed, denied_by=denied)
 
 
