@@ -99,9 +99,14 @@ _CANCELLED_CHECK, _ERROR_CHECK, _POLL_CHECK, _TRANSIENT_CHECK, _OPAQUE_CHECK, _N
 _CANCELLED_HEAD = 300
 _STATE_HEAD = 2000
 
-_TIMED_OUT = re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:code|status):? ?124\b")
-"""The exit status ``timeout`` gives a command it stopped, as runtimes print it
-(``Exit code 124``, ``Process exited with code 124``, ``Exit Code: 124``)."""
+_EXIT_STATUS = re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:code|status):? ?(\d{1,3})\b")
+"""A command's exit status as runtimes print it (``Exit code 124``,
+``Process exited with code 124``, ``Exit Code: 124``)."""
+_TIMED_OUT = 124
+"""The exit status ``timeout`` gives a command it stopped."""
+_SUCCESS_EXITS = {"robocopy": 7, "diff": 1, "cmp": 1, "fc": 1}
+"""Programs whose non-zero exit status up to this one reports what they
+found, not a failure: files that differ, files robocopy copied."""
 _UNDER_TIMEOUT = re.compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
@@ -578,16 +583,25 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _sampled(args: Any, content: str) -> bool:
-    """Whether a failed shell command was stopped by ``timeout`` (``timeout
-    20 kubectl logs -f ...``, ``timeout 5 cat /dev/ttyUSB0``): the standard
-    way to read a stream for a while, whose output is what it read."""
-    if not (
-        _TIMED_OUT.search(content, 0, _STATE_HEAD) or _TIMED_OUT.search(content, max(0, len(content) - _EXIT_TAIL))
-    ):
+def _no_failure(args: Any, content: str) -> bool:
+    """Whether a shell command's non-zero exit status reports no failure:
+    the command was stopped by ``timeout`` (``timeout 20 kubectl logs -f
+    ...``, the standard way to read a stream for a while, whose output is
+    what it read), or its program's status says what it found
+    (``_SUCCESS_EXITS``)."""
+    found = (
+        _EXIT_STATUS.search(content, 0, _STATE_HEAD),
+        _EXIT_STATUS.search(content, max(0, len(content) - _EXIT_TAIL)),
+    )
+    codes = {int(status.group(1)) for status in found if status is not None}
+    command = shell_command(args) if codes else None
+    if command is None:
         return False
-    command = shell_command(args)
-    return command is not None and _UNDER_TIMEOUT.search(command) is not None
+    if _TIMED_OUT in codes and _UNDER_TIMEOUT.search(command) is not None:
+        return True
+    program = shell_program(command)
+    ceiling = _SUCCESS_EXITS.get(program.lower().removesuffix(".exe"), 0) if program is not None else 0
+    return any(0 < code <= ceiling for code in codes)
 
 
 def _unquoted(args: dict[str, Any], content: str) -> str | None:
@@ -1412,8 +1426,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         failed = result.is_error or bool(
             found >> _ERROR_CHECK & 1 if found is not None else self._says(_ERROR_CHECK, content, None)
         )
-        if failed and _sampled(result.args, content):
-            failed = False  # what a command stopped by `timeout` printed is a sample, compared as any output
+        if failed and _no_failure(result.args, content):
+            failed = False  # compared as any output
         progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")

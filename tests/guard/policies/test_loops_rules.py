@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -462,6 +463,57 @@ async def test_exit_124_of_a_command_not_under_timeout_is_a_failure(make: Make, 
     for n in range(5):
         await run.do("Bash", {"command": "./run_checks.sh"}, f"check {n}: stale lock\nExit code 124", is_error=True)
     assert run.actions == [(3, "remind"), (5, "deny")]
+
+
+ROBOCOPY = (
+    "Exit code: {code}\nWall time: 0.7 seconds\nOutput:\n"
+    "   ROBOCOPY     ::     Robust File Copy for Windows\n"
+    "  Source : C:\\src\\web\\assets\\{name}\\\n    Dest : C:\\src\\web\\dist\\{name}\\\n"
+    "{lines}\n"
+    "               Total    Copied   Skipped  Mismatch    FAILED    Extras\n"
+    "    Files :        {n}         {n}         0         0         {failed}         0\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("tool", "command", "result"),
+    [
+        (
+            "shell",
+            ["powershell.exe", "-Command", "robocopy assets\\{name} dist\\{name} /E"],
+            ROBOCOPY.format(code=1, name="{name}", n=3, failed=0, lines="    New File  1.2 k  {name}.json"),
+        ),
+        (
+            "Bash",
+            "diff -u expected/{name}.txt out/{name}.txt",
+            "Exit code 1\n--- expected\n+++ out\n-{name} 1\n+{name} 2",
+        ),
+    ],
+)
+async def test_a_program_whose_exit_status_reports_what_it_found_has_not_failed(
+    make: Make, anyio_backend: str, tool: str, command: Any, result: str
+) -> None:
+    """robocopy exits 1 when it copied files, diff when files differ: a run
+    over nine folders is work done, not a streak of failures."""
+    run = make()
+    for name in ("locales", "fonts", "icons", "emails", "docs", "css", "js", "img", "pdf"):
+        argv = [part.format(name=name) for part in command] if isinstance(command, list) else command.format(name=name)
+        await run.do(tool, {"command": argv}, result.format(name=name), is_error=True)
+    assert run.actions == []
+
+
+async def test_a_program_status_past_what_reports_a_finding_is_a_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for name in ("locales", "fonts", "icons", "emails", "docs", "css", "js", "img", "pdf"):
+        failed = ROBOCOPY.format(
+            code=8,
+            name=name,
+            n=3,
+            failed=3,
+            lines="ERROR 5 (0x00000005) Copying File C:\\src\\web\\assets\\a.json\nAccess is denied.",
+        )
+        await run.do("shell", {"command": f"robocopy assets\\{name} dist\\{name} /E"}, failed, is_error=True)
+    assert run.actions == [(3, "remind"), (9, "deny")]
 
 
 async def test_a_poll_tool_that_takes_a_command_is_a_poll(make: Make, anyio_backend: str) -> None:
