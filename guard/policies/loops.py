@@ -110,6 +110,17 @@ found, not a failure: files that differ, files robocopy copied."""
 _UNDER_TIMEOUT = re.compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
+_NOT_FOUND = re.compile(
+    r"(?i)\b(?:(?:(?:could|can|did|do|does|was|were)(?:n[o']t| not)(?: be)?(?: able to)?|unable to|failed to)\s+"
+    r"(?:\w+\s+){0,2}?(?:find|locate|determine|identify|confirm|verify|retrieve|spot)"
+    r"|no\s+(?:[\w-]+\s+){0,4}?(?:(?:was|were|is|are)\s+)?(?:found|documented|mentioned|located|specified)"
+    r"|(?:does|do)(?:n[o']t| not)\s+(?:seem to\s+|appear to\s+)?(?:state|mention|document|specify|say)"
+    r"|not (?:found|documented|mentioned|specified|stated)|nothing (?:relevant|found|useful))\b"
+)
+"""An answer in prose that the thing asked for was not found (``I could not
+locate the loader``, ``No maximum size is documented``), as a subagent or
+an answering tool words it anew each time."""
+_NOT_FOUND_HEAD = 400
 
 _KEY_PRESS = re.compile(
     r"\s*(?:xdotool\s+key(?:\s+--(?:delay|repeat)\s+\d+|\s+--clearmodifiers)*|tmux\s+send-keys(?:\s+-t\s+\S+)?"
@@ -448,8 +459,9 @@ def _annotated(rules: _Rules, hints: dict[str, bool]) -> _Rules:
 class _Signature:
     """What one call signature did in this epoch: how many occurrences in a
     row returned the same (normalised) result, that result, whether it was a
-    failure or a poll, when the unchanged stretch began, and how often it was
-    nudged and denied since."""
+    failure or a poll, whether it said in prose that nothing was found (told
+    only of a call made again), when the unchanged stretch began, and how
+    often it was nudged and denied since."""
 
     __slots__ = (
         "count",
@@ -466,10 +478,12 @@ class _Signature:
         "spacing",
         "transient",
         "ts",
+        "unfound",
     )
 
     def __init__(self) -> None:
         self.count = 0
+        self.unfound = False
         self.resume = 0.0
         self.last = 0
         self.result = b""
@@ -1658,6 +1672,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         books = facts is not None and facts[4]
         if same and books and state.news_at > signature.last:
             same = False  # the agent's own plan or todo list restated while its work brought news: no repeat
+        elif signature.count and not same and not failed and not poll:
+            # a subagent or an answering tool asked the same again says it found nothing in new words
+            unfound = _NOT_FOUND.search(result.content, 0, _NOT_FOUND_HEAD) is not None
+            same = unfound and signature.unfound
+            signature.unfound = unfound
         if same and not (result.ts - signature.ts >= self._decay):
             signature.count += 1
             gap = state.seen - signature.last

@@ -739,3 +739,42 @@ async def test_calls_whose_results_never_come_are_kept_to_a_bound(anyio_backend:
         decisions.append((await bus.decide(call)).allowed)
         await bus.publish(ToolResult.answering(call, "No matches found"))
     assert decisions == [True, True, False]
+
+
+NOT_FOUND_ANSWERS = (
+    "I could not find an explicit maximum upload size in the docs I accessed.",
+    "The documentation I reviewed does not state a max upload size.",
+    "No maximum upload size is documented in the pages available to me.",
+    "I was unable to locate the upload size limit in the documentation.",
+    "The docs don't seem to mention a specific upload size limit.",
+)
+
+
+async def test_a_subagent_asked_again_that_finds_nothing_in_new_words_is_a_repeat(
+    make: Make, anyio_backend: str
+) -> None:
+    """The parent relaunches a subagent with the same prompt; each time it
+    says, in new words, that it found nothing."""
+    run = make()
+    task = {
+        "description": "Find the upload limit",
+        "prompt": "Find the Files API's maximum upload size; cite the page.",
+    }
+    for answer in NOT_FOUND_ANSWERS:
+        await run.do("Task", task, answer, seconds=90)
+    assert run.actions == [(4, "deny"), (5, "deny")]
+
+
+async def test_a_subagent_asked_again_that_then_finds_it_is_left_alone(make: Make, anyio_backend: str) -> None:
+    run = make()
+    task = {
+        "description": "Find the upload limit",
+        "prompt": "Find the Files API's maximum upload size; cite the page.",
+    }
+    for answer in (*NOT_FOUND_ANSWERS[:2], "It is 512 MB per file: docs/files.md#limits.", *NOT_FOUND_ANSWERS[2:4]):
+        await run.do("Task", task, answer, seconds=90)
+    assert run.actions == []
+    run = make()
+    for n, answer in enumerate(NOT_FOUND_ANSWERS):  # other questions, each answered "not found"
+        await run.do("Task", {"prompt": f"Find the limit of API {n}."}, answer, seconds=90)
+    assert run.actions == []
