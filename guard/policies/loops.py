@@ -32,7 +32,10 @@ advances, a retry that then succeeds, a re-read after the file changed):
   whatever arguments, draws an advisory, and from ``streak_deny_at`` failures
   its further calls are denied until one of its calls succeeds (a shell
   command's streak is its program's; failures that say nothing but an exit
-  code are no one kind, and draw neither). A failure
+  code are no one kind, and draw neither; failures in one model response
+  are one attempt). A shell tool refusing commands of several programs the
+  same way, none of which ran, draws advisories of its own, never a
+  denial. A failure
   is the result's error flag or a result matching ``error_results`` (the
   ``ERROR:`` text some runtimes use instead of the flag).
 - **Progress.** A successful editing call (``guard.policies.progress``) starts a new
@@ -185,6 +188,13 @@ _STREAK_ADVICE = (
     "Changing the arguments is not fixing it. Stop and find the cause: re-read the error and the input it "
     "names (view the file before editing it again, check the tool's name and parameters), or use another "
     "tool. After {deny_at} such failures further {tool} calls will be denied until one succeeds."
+)
+_TOOL_STREAK_ADVICE = (
+    "loop-detector: {tool} has failed {count} times in a row with the same kind of error, whatever command it "
+    "was given: {kind}\n"
+    "The tool or its environment is refusing these commands, not one program: changing the command is not "
+    "fixing it. Read the error for what the tool allows (its sandbox, workspace or syntax rules), use another "
+    "tool, or tell the user what is blocked."
 )
 _STREAK_DENIAL = (
     "loop-detector denied this call; it did not run. {tool} has failed {count} times in a row with the same "
@@ -499,6 +509,25 @@ class _Signature:
         self.denials = 0
 
 
+class _Streak:
+    """A run of failures of one tool (or shell program) with the same kind
+    of error: the kind, how many attempts (failures in one model response,
+    ``step``, are one attempt: the model saw none of them before making
+    the others), when the last failed, and whether more than one program
+    failed in it (counted for a shell tool, whatever its program)."""
+
+    __slots__ = ("count", "counted", "kind", "mixed", "program", "step", "ts")
+
+    def __init__(self, kind: str, step: int, ts: float, program: str | None) -> None:
+        self.kind = kind
+        self.count = 1
+        self.counted = True
+        self.step = step
+        self.ts = ts
+        self.program = program
+        self.mixed = False
+
+
 class _Grind:
     """One target's run of calls with other arguments and the same result;
     ``fp`` and ``args`` are its last call's."""
@@ -597,17 +626,24 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
+def _exit_codes(content: str) -> set[int]:
+    """The exit statuses a shell result states, at its head or its tail
+    (where runtimes print them); none for a failure of the tool itself,
+    which ran no program."""
+    found = (
+        _EXIT_STATUS.search(content, 0, _STATE_HEAD),
+        _EXIT_STATUS.search(content, max(0, len(content) - _EXIT_TAIL)),
+    )
+    return {int(status.group(1)) for status in found if status is not None}
+
+
 def _no_failure(args: Any, content: str) -> bool:
     """Whether a shell command's non-zero exit status reports no failure:
     the command was stopped by ``timeout`` (``timeout 20 kubectl logs -f
     ...``, the standard way to read a stream for a while, whose output is
     what it read), or its program's status says what it found
     (``_SUCCESS_EXITS``)."""
-    found = (
-        _EXIT_STATUS.search(content, 0, _STATE_HEAD),
-        _EXIT_STATUS.search(content, max(0, len(content) - _EXIT_TAIL)),
-    )
-    codes = {int(status.group(1)) for status in found if status is not None}
+    codes = _exit_codes(content)
     command = shell_command(args) if codes else None
     if command is None:
         return False
@@ -645,7 +681,17 @@ def _streak_name(streak: tuple[str, str | None]) -> str:
     """Who failed: the tool, or for a shell command its program (``grep``
     run by ``Bash``), whose failures the streak counts."""
     tool, program = streak
-    return tool if program is None else f"`{program}` ({tool})"
+    return tool if not program else f"`{program}` ({tool})"
+
+
+def _succeed(state: _AgentLoops, key: tuple[str, str | None]) -> None:
+    """A call of ``key``'s tool (or program) succeeded: its failure streak
+    ends, and a shell tool's own streak with it."""
+    streaks = state.streaks
+    if streaks:
+        streaks.pop(key, None)
+        if key[1] is not None:
+            streaks.pop((key[0], ""), None)
 
 
 def _keep(table: dict[_K, _V], key: _K, value: _V) -> None:
@@ -732,7 +778,7 @@ class _AgentLoops:
         self.seen = 0
         self.window: deque[bytes] = deque()
         self.signatures: dict[bytes, _Signature] = {}
-        self.streaks: dict[tuple[str, str | None], tuple[str, int, float]] = {}
+        self.streaks: dict[tuple[str, str | None], _Streak] = {}
         self.grinds: dict[tuple[str, str], _Grind] = {}
         self.writes: dict[str, tuple[bytes, int]] = {}
         self.edits: dict[tuple[str, bytes], int] = {}
@@ -1295,7 +1341,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             note.halt = bool(config.halt_after) and signature.denials == config.halt_after
         streak = state.streaks.get(note.streak)
         if streak is not None:
-            state.streaks[note.streak] = (streak[0], streak[1], call.ts)
+            streak.ts = call.ts
         return self._action("deny", call, count, body, threshold)
 
     def _read(
@@ -1378,13 +1424,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
         streak = state.streaks.get(note.streak)
         if (
             streak is not None
-            and streak[0]  # failures that say nothing (a bare exit code 1: grep found nothing) are no one kind
+            and streak.kind  # failures that say nothing (a bare exit code 1: grep found nothing) are no one kind
             and rules.streak_deny_at
-            and streak[1] >= state.at(rules.streak_deny_at)
-            and not (call.ts - streak[2] >= self._decay)
+            and streak.count >= state.at(rules.streak_deny_at)
+            and not (call.ts - streak.ts >= self._decay)
         ):
-            kind, count, _ = streak
-            body = _STREAK_DENIAL.format(tool=_streak_name(note.streak), count=count, kind=kind)
+            count = streak.count
+            body = _STREAK_DENIAL.format(tool=_streak_name(note.streak), count=count, kind=streak.kind)
             return body, count, rules.streak_deny_at
         writing = note.writing
         if writing is not None:
@@ -1402,6 +1448,28 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 )
                 return body, made + 1, rules.deny_at
         return "", 0, 0
+
+    def _fail(
+        self,
+        state: _AgentLoops,
+        key: tuple[str, str | None],
+        kind: str,
+        result: ToolResult,
+        program: str | None,
+    ) -> None:
+        """Count a failure toward the streak ``key``: one more attempt when
+        it fails the same way in a later model response, a new streak when
+        it fails otherwise or after ``decay_seconds`` idle."""
+        streak = state.streaks.get(key)
+        if streak is None or streak.kind != kind or result.ts - streak.ts >= self._decay:
+            state.streaks[key] = _Streak(kind, result.step, result.ts, program)
+            return
+        streak.counted = result.step != streak.step
+        streak.count += streak.counted
+        streak.step = result.step
+        streak.ts = result.ts
+        if program != streak.program:
+            streak.mixed = True
 
     def on_status(self, state: _AgentLoops, status: AgentStatus) -> None:
         if status.status == "compacted":
@@ -1498,21 +1566,23 @@ class LoopsPolicy(Policy[_AgentLoops]):
             shape = Shape(_TRANSIENT if transient else _FAILED)
             if not transient:
                 kind = error_kind(result.content)
-                previous = state.streaks.get(streak_key)
-                same = previous is not None and previous[0] == kind and not (result.ts - previous[2] >= self._decay)
-                streak = previous[1] + 1 if same and previous is not None else 1
-                state.streaks[streak_key] = (kind, streak, result.ts)
+                self._fail(state, streak_key, kind, result, None)
+                program = streak_key[1]
+                if program is not None and not _exit_codes(content):
+                    # a shell tool refusing a command ran no program (no exit status): a streak of the
+                    # tool's own, whatever the program
+                    self._fail(state, (result.tool, ""), kind, result, program)
         elif not poll and len(content) <= _OPAQUE_CHARS and self._says(_OPAQUE_CHECK, content, found):
             # an image or a document the transcript shows only as a placeholder:
             # whether it changed cannot be told, so it is never the same result
             shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
-            state.streaks.pop(streak_key, None)
+            _succeed(state, streak_key)
         elif not poll and note.file:
             shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
-            state.streaks.pop(streak_key, None)
+            _succeed(state, streak_key)
         else:
             shape = self._normalizer.shape(error_head(result.content))
-            state.streaks.pop(streak_key, None)
+            _succeed(state, streak_key)
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
         signature.transient = bool(transient)
         if transient:
@@ -1545,12 +1615,25 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if count == state.at(rules.error_at):
                 text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=fp.preview(_PREVIEW))
                 return self._action("remind", result, count, text, rules.error_at)
-            kind, streak, _ = state.streaks[streak_key]
-            if streak == state.at(rules.error_at) and kind:
+            streak = state.streaks[streak_key]
+            if streak.counted and streak.count == state.at(rules.error_at) and streak.kind:
                 text = _STREAK_ADVICE.format(
-                    tool=_streak_name(streak_key), count=streak, kind=kind, deny_at=rules.streak_deny_at or "more"
+                    tool=_streak_name(streak_key),
+                    count=streak.count,
+                    kind=streak.kind,
+                    deny_at=rules.streak_deny_at or "more",
                 )
-                return self._action("remind", result, streak, text, rules.error_at)
+                return self._action("remind", result, streak.count, text, rules.error_at)
+            shell = state.streaks.get((result.tool, ""))
+            if (
+                shell is not None
+                and shell.mixed
+                and shell.counted
+                and shell.kind
+                and shell.count in (state.at(rules.error_at), state.at(rules.streak_deny_at or rules.error_at))
+            ):
+                text = _TOOL_STREAK_ADVICE.format(tool=result.tool, count=shell.count, kind=shell.kind)
+                return self._action("remind", result, shell.count, text, rules.error_at)
             return None
         if poll:
             if state.patient or count <= state.allowance:

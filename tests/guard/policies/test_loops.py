@@ -508,6 +508,36 @@ async def test_different_programs_failing_alike_are_no_streak(make: Make, anyio_
     assert run.actions == [(3, "remind")]
 
 
+async def test_a_shell_tool_refusing_every_command_draws_its_own_advisories(make: Make, anyio_backend: str) -> None:
+    """Gemini CLI's shell tool rejects whatever it is given, so no program
+    ran (no exit status) and no program fails three times: the tool's own
+    streak is advised at three and again at eight, never denied."""
+    run = make()
+    programs = ["git-filter-repo", "python", "winget", "java", "robocopy", "cp", "pip", "dir", "git"]
+    for program in programs:
+        refused = "Command rejected because it could not be parsed safely"
+        await run.do("run_shell_command", {"command": f"{program} --version"}, refused, is_error=True)
+    assert run.actions == [(3, "remind"), (8, "remind")]
+    assert "whatever command it was given" in run.texts[0]
+    await run.do("run_shell_command", {"command": "dir"}, "Output: a.txt\nExit Code: 0")
+    for n in range(3):  # a success ends the tool's streak
+        await run.do("run_shell_command", {"command": f"ver{n}"}, "Command rejected: nope", is_error=True)
+    assert run.actions == [(3, "remind"), (8, "remind"), (13, "remind")]
+
+
+async def test_failures_in_one_model_response_are_one_attempt(make: Make, anyio_backend: str) -> None:
+    """Three reads requested together, all outside the workspace: the model
+    saw none of the errors before asking for the others."""
+    run = make()
+    outside = "File path must be within one of the workspace directories: /home/m"
+    for path in ("/etc/pam.d/sudo", "/etc/pam.d/system-auth", "/etc/ssh/sshd_config"):
+        await run.call("main", "read_file", {"file_path": path}, outside, is_error=True, step=7)
+    assert run.actions == []
+    for path in ("/etc/hosts", "/etc/fstab"):  # two more responses, failing alike
+        await run.do("read_file", {"file_path": path}, outside, is_error=True)
+    assert [kind for _, kind in run.actions] == ["remind"]
+
+
 async def test_searches_that_find_nothing_under_other_names_are_never_denied(make: Make, anyio_backend: str) -> None:
     """``grep`` exits 1 with no output when a name is not there: each such
     answer is information, and says nothing that could be one kind of
