@@ -124,6 +124,12 @@ _NOT_FOUND = re.compile(
 locate the loader``, ``No maximum size is documented``), as a subagent or
 an answering tool words it anew each time."""
 _NOT_FOUND_HEAD = 400
+_AMOUNT = re.compile(r"(?<![\w.:/-])\d{7,19}(?![\w:/-])")
+"""A number of seven digits or more standing alone: noise when results are
+compared (ids, epoch times), but what a poll of a count, a byte total or a
+lag is watching."""
+_AMOUNTS_READ = 4096
+_CLOCK_SKEW = 86_400
 
 _KEY_PRESS = re.compile(
     r"\s*(?:xdotool\s+key(?:\s+--(?:delay|repeat)\s+\d+|\s+--clearmodifiers)*|tmux\s+send-keys(?:\s+-t\s+\S+)?"
@@ -470,10 +476,12 @@ class _Signature:
     """What one call signature did in this epoch: how many occurrences in a
     row returned the same (normalised) result, that result, whether it was a
     failure or a poll, whether it said in prose that nothing was found (told
-    only of a call made again), when the unchanged stretch began, and how
-    often it was nudged and denied since."""
+    only of a call made again), a poll's long numbers (``_amounts``), when
+    the unchanged stretch began, and how often it was nudged and denied
+    since."""
 
     __slots__ = (
+        "amounts",
         "count",
         "denials",
         "failed",
@@ -494,6 +502,7 @@ class _Signature:
     def __init__(self) -> None:
         self.count = 0
         self.unfound = False
+        self.amounts: tuple[int, ...] = ()
         self.resume = 0.0
         self.last = 0
         self.result = b""
@@ -624,6 +633,20 @@ _EMPTY_HEAD = _EMPTY_OUTPUT[1:]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+
+
+def _amounts(content: str, now: float) -> tuple[int, ...]:
+    """A poll result's long numbers (``_AMOUNT``), read at its head and
+    tail, which comparison leaves out as noise; a clock reading (epoch
+    seconds or milliseconds within a day of ``now``) is left out here too."""
+    text = content if len(content) <= 2 * _AMOUNTS_READ else content[:_AMOUNTS_READ] + " " + content[-_AMOUNTS_READ:]
+    found = []
+    for match in _AMOUNT.finditer(text):
+        number = int(match.group())
+        if abs(number - now) <= _CLOCK_SKEW or abs(number - now * 1000) <= _CLOCK_SKEW * 1000:
+            continue
+        found.append(number)
+    return tuple(found)
 
 
 def _exit_codes(content: str) -> set[int]:
@@ -1755,7 +1778,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
         books = facts is not None and facts[4]
         if same and books and state.news_at > signature.last:
             same = False  # the agent's own plan or todo list restated while its work brought news: no repeat
-        elif signature.count and not same and not failed and not poll:
+        if poll:
+            amounts = _amounts(result.content, result.ts)
+            if same and amounts != signature.amounts:
+                same = False  # a count, a byte total or a lag moved: the job advances
+            signature.amounts = amounts
+        elif signature.count and not same and not failed:
             # a subagent or an answering tool asked the same again says it found nothing in new words
             unfound = _NOT_FOUND.search(result.content, 0, _NOT_FOUND_HEAD) is not None
             same = unfound and signature.unfound

@@ -216,10 +216,10 @@ def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int, str]] = []
     report = audit([CORPUS], Config(), progress=lambda done, total, path: seen.append((done, total, path)))
     t = report.totals
-    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (23, 25, 1598, 0, 0)
+    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (25, 27, 1620, 0, 0)
     assert max(s.longest_run for s in report.sessions) == 2
-    assert seen[0][:2] == (0, 23)
-    assert seen[-1] == (23, 23, "")
+    assert seen[0][:2] == (0, 25)
+    assert seen[-1] == (25, 25, "")
     runs = {str(Path(s.label).relative_to(CORPUS)): s.longest_run for s in report.sessions}
     assert runs["openhands/output.jsonl#ponylang__ponyc-4593"] == 2
     assert runs["swe-agent/pydicom__pydicom-1458.traj"] == 2
@@ -402,7 +402,8 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
     failed edit is no progress. ``loops`` denies the third view of parser.c
     and advises on the real failure streaks (failed ``str_replace``s, a
     ``cd`` into a missing build directory, SWE-agent edits rejected for a
-    syntax error) and on one ``sed -n`` range read again a few calls later."""
+    syntax error, a shell tool refusing every command) and on one ``sed -n``
+    range read again a few calls later."""
     report = audit([CORPUS], audit_config())
     acted = {str(Path(s.label).relative_to(CORPUS)): s.actions for s in report.sessions if s.actions}
     assert acted == {
@@ -412,6 +413,8 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
         "mini-swe-agent/django__django-15563.traj.json": {"loops:remind": 1},
         "swe-agent/pydicom__pydicom-1458.traj": {"loops:remind": 1},
         "pi/large-session.jsonl": {"loops:remind": 1},  # a third grep in a row finding nothing
+        # Gemini CLI's shell tool refusing every command: advised at the third and the eighth
+        "gemini-cli/m-gemini-shell-rejections.json": {"loops:remind": 2},
     }
 
 

@@ -516,6 +516,37 @@ async def test_a_program_status_past_what_reports_a_finding_is_a_failure(make: M
     assert run.actions == [(3, "remind"), (9, "deny")]
 
 
+@pytest.mark.parametrize(
+    ("command", "answer"),
+    [
+        ('sleep 30 && psql -Atc "select count(*) from events_v2"', "{n}"),
+        ("sleep 20; du -sb /data/export", "{n}\t/data/export"),
+        ("sleep 20 && kafka-consumer-groups --describe --group etl", "GROUP TOPIC PARTITION LAG\netl events 0 {n}"),
+    ],
+)
+async def test_a_poll_watching_a_long_number_move_is_left_alone(
+    make: Make, anyio_backend: str, command: str, answer: str
+) -> None:
+    """A row count, a byte total or a lag of seven digits or more: the
+    number comparison leaves out as an id is what the poll watches."""
+    run = make()
+    for n in range(14):
+        await run.do("Bash", {"command": command}, answer.format(n=12_400_000 + 700_000 * n), seconds=33)
+    assert run.actions == []
+
+
+async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, anyio_backend: str) -> None:
+    """``date +%s`` in a poll is a clock reading, not progress; a long
+    number that stays put is no progress either."""
+    run = make()
+    for _ in range(13):
+        now = int(run.clock.now)
+        await run.do(
+            "Bash", {"command": "sleep 30; date +%s; psql -Atc 'select 1234567'"}, f"{now}\n1234567", seconds=33
+        )
+    assert [kind for _, kind in run.actions] == ["remind", "deny"]
+
+
 async def test_a_poll_tool_that_takes_a_command_is_a_poll(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(6):
