@@ -684,6 +684,7 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("Until the end of the file, fix the types") == 0
     assert requested_repeats("Submit six training runs with random seeds") == 6
     assert requested_repeats("spin up 15 load-test workers") == 15
+    assert requested_repeats("process the 5 pending tasks in the queue one at a time") == 5
     assert requested_repeats("fix the 3 failing tests") == 0
 
 

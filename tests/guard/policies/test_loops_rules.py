@@ -71,6 +71,8 @@ async def test_code_run_again_whose_json_differs_only_in_its_duration_is_a_repea
         "chunk #{n} uploaded",
         "Processed order #1023{n}: charged, receipt sent",
         "Created user qa_user_{n} (password in the QA vault)",
+        "Processed task 4{n}: ok",
+        "handled message {n} from queue emb (ack)",
     ],
 )
 async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
