@@ -969,9 +969,11 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)verbindungsaufbau abgelehnt|verbindung abgelehnt|connexion refusée|conexión rehusada|"
         r"conexión rechazada|connessione rifiutata|conexão recusada|в соединении отказано|соединение отклонено|"
         r"拒绝连接|连接被拒绝|接続が拒否",
-        # a browser's page load that timed out (Playwright, Puppeteer, Chrome's net:: codes)
-        r"(?i)\b(?:navigation )?timeout (?:of )?\d+ ?ms exceeded|net::err_(?:timed_out|connection_(?:reset|closed|"
-        r"timed_out)|network_changed|internet_disconnected)\b",
+        # a browser's page load that timed out (Playwright, Puppeteer, Chrome's net:: codes); not a
+        # locator's timeout ("locator.click: Timeout 30000ms exceeded"): an element that never appears
+        r"(?i)\b(?:navigation timeout of \d+ ?ms exceeded|(?:goto|reload|go_?back|go_?forward|navigate|"
+        r"wait_?for_?(?:navigation|load_?state|url)): timeout \d+ ?ms exceeded|net::err_(?:timed_out|"
+        r"connection_(?:reset|closed|timed_out)|network_changed|internet_disconnected))\b",
     )
     transient_at: int = 5
     transient_deny_at: int = 10

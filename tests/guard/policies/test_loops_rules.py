@@ -215,6 +215,18 @@ async def test_a_page_load_that_timed_out_is_retried_as_a_transient_failure(
     assert run.actions == []
 
 
+async def test_an_element_that_never_appears_is_no_transient_failure(make: Make, anyio_backend: str) -> None:
+    """Playwright words a locator's timeout as it words a page load's, but
+    a button that is not there stays not there."""
+    run = make()
+    error = (
+        "locator.click: Timeout 30000ms exceeded.\nCall log:\n  - waiting for getByRole('button', { name: 'Sign in' })"
+    )
+    for _ in range(5):
+        await run.do("Bash", {"command": "npx playwright test e2e/login.spec.ts"}, error, is_error=True, seconds=40)
+    assert run.actions == [(3, "remind"), (5, "deny")]
+
+
 async def test_transient_failures_form_no_streak(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(6):
