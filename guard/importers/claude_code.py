@@ -1,10 +1,14 @@
-"""Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
+"""Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``),
+and what ``claude -p --output-format stream-json --verbose`` prints (the
+Agent SDK's messages), which holds the same entries.
 
 One JSON object per line. The main agent is ``main``; each subagent is a
 separate file, either under ``<session>/subagents/agent-<id>.jsonl`` (Claude
 Code 2.1+) or beside the session as ``agent-<id>.jsonl`` (2.0, found by its
 ``sessionId``). A subagent is imported as agent ``<id>`` with parent ``main``,
-its events interleaved with the main agent's by timestamp. See
+its events interleaved with the main agent's by timestamp; in stream-json
+output, a subagent's entries are inline, marked with its ``agent_id`` (or
+the ``parent_tool_use_id`` of the call that started it). See
 ``docs/importers/claude_code.md`` for the field mapping.
 """
 
@@ -38,7 +42,7 @@ _ENTRY_TYPES = frozenset(
         "progress",
     }
 )
-_ENTRY_KEYS = ("sessionId", "uuid", "leafUuid", "messageId")
+_ENTRY_KEYS = ("sessionId", "uuid", "leafUuid", "messageId", "session_id")
 
 _NOT_PROMPTS = (
     "<command-name>",
@@ -61,7 +65,7 @@ def _sniff(sample: Sample) -> str | None:
     for line in sample.lines:
         if line.get("type") in _ENTRY_TYPES and any(key in line for key in _ENTRY_KEYS):
             return None
-    return "no line has a Claude Code entry type with sessionId/uuid"
+    return "no line has a Claude Code entry type with sessionId/session_id/uuid"
 
 
 def _first_line(path: Path) -> dict[str, Any]:
@@ -153,7 +157,9 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
     entries marked ``isSidechain`` (1.0 versions kept subagents inline) go to
     a subagent of ``agent``: their ``agentId``, or, without one, the
     subagent whose thread they continue (``parentUuid``); a sidechain entry
-    that continues no known thread starts subagent ``sidechain-<n>``."""
+    that continues no known thread starts subagent ``sidechain-<n>``.
+    Stream-json entries of a subagent go to it by their ``agent_id`` (or
+    ``parent_tool_use_id``)."""
     ts = 0.0
     last_message: dict[str, Any] = {}
     steps: dict[str, int] = {}
@@ -162,9 +168,14 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
     for entry in read_jsonl(path, b.report):
         ts = parse_time(entry.get("timestamp")) or ts
         who = agent
-        if inline_sidechains and entry.get("isSidechain") is True:
-            who = _sidechain(entry, threads, roots)
-            b.parent(who, agent)
+        if inline_sidechains:
+            inline = entry.get("agent_id") or entry.get("parent_tool_use_id")
+            if entry.get("isSidechain") is True:
+                who = _sidechain(entry, threads, roots)
+                b.parent(who, agent)
+            elif isinstance(inline, str) and inline:
+                who = inline
+                b.parent(who, agent)
         kind = entry.get("type")
         message = entry.get("message")
         if kind == "assistant" and isinstance(message, dict):

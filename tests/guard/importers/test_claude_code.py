@@ -7,8 +7,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bus import AgentStatus, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
 from guard.importers import belongs_to_session, detect_format, open_sessions
+from tests.claude_cli import FakeAnthropic, text, tool_use
 from tests.guard.importers._transcripts import (
     ClaudeCodeSession,
     calls,
@@ -324,3 +327,63 @@ def test_a_compaction_is_imported_as_the_live_hooks_publish_it(tmp_path: Path) -
     s.prompt("This session is being continued from a previous conversation...", isCompactSummary=True)
     s.call("Read", {"file_path": "a.py"}, "x = 1")
     assert compactions(only(s.write(tmp_path / "s.jsonl"))) == ["Read", "Read", "compacted", "Read"]
+
+
+def _stream_json_line(kind: str, blocks: list[dict[str, Any]], *, subagent: str | None = None) -> dict[str, Any]:
+    """A ``claude -p --output-format stream-json`` line as older Claude Code
+    versions print it: ``session_id`` and ``parent_tool_use_id``, no
+    ``uuid``, no ``timestamp``."""
+    role = "assistant" if kind == "assistant" else "user"
+    message = {"id": f"msg_{len(blocks)}_{subagent}", "role": role, "content": blocks, "model": "claude-sonnet-4-6"}
+    return {"type": kind, "message": message, "parent_tool_use_id": subagent, "session_id": "s-1"}
+
+
+def test_stream_json_output_imports_with_subagents_apart(tmp_path: Path) -> None:
+    task = {"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {"prompt": "find HELLO"}}
+    grep = {"type": "tool_use", "id": "toolu_grep", "name": "Grep", "input": {"pattern": "HELLO"}}
+    lines = [
+        {"type": "system", "subtype": "init", "session_id": "s-1", "tools": ["Bash", "Task"]},
+        _stream_json_line("assistant", [task]),
+        _stream_json_line("assistant", [grep], subagent="toolu_task"),
+        _stream_json_line(
+            "user",
+            [{"type": "tool_result", "tool_use_id": "toolu_grep", "content": "No matches"}],
+            subagent="toolu_task",
+        ),
+        _stream_json_line("user", [{"type": "tool_result", "tool_use_id": "toolu_task", "content": "none found"}]),
+        {"type": "result", "subtype": "success", "session_id": "s-1", "result": "done"},
+    ]
+    path = write_lines(tmp_path / "run.jsonl", lines)
+    assert detect_format(path) == "claude-code"
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert [(c.agent.id, c.agent.parent_id, c.tool) for c in calls(evts)] == [
+        ("main", None, "Task"),
+        ("toolu_task", "main", "Grep"),
+    ]
+    assert [r.content for r in of(evts, ToolResult)] == ["No matches", "none found"]
+
+
+@pytest.mark.slow
+def test_the_real_clis_stream_json_output_imports_with_its_subagent(fake_anthropic: FakeAnthropic) -> None:
+    """``claude -p --output-format stream-json --verbose``, as an Agent SDK
+    user logs it: a subagent's calls are its own, not the main agent's."""
+    fake_anthropic.script(
+        [tool_use("Bash", {"command": "ls"})],
+        [
+            tool_use(
+                "Task", {"description": "look", "prompt": "find the word HELLO", "subagent_type": "general-purpose"}
+            )
+        ],
+        [text("done")],
+    )
+    fake_anthropic.script_subagent("find the word HELLO", [tool_use("Bash", {"command": "grep -r HELLO ."})])
+    done = fake_anthropic.run_cli("list the files")
+    assert done.returncode == 0, done.stderr
+    path = fake_anthropic.home / "stream.jsonl"
+    path.write_text(done.stdout)
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    made = [(c.agent.id == "main", c.agent.parent_id, c.tool) for c in calls(evts)]
+    assert made == [(True, None, "Bash"), (True, None, "Task"), (False, "main", "Bash")]
+    assert all(r.agent.id == c.agent.id for c, r in zip(calls(evts), of(evts, ToolResult), strict=False))
