@@ -64,7 +64,7 @@ from guard.actions import Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
 from guard.normalize import DEFAULT_RESULT_NORMALIZE, ResultNormalizer, Shape, error_head, error_kind
-from guard.patterns import CommandPatterns, RegexSet, RegexSets, ToolFilter, shell_command
+from guard.patterns import CommandPatterns, RegexSet, RegexSets, ToolFilter, compile_regex, shell_command
 from guard.policies.progress import (
     DEFAULT_MUTATING_COMMANDS,
     DEFAULT_MUTATING_TOOLS,
@@ -113,12 +113,13 @@ found, not a failure: files that differ, files robocopy copied."""
 _UNDER_TIMEOUT = re.compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
-_NOT_FOUND = re.compile(
+_NOT_FOUND = compile_regex(
     r"(?i)\b(?:(?:(?:could|can|did|do|does|was|were)(?:n[o']t| not)(?: be)?(?: able to)?|unable to|failed to)\s+"
     r"(?:\w+\s+){0,2}?(?:find|locate|determine|identify|confirm|verify|retrieve|spot)"
     r"|no\s+(?:[\w-]+\s+){0,4}?(?:(?:was|were|is|are)\s+)?(?:found|documented|mentioned|located|specified)"
     r"|(?:does|do)(?:n[o']t| not)\s+(?:seem to\s+|appear to\s+)?(?:state|mention|document|specify|say)"
-    r"|not (?:found|documented|mentioned|specified|stated)|nothing (?:relevant|found|useful))\b"
+    r"|not (?:found|documented|mentioned|specified|stated)|nothing (?:relevant|found|useful))\b",
+    setting="loops.not_found",
 )
 """An answer in prose that the thing asked for was not found (``I could not
 locate the loader``, ``No maximum size is documented``), as a subagent or
@@ -129,6 +130,14 @@ _AMOUNT = re.compile(r"(?<![\w.:/-])\d{7,19}(?![\w:/-])")
 compared (ids, epoch times), but what a poll of a count, a byte total or a
 lag is watching."""
 _AMOUNTS_READ = 4096
+_FINISHED = compile_regex(
+    r"(?i)<status>(?:completed|failed|killed|exited)</status>"
+    r"|\b(?:status|state|phase|conclusion)[\s:=\"']+(?:completed|succeeded|success|failed|failure|finished|done|"
+    r"cancell?ed|exited|killed)\b",
+    setting="loops.finished",
+)
+"""A poll's answer that what it waits for has finished (Claude Code's
+``<status>completed</status>``, ``"status": "succeeded"``)."""
 _CLOCK_SKEW = 86_400
 
 _KEY_PRESS = re.compile(
@@ -1576,6 +1585,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return None
         streak_key = note.streak
         poll = note.polled or clicked == _POLL_VALUE or (not failed and self._says(_POLL_CHECK, content, found))
+        if (
+            poll
+            and not failed
+            and _FINISHED.search(content[:_STATE_HEAD])
+            and not self._says(_POLL_CHECK, content, found)
+        ):
+            poll = False  # what it waited for has finished: checking again is a repeat, not a poll
         if not poll and state.waited_at >= 0:
             # the agent waited (an untracked sleep, for at least the shortest back-off) since this
             # call's last result: it checks again for something to happen, a poll, whether the
@@ -1788,7 +1804,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.amounts = amounts
         elif signature.count and not same and not failed:
             # a subagent or an answering tool asked the same again says it found nothing in new words
-            unfound = _NOT_FOUND.search(result.content, 0, _NOT_FOUND_HEAD) is not None
+            unfound = _NOT_FOUND.search(result.content[:_NOT_FOUND_HEAD])
             same = unfound and signature.unfound
             signature.unfound = unfound
         if same and not (result.ts - signature.ts >= self._decay):

@@ -561,6 +561,34 @@ async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, an
     assert [kind for _, kind in run.actions] == ["remind", "deny"]
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "finished"),
+    [
+        ("BashOutput", {"bash_id": "bash_9"}, "<status>completed</status>\n\n<exit_code>0</exit_code>"),
+        ("get_job_status", {"job": "export-7"}, '{"job": "export-7", "status": "succeeded", "rows": 1200}'),
+    ],
+)
+async def test_polling_what_has_finished_is_a_repeat(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, str], finished: str
+) -> None:
+    """Back-off advice is for what is still running: once the answer says it
+    finished, the same answer again is a repeat."""
+    run = make()
+    await run.do(tool, args, "<status>running</status>" if tool == "BashOutput" else '{"status": "running"}')
+    for _ in range(3):
+        await run.do(tool, args, finished, seconds=3)
+    assert run.actions == [(4, "deny")]
+
+
+async def test_a_poll_with_one_step_finished_and_another_running_is_still_a_poll(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    for _ in range(5):
+        await run.do("get_pipeline", {"id": 7}, '{"build": {"status": "completed"}, "deploy": {"status": "running"}}')
+    assert [kind for _, kind in run.actions] == ["remind"]
+
+
 async def test_a_poll_tool_that_takes_a_command_is_a_poll(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(6):
