@@ -1588,6 +1588,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if (
             poll
             and not failed
+            and streak_key[1] is None  # a tool's own answer: a shell poll may wait for the next run after it
             and _FINISHED.search(content[:_STATE_HEAD])
             and not self._says(_POLL_CHECK, content, found)
         ):

@@ -580,6 +580,17 @@ async def test_polling_what_has_finished_is_a_repeat(
     assert run.actions == [(4, "deny")]
 
 
+async def test_a_shell_poll_showing_the_last_run_finished_is_still_a_poll(make: Make, anyio_backend: str) -> None:
+    """After a push, ``gh run list`` shows the previous run, finished, until
+    the new one appears."""
+    run = make()
+    check = {"command": "sleep 10 && gh run list --limit 1 --json status,conclusion"}
+    for _ in range(3):
+        await run.do("Bash", check, '[{"conclusion":"success","status":"completed"}]', seconds=12)
+    await run.do("Bash", check, '[{"conclusion":"","status":"in_progress"}]', seconds=12)
+    assert run.actions == []
+
+
 async def test_a_poll_with_one_step_finished_and_another_running_is_still_a_poll(
     make: Make, anyio_backend: str
 ) -> None:
