@@ -381,6 +381,19 @@ _FLIP_ADVICE = (
     "between: the file is going back and forth between versions ({tool} {arguments}). Neither version has "
     "worked; re-read what each run told you and make a change that addresses it, instead of switching back."
 )
+_REDO_ADVICE = (
+    "loop-detector: you have now made this same edit to {target} {count} times, the file put back in between, "
+    "and after each of the last {rounds} {check} gave the same result ({tool} {arguments}). Making it again "
+    "will not change that: re-read what {check} said and make a different change."
+)
+_REDO_DENIAL = (
+    "loop-detector denied this call; it did not run. It would make the same edit to {target} once more, "
+    "after the file was put back: after each of the last {rounds} times it was made, {check} gave the same "
+    "result:\n"
+    "- tool: {tool}\n"
+    "- arguments: {arguments}\n"
+    "Make a different change, based on what that result says."
+)
 _FLIP_DENIAL = (
     "loop-detector denied this call; it did not run. It would make the same edit to {target} once more ({count} "
     "times now), with other edits undoing it in between: the file keeps going back and forth between versions:\n"
@@ -727,6 +740,16 @@ def _succeed(state: _AgentLoops, key: tuple[str, str | None]) -> None:
             streaks.pop((key[0], ""), None)
 
 
+def _redone(state: _AgentLoops, edit: bytes, outcome: bytes, tool: str) -> None:
+    """Record what the first call to act after ``edit`` returned (the call
+    and its result, ``outcome``): one more time in a row when it is what
+    the edit's last round returned."""
+    state.redo = None
+    last = state.redone.get(edit)
+    rounds = last[1] + 1 if last is not None and last[0] == outcome else 1
+    _keep(state.redone, edit, (outcome, rounds, tool))
+
+
 def _keep(table: dict[_K, _V], key: _K, value: _V) -> None:
     """Set ``key`` as the latest of ``table``; past ``_TARGETS_KEPT`` the
     one touched longest ago goes."""
@@ -776,7 +799,10 @@ class _AgentLoops:
     arguments; ``writes`` a written file to the last content written to it
     and how often in a row; ``edits`` a file and an edit to it to how often
     that edit was made with other writes to that file in between (the file
-    going back and forth between versions); ``run`` counts consecutive calls that repeated
+    going back and forth between versions); ``redone`` an edit to what the
+    first call to act after it returned (its tool named) and how many times
+    in a row it made that edit returned the same, across restores of the
+    file, ``redo`` the edit whose outcome is awaited; ``run`` counts consecutive calls that repeated
     an earlier call's result, ``advised`` whether this run drew its
     advisory; ``seen`` numbers the tracked results, ``news_at`` the last
     that brought news."""
@@ -792,6 +818,8 @@ class _AgentLoops:
         "news_at",
         "opener",
         "patient",
+        "redo",
+        "redone",
         "run",
         "seen",
         "signatures",
@@ -816,6 +844,8 @@ class _AgentLoops:
         self.writes: dict[str, tuple[bytes, int]] = {}
         self.edits: dict[tuple[str, bytes], int] = {}
         self.acted: dict[bytes, bytes] = {}
+        self.redo: bytes | None = None
+        self.redone: dict[bytes, tuple[bytes, int, str]] = {}
         self.calls: dict[str, _Note] = {}
         self.run = 0
         self.opener: tuple[bytes, bytes] | None = None
@@ -1482,6 +1512,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
                     target=target, count=made + 1, tool=call.tool, arguments=fp.preview(_PREVIEW)
                 )
                 return body, made + 1, rules.deny_at
+            redone = state.redone.get(fp.digest) if target is not None else None
+            if redone is not None and redone[1] >= state.at(rules.deny_at):
+                body = _REDO_DENIAL.format(
+                    target=target, rounds=redone[1], check=redone[2], tool=call.tool, arguments=fp.preview(_PREVIEW)
+                )
+                return body, redone[1] + 1, rules.deny_at
         return "", 0, 0
 
     def _fail(
@@ -1563,6 +1599,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 # `cp a.py.orig a.py`) may have changed any file: no write is known to be in place
                 state.writes.clear()
                 state.edits.clear()
+                state.redo = None
             # the same edit made again right away, with the same outcome, changes
             # nothing: it opens no new epoch (a line-range edit made again that
             # reports a longer file did change it)
@@ -1577,9 +1614,24 @@ class LoopsPolicy(Policy[_AgentLoops]):
                         count=made, target=target, tool=result.tool, arguments=fp.preview(_PREVIEW)
                     )
                     return self._action("remind", result, made, text, rules.deny_at)
+                if tracked and target is not None:
+                    state.redo = fp.digest
+                    redone = state.redone.get(fp.digest)
+                    if redone is not None and redone[1] == state.at(rules.deny_at) - 1:
+                        text = _REDO_ADVICE.format(
+                            count=redone[1] + 1,
+                            target=target,
+                            rounds=redone[1],
+                            check=redone[2],
+                            tool=result.tool,
+                            arguments=fp.preview(_PREVIEW),
+                        )
+                        return self._action("remind", result, redone[1] + 1, text, rules.deny_at)
                 return None
         if not tracked:
             return None
+        if state.redo is not None and (note.acts or failed) and note.writing is None:
+            _redone(state, state.redo, fp.digest + self._normalizer.shape(error_head(content)).digest, result.tool)
         clicked = self._clicked(result.tool, result.args, content) if note.acts and not failed else 0
         if note.paging or clicked == _PAGING_VALUE:
             return None
@@ -1765,6 +1817,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         state.new_epoch()
         state.writes.clear()
         state.edits.clear()
+        state.redone.clear()
+        state.redo = None
         if self.config.requested_repeats:
             state.allowance = requested_repeats(message.text)
             state.patient = bool(_KEEP_POLLING.search(message.text))

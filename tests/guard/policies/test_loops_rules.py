@@ -725,6 +725,36 @@ async def test_the_same_edit_made_again_after_the_file_was_restored_is_progress(
     assert [kind for _, kind in run.actions if kind == "deny"] == []
 
 
+async def test_the_same_edit_redone_after_each_restore_with_the_same_failure_is_a_loop(
+    make: Make, anyio_backend: str
+) -> None:
+    """Edit, the same test failure, ``git checkout`` the file, the same edit
+    again: the third round is advised, the fourth edit denied."""
+    run = make()
+    fix = {"file_path": "src/cart.ts", "old_string": "return sum;", "new_string": "return Math.round(sum * 100) / 100;"}
+    for _ in range(4):
+        await run.do("Edit", fix, "The file src/cart.ts has been updated.")
+        await run.do(
+            "Bash", {"command": "npx jest src/cart.test.ts"}, "FAIL rounds totals\nReceived: 10.0999", is_error=True
+        )
+        await run.do("Bash", {"command": "git checkout -- src/cart.ts"}, "")
+    assert run.actions == [(7, "remind"), (10, "deny")]
+    assert "put back" in run.texts[0]
+
+
+async def test_the_same_edit_redone_beside_other_changes_is_no_redo(make: Make, anyio_backend: str) -> None:
+    """The same fix restored and made again with a different change beside
+    it each round: what the test says is the other change's outcome."""
+    run = make()
+    fix = {"file_path": "src/cart.ts", "old_string": "return sum;", "new_string": "return round2(sum);"}
+    for n in range(5):
+        await run.do("Edit", fix, "The file src/cart.ts has been updated.")
+        await run.do("Edit", {"file_path": "src/round.ts", "old_string": f"v{n}", "new_string": f"v{n + 1}"}, "updated")
+        await run.do("Bash", {"command": "npx jest src/cart.test.ts"}, "FAIL rounds totals", is_error=True)
+        await run.do("Bash", {"command": "git checkout -- src/"}, "")
+    assert [kind for _, kind in run.actions if kind == "deny"] == []
+
+
 async def test_output_written_by_a_program_is_not_a_rewrite(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4):
