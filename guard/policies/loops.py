@@ -72,7 +72,13 @@ from guard.policies.progress import (
     check_loose_patterns,
     loose_tool_name,
 )
-from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule, keeps_books
+from guard.policies.reads import (
+    DEFAULT_READ_ONLY_COMMANDS,
+    DEFAULT_READ_ONLY_TOOLS,
+    ReadOnlyRule,
+    hands_off,
+    keeps_books,
+)
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policy import Policy
 from guard.section import (
@@ -1466,15 +1472,16 @@ class LoopsPolicy(Policy[_AgentLoops]):
     def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool, bool]:
         """What ``tool``'s name says of a call that runs no shell command:
         whether it edits (``ProgressRule.kind``), is a paging tool, is a
-        poll tool, only reads, and only reads to keep the agent's own books
-        (``keeps_books``); remembered for a bounded number of names."""
+        poll tool, only reads, and keeps the agent's own books (a tool that
+        only reads to, ``keeps_books``, or a handoff to another agent,
+        ``hands_off``); remembered for a bounded number of names."""
         reads = self._reads.reads(tool, None)
         facts = (
             self._progress.kind(tool, None),
             self._paging_tools is not None and self._paging_tools.tracks(tool),
             self._poll_tools is not None and self._poll_tools.tracks(tool),
             reads,
-            reads and keeps_books(tool),
+            (reads and keeps_books(tool)) or hands_off(tool),
         )
         if len(self._facts) >= 4096:
             self._facts.clear()

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from guard.patterns import RegexSet, ToolFilter
 from guard.policies.progress import loose_tool_name
 
-__all__ = ["DEFAULT_READ_ONLY_COMMANDS", "DEFAULT_READ_ONLY_TOOLS", "ReadOnlyRule", "keeps_books"]
+__all__ = ["DEFAULT_READ_ONLY_COMMANDS", "DEFAULT_READ_ONLY_TOOLS", "ReadOnlyRule", "hands_off", "keeps_books"]
 
 DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "read*",
@@ -181,6 +181,18 @@ def keeps_books(tool: str) -> bool:
     return loose_tool_name(tool) in _BOOKKEEPING_NAMES or not _BOOKKEEPING_WORDS.isdisjoint(
         word.lower() for word in _WORDS.findall(tool)
     )
+
+
+_HANDOFF = re.compile(r"(?i)transfer_to_\w+")
+
+
+def hands_off(tool: str) -> bool:
+    """Whether ``tool`` hands the conversation to another agent
+    (``transfer_to_billing_agent``, as the OpenAI Agents SDK and LangGraph's
+    swarm name handoffs; Google ADK's ``transfer_to_agent``): like the
+    agent's books, it moves the work along without doing any, and takes the
+    same arguments (often none) and gives the same answer every time."""
+    return _HANDOFF.fullmatch(tool) is not None
 
 
 class ReadOnlyRule:

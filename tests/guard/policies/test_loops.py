@@ -149,6 +149,22 @@ async def test_an_unchanged_plan_restated_while_the_work_brings_news_is_no_repea
     assert run.actions == [(12, "deny")]
 
 
+async def test_a_handoff_made_again_for_each_new_ticket_is_no_repeat(make: Make, anyio_backend: str) -> None:
+    """An Agents SDK run over a batch of tickets hands each to billing and
+    back; only the reads between bring news."""
+    run = make()
+    for n in range(4):
+        await run.do("get_ticket", {"id": f"T-{n}"}, f'{{"id": "T-{n}", "customer": "cus_{n}", "topic": "refund"}}')
+        await run.do("transfer_to_billing_agent", {}, '{"assistant": "Billing Agent"}')
+        await run.do("get_invoice", {"customer": f"cus_{n}"}, f'{{"amount": {100 + n}}}')
+        await run.do("transfer_to_triage_agent", {}, '{"assistant": "Triage Agent"}')
+    assert run.actions == []
+    for _ in range(2):  # handed back and forth with nothing new in between
+        await run.do("transfer_to_billing_agent", {}, '{"assistant": "Billing Agent"}')
+        await run.do("transfer_to_triage_agent", {}, '{"assistant": "Triage Agent"}')
+    assert run.actions == [(18, "remind"), (20, "deny")]
+
+
 async def test_a_plan_flipped_back_and_forth_is_a_loop(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(6):
