@@ -84,10 +84,10 @@ _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = re.compile(r"[0-9]+")
 # what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
 _TOWARD = re.compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
-# what comes before a number that names a unit of work done or an item: "batch 2", "page 3", "task 41"
+# what comes before a number that names a unit of work done or a queue's item: "batch 2", "page 3", "task 41"
 _UNIT = re.compile(
     r"(?i)\b(?:batch|page|chunk|part|shard|partition|segment|block|offset|cursor"
-    r"|task|item|ticket|record|message|order|row)\s*(?:#|no\.?)?\s*$"
+    r"|task|item)\s*(?:#|no\.?)?\s*$"
 )
 _UNIT_REACH = 24
 # what comes before "#" in a count of tries, not the number of an item ("attempt #3")

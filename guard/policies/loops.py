@@ -120,30 +120,36 @@ _UNDER_TIMEOUT = re.compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
 _NOT_FOUND = compile_regex(
-    r"(?i)\b(?:(?:(?:could|can|did|do|does|was|were)(?:n[o']t| not)(?: be)?(?: able to)?|unable to|failed to)\s+"
-    r"(?:\w+\s+){0,2}?(?:find|locate|determine|identify|confirm|verify|retrieve|spot)"
+    r"(?i)\b(?:(?:(?:could|did|do|does|was|were)(?:n[o']t| not)|ca(?:n[o']t|n not|nnot))(?: be)?(?: able to)?\s+"
+    r"(?:\w+\s+){0,2}?(?:find|locate|determine|identify|retrieve|spot)"
+    r"|unable to\s+(?:\w+\s+){0,2}?(?:find|locate|determine|identify|retrieve|spot)"
     r"|no\s+(?:[\w-]+\s+){0,4}?(?:(?:was|were|is|are)\s+)?(?:found|documented|mentioned|located|specified)"
     r"|(?:does|do)(?:n[o']t| not)\s+(?:seem to\s+|appear to\s+)?(?:state|mention|document|specify|say)"
-    r"|not (?:found|documented|mentioned|specified|stated)|nothing (?:relevant|found|useful))\b",
+    r"|there (?:is|was|are|were) no (?:mention|reference|record|information)|found no(?:thing)?)\b",
     setting="loops.not_found",
 )
-"""An answer in prose that the thing asked for was not found (``I could not
-locate the loader``, ``No maximum size is documented``), as a subagent or
-an answering tool words it anew each time."""
-_NOT_FOUND_HEAD = 400
+"""An answer in prose that opens by saying the thing asked for was not
+found (``I could not locate the loader``, ``No maximum size is
+documented``), as a subagent or an answering tool words it anew each time."""
+_NOT_FOUND_HEAD = 300
+_HEADING = re.compile(r"\s*(?:#+ [^\n]*|\*\*[^\n]*\*\*:?)?\s*")
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
 _AMOUNT = re.compile(r"(?<![\w.:/-])\d{7,19}(?![\w:/-])")
+# what names a number that moves whether or not the job does: a clock, an uptime, a heartbeat, memory
+_RESTLESS = re.compile(
+    r"(?i)(?:uptime|heartbeat|time(?:stamp)?|_?(?:ns|us|ms)|nanos|epoch|clock|rss|mem(?:ory)?|heap|cpu|load)"
+    r"\W{0,4}(?:\(\w+\)\W{0,3})?$"
+)
 """A number of seven digits or more standing alone: noise when results are
 compared (ids, epoch times), but what a poll of a count, a byte total or a
 lag is watching."""
 _AMOUNTS_READ = 4096
-_FINISHED = compile_regex(
-    r"(?i)<status>(?:completed|failed|killed|exited)</status>"
-    r"|\b(?:status|state|phase|conclusion)[\s:=\"']+(?:completed|succeeded|success|failed|failure|finished|done|"
-    r"cancell?ed|exited|killed)\b",
-    setting="loops.finished",
-)
-"""A poll's answer that what it waits for has finished (Claude Code's
-``<status>completed</status>``, ``"status": "succeeded"``)."""
+_BATCH = 8
+_BATCH_SECONDS = 1.0
+_FINISHED = compile_regex(r"<status>(?:completed|failed|killed|exited)</status>", setting="loops.finished")
+"""A background shell's or task's answer that it has finished (Claude Code's
+``BashOutput`` and ``TaskOutput``: ``<status>completed</status>``): one
+process, so nothing else in it can still be running."""
 _CLOCK_SKEW = 86_400
 
 _KEY_PRESS = re.compile(
@@ -308,11 +314,10 @@ _VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch
 _VAGUE_REQUEST = re.compile(
     r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
 )
-# "Submit six training runs", "process the 5 pending tasks": a number of runs, jobs or work items asked for
+# "Submit six training runs", "spin up 15 load-test workers": a number of runs, jobs or workers asked for
 _RUNS_REQUEST = re.compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
-    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds"
-    r"|tasks|items|tickets|messages|records|orders|batches)\b"
+    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
 )
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
 _WORD_REQUEST = re.compile(r"(?i)\b(twice|thrice)\b")
@@ -550,15 +555,17 @@ class _Signature:
 class _Streak:
     """A run of failures of one tool (or shell program) with the same kind
     of error: the kind, how many attempts (failures in one model response,
-    ``step``, are one attempt: the model saw none of them before making
-    the others), when the last failed, and whether more than one program
-    failed in it (counted for a shell tool, whatever its program)."""
+    ``step``, arriving together, are one attempt: the model saw none of
+    them before making the others; ``batch`` counts them), when the last
+    failed, and whether more than one program failed in it (counted for a
+    shell tool, whatever its program)."""
 
-    __slots__ = ("count", "counted", "kind", "mixed", "program", "step", "ts")
+    __slots__ = ("batch", "count", "counted", "kind", "mixed", "program", "step", "ts")
 
     def __init__(self, kind: str, step: int, ts: float, program: str | None) -> None:
         self.kind = kind
         self.count = 1
+        self.batch = 1
         self.counted = True
         self.step = step
         self.ts = ts
@@ -664,15 +671,27 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
+def _first_sentence(content: str) -> str:
+    """The first sentence of a prose answer, past a leading heading."""
+    start = _HEADING.match(content, 0, _NOT_FOUND_HEAD)
+    head = content[start.end() if start else 0 : _NOT_FOUND_HEAD]
+    end = _SENTENCE_END.search(head)
+    return head[: end.start() if end else len(head)]
+
+
 def _amounts(content: str, now: float) -> tuple[int, ...]:
     """A poll result's long numbers (``_AMOUNT``), read at its head and
     tail, which comparison leaves out as noise; a clock reading (epoch
-    seconds or milliseconds within a day of ``now``) is left out here too."""
+    seconds or milliseconds within a day of ``now``) is left out here too,
+    and so is a number named as one that moves whether or not the job does
+    (``uptime_ms``, ``heartbeat``, ``VmRSS``, ``memory``: ``_RESTLESS``)."""
     text = content if len(content) <= 2 * _AMOUNTS_READ else content[:_AMOUNTS_READ] + " " + content[-_AMOUNTS_READ:]
     found = []
     for match in _AMOUNT.finditer(text):
         number = int(match.group())
         if abs(number - now) <= _CLOCK_SKEW or abs(number - now * 1000) <= _CLOCK_SKEW * 1000:
+            continue
+        if _RESTLESS.search(text, max(0, match.start() - 24), match.start()):
             continue
         found.append(number)
     return tuple(found)
@@ -1542,7 +1561,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if streak is None or streak.kind != kind or result.ts - streak.ts >= self._decay:
             state.streaks[key] = _Streak(kind, result.step, result.ts, program)
             return
-        streak.counted = result.step != streak.step
+        # parallel calls fail together; a step that never moves on (a runtime that numbers
+        # none, a call never answered) must not hide a streak, so a batch is short and quick
+        batched = result.step == streak.step and result.ts - streak.ts < _BATCH_SECONDS and streak.batch < _BATCH
+        streak.counted = not batched
+        streak.batch = streak.batch + 1 if batched else 1
         streak.count += streak.counted
         streak.step = result.step
         streak.ts = result.ts
@@ -1684,7 +1707,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             _succeed(state, streak_key)
         else:
             shape = self._normalizer.shape(error_head(result.content))
-            _succeed(state, streak_key)
+            if failed:  # a failed poll: neither part of a streak nor the end of its tool's
+                state.streaks.pop(streak_key, None)
+            else:
+                _succeed(state, streak_key)
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
         signature.transient = bool(transient)
         if transient:
@@ -1864,9 +1890,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if same and amounts != signature.amounts:
                 same = False  # a count, a byte total or a lag moved: the job advances
             signature.amounts = amounts
-        elif signature.count and not same and not failed:
+        elif signature.count and not same and not failed and shell_command(result.args) is None:
             # a subagent or an answering tool asked the same again says it found nothing in new words
-            unfound = _NOT_FOUND.search(result.content[:_NOT_FOUND_HEAD])
+            unfound = _NOT_FOUND.search(_first_sentence(result.content))
             same = unfound and signature.unfound
             signature.unfound = unfound
         if same and not (result.ts - signature.ts >= self._decay):

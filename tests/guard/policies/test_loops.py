@@ -547,11 +547,20 @@ async def test_failures_in_one_model_response_are_one_attempt(make: Make, anyio_
     run = make()
     outside = "File path must be within one of the workspace directories: /home/m"
     for path in ("/etc/pam.d/sudo", "/etc/pam.d/system-auth", "/etc/ssh/sshd_config"):
-        await run.call("main", "read_file", {"file_path": path}, outside, is_error=True, step=7)
+        await run.call("main", "read_file", {"file_path": path}, outside, is_error=True, step=7, seconds=0.05)
     assert run.actions == []
     for path in ("/etc/hosts", "/etc/fstab"):  # two more responses, failing alike
         await run.do("read_file", {"file_path": path}, outside, is_error=True)
     assert [kind for _, kind in run.actions] == ["remind"]
+
+
+async def test_a_step_that_never_moves_on_hides_no_streak(make: Make, anyio_backend: str) -> None:
+    """A runtime that numbers no steps (or a call never answered keeps the
+    step open): failures seconds apart are attempts one after another."""
+    run = make()
+    for n in range(9):
+        await run.do("str_replace", {"path": "a.py", "old": f"x{n}"}, "Error: old not found", is_error=True, step=1)
+    assert run.actions == [(3, "remind"), (9, "deny")]
 
 
 async def test_searches_that_find_nothing_under_other_names_are_never_denied(make: Make, anyio_backend: str) -> None:
@@ -700,7 +709,7 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("Until the end of the file, fix the types") == 0
     assert requested_repeats("Submit six training runs with random seeds") == 6
     assert requested_repeats("spin up 15 load-test workers") == 15
-    assert requested_repeats("process the 5 pending tasks in the queue one at a time") == 5
+    assert requested_repeats("it breaks with 40 items in the cart") == 0  # a number of things, no repeats
     assert requested_repeats("fix the 3 failing tests") == 0
 
 
@@ -824,4 +833,18 @@ async def test_a_subagent_asked_again_that_then_finds_it_is_left_alone(make: Mak
     run = make()
     for n, answer in enumerate(NOT_FOUND_ANSWERS):  # other questions, each answered "not found"
         await run.do("Task", {"prompt": f"Find the limit of API {n}."}, answer, seconds=90)
+    assert run.actions == []
+
+
+async def test_an_answer_that_only_mentions_a_miss_is_not_a_miss(make: Make, anyio_backend: str) -> None:
+    """A subagent working through a batch says what it did first and what it
+    could not do after; a log watched for new lines holds a `404 Not Found`."""
+    run = make()
+    task = {"prompt": "Migrate the next 10 unmigrated test files to pytest; report what is left."}
+    for n in range(5):
+        answer = f"Migrated files {10 * n} to {10 * n + 9}. I could not verify test_mod{n}.py: it needs a database."
+        await run.do("Task", task, answer, seconds=90)
+    for n in range(5):
+        log = f'10.0.0.{n} "GET /api/v2/item/{n} HTTP/1.1" 404 Not Found\n10.0.0.9 "GET /health" 200 OK'
+        await run.do("Bash", {"command": "kubectl logs deploy/gateway --since=30s"}, log, seconds=20)
     assert run.actions == []

@@ -72,7 +72,7 @@ async def test_code_run_again_whose_json_differs_only_in_its_duration_is_a_repea
         "Processed order #1023{n}: charged, receipt sent",
         "Created user qa_user_{n} (password in the QA vault)",
         "Processed task 4{n}: ok",
-        "handled message {n} from queue emb (ack)",
+        "handled item {n} from queue emb (ack)",
     ],
 )
 async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
@@ -549,6 +549,14 @@ async def test_a_poll_watching_a_long_number_move_is_left_alone(
     assert run.actions == []
 
 
+async def test_a_stalled_poll_whose_uptime_grows_is_still_stalled(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(13):
+        health = f'{{"status": "degraded", "db": "unreachable", "uptime_ms": {86_400_000 + 33_000 * n}}}'
+        await run.do("Bash", {"command": "sleep 30; curl -s localhost:8080/health"}, health, seconds=33)
+    assert [kind for _, kind in run.actions] == ["remind", "deny"]
+
+
 async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, anyio_backend: str) -> None:
     """``date +%s`` in a poll is a clock reading, not progress; a long
     number that stays put is no progress either."""
@@ -565,7 +573,7 @@ async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, an
     ("tool", "args", "finished"),
     [
         ("BashOutput", {"bash_id": "bash_9"}, "<status>completed</status>\n\n<exit_code>0</exit_code>"),
-        ("get_job_status", {"job": "export-7"}, '{"job": "export-7", "status": "succeeded", "rows": 1200}'),
+        ("TaskOutput", {"task_id": "b7", "block": True}, "<status>failed</status>\n<exit_code>1</exit_code>"),
     ],
 )
 async def test_polling_what_has_finished_is_a_repeat(
@@ -574,10 +582,20 @@ async def test_polling_what_has_finished_is_a_repeat(
     """Back-off advice is for what is still running: once the answer says it
     finished, the same answer again is a repeat."""
     run = make()
-    await run.do(tool, args, "<status>running</status>" if tool == "BashOutput" else '{"status": "running"}')
+    await run.do(tool, args, "<status>running</status>")
     for _ in range(3):
         await run.do(tool, args, finished, seconds=3)
     assert run.actions == [(4, "deny")]
+
+
+async def test_a_status_tool_showing_the_last_run_finished_is_still_a_poll(make: Make, anyio_backend: str) -> None:
+    """After a push, a CI status tool shows the previous run, finished, until
+    the new one registers."""
+    run = make()
+    for _ in range(3):
+        await run.do("get_ci_status", {"branch": "main"}, '{"run": 812, "status": "completed"}', seconds=8)
+    await run.do("get_ci_status", {"branch": "main"}, '{"run": 813, "status": "in_progress"}', seconds=8)
+    assert run.actions == []
 
 
 async def test_a_shell_poll_showing_the_last_run_finished_is_still_a_poll(make: Make, anyio_backend: str) -> None:
