@@ -1660,8 +1660,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 return None
         if not tracked:
             return None
-        if state.redo is not None and (note.acts or failed) and note.writing is None:
-            _redone(state, state.redo, fp.digest + self._normalizer.shape(error_head(content)).digest, result.tool)
         clicked = self._clicked(result.tool, result.args, content) if note.acts and not failed else 0
         if note.paging or clicked == _PAGING_VALUE:
             return None
@@ -1711,6 +1709,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 state.streaks.pop(streak_key, None)
             else:
                 _succeed(state, streak_key)
+        if state.redo is not None and (note.acts or failed) and note.writing is None:
+            # what the first call to act after an edit returned: a failure by its text
+            outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
+            _redone(state, state.redo, fp.digest + outcome, result.tool)
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
         signature.transient = bool(transient)
         if transient:
