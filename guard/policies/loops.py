@@ -1116,7 +1116,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "*screenshot*",
     )
     poll_commands: tuple[str, ...] = (
-        r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch)|kubectl\s+(get|describe|rollout\s+status)|"
+        r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch|list)|kubectl\s+(get|describe|rollout\s+status)|"
         r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
         r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
         r"jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|"

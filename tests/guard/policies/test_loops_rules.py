@@ -609,6 +609,18 @@ async def test_a_shell_poll_showing_the_last_run_finished_is_still_a_poll(make: 
     assert run.actions == []
 
 
+async def test_listing_runs_after_a_push_is_a_poll(make: Make, anyio_backend: str) -> None:
+    """``gh run list`` shows the last run, finished, until the run the push
+    started appears."""
+    run = make()
+    await run.do("Bash", {"command": "git push"}, "To github.com:acme/api.git\n   a..b  main -> main")
+    last = "completed\tsuccess\tfix parser\tCI\tmain\tpush\t1234567890\t2m"
+    for _ in range(3):
+        await run.do("Bash", {"command": "gh run list --limit 1"}, last, seconds=6)
+    await run.do("Bash", {"command": "gh run list --limit 1"}, "in_progress\t\tfix tz\tCI\tmain\tpush\t1234567999\t5s")
+    assert run.actions == []
+
+
 async def test_a_poll_with_one_step_finished_and_another_running_is_still_a_poll(
     make: Make, anyio_backend: str
 ) -> None:
