@@ -135,14 +135,15 @@ _NOT_FOUND_HEAD = 300
 _HEADING = re.compile(r"\s*(?:#+ [^\n]*|\*\*[^\n]*\*\*:?)?\s*")
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
 _AMOUNT = re.compile(r"(?<![\w.:/-])\d{7,19}(?![\w:/-])")
-# what names a number that moves whether or not the job does: a clock, an uptime, a heartbeat, memory
+"""A number of seven digits or more standing alone: noise when results are
+compared (ids, epoch times), but what a poll of a count, a byte total or a
+lag is watching."""
 _RESTLESS = re.compile(
     r"(?i)(?:uptime|heartbeat|time(?:stamp)?|_?(?:ns|us|ms)|nanos|epoch|clock|rss|mem(?:ory)?|heap|cpu|load)"
     r"\W{0,4}(?:\(\w+\)\W{0,3})?$"
 )
-"""A number of seven digits or more standing alone: noise when results are
-compared (ids, epoch times), but what a poll of a count, a byte total or a
-lag is watching."""
+"""What names a number that moves whether or not the job does, just before
+it: a clock, an uptime, a heartbeat, memory."""
 _AMOUNTS_READ = 4096
 _BATCH = 8
 _BATCH_SECONDS = 1.0
