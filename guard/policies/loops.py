@@ -152,6 +152,7 @@ _FINISHED = compile_regex(r"<status>(?:completed|failed|killed|exited)</status>"
 ``BashOutput`` and ``TaskOutput``: ``<status>completed</status>``): one
 process, so nothing else in it can still be running."""
 _CLOCK_SKEW = 86_400
+_NO_CODES: frozenset[int] = frozenset()
 
 _KEY_PRESS = re.compile(
     r"\s*(?:xdotool\s+key(?:\s+--(?:delay|repeat)\s+\d+|\s+--clearmodifiers)*|tmux\s+send-keys(?:\s+-t\s+\S+)?"
@@ -698,7 +699,7 @@ def _amounts(content: str, now: float) -> tuple[int, ...]:
     return tuple(found)
 
 
-def _exit_codes(content: str) -> set[int]:
+def _exit_codes(content: str) -> frozenset[int]:
     """The exit statuses a shell result states, at its head or its tail
     (where runtimes print them); none for a failure of the tool itself,
     which ran no program."""
@@ -706,23 +707,20 @@ def _exit_codes(content: str) -> set[int]:
         _EXIT_STATUS.search(content, 0, _STATE_HEAD),
         _EXIT_STATUS.search(content, max(0, len(content) - _EXIT_TAIL)),
     )
-    return {int(status.group(1)) for status in found if status is not None}
+    return frozenset(int(status.group(1)) for status in found if status is not None)
 
 
-def _no_failure(args: Any, content: str) -> bool:
-    """Whether a shell command's non-zero exit status reports no failure:
-    the command was stopped by ``timeout`` (``timeout 20 kubectl logs -f
-    ...``, the standard way to read a stream for a while, whose output is
-    what it read), or its program's status says what it found
-    (``_SUCCESS_EXITS``)."""
-    codes = _exit_codes(content)
-    command = shell_command(args) if codes else None
-    if command is None:
-        return False
-    if _TIMED_OUT in codes and _UNDER_TIMEOUT.search(command) is not None:
-        return True
-    program = shell_program(command)
-    ceiling = _SUCCESS_EXITS.get(program.lower().removesuffix(".exe"), 0) if program is not None else 0
+def _no_failure(args: Any, program: str, codes: frozenset[int]) -> bool:
+    """Whether the exit statuses ``codes`` of a shell command running
+    ``program`` report no failure: the command was stopped by ``timeout``
+    (``timeout 20 kubectl logs -f ...``, the standard way to read a stream
+    for a while, whose output is what it read), or its program's status
+    says what it found (``_SUCCESS_EXITS``)."""
+    if _TIMED_OUT in codes:
+        command = shell_command(args)
+        if command is not None and _UNDER_TIMEOUT.search(command) is not None:
+            return True
+    ceiling = _SUCCESS_EXITS.get(program.lower().removesuffix(".exe"), 0)
     return any(0 < code <= ceiling for code in codes)
 
 
@@ -1610,8 +1608,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
         failed = result.is_error or bool(
             found >> _ERROR_CHECK & 1 if found is not None else self._says(_ERROR_CHECK, content, None)
         )
-        if failed and _no_failure(result.args, content):
-            failed = False  # compared as any output
+        program = note.streak[1]  # a shell command's program; None for a call that runs none
+        codes = _NO_CODES  # the exit statuses a failed shell command's result states
+        if failed and program is not None:
+            codes = _exit_codes(content)
+            if codes and _no_failure(result.args, program, codes):
+                failed = False  # compared as any output
         progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")
@@ -1669,7 +1671,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if (
             poll
             and not failed
-            and streak_key[1] is None  # a tool's own answer: a shell poll may wait for the next run after it
+            and program is None  # a tool's own answer: a shell poll may wait for the next run after it
             and _FINISHED.search(content[:_STATE_HEAD])
             and not self._says(_POLL_CHECK, content, found)
         ):
@@ -1691,8 +1693,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if not transient:
                 kind = error_kind(result.content)
                 self._fail(state, streak_key, kind, result, None)
-                program = streak_key[1]
-                if program is not None and not _exit_codes(content):
+                if program is not None and not codes:
                     # a shell tool refusing a command ran no program (no exit status): a streak of the
                     # tool's own, whatever the program
                     self._fail(state, (result.tool, ""), kind, result, program)
@@ -1714,7 +1715,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # what the first call to act after an edit returned: a failure by its text
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
-        signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll)
+        signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll, program is None)
         signature.transient = bool(transient)
         if transient:
             signature.resume = result.ts + _stated_wait(content)
@@ -1863,7 +1864,14 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.patient = False
 
     def _observe(
-        self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, shape: Shape, failed: bool, poll: bool
+        self,
+        state: _AgentLoops,
+        result: ToolResult,
+        fp: Fingerprint,
+        shape: Shape,
+        failed: bool,
+        poll: bool,
+        prose: bool = False,
     ) -> tuple[_Signature, int]:
         """Count one result of a tracked call against its signature. The
         gap: how many tracked results back the signature's previous one was,
@@ -1871,7 +1879,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         that differs from the previous one only by a counter grown by one
         (``tick 4``, ``tick 5``) repeats it, unless the call is a poll or the
         agent waited (an untracked ``sleep``) since the previous one; an
-        occurrence after an idle gap of ``decay_seconds`` starts over."""
+        occurrence after an idle gap of ``decay_seconds`` starts over. A
+        ``prose`` answer (a call that runs no shell command) saying in new
+        words that nothing was found repeats one that said so too."""
         signature = state.remember(fp.digest, self.config.window)
         state.seen += 1
         gap = 0
@@ -1893,7 +1903,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if same and amounts != signature.amounts:
                 same = False  # a count, a byte total or a lag moved: the job advances
             signature.amounts = amounts
-        elif signature.count and not same and not failed and shell_command(result.args) is None:
+        elif prose and signature.count and not same and not failed:
             # a subagent or an answering tool asked the same again says it found nothing in new words
             unfound = _NOT_FOUND.search(_first_sentence(result.content))
             same = unfound and signature.unfound
