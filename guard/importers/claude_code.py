@@ -172,9 +172,9 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
             inline = entry.get("agent_id") or entry.get("parent_tool_use_id")
             if entry.get("isSidechain") is True:
                 who = _sidechain(entry, threads, roots)
-                b.parent(who, agent)
             elif isinstance(inline, str) and inline:
                 who = inline
+            if who != agent:
                 b.parent(who, agent)
         kind = entry.get("type")
         message = entry.get("message")

@@ -588,36 +588,39 @@ async def test_polling_what_has_finished_is_a_repeat(
     assert run.actions == [(4, "deny")]
 
 
-async def test_a_status_tool_showing_the_last_run_finished_is_still_a_poll(make: Make, anyio_backend: str) -> None:
-    """After a push, a CI status tool shows the previous run, finished, until
-    the new one registers."""
-    run = make()
-    for _ in range(3):
-        await run.do("get_ci_status", {"branch": "main"}, '{"run": 812, "status": "completed"}', seconds=8)
-    await run.do("get_ci_status", {"branch": "main"}, '{"run": 813, "status": "in_progress"}', seconds=8)
-    assert run.actions == []
-
-
-async def test_a_shell_poll_showing_the_last_run_finished_is_still_a_poll(make: Make, anyio_backend: str) -> None:
-    """After a push, ``gh run list`` shows the previous run, finished, until
-    the new one appears."""
-    run = make()
-    check = {"command": "sleep 10 && gh run list --limit 1 --json status,conclusion"}
-    for _ in range(3):
-        await run.do("Bash", check, '[{"conclusion":"success","status":"completed"}]', seconds=12)
-    await run.do("Bash", check, '[{"conclusion":"","status":"in_progress"}]', seconds=12)
-    assert run.actions == []
-
-
-async def test_listing_runs_after_a_push_is_a_poll(make: Make, anyio_backend: str) -> None:
-    """``gh run list`` shows the last run, finished, until the run the push
-    started appears."""
+@pytest.mark.parametrize(
+    ("tool", "check", "last", "new"),
+    [
+        (
+            "get_ci_status",
+            {"branch": "main"},
+            '{"run": 812, "status": "completed"}',
+            '{"run": 813, "status": "queued"}',
+        ),
+        (
+            "Bash",
+            {"command": "sleep 10 && gh run list --limit 1 --json status,conclusion"},
+            '[{"conclusion":"success","status":"completed"}]',
+            '[{"conclusion":"","status":"in_progress"}]',
+        ),
+        (
+            "Bash",
+            {"command": "gh run list --limit 1"},
+            "completed\tsuccess\tfix parser\tCI\tmain\tpush\t1234567890\t2m",
+            "in_progress\t\tfix tz\tCI\tmain\tpush\t1234567999\t5s",
+        ),
+    ],
+)
+async def test_a_check_showing_the_last_run_finished_after_a_push_is_still_a_poll(
+    make: Make, anyio_backend: str, tool: str, check: dict[str, str], last: str, new: str
+) -> None:
+    """After a push, a CI status tool or ``gh run list`` shows the previous
+    run, finished, until the run the push started appears."""
     run = make()
     await run.do("Bash", {"command": "git push"}, "To github.com:acme/api.git\n   a..b  main -> main")
-    last = "completed\tsuccess\tfix parser\tCI\tmain\tpush\t1234567890\t2m"
     for _ in range(3):
-        await run.do("Bash", {"command": "gh run list --limit 1"}, last, seconds=6)
-    await run.do("Bash", {"command": "gh run list --limit 1"}, "in_progress\t\tfix tz\tCI\tmain\tpush\t1234567999\t5s")
+        await run.do(tool, check, last, seconds=8)
+    await run.do(tool, check, new, seconds=8)
     assert run.actions == []
 
 
