@@ -541,6 +541,16 @@ async def test_a_shell_tool_refusing_every_command_draws_its_own_advisories(make
     assert run.actions == [(3, "remind"), (8, "remind"), (13, "remind")]
 
 
+async def test_a_refused_poll_command_does_not_end_the_shell_tools_streak(make: Make, anyio_backend: str) -> None:
+    """``tail`` and ``wc -l`` are polls, and a failed poll joins no streak,
+    but the tool refusing it is no success of the tool either."""
+    run = make()
+    refused = "Command rejected because it could not be parsed safely"
+    for program in ("python", "tail -n 5 app.log", "java", "wc -l data.csv", "pip"):
+        await run.do("run_shell_command", {"command": f"{program} --version"}, refused, is_error=True)
+    assert [kind for _, kind in run.actions] == ["remind"]
+
+
 async def test_failures_in_one_model_response_are_one_attempt(make: Make, anyio_backend: str) -> None:
     """Three reads requested together, all outside the workspace: the model
     saw none of the errors before asking for the others."""
