@@ -43,6 +43,7 @@ _ENTRY_TYPES = frozenset(
     }
 )
 _ENTRY_KEYS = ("sessionId", "uuid", "leafUuid", "messageId", "session_id")
+_TOOL_BLOCKS = ("tool_use", "tool_result")
 
 _NOT_PROMPTS = (
     "<command-name>",
@@ -63,9 +64,30 @@ _PERMISSION_DENIED = "Permission to use "
 
 def _sniff(sample: Sample) -> str | None:
     for line in sample.lines:
-        if line.get("type") in _ENTRY_TYPES and any(key in line for key in _ENTRY_KEYS):
+        if line.get("type") in _ENTRY_TYPES and (any(key in line for key in _ENTRY_KEYS) or _wrapped(line)):
             return None
-    return "no line has a Claude Code entry type with sessionId/session_id/uuid"
+    return (
+        "no line has a Claude Code entry type with sessionId/session_id/uuid"
+        " (or an Agent SDK message: its init, or a tool_use/tool_result block)"
+    )
+
+
+def _wrapped(line: dict[str, Any]) -> bool:
+    """Whether ``line`` is an Agent SDK message a program logged in its own
+    wrapper (``{"type", "message", "timestamp"}``), without the session
+    keys: the session's ``init`` (its ``session_id`` inside ``message``), or
+    a message holding a ``tool_use`` or ``tool_result`` block."""
+    message = line.get("message")
+    if not isinstance(message, dict):
+        return False
+    if line["type"] == "system":
+        return message.get("subtype") == "init" and "session_id" in message
+    content = message.get("content")
+    return (
+        line["type"] in ("assistant", "user")
+        and isinstance(content, list)
+        and any(isinstance(block, dict) and block.get("type") in _TOOL_BLOCKS for block in content)
+    )
 
 
 def _first_line(path: Path) -> dict[str, Any]:

@@ -216,11 +216,12 @@ def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int, str]] = []
     report = audit([CORPUS], Config(), progress=lambda done, total, path: seen.append((done, total, path)))
     t = report.totals
-    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (25, 27, 1620, 0, 0)
-    assert max(s.longest_run for s in report.sessions) == 2
-    assert seen[0][:2] == (0, 25)
-    assert seen[-1] == (25, 25, "")
+    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (26, 28, 1666, 0, 0)
+    assert seen[0][:2] == (0, 26)
+    assert seen[-1] == (26, 26, "")
     runs = {str(Path(s.label).relative_to(CORPUS)): s.longest_run for s in report.sessions}
+    assert runs.pop("claude-code/openagents-autopilot-issue-ready.jsonl") == 26  # the one real loop of its kind
+    assert max(runs.values()) == 2
     assert runs["openhands/output.jsonl#ponylang__ponyc-4593"] == 2
     assert runs["swe-agent/pydicom__pydicom-1458.traj"] == 2
 
@@ -261,6 +262,7 @@ def test_walk_leaves_subagent_files_to_their_session(tmp_path: Path) -> None:
         "a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl",
         "claude-code-pomodoro-timer.jsonl",
         "ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl",
+        "openagents-autopilot-issue-ready.jsonl",
     ]
 
 
@@ -403,7 +405,9 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
     and advises on the real failure streaks (failed ``str_replace``s, a
     ``cd`` into a missing build directory, SWE-agent edits rejected for a
     syntax error, a shell tool refusing every command) and on one ``sed -n``
-    range read again a few calls later."""
+    range read again a few calls later. The one loop that runs on (an agent
+    asking an empty queue for work 29 times) is denied by every policy that
+    denies."""
     report = audit([CORPUS], audit_config())
     acted = {str(Path(s.label).relative_to(CORPUS)): s.actions for s in report.sessions if s.actions}
     assert acted == {
@@ -415,6 +419,19 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
         "pi/large-session.jsonl": {"loops:remind": 1},  # a third grep in a row finding nothing
         # Gemini CLI's shell tool refusing every command: advised at the third and the eighth
         "gemini-cli/m-gemini-shell-rejections.json": {"loops:remind": 2},
+        # a headless agent asking its empty issue queue for work 29 times: every policy acts, and
+        # `loops` denies from the third ask on and halts the agent after its third denial in a row
+        "claude-code/openagents-autopilot-issue-ready.jsonl": {
+            "remind:remind": 3,
+            "turns:remind": 1,
+            "turns:deny": 20,
+            "turns:halt": 1,
+            "rescue:deny": 22,
+            "rescue:escalation-failed": 3,
+            "loops:remind": 1,
+            "loops:deny": 25,
+            "loops:halt": 1,
+        },
     }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bus import AgentStatus, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
-from guard.importers import belongs_to_session, detect_format, open_sessions
+from guard.importers import UnknownFormatError, belongs_to_session, detect_format, open_sessions
 from tests.claude_cli import FakeAnthropic, text, tool_use
 from tests.guard.importers._transcripts import (
     ClaudeCodeSession,
@@ -362,6 +362,44 @@ def test_stream_json_output_imports_with_subagents_apart(tmp_path: Path) -> None
         ("toolu_task", "main", "Grep"),
     ]
     assert [r.content for r in of(evts, ToolResult)] == ["No matches", "none found"]
+
+
+def test_agent_sdk_messages_a_program_logged_in_its_own_wrapper_import() -> None:
+    """A headless run's Agent SDK messages, each logged as ``{type, message,
+    timestamp}``: no ``sessionId`` or ``uuid`` beside them, the session id
+    inside the ``init`` message. Its 26 identical polls of an empty queue at
+    the end are the loop the guard is for."""
+    path = corpus_file("claude-code/openagents-autopilot-issue-ready.jsonl")
+    assert detect_format(path) == "claude-code"
+    evts = only(path)
+    assert len(calls(evts)) == 46
+    assert len([r for r in of(evts, ToolResult) if r.is_error]) == 1
+    assert longest_run(evts) == 26
+    assert {c.agent.id for c in calls(evts)} == {"main"}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        {"type": "system", "message": {"subtype": "init", "session_id": "s-1", "tools": ["Bash"]}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "tool_use", "id": "t1"}]}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]}},
+    ],
+    ids=["init", "tool_use", "tool_result"],
+)
+def test_one_wrapped_sdk_message_is_enough_to_tell_the_format(tmp_path: Path, line: dict[str, Any]) -> None:
+    prompt = {"type": "user", "message": {"role": "user", "content": "fix the test"}}
+    assert detect_format(write_lines(tmp_path / "run.jsonl", [prompt, line])) == "claude-code"
+
+
+def test_wrapped_messages_without_tool_blocks_or_init_are_not_claude_code(tmp_path: Path) -> None:
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "hello"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}},
+        {"type": "system", "message": {"subtype": "status", "session_id": "s-1"}},
+    ]
+    with pytest.raises(UnknownFormatError, match="an Agent SDK message"):
+        detect_format(write_lines(tmp_path / "chat.jsonl", lines))
 
 
 @pytest.mark.slow
