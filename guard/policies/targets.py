@@ -32,6 +32,11 @@ PATH_ARGS: tuple[str, ...] = (
 """Argument names that name the file or URL a tool acts on, first found wins."""
 
 _SHELL_SEGMENTS = re.compile(r"&&|\|\||[;\n]")
+# a quoted word (an unclosed quote is left alone: what follows it is read as it was written)
+_QUOTED = re.compile(r'\'[^\']*\'|"(?:[^"\\]|\\.)*"')
+_SEPARATOR_CHARS = re.compile(r"[;&|\n]")
+# a heredoc's operator and delimiter word (<<EOF, <<-'EOF', << "PY")
+_HEREDOC = re.compile(r"""<<-?[ \t]*(['"]?)([A-Za-z_][\w.-]*)\1""")
 _SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
 _PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
 # The file a command writes: `> f`, `>> f`, `tee [-a] f` (not 2>&1, not /dev/null).
@@ -42,9 +47,14 @@ def shell_program(command: str) -> str | None:
     """The program of a shell command's last step (``make`` in ``rm -rf
     build && cd app && make``; a pipeline's first program), leading
     ``sudo``/``timeout``/``VAR=value`` words skipped; a one-word command is
-    itself."""
+    itself. A quoted argument (``python -c "a; b"``) and a heredoc's body
+    are data: no step starts inside them."""
     if not any(c.isspace() for c in command.strip()):
         return command.strip() or None
+    if "<<" in command:
+        command = _without_heredocs(command)
+    if ("'" in command or '"' in command) and _SHELL_SEGMENTS.search(command):
+        command = _QUOTED.sub(_blank_separators, command)
     program = None
     for segment in _SHELL_SEGMENTS.split(command):
         words = segment.strip().lstrip("({ ").split()
@@ -53,6 +63,33 @@ def shell_program(command: str) -> str | None:
         if words and words[0] not in _SETUP:
             program = words[0].rsplit("/", 1)[-1]
     return program
+
+
+def _blank_separators(quoted: re.Match[str]) -> str:
+    return _SEPARATOR_CHARS.sub(" ", quoted.group())
+
+
+def _without_heredocs(command: str) -> str:
+    """``command`` with each heredoc's body and closing delimiter line taken
+    out; a body that never closes runs to the end, as the shell reads it."""
+    out: list[str] = []
+    start = 0
+    while (found := _HEREDOC.search(command, start)) is not None:
+        body = command.find("\n", found.end())
+        if body < 0:
+            break
+        out.append(command[start:body])
+        delimiter = found.group(2)
+        end = body
+        for line in command[body + 1 :].split("\n"):
+            end += len(line) + 1
+            if line.strip() == delimiter:
+                break
+        else:
+            return "".join(out)
+        start = end
+    out.append(command[start:])
+    return "".join(out)
 
 
 def _named(args: Any) -> str | None:

@@ -594,6 +594,25 @@ async def test_a_shell_programs_failure_streak_names_the_program(make: Make, any
     assert "`python` (Bash) has failed 8 times in a row" in run.texts[1]
 
 
+async def test_a_multi_line_script_is_its_programs_not_its_last_lines(make: Make, anyio_backend: str) -> None:
+    """``python -c "…"`` over several lines, or a script in a heredoc: the
+    program is the one the script is handed to, so scripts of different
+    programs failing alike are no streak, and one program's are named for it."""
+    run = make()
+    for program in (
+        'python -c "import a\nprint(a.b)"',
+        'node -e "const a = 1;\nconsole.log(b)"',
+        "ruby - <<'RB'\nputs b\nRB",
+    ):
+        await run.do("Bash", {"command": program}, "Exit code 1\nerror: name b is not defined", is_error=True)
+    assert run.actions == []
+    for n in range(3):
+        script = f'python -c "import wrapt\nprint({n})"'
+        await run.do("Bash", {"command": script}, "ImportError: cannot import name 'formatargspec'", is_error=True)
+    assert run.actions == [(6, "remind")]
+    assert run.texts[0].startswith("loop-detector: `python` (Bash) has failed 3 times in a row")
+
+
 async def test_a_bare_sleep_is_a_wait_not_a_loop(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4):

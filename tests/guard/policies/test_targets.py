@@ -21,6 +21,25 @@ def test_the_program_is_the_last_steps(command: str, program: str | None) -> Non
     assert shell_program(command) == program
 
 
+@pytest.mark.parametrize(
+    ("command", "program"),
+    [
+        ('python -c "import wrapt\nprint(wrapt.__version__); print(1)"', "python"),
+        ("cd /w && python -c 'import os\nprint(os.getcwd())'", "python"),
+        ('echo "a && b" ; grep -n "x|y" f.py', "grep"),
+        ("cat > test_fix.py << 'EOF'\nimport a\nprint(a.b)\nEOF", "cat"),
+        ("python3 - <<'PY'\nimport sys; print(sys.path)\nPY", "python3"),
+        ("cat > t.py <<EOF\nx = 1\nEOF\npython t.py", "python"),
+        ("cat <<-EOF | grep x\n\tfoo\n\tEOF", "cat"),
+        ('git commit -m "$(cat <<\'EOF\'\nfix: a; b\nEOF\n)"', "git"),
+        ("cat << EOF\nnever closed\nrm -rf x", "cat"),  # the body runs to the end
+        ("python -c 'never closed; make", "make"),  # an unclosed quote: read as it was written
+    ],
+)
+def test_no_step_starts_inside_a_quoted_argument_or_a_heredoc(command: str, program: str) -> None:
+    assert shell_program(command) == program
+
+
 def _target(args: object) -> tuple[str | None, bool]:
     return call_target(args, shell_command(args))
 
