@@ -156,8 +156,13 @@ def _call_args(event: dict[str, Any]) -> Any:
     return {k: v for k, v in action.items() if k != "kind"} if isinstance(action, dict) else {}
 
 
-def _failed_code(code: Any) -> bool:
-    return isinstance(code, int) and not isinstance(code, bool) and code != 0
+
+
+def failed_code(code: Any) -> bool:
+    """Whether a command's exit code says it failed: any but 0 and -1, which
+    means it had not finished (OpenHands reads a running command's output at
+    a soft timeout, and the agent waits on it with an empty command)."""
+    return isinstance(code, int) and not isinstance(code, bool) and code not in (0, -1)
 
 
 def _answer(event: dict[str, Any]) -> tuple[str, bool, str | None]:
@@ -181,8 +186,8 @@ def _answer(event: dict[str, Any]) -> tuple[str, bool, str | None]:
         observation.get("is_error") is True
         or error is True
         or (isinstance(error, str) and bool(error))
-        or _failed_code(observation.get("exit_code"))
-        or (isinstance(metadata, dict) and _failed_code(metadata.get("exit_code")))
+        or failed_code(observation.get("exit_code"))
+        or (isinstance(metadata, dict) and failed_code(metadata.get("exit_code")))
     )
     if isinstance(error, str) and error:
         return error, True, None

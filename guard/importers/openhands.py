@@ -202,8 +202,9 @@ def _failed(event: dict[str, Any]) -> bool:
     """Whether an observation reports a failure: an ``error`` observation, an
     editor observation whose text is the editor's ``ERROR:`` report (how
     OpenHands records a failed ``str_replace`` or an invalid ``view_range``),
-    or a command's non-zero exit code (in ``extras.metadata``, or in
-    ``extras`` itself in 2024 output)."""
+    or a command's exit code other than 0 (in ``extras.metadata``, or in
+    ``extras`` itself in 2024 output) and -1, OpenHands' code for a command
+    still running when its output was read (a soft timeout)."""
     kind = event.get("observation")
     if kind == "error":
         return True
@@ -213,7 +214,7 @@ def _failed(event: dict[str, Any]) -> bool:
     extras = extras if isinstance(extras, dict) else {}
     metadata = extras.get("metadata")
     code = metadata.get("exit_code") if isinstance(metadata, dict) else extras.get("exit_code")
-    return isinstance(code, int) and not isinstance(code, bool) and code != 0
+    return v1.failed_code(code)
 
 
 def _linked(history: list[Any]) -> Iterator[tuple[int, dict[str, Any], Any]]:

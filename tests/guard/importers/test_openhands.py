@@ -121,6 +121,36 @@ def test_editor_error_text_marks_the_result_failed(tmp_path: Path) -> None:
     assert results[0].content == not_found
 
 
+def test_a_command_still_running_at_its_soft_timeout_has_not_failed(tmp_path: Path) -> None:
+    """OpenHands answers a command that has printed nothing new for a while
+    with exit code -1: it is still running, and the agent waits on it by
+    sending an empty command. Neither answer is a failure; a real exit code
+    is."""
+    waiting = (
+        "\n[The command has no new output after 30 seconds. You may wait longer to see additional output by"
+        " sending empty command '']"
+    )
+    history = [
+        _action(1, "run", {"function_name": "execute_bash", "tool_call_id": "t1"}, command="pytest -q"),
+        _observation(2, 1, "run", "...." + waiting, metadata={"exit_code": -1}),
+        _action(3, "run", {"function_name": "execute_bash", "tool_call_id": "t2"}, command=""),
+        _observation(4, 3, "run", waiting, metadata={"exit_code": -1}),
+        _action(5, "run", {"function_name": "execute_bash", "tool_call_id": "t3"}, command=""),
+        _observation(6, 5, "run", "F.\n1 failed, 40 passed", metadata={"exit_code": 1}),
+    ]
+    path = tmp_path / "trajectory.json"
+    path.write_text(json.dumps(history))
+    assert [(r.call_id, r.is_error) for r in of(only(path), ToolResult)] == [
+        ("t1", False),
+        ("t2", False),
+        ("t3", True),
+    ]
+    v1 = [event for event in _late_2025_conversation() if event.get("tool_call_id") in (None, "k1", "k4")]
+    v1[2]["observation"]["metadata"]["exit_code"] = -1  # the first pytest still running
+    session = next(open_sessions(write_lines(tmp_path / "events.jsonl", v1)))
+    assert [r.is_error for r in of(list(session.events()), ToolResult)] == [False, False]
+
+
 def test_real_failed_str_replace_streak_is_errors() -> None:
     (session,) = [s for s in open_sessions(corpus_file("openhands/output.jsonl")) if s.session.endswith("4593")]
     failed = [r for r in of(list(session.events()), ToolResult) if r.is_error]
