@@ -156,8 +156,6 @@ def _call_args(event: dict[str, Any]) -> Any:
     return {k: v for k, v in action.items() if k != "kind"} if isinstance(action, dict) else {}
 
 
-
-
 def failed_code(code: Any) -> bool:
     """Whether a command's exit code says it failed: any but 0 and -1, which
     means it had not finished (OpenHands reads a running command's output at

@@ -31,7 +31,7 @@ def test_the_program_is_the_last_steps(command: str, program: str | None) -> Non
         ("python3 - <<'PY'\nimport sys; print(sys.path)\nPY", "python3"),
         ("cat > t.py <<EOF\nx = 1\nEOF\npython t.py", "python"),
         ("cat <<-EOF | grep x\n\tfoo\n\tEOF", "cat"),
-        ('git commit -m "$(cat <<\'EOF\'\nfix: a; b\nEOF\n)"', "git"),
+        ("git commit -m \"$(cat <<'EOF'\nfix: a; b\nEOF\n)\"", "git"),
         ("cat << EOF\nnever closed\nrm -rf x", "cat"),  # the body runs to the end
         ("python -c 'never closed; make", "make"),  # an unclosed quote: read as it was written
     ],
