@@ -263,6 +263,25 @@ def _without_cut_words(text: str) -> str:
     return "".join(pieces)
 
 
+# a run long enough to hide a secret in (12 bytes or more), in the standard or the URL-safe alphabet
+_BASE64 = compile_regex(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+
+
+def _decoded(run: bytes) -> str | None:
+    """The text ``run`` encodes as base64, or ``None`` when it is no base64
+    (or no text: a decoded run with a NUL or invalid UTF-8 holds no secret a
+    rule could read)."""
+    import base64
+    import binascii
+
+    if b"-" in run or b"_" in run:
+        run = run.replace(b"-", b"+").replace(b"_", b"/")
+    try:
+        return base64.b64decode(run + b"=" * (-len(run) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+
+
 class Redactor:
     """Replaces secrets in text with ``[REDACTED]``.
 
@@ -312,6 +331,19 @@ class Redactor:
         for rule in (*plan.always, *(r for r in plan.rules if id(r) in chosen)):
             for start, end in rule.spans(seen):
                 yield rule, start, end
+        yield from self._encoded(seen)
+
+    def _encoded(self, data: bytes) -> Iterator[tuple[SecretRule, int, int]]:
+        """Each base64 run of ``data`` whose decoded text holds a secret, as a
+        finding of the rule that found it there: bytes in a call's arguments
+        are written as base64, and a secret must not pass as its encoding."""
+        for match in _BASE64.finditer_bytes(data):
+            start, end = match.span(0)
+            decoded = _decoded(data[start:end])
+            if decoded is not None:
+                rule = next((rule for rule, _, _ in self.findings(decoded)), None)
+                if rule is not None:
+                    yield rule, start, end
 
     def __call__(self, text: str) -> str:
         if not text:

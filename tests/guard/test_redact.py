@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import sys
 from typing import Any
 
@@ -26,6 +27,24 @@ def test_every_format_is_redacted_and_its_context_kept(redact: Redactor, sample:
 @pytest.mark.parametrize("text", KEPT)
 def test_ordinary_text_is_left_alone(redact: Redactor, text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("sample", SAMPLES[::7], ids=[s.name for s in SAMPLES[::7]])
+@pytest.mark.parametrize("alphabet", ["standard", "urlsafe"])
+def test_a_secret_written_as_base64_is_redacted_whole(redact: Redactor, sample: Sample, alphabet: str) -> None:
+    """Bytes in a call's arguments are written as base64: a secret in them
+    must not pass as its encoding."""
+    encode = base64.b64encode if alphabet == "standard" else base64.urlsafe_b64encode
+    encoded = encode(sample.text.encode()).decode()
+    assert redact(f'upload {{"data":"{encoded}"}}') == f'upload {{"data":"{REDACTED}"}}'
+
+
+@pytest.mark.parametrize(
+    "text", [*KEPT[:5], "sha256 deadbeefcafebabe0123456789abcdef", "a PNG header iVBORw0KGgoAAAANSUhEUg=="]
+)
+def test_base64_of_ordinary_text_or_binary_is_left_alone(redact: Redactor, text: str) -> None:
+    encoded = base64.b64encode(text.encode()).decode()
+    assert redact(f"{text} {encoded}") == f"{text} {encoded}"
 
 
 def test_a_secret_after_an_escaped_newline_is_found(redact: Redactor) -> None:

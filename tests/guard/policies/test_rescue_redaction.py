@@ -10,6 +10,7 @@ characters of it left, and the text around it must arrive as it was.
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import msgspec
@@ -89,6 +90,25 @@ async def test_every_format_is_redacted_in_all_four_parts_of_the_question(
         assert _json_inner(redacted) in arguments, sample.name
         assert redacted in output, sample.name
         assert f'run {{"command":"{_json_inner(redacted)}"}}' in recent, sample.name
+
+
+async def test_a_secret_in_bytes_arguments_reaches_the_question_redacted(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    """Bytes arguments are written as base64, which no secret rule reads:
+    the secret inside is found in the decoded text and its encoding withheld."""
+    question = tmp_path / "question"
+    command = ask_script(f"printf '%s' \"$1\" > {question}\necho advice")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command)))
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    secret = b"DB_PASSWORD=hunter2secret ghp_" + token(ALNUM, 36, "bytes").encode()
+    for _ in range(5):
+        await s.call("main", "upload", {"data": secret}, "ok")
+
+    text = question.read_text()
+    assert f'upload {{"data":"{REDACTED}"}}' in text
+    assert base64.b64encode(secret).decode()[:12] not in text
 
 
 @pytest.mark.parametrize("padding", [0, 150, 170, 185, 400])
