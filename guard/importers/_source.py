@@ -50,7 +50,10 @@ class Records(list[Any]):
     under its top level: ``messages``, ``history``) whose items are records
     like the lines of a JSON Lines file: iterating it marks the item being
     imported in the bound report, and passes over the items a re-run was
-    told to (see ``ImportedSession.events``). Unbound, it is a plain list."""
+    told to (see ``ImportedSession.events``) and the ones that hold no
+    record (``null``, a number, a string), counting those as
+    ``not-an-object``, as a JSON Lines reader counts such a line. Unbound, it
+    is a plain list."""
 
     def __init__(self, items: list[Any], name: str) -> None:
         super().__init__(items)
@@ -67,6 +70,9 @@ class Records(list[Any]):
             if key in report._passed:
                 continue
             report._at = key
+            if item is None or isinstance(item, (str, int, float)):
+                report.skip("not-an-object")
+                continue
             yield item
 
 

@@ -94,31 +94,45 @@ def _database_sessions(path: Path) -> Iterator[ImportedSession]:
     try:
         with _connect(path) as db:
             ids = [
-                str(row[0])
+                row[0]
                 for row in db.execute("SELECT session_id, MIN(rowid) FROM messages GROUP BY session_id ORDER BY 2")
             ]
     except sqlite3.Error as exc:
         raise TranscriptError(f"{str(path)!r} cannot be read as goose's session database: {exc}") from None
-    for session in ids:
+    for value in ids:
+        session = _text(value)
+        session = (
+            "null" if session is None else session if isinstance(session, str) else session.decode(errors="replace")
+        )
         yield ImportedSession(
             format=NAME,
             session=session,
             path=path,
             label=f"{path}#{session}",
-            produce=_stored(path, session),
+            produce=_stored(path, value),
         )
 
 
-def _stored(path: Path, session: str) -> Any:
+def _stored(path: Path, session: object) -> Any:
     return lambda b: _events(_rows(path, session, b.report), b)
 
 
-def _rows(path: Path, session: str, report: ImportReport) -> Iterator[dict[str, Any]]:
+def _text(cell: object) -> str | bytes | None:
+    """A cell that holds text: TEXT as it is, a BLOB as its bytes (JSON
+    stored as a BLOB is still JSON); a number is ``str``'d, ``NULL`` is
+    ``None``."""
+    if cell is None or isinstance(cell, (str, bytes)):
+        return cell
+    return str(cell)
+
+
+def _rows(path: Path, session: object, report: ImportReport) -> Iterator[dict[str, Any]]:
     """A session's messages from the database, in the order goose wrote them;
-    a message whose JSON does not decode is skipped and counted."""
+    a message whose JSON does not decode (or whose cells hold no text) is
+    skipped and counted."""
     try:
         with _connect(path) as db:
-            query = "SELECT rowid AS record, * FROM messages WHERE session_id = ? ORDER BY rowid"
+            query = "SELECT rowid AS record, * FROM messages WHERE session_id IS ? ORDER BY rowid"
             rows = db.execute(query, (session,)).fetchall()
     except sqlite3.Error as exc:
         raise TranscriptError(f"{str(path)!r} cannot be read as goose's session database: {exc}") from None
@@ -128,18 +142,25 @@ def _rows(path: Path, session: str, report: ImportReport) -> Iterator[dict[str, 
         record = (name, row["record"])  # a row is a record: one the importer fails on costs that row
         if record in report._passed:
             continue
-        metadata = row["metadata_json"] if "metadata_json" in columns else None  # older databases lack it
-        if any(nests_too_deep(text) for text in (row["content_json"] or "", metadata or "")):
+        report._at = record
+        stored = _text(row["content_json"]) or ""
+        metadata = _text(row["metadata_json"]) if "metadata_json" in columns else None  # older databases lack it
+        texts = [
+            text if isinstance(text, str) else text.decode("utf-8", "replace") for text in (stored, metadata or "")
+        ]
+        if any(nests_too_deep(text) for text in texts):
             report.skip("too-deep")
             continue
         try:
-            content = msgspec.json.decode(row["content_json"] or "")
+            content = msgspec.json.decode(stored)
             message = {"role": row["role"], "created": row["created_timestamp"], "content": content}
             message["metadata"] = msgspec.json.decode(metadata) if metadata else None
         except msgspec.DecodeError:
             report.skip("invalid-json")
             continue
-        report._at = record
+        if not isinstance(content, list):
+            report.skip("not-a-message")  # goose stores a message's content as a list of parts
+            continue
         yield message
 
 

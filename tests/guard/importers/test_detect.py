@@ -22,7 +22,7 @@ from guard.importers import (
 )
 from guard.importers._session import ImportedSession, ImportReport, parse_time, text_of
 from guard.importers._source import read_jsonl
-from tests.guard.importers._transcripts import CORPUS, ClaudeCodeSession, corpus_file, write_lines
+from tests.guard.importers._transcripts import CORPUS, ClaudeCodeSession, calls, corpus_file, write_lines
 
 EXPECTED = {
     "claude-code/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl": "claude-code",
@@ -278,3 +278,26 @@ def test_reading_jsonl_in_blocks_gives_what_reading_each_line_gives(
         patch.setattr(guard.importers._source, "_objects", lambda data: None)
         line_by_line = read()
     assert in_blocks == line_by_line
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("opencode/session__neon-river__ses_39b623ce7ffeILPe9UgDcyGicH.json", "messages"),
+        ("gemini-cli/gemini-cli-pomodoro-timer.json", "messages"),
+        ("mini-swe-agent/django__django-11951.traj.json", "messages"),
+        ("swe-agent/pydicom__pydicom-1458.traj", "history"),
+    ],
+)
+@pytest.mark.parametrize("junk", [None, 42, "x"], ids=["null", "number", "string"])
+def test_a_documents_message_that_is_no_object_is_counted_not_lost_silently(
+    tmp_path: Path, name: str, key: str, junk: object
+) -> None:
+    document = json.loads(corpus_file(name).read_text())
+    whole = len(calls(list(next(open_sessions(corpus_file(name))).events())))
+    document[key].insert(1, junk)
+    path = tmp_path / Path(name).name
+    path.write_text(json.dumps(document))
+    (session,) = open_sessions(path)
+    assert len(calls(list(session.events()))) == whole
+    assert session.report.skipped["not-an-object"] == 1

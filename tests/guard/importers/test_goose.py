@@ -142,7 +142,7 @@ def test_export(tmp_path: Path) -> None:
     evts = list(session.events())
     assert len(calls(evts)) == 6
     assert longest_run(evts) == 1  # the same `docker compose ps` twice, with a view between
-    assert not session.report.skipped
+    assert session.report.skipped == {"not-an-object": 1}  # "junk"; {"role": "user"} alone is a message without parts
 
 
 def test_odd_tool_blocks(tmp_path: Path) -> None:
@@ -273,3 +273,21 @@ def test_a_bad_row_of_the_database_costs_that_row(tmp_path: Path) -> None:
     assert session.report.skipped["too-deep"] == 1
     assert session.report.problems[0].startswith(f"{path}#messages[3]: TypeError")
     assert [c.call_id for c in calls(evts)] == [c.call_id for c in whole]  # rows 3 and 5 hold no call
+
+
+def test_cells_stored_as_blobs_or_numbers_cost_no_other_row(tmp_path: Path) -> None:
+    """SQLite keeps whatever a writer gave it: JSON stored as a BLOB is still
+    the message, a number where JSON belongs costs that row alone, and a
+    session whose id is a BLOB is read under its text."""
+    whole = calls(list(next(open_sessions(_database(tmp_path / "whole.db", {"s": _messages()}))).events()))
+    path = _database(tmp_path / "sessions.db", {"s": _messages(), "t": _messages()})
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("UPDATE messages SET content_json = CAST(content_json AS BLOB) WHERE id = 2")
+        db.execute("UPDATE messages SET content_json = 42 WHERE id = 3")
+        db.execute("UPDATE messages SET session_id = CAST('t' AS BLOB) WHERE session_id = 't'")
+        db.commit()
+    s, t = open_sessions(path)
+    assert (s.session, t.session) == ("s", "t")
+    assert [c.call_id for c in calls(list(s.events()))] == [c.call_id for c in whole]  # row 3 holds no call
+    assert s.report.skipped == {"not-a-message": 1}
+    assert [c.call_id for c in calls(list(t.events()))] == [c.call_id for c in whole]
