@@ -690,24 +690,47 @@ def _audit_files(
     import multiprocessing
     from collections import deque
     from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context(_start_method())
     workers = min(jobs, len(files))
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=setup) as pool:
-        ahead: deque[Future[_FileAudit]] = deque()
+
+    def start(count: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(count, mp_context=context, initializer=setup)
+
+    pool = start(workers)
+    try:
+        ahead: deque[tuple[Path, bool, Future[_FileAudit]]] = deque()
         waiting = iter(files)
         for path, explicit in waiting:
-            ahead.append(pool.submit(_audit_file, path, explicit, config, timelines))
+            ahead.append((path, explicit, pool.submit(_audit_file, path, explicit, config, timelines)))
             if len(ahead) == 2 * workers:
                 break
         for done, (path, _) in enumerate(files):
             if progress is not None:
                 progress(done, total, str(path))
-            future = ahead.popleft()
+            path, explicit, future = ahead.popleft()
             following = next(waiting, None)
             if following is not None:
-                ahead.append(pool.submit(_audit_file, *following, config, timelines))
-            yield future.result()
+                ahead.append((*following, pool.submit(_audit_file, *following, config, timelines)))
+            try:
+                result = future.result()
+            except BrokenProcessPool:
+                # A worker died (killed, or out of memory), and the pool with it. Every file in
+                # flight is audited again: this one alone, so that dying again is its own doing,
+                # the others in a new pool.
+                pool.shutdown(wait=False, cancel_futures=True)
+                with start(1) as alone:
+                    try:
+                        result = alone.submit(_audit_file, path, explicit, config, timelines).result()
+                    except BrokenProcessPool as exc:
+                        result = _FileAudit()
+                        result.error = FileError(path=str(path), reason=f"the process auditing it died: {exc}")
+                pool = start(workers)
+                ahead = deque((p, e, pool.submit(_audit_file, p, e, config, timelines)) for p, e, _ in ahead)
+            yield result
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 def _start_method() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -628,6 +629,31 @@ def test_an_audit_in_worker_processes_reports_what_one_process_reports(
     one, two = (msgspec.structs.replace(audit(pair, jobs=jobs), seconds=0.0) for jobs in (1, 2))
     assert one == two
     assert one.totals.sessions == 2
+
+
+def test_a_worker_that_dies_costs_only_the_file_it_was_auditing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed mid-file (the kernel's out-of-memory killer) breaks
+    the whole pool: the files in flight are audited again, the one that
+    kills its worker again alone, and the report is whole."""
+    folder = _folder(tmp_path)
+    looping_claude_code(folder / "b-dies.jsonl")
+    real = open_sessions
+
+    def dying(path: Any, format: str | None = None) -> Any:
+        if Path(path).name == "b-dies.jsonl":
+            os._exit(9)  # in the worker: what SIGKILL leaves the pool to see
+        return real(path, format)
+
+    monkeypatch.setattr("guard.audit.PARALLEL_BYTES", 0)
+    monkeypatch.setattr("guard.audit._start_method", lambda: "fork")  # the workers inherit the patch
+    monkeypatch.setattr("guard.audit.open_sessions", dying)
+    report = audit([folder], jobs=2)
+    assert [Path(s.path).name for s in report.sessions] == ["a-loop.jsonl", *(f"b-calm-{n}.jsonl" for n in range(3))]
+    died = [e for e in report.errors if Path(e.path).name == "b-dies.jsonl"]
+    assert [e.reason.startswith("the process auditing it died") for e in died] == [True]
+    assert [Path(e.path).name for e in report.errors] == ["b-dies.jsonl", "c-corrupt.traj"]
 
 
 @pytest.mark.parametrize(("threads", "method"), [(1, "fork"), (2, "forkserver")])
