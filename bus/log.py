@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import os
@@ -12,7 +13,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
 
-from bus._codec import encode_line, encode_lines
+import msgspec
+
+from bus._codec import encode_line, encode_lines, header_decoder
 from bus.bus import Bus
 from bus.events import Event, SessionStart
 from bus.files import open_regular
@@ -20,6 +23,7 @@ from bus.files import open_regular
 __all__ = ["LOG_VERSION", "LogWriteError", "SessionLog"]
 
 LOG_VERSION = 1
+_HEADER_READ = 1 << 16  # a header line is a few hundred bytes
 
 
 class LogWriteError(OSError):
@@ -92,6 +96,8 @@ class SessionLog:
             empty = True
             if append:
                 empty = not os.fstat(self._fd).st_size
+                if not empty:
+                    self._check_header(self._fd)
                 self._torn = self._ends_mid_line(self._fd)
             if empty or mark_resume:
                 self.write(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
@@ -110,6 +116,24 @@ class SessionLog:
         raise FileExistsError(
             f"session log {str(self.path)!r} already exists; pass append=True to continue it"
         ) from None
+
+    def _check_header(self, fd: int) -> None:
+        """Refuse to continue a file that is no session log of this version:
+        lines appended to it could never be read back, and the file is
+        someone else's."""
+        first = os.pread(fd, _HEADER_READ, 0).split(b"\n", 1)[0].removeprefix(codecs.BOM_UTF8)
+        try:
+            header = header_decoder.decode(first)
+        except msgspec.DecodeError:
+            raise ValueError(
+                f"session log {str(self.path)!r} cannot be continued: it is no session log"
+                " (line 1 is not a session/start header)"
+            ) from None
+        if header.v != LOG_VERSION:
+            raise ValueError(
+                f"session log {str(self.path)!r} cannot be continued: it has session log version {header.v},"
+                f" this writer writes version {LOG_VERSION}"
+            )
 
     @staticmethod
     def _ends_mid_line(fd: int) -> bool:

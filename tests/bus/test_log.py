@@ -172,6 +172,32 @@ def test_append_after_a_crash_keeps_the_resume_header_off_the_torn_line(log_path
     assert _lines(log_path)[3].startswith(b'{"type":"session/start","v":1,"session":"second",')
 
 
+@pytest.mark.parametrize(
+    ("first", "says"),
+    [
+        (b"my notes: do not lose me\n", "it is no session log"),
+        (b'{"type":"session/start","v":2,"session":"s","ts":1.0}\n', "it has session log version 2"),
+        (b'\xef\xbb\xbf{"type":"user/message","seq":1}\n', "it is no session log"),
+    ],
+)
+def test_append_refuses_a_file_that_is_no_session_log_and_leaves_it_as_it_was(
+    log_path: Path, first: bytes, says: str
+) -> None:
+    """Lines appended there could never be read back, and the file is
+    someone else's."""
+    log_path.write_bytes(first + b"more\n")
+    with pytest.raises(ValueError, match=f"session log '{log_path}' cannot be continued: {says}"):
+        SessionLog(log_path, append=True)
+    assert log_path.read_bytes() == first + b"more\n"
+
+
+def test_append_continues_a_log_that_opens_with_a_byte_order_mark(log_path: Path) -> None:
+    log_path.write_bytes(b'\xef\xbb\xbf{"type":"session/start","v":1,"session":"s","ts":1.0}\n')
+    with SessionLog(log_path, append=True) as log:
+        log.write(UserMessage(agent=Agent("a"), seq=1, text="after"))
+    assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["after"]
+
+
 def test_a_log_can_go_to_a_device(zero_umask: None) -> None:
     with SessionLog("/dev/null", append=True, fsync=False) as log:
         log.write(UserMessage(agent=Agent("a"), text="discarded"))
