@@ -9,14 +9,14 @@ import enum
 import re
 import reprlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from typing import Any
 
 import msgspec
 
 from bus.agent import Agent
-from bus.events import EVENT_TYPES, AnyEvent, SessionStart
+from bus.events import EVENT_TYPES, AnyEvent, ContextSource, SessionStart
 
 MAX_NESTING = 100
 """The deepest nesting of arrays and objects a log line or transcript record
@@ -327,6 +327,9 @@ def event_decoder(agents: dict[str, Agent]) -> msgspec.json.Decoder[AnyEvent | S
 header_decoder = msgspec.json.Decoder(SessionStart)
 
 
+_TEXT_TYPES = (str, str | None, str | msgspec.UnsetType)
+
+
 def _text_fields() -> dict[str, frozenset[str]]:
     """Per event tag, the fields the schema types as text (``agent`` too:
     its id is text on disk)."""
@@ -334,7 +337,7 @@ def _text_fields() -> dict[str, frozenset[str]]:
     for tag, kind in EVENT_TYPES.items():
         names = {"agent"}
         for field in msgspec.structs.fields(kind):
-            if field.type is str or field.type == (str | None):
+            if field.type in _TEXT_TYPES:
                 names.add(field.name)
         fields[tag] = frozenset(names)
     return fields
@@ -361,15 +364,27 @@ def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent 
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
         return None
-    for name in _TEXT_FIELDS.get(raw["type"], ()):
-        value = raw.get(name)
-        if isinstance(value, int | float) or (name in _PROSE and isinstance(value, dict | list)):
-            raw[name] = encoder.encode(value).decode("utf-8")
+    _as_text(raw, _TEXT_FIELDS.get(raw["type"], ()))
+    source = raw.get("source")
+    if raw["type"] == "context/message" and isinstance(source, dict):
+        _as_text(source, _SOURCE_TEXT)
     try:
         event: AnyEvent = msgspec.convert(raw, AnyEvent, strict=False, dec_hook=decoder.dec_hook)
     except msgspec.ValidationError:
         return None
     return event
+
+
+_SOURCE_TEXT = frozenset(f.name for f in msgspec.structs.fields(ContextSource) if f.type in _TEXT_TYPES)
+
+
+def _as_text(raw: dict[str, Any], names: Iterable[str]) -> None:
+    """``raw``'s fields ``names`` as text where a number (or, in a prose
+    field, an object or an array) stands: its JSON text."""
+    for name in names:
+        value = raw.get(name)
+        if isinstance(value, int | float) or (name in _PROSE and isinstance(value, dict | list)):
+            raw[name] = encoder.encode(value).decode("utf-8")
 
 
 _OWN = frozenset({"seq", "ts", "agent"})

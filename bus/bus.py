@@ -11,7 +11,8 @@ from msgspec.structs import force_setattr
 
 from bus._codec import read_back
 from bus._logging import LazyLogger, name_of
-from bus.events import Event, ToolCall, ToolResult, UserMessage
+from bus.agent import Agent
+from bus.events import AgentStatus, ContextMessage, Event, ToolCall, ToolResult, UserMessage
 
 __all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
 
@@ -51,6 +52,15 @@ ALLOW = Decision()
 Interceptor = Callable[[ToolCall], Awaitable[Decision | None]]
 """Consulted before a tool runs; return a deny ``Decision`` to stop it, or
 ``None`` (or ``ALLOW``) to let it through."""
+
+
+def _checked_time(ts: object) -> float:
+    """A clock's reading as an event's ``ts``: a finite number of seconds
+    (an ``int`` is taken as it is); anything else would be logged as no
+    time at all, and the event lost to every reader of the log."""
+    if type(ts) is int or (type(ts) is float and ts - ts == 0.0):
+        return float(ts)
+    raise TypeError(f"the bus clock returned {ts!r}: an event's ts must be a finite number of seconds")
 
 
 class Bus:
@@ -137,6 +147,11 @@ class Bus:
         could read (``step=None``) is a ``TypeError`` naming it, and nothing
         is published.
         """
+        if type(event.agent) is not Agent and event.agent is not None:
+            raise TypeError(
+                f"{type(event).__name__}.agent must be a bus.Agent (one handle per agent, used for all its"
+                f" events), got {type(event.agent).__name__} {event.agent!r}"
+            )
         if isinstance(event, ToolResult):
             if (
                 type(event.content) is not str
@@ -144,16 +159,24 @@ class Bus:
                 or type(event.step) is not int
                 or type(event.tool) is not str
                 or type(event.is_error) is not bool
+                or (event.denied_by is not None and type(event.denied_by) is not str)
+                or (event.advice is not msgspec.UNSET and type(event.advice) is not str)
             ):
                 read_back(event)
         elif isinstance(event, ToolCall):
             if type(event.call_id) is not str or type(event.step) is not int or type(event.tool) is not str:
                 read_back(event)
-        elif isinstance(event, UserMessage) and type(event.text) is not str:
-            read_back(event)
+        elif isinstance(event, UserMessage):
+            if type(event.text) is not str:
+                read_back(event)
+        elif isinstance(event, AgentStatus | ContextMessage):
+            read_back(event)  # rarer events (statuses, the guard's messages): whatever their fields hold
+        ts = self._clock()
+        if type(ts) is not float or ts - ts != 0.0:  # neither NaN nor infinite, and a number
+            ts = _checked_time(ts)
         self._seq = seq = self._seq + 1
         force_setattr(event, "seq", seq)
-        force_setattr(event, "ts", self._clock())
+        force_setattr(event, "ts", ts)
         recorders = self._recorders
         if recorders:
             for recorder in recorders:

@@ -240,6 +240,53 @@ async def test_a_field_of_another_type_is_published_as_a_reader_of_the_log_gets_
     assert published.agent is agent, "the handle stays"
 
 
+async def test_every_kind_of_event_is_published_as_a_reader_of_the_log_gets_it(
+    bus: Bus, capture: Capture, agent: Agent, tmp_path: Path
+) -> None:
+    """A denial's advice, a status's ``by``, a context message's source:
+    fields other than a call's and a result's own are read back too, so a
+    replay of the log holds every event the live bus delivered."""
+    log = SessionLog(tmp_path / "s.jsonl").attach(bus)
+    call = _call(agent, "c1")
+    await bus.decide(call)
+    await bus.publish(ToolResult(agent=agent, call_id="c1", step=1, tool="t", denied_by=5, advice=42))  # type: ignore[arg-type]
+    await bus.publish(AgentStatus(agent=agent, status="disposed", reason={"x": 1}, by=7))  # type: ignore[arg-type]
+    source = ContextSource(plugin="p", summary=3)  # type: ignore[arg-type]
+    await bus.publish(ContextMessage(agent=agent, call_id="c1", source=source, text="note"))
+    log.close()
+    _, denial, status, note = capture.events
+    assert (denial.denied_by, denial.advice) == ("5", "42")  # type: ignore[attr-defined]
+    assert (status.reason, status.by) == ('{"x":1}', "7")  # type: ignore[attr-defined]
+    assert note.source.summary == "3"  # type: ignore[attr-defined]
+    reader = read_log(tmp_path / "s.jsonl")
+    assert [type(e).__name__ for e in reader] == ["ToolCall", "ToolResult", "AgentStatus", "ContextMessage"]
+    assert reader.report.skipped == 0
+
+
+async def test_an_agent_given_as_its_id_is_refused_naming_the_field(bus: Bus, capture: Capture) -> None:
+    """Guards keep an agent's state on its handle: an id string would be a
+    new agent at every event."""
+    with pytest.raises(TypeError, match=r"ToolCall\.agent must be a bus\.Agent .*, got str 'main'"):
+        await bus.decide(ToolCall(agent="main", call_id="c1", step=1, tool="t"))  # type: ignore[arg-type]
+    assert (capture.events, bus.seq) == ([], 0)
+
+
+@pytest.mark.parametrize("reading", [float("nan"), float("inf"), "now", None])
+async def test_a_clock_reading_no_log_could_hold_is_refused(reading: object, agent: Agent) -> None:
+    bus = Bus(clock=lambda: reading)  # type: ignore[arg-type, return-value]
+    with pytest.raises(TypeError, match=f"the bus clock returned {reading!r}: an event's ts must be a finite number"):
+        await bus.publish(UserMessage(agent=agent, text="hi"))
+    assert bus.seq == 0
+
+
+async def test_a_clock_reading_whole_seconds_is_taken(agent: Agent) -> None:
+    bus = Bus(clock=lambda: 1764489600)  # type: ignore[arg-type, return-value]
+    seen: list[UserMessage] = []
+    bus.record(lambda event: seen.append(event))  # type: ignore[arg-type, func-returns-value]
+    await bus.publish(UserMessage(agent=agent, text="hi"))
+    assert (seen[0].ts, type(seen[0].ts)) == (1764489600.0, float)
+
+
 async def test_an_event_no_reader_could_read_is_refused_naming_its_field(
     bus: Bus, capture: Capture, agent: Agent
 ) -> None:
