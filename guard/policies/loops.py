@@ -1172,7 +1172,11 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         check_int("loops.advise_at", self.advise_at, 1)
         check_int("loops.advise_span", self.advise_span, 0)
         check_int("loops.deny_at", self.deny_at, 2)
-        check_int("loops.window", self.window, self.deny_at)
+        check_int("loops.window", self.window, 2)
+        if self.deny_at > self.window:  # named for the one of the two that was set
+            if self.deny_at == default_of(self, "deny_at"):
+                raise ConfigError("loops.window", self.window, f"must be at least loops.deny_at ({self.deny_at})")
+            raise ConfigError("loops.deny_at", self.deny_at, f"must be at most loops.window ({self.window})")
         check_int("loops.halt_after", self.halt_after, 0)
         check_int("loops.error_at", self.error_at, 2)
         check_int("loops.error_deny_at", self.error_deny_at, 0)

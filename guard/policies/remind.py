@@ -15,6 +15,7 @@ from guard.calls import CallSelector, Interjections
 from guard.fingerprint import FingerprintCache
 from guard.policy import Policy
 from guard.section import (
+    MOST,
     ConfigError,
     Section,
     check_bool,
@@ -79,6 +80,8 @@ class RemindConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
                 raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
             if value < 2:
                 raise ConfigError("remind.thresholds", value, "each threshold must be an integer >= 2")
+            if value > MOST:
+                raise ConfigError("remind.thresholds", value, f"each threshold must be an integer from 2 to {MOST}")
             if value in seen:
                 raise ConfigError("remind.thresholds", value, "thresholds must not repeat")
             seen.add(value)

@@ -40,6 +40,7 @@ _BAD_THRESHOLDS: list[tuple[str, Any, Any, str]] = [
     ("string", [3, "5"], "5", "integer >= 2"),
     ("below 2", [1, 3], 1, "integer >= 2"),
     ("negative", [-3], -3, "integer >= 2"),
+    ("past 2**53", [3, 2**80], 2**80, "integer from 2 to 9007199254740992"),
     ("duplicate", [3, 5, 3], 3, "must not repeat"),
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +107,19 @@ def test_a_bad_value_names_its_key(settings: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         LoopsConfig(**settings)
     assert info.value.key == key
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"deny_at": 40}, "loops.deny_at = 40: must be at most loops.window (30)"),
+        ({"window": 2}, "loops.window = 2: must be at least loops.deny_at (3)"),
+        ({"deny_at": 12, "window": 10}, "loops.deny_at = 12: must be at most loops.window (10)"),
+    ],
+)
+def test_deny_at_past_the_window_names_the_setting_that_was_set(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        LoopsConfig(**settings)
 
 
 def test_streak_denial_can_be_off() -> None:
