@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import msgspec
@@ -100,15 +102,45 @@ class _Entry(weakref.ref[Agent]):
     (``key`` is the handle's id): when the handle is collected, the guard's
     callback drops the entry, before that id can be reused."""
 
-    __slots__ = ("key", "watches")
+    __slots__ = ("busy", "key", "waiting", "watches")
     key: int
     watches: list[AnyWatch]
+    busy: bool
+    waiting: deque[Any] | None
 
     def __new__(cls, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> _Entry:
         self = super().__new__(cls, agent, callback)
         self.key = id(agent)
         self.watches = watches
+        self.busy = False
+        self.waiting = None
         return self
+
+    async def turn(self) -> None:
+        """Wait for this agent's turn, taken by another of its events (see
+        ``Guard._turn``)."""
+        import anyio  # only on contention: a hook that never awaits loads no event loop
+
+        ready = anyio.Event()
+        if self.waiting is None:
+            self.waiting = deque()
+        self.waiting.append(ready)
+        try:
+            await ready.wait()
+        except BaseException:
+            if ready.is_set():  # handed the turn as it was cancelled: hand it on
+                self.done()
+            else:
+                self.waiting.remove(ready)
+            raise
+
+    def done(self) -> None:
+        """End this agent's turn, handing it to the next event waiting."""
+        waiting = self.waiting
+        if waiting:
+            waiting.popleft().set()  # still busy: the turn passes on
+        else:
+            self.busy = False
 
     def __init__(self, agent: Agent, callback: Callable[[_Entry], None], watches: list[AnyWatch]) -> None:
         super().__init__(agent, callback)  # type: ignore[call-arg]  # ref's own, which typeshed leaves out
@@ -148,6 +180,8 @@ class Guard:
         self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
+        # a call is decided in its agent's turn unless a policy deciding calls waits on something slow
+        self._calls_in_turn = not any(getattr(self.policies[index], "waits", False) for index in self._interceptors)
         self._plugins = frozenset(policy.plugin for policy in self.policies)
         # id(handle) -> its entry: a plain dict lookup on the hot path.
         agents: dict[int, _Entry] = {}
@@ -168,6 +202,9 @@ class Guard:
         self._answered: dict[tuple[int, str], tuple[_Entry, tuple[object, ...]]] = {}
         # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
         self._interceptor = self._on_call
+        # The agents (handle ids) whose events this task is delivering the guard's own output for: an
+        # event published from there (a halt request, a runtime's answer to it) is already in their turn.
+        self._delivering: ContextVar[tuple[int, ...]] = ContextVar("repeat_tool_guard_delivering", default=())
 
     @property
     def plugins(self) -> frozenset[str]:
@@ -266,6 +303,24 @@ class Guard:
             _log.exception("guard.policy_failed", policy=policy.name, hook="new_state", agent=agent.id)
             return SittingOut(policy)
 
+    async def _turn(self, entry: _Entry) -> _Entry | None:
+        """Take ``entry``'s agent's turn, or ``None`` when this event was
+        published from within the guard's own delivery in that turn.
+
+        The policies see one of an agent's events at a time, whole, in the
+        order the events reached the guard: an event arriving while another
+        is held up (an escalation's ask, a subscriber awaiting the guard's
+        reminder) would otherwise reach the later policies first, and a
+        replay of the log, which shows them events one after another, would
+        decide otherwise. Without contention it costs a flag."""
+        if not entry.busy:
+            entry.busy = True
+            return entry
+        if entry.key in self._delivering.get():
+            return None
+        await entry.turn()
+        return entry
+
     async def _on_call_seen(self, call: ToolCall) -> None:
         """A call was made (seen here when no policy decides calls; else in
         ``_on_call``): the result that answers it is new, whatever it holds,
@@ -275,16 +330,24 @@ class Guard:
             self._answered.pop((id(call.agent), call.call_id), None)
 
     async def _on_call(self, call: ToolCall, rest: Sequence[int] | None = None) -> Decision | None:
-        """Ask each policy that decides calls (``rest``: only those, when a
-        cancelled decision is finished)."""
+        """Ask each policy that decides calls, in the agent's turn (``rest``:
+        only those, when a cancelled decision is finished within it)."""
         agent = call.agent
         if agent is None:
             return None
-        decision: Decision | None = None
         watches = self._watches(agent)
-        answered = self._answered
-        if answered and rest is None:  # a call under an id already answered: its result is new (see ``_on_call_seen``)
-            answered.pop((id(agent), call.call_id), None)
+        entry: _Entry | None = None
+        if rest is None:
+            if self._calls_in_turn:
+                entry = self._agents[id(agent)]
+                if entry.busy:
+                    entry = await self._turn(entry)
+                else:
+                    entry.busy = True
+            answered = self._answered
+            if answered:  # a call under an id already answered: its result is new (see ``_on_call_seen``)
+                answered.pop((id(agent), call.call_id), None)
+        decision: Decision | None = None
         late = call.late is True
         interceptors = self._interceptors if rest is None else rest
         index = -1
@@ -312,14 +375,18 @@ class Guard:
                 with _finishing():
                     await self._on_call(call, after)
             raise
+        finally:
+            if entry is not None:
+                entry.done()
         return decision
 
     async def _on_result(self, result: ToolResult, rest: Sequence[AnyWatch] | None = None) -> None:
-        """Show ``result`` to each policy (``rest``: only those, when a
-        cancelled delivery is finished)."""
+        """Show ``result`` to each policy, in the agent's turn (``rest``: only
+        those, when a cancelled delivery is finished within it)."""
         agent = result.agent
         if agent is None:
             return
+        gated: _Entry | None = None
         if rest is None:
             entry = self._agents.get(id(agent))  # _watches, inlined on the hot path
             if entry is None:
@@ -335,6 +402,11 @@ class Guard:
             if len(answered) >= 2 * DELIVERIES_KEPT:
                 self._answered = trimmed(answered)
             watches: Sequence[AnyWatch] = entry.watches
+            if entry.busy:
+                gated = await self._turn(entry)
+            else:
+                entry.busy = True
+                gated = entry
         else:
             watches = rest
         fingerprints = self._fingerprints
@@ -356,6 +428,9 @@ class Guard:
                 with _finishing():
                     await self._on_result(result, after)
             raise
+        finally:
+            if gated is not None:
+                gated.done()
 
     async def _on_user_message(self, message: UserMessage) -> None:
         agent = message.agent
@@ -363,11 +438,19 @@ class Guard:
             return
         # Creates the state: a policy may remember the message (rescue keeps
         # the task), and the first prompt arrives before any call.
-        for watch in self._watches(agent):
-            try:
-                watch.on_user_message(message)
-            except Exception:
-                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_user_message", agent=agent.id)
+        watches = self._watches(agent)
+        gated = await self._turn(self._agents[id(agent)])
+        try:
+            for watch in watches:
+                try:
+                    watch.on_user_message(message)
+                except Exception:
+                    _log.exception(
+                        "guard.policy_failed", policy=watch.policy.name, hook="on_user_message", agent=agent.id
+                    )
+        finally:
+            if gated is not None:
+                gated.done()
 
     async def _on_status(self, status: AgentStatus) -> None:
         agent = status.agent
@@ -376,13 +459,18 @@ class Guard:
         entry = self._agents.get(id(agent))
         if entry is None:
             return
-        for watch in entry.watches:
-            try:
-                watch.on_status(status)
-            except Exception:
-                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent.id)
-        if status.status == "disposed":
-            self._agents.pop(id(agent), None)
+        gated = await self._turn(entry)
+        try:
+            for watch in entry.watches:
+                try:
+                    watch.on_status(status)
+                except Exception:
+                    _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent.id)
+            if status.status == "disposed":
+                self._agents.pop(id(agent), None)
+        finally:
+            if gated is not None:
+                gated.done()
 
     async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
         if self._action_log is not None:
@@ -393,21 +481,26 @@ class Guard:
             except Exception:
                 _log.exception("guard.listener_failed", listener=name_of(listener))
         bus = self._bus
-        if bus is None:
+        if bus is None or trigger.agent is None:
             return
+        delivering = self._delivering.set((*self._delivering.get(), id(trigger.agent)))
+        try:
+            await self._publish(bus, policy, action, trigger.agent)
+        finally:
+            self._delivering.reset(delivering)
+
+    @staticmethod
+    async def _publish(bus: Bus, policy: AnyPolicy, action: Action, agent: Agent) -> None:
+        """An action's record on the bus: a reminder (or a shadow action) as
+        a context message, a halt as a request; a denial is the result the
+        runtime publishes."""
         if action.shadow:
             source = ContextSource(
                 plugin=policy.plugin, form=SHADOW_FORM, summary=f"{action.action}: {action.tool} × {action.count}"
             )
-            await bus.publish(
-                ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
-            )
+            await bus.publish(ContextMessage(agent=agent, call_id=action.call_id, source=source, text=action.text))
         elif action.action == "remind":
             source = ContextSource(plugin=policy.plugin, summary=f"{action.tool} × {action.count}")
-            await bus.publish(
-                ContextMessage(agent=trigger.agent, call_id=action.call_id, source=source, text=action.text)
-            )
+            await bus.publish(ContextMessage(agent=agent, call_id=action.call_id, source=source, text=action.text))
         elif action.action == "halt":
-            await bus.publish(
-                AgentStatus(agent=trigger.agent, status="halt-requested", reason=action.text, by=policy.plugin)
-            )
+            await bus.publish(AgentStatus(agent=agent, status="halt-requested", reason=action.text, by=policy.plugin))

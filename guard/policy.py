@@ -102,6 +102,12 @@ class Policy(ABC, Generic[StateT]):
     shadow: bool = False
     """Whether the guard records this policy's actions without delivering
     them (``mode = "shadow"``)."""
+    waits: bool = False
+    """Whether ``on_call`` may wait on something slow (``rescue`` asking a
+    model). The guard shows an agent's events to the policies one at a
+    time, so that one held up cannot be overtaken; with such a policy
+    among those deciding calls, an agent's other events go on while a call
+    is decided, as that policy expects."""
 
     @abstractmethod
     def new_state(self) -> StateT:

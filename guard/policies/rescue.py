@@ -431,6 +431,7 @@ class RescuePolicy(Policy[_AgentState]):
     name = "rescue"
     plugin = RESCUE_PLUGIN
     section = RescueConfig
+    waits = True  # an escalation asks a model; the agent's parallel calls share or outlive the ask
 
     def __init__(self, config: RescueConfig, *, ask: Asker | None = None) -> None:
         self.config = config

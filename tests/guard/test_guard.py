@@ -587,3 +587,95 @@ async def test_an_interrupt_in_a_policy_stops_the_guard_there(agent: Agent, anyi
     with pytest.raises(KeyboardInterrupt):  # the user's Ctrl-C is no cancellation to finish the event under
         await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP))
     assert counts.seen == [0, 0]
+
+
+class _Order(Policy[None]):
+    """Notes the ``seq`` of every event it is shown."""
+
+    name = "order"
+    plugin = "order-plugin"
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def new_state(self) -> None:
+        return None
+
+    async def on_call(self, state: Any, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+        self.seen.append(call.seq)
+        return None
+
+    def on_result(self, state: Any, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
+        self.seen.append(result.seq)
+        return None
+
+    def on_user_message(self, state: Any, message: UserMessage) -> None:
+        self.seen.append(message.seq)
+
+    def on_status(self, state: Any, status: AgentStatus) -> None:
+        self.seen.append(status.seq)
+
+
+async def test_an_agents_events_reach_the_policies_in_order_while_a_reminder_is_awaited(anyio_backend: str) -> None:
+    """A subscriber that awaits the guard's reminder (a runtime showing it
+    somewhere) holds up the event that drew it: the agent's next events,
+    published meanwhile by its other tasks, wait for it, so every policy
+    sees them in the order of the log, as a replay of the log shows them."""
+    order = _Order()
+    bus = Bus()
+    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=[2]))), order]).attach(bus)
+    shown = anyio.Event()
+    released = anyio.Event()
+
+    async def show(message: ContextMessage) -> None:
+        shown.set()
+        await released.wait()
+
+    bus.subscribe(ContextMessage, show)
+    agent, other = Agent("main"), Agent("other")
+
+    async def repeat(n: int) -> None:
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP)
+        await bus.decide(call)
+        await bus.publish(ToolResult.answering(call, "none"))
+
+    async def parallel() -> None:
+        call = ToolCall(agent=agent, call_id="p", step=2, tool="read", args={"path": "a.py"})
+        await bus.decide(call)
+        await bus.publish(ToolResult.answering(call, "x = 1"))
+        await bus.publish(UserMessage(agent=agent, text="go on"))
+        await bus.publish(AgentStatus(agent=agent, status="idle"))
+
+    with anyio.fail_after(10):
+        await repeat(1)
+        async with anyio.create_task_group() as group:
+            group.start_soon(repeat, 2)  # its result draws the reminder, whose subscriber waits
+            await shown.wait()
+            group.start_soon(parallel)
+            await bus.publish(UserMessage(agent=other, text="elsewhere"))  # another agent is not held up
+            await anyio.sleep(0.05)
+            assert order.seen == [1, 2, 3, 6]  # main's result 4 is still being shown; 6 is other's
+            released.set()
+    # 5 is the reminder, the guard's own output; main's parallel call, result, message and status follow 4
+    assert order.seen == [1, 2, 3, 6, 4, 7, 8, 9, 10]
+
+
+async def test_an_event_published_in_answer_to_the_guards_own_output_is_not_held_up(anyio_backend: str) -> None:
+    """A runtime that answers a halt request at once (publishing the
+    agent's ``disposed`` from its subscriber) publishes within the turn of
+    the event that drew the halt: that status is seen there and then."""
+    order = _Order()
+    bus = Bus()
+    Guard(policies=[_Halts(), order]).attach(bus)
+    agent = Agent("main")
+
+    async def stop(status: AgentStatus) -> None:
+        if status.status == "halt-requested":
+            await bus.publish(AgentStatus(agent=agent, status="disposed"))
+
+    bus.subscribe(AgentStatus, stop)
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args=GREP)
+    with anyio.fail_after(5):
+        await bus.decide(call)
+        await bus.publish(ToolResult.answering(call, "none"))
+    assert order.seen == [1, 3, 4, 2]  # the halt (3) and disposed (4) reach it inside result 2's turn

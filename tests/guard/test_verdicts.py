@@ -158,6 +158,36 @@ async def test_recorded_halt_requests_are_regenerated_not_republished(tmp_path: 
     assert (diff.regenerated or "").startswith('{"agent": "main", "reason": "tool-loop-guard: ')
 
 
+@pytest.mark.anyio
+async def test_an_output_recorded_a_few_events_after_where_the_replay_makes_it_is_no_difference(
+    tmp_path: Path,
+) -> None:
+    """While the guard awaited a subscriber of its own reminder, the agent's
+    other tasks went on publishing: the log holds their events (a denied
+    call's result) before the guard's halt request, which a replay, applying
+    one event at a time, makes at once. Moved far, it is a difference."""
+    ladder = SCENARIOS / "turns" / "ladder.jsonl"
+    config = load_config(ladder.with_suffix(".toml"))
+    lines = _lines(ladder)
+    (halt,) = [i for i, line in enumerate(lines) if line.get("status") == "halt-requested"]
+    assert lines[halt + 2]["denied_by"] == "tool-loop-guard"
+    moved = lines[:halt] + lines[halt + 1 : halt + 3] + [lines[halt]] + lines[halt + 3 :]
+    for seq, line in enumerate(moved[1:], 1):
+        line["seq"] = seq
+    assert (await replay_log(_write(tmp_path / "moved.jsonl", moved), config)).differences == []
+
+    far = [dict(line) for line in lines[:halt] + lines[halt + 1 :]]
+    ts = lines[-1]["ts"]
+    padding = [{"type": "user/message", "seq": 0, "ts": ts, "agent": "other", "text": f"pad {n}"} for n in range(40)]
+    far = far + padding + [dict(lines[halt])]
+    for seq, line in enumerate(far[1:], 1):
+        line["seq"] = seq
+    kinds = sorted(
+        (d.what, d.kind) for d in (await replay_log(_write(tmp_path / "far.jsonl", far), config)).differences
+    )
+    assert kinds == [("halt request", "extra"), ("halt request", "missing")]
+
+
 # --- every guard action is compared: denials, escalations, halts, any policy's messages -------
 
 INCIDENT = SCENARIOS / "rescue" / "incident_192.jsonl"
