@@ -177,6 +177,11 @@ class Guard:
         policies: Sequence[AnyPolicy] | None = None,
         log_actions: bool = True,
     ) -> None:
+        if config is not None and not isinstance(config, Config):
+            raise TypeError(
+                f"Guard(config=...) takes a Config (parse_config(dict) or load_config(path) makes one),"
+                f" got {type(config).__name__}"
+            )
         self.config = config if config is not None else Config()
         self.policies = list(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]

@@ -263,3 +263,8 @@ def test_every_regex_setting_refuses_a_pattern_re2_cannot_run(key: str) -> None:
 
 def test_the_default_patterns_are_valid_re2() -> None:
     assert parse_config({"rescue": {}}).rescue.mutating_commands == RescueConfig().mutating_commands
+
+
+def test_a_config_path_holding_a_nul_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"config file = 'a\\x00.toml': is no file name \(it holds a NUL\)"):
+        load_config("a\x00.toml")

@@ -679,3 +679,10 @@ async def test_an_event_published_in_answer_to_the_guards_own_output_is_not_held
         await bus.decide(call)
         await bus.publish(ToolResult.answering(call, "none"))
     assert order.seen == [1, 3, 4, 2]  # the halt (3) and disposed (4) reach it inside result 2's turn
+
+
+def test_a_config_given_as_a_dict_is_refused_naming_what_makes_one() -> None:
+    with pytest.raises(
+        TypeError, match=r"takes a Config \(parse_config\(dict\) or load_config\(path\) makes one\), got dict"
+    ):
+        Guard({"remind": {}})  # type: ignore[arg-type]
