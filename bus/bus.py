@@ -12,7 +12,7 @@ from msgspec.structs import force_setattr
 from bus._codec import read_back
 from bus._logging import LazyLogger, name_of
 from bus.agent import Agent
-from bus.events import AgentStatus, ContextMessage, Event, ToolCall, ToolResult, UserMessage
+from bus.events import AgentStatus, ContextMessage, ContextSource, Event, ToolCall, ToolResult, UserMessage
 
 __all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
 
@@ -169,8 +169,24 @@ class Bus:
         elif isinstance(event, UserMessage):
             if type(event.text) is not str:
                 read_back(event)
-        elif isinstance(event, AgentStatus | ContextMessage):
-            read_back(event)  # rarer events (statuses, the guard's messages): whatever their fields hold
+        elif isinstance(event, ContextMessage):
+            source = event.source
+            if (
+                type(event.text) is not str
+                or type(event.call_id) is not str
+                or type(source) is not ContextSource
+                or type(source.plugin) is not str
+                or type(source.form) is not str
+                or type(source.summary) is not str
+            ):
+                read_back(event)
+        elif isinstance(event, AgentStatus) and (
+            type(event.status) is not str
+            or (event.parent is not None and type(event.parent) is not str)
+            or (event.reason is not None and type(event.reason) is not str)
+            or (event.by is not msgspec.UNSET and type(event.by) is not str)
+        ):
+            read_back(event)
         ts = self._clock()
         if type(ts) is not float or ts - ts != 0.0:  # neither NaN nor infinite, and a number
             ts = _checked_time(ts)

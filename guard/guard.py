@@ -40,10 +40,17 @@ ActionListener = Callable[[Action, Event], None]
 _log = LazyLogger("guard")
 
 
+_PUBLISHED = frozenset({"remind", "halt"})
+"""The actions the guard itself publishes (a denial is the result the runtime publishes)."""
+
 _FINISH_SECONDS = 5.0
 """How long the policies still due may take to see an event whose caller
 was cancelled (a runtime's timeout): the log holds the event, and a replay
 shows it to every policy, so the live guard must too."""
+
+
+def _keys(within: int | tuple[int, ...]) -> tuple[int, ...]:
+    return within if isinstance(within, tuple) else (within,)
 
 
 def _cancellation(exc: BaseException) -> bool:
@@ -207,9 +214,11 @@ class Guard:
         self._answered: dict[tuple[int, str], tuple[_Entry, tuple[object, ...]]] = {}
         # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
         self._interceptor = self._on_call
-        # The agents (handle ids) whose events this task is delivering the guard's own output for: an
-        # event published from there (a halt request, a runtime's answer to it) is already in their turn.
-        self._delivering: ContextVar[tuple[int, ...]] = ContextVar("repeat_tool_guard_delivering", default=())
+        # The agent (handle id; several, nested) whose event this task is delivering the guard's own output
+        # for: an event published from there (a halt request, a runtime's answer to it) is in its turn already.
+        self._delivering: ContextVar[int | tuple[int, ...] | None] = ContextVar(
+            "repeat_tool_guard_delivering", default=None
+        )
 
     @property
     def plugins(self) -> frozenset[str]:
@@ -321,7 +330,8 @@ class Guard:
         if not entry.busy:
             entry.busy = True
             return entry
-        if entry.key in self._delivering.get():
+        within = self._delivering.get()
+        if within is not None and entry.key in _keys(within):
             return None
         await entry.turn()
         return entry
@@ -382,7 +392,10 @@ class Guard:
             raise
         finally:
             if entry is not None:
-                entry.done()
+                if entry.waiting:
+                    entry.done()
+                else:
+                    entry.busy = False
         return decision
 
     async def _on_result(self, result: ToolResult, rest: Sequence[AnyWatch] | None = None) -> None:
@@ -435,7 +448,10 @@ class Guard:
             raise
         finally:
             if gated is not None:
-                gated.done()
+                if gated.waiting:
+                    gated.done()
+                else:
+                    gated.busy = False
 
     async def _on_user_message(self, message: UserMessage) -> None:
         agent = message.agent
@@ -488,17 +504,20 @@ class Guard:
         bus = self._bus
         if bus is None or trigger.agent is None:
             return
-        delivering = self._delivering.set((*self._delivering.get(), id(trigger.agent)))
+        if not action.shadow and action.action not in _PUBLISHED:
+            return  # a denial: the runtime publishes the result that carries it
+        agent = trigger.agent
+        within = self._delivering.get()
+        delivering = self._delivering.set(id(agent) if within is None else (*_keys(within), id(agent)))
         try:
-            await self._publish(bus, policy, action, trigger.agent)
+            await self._publish(bus, policy, action, agent)
         finally:
             self._delivering.reset(delivering)
 
     @staticmethod
     async def _publish(bus: Bus, policy: AnyPolicy, action: Action, agent: Agent) -> None:
         """An action's record on the bus: a reminder (or a shadow action) as
-        a context message, a halt as a request; a denial is the result the
-        runtime publishes."""
+        a context message, a halt as a request."""
         if action.shadow:
             source = ContextSource(
                 plugin=policy.plugin, form=SHADOW_FORM, summary=f"{action.action}: {action.tool} × {action.count}"
