@@ -392,10 +392,7 @@ class Guard:
             raise
         finally:
             if entry is not None:
-                if entry.waiting:
-                    entry.done()
-                else:
-                    entry.busy = False
+                entry.done()
         return decision
 
     async def _on_result(self, result: ToolResult, rest: Sequence[AnyWatch] | None = None) -> None:
@@ -448,10 +445,7 @@ class Guard:
             raise
         finally:
             if gated is not None:
-                if gated.waiting:
-                    gated.done()
-                else:
-                    gated.busy = False
+                gated.done()
 
     async def _on_user_message(self, message: UserMessage) -> None:
         agent = message.agent
