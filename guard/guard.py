@@ -520,5 +520,5 @@ class Guard:
         elif action.action == "remind":
             source = ContextSource(plugin=policy.plugin, summary=f"{action.tool} × {action.count}")
             await bus.publish(ContextMessage(agent=agent, call_id=action.call_id, source=source, text=action.text))
-        elif action.action == "halt":
+        else:  # a halt
             await bus.publish(AgentStatus(agent=agent, status="halt-requested", reason=action.text, by=policy.plugin))

@@ -24,6 +24,7 @@ from guard import (
     build_policies,
 )
 from guard.actions import DENYING
+from guard.guard import _Entry
 from tests.guard.conftest import OnCallPolicy
 
 GREP = {"pattern": "x"}
@@ -686,3 +687,80 @@ def test_a_config_given_as_a_dict_is_refused_naming_what_makes_one() -> None:
         TypeError, match=r"takes a Config \(parse_config\(dict\) or load_config\(path\) makes one\), got dict"
     ):
         Guard({"remind": {}})  # type: ignore[arg-type]
+
+
+async def test_a_waiting_event_that_is_cancelled_never_holds_up_the_next(anyio_backend: str) -> None:
+    """A runtime that gives up on a parallel call (its timeout) cancels the
+    event waiting for its agent's turn: one cancelled while it waits leaves
+    the queue, one cancelled just as it was handed the turn hands it on."""
+    entry = _Entry(Agent("main"), lambda _: None, [])
+    entry.busy = True  # an event of the agent is being shown to the policies
+    scopes: dict[str, anyio.CancelScope] = {}
+    turns: list[str] = []
+
+    async def wait(name: str) -> None:
+        with anyio.CancelScope() as scope:
+            scopes[name] = scope
+            await entry.turn()
+            turns.append(name)
+            entry.done()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            for name in ("cancelled-waiting", "cancelled-handed", "next"):
+                group.start_soon(wait, name)
+            await anyio.sleep(0.05)
+            scopes["cancelled-waiting"].cancel()
+            await anyio.sleep(0.05)
+            entry.done()  # the turn goes to the first still waiting...
+            scopes["cancelled-handed"].cancel()  # ...which gives up before it runs
+    assert turns[-1] == "next"
+    assert "cancelled-waiting" not in turns
+    assert (entry.busy, list(entry.waiting or ())) == (False, [])
+
+
+async def test_a_message_published_in_answer_to_a_reminder_is_not_held_up(anyio_backend: str) -> None:
+    """A runtime that answers the guard's reminder by publishing a message
+    of the agent from its subscriber: the message is seen inside the turn of
+    the result that drew the reminder, not queued behind it for ever."""
+    order = _Order()
+    bus = Bus()
+    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=[2]))), order]).attach(bus)
+    agent = Agent("main")
+
+    async def answer(message: ContextMessage) -> None:
+        await bus.publish(UserMessage(agent=agent, text="noted"))
+
+    bus.subscribe(ContextMessage, answer)
+    with anyio.fail_after(5):
+        for n in range(2):
+            call = ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP)
+            await bus.decide(call)
+            await bus.publish(ToolResult.answering(call, "none"))
+    assert order.seen == [1, 2, 3, 6, 4]  # 5 is the reminder; its answer, 6, comes before result 4 reaches order
+
+
+async def test_a_result_arriving_while_another_is_held_up_waits_its_turn(anyio_backend: str) -> None:
+    order = _Order()
+    bus = Bus()
+    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=[2]))), order]).attach(bus)
+    released = anyio.Event()
+
+    async def show(message: ContextMessage) -> None:
+        await released.wait()
+
+    bus.subscribe(ContextMessage, show)
+    agent = Agent("main")
+    calls = [ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP) for n in range(3)]
+    with anyio.fail_after(5):
+        for call in calls:
+            await bus.decide(call)
+        await bus.publish(ToolResult.answering(calls[0], "none"))
+        async with anyio.create_task_group() as group:
+            group.start_soon(bus.publish, ToolResult.answering(calls[1], "none"))  # draws the reminder
+            await anyio.sleep(0.05)
+            group.start_soon(bus.publish, ToolResult.answering(calls[2], "none"))
+            await anyio.sleep(0.05)
+            assert order.seen == [1, 2, 3, 4]
+            released.set()
+    assert order.seen == [1, 2, 3, 4, 5, 7]  # 6: the reminder

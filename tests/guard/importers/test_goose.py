@@ -291,3 +291,23 @@ def test_cells_stored_as_blobs_or_numbers_cost_no_other_row(tmp_path: Path) -> N
     assert [c.call_id for c in calls(list(s.events()))] == [c.call_id for c in whole]  # row 3 holds no call
     assert s.report.skipped == {"not-a-message": 1}
     assert [c.call_id for c in calls(list(t.events()))] == [c.call_id for c in whole]
+
+
+def test_a_database_without_column_types_holds_numbers_where_text_belongs(tmp_path: Path) -> None:
+    """A table created without types keeps a number as a number: a numeric
+    session id is read as its text, and a number where a message's JSON
+    belongs costs that row alone."""
+    path = tmp_path / "sessions.db"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id, role, content_json, created_timestamp)")
+        rows = [(7, m["role"], json.dumps(m["content"]), m["created"]) for m in _messages()]
+        rows.insert(2, (7, "assistant", 42, 1767600000))
+        db.executemany(
+            "INSERT INTO messages (session_id, role, content_json, created_timestamp) VALUES (?, ?, ?, ?)", rows
+        )
+        db.commit()
+    whole = calls(list(next(open_sessions(_database(tmp_path / "whole.db", {"s": _messages()}))).events()))
+    (session,) = open_sessions(path)
+    assert session.session == "7"
+    assert [c.call_id for c in calls(list(session.events()))] == [c.call_id for c in whole]
+    assert session.report.skipped == {"not-a-message": 1}

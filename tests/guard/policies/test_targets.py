@@ -33,6 +33,7 @@ def test_the_program_is_the_last_steps(command: str, program: str | None) -> Non
         ("cat <<-EOF | grep x\n\tfoo\n\tEOF", "cat"),
         ("git commit -m \"$(cat <<'EOF'\nfix: a; b\nEOF\n)\"", "git"),
         ("cat << EOF\nnever closed\nrm -rf x", "cat"),  # the body runs to the end
+        ("cat <<EOF", "cat"),  # no body at all
         ("python -c 'never closed; make", "make"),  # an unclosed quote: read as it was written
     ],
 )
