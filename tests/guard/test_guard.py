@@ -624,7 +624,7 @@ async def test_an_agents_events_reach_the_policies_in_order_while_a_reminder_is_
     sees them in the order of the log, as a replay of the log shows them."""
     order = _Order()
     bus = Bus()
-    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=[2]))), order]).attach(bus)
+    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=(2,)))), order]).attach(bus)
     shown = anyio.Event()
     released = anyio.Event()
 
@@ -725,7 +725,7 @@ async def test_a_message_published_in_answer_to_a_reminder_is_not_held_up(anyio_
     the result that drew the reminder, not queued behind it for ever."""
     order = _Order()
     bus = Bus()
-    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=[2]))), order]).attach(bus)
+    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=(2,)))), order]).attach(bus)
     agent = Agent("main")
 
     async def answer(message: ContextMessage) -> None:
@@ -743,7 +743,7 @@ async def test_a_message_published_in_answer_to_a_reminder_is_not_held_up(anyio_
 async def test_a_result_arriving_while_another_is_held_up_waits_its_turn(anyio_backend: str) -> None:
     order = _Order()
     bus = Bus()
-    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=[2]))), order]).attach(bus)
+    Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=(2,)))), order]).attach(bus)
     released = anyio.Event()
 
     async def show(message: ContextMessage) -> None:

@@ -300,7 +300,7 @@ def test_a_database_without_column_types_holds_numbers_where_text_belongs(tmp_pa
     path = tmp_path / "sessions.db"
     with closing(sqlite3.connect(path)) as db:
         db.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id, role, content_json, created_timestamp)")
-        rows = [(7, m["role"], json.dumps(m["content"]), m["created"]) for m in _messages()]
+        rows: list[tuple[object, ...]] = [(7, m["role"], json.dumps(m["content"]), m["created"]) for m in _messages()]
         rows.insert(2, (7, "assistant", 42, 1767600000))
         db.executemany(
             "INSERT INTO messages (session_id, role, content_json, created_timestamp) VALUES (?, ?, ?, ?)", rows
