@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -63,6 +63,14 @@ def _cancellation(exc: BaseException) -> bool:
         return isinstance(exc, anyio.get_cancelled_exc_class())
     except Exception:  # pragma: no cover - a BaseException of its own, raised where no event loop runs
         return False
+
+
+def _cancelled() -> type[BaseException]:
+    """The running event loop's cancellation exception (an ``except``
+    clause reads it only when something was raised)."""
+    import anyio
+
+    return anyio.get_cancelled_exc_class()
 
 
 def _finishing() -> Any:
@@ -317,7 +325,7 @@ class Guard:
             _log.exception("guard.policy_failed", policy=policy.name, hook="new_state", agent=agent.id)
             return SittingOut(policy)
 
-    async def _turn(self, entry: _Entry) -> _Entry | None:
+    async def _turn(self, entry: _Entry, late: Callable[..., Awaitable[object]], *event: Any) -> _Entry | None:
         """Take ``entry``'s agent's turn, or ``None`` when this event was
         published from within the guard's own delivery in that turn.
 
@@ -326,14 +334,22 @@ class Guard:
         is held up (an escalation's ask, a subscriber awaiting the guard's
         reminder) would otherwise reach the later policies first, and a
         replay of the log, which shows them events one after another, would
-        decide otherwise. Without contention it costs a flag."""
+        decide otherwise. Without contention it costs a flag. A caller
+        cancelled while it waits (a runtime's timeout) has its event shown
+        out of turn (``late(*event)``), then the cancellation goes on: the
+        log holds the event, and a replay shows it."""
         if not entry.busy:
             entry.busy = True
             return entry
         within = self._delivering.get()
         if within is not None and entry.key in _keys(within):
             return None
-        await entry.turn()
+        try:
+            await entry.turn()
+        except _cancelled():
+            with _finishing():
+                await late(*event)
+            raise
         return entry
 
     async def _on_call_seen(self, call: ToolCall) -> None:
@@ -356,7 +372,7 @@ class Guard:
             if self._calls_in_turn:
                 entry = self._agents[id(agent)]
                 if entry.busy:
-                    entry = await self._turn(entry)
+                    entry = await self._turn(entry, self._on_call, call, self._interceptors)
                 else:
                     entry.busy = True
             answered = self._answered
@@ -418,7 +434,7 @@ class Guard:
                 self._answered = trimmed(answered)
             watches: Sequence[AnyWatch] = entry.watches
             if entry.busy:
-                gated = await self._turn(entry)
+                gated = await self._turn(entry, self._on_result, result, watches)
             else:
                 entry.busy = True
                 gated = entry
@@ -454,18 +470,21 @@ class Guard:
         # Creates the state: a policy may remember the message (rescue keeps
         # the task), and the first prompt arrives before any call.
         watches = self._watches(agent)
-        gated = await self._turn(self._agents[id(agent)])
+        gated = await self._turn(self._agents[id(agent)], self._show_message, watches, message)
         try:
-            for watch in watches:
-                try:
-                    watch.on_user_message(message)
-                except Exception:
-                    _log.exception(
-                        "guard.policy_failed", policy=watch.policy.name, hook="on_user_message", agent=agent.id
-                    )
+            await self._show_message(watches, message)
         finally:
             if gated is not None:
                 gated.done()
+
+    @staticmethod
+    async def _show_message(watches: list[AnyWatch], message: UserMessage) -> None:
+        for watch in watches:
+            try:
+                watch.on_user_message(message)
+            except Exception:
+                agent = message.agent.id if message.agent else None
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_user_message", agent=agent)
 
     async def _on_status(self, status: AgentStatus) -> None:
         agent = status.agent
@@ -474,18 +493,22 @@ class Guard:
         entry = self._agents.get(id(agent))
         if entry is None:
             return
-        gated = await self._turn(entry)
+        gated = await self._turn(entry, self._show_status, entry, status)
         try:
-            for watch in entry.watches:
-                try:
-                    watch.on_status(status)
-                except Exception:
-                    _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent.id)
-            if status.status == "disposed":
-                self._agents.pop(id(agent), None)
+            await self._show_status(entry, status)
         finally:
             if gated is not None:
                 gated.done()
+
+    async def _show_status(self, entry: _Entry, status: AgentStatus) -> None:
+        agent = status.agent.id if status.agent else None
+        for watch in entry.watches:
+            try:
+                watch.on_status(status)
+            except Exception:
+                _log.exception("guard.policy_failed", policy=watch.policy.name, hook="on_status", agent=agent)
+        if status.status == "disposed":
+            self._agents.pop(entry.key, None)
 
     async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
         if self._action_log is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -740,7 +741,10 @@ async def test_a_message_published_in_answer_to_a_reminder_is_not_held_up(anyio_
     assert order.seen == [1, 2, 3, 6, 4]  # 5 is the reminder; its answer, 6, comes before result 4 reaches order
 
 
-async def test_a_result_arriving_while_another_is_held_up_waits_its_turn(anyio_backend: str) -> None:
+@pytest.fixture
+def held() -> tuple[_Order, Bus, anyio.Event]:
+    """A bus whose guard reminds at the 2nd repeat, then shows every event to
+    ``_Order``; a subscriber holds each reminder up until the event is set."""
     order = _Order()
     bus = Bus()
     Guard(policies=[*build_policies(Config(remind=RemindConfig(thresholds=(2,)))), order]).attach(bus)
@@ -750,6 +754,13 @@ async def test_a_result_arriving_while_another_is_held_up_waits_its_turn(anyio_b
         await released.wait()
 
     bus.subscribe(ContextMessage, show)
+    return order, bus, released
+
+
+async def test_a_result_arriving_while_another_is_held_up_waits_its_turn(
+    held: tuple[_Order, Bus, anyio.Event], anyio_backend: str
+) -> None:
+    order, bus, released = held
     agent = Agent("main")
     calls = [ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP) for n in range(3)]
     with anyio.fail_after(5):
@@ -764,3 +775,36 @@ async def test_a_result_arriving_while_another_is_held_up_waits_its_turn(anyio_b
             assert order.seen == [1, 2, 3, 4]
             released.set()
     assert order.seen == [1, 2, 3, 4, 5, 7]  # 6: the reminder
+
+
+async def test_events_whose_publishers_give_up_while_they_wait_are_still_seen(
+    held: tuple[_Order, Bus, anyio.Event], anyio_backend: str
+) -> None:
+    """The log holds every event published, so a replay shows each to every
+    policy: the live guard must too, even when the runtime gives up on a
+    publish (its timeout) while the event waits for its agent's turn. Such
+    an event is shown out of turn, and the cancellation goes on."""
+    order, bus, released = held
+    agent = Agent("main")
+    calls = [ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP) for n in range(3)]
+    late = ToolCall(agent=agent, call_id="late", step=9, tool="read", args={"path": "a.py"})
+    given_up: list[Callable[[], Awaitable[object]]] = [
+        lambda: bus.publish(ToolResult.answering(calls[2], "late")),
+        lambda: bus.decide(late),
+        lambda: bus.publish(UserMessage(agent=agent, text="stop")),
+        lambda: bus.publish(AgentStatus(agent=agent, status="idle")),
+    ]
+    with anyio.fail_after(5):
+        for call in calls:
+            await bus.decide(call)
+        await bus.publish(ToolResult.answering(calls[0], "none"))
+        async with anyio.create_task_group() as group:
+            group.start_soon(bus.publish, ToolResult.answering(calls[1], "none"))  # draws the reminder, held up
+            await anyio.sleep(0.05)
+            for publish in given_up:
+                with anyio.move_on_after(0.05) as scope:  # the runtime's timeout
+                    await publish()
+                assert scope.cancelled_caught
+            assert order.seen == [1, 2, 3, 4, 7, 8, 9, 10]  # 5 is still being shown (6: its reminder)
+            released.set()
+    assert order.seen == [1, 2, 3, 4, 7, 8, 9, 10, 5]
