@@ -348,7 +348,7 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         return preset
     file = Path(path)
     if "\x00" in str(file):
-        raise ConfigError("config file", str(file), "is no file name (it holds a NUL)")
+        raise ConfigError("config file", str(file), "is no file name (it holds a null byte)")
     try:
         with read_regular(file, what="config file") as stream:
             raw = stream.read(MAX_CONFIG_BYTES + 1)

@@ -266,5 +266,5 @@ def test_the_default_patterns_are_valid_re2() -> None:
 
 
 def test_a_config_path_holding_a_nul_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"config file = 'a\\x00.toml': is no file name \(it holds a NUL\)"):
+    with pytest.raises(ConfigError, match=r"config file = 'a\\x00.toml': is no file name \(it holds a null byte\)"):
         load_config("a\x00.toml")
