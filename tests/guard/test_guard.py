@@ -808,3 +808,29 @@ async def test_events_whose_publishers_give_up_while_they_wait_are_still_seen(
             assert order.seen == [1, 2, 3, 4, 7, 8, 9, 10]  # 5 is still being shown (6: its reminder)
             released.set()
     assert order.seen == [1, 2, 3, 4, 7, 8, 9, 10, 5]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_task_cancelled_as_it_is_handed_the_turn_hands_it_on(anyio_backend: str) -> None:
+    """asyncio's own ``Task.cancel`` (a runtime's ``wait_for``) can land
+    after the turn was handed over and before the task ran again: the turn
+    goes on to the next event, or every later event of the agent would wait
+    for ever."""
+    import asyncio
+
+    entry = _Entry(Agent("main"), lambda _: None, [])
+    entry.busy = True
+    turns: list[str] = []
+
+    async def wait(name: str) -> None:
+        await entry.turn()
+        turns.append(name)
+        entry.done()
+
+    handed = asyncio.ensure_future(wait("handed"))
+    following = asyncio.ensure_future(wait("next"))
+    await asyncio.sleep(0.01)
+    entry.done()  # the turn goes to "handed"...
+    handed.cancel()  # ...which is cancelled before it runs again
+    await asyncio.sleep(0.01)
+    assert (turns, handed.cancelled(), following.done(), entry.busy) == (["next"], True, True, False)

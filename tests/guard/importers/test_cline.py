@@ -175,6 +175,7 @@ def test_tool_result_blocks_of_roo_code(tmp_path: Path) -> None:
             "ts": 1764052619358,
         },
         "junk",
+        [],  # no message either: passed over
     ]
     path = _write(tmp_path / "tasks" / "8c0c1f9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b", history)
     (session,) = open_sessions(path)

@@ -301,3 +301,19 @@ def test_a_documents_message_that_is_no_object_is_counted_not_lost_silently(
     (session,) = open_sessions(path)
     assert len(calls(list(session.events()))) == whole
     assert session.report.skipped["not-an-object"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("gemini-cli/gemini-cli-pomodoro-timer.json", "messages"),
+        ("mini-swe-agent/django__django-11951.traj.json", "messages"),
+    ],
+)
+def test_a_list_where_a_message_belongs_is_passed_over(tmp_path: Path, name: str, key: str) -> None:
+    document = json.loads(corpus_file(name).read_text())
+    whole = len(calls(list(next(open_sessions(corpus_file(name))).events())))
+    document[key].insert(1, [])
+    path = tmp_path / Path(name).name
+    path.write_text(json.dumps(document))
+    assert len(calls(list(next(open_sessions(path)).events()))) == whole
