@@ -100,10 +100,8 @@ def _database_sessions(path: Path) -> Iterator[ImportedSession]:
     except sqlite3.Error as exc:
         raise TranscriptError(f"{str(path)!r} cannot be read as goose's session database: {exc}") from None
     for value in ids:
-        session = _text(value)
-        session = (
-            "null" if session is None else session if isinstance(session, str) else session.decode(errors="replace")
-        )
+        text = _text(value)
+        session = "null" if text is None else text
         yield ImportedSession(
             format=NAME,
             session=session,
@@ -117,12 +115,14 @@ def _stored(path: Path, session: object) -> Any:
     return lambda b: _events(_rows(path, session, b.report), b)
 
 
-def _text(cell: object) -> str | bytes | None:
-    """A cell that holds text: TEXT as it is, a BLOB as its bytes (JSON
-    stored as a BLOB is still JSON); a number is ``str``'d, ``NULL`` is
+def _text(cell: object) -> str | None:
+    """A cell read as text: TEXT as it is, a BLOB decoded as UTF-8 (JSON
+    stored as a BLOB is still JSON), a number ``str``'d; ``NULL`` is
     ``None``."""
-    if cell is None or isinstance(cell, (str, bytes)):
+    if cell is None or isinstance(cell, str):
         return cell
+    if isinstance(cell, bytes):
+        return cell.decode("utf-8", "replace")
     return str(cell)
 
 
@@ -145,10 +145,7 @@ def _rows(path: Path, session: object, report: ImportReport) -> Iterator[dict[st
         report._at = record
         stored = _text(row["content_json"]) or ""
         metadata = _text(row["metadata_json"]) if "metadata_json" in columns else None  # older databases lack it
-        texts = [
-            text if isinstance(text, str) else text.decode("utf-8", "replace") for text in (stored, metadata or "")
-        ]
-        if any(nests_too_deep(text) for text in texts):
+        if nests_too_deep(stored) or nests_too_deep(metadata or ""):
             report.skip("too-deep")
             continue
         try:
