@@ -222,7 +222,7 @@ def events(stream: Iterable[Any], b: Builder, model: str | None = None) -> Itera
             if kind == "ActionEvent" and tool in _NOT_CALLS:
                 responses.add(call_id)
             elif kind == "ActionEvent":
-                yield from b.call(MAIN, call_id, step, str(tool), _call_args(event), ts)
+                yield from b.call(MAIN, call_id, step, tool, _call_args(event), ts)
         elif kind == "Condensation":  # earlier events left the agent's view
             yield from b.compacted(MAIN, ts)
         elif kind in _ANSWERS:

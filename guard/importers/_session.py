@@ -352,14 +352,19 @@ class Builder:
         agent, started = self._handle(agent_id, ts)
         return (*started, UserMessage(agent=agent, ts=ts, text=text))
 
-    def call(self, agent_id: str, call_id: str, step: int, tool: str, args: Any, ts: float) -> tuple[AnyEvent, ...]:
-        """A tool call; a second call with the same id in this agent is dropped."""
+    def call(self, agent_id: str, call_id: str, step: int, tool: Any, args: Any, ts: float) -> tuple[AnyEvent, ...]:
+        """A tool call; a second call with the same id in this agent is dropped.
+
+        A ``tool`` name that is no string (a transcript's ``null`` or list)
+        is its JSON text, as the session log writes a number given as one."""
         key = (agent_id, call_id)
         if key in self._seen:
             self.report.skip("duplicate-call")
             return ()
         self._seen.add(key)
         agent, started = self._handle(agent_id, ts)
+        if type(tool) is not str:
+            tool = msgspec.json.encode(tool).decode()
         call = ToolCall(agent=agent, ts=ts, call_id=call_id, step=step, tool=tool, args=args)
         self._open[key] = call
         return (*started, call)

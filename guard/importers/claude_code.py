@@ -212,7 +212,7 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     call_id = str(block.get("id") or f"{entry.get('uuid')}:{block.get('name')}")
-                    yield from b.call(who, call_id, steps[who], str(block.get("name")), block.get("input"), ts)
+                    yield from b.call(who, call_id, steps[who], block.get("name"), block.get("input"), ts)
         elif kind == "user" and isinstance(message, dict):
             content = message.get("content")
             answers = False

@@ -154,7 +154,7 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
             for use in uses:
                 call_id = str(use.get("id") or f"call-{number}-{len(waiting)}")
                 waiting.append(call_id)
-                yield from b.call(MAIN, call_id, step, str(use.get("name")), use.get("input"), ts)
+                yield from b.call(MAIN, call_id, step, use.get("name"), use.get("input"), ts)
             if not uses:
                 found = _xml_call("\n".join(str(x.get("text") or "") for x in blocks if isinstance(x, dict)))
                 if found is not None:

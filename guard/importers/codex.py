@@ -182,9 +182,9 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
             # call_id null (its id is not written): each is still a call.
             call_id = str(payload.get("call_id") or payload.get("id") or f"unnamed-{next(unnamed)}")
             if kind == "function_call":
-                tool, args = str(payload.get("name")), parse_args(payload.get("arguments"))
+                tool, args = payload.get("name"), parse_args(payload.get("arguments"))
             elif kind == "custom_tool_call":
-                tool, args = str(payload.get("name")), payload.get("input")
+                tool, args = payload.get("name"), payload.get("input")
             else:
                 tool, args = "local_shell", payload.get("action")
             yield from b.call(MAIN, call_id, step, tool, args, ts)

@@ -145,7 +145,7 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
                     step += 1
                 call_ts = parse_time(call.get("timestamp")) or ts
                 finished = call_ts
-                yield from b.call(agent, call_id, step, str(call.get("name")), call.get("args"), created or ts)
+                yield from b.call(agent, call_id, step, call.get("name"), call.get("args"), created or ts)
                 yield from _result(b, agent, call_id, call, call_ts)
 
 
@@ -171,7 +171,7 @@ def _contents(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                 if isinstance(call, dict):
                     call_id = str(call.get("id") or f"{step}:{index}")
                     pending[call_id] = str(call.get("name"))
-                    yield from b.call(MAIN, call_id, step, pending[call_id], call.get("args"), 0.0)
+                    yield from b.call(MAIN, call_id, step, call.get("name"), call.get("args"), 0.0)
             continue
         for part in parts:
             response = part.get("functionResponse")

@@ -93,7 +93,7 @@ def _time(message: dict[str, Any]) -> float | None:
     return parse_time(extra.get("timestamp")) or parse_time(created) or parse_time(message.get("created_at"))
 
 
-def _recorded_actions(message: dict[str, Any], step: int) -> list[tuple[str, str, Any]] | None:
+def _recorded_actions(message: dict[str, Any], step: int) -> list[tuple[str, Any, Any]] | None:
     """The actions mini-swe-agent 2 executed for this response, as it
     recorded them; ``None`` when it did not (version 1)."""
     actions = _extra(message).get("actions")
@@ -107,10 +107,10 @@ def _recorded_actions(message: dict[str, Any], step: int) -> list[tuple[str, str
     return calls
 
 
-def _output_calls(message: dict[str, Any]) -> list[tuple[str, str, Any]]:
+def _output_calls(message: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """``function_call`` items of a Responses API response object."""
     return [
-        (str(item.get("call_id") or item.get("id")), str(item.get("name")), parse_args(item.get("arguments")))
+        (str(item.get("call_id") or item.get("id")), item.get("name"), parse_args(item.get("arguments")))
         for item in message.get("output") or ()
         if isinstance(item, dict) and item.get("type") == "function_call"
     ]

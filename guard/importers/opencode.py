@@ -171,7 +171,7 @@ def _tool(part: dict[str, Any], step: int, ts: float, b: Builder) -> Iterator[An
     state = _dict(part.get("state"))
     times = _dict(state.get("time"))
     call_id = str(part.get("callID") or part.get("id"))
-    yield from b.call(MAIN, call_id, step, str(part.get("tool")), state.get("input"), _millis(times.get("start")) or ts)
+    yield from b.call(MAIN, call_id, step, part.get("tool"), state.get("input"), _millis(times.get("start")) or ts)
     status = state.get("status")
     if status not in ("completed", "error"):
         return

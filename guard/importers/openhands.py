@@ -259,7 +259,7 @@ def _events(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
             event_id = event.get("id")
             call_id = str(metadata.get("tool_call_id") or (f"event-{event_id}" if event_id is not None else ""))
             call_id = call_id or f"position-{position}"
-            tool = str(metadata.get("function_name") or action)
+            tool = metadata.get("function_name") or action
             call_args = _model_args(metadata, call_id)
             if call_args is None:
                 call_args = {k: v for k, v in args.items() if k not in _BOOKKEEPING}

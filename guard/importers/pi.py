@@ -76,9 +76,7 @@ def _events(entries: Iterator[dict[str, Any]], b: Builder) -> Iterator[AnyEvent]
             b.model(message.get("model"))
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, dict) and block.get("type") == "toolCall":
-                    yield from b.call(
-                        MAIN, str(block.get("id")), step, str(block.get("name")), block.get("arguments"), ts
-                    )
+                    yield from b.call(MAIN, str(block.get("id")), step, block.get("name"), block.get("arguments"), ts)
         elif role == "toolResult":
             yield from b.result(
                 MAIN, str(message.get("toolCallId")), text_of(content), ts, is_error=message.get("isError") is True

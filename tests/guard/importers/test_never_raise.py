@@ -391,3 +391,19 @@ def test_arbitrary_bytes_never_raise(data: bytes, tmp_path: Path) -> None:
 def test_every_template_imports_whole(name: str, tmp_path: Path) -> None:
     calls = [e for e in _consume(_write(_file(tmp_path, name), TEMPLATES[name]), None) if isinstance(e, ToolCall)]
     assert len(calls) == 3, "the templates exercise each importer's calls and results"
+
+
+@pytest.mark.parametrize("name", sorted(set(TEMPLATES) - {"mini-swe-agent", "session-log"}))
+@pytest.mark.parametrize(("value", "tool"), [(["Bash"], '["Bash"]'), ({"n": 1}, '{"n":1}'), (7, "7")])
+def test_a_tool_name_that_is_no_string_is_its_json_text(name: str, value: Any, tool: str, tmp_path: Path) -> None:
+    """A tool name written as a list, an object or a number is the tool its
+    JSON text names, as the session log writes it, not Python's ``repr``.
+    (mini-swe-agent's calls are shell text, and a session log's own schema
+    is the bus's.)"""
+    whole = [e.tool for e in _consume(_write(_file(tmp_path, name), TEMPLATES[name]), None) if isinstance(e, ToolCall)]
+    transcript = copy.deepcopy(TEMPLATES[name])
+    for container, key in list(_places(transcript)):
+        if key in ("name", "tool", "tool_name", "function_name") and container[key] in whole:
+            container[key] = value
+    path = _write(_file(tmp_path, name), transcript)
+    assert [e.tool for e in _consume(path, name) if isinstance(e, ToolCall)] == [tool] * len(whole)
