@@ -254,6 +254,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     head = list(itertools.islice(sessions, 2))
     out = Path(args.output)
     taken: set[str] = set()
+    written: list[Path] = []
     for session in itertools.chain(head, sessions):
         # Several sessions (an OpenHands output.jsonl): one log each, beside OUT.
         path = (
@@ -264,7 +265,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
         try:
             summary = write_log(session, path)
         except FileExistsError:
-            raise TranscriptError(f"{str(path)!r} already exists; choose another -o") from None
+            # The set is written again under another -o: the logs this run
+            # wrote before would only be copies beside the old ones.
+            for done in written:
+                done.unlink(missing_ok=True)
+            n = len(written)
+            removed = f" (the {n} log{'s' if n != 1 else ''} written before it removed)" if n else ""
+            raise TranscriptError(f"{str(path)!r} already exists; choose another -o{removed}") from None
+        written.append(path)
         skipped = ", ".join(f"{r} {n}" for r, n in sorted(summary.skipped.items())) or "nothing"
         print(
             f"{one_line(str(summary.path), 1000)}: {session.format} session {one_line(summary.session)}: "

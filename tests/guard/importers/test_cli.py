@@ -66,6 +66,20 @@ def test_import_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert out.read_text() == "precious\n"
 
 
+def test_a_multi_session_import_that_meets_an_existing_log_leaves_no_partial_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write_lines(tmp_path / "output.jsonl", [{"instance_id": i, "history": []} for i in "abc"])
+    (tmp_path / "o.c.jsonl").write_text("precious\n")
+    assert main(["import", str(src), "-o", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "o.c.jsonl' already exists; choose another -o (the 2 logs written before it removed)" in err
+    assert sorted(p.name for p in tmp_path.glob("o.*")) == ["o.c.jsonl"]
+    assert (tmp_path / "o.c.jsonl").read_text() == "precious\n"
+    assert main(["import", str(src), "-o", str(tmp_path / "p.jsonl")]) == 0
+    assert sorted(p.name for p in tmp_path.glob("p.*")) == ["p.a.jsonl", "p.b.jsonl", "p.c.jsonl"]
+
+
 def test_an_empty_output_name_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     s = ClaudeCodeSession("s")
     s.prompt("hi")
