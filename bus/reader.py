@@ -221,7 +221,7 @@ class LogReader:
                     seq = event.seq  # type: ignore[union-attr]
                     if seq == last + 1:
                         last = seq
-                    elif seq:  # 0: a line without a seq
+                    elif seq > 0:  # 0 (or below, which no writer numbers): a line without a seq
                         if counting:
                             report._gap(last, seq)
                         last = seq

@@ -406,6 +406,13 @@ def test_events_whose_lines_are_gone_are_counted_missing(raw_log: RawLog) -> Non
     )
 
 
+def test_a_negative_seq_is_read_as_no_seq_and_misses_nothing(raw_log: RawLog) -> None:
+    line = b'{"type":"user/message","seq":%d,"ts":1.0,"agent":"main","text":"x"}'
+    reader = read_log(raw_log(line % 1, line % -5, line % 2))
+    assert [e.seq for e in reader] == [1, -5, 2]
+    assert (reader.report.missing, reader.report.summary()) == (0, "3 events, 0 lines skipped")
+
+
 def test_a_reader_of_some_lines_counts_nothing_missing(raw_log: RawLog) -> None:
     path = raw_log(GOOD_USER, GOOD_CALL.replace(b'"seq":2', b'"seq":9'))
     reader = LogReader(path, containing=b"grep")
