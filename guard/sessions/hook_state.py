@@ -64,8 +64,11 @@ async def hook_session(
             guard = Guard(config, log_actions=log_actions)
             try:
                 restored = await resume_link(path, session, guard=guard, mark_resume=False)
-            except LogError:
-                path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
+            except LogError as exc:
+                aside = path.with_name(f"{path.name}.unreadable-{time.time_ns()}")
+                path.rename(aside)
+                if on_replay is not None:
+                    on_replay(f"{exc}; moved to {str(aside)!r} and a new log begun")
                 restored = await resume_link(path, session, guard=guard, mark_resume=False)
         link, log = restored
         with log:

@@ -218,6 +218,19 @@ def test_a_snapshot_whose_log_is_gone_starts_a_new_session_and_says_so(hook: Hoo
     assert isinstance(next(iter(read_log(hook.log))), type(next(iter(read_log(hook.log))))), "a new log"
 
 
+def test_a_log_that_is_no_session_log_is_moved_aside_and_says_where(hook: Hook) -> None:
+    for p in grep(0):
+        hook(p)
+    hook.log.write_bytes(b"\x00garbage, not a session log\n")
+    assert [context(hook(p)) for p in grep(1)] == [None, None], "a new session"
+    (aside,) = hook.state.glob(f"{SESSION}.jsonl.unreadable-*")
+    assert aside.read_bytes() == b"\x00garbage, not a session log\n"
+    replayed, moved = hook.replays
+    assert replayed.endswith(f"; replaying {str(hook.log)!r}")
+    assert moved.endswith(f"; moved to {str(aside)!r} and a new log begun")
+    assert str(hook.log) in moved, "the error names the file it could not read"
+
+
 def test_a_new_session_replays_nothing_and_says_nothing(hook: Hook) -> None:
     assert hook(payload("UserPromptSubmit", prompt="go")) == {}
     assert hook.replays == []
