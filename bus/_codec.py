@@ -16,7 +16,18 @@ from typing import Any
 import msgspec
 
 from bus.agent import Agent
-from bus.events import EVENT_TYPES, AnyEvent, ContextSource, SessionStart
+from bus.events import (
+    EVENT_TYPES,
+    AgentStatus,
+    AnyEvent,
+    ContextMessage,
+    ContextSource,
+    Event,
+    SessionStart,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 
 MAX_NESTING = 100
 """The deepest nesting of arrays and objects a log line or transcript record
@@ -410,3 +421,55 @@ def read_back(event: AnyEvent) -> None:
     for name in event.__struct_fields__:
         if name not in _OWN:
             msgspec.structs.force_setattr(event, name, getattr(read, name))
+
+
+def conform(event: Event) -> None:
+    """Make ``event`` what a reader of its log line gets when a field holds
+    another type than its schema's (``read_back``); an event whose fields
+    are all of their types is left as it is, at the cost of a few type
+    checks. ``TypeError`` naming the field when no reader could read it."""
+    if isinstance(event, ToolResult):
+        if (
+            type(event.content) is not str
+            or type(event.call_id) is not str
+            or type(event.step) is not int
+            or type(event.tool) is not str
+            or type(event.is_error) is not bool
+            or (event.denied_by is not None and type(event.denied_by) is not str)
+            or (event.advice is not msgspec.UNSET and type(event.advice) is not str)
+        ):
+            read_back(event)
+    elif isinstance(event, ToolCall):
+        if type(event.call_id) is not str or type(event.step) is not int or type(event.tool) is not str:
+            read_back(event)
+    elif isinstance(event, UserMessage):
+        if type(event.text) is not str:
+            read_back(event)
+    elif isinstance(event, ContextMessage):
+        source = event.source
+        if (
+            type(event.text) is not str
+            or type(event.call_id) is not str
+            or type(source) is not ContextSource
+            or type(source.plugin) is not str
+            or type(source.form) is not str
+            or type(source.summary) is not str
+        ):
+            read_back(event)
+    elif isinstance(event, AgentStatus) and (
+        type(event.status) is not str
+        or (event.parent is not None and type(event.parent) is not str)
+        or (event.reason is not None and type(event.reason) is not str)
+        or (event.by is not msgspec.UNSET and type(event.by) is not str)
+    ):
+        read_back(event)
+
+
+def checked_time(ts: object, source: str) -> float:
+    """``ts`` as an event's time: a finite number of seconds (an ``int`` is
+    taken as it is); anything else would be logged as no time at all, and
+    the event lost to every reader of the log. ``source`` names where it
+    came from in the ``TypeError``."""
+    if type(ts) is int or (type(ts) is float and ts - ts == 0.0):
+        return float(ts)
+    raise TypeError(f"{source} {ts!r}: an event's ts must be a finite number of seconds")

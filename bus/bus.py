@@ -9,10 +9,10 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus._codec import read_back
+from bus._codec import checked_time, conform
 from bus._logging import LazyLogger, name_of
 from bus.agent import Agent
-from bus.events import AgentStatus, ContextMessage, ContextSource, Event, ToolCall, ToolResult, UserMessage
+from bus.events import Event, ToolCall
 
 __all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
 
@@ -52,15 +52,6 @@ ALLOW = Decision()
 Interceptor = Callable[[ToolCall], Awaitable[Decision | None]]
 """Consulted before a tool runs; return a deny ``Decision`` to stop it, or
 ``None`` (or ``ALLOW``) to let it through."""
-
-
-def _checked_time(ts: object) -> float:
-    """A clock's reading as an event's ``ts``: a finite number of seconds
-    (an ``int`` is taken as it is); anything else would be logged as no
-    time at all, and the event lost to every reader of the log."""
-    if type(ts) is int or (type(ts) is float and ts - ts == 0.0):
-        return float(ts)
-    raise TypeError(f"the bus clock returned {ts!r}: an event's ts must be a finite number of seconds")
 
 
 class Bus:
@@ -152,44 +143,10 @@ class Bus:
                 f"{type(event).__name__}.agent must be a bus.Agent (one handle per agent, used for all its"
                 f" events), got {type(event.agent).__name__} {event.agent!r}"
             )
-        if isinstance(event, ToolResult):
-            if (
-                type(event.content) is not str
-                or type(event.call_id) is not str
-                or type(event.step) is not int
-                or type(event.tool) is not str
-                or type(event.is_error) is not bool
-                or (event.denied_by is not None and type(event.denied_by) is not str)
-                or (event.advice is not msgspec.UNSET and type(event.advice) is not str)
-            ):
-                read_back(event)
-        elif isinstance(event, ToolCall):
-            if type(event.call_id) is not str or type(event.step) is not int or type(event.tool) is not str:
-                read_back(event)
-        elif isinstance(event, UserMessage):
-            if type(event.text) is not str:
-                read_back(event)
-        elif isinstance(event, ContextMessage):
-            source = event.source
-            if (
-                type(event.text) is not str
-                or type(event.call_id) is not str
-                or type(source) is not ContextSource
-                or type(source.plugin) is not str
-                or type(source.form) is not str
-                or type(source.summary) is not str
-            ):
-                read_back(event)
-        elif isinstance(event, AgentStatus) and (
-            type(event.status) is not str
-            or (event.parent is not None and type(event.parent) is not str)
-            or (event.reason is not None and type(event.reason) is not str)
-            or (event.by is not msgspec.UNSET and type(event.by) is not str)
-        ):
-            read_back(event)
+        conform(event)
         ts = self._clock()
         if type(ts) is not float or ts - ts != 0.0:  # neither NaN nor infinite, and a number
-            ts = _checked_time(ts)
+            ts = checked_time(ts, "the bus clock returned")
         self._seq = seq = self._seq + 1
         force_setattr(event, "seq", seq)
         force_setattr(event, "ts", ts)

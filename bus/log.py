@@ -15,7 +15,7 @@ from typing import NoReturn
 
 import msgspec
 
-from bus._codec import encode_line, encode_lines, header_decoder
+from bus._codec import checked_time, conform, encode_line, encode_lines, header_decoder
 from bus.bus import Bus
 from bus.events import Event, SessionStart
 from bus.files import open_regular
@@ -100,7 +100,8 @@ class SessionLog:
                     self._check_header(self._fd)
                 self._torn = self._ends_mid_line(self._fd)
             if empty or mark_resume:
-                self.write(SessionStart(v=LOG_VERSION, session=self.session, ts=clock()))
+                start = checked_time(clock(), "the session log's clock returned")
+                self._record(SessionStart(v=LOG_VERSION, session=self.session, ts=start))
         except BaseException:
             self.close()
             if not append:  # the file is ours and empty: a retry must not find it "already there"
@@ -144,13 +145,25 @@ class SessionLog:
 
     def attach(self, bus: Bus) -> SessionLog:
         """Record every event ``bus`` publishes, in ``seq`` order."""
-        bus.record(self.write)
+        bus.record(self._record)
         return self
 
-    def write(self, event: Event | SessionStart) -> None:
-        """Append one event as a line; ``LogWriteError`` if it could not be
-        (see above). One ``os.write`` of a buffer encoded in place: this runs
-        for every event a bus publishes."""
+    def detach(self, bus: Bus) -> None:
+        """Stop recording ``bus``'s events; a log not attached to it is a ``ValueError``."""
+        bus.unrecord(self._record)
+
+    def write(self, event: Event) -> None:
+        """Append one event, given without a bus, as a line; ``LogWriteError``
+        if it could not be (see above). Its fields are checked as
+        ``Bus.publish`` checks them, so that the line reads back: a field of
+        another type is written as a reader would read it, and an event no
+        reader could read (``step=None``, a ``ts`` that is no finite number)
+        is a ``TypeError`` naming the field, and nothing is written."""
+        self._record(_readable(event))
+
+    def _record(self, event: Event | SessionStart) -> None:
+        """Append one line: what the bus, which checked the event, records.
+        One ``os.write`` of a buffer encoded in place."""
         fd = self._fd
         if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
@@ -196,7 +209,7 @@ class SessionLog:
         fd = self._fd
         if fd is None:
             raise ValueError(f"session log {str(self.path)!r} is closed")
-        items = list(events)
+        items = [_readable(event) for event in events]
         if not items:
             return
         held = self._held
@@ -279,3 +292,13 @@ class SessionLog:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _readable(event: Event) -> Event:
+    """``event`` made what its line reads back as (``conform``), or a
+    ``TypeError`` naming what no reader could read."""
+    conform(event)
+    if type(event.seq) is not int:
+        raise TypeError(f"{type(event).__name__} cannot be logged: seq must be an int, got {event.seq!r}")
+    checked_time(event.ts, f"{type(event).__name__}.ts is")
+    return event

@@ -405,7 +405,7 @@ class FileSessionStore(SessionStore):
             before = _identity(path)
             link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
             log.close()  # written by ``commit``, a request at a time
-            link.bus.unrecord(log.write)
+            log.detach(link.bus)
             if self.on_event is not None:
                 link.bus.record(self.on_event)
             # at once: a crash from here on leaves no bare header

@@ -248,6 +248,55 @@ def test_write_after_close_raises_naming_the_path(log_path: Path) -> None:
     assert str(log_path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("event", "named"),
+    [
+        (ToolCall(agent=None, call_id="c", step=None, tool="t", args={}), "at `$.step`"),  # type: ignore[arg-type]
+        (ToolResult(agent=None, call_id="c", step=1, tool="t", content="x", is_error="yes"), "at `$.is_error`"),  # type: ignore[arg-type]
+        (UserMessage(agent=None, text="x", ts=math.nan), "UserMessage.ts is nan"),
+        (UserMessage(agent=None, text="x", seq=None), "seq must be an int, got None"),  # type: ignore[arg-type]
+    ],
+)
+def test_an_event_written_directly_that_no_reader_could_read_is_refused(log_path: Path, event: Any, named: str) -> None:
+    """What the bus refuses to publish, ``write`` and ``write_many`` refuse to
+    write, naming the field: the line would be lost to every replay."""
+    good = UserMessage(agent=None, text="kept", seq=1, ts=1.0)
+    with SessionLog(log_path) as log:
+        with pytest.raises(TypeError, match=named.replace("$", r"\$")):
+            log.write(event)
+        with pytest.raises(TypeError, match=named.replace("$", r"\$")):
+            log.write_many([good, event])
+        log.write(good)
+    assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["kept"]
+
+
+def test_an_event_written_directly_with_a_field_of_another_type_is_written_as_it_reads_back(log_path: Path) -> None:
+    call = ToolCall(agent=None, call_id=7, step="2", tool="t", args={}, seq=1, ts=1.0)  # type: ignore[arg-type]
+    with SessionLog(log_path) as log:
+        log.write(call)
+    assert (call.call_id, call.step) == ("7", 2), "the event in hand is the one a replay reads"
+    (read,) = (e for e in read_log(log_path) if isinstance(e, ToolCall))
+    assert (read.call_id, read.step) == ("7", 2)
+
+
+def test_a_clock_that_gives_no_time_makes_no_log(log_path: Path) -> None:
+    with pytest.raises(TypeError, match="the session log's clock returned nan: an event's ts must be a finite"):
+        SessionLog(log_path, clock=lambda: math.nan)
+    assert not log_path.exists()
+
+
+@pytest.mark.anyio
+async def test_a_detached_log_records_no_more_of_the_bus(bus: Bus, log_path: Path, agent: Agent) -> None:
+    log = SessionLog(log_path).attach(bus)
+    await bus.publish(UserMessage(agent=agent, text="one"))
+    log.detach(bus)
+    await bus.publish(UserMessage(agent=agent, text="two"))
+    with pytest.raises(ValueError, match="is not a recorder of this bus"):
+        log.detach(bus)
+    log.close()
+    assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["one"]
+
+
 class _Opaque:
     def __repr__(self) -> str:
         return "<opaque handle>"
