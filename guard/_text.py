@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 import reprlib
 from typing import Any
+
+from guard._regex import lazy_compile
 
 __all__ = ["CUT_NOTE", "cut_note", "one_line", "shown", "terminal_text"]
 
@@ -21,7 +22,7 @@ _BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _LINE_CONTROLS.update({c: f"\\u{c:04x}" for c in _BIDI})
 
 
-CUT_NOTE = re.compile(r"… \(\+(\d+) more chars\)")
+CUT_NOTE = lazy_compile(r"… \(\+(\d+) more chars\)")
 """What ``cut_note`` writes; group 1 is the number of characters left out."""
 
 

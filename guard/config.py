@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from bus import MAX_NESTING, NotRegularFileError, read_regular
+from guard._regex import lazy_compile
 from guard.policies.loops import LoopsConfig, LoopsToolConfig
 from guard.policies.registry import BUILTIN, build_plugin, installed_plugins
 from guard.policies.remind import RemindConfig
@@ -83,9 +84,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         return {**{policy.name: getattr(self, policy.name) for policy in BUILTIN}, **self.plugins}
 
 
-_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_AT = re.compile(r"^(?P<rule>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+_CAMEL_HUMP = lazy_compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_AT = lazy_compile(r"^(?P<rule>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_STEP = lazy_compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
 def _lookup(data: Any, path: str) -> Any:
@@ -96,7 +97,7 @@ def _lookup(data: Any, path: str) -> Any:
     return data
 
 
-_GOT = re.compile(r"got `(\w+)`")
+_GOT = lazy_compile(r"got `(\w+)`")
 _JSON_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "array", dict: "object", type(None): "null"}
 
 
@@ -213,7 +214,7 @@ guard in shadow mode (``shadowed``): what ``--shadow`` does for adapters."""
 
 _SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
-_DIGITS = re.compile(r"\s*[0-9]+\s*")
+_DIGITS = lazy_compile(r"\s*[0-9]+\s*")
 
 
 def apply_environment(config: Config, environ: Mapping[str, str] | None = None) -> Config:

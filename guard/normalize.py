@@ -18,12 +18,12 @@ failure with different arguments has one kind.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
+from guard._regex import lazy_compile
 from guard.fingerprint import blake2b  # without hashlib's OpenSSL import, as fingerprints are made
 from guard.patterns import Substitutions, compile_regex
 
@@ -81,18 +81,18 @@ _BLANK_RUNS = compile_regex(r"\n{3,}")
 _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 # Two markers with only whitespace between them: without one, _MARKS changes nothing.
 _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
-_DIGITS = re.compile(r"[0-9]+")
+_DIGITS = lazy_compile(r"[0-9]+")
 # what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
-_TOWARD = re.compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
+_TOWARD = lazy_compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
 # what comes before a number that names a unit of work done or a queue's item: "batch 2", "page 3", "task 41"
-_UNIT = re.compile(
+_UNIT = lazy_compile(
     r"(?i)\b(?:batch|page|chunk|part|shard|partition|segment|block|offset|cursor"
     r"|task|item)\s*(?:#|no\.?)?\s*$"
 )
 _UNIT_REACH = 24
 # what comes before "#" in a count of tries, not the number of an item ("attempt #3")
 _TRIES = ("attempt ", "retry ", "try ", "tick ")
-_TOTAL = re.compile(r"(?i)\btotal\b")
+_TOTAL = lazy_compile(r"(?i)\btotal\b")
 _COUNTED = 32
 _COUNTED_CHARS = 2048
 _HEAD = 4096

@@ -19,11 +19,12 @@ command or result is.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import re2  # type: ignore[import-untyped]
+
+from guard._regex import lazy_compile
 
 __all__ = [
     "PATTERN_INPUT_LIMIT",
@@ -467,7 +468,7 @@ def shell_command(args: Any) -> str | None:
 _SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh", "powershell", "pwsh", "cmd"})
 # a command string that only hands its script to a Windows shell, flags before the script's own
 _WRAPPERS = frozenset({"pow", "pws", "cmd"})
-_WRAPPED = re.compile(
+_WRAPPED = lazy_compile(
     r"(?is)\s*(?:powershell|pwsh|cmd)(?:\.exe)?(?:\s+[-/]{1,2}(?!file\b)\w+(?:\s+[^-/\s]\S*)?)*?"
     r"\s+[-/]{1,2}(?:c|command)\s+(\S.*)"
 )

@@ -24,7 +24,6 @@ and writes its answers (``guard.adapters.codex_hooks``,
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ import msgspec
 
 from bus import ALLOW, Agent, AgentStatus, Decision
 from bus._codec import lenient_json, logged_args
+from guard._regex import lazy_compile
 from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.sessions.answer import Answer, KeptAnswer, call_digest, result_digest, retry_key
@@ -100,7 +100,7 @@ def hook_command(argv: Sequence[str]) -> str:
     return f"{shlex.join(argv)} || {_FAILED}"
 
 
-_HOOK_RUN = re.compile(r"""(?:^|[\s/'"])repeat-tool-guard['"]?\s+hook\b|\s-m\s+guard['"]?\s+hook\b""")
+_HOOK_RUN = lazy_compile(r"""(?:^|[\s/'"])repeat-tool-guard['"]?\s+hook\b|\s-m\s+guard['"]?\s+hook\b""")
 
 
 def is_guard_command(command: str) -> bool:
@@ -575,7 +575,7 @@ class ClaudeHooks:
             await main.dispose()
 
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_SESSION_ID = lazy_compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 SESSION_ID_RULE = "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"

@@ -21,10 +21,10 @@ only, ends its turn.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from guard._regex import lazy_compile
 from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.patterns import shell_command
 from guard.sessions.answer import Answer
@@ -34,7 +34,7 @@ __all__ = ["CODEX", "CodexRuntime"]
 # as Codex itself recognises a patch: either name, an optional `cd` into a plain or quoted
 # directory, and the patch itself (a heredoc or the patch text); `apply_patch.sh` or
 # `apply_patch --help` is an ordinary command, with a result
-_APPLY_PATCH = re.compile(
+_APPLY_PATCH = lazy_compile(
     r"\s*(?:cd\s+(?:'[^']*'|\"[^\"]*\"|[^\s'\"]+)\s*&&\s*)?(?:apply_patch|applypatch)\s+(?:<<|['\"]?\*\*\* Begin Patch)"
 )
 

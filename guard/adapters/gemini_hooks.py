@@ -20,11 +20,11 @@ hooks fire, concurrently, and two open calls alike are interchangeable.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from guard._regex import lazy_compile
 from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
@@ -34,7 +34,7 @@ __all__ = ["GEMINI_CLI", "GeminiRuntime", "shell_failed"]
 _SHELL = "run_shell_command"
 # the result's trailer, after the output: "Exit Code: N", then only Signal / Background PIDs / PGID
 # lines (an "Exit Code: 1" the output itself quotes is not followed by them)
-_EXIT_CODE = re.compile(
+_EXIT_CODE = lazy_compile(
     r"(?:^|\n)Exit Code: (-?\d{1,10})[ \t]*(?:\n(?:Signal|Background PIDs|Process Group PGID): [^\n]*)*\s*\Z"
 )
 _TRAILER_READ = 1024

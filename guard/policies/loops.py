@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections import deque
 from typing import Any, TypeVar
 
@@ -60,6 +59,7 @@ from msgspec import Struct, field
 from msgspec.structs import force_setattr
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
+from guard._regex import lazy_compile
 from guard.actions import Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
@@ -108,7 +108,7 @@ _CANCELLED_CHECK, _ERROR_CHECK, _POLL_CHECK, _TRANSIENT_CHECK, _OPAQUE_CHECK, _N
 _CANCELLED_HEAD = 300
 _STATE_HEAD = 2000
 
-_EXIT_STATUS = re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:code|status):? ?(\d{1,3})\b")
+_EXIT_STATUS = lazy_compile(r"(?i)\bexit(?:ed)?(?: with)? (?:code|status):? ?(\d{1,3})\b")
 """A command's exit status as runtimes print it (``Exit code 124``,
 ``Process exited with code 124``, ``Exit Code: 124``)."""
 _TIMED_OUT = 124
@@ -116,7 +116,7 @@ _TIMED_OUT = 124
 _SUCCESS_EXITS = {"robocopy": 7, "diff": 1, "cmp": 1, "fc": 1}
 """Programs whose non-zero exit status up to this one reports what they
 found, not a failure: files that differ, files robocopy copied."""
-_UNDER_TIMEOUT = re.compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
+_UNDER_TIMEOUT = lazy_compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
 _NOT_FOUND = compile_regex(
@@ -132,13 +132,13 @@ _NOT_FOUND = compile_regex(
 found (``I could not locate the loader``, ``No maximum size is
 documented``), as a subagent or an answering tool words it anew each time."""
 _NOT_FOUND_HEAD = 300
-_HEADING = re.compile(r"\s*(?:#+ [^\n]*|\*\*[^\n]*\*\*:?)?\s*")
-_SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
-_AMOUNT = re.compile(r"(?<![\w.:/-])\d{7,19}(?![\w:/-])")
+_HEADING = lazy_compile(r"\s*(?:#+ [^\n]*|\*\*[^\n]*\*\*:?)?\s*")
+_SENTENCE_END = lazy_compile(r"[.!?](?:\s|$)|\n")
+_AMOUNT = lazy_compile(r"(?<![\w.:/-])\d{7,19}(?![\w:/-])")
 """A number of seven digits or more standing alone: noise when results are
 compared (ids, epoch times), but what a poll of a count, a byte total or a
 lag is watching."""
-_RESTLESS = re.compile(
+_RESTLESS = lazy_compile(
     r"(?i)(?:uptime|heartbeat|time(?:stamp)?|_?(?:ns|us|ms)|nanos|epoch|clock|rss|mem(?:ory)?|heap|cpu|load)"
     r"\W{0,4}(?:\(\w+\)\W{0,3})?$"
 )
@@ -154,12 +154,12 @@ process, so nothing else in it can still be running."""
 _CLOCK_SKEW = 86_400
 _NO_CODES: frozenset[int] = frozenset()
 
-_KEY_PRESS = re.compile(
+_KEY_PRESS = lazy_compile(
     r"\s*(?:xdotool\s+key(?:\s+--(?:delay|repeat)\s+\d+|\s+--clearmodifiers)*|tmux\s+send-keys(?:\s+-t\s+\S+)?"
     r"|adb(?:\s+-s\s+\S+)?\s+shell\s+input\s+keyevent)((?:\s+[\w+-]+){1,8})\s*$"
 )
 """A shell command that only presses keys, and the keys it presses."""
-_KEY_PREFIX = re.compile(r"^(?:KEYCODE_)?(?:DPAD_)?")
+_KEY_PREFIX = lazy_compile(r"^(?:KEYCODE_)?(?:DPAD_)?")
 
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
@@ -195,7 +195,7 @@ _EARLY_DENIAL = (
 )
 # how long a transient failure says to wait: "Retry-After: 30", "retry after 60s", "Please try again in 20s",
 # "try again in 1.5 seconds", "retry in 2 minutes"
-_RETRY_AFTER = re.compile(
+_RETRY_AFTER = lazy_compile(
     r"(?i)\b(?:retry[ _-]after|(?:try again|retry) in)[\s:=\"']*(\d{1,5}(?:\.\d+)?)[ \t]*"
     r"(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b"
 )
@@ -281,7 +281,7 @@ _NUMBERS = {
         ]
     )
 }
-_REPEAT_REQUEST = re.compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b|\b(\d{1,2})x\b")
+_REPEAT_REQUEST = lazy_compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b|\b(\d{1,2})x\b")
 # The same count as users write it in other languages: a number, then the word for
 # "times" ("noch dreimal", "3 mal", "trois fois", "tres veces", "três vezes", "cinque volte",
 # "три раза", "vijf keer", "再跑三次", "3回")
@@ -303,30 +303,30 @@ _OTHER_NUMBERS = {
     )
     for n, word in enumerate(words, 2)
 }
-_TIMES_IN_WORDS = re.compile(
+_TIMES_IN_WORDS = lazy_compile(
     r"(?i)\b(\d{1,3}|"
     + "|".join(w for w in _OTHER_NUMBERS if len(w) > 1)
     + r")\s*-?\s*(?:mal|fois|veces|vezes|volte|раза?|keer)\b"
 )
-_TIMES_IN_SIGNS = re.compile(
+_TIMES_IN_SIGNS = lazy_compile(
     r"(\d{1,3}|[两二三四五六七八九十])\s*(?:次|遍|回)|(\d{1,3}|두|세|네|다섯|여섯|일곱|여덟|아홉|열)\s*번"
 )
 # Counts a user leaves vague, read generously: the user asked for repeats.
 _VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch": 10}
-_VAGUE_REQUEST = re.compile(
+_VAGUE_REQUEST = lazy_compile(
     r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
 )
 # "Submit six training runs", "spin up 15 load-test workers": a number of runs, jobs or workers asked for
-_RUNS_REQUEST = re.compile(
+_RUNS_REQUEST = lazy_compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
     r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
 )
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
-_WORD_REQUEST = re.compile(r"(?i)\b(twice|thrice)\b")
+_WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice)\b")
 UNTIL_REPEATS = 20
 """Runs let through when the user asks to keep trying until something
 happens ("keep running it until it passes")."""
-_UNTIL_REQUEST = re.compile(
+_UNTIL_REQUEST = lazy_compile(
     r"(?i)\b(?:keep|continue|carry on)\s+(?:on\s+)?"
     r"(?:running|trying|retrying|re-?running|testing|calling|using|invoking|executing|hitting|querying|fetching)\b"
     r"|\b(?:run|try|retry|rerun|re-run|repeat|call|use|invoke|query|fetch)\b[^.!?\n]{0,40}"
@@ -419,7 +419,7 @@ _TRANSIENT_ADVICE = (
     "server error, timeout or dropped connection) ({tool} {arguments}). Wait before retrying (back off: 5, 10, "
     "30 seconds), or check whether the service is down; after {deny_at} failures it will be denied."
 )
-_KEEP_POLLING = re.compile(
+_KEEP_POLLING = lazy_compile(
     r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
     r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
     r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
@@ -435,7 +435,7 @@ _KEEP_POLLING = re.compile(
     r"|продолжай\s+(?:проверять|следить|ждать|опрашивать)|(?:проверяй|следи|жди)[^.!?\n]{0,40}\bпока\b"
     r"|(?:继续|一直|持续|不断)(?:检查|监控|等待|轮询|查看|观察)|(?:確認|チェック|監視|ポーリング)し続け"
 )
-_REPEAT_WORDS = re.compile(
+_REPEAT_WORDS = lazy_compile(
     r"(?i)\b(?:again|retry|re-?run|rerun|re-?try|once more|one more time|another (?:time|go|try))\b"
 )
 
@@ -631,7 +631,7 @@ _KEY_PRESSES = frozenset({"key", "keypress", "key_press", "press", "press_key"})
 _VALUE_KEYS = frozenset(_OPERATION_KEYS) | {"text"}
 """Every argument ``_values`` reads: a call with none of them names no operation."""
 
-_CLICK = re.compile(r"(?i)click|\btap\b")
+_CLICK = lazy_compile(r"(?i)click|\btap\b")
 """An operation value that clicks: ``{"action": "left_click"}``, ``tap``."""
 _CLICK_TOOLS = ("*click*", "tap", "*_tap", "tap_*")
 """Tools that click: ``browser_click``, ``click_element_by_index``, ``mobile_tap``."""
@@ -642,7 +642,7 @@ _LABELS = frozenset(_LABEL_KEYS)
 _ACK_CHARS = 200
 """A click's result at most this long is an acknowledgement that may name
 what was clicked; a longer one is the page."""
-_CONTROL = re.compile(r"""[\W_]*(?:the\s+)?(.{1,40}?)(?:\s+(?:button|link|arrow|icon|control))?[\W_]*""", re.IGNORECASE)
+_CONTROL = lazy_compile(r"""(?i)[\W_]*(?:the\s+)?(.{1,40}?)(?:\s+(?:button|link|arrow|icon|control))?[\W_]*""")
 """A control's label without quotes, marks, an article or its role word."""
 
 _OPEN_CALLS = 64
@@ -654,7 +654,7 @@ _TARGETS_KEPT = 256
 keeps: the latest touched, so a long session's state stays bounded."""
 
 # a handle into a browser page's accessibility snapshot: Playwright MCP's e44, s2e44 (older) and f1e44 (a frame's)
-_SNAPSHOT_REF = re.compile(r"(?:[fs]\d+)?e\d+")
+_SNAPSHOT_REF = lazy_compile(r"(?:[fs]\d+)?e\d+")
 _REF = frozenset({"ref"})
 # the arguments a search tool (web search, a retriever, a database) takes its question in, and how
 # long its answer must be to be the same answer to other queries (a grind)

@@ -10,10 +10,10 @@ shell ``command`` argument are consulted.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from guard._regex import lazy_compile
 from guard.patterns import CommandPatterns, ToolFilter, shell_command
 from guard.section import ConfigError, check_patterns
 
@@ -80,7 +80,7 @@ def loose_tool_name(name: str) -> str:
     return _NOT_NAME.sub("", name.lower())
 
 
-_NOT_NAME = re.compile(r"[^\w*]|_")
+_NOT_NAME = lazy_compile(r"[^\w*]|_")
 
 
 def check_loose_patterns(key: str, value: Any) -> None:

@@ -19,6 +19,7 @@ import functools
 import re
 from collections.abc import Iterable
 
+from guard._regex import lazy_compile
 from guard.patterns import RegexSet, ToolFilter
 from guard.policies.progress import loose_tool_name
 
@@ -109,9 +110,9 @@ at the start of one step of a command (the command split at ``&&``, ``||``,
 dropped). A command is read-only when every step matches; a redirection to
 a file (``mutating_commands``) makes it an edit whatever its steps."""
 
-_STEPS = re.compile(r"&&|\|\|?|[;\n&]")
+_STEPS = lazy_compile(r"&&|\|\|?|[;\n&]")
 # quoted text (a grep pattern holding ";" or "|") and 2>&1 separate no steps
-_NOT_SEPARATORS = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|[0-9]*>&[0-9-]+")
+_NOT_SEPARATORS = lazy_compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|[0-9]*>&[0-9-]+")
 
 
 def _blanked(found: re.Match[str]) -> str:
@@ -120,7 +121,7 @@ def _blanked(found: re.Match[str]) -> str:
     return " ''" if found.group()[:1] in "'\"" else " "
 
 
-_PREFIX = re.compile(
+_PREFIX = lazy_compile(
     r"^(?:(?:sudo|time|timeout\s+\S+|nohup|exec|env|nice|xargs(?:\s+-\S+)*)\s+|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+"
 )
 
@@ -144,8 +145,8 @@ _WRITES_ANYWAY = RegexSet(
     ),
     setting="read-only exceptions",
 )
-_FIND_RUNS = re.compile(r"\s-(?:exec|execdir|ok|okdir)\s+")
-_FIND_END = re.compile(r"\\|\s\+(?:\s|$)")  # \; (its ";" splits steps first) or +
+_FIND_RUNS = lazy_compile(r"\s-(?:exec|execdir|ok|okdir)\s+")
+_FIND_END = lazy_compile(r"\\|\s\+(?:\s|$)")  # \; (its ";" splits steps first) or +
 # what runs another command inside one: its effect is not the outer program's
 _SUBSTITUTIONS = ("$(", "`", "<(", ">(")
 # Words in a tool's name that say it acts, whatever read-like word it also holds
@@ -161,7 +162,7 @@ _ACTION_WORDS = frozenset({
 # fmt: on
 # ... unless the thing acted on is the agent's own bookkeeping (``tracker_update_task``)
 _BOOKKEEPING_WORDS = frozenset({"todo", "todos", "tracker", "topic", "plan"})
-_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_WORDS = lazy_compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # bookkeeping tools whose names hold none of those words (Claude Code's task list, a think tool)
 _BOOKKEEPING_NAMES = frozenset(
     {"think", "taskcreate", "taskupdate", "tasklist", "taskget", "completetask", "enterplanmode", "exitplanmode"}
@@ -183,7 +184,7 @@ def keeps_books(tool: str) -> bool:
     )
 
 
-_HANDOFF = re.compile(r"(?i)transfer_to_\w+")
+_HANDOFF = lazy_compile(r"(?i)transfer_to_\w+")
 
 
 def hands_off(tool: str) -> bool:

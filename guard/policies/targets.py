@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from guard._regex import lazy_compile
 from guard.patterns import shell_command
 
 __all__ = ["PATH_ARGS", "call_target", "shell_program", "write_target"]
@@ -31,16 +32,16 @@ PATH_ARGS: tuple[str, ...] = (
 )
 """Argument names that name the file or URL a tool acts on, first found wins."""
 
-_SHELL_SEGMENTS = re.compile(r"&&|\|\||[;\n]")
+_SHELL_SEGMENTS = lazy_compile(r"&&|\|\||[;\n]")
 # a quoted word (an unclosed quote is left alone: what follows it is read as it was written)
-_QUOTED = re.compile(r'\'[^\']*\'|"(?:[^"\\]|\\.)*"')
-_SEPARATOR_CHARS = re.compile(r"[;&|\n]")
+_QUOTED = lazy_compile(r'\'[^\']*\'|"(?:[^"\\]|\\.)*"')
+_SEPARATOR_CHARS = lazy_compile(r"[;&|\n]")
 # a heredoc's operator and delimiter word (<<EOF, <<-'EOF', << "PY")
-_HEREDOC = re.compile(r"""<<-?[ \t]*(['"]?)([A-Za-z_][\w.-]*)\1""")
+_HEREDOC = lazy_compile(r"""<<-?[ \t]*(['"]?)([A-Za-z_][\w.-]*)\1""")
 _SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
 _PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
 # The file a command writes: `> f`, `>> f`, `tee [-a] f` (not 2>&1, not /dev/null).
-_WRITES = re.compile(r"(?:(?<![0-9&>])>>?|\btee\s+(?:-a\s+)?)\s*(['\"]?)([^\s;&|<>'\"]+)\1")
+_WRITES = lazy_compile(r"(?:(?<![0-9&>])>>?|\btee\s+(?:-a\s+)?)\s*(['\"]?)([^\s;&|<>'\"]+)\1")
 
 
 def shell_program(command: str) -> str | None:
@@ -125,12 +126,12 @@ def call_target(args: Any, command: str | None, program: str | None = None) -> t
 
 
 # Writes whose content is the command's own text: a heredoc into cat or tee, or one echo/printf.
-_LITERAL_HEREDOC = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:cat|tee)\b[^|;&]*<<")
-_LITERAL_ECHO = re.compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:echo|printf)\s[^|;&`$\n]*>>?\s*[^\s;&|<>]+\s*$")
+_LITERAL_HEREDOC = lazy_compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:cat|tee)\b[^|;&]*<<")
+_LITERAL_ECHO = lazy_compile(r"^\s*(?:cd\s+[^;&|]+&&\s*)?(?:echo|printf)\s[^|;&`$\n]*>>?\s*[^\s;&|<>]+\s*$")
 
 
 # the files a Codex patch (apply_patch) names, one header line each
-_PATCHED = re.compile(r"(?m)^\*\*\* (?:Update|Add|Delete) File: ([^\n]+?)[ \t]*$")
+_PATCHED = lazy_compile(r"(?m)^\*\*\* (?:Update|Add|Delete) File: ([^\n]+?)[ \t]*$")
 _PATCH_KEYS = ("input", "patch")
 
 

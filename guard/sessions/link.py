@@ -9,7 +9,6 @@ guard's context messages and halt requests for the agent they belong to.
 from __future__ import annotations
 
 import os
-import re
 import weakref
 from typing import Any
 
@@ -29,6 +28,7 @@ from bus import (
 )
 from bus._codec import as_logged, encoder
 from bus._logging import LazyLogger
+from guard._regex import lazy_compile
 from guard.actions import SHADOW_FORM
 from guard.config import Config, apply_environment
 from guard.guard import Guard
@@ -459,7 +459,7 @@ def as_text(value: Any) -> str:
         return encoder.encode(as_logged(value)).decode("utf-8", "replace")
 
 
-_TWIN = re.compile(r"(.+)@([0-9]+)")
+_TWIN = lazy_compile(r"(.+)@([0-9]+)")
 
 
 def _copied(twins: dict[str, list[str]]) -> dict[str, list[str]]:
