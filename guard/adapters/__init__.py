@@ -5,6 +5,6 @@ its own module (``guard.adapters.pydantic_ai`` and so on), importable only
 when that runtime is installed (``pip install 'repeat-tool-guard[pydantic-ai]'``).
 """
 
-from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, HaltRequested, as_text, parse_args
+from guard.sessions.link import CANCELLED, REMINDER_PREFIX, AgentLink, GuardLink, HaltRequested, as_text, parse_args
 
-__all__ = ["REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]
+__all__ = ["CANCELLED", "REMINDER_PREFIX", "AgentLink", "GuardLink", "HaltRequested", "as_text", "parse_args"]

@@ -187,8 +187,8 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         except GraphBubbleUp as exc:  # the tool hands control to a parent graph (a Command): no failure
             await agent.result(call_id, str(exc) or type(exc).__name__)
             raise
-        except Exception as exc:
-            await agent.result(call_id, str(exc) or type(exc).__name__, is_error=True)
+        except BaseException as exc:
+            await agent.failed(call_id, exc)
             raise
         finally:
             _running.reset(token)

@@ -105,6 +105,9 @@ def guard_proxy(
         except Exception as exc:  # the call's outcome all the same: recorded, then answered as upstream answered
             await agent.result(call_id, f"upstream server failed: {type(exc).__name__}: {exc}", is_error=True)
             raise
+        except BaseException as exc:  # the client gave up (its timeout cancels the request): no call left open
+            await agent.failed(call_id, exc)
+            raise
         await agent.result(call_id, _recorded(result), is_error=bool(result.is_error))
         notes = _notes(agent, call_id)
         if not notes:

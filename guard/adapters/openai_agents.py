@@ -49,6 +49,10 @@ _SDK_FAILURE = default_tool_error_function(RunContextWrapper(None), RuntimeError
 _active: ContextVar[RepeatToolGuard | None] = ContextVar("repeat_tool_guard_openai_agents", default=None)
 _calling: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_openai_calling", default=None)
 """The agent whose allowed tool call runs in this task."""
+_allowed: ContextVar[list[tuple[AgentLink, str]] | None] = ContextVar("repeat_tool_guard_openai_allowed", default=None)
+"""The calls allowed in the ``run`` going on here: one it ends without answering
+(a tool that raised with no ``failure_error_function``, a cancelled run) gets
+its outcome published."""
 _invocation: ContextVar[dict[int, AgentLink] | None] = ContextVar("repeat_tool_guard_openai_as_tool", default=None)
 """The live agents of the agent-as-tool invocation running here (``as_tool``), by SDK agent."""
 
@@ -165,10 +169,18 @@ class RepeatToolGuard(RunHooks[Any]):
         with a user item, is a new user turn. Other arguments go to
         ``Runner.run`` (``hooks`` and ``run_config`` composed with the guard's)."""
         token = _active.set(self)
+        allowed: list[tuple[AgentLink, str]] = []
+        calls = _allowed.set(allowed)
         try:
             await self._begin(agent, input)
             return await Runner.run(agent, input, **self._guarded(kwargs))
+        except BaseException as exc:
+            for link, call_id in allowed:
+                if link.has_call(call_id):
+                    await link.failed(call_id, exc)
+            raise
         finally:
+            _allowed.reset(calls)
             _active.reset(token)
 
     async def run_streamed(self, agent: Agent[Any], input: Any, **kwargs: Any) -> RunResultStreaming:
@@ -223,6 +235,9 @@ class RepeatToolGuard(RunHooks[Any]):
         decision = await link.call(context.tool_call_id, context.tool_name, parse_args(context.tool_arguments))
         if decision.allowed:
             _calling.set(link)  # the SDK runs the tool next, in this task: a run it starts is a subagent of this agent
+            allowed = _allowed.get()
+            if allowed is not None:
+                allowed.append((link, context.tool_call_id))
             return ToolGuardrailFunctionOutput.allow()
         await link.denied(context.tool_call_id, decision)
         return ToolGuardrailFunctionOutput.reject_content(decision.reason or "", output_info=decision.by)

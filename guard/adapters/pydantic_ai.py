@@ -135,9 +135,10 @@ class RepeatToolGuard(AbstractCapability[Any]):
         token = _current.set(agent)
         try:
             result = await handler(args)
-        except Exception as exc:
-            await agent.result(call_id, _error_text(exc), is_error=True)
-            self._deliver(ctx, agent, call_id)
+        except BaseException as exc:
+            await agent.failed(call_id, exc)
+            if isinstance(exc, Exception):
+                self._deliver(ctx, agent, call_id)
             raise
         finally:
             _current.reset(token)
@@ -160,7 +161,3 @@ def _prompt_text(prompt: str | Sequence[Any] | None) -> str | None:
     if prompt is None or isinstance(prompt, str):
         return prompt
     return " ".join(part for part in prompt if isinstance(part, str))
-
-
-def _error_text(exc: Exception) -> str:
-    return str(exc) or type(exc).__name__

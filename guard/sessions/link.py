@@ -39,6 +39,7 @@ _log = LazyLogger("guard")
 
 __all__ = [
     "ANSWERS_KEPT",
+    "CANCELLED",
     "REMINDER_PREFIX",
     "AgentLink",
     "GuardLink",
@@ -55,6 +56,10 @@ ANSWERS_KEPT = 1024
 OPEN_CALLS_KEPT = 4096
 """How many of an agent's calls a link keeps open for their results: more
 in flight at once is a runtime whose results never come, not a real agent."""
+
+CANCELLED = "cancelled: the tool was stopped before it answered"
+"""The result of a call whose tool was stopped (its run cancelled, its
+client gone): an error, which the policies read as a cancelled call."""
 
 REMINDER_PREFIX = "[repeat-tool-guard] "
 """How a guard message starts where a runtime can only show it as user or tool
@@ -291,6 +296,20 @@ class AgentLink:
     async def result(self, call_id: str, content: str, *, is_error: bool = False) -> None:
         """Publish what the tool returned; the guard's messages for it land in ``pending``."""
         await self.bus.publish(ToolResult.answering(self._close(call_id), content, is_error=is_error))
+
+    async def failed(self, call_id: str, exc: BaseException) -> None:
+        """Publish the outcome of a tool that raised ``exc`` instead of
+        answering, so its call is not left open (where the next result under
+        its id would answer it): an error result with the exception's text, or
+        ``CANCELLED`` for a cancellation (the run cancelled, a timeout, Ctrl-C),
+        published shielded from the cancellation under way."""
+        if isinstance(exc, Exception):
+            await self.result(call_id, str(exc) or type(exc).__name__, is_error=True)
+            return
+        import anyio  # an adapter's event loop runs anyio's backends; a command hook never gets here
+
+        with anyio.CancelScope(shield=True):
+            await self.result(call_id, CANCELLED, is_error=True)
 
     async def denied(self, call_id: str, decision: Decision) -> None:
         """Publish the denial as the call's result: the model reads ``decision.reason``."""

@@ -25,7 +25,7 @@ from langgraph.types import Command, interrupt
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
-from guard.adapters import REMINDER_PREFIX, GuardLink
+from guard.adapters import CANCELLED, REMINDER_PREFIX, GuardLink
 from guard.adapters.langchain import REMINDER_KEY, RepeatToolGuard, halt_reason, is_reminder
 from guard.policies.rescue import advice_in
 from tests.claude_cli import text, tool_use
@@ -458,6 +458,47 @@ async def test_parallel_calls_sharing_one_id_each_get_their_result(link: GuardLi
     assert sorted(runs) == ["load_config", "save_config"]
     assert sorted(c.call_id for c in events.of(ToolCall)) == ["call_0", "call_0@1"]
     assert sorted(r.call_id for r in events.of(ToolResult)) == ["call_0", "call_0@1"]
+
+
+async def test_a_run_cancelled_while_its_tool_runs_leaves_no_call_open_to_take_a_later_result(
+    link: GuardLink, events: Capture
+) -> None:
+    """The cancelled call is answered as cancelled; the thread's next run,
+    whose model reuses the call id, pairs each result with its own call."""
+    started = asyncio.Event()
+    slow = [True]
+
+    @tool
+    async def grep(pattern: str) -> str:
+        """Search the code."""
+        started.set()
+        if slow[0]:
+            await asyncio.sleep(30)
+        return f"found {pattern}"
+
+    def calling(pattern: str) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "grep", "args": {"pattern": pattern}, "id": "call_0"}])
+
+    guard = RepeatToolGuard(link)
+    thread: RunnableConfig = {"configurable": {"thread_id": "th"}}
+    first = create_agent(chat(calling("a"), AIMessage("done")), [grep], middleware=[guard])
+    run = asyncio.create_task(first.ainvoke({"messages": [HumanMessage("go")]}, thread))
+    await asyncio.wait_for(started.wait(), 10)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    slow[0] = False
+    second = create_agent(chat(calling("b"), calling("c"), AIMessage("done")), [grep], middleware=[guard])
+    await second.ainvoke({"messages": [HumanMessage("again")]}, thread)
+    calls, results = events.of(ToolCall), events.of(ToolResult)
+    assert [r.seq for r in results] == [c.seq + 1 for c in calls], "each result follows its own call"
+    assert [(c.args["pattern"], r.content, r.is_error) for c, r in zip(calls, results, strict=True)] == [
+        ("a", CANCELLED, True),
+        ("b", "found b", False),
+        ("c", "found c", False),
+    ]
+    assert [r.args["pattern"] for r in results] == ["a", "b", "c"], "the log pairs them alike"
+    assert [agent.open_calls() for agent in link.links()] == [0]
 
 
 async def test_a_tool_handing_control_to_a_parent_graph_did_not_fail(link: GuardLink, events: Capture) -> None:

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 pytest.importorskip("mcp", reason="mcp is not installed: pip install 'repeat-tool-guard[mcp]'")
@@ -23,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from bus import ToolCall, ToolResult
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
-from guard.adapters import GuardLink
+from guard.adapters import CANCELLED, GuardLink
 from guard.adapters.mcp import HALT_DENIER, REMINDER_META_KEY, REMINDER_PREFIX, guard_proxy
 from guard.policies.rescue import advice_in
 from tests.claude_cli import FakeAnthropic, text, tool_use
@@ -160,6 +161,29 @@ async def test_a_call_the_upstream_refuses_is_recorded_and_refused_alike(
     (published,) = events.of(ToolResult)
     assert (published.call_id, published.is_error) == ("mcp-1", True), "the call is not left open in the log"
     assert published.content == "upstream server failed: MCPError: upstream refused"
+
+
+async def test_a_call_the_client_gives_up_on_is_answered_as_cancelled(
+    link: GuardLink, events: Capture, anyio_backend: str
+) -> None:
+    """A client's request timeout cancels the proxied call: the call is not
+    left open in the log (where a later result could answer it)."""
+    upstream_server = MCPServer("slow")
+
+    @upstream_server.tool()
+    async def wait() -> str:
+        """Takes its time."""
+        await anyio.sleep(30)
+        return "never"
+
+    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
+        with pytest.raises(MCPError, match="Timed out"):
+            await client.call_tool("wait", {}, read_timeout_seconds=0.2)
+        with anyio.fail_after(10):
+            while not events.of(ToolResult):
+                await anyio.sleep(0.01)
+    (published,) = events.of(ToolResult)
+    assert (published.call_id, published.is_error, published.content) == ("mcp-1", True, CANCELLED)
 
 
 async def test_a_structured_only_result_keeps_its_json_as_text_beside_the_reminder(

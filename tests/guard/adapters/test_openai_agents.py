@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from agents.testing.model import ModelCall, ModelStep, ScriptedModel, assistant_
 from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
-from guard.adapters import GuardLink, HaltRequested
+from guard.adapters import CANCELLED, GuardLink, HaltRequested
 from guard.adapters.openai_agents import TOOL_GUARDRAIL, RepeatToolGuard, guard_tools
 from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
@@ -138,6 +139,51 @@ async def test_a_tool_that_raises_is_published_as_the_failure_text_the_model_rea
     (result,) = events.of(ToolResult)
     assert outputs(calls[1]) == [result.content]
     assert result.is_error is True, "the SDK's own failure text: a failure, retried as one"
+
+
+async def test_a_tool_that_raises_without_a_failure_function_ends_the_run_with_its_call_answered(
+    link: GuardLink, events: Capture
+) -> None:
+    """With ``failure_error_function=None`` the SDK ends the run with the
+    tool's exception and calls no ``on_tool_end``: the call is still answered."""
+
+    @function_tool(failure_error_function=None)
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    model = ScriptedModel([[function_call("broken", {}, call_id="b1")]])
+    with pytest.raises(Exception, match="disk on fire"):
+        await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[broken]), "go")
+    (result,) = events.of(ToolResult)
+    assert (result.call_id, result.is_error) == ("b1", True)
+    assert "disk on fire" in result.content
+    assert [agent.open_calls() for agent in link.links()] == [0]
+
+
+async def test_a_run_cancelled_while_its_tool_runs_answers_the_call_as_cancelled(
+    link: GuardLink, events: Capture
+) -> None:
+    started = asyncio.Event()
+
+    @function_tool
+    async def slow(seconds: int) -> str:
+        """Takes its time."""
+        if seconds:
+            started.set()
+            await asyncio.sleep(seconds)
+        return "done"
+
+    model = ScriptedModel(
+        [[function_call("slow", {"seconds": 0}, call_id="s1")], [function_call("slow", {"seconds": 30}, call_id="s2")]]
+    )
+    run = asyncio.create_task(RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[slow]), "go"))
+    await asyncio.wait_for(started.wait(), 10)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    answered = [(r.call_id, r.is_error, r.content) for r in events.of(ToolResult)]
+    assert answered == [("s1", False, "done"), ("s2", True, CANCELLED)], "the answered call is not answered again"
 
 
 async def test_a_tool_failing_then_working_is_retried_not_denied() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
-from guard.adapters import GuardLink
+from guard.adapters import CANCELLED, GuardLink
 from guard.adapters.pydantic_ai import REMINDER_METADATA_KEY, RepeatToolGuard
 from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
@@ -287,6 +288,32 @@ async def test_tool_error_is_published_as_an_error_result(link: GuardLink, event
         await agent.run("go")
     (result,) = events.of(ToolResult)
     assert (result.is_error, result.content) == (True, "disk on fire")
+
+
+async def test_a_run_cancelled_while_its_tool_runs_answers_the_call_as_cancelled(
+    link: GuardLink, events: Capture
+) -> None:
+    agent = Agent(
+        FunctionModel(lambda messages, info: ModelResponse(parts=[ToolCallPart("slow", {})])),
+        capabilities=[RepeatToolGuard(link)],
+    )
+    started = asyncio.Event()
+
+    @agent.tool_plain
+    async def slow() -> str:
+        started.set()
+        await asyncio.sleep(30)
+        return "never"
+
+    run = asyncio.create_task(agent.run("go"))
+    await asyncio.wait_for(started.wait(), 10)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    (call,) = events.of(ToolCall)
+    (result,) = events.of(ToolResult)
+    assert (result.call_id, result.is_error, result.content) == (call.call_id, True, CANCELLED)
+    assert [agent.open_calls() for agent in link.links()] == [0]
 
 
 async def test_deferred_calls_are_error_results_and_an_approved_one_is_decided_again(
