@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from bus import (
+    ALLOW,
     Agent,
     AgentStatus,
     Bus,
@@ -219,12 +220,21 @@ class AgentLink:
     def bus(self) -> Bus:
         return self._link.bus
 
+    async def _publish(self, event: Event) -> None:
+        """Publish ``event``; a bus that cannot (a clock with no reading, an
+        event it refuses) is logged, and the agent's work goes on: a fault of
+        the guard never breaks a tool call."""
+        try:
+            await self.bus.publish(event)
+        except Exception:
+            _log.exception("guard.publish_failed", agent=self.agent.id, event_type=type(event).__name__)
+
     async def start(self) -> None:
-        await self.bus.publish(AgentStatus(agent=self.agent, status="started", parent=self.agent.parent_id))
+        await self._publish(AgentStatus(agent=self.agent, status="started", parent=self.agent.parent_id))
 
     async def dispose(self) -> None:
         """The agent is gone: the guard drops its state, the link forgets it."""
-        await self.bus.publish(AgentStatus(agent=self.agent, status="disposed"))
+        await self._publish(AgentStatus(agent=self.agent, status="disposed"))
         self._link._forget(self.agent)
 
     def begin_step(self) -> int:
@@ -238,12 +248,12 @@ class AgentLink:
         all answered): publish ``agent/status`` ``step-done``, so the boundary
         is in the log too, for a process that rebuilds the agent from it."""
         self.step_done = self.steps_reported = True
-        await self.bus.publish(AgentStatus(agent=self.agent, status="step-done"))
+        await self._publish(AgentStatus(agent=self.agent, status="step-done"))
 
     async def idle(self) -> None:
         """The agent stopped: its last response called no tool (``agent/status`` ``idle``)."""
         self.step_done = True
-        await self.bus.publish(AgentStatus(agent=self.agent, status="idle"))
+        await self._publish(AgentStatus(agent=self.agent, status="idle"))
 
     async def user_message(self, text: str) -> None:
         """A genuine user turn: the guard resets, a halt request is over, and
@@ -251,7 +261,7 @@ class AgentLink:
         work the user has now moved on from)."""
         self.halt_reason = None
         self.pending.clear()
-        await self.bus.publish(UserMessage(agent=self.agent, text=text))
+        await self._publish(UserMessage(agent=self.agent, text=text))
 
     async def call(
         self, call_id: str, tool: str, args: Any, *, hints: dict[str, bool] | None = None, late: bool = False
@@ -291,11 +301,15 @@ class AgentLink:
         calls[published] = call
         if len(calls) > OPEN_CALLS_KEPT:  # results that never came (a runtime that reports none): the oldest go
             del calls[next(iter(calls))]
-        return await self.bus.decide(call)
+        try:
+            return await self.bus.decide(call)
+        except Exception:  # as _publish: the call is allowed, as it would be without a guard
+            _log.exception("guard.publish_failed", agent=self.agent.id, event_type="ToolCall")
+            return ALLOW
 
     async def result(self, call_id: str, content: str, *, is_error: bool = False) -> None:
         """Publish what the tool returned; the guard's messages for it land in ``pending``."""
-        await self.bus.publish(ToolResult.answering(self._close(call_id), content, is_error=is_error))
+        await self._publish(ToolResult.answering(self._close(call_id), content, is_error=is_error))
 
     async def failed(self, call_id: str, exc: BaseException) -> None:
         """Publish the outcome of a tool that raised ``exc`` instead of
@@ -313,7 +327,7 @@ class AgentLink:
 
     async def denied(self, call_id: str, decision: Decision) -> None:
         """Publish the denial as the call's result: the model reads ``decision.reason``."""
-        await self.bus.publish(ToolResult.denial(self._close(call_id, latest=True), decision))
+        await self._publish(ToolResult.denial(self._close(call_id, latest=True), decision))
 
     def _close(self, call_id: str, *, latest: bool = False) -> ToolCall:
         """The open call ``call_id`` names, closed: its oldest (a result), or

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from bus import AgentStatus, Bus, ContextMessage, ContextSource, Decision, ToolCall, ToolResult, read_log
 from bus.testing import Capture
-from guard import Config
+from guard import Config, Guard
 from guard.adapters import GuardLink, HaltRequested, as_text, parse_args
 from guard.sessions.link import LinkState
 
@@ -27,6 +29,30 @@ async def test_link_builds_a_guarded_bus_with_a_session_log(tmp_path: Path) -> N
     kinds = [type(e).__name__ for e in reader]
     assert kinds == ["AgentStatus"] + ["ToolCall", "ToolResult"] * 3 + ["ContextMessage"]
     assert len(agent.take_context("c2")) == 1
+
+
+async def test_a_bus_that_cannot_publish_is_logged_and_never_breaks_the_tool_call(tmp_path: Path) -> None:
+    """A clock that fails (a reading of ``nan``, or an exception) makes the
+    bus refuse the event; the agent's calls are allowed and its results
+    published as far as the bus takes them, and each failure is logged."""
+    readings = iter([1.0, math.nan, 3.0])
+
+    def clock() -> float:
+        reading = next(readings, None)
+        if reading is None:
+            raise OSError("clock source unavailable")
+        return reading
+
+    bus = Bus(clock=clock)
+    Guard(Config()).attach(bus)
+    agent = GuardLink(bus).agent("main")
+    with capture_logs() as logs:
+        await agent.start()
+        assert (await agent.call("c1", "grep", {})).allowed, "the call the bus refused is allowed"
+        await agent.result("c1", "hit")
+        await agent.dispose()
+    failed = [(log["event_type"], log["log_level"]) for log in logs if log["event"] == "guard.publish_failed"]
+    assert failed == [("ToolCall", "error"), ("AgentStatus", "error")], "the result had a reading, the end none"
 
 
 async def test_your_own_bus_is_used_as_it_is(bus: Bus, capture: Capture) -> None:
