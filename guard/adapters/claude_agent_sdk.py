@@ -15,7 +15,7 @@ from claude_agent_sdk.types import HookEvent
 
 from guard.adapters.claude_hooks import HOOK_EVENTS, MAX_SESSIONS, ClaudeHooks
 from guard.config import Config
-from guard.sessions.link import GuardLink
+from guard.sessions.link import GuardLink, adapter_link
 
 __all__ = ["guard_hooks"]
 
@@ -29,7 +29,7 @@ def guard_hooks(
     beyond ``max_sessions`` live sessions the least recently active one's
     agents are disposed. Its bundled Claude Code sends ``PostToolBatch``
     after each model response, so each response is one step from the first."""
-    link = link if link is not None else GuardLink(config=config, runtime="claude-agent-sdk")
+    link = adapter_link(link, config, "claude-agent-sdk")
     hooks = ClaudeHooks(link, max_sessions=max_sessions, steps_reported=True)
 
     async def callback(payload: HookInput, tool_use_id: str | None, context: HookContext) -> HookJSONOutput:

@@ -31,7 +31,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from guard.config import Config
-from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, UserTurns, as_text
+from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, UserTurns, adapter_link, as_text
 from guard.sessions.live import LiveTable
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
@@ -47,7 +47,7 @@ class RepeatToolGuard(BasePlugin):
     def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_sessions: int = 256) -> None:
         super().__init__(name="repeat_tool_guard")
         self._sessions: LiveTable[str, str] = LiveTable(max_sessions)
-        self.link = link if link is not None else GuardLink(config=config, runtime="google-adk")
+        self.link = adapter_link(link, config, "google-adk")
         self._agents: dict[tuple[str, str], AgentLink] = {}
         self._nested: dict[str, AgentLink] = {}
         self._outer: dict[tuple[str, str], AgentLink | None] = {}

@@ -16,7 +16,7 @@ RUNTIMES: Mapping[str, HookRuntime] = {runtime.name: runtime for runtime in (CLA
 
 def runtime_named(name: str) -> HookRuntime:
     """The runtime called ``name``; a ``ValueError`` naming the known ones otherwise."""
-    try:
-        return RUNTIMES[name]
-    except KeyError:
-        raise ValueError(f"unknown agent CLI {name!r}; one of {', '.join(RUNTIMES)}") from None
+    runtime = RUNTIMES.get(name) if isinstance(name, str) else None
+    if runtime is None:
+        raise ValueError(f"unknown agent CLI {name!r}; one of {', '.join(RUNTIMES)}")
+    return runtime

@@ -27,7 +27,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from guard.config import Config
-from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, as_text
+from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, adapter_link, as_text
 from guard.sessions.live import LiveTable
 
 __all__ = ["AGENT_KEY", "HALT_KEY", "REMINDER_KEY", "GuardState", "RepeatToolGuard", "halt_reason", "is_reminder"]
@@ -87,7 +87,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         super().__init__()
         bound = max_threads if max_threads is not None else max_sessions  # max_threads: this runtime's word for it
         self._threads: LiveTable[str, AgentLink] = LiveTable(bound)
-        self.link = link if link is not None else GuardLink(config=config, runtime="langchain")
+        self.link = adapter_link(link, config, "langchain")
         self._live: dict[str, AgentLink] = {}
         self._paused: dict[tuple[str, str], bool] = {}
         self._subagents = 0

@@ -28,7 +28,7 @@ from mcp.server.context import ServerRequestContext
 from bus import Decision
 from guard.config import Config
 from guard.fingerprint import blake2b
-from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink
+from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, adapter_link
 
 __all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy"]
 
@@ -65,7 +65,7 @@ def guard_proxy(
     ``destructiveHint``, ``idempotentHint``) ride on its calls as ``hints``,
     which ``loops`` reads as defaults.
     """
-    link = link if link is not None else GuardLink(config=config, runtime="mcp")
+    link = adapter_link(link, config, "mcp")
     agent: AgentLink | None = None
     calls = 0
     hints: dict[str, dict[str, bool]] = {}

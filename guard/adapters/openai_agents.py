@@ -37,7 +37,7 @@ from agents.tool_context import ToolContext
 from openai.types.responses import EasyInputMessageParam
 
 from guard.config import Config
-from guard.sessions.link import AgentLink, GuardLink, HaltRequested, UserTurns, as_text, parse_args
+from guard.sessions.link import AgentLink, GuardLink, HaltRequested, UserTurns, adapter_link, as_text, parse_args
 from guard.sessions.live import LiveTable
 
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
@@ -118,7 +118,7 @@ class RepeatToolGuard(RunHooks[Any]):
     ) -> None:
         bound = max_agents if max_agents is not None else max_sessions  # max_agents: this runtime's word for it
         self._agents: LiveTable[int, tuple[Agent[Any], AgentLink]] = LiveTable(bound)
-        self.link = link if link is not None else GuardLink(config=config, runtime="openai-agents")
+        self.link = adapter_link(link, config, "openai-agents")
         self._turns = UserTurns()
 
     def agent_link(self, agent: Agent[Any]) -> AgentLink | None:

@@ -26,7 +26,7 @@ from pydantic_ai.tools import ToolDefinition
 
 from bus import Bus
 from guard.config import Config
-from guard.sessions.link import AgentLink, GuardLink, HaltRequested, as_text, parse_args
+from guard.sessions.link import AgentLink, GuardLink, HaltRequested, adapter_link, as_text, parse_args
 from guard.sessions.live import LiveTable
 
 __all__ = ["REMINDER_METADATA_KEY", "RepeatToolGuard"]
@@ -56,10 +56,7 @@ class RepeatToolGuard(AbstractCapability[Any]):
         max_sessions: int = 256,
         max_conversations: int | None = None,
     ) -> None:
-        if link is None:
-            link = GuardLink(bus, config=config, runtime="pydantic-ai")
-        elif config is not None or bus is not None:
-            raise ValueError("pass either a GuardLink or config/bus, not both")
+        link = adapter_link(link, config, "pydantic-ai", bus)
         bound = max_conversations if max_conversations is not None else max_sessions  # this runtime's word for it
         self._conversations: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = link

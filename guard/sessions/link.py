@@ -133,6 +133,9 @@ class GuardLink:
         append: bool = True,
         runtime: str = "python",
     ) -> None:
+        if bus is not None and not isinstance(bus, Bus):
+            hint = " (pass a Config as config=...)" if isinstance(bus, Config) else ""
+            raise TypeError(f"GuardLink(bus) takes a bus.Bus, got {type(bus).__name__}{hint}")
         self.log: SessionLog | None = None
         if bus is None:
             bus = Bus()
@@ -189,6 +192,22 @@ class GuardLink:
             link = self._links.get(agent)
             if link is not None:
                 link._receive(event)
+
+
+def adapter_link(link: GuardLink | None, config: Config | None, runtime: str, bus: Bus | None = None) -> GuardLink:
+    """The link an adapter runs on: ``link`` as given, or a new one for
+    ``config`` (or ``bus``) labelled ``runtime``. A ``link`` that is no
+    ``GuardLink`` (a ``Config`` passed where the link goes) is a
+    ``TypeError`` naming it, before any agent runs."""
+    if link is None:
+        return GuardLink(bus, config=config, runtime=runtime)
+    if not isinstance(link, GuardLink):
+        hint = " (pass a Config as config=...)" if isinstance(link, Config) else ""
+        hint = hint or (" (wrap it: GuardLink(bus))" if isinstance(link, Bus) else "")
+        raise TypeError(f"link must be a guard.adapters.GuardLink, got {type(link).__name__}{hint}")
+    if config is not None or bus is not None:
+        raise ValueError("pass either a GuardLink or config/bus, not both")
+    return link
 
 
 class AgentLink:

@@ -235,6 +235,8 @@ def test_runtimes_are_found_by_name() -> None:
     assert runtime_named("codex") is CODEX
     with pytest.raises(ValueError, match="unknown agent CLI 'aider'; one of claude-code, codex, gemini-cli"):
         runtime_named("aider")
+    with pytest.raises(ValueError, match=r"unknown agent CLI \['codex'\]; one of"):
+        runtime_named(["codex"])  # type: ignore[arg-type]
 
 
 def test_the_command_hook_keeps_gemini_calls_open_across_processes(tmp_path: Path) -> None:

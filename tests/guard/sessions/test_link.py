@@ -55,6 +55,37 @@ async def test_a_bus_that_cannot_publish_is_logged_and_never_breaks_the_tool_cal
     assert failed == [("ToolCall", "error"), ("AgentStatus", "error")], "the result had a reading, the end none"
 
 
+async def test_a_link_built_on_what_is_no_bus_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match=r"GuardLink\(bus\) takes a bus.Bus, got Config \(pass a Config as config="):
+        GuardLink(Config())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"GuardLink\(bus\) takes a bus.Bus, got dict$"):
+        GuardLink({})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("module", "make"),
+    [
+        ("pydantic_ai", "RepeatToolGuard"),
+        ("langchain", "RepeatToolGuard"),
+        ("openai_agents", "RepeatToolGuard"),
+        ("google_adk", "RepeatToolGuard"),
+        ("claude_agent_sdk", "guard_hooks"),
+        ("mcp", "guard_proxy"),
+    ],
+)
+async def test_every_adapter_refuses_what_is_no_link_where_the_link_goes(module: str, make: str) -> None:
+    """A ``Config`` or a ``Bus`` passed where the link goes is refused when the
+    adapter is built, naming what to do, not when its first run fails."""
+    adapter = getattr(pytest.importorskip(f"guard.adapters.{module}"), make)
+    leading = (None,) if module == "mcp" else ()  # guard_proxy(upstream, link)
+    with pytest.raises(TypeError, match=r"link must be a guard.adapters.GuardLink, got Config \(pass a Config as"):
+        adapter(*leading, Config())
+    with pytest.raises(TypeError, match=r"got Bus \(wrap it: GuardLink\(bus\)\)"):
+        adapter(*leading, Bus())
+    with pytest.raises(ValueError, match="pass either a GuardLink or config/bus, not both"):
+        adapter(*leading, GuardLink(), config=Config())
+
+
 async def test_your_own_bus_is_used_as_it_is(bus: Bus, capture: Capture) -> None:
     link = GuardLink(bus)
     agent = link.agent("main")
