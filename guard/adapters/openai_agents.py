@@ -13,6 +13,7 @@ raises ``HaltRequested`` from that filter, before the next model call.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -26,6 +27,7 @@ from agents import (
     Runner,
     RunResult,
     RunResultStreaming,
+    StreamEvent,
     Tool,
     ToolGuardrailFunctionOutput,
     ToolInputGuardrail,
@@ -175,9 +177,7 @@ class RepeatToolGuard(RunHooks[Any]):
             await self._begin(agent, input)
             return await Runner.run(agent, input, **self._guarded(kwargs))
         except BaseException as exc:
-            for link, call_id in allowed:
-                if link.has_call(call_id):
-                    await link.failed(call_id, exc)
+            await _answer_unanswered(allowed, exc)
             raise
         finally:
             _allowed.reset(calls)
@@ -188,11 +188,26 @@ class RepeatToolGuard(RunHooks[Any]):
         turn is published first), then consumed as usual with ``stream_events()``.
         A halt request raises ``HaltRequested`` from the stream."""
         token = _active.set(self)
+        allowed: list[tuple[AgentLink, str]] = []
+        calls = _allowed.set(allowed)
         try:
             await self._begin(agent, input)
-            return Runner.run_streamed(agent, input, **self._guarded(kwargs))  # its task copies _active
+            result = Runner.run_streamed(agent, input, **self._guarded(kwargs))  # its task copies both
         finally:
+            _allowed.reset(calls)
             _active.reset(token)
+        stream = result.stream_events
+
+        async def stream_events() -> AsyncIterator[StreamEvent]:
+            try:
+                async for event in stream():
+                    yield event
+            except Exception as exc:  # the run failed; a reader that stops or is cancelled may leave it going on
+                await _answer_unanswered(allowed, exc)
+                raise
+
+        result.stream_events = stream_events  # type: ignore[method-assign]
+        return result
 
     async def _begin(self, agent: Agent[Any], input: Any) -> None:
         guard_tools(agent)
@@ -270,6 +285,14 @@ class RepeatToolGuard(RunHooks[Any]):
             # a tool that raised answers the SDK's own failure text: a failure, which may be retried
             failed = isinstance(result, str) and result.startswith(_SDK_FAILURE)
             await link.result(context.tool_call_id, as_text(result), is_error=failed)
+
+
+async def _answer_unanswered(allowed: list[tuple[AgentLink, str]], exc: BaseException) -> None:
+    """Publish the outcome of each call a run allowed and ended with ``exc``
+    before answering (``AgentLink.failed``)."""
+    for link, call_id in allowed:
+        if link.has_call(call_id):
+            await link.failed(call_id, exc)
 
 
 class _ChainedHooks(RunHooks[Any]):

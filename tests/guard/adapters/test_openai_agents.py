@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 pytest.importorskip("agents", reason="openai-agents is not installed: pip install 'repeat-tool-guard[openai-agents]'")
@@ -462,6 +463,50 @@ async def test_a_streamed_run_ends_with_halt_requested(turns_link: GuardLink) ->
             pass
     assert len(runs) == 2, "turns 3 and 4 were denied"
     assert len(calls) == 4, "no model call after the halt request"
+
+
+async def test_a_streamed_run_ended_by_its_tools_exception_answers_the_call(link: GuardLink, events: Capture) -> None:
+    @function_tool(failure_error_function=None)
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    model = ScriptedModel([[function_call("broken", {}, call_id="b1")]])
+    streamed = await RepeatToolGuard(link).run_streamed(Agent(name="main", model=model, tools=[broken]), "go")
+    with pytest.raises(Exception, match="disk on fire"):
+        async for _event in streamed.stream_events():
+            pass
+    (result,) = events.of(ToolResult)
+    assert (result.call_id, result.is_error) == ("b1", True)
+    assert "disk on fire" in result.content
+
+
+async def test_a_reader_that_stops_reading_a_stream_leaves_the_run_its_calls(link: GuardLink, events: Capture) -> None:
+    """Closing the event stream early is no end of the run: the call still
+    running is answered by its own result, not as cancelled."""
+    started, finish = asyncio.Event(), asyncio.Event()
+
+    @function_tool
+    async def slow() -> str:
+        """Takes its time."""
+        started.set()
+        await finish.wait()
+        return "done"
+
+    model = ScriptedModel([[function_call("slow", {}, call_id="s1")], [assistant_message("fine")]])
+    streamed = await RepeatToolGuard(link).run_streamed(Agent(name="main", model=model, tools=[slow]), "go")
+    reading = streamed.stream_events()
+    assert isinstance(reading, AsyncGenerator)
+    while getattr(await anext(reading), "name", None) != "tool_called":
+        pass
+    await asyncio.wait_for(started.wait(), 10)  # the run goes on in its own task
+    await reading.aclose()
+    assert events.of(ToolResult) == [], "the tool still runs"
+    finish.set()
+    with anyio.fail_after(10):
+        while not events.of(ToolResult):
+            await asyncio.sleep(0.01)
+    assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [("s1", "done")]
 
 
 async def test_agents_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
