@@ -147,7 +147,7 @@ class RepeatToolGuard(BasePlugin):
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
         self._tool_done(agent, call_id)
-        await agent.result(call_id, str(error) or type(error).__name__, is_error=True)
+        await agent.failed(call_id, error)  # a cancelled run's tool comes here too, as its CancelledError
         return None
 
     def _tool_done(self, agent: AgentLink, call_id: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -24,7 +25,7 @@ from pydantic import Field
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, RECOMMENDED, TURNS_ADVISORY, TURNS_HALT_REASON
-from guard.adapters import GuardLink
+from guard.adapters import CANCELLED, GuardLink
 from guard.adapters.google_adk import REMINDER_PREFIX, RepeatToolGuard
 from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
@@ -269,6 +270,34 @@ async def test_tool_error_is_an_error_result(link: GuardLink, events: Capture) -
         async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
             pass
     assert [(r.is_error, r.content) for r in events.of(ToolResult)] == [(True, "disk on fire")]
+
+
+async def test_a_run_cancelled_while_its_tool_runs_answers_the_call_as_cancelled(
+    link: GuardLink, events: Capture
+) -> None:
+    started = asyncio.Event()
+
+    async def grep(pattern: str) -> dict[str, Any]:
+        """Search the code."""
+        started.set()
+        await asyncio.sleep(30)
+        return {"found": "never"}
+
+    agent = LlmAgent(name="main", model=LoopingLlm(model="looping", requests=[]), tools=[grep])
+    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    message = types.Content(role="user", parts=[types.Part(text="go")])
+
+    async def run() -> None:
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            pass
+
+    task = asyncio.create_task(run())
+    await asyncio.wait_for(started.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [(r.is_error, r.content) for r in events.of(ToolResult)] == [(True, CANCELLED)]
 
 
 async def test_sessions_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:
