@@ -48,22 +48,26 @@ _SDK_FAILURE = default_tool_error_function(RunContextWrapper(None), RuntimeError
 """How the SDK's default ``failure_error_function`` answers a tool that raised
 ("An error occurred while running the tool")."""
 
-_active: ContextVar[RepeatToolGuard | None] = ContextVar("repeat_tool_guard_openai_agents", default=None)
+_Allowed = list[tuple[AgentLink, str]]
+
+_active: ContextVar[tuple[RepeatToolGuard, _Allowed] | None] = ContextVar(
+    "repeat_tool_guard_openai_agents", default=None
+)
+"""The guard of the run going on here (``run``, ``run_streamed``), and the calls
+it allowed: one the run ends without answering (a tool that raised with no
+``failure_error_function``, a cancelled run) gets its outcome published."""
 _calling: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_openai_calling", default=None)
 """The agent whose allowed tool call runs in this task."""
-_allowed: ContextVar[list[tuple[AgentLink, str]] | None] = ContextVar("repeat_tool_guard_openai_allowed", default=None)
-"""The calls allowed in the ``run`` going on here: one it ends without answering
-(a tool that raised with no ``failure_error_function``, a cancelled run) gets
-its outcome published."""
 _invocation: ContextVar[dict[int, AgentLink] | None] = ContextVar("repeat_tool_guard_openai_as_tool", default=None)
 """The live agents of the agent-as-tool invocation running here (``as_tool``), by SDK agent."""
 
 
 async def _guardrail(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
-    guard = _active.get()
-    if guard is None:
+    active = _active.get()
+    if active is None:
         return ToolGuardrailFunctionOutput.allow()
-    return await guard._decide(data)
+    guard, allowed = active
+    return await guard._decide(data, allowed)
 
 
 TOOL_GUARDRAIL: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=_guardrail, name="repeat-tool-guard")
@@ -170,9 +174,8 @@ class RepeatToolGuard(RunHooks[Any]):
         """``Runner.run`` with the guard: a string input, or a list that ends
         with a user item, is a new user turn. Other arguments go to
         ``Runner.run`` (``hooks`` and ``run_config`` composed with the guard's)."""
-        token = _active.set(self)
-        allowed: list[tuple[AgentLink, str]] = []
-        calls = _allowed.set(allowed)
+        allowed: _Allowed = []
+        token = _active.set((self, allowed))
         try:
             await self._begin(agent, input)
             return await Runner.run(agent, input, **self._guarded(kwargs))
@@ -180,21 +183,18 @@ class RepeatToolGuard(RunHooks[Any]):
             await _answer_unanswered(allowed, exc)
             raise
         finally:
-            _allowed.reset(calls)
             _active.reset(token)
 
     async def run_streamed(self, agent: Agent[Any], input: Any, **kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed`` with the guard, as ``run``; awaited (the user
         turn is published first), then consumed as usual with ``stream_events()``.
         A halt request raises ``HaltRequested`` from the stream."""
-        token = _active.set(self)
-        allowed: list[tuple[AgentLink, str]] = []
-        calls = _allowed.set(allowed)
+        allowed: _Allowed = []
+        token = _active.set((self, allowed))
         try:
             await self._begin(agent, input)
-            result = Runner.run_streamed(agent, input, **self._guarded(kwargs))  # its task copies both
+            result = Runner.run_streamed(agent, input, **self._guarded(kwargs))  # its task copies _active
         finally:
-            _allowed.reset(calls)
             _active.reset(token)
         stream = result.stream_events
 
@@ -244,15 +244,13 @@ class RepeatToolGuard(RunHooks[Any]):
         tool.on_invoke_tool = on_invoke_tool
         return tool
 
-    async def _decide(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+    async def _decide(self, data: ToolInputGuardrailData, allowed: _Allowed) -> ToolGuardrailFunctionOutput:
         link = await self._link_for(data.agent)
         context = data.context
         decision = await link.call(context.tool_call_id, context.tool_name, parse_args(context.tool_arguments))
         if decision.allowed:
             _calling.set(link)  # the SDK runs the tool next, in this task: a run it starts is a subagent of this agent
-            allowed = _allowed.get()
-            if allowed is not None:
-                allowed.append((link, context.tool_call_id))
+            allowed.append((link, context.tool_call_id))
             return ToolGuardrailFunctionOutput.allow()
         await link.denied(context.tool_call_id, decision)
         return ToolGuardrailFunctionOutput.reject_content(decision.reason or "", output_info=decision.by)
@@ -287,7 +285,7 @@ class RepeatToolGuard(RunHooks[Any]):
             await link.result(context.tool_call_id, as_text(result), is_error=failed)
 
 
-async def _answer_unanswered(allowed: list[tuple[AgentLink, str]], exc: BaseException) -> None:
+async def _answer_unanswered(allowed: _Allowed, exc: BaseException) -> None:
     """Publish the outcome of each call a run allowed and ended with ``exc``
     before answering (``AgentLink.failed``)."""
     for link, call_id in allowed:
