@@ -202,8 +202,10 @@ def adapter_link(link: GuardLink | None, config: Config | None, runtime: str, bu
     if link is None:
         return GuardLink(bus, config=config, runtime=runtime)
     if not isinstance(link, GuardLink):
-        hint = " (pass a Config as config=...)" if isinstance(link, Config) else ""
-        hint = hint or (" (wrap it: GuardLink(bus))" if isinstance(link, Bus) else "")
+        if isinstance(link, Config):
+            hint = " (pass a Config as config=...)"
+        else:
+            hint = " (wrap it: GuardLink(bus))" if isinstance(link, Bus) else ""
         raise TypeError(f"link must be a guard.adapters.GuardLink, got {type(link).__name__}{hint}")
     if config is not None or bus is not None:
         raise ValueError("pass either a GuardLink or config/bus, not both")
