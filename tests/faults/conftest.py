@@ -1,8 +1,10 @@
 """The fault and bad-input suite: every entry point (the commands, the hook,
 the library's log writer and reader, the importers) given what a careless
 or hostile user would give it. Each trial is deterministic and bounded: a
-trial that uses over 5 s of CPU, or waits over 60 s, fails as a hang instead
-of stalling the suite (CPU time, so a busy machine does not make a trial a hang).
+trial that uses over 20 s of CPU, or waits over 120 s, fails as a hang instead
+of stalling the suite (CPU time, so a busy machine does not make a trial a
+hang; the slowest trial uses about 1 s, and a virtual machine whose host is
+busy can count several times that).
 
 What every trial asserts: no traceback, one line on stderr for an error,
 the documented exit code, and no session-log line lost or merged.
@@ -25,8 +27,8 @@ import pytest
 from guard.cli import main
 from tests.guard.server.conftest import ServerProcess, StartServer
 
-HANG_CPU_SECONDS = 5.0
-HANG_SECONDS = 60.0
+HANG_CPU_SECONDS = 20.0
+HANG_SECONDS = 120.0
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -35,6 +37,13 @@ class Hang(Exception):
 
 
 def _alarm(signum: int, frame: FrameType | None) -> None:
+    if frame is not None and frame.f_lineno is None:
+        # An instruction with no line number (some loops' back jumps) would give
+        # the traceback an entry pytest cannot print, ending the whole run:
+        # raise at the next instruction that has one instead.
+        timer = signal.ITIMER_PROF if signum == signal.SIGPROF else signal.ITIMER_REAL
+        signal.setitimer(timer, 0.001)
+        return
     if signum == signal.SIGPROF:
         raise Hang(f"the trial used over {HANG_CPU_SECONDS} s of CPU")
     raise Hang(f"the trial ran over {HANG_SECONDS} s")
