@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import structlog
 
 from bus import Event, LogWriteError, ToolCall, ToolResult, open_regular, private_dir, read_log
 from bus._codec import encode_line
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from guard.sessions.fleet import FleetCounts
 
 __all__ = ["FileSessionStore", "Session", "SessionStore", "StoreError"]
+
+_log = structlog.get_logger("guard.server")
 
 _DENIALS_KEPT = 256
 _ANSWERS_KEPT = 1024
@@ -403,7 +406,9 @@ class FileSessionStore(SessionStore):
             raise StoreError(f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}") from None
         try:
             before = _identity(path)
-            link, log = await resume_or_restart(path, session_id, self.config, on_action=self.on_action)
+            link, log = await resume_or_restart(
+                path, session_id, self.config, on_action=self.on_action, on_restart=partial(_restarted, session_id)
+            )
             log.close()  # written by ``commit``, a request at a time
             log.detach(link.bus)
             if self.on_event is not None:
@@ -497,3 +502,7 @@ def _append(path: Path, lines: bytearray, *, fsync: bool, create: bool = False) 
             view.release()
     finally:
         os.close(fd)
+
+
+def _restarted(session_id: str, why: str) -> None:
+    _log.warning("serve.log_restarted", session=session_id, reason=why)

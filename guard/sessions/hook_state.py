@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from bus import LogError, LogWriteError, open_regular, private_dir
+from bus import LogWriteError, open_regular, private_dir
 from guard.config import Config
 from guard.guard import Guard
 from guard.sessions.link import GuardLink
@@ -57,19 +56,12 @@ async def hook_session(
         guard = Guard(config, log_actions=log_actions)
         restored = load_snapshot(saved, path, session, guard)
         if isinstance(restored, str):
-            from guard.sessions.resume import resume_link  # only when the snapshot cannot be used
+            from guard.sessions.resume import resume_or_restart  # only when the snapshot cannot be used
 
             if on_replay is not None and (path.exists() or saved.exists()):
                 on_replay(f"{restored}; replaying {str(path)!r}")
             guard = Guard(config, log_actions=log_actions)
-            try:
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
-            except LogError as exc:
-                aside = path.with_name(f"{path.name}.unreadable-{time.time_ns()}")
-                path.rename(aside)
-                if on_replay is not None:
-                    on_replay(f"{exc}; moved to {str(aside)!r} and a new log begun")
-                restored = await resume_link(path, session, guard=guard, mark_resume=False)
+            restored = await resume_or_restart(path, session, guard=guard, mark_resume=False, on_restart=on_replay)
         link, log = restored
         with log:
             try:

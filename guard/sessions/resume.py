@@ -15,7 +15,7 @@ recorded."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -297,13 +297,24 @@ async def resume_link(
 
 
 async def resume_or_restart(
-    path: Path, session: str, config: Config | None = None, *, on_action: ActionListener | None = None
+    path: Path,
+    session: str,
+    config: Config | None = None,
+    *,
+    guard: Guard | None = None,
+    mark_resume: bool = True,
+    on_action: ActionListener | None = None,
+    on_restart: Callable[[str], None] | None = None,
 ) -> tuple[GuardLink, SessionLog]:
     """``resume_link``, except that a file at ``path`` which is not a session
     log any more is renamed ``*.unreadable-<time>`` and a new log begun, so a
-    damaged file costs its history, never the agent's tool calls."""
+    damaged file costs its history, never the agent's tool calls;
+    ``on_restart`` is told why, and where the file went."""
     try:
-        return await resume_link(path, session, config, on_action=on_action)
-    except LogError:
-        path.rename(path.with_name(f"{path.name}.unreadable-{time.time_ns()}"))
-        return await resume_link(path, session, config, on_action=on_action)
+        return await resume_link(path, session, config, guard=guard, mark_resume=mark_resume, on_action=on_action)
+    except LogError as exc:
+        aside = path.with_name(f"{path.name}.unreadable-{time.time_ns()}")
+        path.rename(aside)
+        if on_restart is not None:
+            on_restart(f"{exc}; moved to {str(aside)!r} and a new log begun")
+        return await resume_link(path, session, config, guard=guard, mark_resume=mark_resume, on_action=on_action)

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from bus.testing import FakeClock
 from guard import GENTLE_REMINDER
@@ -167,9 +168,13 @@ async def test_a_file_that_is_no_session_log_is_set_aside_and_the_session_begins
     state.mkdir()
     (state / "s.jsonl").write_text("this is not a session log\n")
     store = FileSessionStore(state)
-    assert await grep(store, "s", "c1") == []
+    with capture_logs() as logs:
+        assert await grep(store, "s", "c1") == []
     (aside,) = state.glob("s.jsonl.unreadable-*")
     assert aside.read_text() == "this is not a session log\n"
+    [logged] = [entry for entry in logs if entry["event"] == "serve.log_restarted"]
+    assert logged["session"] == "s"
+    assert logged["reason"].endswith(f"; moved to {str(aside)!r} and a new log begun")
     assert (state / "s.jsonl").read_text().startswith('{"type":"session/start"')
     store.close()
 
