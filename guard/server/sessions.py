@@ -35,7 +35,7 @@ from guard.server.scope import note
 from guard.sessions.answer import retry_key
 from guard.sessions.link import AgentLink, GuardLink
 from guard.sessions.live import check_max_sessions
-from guard.sessions.resume import resume_or_restart
+from guard.sessions.resume import resume_link
 
 if TYPE_CHECKING:
     from guard.sessions.fleet import FleetCounts
@@ -406,8 +406,8 @@ class FileSessionStore(SessionStore):
             raise StoreError(f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}") from None
         try:
             before = _identity(path)
-            link, log = await resume_or_restart(
-                path, session_id, self.config, on_action=self.on_action, on_restart=partial(_restarted, session_id)
+            link, log = await resume_link(
+                path, session_id, self.config, on_action=self.on_action, on_unreadable=partial(_restarted, session_id)
             )
             log.close()  # written by ``commit``, a request at a time
             log.detach(link.bus)

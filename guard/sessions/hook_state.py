@@ -42,11 +42,13 @@ async def hook_session(
     cannot be saved (the answer stands: the next call replays). The body's
     events land in the log together as it ends (``SessionLog.held``): a
     process killed inside it records none of them. A log that is not a session log
-    any more is renamed ``*.unreadable-<time>`` and a new one begun. Both
-    files are created 0600; the log is not written through a symbolic link.
+    any more is renamed ``*.unreadable-<time>`` and a new one begun
+    (``on_replay`` is told where). Both files are created 0600; the log is
+    not written through a symbolic link.
     An event the log could not record (a full disk) raises
     ``LogWriteError`` on leaving, and the log is left whole.
     """
+    tell = on_replay if on_replay is not None else _unheard
     private_dir(state_dir)
     path = state_dir / f"{session}.jsonl"
     saved = snapshot_path(path)
@@ -56,12 +58,12 @@ async def hook_session(
         guard = Guard(config, log_actions=log_actions)
         restored = load_snapshot(saved, path, session, guard)
         if isinstance(restored, str):
-            from guard.sessions.resume import resume_or_restart  # only when the snapshot cannot be used
+            from guard.sessions.resume import resume_link  # only when the snapshot cannot be used
 
-            if on_replay is not None and (path.exists() or saved.exists()):
-                on_replay(f"{restored}; replaying {str(path)!r}")
+            if path.exists() or saved.exists():
+                tell(f"{restored}; replaying {str(path)!r}")
             guard = Guard(config, log_actions=log_actions)
-            restored = await resume_or_restart(path, session, guard=guard, mark_resume=False, on_restart=on_replay)
+            restored = await resume_link(path, session, guard=guard, mark_resume=False, on_unreadable=tell)
         link, log = restored
         with log:
             try:
@@ -76,10 +78,13 @@ async def hook_session(
                 try:
                     save_snapshot(saved, link, guard, log)
                 except Exception as exc:  # the answer stands: the snapshot only saves the next call a replay
-                    if on_replay is not None:
-                        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                        on_replay(f"the snapshot {str(saved)!r} could not be saved ({detail}); the next call replays")
+                    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                    tell(f"the snapshot {str(saved)!r} could not be saved ({detail}); the next call replays")
     finally:
         os.close(lock)
     if log.error is not None:
         raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
+
+
+def _unheard(why: str) -> None:
+    """What a caller that gave no ``on_replay`` is not told."""

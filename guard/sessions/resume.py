@@ -40,7 +40,7 @@ from guard.sessions.answer import Answer, KeptAnswer, call_digest, result_digest
 from guard.sessions.link import ANSWERS_KEPT, GuardLink, LinkState
 from guard.sessions.restore import regenerated, replaying
 
-__all__ = ["follow", "resume_link", "resume_or_restart"]
+__all__ = ["follow", "resume_link"]
 
 
 class _Tracker:
@@ -265,6 +265,7 @@ async def resume_link(
     guard: Guard | None = None,
     mark_resume: bool = True,
     on_action: ActionListener | None = None,
+    on_unreadable: Callable[[str], None] | None = None,
 ) -> tuple[GuardLink, SessionLog]:
     """A ``GuardLink`` whose guard has seen every event of the log at ``path``
     (replayed, the guard's own messages regenerated rather than re-read, no
@@ -273,19 +274,34 @@ async def resume_link(
     session. ``guard`` is the fresh guard to resume (default ``Guard(config)``);
     ``mark_resume`` is ``SessionLog``'s. The caller closes the returned log.
     ``on_action`` hears of the guard's actions from now on, not of those the
-    history replays."""
+    history replays.
+
+    A file at ``path`` that is not a session log any more raises
+    ``LogError``; given ``on_unreadable``, it is renamed
+    ``*.unreadable-<time>`` instead, a new log begun, and ``on_unreadable``
+    told why and where the file went: a damaged file costs its history,
+    never the agent's tool calls."""
     if guard is None:
         guard = Guard(config)
     tracker = _Tracker()
     seq = 0
     exists = path.exists()
     if exists:
-        replay = _history(guard, tracker, path)
-        guard.attach(replay.bus)
-        with replaying(guard, path):
-            await replay.run()
-        guard.detach()
-        seq = replay.seq
+        try:
+            replay = _history(guard, tracker, path)
+        except LogError as exc:
+            if on_unreadable is None:
+                raise
+            aside = path.with_name(f"{path.name}.unreadable-{time.time_ns()}")
+            path.rename(aside)
+            on_unreadable(f"{exc}; moved to {str(aside)!r} and a new log begun")
+            exists = False
+        else:
+            guard.attach(replay.bus)
+            with replaying(guard, path):
+                await replay.run()
+            guard.detach()
+            seq = replay.seq
     if on_action is not None:
         guard.add_listener(on_action)
     bus = Bus(seq=seq)
@@ -294,27 +310,3 @@ async def resume_link(
     link = GuardLink(bus)
     tracker.settle(link)
     return link, log
-
-
-async def resume_or_restart(
-    path: Path,
-    session: str,
-    config: Config | None = None,
-    *,
-    guard: Guard | None = None,
-    mark_resume: bool = True,
-    on_action: ActionListener | None = None,
-    on_restart: Callable[[str], None] | None = None,
-) -> tuple[GuardLink, SessionLog]:
-    """``resume_link``, except that a file at ``path`` which is not a session
-    log any more is renamed ``*.unreadable-<time>`` and a new log begun, so a
-    damaged file costs its history, never the agent's tool calls;
-    ``on_restart`` is told why, and where the file went."""
-    try:
-        return await resume_link(path, session, config, guard=guard, mark_resume=mark_resume, on_action=on_action)
-    except LogError as exc:
-        aside = path.with_name(f"{path.name}.unreadable-{time.time_ns()}")
-        path.rename(aside)
-        if on_restart is not None:
-            on_restart(f"{exc}; moved to {str(aside)!r} and a new log begun")
-        return await resume_link(path, session, config, guard=guard, mark_resume=mark_resume, on_action=on_action)
