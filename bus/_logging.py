@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import reprlib
 import sys
 from collections.abc import Callable
@@ -34,9 +35,30 @@ def _structlog() -> Any:
     return structlog
 
 
+def _escaped(value: Any) -> Any:
+    """``value`` with any text as ASCII and backslash escapes: a record every
+    stream can take."""
+    return value.encode("ascii", "backslashreplace").decode("ascii") if isinstance(value, str) else value
+
+
+def _write(log: Callable[..., Any], args: tuple[Any, ...], fields: dict[str, Any]) -> None:
+    """Call the logging method ``log``; a record its output cannot take
+    (a lone surrogate, text its encoding lacks) is written again with its
+    text escaped, and a stream that refuses it (a full disk, a closed pipe)
+    loses that record. Logging runs where a fault or an action is being
+    reported: it must never turn into a fault of the call it reports on."""
+    try:
+        log(*args, **fields)
+    except UnicodeError:
+        with contextlib.suppress(Exception):
+            log(*map(_escaped, args), **{key: _escaped(value) for key, value in fields.items()})
+    except Exception:
+        pass
+
+
 class LazyLogger:
     """Stands in for ``structlog.get_logger(name)`` and imports structlog on
-    its first call.
+    its first call. Its methods never raise (see ``_write``).
 
     Importing structlog costs more than a Claude Code command hook's whole
     answer, and most processes that load the bus (that hook among them) never
@@ -50,8 +72,9 @@ class LazyLogger:
     def __init__(self, name: str) -> None:
         self._name = name
 
-    def __getattr__(self, method: str) -> Any:
-        return getattr(_structlog().get_logger(self._name), method)
+    def __getattr__(self, method: str) -> Callable[..., None]:
+        log = getattr(_structlog().get_logger(self._name), method)
+        return lambda *args, **fields: _write(log, args, fields)
 
 
 class InfoLog:
@@ -103,8 +126,9 @@ class InfoLog:
 
     def info(self, event: str, **fields: Any) -> None:
         """Log ``event`` at ``info``; call it once ``enabled`` said yes, so
-        fields are built only for a record that gets through."""
-        self._bound.info(event, **fields)
+        fields are built only for a record that gets through. Never raises
+        (see ``_write``)."""
+        _write(self._bound.info, (event,), fields)
 
 
 _repr = reprlib.Repr()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -29,6 +30,20 @@ def _structlog_defaults() -> Iterator[None]:
     the whole process, as a command does; every test starts from the defaults."""
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture
+def logging_to_a_full_disk() -> Iterator[None]:
+    """structlog printing to ``/dev/full``: every record's write fails, as
+    on a full disk or a closed pipe."""
+    with open("/dev/full", "w") as full:
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(full))
+        try:
+            yield
+        finally:
+            structlog.reset_defaults()
+            with contextlib.suppress(OSError):  # what is left in its buffer cannot be flushed either
+                full.close()
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 import msgspec
-import structlog
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bus._logging import LazyLogger
 from guard._text import one_line, shown
 from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
 from guard.adapters.codex_hooks import CODEX
@@ -64,7 +64,7 @@ DEFAULT_BODY_TIMEOUT = 30.0
 _REFUSED = frozenset({401, 403, 415})
 """Answers given before the body was read."""
 
-_log = structlog.get_logger("guard.server")
+_log = LazyLogger("guard.server")
 _JSON = "application/json"
 
 Endpoint = Callable[[Request], Awaitable[Response]]

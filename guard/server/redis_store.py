@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
-import structlog
 from redis.exceptions import RedisError
 
 from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall, ToolResult
 from bus._codec import event_decoder
+from bus._logging import LazyLogger
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, stream_entry
 from guard.actions import Action
 from guard.config import Config
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LeaseTimeout", "RedisSessionStore"]
 
-_log = structlog.get_logger("guard.server")
+_log = LazyLogger("guard.server")
 
 
 class LeaseTimeout(StoreError):

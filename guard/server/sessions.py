@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import structlog
 
 from bus import Event, LogWriteError, ToolCall, ToolResult, open_regular, private_dir, read_log
 from bus._codec import encode_line
+from bus._logging import LazyLogger
 from guard.actions import Action
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, HookRuntime
 from guard.config import Config
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FileSessionStore", "Session", "SessionStore", "StoreError"]
 
-_log = structlog.get_logger("guard.server")
+_log = LazyLogger("guard.server")
 
 _DENIALS_KEPT = 256
 _ANSWERS_KEPT = 1024

@@ -25,6 +25,7 @@ from guard import (
     build_policies,
 )
 from guard.actions import DENYING
+from guard.config import RECOMMENDED
 from guard.guard import _Entry
 from tests.guard.conftest import OnCallPolicy
 
@@ -375,6 +376,14 @@ async def test_action_records_go_through_a_logger_that_cannot_say_its_level(
         await _call(bus, agent, "c1")
         await _call(bus, agent, "c2")
     assert [e["event"] for e in logged] == ["guard.remind"]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("logging_to_a_full_disk")
+async def test_a_denial_stands_when_the_record_of_it_cannot_be_written(bus: Bus, agent: Agent) -> None:
+    Guard(RECOMMENDED).attach(bus)
+    results = [await _call(bus, agent, f"c{n}") for n in range(4)]
+    assert [r.denied_by for r in results] == [None, None, "loop-detector", "loop-detector"]
 
 
 @pytest.mark.anyio
