@@ -548,10 +548,10 @@ class _Measure:
                 first_actions[verdict.policy] = _action(verdict)
         best = self.best
         return SessionAudit(
-            label=session.label,
-            path=str(session.path),
+            label=_reportable(session.label),
+            path=_reportable(str(session.path)),
             format=session.format,
-            session=session.session,
+            session=_reportable(session.session),
             agents=len(self.agents),
             calls=self.call_number,
             errors=self.errors,
@@ -569,19 +569,48 @@ class _Measure:
         )
 
 
-def find_transcripts(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[Path, bool]]:
+def _reportable(text: str) -> str:
+    """``text`` (a path, or a label or session id made from one) as a report
+    carries it: the bytes of a file name that are no UTF-8 (which Python
+    holds as lone surrogates) shown escaped, ``caf\\xe9``, so that the JSON,
+    the HTML page and the table can all be written. A lone surrogate no
+    file system gave (one passed in a ``str`` from Python) is shown as
+    ``\\ud800``."""
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _file_error(path: str | os.PathLike[str], reason: str) -> FileError:
+    """A ``FileError`` whose path and reason can be written in any report (``_reportable``)."""
+    return FileError(path=_reportable(os.fspath(path)), reason=_reportable(reason))
+
+
+def find_transcripts(
+    paths: Iterable[str | os.PathLike[str]], unlisted: list[FileError] | None = None
+) -> Iterator[tuple[Path, bool]]:
     """Each file to audit, and whether it was named explicitly.
 
     A directory is walked in sorted order for ``.jsonl``, ``.json`` and
     ``.traj`` files and goose's ``sessions.db``, leaving out subagent files whose session file is present
     (they are imported with it). Anything else named is offered as is.
+    A directory the walk cannot list (no permission, a path too long) is
+    appended to ``unlisted``, with why, when it is given; its files are not
+    offered either way.
     """
+
+    def cannot_list(exc: OSError) -> None:
+        if unlisted is not None:
+            unlisted.append(_file_error(exc.filename, f"cannot list this directory: {exc.strerror}"))
+
     for raw in paths:
         path = Path(raw).expanduser()
         if not path.is_dir():
             yield path, True
             continue
-        for root, dirs, files in os.walk(path):
+        for root, dirs, files in os.walk(path, onerror=cannot_list):
             dirs.sort()
             files.sort()
             for name in files:
@@ -605,8 +634,11 @@ def audit(
 ) -> AuditReport:
     """Audit every transcript under ``paths``.
 
-    ``config`` goes through ``audit_config``. A file that cannot be read is
-    reported in ``errors`` with its reason and the audit goes on; a file
+    ``config`` goes through ``audit_config``. A file that cannot be read,
+    or a directory that cannot be listed (listed first: the walk comes
+    before the audit), is reported in ``errors`` with its reason and the
+    audit goes on; in every path the report carries, the bytes of a file
+    name that are no UTF-8 are shown escaped (``caf\\xe9``); a file
     found in a directory that is no known transcript format is left out and
     listed, with why, in ``not_transcripts``. ``timelines``, when given, receives one
     ``Timeline`` per session, in the order of ``sessions``.
@@ -619,11 +651,11 @@ def audit(
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"audit jobs must be an integer >= 1, got {jobs!r}")
-    files = list(find_transcripts(paths))
+    errors: list[FileError] = []
+    files = list(find_transcripts(paths, errors))
     config = audit_config(config)
     started = time.perf_counter()
     sessions: list[SessionAudit] = []
-    errors: list[FileError] = []
     not_transcripts: list[FileError] = []
     for result in _audit_files(files, config, timelines is not None, jobs, worker_setup, progress):
         sessions += result.sessions
@@ -684,7 +716,7 @@ def _audit_files(
     if jobs == 1 or total < 2 or sum(_size(path) for path, _ in files) < PARALLEL_BYTES:
         for done, (path, explicit) in enumerate(files):
             if progress is not None:
-                progress(done, total, str(path))
+                progress(done, total, _reportable(str(path)))
             yield _audit_file(path, explicit, config, timelines)
         return
     import multiprocessing
@@ -708,7 +740,7 @@ def _audit_files(
                 break
         for done, (path, _) in enumerate(files):
             if progress is not None:
-                progress(done, total, str(path))
+                progress(done, total, _reportable(str(path)))
             path, explicit, future = ahead.popleft()
             following = next(waiting, None)
             if following is not None:
@@ -725,7 +757,7 @@ def _audit_files(
                         result = alone.submit(_audit_file, path, explicit, config, timelines).result()
                     except BrokenProcessPool as exc:
                         result = _FileAudit()
-                        result.error = FileError(path=str(path), reason=f"the process auditing it died: {exc}")
+                        result.error = _file_error(path, f"the process auditing it died: {exc}")
                 pool = start(workers)
                 ahead = deque((p, e, pool.submit(_audit_file, p, e, config, timelines)) for p, e, _ in ahead)
             yield result
@@ -780,15 +812,15 @@ def _audit_file(path: Path, explicit: bool, config: Config, timelines: bool) -> 
                 if timeline is not None:
                     result.timelines.append(timeline)
     except UnknownFormatError as exc:
-        failure = FileError(path=str(path), reason=str(exc))
+        failure = _file_error(path, str(exc))
         if explicit:
             result.error = failure
         else:
             result.left_out = failure
     except TranscriptError as exc:
-        result.error = FileError(path=str(path), reason=str(exc))
+        result.error = _file_error(path, str(exc))
     except Exception as exc:  # an importer's bug on odd data must not end the audit
-        result.error = FileError(path=str(path), reason=f"import failed: {type(exc).__name__}: {exc}")
+        result.error = _file_error(path, f"import failed: {type(exc).__name__}: {exc}")
     return result
 
 

@@ -110,8 +110,9 @@ def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path
 
 def _check_report_path(report: str, sources: Sequence[str]) -> None:
     """Refuse, before an audit starts, an HTML report that would replace one
-    of the transcripts it reads or write through a symbolic link; a report
-    that is there already is replaced, as a report is."""
+    of the transcripts it reads, write through a symbolic link, or could
+    not be written (``_check_report_opens``); a report that is there already
+    is replaced, as a report is."""
     import stat
 
     from guard.audit import find_transcripts
@@ -119,7 +120,8 @@ def _check_report_path(report: str, sources: Sequence[str]) -> None:
     try:
         info = os.lstat(report)
     except OSError:
-        return  # not there yet, or not reachable: opening it says why
+        _check_report_opens(report, exists=False)  # not there yet, or not reachable: opening it says why
+        return
     if stat.S_ISLNK(info.st_mode):
         raise _UsageError(f"--html {report!r} is a symbolic link; it is not written through")
     from bus.redis_log import is_redis
@@ -132,6 +134,21 @@ def _check_report_path(report: str, sources: Sequence[str]) -> None:
             continue
         if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
             raise _UsageError(f"--html {report!r} is one of the transcripts audited; name another file")
+    _check_report_opens(report, exists=True)
+
+
+def _check_report_opens(report: str, *, exists: bool) -> None:
+    """Open the HTML report for writing as it will be written, and close it
+    again, before the audit starts: a directory, a missing folder or a file
+    without write permission is one line and exit 2 before the audit's
+    work, not after it. It changes nothing: an existing report is not
+    truncated, and one that is not there is created and removed again."""
+    from bus import open_regular
+
+    flags = os.O_WRONLY if exists else os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    os.close(open_regular(report, flags, 0o600, what="HTML report", follow_symlinks=False))
+    if not exists:
+        os.unlink(report)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -303,10 +320,16 @@ def _log_name(session: str, taken: set[str]) -> str:
 
 
 def _progress_bar(stream: TextIO) -> Callable[[int, int, str], None]:
+    """A progress callback drawing one bar line on ``stream``, the current
+    file's name at its end: one line, its control characters escaped
+    (``one_line``), cut to its last 50 characters."""
+    from guard._text import one_line
+
     def draw(done: int, total: int, current: str) -> None:
         width = 28
         filled = width * done // total if total else width
-        name = current if len(current) <= 50 else "…" + current[-49:]
+        name = one_line(current, sys.maxsize)
+        name = name if len(name) <= 50 else "…" + name[-49:]
         stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name}\x1b[K")
         if done == total:
             stream.write("\r\x1b[K")
@@ -343,7 +366,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     import msgspec
 
     from bus import open_regular
-    from guard._text import terminal_text
+    from guard._text import one_line, terminal_text
     from guard.audit import Timeline, audit
     from guard.config import load_config
     from guard.report import render_html, render_table
@@ -365,7 +388,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
         for error in report.errors:  # the report lists them too; a reader of the terminal sees why it failed
-            print(f"repeat-tool-guard audit: could not read {error.path}: {error.reason}", file=sys.stderr)
+            where, why = one_line(error.path, 1000), one_line(error.reason, 3000)  # a long path cut, not the reason
+            print(f"repeat-tool-guard audit: could not read {where}: {why}", file=sys.stderr)
     else:
         sys.stdout.write(terminal_text(render_table(report)))
     if args.html:

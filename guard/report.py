@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 from collections.abc import Sequence
 
+from guard._text import one_line
 from guard.audit import (
     LOOP_SHARE_ANCHOR,
     MAST_STEP_REPETITION,
     MAST_TRACES,
     AuditReport,
+    FileError,
     Loop,
     LoopRate,
     PolicyAction,
@@ -125,11 +128,18 @@ def render_table(report: AuditReport) -> str:
     lines += _rates_table(t.by_model, t.by_tool)
     if report.errors:
         lines += ["", f"could not read {len(report.errors)} files:"]
-        lines += [f"  {e.path}: {e.reason}" for e in report.errors]
+        lines += [_listed(e) for e in report.errors]
     if report.not_transcripts:
         lines += ["", f"left out {len(report.not_transcripts)} files that are not transcripts:"]
-        lines += [f"  {e.path}: {e.reason}" for e in report.not_transcripts]
+        lines += [_listed(e) for e in report.not_transcripts]
     return "\n".join(lines) + "\n"
+
+
+def _listed(error: FileError) -> str:
+    """A file's entry in the table's lists, on one line whatever its name
+    or reason holds (``one_line``, uncut): a newline in a file name would
+    start a line that reads as another entry."""
+    return f"  {one_line(error.path, sys.maxsize)}: {one_line(error.reason, sys.maxsize)}"
 
 
 def _anchor() -> str:
