@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from guard.telemetry.otel import (
         FINISH_REASON,
         OPERATION,
+        OTHER_TOOLS,
         GuardTelemetry,
         providers_from_environment,
     )
@@ -26,6 +27,7 @@ __all__ = [
     "EXPORT_FLUSH_SECONDS",
     "FINISH_REASON",
     "OPERATION",
+    "OTHER_TOOLS",
     "GuardTelemetry",
     "TelemetryUnavailable",
     "export_requested",
@@ -98,7 +100,7 @@ def telemetry_from_environment(
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("GuardTelemetry", "providers_from_environment", "FINISH_REASON", "OPERATION"):
+    if name in ("GuardTelemetry", "providers_from_environment", "FINISH_REASON", "OPERATION", "OTHER_TOOLS"):
         from guard.telemetry import otel
 
         return getattr(otel, name)

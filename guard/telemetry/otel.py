@@ -9,6 +9,7 @@ package's own, under ``repeat_tool_guard.``.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import OrderedDict
@@ -20,16 +21,19 @@ from opentelemetry.trace import SpanKind, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.metrics.export import MetricExporter
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
 from bus import Bus, Event, ToolCall, ToolResult
 from guard.actions import DENYING, Action
 from guard.fingerprint import canonical_json
+from guard.redact import REDACTED
 
 __all__ = [
     "FINISH_REASON",
     "OPERATION",
+    "OTHER_TOOLS",
     "SPAN_NAME",
     "GuardTelemetry",
     "global_providers",
@@ -52,8 +56,36 @@ _REMEMBERED = 4096
 loops remembered as caught; the oldest go first."""
 
 
+_ATTRIBUTE_LENGTH = 1024
+"""Characters kept of a string attribute of a span or event: a collector
+refuses a batch past its body limit, and one huge tool name would take the
+whole batch with it."""
+_TOOL_LABEL_LENGTH = 128
+"""Characters kept of the tool name a metric series is labelled with."""
+_TOOL_LABELS = 1000
+"""Distinct tool names the metrics keep a series of; the ones past it are
+counted under ``OTHER_TOOLS``. The SDK keeps every series for the life of
+the process and exports each one at every interval."""
+OTHER_TOOLS = "other"
+"""The ``gen_ai.tool.name`` label of the tools past the first 1,000 distinct ones."""
+
+
 def _tokens(size: int) -> int:
     return -(-size // _BYTES_PER_TOKEN)
+
+
+def _utf8_size(text: str) -> int:
+    """The bytes of ``text`` in UTF-8 (lone surrogates as three), without
+    a copy of it when it is ASCII."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _text(value: str, limit: int) -> str:
+    """``value`` cut to ``limit`` characters, lone surrogates as U+FFFD: the
+    OTLP encoder drops an attribute that is not valid UTF-8 (with a
+    traceback per span)."""
+    value = value[:limit]
+    return value if value.isascii() else value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _package_version() -> str:
@@ -63,6 +95,17 @@ def _package_version() -> str:
         return version("repeat-tool-guard")
     except PackageNotFoundError:  # pragma: no cover - a bare checkout without the package installed
         return "0"
+
+
+def _remembered_key(conversation: str | None, agent: str | None, tool: str) -> tuple[str | None, str | None, str]:
+    """What the telemetry remembers of a tool of an agent of a session: each
+    name cut short, so the ``_REMEMBERED`` entries stay small however long
+    the names are."""
+    return (
+        conversation and conversation[:_ATTRIBUTE_LENGTH],
+        agent and agent[:_ATTRIBUTE_LENGTH],
+        tool[:_ATTRIBUTE_LENGTH],
+    )
 
 
 class GuardTelemetry:
@@ -119,6 +162,7 @@ class GuardTelemetry:
         )
         self._last_output: OrderedDict[tuple[str | None, str | None, str], int] = OrderedDict()
         self._caught: OrderedDict[tuple[str | None, str | None, str], None] = OrderedDict()
+        self._tool_labels: set[str] = set()
 
     def attach(self, bus: Bus) -> GuardTelemetry:
         """Follow ``bus``'s tool results, for the output size a denial saves."""
@@ -133,8 +177,8 @@ class GuardTelemetry:
         if type(event) is not ToolResult or event.denied_by is not None:
             return
         agent = event.agent.id if event.agent is not None else None
-        key = (conversation_id or self.conversation_id, agent, event.tool)
-        self._last_output[key] = len(event.content.encode("utf-8", "surrogatepass"))
+        key = _remembered_key(conversation_id or self.conversation_id, agent, event.tool)
+        self._last_output[key] = _utf8_size(event.content)
         self._last_output.move_to_end(key)
         if len(self._last_output) > _REMEMBERED:
             self._last_output.popitem(last=False)
@@ -173,6 +217,10 @@ class GuardTelemetry:
             attributes["repeat_tool_guard.threshold"] = action.threshold
         if action.action == "halt" and not shadow:
             attributes["gen_ai.agent.finish_reason"] = FINISH_REASON
+        attributes = {
+            name: _text(value, _ATTRIBUTE_LENGTH) if isinstance(value, str) else value
+            for name, value in attributes.items()
+        }
         current = trace.get_current_span()
         if current.is_recording():
             current.add_event(f"repeat_tool_guard.{action.action}", attributes)
@@ -184,14 +232,14 @@ class GuardTelemetry:
         labels: dict[str, AttributeValue] = {
             "repeat_tool_guard.policy": action.policy,
             "repeat_tool_guard.action": action.action,
-            "gen_ai.tool.name": action.tool,
+            "gen_ai.tool.name": self._tool_label(action.tool),
             "repeat_tool_guard.runtime": runtime,
             "repeat_tool_guard.shadow": shadow,
         }
         self._actions.add(1, labels)
         if shadow:
             return
-        loop = (conversation, action.agent, action.tool)
+        loop = _remembered_key(conversation, action.agent, action.tool)
         if loop in self._caught:
             self._caught.move_to_end(loop)
         else:
@@ -203,6 +251,17 @@ class GuardTelemetry:
             self._calls_saved.add(1, labels)
             self._tokens_saved.add(_tokens(call_bytes), labels)
 
+    def _tool_label(self, tool: str) -> str:
+        """The ``gen_ai.tool.name`` label of ``tool``'s series: its name cut
+        short, or ``OTHER_TOOLS`` once ``_TOOL_LABELS`` others have a series."""
+        label = _text(tool, _TOOL_LABEL_LENGTH)
+        if label in self._tool_labels:
+            return label
+        if len(self._tool_labels) >= _TOOL_LABELS:
+            return OTHER_TOOLS
+        self._tool_labels.add(label)
+        return label
+
     def _call_bytes(self, trigger: Event, conversation: str | None) -> int:
         """Bytes one more identical call costs: its arguments and its output
         (the trigger's own, or for a call the last output of its tool)."""
@@ -210,9 +269,9 @@ class GuardTelemetry:
             return 0
         size = len(canonical_json(trigger.args))
         if isinstance(trigger, ToolResult):
-            return size + len(trigger.content.encode("utf-8", "surrogatepass"))
+            return size + _utf8_size(trigger.content)
         agent = trigger.agent.id if trigger.agent is not None else None
-        return size + self._last_output.get((conversation, agent, trigger.tool), 0)
+        return size + self._last_output.get(_remembered_key(conversation, agent, trigger.tool), 0)
 
     def observe_hook(self, route: str, seconds: float) -> None:
         """One hook request of ``route`` took ``seconds`` to answer."""
@@ -229,23 +288,26 @@ class GuardTelemetry:
 
 
 def _stop(providers: tuple[object, ...], timeout: float | None) -> None:
-    """Shut ``providers`` down, waiting at most ``timeout`` seconds (the
-    rest goes on in a daemon thread that the exit does not wait for)."""
-    stops = [getattr(provider, "shutdown", None) for provider in providers]
-
-    def stop_all() -> None:
-        for stop in stops:
-            if callable(stop):
-                stop()
-
+    """Shut ``providers`` down, waiting at most ``timeout`` seconds for them
+    all. They stop side by side, so a slow flush of one does not use up the
+    others' share of the wait; what is still going on at the deadline goes
+    on in daemon threads that the exit does not wait for."""
+    stops = [stop for stop in (getattr(provider, "shutdown", None) for provider in providers) if callable(stop)]
     if timeout is None:
-        stop_all()
+        for stop in stops:
+            stop()
         return
     import threading
+    import time
 
-    stopping = threading.Thread(target=stop_all, name="repeat-tool-guard-telemetry-shutdown", daemon=True)
-    stopping.start()
-    stopping.join(timeout)
+    threads = [
+        threading.Thread(target=stop, name="repeat-tool-guard-telemetry-shutdown", daemon=True) for stop in stops
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(deadline - time.monotonic(), 0))
 
 
 def global_providers() -> tuple[TracerProvider, MeterProvider] | None:
@@ -263,39 +325,53 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     the resource from ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``
     (service name ``repeat-tool-guard`` by default). ``OTEL_TRACES_EXPORTER``
     and ``OTEL_METRICS_EXPORTER`` may be ``otlp`` (default), ``console``, a
-    list of both (``otlp,console``) or ``none``. The exporters read their endpoint, headers, timeout and
-    compression from the standard variables themselves. With ``install``,
-    they become OpenTelemetry's global providers."""
-    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
-    from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    list of both (``otlp,console``) or ``none``. A signal gets its OTLP
+    exporter by default only when an endpoint is set for it (its own or the
+    general one). The exporters read their headers, timeout and compression
+    from the standard variables themselves. With ``install``, they become
+    OpenTelemetry's global providers.
 
+    Raises ``TelemetryUnavailable`` for a value that would make export fail
+    (checked here, at start, rather than at every export) or that the SDK
+    refuses while it is imported or built; ``ImportError`` when the SDK or
+    the exporter is not installed."""
     from guard.telemetry import EXPORT_FLUSH_SECONDS, TelemetryUnavailable
 
+    _check_endpoints()
+    _check_headers()
+    _check_timeouts()
+    _check_batching()
+    traced = _exporter_choices("TRACES")
+    measured = _exporter_choices("METRICS")
     tracer_provider: SdkTracerProvider | None = None
     readers: list[MetricReader] = []
     try:
-        _check_endpoints()
-        _check_headers()
+        from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
         resource = Resource.create({} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "repeat-tool-guard"})
         # The SDK's own stop at exit waits out the exporter's timeout and retries (10 s and more with a
         # collector that is down); global providers are stopped at exit with a bound instead.
         tracer_provider = SdkTracerProvider(resource=resource, shutdown_on_exit=False)
-        for chosen in _exporter_choices("TRACES"):
+        for chosen in traced:
             tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(chosen)))
-        for chosen in _exporter_choices("METRICS"):
+        for chosen in measured:
             readers.append(PeriodicExportingMetricReader(_metric_exporter(chosen)))
         meter_provider = SdkMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
-    except (ValueError, TypeError) as exc:  # a value the SDK refuses: a timeout, an interval, a limit, ...
+    except ImportError:
+        raise
+    except Exception as exc:  # a value the SDK refuses: a limit, a credential provider, ...
         if tracer_provider is not None:
             tracer_provider.shutdown()
         for reader in readers:
             reader.shutdown()
         named = ", ".join(sorted(name for name in os.environ if name.startswith("OTEL_")))
+        said = " ".join(str(exc).split())
         raise TelemetryUnavailable(
-            f"OpenTelemetry's SDK refuses a value of {named}: {type(exc).__name__}: {exc}"
+            f"OpenTelemetry's SDK refuses a value of {named}: {type(exc).__name__}: {said}"
         ) from None
     if install:
         trace.set_tracer_provider(tracer_provider)
@@ -308,17 +384,20 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
 
 def _check_endpoints() -> None:
     """Refuse an OTLP endpoint the exporter could never post to (a scheme
-    other than http or https, no host, a port out of range) at start, rather
-    than at every export. The message names the variable, not the value,
-    which may hold credentials."""
+    other than http or https, no host, a port out of range, white space
+    anywhere, as a blank copied from a .env file) at start, rather than at
+    every export. A blank value counts as unset. The message names the
+    variable, not the value, which may hold credentials."""
     from urllib.parse import urlsplit
 
     from guard.telemetry import ENDPOINT_VARIABLES, TelemetryUnavailable
 
     for variable in ENDPOINT_VARIABLES:
-        value = os.environ.get(variable, "").strip()
-        if not value:
+        value = os.environ.get(variable, "")
+        if not value.strip():
             continue
+        if any(character.isspace() for character in value):
+            raise TelemetryUnavailable(f"{variable} holds white space: a URL has none, at either end included")
         try:
             parts = urlsplit(value)
             port = parts.port
@@ -348,8 +427,12 @@ _HEADER = re.compile(
 def _check_headers() -> None:
     """Refuse OTLP headers the exporter would drop (``Authorization: Bearer x``,
     as curl takes it, instead of ``Authorization=Bearer x``): the SDK warns
-    with the whole entry, credentials included, and exports without it.
-    The message names the variable and the entry's place, not its text."""
+    with the whole entry, credentials included, and exports without it. So
+    is a value HTTP cannot carry once percent-decoded (text that is not
+    Latin-1, a line break), which would fail every export. The message
+    names the variable and the entry's place, not its text."""
+    from urllib.parse import unquote
+
     from guard.telemetry import TelemetryUnavailable
 
     for variable in _HEADER_VARIABLES:
@@ -360,16 +443,100 @@ def _check_headers() -> None:
                     f"{variable}: entry {number} is not name=value (as Authorization=Bearer%20...); "
                     "its text is not shown, as it may hold credentials"
                 )
+            if not _carried_by_http(unquote(entry.partition("=")[2])):
+                raise TelemetryUnavailable(
+                    f"{variable}: entry {number} has a value HTTP cannot carry once percent-decoded "
+                    "(text that is not Latin-1, or a line break); its text is not shown, as it may hold credentials"
+                )
+
+
+def _carried_by_http(value: str) -> bool:
+    """Whether ``value`` can be an HTTP header's value: Latin-1 text without a line break."""
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return "\r" not in value and "\n" not in value
+
+
+_TIMEOUT_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
+)
+_MAX_TIMEOUT_SECONDS = 3600.0
+
+
+def _check_timeouts() -> None:
+    """Refuse an OTLP export timeout that is no number of seconds above 0
+    and at most an hour (``0``, ``-1``, ``nan``, ``inf``): the SDK takes it
+    at start and fails every export with it."""
+    import math
+
+    from guard.telemetry import TelemetryUnavailable
+
+    for variable in _TIMEOUT_VARIABLES:
+        if variable not in os.environ:
+            continue
+        try:
+            seconds = float(os.environ[variable])
+        except ValueError:
+            seconds = math.nan
+        if not 0 < seconds <= _MAX_TIMEOUT_SECONDS:
+            raise TelemetryUnavailable(
+                f"{variable} is not a number of seconds above 0 and at most {_MAX_TIMEOUT_SECONDS:.0f}"
+            )
+
+
+_BATCHING_VARIABLES = (
+    "OTEL_BSP_SCHEDULE_DELAY",
+    "OTEL_BSP_EXPORT_TIMEOUT",
+    "OTEL_BSP_MAX_QUEUE_SIZE",
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    "OTEL_METRIC_EXPORT_INTERVAL",
+    "OTEL_METRIC_EXPORT_TIMEOUT",
+)
+_MAX_BATCHING_VALUE = 86_400_000
+"""The largest delay, timeout or interval (a day, in milliseconds) or size taken."""
+_WHOLE_NUMBER = re.compile(r"\s*[0-9]+\s*")
+
+
+def _check_batching() -> None:
+    """Refuse a span batching or metric export setting that is no whole
+    number from 1 to ``_MAX_BATCHING_VALUE``: the SDK prints a traceback for
+    one it cannot parse and goes on with its default, and its export thread
+    dies at once on one too large, so that signal is never exported."""
+    from guard.telemetry import TelemetryUnavailable
+
+    for variable in _BATCHING_VARIABLES:
+        value = os.environ.get(variable)
+        if value is not None and not (_WHOLE_NUMBER.fullmatch(value) and 1 <= int(value) <= _MAX_BATCHING_VALUE):
+            raise TelemetryUnavailable(f"{variable} is not a whole number from 1 to {_MAX_BATCHING_VALUE}")
+
+
+def _endpoint(signal: str) -> str | None:
+    """Where ``signal`` (``TRACES``, ``METRICS``) is exported: its own
+    endpoint variable, else the general one with the signal's path
+    (``/v1/traces``), else ``None``. Blank values count as unset."""
+    own = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "").strip()
+    if own:
+        return own
+    general = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    return f"{general.removesuffix('/')}/v1/{signal.lower()}" if general else None
 
 
 def _exporter_choices(signal: str) -> tuple[str, ...]:
     """The exporters ``OTEL_{signal}_EXPORTER`` names: a comma-separated
-    list, as the specification allows (``otlp,console``), ``otlp`` when
-    unset, none for ``none``."""
+    list, as the specification allows (``otlp,console``), none for ``none``.
+    Unset, ``otlp`` when an endpoint is set for the signal (``_endpoint``),
+    else none: a traces endpoint alone asks for no metrics, which would go
+    to a local collector that is usually not there and hold every exit."""
     from guard.telemetry import TelemetryUnavailable
 
     variable = f"OTEL_{signal}_EXPORTER"
     value = os.environ.get(variable, "").strip()
+    if not value and _endpoint(signal) is None:
+        return ()
     names = tuple(dict.fromkeys(name.strip().lower() for name in value.split(",") if name.strip())) or ("otlp",)
     for name in names:
         if name not in ("otlp", "console", "none"):
@@ -392,6 +559,10 @@ def _exporter_choices(signal: str) -> tuple[str, ...]:
     return names
 
 
+_LOCAL_COLLECTOR = "http://localhost:4318"
+"""The OTLP exporter's default endpoint, for a signal given none."""
+
+
 def _span_exporter(chosen: str) -> SpanExporter:
     if chosen == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -399,7 +570,8 @@ def _span_exporter(chosen: str) -> SpanExporter:
         return ConsoleSpanExporter()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    _hide_queries_in_exporter_logs()
+    return OTLPSpanExporter(endpoint=_endpoint("TRACES") or f"{_LOCAL_COLLECTOR}/v1/traces")
 
 
 def _metric_exporter(chosen: str) -> MetricExporter:
@@ -409,4 +581,34 @@ def _metric_exporter(chosen: str) -> MetricExporter:
         return ConsoleMetricExporter()
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return OTLPMetricExporter()
+    _hide_queries_in_exporter_logs()
+    return OTLPMetricExporter(endpoint=_endpoint("METRICS") or f"{_LOCAL_COLLECTOR}/v1/metrics")
+
+
+_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+)
+# A URL's query string, as the exporter's messages quote the URL it failed to post to.
+_QUERY = re.compile(r"(?<=[\w/])\?[^\s'\"()<>]+")
+
+
+class _QueryHidden(logging.Filter):
+    """Hides the query strings in the OTLP exporter's own log records: it
+    quotes the URL of an export that failed, and an endpoint's query may
+    hold an API key (``?api_key=...``, as some vendors take it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        hidden = _QUERY.sub(f"?{REDACTED}", message)
+        if hidden != message:
+            record.msg, record.args = hidden, None
+        return True
+
+
+def _hide_queries_in_exporter_logs() -> None:
+    """Put ``_QueryHidden`` on the OTLP exporter's loggers, once per process."""
+    for name in _EXPORTER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(existing, _QueryHidden) for existing in logger.filters):
+            logger.addFilter(_QueryHidden())

@@ -4,9 +4,11 @@ as the OTLP receiver of the end-to-end tests."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -125,6 +127,43 @@ class Phoenix:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+class Collector:
+    """An OTLP/HTTP receiver on a free loopback port: it answers every POST
+    with 200 after ``delay`` seconds, and keeps the path of each one
+    answered, in order, in ``posted``."""
+
+    def __init__(self) -> None:
+        self.posted: list[str] = []
+        self.delay = 0.0
+        collector = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(collector.delay)
+                self.send_response(200)
+                self.end_headers()
+                collector.posted.append(self.path)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def collector() -> Iterator[Collector]:
+    receiver = Collector()
+    yield receiver
+    receiver.stop()
 
 
 @pytest.fixture(scope="session")

@@ -4,16 +4,15 @@ documented Python hook (your own providers), on the SDK's in-memory exporter."""
 from __future__ import annotations
 
 import atexit
-import http.server
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import structlog.testing
 from opentelemetry import metrics, trace
@@ -25,13 +24,14 @@ from guard.sessions.link import GuardLink
 from guard.telemetry import (
     FINISH_REASON,
     OPERATION,
+    OTHER_TOOLS,
     GuardTelemetry,
     TelemetryUnavailable,
     export_requested,
     telemetry_from_environment,
 )
 from guard.telemetry.otel import SPAN_NAME, global_providers, providers_from_environment
-from tests.guard.telemetry.conftest import Recorded
+from tests.guard.telemetry.conftest import Collector, Recorded
 
 
 class ShadowAction(Action, frozen=True, kw_only=True):
@@ -58,6 +58,20 @@ def _result(content: str = "x" * 400, call_id: str = "c3") -> ToolResult:
 
 def _call(call_id: str = "c4", tool: str = "grep") -> ToolCall:
     return ToolCall(agent=Agent("main"), call_id=call_id, step=4, tool=tool, args={"pattern": "load"})
+
+
+AGENT_PROGRAM = (
+    "import anyio\n"
+    "from guard.sessions.link import GuardLink\n"
+    "async def main():\n"
+    "    agent = GuardLink().agent('main')\n"
+    "    await agent.start()\n"
+    "    for n in range(4):\n"
+    "        if (await agent.call(f'c{n}', 'grep', {'q': 1})).allowed:\n"
+    "            await agent.result(f'c{n}', 'same')\n"
+    "anyio.run(main)\n"
+)
+"""An agent guarded in process (a ``GuardLink`` from the environment) making a loop of calls."""
 
 
 def test_an_action_outside_any_span_is_a_span_of_its_own_with_genai_names(recorded: Recorded) -> None:
@@ -254,33 +268,18 @@ def test_console_and_none_exporters_and_the_services_own_name(otel_environ: pyte
     meter_provider.shutdown()  # type: ignore[attr-defined]
 
 
-def test_a_list_of_exporters_exports_to_each(otel_environ: pytest.MonkeyPatch) -> None:
-    posted: list[str] = []
-
-    class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            posted.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
+def test_a_list_of_exporters_exports_to_each(otel_environ: pytest.MonkeyPatch, collector: Collector) -> None:
     program = (
         "from guard.telemetry import providers_from_environment\n"
         "traces, meters = providers_from_environment()\n"
         "traces.get_tracer('test').start_span('guard-listed').end()\n"
         "traces.shutdown(); meters.shutdown()\n"
     )
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver) as receiver:
-        threading.Thread(target=receiver.serve_forever, daemon=True).start()
-        otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.server_address[1]}")
-        otel_environ.setenv("OTEL_TRACES_EXPORTER", " otlp, Console ")
-        otel_environ.setenv("OTEL_METRICS_EXPORTER", "none")
-        run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
-        receiver.shutdown()
-    assert posted == ["/v1/traces"]
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+    otel_environ.setenv("OTEL_TRACES_EXPORTER", " otlp, Console ")
+    otel_environ.setenv("OTEL_METRICS_EXPORTER", "none")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert collector.posted == ["/v1/traces"]
     assert '"name": "guard-listed"' in run.stdout
 
 
@@ -305,11 +304,7 @@ def test_export_the_package_cannot_do_is_a_clear_error(
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
-        ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc"),
-        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10s"),
         ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd"),
-        ("OTEL_BSP_SCHEDULE_DELAY", "-1"),
-        ("OTEL_METRIC_EXPORT_INTERVAL", "0"),
         ("OTEL_ATTRIBUTE_COUNT_LIMIT", "abc"),
         ("OTEL_SPAN_EVENT_COUNT_LIMIT", "-1"),
         ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1k"),
@@ -372,18 +367,7 @@ def test_a_program_whose_guard_installed_the_providers_exits_though_the_collecto
 ) -> None:
     """The SDK's own stop at exit waits out the exporter's timeout and its
     retries; the guard's waits at most ``EXPORT_FLUSH_SECONDS``."""
-    program = (
-        "import anyio\n"
-        "from guard.sessions.link import GuardLink\n"
-        "async def main():\n"
-        "    agent = GuardLink().agent('main')\n"
-        "    await agent.start()\n"
-        "    for n in range(4):\n"
-        "        if (await agent.call(f'c{n}', 'grep', {'q': 1})).allowed:\n"
-        "            await agent.result(f'c{n}', 'same')\n"
-        "anyio.run(main)\n"
-        "print('done', flush=True)\n"
-    )
+    program = AGENT_PROGRAM + "print('done', flush=True)\n"
     with socket.socket() as silent:  # accepts connections (the backlog) and never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
@@ -492,7 +476,7 @@ async def test_a_link_that_builds_its_guard_exports_as_the_environment_asks(
     ("variable", "value", "named"),
     [
         ("OTEL_TRACES_EXPORTER", "zipkin", "zipkin"),  # export the package cannot do
-        ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc", "OTEL_EXPORTER_OTLP_TIMEOUT"),  # a value the SDK refuses
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc", "OTEL_EXPORTER_OTLP_TIMEOUT"),  # a value every export would fail with
         ("OTEL_ATTRIBUTE_COUNT_LIMIT", "abc", "OTEL_ATTRIBUTE_COUNT_LIMIT"),  # refused as the provider is built
         ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization: Bearer x", "OTEL_EXPORTER_OTLP_HEADERS: entry 1"),
     ],
@@ -523,3 +507,258 @@ def test_off_nothing_imports_opentelemetry(tmp_path: Path) -> None:
         [sys.executable, "-c", program, str(tmp_path)], env=environ, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "abc", "OTEL_EXPORTER_OTLP_TIMEOUT is not a number of seconds above 0"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "0", "OTEL_EXPORTER_OTLP_TIMEOUT is not a number of seconds above 0"),
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "-1", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT is not a number of seconds"),
+        ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "nan", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT is not a number of seconds"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "inf", "and at most 3600"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "1e308", "and at most 3600"),
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "10s", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT is not a number of seconds"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "-1", "OTEL_BSP_SCHEDULE_DELAY is not a whole number from 1 to 86400000"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "99999999999999999999", "OTEL_BSP_SCHEDULE_DELAY is not a whole number"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "abc", "OTEL_BSP_MAX_QUEUE_SIZE is not a whole number"),
+        ("OTEL_BSP_EXPORT_TIMEOUT", "nan", "OTEL_BSP_EXPORT_TIMEOUT is not a whole number"),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE is not a whole number"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "1e30", "OTEL_METRIC_EXPORT_INTERVAL is not a whole number"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "0", "OTEL_METRIC_EXPORT_INTERVAL is not a whole number"),
+        ("OTEL_METRIC_EXPORT_TIMEOUT", "1.5", "OTEL_METRIC_EXPORT_TIMEOUT is not a whole number"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318 ", "OTEL_EXPORTER_OTLP_ENDPOINT holds white space"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "\thttp://ho st:4318", "TRACES_ENDPOINT holds white space"),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "Authorization=Bearer%20abc%E2%80%A6",
+            "OTEL_EXPORTER_OTLP_HEADERS: entry 1 has a value HTTP cannot carry",
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+            "x-team=a,Authorization=Bearer%20abc%0D%0AX-Evil=1",
+            "OTEL_EXPORTER_OTLP_METRICS_HEADERS: entry 2 has a value HTTP cannot carry",
+        ),
+    ],
+)
+def test_values_that_would_fail_every_export_are_refused_at_start_without_their_text(
+    otel_environ: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    otel_environ.setenv(variable, value)
+    with pytest.raises(TelemetryUnavailable, match=message) as refused:
+        telemetry_from_environment(runtime="serve")
+    said = str(refused.value)
+    assert said.startswith(variable)
+    assert "\n" not in said
+    assert not any(text in said for text in ("abc", "127.0.0.1", "ho st")), "the value is never shown"
+
+
+def test_values_in_range_are_taken(otel_environ: pytest.MonkeyPatch) -> None:
+    for variable, value in [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", " 2.5 "),
+        ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "3600"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "86400000"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", " 60000 "),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-name=Zo%C3%AB"),  # é-like Latin-1 text
+    ]:
+        otel_environ.setenv(variable, value)
+    telemetry = telemetry_from_environment(runtime="serve")
+    assert telemetry is not None
+    telemetry.shutdown()
+
+
+@pytest.mark.parametrize("blank_general", [False, True], ids=["alone", "with-a-blank-general-endpoint"])
+def test_a_traces_endpoint_alone_exports_no_metrics(collector: Collector, blank_general: bool) -> None:
+    """No metrics go to a local collector that was not asked for, and the
+    exit does not wait on it."""
+    program = AGENT_PROGRAM
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = f"{collector.url}/v1/traces"
+    if blank_general:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = " "
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert collector.posted == ["/v1/traces"]
+    assert not done.stderr, "no export failed, to a local collector or to a blank endpoint"
+
+
+def test_an_otlp_exporter_named_explicitly_is_built_without_an_endpoint_for_it(
+    otel_environ: pytest.MonkeyPatch,
+) -> None:
+    otel_environ.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+    otel_environ.setenv("OTEL_METRICS_EXPORTER", "otlp")
+    _, meter_provider = providers_from_environment()
+    (reader,) = meter_provider._metric_readers  # type: ignore[attr-defined]
+    assert reader._exporter._endpoint == "http://localhost:4318/v1/metrics"
+    meter_provider.shutdown(timeout_millis=100)  # type: ignore[attr-defined]
+
+
+def test_the_general_endpoint_gets_each_signals_path(otel_environ: pytest.MonkeyPatch, collector: Collector) -> None:
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{collector.url}/")
+    telemetry = telemetry_from_environment(runtime="serve")
+    assert telemetry is not None
+    telemetry.on_action(_action(), _result())
+    telemetry.shutdown()
+    assert sorted(collector.posted) == ["/v1/metrics", "/v1/traces"]
+
+
+def _run_link(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    program = (
+        "import anyio\n"
+        "from guard.sessions.link import GuardLink\n"
+        "async def main():\n"
+        "    agent = GuardLink().agent('main')\n"
+        "    await agent.start()\n"
+        "    print('allowed', (await agent.call('c1', 'grep', {})).allowed, flush=True)\n"
+        "anyio.run(main)\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    environ.update(env, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
+    return subprocess.run([sys.executable, "-c", program], env=environ, capture_output=True, text=True, timeout=60)
+
+
+_REFUSED_AS_BUILT = [
+    ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "-1"),  # refused as the SDK is imported
+    ("OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER", "nope"),  # refused as the exporter is built
+]
+
+
+@pytest.mark.parametrize(("variable", "value"), _REFUSED_AS_BUILT)
+def test_a_value_the_sdk_refuses_as_it_is_imported_or_built_leaves_the_agent_guarded(variable: str, value: str) -> None:
+    done = _run_link({variable: value})
+    assert done.returncode == 0, done.stderr
+    assert "guard.telemetry_unavailable" in done.stdout
+    assert "OpenTelemetry's SDK refuses a value of" in done.stdout
+    assert variable in done.stdout
+    assert "allowed True" in done.stdout
+
+
+@pytest.mark.parametrize(("variable", "value"), _REFUSED_AS_BUILT)
+def test_serve_refuses_a_value_the_sdk_refuses_as_it_is_built_in_one_line(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    environ.update({variable: value, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "serve", "--port", "0", "--state-dir", str(tmp_path)],
+        env=environ, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert "OpenTelemetry's SDK refuses a value of" in line
+    assert variable in line
+
+
+def test_without_the_sdk_the_error_says_what_to_install(otel_environ: pytest.MonkeyPatch) -> None:
+    otel_environ.setitem(sys.modules, "opentelemetry.sdk.resources", None)
+    with pytest.raises(TelemetryUnavailable, match=r"not installed .*repeat-tool-guard\[otel\]"):
+        telemetry_from_environment(runtime="serve")
+
+
+def test_metric_series_stay_bounded_however_many_tools_are_named(recorded: Recorded) -> None:
+    for n in range(1005):
+        recorded.telemetry.on_action(_action(tool=f"tool-{n}", call_id=f"c{n}"), _call(f"c{n}", f"tool-{n}"))
+    tools = [dict(key)["gen_ai.tool.name"] for key in recorded.metric("repeat_tool_guard.actions")]
+    assert len(tools) == 1001
+    assert "tool-999" in tools
+    assert "tool-1000" not in tools
+    other = (
+        ("gen_ai.tool.name", OTHER_TOOLS), ("repeat_tool_guard.action", "remind"),
+        ("repeat_tool_guard.policy", "remind"), ("repeat_tool_guard.runtime", "test"),
+        ("repeat_tool_guard.shadow", False),
+    )  # fmt: skip
+    assert recorded.metric("repeat_tool_guard.actions")[other] == 5
+    spans = recorded.spans.get_finished_spans()
+    assert dict(spans[-1].attributes or {})["gen_ai.tool.name"] == "tool-1004"  # spans keep the name
+
+
+def test_a_huge_tool_name_is_cut_in_metric_labels_and_span_attributes(recorded: Recorded) -> None:
+    name = "t" * 1_000_000
+    recorded.telemetry.on_action(_action(tool=name, call_id="c" * 5000), _call(tool=name))
+    recorded.telemetry.on_action(_action(tool=name + "x", call_id="c2"), _call(tool=name))
+    (key,) = recorded.metric("repeat_tool_guard.actions")
+    assert dict(key)["gen_ai.tool.name"] == "t" * 128
+    attributes = dict(recorded.spans.get_finished_spans()[0].attributes or {})
+    assert (attributes["gen_ai.tool.name"], attributes["gen_ai.tool.call.id"]) == ("t" * 1024, "c" * 1024)
+
+
+def test_what_is_remembered_of_huge_names_stays_small(recorded: Recorded) -> None:
+    import tracemalloc
+
+    telemetry = recorded.telemetry
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for n in range(20):
+            name = f"{n:02d}" + "t" * 1_000_000
+            telemetry.remember(msgspec.structs.replace(_result(), tool=name), conversation_id="c" * 1_000_000)
+            telemetry.on_action(_action(tool=name, agent="a" * 1_000_000), _call(tool=name))
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 5_000_000, "not a copy of each 1 MB name"
+
+
+def test_a_tool_name_with_a_lone_surrogate_is_exported_with_a_replacement_character(
+    recorded: Recorded, caplog: pytest.LogCaptureFixture
+) -> None:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    recorded.telemetry.on_action(_action(tool="grep\ud800"), _call(tool="grep\ud800"))
+    encoded = encode_spans(recorded.spans.get_finished_spans())
+    (span,) = encoded.resource_spans[0].scope_spans[0].spans
+    names = {a.key: a.value.string_value for a in span.attributes}
+    assert names["gen_ai.tool.name"].startswith("grep\ufffd")
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    (key,) = recorded.metric("repeat_tool_guard.actions")
+    assert dict(key)["gen_ai.tool.name"].startswith("grep\ufffd")
+
+
+def test_remembering_a_large_output_makes_no_copy_of_it(recorded: Recorded) -> None:
+    import tracemalloc
+
+    content = "x" * 20_000_000
+    result = _result(content=content)
+    tracemalloc.start()
+    try:
+        recorded.telemetry.remember(result)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+    recorded.telemetry.on_action(_action("deny", count=2), _call())
+    args = len(b'{"pattern":"load"}')
+    assert sum(recorded.metric("repeat_tool_guard.tokens.saved").values()) == -(-(args + 20_000_000) // 4)
+
+
+def test_the_exporters_warnings_hide_the_endpoints_query(
+    otel_environ: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once closed
+    otel_environ.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{port}/v1/traces?api_key=SECRETX01")
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2.5")  # a retry, and its warning, fit in
+    tracer_provider, meter_provider = providers_from_environment()
+    tracer_provider.get_tracer("test").start_span("lost").end()
+    tracer_provider.shutdown()  # type: ignore[attr-defined]
+    meter_provider.shutdown()  # type: ignore[attr-defined]
+    said = [record.getMessage() for record in caplog.records if record.name.startswith("opentelemetry.exporter")]
+    assert any("/v1/traces?[REDACTED]" in message for message in said), said
+    assert not any("SECRETX01" in message for message in said)
+
+
+def test_a_bounded_shutdown_gives_traces_and_metrics_the_same_wait(
+    otel_environ: pytest.MonkeyPatch, collector: Collector
+) -> None:
+    """A collector that takes 3 s per request gets both signals within a
+    5 s bound: a slow trace flush does not use up the metrics' share."""
+    collector.delay = 3.0
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url)
+    telemetry = telemetry_from_environment(runtime="serve")
+    assert telemetry is not None
+    telemetry.on_action(_action(), _result())
+    telemetry.shutdown(timeout=5.0)
+    assert sorted(collector.posted) == ["/v1/metrics", "/v1/traces"]
