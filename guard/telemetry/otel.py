@@ -464,13 +464,16 @@ _TIMEOUT_VARIABLES = (
     "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
     "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
 )
-_MAX_TIMEOUT_SECONDS = 3600.0
+_MAX_TIMEOUT_SECONDS = 1e9
+"""Past this (about 31 years) an export's deadline overflows the platform's
+clock: a bound on nonsense, not a policy (``10000``, the specification's
+milliseconds read as the SDK reads them, in seconds, is taken)."""
 
 
 def _check_timeouts() -> None:
     """Refuse an OTLP export timeout that is no number of seconds above 0
-    and at most an hour (``0``, ``-1``, ``nan``, ``inf``): the SDK takes it
-    at start and fails every export with it."""
+    (``0``, ``-1``, ``nan``, ``inf``): the SDK takes it at start and fails
+    every export with it."""
     import math
 
     from guard.telemetry import TelemetryUnavailable
@@ -488,30 +491,38 @@ def _check_timeouts() -> None:
             )
 
 
-_BATCHING_VARIABLES = (
-    "OTEL_BSP_SCHEDULE_DELAY",
-    "OTEL_BSP_EXPORT_TIMEOUT",
-    "OTEL_BSP_MAX_QUEUE_SIZE",
-    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
-    "OTEL_METRIC_EXPORT_INTERVAL",
-    "OTEL_METRIC_EXPORT_TIMEOUT",
-)
+_BATCHING_VARIABLES: dict[str, type[int] | type[float]] = {
+    "OTEL_BSP_SCHEDULE_DELAY": int,
+    "OTEL_BSP_EXPORT_TIMEOUT": int,
+    "OTEL_BSP_MAX_QUEUE_SIZE": int,
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": int,
+    "OTEL_METRIC_EXPORT_INTERVAL": float,
+    "OTEL_METRIC_EXPORT_TIMEOUT": float,
+}
+"""Each setting, read as the SDK reads it."""
 _MAX_BATCHING_VALUE = 86_400_000
 """The largest delay, timeout or interval (a day, in milliseconds) or size taken."""
-_WHOLE_NUMBER = re.compile(r"\s*[0-9]+\s*")
 
 
 def _check_batching() -> None:
-    """Refuse a span batching or metric export setting that is no whole
-    number from 1 to ``_MAX_BATCHING_VALUE``: the SDK prints a traceback for
-    one it cannot parse and goes on with its default, and its export thread
-    dies at once on one too large, so that signal is never exported."""
+    """Refuse a span batching or metric export setting that the SDK cannot
+    read as its number (a whole one for the span batching), or that is not
+    from 1 to ``_MAX_BATCHING_VALUE``: the SDK prints a traceback for one it
+    cannot parse and goes on with its default, and its export thread dies at
+    once on one too large, so that signal is never exported."""
     from guard.telemetry import TelemetryUnavailable
 
-    for variable in _BATCHING_VARIABLES:
+    for variable, number in _BATCHING_VARIABLES.items():
         value = os.environ.get(variable)
-        if value is not None and not (_WHOLE_NUMBER.fullmatch(value) and 1 <= int(value) <= _MAX_BATCHING_VALUE):
-            raise TelemetryUnavailable(f"{variable} is not a whole number from 1 to {_MAX_BATCHING_VALUE}")
+        if value is None:
+            continue
+        try:
+            read: float = number(value)
+        except ValueError:
+            read = 0
+        if not 1 <= read <= _MAX_BATCHING_VALUE:
+            kind = "a whole number" if number is int else "a number"
+            raise TelemetryUnavailable(f"{variable} is not {kind} from 1 to {_MAX_BATCHING_VALUE}")
 
 
 def _endpoint(signal: str) -> str | None:
