@@ -26,6 +26,7 @@ support).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -35,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 import msgspec
 
-from bus._codec import as_logged, encode_line, event_decoder
+from bus._codec import MAX_NESTING, as_logged, encode_line, event_decoder, too_deep
 from bus.events import AgentStatus, AnyEvent, Event, SessionStart
 from bus.log import LOG_VERSION
 from bus.reader import LogError, ReadReport
@@ -588,21 +589,43 @@ class RedisSessionLog:
 
     async def header(self) -> SessionStart:
         """The session's header, as a file log's first line; ``LogError`` when
-        no event was ever appended (or the session expired)."""
+        no event was ever appended (or the session expired), when its meta
+        key is gone while events remain, and when the
+        header is one ``LogReader`` would refuse in a file (a version it does
+        not know, a creation time that is no number), so that what
+        ``export`` writes always reads back."""
         meta = await self.client.hgetall(self._keys[1])
         if not meta:
+            if await self.client.exists(self.stream):
+                raise LogError(f"session {self.session!r} in Redis has events but no header ({self.meta} is gone)")
             raise LogError(f"no session {self.session!r} under prefix {self.prefix!r} in Redis")
         try:
-            return SessionStart(v=int(_field(meta, b"v")), session=self.session, ts=float(_field(meta, b"ts")))
+            header = SessionStart(v=int(_field(meta, b"v")), session=self.session, ts=float(_field(meta, b"ts")))
         except ValueError:
             raise LogError(f"session {self.session!r} in Redis has a damaged header: {meta!r}") from None
+        if not math.isfinite(header.ts):
+            raise LogError(f"session {self.session!r} in Redis has a damaged header: its ts {header.ts} is no time")
+        if header.v != LOG_VERSION:
+            raise LogError(
+                f"session {self.session!r} in Redis has session log version {header.v};"
+                f" this reader knows version {LOG_VERSION}"
+            )
+        return header
 
     async def read(self, report: ReadReport | None = None) -> AsyncIterator[AnyEvent]:
         """The session's events, decoded as ``LogReader`` decodes a file's:
         a bad entry is skipped and counted in ``report``, never raised."""
         report = report if report is not None else ReadReport()
-        header = await self.header()
-        report.session = header.session
+        report.session = (await self.header()).session
+        async for _, event in self._decoded(report):
+            yield event
+
+    async def _decoded(self, report: ReadReport) -> AsyncIterator[tuple[bytes, AnyEvent]]:
+        """Each entry that decodes as ``LogReader`` decodes a file's line, as
+        (its line, its event); the others are skipped and counted in
+        ``report``, numbered as lines of the exported log (the header is
+        line 1). ``read`` and ``export`` both go through here, so a file
+        ``export`` wrote reads back as ``read`` reads the stream."""
         decoder = event_decoder({})
         number = 1
         report.lines = 1
@@ -610,6 +633,9 @@ class RedisSessionLog:
         async for _, line in self.entries():
             number += 1
             report.lines = number
+            if too_deep(line):
+                report._skip(number, "too-deep", f"nested deeper than {MAX_NESTING} levels")
+                continue
             try:
                 event = decoder.decode(line)
             except msgspec.ValidationError as exc:
@@ -620,7 +646,7 @@ class RedisSessionLog:
             except msgspec.DecodeError as exc:
                 report._skip(number, "invalid-json", str(exc))
                 continue
-            if isinstance(event, SessionStart):  # pragma: no cover - the fleet never writes a header into a stream
+            if isinstance(event, SessionStart):
                 report._skip(number, "schema", "a session/start header among the events")
                 continue
             if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
@@ -629,27 +655,31 @@ class RedisSessionLog:
             if event.seq != last + 1 and event.seq:
                 report._gap(last, event.seq)
             last = event.seq or last
-            yield event
+            yield line, event
 
-    async def export(self, path: str | os.PathLike[str]) -> int:
+    async def export(self, path: str | os.PathLike[str]) -> ReadReport:
         """Write the session as a normal session log at ``path`` (created
-        0600, never overwritten); returns the number of events written. An
-        export that fails part-way (Redis lost, a full disk) removes what it
-        wrote, so a file at ``path`` is always the whole session."""
+        0600, never overwritten); returns what was read, as ``read`` reports
+        it: ``events`` were written, the entries skipped (that do not decode,
+        so that a reader of the file would skip them too) are counted by
+        reason. An entry that decodes with a newline in it (JSON whitespace)
+        is written on one line. An export that fails part-way (Redis lost, a
+        full disk) removes what it wrote, so a file at ``path`` is always the
+        whole session."""
         header = await self.header()
+        report = ReadReport()
+        report.session = header.session
         buffer = bytearray()
         encode_line(header, buffer)
         target = Path(path)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        count = 0
         done = False
         try:
             os.write(fd, bytes(buffer) + b"\n")
             chunk = bytearray()
-            async for _, line in self.entries():
-                chunk += line
+            async for line, _ in self._decoded(report):
+                chunk += line.replace(b"\n", b" ")
                 chunk.append(10)
-                count += 1
                 if len(chunk) >= 1 << 16:
                     _write_all(fd, chunk)
                     chunk.clear()
@@ -659,7 +689,7 @@ class RedisSessionLog:
             os.close(fd)
             if not done:
                 target.unlink(missing_ok=True)
-        return count
+        return report
 
 
 def _write_all(fd: int, data: bytearray) -> None:

@@ -83,15 +83,20 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
     out.write(terminal_text("\n".join(lines)) + "\n")
 
 
-def _session_logs(sources: Sequence[str], session: str | None) -> AbstractContextManager[list[Path]]:
+def _session_logs(
+    sources: Sequence[str], session: str | None, on_unreadable: Callable[[str, str], None] | None = None
+) -> AbstractContextManager[list[Path]]:
     """Files as themselves; a Redis URL as its sessions exported for the
-    duration (the fleet code is imported only then)."""
+    duration (the fleet code is imported only then). A session of a fleet
+    that cannot be read is told to ``on_unreadable`` (see ``local_logs``)."""
     import contextlib
 
-    return contextlib.contextmanager(_exported)(sources, session)
+    return contextlib.contextmanager(_exported)(sources, session, on_unreadable)
 
 
-def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path]]:
+def _exported(
+    sources: Sequence[str], session: str | None, on_unreadable: Callable[[str, str], None] | None
+) -> Iterator[list[Path]]:
     import contextlib
     from pathlib import Path
 
@@ -105,7 +110,11 @@ def _exported(sources: Sequence[str], session: str | None) -> Iterator[list[Path
     from guard.fleet_cli import local_logs
 
     with contextlib.ExitStack() as stack:
-        yield [path for source in sources for path in stack.enter_context(local_logs(source, session))]
+        yield [
+            path
+            for source in sources
+            for path in stack.enter_context(local_logs(source, session, on_unreadable=on_unreadable))
+        ]
 
 
 def _check_report_path(report: str, sources: Sequence[str]) -> None:
@@ -367,7 +376,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     from bus import open_regular
     from guard._text import one_line, terminal_text
-    from guard.audit import Timeline, audit
+    from guard.audit import FileError, Timeline, audit
     from guard.config import load_config
     from guard.report import render_html, render_table
 
@@ -376,7 +385,12 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         _check_report_path(args.html, args.paths)
     timelines: list[Timeline] | None = [] if args.html else None
     progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None
-    with _session_logs(args.paths, args.session) as paths:
+    unreadable: list[FileError] = []  # sessions of a fleet: errors of the audit, as files are
+
+    def told(where: str, why: str) -> None:
+        unreadable.append(FileError(path=where, reason=why))
+
+    with _session_logs(args.paths, args.session, told) as paths:
         report = audit(
             paths,
             config,
@@ -385,6 +399,9 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             jobs=args.jobs or _cpus(),
             worker_setup=functools.partial(_configure_logging, args.verbose),
         )
+    if unreadable:
+        totals = msgspec.structs.replace(report.totals, unreadable=report.totals.unreadable + len(unreadable))
+        report = msgspec.structs.replace(report, errors=[*unreadable, *report.errors], totals=totals)
     if args.json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
         for error in report.errors:  # the report lists them too; a reader of the terminal sees why it failed

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import os
+import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -20,16 +22,16 @@ import anyio
 import msgspec
 from redis.exceptions import RedisError, ResponseError
 
-from bus.reader import LogError
+from bus.reader import LogError, ReadReport
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, check_redis_url, is_redis, redact_url, redis_client
-from guard._text import terminal_text
+from guard._text import one_line, terminal_text
 from guard.redact import Redactor
 from guard.sessions.fleet import FleetAction
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["export", "local_logs", "watch"]
+__all__ = ["Unreadable", "export", "local_logs", "watch"]
 
 
 _TIMEOUT = 30.0
@@ -45,26 +47,58 @@ def _client(url: str) -> Redis:
 
 
 async def _sessions(client: Redis, prefix: str, session: str | None) -> list[str]:
+    """The sessions to read: ``session``, or every one the fleet's index
+    lists. A member that is not UTF-8 (the fleet writes none; a hand-made
+    one) is taken with its odd bytes escaped, so it is named, not fatal."""
     if session is not None:
         return [session]
     names = await client.zrange(f"{prefix}:sessions", 0, -1)
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    return [n.decode("utf-8", "backslashreplace") if isinstance(n, bytes) else str(n) for n in names]
 
 
-async def _export_all(url: str, prefix: str, session: str | None, folder: Path) -> list[Path]:
+def _file_name(session: str) -> str:
+    """A file name for ``session``'s export, unique to it among any ids and
+    at most about 120 bytes: its id with every character other than
+    letters, digits, ``-``, ``_`` and ``.`` made ``_`` and cut to 100,
+    then a hash of the whole id (``a/b`` and ``a_b`` clean up alike)."""
+    readable = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in session[:100])
+    digest = hashlib.blake2b(session.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"{readable}-{digest}.jsonl"
+
+
+Unreadable = Callable[[str, str], None]
+"""Told ``(which session of which URL, why)`` for each session of a fleet
+that could not be read."""
+
+
+def _skipped(where: str, reason: str) -> None:
+    print(f"repeat-tool-guard: skipped {where}: {reason}", file=sys.stderr)
+
+
+async def _export_all(
+    url: str, prefix: str, session: str | None, folder: Path, on_unreadable: Unreadable
+) -> list[Path]:
     client = _client(url)
     try:
         paths = []
         for name in await _sessions(client, prefix, session):
-            path = folder / f"{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)}.jsonl"
+            path = folder / _file_name(name)
+            log = RedisSessionLog(client, name, prefix=prefix)
             try:
-                await RedisSessionLog(client, name, prefix=prefix).export(path)
-            except (LogError, ResponseError) as exc:
+                report = await log.export(path)
+            except (LogError, ResponseError, OSError) as exc:
                 if session is not None:
                     raise
                 # one session listed but expired (a ttl) or damaged: the others are still read
-                print(f"repeat-tool-guard: skipped session {name!r} of {redact_url(url)}: {exc}", file=sys.stderr)
+                where = f"session {name!r} of {redact_url(url)}"
+                reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else str(exc)
+                if isinstance(exc, LogError) and not await client.exists(log.meta, log.stream):
+                    _skipped(where, f"{reason} (its keys expired)")
+                else:
+                    on_unreadable(where, reason)
                 continue
+            if report.skipped:  # not in the file, so the reader of it would never hear of them
+                print(f"repeat-tool-guard: session {name!r} of {redact_url(url)}: {_summary(report)}", file=sys.stderr)
             paths.append(path)
         return paths
     except (RedisError, OSError) as exc:
@@ -74,23 +108,39 @@ async def _export_all(url: str, prefix: str, session: str | None, folder: Path) 
 
 
 @contextlib.contextmanager
-def local_logs(source: str, session: str | None, prefix: str = DEFAULT_PREFIX) -> Iterator[list[Path]]:
+def local_logs(
+    source: str, session: str | None, prefix: str = DEFAULT_PREFIX, *, on_unreadable: Unreadable | None = None
+) -> Iterator[list[Path]]:
     """The session logs ``source`` names, as files for the duration: a path
     as itself; a Redis URL as an export of ``session`` (or of every session
-    when ``None``) into a private temporary folder, removed afterwards."""
+    when ``None``) into a private temporary folder, removed afterwards.
+
+    Of every session, one that cannot be read (a damaged header, a key of
+    the wrong type, a file that cannot be written) is left out and told to
+    ``on_unreadable`` (without one, a line on stderr), naming the URL and the
+    session: a caller that reports errors lists it as one. A listed session
+    whose keys all expired (a ``ttl``) is only a line on stderr. ``session``
+    that cannot be read is a ``LogError``."""
     if not is_redis(source):
         yield [Path(source)]
         return
     with tempfile.TemporaryDirectory(prefix="rtg-export-") as folder:
-        yield anyio.run(_export_all, source, prefix, session, Path(folder))
+        yield anyio.run(_export_all, source, prefix, session, Path(folder), on_unreadable or _skipped)
+
+
+def _summary(report: ReadReport) -> str:
+    """What an export read, as ``replay`` says it of a file, in entries:
+    ``11 events, 2 entries skipped (invalid-json 1, schema 1)``."""
+    return report.summary().replace(" lines skipped", " entries skipped", 1)
 
 
 def export(args: argparse.Namespace) -> int:
-    """``repeat-tool-guard export``."""
+    """``repeat-tool-guard export``: the session as a log file, and on
+    stderr what was written and what was skipped, as ``replay`` says it."""
     if not is_redis(args.source):
         raise LogError(f"export reads a Redis URL (redis://HOST:PORT/DB), not {args.source!r}")
 
-    async def run() -> int:
+    async def run() -> ReadReport:
         client = _client(args.source)
         try:
             return await RedisSessionLog(client, args.session, prefix=args.prefix).export(args.output)
@@ -99,8 +149,10 @@ def export(args: argparse.Namespace) -> int:
         finally:
             await client.aclose()
 
-    count = anyio.run(run)
-    print(f"{args.output}: session {args.session}: {count} events", file=sys.stderr)
+    report = anyio.run(run)
+    print(f"{args.output}: session {args.session}: {_summary(report)}", file=sys.stderr)
+    for sample in report.samples[:10]:  # the detail quotes the entry: shown escaped and cut
+        print(f"  skipped entry {sample.line - 1} ({sample.reason}): {one_line(sample.detail, 300)}", file=sys.stderr)
     return 0
 
 
@@ -153,10 +205,11 @@ async def _watch(args: argparse.Namespace, out: TextIO) -> None:
                     raw = fields.get(b"action") if isinstance(fields, dict) else None
                     try:
                         _print_action(decode(raw if isinstance(raw, bytes) else b""), out, args.json, redact)
+                        seen += 1  # a skipped entry is no action: --count counts those printed
                     except msgspec.DecodeError:
-                        print(f"watch: skipped an unreadable action entry {entry_id!r}", file=sys.stderr)
+                        ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                        print(f"watch: skipped an unreadable action entry {ident}", file=sys.stderr)
                     await client.xack(stream, group, entry_id)
-                    seen += 1
                     if args.count is not None and seen >= args.count:
                         return
     finally:
@@ -170,9 +223,19 @@ def watch(args: argparse.Namespace) -> int:
     """``repeat-tool-guard watch``."""
     if not is_redis(args.source):
         raise LogError(f"watch follows a Redis URL (redis://HOST:PORT/DB), not {args.source!r}")
+    stops = {stop: signal.signal(stop, _interrupt) for stop in (signal.SIGTERM, signal.SIGHUP)}
     try:
         with contextlib.suppress(KeyboardInterrupt):
             anyio.run(_watch, args, sys.stdout)
     except RedisError as exc:
         raise LogError(f"cannot watch {redact_url(args.source)}: {exc}") from None
+    finally:
+        for stop, previous in stops.items():
+            signal.signal(stop, previous)
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP (a service manager's stop, a closed terminal) as
+    Ctrl-C: the run ends the same way, its own group removed from Redis."""
+    raise KeyboardInterrupt

@@ -80,7 +80,7 @@ async def test_export_writes_a_session_log_the_file_reader_reads(client: Redis, 
     await log.append(_call(sub, 1))
     await log.append(ToolResult.answering(_call(sub, 1), "hit"))
     out = tmp_path / "s9.jsonl"
-    assert await log.export(out) == 4
+    assert (await log.export(out)).events == 4
     assert out.stat().st_mode & 0o777 == 0o600
     with read_log(out) as reader:
         events = list(reader)
@@ -106,6 +106,33 @@ async def test_a_bad_entry_is_skipped_and_counted(client: Redis, agent: Agent) -
     assert [event.call_id for event in events] == ["c1", "5", "c6"]  # type: ignore[union-attr]
     assert report.skipped_by_reason == {"invalid-json": 1, "unknown-type": 1, "schema": 1}
     assert report.mistyped == 1
+
+
+async def test_export_writes_only_the_entries_the_fleet_reads_and_counts_the_rest(
+    client: Redis, agent: Agent, tmp_path: Path
+) -> None:
+    log = RedisSessionLog(client, "s1")
+    await log.append(UserMessage(agent=agent, text="go"))
+    await log.append(_call(agent, 2))
+    await client.xadd(
+        log.stream, {"seq": 3, "line": b'{"type":"user/message",\n"seq":3,"ts":0,"agent":"main","text":"on"}'}
+    )
+    two_in_one = b'{"type":"user/message","seq":4,"ts":0,"agent":"main","text":"a"}\n{"type":"user/message"}'
+    await client.xadd(log.stream, {"seq": 4, "line": two_in_one})
+    await client.xadd(log.stream, {"seq": 5, "other": b"no line field"})
+    await client.xadd(log.stream, {"seq": 6, "line": b"[" * 101 + b"]" * 101})
+    await client.xadd(log.stream, {"seq": 7, "line": b'{"type":"session/start","v":1,"session":"s1","ts":1.0}'})
+    out = tmp_path / "s1.jsonl"
+    report = await log.export(out)
+    assert (report.events, report.skipped_by_reason) == (3, {"invalid-json": 2, "too-deep": 1, "schema": 1})
+    assert [sample.line for sample in report.samples] == [5, 6, 7, 8]  # as lines of the log: the header is line 1
+    assert len(out.read_bytes().splitlines()) == 4  # the header and one line per event, the newline one included
+    with read_log(out) as reader:
+        from_file = [(type(e).__name__, e.seq) for e in reader]
+        assert reader.report.skipped == 0
+    read = ReadReport()
+    assert from_file == [(type(e).__name__, e.seq) async for e in log.read(read)]
+    assert (read.events, read.skipped_by_reason) == (report.events, report.skipped_by_reason)
 
 
 async def test_an_unknown_session_is_a_clear_error(client: Redis) -> None:
@@ -174,6 +201,28 @@ async def test_a_damaged_header_is_a_clear_error(client: Redis) -> None:
         await RedisSessionLog(client, "s1").header()
 
 
+@pytest.mark.parametrize(
+    ("meta", "why"),
+    [
+        ({"v": "1", "ts": "nan"}, "session 's1' in Redis has a damaged header: its ts nan is no time"),
+        ({"v": "1", "ts": "inf"}, "session 's1' in Redis has a damaged header: its ts inf is no time"),
+        ({"v": "99", "ts": "1.0"}, "session 's1' in Redis has session log version 99; this reader knows version 1"),
+        ({}, r"session 's1' in Redis has events but no header \(rtg:\{s1\}:meta is gone\)"),
+    ],
+)
+async def test_a_header_a_reader_of_the_file_would_refuse_is_exported_as_no_file(
+    client: Redis, agent: Agent, tmp_path: Path, meta: dict[str, str], why: str
+) -> None:
+    log = RedisSessionLog(client, "s1")
+    await log.append(_call(agent, 1))
+    await client.delete(log.meta)
+    if meta:
+        await client.hset(log.meta, mapping=meta)  # type: ignore[arg-type]
+    with pytest.raises(LogError, match=f"^{why}$"):
+        await log.export(tmp_path / "s1.jsonl")
+    assert not (tmp_path / "s1.jsonl").exists()
+
+
 async def test_export_of_a_large_session_is_whole(client: Redis, agent: Agent, tmp_path: Path) -> None:
     log = RedisSessionLog(client, "big")
     sub = Agent("sub", parent_id="main")
@@ -186,7 +235,7 @@ async def test_export_of_a_large_session_is_whole(client: Redis, agent: Agent, t
     assert read[0].agent is not None
     assert read[0].agent.parent_id == "main"
     out = tmp_path / "big.jsonl"
-    assert await log.export(out) == 41
+    assert (await log.export(out)).events == 41
     with read_log(out) as reader:
         assert len(list(reader)) == 41
         assert reader.report.skipped == 0

@@ -5,28 +5,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
-from bus import Agent, ToolCall, ToolResult
+from bus import Agent, ToolCall, ToolResult, UserMessage
+from bus.reader import LogError
+from bus.redis_log import RedisSessionLog
 from guard.cli import main
+from guard.fleet_cli import local_logs
 from guard.sessions.fleet import FleetGuard
 
 GREP = {"pattern": "load_config"}
 
 
-async def _populate(url: str) -> None:
+async def _populate(url: str, sessions: tuple[str, ...] = ("alpha", "beta")) -> None:
     client = Redis.from_url(url)
     worker = FleetGuard(client, worker="w1")
     try:
-        for session in ("alpha", "beta"):
+        for session in sessions:
             agent = Agent("main")
             for step in range(1, 6):
                 call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="grep", args=GREP)
@@ -228,16 +235,46 @@ def test_a_watchers_own_group_is_removed_when_it_ends_and_a_named_one_is_kept(
     assert asyncio.run(_groups(redis_url)) == ["dashboard"]
 
 
+def test_a_watch_stopped_by_sigterm_in_this_process_cleans_up_and_restores_the_handler(
+    redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    made: list[bool] = []
+
+    def stop_once_watching() -> None:
+        for _ in range(200):
+            if asyncio.run(_groups(redis_url)):
+                made.append(True)
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM if made else signal.SIGINT)  # SIGINT: never leave the test hanging
+
+    stopper = threading.Thread(target=stop_once_watching)
+    stopper.start()
+    try:
+        code, _, err = _main(capsys, "watch", redis_url)
+    finally:
+        stopper.join()
+    assert made, "the watcher never made its group"
+    assert code == 0, err
+    assert asyncio.run(_groups(redis_url)) == []
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
 def test_a_watch_under_a_prefix_no_fleet_wrote_says_so_and_waits(
     redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     later = threading.Timer(1.5, lambda: asyncio.run(_garbage(redis_url, {"action": b"{broken"}, stream="rgt:actions")))
+    first = asyncio.run(_first_action(redis_url))
+    then = threading.Timer(2.0, lambda: asyncio.run(_garbage(redis_url, first, stream="rgt:actions")))
+    then.start()
     later.start()
     try:
-        code, _, err = _main(capsys, "watch", redis_url, "--prefix", "rgt", "--count", "1")
+        code, out, err = _main(capsys, "watch", redis_url, "--prefix", "rgt", "--count", "1")
     finally:
         later.join()
-    assert code == 0
+        then.join()
+    assert (code, len(out.splitlines())) == (0, 1)
     assert err.startswith("watch: no fleet has written under the prefix 'rgt' yet (is it the fleet's --prefix?)")
     assert "skipped an unreadable action entry" in err  # it waited, and read what came
     code, _, err = _main(capsys, "watch", redis_url, "--from-start", "--count", "1")
@@ -268,7 +305,7 @@ def test_watch_follows_actions_as_they_happen(redis_url: str, capsys: pytest.Cap
     later = threading.Timer(1.5, lambda: asyncio.run(_populate(redis_url)))
     later.start()
     try:
-        code, out, err = _main(capsys, "watch", redis_url, "--json", "--from-start", "--count", "5", "--group", "live")
+        code, out, err = _main(capsys, "watch", redis_url, "--json", "--from-start", "--count", "4", "--group", "live")
     finally:
         later.join()
     assert code == 0
@@ -285,11 +322,49 @@ async def _garbage(url: str, *entries: dict[str, bytes], stream: str = "rtg:acti
         await client.aclose()
 
 
-def test_watch_skips_an_unreadable_action(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+async def _first_action(url: str) -> dict[str, bytes]:
+    client = Redis.from_url(url)
+    try:
+        rows: Any = await client.xrange("rtg:actions", count=1)
+        fields: dict[str, bytes] = rows[0][1]
+        return fields
+    finally:
+        await client.aclose()
+
+
+def test_watch_skips_an_unreadable_action_and_counts_only_the_actions_it_prints(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     asyncio.run(_garbage(redis_url, {"action": b"{broken"}, {"other": b"x"}))
+    asyncio.run(_populate(redis_url))
+    capsys.readouterr()  # the guard's own log of its actions
     code, out, err = _main(capsys, "watch", redis_url, "--from-start", "--count", "2")
-    assert (code, out) == (0, "")
-    assert err.count("skipped an unreadable action entry") == 2
+    assert (code, len(out.splitlines())) == (0, 2)
+    skipped = err.splitlines()
+    assert len(skipped) == 2
+    for line in skipped:  # the entry's id as Redis shows it, not as Python bytes
+        assert re.fullmatch(r"watch: skipped an unreadable action entry \d+-\d+", line), line
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_watcher_stopped_by_sigterm_or_sighup_removes_its_own_group(
+    redis_url: str, fleet_sessions: list[str], stop: signal.Signals
+) -> None:
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "guard", "watch", redis_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(200):
+            if asyncio.run(_groups(redis_url)):
+                break
+            time.sleep(0.05)
+        assert asyncio.run(_groups(redis_url)), "the watcher never made its group"
+        watcher.send_signal(stop)  # a service manager's stop, a closed terminal
+        _, err = watcher.communicate(timeout=30)
+    finally:
+        watcher.kill()
+    assert watcher.returncode == 0, err
+    assert asyncio.run(_groups(redis_url)) == []
 
 
 def test_watch_names_a_key_that_is_not_a_stream(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -331,3 +406,118 @@ def test_audit_takes_files_and_a_fleet_together(
     code, out, err = _main(capsys, "audit", str(tmp_path / "a.jsonl"), redis_url, "--json")
     assert code == 0, err
     assert len(json.loads(out)["sessions"]) == 3
+
+
+async def _redis(url: str, *changes: Callable[[Redis], Awaitable[object]]) -> None:
+    client = Redis.from_url(url)
+    try:
+        for change in changes:
+            await change(client)
+    finally:
+        await client.aclose()
+
+
+def test_an_audit_of_the_fleet_reads_every_session_when_ids_make_odd_file_names(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long = "L" * 300  # longer than a file name may be
+    asyncio.run(_populate(redis_url, ("a/b", "a_b", long)))
+    asyncio.run(_redis(redis_url, lambda c: c.zadd("rtg:sessions", {b"odd\xff": 1})))  # not UTF-8: no fleet writes one
+    capsys.readouterr()  # the guard's own log of its actions
+    code, out, err = _main(capsys, "audit", redis_url, "--json")
+    assert code == 0, err
+    assert sorted(session["session"] for session in json.loads(out)["sessions"]) == sorted(["a/b", "a_b", long])
+    assert err.startswith("repeat-tool-guard: skipped session 'odd\\\\xff' of redis://")
+
+
+def test_a_damaged_session_of_the_fleet_is_told_as_unreadable_naming_the_url_and_the_session(
+    redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(
+        _redis(
+            redis_url,
+            lambda c: c.hset("rtg:{bad}:meta", mapping={"v": "abc", "ts": "1.0"}),
+            lambda c: c.set("rtg:{typed}:meta", "a string"),
+            lambda c: c.delete("rtg:{beta}:meta"),
+            lambda c: c.zadd("rtg:sessions", {"bad": 1, "typed": 2, "gone": 3}),
+        )
+    )
+    unreadable: list[tuple[str, str]] = []
+    with local_logs(redis_url, None, on_unreadable=lambda where, why: unreadable.append((where, why))) as paths:
+        assert [path.read_bytes().count(b"\n") for path in paths] == [13]  # alpha: its header and 12 events
+    assert sorted(unreadable) == [
+        (f"session 'bad' of {redis_url}", "session 'bad' in Redis has a damaged header: {b'v': b'abc', b'ts': b'1.0'}"),
+        (
+            f"session 'beta' of {redis_url}",
+            "session 'beta' in Redis has events but no header (rtg:{beta}:meta is gone)",
+        ),
+        (f"session 'typed' of {redis_url}", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+    ]
+    assert capsys.readouterr().err == (  # expired (a ttl) is no error: its keys are all gone
+        f"repeat-tool-guard: skipped session 'gone' of {redis_url}: "
+        "no session 'gone' under prefix 'rtg' in Redis (its keys expired)\n"
+    )
+    with pytest.raises(LogError, match="has a damaged header"), local_logs(redis_url, "bad"):
+        pass
+
+
+def test_a_session_that_cannot_be_written_out_is_told_as_unreadable_and_the_others_read(
+    redis_url: str, fleet_sessions: list[str], file_size_limit: Callable[[int], None]
+) -> None:
+    asyncio.run(
+        _redis(redis_url, lambda c: RedisSessionLog(c, "tiny").append(UserMessage(agent=Agent("main"), text="go")))
+    )
+    unreadable: list[tuple[str, str]] = []
+    file_size_limit(1000)  # the tiny session fits, the others do not
+    with local_logs(redis_url, None, on_unreadable=lambda where, why: unreadable.append((where, why))) as paths:
+        assert len(paths) == 1
+    assert sorted(unreadable) == [
+        (f"session 'alpha' of {redis_url}", "File too large"),  # not the temporary file's name: it is gone
+        (f"session 'beta' of {redis_url}", "File too large"),
+    ]
+
+
+def test_export_says_how_many_entries_it_skipped_and_why(
+    redis_url: str, fleet_sessions: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(
+        _redis(
+            redis_url,
+            lambda c: c.xadd("rtg:{alpha}:events", {"line": "garbage{"}),
+            lambda c: c.xadd("rtg:{alpha}:events", {"line": '{"type":"user/message"}\n{"x":1}'}),
+        )
+    )
+    out = tmp_path / "alpha.jsonl"
+    code, _, err = _main(capsys, "export", redis_url, "--session", "alpha", "-o", str(out))
+    assert code == 0, err
+    assert err.splitlines() == [
+        f"{out}: session alpha: 12 events, 2 entries skipped (invalid-json 1, schema 1)",
+        "  skipped entry 13 (invalid-json): JSON is malformed: invalid character (byte 0)",
+        "  skipped entry 14 (schema): Object missing required field `agent`",
+    ]
+    assert len(out.read_bytes().splitlines()) == 13  # the header and the 12 events
+    code, _, err = _main(capsys, "replay", str(out), "--check")
+    assert (code, err.splitlines()[0]) == (0, "12 events, 0 lines skipped; actions: remind 2")
+    code, _, err = _main(capsys, "replay", redis_url, "--session", "alpha", "--check")
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"repeat-tool-guard: session 'alpha' of {redis_url}: 12 events, 2 entries skipped (invalid-json 1, schema 1)"
+    )
+
+
+def test_an_audit_of_the_fleet_lists_a_damaged_session_among_its_errors_and_exits_1(
+    redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(_redis(redis_url, lambda c: c.hset("rtg:{bad}:meta", mapping={"v": "abc", "ts": "1.0"})))
+    asyncio.run(_redis(redis_url, lambda c: c.zadd("rtg:sessions", {"bad": 1})))
+    code, out, err = _main(capsys, "audit", redis_url, "--json")
+    report = json.loads(out)
+    assert code == 1, err
+    assert len(report["sessions"]) == 2
+    assert report["errors"] == [
+        {
+            "path": f"session 'bad' of {redis_url}",
+            "reason": "session 'bad' in Redis has a damaged header: {b'v': b'abc', b'ts': b'1.0'}",
+        }
+    ]
+    assert report["totals"]["unreadable"] == 1
