@@ -98,6 +98,7 @@ def _lookup(data: Any, path: str) -> Any:
 
 
 _GOT = lazy_compile(r"got `(\w+)`")
+_UNKNOWN_FIELD = lazy_compile(r"unknown field `([^`]*)`")
 _JSON_TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "array", dict: "object", type(None): "null"}
 
 
@@ -105,16 +106,20 @@ def _at(data: Any, path: str, rule: str) -> tuple[str, Any]:
     """The dotted key and the value a msgspec error path names. Through a
     table's keys (``.loops.tools[...].deny_at``) msgspec does not say which
     key: it is the first whose value there has the type the rule says it
-    got (``loops.tools."search_*".deny_at``)."""
+    got (``loops.tools."search_*".deny_at``), or for an unknown field, the
+    first that holds it (``loops.tools."search_*".identity_arg``)."""
     head, through, rest = path.partition("[...]")
     if through:
-        table, got = _lookup(data, head), _GOT.search(rule)
+        table, got, unknown = _lookup(data, head), _GOT.search(rule), _UNKNOWN_FIELD.search(rule)
         for name, entry in table.items() if isinstance(table, dict) else ():  # pragma: no branch - one matches
             try:
                 value = _lookup(entry, rest)
             except (KeyError, IndexError, TypeError):
                 continue
-            if got is None or _JSON_TYPES.get(type(value)) == got[1]:  # pragma: no branch
+            if unknown is not None:
+                if isinstance(value, dict) and unknown[1] in value:
+                    return f'{head.lstrip(".")}."{name}"{rest}.{unknown[1]}', value[unknown[1]]
+            elif got is None or _JSON_TYPES.get(type(value)) == got[1]:  # pragma: no branch
                 return f'{head.lstrip(".")}."{name}"{rest}', value
     return path.lstrip("."), _lookup(data, path)
 

@@ -196,6 +196,12 @@ async def test_turns_names_its_exclusions_like_every_section(make_script: Any, a
         ({"paging_args": "offset"}, "loops.paging_args", "Expected `array`"),
         ({"paging_args": [""]}, "loops.paging_args", "non-empty string"),
         ({"tools": {"A": {}, "search_*": {"deny_at": "3"}}}, 'loops.tools."search_*".deny_at', "Expected `int | null`"),
+        # an unknown key is named in the table that holds it, not the first table
+        (
+            {"tools": {"Bash": {"deny_at": 4}, "search_*": {"identity_arg": ["query"]}}},
+            'loops.tools."search_*".identity_arg',
+            "unknown field `identity_arg`",
+        ),
         # a tool's thresholds keep the section's rules, against the section's values it leaves out
         ({"tools": {"Bash": {"error_deny_at": 2}}}, 'loops.tools."Bash".error_deny_at', "more than error_at (3)"),
         ({"tools": {"Bash": {"error_at": 6}}}, 'loops.tools."Bash".error_deny_at', "more than error_at (6)"),
