@@ -163,9 +163,12 @@ def fake_anthropic(tmp_path: Path) -> Iterator[FakeAnthropic]:
 
 @pytest.fixture
 def file_size_limit() -> Iterator[Callable[[int], None]]:
-    """Set this process's file size limit (``RLIMIT_FSIZE``, soft) for the
-    rest of the test: a write past it fails for real, part-way if it
-    straddles the limit (Python ignores ``SIGXFSZ``, so it is ``EFBIG``)."""
+    """Set this process's file size limit (``RLIMIT_FSIZE``, soft): a write
+    past it fails for real, part-way if it straddles the limit (Python
+    ignores ``SIGXFSZ``, so it is ``EFBIG``). Lift it (``limit(1 << 30)``)
+    before the test can fail or end: pytest writes the test's progress while
+    the limit holds, and into a file (a CI log) longer than the limit that
+    write fails and ends the run. The fixture restores the limit afterwards."""
     import resource
 
     previous = resource.getrlimit(resource.RLIMIT_FSIZE)

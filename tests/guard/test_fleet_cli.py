@@ -469,8 +469,12 @@ def test_a_session_that_cannot_be_written_out_is_told_as_unreadable_and_the_othe
     )
     unreadable: list[tuple[str, str]] = []
     file_size_limit(1000)  # the tiny session fits, the others do not
-    with local_logs(redis_url, None, on_unreadable=lambda where, why: unreadable.append((where, why))) as paths:
-        assert len(paths) == 1
+    try:
+        with local_logs(redis_url, None, on_unreadable=lambda where, why: unreadable.append((where, why))) as paths:
+            exported = len(paths)
+    finally:
+        file_size_limit(1 << 30)
+    assert exported == 1
     assert sorted(unreadable) == [
         (f"session 'alpha' of {redis_url}", "File too large"),  # not the temporary file's name: it is gone
         (f"session 'beta' of {redis_url}", "File too large"),
