@@ -48,12 +48,13 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteReceiveStream
 
-__all__ = ["ASK_MODEL_ENV", "AskCommand", "AskOutcome"]
+__all__ = ["ASK_MODEL_ENV", "AskCommand", "AskOutcome", "as_argument"]
 
 ASK_MODEL_ENV = "ASK_MODEL"
 """The environment variable that tells the ask command which model to use."""
 
 _STDERR_TAIL = 2048
+"""Bytes of a failed ask's stderr kept, at most, for its last line."""
 _REAPER_GRACE = 2.0
 """Seconds the reaper has to end its tree before its group is killed outright."""
 
@@ -171,8 +172,7 @@ class AskCommand:
         hand, as the command hook does), the ask starts a loop of its own and
         the call blocks until the ask ends.
 
-        An argv element cannot carry a NUL byte, so any in the question (a
-        tool's binary output, say) are replaced with U+FFFD.
+        The question is passed as ``as_argument`` writes it.
         """
         import anyio
 
@@ -181,8 +181,7 @@ class AskCommand:
         except RuntimeError:  # no event loop (anyio's NoEventLoopError, or sniffio's error before 4.10)
             return anyio.run(self.ask, question, call)
         started = time.monotonic()
-        # an argument holds no NUL, and no lone surrogate (text cut mid-character): those as the log writes them
-        advice, reason, truncated = await self._run(as_logged(question.replace("\x00", "\ufffd")))
+        advice, reason, truncated = await self._run(as_argument(question))
         return AskOutcome(
             advice=advice,
             reason=reason,
@@ -267,6 +266,15 @@ class AskCommand:
         return advice, "ok", truncated
 
 
+def as_argument(text: str) -> str:
+    """``text`` as one argument of a command can carry it: an argv element
+    holds no NUL byte, so each (a tool's binary output, say) becomes U+FFFD,
+    and no lone surrogate (text cut mid-character), so each is written as
+    the session log writes it (``\\udc80``, six bytes). Its UTF-8 length is
+    the argument's; writing it again changes nothing."""
+    return str(as_logged(text.replace("\x00", "\ufffd")))
+
+
 def _start_watchdog() -> subprocess.Popen[bytes]:
     """The watchdog of one ask: it learns the group to guard from ``_watch``."""
     import subprocess
@@ -332,18 +340,27 @@ async def _drain(stream: ByteReceiveStream, into: bytearray, cap: int, dropped: 
 
 
 async def _drain_tail(stream: ByteReceiveStream, into: bytearray) -> None:
+    """Keep the last ``_STDERR_TAIL`` bytes, and the one before them: ``_tail``
+    reads from it whether the tail starts a line."""
     async for chunk in stream:
         into += chunk
-        if len(into) > _STDERR_TAIL:
-            del into[: len(into) - _STDERR_TAIL]
+        if len(into) > _STDERR_TAIL + 1:
+            del into[: len(into) - _STDERR_TAIL - 1]
 
 
 def _tail(data: bytearray) -> str:
     """The last line of what the ask wrote on stderr, whole: its reader
-    redacts it before cutting it short, so a secret in it is still whole
-    when the redaction rules see it."""
-    lines = bytes(data).decode("utf-8", "replace").strip().splitlines()
-    return lines[-1] if lines else ""
+    redacts it before cutting it short, so a secret in it must be whole
+    when the redaction rules see it. When bytes before the tail were
+    dropped, the tail's first line is a fragment that may start inside a
+    key, and is never returned: a last line longer than the tail is
+    replaced by a note saying so."""
+    lines = bytes(data).decode("utf-8", "replace").splitlines()
+    fragment = lines.pop(0) if len(data) > _STDERR_TAIL else ""
+    kept = "\n".join(lines).strip()
+    if not kept and fragment.strip():
+        return f"(its last line of stderr is longer than {_STDERR_TAIL} bytes: not kept)"
+    return kept.splitlines()[-1] if kept else ""
 
 
 def _kill_group(pgid: int) -> None:

@@ -35,12 +35,12 @@ from typing import Any, Protocol, Self
 import msgspec
 from msgspec.structs import force_setattr
 
-from bus import AnyEvent, ToolCall, ToolResult, UserMessage
-from guard.actions import Action, action_for
+from bus import AnyEvent, ContextMessage, ToolCall, ToolResult, UserMessage
+from guard.actions import SHADOW_FORM, Action, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, DEFAULT_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache
 from guard.patterns import shell_command
-from guard.policies.escalation import AskCommand, AskOutcome
+from guard.policies.escalation import AskCommand, AskOutcome, as_argument
 from guard.policies.progress import (
     DEFAULT_MUTATING_COMMANDS,
     DEFAULT_MUTATING_TOOLS,
@@ -65,8 +65,12 @@ __all__ = ["RESCUE_PLUGIN", "Asker", "RecordedAnswers", "RescuePolicy", "advice_
 
 RESCUE_PLUGIN = "loop-rescue"
 _MENTIONED = RESCUE_PLUGIN.encode()
-"""What every log line of a rescue denial holds (its ``denied_by``): the
-recorded answers are read from those lines alone."""
+"""What every log line of a rescue denial holds (its ``denied_by``, or the
+``source.plugin`` of its shadow record): the recorded answers are read from
+those lines alone."""
+
+_SHADOW_SOURCE = (RESCUE_PLUGIN, SHADOW_FORM)
+"""The source of a rescue denial's record in shadow mode, where no call is denied."""
 
 _ARGUMENTS_PREVIEW = 500
 _QUESTION_TASK = 4000
@@ -79,8 +83,8 @@ _SEEN_KEPT = 4096
 _QUESTION_RECENT = 300
 _QUESTION_TOOL = 200
 _QUESTION_BYTES = 100_000
-"""The whole question at most, in UTF-8: it is one argument of the ask
-command, and Linux refuses an argument over 128 KiB."""
+"""The whole question at most, in UTF-8 as the ask command gets it
+(``as_argument``): it is one argument, and Linux refuses one over 128 KiB."""
 
 _REPEAT_HEAD = (
     "loop-rescue denied this call; it did not run.\n"
@@ -147,7 +151,9 @@ def advice_in(denial: str) -> str | None:
 
 class RecordedAnswers:
     """Answers escalations from a recorded session instead of running the
-    ask command: the advice each rescue denial in the log carried.
+    ask command: the advice each rescue denial in the log carried. A
+    denial of ``rescue`` in shadow mode is recorded only as a shadow
+    ``context/message`` (no call was denied): its text quotes the advice.
 
     Replaying a log (``replay``, ``audit``, the Claude Code hook rebuilding
     its state) must neither spend money nor depend on what a model says
@@ -197,11 +203,15 @@ class RecordedAnswers:
         answers = cls()
         recorded = answers._recorded
         for event in events:
+            # a denial without advice is kept too: it says that call's escalation failed
             if type(event) is ToolResult and event.denied_by == RESCUE_PLUGIN:
-                # a denial without advice is kept too: it says that call's escalation failed
                 advice = event.advice if isinstance(event.advice, str) else advice_in(event.content)
-                key = (event.agent.id if event.agent else None, event.call_id)
-                recorded.setdefault(key, []).append((event.ts, advice))
+            elif type(event) is ContextMessage and (event.source.plugin, event.source.form) == _SHADOW_SOURCE:
+                advice = advice_in(event.text)
+            else:
+                continue
+            key = (event.agent.id if event.agent else None, event.call_id)
+            recorded.setdefault(key, []).append((event.ts, advice))
         for denials in recorded.values():
             denials.sort(key=_recorded_at)  # stable: a log's order among denials stamped alike
         return answers
@@ -532,6 +542,7 @@ class RescuePolicy(Policy[_AgentState]):
         if since is not None and since < self._cooldown:
             return self._trip(state, hit, "deny", reason=f"cooldown ({self._cooldown - since:.1f} s left)")
         question = self._question(state, hit)
+        previous = state.last_ask
         state.used += 1
         state.last_ask = hit.call.ts
         pending = state.pending[digest] = _Pending()
@@ -540,8 +551,12 @@ class RescuePolicy(Policy[_AgentState]):
             outcome = await self.ask.ask(question, hit.call)
         finally:
             del state.pending[digest]
-            if outcome is None or outcome.advice is None:
-                state.used -= 1  # a failed ask costs nothing
+            if outcome is None:  # cancelled: as if never asked, so the next repeat asks again
+                state.used -= 1
+                if state.last_ask == hit.call.ts:  # no later ask has started its own cooldown
+                    state.last_ask = previous
+            elif outcome.advice is None:
+                state.used -= 1  # a failed ask costs nothing; its cooldown stands
             else:
                 pending.advice = outcome.advice
                 if state.epoch == hit.epoch:
@@ -560,24 +575,25 @@ class RescuePolicy(Policy[_AgentState]):
             why = f"the latest of {hit.redundant} redundant calls since anything last changed"
         redact = self._redact
         output = state.outputs.get(hit.fp.digest)
-        question = _QUESTION.format(
-            task=redact.capped(state.task, _QUESTION_TASK) or "(no user message recorded)",
-            why=why,
-            tool=redact.capped(hit.call.tool, _QUESTION_TOOL),
-            arguments=redact.capped(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS),
-            output=redact.capped(output, _QUESTION_OUTPUT)
-            if output is not None and output.total
-            else "(none: every earlier attempt was denied or printed nothing)",
+        question = as_argument(
+            _QUESTION.format(
+                task=redact.capped(state.task, _QUESTION_TASK) or "(no user message recorded)",
+                why=why,
+                tool=redact.capped(hit.call.tool, _QUESTION_TOOL),
+                arguments=redact.capped(hit.fp.canonical.decode("utf-8", "replace"), _QUESTION_ARGUMENTS),
+                output=redact.capped(output, _QUESTION_OUTPUT)
+                if output is not None and output.total
+                else "(none: every earlier attempt was denied or printed nothing)",
+            )
         )
-        # The question is one argument of the ask command, which the system caps (128 KiB on Linux): the recent
-        # calls fill what is left, newest kept.
-        room = _QUESTION_BYTES - len(question.encode("utf-8", "surrogatepass"))
+        # The question is one argument of the ask command, which the system caps (128 KiB on Linux): measured as
+        # that argument, the recent calls fill what is left, newest kept.
+        room = _QUESTION_BYTES - len(question.encode())
         recent: list[str] = []
         for n in range(len(state.window), 0, -1):
             tool, _, args = state.window[n - 1]
-            line = f"{n}. {redact.capped(tool, _QUESTION_TOOL)} "
-            line += redact.capped(args, _QUESTION_RECENT)
-            room -= len(line.encode("utf-8", "surrogatepass")) + 1
+            line = as_argument(f"{n}. {redact.capped(tool, _QUESTION_TOOL)} {redact.capped(args, _QUESTION_RECENT)}")
+            room -= len(line.encode()) + 1
             if room < 0:
                 recent.append(f"({n} earlier calls left out: the question is capped at {_QUESTION_BYTES} bytes)")
                 break

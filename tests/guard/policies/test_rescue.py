@@ -11,9 +11,13 @@ import msgspec
 import pytest
 from structlog.testing import capture_logs
 
-from bus import Agent, ToolCall, ToolResult
+from bus import Agent, ToolCall, ToolResult, read_log
 from guard import Config, FingerprintCache, Guard, RemindConfig, RescueConfig, RescuePolicy, fingerprint, replay_log
+from guard.actions import Action
 from guard.adapters import GuardLink
+from guard.adapters.claude_hooks import run_to_completion
+from guard.policies.rescue import RecordedAnswers
+from guard.policies.trips import Trip, TripLog
 from tests.conftest import AskScript
 from tests.scenarios._script import Script
 
@@ -313,6 +317,24 @@ async def test_fifth_occurrence_escalates_and_advice_rides_the_denial(
     assert _invocations(tmp_path / "asked") == 1
 
 
+def test_an_escalation_driven_without_an_event_loop_gets_its_advice(
+    ask_script: AskScript, tmp_path: Path, agent: Agent
+) -> None:
+    policy = RescuePolicy(RescueConfig(ask_command=str(_counting_advisor(ask_script, tmp_path))))
+    state = policy.new_state()
+    cache = FingerprintCache()
+    actions = [
+        run_to_completion(
+            policy.on_call(state, ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP), cache)
+        )
+        for n in range(5)
+    ]  # as the command hook drives the guard
+
+    assert [a.action if a else None for a in actions] == [None, None, "deny", "deny", "rescue"]
+    assert actions[4] is not None
+    assert actions[4].advice == "Stop grepping; edit src/cfg.py."
+
+
 async def test_a_late_call_buys_no_advice_and_is_not_denied(
     ask_script: AskScript, tmp_path: Path, anyio_backend: str
 ) -> None:
@@ -403,6 +425,26 @@ async def test_a_long_window_of_wide_calls_still_fits_the_one_argument_the_ask_g
     assert "earlier calls left out: the question is capped at 100000 bytes)\n" in text
     latest = f"200. grep{'ß' * 196}… (+99804 more chars) " + '{"path":"src","pattern":"load_config"}\n'
     assert text.endswith(latest)
+
+
+async def test_a_question_full_of_text_cut_mid_character_still_fits_the_one_argument_the_ask_gets(
+    session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    question = tmp_path / "question"
+    command = ask_script(f"printf '%s' \"$1\" > {question}\necho advice")
+    s = session(ask_command=str(command), window=200, stall_at=0)
+    await s.start("main")
+    cut = "\udc80"  # a lone surrogate: three bytes as UTF-8 would take it, six as the argument carries it
+    await s.user("main", cut * 4000)
+    for n in range(120):
+        await s.call("main", f"t{n}{cut * 200}", {}, "ok")
+    results = [await s.call("main", "grep", GREP, cut * 6000) for _ in range(5)]
+
+    assert results[-1].advice == "advice"
+    text = question.read_bytes()
+    assert len(text) <= 100_000
+    assert b"earlier calls left out: the question is capped at 100000 bytes)\n" in text
+    assert b"\\udc80" * 200 in text  # as the session log writes it
 
 
 async def test_advice_is_cached_per_signature_for_the_epoch(
@@ -726,6 +768,74 @@ async def test_cancelled_ask_refunds_the_budget(
     assert (action.action, _invocations(calls)) == ("rescue", 2)
 
 
+async def test_after_a_cancelled_ask_the_next_repeat_asks_again_inside_the_cooldown(
+    ask_script: AskScript, tmp_path: Path, agent: Agent, anyio_backend: str
+) -> None:
+    calls, answer = tmp_path / "asked", tmp_path / "answer"
+    command = ask_script(f"echo x >> {calls}\n[ -f {answer} ] && exec echo 'Edit src/cfg.py.'\nsleep 300")
+    policy = RescuePolicy(RescueConfig(ask_command=str(command)))  # a cooldown of 45 s
+    state = policy.new_state()
+    cache = FingerprintCache()
+
+    def call(n: int) -> ToolCall:
+        return ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP, ts=1000.0 + n)
+
+    for n in range(4):
+        await policy.on_call(state, call(n), cache)
+    with anyio.fail_after(_NEVER):
+        async with anyio.create_task_group() as group:
+            group.start_soon(policy.on_call, state, call(4), cache)  # the agent is cancelled mid-ask
+            while _invocations(calls) == 0:  # the file exists before its line is written
+                await anyio.sleep(0.01)
+            group.cancel_scope.cancel()
+        answer.touch()
+        action = await policy.on_call(state, call(5), cache)  # 1 s later
+
+    assert action is not None
+    assert (action.action, action.advice, _invocations(calls)) == ("rescue", "Edit src/cfg.py.", 2)
+    assert state.used == 1
+
+
+async def test_a_cancelled_ask_leaves_the_cooldown_of_a_later_ask_in_place(
+    held_ask: Callable[[str], HeldAsk], agent: Agent, anyio_backend: str
+) -> None:
+    ask = held_ask("echo 'Read src/cfg.py.'")
+    policy = RescuePolicy(RescueConfig(ask_command=ask.command, window=20, cooldown_ms=1000))
+    state = policy.new_state()
+    cache = FingerprintCache()
+
+    def call(n: int, tool: str, ts: float) -> ToolCall:
+        return ToolCall(agent=agent, call_id=f"c{n}", step=n, tool=tool, args=GREP, ts=ts)
+
+    for n, tool in enumerate(["grep", "read", "find"] * 4):
+        await policy.on_call(state, call(n, tool, n / 10), cache)
+    first = anyio.CancelScope()
+    later: list[Action | None] = []
+
+    async def cancelled() -> None:
+        with first:
+            await policy.on_call(state, call(20, "grep", 10.0), cache)
+
+    async def answered() -> None:
+        later.append(await policy.on_call(state, call(21, "read", 12.0), cache))  # past the first ask's cooldown
+
+    with anyio.fail_after(_NEVER):
+        async with anyio.create_task_group() as group:
+            group.start_soon(cancelled)
+            await ask.until_asked()
+            group.start_soon(answered)
+            while ask.invocations < 2:
+                await anyio.sleep(0.01)
+            first.cancel()
+            ask.release()
+        action = await policy.on_call(state, call(22, "find", 12.5), cache)  # 0.5 s after the later ask
+
+    assert later[0] is not None
+    assert later[0].action == "rescue"
+    assert action is not None
+    assert (action.action, ask.invocations) == ("deny", 2)
+
+
 async def test_output_of_a_call_outside_the_window_is_not_kept(agent: Agent, anyio_backend: str) -> None:
     policy = RescuePolicy(RescueConfig(ask_command="/nonexistent"))
     state = policy.new_state()
@@ -735,6 +845,51 @@ async def test_output_of_a_call_outside_the_window_is_not_kept(agent: Agent, any
 
     assert policy.on_result(state, result, cache) is None
     assert state.outputs == {}
+
+
+@pytest.mark.parametrize("mode", ["shadow", "enforce"])
+async def test_a_shadow_log_whose_ask_answered_replays_as_it_ran(
+    mode: str, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    calls = tmp_path / "asked"
+    advice = "Stop grepping; edit src/cfg.py."
+    command = ask_script(f"echo x >> {calls}\n[ $(wc -l < {calls}) -gt 1 ] || exit 1\necho '{advice}'")  # fails once
+    config = Config(
+        remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), cooldown_ms=0, mode=mode)
+    )
+    log = tmp_path / "s.jsonl"
+    s = Script(log, config)
+    await s.start("main")
+    results = [await s.call("main", "grep", GREP, "no matches") for _ in range(7)]
+    s.close()
+    assert [r.denied_by is None for r in results] == [True, True] + [mode == "shadow"] * 5
+
+    outcome = await replay_log(log, config)
+    assert outcome.differences == []
+    assert [(v.action, v.shadow) for v in outcome.verdicts] == [
+        (action, mode == "shadow") for action in ("deny", "deny", "escalation-failed", "rescue", "rescue")
+    ]
+    assert _invocations(calls) == 2, "the replay answered from the log, not the ask command"
+    answers = RecordedAnswers.from_log(log)
+    assert answers.answers == {("main", "c6"): advice, ("main", "c7"): advice}
+    with read_log(log) as reader:
+        assert RecordedAnswers.from_events(list(reader)).answers == answers.answers
+
+
+async def test_a_replay_told_to_ask_runs_the_ask_command_again(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    command = _counting_advisor(ask_script, tmp_path)
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), mode="shadow"))
+    s = Script(tmp_path / "s.jsonl", config)
+    await s.start("main")
+    for _ in range(5):
+        await s.call("main", "grep", GREP, "no matches")
+    s.close()
+
+    outcome = await replay_log(tmp_path / "s.jsonl", config, live_asks=True)
+    assert outcome.differences == []
+    assert _invocations(tmp_path / "asked") == 2
 
 
 # ---------------------------------------------------------------- observability
@@ -781,6 +936,29 @@ async def test_text_cut_mid_character_stops_neither_the_ask_nor_the_trip_log(
     records = [msgspec.json.decode(line) for line in trips.read_bytes().splitlines()]
     assert [r["kind"] for r in records] == ["deny", "deny", "rescue", "rescue"]
     assert {r["agent"] for r in records} == {"worker-\\udce9"}
+
+
+@pytest.mark.parametrize("room", [0, 10])
+def test_a_trip_the_log_has_no_room_for_is_reported_and_never_torn(
+    room: int, tmp_path: Path, file_size_limit: Callable[[int], None]
+) -> None:
+    path = tmp_path / "trips.jsonl"
+    trips = TripLog(str(path))
+    trip = Trip(
+        ts=1.0, kind="deny", agent="main", tool="grep", call_id="c3", signature="00", count=3, epoch=0,
+        trigger="repeat", redundant=2, rescues_used=0,
+    )  # fmt: skip
+    trips.record(trip)
+    size = path.stat().st_size
+    with capture_logs() as logs:
+        file_size_limit(size + room)  # the next line fits not at all, or only its first bytes
+        try:
+            trips.record(trip)
+        finally:
+            file_size_limit(1 << 40)
+
+    assert "rescue.trip_log_failed" in [e["event"] for e in logs]
+    assert path.stat().st_size == size
 
 
 async def test_trips_are_structlog_events_too(session: Session, anyio_backend: str) -> None:

@@ -142,6 +142,38 @@ async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
     assert event["reason"] == failed["reason"]
 
 
+@pytest.mark.parametrize(
+    ("last_line", "reason"),
+    [
+        ("", "exit status 1: (its last line of stderr is longer than 2048 bytes: not kept)"),
+        ("error: giving up", "exit status 1: error: giving up"),
+    ],
+)
+async def test_a_failed_ask_whose_stderr_outgrows_its_kept_tail_leaks_no_part_of_a_key(
+    last_line: str, reason: str, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    key = "ghp_" + token(ALNUM, 36, "stderr tail")
+    after = f"\n{last_line}\n" if last_line else "\n"
+    rest = " " + "x" * (2048 - 30 - 1 - len(after)) + after  # the kept 2048 bytes start 10 characters into the key
+    stderr = tmp_path / "stderr"
+    stderr.write_text("A" * 3000 + f" auth failed with token {key}" + rest)
+    command = ask_script(f"cat {stderr} >&2\nexit 1")
+    trips = tmp_path / "trips.jsonl"
+    config = Config(
+        remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), log_file=str(trips))
+    )
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    with capture_logs() as logs:
+        for _ in range(5):
+            await s.call("main", "grep", {"pattern": "x"}, "no matches")
+
+    failed = [msgspec.json.decode(line) for line in trips.read_text().splitlines()][-1]
+    assert (failed["kind"], failed["reason"]) == ("escalation-failed", reason)
+    event = [e for e in logs if e["event"] == "rescue.trip"][-1]
+    assert event["reason"] == reason
+
+
 async def test_a_secret_cut_by_a_question_cap_is_redacted_whole(
     ask_script: AskScript, tmp_path: Path, anyio_backend: str
 ) -> None:
