@@ -85,6 +85,8 @@ _QUESTION_TOOL = 200
 _QUESTION_BYTES = 100_000
 """The whole question at most, in UTF-8 as the ask command gets it
 (``as_argument``): it is one argument, and Linux refuses one over 128 KiB."""
+_LEFT_OUT = f"({{n}} earlier calls left out: the question is capped at {_QUESTION_BYTES} bytes)"
+"""The question's last line when its oldest recent calls do not fit (ASCII: its length is its bytes)."""
 
 _REPEAT_HEAD = (
     "loop-rescue denied this call; it did not run.\n"
@@ -587,15 +589,16 @@ class RescuePolicy(Policy[_AgentState]):
             )
         )
         # The question is one argument of the ask command, which the system caps (128 KiB on Linux): measured as
-        # that argument, the recent calls fill what is left, newest kept.
-        room = _QUESTION_BYTES - len(question.encode())
+        # that argument, the recent calls fill what is left, newest kept, with room kept for the line that says
+        # how many were left out.
+        room = _QUESTION_BYTES - len(question.encode()) - len(_LEFT_OUT.format(n=len(state.window))) - 1
         recent: list[str] = []
         for n in range(len(state.window), 0, -1):
             tool, _, args = state.window[n - 1]
             line = as_argument(f"{n}. {redact.capped(tool, _QUESTION_TOOL)} {redact.capped(args, _QUESTION_RECENT)}")
             room -= len(line.encode()) + 1
             if room < 0:
-                recent.append(f"({n} earlier calls left out: the question is capped at {_QUESTION_BYTES} bytes)")
+                recent.append(_LEFT_OUT.format(n=n))
                 break
             recent.append(line)
         return question + "\n".join(reversed(recent)) + "\n"

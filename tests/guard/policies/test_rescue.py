@@ -427,6 +427,24 @@ async def test_a_long_window_of_wide_calls_still_fits_the_one_argument_the_ask_g
     assert text.endswith(latest)
 
 
+async def test_a_question_whose_recent_calls_are_cut_never_passes_its_cap(
+    session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    sizes = []
+    for pad in range(0, 600, 50):  # a task 50 bytes longer each time: the cut falls at every place in a call's line
+        question = tmp_path / f"question-{pad}"
+        s = session(ask_command=str(ask_script(f"printf '%s' \"$1\" > {question}\necho advice")), window=200)
+        await s.start("main")
+        await s.user("main", "x" * (1000 + pad))
+        for n in range(195):  # lines of about 610 bytes each, 119 KB in all
+            await s.call("main", "search", {"n": n, "text": "ü" * 300}, "ok")
+        results = [await s.call("main", "grep", GREP, "no matches") for _ in range(5)]
+        assert results[-1].advice == "advice"
+        assert b"earlier calls left out: the question is capped at 100000 bytes)\n" in question.read_bytes()
+        sizes.append(len(question.read_bytes()))
+    assert max(sizes) <= 100_000, sizes
+
+
 async def test_a_question_full_of_text_cut_mid_character_still_fits_the_one_argument_the_ask_gets(
     session: Session, ask_script: AskScript, tmp_path: Path, anyio_backend: str
 ) -> None:
