@@ -759,39 +759,17 @@ async def test_advice_arriving_after_progress_is_delivered_but_not_cached(
     assert ask.invocations == 2
 
 
-async def test_cancelled_ask_refunds_the_budget(
-    ask_script: AskScript, tmp_path: Path, agent: Agent, anyio_backend: str
+@pytest.mark.parametrize(
+    "settings",
+    [{"max_rescues": 1, "cooldown_ms": 0}, {}],  # one rescue in all; the default cooldown of 45 s
+    ids=["budget", "cooldown"],
+)
+async def test_a_cancelled_ask_gives_back_its_budget_and_its_cooldown(
+    settings: dict[str, Any], ask_script: AskScript, tmp_path: Path, agent: Agent, anyio_backend: str
 ) -> None:
     calls, answer = tmp_path / "asked", tmp_path / "answer"
     command = ask_script(f"echo x >> {calls}\n[ -f {answer} ] && exec echo 'Edit src/cfg.py.'\nsleep 300")
-    policy = RescuePolicy(RescueConfig(ask_command=str(command), max_rescues=1, cooldown_ms=0))
-    state = policy.new_state()
-    cache = FingerprintCache()
-
-    def call(n: int) -> ToolCall:
-        return ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP)
-
-    for n in range(4):
-        await policy.on_call(state, call(n), cache)
-    with anyio.fail_after(_NEVER):
-        async with anyio.create_task_group() as group:
-            group.start_soon(policy.on_call, state, call(4), cache)  # the agent is cancelled mid-ask
-            while _invocations(calls) == 0:  # the file exists before its line is written
-                await anyio.sleep(0.01)
-            group.cancel_scope.cancel()
-        answer.touch()
-        action = await policy.on_call(state, call(5), cache)
-
-    assert action is not None
-    assert (action.action, _invocations(calls)) == ("rescue", 2)
-
-
-async def test_after_a_cancelled_ask_the_next_repeat_asks_again_inside_the_cooldown(
-    ask_script: AskScript, tmp_path: Path, agent: Agent, anyio_backend: str
-) -> None:
-    calls, answer = tmp_path / "asked", tmp_path / "answer"
-    command = ask_script(f"echo x >> {calls}\n[ -f {answer} ] && exec echo 'Edit src/cfg.py.'\nsleep 300")
-    policy = RescuePolicy(RescueConfig(ask_command=str(command)))  # a cooldown of 45 s
+    policy = RescuePolicy(RescueConfig(ask_command=str(command), **settings))
     state = policy.new_state()
     cache = FingerprintCache()
 
@@ -807,7 +785,7 @@ async def test_after_a_cancelled_ask_the_next_repeat_asks_again_inside_the_coold
                 await anyio.sleep(0.01)
             group.cancel_scope.cancel()
         answer.touch()
-        action = await policy.on_call(state, call(5), cache)  # 1 s later
+        action = await policy.on_call(state, call(5), cache)  # 1 s later: asks again
 
     assert action is not None
     assert (action.action, action.advice, _invocations(calls)) == ("rescue", "Edit src/cfg.py.", 2)

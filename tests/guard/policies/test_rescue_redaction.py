@@ -11,7 +11,9 @@ characters of it left, and the text around it must arrive as it was.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -111,13 +113,9 @@ async def test_a_secret_in_bytes_arguments_reaches_the_question_redacted(
     assert base64.b64encode(secret).decode()[:12] not in text
 
 
-@pytest.mark.parametrize("padding", [0, 150, 170, 185, 400])
-async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
-    padding: int, ask_script: AskScript, tmp_path: Path, anyio_backend: str
-) -> None:
-    key = "sk-ant-api03-Zq3vR8pLm2Xw9Yt4Kd7Hs1Fb6Ng0Jc5"
-    line = f"error: {'.' * padding} invalid key {key} (401)"  # the key wherever the reason's cap may fall
-    command = ask_script(f"echo '{line}' >&2\nexit 1")
+async def _failed_ask(command: Path, tmp_path: Path) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """Five identical greps under ``rescue`` asking ``command``, which fails:
+    the last trip the trip log holds, and its ``rescue.trip`` log event."""
     trips = tmp_path / "trips.jsonl"
     config = Config(
         remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), log_file=str(trips))
@@ -127,8 +125,18 @@ async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
     with capture_logs() as logs:
         for _ in range(5):
             await s.call("main", "grep", {"pattern": "x"}, "no matches")
+    failed: Mapping[str, Any] = [msgspec.json.decode(line) for line in trips.read_text().splitlines()][-1]
+    return failed, [e for e in logs if e["event"] == "rescue.trip"][-1]
 
-    failed = [msgspec.json.decode(line) for line in trips.read_text().splitlines()][-1]
+
+@pytest.mark.parametrize("padding", [0, 150, 170, 185, 400])
+async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
+    padding: int, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    key = "sk-ant-api03-Zq3vR8pLm2Xw9Yt4Kd7Hs1Fb6Ng0Jc5"
+    line = f"error: {'.' * padding} invalid key {key} (401)"  # the key wherever the reason's cap may fall
+    command = ask_script(f"echo '{line}' >&2\nexit 1")
+    failed, event = await _failed_ask(command, tmp_path)
     assert failed["kind"] == "escalation-failed"
     whole = f"exit status 1: {line}"
     redacted = whole.replace(key, REDACTED)
@@ -138,7 +146,6 @@ async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
         kept, note = failed["reason"].split("…")
         assert (redacted.startswith(kept), len(kept) >= 200, note) == (True, True, f" (+{len(whole) - 200} more chars)")
     assert not any(key[i : i + 8] in failed["reason"] for i in range(len(key) - 7))
-    event = [e for e in logs if e["event"] == "rescue.trip"][-1]
     assert event["reason"] == failed["reason"]
 
 
@@ -158,19 +165,8 @@ async def test_a_failed_ask_whose_stderr_outgrows_its_kept_tail_leaks_no_part_of
     stderr = tmp_path / "stderr"
     stderr.write_text("A" * 3000 + f" auth failed with token {key}" + rest)
     command = ask_script(f"cat {stderr} >&2\nexit 1")
-    trips = tmp_path / "trips.jsonl"
-    config = Config(
-        remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command), log_file=str(trips))
-    )
-    s = Script(tmp_path / "session.jsonl", config)
-    await s.start("main")
-    with capture_logs() as logs:
-        for _ in range(5):
-            await s.call("main", "grep", {"pattern": "x"}, "no matches")
-
-    failed = [msgspec.json.decode(line) for line in trips.read_text().splitlines()][-1]
+    failed, event = await _failed_ask(command, tmp_path)
     assert (failed["kind"], failed["reason"]) == ("escalation-failed", reason)
-    event = [e for e in logs if e["event"] == "rescue.trip"][-1]
     assert event["reason"] == reason
 
 
