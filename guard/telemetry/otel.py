@@ -13,6 +13,7 @@ import logging
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
@@ -339,8 +340,7 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
 
     _check_endpoints()
     _check_headers()
-    _check_timeouts()
-    _check_batching()
+    _check_numbers()
     traced = _exporter_choices("TRACES")
     measured = _exporter_choices("METRICS")
     tracer_provider: SdkTracerProvider | None = None
@@ -459,70 +459,66 @@ def _carried_by_http(value: str) -> bool:
     return "\r" not in value and "\n" not in value
 
 
-_TIMEOUT_VARIABLES = (
-    "OTEL_EXPORTER_OTLP_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
-)
 _MAX_TIMEOUT_SECONDS = 1e9
 """Past this (about 31 years) an export's deadline overflows the platform's
 clock: a bound on nonsense, not a policy (``10000``, the specification's
 milliseconds read as the SDK reads them, in seconds, is taken)."""
-
-
-def _check_timeouts() -> None:
-    """Refuse an OTLP export timeout that is no number of seconds above 0
-    (``0``, ``-1``, ``nan``, ``inf``): the SDK takes it at start and fails
-    every export with it."""
-    import math
-
-    from guard.telemetry import TelemetryUnavailable
-
-    for variable in _TIMEOUT_VARIABLES:
-        if variable not in os.environ:
-            continue
-        try:
-            seconds = float(os.environ[variable])
-        except ValueError:
-            seconds = math.nan
-        if not 0 < seconds <= _MAX_TIMEOUT_SECONDS:
-            raise TelemetryUnavailable(
-                f"{variable} is not a number of seconds above 0 and at most {_MAX_TIMEOUT_SECONDS:.0f}"
-            )
-
-
-_BATCHING_VARIABLES: dict[str, type[int] | type[float]] = {
-    "OTEL_BSP_SCHEDULE_DELAY": int,
-    "OTEL_BSP_EXPORT_TIMEOUT": int,
-    "OTEL_BSP_MAX_QUEUE_SIZE": int,
-    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": int,
-    "OTEL_METRIC_EXPORT_INTERVAL": float,
-    "OTEL_METRIC_EXPORT_TIMEOUT": float,
-}
-"""Each setting, read as the SDK reads it."""
 _MAX_BATCHING_VALUE = 86_400_000
 """The largest delay, timeout or interval (a day, in milliseconds) or size taken."""
 
 
-def _check_batching() -> None:
-    """Refuse a span batching or metric export setting that the SDK cannot
-    read as its number (a whole one for the span batching), or that is not
-    from 1 to ``_MAX_BATCHING_VALUE``: the SDK prints a traceback for one it
-    cannot parse and goes on with its default, and its export thread dies at
-    once on one too large, so that signal is never exported."""
+def _timeout(seconds: float) -> bool:
+    return 0 < seconds <= _MAX_TIMEOUT_SECONDS
+
+
+def _batching(value: float) -> bool:
+    return 1 <= value <= _MAX_BATCHING_VALUE
+
+
+_NUMBERS: dict[str, tuple[Callable[[str], float], Callable[[float], bool], str]] = {
+    **dict.fromkeys(
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"),
+        (float, _timeout, f"a number of seconds above 0 and at most {_MAX_TIMEOUT_SECONDS:.0f}"),
+    ),
+    **dict.fromkeys(
+        (
+            "OTEL_BSP_SCHEDULE_DELAY",
+            "OTEL_BSP_EXPORT_TIMEOUT",
+            "OTEL_BSP_MAX_QUEUE_SIZE",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        ),
+        (int, _batching, f"a whole number from 1 to {_MAX_BATCHING_VALUE}"),
+    ),
+    **dict.fromkeys(
+        ("OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRIC_EXPORT_TIMEOUT"),
+        (float, _batching, f"a number from 1 to {_MAX_BATCHING_VALUE}"),
+    ),
+}
+"""Each numeric setting: how the SDK reads it, the values that work, and
+the rule a refusal states."""
+
+
+def _check_numbers() -> None:
+    """Refuse an export timeout, a span batching setting or a metric export
+    setting that the SDK cannot read as its number, or that is out of
+    range (``0``, ``-1``, ``nan``, ``inf``): the SDK fails every export with
+    such a timeout, prints a traceback for a setting it cannot parse and
+    goes on with its default, and its export thread dies at once on one too
+    large, so that signal is never exported."""
+    import math
+
     from guard.telemetry import TelemetryUnavailable
 
-    for variable, number in _BATCHING_VARIABLES.items():
+    for variable, (read, works, rule) in _NUMBERS.items():
         value = os.environ.get(variable)
         if value is None:
             continue
         try:
-            read: float = number(value)
+            number = read(value)
         except ValueError:
-            read = 0
-        if not 1 <= read <= _MAX_BATCHING_VALUE:
-            kind = "a whole number" if number is int else "a number"
-            raise TelemetryUnavailable(f"{variable} is not {kind} from 1 to {_MAX_BATCHING_VALUE}")
+            number = math.nan
+        if not works(number):
+            raise TelemetryUnavailable(f"{variable} is not {rule}")
 
 
 def _endpoint(signal: str) -> str | None:
