@@ -24,7 +24,8 @@ advances, a retry that then succeeds, a re-read after the file changed):
   whose state changes is never acted on. One that keeps returning the same
   thing gets back-off nudges naming a wait (``poll_waits``), and is denied
   only once it has been unchanged for ``poll_deny_after`` polls or
-  ``poll_deny_seconds``, and never before a nudge.
+  ``poll_deny_seconds``, never before a nudge, and never while the agent
+  waits half the longest of ``poll_waits`` between polls.
 - **Failures.** The same call failing ``error_at`` times draws an advisory;
   its ``error_deny_at``-th attempt is denied (a retry that then succeeds is
   left alone). The same tool failing with the same kind of error
@@ -242,7 +243,8 @@ _POLL_DENIAL = (
     "- tool: {tool}\n"
     "- arguments: {arguments}\n"
     "The thing you are waiting for is not changing. Check whether it is stuck (its logs, its process), "
-    "stop it, or report what you found."
+    "stop it, or report what you found. If it is a long job (a CI run, a deploy, a build), poll it again only "
+    "after waiting at least {patient} seconds ({how})."
 )
 _HALT = (
     "loop-detector: {tool} with the same arguments was denied {denials} times and the agent kept retrying it; "
@@ -1246,8 +1248,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         # how long an idle gap voids a count (``decay_seconds``; 0: never)
         self._decay = float(config.decay_seconds) if config.decay_seconds else math.inf
         self._shortest_wait = min(config.poll_waits)
-        # a poller that already waits the longest back-off between polls is never denied
         self._longest_wait = max(config.poll_waits)
+        # a poller that already waits half the longest back-off (rounded up) between polls is never
+        # denied: it backs off, and a CI run or a deploy can take half an hour
+        self._patient_wait = -(-self._longest_wait // 2)
         self._click_tools = ToolFilter(_CLICK_TOOLS, normalize=str.lower)
         self._poll_commands = CommandPatterns(config.poll_commands)
         # in the order of the _*_CHECK numbers; kept in one attribute, since an instance with
@@ -1403,7 +1407,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 stalled = signature.count >= rules.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
                 )
-                patient = max(signature.spacing, call.ts - signature.ts) >= self._longest_wait
+                patient = max(signature.spacing, call.ts - signature.ts) >= self._patient_wait
                 if signature.nudges and stalled and not state.patient and not patient and count > state.allowance:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
             elif count >= state.at(rules.deny_at):
@@ -1416,6 +1420,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 arguments=fp.preview(_PREVIEW),
                 elapsed=_elapsed(call.ts - signature.since) if text is _POLL_DENIAL else "",
                 left=_elapsed(max(signature.resume - call.ts, 1.0)) if text is _EARLY_DENIAL else "",
+                patient=self._patient_wait,
+                how=_BLOCKING_WAIT.format(wait=self._patient_wait),
             )
         elif note.writing is None and note.streak not in state.streaks:
             return None  # neither a write nor a tool failing in a streak: no other denial applies
@@ -1942,7 +1948,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         stalled = count >= rules.poll_deny_after or bool(
             config.poll_deny_seconds and result.ts - signature.since >= config.poll_deny_seconds
         )
-        final = stalled and not signature.nudges and signature.spacing < self._longest_wait
+        final = stalled and not signature.nudges and signature.spacing < self._patient_wait
         if not final and (count < at or (count - at) % config.poll_nudge_every):
             return None
         waits = config.poll_waits

@@ -396,13 +396,14 @@ async def test_an_unchanged_poll_backs_off_before_any_denial(make: Make, anyio_b
 
 async def test_an_unchanged_poll_is_denied_after_its_time(make: Make, anyio_backend: str) -> None:
     run = make(poll_deny_seconds=100)
-    for _ in range(6):
-        await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>", seconds=40)
-    # every poll 40 s apart: it already waits longer than the first nudges would
-    # name, so it is nudged once, when it is about to be denied
-    assert run.actions == [(4, "remind"), (5, "deny"), (6, "deny")]
-    assert "wait about 60 seconds" in run.texts[0]
-    assert "over 3 min" in run.texts[1]
+    for _ in range(7):
+        await run.do("BashOutput", {"bash_id": "b1"}, "<status>running</status>", seconds=20)
+    # every poll 20 s apart: it already waits longer than the first nudges would
+    # name, so it is nudged to the next wait, then denied once unchanged for 100 s
+    assert run.actions == [(4, "remind"), (6, "deny"), (7, "deny")]
+    assert "wait about 30 seconds" in run.texts[0]
+    assert "over 2 min" in run.texts[1]
+    assert "poll it again only after waiting at least 30 seconds (sleep 30 in the shell" in run.texts[1]
 
 
 async def test_a_poll_that_already_waits_the_longest_back_off_is_never_denied(make: Make, anyio_backend: str) -> None:
@@ -412,6 +413,19 @@ async def test_a_poll_that_already_waits_the_longest_back_off_is_never_denied(ma
     for _ in range(40):
         await run.do("Bash", {"command": "sleep 60 && gh run view 7712"}, "* build (in_progress)", seconds=61)
     assert run.actions == []
+
+
+async def test_a_poll_that_waits_half_the_longest_back_off_is_nudged_never_denied(
+    make: Make, anyio_backend: str
+) -> None:
+    """Waiting 45 s between checks of a pending CI run is backing off, if not
+    as far as the nudge asks: it is told once to wait longer, never denied
+    nor halted, however long the run takes."""
+    run = make()
+    for _ in range(30):
+        await run.do("Bash", {"command": "gh pr checks 42"}, "build\tpending\t0\thttps://ci/1", seconds=46)
+    assert run.actions == [(4, "remind")]
+    assert "wait about 60 seconds" in run.texts[0]
 
 
 async def test_typing_into_a_session_is_no_poll(make: Make, anyio_backend: str) -> None:

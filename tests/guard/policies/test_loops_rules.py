@@ -552,9 +552,9 @@ async def test_a_poll_watching_a_long_number_move_is_left_alone(
 async def test_a_stalled_poll_whose_uptime_grows_is_still_stalled(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(13):
-        health = f'{{"status": "degraded", "db": "unreachable", "uptime_ms": {86_400_000 + 33_000 * n}}}'
-        await run.do("Bash", {"command": "sleep 30; curl -s localhost:8080/health"}, health, seconds=33)
-    assert [kind for _, kind in run.actions] == ["remind", "deny"]
+        health = f'{{"status": "degraded", "db": "unreachable", "uptime_ms": {86_400_000 + 13_000 * n}}}'
+        await run.do("Bash", {"command": "sleep 10; curl -s localhost:8080/health"}, health, seconds=13)
+    assert [kind for _, kind in run.actions] == ["remind", "remind", "deny"]
 
 
 async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, anyio_backend: str) -> None:
@@ -564,9 +564,9 @@ async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, an
     for _ in range(13):
         now = int(run.clock.now)
         await run.do(
-            "Bash", {"command": "sleep 30; date +%s; psql -Atc 'select 1234567'"}, f"{now}\n1234567", seconds=33
+            "Bash", {"command": "sleep 10; date +%s; psql -Atc 'select 1234567'"}, f"{now}\n1234567", seconds=13
         )
-    assert [kind for _, kind in run.actions] == ["remind", "deny"]
+    assert [kind for _, kind in run.actions] == ["remind", "remind", "deny"]
 
 
 @pytest.mark.parametrize(
