@@ -224,15 +224,18 @@ def lenient_json(raw: bytes) -> Any:
     lone surrogates (``"\\ud83d"``, as JavaScript writes a string cut
     mid-character) as msgspec does not, each then written as the session
     log writes it (``as_logged``), so a replay sees what the guard saw;
-    ``None`` when it is no JSON either (``NaN`` and ``Infinity`` are none)."""
+    ``None`` when it is no JSON either (``NaN`` and ``Infinity`` are none).
+    ``raw`` is read as UTF-8 (a byte order mark allowed), never as UTF-16
+    or UTF-32 guessed from its first bytes, as ``json.loads`` reads bytes
+    (a line of a UTF-16 file begins with a NUL byte)."""
     import json
 
     def refuse(constant: str) -> None:
         raise ValueError(constant)
 
     try:
-        return as_logged(json.loads(raw, parse_constant=refuse))
-    except (ValueError, RecursionError):
+        return as_logged(json.loads(raw.decode("utf-8-sig", "surrogatepass"), parse_constant=refuse))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
 
 

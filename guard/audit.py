@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
 import msgspec
@@ -28,7 +29,14 @@ from bus import AnyEvent, ToolCall, ToolResult
 from guard.actions import DENYING
 from guard.config import Config, every_policy
 from guard.fingerprint import fingerprint
-from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, belongs_to_session, open_sessions
+from guard.importers import (
+    ImportedSession,
+    ImportReport,
+    TranscriptError,
+    UnknownFormatError,
+    belongs_to_session,
+    open_sessions,
+)
 from guard.importers import write_log as write_session_log
 from guard.news import LastResult, News
 from guard.policies.registry import build_policies
@@ -160,7 +168,9 @@ class Loop(msgspec.Struct, frozen=True, kw_only=True):
 class SessionAudit(msgspec.Struct, frozen=True, kw_only=True):
     """One session's audit. ``first_actions`` has an entry for every policy
     that ran, ``None`` when it never acted; ``actions`` counts actions as
-    ``policy:action``; ``skipped`` is what the import skipped, by reason."""
+    ``policy:action``; ``skipped`` is what the import skipped, by reason,
+    and ``problems`` says where and why for the records it could not use
+    (``ImportReport.problems``)."""
 
     label: str
     path: str
@@ -182,6 +192,10 @@ class SessionAudit(msgspec.Struct, frozen=True, kw_only=True):
     """The model that gave most of the session's responses, when the transcript names it."""
     tools: dict[str, int] = msgspec.field(default_factory=dict)
     """Calls by tool."""
+    problems: list[str] = msgspec.field(default_factory=list)
+    """Where and why the import skipped what it could not use: the first
+    twenty records (``file:line: error``), an unreadable subagent file, an
+    import that stopped early."""
 
     @property
     def looped(self) -> bool:
@@ -242,6 +256,10 @@ class AuditTotals(msgspec.Struct, frozen=True, kw_only=True):
     by_tool: list[LoopRate] = msgspec.field(default_factory=list)
     """The ``TOP_TOOLS`` tools that wasted the most calls."""
     sessions_with_loops: int = 0
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
+    """What the imports skipped, by reason, every session's added up."""
+    sessions_with_skips: int = 0
+    """The sessions whose import skipped something."""
 
     @property
     def loop_share(self) -> float:
@@ -566,6 +584,7 @@ class _Measure:
             skipped=dict(session.report.skipped) | dict(skipped),
             model=session.model,
             tools=dict(self.tools),
+            problems=[_reportable(problem) for problem in session.report.problems],
         )
 
 
@@ -804,11 +823,16 @@ def _audit_file(path: Path, explicit: bool, config: Config, timelines: bool) -> 
     result = _FileAudit()
     try:
         with tempfile.TemporaryDirectory(prefix="repeat-tool-guard-audit-") as workdir:
+            shared: ImportReport | None = None
+            before = _Counted(Counter(), 0)
             for session in open_sessions(path):
+                if session.report is not shared:
+                    shared, before = session.report, _Counted(Counter(), 0)
                 timeline = Timeline() if timelines else None
                 audit_one = functools.partial(audit_session, session, config, Path(workdir), timeline=timeline)
                 with _collector_paused():
-                    result.sessions.append(anyio.run(audit_one))
+                    result.sessions.append(_own_part(anyio.run(audit_one), before))
+                before = _Counted(shared.skipped.copy(), len(shared.problems))
                 if timeline is not None:
                     result.timelines.append(timeline)
     except UnknownFormatError as exc:
@@ -824,6 +848,24 @@ def _audit_file(path: Path, explicit: bool, config: Config, timelines: bool) -> 
     return result
 
 
+class _Counted(NamedTuple):
+    """What a report shared by a file's sessions held once the sessions
+    before one were audited: its counts by reason, and how many problems."""
+
+    skipped: Counter[str]
+    problems: int
+
+
+def _own_part(audited: SessionAudit, before: _Counted) -> SessionAudit:
+    """``audited`` with only what its own import skipped: the sessions of a
+    multi-session file (an OpenHands ``output.jsonl``) share one report,
+    whose counts and problems run on from session to session."""
+    if not before.skipped and not before.problems:
+        return audited
+    skipped = {r: n - before.skipped[r] for r, n in audited.skipped.items() if n > before.skipped[r]}
+    return msgspec.structs.replace(audited, skipped=skipped, problems=audited.problems[before.problems :])
+
+
 def _totals(
     files: list[tuple[Path, bool]],
     sessions: list[SessionAudit],
@@ -835,8 +877,10 @@ def _totals(
     actions: Counter[str] = Counter()
     saved_calls: Counter[str] = Counter()
     saved_tokens: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
     for s in sessions:
         actions.update(s.actions)
+        skipped.update(s.skipped)
         for loop in s.loops:
             saved_calls.update(loop.saved_calls)
             saved_tokens.update(loop.saved_tokens)
@@ -858,6 +902,8 @@ def _totals(
         by_model=_by_model(sessions),
         by_tool=_by_tool(sessions),
         sessions_with_loops=sum(1 for s in sessions if s.loops),
+        skipped=dict(sorted(skipped.items())),
+        sessions_with_skips=sum(1 for s in sessions if s.skipped),
     )
 
 

@@ -274,14 +274,18 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from guard._text import one_line
-    from guard.importers import TranscriptError, open_sessions, write_log
+    from guard.importers import ImportReport, TranscriptError, open_sessions, write_log
 
     sessions = open_sessions(args.src, args.format)
     head = list(itertools.islice(sessions, 2))
     out = Path(args.output)
     taken: set[str] = set()
     written: list[Path] = []
+    shared: ImportReport | None = None  # the sessions of one file may share a report: each names its own problems
+    listed = 0
     for session in itertools.chain(head, sessions):
+        if session.report is not shared:
+            shared, listed = session.report, 0
         # Several sessions (an OpenHands output.jsonl): one log each, beside OUT.
         path = (
             out
@@ -305,7 +309,23 @@ def _cmd_import(args: argparse.Namespace) -> int:
             f"{summary.events} events, "
             f"{summary.calls} tool calls, {summary.agents} agents; skipped {skipped}"
         )
+        _print_problems(session.report.problems[listed:])
+        listed = len(session.report.problems)
     return EXIT_OK
+
+
+_PROBLEMS_PRINTED = 20
+
+
+def _print_problems(problems: list[str]) -> None:
+    """Where and why an import skipped what it could not use (``ImportReport.problems``),
+    on stderr below the session's line, each on one line, the first twenty."""
+    from guard._text import one_line
+
+    for problem in problems[:_PROBLEMS_PRINTED]:
+        print(f"  {one_line(problem, 1000)}", file=sys.stderr)
+    if len(problems) > _PROBLEMS_PRINTED:
+        print(f"  … {len(problems) - _PROBLEMS_PRINTED} more", file=sys.stderr)
 
 
 def _log_name(session: str, taken: set[str]) -> str:

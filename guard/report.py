@@ -87,6 +87,11 @@ def render_table(report: AuditReport) -> str:
     ]
     if t.not_transcripts:
         lines.append(f"{t.not_transcripts} files found were not transcripts and were left out")
+    if t.skipped:
+        lines.append(
+            f"skipped on import: {sum(t.skipped.values())} in {t.sessions_with_skips} of {t.sessions} sessions "
+            f"({_reasons(t.skipped)})"
+        )
     labels = _labels(report.sessions)
     header = ["session", "format", "agents", "calls", "run", "loops", "wasted", "tokens", "output", *report.policies]
     rows = [
@@ -126,6 +131,7 @@ def render_table(report: AuditReport) -> str:
             lines.append(f"      {loop.signature}")
             lines.append(f"      would have saved: {_saved(loop.saved_calls, loop.saved_tokens) or 'nothing'}")
     lines += _rates_table(t.by_model, t.by_tool)
+    lines += _skips_table(labels, report.sessions)
     if report.errors:
         lines += ["", f"could not read {len(report.errors)} files:"]
         lines += [_listed(e) for e in report.errors]
@@ -133,6 +139,37 @@ def render_table(report: AuditReport) -> str:
         lines += ["", f"left out {len(report.not_transcripts)} files that are not transcripts:"]
         lines += [_listed(e) for e in report.not_transcripts]
     return "\n".join(lines) + "\n"
+
+
+_PROBLEMS_SHOWN = 3  # per session; --json has them all
+
+
+def _reasons(skipped: dict[str, int]) -> str:
+    """Counts by reason, as ``bad-record 1, invalid-json 3``."""
+    return ", ".join(f"{reason} {n}" for reason, n in sorted(skipped.items()))
+
+
+def _problems(s: SessionAudit) -> tuple[list[str], int]:
+    """The session's first problems, each on one line and cut, and how many
+    more there are."""
+    shown = [one_line(problem, 300) for problem in s.problems[:_PROBLEMS_SHOWN]]
+    return shown, len(s.problems) - len(shown)
+
+
+def _skips_table(labels: list[str], sessions: Sequence[SessionAudit]) -> list[str]:
+    """Each session whose import skipped something, with its counts and
+    where, for the terminal; nothing when no session skipped anything."""
+    skipping = [(label, s) for label, s in zip(labels, sessions, strict=True) if s.skipped]
+    if not skipping:
+        return []
+    lines = ["", "skipped on import, by session:"]
+    for label, s in skipping:
+        lines.append(f"  {label}: {_reasons(s.skipped)}")
+        shown, more = _problems(s)
+        lines += [f"      {problem}" for problem in shown]
+        if more:
+            lines.append(f"      … {more} more (see --json)")
+    return lines
 
 
 def _listed(error: FileError) -> str:
@@ -239,6 +276,7 @@ box-shadow:0 1px 2px rgba(20,30,60,.04)}
 .shead{padding:14px 18px;border-bottom:1px solid var(--line);display:flex;gap:14px;align-items:baseline;flex-wrap:wrap}
 .badge{font-size:11.5px;padding:2px 8px;border-radius:99px;background:#eef1f7;color:#3a4460;white-space:nowrap}
 .badge.hot{background:#fde8e6;color:#a3251a}
+.badge.skip{background:#fff3d6;color:#7a5200}
 .stats{color:var(--muted);font-size:12.5px}
 .sbody{display:grid;grid-template-columns:minmax(0,3fr) minmax(0,2fr)}
 .timeline{padding:14px 18px 16px;border-right:1px solid var(--line)}
@@ -321,6 +359,7 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
         )
     out.append("</div>")
     out.append(_rates_html(t.by_model, t.by_tool))
+    out.append(_skips_html(labels, report.sessions, t.sessions))
     if report.errors or report.not_transcripts:
         out.append("<div class='card errors'><div class=lbl>not audited</div><ul>")
         out += [f"<li><b>{_e(e.path)}</b>: {_e(e.reason)}</li>" for e in [*report.errors, *report.not_transcripts]]
@@ -347,6 +386,26 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
     return "".join(out)
 
 
+def _skips_html(labels: list[str], sessions: Sequence[SessionAudit], total: int) -> str:
+    """The sessions whose import skipped something, with their counts and
+    where; nothing when no session skipped anything."""
+    skipping = [(label, s) for label, s in zip(labels, sessions, strict=True) if s.skipped]
+    if not skipping:
+        return ""
+    skipped = sum(n for _, s in skipping for n in s.skipped.values())
+    out = [
+        f"<div class='card errors'><div class=lbl>skipped on import</div><div class=stats>{skipped:,} in "
+        f"{len(skipping)} of {total} sessions</div><ul>"
+    ]
+    for label, s in skipping:
+        shown, more = _problems(s)
+        where = "".join(f"<br><span class=stats>{_e(problem)}</span>" for problem in shown)
+        where += f"<br><span class=stats>… {more} more (see --json)</span>" if more else ""
+        out.append(f"<li><b>{_e(label)}</b>: {_e(_reasons(s.skipped))}{where}</li>")
+    out.append("</ul></div>")
+    return "".join(out)
+
+
 def _card(label: str, value: str, note: str = "") -> str:
     extra = f"<div class=stats>{_e(note)}</div>" if note else ""
     return f"<div class=card><div class=lbl>{_e(label)}</div><div class=big>{_e(value)}</div>{extra}</div>"
@@ -367,6 +426,9 @@ def _session(s: SessionAudit, label: str, timeline: Timeline, policies: list[str
         firsts += (
             f"<span class='badge hot'>{s.wasted_calls} calls wasted, ~{human_count(s.wasted_tokens)} tokens</span>"
         )
+    if s.skipped:
+        where = _e("\n".join(s.problems))
+        firsts += f"<span class='badge skip' title='{where}'>skipped on import: {_e(_reasons(s.skipped))}</span>"
     span = _duration(s.end - s.start) if s.start > 0 else ""
     out = [
         "<section class=session><div class=shead>",

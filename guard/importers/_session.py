@@ -4,14 +4,15 @@ An importer turns one transcript into one or more ``ImportedSession``s. A
 session's ``events()`` is a generator over ``bus`` events in log order, built
 with a ``Builder`` that keeps just what streaming needs: one handle per agent,
 each agent's open calls (to copy tool and args onto their results), and the
-call ids already seen (to drop the duplicate entries some formats write).
+call ids already seen, with the records that carried them (to tell a new
+call under a reused id from a copy of an earlier entry, see ``Builder.call``).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -203,7 +204,10 @@ def _isolated(
                 agents.setdefault(agent.id, agent)
             report.skipped = counts
             report._bad_record(exc)
-            if report._at is None:  # before any record: keep what came first
+            if report._at is None:  # before any record: keep what came first, and say the rest is lost
+                report.skip("stopped-early")
+                stopped = "the import stopped at a failure outside any record"
+                report.problems.append(f"{stopped}: the rest of the session is not read")
                 yield from pending
                 return
             if reruns == _MAX_RERUNS:
@@ -320,14 +324,17 @@ class Builder:
     """Makes the events of one session, with the bookkeeping that keeps them
     consistent: an agent's ``started`` status (with its parent) before its
     first event, each result carrying its call's step, tool and args, calls
-    deduplicated by id, and results without a call skipped and counted."""
+    deduplicated by id (a reused id told apart, see ``call``), and results
+    without a call skipped and counted."""
 
     def __init__(self, report: ImportReport, models: Counter[str] | None = None) -> None:
         self.report = report
         self._models = models if models is not None else Counter()
         self._agents: dict[str, Agent] = {}
         self._open: dict[tuple[str, str], ToolCall] = {}
-        self._seen: set[tuple[str, str]] = set()
+        self._latest: dict[tuple[str, str], str] = {}  # an agent's call id -> the id its latest call was issued as
+        self._issued: set[tuple[str, str]] = set()
+        self._carriers: dict[tuple[str, str], set[Hashable]] = {}  # a call id -> the records that carried it
         self._parents: dict[str, str] = {}
 
     def model(self, name: Any) -> None:
@@ -352,22 +359,69 @@ class Builder:
         agent, started = self._handle(agent_id, ts)
         return (*started, UserMessage(agent=agent, ts=ts, text=text))
 
-    def call(self, agent_id: str, call_id: str, step: int, tool: Any, args: Any, ts: float) -> tuple[AnyEvent, ...]:
-        """A tool call; a second call with the same id in this agent is dropped.
+    def record(self, *names: Any) -> Hashable:
+        """What identifies the transcript record being imported, for
+        ``call``: the first of ``names`` (the record's id, its time) that is
+        a non-empty string, else the record's place in the file (``None``
+        before any record)."""
+        return next((name for name in names if isinstance(name, str) and name), self.report._at)
+
+    def call(
+        self,
+        agent_id: str,
+        call_id: str,
+        step: int,
+        tool: Any,
+        args: Any,
+        ts: float,
+        *,
+        record: Hashable = None,
+    ) -> tuple[AnyEvent, ...]:
+        """A tool call.
+
+        A call id is only unique within one response: some model servers
+        name every call ``call_0``. So an id this agent used before names a
+        new call when the transcript record carrying it (``record``, see
+        ``Builder.record``) carried no earlier call with that id, whether
+        the earlier call was answered or abandoned (an interrupted
+        response); it is issued as ``<id>@<step>``, and a result naming the
+        id answers the latest call with it. A record that carried the id
+        before is a copy (an entry written again, a response naming one id
+        twice): the call is a duplicate, dropped and counted as
+        ``duplicate-call``. Without ``record`` (a format whose copies cannot
+        be told from new calls: Claude Code's resumed files copy history)
+        every reused id is a duplicate.
 
         A ``tool`` name that is no string (a transcript's ``null`` or list)
         is its JSON text, as the session log writes a number given as one."""
         key = (agent_id, call_id)
-        if key in self._seen:
-            self.report.skip("duplicate-call")
-            return ()
-        self._seen.add(key)
+        issued = call_id
+        carriers = self._carriers.setdefault(key, set()) if record is not None else None
+        if key in self._latest:
+            if carriers is None or record in carriers:
+                self.report.skip("duplicate-call")
+                return ()
+            issued = self._fresh(agent_id, call_id, step)
+        if carriers is not None:
+            carriers.add(record)
+        self._latest[key] = issued
+        self._issued.add((agent_id, issued))
         agent, started = self._handle(agent_id, ts)
         if type(tool) is not str:
             tool = msgspec.json.encode(tool).decode()
-        call = ToolCall(agent=agent, ts=ts, call_id=call_id, step=step, tool=tool, args=args)
-        self._open[key] = call
+        call = ToolCall(agent=agent, ts=ts, call_id=issued, step=step, tool=tool, args=args)
+        self._open[(agent_id, issued)] = call
         return (*started, call)
+
+    def _fresh(self, agent_id: str, call_id: str, step: int) -> str:
+        """An id for a new call under a reused ``call_id``: ``<id>@<step>``,
+        with ``.<n>`` added when one response reused the id again."""
+        issued = f"{call_id}@{step}"
+        n = 1
+        while (agent_id, issued) in self._issued:
+            n += 1
+            issued = f"{call_id}@{step}.{n}"
+        return issued
 
     def result(
         self,
@@ -379,16 +433,17 @@ class Builder:
         is_error: bool = False,
         denied_by: str | None = None,
     ) -> tuple[AnyEvent, ...]:
-        """The result of an open call; one for an unknown call is counted as
-        ``orphan-result`` and dropped, since its tool and args are unknown."""
-        call = self._open.pop((agent_id, call_id), None)
+        """The result of an open call (the latest one under ``call_id``, see
+        ``call``); one for an unknown call is counted as ``orphan-result``
+        and dropped, since its tool and args are unknown."""
+        call = self._open.pop((agent_id, self._latest.get((agent_id, call_id), call_id)), None)
         if call is None:
             self.report.skip("orphan-result")
             return ()
         result = ToolResult(
             agent=call.agent,
             ts=ts,
-            call_id=call_id,
+            call_id=call.call_id,
             step=call.step,
             tool=call.tool,
             args=call.args,
@@ -406,7 +461,7 @@ class Builder:
 
     def was_called(self, agent_id: str, call_id: str) -> bool:
         """Whether this agent made a call with this id (open or answered)."""
-        return (agent_id, call_id) in self._seen
+        return (agent_id, call_id) in self._latest
 
     def context(
         self, agent_id: str, call_id: str, text: str, ts: float, *, plugin: str, form: str, summary: str = ""

@@ -6,14 +6,17 @@ from __future__ import annotations
 import codecs
 import heapq
 import io
+import itertools
+import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 
 from bus import MAX_NESTING, AnyEvent, NotRegularFileError, block_lines, read_regular, too_deep
-from bus._codec import lenient_json
+from bus._codec import as_logged, lenient_json
 from guard.importers._session import ImportedSession, ImportReport, TranscriptError
 
 __all__ = [
@@ -43,6 +46,33 @@ def _decode(data: bytes) -> Any:
         if value is None:
             raise
         return value
+
+
+def _document(data: bytes) -> Any:
+    """A whole JSON document, read as ``_decode`` reads a line, except that
+    ``NaN``, ``Infinity`` and ``-Infinity`` are ``null``: Python's
+    ``json.dump``, which writes the trajectories of several agents, writes
+    them for such floats (a cost that came out NaN), and an importer reads
+    strings and structure, never them. ``msgspec.DecodeError`` naming the
+    line and column where it is no JSON."""
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        pass
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise msgspec.DecodeError(f"not UTF-8: line {line} column {column}") from None
+    try:
+        return as_logged(json.loads(text, parse_constant=_null))
+    except json.JSONDecodeError as exc:
+        raise msgspec.DecodeError(str(exc)) from None
+
+
+def _null(constant: str) -> None:
+    return None
 
 
 class Records(list[Any]):
@@ -124,15 +154,72 @@ class Format:
         self.sessions = sessions
 
 
-def _open(path: Path) -> Any:
+def _open(path: Path) -> IO[bytes]:
+    """``path`` opened for reading, as UTF-8: a file that opens with a
+    UTF-16 or UTF-32 byte order mark (Windows PowerShell's ``>`` writes
+    UTF-16) is read through ``_Transcoded``."""
     try:
-        return read_regular(path, what="transcript")
+        file = read_regular(path, what="transcript")
     except FileNotFoundError:
         raise TranscriptError(f"no such file: {str(path)!r}") from None
     except NotRegularFileError as exc:
         raise TranscriptError(str(exc)) from None
     except OSError as exc:
         raise TranscriptError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        head = file.read(4)
+        file.seek(0)
+    except BaseException:
+        file.close()
+        raise
+    encoding = next((name for mark, name in _WIDE_MARKS if head.startswith(mark)), None)
+    return file if encoding is None else io.BufferedReader(_Transcoded(file, encoding))
+
+
+# UTF-32's marks first: UTF-32LE's begins with UTF-16LE's (no JSON text begins with a NUL)
+_WIDE_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+class _Transcoded(io.RawIOBase):
+    """A UTF-16 or UTF-32 file (``encoding`` names which, its byte order
+    mark which order) read as UTF-8, a block at a time, so it streams as any
+    transcript does. Bytes that are no character (a lone surrogate, a file
+    cut within a character) are read as U+FFFD, as text: a line holding
+    them outside a string fails to decode and is counted, as a damaged
+    line of a UTF-8 file is."""
+
+    def __init__(self, file: IO[bytes], encoding: str) -> None:
+        super().__init__()
+        self._file = file
+        self._decoder = codecs.getincrementaldecoder(encoding)("replace")
+        self._ready = b""  # transcoded, from _taken on not read yet
+        self._taken = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._taken == len(self._ready):
+            block = self._file.read(_BLOCK)
+            self._ready, self._taken = self._decoder.decode(block, final=not block).encode(), 0
+            if not block:
+                break
+        size = min(len(buffer), len(self._ready) - self._taken)
+        buffer[:size] = self._ready[self._taken : self._taken + size]
+        self._taken += size
+        return size
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def _line(data: bytes) -> Any:
@@ -166,41 +253,48 @@ def sample(path: Path) -> Sample:
     """Read enough of ``path`` to tell its format.
 
     A file whose first line is a JSON object is JSON Lines (a file of one
-    such line is also offered as a document). Otherwise it is a single JSON
-    document, parsed whole; if it is not one either, but some of its first
-    lines are JSON objects, it is JSON Lines with a damaged first line (the
-    import skips and counts that line). A UTF-8 byte order mark is ignored.
+    such line is also offered as a document). Otherwise (a first line that
+    is damaged, blank or no object) the next lines tell, within the
+    sample's bounds. When one of them is an object with members (a line no
+    pretty-printer writes), the file is JSON Lines with a damaged first
+    line (the import skips and counts that line), never read whole here;
+    unless the whole file fits in those bounds, and parses as one JSON
+    document. Otherwise it is a single JSON document, parsed whole, or,
+    when it is none, JSON Lines if some of those lines are objects. A UTF-8
+    byte order mark is ignored.
     """
     with _open(path) as file:
         first = file.readline().removeprefix(codecs.BOM_UTF8)
         if first.startswith(_SQLITE):
             return Sample(path, [], sqlite=True)
-        if not first.strip():
-            rest = file.read(1)
-            if not rest:
-                raise TranscriptError(f"{str(path)!r} is empty")
-            first = b""
         head = _line(first) if first.strip() else None
+        lines: list[dict[str, Any]] = []
         if isinstance(head, dict):
-            lines: list[dict[str, Any]] = [head]
+            lines.append(head)
             more = _more(file, lines)
             return Sample(path, lines, None if more else head)
-        file.seek(0)
-        data = file.read().removeprefix(codecs.BOM_UTF8)
+        second = file.readline()
+        if not (first.strip() or second):
+            raise TranscriptError(f"{str(path)!r} is empty")
+        _more(itertools.chain([second], file), lines)
+        if any(lines) and os.fstat(file.fileno()).st_size > _SAMPLE_BYTES:
+            return Sample(path, lines)
+    data = _whole(path)
     try:
         if too_deep(data):
             raise TranscriptError(f"{str(path)!r} nests arrays or objects deeper than {MAX_NESTING} levels")
-        return Sample(path, [], _decode(data))
+        return Sample(path, [], _document(data))
     except (msgspec.DecodeError, TranscriptError) as exc:
-        lines = []
-        rest = io.BytesIO(data)
-        rest.readline()
-        _more(rest, lines)
         if lines:
             return Sample(path, lines)
         if isinstance(exc, TranscriptError):
             raise
         raise TranscriptError(f"{str(path)!r} is neither JSON Lines nor a JSON document ({exc})") from None
+
+
+def _whole(path: Path) -> bytes:
+    with _open(path) as file:
+        return file.read().removeprefix(codecs.BOM_UTF8)
 
 
 def read_jsonl(path: Path, report: ImportReport) -> Iterator[dict[str, Any]]:
@@ -275,21 +369,23 @@ def first_object(path: Path) -> dict[str, Any]:
     raises and never blocks."""
     try:
         with _open(path) as file:
-            obj = _line(file.readline().removeprefix(codecs.BOM_UTF8))
+            obj = _line(file.readline(_SAMPLE_BYTES).removeprefix(codecs.BOM_UTF8))
     except TranscriptError:
         return {}
     return obj if isinstance(obj, dict) else {}
 
 
 def read_document(path: Path) -> Any:
-    """The JSON document in ``path``; ``TranscriptError`` when it cannot be
-    read, is not JSON, or nests deeper than ``MAX_NESTING`` levels."""
-    with _open(path) as file:
-        data = file.read().removeprefix(codecs.BOM_UTF8)
-    obj = _line(data)
-    if obj is None and data.strip() != b"null":
-        raise TranscriptError(f"{str(path)!r} is not a JSON document (or nests deeper than {MAX_NESTING} levels)")
-    return obj
+    """The JSON document in ``path`` (read as ``_document`` reads one);
+    ``TranscriptError`` when it cannot be read, is not JSON, or nests deeper
+    than ``MAX_NESTING`` levels."""
+    data = _whole(path)
+    if too_deep(data):
+        raise TranscriptError(f"{str(path)!r} nests arrays or objects deeper than {MAX_NESTING} levels")
+    try:
+        return _document(data)
+    except msgspec.DecodeError as exc:
+        raise TranscriptError(f"{str(path)!r} is not a JSON document ({exc})") from None
 
 
 def read_documents(paths: Iterable[Path], report: ImportReport) -> Iterator[Any]:

@@ -14,7 +14,10 @@ the ``parent_tool_use_id`` of the call that started it). See
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from typing import Any
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, first_object, merge_by_time, read_jsonl
+from guard.importers._subagent import subagent_events
 
 __all__ = ["FORMAT", "belongs_to_session", "subagent_files"]
 
@@ -90,8 +94,88 @@ def _wrapped(line: dict[str, Any]) -> bool:
     )
 
 
-def _first_line(path: Path) -> dict[str, Any]:
-    return first_object(path)
+_AGENT_FILES = "agent-*.jsonl"
+_SETTLED_NS = 2_000_000_000
+
+
+def _named_session(path: Path) -> tuple[str | None, bool]:
+    """The session a flat agent file's first line names (its ``sessionId``),
+    and whether that is final: a first line that holds an object never
+    changes, as the file only grows, and one that holds none in a file
+    left as it is for two seconds is damaged, not being written; a file
+    that cannot be read now may be later."""
+    head = first_object(path)
+    session = head.get("sessionId")
+    return (session if isinstance(session, str) and session else None), bool(head) or _untouched(path)
+
+
+def _untouched(path: Path) -> bool:
+    """Whether ``path`` was last written two seconds ago or more."""
+    try:
+        return time.time_ns() - os.stat(path).st_mtime_ns >= _SETTLED_NS
+    except OSError:
+        return False
+
+
+class _FlatAgents:
+    """A folder's flat subagent files (Claude Code 2.0) by the session each
+    names, so a walk reads each file's first line once rather than once per
+    session file beside it.
+
+    ``refresh`` lists the folder again and reads only the files whose first
+    line it has not read as an object yet. The index is taken as it is while
+    the folder's modification time stays the same, once that time was at
+    least two seconds old when the index was made (a file created within
+    the same tick of a coarse clock leaves the time unchanged) and every
+    file's answer was final."""
+
+    def __init__(self) -> None:
+        self.mtime = -1
+        self.trusted = False
+        self.named: dict[str, str | None] = {}  # file name -> the session it names, when final
+        self.sessions: dict[str, list[Path]] = {}
+
+    def refresh(self, folder: Path, mtime: int) -> None:
+        try:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name for e in entries if fnmatch.fnmatchcase(e.name, _AGENT_FILES))
+        except OSError:
+            names = []
+        named: dict[str, str | None] = {}
+        sessions: dict[str, list[Path]] = {}
+        final = True
+        for name in names:
+            if name in self.named:
+                session = named[name] = self.named[name]
+            else:
+                session, known = _named_session(folder / name)
+                if known:
+                    named[name] = session
+                final = final and known
+            if session is not None:
+                sessions.setdefault(session, []).append(folder / name)
+        self.named, self.sessions, self.mtime = named, sessions, mtime
+        self.trusted = final and time.time_ns() - mtime >= _SETTLED_NS
+
+
+_indexed: dict[Path, _FlatAgents] = {}
+
+
+def _flat_agents(folder: Path) -> _FlatAgents:
+    """The flat subagent files of ``folder``, indexed (see ``_FlatAgents``).
+    The last folder's index is kept: a walk, and an audit after it, takes
+    the files of one folder one after the other."""
+    try:
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return _FlatAgents()
+    index = _indexed.get(folder)
+    if index is None:
+        _indexed.clear()
+        index = _indexed[folder] = _FlatAgents()
+    if not (index.trusted and index.mtime == mtime):
+        index.refresh(folder, mtime)
+    return index
 
 
 def subagent_files(session_file: Path) -> list[Path]:
@@ -99,13 +183,8 @@ def subagent_files(session_file: Path) -> list[Path]:
     under ``<session>/subagents/``, then flat ``agent-*.jsonl`` beside it
     whose first line names this session."""
     session = session_file.stem
-    nested = sorted((session_file.parent / session / "subagents").glob("agent-*.jsonl"))
-    flat = [
-        path
-        for path in sorted(session_file.parent.glob("agent-*.jsonl"))
-        if _first_line(path).get("sessionId") == session
-    ]
-    return nested + flat
+    nested = sorted((session_file.parent / session / "subagents").glob(_AGENT_FILES))
+    return nested + _flat_agents(session_file.parent).sessions.get(session, [])
 
 
 def belongs_to_session(path: Path) -> bool:
@@ -115,8 +194,8 @@ def belongs_to_session(path: Path) -> bool:
         return False
     if path.parent.name == "subagents" and path.parent.parent.with_suffix(".jsonl").is_file():
         return True
-    session = _first_line(path).get("sessionId")
-    return isinstance(session, str) and bool(session) and (path.parent / f"{session}.jsonl").is_file()
+    session = _flat_agents(path.parent).named.get(path.name)
+    return session is not None and (path.parent / f"{session}.jsonl").is_file()
 
 
 def _agent_id(path: Path) -> str:
@@ -141,7 +220,7 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         streams = [_stream(path, b, MAIN, inline_sidechains=True)]
         for sub in subagents:
             b.parent(_agent_id(sub), MAIN)
-            streams.append(_stream(sub, b, _agent_id(sub), inline_sidechains=False))
+            streams.append(subagent_events(_stream(sub, b, _agent_id(sub), inline_sidechains=False), b.report))
         return merge_by_time(streams)
 
     yield ImportedSession(format=NAME, session=path.stem, path=path, label=str(path), produce=produce)

@@ -180,14 +180,17 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
         if kind in _CALLS:
             # A local_shell_call made through the chat completions API has
             # call_id null (its id is not written): each is still a call.
-            call_id = str(payload.get("call_id") or payload.get("id") or f"unnamed-{next(unnamed)}")
+            named = payload.get("call_id")
+            call_id = str(named if named is not None else payload.get("id") or f"unnamed-{next(unnamed)}")
             if kind == "function_call":
                 tool, args = payload.get("name"), parse_args(payload.get("arguments"))
             elif kind == "custom_tool_call":
                 tool, args = payload.get("name"), payload.get("input")
             else:
                 tool, args = "local_shell", payload.get("action")
-            yield from b.call(MAIN, call_id, step, tool, args, ts)
+            # Codex writes an item once (a resumed session appends to its rollout, a fork copies
+            # into a new file), so a line is a record of its own, named by its time (Builder.call).
+            yield from b.call(MAIN, call_id, step, tool, args, ts, record=b.record(line.get("timestamp")))
         elif kind in _OUTPUTS:
             text, failed = _output(payload.get("output"))
             denied = "user" if text.strip().lower().startswith(_REJECTED) else None

@@ -22,6 +22,7 @@ from bus import AnyEvent
 from guard.adapters.gemini_hooks import shell_failed
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
+from guard.importers._subagent import subagent_events
 
 __all__ = ["FORMAT", "belongs_to_session"]
 
@@ -79,7 +80,7 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         streams = [_events(_records(path, b), b, MAIN)]
         for sub in sorted((path.parent / session).glob("*.jsonl")):
             b.parent(sub.stem, MAIN)
-            streams.append(_events(_records(sub, b), b, sub.stem))
+            streams.append(subagent_events(_events(_records(sub, b), b, sub.stem), b.report))
         return merge_by_time(streams)
 
     yield ImportedSession(format=NAME, session=session, path=path, label=str(path), produce=produce)
@@ -99,15 +100,24 @@ def _records(path: Path, b: Builder) -> Iterator[dict[str, Any]]:
     version. gemini-cli only ever re-appends its latest message (as tool
     calls and token counts arrive), so holding one record back suffices.
     Rewinds and ``$set`` rewrites are not applied: the audit wants what the
-    agent did, including turns the user later rewound."""
+    agent did, including turns the user later rewound.
+
+    The record handed out is marked as the one being imported (the line it
+    came from, not the line read after it), so a record the importer cannot
+    use is the one passed over and named."""
+    report = b.report
     pending: dict[str, Any] | None = None
-    for record in read_jsonl(path, b.report):
+    at = report._at
+    for record in read_jsonl(path, report):
         if not isinstance(record.get("id"), str) or "type" not in record:
             continue
         if pending is not None and pending["id"] != record["id"]:
+            read, report._at = report._at, at
             yield pending
-        pending = record
+            report._at = read
+        pending, at = record, report._at
     if pending is not None:
+        report._at = at
         yield pending
 
 
@@ -136,7 +146,7 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
             step += 1
             b.model(message.get("model"))
             finished: float | None = None
-            for index, call in enumerate(message.get("toolCalls") or ()):
+            for index, call in enumerate(_listed(message.get("toolCalls"), "toolCalls")):
                 if not isinstance(call, dict):
                     continue
                 call_id = str(call.get("id") or f"{message.get('id') or step}:{index}")
@@ -145,7 +155,10 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
                     step += 1
                 call_ts = parse_time(call.get("timestamp")) or ts
                 finished = call_ts
-                yield from b.call(agent, call_id, step, call.get("name"), call.get("args"), created or ts)
+                record = b.record(message.get("id"))  # a message re-appended (its id with it) is a copy
+                yield from b.call(
+                    agent, call_id, step, call.get("name"), call.get("args"), created or ts, record=record
+                )
                 yield from _result(b, agent, call_id, call, call_ts)
 
 
@@ -197,12 +210,33 @@ def _result(b: Builder, agent: str, call_id: str, call: dict[str, Any], ts: floa
     status = call.get("status")
     if status not in ("success", "error", "cancelled"):
         return  # scheduled or still running when the file was written
-    parts = [text_of(_response_text(part)) for part in call.get("result") or () if isinstance(part, dict)]
+    parts = [text_of(_response_text(part)) for part in _parts(call.get("result"))]
     text = "\n".join(p for p in parts if p) or text_of(call.get("resultDisplay"))
     denied = "user" if status == "cancelled" else None
     # a shell command that failed is recorded as a success; only its exit code says otherwise
     failed = status != "success" or shell_failed(str(call.get("name")), text)
     yield from b.result(agent, call_id, text, ts, is_error=failed, denied_by=denied)
+
+
+def _listed(value: Any, field: str) -> Any:
+    """A field gemini-cli writes as a list, or leaves out; an object or a
+    text there makes the record one the importer cannot use (iterating it
+    would pass over what it holds without a word), as does a number, which
+    fails to iterate."""
+    if not value:
+        return ()
+    if isinstance(value, (dict, str)):
+        raise TypeError(f"{field} is {type(value).__name__}, not a list")
+    return value
+
+
+def _parts(result: Any) -> list[dict[str, Any]]:
+    """A call's ``result`` as parts: gemini-cli records a list of parts,
+    and its type (``PartListUnion``) also allows one part, or a text."""
+    if isinstance(result, (dict, str)):
+        result = [result]
+    parts = _listed(result, "result")
+    return [{"text": part} if isinstance(part, str) else part for part in parts if isinstance(part, (dict, str))]
 
 
 def _response_text(part: dict[str, Any]) -> Any:

@@ -214,7 +214,8 @@ def _events(messages: Iterable[Any], b: Builder) -> Iterator[AnyEvent]:
                 if error is not None or not isinstance(call, dict):
                     malformed.add(call_id)
                     continue
-                yield from b.call(MAIN, call_id, step, call.get("name"), call.get("arguments"), ts)
+                record = b.record(message.get("id"))  # a message, by its id (else its place)
+                yield from b.call(MAIN, call_id, step, call.get("name"), call.get("arguments"), ts, record=record)
             elif kind == "toolResponse":
                 if call_id in malformed:
                     continue

@@ -171,7 +171,10 @@ def _tool(part: dict[str, Any], step: int, ts: float, b: Builder) -> Iterator[An
     state = _dict(part.get("state"))
     times = _dict(state.get("time"))
     call_id = str(part.get("callID") or part.get("id"))
-    yield from b.call(MAIN, call_id, step, part.get("tool"), state.get("input"), _millis(times.get("start")) or ts)
+    start = _millis(times.get("start")) or ts
+    # run --format json prints a completed part on each update of it (a pruned output): the same part id, a copy
+    record = b.record(part.get("id"))
+    yield from b.call(MAIN, call_id, step, part.get("tool"), state.get("input"), start, record=record)
     status = state.get("status")
     if status not in ("completed", "error"):
         return

@@ -20,7 +20,7 @@ from typing import Any
 from bus import AnyEvent
 from guard.importers import _openhands_v1 as v1
 from guard.importers._session import Builder, ImportedSession, ImportReport, parse_args, parse_time, text_of
-from guard.importers._source import Format, Sample, read_jsonl
+from guard.importers._source import Format, Records, Sample, read_jsonl
 
 __all__ = ["FORMAT", "belongs_to_session"]
 
@@ -157,10 +157,10 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         )
         return
     report = ImportReport()
-    records = ((n, r) for n, r in enumerate(read_jsonl(path, report), 1) if _is_record(r))
+    records = _evaluation_records(path, report)
     pending = next(records, None)
     while pending is not None:
-        number, record = pending
+        number, record, history = pending
         # Read one line ahead, so a torn last line is counted before the
         # last session is handed out.
         pending = next(records, None)
@@ -170,9 +170,23 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
             session=instance,
             path=path,
             label=f"{path}#{instance}",
-            produce=_producer(record["history"]),
+            produce=_producer(history),
             report=report,
         )
+
+
+def _evaluation_records(path: Path, report: ImportReport) -> Iterator[tuple[int, dict[str, Any], Records]]:
+    """The evaluation records of an ``output.jsonl``, numbered, each with
+    its history as ``Records`` (``output.jsonl:<line>#history``) bound to
+    ``report``: each event is a record, as in a trajectory file, so an
+    event the importer cannot use costs that event, not the rest of its
+    instance."""
+    for number, record in enumerate(read_jsonl(path, report), 1):
+        if _is_record(record):
+            name, line = report._at or (str(path), number)
+            history = Records(record["history"], f"{name}:{line}#history")
+            history.report = report
+            yield number, record, history
 
 
 def _producer(history: list[Any]) -> Callable[[Builder], Iterator[AnyEvent]]:

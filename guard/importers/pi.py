@@ -74,9 +74,12 @@ def _events(entries: Iterator[dict[str, Any]], b: Builder) -> Iterator[AnyEvent]
         elif role == "assistant":
             step += 1
             b.model(message.get("model"))
+            record = b.record(entry.get("id"), entry.get("timestamp"))  # an entry, by its id (its time before v2)
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, dict) and block.get("type") == "toolCall":
-                    yield from b.call(MAIN, str(block.get("id")), step, block.get("name"), block.get("arguments"), ts)
+                    call_id = str(block.get("id"))
+                    arguments = block.get("arguments")
+                    yield from b.call(MAIN, call_id, step, block.get("name"), arguments, ts, record=record)
         elif role == "toolResult":
             yield from b.result(
                 MAIN, str(message.get("toolCallId")), text_of(content), ts, is_error=message.get("isError") is True

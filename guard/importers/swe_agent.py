@@ -18,8 +18,8 @@ from typing import Any
 
 from bus import AnyEvent
 from guard.importers._chat import CallIds, function_calls
-from guard.importers._session import Builder, ImportedSession, nested, parse_args, text_of
-from guard.importers._source import Format, Sample
+from guard.importers._session import Builder, ImportedSession, ImportReport, nested, parse_args, text_of
+from guard.importers._source import Format, Records, Sample
 
 __all__ = ["FORMAT"]
 
@@ -56,12 +56,13 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
     history, trajectory = sample.document["history"], sample.document.get("trajectory")
     model = nested(parse_args(sample.document.get("replay_config")), "agent", "model", "name")
+    steps = trajectory if isinstance(trajectory, Records) else Records([], f"{path}#trajectory")
     yield ImportedSession(
         format=NAME,
         session=path.stem,
         path=path,
         label=str(path),
-        produce=lambda b: _events(history, trajectory if isinstance(trajectory, list) else [], b, model),
+        produce=lambda b: _events(history, steps, b, model),
     )
 
 
@@ -106,7 +107,7 @@ def _editor_args(action: str) -> dict[str, Any] | None:
         count = _EDITOR_NUMBERS.get(flag)
         if count is not None:
             values, rest = rest[:count], rest[count:]
-            if len(values) < count or not all(v.removeprefix("-").isdecimal() for v in values):
+            if len(values) < count or not all(_number(v) for v in values):
                 return None
             numbers = [int(v) for v in values]
             args[flag[2:]] = numbers if count > 1 else numbers[0]
@@ -117,7 +118,17 @@ def _editor_args(action: str) -> dict[str, Any] | None:
     return args
 
 
-def _events(history: list[Any], trajectory: list[Any], b: Builder, model: Any = None) -> Iterator[AnyEvent]:
+_MAX_DIGITS = 18
+
+
+def _number(word: str) -> bool:
+    """Whether ``word`` is a line number the editor takes: an integer of at
+    most 18 digits (``int`` refuses a string of more than 4,300)."""
+    digits = word.removeprefix("-")
+    return digits.isdecimal() and len(digits) <= _MAX_DIGITS
+
+
+def _events(history: list[Any], trajectory: Records, b: Builder, model: Any = None) -> Iterator[AnyEvent]:
     """The session log events of ``history``; each response is counted by
     ``model``, the run's (``replay_config``)."""
     step = 0
@@ -159,7 +170,7 @@ def _events(history: list[Any], trajectory: list[Any], b: Builder, model: Any = 
 
 
 def _after_history(
-    trajectory: list[Any], step: int, last: str | None, waiting: str | None, b: Builder, model: Any = None
+    trajectory: Records, step: int, last: str | None, waiting: str | None, b: Builder, model: Any = None
 ) -> Iterator[AnyEvent]:
     """What the run did after its ``history`` ends: the history is saved
     before the last step's observation (often a ``submit`` and its diff),
@@ -169,7 +180,7 @@ def _after_history(
     the steps after it are calls with their results."""
     if last is None or not trajectory:
         return
-    actions = [s.get("action") if isinstance(s, dict) else None for s in trajectory]
+    actions = [_action(trajectory[i]) for i in range(len(trajectory))]  # indexed: see ``_steps_after``
     at = step - 1 if 0 < step <= len(actions) and _same(actions[step - 1], last) else None
     if at is None:
         at = next((i for i in range(len(actions) - 1, -1, -1) if _same(actions[i], last)), None)
@@ -179,8 +190,8 @@ def _after_history(
     if waiting is not None and isinstance(observation, str):
         is_error, denied = _outcome(observation)
         yield from b.result(MAIN, waiting, observation, 0.0, is_error=is_error, denied_by=denied)
-    for entry in trajectory[at + 1 :]:
-        action = entry.get("action") if isinstance(entry, dict) else None
+    for entry in _steps_after(trajectory, at, b.report):
+        action = entry.get("action")
         if not isinstance(action, str) or not action.strip():
             continue
         step += 1
@@ -191,6 +202,29 @@ def _after_history(
         if isinstance(observation, str):
             is_error, denied = _outcome(observation)
             yield from b.result(MAIN, call_id, observation, 0.0, is_error=is_error, denied_by=denied)
+
+
+def _action(step: Any) -> Any:
+    return step.get("action") if isinstance(step, dict) else None
+
+
+def _steps_after(trajectory: Records, at: int, report: ImportReport) -> Iterator[dict[str, Any]]:
+    """The steps of ``trajectory`` after its ``at``-th, each one a record as
+    ``Records`` makes it: marked as the one being imported, passed over
+    when a re-run was told to, and counted as ``not-an-object`` when it
+    holds none, so a step the importer cannot use costs that step alone.
+    (Iterating the ``Records`` itself would mark the steps up to ``at``
+    too, which the history holds.)"""
+    for index in range(at + 1, len(trajectory)):
+        key = (trajectory.name, index)
+        if key in report._passed:
+            continue
+        report._at = key
+        step = trajectory[index]
+        if isinstance(step, dict):
+            yield step
+        else:
+            report.skip("not-an-object")
 
 
 def _same(action: Any, last: str) -> bool:

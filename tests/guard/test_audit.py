@@ -117,6 +117,50 @@ def test_a_session_the_guard_ran_in_is_answered_from_its_recorded_advice(tmp_pat
     assert (len(timeline.calls), len(timeline.marks)) == (audited.calls, 91)
 
 
+def _evaluation_run(instance: str, *, bad: bool = False) -> dict[str, Any]:
+    """An OpenHands evaluation record: one ``ls`` run, then one whose
+    recorded model response has ``choices`` of an unexpected type when
+    ``bad``."""
+    history: list[Any] = [{"id": 0, "source": "user", "action": "message", "args": {"content": "fix"}}]
+    for n in (1, 2):
+        response: dict[str, Any] = {"id": f"r{n}", "choices": 5 if bad and n == 2 else []}
+        tcm = {"function_name": "execute_bash", "tool_call_id": f"t{n}", "model_response": response}
+        history.append({"id": 2 * n - 1, "source": "agent", "action": "run", "args": {}, "tool_call_metadata": tcm})
+        history.append({"id": 2 * n, "source": "agent", "observation": "run", "cause": 2 * n - 1, "content": "ok"})
+    return {"instance_id": instance, "history": history}
+
+
+def test_each_session_says_what_its_own_import_skipped_and_where(tmp_path: Path) -> None:
+    lines = [_evaluation_run("a", bad=True), _evaluation_run("b"), _evaluation_run("c", bad=True)]
+    path = write_lines(tmp_path / "output.jsonl", lines, torn='{"instance_id": "d"')
+    report = audit([path], Config(), jobs=1)
+    assert [(s.session, s.calls, s.skipped) for s in report.sessions] == [
+        ("a", 1, {"bad-record": 1}),
+        ("b", 2, {}),
+        ("c", 1, {"bad-record": 1, "torn": 1}),  # the torn last line is read before the last session
+    ]
+    bad = "TypeError: 'int' object is not iterable"
+    assert [s.problems for s in report.sessions] == [
+        [f"{path}:1#history[3]: {bad}"],
+        [],
+        [f"{path}:3#history[3]: {bad}"],
+    ]
+    assert (report.totals.skipped, report.totals.sessions_with_skips) == ({"bad-record": 2, "torn": 1}, 2)
+
+
+def test_a_session_with_an_unreadable_subagent_is_audited_without_it(tmp_path: Path) -> None:
+    looping_claude_code(tmp_path / "loop.jsonl")
+    (tmp_path / "loop" / "subagents").mkdir(parents=True)
+    (tmp_path / "loop" / "subagents" / "agent-x.jsonl").symlink_to("gone.jsonl")
+    report = audit([tmp_path], Config())
+    assert report.errors == []
+    (session,) = report.sessions
+    assert (session.calls, session.skipped) == (22, {"unreadable-subagent": 1})
+    assert session.problems == [
+        f"subagent not read: no such file: '{tmp_path / 'loop' / 'subagents' / 'agent-x.jsonl'}'"
+    ]
+
+
 def test_a_long_session_is_audited_to_its_last_call(tmp_path: Path) -> None:
     """Thousands of events, the loop at the very end: the audit reads the
     importer's stream ahead in batches, and none of it is lost."""

@@ -8,6 +8,7 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from guard import Config
 from guard.audit import LOOP_SHARE_ANCHOR, AuditReport, FileError, Timeline, audit
 from guard.report import TIMELINE_LIMIT, human_bytes, human_count, render_html, render_table
-from tests.guard.importers._transcripts import ClaudeCodeSession, looping_claude_code
+from tests.guard.importers._transcripts import ClaudeCodeSession, looping_claude_code, write_lines
 
 
 def _team(tmp_path: Path) -> Path:
@@ -80,6 +81,56 @@ def test_table_of_nothing_and_of_files_that_were_not_transcripts(tmp_path: Path)
         + f"  {tmp_path / 'notes.json'}: {str(tmp_path / 'notes.json')!r} is not a transcript format this tool knows"
         + table.split("this tool knows", 1)[1]
     )
+
+
+def _damaged_rollout(path: Path, bad: int) -> Path:
+    """A Codex rollout of one call, then ``bad`` records of a field type
+    Codex never writes, then two lines that are no JSON."""
+    lines: list[dict[str, Any]] = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r"}}
+    ]
+    for n in range(1 + bad):
+        kind = "function_call" if n == 0 else {"not": "a type"}
+        call = {"type": kind, "name": "shell", "arguments": "{}", "call_id": f"c{n}"}
+        lines.append({"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": call})
+    write_lines(path, lines)
+    with path.open("ab") as file:
+        file.write(b"<<garbage>>\n\xff not json\n")
+    return path
+
+
+def test_the_table_and_the_page_say_which_sessions_skipped_what_and_where(tmp_path: Path) -> None:
+    looping_claude_code(tmp_path / "clean.jsonl")
+    rollout = _damaged_rollout(tmp_path / "rollout.jsonl", 5)
+    other = _damaged_rollout(tmp_path / "z.jsonl", 1)
+    timelines: list[Timeline] = []
+    report = audit([tmp_path], Config(), timelines=timelines)
+    table = render_table(report)
+    lines = table.splitlines()
+    assert lines[5] == "skipped on import: 10 in 2 of 3 sessions (bad-record 6, invalid-json 4)"
+    section = lines.index("skipped on import, by session:")
+    assert lines[section + 1 :] == [
+        "  rollout.jsonl: bad-record 5, invalid-json 2",
+        f"      {rollout}:3: TypeError: unhashable type: 'dict'",
+        f"      {rollout}:4: TypeError: unhashable type: 'dict'",
+        f"      {rollout}:5: TypeError: unhashable type: 'dict'",
+        "      … 2 more (see --json)",
+        "  z.jsonl: bad-record 1, invalid-json 2",
+        f"      {other}:3: TypeError: unhashable type: 'dict'",
+    ]
+    page = render_html(report, timelines)
+    assert "<div class=lbl>skipped on import</div><div class=stats>10 in 2 of 3 sessions</div>" in page
+    assert "<li><b>rollout.jsonl</b>: bad-record 5, invalid-json 2<br><span class=stats>" in page
+    assert "… 2 more (see --json)</span></li>" in page
+    assert page.count("skipped on import: bad-record 5, invalid-json 2</span>") == 1  # the session's badge
+    assert f"title='{rollout}:3: TypeError: unhashable type: &#x27;dict&#x27;\n{rollout}:4" in page
+
+
+def test_a_clean_audit_says_nothing_of_skipping(tmp_path: Path) -> None:
+    timelines: list[Timeline] = []
+    report = audit([looping_claude_code(tmp_path / "clean.jsonl")], Config(), timelines=timelines)
+    assert "skipped" not in render_table(report)
+    assert "skipped" not in render_html(report, timelines)
 
 
 def test_human_bytes() -> None:

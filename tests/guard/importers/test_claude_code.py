@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,7 +13,11 @@ from typing import Any
 import pytest
 
 from bus import AgentStatus, ContextMessage, ContextSource, ToolCall, ToolResult, UserMessage
-from guard.importers import UnknownFormatError, belongs_to_session, detect_format, open_sessions
+from guard import Config
+from guard.audit import audit
+from guard.importers import UnknownFormatError, belongs_to_session, claude_code, detect_format, open_sessions
+from guard.importers._source import first_object
+from guard.importers.claude_code import subagent_files
 from tests.claude_cli import FakeAnthropic, text, tool_use
 from tests.guard.importers._transcripts import (
     ClaudeCodeSession,
@@ -219,6 +226,130 @@ def test_subagents_beside_and_under_the_session_are_merged_by_time(tmp_path: Pat
     assert belongs_to_session(tmp_path / "agent-f1.jsonl")
     assert not belongs_to_session(tmp_path / "agent-other.jsonl")
     assert not belongs_to_session(tmp_path / "agent-broken.jsonl")
+
+
+def _session_with_subagents(folder: Path, *names: str) -> Path:
+    """A session with one ``Grep`` of its own and a subagent file under it
+    for each of ``names``, each reading a file named after it."""
+    main = ClaudeCodeSession("s4")
+    main.call("Grep", {"pattern": "x"})
+    for n, name in enumerate(names):
+        sub = ClaudeCodeSession("s4", agent_id=name, start=10 + n)
+        sub.call("Read", {"file_path": name})
+        sub.write(folder / "s4" / "subagents" / f"agent-{name}.jsonl")
+    return main.write(folder / "s4.jsonl")
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "directory", "fifo", "deleted after listing"])
+def test_an_unreadable_subagent_file_costs_only_itself(tmp_path: Path, kind: str) -> None:
+    path = _session_with_subagents(tmp_path, "ok", "bad")
+    bad = tmp_path / "s4" / "subagents" / "agent-bad.jsonl"
+    if kind != "deleted after listing":
+        bad.unlink()
+        make: dict[str, Callable[[], None]] = {
+            "dangling link": lambda: bad.symlink_to("gone.jsonl"),
+            "directory": bad.mkdir,
+            "fifo": lambda: os.mkfifo(bad),
+        }
+        make[kind]()
+    (session,) = open_sessions(path)  # the subagent files are listed here
+    if kind == "deleted after listing":
+        bad.unlink()
+    evts = list(session.events())
+    assert [(c.agent.id, c.tool) for c in calls(evts)] == [("main", "Grep"), ("ok", "Read")]
+    assert session.report.skipped == {"unreadable-subagent": 1}
+    (problem,) = session.report.problems
+    assert problem.startswith("subagent not read: ")
+    assert str(bad) in problem
+
+
+def test_an_unreadable_subagent_is_named_once_however_often_the_import_runs_again(tmp_path: Path) -> None:
+    path = _session_with_subagents(tmp_path, "ok", "bad")
+    (tmp_path / "s4" / "subagents" / "agent-bad.jsonl").unlink()
+    (tmp_path / "s4" / "subagents" / "agent-bad.jsonl").symlink_to("gone.jsonl")
+    lines = path.read_text().splitlines()
+    lines.insert(1, '{"type": "user", "sessionId": "s4", "isSidechain": true, "parentUuid": [1]}')
+    path.write_text("\n".join(lines) + "\n")  # a record the importer cannot use: the import runs again
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert [(c.agent.id, c.tool) for c in calls(evts)] == [("main", "Grep"), ("ok", "Read")]
+    assert session.report.skipped == {"unreadable-subagent": 1, "bad-record": 1}
+    assert [p.split(": ")[0] for p in session.report.problems] == ["subagent not read", f"{path}:2"]
+
+
+def _flat_project(folder: Path, sessions: int) -> None:
+    """A Claude Code 2.0 project: session files, each with one flat
+    subagent file beside it naming it."""
+    for n in range(sessions):
+        main = ClaudeCodeSession(f"s{n}")
+        main.call("Bash", {"command": "ls"})
+        main.write(folder / f"s{n}.jsonl")
+        sub = ClaudeCodeSession(f"s{n}", agent_id=f"a{n}", start=5)
+        sub.call("Read", {"file_path": f"f{n}"})
+        sub.write(folder / f"agent-a{n}.jsonl")
+
+
+def _counting_first_lines(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The agent files whose first line the importer reads, from now on."""
+    read: list[Path] = []
+
+    def counted(path: Path) -> dict[str, Any]:
+        read.append(path)
+        return first_object(path)
+
+    monkeypatch.setattr(claude_code, "first_object", counted)
+    return read
+
+
+def test_flat_subagent_files_are_read_once_per_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _flat_project(tmp_path, 30)
+    read = _counting_first_lines(monkeypatch)
+    report = audit([tmp_path], Config())
+    assert len(report.sessions) == 30
+    assert all(s.agents == 2 and s.calls == 2 for s in report.sessions)
+    assert sorted(p.name for p in read) == sorted(f"agent-a{n}.jsonl" for n in range(30))
+
+
+def test_the_flat_subagent_index_follows_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _flat_project(tmp_path, 2)
+    broken = tmp_path / "agent-broken.jsonl"
+    broken.write_text("not json\n")
+    read = _counting_first_lines(monkeypatch)
+    assert subagent_files(tmp_path / "s0.jsonl") == [tmp_path / "agent-a0.jsonl"]
+    assert subagent_files(tmp_path / "s1.jsonl") == [tmp_path / "agent-a1.jsonl"]
+    assert [p.name for p in read] == ["agent-a0.jsonl", "agent-a1.jsonl", "agent-broken.jsonl", "agent-broken.jsonl"]
+    old = time.time() - 60  # a file and a folder nobody has touched for a minute: taken as they are
+    os.utime(broken, (old, old))
+    os.utime(tmp_path, (old, old))
+    read.clear()
+    assert subagent_files(tmp_path / "s1.jsonl") == [tmp_path / "agent-a1.jsonl"]
+    assert subagent_files(tmp_path / "s0.jsonl") == [tmp_path / "agent-a0.jsonl"]
+    assert belongs_to_session(tmp_path / "agent-a0.jsonl")
+    assert not belongs_to_session(broken)
+    assert read == [broken]
+    sub = ClaudeCodeSession("s0", agent_id="late", start=50)
+    sub.call("Read", {"file_path": "z"})
+    sub.write(tmp_path / "agent-late.jsonl")  # the folder changed
+    assert subagent_files(tmp_path / "s0.jsonl") == [tmp_path / "agent-a0.jsonl", tmp_path / "agent-late.jsonl"]
+    assert read == [broken, tmp_path / "agent-late.jsonl"]
+
+
+def test_an_agent_file_that_cannot_be_read_yet_is_asked_again(tmp_path: Path) -> None:
+    _flat_project(tmp_path / "project", 1)
+    (tmp_path / "project" / "agent-x.jsonl").symlink_to(tmp_path / "elsewhere" / "agent-x.jsonl")
+    old = time.time() - 60
+    os.utime(tmp_path / "project", (old, old))
+    assert subagent_files(tmp_path / "project" / "s0.jsonl") == [tmp_path / "project" / "agent-a0.jsonl"]
+    sub = ClaudeCodeSession("s0", agent_id="x", start=50)
+    sub.call("Read", {"file_path": "z"})
+    sub.write(tmp_path / "elsewhere" / "agent-x.jsonl")  # the folder the link is in is left as it was
+    assert subagent_files(tmp_path / "project" / "s0.jsonl")[-1] == tmp_path / "project" / "agent-x.jsonl"
+
+
+def test_a_file_in_a_folder_that_cannot_be_listed_is_no_subagent(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("")
+    assert not belongs_to_session(tmp_path / "gone" / "agent-x.jsonl")
+    assert not belongs_to_session(tmp_path / "notes.txt" / "agent-x.jsonl")
 
 
 def _v1_0_session() -> list[dict[str, Any]]:

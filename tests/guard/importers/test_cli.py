@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,49 @@ def test_import_of_an_evaluation_output_writes_one_log_per_instance(
         "oh.ponylang__ponyc-4595.jsonl",
     ]
     assert "32 tool calls" in capsys.readouterr().out
+
+
+def _rollout(path: Path, *kinds: Any) -> Path:
+    """A Codex rollout of one call per entry of ``kinds``, its payload type."""
+    lines: list[dict[str, Any]] = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r"}}
+    ]
+    for n, kind in enumerate(kinds):
+        call = {"type": kind, "name": "shell", "arguments": "{}", "call_id": f"c{n}"}
+        lines.append({"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": call})
+    return write_lines(path, lines)
+
+
+def test_import_says_where_and_why_it_skipped_a_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _rollout(tmp_path / "rollout.jsonl", "function_call", {"not": "a type"}, "function_call")
+    assert main(["import", str(src), "-o", str(tmp_path / "out.jsonl")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.endswith("; skipped bad-record 1\n")
+    assert captured.err == f"  {src}:3: TypeError: unhashable type: 'dict'\n"
+
+
+def test_import_names_the_first_twenty_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _rollout(tmp_path / "rollout.jsonl", "function_call", *({"bad": n} for n in range(25)))
+    assert main(["import", str(src), "-o", str(tmp_path / "out.jsonl")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"  {src}:3: TypeError: unhashable type: 'dict'"
+    assert len(err) == 21
+    assert err[-1] == "  … 1 more"  # where the import stopped, which the counts also say
+
+
+def test_each_session_of_a_file_names_its_own_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = {"id": 1, "source": "agent", "action": "run", "tool_call_metadata": {"model_response": {"choices": 5}}}
+    lines = [{"instance_id": i, "history": [bad] if i in "ac" else []} for i in "abc"]
+    src = write_lines(tmp_path / "output.jsonl", lines)
+    assert main(["import", str(src), "-o", str(tmp_path / "o.jsonl")]) == 0
+    captured = capsys.readouterr()
+    assert [line.split("; ")[-1] for line in captured.out.splitlines()] == [
+        "skipped bad-record 1",
+        "skipped bad-record 1",  # the sessions of a file share one report, its counts so far
+        "skipped bad-record 2",
+    ]
+    bad_event = "TypeError: 'int' object is not iterable"
+    assert captured.err == f"  {src}:1#history[0]: {bad_event}\n  {src}:3#history[0]: {bad_event}\n"
 
 
 def test_import_of_an_unknown_format_lists_what_was_tried(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -296,3 +296,48 @@ def test_a_compaction_is_imported_as_the_live_hooks_publish_it(tmp_path: Path) -
     (session,) = open_sessions(write_lines(tmp_path / "odd.jsonl", lines))
     assert len(list(session.events())) == 3
     assert session.report.skipped == {"no-payload": 1}
+
+
+def _shell(call_id: Any, second: int, output: str = "same") -> list[dict[str, Any]]:
+    """A shell call and its output, both at ``second``."""
+    call = {"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": call_id}
+    return [_item(call, second), _item({"type": "function_call_output", "call_id": call_id, "output": output}, second)]
+
+
+def test_a_call_id_reused_after_its_call_was_answered_is_a_new_call(tmp_path: Path) -> None:
+    """A model server that names every call ``call_0``: each call answered
+    before the next is its own call, so a loop of them is seen."""
+    lines = [{"type": "session_meta", "payload": {"id": "r1"}}, *_shell("call_0", 1), *_shell("call_0", 2)]
+    lines += _shell("call_0", 3, "changed")
+    (session,) = open_sessions(write_lines(tmp_path / "rollout.jsonl", lines))
+    evts = list(session.events())
+    assert [(c.call_id, c.step) for c in calls(evts)] == [("call_0", 1), ("call_0@2", 2), ("call_0@3", 3)]
+    assert [(r.call_id, r.step, r.content) for r in of(evts, ToolResult)] == [
+        ("call_0", 1, "same"),
+        ("call_0@2", 2, "same"),
+        ("call_0@3", 3, "changed"),
+    ]
+    assert longest_run(evts) == 3
+    assert not session.report.skipped
+
+
+def test_a_copied_line_is_a_duplicate_not_a_new_call(tmp_path: Path) -> None:
+    """A line written again, its time with it, is a copy: counted, not one
+    more call that would make a loop of one call."""
+    call, output = _shell("call_0", 1)
+    lines = [{"type": "session_meta", "payload": {"id": "r1"}}, call, output, call, output]
+    (session,) = open_sessions(write_lines(tmp_path / "rollout.jsonl", lines))
+    evts = list(session.events())
+    assert [c.call_id for c in calls(evts)] == ["call_0"]
+    assert [r.call_id for r in of(evts, ToolResult)] == ["call_0"]
+    assert session.report.skipped == {"duplicate-call": 1, "orphan-result": 1}
+
+
+@pytest.mark.parametrize("call_id", [0, ""])
+def test_a_call_id_of_zero_or_empty_pairs_with_its_output(tmp_path: Path, call_id: object) -> None:
+    lines = [{"type": "session_meta", "payload": {"id": "r1"}}, *_shell(call_id, 1)]
+    (session,) = open_sessions(write_lines(tmp_path / "rollout.jsonl", lines))
+    evts = list(session.events())
+    assert [c.call_id for c in calls(evts)] == [str(call_id)]
+    assert [r.call_id for r in of(evts, ToolResult)] == [str(call_id)]
+    assert not session.report.skipped

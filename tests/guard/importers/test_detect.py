@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
+import io
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import guard.importers._source
-from bus import Agent, AgentStatus, AnyEvent, LogReader, ToolCall, UserMessage, read_log
+from bus import MAX_NESTING, Agent, AgentStatus, AnyEvent, LogReader, ToolCall, UserMessage, read_log
 from guard.importers import (
     FORMATS,
     TranscriptError,
@@ -21,8 +25,8 @@ from guard.importers import (
     write_log,
 )
 from guard.importers._session import ImportedSession, ImportReport, parse_time, text_of
-from guard.importers._source import read_jsonl
-from tests.guard.importers._transcripts import CORPUS, ClaudeCodeSession, calls, corpus_file, write_lines
+from guard.importers._source import read_document, read_jsonl
+from tests.guard.importers._transcripts import CORPUS, ClaudeCodeSession, calls, corpus_file, of, only, write_lines
 
 EXPECTED = {
     "claude-code/a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl": "claude-code",
@@ -85,6 +89,10 @@ def test_unknown_format_names_every_format_tried(tmp_path: Path) -> None:
         ("\n\n", "is neither JSON Lines nor a JSON document"),
         ('{\n  "messages": [', "is neither JSON Lines nor a JSON document"),
         ("not json at all\n", "is neither JSON Lines nor a JSON document"),
+        (
+            "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1),
+            f"nests arrays or objects deeper than {MAX_NESTING} levels",
+        ),
     ],
 )
 def test_unreadable_content_is_a_clear_error(tmp_path: Path, content: str, reason: str) -> None:
@@ -317,3 +325,161 @@ def test_a_list_where_a_message_belongs_is_passed_over(tmp_path: Path, name: str
     path = tmp_path / Path(name).name
     path.write_text(json.dumps(document))
     assert len(calls(list(next(open_sessions(path)).events()))) == whole
+
+
+class _NoWholeRead(io.BufferedReader):
+    """A transcript file that fails a read of all that is left in it."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        assert size is not None, "the whole file was read into memory"
+        assert size >= 0, "the whole file was read into memory"
+        return super().read(size)
+
+
+def _rollout(first: bytes, outputs: int, size: int) -> bytes:
+    """A Codex rollout opening with ``first``, then ``outputs`` shell calls
+    whose outputs are ``size`` bytes each."""
+    lines = [{"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r1"}}]
+    for n in range(outputs):
+        call = {"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}', "call_id": f"c{n}"}
+        output = {"type": "function_call_output", "call_id": f"c{n}", "output": "x" * size}
+        lines += [{"timestamp": "2025-01-01T00:00:01Z", "type": "response_item", "payload": p} for p in (call, output)]
+    return first + b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16-le"])
+@pytest.mark.parametrize(
+    ("first", "skipped"),
+    [
+        (b'{"timestamp": "2025-01-01T00:0\n', {"invalid-json": 1}),
+        (b"\n", {}),
+        (b"[1, 2]\n", {"not-an-object": 1}),
+    ],
+    ids=["torn", "blank", "array"],
+)
+def test_damaged_first_line_streams_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: bytes, skipped: dict[str, int], encoding: str
+) -> None:
+    """A file larger than the sample whose first line is no object is told
+    by its next lines, and streamed: never read whole into memory."""
+    path = tmp_path / "rollout.jsonl"
+    data = _rollout(first, 12, 100_000)
+    path.write_bytes(data if encoding == "utf-8" else _encoded(data.decode(), encoding))
+    assert path.stat().st_size > guard.importers._source._SAMPLE_BYTES
+    monkeypatch.setattr(guard.importers._source, "read_regular", lambda p, what: _NoWholeRead(io.FileIO(p)))
+    (session,) = open_sessions(path)
+    assert (session.format, session.session) == ("codex", "r1")
+    assert len(calls(list(session.events()))) == 12
+    assert session.report.skipped == skipped
+
+
+def test_a_large_pretty_printed_document_is_still_read_whole(tmp_path: Path) -> None:
+    """An object alone on a line of a pretty-printed document is an empty
+    one (``{}``, an item of a list): no sign of JSON Lines."""
+    document = json.loads(corpus_file("mini-swe-agent/django__django-11951.traj.json").read_text())
+    whole = len(calls(only(corpus_file("mini-swe-agent/django__django-11951.traj.json"))))
+    path = tmp_path / "big.traj.json"
+    path.write_text(json.dumps({"aaa": [{}], **document, "padding": "x" * (1 << 20)}, indent=2))
+    assert b"\n    {}\n" in path.read_bytes()[:200]
+    assert len(calls(only(path))) == whole
+
+
+def _encoded(text: str, encoding: str) -> bytes:
+    """``text`` in ``encoding`` (``utf-16-le``, ...) after its byte order mark."""
+    mark = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE}
+    mark |= {"utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE}
+    return mark[encoding] + text.encode(encoding)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_a_utf16_or_utf32_transcript_is_read_as_utf8(tmp_path: Path, encoding: str) -> None:
+    """As Windows PowerShell's ``>`` writes a transcript: UTF-16 with its
+    byte order mark. Read as its text, a line at a time."""
+    text = _rollout(b"", 3, 10).decode()
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(_encoded(text, encoding))
+    (session,) = open_sessions(path)
+    assert (session.format, session.session) == ("codex", "r1")
+    assert len(calls(list(session.events()))) == 3
+    assert not session.report.skipped
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(path.read_bytes()[:-1])  # within the last character: the last line is torn
+    (session,) = open_sessions(cut)
+    assert len(calls(list(session.events()))) == 3
+    assert session.report.skipped == {"torn": 1}
+    document = tmp_path / "t.traj.json"
+    document.write_bytes(_encoded(corpus_file("mini-swe-agent/django__django-11951.traj.json").read_text(), encoding))
+    assert len(calls(only(document))) == 31
+
+
+def test_a_line_in_another_encoding_is_invalid_not_guessed(tmp_path: Path) -> None:
+    """A line is UTF-8: one in UTF-16 (without a byte order mark, it begins
+    with a NUL byte) is no JSON, not decoded by a guess at its encoding."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_RECORD + b"\n" + (_RECORD.decode() + "\n").encode("utf-16-be") + _RECORD + b"\n")
+    (session,) = open_sessions(path)
+    assert len(of(list(session.events()), UserMessage)) == 2
+    assert session.report.skipped == {"invalid-json": 1}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mini-swe-agent/django__django-15563.traj.json",
+        "swe-agent/pydicom__pydicom-1458.traj",
+        "openhands/basic.json",
+    ],
+)
+def test_python_nan_or_infinity_in_a_document_is_read_as_null(tmp_path: Path, name: str) -> None:
+    """Python's ``json.dump`` writes ``NaN`` and ``Infinity`` for such floats
+    (a cost that came out NaN); they cost a trajectory nothing."""
+    document = json.loads(corpus_file(name).read_text())
+    whole = len(calls(only(corpus_file(name))))
+    (document[0] if isinstance(document, list) else document)["cost"] = [math.nan, math.inf, -math.inf]
+    path = tmp_path / Path(name).name
+    path.write_text(json.dumps(document, indent=2))
+    assert "NaN" in path.read_text()
+    assert len(calls(only(path))) == whole
+    event = tmp_path / "event-00000-a.json"
+    event.write_text('{"cost": NaN, "times": [Infinity, -Infinity]}')
+    assert read_document(event) == {"cost": None, "times": [None, None]}
+
+
+def test_a_file_that_fails_to_be_read_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some files open and then refuse to be read (``/proc/self/mem``): the
+    error is the read's, naming the file, and the file is not left open."""
+
+    class Unreadable(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            raise OSError(errno.EIO, "Input/output error", "t.jsonl")
+
+    opened = Unreadable()
+    monkeypatch.setattr(guard.importers._source, "read_regular", lambda p, what: opened)
+    with pytest.raises(OSError, match=r"Input/output error: 't\.jsonl'"):
+        detect_format("t.jsonl")
+    assert opened.closed
+
+
+def test_a_document_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "event-00000-a.json"
+    path.write_text("[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1))
+    with pytest.raises(TranscriptError, match=f"nests arrays or objects deeper than {MAX_NESTING} levels"):
+        read_document(path)
+
+
+@pytest.mark.parametrize(
+    ("content", "where"),
+    [
+        (b'{\n  "messages": [1,,2]\n}', "line 2 column 18"),
+        (b'{\n  "messages": ["\xff"]\n}', "not UTF-8: line 2 column 17"),
+    ],
+)
+def test_a_document_that_does_not_decode_is_named_by_line_and_column(
+    tmp_path: Path, content: bytes, where: str
+) -> None:
+    path = tmp_path / "t.traj"
+    path.write_bytes(content)
+    with pytest.raises(TranscriptError, match=f"is neither JSON Lines nor a JSON document .*{where}"):
+        detect_format(path)
+    with pytest.raises(TranscriptError, match=f"is not a JSON document .*{where}"):
+        read_document(path)

@@ -172,6 +172,66 @@ def test_jsonl_recording_with_updates_parallel_calls_and_a_subagent(tmp_path: Pa
     assert [type(e).__name__ for e in evts].count("ToolCall") == 5
 
 
+_HEAD = {"sessionId": "abcdef12-0000-0000-0000-000000000000", "projectHash": "h"}
+
+
+def _answered(n: int, calls: Any) -> dict[str, Any]:
+    """A ``gemini`` message at second ``n``; ``calls`` its ``toolCalls``."""
+    return {"id": f"m{n}", "type": "gemini", "timestamp": f"2025-01-01T00:00:{n:02d}Z", "toolCalls": calls}
+
+
+def _shell(call_id: str) -> dict[str, Any]:
+    return _call(call_id, "success", [{"functionResponse": {"response": {"output": "ok"}}}])
+
+
+def test_a_record_the_importer_cannot_use_costs_that_record_and_names_its_line(tmp_path: Path) -> None:
+    lines = [_HEAD, _answered(1, [_shell("c1")]), _answered(2, 5), _answered(3, [_shell("c3")])]
+    lines += [_answered(4, [_shell("c4")]), _answered(5, True)]
+    path = write_lines(tmp_path / "chats" / "session-2025-01-01T00-00-abcdef12.jsonl", lines)
+    (session,) = open_sessions(path)
+    assert [c.call_id for c in calls(list(session.events()))] == ["c1", "c3", "c4"]
+    assert session.report.skipped == {"bad-record": 2}
+    assert session.report.problems == [
+        f"{path}:3: TypeError: 'int' object is not iterable",
+        f"{path}:6: TypeError: 'bool' object is not iterable",
+    ]
+
+
+def test_tool_calls_that_are_no_list_are_named_and_a_result_of_one_part_is_read(tmp_path: Path) -> None:
+    one_part = _call("c2", "success", {"functionResponse": {"response": {"output": "one part"}}})
+    lines = [
+        _HEAD,
+        _answered(1, {"c1": _shell("c1")}),
+        _answered(2, [one_part, _call("c3", "success", "a text"), _call("c4", "success", ["text", {"text": "part"}])]),
+        _answered(3, [_call("c5", "success", 7)]),
+    ]
+    path = write_lines(tmp_path / "chats" / "session-2025-01-01T00-00-abcdef12.jsonl", lines)
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert [(r.call_id, r.content) for r in of(evts, ToolResult)] == [
+        ("c2", "one part"),
+        ("c3", "a text"),
+        ("c4", "text\npart"),
+    ]
+    assert session.report.problems == [
+        f"{path}:2: TypeError: toolCalls is dict, not a list",
+        f"{path}:4: TypeError: 'int' object is not iterable",
+    ]
+
+
+def test_an_unreadable_subagent_recording_costs_only_itself(tmp_path: Path) -> None:
+    chats = tmp_path / "chats"
+    path = write_lines(chats / "session-2025-01-01T00-00-abcdef12.jsonl", [_HEAD, _answered(1, [_shell("c1")])])
+    write_lines(chats / _HEAD["sessionId"] / "sub1.jsonl", [{"sessionId": "sub1"}, _answered(2, [_shell("s1")])])
+    (chats / _HEAD["sessionId"] / "sub2.jsonl").symlink_to("gone.jsonl")
+    (session,) = open_sessions(path)
+    assert [(c.agent.id, c.call_id) for c in calls(list(session.events()))] == [("main", "c1"), ("sub1", "s1")]
+    assert session.report.skipped == {"unreadable-subagent": 1}
+    assert session.report.problems == [
+        f"subagent not read: no such file: '{chats / _HEAD['sessionId'] / 'sub2.jsonl'}'"
+    ]
+
+
 def test_single_line_metadata_only_recording_has_no_events(tmp_path: Path) -> None:
     path = tmp_path / "session-x.jsonl"
     path.write_text(json.dumps({"sessionId": "only", "projectHash": "h"}) + "\n")

@@ -311,3 +311,25 @@ def test_a_database_without_column_types_holds_numbers_where_text_belongs(tmp_pa
     assert session.session == "7"
     assert [c.call_id for c in calls(list(session.events()))] == [c.call_id for c in whole]
     assert session.report.skipped == {"not-a-message": 1}
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["message-ids", "no-ids"])
+def test_a_call_id_reused_after_its_call_was_answered_is_a_new_call(tmp_path: Path, ids: bool) -> None:
+    """A model server that names every call ``call_0``: each answered
+    request is its own call, so the loop shows (a message without an id is
+    told by its line); a message written again with its ``id`` is a copy,
+    not one more call."""
+    ps = {"command": "docker compose ps"}
+    lines: list[dict[str, Any]] = [METADATA]
+    for n in range(3):
+        named = {"id": f"msg_{n}"} if ids else {}
+        lines.append(_message("assistant", 10, _request("call_0", "developer__shell", ps), **named))
+        lines.append(_message("user", 10, _response("call_0", _ok("worker  Exit 1"))))
+    if ids:
+        lines.append(lines[-2])
+    (session,) = open_sessions(write_lines(tmp_path / "20250616_142005.jsonl", lines))
+    evts = list(session.events())
+    assert [(c.call_id, c.step) for c in calls(evts)] == [("call_0", 1), ("call_0@2", 2), ("call_0@3", 3)]
+    assert [r.call_id for r in of(evts, ToolResult)] == ["call_0", "call_0@2", "call_0@3"]
+    assert longest_run(evts) == 3
+    assert session.report.skipped == ({"duplicate-call": 1} if ids else {})

@@ -104,7 +104,11 @@ def test_a_failure_outside_any_record_ends_the_session_with_what_it_had(tmp_path
 
     session = ImportedSession(format="x", session="s", path=tmp_path, label="x", produce=produce)
     assert [type(e).__name__ for e in session.events()] == ["AgentStatus", "UserMessage"]
-    assert session.report.problems == ["a record: KeyError: 'no such field'"]
+    assert session.report.problems == [
+        "a record: KeyError: 'no such field'",
+        "the import stopped at a failure outside any record: the rest of the session is not read",
+    ]
+    assert session.report.skipped == {"bad-record": 1, "stopped-early": 1}
 
 
 def test_a_transcript_error_inside_an_import_is_passed_on(tmp_path: Path) -> None:

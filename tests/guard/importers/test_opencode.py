@@ -295,3 +295,41 @@ def test_a_compaction_part_is_imported_as_a_compaction(tmp_path: Path) -> None:
     path = tmp_path / "export.json"
     path.write_text(json.dumps(e.document()))
     assert compactions(only(path)) == ["read", "read", "compacted", "read"]
+
+
+def test_a_call_id_reused_after_its_call_was_answered_is_a_new_call(tmp_path: Path) -> None:
+    """A model server that names every call ``call_0``: each tool part is
+    its own call, so the loop shows. ``run --format json`` prints a
+    completed part again when it changes (pruning marks its output
+    compacted): the same part, a copy, not one more call."""
+
+    def tool_use(part_id: str, n: int, **time: int) -> dict[str, Any]:
+        state = _done({"command": "ls"}, "a.ts", _T0 + n)
+        state["time"] |= time
+        part = {"id": part_id, "sessionID": SESSION, "messageID": "msg_1", "type": "tool", "callID": "call_0"}
+        return {
+            "type": "tool_use",
+            "timestamp": _T0 + n,
+            "sessionID": SESSION,
+            "part": part | {"tool": "bash", "state": state},
+        }
+
+    def step_start(n: int) -> dict[str, Any]:
+        part = {"type": "step-start", "id": f"prt_s{n}", "sessionID": SESSION, "messageID": "msg_1"}
+        return {"type": "step_start", "timestamp": _T0 + n, "sessionID": SESSION, "part": part}
+
+    lines = [
+        step_start(1),
+        tool_use("prt_1", 1),
+        step_start(2),
+        tool_use("prt_2", 2),
+        tool_use("prt_1", 1, compacted=9),
+    ]
+    lines += [step_start(3), tool_use("prt_3", 3), tool_use("prt_4", 4)]  # one response, the same id twice
+    (session,) = open_sessions(write_lines(tmp_path / "run.jsonl", lines))
+    evts = list(session.events())
+    issued = ["call_0", "call_0@2", "call_0@3", "call_0@3.2"]
+    assert [(c.call_id, c.step) for c in calls(evts)] == list(zip(issued, [1, 2, 3, 3], strict=True))
+    assert [r.call_id for r in of(evts, ToolResult)] == issued
+    assert longest_run(evts) == 4
+    assert session.report.skipped == {"duplicate-call": 1, "orphan-result": 1}

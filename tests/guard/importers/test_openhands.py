@@ -232,6 +232,32 @@ def test_history_document_and_torn_evaluation_output(tmp_path: Path) -> None:
     assert len(calls(list(sessions[1].events()))) == 4
 
 
+def _runs(*broken: int) -> list[Any]:
+    """A history of five ``ls`` runs answered; the runs numbered in
+    ``broken`` record a model response whose ``choices`` is a number."""
+    history: list[Any] = [{"id": 0, "source": "user", "action": "message", "args": {"content": "fix"}}]
+    for n in range(1, 6):
+        response: dict[str, Any] = {"id": f"r{n}", "choices": 5 if n in broken else []}
+        tcm = {"function_name": "execute_bash", "tool_call_id": f"t{n}", "model_response": response}
+        history += [_action(2 * n - 1, "run", tcm, command=f"ls {n}"), _observation(2 * n, 2 * n - 1, "run", "ok")]
+    return history
+
+
+def test_a_bad_event_of_an_evaluation_instance_costs_that_event(tmp_path: Path) -> None:
+    lines = [{"instance_id": "a", "history": _runs(2)}, {"instance_id": "a", "history": _runs()}]
+    other_runs = {"instance_id": "b", "history": [*_runs(4), "junk", ["no", "pair"]]}
+    path = write_lines(tmp_path / "output.jsonl", [*lines, other_runs])
+    first, again, other = open_sessions(path)
+    assert [c.call_id for c in calls(list(first.events()))] == ["t1", "t3", "t4", "t5"]
+    assert [c.call_id for c in calls(list(again.events()))] == ["t1", "t2", "t3", "t4", "t5"]  # another line
+    assert [c.call_id for c in calls(list(other.events()))] == ["t1", "t2", "t3", "t5"]
+    assert other.report.skipped == {"bad-record": 2, "not-an-object": 1}  # the sessions of a file share one report
+    assert other.report.problems == [
+        f"{path}:1#history[3]: TypeError: 'int' object is not iterable",
+        f"{path}:3#history[7]: TypeError: 'int' object is not iterable",
+    ]
+
+
 def _v1_conversation() -> list[dict[str, Any]]:
     """A V1 (software-agent-sdk) event stream, written the way the SDK
     serialises its events: a kind tag on each, the model's tool call beside

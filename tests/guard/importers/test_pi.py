@@ -201,3 +201,39 @@ def test_a_compaction_entry_is_imported_as_a_compaction(tmp_path: Path) -> None:
         s.assistant((f"c{n}", "read", {"path": "a.py"}))
         s.result(f"c{n}", "read", "x = 1")
     assert compactions(only(write_lines(tmp_path / "s.jsonl", s.lines))) == ["read", "read", "compacted", "read"]
+
+
+@pytest.mark.parametrize("tree", [True, False], ids=["entry-ids", "version-1"])
+def test_a_call_id_reused_after_its_call_was_answered_is_a_new_call(tmp_path: Path, tree: bool) -> None:
+    """A model server that names every call ``call_0``: each answered call
+    is its own call. An entry written again (its id, or before version 2
+    its time, with it) is a copy, not one more call."""
+    s = PiSession(tree=tree)
+    s.user("list the files")
+    for _ in range(3):
+        s.assistant(("call_0", "bash", {"command": "ls"}))
+        s.result("call_0", "bash", "a.ts")
+    s.lines.append(s.lines[-2])  # the last call's entry again
+    (session,) = open_sessions(write_lines(tmp_path / "s.jsonl", s.lines))
+    evts = list(session.events())
+    assert [(c.call_id, c.step) for c in calls(evts)] == [("call_0", 1), ("call_0@2", 2), ("call_0@3", 3)]
+    assert [r.call_id for r in of(evts, ToolResult)] == ["call_0", "call_0@2", "call_0@3"]
+    assert longest_run(evts) == 3
+    assert session.report.skipped == {"duplicate-call": 1}
+
+
+def test_a_call_id_reused_after_an_interrupted_call_is_a_new_call(tmp_path: Path) -> None:
+    """An aborted response leaves its call unanswered; the next response's
+    call under the same id is a call of its own, and the result answers it."""
+    s = PiSession(tree=True)
+    s.user("run the tests")
+    s.assistant(("call_0", "bash", {"command": "npm test"}), stop="aborted")
+    s.user("go on")
+    s.assistant(("call_0", "bash", {"command": "npm test -- --bail"}))
+    s.result("call_0", "bash", "1 failing", error=True)
+    evts = only(write_lines(tmp_path / "s.jsonl", s.lines))
+    assert [(c.call_id, c.args["command"]) for c in calls(evts)] == [
+        ("call_0", "npm test"),
+        ("call_0@2", "npm test -- --bail"),
+    ]
+    assert [(r.call_id, r.args["command"]) for r in of(evts, ToolResult)] == [("call_0@2", "npm test -- --bail")]

@@ -12,7 +12,7 @@ import pytest
 from bus import ToolCall, ToolResult, UserMessage
 from guard import load_config
 from guard.audit import audit
-from guard.importers import open_sessions
+from guard.importers import open_sessions, swe_agent
 from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only
 
 
@@ -160,6 +160,35 @@ def test_the_last_action_left_unanswered_by_the_history_is_answered_from_the_tra
     assert [r.content for r in of(unmatched, ToolResult)] == ["Wrong flag!"]  # nothing in it to trust
     silent = only(_run(tmp_path, history, [{"action": "submit 'flag{b}'", "observation": None}]))
     assert [r.content for r in of(silent, ToolResult)] == ["Wrong flag!"]
+
+
+def test_a_step_after_the_history_the_importer_cannot_use_costs_that_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text_call = swe_agent._text_call
+
+    def refusing(action: str) -> tuple[str, object]:
+        if action == "cat b":
+            raise ValueError("cannot use this step")
+        return text_call(action)
+
+    monkeypatch.setattr(swe_agent, "_text_call", refusing)
+    history = [{"role": "user", "content": "fix it"}, {"role": "assistant", "content": "", "action": "ls"}]
+    steps = ["ls", "cat a", "cat b", None, "cat c", "submit"]
+    trajectory = [{"action": a, "observation": f"{a}!"} if a else None for a in steps]
+    path = _run(tmp_path, history, trajectory)
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert [c.args["command"] for c in calls(evts)] == ["ls", "cat a", "cat c", "submit"]
+    assert [r.content for r in of(evts, ToolResult)] == ["ls!", "cat a!", "cat c!", "submit!"]
+    assert session.report.skipped == {"bad-record": 1, "not-an-object": 1}
+    assert session.report.problems == [f"{path}#trajectory[2]: ValueError: cannot use this step"]
+
+
+def test_an_editor_line_number_too_long_for_an_integer_leaves_the_command(tmp_path: Path) -> None:
+    view = "str_replace_editor view /testbed/a.py --view_range 1 " + "9" * 5000
+    (call,) = calls(only(_text_run(tmp_path, [(view, "x")])))
+    assert call.args == {"command": view}
 
 
 def test_a_tool_call_id_reused_in_a_later_turn_is_a_new_call(tmp_path: Path) -> None:
