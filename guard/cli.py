@@ -567,7 +567,7 @@ def _hook_argv(args: argparse.Namespace) -> list[str]:
     from guard.config import PRESETS
 
     script = Path(sys.executable).parent / "repeat-tool-guard"  # this installation's, not whatever PATH finds
-    argv = [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-m", "guard"]
+    argv = [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-P", "-m", "guard"]
     argv.append("hook")
     if args.agent != "claude-code":
         argv += ["--agent", args.agent]
@@ -703,22 +703,43 @@ def _cmd_install(args: argparse.Namespace) -> int:
     )
     from guard.server.mcp_hooks import MCP_SERVER
 
-    path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
-    settings = _settings_for(args)
-    config = path.with_name("config.toml")
     try:
+        path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
+        settings = _settings_for(args)
+        config = path.with_name("config.toml")
         if args.agent == "codex" and (args.mcp or args.uninstall):
             check_toml(config)  # before the hooks file changes: both are changed, or neither
-        print(f"repeat-tool-guard: {path}: {install(path, settings, uninstall=args.uninstall)}", file=sys.stderr)
         if args.mcp and not args.uninstall:
+            # the server first: hooks that call tools of a server Codex does not know would fail every call
             added = add_toml_table(config, _mcp_server_toml(args))
             print(f"repeat-tool-guard: {config}: {added}", file=sys.stderr)
-        elif args.uninstall and args.agent == "codex" and config.exists():
+            try:
+                print(f"repeat-tool-guard: {path}: {install(path, settings)}", file=sys.stderr)
+            except SettingsFileError:
+                if added.endswith(" added"):
+                    _take_back(config, f"[mcp_servers.{MCP_SERVER}]")
+                raise
+        else:
+            print(f"repeat-tool-guard: {path}: {install(path, settings, uninstall=args.uninstall)}", file=sys.stderr)
+        if args.uninstall and args.agent == "codex" and config.exists():
             removed = remove_toml_table(config, f"[mcp_servers.{MCP_SERVER}]")
             print(f"repeat-tool-guard: {config}: {removed}", file=sys.stderr)
     except SettingsFileError as exc:
         raise _UsageError(str(exc)) from None
     return EXIT_OK
+
+
+def _take_back(config: Path, header: str) -> None:
+    """Take out of ``config`` the table just added for hooks that could not
+    be installed, so that both files are changed or neither; says so, and
+    says when it cannot."""
+    from guard.adapters.hook_install import SettingsFileError, remove_toml_table
+
+    try:
+        removed = remove_toml_table(config, header)
+    except SettingsFileError as exc:
+        removed = f"{header} could not be taken out again ({exc}): remove it by hand"
+    print(f"repeat-tool-guard: {config}: {removed}", file=sys.stderr)
 
 
 def _help_formatter(prog: str) -> argparse.HelpFormatter:

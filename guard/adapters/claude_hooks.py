@@ -24,6 +24,7 @@ and writes its answers (``guard.adapters.codex_hooks``,
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -100,15 +101,68 @@ def hook_command(argv: Sequence[str]) -> str:
     return f"{shlex.join(argv)} || {_FAILED}"
 
 
-_HOOK_RUN = lazy_compile(r"""(?:^|[\s/'"])repeat-tool-guard['"]?\s+hook\b|\s-m\s+guard['"]?\s+hook\b""")
+_TOKEN_HEADER = "REPEAT_TOOL_GUARD_TOKEN"
+# how each command the guard writes ends: `hook_command`'s and `forward_command`'s fallback, the
+# here-document after it that hands curl its token, or `path_command`'s branch for a guard not on PATH
+_FALLBACK = lazy_compile(
+    re.escape(f" || {_FAILED}")
+    + r"(?:\nAuthorization: Bearer \$[A-Za-z_][A-Za-z0-9_]*\n"
+    + _TOKEN_HEADER
+    + r"|"
+    + re.escape("; else printf '%s\\n' ")
+    + r"[^\n]+; fi)?\Z"
+)
+_ASSIGNMENT = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_PYTHON = lazy_compile(r"python[0-9.]*t?")
+_PYTHON_FLAGS = lazy_compile(r"-[BEIPRSbdqsuv]+")
 
 
 def is_guard_command(command: str) -> bool:
-    """Whether ``command`` is a hook command the guard wrote (``hook_command``,
-    ``path_command``, ``forward_command``: each ends in the guard's failure
-    message) or one that runs its ``hook`` command. A user's own command
-    that merely mentions the guard (``repeat-tool-guard audit ...``) is not."""
-    return _FAILED in command or _HOOK_RUN.search(command) is not None
+    """Whether ``command`` is a hook command the guard wrote
+    (``hook_command``, ``path_command``, ``forward_command``: each ends in
+    the guard's failure message, as the guard writes it) or one that runs
+    its ``hook`` command: a ``repeat-tool-guard`` by any path, or a Python
+    interpreter running ``-m guard``, as the command's first word (after
+    any variable assignments), then the word ``hook``. A user's own command
+    that merely mentions the guard (``repeat-tool-guard audit ...``,
+    ``repeat-tool-guard hook-settings ...``, ``grep "repeat-tool-guard hook"
+    ...``) is not."""
+    return _FALLBACK.search(command) is not None or _runs_hook(_first_words(command))
+
+
+def _first_words(command: str) -> list[str]:
+    """The words of ``command``'s first simple command, as the shell splits
+    them (quotes taken off), up to the first operator (``||``, ``;``,
+    ``>``, ...); none when the shell could not read it (a quote left open)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    words: list[str] = []
+    try:
+        for word in lexer:
+            if not word.strip(lexer.punctuation_chars):
+                break
+            words.append(word)
+    except ValueError:
+        return []
+    return words
+
+
+def _runs_hook(words: list[str]) -> bool:
+    """Whether ``words`` run the guard's ``hook`` command."""
+    while words and _ASSIGNMENT.match(words[0]):
+        words = words[1:]
+    if not words:
+        return False
+    name = os.path.basename(words[0])
+    if name == "repeat-tool-guard":
+        return words[1:2] == ["hook"]
+    if _PYTHON.fullmatch(name) is None:
+        return False
+    rest = words[1:]
+    while rest and _PYTHON_FLAGS.fullmatch(rest[0]):
+        rest = rest[1:]
+    return rest[:3] == ["-m", "guard", "hook"]
 
 
 def path_command(argv: Sequence[str]) -> str:
@@ -148,8 +202,8 @@ def forward_command(url: str, *, token_env: str | None = None) -> str:
     # arguments, which every local user can read (ps, /proc/<pid>/cmdline).
     name = check_env_name(token_env)
     return (
-        f"{shlex.join(argv)} -H @/dev/fd/3 {shlex.quote(url)} 3<<REPEAT_TOOL_GUARD_TOKEN || {_FAILED}\n"
-        f"Authorization: Bearer ${name}\nREPEAT_TOOL_GUARD_TOKEN"
+        f"{shlex.join(argv)} -H @/dev/fd/3 {shlex.quote(url)} 3<<{_TOKEN_HEADER} || {_FAILED}\n"
+        f"Authorization: Bearer ${name}\n{_TOKEN_HEADER}"
     )
 
 
@@ -334,7 +388,9 @@ class ClaudeHooks:
     next call starts a new step. With ``steps_reported`` false (the hook
     command: the installed Claude Code may predate ``PostToolBatch``) steps
     are inferred until an agent's first ``PostToolBatch``: a call that
-    arrives while none of the agent's calls is running starts a new step.
+    arrives once the agent's latest call is over (its result came, or it
+    was denied) starts a new step, whether or not an older call is still
+    open (one the CLI never ran: another hook or the user refused it).
 
     ``SessionEnd`` disposes a session's agents, but the Claude Agent SDK
     never sends it; so at most ``max_sessions`` sessions stay live, and the
@@ -424,9 +480,9 @@ class ClaudeHooks:
                 if not runtime.reports_no_result(*call):
                     return self._answer(agent, event, seam, seq, call_id, decision)
                 reply = self._reply(agent, seam, seq, call_id, decision)
-                await agent.result(call_id, "")
+                await self._close(agent, call_id, "")
                 return self._keep(agent, "tool/call", call_id, digest, event, seam, reply)
-            await agent.denied(call_id, decision)
+            await self._close(agent, call_id, denial=decision)
             return self._keep(
                 agent, "tool/call", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id, decision)
             )
@@ -439,7 +495,7 @@ class ClaudeHooks:
             # a post hook whose pre hook never reached the guard counts all the
             # same, as a late call: the tool ran, so nothing is denied
             await self._call(agent, call_id, payload_text(payload, "tool_name"), runtime.tool_input(payload), late=True)
-        await agent.result(call_id, content, is_error=is_error)
+        await self._close(agent, call_id, content, is_error=is_error)
         return self._keep(agent, "tool/result", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id))
 
     def _copy(
@@ -521,6 +577,31 @@ class ClaudeHooks:
         if call_id:
             self._answered.pop(retry_key("tool/call", agent.agent.id, call_id))
         return await agent.call(call_id, tool, args, late=late)
+
+    async def _close(
+        self,
+        agent: AgentLink,
+        call_id: str,
+        content: str = "",
+        *,
+        is_error: bool = False,
+        denial: Decision | None = None,
+    ) -> None:
+        """Publish the outcome of the open call ``call_id`` names: its
+        result, or the ``denial`` the model reads instead. Where steps are
+        inferred, the agent's newest call closed while older ones stay open
+        ends the step: a CLI asks the model again only once a response's
+        calls are done, so an older call still open is one it never ran
+        (another hook or the user refused it: no result comes), and it must
+        not hold every later call in its step. A replay of the log infers
+        the same (``guard.sessions.resume``)."""
+        newest = agent.calls_in_flight()[-1].call_id
+        if denial is None:
+            await agent.result(call_id, content, is_error=is_error)
+        else:
+            await agent.denied(call_id, denial)
+        if not agent.steps_reported and agent.open_calls() and agent.running(newest) is None:
+            agent.step_done = True
 
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
         """The response is over. A call it lists that is still open (no post

@@ -13,9 +13,12 @@ run ends. ``PreCompress`` is not followed: Gemini CLI sends it before every
 model request, whether or not anything is then compressed.
 
 ``BeforeTool`` carries no call id, so the guard names each call itself and
-pairs an ``AfterTool`` with the oldest open call of the same tool and
-arguments (first in, first out): calls of one response may run, and their
-hooks fire, concurrently, and two open calls alike are interchangeable.
+pairs an ``AfterTool`` with the newest open call of the same tool and
+arguments: calls of one response may run, and their hooks fire,
+concurrently, and two open calls alike in one response are
+interchangeable; an older one still open is from an earlier response, a
+call Gemini CLI never ran (another hook or the user refused it), which
+no result answers.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class GeminiRuntime(HookRuntime):
     def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
         if seam != "pre":
             tool, args = payload_text(payload, "tool_name"), self.tool_input(payload)
-            for call in agent.calls_in_flight():
+            for call in reversed(agent.calls_in_flight()):
                 if call.tool == tool and call.args == args:
                     return call.call_id
         # unique across the hook processes of a session (they take turns under its lock)

@@ -1,9 +1,11 @@
 """Merging the guard's hooks into an agent CLI's settings file and taking them out again.
 
-A hook handler is the guard's when its command or URL names it (every
-command ``hook-settings`` prints says ``repeat-tool-guard``; an HTTP hook
-posts to ``/hooks/<cli>``). Everything else in the file (other hooks, other
-settings, their order) is left as it is.
+A hook handler is the guard's when its command runs the guard's hook or
+ends as every command ``hook-settings`` prints ends
+(``claude_hooks.is_guard_command``), when it posts to ``/hooks/<cli>`` (an
+HTTP hook), or calls the guard's MCP server (an ``mcp_tool`` hook).
+Everything else in the file (other hooks, other settings, their order, its
+text and numbers as written) is left as it is.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +34,37 @@ class SettingsFileError(ValueError):
 
 def settings_file(agent: str, scope: str) -> Path:
     """Where ``agent`` reads hooks: for the user (``scope`` ``user``) or the
-    project in the current directory (``project``)."""
+    project in the current directory (``project``). ``SettingsFileError``
+    when the variable the user's file is found by (``HOME``, ``CODEX_HOME``)
+    is set to no absolute path: the file would be one under the
+    filesystem's root or the working directory, which the CLI never reads."""
     if scope == "project":
         base = Path.cwd()
         return {"claude-code": base / ".claude" / "settings.json", "codex": base / ".codex" / "hooks.json"}.get(
             agent, base / ".gemini" / "settings.json"
         )
-    home = Path.home()
-    if agent == "claude-code":
-        return home / ".claude" / "settings.json"
     if agent == "codex":
-        return Path(os.environ.get("CODEX_HOME") or home / ".codex") / "hooks.json"
-    return home / ".gemini" / "settings.json"
+        codex_home = os.environ.get("CODEX_HOME")
+        if codex_home:  # empty is unset, as Codex reads it
+            return _absolute("CODEX_HOME", codex_home) / "hooks.json"
+        return _home() / ".codex" / "hooks.json"
+    return _home() / (".claude" if agent == "claude-code" else ".gemini") / "settings.json"
+
+
+def _home() -> Path:
+    """The user's home: ``$HOME`` when it is set (an absolute path, or
+    ``SettingsFileError``), else the password database's."""
+    home = os.environ.get("HOME")
+    return Path.home() if home is None else _absolute("HOME", home)
+
+
+def _absolute(name: str, value: str) -> Path:
+    if not os.path.isabs(value):
+        raise SettingsFileError(
+            f"{name} = {value!r} is no absolute path to find the CLI's settings under: "
+            "set it to one, or name the file with --file"
+        )
+    return Path(value)
 
 
 def install(path: Path, settings: dict[str, Any], *, uninstall: bool = False) -> str:
@@ -53,21 +75,32 @@ def install(path: Path, settings: dict[str, Any], *, uninstall: bool = False) ->
     that name is taken); a symbolic link stays a link and its target is
     rewritten. Returns what happened, in a few words.
 
+    An uninstall that finds none of the guard's hooks leaves the file as
+    it is and says so. A rewritten file keeps the text as written (UTF-8,
+    not ``\\uXXXX`` escapes) and each number as its literal (``1e1``,
+    ``1.50``), only laid out anew (two-space indents).
+
     ``SettingsFileError`` for a file it cannot merge into: not a regular
     file (a directory, a FIFO, a device), not readable, or not a JSON
     object (``NaN`` and numbers too large for a float included: the CLIs'
     own parsers refuse them)."""
     target = Path(os.path.realpath(path))
     raw = _read(target)
-    current = _parse(path, raw) if raw is not None else {}
-    merged = _without_guard(current)
-    if not uninstall:
-        hooks = merged.setdefault("hooks", {})
-        for event, groups in settings["hooks"].items():
-            hooks.setdefault(event, []).extend(groups)
-    if merged == current:
-        return "unchanged"
-    backup = _rewrite(path, target, raw, (json.dumps(merged, indent=2, allow_nan=False) + "\n").encode())
+    try:
+        current = _parse(path, raw) if raw is not None else {}
+        merged, removed = _without_guard(current)
+        if uninstall and not removed:
+            return "no guard hooks found: left as it is"
+        if not uninstall:
+            hooks = merged.setdefault("hooks", {})
+            for event, groups in settings["hooks"].items():
+                hooks.setdefault(event, []).extend(groups)
+        if merged == current:
+            return "unchanged"
+        data = (_json(merged) + "\n").encode()
+    except RecursionError:
+        raise SettingsFileError(f"{str(path)!r} is nested too deeply to be a settings file") from None
+    backup = _rewrite(path, target, raw, data)
     done = "guard hooks removed" if uninstall else "guard hooks installed"
     return done + (f" (backup: {backup.name})" if backup is not None else "")
 
@@ -76,16 +109,16 @@ def _rewrite(path: Path, target: Path, raw: bytes | None, data: bytes) -> Path |
     """Replace the file ``target`` (``path`` resolved; ``raw`` its bytes,
     ``None`` when there is none yet) with ``data``: a backup first, then a
     whole new file put in its place, so a failure (a full disk) leaves the
-    file as it was and no partial copy behind. Returns the backup."""
+    file as it was and no partial copy behind. The new file has
+    ``target``'s permissions (0600 for a file that was not there) from
+    the moment it is made: settings may hold secrets. Returns the backup."""
     backup = temporary = None
     try:
+        mode = target.stat().st_mode & 0o7777 if raw is not None else 0o600
         if raw is not None:
-            backup = _backup(target, raw)
+            backup = _backup(target, raw, mode & 0o777)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        temporary.write_bytes(data)
-        if raw is not None:
-            os.chmod(temporary, target.stat().st_mode & 0o7777)
+        temporary = _written(target.with_name(f".{target.name}.{os.getpid()}.tmp"), data, mode)
         os.replace(temporary, target)
     except OSError as exc:
         for left in (temporary, backup):
@@ -115,29 +148,48 @@ def _read(path: Path, advice: str = "pass a settings file with --file") -> bytes
     return raw
 
 
-def _backup(path: Path, raw: bytes) -> Path:
-    """A copy of ``raw`` beside ``path`` under a name no file has, with
-    ``path``'s permissions (settings may hold secrets)."""
+def _backup(path: Path, raw: bytes, mode: int) -> Path:
+    """A copy of ``raw`` beside ``path`` under a name no file has, made
+    with ``mode`` (``path``'s permissions: settings may hold secrets)."""
     stamp = time.strftime("%Y%m%d%H%M%S")
-    mode = path.stat().st_mode & 0o777
     backup, number = path.with_name(f"{path.name}.bak-{stamp}"), 1
     while True:
         try:
-            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            return _written(backup, raw, mode)
         except FileExistsError:
             number += 1
             backup = path.with_name(f"{path.name}.bak-{stamp}-{number}")
-            continue
+
+
+def _written(path: Path, data: bytes, mode: int) -> Path:
+    """``path``, made anew with ``mode`` before anything is in it (never
+    over a file or through a link already there: ``FileExistsError``),
+    holding ``data``. A write that fails (a full disk) takes the file away
+    again before the error goes on: no partial copy is left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode & 0o777)
+    try:
         with os.fdopen(fd, "wb") as file:
-            file.write(raw)
-        return backup
+            os.fchmod(fd, mode)  # exactly: the umask may have narrowed it
+            file.write(data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
+    return path
 
 
-def _number(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
+@dataclass(frozen=True, slots=True)
+class _Number:
+    """A number in a settings file, kept as the file writes it (``1e1``,
+    ``1.50``, ``-0``): written back as that literal, never reformatted."""
+
+    literal: str
+
+
+def _float(text: str) -> _Number:
+    if math.isinf(float(text)):
         raise ValueError(f"the number {text} is too large for a float")
-    return value
+    return _Number(text)
 
 
 def _constant(name: str) -> Any:
@@ -148,9 +200,7 @@ def _parse(path: Path, raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        data = json.loads(raw, parse_float=_number, parse_constant=_constant)
-    except RecursionError:
-        raise SettingsFileError(f"{str(path)!r} is nested too deeply to be a settings file") from None
+        data = json.loads(raw, parse_float=_float, parse_int=_Number, parse_constant=_constant)
     except json.JSONDecodeError as exc:
         if exc.doc[exc.pos : exc.pos + 2] in ("//", "/*"):
             raise SettingsFileError(
@@ -177,27 +227,62 @@ def _is_guard(handler: Any) -> bool:
     return is_guard_command(command) or any(url.rstrip("/").endswith(route) for route in _ROUTES)
 
 
-def _without_guard(settings: dict[str, Any]) -> dict[str, Any]:
+def _without_guard(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """A copy of ``settings`` with the guard's hook handlers taken out, and
-    any group or event they leave empty."""
-    result: dict[str, Any] = json.loads(json.dumps(settings))
-    hooks: dict[str, list[Any]] = result.get("hooks", {})
-    for event in list(hooks):
-        groups = []
-        for group in hooks[event]:
+    the groups, events and ``hooks`` table that taking them out leaves
+    empty (one the file has empty stays); and whether any was taken out.
+    The copy's ``hooks`` and event lists are its own; the rest it shares."""
+    result = dict(settings)
+    if "hooks" not in settings:
+        return result, False
+    hooks: dict[str, list[Any]] = {}
+    removed = False
+    for event, groups in settings["hooks"].items():
+        kept_groups = []
+        for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 kept = [h for h in group["hooks"] if not _is_guard(h)]
-                if not kept and group["hooks"]:
-                    continue
-                group = {**group, "hooks": kept}
-            groups.append(group)
-        if groups:
-            hooks[event] = groups
-        else:
-            del hooks[event]
-    if "hooks" in result and not hooks:
+                if len(kept) < len(group["hooks"]):
+                    removed = True
+                    if not kept:
+                        continue
+                    group = {**group, "hooks": kept}
+            kept_groups.append(group)
+        if kept_groups or not groups:
+            hooks[event] = kept_groups
+    if hooks or not settings["hooks"]:
+        result["hooks"] = hooks
+    else:
         del result["hooks"]
-    return result
+    return result, removed
+
+
+def _json(value: Any, indent: str = "") -> str:
+    """``value`` as ``json.dumps(value, indent=2)`` lays it out, with its
+    text as it is rather than escaped to ASCII, and each ``_Number`` as its
+    literal."""
+    if isinstance(value, _Number):
+        return value.literal
+    if isinstance(value, str):
+        return _string(value)
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        members = [f"{inner}{_string(key)}: {_json(item, inner)}" for key, item in value.items()]
+        return "{\n" + ",\n".join(members) + f"\n{indent}}}"
+    if isinstance(value, list) and value:
+        return "[\n" + ",\n".join(inner + _json(item, inner) for item in value) + f"\n{indent}]"
+    return json.dumps(value, allow_nan=False)
+
+
+def _string(text: str) -> str:
+    """``text`` as a JSON string, every character as it is but those JSON
+    must escape, and a lone surrogate (UTF-8 has none) as its ``\\uXXXX``."""
+    written = json.dumps(text, ensure_ascii=False)
+    try:
+        written.encode()
+    except UnicodeEncodeError:
+        return json.dumps(text)
+    return written
 
 
 _TOML_ADVICE = "it is the config.toml beside the hooks file: make it a file or move it"

@@ -32,14 +32,17 @@ async def hook_session(
 
     The session's events live in ``<state_dir>/<session>.jsonl`` (a normal
     session log with one header: ``repeat-tool-guard replay`` reads it), and
-    the guard's state as of the log's end in ``<session>.snapshot``. Inside,
-    an exclusive lock on ``<session>.lock`` is held; the guard (``config``
-    as given, ``log_actions`` as ``Guard``'s) is restored from the snapshot,
-    the body's events are appended to the log, and a new snapshot is saved:
-    constant work per call, however long the session. When the snapshot
-    cannot be used (see ``guard.sessions.snapshot``), the log is replayed
-    instead and ``on_replay`` is told why; so it is when the new snapshot
-    cannot be saved (the answer stands: the next call replays). The body's
+    the guard's state as of the log's end in
+    ``<session>.<config digest>.snapshot``, one for each config hooks of the
+    session run under. Inside, an exclusive lock on ``<session>.lock`` is
+    held; the guard (``config`` as given, ``log_actions`` as ``Guard``'s)
+    is restored from its config's snapshot and caught up on the events a
+    hook under another config recorded since, the body's events are
+    appended to the log, and a new snapshot is saved: constant work per
+    call, however long the session. When the snapshot cannot be used (see
+    ``guard.sessions.snapshot``), the log is replayed instead and
+    ``on_replay`` is told why; so it is when the new snapshot cannot be
+    saved (the answer stands: the next call replays). The body's
     events land in the log together as it ends (``SessionLog.held``): a
     process killed inside it records none of them. A log that is not a session log
     any more is renamed ``*.unreadable-<time>`` and a new one begun
@@ -51,12 +54,12 @@ async def hook_session(
     tell = on_replay if on_replay is not None else _unheard
     private_dir(state_dir)
     path = state_dir / f"{session}.jsonl"
-    saved = snapshot_path(path)
+    saved = snapshot_path(path, config)
     lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         guard = Guard(config, log_actions=log_actions)
-        restored = load_snapshot(saved, path, session, guard)
+        restored = await load_snapshot(saved, path, session, guard)
         if isinstance(restored, str):
             from guard.sessions.resume import resume_link  # only when the snapshot cannot be used
 

@@ -70,7 +70,10 @@ class _Tracker:
                 state.step_done = False
             state.calls[event.call_id] = event
         elif isinstance(event, ToolResult):
+            newest = next(reversed(state.calls), None)
             state.calls.pop(event.call_id, None)
+            if event.call_id == newest and state.calls and not state.steps_reported:
+                state.step_done = True  # the hooks' rule: the newest call is over, the older ones were never run
         elif isinstance(event, UserMessage):
             state.halt_reason = None
         elif isinstance(event, AgentStatus):

@@ -5,12 +5,17 @@ event. Replaying the session's log to rebuild the guard costs time linear
 in the session, so each invocation ends by saving what the next one needs
 (the bus's seq; each live agent's step, calls in flight and halt request;
 each policy's state for it; the latest answers, for copies of their
-events) next to the log, and the next one starts from that when it still
-describes the log: the same snapshot format, the same
-effective config, the same log file at the same size. Anything else (no
-snapshot, another format or config, a log that grew, shrank or was
-replaced, a file that does not load) falls back to replaying the log, and
-the caller is told why.
+events) next to the log, one snapshot per effective config, and the next
+one starts from that when it still describes the log: the same snapshot
+format, the same effective config, the same log file, at the size it had
+or grown by whole events that continue its numbering. Those events (a
+hook under another config recorded them: the plugin and a settings hook
+both installed) are applied as ``guard.sessions.resume.follow`` applies
+another process's, so each hook catches up on what the other recorded
+rather than replaying the session. Anything else (no snapshot, another
+format or config, a log that shrank, was replaced or grew by anything
+else, a file that does not load) falls back to replaying the log, and the
+caller is told why.
 
 The snapshot is a pickle, because the policies' states are live Python
 objects (their own classes, sets, deques) and a pickle keeps them as they
@@ -27,6 +32,7 @@ snapshot or none.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import pickle
@@ -36,7 +42,9 @@ from typing import Any
 
 import msgspec
 
-from bus import Bus, SessionLog
+from bus import AgentStatus, AnyEvent, Bus, SessionLog, SessionStart
+from bus._codec import event_decoder
+from guard.config import Config
 from guard.guard import Guard
 from guard.policy import AnyPolicy, AnyWatch
 from guard.sessions.link import GuardLink, LinkState
@@ -81,9 +89,13 @@ class _Unpickler(pickle.Unpickler):
         return self._policies[pid]
 
 
-def snapshot_path(log: Path) -> Path:
-    """Where the snapshot of the session log at ``log`` lives."""
-    return log.with_name(f"{log.stem}.snapshot")
+def snapshot_path(log: Path, config: Config) -> Path:
+    """Where the snapshot of the session log at ``log`` lives for a guard
+    of ``config`` (effective: the environment's overrides applied):
+    ``<session>.<config digest>.snapshot``, one per config, so hooks of one
+    session under two configs never take each other's."""
+    digest = hashlib.blake2b(msgspec.json.encode(config), digest_size=8).hexdigest()
+    return log.with_name(f"{log.stem}.{digest}.snapshot")
 
 
 def _config_key(guard: Guard) -> bytes:
@@ -119,10 +131,11 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
         raise
 
 
-def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tuple[GuardLink, SessionLog] | str:
+async def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tuple[GuardLink, SessionLog] | str:
     """A link and a log continuing the session as the snapshot at ``path``
-    saved it, with ``guard`` (fresh, same policies) restored and attached;
-    or, when the snapshot cannot be used, why not."""
+    saved it, with ``guard`` (fresh, same policies) restored and attached,
+    both caught up on the events the log gained since; or, when the
+    snapshot cannot be used, why not."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -153,7 +166,8 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
             current = _log_identity(os.stat(log_path))
         except FileNotFoundError:
             return "the session log is gone"
-        if current != tuple(log_id):
+        start = log_id[2]
+        if current[:2] != tuple(log_id[:2]) or current[2] < start:
             return "the session log changed since the snapshot was written"
         places = list(guard.policies)
         if any(
@@ -171,6 +185,38 @@ def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) -> tup
             link.answers.restore(key, answer)
     except Exception as exc:  # a record of another shape: written by hand, or by a build with a bug
         return f"the snapshot does not hold what this guard saves ({type(exc).__name__}: {exc})"
+    since = _events_since(log_path, start, current[2], seq, link) if current[2] > start else []
+    if since is None:
+        return "the session log changed since the snapshot was written"
     guard.attach(bus)
+    if since:
+        from guard.sessions.resume import follow  # only when another hook wrote to the log
+
+        await follow(link, guard, since)
     log = SessionLog(log_path, session=session, append=True, mark_resume=False).attach(bus)
     return link, log
+
+
+def _events_since(log_path: Path, start: int, end: int, seq: int, link: GuardLink) -> list[AnyEvent] | None:
+    """The events the log at ``log_path`` holds from byte ``start`` to
+    ``end``, carrying ``link``'s agent handles; ``None`` unless they are
+    whole lines, each an event, numbered on from ``seq`` without a gap."""
+    with open(log_path, "rb") as file:
+        file.seek(start)
+        data = file.read(end - start)
+    lines = data.split(b"\n")
+    if lines.pop():
+        return None  # a torn last line
+    decode = event_decoder({agent.agent.id: agent.agent for agent in link.links()}).decode
+    events: list[AnyEvent] = []
+    for number, line in enumerate(lines, seq + 1):
+        try:
+            event = decode(line)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        if isinstance(event, SessionStart) or event.seq != number:
+            return None
+        if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
+            event.agent.parent_id = event.agent.parent_id or event.parent
+        events.append(event)
+    return events

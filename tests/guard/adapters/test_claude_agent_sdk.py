@@ -36,6 +36,7 @@ from guard import (
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import HOOK_EVENTS, ClaudeHooks, HookInputError, default_state_dir, parse_payload
 from guard.policies.rescue import advice_in
+from guard.sessions.snapshot import snapshot_path
 from tests.conftest import AskScript
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
 
@@ -615,7 +616,7 @@ async def test_hook_command_keeps_response_boundaries_across_invocations(tmp_pat
     script += [payload("Stop", stop_hook_active=False), *serial(4), *serial(5)]
     for hook_payload in script:
         if not snapshots:  # each invocation rebuilds the agents from the log alone
-            (tmp_path / f"{SESSION}.snapshot").unlink(missing_ok=True)
+            snapshot_path(tmp_path / f"{SESSION}.jsonl", Config()).unlink(missing_ok=True)
         await run_hook_in_process(hook_payload, tmp_path)
     calls = [e for e in read_log(tmp_path / f"{SESSION}.jsonl") if isinstance(e, ToolCall)]
     assert [c.step for c in calls] == [1, 2, 3, 3, 4, 4], "inferred until the first PostToolBatch, then responses"
@@ -648,9 +649,49 @@ def test_hook_settings_name_this_installation_and_every_event(
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))  # an interpreter without the script beside it
     assert main(["hook-settings"]) == 0
     command = json.loads(capsys.readouterr().out)["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert shlex.split(command.split(" || ")[0]) == [str(tmp_path / "python3"), "-m", "guard", "hook"]
+    assert shlex.split(command.split(" || ")[0]) == [str(tmp_path / "python3"), "-P", "-m", "guard", "hook"]
     assert main(["hook-settings", "--config", "missing.toml"]) == 2
     assert "missing.toml" in capsys.readouterr().err
+
+
+def test_the_interpreter_fallback_never_imports_the_projects_own_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    """Without the console script beside the interpreter the hook runs as
+    ``python -P -m guard``: the CLIs run hooks in the project, and a
+    project's own ``bus.py`` first on the path would run instead of the guard."""
+    import shlex
+
+    import structlog
+
+    from guard.cli import main
+
+    request.addfinalizer(structlog.reset_defaults)
+    python = sys.executable
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))
+    assert main(["hook-settings"]) == 0
+    run = shlex.split(json.loads(capsys.readouterr().out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
+    argv = [python if word == str(tmp_path / "python3") else word for word in run[: run.index("||")]]
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "bus.py").write_text("print('the project ran')\n")
+    payload = {
+        "session_id": "s1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls"},
+        "tool_use_id": "t1",
+        "cwd": str(project),
+    }
+    done = subprocess.run(
+        [*argv, "--state-dir", str(tmp_path / "state")],
+        cwd=project,
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 async def test_the_hook_applies_the_environment_and_its_log_replays_with_the_config_that_ran(

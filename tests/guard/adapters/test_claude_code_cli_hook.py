@@ -35,7 +35,7 @@ def settings(state: Path, config: Path | None = None) -> dict[str, Any]:
 
 def one_session_log(state: Path) -> Path:
     (log,) = state.glob("*.jsonl")
-    assert log.with_suffix(".snapshot").exists()
+    assert list(state.glob(f"{log.stem}.*.snapshot")), "a snapshot beside the log"
     headers = [line for line in log.read_bytes().splitlines() if b'"session/start"' in line]
     assert len(headers) == 1, "one header, however many hook processes wrote to the log"
     return log

@@ -24,7 +24,7 @@ from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage, 
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig
 from guard.adapters.claude_hooks import ClaudeHooks, HookInputError, answer_hook, parse_payload, run_to_completion
 from guard.cli import main
-from guard.config import RECOMMENDED, load_config
+from guard.config import RECOMMENDED, apply_environment, load_config
 from guard.sessions.link import ANSWERS_KEPT, GuardLink
 from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
 from guard.verdicts import replay_log
@@ -64,7 +64,7 @@ class Hook:
 
     @property
     def snapshot(self) -> Path:
-        return snapshot_path(self.log)
+        return snapshot_path(self.log, apply_environment(self.config or Config()))
 
 
 @pytest.fixture
@@ -206,7 +206,60 @@ def test_a_snapshot_of_another_config_is_replayed_over(hook: Hook) -> None:
     other = Hook(hook.state, Config(remind=RemindConfig(thresholds=(2,))))
     answers = [other(p) for p in grep(1)]
     assert context(answers[1]) == GENTLE_REMINDER, "the log replayed under the new config: 2 in a row"
-    assert other.replays == [f"the snapshot was written under another config; replaying {str(other.log)!r}"]
+    assert other.replays == [f"there is no snapshot; replaying {str(other.log)!r}"], "none of its config yet"
+    hook.snapshot.replace(other.snapshot)
+    other(payload("UserPromptSubmit", prompt="go on"))
+    assert other.replays[1] == f"the snapshot was written under another config; replaying {str(other.log)!r}"
+
+
+def test_hooks_of_one_session_under_two_configs_catch_up_on_each_other_and_never_replay(tmp_path: Path) -> None:
+    """The plugin (default config) and a settings hook (``recommended``)
+    both answer every event: each keeps a snapshot of its own config and
+    catches up on what the other recorded, so no call replays the session;
+    each event is recorded once, and each hook answers as it would
+    rebuilding the session from the whole log."""
+    events = [event for n in range(6) for event in grep(n)]
+    events += [payload("UserPromptSubmit", prompt="go on"), *grep(6)]
+    events += [{**event, "agent_id": "helper-1"} for n in (7, 8, 9) for event in grep(n)]  # a subagent's calls
+    events.append(payload("SessionEnd", reason="other"))
+    answers: dict[bool, list[dict[str, Any]]] = {}
+    for rebuilt in (False, True):
+        plugin, settings = Hook(tmp_path / f"state-{rebuilt}"), Hook(tmp_path / f"state-{rebuilt}", RECOMMENDED)
+        answers[rebuilt] = []
+        for event in events:
+            for hook in (plugin, settings):
+                if rebuilt:
+                    hook.snapshot.unlink(missing_ok=True)  # each call replays the whole log
+                answers[rebuilt].append(hook(event))
+        if not rebuilt:
+            assert plugin.replays == [], "the plugin's first call found nothing to replay"
+            assert settings.replays == [f"there is no snapshot; replaying {str(settings.log)!r}"], "its first only"
+            assert plugin.snapshot != settings.snapshot
+            assert plugin.snapshot.exists()
+            assert settings.snapshot.exists()
+        recorded = [(type(e).__name__, e.call_id) for e in read_log(plugin.log) if isinstance(e, ToolCall | ToolResult)]
+        assert recorded == [(kind, f"toolu_0{n}") for n in range(10) for kind in ("ToolCall", "ToolResult")]
+    assert answers[False] == answers[True]
+    assert any(context(answer) == GENTLE_REMINDER for answer in answers[False]), "the plugin's remind had its say"
+
+
+def test_a_log_grown_by_anything_but_whole_events_numbered_on_is_replayed(hook: Hook) -> None:
+    for p in grep(0):
+        hook(p)
+    other = Hook(hook.state, RECOMMENDED)
+    other(payload("UserPromptSubmit", prompt="look"))
+    hook(next(grep(1)))  # recorded by the plugin: the settings hook catches up on it
+    assert other(payload("UserPromptSubmit", prompt="again")) == {}
+    assert len(other.replays) == 1
+    lines = hook.log.read_bytes().splitlines(keepends=True)
+    header, last = lines[0], json.loads(lines[-1])
+    gap = json.dumps({**last, "seq": last["seq"] + 2}).encode() + b"\n"
+    for grown in (header, gap, b'{"type": "tool/call"}\n', b'{"type": "user/message"'):
+        hook(payload("UserPromptSubmit", prompt="more"))
+        _append(hook.log, grown)
+        other(payload("UserPromptSubmit", prompt="and more"))
+        assert other.replays[-1].startswith("the session log changed since the snapshot was written")
+    assert len(other.replays) == 5
 
 
 def test_a_snapshot_whose_log_is_gone_starts_a_new_session_and_says_so(hook: Hook) -> None:
@@ -405,7 +458,7 @@ def test_the_hook_command_says_on_stderr_that_it_replayed_its_log(
         return main(["hook", "--state-dir", str(tmp_path)])
 
     assert [call(p) for p in grep(0)] == [0, 0]
-    (tmp_path / f"{SESSION}.snapshot").unlink()
+    snapshot_path(tmp_path / f"{SESSION}.jsonl", Config()).unlink()
     assert call(next(grep(1))) == 0
     out, err = capsys.readouterr()
     assert out == ""
@@ -673,7 +726,7 @@ def test_an_answer_that_cannot_be_written_in_process_is_a_non_blocking_exit(
 def test_a_snapshot_that_cannot_be_saved_needs_no_one_told(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
-    (state / f"{SESSION}.snapshot").mkdir()
+    snapshot_path(state / f"{SESSION}.jsonl", Config()).mkdir()
     answers = [answer_hook(p, state, None, log_actions=False) for n in range(3) for p in grep(n)]
     assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER]
 

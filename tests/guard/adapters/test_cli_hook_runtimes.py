@@ -5,6 +5,7 @@ out at the edge, compaction recorded."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage, read_log
 from bus.testing import Capture
-from guard import GENTLE_REMINDER, RECOMMENDED, SHADOW_FORM, Config, RemindConfig, shadowed
+from guard import GENTLE_REMINDER, RECOMMENDED, SHADOW_FORM, Config, RemindConfig, TurnsConfig, shadowed
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, answer_hook
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
@@ -141,7 +142,7 @@ async def test_a_compaction_is_recorded_as_compacted(
     assert events.of(AgentStatus)[-1].status == "compacted"
 
 
-async def test_gemini_pairs_after_tool_with_the_oldest_open_call_alike(link: GuardLink, events: Capture) -> None:
+async def test_gemini_pairs_after_tool_with_the_newest_open_call_alike(link: GuardLink, events: Capture) -> None:
     hooks = ClaudeHooks(link, runtime=GEMINI_CLI)
     await hooks.handle(payload("BeforeAgent", prompt="look around"))
     # a response with three parallel calls, two alike; their AfterTools arrive out of order
@@ -157,8 +158,8 @@ async def test_gemini_pairs_after_tool_with_the_oldest_open_call_alike(link: Gua
     paired = [(r.call_id, r.tool, r.args["command"]) for r in events.of(ToolResult)]
     assert paired == [
         (calls[1].call_id, "run_shell_command", "git status"),
-        (calls[0].call_id, "run_shell_command", "ls src"),
         (calls[2].call_id, "run_shell_command", "ls src"),
+        (calls[0].call_id, "run_shell_command", "ls src"),
     ]
     assert events.of(ToolResult)[1].content.startswith("<untrusted_context>\nOutput: cfg.py")
 
@@ -371,7 +372,54 @@ def test_a_copy_of_a_codex_patchs_pre_hook_is_recorded_once(tmp_path: Path, rebu
     )
     first = answer_hook(patch, state, RECOMMENDED, runtime=CODEX)
     if rebuilt:
-        snapshot_path(state / f"{SESSION}.jsonl").unlink()
+        snapshot_path(state / f"{SESSION}.jsonl", RECOMMENDED).unlink()
     assert answer_hook(patch, state, RECOMMENDED, runtime=CODEX) == first
     calls = [e.call_id for e in read_log(state / f"{SESSION}.jsonl") if isinstance(e, ToolCall)]
     assert calls == ["p1"]
+
+
+def _refused_then_repeated(runtime: Any) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """A call Codex or Gemini CLI never ran (another hook or the user
+    refused it after the guard's pre hook: no post hook follows), then
+    five model responses each making one call, the same one: each as its
+    pre hook and the post hook that follows it if the call runs."""
+    responses: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    if runtime is CODEX:
+        responses.append((next(codex_call(99, "make test")), None))
+        for n in range(5):
+            pre, post = codex_call(n, "make test", "FAIL\n")
+            responses.append((pre, post))
+        return responses
+    responses.append((gemini_before("make test"), None))
+    return responses + [(gemini_before("make test"), gemini_after("make test", pgid=n)) for n in range(5)]
+
+
+@pytest.mark.parametrize("runtime", [CODEX, GEMINI_CLI], ids=["codex", "gemini-cli"])
+@pytest.mark.parametrize("snapshots", [True, False], ids=["from-snapshots", "replayed"])
+def test_a_call_the_cli_never_ran_does_not_hold_every_later_call_in_its_step(
+    tmp_path: Path, runtime: Any, snapshots: bool
+) -> None:
+    """Each response is a step of its own once the one before it is over,
+    an older call left open or not, so ``turns`` counts them; the process
+    that rebuilds the session from its log (no snapshot) infers the same
+    steps, and the log replays as it was recorded."""
+    import anyio
+
+    from guard.sessions.snapshot import snapshot_path
+    from guard.verdicts import replay_log
+
+    config = Config(remind=RemindConfig(enabled=False), turns=TurnsConfig(threshold=3))
+    log = tmp_path / f"{SESSION}.jsonl"
+    denials = 0
+    for pre, post in _refused_then_repeated(runtime):
+        events = [pre] if post is None else [pre, post]
+        for event in events:
+            if not snapshots:
+                snapshot_path(log, config).unlink(missing_ok=True)
+            answer = answer_hook(event, tmp_path, config, runtime=runtime)
+            if TURNS_DENIED in json.dumps(answer):
+                denials += 1
+                break  # a denied call does not run: no post hook
+    assert [e.step for e in read_log(log) if isinstance(e, ToolCall)] == [1, 1, 2, 3, 4, 5]
+    assert denials == 1, "turns saw one response after another: the fifth in a row is denied"
+    assert anyio.run(replay_log, log, config).differences == []

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from guard.adapters.claude_hooks import CLAUDE_CODE, HOOK_EVENTS, forward_command
+from guard.adapters.claude_hooks import CLAUDE_CODE, HOOK_EVENTS, forward_command, hook_command, path_command
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
 from guard.adapters.hook_install import SettingsFileError, add_toml_table, install, remove_toml_table, settings_file
@@ -128,6 +129,46 @@ def test_a_users_own_hook_that_mentions_the_guard_is_kept(tmp_path: Path) -> Non
     assert json.loads(path.read_text()) == {"hooks": {"Stop": [{"hooks": [report]}]}}
 
 
+USERS_OWN = [
+    "repeat-tool-guard hook-settings --agent codex > /tmp/rtg-hooks.json",
+    'grep -q "repeat-tool-guard hook" ~/.claude/settings.json || echo guard missing >&2',
+    "echo repeat-tool-guard hook",
+    "/usr/bin/python3 -m guard hook-settings",
+    "python3 -c 'import guard' -m guard hook",
+    "printf '%s' 'repeat-tool-guard hook failed (exit 1): the loop guard is off for this event'",
+    "echo 'an unclosed quote",
+]
+GUARDS_OWN = [
+    hook_command(["/opt/venv/bin/repeat-tool-guard", "hook", "--agent", "codex"]),
+    hook_command(["/home/me/my tools/bin/repeat-tool-guard", "hook", "--config", "/home/me/guard\nrules.toml"]),
+    hook_command(["/usr/bin/python3", "-m", "guard", "hook", "--agent", "codex"]),
+    hook_command(["/usr/bin/python3.11", "-P", "-m", "guard", "hook", "--agent", "gemini-cli"]),
+    path_command(["repeat-tool-guard", "hook"]),
+    forward_command("http://127.0.0.1:8787/hooks/codex"),
+    forward_command("http://127.0.0.1:8787/hooks/codex", token_env="GUARD_TOKEN"),
+    forward_command("http://127.0.0.1:8787/hooks/codex").replace(  # as written before curl read its token from fd 3
+        " --data-binary @- ", ' --data-binary @- -H "Authorization: Bearer $GUARD_TOKEN" '
+    ),
+    "repeat-tool-guard hook",
+    "REPEAT_TOOL_GUARD_SHADOW=1 '/opt/my venv/bin/repeat-tool-guard' hook --agent codex",
+    "python3 -I -P -m guard hook --agent codex 2>>/tmp/guard.err",
+]
+
+
+def test_only_the_guards_own_hook_commands_are_taken_out(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A command is the guard's when it runs the guard's ``hook`` command
+    (``repeat-tool-guard`` by any path, quoted or not, or ``python -m
+    guard``, after variable assignments and interpreter flags) or ends as
+    every command the guard writes ends; a user's command that only
+    mentions it, in a word of its own or in quotes, stays."""
+    path = tmp_path / "hooks.json"
+    groups = [{"hooks": [{"type": "command", "command": command}]} for command in USERS_OWN + GUARDS_OWN]
+    path.write_text(json.dumps({"hooks": {"SessionStart": groups}}))
+    assert main(["install", "--agent", "codex", "--file", str(path), "--uninstall"]) == 0
+    assert "guard hooks removed" in capsys.readouterr().err
+    assert commands(json.loads(path.read_text())) == set(USERS_OWN)
+
+
 def test_install_into_a_new_file_and_out_again(tmp_path: Path) -> None:
     path = tmp_path / "codex" / "hooks.json"
     assert (
@@ -174,6 +215,36 @@ def test_groups_that_are_not_hook_lists_are_kept(tmp_path: Path) -> None:
     assert json.loads(path.read_text()) == odd
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "agent"),
+    [
+        ("HOME", "", "claude-code"),
+        ("HOME", "rel/home", "gemini-cli"),
+        ("HOME", "", "codex"),
+        ("CODEX_HOME", "ch", "codex"),
+    ],
+)
+def test_a_home_that_is_no_absolute_path_is_refused_rather_than_the_root_or_the_working_directory(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    agent: str,
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.setenv(variable, value)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SettingsFileError, match=f"{variable} = {value!r} is no absolute path"):
+        settings_file(agent, "user")
+    assert main(["install", "--agent", agent]) == 2
+    said = capsys.readouterr().err
+    assert f"{variable} = {value!r} is no absolute path" in said
+    assert "--file" in said
+    assert list(tmp_path.iterdir()) == [], "nothing written under the working directory"
+
+
 def test_where_each_cli_keeps_its_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CODEX_HOME", raising=False)
@@ -186,6 +257,11 @@ def test_where_each_cli_keeps_its_settings(tmp_path: Path, monkeypatch: pytest.M
     assert settings_file("gemini-cli", "project") == tmp_path / ".gemini" / "settings.json"
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
     assert settings_file("codex", "user") == tmp_path / "ch" / "hooks.json"
+    monkeypatch.setenv("CODEX_HOME", "")  # empty is unset, as Codex reads it
+    assert settings_file("codex", "user") == tmp_path / "home" / ".codex" / "hooks.json"
+    monkeypatch.delenv("HOME")
+    assert settings_file("claude-code", "user") == Path.home() / ".claude" / "settings.json"
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
     assert main(["install", "--agent", "codex"]) == 0
     assert (tmp_path / "ch" / "hooks.json").exists()
 
@@ -307,6 +383,31 @@ def test_a_config_toml_that_cannot_be_read_leaves_the_hooks_file_as_it_was(
     assert hooks.read_text() == installed
 
 
+def test_mcp_hooks_the_disk_cannot_hold_take_their_server_table_out_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, file_size_limit: Callable[[int], None]
+) -> None:
+    """Codex's MCP hooks call tools of the server ``config.toml`` declares:
+    when the hooks file cannot be written, the table added for them goes
+    again, so both files are as they were."""
+    hooks = tmp_path / "hooks.json"
+    hooks.write_text(json.dumps({"hooks": {}, "notes": "n" * 6000}))
+    config = tmp_path / "config.toml"
+    config.write_text('model = "gpt-5.1-codex"\n')
+    before = hooks.read_text()
+    file_size_limit(5000)  # the small config.toml fits, the hooks file does not
+    try:
+        code = main(["install", "--agent", "codex", "--file", str(hooks), "--http", "http://h:1", "--mcp"])
+    finally:
+        file_size_limit(1 << 30)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "[mcp_servers.repeat_tool_guard] added" in err
+    assert "[mcp_servers.repeat_tool_guard] removed" in err
+    assert "File too large" in err
+    assert hooks.read_text() == before
+    assert config.read_text() == 'model = "gpt-5.1-codex"\n'
+
+
 _TABLE = '[mcp_servers.repeat_tool_guard]\nurl = "http://127.0.0.1:8787/mcp"\n'
 
 
@@ -353,20 +454,66 @@ def test_a_config_toml_it_cannot_add_to_is_refused_and_left_as_it_is(tmp_path: P
 
 @pytest.mark.parametrize("existing", [True, False])
 def test_a_rewrite_that_fails_leaves_the_file_as_it_was_and_no_copy_behind(tmp_path: Path, existing: bool) -> None:
-    import os
-
     settings = tmp_path / "settings.json"
     if existing:
         settings.write_text('{"model": "opus"}\n')
-    blocked = tmp_path / f".settings.json.{os.getpid()}.tmp"
-    blocked.mkdir()  # the new file cannot be written where it goes (as on a full disk)
-    with pytest.raises(SettingsFileError, match=r"settings\.json' left as it was: Is a directory"):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("not yours")
+    planted = tmp_path / f".settings.json.{os.getpid()}.tmp"
+    planted.symlink_to(elsewhere)  # the new file cannot be made where it goes: nothing is written through the link
+    with pytest.raises(SettingsFileError, match=r"settings\.json' left as it was: File exists"):
         install(settings, CLAUDE_CODE.settings({"type": "command", "command": "repeat-tool-guard hook"}))
     if existing:
         assert settings.read_text() == '{"model": "opus"}\n'
     else:
         assert not settings.exists()
-    assert {f.name for f in tmp_path.iterdir()} <= {blocked.name, "settings.json"}, "no backup left behind"
+    assert planted.is_symlink()
+    assert elsewhere.read_text() == "not yours"
+    assert {f.name for f in tmp_path.iterdir()} <= {planted.name, "settings.json", "elsewhere"}, "no backup left"
+
+
+@pytest.mark.parametrize("rewrite", ["settings", "config.toml"])
+def test_a_backup_the_disk_cannot_hold_is_taken_away_again(
+    tmp_path: Path, rewrite: str, file_size_limit: Callable[[int], None]
+) -> None:
+    """The file size limit stands for a full disk: the backup of a file
+    larger than it fails part-way, and what was written of it goes too."""
+    path = tmp_path / ("settings.json" if rewrite == "settings" else "config.toml")
+    content = (
+        json.dumps({"env": {f"K{i}": "v" * 50 for i in range(200)}}, indent=2)
+        if rewrite == "settings"
+        else "".join(f'[profiles.p{i}]\nmodel = "{"m" * 60}"\n' for i in range(100))
+    )
+    path.write_text(content)
+    file_size_limit(4000)
+    try:
+        with pytest.raises(SettingsFileError, match="left as it was: File too large"):
+            install(path, GUARD_HOOKS) if rewrite == "settings" else add_toml_table(path, _TABLE)
+    finally:
+        file_size_limit(1 << 30)
+    assert path.read_text() == content
+    assert [f.name for f in tmp_path.iterdir()] == [path.name], "no backup, whole or partial, left behind"
+
+
+@pytest.mark.parametrize(
+    ("umask", "mode"), [(0o022, None), (0o077, 0o644), (0o022, 0o600)], ids=["new", "narrow-umask", "private"]
+)
+def test_the_new_file_is_made_with_the_mode_it_ends_with_whatever_the_umask(
+    tmp_path: Path, umask: int, mode: int | None
+) -> None:
+    """The new settings file is made with the permissions it ends with,
+    before anything (settings may hold keys) is in it: 0600 for a file that
+    was not there, the old file's exactly for one that was."""
+    path = tmp_path / "settings.json"
+    if mode is not None:
+        path.write_text('{"env": {"ANTHROPIC_API_KEY": "sk-ant-secret"}}')
+        path.chmod(mode)
+    before = os.umask(umask)
+    try:
+        install(path, GUARD_HOOKS)
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(path.stat().st_mode) == (0o600 if mode is None else mode)
 
 
 def test_one_settings_file_is_named_at_a_time(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -437,3 +584,59 @@ def test_a_settings_file_with_comments_is_left_as_it_is_and_the_refusal_says_why
     with pytest.raises(SettingsFileError, match=r"has comments .* install would drop them"):
         install(path, GUARD_HOOKS)
     assert path.read_text() == content
+
+
+def test_an_uninstall_that_finds_no_guard_hooks_leaves_the_file_as_it_was(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "settings.json"
+    for content in (
+        '{"hooks": {"Stop": []}, "model": "opus"}\n',
+        '{"hooks": {}}',
+        '{"hooks": {"Stop": [{"hooks": []}]}}',
+    ):
+        path.write_text(content)
+        assert main(["install", "--file", str(path), "--uninstall"]) == 0
+        assert capsys.readouterr().err.endswith(": no guard hooks found: left as it is\n")
+        assert path.read_text() == content
+        assert [f.name for f in tmp_path.iterdir()] == ["settings.json"], "no backup of a file left as it was"
+    path.unlink()
+    assert install(path, {}, uninstall=True) == "no guard hooks found: left as it is"
+    assert not path.exists()
+
+
+def test_only_what_taking_the_guards_hooks_out_empties_goes(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    mine: dict[str, Any] = {
+        "hooks": {"SessionStart": [], "Notification": [{"matcher": "", "hooks": []}]},
+        "model": "opus",
+    }
+    path.write_text(json.dumps(mine))
+    install(path, GUARD_HOOKS)
+    installed = json.loads(path.read_text())
+    assert installed["hooks"]["Notification"] == mine["hooks"]["Notification"], "the user's empty group stays"
+    assert installed["hooks"]["SessionStart"] == [], "the user's empty event stays"
+    assert install(path, {}, uninstall=True).startswith("guard hooks removed")
+    assert json.loads(path.read_text()) == mine
+    path.write_text(json.dumps({"model": "opus", "hooks": {"Stop": GUARD_HOOKS["hooks"]["Stop"]}}))
+    install(path, {}, uninstall=True)
+    assert json.loads(path.read_text()) == {"model": "opus"}, (
+        "the events and hooks table the guard's hooks left empty go"
+    )
+
+
+def test_install_keeps_the_users_text_and_numbers_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    content = (
+        '{\n  "env": {\n    "GREETING": "Grüße, 世界",\n    "CUT": "\\ud83d"\n  },\n  "cleanupPeriodDays": 1e1,\n'
+        '  "scale": 1.50,\n  "offset": -0,\n  "big": 123456789012345678901234567890,\n  "small": 2.5E-3\n}\n'
+    )
+    path.write_text(content, encoding="utf-8")
+    assert install(path, GUARD_HOOKS).startswith("guard hooks installed")
+    text = path.read_text(encoding="utf-8")
+    assert '"GREETING": "Grüße, 世界"' in text
+    for literal in ('"\\ud83d"', "1e1", "1.50", "-0", "123456789012345678901234567890", "2.5E-3"):
+        assert literal in text
+    assert json.loads(text)["hooks"] == GUARD_HOOKS["hooks"]
+    assert install(path, {}, uninstall=True).startswith("guard hooks removed")
+    assert path.read_text(encoding="utf-8") == content, "install then uninstall gives the file back as written"
