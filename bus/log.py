@@ -166,7 +166,7 @@ class SessionLog:
         One ``os.write`` of a buffer encoded in place."""
         fd = self._fd
         if fd is None:
-            raise ValueError(f"session log {str(self.path)!r} is closed")
+            self._closed(1)
         buffer = self._buffer
         encode_line(event, buffer)
         buffer.append(10)  # b"\n"
@@ -206,10 +206,9 @@ class SessionLog:
         for one; ``failures`` counts each event not written). For a writer
         that has many events at once (an importer): one write per event is
         most of what writing them costs. Inside ``held``, they are held too."""
-        fd = self._fd
-        if fd is None:
-            raise ValueError(f"session log {str(self.path)!r} is closed")
         items = [_readable(event) for event in events]
+        if self._fd is None:
+            self._closed(len(items))
         if not items:
             return
         held = self._held
@@ -223,7 +222,7 @@ class SessionLog:
         """Append ``count`` whole lines with one system write, all or none."""
         fd = self._fd
         if fd is None:
-            raise ValueError(f"session log {str(self.path)!r} is closed")
+            self._closed(count)
         if self._torn:
             batch = b"\n" + batch
         try:
@@ -267,6 +266,15 @@ class SessionLog:
         self.error = LogWriteError(exc.errno, f"session log {str(self.path)!r}: event not written ({exc.strerror})")
         raise self.error from None
 
+    def _closed(self, count: int) -> NoReturn:
+        """``count`` events came after ``close``: none is written, and the
+        ``LogWriteError`` says which log and why (a bus logs it in one line)."""
+        self.failures += count
+        self.error = LogWriteError(
+            errno.EBADF, f"session log {str(self.path)!r}: event not written (the log is closed)"
+        )
+        raise self.error
+
     def _cut(self, fd: int, written: int) -> None:
         """Take back the ``written`` bytes of a line that did not land whole."""
         if not written:
@@ -277,7 +285,7 @@ class SessionLog:
             self._torn = True  # the next line starts with a newline instead
 
     def close(self) -> None:
-        """Close the file; later writes raise. Closing twice is harmless."""
+        """Close the file; later writes raise ``LogWriteError``. Closing twice is harmless."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -6,8 +6,12 @@ pending messages are appended to the request as their own text content; a
 halt request answers in place of the model, ending the turn),
 ``before_tool_callback`` (decide; a deny returns ``{"error": denial}`` so the
 tool never runs and the model reads the denial as the function response),
-``after_tool_callback`` / ``on_tool_error_callback`` (publish the result).
-Each agent of a session is one live agent; its ``parent_agent`` in the ADK
+``after_tool_callback`` / ``on_tool_error_callback`` (publish the result;
+a call ADK holds back for the user's confirmation stays open, and its
+confirmed run is the same call, decided once). ADK stops at the first plugin
+whose callback returns a value, so the guard should be listed first; a call
+whose result a plugin before it kept from the guard is answered from the
+function response the model reads next. Each agent of a session is one live agent; its ``parent_agent`` in the ADK
 agent tree is its parent, and a user's message reaches each agent of the
 tree when it first works after it (a pipeline's worker, a transfer's
 target). A run started while a guarded tool executes (an
@@ -30,11 +34,17 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
+from bus._logging import LazyLogger
 from guard.config import Config
-from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, UserTurns, adapter_link, as_text
+from guard.sessions.link import CANCELLED, REMINDER_PREFIX, AgentLink, GuardLink, UserTurns, adapter_link, as_text
 from guard.sessions.live import LiveTable
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
+
+_log = LazyLogger("guard")
+
+_PAUSED_KEPT = 4096
+"""Tool calls waiting on the user's confirmation that are remembered; the oldest go first."""
 
 _running: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_google_adk", default=None)
 
@@ -42,7 +52,10 @@ _running: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_google_ad
 class RepeatToolGuard(BasePlugin):
     """One plugin may serve many sessions. Each agent of a session is one
     live agent, kept across the session's turns; beyond ``max_sessions``
-    sessions the agents of the least recently active one are disposed."""
+    sessions the agents of the least recently active one are disposed (one
+    whose tool is running stays until that tool is done). List it first
+    among the runner's plugins: the first run with another plugin before it
+    logs a warning."""
 
     def __init__(self, link: GuardLink | None = None, *, config: Config | None = None, max_sessions: int = 256) -> None:
         super().__init__(name="repeat_tool_guard")
@@ -50,12 +63,15 @@ class RepeatToolGuard(BasePlugin):
         self.link = adapter_link(link, config, "google-adk")
         self._agents: dict[tuple[str, str], AgentLink] = {}
         self._nested: dict[str, AgentLink] = {}
-        self._outer: dict[tuple[str, str], AgentLink | None] = {}
+        self._outer: dict[tuple[str, str, str, str], AgentLink | None] = {}
+        """The tools running, by session, invocation, agent and call id: what ``_running`` was before each."""
+        self._paused: LiveTable[tuple[str, str], bool] = LiveTable(_PAUSED_KEPT)
         self._turns: dict[str, UserTurns] = {}
+        self._order_checked = False
 
     async def _agent(self, session_id: str, agent: Any) -> AgentLink:
         if self._sessions.get(session_id) is None:
-            for oldest in self._sessions.add(session_id, session_id):
+            for oldest in self._sessions.add(session_id, session_id, in_use=self._busy):
                 await self._dispose_agents(oldest)
         key = (session_id, agent.name)
         known = self._agents.get(key)
@@ -73,6 +89,10 @@ class RepeatToolGuard(BasePlugin):
         await link.start()
         return link
 
+    def _busy(self, session_id: str) -> bool:
+        """Whether a tool of the session is running: its agents stay live until it is done."""
+        return any(key[0] == session_id for key in self._outer)
+
     async def _dispose_session(self, session_id: str) -> None:
         self._sessions.pop(session_id)
         await self._dispose_agents(session_id)
@@ -85,6 +105,20 @@ class RepeatToolGuard(BasePlugin):
     async def _from(self, context: CallbackContext) -> AgentLink:
         invocation = context.get_invocation_context()
         return await self._agent(invocation.session.id, invocation.agent)
+
+    async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
+        if not self._order_checked:
+            self._order_checked = True
+            first = invocation_context.plugin_manager.plugins[0]
+            if first is not self:
+                _log.warning(
+                    "guard.plugin_not_first",
+                    runtime="google-adk",
+                    first=first.name,
+                    reason="ADK stops at the first plugin whose callback returns a value, so one listed before"
+                    " the guard can keep tool results, user turns and model calls from it: list it first",
+                )
+        return None
 
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
@@ -99,13 +133,20 @@ class RepeatToolGuard(BasePlugin):
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         session_id = invocation_context.session.id
+        ended = invocation_context.invocation_id
+        for key in [key for key in self._outer if key[1] == ended]:  # no tool of a run over still runs
+            del self._outer[key]
         if self._nested.pop(session_id, None) is not None and session_id in self._sessions:
             await self._dispose_session(session_id)
+        for oldest in self._sessions.trim(in_use=self._busy):  # a session an add passed over while its tool ran
+            await self._dispose_agents(oldest)
 
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         agent = await self._from(callback_context)
+        if agent.open_calls():
+            await self._answer_from(callback_context, agent, llm_request.contents)
         turns = self._turns.get(callback_context.get_invocation_context().session.id)
         if turns is not None:  # every agent of the tree works for the user's message, not only the root
             await turns.reach(agent)
@@ -122,22 +163,33 @@ class RepeatToolGuard(BasePlugin):
     ) -> dict[str, Any] | None:
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
-        decision = await agent.call(call_id, tool.name, tool_args)
-        if decision.allowed:
-            # ADK runs the tool in this context: a run it starts sees its agent.
-            self._outer[(agent.agent.id, call_id)] = _running.get()
-            _running.set(agent)
-            return None
-        await agent.denied(call_id, decision)
-        return {"error": decision.reason or ""}
+        self._paused.pop((agent.agent.id, call_id))
+        # a call the user answered (confirmed or not) is the call decided when it was first asked
+        resumed = tool_context.tool_confirmation is not None and agent.running(call_id) is not None
+        if not resumed:
+            decision = await agent.call(call_id, tool.name, tool_args)
+            if not decision.allowed:
+                await agent.denied(call_id, decision)
+                return {"error": decision.reason or ""}
+        # ADK runs the tool in this context: a run it starts sees its agent.
+        self._outer[_tool_key(tool_context, agent, call_id)] = _running.get()
+        _running.set(agent)
+        return None
 
     async def after_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
     ) -> dict[str, Any] | None:
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
-        self._tool_done(agent, call_id)
-        if agent.has_call(call_id):
+        self._tool_done(tool_context, agent, call_id)
+        if not agent.has_call(call_id):
+            return None
+        if call_id in (tool_context.actions.requested_tool_confirmations or {}):
+            # held back for the user's confirmation: no result yet, and its confirmed run is this call
+            self._paused.add((agent.agent.id, call_id), True)
+        elif tool_context.tool_confirmation is not None and not tool_context.tool_confirmation.confirmed:
+            await agent.result(call_id, CANCELLED, is_error=True)  # the user said no: it never ran
+        else:
             await agent.result(call_id, as_text(result))
         return None
 
@@ -146,11 +198,48 @@ class RepeatToolGuard(BasePlugin):
     ) -> dict[str, Any] | None:
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
-        self._tool_done(agent, call_id)
+        self._tool_done(tool_context, agent, call_id)
         await agent.failed(call_id, error)  # a cancelled run's tool comes here too, as its CancelledError
         return None
 
-    def _tool_done(self, agent: AgentLink, call_id: str) -> None:
-        key = (agent.agent.id, call_id)
+    def _tool_done(self, context: CallbackContext, agent: AgentLink, call_id: str) -> None:
+        key = _tool_key(context, agent, call_id)
         if key in self._outer:
             _running.set(self._outer.pop(key))
+
+    async def _answer_from(self, context: CallbackContext, agent: AgentLink, contents: list[types.Content]) -> None:
+        """Publish the results of ``agent``'s open calls that ``contents``
+        (what the model is about to read) answers: calls whose after-tool
+        callback a plugin before the guard kept from it. A call held back
+        for the user's confirmation is not answered by its pause."""
+        for call_id, responses in _latest_responses(contents).items():
+            open_calls = len(agent.running_namesakes(call_id))
+            if not open_calls or (agent.agent.id, call_id) in self._paused:
+                continue
+            self._outer.pop(_tool_key(context, agent, call_id), None)
+            for response in responses[-open_calls:]:
+                await agent.result(call_id, as_text(response.response))
+
+
+def _tool_key(context: CallbackContext, agent: AgentLink, call_id: str) -> tuple[str, str, str, str]:
+    """Where a tool runs: its session, invocation, agent and call id."""
+    invocation = context.get_invocation_context()
+    return (invocation.session.id, invocation.invocation_id, agent.agent.id, call_id)
+
+
+def _latest_responses(contents: list[types.Content]) -> dict[str, list[types.FunctionResponse]]:
+    """The function responses in ``contents`` to the latest calls made under
+    each id, in order: calls a response made under one id each get theirs,
+    and a call answered again (its confirmed run after its pause) its latest."""
+    made: dict[str, int] = {}
+    answered: dict[str, list[types.FunctionResponse]] = {}
+    for content in contents:
+        for part in content.parts or ():
+            call, response = part.function_call, part.function_response
+            if call is not None and call.id:
+                if answered.pop(call.id, None) is not None:  # the id names a new call
+                    made[call.id] = 0
+                made[call.id] = made.get(call.id, 0) + 1
+            elif response is not None and response.id and response.id in made:
+                answered.setdefault(response.id, []).append(response)
+    return {call_id: responses[-made[call_id] :] for call_id, responses in answered.items()}

@@ -68,7 +68,9 @@ def is_reminder(message: BaseMessage) -> bool:
 class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
     """One middleware may serve many agents and runs. A top-level run is the
     agent of its ``thread_id`` (one live agent per thread, kept across its
-    runs; ``"main"`` without a thread); beyond ``max_sessions`` (or ``max_threads``) live threads
+    runs); a run without one (no conversation to go on) is an agent of its
+    own, ``run-<n>``, disposed when it ends, so runs at once never share a
+    count. Beyond ``max_sessions`` (or ``max_threads``) live threads and runs
     the least recently run one is disposed. A run started while a guarded
     tool executes is a subagent of the agent running the tool, disposed when
     that run ends (or the tool call does). Async only: LangChain calls these
@@ -91,6 +93,9 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         self._live: dict[str, AgentLink] = {}
         self._paused: dict[tuple[str, str], bool] = {}
         self._subagents = 0
+        self._runs = 0
+        self._unthreaded: set[str] = set()
+        """The agents of runs without a thread, each gone when its run ends."""
 
     @property
     def name(self) -> str:
@@ -105,7 +110,13 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             await agent.start()
             children.append(agent)
         else:
-            agent = await self._thread(str(get_config().get("configurable", {}).get("thread_id") or "main"))
+            thread = get_config().get("configurable", {}).get("thread_id")
+            if not thread:
+                self._runs += 1
+                agent = await self._thread(f"run-{self._runs}")
+                self._unthreaded.add(agent.agent.id)
+            else:
+                agent = await self._thread(str(thread))
             messages = state["messages"]
             if messages and isinstance(messages[-1], HumanMessage) and not is_reminder(messages[-1]):
                 await agent.user_message(messages[-1].text)
@@ -134,17 +145,22 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         await agent.start()
         for oldest in evicted:
             self._live.pop(oldest.agent.id, None)
+            self._unthreaded.discard(oldest.agent.id)
             await oldest.dispose()
         return agent
 
     async def aafter_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         agent = self._live.get(state["repeat_tool_guard_agent"])
-        if agent is not None and agent.agent.parent_id is not None:
-            await self._end_subagent(agent)
+        if agent is not None and (agent.agent.parent_id is not None or agent.agent.id in self._unthreaded):
+            await self._end_run(agent)
         return None
 
-    async def _end_subagent(self, agent: AgentLink) -> None:
+    async def _end_run(self, agent: AgentLink) -> None:
+        """The run of an agent that lives as long as its run (a subagent, a run without a thread) is over."""
         del self._live[agent.agent.id]
+        if agent.agent.id in self._unthreaded:
+            self._unthreaded.remove(agent.agent.id)
+            self._threads.pop(agent.agent.id)
         await agent.dispose()
 
     @hook_config(can_jump_to=["end"])
@@ -194,7 +210,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             _running.reset(token)
             for child in children:  # a subagent run that raised never reached aafter_agent
                 if child.agent.id in self._live:
-                    await self._end_subagent(child)
+                    await self._end_run(child)
         if isinstance(answer, ToolMessage):
             await agent.result(call_id, as_text(answer.content), is_error=answer.status == "error")
         else:

@@ -13,7 +13,7 @@ raises ``HaltRequested`` from that filter, before the next model call.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -34,12 +34,21 @@ from agents import (
     ToolInputGuardrailData,
 )
 from agents.run_config import CallModelData, ModelInputData
-from agents.tool import default_tool_error_function
+from agents.tool import default_tool_error_function, default_tool_timeout_error_message
 from agents.tool_context import ToolContext
 from openai.types.responses import EasyInputMessageParam
 
 from guard.config import Config
-from guard.sessions.link import AgentLink, GuardLink, HaltRequested, UserTurns, adapter_link, as_text, parse_args
+from guard.sessions.link import (
+    CANCELLED,
+    AgentLink,
+    GuardLink,
+    HaltRequested,
+    UserTurns,
+    adapter_link,
+    as_text,
+    parse_args,
+)
 from guard.sessions.live import LiveTable
 
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
@@ -54,12 +63,44 @@ _active: ContextVar[tuple[RepeatToolGuard, _Allowed] | None] = ContextVar(
     "repeat_tool_guard_openai_agents", default=None
 )
 """The guard of the run going on here (``run``, ``run_streamed``), and the calls
-it allowed: one the run ends without answering (a tool that raised with no
-``failure_error_function``, a cancelled run) gets its outcome published."""
+it allowed: one the run ends without answering (stopped by a sibling's
+exception, or by the run's cancellation) gets its outcome published."""
 _calling: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_openai_calling", default=None)
 """The agent whose allowed tool call runs in this task."""
-_invocation: ContextVar[dict[int, AgentLink] | None] = ContextVar("repeat_tool_guard_openai_as_tool", default=None)
-"""The live agents of the agent-as-tool invocation running here (``as_tool``), by SDK agent."""
+
+
+class _Scope:
+    """The live agents of a run that keeps agents of its own, by SDK agent:
+    an agent-as-tool invocation (``as_tool``), or a run started while another
+    run of the same guard goes on; and the user turns that reach them
+    (``None`` in an invocation, whose task comes from its caller)."""
+
+    __slots__ = ("links", "suffix", "turns")
+
+    def __init__(self, turns: UserTurns | None, suffix: str = "") -> None:
+        self.links: dict[int, AgentLink] = {}
+        self.turns = turns
+        self.suffix = suffix
+        """Added to each agent's name: ``/run-<n>`` for a run's, telling it from the conversation's."""
+
+    async def dispose(self) -> None:
+        for link in self.links.values():
+            await link.dispose()
+
+
+_scope: ContextVar[_Scope | None] = ContextVar("repeat_tool_guard_openai_scope", default=None)
+"""The agents of the run or invocation running here, if it keeps its own (``_Scope``)."""
+
+
+class _Run:
+    """A ``run`` or ``run_streamed`` of a guard, while it goes on; ``scope``
+    its own agents, if it started while another run went on."""
+
+    __slots__ = ("scope", "streamed")
+
+    def __init__(self, scope: _Scope | None) -> None:
+        self.scope = scope
+        self.streamed: RunResultStreaming | None = None
 
 
 async def _guardrail(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -76,7 +117,8 @@ TOOL_GUARDRAIL: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=
 
 def guard_tools(*agents: Agent[Any]) -> None:
     """Add ``TOOL_GUARDRAIL`` to every function tool of ``agents`` and of the
-    agents they hand off to (once; shared tools are fine)."""
+    agents they hand off to (once; shared tools are fine), and have each
+    answer the guard with its own exception when it raises one."""
     seen: set[int] = set()
     pending = list(agents)
     while pending:
@@ -89,10 +131,29 @@ def guard_tools(*agents: Agent[Any]) -> None:
                 guardrails = list(tool.tool_input_guardrails or [])
                 if TOOL_GUARDRAIL not in guardrails:
                     tool.tool_input_guardrails = [*guardrails, TOOL_GUARDRAIL]
+                    tool.on_invoke_tool = _answering_failures(tool.on_invoke_tool)
         for handoff in agent.handoffs:
             target = handoff if isinstance(handoff, Agent) else _handoff_agent(handoff)
             if target is not None:
                 pending.append(target)
+
+
+def _answering_failures(invoke: Callable[[ToolContext[Any], str], Awaitable[Any]]) -> Any:
+    """``invoke`` (a tool's ``on_invoke_tool``) publishing the exception the
+    tool raises as its call's outcome: the SDK ends the run with it (a tool
+    with ``failure_error_function=None``) and cancels the tool's siblings,
+    whose calls the run then answers ``CANCELLED``."""
+
+    async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
+        try:
+            return await invoke(context, arguments)
+        except Exception as exc:
+            link = _calling.get()
+            if _active.get() is not None and link is not None and link.has_call(context.tool_call_id):
+                await link.failed(context.tool_call_id, exc)
+            raise
+
+    return on_invoke_tool
 
 
 def _handoff_agent(handoff: Any) -> Agent[Any] | None:
@@ -107,6 +168,8 @@ class RepeatToolGuard(RunHooks[Any]):
     """One conversation's guard: each SDK ``Agent`` object seen in it is one
     live agent, kept across ``run`` calls; beyond ``max_sessions`` (or ``max_agents``) the least
     recently active one is disposed (and the guard lets go of the object).
+    A run started while another run of the guard goes on (runs in parallel)
+    shares nothing with it: its agents are its own, disposed when it ends.
     A handoff target is a child of the agent that handed off; an agent first
     seen while another runs a tool (an agent used as a tool, see ``as_tool``)
     is a child of that agent. Each user turn (a ``run`` whose input ends
@@ -126,20 +189,23 @@ class RepeatToolGuard(RunHooks[Any]):
         self._agents: LiveTable[int, tuple[Agent[Any], AgentLink]] = LiveTable(bound)
         self.link = adapter_link(link, config, "openai-agents")
         self._turns = UserTurns()
+        self._going: list[_Run] = []
+        self._parallel = 0
 
     def agent_link(self, agent: Agent[Any]) -> AgentLink | None:
-        scoped = _invocation.get()
-        if scoped is not None and id(agent) in scoped:
-            return scoped[id(agent)]
+        scoped = _scope.get()
+        if scoped is not None and id(agent) in scoped.links:
+            return scoped.links[id(agent)]
         entry = self._agents.peek(id(agent))
         return entry[1] if entry is not None else None
 
     async def _link_for(self, agent: Agent[Any], parent: AgentLink | None = None) -> AgentLink:
-        scoped = _invocation.get()
+        scoped = _scope.get()
         if scoped is not None:
-            link = scoped.get(id(agent))
+            link = scoped.links.get(id(agent))
             if link is None:
-                link = scoped[id(agent)] = self.link.agent(agent.name or "agent", parent=parent or self._busy())
+                name = (agent.name or "agent") + scoped.suffix
+                link = scoped.links[id(agent)] = self.link.agent(name, parent=parent or self._busy())
                 await link.start()
             return link
         entry = self._agents.get(id(agent))
@@ -155,6 +221,29 @@ class RepeatToolGuard(RunHooks[Any]):
     def _busy(self) -> AgentLink | None:
         """The agent whose tool runs here, in this task (the parent of an agent first seen in it), if any."""
         return _calling.get()
+
+    def _turns_here(self) -> UserTurns | None:
+        """The user turns of the run going on here (``None`` inside an agent used as a tool)."""
+        scoped = _scope.get()
+        return self._turns if scoped is None else scoped.turns
+
+    async def _start(self) -> _Run:
+        """A run begins: agents of its own if another one still goes on."""
+        for ended in [run for run in self._going if run.streamed is not None and run.streamed.is_complete]:
+            await self._end(ended)
+        scope = None
+        if self._going:
+            self._parallel += 1
+            scope = _Scope(UserTurns(), f"/run-{self._parallel}")
+        run = _Run(scope)
+        self._going.append(run)
+        return run
+
+    async def _end(self, run: _Run) -> None:
+        if run in self._going:
+            self._going.remove(run)
+            if run.scope is not None:
+                await run.scope.dispose()
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
         """``base`` (or a default ``RunConfig``) with the guard's model input filter,
@@ -175,7 +264,9 @@ class RepeatToolGuard(RunHooks[Any]):
         with a user item, is a new user turn. Other arguments go to
         ``Runner.run`` (``hooks`` and ``run_config`` composed with the guard's)."""
         allowed: _Allowed = []
+        run = await self._start()
         token = _active.set((self, allowed))
+        own = _scope.set(run.scope) if run.scope is not None else None
         try:
             await self._begin(agent, input)
             return await Runner.run(agent, input, **self._guarded(kwargs))
@@ -183,19 +274,30 @@ class RepeatToolGuard(RunHooks[Any]):
             await _answer_unanswered(allowed, exc)
             raise
         finally:
+            if own is not None:
+                _scope.reset(own)
             _active.reset(token)
+            await self._end(run)
 
     async def run_streamed(self, agent: Agent[Any], input: Any, **kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed`` with the guard, as ``run``; awaited (the user
         turn is published first), then consumed as usual with ``stream_events()``.
         A halt request raises ``HaltRequested`` from the stream."""
         allowed: _Allowed = []
+        run = await self._start()
         token = _active.set((self, allowed))
+        own = _scope.set(run.scope) if run.scope is not None else None
         try:
             await self._begin(agent, input)
-            result = Runner.run_streamed(agent, input, **self._guarded(kwargs))  # its task copies _active
+            result = Runner.run_streamed(agent, input, **self._guarded(kwargs))  # its task copies both
+        except BaseException:
+            await self._end(run)
+            raise
         finally:
+            if own is not None:
+                _scope.reset(own)
             _active.reset(token)
+        run.streamed = result
         stream = result.stream_events
 
         async def stream_events() -> AsyncIterator[StreamEvent]:
@@ -205,6 +307,9 @@ class RepeatToolGuard(RunHooks[Any]):
             except Exception as exc:  # the run failed; a reader that stops or is cancelled may leave it going on
                 await _answer_unanswered(allowed, exc)
                 raise
+            finally:
+                if result.is_complete:  # else the next run to start ends it, once it is complete
+                    await self._end(run)
 
         result.stream_events = stream_events  # type: ignore[method-assign]
         return result
@@ -213,8 +318,9 @@ class RepeatToolGuard(RunHooks[Any]):
         guard_tools(agent)
         link = await self._link_for(agent)
         text = _user_text(input)
-        if text is not None:
-            await self._turns.begin(text, link)
+        turns = self._turns_here()
+        if text is not None and turns is not None:
+            await turns.begin(text, link)
 
     def _guarded(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the guard's hooks (then the caller's) and model input filter."""
@@ -232,14 +338,13 @@ class RepeatToolGuard(RunHooks[Any]):
         invoke = tool.on_invoke_tool
 
         async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
-            links: dict[int, AgentLink] = {}
-            token = _invocation.set(links)
+            scope = _Scope(None)
+            token = _scope.set(scope)
             try:
                 return await invoke(context, arguments)
             finally:
-                _invocation.reset(token)
-                for link in links.values():
-                    await link.dispose()
+                _scope.reset(token)
+                await scope.dispose()
 
         tool.on_invoke_tool = on_invoke_tool
         return tool
@@ -274,22 +379,38 @@ class RepeatToolGuard(RunHooks[Any]):
 
     async def on_handoff(self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]) -> None:
         target = await self._link_for(to_agent, parent=await self._link_for(from_agent))
-        if _invocation.get() is None:  # inside an agent used as a tool, the task comes from its caller, not the user
-            await self._turns.reach(target)
+        turns = self._turns_here()
+        if turns is not None:  # inside an agent used as a tool, the task comes from its caller, not the user
+            await turns.reach(target)
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         link = self.agent_link(agent)
         if link is not None and isinstance(context, ToolContext) and link.has_call(context.tool_call_id):
-            # a tool that raised answers the SDK's own failure text: a failure, which may be retried
-            failed = isinstance(result, str) and result.startswith(_SDK_FAILURE)
+            # a tool that raised or timed out answers the SDK's own text for it: a failure, which may be retried
+            failed = isinstance(result, str) and (result.startswith(_SDK_FAILURE) or _timed_out(tool, result))
             await link.result(context.tool_call_id, as_text(result), is_error=failed)
+
+
+def _timed_out(tool: Tool, result: str) -> bool:
+    """Whether ``result`` is the SDK's own answer for ``tool`` timing out
+    (``timeout_seconds``, ``timeout_behavior="error_as_result"``)."""
+    seconds = tool.timeout_seconds if isinstance(tool, FunctionTool) else None
+    return seconds is not None and result == default_tool_timeout_error_message(
+        tool_name=tool.name, timeout_seconds=seconds
+    )
 
 
 async def _answer_unanswered(allowed: _Allowed, exc: BaseException) -> None:
     """Publish the outcome of each call a run allowed and ended with ``exc``
-    before answering (``AgentLink.failed``)."""
+    before answering: ``CANCELLED``, shielded from a cancellation under way
+    (``AgentLink.failed``). A tool that raised was answered with its own
+    exception as it raised (``guard_tools``): a call still open was stopped."""
     for link, call_id in allowed:
-        if link.has_call(call_id):
+        if not link.has_call(call_id):
+            continue
+        if isinstance(exc, Exception):  # the run failed: its siblings were cancelled
+            await link.result(call_id, CANCELLED, is_error=True)
+        else:
             await link.failed(call_id, exc)
 
 

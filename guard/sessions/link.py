@@ -220,7 +220,9 @@ class AgentLink:
     instead (after its tool calls ran) calls ``end_step``: ``step_done`` is
     then set until the next ``begin_step``, and ``steps_reported`` stays set.
     ``call`` asks the bus whether a tool may run;
-    ``result`` publishes what it returned (or the denial the model read).
+    ``result`` publishes what it returned (or the denial the model read);
+    an outcome for a call not open under its id is dropped and logged once
+    for the agent, never raised into the runtime.
     The guard's context messages wait in ``pending`` until the adapter takes
     them with ``take_context`` and shows them to the model; ``halt_reason`` is
     set once the guard asks to halt this agent, until the next user message.
@@ -236,6 +238,7 @@ class AgentLink:
         self._link = link
         self._calls: dict[str, ToolCall] = {}
         self._twins: dict[str, list[str]] = {}
+        self._dropped = False
 
     @property
     def bus(self) -> Bus:
@@ -330,7 +333,9 @@ class AgentLink:
 
     async def result(self, call_id: str, content: str, *, is_error: bool = False) -> None:
         """Publish what the tool returned; the guard's messages for it land in ``pending``."""
-        await self._publish(ToolResult.answering(self._close(call_id), content, is_error=is_error))
+        call = self._close(call_id)
+        if call is not None:
+            await self._publish(ToolResult.answering(call, content, is_error=is_error))
 
     async def failed(self, call_id: str, exc: BaseException) -> None:
         """Publish the outcome of a tool that raised ``exc`` instead of
@@ -348,11 +353,16 @@ class AgentLink:
 
     async def denied(self, call_id: str, decision: Decision) -> None:
         """Publish the denial as the call's result: the model reads ``decision.reason``."""
-        await self._publish(ToolResult.denial(self._close(call_id, latest=True), decision))
+        call = self._close(call_id, latest=True)
+        if call is not None:
+            await self._publish(ToolResult.denial(call, decision))
 
-    def _close(self, call_id: str, *, latest: bool = False) -> ToolCall:
+    def _close(self, call_id: str, *, latest: bool = False) -> ToolCall | None:
         """The open call ``call_id`` names, closed: its oldest (a result), or
-        its latest (a denial, which answers the call just made)."""
+        its latest (a denial, which answers the call just made). ``None``
+        when no call is open under it (never published, answered already, or
+        forgotten, ``OPEN_CALLS_KEPT``): the outcome is dropped, logged once
+        for the agent, and the tool call goes on as if there were no guard."""
         published = call_id
         twins = self._twins.get(call_id)
         if twins:
@@ -360,8 +370,15 @@ class AgentLink:
             if not twins:
                 del self._twins[call_id]
         call = self._calls.pop(published, None)
-        if call is None:
-            raise KeyError(f"no open tool call {call_id!r} for agent {self.agent.id!r}; publish it with call() first")
+        if call is None and not self._dropped:
+            self._dropped = True
+            _log.error(
+                "guard.unknown_call",
+                agent=self.agent.id,
+                call_id=call_id,
+                reason="no tool call open under this id (publish it with call() first): its outcome is not recorded;"
+                " later ones of this agent are not logged",
+            )
         return call
 
     def state(self) -> LinkState:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import errno
 import math
 import os
 import stat
@@ -14,6 +15,7 @@ import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from bus import (
     MAX_NESTING,
@@ -22,6 +24,7 @@ from bus import (
     Bus,
     ContextMessage,
     ContextSource,
+    LogWriteError,
     NotRegularFileError,
     SessionLog,
     ToolCall,
@@ -239,13 +242,14 @@ def test_fsync_forces_every_line_to_disk(log_path: Path, monkeypatch: pytest.Mon
     assert synced == []
 
 
-def test_write_after_close_raises_naming_the_path(log_path: Path) -> None:
+def test_write_after_close_is_a_write_error_naming_the_path(log_path: Path) -> None:
     log = SessionLog(log_path)
     log.close()
     log.close()  # closing twice is harmless
-    with pytest.raises(ValueError, match="is closed") as info:
+    with pytest.raises(LogWriteError, match=r"event not written \(the log is closed\)$") as info:
         log.write(UserMessage(agent=Agent("a"), text="late"))
     assert str(log_path) in str(info.value)
+    assert (info.value.errno, log.failures, log.error) == (errno.EBADF, 1, info.value)
 
 
 @pytest.mark.parametrize(
@@ -283,6 +287,23 @@ def test_a_clock_that_gives_no_time_makes_no_log(log_path: Path) -> None:
     with pytest.raises(TypeError, match="the session log's clock returned nan: an event's ts must be a finite"):
         SessionLog(log_path, clock=lambda: math.nan)
     assert not log_path.exists()
+
+
+@pytest.mark.anyio
+async def test_a_log_closed_under_a_bus_is_reported_in_one_line_per_event(
+    bus: Bus, log_path: Path, agent: Agent
+) -> None:
+    """A log closed while its bus still publishes (a ``GuardLink`` closed
+    before the agent on it stopped) fails as a full disk does: the bus logs
+    which log and why, with no traceback, and the publisher goes on."""
+    log = SessionLog(log_path).attach(bus)
+    log.close()
+    with capture_logs() as logs:
+        for text in ("one", "two"):
+            await bus.publish(UserMessage(agent=agent, text=text))
+    closed = f"session log {str(log_path)!r}: event not written (the log is closed)"
+    assert [(e["event"], e["error"], "exc_info" in e) for e in logs] == [("recorder failed", closed, False)] * 2
+    assert log.failures == 2
 
 
 @pytest.mark.anyio
@@ -491,7 +512,7 @@ def test_a_batch_is_written_as_its_events_one_by_one_are(tmp_path: Path, odd: An
         log.write_many(events[:10])
         log.write_many(iter(events[10:]))
         log.close()
-        with pytest.raises(ValueError, match="is closed"):
+        with pytest.raises(LogWriteError, match="is closed"):
             log.write_many(events)
     assert (tmp_path / "one.jsonl").read_bytes() == (tmp_path / "many.jsonl").read_bytes()
 

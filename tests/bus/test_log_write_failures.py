@@ -141,6 +141,6 @@ def test_held_lines_land_together_when_the_block_ends_or_not_at_all(log_path: Pa
             pass
         with pytest.raises(KeyError):  # the writer failed: what it wrote still lands
             _write_held(log, 6, fail=True)
-        with pytest.raises(ValueError, match="is closed"):  # closed before its lines could land
+        with pytest.raises(LogWriteError, match="is closed"):  # closed before its lines could land
             _write_held(log, 7, close=True)
     assert _ids(log_path) == (["c1", "c2", "c6"], {})

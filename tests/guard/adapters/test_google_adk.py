@@ -17,10 +17,13 @@ from google.adk.apps import App
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.plugins.multimodal_tool_results_plugin import MultimodalToolResultsPlugin
 from google.adk.runners import InMemoryRunner
 from google.adk.tools.agent_tool import AgentTool
 from google.genai import types
 from pydantic import Field
+from structlog.testing import capture_logs
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
@@ -43,6 +46,8 @@ class LoopingLlm(BaseLlm):
     per_turn: int | None = None
     until: tuple[str, ...] = GUARD_SAID
     copies: int = 1
+    same_id: str | None = None
+    """One id for every call, as some model servers give (ADK keeps a model's ids)."""
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -60,17 +65,25 @@ class LoopingLlm(BaseLlm):
             yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="I will stop.")]))
             return
         calls = [
-            types.FunctionCall(name="grep", args={"pattern": "load_config"}, id=f"call-{len(self.requests)}-{n}")
+            types.FunctionCall(
+                name="grep", args={"pattern": "load_config"}, id=self.same_id or f"call-{len(self.requests)}-{n}"
+            )
             for n in range(self.copies)
         ]
         yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=c) for c in calls]))
 
 
 async def converse(
-    link: GuardLink, runs: list[str], *prompts: str, replies: list[str] | None = None, **model: Any
+    link: GuardLink,
+    runs: list[str],
+    *prompts: str,
+    replies: list[str] | None = None,
+    before: tuple[BasePlugin, ...] = (),
+    **model: Any,
 ) -> LoopingLlm:
-    """Runs the prompts as user turns of one session with a ``LoopingLlm(**model)``;
-    the texts of the events the runner yields go to ``replies``."""
+    """Runs the prompts as user turns of one session with a ``LoopingLlm(**model)``
+    and the guard after the plugins ``before``; the texts of the events the
+    runner yields go to ``replies``."""
 
     def grep(pattern: str) -> dict[str, Any]:
         """Search the code."""
@@ -79,7 +92,7 @@ async def converse(
 
     llm = LoopingLlm(model="looping", requests=[], **model)
     agent = LlmAgent(name="main", model=llm, tools=[grep])
-    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[RepeatToolGuard(link)]))
+    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[*before, RepeatToolGuard(link)]))
     session = await runner.session_service.create_session(app_name="app", user_id="u")
     for prompt in prompts:
         message = types.Content(role="user", parts=[types.Part(text=prompt)])
@@ -340,31 +353,155 @@ async def test_each_user_turn_reaches_the_worker_of_a_pipeline() -> None:
     assert said[-2:] == [("pipeline", "once more"), ("worker", "once more")]
 
 
-async def test_a_tool_confirmation_the_client_sends_is_no_user_turn(link: GuardLink, events: Capture) -> None:
+def _mailer(
+    link: GuardLink, sent: list[str], script: list[tuple[str, dict[str, Any]] | str], *before: BasePlugin
+) -> InMemoryRunner:
+    """A runner whose agent sends emails only once the user confirms each, the guard after ``before``."""
     from google.adk.tools.function_tool import FunctionTool
-
-    sent: list[str] = []
 
     def send_email(to: str) -> dict[str, str]:
         """Send an email."""
         sent.append(to)
         return {"status": "sent"}
 
-    script: list[tuple[str, dict[str, Any]] | str] = [("send_email", {"to": "alice"}), "done"]
     tool = FunctionTool(send_email, require_confirmation=True)
     agent = LlmAgent(name="main", model=ScriptedLlm(model="s", script=script), tools=[tool])
-    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[RepeatToolGuard(link)]))
+    return InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[*before, RepeatToolGuard(link)]))
+
+
+async def _confirming(runner: InMemoryRunner, prompt: str, *answers: bool | str) -> None:
+    """Runs ``prompt`` in a new session, then answers each confirmation a run
+    asks for with the next of ``answers``: ``True`` or ``False`` confirms or
+    rejects it; text is the user saying something else instead."""
     session = await runner.session_service.create_session(app_name="app", user_id="u")
-    asked = None
-    first = types.Content(role="user", parts=[types.Part(text="email alice")])
-    async for event in runner.run_async(user_id="u", session_id=session.id, new_message=first):
-        for part in event.content.parts or [] if event.content else []:
-            if part.function_call and part.function_call.name == "adk_request_confirmation":
-                asked = part.function_call
-    assert asked is not None
-    response = types.FunctionResponse(name="adk_request_confirmation", id=asked.id, response={"confirmed": True})
-    confirm = types.Content(role="user", parts=[types.Part(function_response=response)])
-    async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=confirm):
-        pass
+    message = types.Content(role="user", parts=[types.Part(text=prompt)])
+    for answer in (*answers, None):
+        asked = None
+        async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            for part in event.content.parts or [] if event.content else []:
+                if part.function_call and part.function_call.name == "adk_request_confirmation":
+                    asked = part.function_call
+        if isinstance(answer, str):
+            message = types.Content(role="user", parts=[types.Part(text=answer)])
+        elif answer is not None:
+            assert asked is not None
+            reply = types.FunctionResponse(name="adk_request_confirmation", id=asked.id, response={"confirmed": answer})
+            message = types.Content(role="user", parts=[types.Part(function_response=reply)])
+
+
+async def test_a_tool_confirmation_the_client_sends_is_no_user_turn(link: GuardLink, events: Capture) -> None:
+    sent: list[str] = []
+    await _confirming(_mailer(link, sent, [("send_email", {"to": "alice"}), "done"]), "email alice", True)
     assert sent == ["alice"]
     assert [m.text for m in events.of(UserMessage)] == ["email alice"]
+
+
+async def test_a_call_held_for_confirmation_is_one_call_and_a_rejected_one_is_cancelled(
+    rescue_link: GuardLink,
+) -> None:
+    """The call the user is asked to confirm is decided when it is made (a
+    denied one is never put to the user) and stays open while the user
+    decides: the confirmed run is that call, answered once with what the tool
+    returned; a rejected one never ran and is answered ``CANCELLED``. A call
+    still waiting when the user moves on stays open: its pause is no result."""
+    events = Capture().attach(rescue_link.bus)
+    sent: list[str] = []
+    script: list[tuple[str, dict[str, Any]] | str] = [
+        ("send_email", {"to": "alice"}),
+        ("send_email", {"to": "alice"}),
+        ("send_email", {"to": "bob"}),
+        "done",
+    ]
+    await _confirming(_mailer(rescue_link, sent, script), "email alice twice, then bob", True, False, "never mind")
+
+    assert sent == ["alice"]
+    assert [(c.call_id, c.args) for c in events.of(ToolCall)] == [
+        ("lead-1", {"to": "alice"}),
+        ("lead-2", {"to": "alice"}),
+        ("lead-3", {"to": "bob"}),
+    ], "the 2nd email to alice is its 2nd occurrence, not its 4th: rescue lets the user decide"
+    answered = [(r.call_id, r.is_error, r.denied_by, r.content) for r in events.of(ToolResult)]
+    assert answered == [("lead-1", False, None, '{"status":"sent"}'), ("lead-2", True, None, CANCELLED)]
+    assert [c.call_id for agent in rescue_link.links() for c in agent.calls_in_flight()] == ["lead-3"]
+
+
+async def test_a_confirmed_call_is_answered_once_behind_a_plugin_listed_first(link: GuardLink, events: Capture) -> None:
+    """The guard never hears the pause or the confirmed run from its after-tool
+    callback: the call stays open through the pause, and the model's next
+    request answers it with the confirmed run's response, not the pause's."""
+    sent: list[str] = []
+    runner = _mailer(link, sent, [("send_email", {"to": "alice"}), "done"], MultimodalToolResultsPlugin())
+    await _confirming(runner, "email alice", True)
+
+    assert sent == ["alice"]
+    assert [c.call_id for c in events.of(ToolCall)] == ["lead-1"]
+    assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [("lead-1", '{"status":"sent"}')]
+
+
+async def test_a_plugin_listed_before_the_guard_hides_no_result_from_it(link: GuardLink, events: Capture) -> None:
+    """ADK stops at the first plugin whose after-tool callback returns a value
+    (its own ``MultimodalToolResultsPlugin`` returns every result), so the
+    guard answers its open calls from the function responses the model is
+    about to read: every call, also calls made under one id, gets its own
+    result in time for the reminder. The order is warned about once."""
+    runs: list[str] = []
+    with capture_logs() as logs:
+        model = await converse(
+            link,
+            runs,
+            "find the config loader",
+            "once more",
+            before=(MultimodalToolResultsPlugin(),),
+            copies=2,
+            same_id="call_0",
+        )
+
+    assert len(runs) == 8, "in each turn the reminder after the 3rd call ends the loop at the next request"
+    assert [_texts(model.requests[n])[-1] for n in (2, 5)] == [REMINDER_PREFIX + GENTLE_REMINDER] * 2
+    assert [r.call_id for r in events.of(ToolResult)] == ["call_0", "call_0@1"] * 4
+    assert not any(agent.open_calls() for agent in link.links())
+    warned = [(log["first"], log["log_level"]) for log in logs if log["event"] == "guard.plugin_not_first"]
+    assert warned == [("multimodal_tool_results_plugin", "warning")]
+
+
+async def test_a_session_pushed_out_while_its_tool_runs_keeps_its_agent_until_the_tool_is_done(
+    link: GuardLink, events: Capture
+) -> None:
+    """Past ``max_sessions`` the least recently active session goes, but not
+    one whose tool is running: the tool's failure is recorded on its agent
+    and reaches the agent's own error handler, and the session goes once the
+    run that kept it is over, if it is still the oldest."""
+    started, go = asyncio.Event(), asyncio.Event()
+
+    async def deploy(env: str) -> dict[str, Any]:
+        """Deploy."""
+        started.set()
+        await go.wait()
+        raise ConnectionError("network down")
+
+    def handle(tool: Any, args: dict[str, Any], tool_context: Any, error: Exception) -> dict[str, Any]:
+        return {"error": f"deploy failed: {error}"}
+
+    script: list[tuple[str, dict[str, Any]] | str] = [("deploy", {"env": "prod"}), GREP, "searched", "answered"]
+    agent = LlmAgent(
+        name="main",
+        model=ScriptedLlm(model="s", script=script),
+        tools=[deploy, search([])],
+        on_tool_error_callback=handle,
+    )
+    runner = InMemoryRunner(app=App(name="app", root_agent=agent, plugins=[RepeatToolGuard(link, max_sessions=1)]))
+    first, second = [(await runner.session_service.create_session(app_name="app", user_id="u")).id for _ in "ab"]
+
+    async def run(session: str, prompt: str) -> list[str]:
+        message = types.Content(role="user", parts=[types.Part(text=prompt)])
+        said = [e async for e in runner.run_async(user_id="u", session_id=session, new_message=message)]
+        return _texts([e.content for e in said if e.content])
+
+    deploying = asyncio.create_task(run(first, "deploy"))
+    await started.wait()
+    await run(second, "search")
+    go.set()
+    assert await deploying == ["answered"]
+    assert [(r.tool, r.is_error, r.content) for r in events.of(ToolResult)][-1] == ("deploy", True, "network down")
+    disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
+    assert disposed == [f"{second}/main"]

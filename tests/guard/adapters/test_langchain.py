@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from langchain.agents import create_agent
 from langchain.tools import ToolRuntime
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -46,6 +47,18 @@ class ScriptedChat(GenericFakeChatModel):
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
         self.requests.append(list(messages))
         return super()._generate(messages, *args, **kwargs)
+
+
+class TwiceThenDone(ScriptedChat):
+    """Calls ``grep`` until the conversation holds two tool results, then
+    answers: whoever runs it, and however runs interleave, twice per run."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.requests.append(list(messages))
+        if sum(isinstance(m, ToolMessage) for m in messages) >= 2:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("done"))])
+        reply = grep_call(len(self.requests))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 def grep_call(n: int, tool: str = "grep", copies: int = 1) -> AIMessage:
@@ -168,8 +181,41 @@ async def test_subagent_run_inside_a_tool_is_isolated(link: GuardLink, events: C
     reminded = [r for r in parent_model.requests if is_reminder(r[-1])]
     assert len(reminded) == 1, "the lead's 3rd grep, not the child's calls, triggers it"
     statuses = [(s.agent.id if s.agent else "", s.status, s.parent) for s in events.of(AgentStatus)]
-    assert statuses == [("main", "started", None), ("main/sub-1", "started", "main"), ("main/sub-1", "disposed", None)]
+    assert statuses == [
+        ("run-1", "started", None),
+        ("run-1/sub-1", "started", "run-1"),
+        ("run-1/sub-1", "disposed", None),
+        ("run-1", "disposed", None),
+    ]
     assert [m.text for m in events.of(UserMessage)] == ["find the config loader"], "a delegated task is no user turn"
+
+
+async def test_runs_without_a_thread_at_once_share_no_agent(rescue_link: GuardLink) -> None:
+    """One agent graph serving two users at once with no checkpointer or
+    ``thread_id`` (no conversation to go on): each run is an agent of its
+    own, gone when it ends, so neither run's calls count toward the other's
+    and neither's prompt resets the other."""
+    events = Capture().attach(rescue_link.bus)
+
+    @tool
+    async def grep(pattern: str) -> str:
+        """Search the code."""
+        await asyncio.sleep(0.01)
+        return "src/cfg.py:12: def load_config():"
+
+    model = TwiceThenDone(messages=iter([]), requests=[])
+    agent = create_agent(model, [grep], middleware=[RepeatToolGuard(rescue_link)])
+    prompts = ("user A: find the config loader", "user B: find the config loader")
+    results = await asyncio.gather(*(agent.ainvoke({"messages": [HumanMessage(p)]}) for p in prompts))
+
+    assert [r["messages"][-1].text for r in results] == ["done", "done"]
+    assert not [r for r in events.of(ToolResult) if r.denied_by], "each user's 2nd call is their 2nd, not the 3rd"
+    assert sorted((m.agent.id if m.agent else "", m.text) for m in events.of(UserMessage)) == [
+        ("run-1", prompts[0]),
+        ("run-2", prompts[1]),
+    ]
+    assert Counter(s.status for s in events.of(AgentStatus)) == Counter({"started": 2, "disposed": 2})
+    assert rescue_link.links() == []
 
 
 async def test_turns_advises_then_denies_then_its_halt_request_ends_the_run(turns_link: GuardLink) -> None:
@@ -190,9 +236,8 @@ async def test_turns_advises_then_denies_then_its_halt_request_ends_the_run(turn
     last = result["messages"][-1]
     assert isinstance(last, ToolMessage)
     assert last.text.startswith(TURNS_DENIED), "the 4th call's denial, which carried the halt request"
-    (main,) = turns_link.links()
     halt = TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
-    assert main.halt_reason == halt
+    assert [s.reason for s in events.of(AgentStatus) if s.status == "halt-requested"] == [halt]
     assert halt_reason(result) == halt, "the caller can tell the halt from a normal finish"
 
 
@@ -364,8 +409,13 @@ async def test_a_subagent_whose_run_raises_is_disposed_with_the_tool_call(link: 
 
     assert result["messages"][-1].text == "lead done"
     statuses = [(s.agent.id if s.agent else "", s.status) for s in events.of(AgentStatus)]
-    assert statuses == [("main", "started"), ("main/sub-1", "started"), ("main/sub-1", "disposed")]
-    assert [a.agent.id for a in link.links()] == ["main"]
+    assert statuses == [
+        ("run-1", "started"),
+        ("run-1/sub-1", "started"),
+        ("run-1/sub-1", "disposed"),
+        ("run-1", "disposed"),
+    ]
+    assert link.links() == []
 
 
 async def test_a_tool_waiting_on_interrupts_is_one_call_that_never_failed(link: GuardLink, events: Capture) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncGenerator, Iterator
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,38 @@ async def test_a_tool_that_raises_without_a_failure_function_ends_the_run_with_i
     assert [agent.open_calls() for agent in link.links()] == [0]
 
 
+async def test_a_sibling_cancelled_because_a_tool_raised_is_answered_as_cancelled(
+    link: GuardLink, events: Capture
+) -> None:
+    """The SDK cancels a call's siblings when its tool raises (with
+    ``failure_error_function=None``): the raising call is answered with its
+    own exception, each sibling ``CANCELLED``, not with another tool's error."""
+    stopped: list[str] = []
+
+    @function_tool(failure_error_function=None)
+    async def broken() -> str:
+        """Fails."""
+        await asyncio.sleep(0.05)
+        raise RuntimeError("disk on fire")
+
+    @function_tool
+    async def slow() -> str:
+        """Takes its time."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            stopped.append("slow")
+            raise
+        return "slow done"
+
+    model = ScriptedModel([[function_call("broken", {}, call_id="b1"), function_call("slow", {}, call_id="s1")]])
+    with pytest.raises(Exception, match="disk on fire"):
+        await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[broken, slow]), "go")
+    assert stopped == ["slow"]
+    answered = {r.call_id: (r.is_error, r.content) for r in events.of(ToolResult)}
+    assert answered == {"b1": (True, "disk on fire"), "s1": (True, CANCELLED)}
+
+
 async def test_a_run_cancelled_while_its_tool_runs_answers_the_call_as_cancelled(
     link: GuardLink, events: Capture
 ) -> None:
@@ -212,6 +245,38 @@ async def test_a_tool_failing_then_working_is_retried_not_denied() -> None:
     guard = RepeatToolGuard(GuardLink(config=RECOMMENDED))
     assert (await guard.run(Agent(name="main", model=model, tools=[deploy]), "deploy it")).final_output == "done"
     assert len(attempts) == 3
+
+
+async def test_a_tool_timing_out_then_working_is_retried_not_denied() -> None:
+    """The SDK answers a tool past its ``timeout_seconds`` with its own text
+    (``timeout_behavior="error_as_result"``): a failure, retried as one."""
+    from guard import RECOMMENDED
+
+    attempts: list[int] = []
+
+    @function_tool(timeout=0.05)
+    async def deploy() -> str:
+        """Deploy; the first two attempts hang."""
+        attempts.append(1)
+        if len(attempts) < 3:
+            await asyncio.sleep(10)
+        return "deployed"
+
+    def respond(call: ModelCall) -> Any:
+        done = outputs(call)
+        if done and done[-1] == "deployed":
+            return [assistant_message("done")]
+        return [function_call("deploy", {}, call_id=f"d{len(done)}")]
+
+    link = GuardLink(config=RECOMMENDED)
+    events = Capture().attach(link.bus)
+    model = ScriptedModel([ModelStep.respond(respond)] * 6)
+    assert (
+        await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[deploy]), "go")
+    ).final_output == "done"
+    answered = [(r.is_error, r.denied_by, r.content) for r in events.of(ToolResult)]
+    timed_out = (True, None, "Tool 'deploy' timed out after 0.05 seconds.")
+    assert answered == [timed_out, timed_out, (False, None, "deployed")]
 
 
 async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
@@ -355,6 +420,19 @@ async def test_guardrail_outside_a_guarded_run_allows(events: Capture) -> None:
     assert getattr(agent.tools[-1], "tool_input_guardrails", None) is None, "a hosted tool gets no guardrail"
     result = await Runner.run(agent, "plain run")
     assert (result.final_output, runs, events.events) == ("ok", ["x"], [])
+
+
+async def test_a_guarded_tool_raising_outside_a_guarded_run_is_left_to_the_sdk(events: Capture) -> None:
+    @function_tool(failure_error_function=None)
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    agent = Agent(name="main", model=ScriptedModel([[function_call("broken", {}, call_id="b1")]]), tools=[broken])
+    guard_tools(agent)
+    with pytest.raises(Exception, match="disk on fire"):
+        await Runner.run(agent, "plain run")
+    assert events.events == []
 
 
 async def test_tools_without_the_guardrail_are_not_counted(link: GuardLink, events: Capture) -> None:
@@ -507,6 +585,79 @@ async def test_a_reader_that_stops_reading_a_stream_leaves_the_run_its_calls(lin
         while not events.of(ToolResult):
             await asyncio.sleep(0.01)
     assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [("s1", "done")]
+
+
+def _twice_then_done(runs: list[str]) -> Agent[Any]:
+    """An agent that greps (taking a moment, so runs interleave) until it
+    has two results, then answers: twice per run, never a loop."""
+    ids = count()
+
+    @function_tool
+    async def grep(pattern: str) -> str:
+        """Search the code."""
+        runs.append(pattern)
+        await asyncio.sleep(0.01)
+        return "src/cfg.py:12: def load_config():"
+
+    def respond(call: ModelCall) -> Any:
+        if len(outputs(call)) >= 2:
+            return [assistant_message("found it")]
+        return [function_call("grep", {"pattern": "load_config"}, call_id=f"g{next(ids)}")]
+
+    return Agent(name="main", model=ScriptedModel([ModelStep.respond(respond)] * 30), tools=[grep])
+
+
+def _lives(events: Capture) -> list[tuple[str, str]]:
+    return [(s.agent.id, s.status) for s in events.of(AgentStatus) if s.agent]
+
+
+async def test_runs_going_at_once_share_no_agent_and_a_later_run_goes_on_with_the_conversations(
+    rescue_link: GuardLink,
+) -> None:
+    """One guard and one ``Agent`` serving two runs at once (users of a server
+    that built them once, or one conversation's fan-out): each run's calls
+    count apart, and the user turn of one neither resets nor ends the other.
+    The run started while the other went on has agents of its own
+    (``<name>/run-<n>``), disposed when it ends; a run after both goes on
+    with the conversation's."""
+    events = Capture().attach(rescue_link.bus)
+    runs: list[str] = []
+    agent = _twice_then_done(runs)
+    guard = RepeatToolGuard(rescue_link)
+    both = await asyncio.gather(guard.run(agent, "user A: find the loader"), guard.run(agent, "user B: find it"))
+    assert [result.final_output for result in both] == ["found it"] * 2
+    assert (await guard.run(agent, "and once more")).final_output == "found it"
+
+    assert len(runs) == 6
+    assert not [r for r in events.of(ToolResult) if r.denied_by], "the 2nd call of each run is its 2nd, not its 4th"
+    said = [(m.agent.id if m.agent else "", m.text) for m in events.of(UserMessage)]
+    assert said == [("main", "user A: find the loader"), ("main/run-1", "user B: find it"), ("main", "and once more")]
+    assert _lives(events) == [("main", "started"), ("main/run-1", "started"), ("main/run-1", "disposed")]
+
+
+async def test_a_streamed_run_is_going_until_it_is_complete_read_or_not(link: GuardLink, events: Capture) -> None:
+    """A run started while a streamed run goes on has agents of its own; a
+    streamed run that completed is over whether its events were read or
+    not, and one that could not start never was going."""
+    agent = _twice_then_done([])
+    guard = RepeatToolGuard(link)
+    with pytest.raises(TypeError, match="no_such_option"):
+        await guard.run_streamed(agent, "never started", no_such_option=1)
+    streamed = await guard.run_streamed(agent, "first")
+    meanwhile = await guard.run_streamed(agent, "meanwhile")
+    for result in (meanwhile, streamed):
+        assert [event.type async for event in result.stream_events()]
+    unread = await guard.run_streamed(agent, "second")
+    with anyio.fail_after(10):
+        while not unread.is_complete:
+            await asyncio.sleep(0.01)
+    await guard.run(agent, "after it")
+    assert [event.type async for event in unread.stream_events()], "read late: the run it was is over already"
+    await guard.run(agent, "last")
+
+    assert _lives(events) == [("main", "started"), ("main/run-1", "started"), ("main/run-1", "disposed")]
+    said = [m.agent.id for m in events.of(UserMessage) if m.agent]
+    assert said == ["main", "main", "main/run-1", "main", "main", "main"]
 
 
 async def test_agents_beyond_max_sessions_are_disposed_least_recent_first(link: GuardLink, events: Capture) -> None:

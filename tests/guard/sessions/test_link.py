@@ -199,10 +199,18 @@ async def test_dispose_forgets_the_agent(bus: Bus) -> None:
     assert agent.halt_reason is None
 
 
-async def test_result_without_its_call_names_the_call(bus: Bus) -> None:
+async def test_an_outcome_without_its_call_is_dropped_and_logged_once_naming_it(bus: Bus, capture: Capture) -> None:
+    """A result, failure or denial for a call the link does not hold (never
+    published, answered already, forgotten) never raises into the runtime:
+    nothing is published, and the first one of the agent is logged."""
     agent = GuardLink(bus).agent("main")
-    with pytest.raises(KeyError, match="no open tool call 'c9' for agent 'main'"):
+    with capture_logs() as logs:
         await agent.result("c9", "x")
+        await agent.failed("c8", RuntimeError("boom"))
+        await agent.denied("c7", Decision.deny("no", "me"))
+    dropped = [(log["agent"], log["call_id"], log["log_level"]) for log in logs if log["event"] == "guard.unknown_call"]
+    assert dropped == [("main", "c9", "error")]
+    assert capture.events == []
     await agent.call("c1", "grep", {})
     assert agent.open_calls() == 1
     await agent.denied("c1", Decision.deny("no", "me"))
