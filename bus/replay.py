@@ -13,6 +13,8 @@ __all__ = ["Replay"]
 
 _OPEN_IDS = 4096
 _OPEN_PER_ID = 64
+_CHECKPOINT_EVERY = 256
+"""Events a replay applies between two turns it gives the other tasks."""
 
 
 class Replay:
@@ -35,6 +37,10 @@ class Replay:
     regenerate them); ``withheld`` counts them. The predicate sees each one:
     keep there what you need of them, for the replay keeps nothing (its
     memory stays constant however long the log).
+
+    ``run`` and ``apply`` let the event loop's other tasks run every few
+    hundred events (an anyio checkpoint), so replaying a long log inside a
+    server never holds its other requests for the whole log.
 
     An event whose seq is not above the one before it (and not 0, the seq
     of an event never published) begins a new run: the
@@ -68,6 +74,7 @@ class Replay:
         # (agent id, call id) -> the delivery of a latest result and its call's number
         self._answered: dict[tuple[str | None, str], tuple[tuple[object, ...], int]] = {}
         self._fed = ReadReport()
+        self._applied = 0
 
     @property
     def report(self) -> ReadReport:
@@ -91,12 +98,14 @@ class Replay:
         if self.reader is None:
             raise ValueError("this Replay has no log to run; feed it events with apply()")
         step = self._step
-        for event in self.reader:
+        for count, event in enumerate(self.reader, 1):
             pending = step(event)
             if pending is not None:
                 await pending
             if then is not None:
                 then(event)
+            if not count % _CHECKPOINT_EVERY:
+                await _turn()
         return self.reader.report
 
     async def apply(self, event: AnyEvent) -> Decision | None:
@@ -106,7 +115,11 @@ class Replay:
         written (another process's appends) with the same state a whole
         replay would reach."""
         pending = self._step(event)
-        return None if pending is None else await pending
+        decision = None if pending is None else await pending
+        self._applied += 1
+        if not self._applied % _CHECKPOINT_EVERY:
+            await _turn()
+        return decision
 
     def _step(self, event: AnyEvent) -> Awaitable[Decision | None] | None:
         """Apply ``event`` up to what is left to await (its publish, or for
@@ -187,3 +200,12 @@ class Replay:
     async def _decide_then_publish(self, call: ToolCall, result: ToolResult) -> None:
         await self.bus.decide(call)
         await self.bus.publish(result)
+
+
+async def _turn() -> None:
+    """Let the event loop's other tasks run (an anyio checkpoint). anyio is
+    imported here, at the first turn, not with the package: the command
+    hook imports ``bus`` and never runs an event loop of its own."""
+    from anyio.lowlevel import checkpoint
+
+    await checkpoint()

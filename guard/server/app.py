@@ -40,7 +40,7 @@ from guard.hook_forward import PAYLOAD_LIMIT
 from guard.news import News
 from guard.server import scope
 from guard.server.events import RequestError, answer_event, decode_event, retry_keys
-from guard.server.live import LiveFeed, LivePages
+from guard.server.live import MAX_PAGES, LiveFeed, LivePages
 from guard.server.mcp_hooks import answer_rpc
 from guard.server.metrics import CONTENT_TYPE, Metrics
 from guard.server.openapi import ErrorBody, openapi_document
@@ -250,7 +250,10 @@ class _Handlers:
         applies the event: a request whose client hung up while it waited
         is dropped there (499), since its answer reaches no one and the
         client, if it retried, was answered elsewhere: applying it would
-        record a copy."""
+        record a copy. Hypercorn on asyncio reports a client that only
+        closed its sending side (``shutdown(SHUT_WR)``) as hung up too, and
+        no request can tell the two apart (a server paused while a client
+        gave up sees the same), so such a client gets the 499."""
         gone = False
 
         async def watch() -> None:
@@ -331,6 +334,7 @@ def create_app(
     allowed_origins: Collection[str] = (),
     body_timeout: float = DEFAULT_BODY_TIMEOUT,
     telemetry: GuardTelemetry | None = None,
+    max_live_pages: int = MAX_PAGES,
 ) -> Starlette:
     """The server's ASGI application over ``store``.
 
@@ -346,7 +350,8 @@ def create_app(
     While the application runs (its lifespan), idle sessions are evicted
     every ``evict_every`` seconds (see ``SessionStore.evict_idle_forever``);
     at shutdown every session is closed, its log among it. ``GET /`` is
-    the live page (``guard.server.live``). With ``telemetry``, every guard
+    the live page (``guard.server.live``), of which ``max_live_pages`` may
+    be open at once (another is refused with 503). With ``telemetry``, every guard
     action and the hooks' latency are exported to OpenTelemetry (flushed at shutdown).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
@@ -355,11 +360,13 @@ def create_app(
         raise ValueError("token is empty")
     if not body_timeout > 0:
         raise ValueError(f"body_timeout = {body_timeout!r}: must be > 0")
+    if isinstance(max_live_pages, bool) or not isinstance(max_live_pages, int) or max_live_pages < 1:
+        raise ValueError(f"max_live_pages = {max_live_pages!r}: must be an integer >= 1")
     metrics = metrics if metrics is not None else Metrics()
     metrics.watch(store)
     live = LiveFeed(News((store.config or Config()).loops.result_normalize))
     watch_store(store, metrics, live, telemetry)
-    pages = LivePages(live, token)
+    pages = LivePages(live, token, max_pages=max_live_pages)
     handlers = _Handlers(
         store,
         metrics,
@@ -406,4 +413,5 @@ def create_app(
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error}, lifespan=lifespan)
     app.state.in_flight = lambda: handlers.in_flight
     app.state.live = live
+    app.state.live_pages = pages
     return app

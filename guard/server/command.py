@@ -97,6 +97,14 @@ def add_command(commands: Any) -> None:
         help="at most this many sessions in memory; the least recently used idle one goes first (default: 10000)",
     )
     serve.add_argument(
+        "--max-live-pages",
+        type=int,
+        default=32,
+        metavar="N",
+        help="at most this many live pages (GET /live/events streams) open at once; another is refused with 503 "
+        "(default: 32)",
+    )
+    serve.add_argument(
         "--graceful-timeout",
         type=float,
         default=30.0,

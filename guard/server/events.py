@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Literal
 
 import msgspec
+from anyio.lowlevel import checkpoint
 
 from bus import (
     MAX_NESTING,
@@ -249,14 +250,15 @@ def retry_keys(event: EventIn) -> tuple[str, ...]:
     return ()
 
 
-def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event], bool]) -> None:
+async def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event], bool]) -> None:
     """Give ``session`` what it remembers of the answers ``events`` (its
     recorded history, oldest first) were given: each call's and result's
     answer (as ``answer_event`` keeps them), the calls the guard denied, and
     when each call and result was recorded. An answer is rebuilt from the
     events its request recorded: the call or result, then the guard's
     denial (``owns``), messages and halt request for that agent, up to the
-    agent's next request."""
+    agent's next request. The other tasks run every ``_CHECKPOINT_EVERY``
+    events, as during the replay of the same history."""
     open_: dict[str, _Recalled] = {}
     halts: dict[str, str | None] = {}
 
@@ -267,7 +269,9 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
             answer = EventAnswer(done.seq, done.allowed, done.reason, done.messages, Halt(halt) if halt else None)
             session.remember_answer(done.key, msgspec.json.encode(answer))
 
-    for event in events:
+    for count, event in enumerate(events, 1):
+        if not count % _CHECKPOINT_EVERY:
+            await checkpoint()
         agent = event.agent
         if agent is None:  # pragma: no cover - every event the server records names its agent
             continue
@@ -320,6 +324,9 @@ def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[Event],
             open_[agent.id] = _Recalled(None, None, event.seq, None)
     for agent_id in list(open_):
         close(agent_id)
+
+
+_CHECKPOINT_EVERY = 256
 
 
 class _Recalled:

@@ -8,6 +8,10 @@ changed; a background task sends each changed session, at most every
 ``FLUSH_SECONDS``, encoded once, to every open page. With no page open,
 nothing is encoded. A page that cannot keep up is disconnected (its browser
 reconnects and gets a fresh snapshot), so it never holds the server back.
+A snapshot is encoded once for every page that opens while the feed is
+unchanged, and sent in slices, so a page that does not read holds a slice
+of it, never a copy; at most ``MAX_PAGES`` pages are open at once (more
+are refused with 503).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from importlib.resources import files
 from pathlib import PurePath
 from typing import Any
@@ -25,6 +29,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from bus import Event, ToolCall, ToolResult
 from guard.actions import DENYING, Action
@@ -36,7 +41,7 @@ from guard.report import _CSS as REPORT_CSS
 from guard.report import _PALETTE
 from guard.server.scope import current
 
-__all__ = ["COOKIE", "FLUSH_SECONDS", "LiveFeed", "LivePages"]
+__all__ = ["COOKIE", "FLUSH_SECONDS", "MAX_PAGES", "LiveFeed", "LivePages"]
 
 FLUSH_SECONDS = 0.1
 """How long changes gather before they are sent: one message per changed
@@ -45,10 +50,16 @@ session per flush, however many hook calls made them."""
 COOKIE = "repeat_tool_guard_token"
 """Where a browser keeps the bearer token once it opened ``/?token=...``."""
 
+MAX_PAGES = 32
+"""Live pages (``GET /live/events`` streams) open at once by default."""
+
 _SESSIONS_KEPT = 500
 _CELLS_DRAWN = 2000
 _TEXT = 300
 _PREVIEW = 120
+_NAME = 120
+"""Characters kept of a tool name, an agent id or a project name."""
+_SLICE = 64 * 1024
 _QUEUE = 64
 _ANSWERED_KEPT = 64
 # What one session keeps, however long it runs: the signatures of the calls
@@ -84,6 +95,7 @@ class _Session:
         self.project = project
         self.started = self.updated = time.time()
         self.agents: list[str] = []
+        self._agent_numbers: dict[str, int] = {}
         self.cells: list[list[int]] = []
         self.calls = 0
         self.repeats = 0
@@ -100,11 +112,11 @@ class _Session:
         triggers are heard after the result itself."""
 
     def _agent(self, agent: str) -> int:
-        try:
-            return self.agents.index(agent)
-        except ValueError:
-            self.agents.append(agent)
-            return len(self.agents) - 1
+        number = self._agent_numbers.get(agent)
+        if number is None:
+            number = self._agent_numbers[agent] = len(self.agents)
+            self.agents.append(self._redact.capped(agent, _NAME))
+        return number
 
     def _call(self, agent: str, event: ToolCall | ToolResult) -> tuple[int, _Signature, bool]:
         fp = fingerprint(event.tool, event.args)
@@ -112,7 +124,7 @@ class _Session:
         sig = self.signatures.get(key)
         if sig is None:
             preview = self._redact.capped(fp.canonical.decode("utf-8", "replace"), _PREVIEW)
-            sig = _Signature(len(self.signatures), event.tool, preview, len(fp.canonical))
+            sig = _Signature(len(self.signatures), self._redact.capped(event.tool, _NAME), preview, len(fp.canonical))
             if len(self.signatures) < _SIGNATURES_KEPT:  # past them no call is drawn: the cells are full
                 self.signatures[key] = sig
         sig.count += 1
@@ -167,8 +179,9 @@ class _Session:
         kind = f"shadow {mark}" if shadow else mark
         self.actions[kind] = self.actions.get(kind, 0) + 1
         number = opened[0] if opened is not None else self.calls - 1
-        text = self._redact.capped(action.text, _TEXT)  # the page is a record shown outside the agent: no secrets
-        self.marks.append([number, action.policy, mark, text, agent, action.tool, action.count, shadow])
+        cut = self._redact.capped  # the page is a record shown outside the agent: no secrets
+        text, named, tool = cut(action.text, _TEXT), cut(agent, _NAME), cut(action.tool, _NAME)
+        self.marks.append([number, action.policy, mark, text, named, tool, action.count, shadow])
         if opened is None or shadow:
             return
         _, sig, wasted = opened
@@ -223,6 +236,8 @@ class LiveFeed:
         self._pages: set[MemoryObjectSendStream[bytes]] = set()
         self._changed: set[str] = set()
         self._wake = anyio.Event()
+        self._encoded: bytes | None = None
+        """The snapshot, encoded, while the feed has not changed since."""
         self.closed = False
 
     def __len__(self) -> int:
@@ -232,9 +247,10 @@ class LiveFeed:
         scope = current()
         if scope is None or scope.session is None:
             return None
+        self._encoded = None
         session = self._sessions.get(scope.session)
         if session is None:
-            project = PurePath(scope.project).name if scope.project else None
+            project = self._redact.capped(PurePath(scope.project).name, _NAME) if scope.project else None
             session = self._sessions[scope.session] = _Session(
                 scope.session, scope.route, project, self._redact, self._news
             )
@@ -263,6 +279,13 @@ class LiveFeed:
         """Every session the feed holds, most recently active last."""
         return {"sessions": [s.view() for s in self._sessions.values()]}
 
+    def encoded(self) -> bytes:
+        """``snapshot`` as JSON, encoded once for every caller until the
+        feed changes."""
+        if self._encoded is None:
+            self._encoded = msgspec.json.encode(self.snapshot())
+        return self._encoded
+
     async def run(self) -> None:
         """Send changed sessions to the open pages, until cancelled."""
         while True:
@@ -283,25 +306,31 @@ class LiveFeed:
                 page.close()
 
     async def stream(self) -> AsyncGenerator[bytes, None]:
-        """One page's stream: a snapshot, then each changed session, with a
-        comment every 15 s so proxies keep the connection."""
+        """One page's stream: a snapshot (``encoded``, in slices of
+        ``_SLICE`` bytes), then each changed session, with a comment every
+        15 s so proxies keep the connection."""
         if self.closed:
             return
         send, receive = anyio.create_memory_object_stream[bytes](_QUEUE)
         self._pages.add(send)
         try:
-            yield b"retry: 1000\nevent: snapshot\ndata: " + msgspec.json.encode(self.snapshot()) + b"\n\n"
-            async with receive:
-                while True:
-                    message = b": keep-alive\n\n"
-                    with anyio.move_on_after(15):
-                        message = await receive.receive()
-                    yield message
+            snapshot = self.encoded()
+            yield b"retry: 1000\nevent: snapshot\ndata: "
+            for start in range(0, len(snapshot), _SLICE):
+                yield snapshot[start : start + _SLICE]
+            del snapshot  # shared while it is sent; a page holds none of it after
+            yield b"\n\n"
+            while True:
+                message = b": keep-alive\n\n"
+                with anyio.move_on_after(15):
+                    message = await receive.receive()
+                yield message
         except anyio.EndOfStream:
             return
         finally:
             self._pages.discard(send)
             send.close()
+            receive.close()
 
     def close(self) -> None:
         """End every open page's stream; no new one opens."""
@@ -318,10 +347,15 @@ class LivePages:
     The same bearer token as the API guards them; a browser, which cannot
     send that header, opens ``/?token=TOKEN`` once and is answered with a
     redirect to ``/`` and a ``SameSite=Strict``, ``HttpOnly`` cookie holding it.
+    At most ``max_pages`` event streams are served at once; another is
+    answered 503 with one JSON line saying so.
     """
 
-    def __init__(self, feed: LiveFeed, token: str | None) -> None:
+    def __init__(self, feed: LiveFeed, token: str | None, *, max_pages: int = MAX_PAGES) -> None:
         self.feed = feed
+        self.max_pages = max_pages
+        self.open = 0
+        """Event streams being served now."""
         self._token = token.encode() if token is not None else None
 
     def _authorized(self, request: Request) -> bool:
@@ -349,16 +383,43 @@ class LivePages:
     async def events(self, request: Request) -> Response:
         if not self._authorized(request):
             return self._refused()
-        return StreamingResponse(
-            self.feed.stream(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
+        if self.open >= self.max_pages:
+            reason = (
+                f"{self.max_pages} live pages are open, the most this server serves at once "
+                "(serve --max-live-pages): close one, or try again later"
+            )
+            return Response(msgspec.json.encode({"error": reason}), 503, {"Retry-After": "5"}, "application/json")
+        self.open += 1
+        return _EventStream(self.feed.stream(), self._closed)
+
+    def _closed(self) -> None:
+        self.open -= 1
 
     async def state(self, request: Request) -> Response:
         if not self._authorized(request):
             return self._refused()
-        return Response(msgspec.json.encode(self.feed.snapshot()), media_type="application/json")
+        return Response(self.feed.encoded(), media_type="application/json")
+
+
+class _EventStream(StreamingResponse):
+    """A page's server-sent events. However the response ends (the feed
+    closed, the client gone, cancelled), the stream is closed at once, so
+    the page leaves the feed, and ``closed`` is called."""
+
+    def __init__(self, stream: AsyncGenerator[bytes, None], closed: Callable[[], None]) -> None:
+        super().__init__(
+            stream, media_type="text/event-stream", headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        )
+        self._stream = stream
+        self._on_closed = closed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
+            self._on_closed()
 
 
 _REFUSED = (

@@ -47,7 +47,8 @@ from guard.actions import Action
 from guard.config import Config
 from guard.guard import Guard
 from guard.server.events import recall
-from guard.server.sessions import Session, SessionStore, StoreError
+from guard.server.scope import note
+from guard.server.sessions import Session, SessionStore, StoreError, _Turns
 from guard.sessions.answer import retry_key
 from guard.sessions.fleet import ActionLedger, FleetCounts
 from guard.sessions.lease import Lease, SessionLeases
@@ -98,29 +99,6 @@ class _Shared:
             del unfetched[next(iter(unfetched))]
 
 
-class _Turns:
-    """Requests for one session take turns within this replica (the lease
-    orders replicas; this orders one replica's own requests, so a request
-    never reads the stream from a position its predecessor is still moving)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[anyio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def take(self, session_id: str) -> AsyncIterator[None]:
-        lock, users = self._held.get(session_id) or (anyio.Lock(fast_acquire=True), 0)
-        self._held[session_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._held[session_id]
-            if users == 1:
-                del self._held[session_id]
-            else:
-                self._held[session_id] = (lock, users - 1)
-
-
 RELEASE_SECONDS = 0.5
 """How long the end of a request waits to hand its session's lease back."""
 
@@ -160,6 +138,9 @@ class RedisSessionStore(SessionStore):
         self._shared: dict[str, _Shared] = {}
         self._fetched: dict[str, Lease] = {}
         self._turns = _Turns()
+        """Requests for one session take turns within this replica (the lease
+        orders replicas; this orders one replica's own requests, so a request
+        never reads the stream from a position its predecessor is still moving)."""
         self._spent: set[str] = set()
         """Tokens of leases a commit's script released or found lost."""
 
@@ -205,7 +186,7 @@ class RedisSessionStore(SessionStore):
         session = Session(session_id, link, close, guard.plugins)
         session.fetch_answers = partial(self._fetch_answers, shared, session)
         if rows:
-            recall(session, history, guard.owns)  # the denials, and when each call and result was recorded
+            await recall(session, history, guard.owns)  # the denials, and when each call and result was recorded
             session.answers.clear()
             shared.unfetch(session.recorded)  # the answers given, for retries: read when one comes
         return session
@@ -226,36 +207,44 @@ class RedisSessionStore(SessionStore):
 
     @asynccontextmanager
     async def use(self, session_id: str, *, retry_keys: Sequence[str] = ()) -> AsyncIterator[Session]:
-        async with self._turns.take(session_id):
-            live = self._live.get(session_id)
-            shared = self._shared.get(session_id) if live is not None else None
-            try:
-                lease = await self._acquire(session_id, shared, retry_keys)
-            except RedisError as exc:
-                raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
-            stop_renewal = self.leases.hold(session_id, lease.token)
-            try:
-                # (evicted while the lease was taken: restored below instead)
-                if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
-                    await self._catch_up(live, shared, lease)
-                self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
-                async with super().use(session_id) as session:
-                    shared = self._shared[session_id]
-                    if lease.notes is not None:  # the answers asked for, read with the lease
-                        _adopt(shared, session, lease.notes)
-                    shared.answered = dict(session.answers)
-                    yield session
-            except RedisError as exc:
-                raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
-            finally:
-                stop_renewal()
-                self._fetched.pop(session_id, None)
-                if lease.token not in self._spent:
-                    # Bounded: against a stalled Redis the request has spent its timeout already, and
-                    # a lease not released lapses by itself (lease_ms) once its renewal stopped.
-                    with anyio.move_on_after(RELEASE_SECONDS, shield=True), contextlib.suppress(RedisError):
-                        await self.leases.release(session_id, lease.token)
-                self._spent.discard(lease.token)
+        note(session=session_id)
+        with self.in_flight(session_id):
+            async with self._turns.take(session_id), self._leased(session_id, retry_keys) as session:
+                yield session
+
+    @asynccontextmanager
+    async def _leased(self, session_id: str, retry_keys: Sequence[str]) -> AsyncIterator[Session]:
+        """``use``'s session, caught up with the stream under its lease,
+        which is released when the block ends (see the module's docstring)."""
+        live = self._live.get(session_id)
+        shared = self._shared.get(session_id) if live is not None else None
+        try:
+            lease = await self._acquire(session_id, shared, retry_keys)
+        except RedisError as exc:
+            raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
+        stop_renewal = self.leases.hold(session_id, lease.token)
+        try:
+            # (evicted while the lease was taken: restored below instead)
+            if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
+                await self._catch_up(live, shared, lease)
+            self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
+            async with self._held(session_id) as session:
+                shared = self._shared[session_id]
+                if lease.notes is not None:  # the answers asked for, read with the lease
+                    _adopt(shared, session, lease.notes)
+                shared.answered = dict(session.answers)
+                yield session
+        except RedisError as exc:
+            raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
+        finally:
+            stop_renewal()
+            self._fetched.pop(session_id, None)
+            if lease.token not in self._spent:
+                # Bounded: against a stalled Redis the request has spent its timeout already, and
+                # a lease not released lapses by itself (lease_ms) once its renewal stopped.
+                with anyio.move_on_after(RELEASE_SECONDS, shield=True), contextlib.suppress(RedisError):
+                    await self.leases.release(session_id, lease.token)
+            self._spent.discard(lease.token)
 
     async def _acquire(self, session_id: str, shared: _Shared | None, notes: Sequence[str]) -> Lease:
         log = shared.log if shared is not None else self._stream(session_id)
@@ -296,7 +285,7 @@ class RedisSessionStore(SessionStore):
                     return
                 await self._follow(shared, live.link, events)
                 live.relink()
-                recall(live, events, shared.guard.owns)
+                await recall(live, events, shared.guard.owns)
                 keys = [
                     retry_key(kind, event.agent.id, event.call_id)
                     for event in events

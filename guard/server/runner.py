@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import fcntl
 import ipaddress
 import logging
 import os
@@ -23,19 +22,19 @@ import stat
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
-from bus import NotRegularFileError, open_regular, private_dir
+from bus import NotRegularFileError, open_regular
 from bus.redis_log import check_redis_url, is_redis, redact_url, redis_client
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config, shadowed
 from guard.server.app import create_app
-from guard.server.sessions import FileSessionStore, SessionStore
+from guard.server.sessions import FileSessionStore, SessionStore, StoreError
 
 if TYPE_CHECKING:
     from guard.telemetry.otel import GuardTelemetry
@@ -139,25 +138,6 @@ def raise_open_files_limit() -> int:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
             soft = hard
     return soft
-
-
-def _lock_state_dir(state_dir: Path) -> IO[str]:
-    try:
-        private_dir(state_dir)
-    except OSError as exc:
-        raise ServeError(f"state dir {str(state_dir)!r}: {exc.strerror or exc}") from None
-    lock = open(state_dir / "serve.lock", "a+", encoding="utf-8")  # noqa: SIM115 - held for the process's life
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.seek(0)
-        holder = lock.read().strip() or "another process"
-        lock.close()
-        raise ServeError(f"state dir {str(state_dir)!r} is in use by another server (pid {holder})") from None
-    lock.truncate(0)
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
-    return lock
 
 
 KEEP_ALIVE_SECONDS = 75.0
@@ -318,14 +298,19 @@ def _run(args: argparse.Namespace) -> int:
             allowed_origins=args.allow_origin,
             body_timeout=args.body_timeout,
             telemetry=telemetry,
+            max_live_pages=args.max_live_pages,
         )
     except ValueError as exc:
         raise ServeError(str(exc)) from None
     if not args.graceful_timeout >= 0:
         raise ServeError(f"--graceful-timeout {args.graceful_timeout}: must be >= 0")
     held = contextlib.ExitStack()  # the state dir's lock, when sessions live there
-    if args.redis is None:
-        held.enter_context(_lock_state_dir(state_dir))
+    if isinstance(store, FileSessionStore):
+        try:
+            store.claim()
+        except StoreError as exc:
+            raise ServeError(str(exc)) from None
+        held.callback(store.release)
     sessions_at = f"state dir {state_dir}" if args.redis is None else f"sessions in {redact_url(args.redis)}"
     bind = (
         f"unix:{args.uds}"

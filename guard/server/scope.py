@@ -8,18 +8,21 @@ context and read it from there.
 
 from __future__ import annotations
 
+import time
 from contextvars import ContextVar, Token
 
 __all__ = ["RequestScope", "current", "enter", "leave", "note"]
 
 
 class RequestScope:
-    """The route a request came in on, and once known, its session and project."""
+    """The route a request came in on, when it arrived (wall clock), and
+    once known, its session and project."""
 
-    __slots__ = ("project", "route", "session")
+    __slots__ = ("arrived", "project", "route", "session")
 
     def __init__(self, route: str) -> None:
         self.route = route
+        self.arrived = time.time()
         self.session: str | None = None
         self.project: str | None = None
 

@@ -13,14 +13,16 @@ from __future__ import annotations
 import abc
 import contextlib
 import errno
+import fcntl
+import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
@@ -31,7 +33,7 @@ from guard.actions import Action
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, HookRuntime
 from guard.config import Config
 from guard.guard import Guard
-from guard.server.scope import note
+from guard.server.scope import current, note
 from guard.sessions.answer import retry_key
 from guard.sessions.link import AgentLink, GuardLink
 from guard.sessions.live import check_max_sessions
@@ -45,8 +47,14 @@ __all__ = ["FileSessionStore", "Session", "SessionStore", "StoreError"]
 _log = LazyLogger("guard.server")
 
 _DENIALS_KEPT = 256
-_ANSWERS_KEPT = 1024
-_RECORDED_KEPT = 4096
+_ANSWERS_KEPT = 64
+_RECORDED_KEPT = 32
+_RECORDED_MAX = 4096
+_GONE = "removed while the server ran; events are refused until the server is restarted"
+_REPLACED = (
+    "removed and made again while the server ran (its logs and lock went with the old one); "
+    "events are refused until the server is restarted"
+)
 
 
 class StoreError(Exception):
@@ -87,12 +95,17 @@ class Session:
         self._close = close
         self._denied: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self.answers: OrderedDict[str, bytes] = OrderedDict()
-        """Recent answers to calls and results by ``retry_key``, encoded, so a
-        client's retry gets the original answer and publishes nothing twice."""
+        """The latest ``_ANSWERS_KEPT`` answers to calls and results by
+        ``retry_key``, encoded, so a client's retry gets the original answer
+        and publishes nothing twice. A retry comes once its client gave up
+        waiting, long before that many other calls and results of the
+        session are answered."""
         self.recorded: OrderedDict[str, float] = OrderedDict()
         """When the latest call and result of each recent ``retry_key`` was
         recorded (its ``ts``): a request that reached the server before then
-        is a stale copy of one already answered."""
+        is a stale copy of one already answered. Only a request in flight can
+        be one: past the latest ``_RECORDED_KEPT``, entries older than every
+        request of the session in flight are dropped (``forget_recorded``)."""
         self.late: dict[str, tuple[str, bytes, int]] = {}
         """Each agent's call recorded from its result (posted before it) when
         that was the agent's latest event: its id, fingerprint digest and
@@ -116,8 +129,20 @@ class Session:
             key = retry_key(kind, event.agent.id, event.call_id)
             self.recorded[key] = event.ts
             self.recorded.move_to_end(key)
-            if len(self.recorded) > _RECORDED_KEPT:
+            if len(self.recorded) > _RECORDED_MAX:
                 self.recorded.popitem(last=False)
+
+    def forget_recorded(self, before: float) -> None:
+        """Drop the record times beyond the latest ``_RECORDED_KEPT`` that
+        are older than ``before``, the arrival of the session's oldest
+        request in flight (no request that arrived after a record can be a
+        stale copy of it)."""
+        recorded = self.recorded
+        while len(recorded) > _RECORDED_KEPT:
+            key = next(iter(recorded))
+            if recorded[key] >= before:
+                break
+            del recorded[key]
 
     def relink(self) -> None:
         """Take the routes' agents from the link: after events applied from
@@ -138,6 +163,7 @@ class Session:
 
     def remember_answer(self, key: str, answer: bytes) -> None:
         self.answers[key] = answer
+        self.answers.move_to_end(key)
         if len(self.answers) > _ANSWERS_KEPT:
             self.answers.popitem(last=False)
 
@@ -168,6 +194,29 @@ class Session:
         if not self.closed:
             self.closed = True
             self._close()
+
+
+class _Turns:
+    """Locks by session id, made when a first holder comes and dropped when
+    the last one leaves: one task at a time for each session, any number of
+    sessions side by side."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def take(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._held.get(session_id) or (anyio.Lock(fast_acquire=True), 0)
+        self._held[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._held[session_id]
+            if users == 1:
+                del self._held[session_id]
+            else:
+                self._held[session_id] = (lock, users - 1)
 
 
 class SessionStore(abc.ABC):
@@ -205,7 +254,9 @@ class SessionStore(abc.ABC):
         applied just what it appended (always 0 for a store only this process uses)."""
         self._clock = clock
         self._live: OrderedDict[str, Session] = OrderedDict()
-        self._restoring = anyio.Lock()
+        self._restoring = _Turns()
+        self._arrivals: dict[str, list[float]] = {}
+        """When each session's requests in flight arrived (``in_flight``)."""
 
     def __len__(self) -> int:
         """How many sessions are live in memory."""
@@ -238,6 +289,34 @@ class SessionStore(abc.ABC):
         store whose copy may lack answers given elsewhere reads them with
         the session)."""
         note(session=session_id)
+        with self.in_flight(session_id):
+            async with self._held(session_id) as session:
+                yield session
+
+    @contextlib.contextmanager
+    def in_flight(self, session_id: str) -> Iterator[None]:
+        """A request of the session is in flight for the duration of the
+        block (since it arrived: its scope's ``arrived``, else now); when it
+        ends, the live session forgets the record times no request still in
+        flight can need (``Session.forget_recorded``)."""
+        arrivals = self._arrivals.setdefault(session_id, [])
+        scope = current()
+        since = scope.arrived if scope is not None else time.time()
+        arrivals.append(since)
+        try:
+            yield
+        finally:
+            arrivals.remove(since)
+            if not arrivals:
+                del self._arrivals[session_id]
+            session = self._live.get(session_id)
+            if session is not None:
+                session.forget_recorded(min(arrivals, default=math.inf))
+
+    @asynccontextmanager
+    async def _held(self, session_id: str) -> AsyncIterator[Session]:
+        """``use``'s session, its lock held, its request's events committed
+        when the block ends (see ``use``)."""
         while True:
             session = await self._get(session_id)
             async with session.lock:
@@ -272,9 +351,10 @@ class SessionStore(abc.ABC):
         if session is not None:
             self._live.move_to_end(session_id)
             return session
-        # Restores take turns: they run on the event loop anyway, and two
-        # requests for one new session must not restore it twice.
-        async with self._restoring:
+        # Two requests for one new session must not restore it twice; the
+        # restores of different sessions run side by side, each replay giving
+        # way to the other requests every few hundred events.
+        async with self._restoring.take(session_id):
             session = self._live.get(session_id)
             if session is None:
                 session = await self.restore(session_id)
@@ -355,15 +435,24 @@ class FileSessionStore(SessionStore):
     descriptor. With ``fsync``, each request's write is also forced to disk
     before the answer (it survives a power cut, not only a crash).
 
-    The store makes its state directory on first use and never again: a
-    directory removed while the store runs took its sessions' logs, and
-    numbering their events anew would answer ``seq`` values already given
-    out, so every event is refused until the directory is back."""
+    The store makes its state directory on first use (or ``claim``) and
+    never again, and remembers which directory it is (its device and
+    inode): a directory removed while the store runs took its sessions'
+    logs, and numbering their events anew would answer ``seq`` values
+    already given out, so once it is gone, or another directory stands in
+    its place, every event is refused (``StoreError``) and ``unready`` says
+    why, until the server is restarted."""
 
     def __init__(self, state_dir: Path, config: Config | None = None, *, fsync: bool = False, **options: Any) -> None:
         super().__init__(config, **options)
         self.state_dir = state_dir
-        self._made = False
+        self._dir: tuple[int, int] | None = None
+        """The state directory's (device, inode) once made; ``_dir_fd`` holds
+        it open, so no directory made in its place can have its inode number."""
+        self._dir_fd: int | None = None
+        self._lock: IO[str] | None = None
+        self._locked: tuple[int, int] | None = None
+        """The directory whose ``serve.lock`` ``_lock`` holds."""
         self.fsync = fsync
         guard = Guard(config)
         self._owns = guard.owns
@@ -374,16 +463,59 @@ class FileSessionStore(SessionStore):
     def log_path(self, session_id: str) -> Path:
         return self.state_dir / f"{session_id}.jsonl"
 
+    def claim(self) -> None:
+        """Make the state directory if need be, and hold its lock file,
+        ``serve.lock`` (holding this process's pid), until ``release``: one
+        server owns a state directory at a time. ``StoreError`` when the
+        directory cannot be made or another process holds it."""
+        try:
+            self._ready_dir()
+            self._lock = _lock_dir(self.state_dir)
+        except BlockingIOError as exc:
+            raise StoreError(f"state dir {str(self.state_dir)!r} is {exc.strerror}") from None
+        except OSError as exc:
+            raise StoreError(f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}") from None
+        self._locked = self._dir
+
+    def release(self) -> None:
+        """Let go of the state directory's lock (``claim``)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def close(self) -> None:
+        """Close every session, and let go of the state directory: the
+        store's next use, if any, makes and remembers it anew."""
+        super().close()
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = self._dir = None
+
     def _ready_dir(self) -> None:
         """Make the state directory on first use; after that, ``OSError``
-        when it is gone."""
-        if not self._made:
+        when it is gone or another directory stands in its place. A claimed
+        store takes the lock of a directory made in its place (at the first
+        check that finds it), so no other server starts on it while this one
+        runs and refuses it."""
+        if self._dir is None:
             private_dir(self.state_dir)
-            self._made = True
-        elif not self.state_dir.is_dir():
-            raise FileNotFoundError(
-                errno.ENOENT, "removed while the server ran; events are refused until it is back", str(self.state_dir)
-            )
+            self._dir_fd = os.open(self.state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            info = os.fstat(self._dir_fd)
+            self._dir = info.st_dev, info.st_ino
+            return
+        try:
+            info = os.stat(self.state_dir)
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, _GONE, str(self.state_dir)) from None
+        found = info.st_dev, info.st_ino
+        if found != self._dir:
+            if self._lock is not None and found != self._locked:
+                self._locked = found  # tried once for each directory made in its place
+                with contextlib.suppress(OSError):
+                    lock = _lock_dir(self.state_dir)
+                    self._lock.close()
+                    self._lock = lock
+            raise FileNotFoundError(errno.ENOENT, _REPLACED, str(self.state_dir))
 
     async def unready(self) -> str | None:
         """The state directory must be a writable directory with room left."""
@@ -418,7 +550,7 @@ class FileSessionStore(SessionStore):
             session = Session(session_id, link, partial(self._headers.pop, session_id, None), self._plugins)
             if continued:
                 with read_log(path) as reader:
-                    recall(session, reader, self._owns)
+                    await recall(session, reader, self._owns)
         except OSError as exc:
             reason = str(exc) if isinstance(exc, LogWriteError) else f"session log {str(path)!r}: {exc.strerror or exc}"
             raise StoreError(f"{reason}; the event was not recorded") from None
@@ -428,6 +560,11 @@ class FileSessionStore(SessionStore):
 
     async def commit(self, session: Session, events: list[Event]) -> None:
         path = self.log_path(session.id)
+        try:
+            self._ready_dir()  # a log made again in another directory would number its events anew
+        except OSError as exc:
+            reason = f"state dir {str(self.state_dir)!r}: {exc.strerror or exc}"
+            raise StoreError(f"{reason}; the event was not recorded") from None
         header = self._headers.get(session.id, b"")
         lines = bytearray(header)
         line = bytearray()
@@ -441,6 +578,24 @@ class FileSessionStore(SessionStore):
             raise StoreError(f"session log {str(path)!r}: {exc.strerror or exc}; the event was not recorded") from None
         if header:
             self._headers[session.id] = b""
+
+
+def _lock_dir(state_dir: Path) -> IO[str]:
+    """``state_dir/serve.lock``, locked (``flock``) and holding this
+    process's pid; ``OSError`` (``EWOULDBLOCK``, naming the holder's pid)
+    when another process holds it."""
+    lock = open(state_dir / "serve.lock", "a+", encoding="utf-8")  # noqa: SIM115 - held until released
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "another process"
+        lock.close()
+        raise BlockingIOError(errno.EWOULDBLOCK, f"in use by another server (pid {holder})") from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import msgspec
 import pytest
 
@@ -18,6 +20,7 @@ from bus import (
     Decision,
     Event,
     LogError,
+    LogReader,
     Replay,
     SessionLog,
     ToolCall,
@@ -428,3 +431,28 @@ async def test_a_replay_without_on_restart_still_counts_the_runs(raw_log: RawLog
     replay = Replay(raw_log(_call(1, 1.0, "c1"), _call(2, 2.0, "c2"), _call(1, 3.0, "c1")))
     await replay.run()
     assert (replay.restarts, replay.call_number) == (1, 3)
+
+
+async def test_a_long_replay_gives_the_other_tasks_a_turn_every_few_hundred_events(raw_log: RawLog) -> None:
+    """A server restoring one long session from its log goes on answering its other requests meanwhile."""
+    lines = [line for n in range(1000) for line in (_call(2 * n + 1, 1.0, f"c{n}"), _result(2 * n + 2, 1.0, f"c{n}"))]
+    path = raw_log(*lines)
+    turns = 0
+
+    async def meanwhile() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(meanwhile)
+        await Replay(path).run()
+        during_run, turns = turns, 0
+        fed = Replay()
+        for event in LogReader(path):
+            await fed.apply(event)
+        during_apply = turns
+        tasks.cancel_scope.cancel()
+    assert during_run >= 6  # 2,000 events: a turn after every 256
+    assert during_apply >= 6

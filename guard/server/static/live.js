@@ -116,5 +116,9 @@ source.addEventListener("snapshot", (e) => {
   render();
 });
 source.addEventListener("session", (e) => { const s = JSON.parse(e.data); state.sessions.set(s.id, s); later(); });
-source.onerror = () => { document.body.classList.remove("on"); document.body.dataset.connected = "0"; $("status").textContent = "reconnecting…"; };
+source.onerror = () => {
+  document.body.classList.remove("on"); document.body.dataset.connected = "0";
+  // refused (too many pages open, the token gone): the browser does not try again
+  $("status").textContent = source.readyState === EventSource.CLOSED ? "refused by the server: reload to try again" : "reconnecting…";
+};
 render();

@@ -83,6 +83,7 @@ def test_a_hook_event_the_guard_does_not_follow_opens_no_session(served: Served)
         ({"max_body": 0}, "max_body = 0: must be an integer >= 1"),
         ({"max_body": True}, "max_body = True: must be an integer >= 1"),
         ({"token": "  "}, "token is empty"),
+        ({"max_live_pages": 0}, "max_live_pages = 0: must be an integer >= 1"),
     ],
 )
 def test_bad_options_are_refused(tmp_path: Path, options: dict[str, object], error: str) -> None:

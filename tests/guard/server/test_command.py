@@ -102,6 +102,7 @@ def token_file(tmp_path: Path, text: str, mode: int = 0o600) -> str:
         (["--max-body", "0"], "max_body = 0: must be an integer >= 1"),
         (["--idle-timeout", "0"], "idle_seconds = 0.0: must be > 0"),
         (["--max-sessions", "0"], "max_sessions = 0: must be an integer >= 1"),
+        (["--max-live-pages", "0"], "max_live_pages = 0: must be an integer >= 1"),
         (["--graceful-timeout", "-1"], "--graceful-timeout -1.0: must be >= 0"),
     ],
 )

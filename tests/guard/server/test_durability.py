@@ -186,11 +186,27 @@ def test_a_state_dir_removed_while_serving_refuses_events_and_gives_no_seq_twice
         refused = served.post("/v1/sessions/g1/events", {"type": "user/message", "agent": "main", "text": f"late {n}"})
         assert refused.status_code == 503
         errors.append(refused.json()["error"])
-    # the live session's write fails, and the session is not rebuilt from nothing after it
-    assert "the event was not recorded" in errors[0]
-    assert errors[-1].startswith(f"state dir {str(served.state_dir)!r}: removed while the server ran")
+    # the live session's write is refused, and the session is not rebuilt from nothing after it
+    gone = f"state dir {str(served.state_dir)!r}: removed while the server ran; events are refused until the server"
+    assert errors[0] == f"{gone} is restarted; the event was not recorded"
+    assert errors[-1] == f"{gone} is restarted"
     assert not served.state_dir.exists()
     assert answered == sorted(set(answered))
+
+
+def test_a_state_dir_made_again_while_serving_is_refused_until_a_restart(served: Served) -> None:
+    answered = [served.event("g1", type="user/message", agent="main", text=f"step {n}")["seq"] for n in range(3)]
+    shutil.rmtree(served.state_dir)
+    served.state_dir.mkdir()
+    health = served.client.get("/healthz")
+    assert health.status_code == 503
+    assert "removed and made again while the server ran" in health.json()["error"]
+    for session in ("g1", "g2"):  # in memory, and new
+        refused = served.post(f"/v1/sessions/{session}/events", {"type": "user/message", "agent": "main", "text": "x"})
+        assert refused.status_code == 503
+        assert "events are refused until the server is restarted" in refused.json()["error"]
+    assert list(served.state_dir.iterdir()) == []  # no log begun anew, numbering its events from 1 again
+    assert answered == [2, 3, 4]
 
 
 @pytest.mark.anyio

@@ -160,6 +160,32 @@ def test_the_stream_sends_a_snapshot_then_each_changed_session(live_served: Serv
     assert session["marks"][0][2] == "remind"
 
 
+def test_live_pages_past_the_limit_are_refused_until_one_closes(make_served: MakeServed) -> None:
+    served = make_served(max_live_pages=2)
+    _loop(served.client, "s", 1)
+    with contextlib.ExitStack() as pages, httpx.Client(base_url=served.url, timeout=10) as client:
+        reading = []  # an iterator of lines dropped would close its page
+        for _ in range(2):
+            page = pages.enter_context(client.stream("GET", "/live/events"))
+            assert page.status_code == 200
+            reading.append(page.iter_lines())
+            assert next(reading[-1]) == "retry: 1000"
+        refused = served.client.get("/live/events")
+        assert (refused.status_code, refused.headers["retry-after"]) == (503, "5")
+        assert refused.json() == {
+            "error": "2 live pages are open, the most this server serves at once (serve --max-live-pages): "
+            "close one, or try again later"
+        }
+        assert served.client.get("/live/state").status_code == 200  # the state is no page
+    deadline = time.monotonic() + 10
+    while served.app.state.live_pages.open and time.monotonic() < deadline:  # the server sees the pages close
+        time.sleep(0.02)
+    with served.client.stream("GET", "/live/events") as page:
+        assert page.status_code == 200
+        lines = page.iter_lines()
+        assert next(lines) == "retry: 1000"
+
+
 def test_with_a_token_the_page_wants_it_and_a_browser_keeps_it_in_a_cookie(make_served: MakeServed) -> None:
     served = make_served(token="s3cret-token")
     for path in ("/", "/live/events", "/live/state"):

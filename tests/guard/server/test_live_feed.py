@@ -4,7 +4,8 @@ bounds, and its streams to open pages (slow ones dropped, all ended at close).""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
 
 import anyio
 import pytest
@@ -35,6 +36,17 @@ def _call(n: int, tool: str = "grep") -> ToolCall:
 
 def _action(kind: ActionKind, call_id: str) -> Action:
     return Action(policy="loops", action=kind, agent="a", tool="grep", count=3, text="stop", call_id=call_id)
+
+
+async def _opened(page: AsyncGenerator[bytes, None]) -> dict[str, Any]:
+    """The snapshot a page's stream opens with, read whole (it comes in slices)."""
+    parts = [await anext(page)]
+    while parts[-1] != b"\n\n":
+        parts.append(await anext(page))
+    message = b"".join(parts)
+    assert message.startswith(b"retry: 1000\nevent: snapshot\ndata: ")
+    snapshot: dict[str, Any] = json.loads(message.split(b"data: ", 1)[1])
+    return snapshot
 
 
 def test_outside_a_request_nothing_is_kept() -> None:
@@ -131,8 +143,7 @@ async def test_pages_get_changes_a_slow_one_is_dropped_and_close_ends_them(monke
     monkeypatch.setattr(live_module, "FLUSH_SECONDS", 0)
     feed = LiveFeed()
     fast, slow = feed.stream(), feed.stream()
-    assert b"event: snapshot" in await anext(fast)
-    assert b"event: snapshot" in await anext(slow)
+    assert await _opened(fast) == await _opened(slow) == {"sessions": []}
     received: list[bytes] = []
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(feed.run)
@@ -160,7 +171,7 @@ async def test_a_session_gone_before_the_flush_is_not_sent(monkeypatch: pytest.M
     monkeypatch.setattr(live_module, "FLUSH_SECONDS", 0)
     feed = LiveFeed()
     page = feed.stream()
-    await anext(page)
+    await _opened(page)
     for name in ("s1", "s2"):
         token = scope.enter("events")
         scope.note(session=name)
@@ -173,3 +184,54 @@ async def test_a_session_gone_before_the_flush_is_not_sent(monkeypatch: pytest.M
         tasks.cancel_scope.cancel()
     assert json.loads(message.split(b"data: ", 1)[1])["id"] == "s2"
     await page.aclose()
+
+
+@pytest.mark.anyio
+async def test_pages_opened_while_nothing_changed_share_one_encoded_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live_module, "_SLICE", 100)
+    feed = LiveFeed()
+    for n in range(20):
+        token = scope.enter("events")
+        scope.note(session=f"s{n}")
+        feed.on_event(_call(n))
+        scope.leave(token)
+    encoded = feed.encoded()
+    assert len(encoded) > 1000
+    assert feed.encoded() is encoded  # one encoding, for every page that opens now
+    page = feed.stream()
+    assert await anext(page) == b"retry: 1000\nevent: snapshot\ndata: "
+    slices = [await anext(page) for _ in range(-(-len(encoded) // 100))]
+    assert {len(part) for part in slices[:-1]} == {100}  # a page that does not read holds a slice, never a copy
+    assert b"".join(slices) == encoded
+    assert await anext(page) == b"\n\n"
+    assert json.loads(encoded) == feed.snapshot()
+    token = scope.enter("events")
+    scope.note(session="s0")
+    feed.on_event(ToolResult.answering(_call(0), "out"))
+    scope.leave(token)
+    changed = feed.encoded()
+    assert changed is not encoded
+    assert json.loads(changed)["sessions"][-1]["cells"][0][3] == 3
+    await page.aclose()
+
+
+def test_long_tool_names_agent_ids_and_projects_are_cut_as_the_preview_is() -> None:
+    feed = LiveFeed()
+    token = scope.enter("claude-code")
+    scope.note(session="s1", project="/home/dev/" + "p" * 5000)
+    agent, tool = Agent("a" * 5000), "t" * 5000
+    call = ToolCall(agent=agent, call_id="c1", step=1, tool=tool, args={"q": "x" * 5000})
+    feed.on_event(AgentStatus(agent=agent, status="started"))
+    feed.on_event(call)
+    feed.on_action(
+        Action(policy="loops", action="deny", agent=agent.id, tool=tool, count=3, text="stop", call_id="c1"), call
+    )
+    scope.leave(token)
+    (session,) = feed.snapshot()["sessions"]
+    cut = "… (+4880 more chars)"
+    assert session["project"] == "p" * 120 + cut
+    assert session["agents"] == ["a" * 120 + cut]
+    assert session["signatures"][0][:2] == ["t" * 120 + cut, session["signatures"][0][1]]
+    assert len(session["signatures"][0][1]) < 200
+    assert session["marks"][0][4:6] == ["a" * 120 + cut, "t" * 120 + cut]
+    assert len(feed.encoded()) < 2000

@@ -3,17 +3,23 @@ without losing a session's guard state, which comes back from its log."""
 
 from __future__ import annotations
 
+import itertools
+import shutil
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+import msgspec
 import pytest
 from structlog.testing import capture_logs
 
+from bus import Agent, ToolCall
 from bus.testing import FakeClock
 from guard import GENTLE_REMINDER
-from guard.server import FileSessionStore, Session
-from guard.server.events import AgentStatusIn, ToolCallIn, ToolResultIn, UserMessageIn, apply_event
+from guard.server import FileSessionStore, Session, scope
+from guard.server.events import AgentStatusIn, ToolCallIn, ToolResultIn, UserMessageIn, answer_event, apply_event
+from guard.server.sessions import StoreError
 
 pytestmark = pytest.mark.anyio
 
@@ -24,6 +30,17 @@ async def grep(store: FileSessionStore, session_id: str, call_id: str) -> list[s
         await apply_event(session, ToolCallIn(agent="main", call_id=call_id, tool="grep", args={"pattern": "x"}))
         answer = await apply_event(session, ToolResultIn(agent="main", call_id=call_id, content="none"))
     return [m.text for m in answer.messages]
+
+
+def long_log(path: Path, calls: int) -> None:
+    """A session log of ``calls`` distinct calls of agent ``main``, each with its result."""
+    lines = [b'{"type":"session/start","v":1,"session":"long","ts":1.0}']
+    for n in range(calls):
+        call = {"agent": "main", "call_id": f"c{n}", "step": n + 1, "tool": "Bash", "args": {"command": f"make {n}"}}
+        lines.append(msgspec.json.encode({"type": "tool/call", "seq": 2 * n + 1, "ts": 2.0, **call}))
+        result = {"type": "tool/result", "seq": 2 * n + 2, "ts": 2.0, **call, "content": "ok", "is_error": False}
+        lines.append(msgspec.json.encode(result))
+    path.write_bytes(b"\n".join(lines) + b"\n")
 
 
 @pytest.fixture
@@ -159,7 +176,7 @@ def test_only_the_latest_denials_and_answers_are_remembered(tmp_path: Path) -> N
     assert session.denied_call("main", "c0") is None
     assert session.denied_call("main", "c299") == b"call 299"
     assert "k0" not in session.answers
-    assert len(session.answers) == 1024
+    assert len(session.answers) == 64
     session.close()
 
 
@@ -188,3 +205,131 @@ async def test_a_request_cancelled_before_it_is_answered_records_nothing(store: 
             await anyio.sleep(1)
     assert "s" not in store  # its live state saw the call: dropped, rebuilt from the log
     assert await grep(store, "s", "c3") == []  # the second call of the log, not the third: c2 was never recorded
+
+
+async def test_a_long_restore_lets_other_sessions_be_served_meanwhile(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    long_log(state / "long.jsonl", 2000)
+    store = FileSessionStore(state)
+    served: list[str] = []
+
+    async def other_sessions() -> None:
+        for n in itertools.count():
+            await grep(store, f"other{n}", "c1")  # each a new session, restored from nothing
+            served.append(f"other{n}")
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(other_sessions)
+        async with store.use("long") as session:
+            served_meanwhile = len(served)
+            assert session.link.bus.seq == 4000
+        tasks.cancel_scope.cancel()
+    assert served_meanwhile >= 5  # a turn every few hundred events of the replay, and of its answers recalled
+    store.close()
+
+
+async def test_requests_for_a_session_being_restored_wait_for_that_one_restore(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    long_log(state / "long.jsonl", 600)
+    store = FileSessionStore(state)
+    opened: list[Session] = []
+
+    async def request() -> None:
+        async with store.use("long") as session:
+            opened.append(session)
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tasks:
+        for _ in range(3):
+            tasks.start_soon(request)
+    first, *rest = opened
+    assert len(rest) == 2
+    assert all(session is first for session in rest)
+    assert store.restored == 1
+    store.close()
+
+
+async def test_a_long_session_keeps_only_the_latest_answers_and_record_times(store: FileSessionStore) -> None:
+    async with store.use("s") as session:
+        for n in range(200):
+            await answer_event(session, ToolCallIn(agent="main", call_id=f"c{n}", tool="ls", args={"n": n}))
+            await answer_event(session, ToolResultIn(agent="main", call_id=f"c{n}", content="x"))
+    assert (len(session.answers), len(session.recorded)) == (64, 32)
+    assert list(session.answers)[-1] == "tool/result\x1fmain\x1fc199"
+    async with store.use("s") as again:
+        retried = await answer_event(again, ToolResultIn(agent="main", call_id="c199", content="x"))
+    assert msgspec.json.decode(retried)["seq"] == 401  # the original answer
+
+
+async def test_record_times_are_kept_while_a_request_in_flight_may_need_them(tmp_path: Path) -> None:
+    store = FileSessionStore(tmp_path / "state")
+    session = await store.restore("s")
+    store._live["s"] = session
+    agent = Agent("main")
+
+    def record(n: int, ts: float) -> None:
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=1, tool="ls", args=None)
+        msgspec.structs.force_setattr(call, "ts", ts)
+        session.note_recorded(call)
+
+    for n in range(200):
+        record(n, float(n))
+    token = scope.enter("events")
+    current = scope.current()
+    assert current is not None
+    current.arrived = 50.5  # after the first 51 records
+    with store.in_flight("s"):
+        with store.in_flight("s"):  # another request of the session, arrived now, ends first
+            pass
+        assert len(session.recorded) == 149  # more than the latest 32: all since the request arrived
+        assert next(iter(session.recorded.values())) == 51.0
+    scope.leave(token)
+    assert len(session.recorded) == 32  # no request in flight: the latest alone
+    with store.in_flight("gone"):  # a session not live: nothing to forget
+        pass
+    session.close()
+
+
+def claim(state: Path) -> None:
+    """Claim ``state`` with a store of its own and let it go, as a second server would."""
+    other = FileSessionStore(state)
+    try:
+        other.claim()
+    finally:
+        other.release()
+        other.close()
+
+
+async def test_a_state_dir_made_again_is_refused_and_its_lock_taken(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = FileSessionStore(state)
+    store.claim()
+    assert (state / "serve.lock").exists()
+    with pytest.raises(StoreError, match=r"is in use by another server \(pid \d+\)$"):
+        claim(state)
+    assert await grep(store, "s", "c1") == []
+    shutil.rmtree(state)
+    gone = "removed while the server ran; events are refused until the server is restarted"
+    assert await store.unready() == f"state dir {str(state)!r}: {gone}"
+    state.mkdir()
+    made_again = (
+        f"state dir {str(state)!r}: removed and made again while the server ran (its logs and lock went with "
+        "the old one); events are refused until the server is restarted"
+    )
+    assert await store.unready() == made_again
+    with pytest.raises(StoreError, match=r"is in use by another server"):
+        claim(state)  # the server took the new directory's lock: no second server starts on it
+    with pytest.raises(StoreError) as live:
+        await grep(store, "s", "c2")  # in memory: its write is refused
+    assert str(live.value) == f"{made_again}; the event was not recorded"
+    with pytest.raises(StoreError) as restored:
+        await grep(store, "t", "c1")  # restored from the new directory: refused before
+    assert str(restored.value) == made_again
+    assert list(state.iterdir()) == [state / "serve.lock"]
+    store.release()
+    store.release()  # twice is harmless
+    claim(state)
+    store.close()
