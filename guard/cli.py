@@ -715,9 +715,10 @@ def _cmd_install(args: argparse.Namespace) -> int:
             print(f"repeat-tool-guard: {config}: {added}", file=sys.stderr)
             try:
                 print(f"repeat-tool-guard: {path}: {install(path, settings)}", file=sys.stderr)
-            except SettingsFileError:
+            except SettingsFileError:  # both files changed or neither: the table added for them goes again
                 if added.endswith(" added"):
-                    _take_back(config, f"[mcp_servers.{MCP_SERVER}]")
+                    removed = remove_toml_table(config, f"[mcp_servers.{MCP_SERVER}]")
+                    print(f"repeat-tool-guard: {config}: {removed}", file=sys.stderr)
                 raise
         else:
             print(f"repeat-tool-guard: {path}: {install(path, settings, uninstall=args.uninstall)}", file=sys.stderr)
@@ -727,19 +728,6 @@ def _cmd_install(args: argparse.Namespace) -> int:
     except SettingsFileError as exc:
         raise _UsageError(str(exc)) from None
     return EXIT_OK
-
-
-def _take_back(config: Path, header: str) -> None:
-    """Take out of ``config`` the table just added for hooks that could not
-    be installed, so that both files are changed or neither; says so, and
-    says when it cannot."""
-    from guard.adapters.hook_install import SettingsFileError, remove_toml_table
-
-    try:
-        removed = remove_toml_table(config, header)
-    except SettingsFileError as exc:
-        removed = f"{header} could not be taken out again ({exc}): remove it by hand"
-    print(f"repeat-tool-guard: {config}: {removed}", file=sys.stderr)
 
 
 def _help_formatter(prog: str) -> argparse.HelpFormatter:

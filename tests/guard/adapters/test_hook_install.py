@@ -383,16 +383,21 @@ def test_a_config_toml_that_cannot_be_read_leaves_the_hooks_file_as_it_was(
     assert hooks.read_text() == installed
 
 
+_MCP_TABLE = '\n[mcp_servers.repeat_tool_guard]\nurl = "http://h:1/mcp"\n'
+
+
+@pytest.mark.parametrize("table", ["", _MCP_TABLE], ids=["added", "there before"])
 def test_mcp_hooks_the_disk_cannot_hold_take_their_server_table_out_again(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, file_size_limit: Callable[[int], None]
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, file_size_limit: Callable[[int], None], table: str
 ) -> None:
     """Codex's MCP hooks call tools of the server ``config.toml`` declares:
     when the hooks file cannot be written, the table added for them goes
-    again, so both files are as they were."""
+    again, so both files are as they were (a table that was there before
+    stays)."""
     hooks = tmp_path / "hooks.json"
     hooks.write_text(json.dumps({"hooks": {}, "notes": "n" * 6000}))
     config = tmp_path / "config.toml"
-    config.write_text('model = "gpt-5.1-codex"\n')
+    config.write_text('model = "gpt-5.1-codex"\n' + table)
     before = hooks.read_text()
     file_size_limit(5000)  # the small config.toml fits, the hooks file does not
     try:
@@ -401,11 +406,11 @@ def test_mcp_hooks_the_disk_cannot_hold_take_their_server_table_out_again(
         file_size_limit(1 << 30)
     err = capsys.readouterr().err
     assert code == 2
-    assert "[mcp_servers.repeat_tool_guard] added" in err
-    assert "[mcp_servers.repeat_tool_guard] removed" in err
+    assert ("[mcp_servers.repeat_tool_guard] added" in err) is not bool(table)
+    assert ("[mcp_servers.repeat_tool_guard] removed" in err) is not bool(table)
     assert "File too large" in err
     assert hooks.read_text() == before
-    assert config.read_text() == 'model = "gpt-5.1-codex"\n'
+    assert config.read_text() == 'model = "gpt-5.1-codex"\n' + table
 
 
 _TABLE = '[mcp_servers.repeat_tool_guard]\nurl = "http://127.0.0.1:8787/mcp"\n'
