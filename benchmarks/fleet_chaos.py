@@ -231,11 +231,11 @@ async def _drive(args: argparse.Namespace, replicas: list[Replica], redis_pid: i
         begun = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(args.clients)))
         elapsed = time.perf_counter() - begun
-        replicas_cpu = sum(replica.cpu() for replica in replicas)
-        redis_cpu = process_cpu(redis_pid) - redis_cpu
         stop.set()
         if killer is not None:
-            await killer
+            await killer  # before the CPU is read: a replica it is killing has no /proc entry to read
+        replicas_cpu = sum(replica.cpu() for replica in replicas)
+        redis_cpu = process_cpu(redis_pid) - redis_cpu
     finally:
         http.close()
     return run, elapsed, replicas_cpu, redis_cpu
