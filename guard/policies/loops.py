@@ -1248,10 +1248,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         # how long an idle gap voids a count (``decay_seconds``; 0: never)
         self._decay = float(config.decay_seconds) if config.decay_seconds else math.inf
         self._shortest_wait = min(config.poll_waits)
-        self._longest_wait = max(config.poll_waits)
         # a poller that already waits half the longest back-off (rounded up) between polls is never
         # denied: it backs off, and a CI run or a deploy can take half an hour
-        self._patient_wait = -(-self._longest_wait // 2)
+        self._patient_wait = -(-max(config.poll_waits) // 2)
         self._click_tools = ToolFilter(_CLICK_TOOLS, normalize=str.lower)
         self._poll_commands = CommandPatterns(config.poll_commands)
         # in the order of the _*_CHECK numbers; kept in one attribute, since an instance with
@@ -1421,7 +1420,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 elapsed=_elapsed(call.ts - signature.since) if text is _POLL_DENIAL else "",
                 left=_elapsed(max(signature.resume - call.ts, 1.0)) if text is _EARLY_DENIAL else "",
                 patient=self._patient_wait,
-                how=_BLOCKING_WAIT.format(wait=self._patient_wait),
+                how=_BLOCKING_WAIT.format(wait=self._patient_wait) if text is _POLL_DENIAL else "",
             )
         elif note.writing is None and note.streak not in state.streaks:
             return None  # neither a write nor a tool failing in a streak: no other denial applies
