@@ -4,7 +4,7 @@
 (agent identity; a new top-level run's prompt is a user turn),
 ``before_model_request`` (one step per model request), ``wrap_tool_execute``
 (decide before the tool function runs; publish its result; enqueue the
-guard's reminders as a separate system prompt part after the tool return),
+guard's reminders as capability parts of their own after the tool return),
 and ``RunContext.cancel`` for a halt request (the run ends with
 ``RunCancelled``). An agent run started inside a guarded tool is a subagent
 of the agent that ran the tool.
@@ -14,12 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler, WrapToolExecuteHandler
-from pydantic_ai.exceptions import ToolFailed
-from pydantic_ai.messages import SystemPromptPart, ToolCallPart
+from pydantic_ai.exceptions import ToolFailed, UserError
+from pydantic_ai.messages import (
+    DataCapabilityPart,
+    InstructionCapabilityPart,
+    OperatorSource,
+    OperatorText,
+    ToolCallPart,
+)
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import ToolDefinition
@@ -29,10 +36,31 @@ from guard.config import Config
 from guard.sessions.link import AgentLink, GuardLink, HaltRequested, adapter_link, as_text, parse_args
 from guard.sessions.live import LiveTable
 
-__all__ = ["REMINDER_METADATA_KEY", "RepeatToolGuard"]
+__all__ = ["REMINDER_METADATA_KEY", "QuotedReminderPart", "ReminderPart", "RepeatToolGuard"]
 
 REMINDER_METADATA_KEY = "repeat_tool_guard"
-"""Key in a reminder ``SystemPromptPart.metadata``: the call id it follows."""
+"""Key in a reminder part's ``metadata``: the call id it follows."""
+
+
+@dataclass(kw_only=True)
+class ReminderPart(InstructionCapabilityPart, namespace="repeat_tool_guard", name="reminder"):
+    """A guard reminder, in the application's voice (a mid-conversation
+    system message), found again by its type."""
+
+
+@dataclass(kw_only=True)
+class QuotedReminderPart(
+    DataCapabilityPart[str],
+    namespace="repeat_tool_guard",
+    name="quoted_reminder",
+    tag="repeat_tool_guard_reminder",
+    note="The {frame} is the loop guard's reminder about your last tool call; it quotes that call.",
+):
+    """A reminder whose text quotes arguments that look like a framework
+    frame (a ``<system>`` tag): pydantic-ai refuses those in the
+    application's voice, so it reaches the model as framed data instead of
+    being lost."""
+
 
 _current: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_pydantic_ai_agent", default=None)
 
@@ -145,7 +173,11 @@ class RepeatToolGuard(AbstractCapability[Any]):
 
     def _deliver(self, ctx: RunContext[Any], agent: AgentLink, call_id: str) -> None:
         for text in agent.take_context(call_id):
-            ctx.enqueue(SystemPromptPart(text, metadata={REMINDER_METADATA_KEY: call_id}))
+            metadata = {REMINDER_METADATA_KEY: call_id}
+            try:
+                ctx.enqueue(ReminderPart(content=OperatorText(text), source=OperatorSource(), metadata=metadata))
+            except UserError:
+                ctx.enqueue(QuotedReminderPart(content=text, source=OperatorSource(), metadata=metadata))
         if agent.halt_reason is not None:
             ctx.cancel()
 
