@@ -703,28 +703,29 @@ def _cmd_install(args: argparse.Namespace) -> int:
     )
     from guard.server.mcp_hooks import MCP_SERVER
 
+    def done(file: Path, what: str) -> None:
+        print(f"repeat-tool-guard: {file}: {what}", file=sys.stderr)
+
+    table = f"[mcp_servers.{MCP_SERVER}]"
     try:
         path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
         settings = _settings_for(args)
         config = path.with_name("config.toml")
         if args.agent == "codex" and (args.mcp or args.uninstall):
             check_toml(config)  # before the hooks file changes: both are changed, or neither
+        added = ""
         if args.mcp and not args.uninstall:
             # the server first: hooks that call tools of a server Codex does not know would fail every call
             added = add_toml_table(config, _mcp_server_toml(args))
-            print(f"repeat-tool-guard: {config}: {added}", file=sys.stderr)
-            try:
-                print(f"repeat-tool-guard: {path}: {install(path, settings)}", file=sys.stderr)
-            except SettingsFileError:  # both files changed or neither: the table added for them goes again
-                if added.endswith(" added"):
-                    removed = remove_toml_table(config, f"[mcp_servers.{MCP_SERVER}]")
-                    print(f"repeat-tool-guard: {config}: {removed}", file=sys.stderr)
-                raise
-        else:
-            print(f"repeat-tool-guard: {path}: {install(path, settings, uninstall=args.uninstall)}", file=sys.stderr)
+            done(config, added)
+        try:
+            done(path, install(path, settings, uninstall=args.uninstall))
+        except SettingsFileError:  # both files changed or neither: the table added for them goes again
+            if added.endswith(" added"):
+                done(config, remove_toml_table(config, table))
+            raise
         if args.uninstall and args.agent == "codex" and config.exists():
-            removed = remove_toml_table(config, f"[mcp_servers.{MCP_SERVER}]")
-            print(f"repeat-tool-guard: {config}: {removed}", file=sys.stderr)
+            done(config, remove_toml_table(config, table))
     except SettingsFileError as exc:
         raise _UsageError(str(exc)) from None
     return EXIT_OK

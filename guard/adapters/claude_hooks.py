@@ -24,7 +24,6 @@ and writes its answers (``guard.adapters.codex_hooks``,
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
@@ -101,17 +100,6 @@ def hook_command(argv: Sequence[str]) -> str:
     return f"{shlex.join(argv)} || {_FAILED}"
 
 
-_TOKEN_HEADER = "REPEAT_TOOL_GUARD_TOKEN"
-# how each command the guard writes ends: `hook_command`'s and `forward_command`'s fallback, the
-# here-document after it that hands curl its token, or `path_command`'s branch for a guard not on PATH
-_FALLBACK = lazy_compile(
-    re.escape(f" || {_FAILED}")
-    + r"(?:\nAuthorization: Bearer \$[A-Za-z_][A-Za-z0-9_]*\n"
-    + _TOKEN_HEADER
-    + r"|"
-    + re.escape("; else printf '%s\\n' ")
-    + r"[^\n]+; fi)?\Z"
-)
 _ASSIGNMENT = lazy_compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON = lazy_compile(r"python[0-9.]*t?")
 _PYTHON_FLAGS = lazy_compile(r"-[BEIPRSbdqsuv]+")
@@ -119,7 +107,7 @@ _PYTHON_FLAGS = lazy_compile(r"-[BEIPRSbdqsuv]+")
 
 def is_guard_command(command: str) -> bool:
     """Whether ``command`` is a hook command the guard wrote
-    (``hook_command``, ``path_command``, ``forward_command``: each ends in
+    (``hook_command``, ``path_command``, ``forward_command``: each holds
     the guard's failure message, as the guard writes it) or one that runs
     its ``hook`` command: a ``repeat-tool-guard`` by any path, or a Python
     interpreter running ``-m guard``, as the command's first word (after
@@ -127,7 +115,7 @@ def is_guard_command(command: str) -> bool:
     that merely mentions the guard (``repeat-tool-guard audit ...``,
     ``repeat-tool-guard hook-settings ...``, ``grep "repeat-tool-guard hook"
     ...``) is not."""
-    return _FALLBACK.search(command) is not None or _runs_hook(_first_words(command))
+    return _FAILED in command or _runs_hook(_first_words(command))
 
 
 def _first_words(command: str) -> list[str]:
@@ -202,8 +190,8 @@ def forward_command(url: str, *, token_env: str | None = None) -> str:
     # arguments, which every local user can read (ps, /proc/<pid>/cmdline).
     name = check_env_name(token_env)
     return (
-        f"{shlex.join(argv)} -H @/dev/fd/3 {shlex.quote(url)} 3<<{_TOKEN_HEADER} || {_FAILED}\n"
-        f"Authorization: Bearer ${name}\n{_TOKEN_HEADER}"
+        f"{shlex.join(argv)} -H @/dev/fd/3 {shlex.quote(url)} 3<<REPEAT_TOOL_GUARD_TOKEN || {_FAILED}\n"
+        f"Authorization: Bearer ${name}\nREPEAT_TOOL_GUARD_TOKEN"
     )
 
 

@@ -1,7 +1,7 @@
 """Merging the guard's hooks into an agent CLI's settings file and taking them out again.
 
 A hook handler is the guard's when its command runs the guard's hook or
-ends as every command ``hook-settings`` prints ends
+holds the failure fallback every command ``hook-settings`` prints has
 (``claude_hooks.is_guard_command``), when it posts to ``/hooks/<cli>`` (an
 HTTP hook), or calls the guard's MCP server (an ``mcp_tool`` hook).
 Everything else in the file (other hooks, other settings, their order, its

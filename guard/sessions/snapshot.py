@@ -32,7 +32,6 @@ snapshot or none.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import pickle
@@ -45,6 +44,7 @@ import msgspec
 from bus import AgentStatus, AnyEvent, Bus, SessionLog, SessionStart
 from bus._codec import event_decoder
 from guard.config import Config
+from guard.fingerprint import blake2b
 from guard.guard import Guard
 from guard.policy import AnyPolicy, AnyWatch
 from guard.sessions.link import GuardLink, LinkState
@@ -94,12 +94,12 @@ def snapshot_path(log: Path, config: Config) -> Path:
     of ``config`` (effective: the environment's overrides applied):
     ``<session>.<config digest>.snapshot``, one per config, so hooks of one
     session under two configs never take each other's."""
-    digest = hashlib.blake2b(msgspec.json.encode(config), digest_size=8).hexdigest()
+    digest = blake2b(_config_key(config), digest_size=8).hexdigest()
     return log.with_name(f"{log.stem}.{digest}.snapshot")
 
 
-def _config_key(guard: Guard) -> bytes:
-    return msgspec.json.encode(guard.config)
+def _config_key(config: Config) -> bytes:
+    return msgspec.json.encode(config)
 
 
 def _log_identity(info: os.stat_result) -> tuple[int, int, int]:
@@ -111,7 +111,14 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
     ``log`` (the caller holds the session's lock)."""
     agents: list[_AgentRecord] = [(a.state(), guard.watches(a.agent)) for a in link.links()]
     answers = link.answers.items()[-_ANSWERS_SAVED:]
-    record = (SNAPSHOT_VERSION, _config_key(guard), _log_identity(os.stat(log.path)), link.bus.seq, agents, answers)
+    record = (
+        SNAPSHOT_VERSION,
+        _config_key(guard.config),
+        _log_identity(os.stat(log.path)),
+        link.bus.seq,
+        agents,
+        answers,
+    )
     buffer = io.BytesIO()
     _Pickler(buffer, guard.policies).dump(record)
     data = buffer.getbuffer()
@@ -160,7 +167,7 @@ async def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) 
         return f"the snapshot has format {record[0]!r}; this guard writes format {SNAPSHOT_VERSION}"
     try:
         _, config_key, log_id, seq, agents, answers = record
-        if config_key != _config_key(guard):
+        if config_key != _config_key(guard.config):
             return "the snapshot was written under another config"
         try:
             current = _log_identity(os.stat(log_path))

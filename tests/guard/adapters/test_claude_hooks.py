@@ -243,6 +243,27 @@ def test_hooks_of_one_session_under_two_configs_catch_up_on_each_other_and_never
     assert any(context(answer) == GENTLE_REMINDER for answer in answers[False]), "the plugin's remind had its say"
 
 
+def test_the_hook_that_runs_second_answers_with_the_decision_the_first_recorded(tmp_path: Path) -> None:
+    """Two hooks under two configs: the first to see a pre hook decides it
+    under its config and records it; the other answers its copy with that
+    decision, a denial its own config would not have made included."""
+    first, second = Hook(tmp_path, RECOMMENDED), Hook(tmp_path)
+
+    def decision(answer: dict[str, Any]) -> str | None:
+        decided: str | None = answer.get("hookSpecificOutput", {}).get("permissionDecision")
+        return decided
+
+    decisions = []
+    for n in range(4):
+        pre, post = grep(n)
+        decisions.append((decision(first(pre)), decision(second(pre))))
+        if decisions[-1][0] is None:  # a denied call does not run: no post hook
+            first(post)
+            second(post)
+    assert decisions == [(None, None), (None, None), ("deny", "deny"), ("deny", "deny")]
+    assert [e.call_id for e in read_log(first.log) if isinstance(e, ToolCall)] == [f"toolu_0{n}" for n in range(4)]
+
+
 def test_a_log_grown_by_anything_but_whole_events_numbered_on_is_replayed(hook: Hook) -> None:
     for p in grep(0):
         hook(p)
