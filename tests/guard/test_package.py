@@ -71,6 +71,7 @@ def test_the_hook_loads_nothing_heavy(tmp_path: Path) -> None:
     assert "guard.policies.remind" in loaded
     assert not {m for m in loaded if m.startswith(HEAVY)}
     assert "inspect" not in loaded  # msgspec was imported without typing_extensions, which loads it
+    assert "_hashlib" not in loaded  # digests come from _blake2 (guard.fingerprint), not hashlib's OpenSSL
     assert "guard.verdicts" not in loaded
     assert "guard.sessions.resume" not in loaded
     assert "importlib.metadata" not in loaded  # plugins are looked up only when a config names one
