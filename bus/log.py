@@ -28,8 +28,8 @@ _HEADER_READ = 1 << 16  # a header line is a few hundred bytes
 
 class LogWriteError(OSError):
     """An event could not be written to a session log (a full disk, a file
-    size limit, an I/O error); ``errno`` is the system's. The log holds no
-    part of it."""
+    size limit, an I/O error; ``EBADF`` once the log is closed); ``errno``
+    is the system's. The log holds no part of it."""
 
     def __init__(self, errno: int | None, message: str) -> None:
         super().__init__(errno, message)
@@ -262,18 +262,19 @@ class SessionLog:
 
     def _fail(self, fd: int, written: int, exc: OSError) -> NoReturn:
         self._cut(fd, written)
-        self.failures += 1
-        self.error = LogWriteError(exc.errno, f"session log {str(self.path)!r}: event not written ({exc.strerror})")
-        raise self.error from None
+        self._lost(1, exc.errno, exc.strerror)
 
     def _closed(self, count: int) -> NoReturn:
-        """``count`` events came after ``close``: none is written, and the
-        ``LogWriteError`` says which log and why (a bus logs it in one line)."""
+        """``count`` events came after ``close``: none is written."""
+        self._lost(count, errno.EBADF, "the log is closed")
+
+    def _lost(self, count: int, code: int | None, why: str | None) -> NoReturn:
+        """``count`` events were not written: ``failures`` counts them, and
+        ``error``, the ``LogWriteError`` raised, says which log and why (a
+        bus logs it in one line)."""
         self.failures += count
-        self.error = LogWriteError(
-            errno.EBADF, f"session log {str(self.path)!r}: event not written (the log is closed)"
-        )
-        raise self.error
+        self.error = LogWriteError(code, f"session log {str(self.path)!r}: event not written ({why})")
+        raise self.error from None
 
     def _cut(self, fd: int, written: int) -> None:
         """Take back the ``written`` bytes of a line that did not land whole."""

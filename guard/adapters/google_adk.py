@@ -11,13 +11,13 @@ a call ADK holds back for the user's confirmation stays open, and its
 confirmed run is the same call, decided once). ADK stops at the first plugin
 whose callback returns a value, so the guard should be listed first; a call
 whose result a plugin before it kept from the guard is answered from the
-function response the model reads next. Each agent of a session is one live agent; its ``parent_agent`` in the ADK
-agent tree is its parent, and a user's message reaches each agent of the
-tree when it first works after it (a pipeline's worker, a transfer's
-target). A run started while a guarded tool executes (an
-``AgentTool`` runs its agent in a fresh session of its own) is a subagent of
-the agent running the tool: its task is no user turn, and its agents are
-disposed in ``after_run_callback``.
+function response the model reads next. Each agent of a session is one live
+agent; its ``parent_agent`` in the ADK agent tree is its parent, and a
+user's message reaches each agent of the tree when it first works after it
+(a pipeline's worker, a transfer's target). A run started while a guarded
+tool executes (an ``AgentTool`` runs its agent in a fresh session of its
+own) is a subagent of the agent running the tool: its task is no user turn,
+and its agents are disposed in ``after_run_callback``.
 """
 
 from __future__ import annotations
@@ -36,15 +36,12 @@ from google.genai import types
 
 from bus._logging import LazyLogger
 from guard.config import Config
-from guard.sessions.link import CANCELLED, REMINDER_PREFIX, AgentLink, GuardLink, UserTurns, adapter_link, as_text
+from guard.sessions.link import PAUSED_KEPT, REMINDER_PREFIX, AgentLink, GuardLink, UserTurns, adapter_link, as_text
 from guard.sessions.live import LiveTable
 
 __all__ = ["REMINDER_PREFIX", "RepeatToolGuard"]
 
 _log = LazyLogger("guard")
-
-_PAUSED_KEPT = 4096
-"""Tool calls waiting on the user's confirmation that are remembered; the oldest go first."""
 
 _running: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_google_adk", default=None)
 
@@ -65,7 +62,7 @@ class RepeatToolGuard(BasePlugin):
         self._nested: dict[str, AgentLink] = {}
         self._outer: dict[tuple[str, str, str, str], AgentLink | None] = {}
         """The tools running, by session, invocation, agent and call id: what ``_running`` was before each."""
-        self._paused: LiveTable[tuple[str, str], bool] = LiveTable(_PAUSED_KEPT)
+        self._paused: LiveTable[tuple[str, str], bool] = LiveTable(PAUSED_KEPT)
         self._turns: dict[str, UserTurns] = {}
         self._order_checked = False
 
@@ -88,6 +85,14 @@ class RepeatToolGuard(BasePlugin):
         link = self._agents[key] = self.link.agent(f"{session_id}/{agent.name}", parent=parent)
         await link.start()
         return link
+
+    def _unanswered(self, agent: AgentLink) -> bool:
+        """Whether ``agent`` has an open call not held for the user's
+        confirmation, whose result a plugin before the guard may have kept:
+        only then is the model's request read for results (a call the user
+        left waiting costs no later request that read)."""
+        paused = self._paused
+        return any((agent.agent.id, call.call_id) not in paused for call in agent.calls_in_flight())
 
     def _busy(self, session_id: str) -> bool:
         """Whether a tool of the session is running: its agents stay live until it is done."""
@@ -145,7 +150,7 @@ class RepeatToolGuard(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         agent = await self._from(callback_context)
-        if agent.open_calls():
+        if self._unanswered(agent):
             await self._answer_from(callback_context, agent, llm_request.contents)
         turns = self._turns.get(callback_context.get_invocation_context().session.id)
         if turns is not None:  # every agent of the tree works for the user's message, not only the root
@@ -188,7 +193,7 @@ class RepeatToolGuard(BasePlugin):
             # held back for the user's confirmation: no result yet, and its confirmed run is this call
             self._paused.add((agent.agent.id, call_id), True)
         elif tool_context.tool_confirmation is not None and not tool_context.tool_confirmation.confirmed:
-            await agent.result(call_id, CANCELLED, is_error=True)  # the user said no: it never ran
+            await agent.cancelled(call_id)  # the user said no: it never ran
         else:
             await agent.result(call_id, as_text(result))
         return None

@@ -27,7 +27,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from guard.config import Config
-from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, adapter_link, as_text
+from guard.sessions.link import PAUSED_KEPT, REMINDER_PREFIX, AgentLink, GuardLink, adapter_link, as_text
 from guard.sessions.live import LiveTable
 
 __all__ = ["AGENT_KEY", "HALT_KEY", "REMINDER_KEY", "GuardState", "RepeatToolGuard", "halt_reason", "is_reminder"]
@@ -40,9 +40,6 @@ HALT_KEY = "repeat_tool_guard_halt"
 
 REMINDER_KEY = "repeat_tool_guard"
 """Key in a reminder message's ``additional_kwargs``: the call id it follows."""
-
-_PAUSED_KEPT = 4096
-"""Tool calls waiting on an interrupt that are remembered; the oldest go first."""
 
 _running: ContextVar[tuple[AgentLink, list[AgentLink]] | None] = ContextVar("repeat_tool_guard_langchain", default=None)
 """The agent whose guarded tool is running here, and the subagents started inside that tool call."""
@@ -91,11 +88,9 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         self._threads: LiveTable[str, AgentLink] = LiveTable(bound)
         self.link = adapter_link(link, config, "langchain")
         self._live: dict[str, AgentLink] = {}
-        self._paused: dict[tuple[str, str], bool] = {}
+        self._paused: LiveTable[tuple[str, str], bool] = LiveTable(PAUSED_KEPT)
         self._subagents = 0
         self._runs = 0
-        self._unthreaded: set[str] = set()
-        """The agents of runs without a thread, each gone when its run ends."""
 
     @property
     def name(self) -> str:
@@ -110,13 +105,11 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             await agent.start()
             children.append(agent)
         else:
-            thread = get_config().get("configurable", {}).get("thread_id")
-            if not thread:
+            thread = _thread_id()
+            if thread is None:
                 self._runs += 1
-                agent = await self._thread(f"run-{self._runs}")
-                self._unthreaded.add(agent.agent.id)
-            else:
-                agent = await self._thread(str(thread))
+                thread = f"run-{self._runs}"
+            agent = await self._thread(thread)
             messages = state["messages"]
             if messages and isinstance(messages[-1], HumanMessage) and not is_reminder(messages[-1]):
                 await agent.user_message(messages[-1].text)
@@ -145,21 +138,19 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         await agent.start()
         for oldest in evicted:
             self._live.pop(oldest.agent.id, None)
-            self._unthreaded.discard(oldest.agent.id)
             await oldest.dispose()
         return agent
 
     async def aafter_agent(self, state: GuardState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         agent = self._live.get(state["repeat_tool_guard_agent"])
-        if agent is not None and (agent.agent.parent_id is not None or agent.agent.id in self._unthreaded):
+        if agent is not None and (agent.agent.parent_id is not None or _thread_id() is None):
             await self._end_run(agent)
         return None
 
     async def _end_run(self, agent: AgentLink) -> None:
         """The run of an agent that lives as long as its run (a subagent, a run without a thread) is over."""
         del self._live[agent.agent.id]
-        if agent.agent.id in self._unthreaded:
-            self._unthreaded.remove(agent.agent.id)
+        if agent.agent.parent_id is None:
             self._threads.pop(agent.agent.id)
         await agent.dispose()
 
@@ -185,7 +176,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         call_id = str(call.get("id") or "")
         paused = (agent.agent.id, call_id)
         # a tool resumed after its interrupt is the call decided when it first ran
-        resumed = self._paused.pop(paused, False) and agent.running(call_id) is not None
+        resumed = self._paused.pop(paused) is not None and agent.running(call_id) is not None
         if not resumed:
             decision = await agent.call(call_id, call["name"], call["args"])
             if not decision.allowed:
@@ -196,9 +187,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         try:
             answer = await handler(request)
         except GraphInterrupt:  # the tool waits for a human: no result yet, and its resume is the same call
-            if len(self._paused) >= _PAUSED_KEPT:
-                del self._paused[next(iter(self._paused))]
-            self._paused[paused] = True
+            self._paused.add(paused, True)
             raise
         except GraphBubbleUp as exc:  # the tool hands control to a parent graph (a Command): no failure
             await agent.result(call_id, str(exc) or type(exc).__name__)
@@ -216,3 +205,10 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         else:
             await agent.result(call_id, as_text(answer.update))
         return answer
+
+
+def _thread_id() -> str | None:
+    """The ``thread_id`` of the run going on here: ``None`` for a run without
+    one (no conversation to go on)."""
+    thread = get_config().get("configurable", {}).get("thread_id")
+    return str(thread) if thread else None

@@ -39,16 +39,7 @@ from agents.tool_context import ToolContext
 from openai.types.responses import EasyInputMessageParam
 
 from guard.config import Config
-from guard.sessions.link import (
-    CANCELLED,
-    AgentLink,
-    GuardLink,
-    HaltRequested,
-    UserTurns,
-    adapter_link,
-    as_text,
-    parse_args,
-)
+from guard.sessions.link import AgentLink, GuardLink, HaltRequested, UserTurns, adapter_link, as_text, parse_args
 from guard.sessions.live import LiveTable
 
 __all__ = ["TOOL_GUARDRAIL", "RepeatToolGuard", "guard_tools"]
@@ -270,8 +261,8 @@ class RepeatToolGuard(RunHooks[Any]):
         try:
             await self._begin(agent, input)
             return await Runner.run(agent, input, **self._guarded(kwargs))
-        except BaseException as exc:
-            await _answer_unanswered(allowed, exc)
+        except BaseException:
+            await _answer_unanswered(allowed)
             raise
         finally:
             if own is not None:
@@ -304,8 +295,8 @@ class RepeatToolGuard(RunHooks[Any]):
             try:
                 async for event in stream():
                     yield event
-            except Exception as exc:  # the run failed; a reader that stops or is cancelled may leave it going on
-                await _answer_unanswered(allowed, exc)
+            except Exception:  # the run failed; a reader that stops or is cancelled may leave it going on
+                await _answer_unanswered(allowed)
                 raise
             finally:
                 if result.is_complete:  # else the next run to start ends it, once it is complete
@@ -400,18 +391,14 @@ def _timed_out(tool: Tool, result: str) -> bool:
     )
 
 
-async def _answer_unanswered(allowed: _Allowed, exc: BaseException) -> None:
-    """Publish the outcome of each call a run allowed and ended with ``exc``
-    before answering: ``CANCELLED``, shielded from a cancellation under way
-    (``AgentLink.failed``). A tool that raised was answered with its own
-    exception as it raised (``guard_tools``): a call still open was stopped."""
+async def _answer_unanswered(allowed: _Allowed) -> None:
+    """Answer ``CANCELLED`` each call a run allowed and ended (failed or
+    cancelled) before answering (``AgentLink.cancelled``). A tool that raised
+    was answered with its own exception as it raised (``guard_tools``): a
+    call still open was stopped."""
     for link, call_id in allowed:
-        if not link.has_call(call_id):
-            continue
-        if isinstance(exc, Exception):  # the run failed: its siblings were cancelled
-            await link.result(call_id, CANCELLED, is_error=True)
-        else:
-            await link.failed(call_id, exc)
+        if link.has_call(call_id):
+            await link.cancelled(call_id)
 
 
 class _ChainedHooks(RunHooks[Any]):

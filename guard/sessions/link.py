@@ -58,6 +58,10 @@ OPEN_CALLS_KEPT = 4096
 """How many of an agent's calls a link keeps open for their results: more
 in flight at once is a runtime whose results never come, not a real agent."""
 
+PAUSED_KEPT = 4096
+"""How many calls waiting on a human (an interrupt, a confirmation) an
+adapter remembers, to tell their resumed run from a new call; the oldest go first."""
+
 CANCELLED = "cancelled: the tool was stopped before it answered"
 """The result of a call whose tool was stopped (its run cancelled, its
 client gone): an error, which the policies read as a cancelled call."""
@@ -220,8 +224,9 @@ class AgentLink:
     instead (after its tool calls ran) calls ``end_step``: ``step_done`` is
     then set until the next ``begin_step``, and ``steps_reported`` stays set.
     ``call`` asks the bus whether a tool may run;
-    ``result`` publishes what it returned (or the denial the model read);
-    an outcome for a call not open under its id is dropped and logged once
+    ``result`` publishes what it returned, ``denied`` the denial the model
+    read, ``failed`` a tool that raised, ``cancelled`` one stopped before it
+    answered; an outcome for a call not open under its id is dropped and logged once
     for the agent, never raised into the runtime.
     The guard's context messages wait in ``pending`` until the adapter takes
     them with ``take_context`` and shows them to the model; ``halt_reason`` is
@@ -345,7 +350,13 @@ class AgentLink:
         published shielded from the cancellation under way."""
         if isinstance(exc, Exception):
             await self.result(call_id, str(exc) or type(exc).__name__, is_error=True)
-            return
+        else:
+            await self.cancelled(call_id)
+
+    async def cancelled(self, call_id: str) -> None:
+        """Publish that the call's tool was stopped before it answered (or
+        never ran: the user said no): ``CANCELLED``, an error, published
+        shielded from a cancellation under way."""
         import anyio  # an adapter's event loop runs anyio's backends; a command hook never gets here
 
         with anyio.CancelScope(shield=True):

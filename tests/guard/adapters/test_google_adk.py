@@ -428,14 +428,21 @@ async def test_a_call_held_for_confirmation_is_one_call_and_a_rejected_one_is_ca
 async def test_a_confirmed_call_is_answered_once_behind_a_plugin_listed_first(link: GuardLink, events: Capture) -> None:
     """The guard never hears the pause or the confirmed run from its after-tool
     callback: the call stays open through the pause, and the model's next
-    request answers it with the confirmed run's response, not the pause's."""
+    request answers it with the confirmed run's response, not the pause's;
+    a call answered so is not answered again by a later request."""
     sent: list[str] = []
-    runner = _mailer(link, sent, [("send_email", {"to": "alice"}), "done"], MultimodalToolResultsPlugin())
-    await _confirming(runner, "email alice", True)
+    script: list[tuple[str, dict[str, Any]] | str] = [
+        ("send_email", {"to": "alice"}),
+        ("send_email", {"to": "bob"}),
+        "done",
+    ]
+    runner = _mailer(link, sent, script, MultimodalToolResultsPlugin())
+    await _confirming(runner, "email alice, then bob", True, True)
 
-    assert sent == ["alice"]
-    assert [c.call_id for c in events.of(ToolCall)] == ["lead-1"]
-    assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [("lead-1", '{"status":"sent"}')]
+    assert sent == ["alice", "bob"]
+    assert [c.call_id for c in events.of(ToolCall)] == ["lead-1", "lead-2"]
+    answered = [(r.call_id, r.content) for r in events.of(ToolResult)]
+    assert answered == [("lead-1", '{"status":"sent"}'), ("lead-2", '{"status":"sent"}')]
 
 
 async def test_a_plugin_listed_before_the_guard_hides_no_result_from_it(link: GuardLink, events: Capture) -> None:

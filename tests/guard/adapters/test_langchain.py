@@ -572,7 +572,7 @@ async def test_tools_waiting_on_interrupts_are_remembered_up_to_a_bound(
 ) -> None:
     import guard.adapters.langchain as middleware
 
-    monkeypatch.setattr(middleware, "_PAUSED_KEPT", 1)
+    monkeypatch.setattr(middleware, "PAUSED_KEPT", 1)
 
     @tool
     def confirm(what: str) -> str:

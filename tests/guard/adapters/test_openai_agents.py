@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("agents", reason="openai-agents is not installed: pip install 'repeat-tool-guard[openai-agents]'")
 
 from agents import Agent, RunConfig, RunHooks, Runner, WebSearchTool, function_tool, set_tracing_disabled
+from agents.exceptions import ToolTimeoutError
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing.model import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 
@@ -220,6 +221,18 @@ async def test_a_run_cancelled_while_its_tool_runs_answers_the_call_as_cancelled
     assert answered == [("s1", False, "done"), ("s2", True, CANCELLED)], "the answered call is not answered again"
 
 
+def _deploying_until_deployed() -> ScriptedModel:
+    """Calls ``deploy`` (a new call id each time) until its latest output is ``deployed``, then answers."""
+
+    def respond(call: ModelCall) -> Any:
+        done = outputs(call)
+        if done and done[-1] == "deployed":
+            return [assistant_message("done")]
+        return [function_call("deploy", {}, call_id=f"d{len(done)}")]
+
+    return ScriptedModel([ModelStep.respond(respond)] * 6)
+
+
 async def test_a_tool_failing_then_working_is_retried_not_denied() -> None:
     """Two failures answered with the SDK's one failure text, then success:
     the same result twice is a failure retried, not a repeat denied."""
@@ -235,15 +248,9 @@ async def test_a_tool_failing_then_working_is_retried_not_denied() -> None:
             raise ConnectionResetError("Connection reset by peer")
         return "deployed"
 
-    def respond(call: ModelCall) -> Any:
-        done = outputs(call)
-        if done and done[-1] == "deployed":
-            return [assistant_message("done")]
-        return [function_call("deploy", {}, call_id=f"d{len(done)}")]
-
-    model = ScriptedModel([ModelStep.respond(respond)] * 6)
     guard = RepeatToolGuard(GuardLink(config=RECOMMENDED))
-    assert (await guard.run(Agent(name="main", model=model, tools=[deploy]), "deploy it")).final_output == "done"
+    agent = Agent(name="main", model=_deploying_until_deployed(), tools=[deploy])
+    assert (await guard.run(agent, "deploy it")).final_output == "done"
     assert len(attempts) == 3
 
 
@@ -262,21 +269,42 @@ async def test_a_tool_timing_out_then_working_is_retried_not_denied() -> None:
             await asyncio.sleep(10)
         return "deployed"
 
-    def respond(call: ModelCall) -> Any:
-        done = outputs(call)
-        if done and done[-1] == "deployed":
-            return [assistant_message("done")]
-        return [function_call("deploy", {}, call_id=f"d{len(done)}")]
-
     link = GuardLink(config=RECOMMENDED)
     events = Capture().attach(link.bus)
-    model = ScriptedModel([ModelStep.respond(respond)] * 6)
-    assert (
-        await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[deploy]), "go")
-    ).final_output == "done"
+    agent = Agent(name="main", model=_deploying_until_deployed(), tools=[deploy])
+    assert (await RepeatToolGuard(link).run(agent, "go")).final_output == "done"
     answered = [(r.is_error, r.denied_by, r.content) for r in events.of(ToolResult)]
     timed_out = (True, None, "Tool 'deploy' timed out after 0.05 seconds.")
     assert answered == [timed_out, timed_out, (False, None, "deployed")]
+
+
+async def test_failure_texts_of_the_callers_own_are_outputs_and_a_raised_timeout_is_cancelled(
+    link: GuardLink, events: Capture
+) -> None:
+    """A ``failure_error_function`` or ``timeout_error_function`` of the
+    caller's answers text the guard cannot tell from an output;
+    ``timeout_behavior="raise_exception"`` ends the run, and the call it
+    stopped is answered ``CANCELLED``."""
+
+    async def hang() -> str:
+        await asyncio.sleep(10)
+        return "deployed"
+
+    def broken() -> str:
+        raise RuntimeError("disk on fire")
+
+    failing = function_tool(broken, name_override="deploy", failure_error_function=lambda *_: "sorry")
+    slow = function_tool(hang, name_override="deploy", timeout=0.05, timeout_error_function=lambda *_: "slow")
+    raising = function_tool(hang, name_override="deploy", timeout=0.05, timeout_behavior="raise_exception")
+    guard = RepeatToolGuard(link)
+    for n, tool in enumerate((failing, slow)):
+        model = ScriptedModel([[function_call("deploy", {}, call_id=f"d{n}")], [assistant_message("done")]])
+        assert (await guard.run(Agent(name=f"a{n}", model=model, tools=[tool]), "go")).final_output == "done"
+    model = ScriptedModel([[function_call("deploy", {}, call_id="d2")]])
+    with pytest.raises(ToolTimeoutError):
+        await guard.run(Agent(name="b", model=model, tools=[raising]), "go")
+    answered = [(r.call_id, r.is_error, r.content) for r in events.of(ToolResult)]
+    assert answered == [("d0", False, "sorry"), ("d1", False, "slow"), ("d2", True, CANCELLED)]
 
 
 async def test_rescue_denies_the_third_call_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
