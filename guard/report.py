@@ -18,6 +18,7 @@ from guard.audit import (
     MAST_STEP_REPETITION,
     MAST_TRACES,
     AuditReport,
+    AuditTotals,
     FileError,
     Loop,
     LoopRate,
@@ -156,10 +157,15 @@ def _problems(s: SessionAudit) -> tuple[list[str], int]:
     return shown, len(s.problems) - len(shown)
 
 
+def _skipping(labels: list[str], sessions: Sequence[SessionAudit]) -> list[tuple[str, SessionAudit]]:
+    """The sessions whose import skipped something, each with its label."""
+    return [(label, s) for label, s in zip(labels, sessions, strict=True) if s.skipped]
+
+
 def _skips_table(labels: list[str], sessions: Sequence[SessionAudit]) -> list[str]:
     """Each session whose import skipped something, with its counts and
     where, for the terminal; nothing when no session skipped anything."""
-    skipping = [(label, s) for label, s in zip(labels, sessions, strict=True) if s.skipped]
+    skipping = _skipping(labels, sessions)
     if not skipping:
         return []
     lines = ["", "skipped on import, by session:"]
@@ -359,7 +365,7 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
         )
     out.append("</div>")
     out.append(_rates_html(t.by_model, t.by_tool))
-    out.append(_skips_html(labels, report.sessions, t.sessions))
+    out.append(_skips_html(labels, report.sessions, t))
     if report.errors or report.not_transcripts:
         out.append("<div class='card errors'><div class=lbl>not audited</div><ul>")
         out += [f"<li><b>{_e(e.path)}</b>: {_e(e.reason)}</li>" for e in [*report.errors, *report.not_transcripts]]
@@ -386,16 +392,15 @@ def render_html(report: AuditReport, timelines: Sequence[Timeline]) -> str:
     return "".join(out)
 
 
-def _skips_html(labels: list[str], sessions: Sequence[SessionAudit], total: int) -> str:
+def _skips_html(labels: list[str], sessions: Sequence[SessionAudit], t: AuditTotals) -> str:
     """The sessions whose import skipped something, with their counts and
     where; nothing when no session skipped anything."""
-    skipping = [(label, s) for label, s in zip(labels, sessions, strict=True) if s.skipped]
+    skipping = _skipping(labels, sessions)
     if not skipping:
         return ""
-    skipped = sum(n for _, s in skipping for n in s.skipped.values())
     out = [
-        f"<div class='card errors'><div class=lbl>skipped on import</div><div class=stats>{skipped:,} in "
-        f"{len(skipping)} of {total} sessions</div><ul>"
+        f"<div class='card errors'><div class=lbl>skipped on import</div><div class=stats>"
+        f"{sum(t.skipped.values()):,} in {t.sessions_with_skips} of {t.sessions} sessions</div><ul>"
     ]
     for label, s in skipping:
         shown, more = _problems(s)

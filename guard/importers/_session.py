@@ -68,8 +68,10 @@ class ImportReport:
     line, ``too-deep`` line, ``orphan-result`` without a call,
     ``duplicate-call`` entry, ``bad-record`` the importer could not use, ...).
 
-    ``problems`` keeps the first twenty ``bad-record`` details (where, and
-    the error the record caused), for a user who wants to know which.
+    ``problems`` says where and why, for a user who wants to know which:
+    the first twenty ``bad-record`` details (where, and the error the
+    record caused) and unreadable subagent files, then, when the import
+    stopped early, why.
     """
 
     def __init__(self) -> None:
@@ -89,11 +91,21 @@ class ImportReport:
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
 
+    def _problem(self, problem: str) -> None:
+        """Name ``problem`` in ``problems``, while they are fewer than twenty."""
+        if len(self.problems) < _MAX_PROBLEMS:
+            self.problems.append(problem)
+
     def _bad_record(self, exc: Exception) -> None:
         self.skip("bad-record")
-        if len(self.problems) < _MAX_PROBLEMS:
-            where = _where(self._at)
-            self.problems.append(f"{where}: {type(exc).__name__}: {one_line(str(exc))}")
+        self._problem(f"{_where(self._at)}: {type(exc).__name__}: {one_line(str(exc))}")
+
+    def _stopped(self, why: str) -> None:
+        """The import ended before the end of the session: counted as
+        ``stopped-early`` and said as the last of ``problems``, even past
+        the twenty."""
+        self.skip("stopped-early")
+        self.problems.append(f"{why}: the rest of the session is not read")
 
     def summary(self) -> str:
         total = sum(self.skipped.values())
@@ -204,16 +216,12 @@ def _isolated(
                 agents.setdefault(agent.id, agent)
             report.skipped = counts
             report._bad_record(exc)
-            if report._at is None:  # before any record: keep what came first, and say the rest is lost
-                report.skip("stopped-early")
-                stopped = "the import stopped at a failure outside any record"
-                report.problems.append(f"{stopped}: the rest of the session is not read")
+            if report._at is None:  # before any record: keep what came first
+                report._stopped("the import stopped at a failure outside any record")
                 yield from pending
                 return
             if reruns == _MAX_RERUNS:
-                report.skip("stopped-early")
-                stopped = f"the import stopped after {reruns + 1} records it could not use"
-                report.problems.append(f"{stopped}: the rest of the session is not read")
+                report._stopped(f"the import stopped after {reruns + 1} records it could not use")
                 return
             reruns += 1
             report._passed.add(report._at)
@@ -390,7 +398,9 @@ class Builder:
         twice): the call is a duplicate, dropped and counted as
         ``duplicate-call``. Without ``record`` (a format whose copies cannot
         be told from new calls: Claude Code's resumed files copy history)
-        every reused id is a duplicate.
+        every reused id is a duplicate; a format that writes no copies (a
+        chat history, whose every assistant message is a new response)
+        gives each call its own ``record``, so a reused id is always a new call.
 
         A ``tool`` name that is no string (a transcript's ``null`` or list)
         is its JSON text, as the session log writes a number given as one."""

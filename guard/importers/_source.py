@@ -91,11 +91,18 @@ class Records(list[Any]):
         self.report: ImportReport | None = None
 
     def __iter__(self) -> Iterator[Any]:
+        return self.since(0)
+
+    def since(self, start: int) -> Iterator[Any]:
+        """The items from the ``start``-th on, given as iterating gives
+        them: the items before it, which a format read in another pass, are
+        neither marked nor counted again."""
+        items = itertools.islice(super().__iter__(), start, None)
         report = self.report
         if report is None:
-            yield from super().__iter__()
+            yield from items
             return
-        for index, item in enumerate(super().__iter__()):
+        for index, item in enumerate(items, start):
             key = (self.name, index)
             if key in report._passed:
                 continue

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from bus import AnyEvent
 from guard._text import one_line
-from guard.importers._session import _MAX_PROBLEMS, ImportReport, TranscriptError
+from guard.importers._session import ImportReport, TranscriptError
 
 __all__ = ["subagent_events"]
 
@@ -23,5 +23,5 @@ def subagent_events(events: Iterator[AnyEvent], report: ImportReport) -> Iterato
     except TranscriptError as exc:
         report.skip("unreadable-subagent")
         problem = f"subagent not read: {one_line(str(exc), 1000)}"
-        if len(report.problems) < _MAX_PROBLEMS and problem not in report.problems:
-            report.problems.append(problem)
+        if problem not in report.problems:
+            report._problem(problem)

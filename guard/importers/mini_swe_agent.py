@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bus import AnyEvent
-from guard.importers._chat import CallIds, function_calls
+from guard.importers._chat import function_calls
 from guard.importers._session import Builder, ImportedSession, nested, parse_args, parse_time, text_of
 from guard.importers._source import Format, Sample
 from guard.importers._tags import fenced
@@ -122,7 +122,6 @@ def _events(messages: list[Any], b: Builder, model: Any = None) -> Iterator[AnyE
     ts = 0.0
     step = 0
     waiting: str | None = None
-    ids = CallIds()
     for message in messages:
         if not isinstance(message, dict):
             continue
@@ -143,13 +142,14 @@ def _events(messages: list[Any], b: Builder, model: Any = None) -> Iterator[AnyE
                     calls = [(f"step-{step}", "bash", {"command": blocks[0].strip()})]
             if len(calls) == 1 and calls[0][0].startswith("step-"):
                 waiting = calls[0][0]
-            for call_id, tool, args in calls:
-                yield from b.call(MAIN, ids.issue(call_id, step), step, tool, args, ts)
+            # every assistant message is a new response: each call, by its place, a record of its own (Builder.call)
+            for index, (call_id, tool, args) in enumerate(calls):
+                yield from b.call(MAIN, call_id, step, tool, args, ts, record=(step, index))
         elif role == "tool" or message.get("type") == "function_call_output":
             raw = message.get("tool_call_id") if role == "tool" else message.get("call_id")
             if role != "tool":
                 text = text_of(message.get("output"))
-            yield from b.result(MAIN, ids.answer(str(raw)), text, ts, is_error=_failed(message, text))
+            yield from b.result(MAIN, str(raw), text, ts, is_error=_failed(message, text))
         elif role == "user":
             if step == 0:
                 if text.strip():

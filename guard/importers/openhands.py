@@ -160,11 +160,11 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     records = _evaluation_records(path, report)
     pending = next(records, None)
     while pending is not None:
-        number, record, history = pending
+        line, record, history = pending
         # Read one line ahead, so a torn last line is counted before the
         # last session is handed out.
         pending = next(records, None)
-        instance = str(record.get("instance_id") or record.get("task_id") or f"line-{number}")
+        instance = str(record.get("instance_id") or record.get("task_id") or f"line-{line}")
         yield ImportedSession(
             format=NAME,
             session=instance,
@@ -176,17 +176,18 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 
 
 def _evaluation_records(path: Path, report: ImportReport) -> Iterator[tuple[int, dict[str, Any], Records]]:
-    """The evaluation records of an ``output.jsonl``, numbered, each with
-    its history as ``Records`` (``output.jsonl:<line>#history``) bound to
-    ``report``: each event is a record, as in a trajectory file, so an
+    """The evaluation records of an ``output.jsonl``, each with its line
+    and its history as ``Records`` (``output.jsonl:<line>#history``) bound
+    to ``report``: each event is a record, as in a trajectory file, so an
     event the importer cannot use costs that event, not the rest of its
     instance."""
-    for number, record in enumerate(read_jsonl(path, report), 1):
+    for record in read_jsonl(path, report):
         if _is_record(record):
-            name, line = report._at or (str(path), number)
+            assert report._at is not None  # read_jsonl marks the line of each object it yields
+            name, line = report._at
             history = Records(record["history"], f"{name}:{line}#history")
             history.report = report
-            yield number, record, history
+            yield line, record, history
 
 
 def _producer(history: list[Any]) -> Callable[[Builder], Iterator[AnyEvent]]:

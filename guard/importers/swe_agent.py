@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from bus import AnyEvent
-from guard.importers._chat import CallIds, function_calls
-from guard.importers._session import Builder, ImportedSession, ImportReport, nested, parse_args, text_of
+from guard.importers._chat import function_calls
+from guard.importers._session import Builder, ImportedSession, nested, parse_args, text_of
 from guard.importers._source import Format, Records, Sample
 
 __all__ = ["FORMAT"]
@@ -135,7 +135,6 @@ def _events(history: list[Any], trajectory: Records, b: Builder, model: Any = No
     acted = False
     waiting: str | None = None
     last: str | None = None
-    issued = CallIds()
     for message in history:
         if not isinstance(message, dict) or message.get("is_demo"):
             continue
@@ -152,12 +151,13 @@ def _events(history: list[Any], trajectory: Records, b: Builder, model: Any = No
             if not calls and isinstance(action, str) and action.strip():
                 waiting = f"step-{step}"
                 calls = [(waiting, *_text_call(action))]
-            for call_id, tool, args in calls:
-                yield from b.call(MAIN, issued.issue(call_id, step), step, tool, args, 0.0)
+            # every assistant message is a new response: each call, by its place, a record of its own (Builder.call)
+            for index, (call_id, tool, args) in enumerate(calls):
+                yield from b.call(MAIN, call_id, step, tool, args, 0.0, record=(step, index))
         elif role == "tool":
             for call_id in message.get("tool_call_ids") or [message.get("tool_call_id")]:
                 is_error, denied = _outcome(text)
-                yield from b.result(MAIN, issued.answer(str(call_id)), text, 0.0, is_error=is_error, denied_by=denied)
+                yield from b.result(MAIN, str(call_id), text, 0.0, is_error=is_error, denied_by=denied)
         elif role == "user":
             if not acted:
                 if text.strip():
@@ -180,7 +180,7 @@ def _after_history(
     the steps after it are calls with their results."""
     if last is None or not trajectory:
         return
-    actions = [_action(trajectory[i]) for i in range(len(trajectory))]  # indexed: see ``_steps_after``
+    actions = [_action(trajectory[i]) for i in range(len(trajectory))]  # indexed: iterating marks records
     at = step - 1 if 0 < step <= len(actions) and _same(actions[step - 1], last) else None
     if at is None:
         at = next((i for i in range(len(actions) - 1, -1, -1) if _same(actions[i], last)), None)
@@ -190,7 +190,7 @@ def _after_history(
     if waiting is not None and isinstance(observation, str):
         is_error, denied = _outcome(observation)
         yield from b.result(MAIN, waiting, observation, 0.0, is_error=is_error, denied_by=denied)
-    for entry in _steps_after(trajectory, at, b.report):
+    for entry in trajectory.since(at + 1):  # the steps the history does not hold, each a record
         action = entry.get("action")
         if not isinstance(action, str) or not action.strip():
             continue
@@ -206,25 +206,6 @@ def _after_history(
 
 def _action(step: Any) -> Any:
     return step.get("action") if isinstance(step, dict) else None
-
-
-def _steps_after(trajectory: Records, at: int, report: ImportReport) -> Iterator[dict[str, Any]]:
-    """The steps of ``trajectory`` after its ``at``-th, each one a record as
-    ``Records`` makes it: marked as the one being imported, passed over
-    when a re-run was told to, and counted as ``not-an-object`` when it
-    holds none, so a step the importer cannot use costs that step alone.
-    (Iterating the ``Records`` itself would mark the steps up to ``at``
-    too, which the history holds.)"""
-    for index in range(at + 1, len(trajectory)):
-        key = (trajectory.name, index)
-        if key in report._passed:
-            continue
-        report._at = key
-        step = trajectory[index]
-        if isinstance(step, dict):
-            yield step
-        else:
-            report.skip("not-an-object")
 
 
 def _same(action: Any, last: str) -> bool:

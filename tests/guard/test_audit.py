@@ -41,6 +41,7 @@ from tests.guard.importers._transcripts import (
     ClaudeCodeSession,
     corpus_file,
     looping_claude_code,
+    openhands_runs,
     write_lines,
 )
 
@@ -117,21 +118,9 @@ def test_a_session_the_guard_ran_in_is_answered_from_its_recorded_advice(tmp_pat
     assert (len(timeline.calls), len(timeline.marks)) == (audited.calls, 91)
 
 
-def _evaluation_run(instance: str, *, bad: bool = False) -> dict[str, Any]:
-    """An OpenHands evaluation record: one ``ls`` run, then one whose
-    recorded model response has ``choices`` of an unexpected type when
-    ``bad``."""
-    history: list[Any] = [{"id": 0, "source": "user", "action": "message", "args": {"content": "fix"}}]
-    for n in (1, 2):
-        response: dict[str, Any] = {"id": f"r{n}", "choices": 5 if bad and n == 2 else []}
-        tcm = {"function_name": "execute_bash", "tool_call_id": f"t{n}", "model_response": response}
-        history.append({"id": 2 * n - 1, "source": "agent", "action": "run", "args": {}, "tool_call_metadata": tcm})
-        history.append({"id": 2 * n, "source": "agent", "observation": "run", "cause": 2 * n - 1, "content": "ok"})
-    return {"instance_id": instance, "history": history}
-
-
 def test_each_session_says_what_its_own_import_skipped_and_where(tmp_path: Path) -> None:
-    lines = [_evaluation_run("a", bad=True), _evaluation_run("b"), _evaluation_run("c", bad=True)]
+    broken = {"a": [2], "b": [], "c": [2]}
+    lines = [{"instance_id": i, "history": openhands_runs(2, *runs)} for i, runs in broken.items()]
     path = write_lines(tmp_path / "output.jsonl", lines, torn='{"instance_id": "d"')
     report = audit([path], Config(), jobs=1)
     assert [(s.session, s.calls, s.skipped) for s in report.sessions] == [

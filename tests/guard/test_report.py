@@ -8,7 +8,6 @@ import struct
 import subprocess
 import zlib
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from guard import Config
 from guard.audit import LOOP_SHARE_ANCHOR, AuditReport, FileError, Timeline, audit
 from guard.report import TIMELINE_LIMIT, human_bytes, human_count, render_html, render_table
-from tests.guard.importers._transcripts import ClaudeCodeSession, looping_claude_code, write_lines
+from tests.guard.importers._transcripts import ClaudeCodeSession, codex_rollout, looping_claude_code
 
 
 def _team(tmp_path: Path) -> Path:
@@ -86,14 +85,7 @@ def test_table_of_nothing_and_of_files_that_were_not_transcripts(tmp_path: Path)
 def _damaged_rollout(path: Path, bad: int) -> Path:
     """A Codex rollout of one call, then ``bad`` records of a field type
     Codex never writes, then two lines that are no JSON."""
-    lines: list[dict[str, Any]] = [
-        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r"}}
-    ]
-    for n in range(1 + bad):
-        kind = "function_call" if n == 0 else {"not": "a type"}
-        call = {"type": kind, "name": "shell", "arguments": "{}", "call_id": f"c{n}"}
-        lines.append({"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": call})
-    write_lines(path, lines)
+    codex_rollout(path, "function_call", *[{"not": "a type"}] * bad)
     with path.open("ab") as file:
         file.write(b"<<garbage>>\n\xff not json\n")
     return path

@@ -18,6 +18,7 @@ __all__ = [
     "CORPUS",
     "ClaudeCodeSession",
     "calls",
+    "codex_rollout",
     "corpus_file",
     "counts",
     "events",
@@ -26,6 +27,7 @@ __all__ = [
     "looping_claude_code",
     "of",
     "only",
+    "openhands_runs",
     "write_lines",
 ]
 
@@ -44,6 +46,34 @@ def looping_claude_code(path: Path) -> Path:
         s.call("Bash", {"command": "pytest -q"}, "1 failed", is_error=True)
     s.call("Bash", {"command": "pytest -q"}, "3 passed")
     return s.write(path)
+
+
+def codex_rollout(path: Path, *kinds: Any) -> Path:
+    """A Codex rollout of one shell call per entry of ``kinds``, its payload
+    type: one Codex never writes (an object) makes a record the importer
+    cannot use."""
+    lines: list[dict[str, Any]] = [
+        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r"}}
+    ]
+    for n, kind in enumerate(kinds):
+        call = {"type": kind, "name": "shell", "arguments": "{}", "call_id": f"c{n}"}
+        lines.append({"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": call})
+    return write_lines(path, lines)
+
+
+def openhands_runs(runs: int, *broken: int) -> list[Any]:
+    """An OpenHands V0 ``history``: a prompt, then ``runs`` runs of ``ls <n>``
+    answered (call ids ``t<n>``); the runs numbered in ``broken`` record a
+    model response whose ``choices`` is a number, which makes their action
+    a record the importer cannot use."""
+    history: list[Any] = [{"id": 0, "source": "user", "action": "message", "args": {"content": "fix"}}]
+    for n in range(1, runs + 1):
+        response: dict[str, Any] = {"id": f"r{n}", "choices": 5 if n in broken else []}
+        tcm = {"function_name": "execute_bash", "tool_call_id": f"t{n}", "model_response": response}
+        action = {"id": 2 * n - 1, "source": "agent", "action": "run", "args": {"command": f"ls {n}"}}
+        history.append(action | {"tool_call_metadata": tcm})
+        history.append({"id": 2 * n, "source": "agent", "observation": "run", "cause": 2 * n - 1, "content": "ok"})
+    return history
 
 
 def corpus_file(relative: str) -> Path:

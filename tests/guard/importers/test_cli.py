@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bus import read_log
 from guard.cli import main
 from guard.importers import FORMATS
-from tests.guard.importers._transcripts import ClaudeCodeSession, corpus_file, write_lines
+from tests.guard.importers._transcripts import ClaudeCodeSession, codex_rollout, corpus_file, write_lines
 
 
 def test_import_detects_the_format_and_writes_a_replayable_log(
@@ -45,19 +44,8 @@ def test_import_of_an_evaluation_output_writes_one_log_per_instance(
     assert "32 tool calls" in capsys.readouterr().out
 
 
-def _rollout(path: Path, *kinds: Any) -> Path:
-    """A Codex rollout of one call per entry of ``kinds``, its payload type."""
-    lines: list[dict[str, Any]] = [
-        {"timestamp": "2026-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r"}}
-    ]
-    for n, kind in enumerate(kinds):
-        call = {"type": kind, "name": "shell", "arguments": "{}", "call_id": f"c{n}"}
-        lines.append({"timestamp": "2026-01-01T00:00:01Z", "type": "response_item", "payload": call})
-    return write_lines(path, lines)
-
-
 def test_import_says_where_and_why_it_skipped_a_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = _rollout(tmp_path / "rollout.jsonl", "function_call", {"not": "a type"}, "function_call")
+    src = codex_rollout(tmp_path / "rollout.jsonl", "function_call", {"not": "a type"}, "function_call")
     assert main(["import", str(src), "-o", str(tmp_path / "out.jsonl")]) == 0
     captured = capsys.readouterr()
     assert captured.out.endswith("; skipped bad-record 1\n")
@@ -65,7 +53,7 @@ def test_import_says_where_and_why_it_skipped_a_record(tmp_path: Path, capsys: p
 
 
 def test_import_names_the_first_twenty_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = _rollout(tmp_path / "rollout.jsonl", "function_call", *({"bad": n} for n in range(25)))
+    src = codex_rollout(tmp_path / "rollout.jsonl", "function_call", *({"bad": n} for n in range(25)))
     assert main(["import", str(src), "-o", str(tmp_path / "out.jsonl")]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err[0] == f"  {src}:3: TypeError: unhashable type: 'dict'"

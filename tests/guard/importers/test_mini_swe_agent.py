@@ -123,6 +123,28 @@ def test_version_2_tool_calls_use_the_recorded_actions_and_return_codes(tmp_path
     ]
 
 
+def test_every_call_of_a_chat_is_new_however_often_its_id_recurs(tmp_path: Path) -> None:
+    """A model server that names every call ``call_0``, in parallel calls
+    too: every assistant message is a new response, so no call is taken
+    for a copy of another."""
+
+    def response(calls: int) -> dict[str, object]:
+        call = {"id": "call_0", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+        return {"role": "assistant", "content": "", "tool_calls": [call] * calls}
+
+    messages = [{"role": "user", "content": "fix the bug"}, response(3), response(1)]
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(_v2(messages)))
+    (session,) = open_sessions(path)
+    assert [(c.call_id, c.step) for c in calls(list(session.events()))] == [
+        ("call_0", 1),
+        ("call_0@1", 1),
+        ("call_0@1.2", 1),
+        ("call_0@2", 2),
+    ]
+    assert not session.report.skipped
+
+
 def test_version_2_text_actions_follow_the_configured_regex(tmp_path: Path) -> None:
     # A text-based config may use its own action regex: the recorded action
     # is the call even when the block is not ```bash.

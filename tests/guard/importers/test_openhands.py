@@ -19,6 +19,7 @@ from tests.guard.importers._transcripts import (
     longest_run,
     of,
     only,
+    openhands_runs,
     write_lines,
 )
 
@@ -232,20 +233,16 @@ def test_history_document_and_torn_evaluation_output(tmp_path: Path) -> None:
     assert len(calls(list(sessions[1].events()))) == 4
 
 
-def _runs(*broken: int) -> list[Any]:
-    """A history of five ``ls`` runs answered; the runs numbered in
-    ``broken`` record a model response whose ``choices`` is a number."""
-    history: list[Any] = [{"id": 0, "source": "user", "action": "message", "args": {"content": "fix"}}]
-    for n in range(1, 6):
-        response: dict[str, Any] = {"id": f"r{n}", "choices": 5 if n in broken else []}
-        tcm = {"function_name": "execute_bash", "tool_call_id": f"t{n}", "model_response": response}
-        history += [_action(2 * n - 1, "run", tcm, command=f"ls {n}"), _observation(2 * n, 2 * n - 1, "run", "ok")]
-    return history
+def test_an_instance_without_an_id_is_named_by_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "output.jsonl"
+    named, unnamed = {"instance_id": "i1", "history": openhands_runs(1)}, {"history": openhands_runs(1)}
+    path.write_text(f"{json.dumps(named)}\n\n{json.dumps(unnamed)}\n")
+    assert [s.session for s in open_sessions(path)] == ["i1", "line-3"]
 
 
 def test_a_bad_event_of_an_evaluation_instance_costs_that_event(tmp_path: Path) -> None:
-    lines = [{"instance_id": "a", "history": _runs(2)}, {"instance_id": "a", "history": _runs()}]
-    other_runs = {"instance_id": "b", "history": [*_runs(4), "junk", ["no", "pair"]]}
+    lines = [{"instance_id": "a", "history": openhands_runs(5, 2)}, {"instance_id": "a", "history": openhands_runs(5)}]
+    other_runs = {"instance_id": "b", "history": [*openhands_runs(5, 4), "junk", ["no", "pair"]]}
     path = write_lines(tmp_path / "output.jsonl", [*lines, other_runs])
     first, again, other = open_sessions(path)
     assert [c.call_id for c in calls(list(first.events()))] == ["t1", "t3", "t4", "t5"]

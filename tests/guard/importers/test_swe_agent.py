@@ -185,6 +185,14 @@ def test_a_step_after_the_history_the_importer_cannot_use_costs_that_step(
     assert session.report.problems == [f"{path}#trajectory[2]: ValueError: cannot use this step"]
 
 
+def test_a_step_after_the_history_that_is_a_list_costs_that_step(tmp_path: Path) -> None:
+    history = [{"role": "user", "content": "fix it"}, {"role": "assistant", "content": "", "action": "ls"}]
+    trajectory = [{"action": "ls", "observation": "ls!"}, ["no", "step"], {"action": "submit", "observation": "ok"}]
+    (session,) = open_sessions(_run(tmp_path, history, trajectory))
+    assert [c.args["command"] for c in calls(list(session.events()))] == ["ls", "submit"]
+    assert session.report.skipped == {"bad-record": 1}
+
+
 def test_an_editor_line_number_too_long_for_an_integer_leaves_the_command(tmp_path: Path) -> None:
     view = "str_replace_editor view /testbed/a.py --view_range 1 " + "9" * 5000
     (call,) = calls(only(_text_run(tmp_path, [(view, "x")])))
