@@ -314,18 +314,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_PROBLEMS_PRINTED = 20
-
-
 def _print_problems(problems: list[str]) -> None:
-    """Where and why an import skipped what it could not use (``ImportReport.problems``),
-    on stderr below the session's line, each on one line, the first twenty."""
+    """Where and why an import skipped what it could not use, on stderr
+    below the session's line, each on one line (``ImportReport.problems``,
+    which keeps the first twenty and where the import stopped)."""
     from guard._text import one_line
 
-    for problem in problems[:_PROBLEMS_PRINTED]:
+    for problem in problems:
         print(f"  {one_line(problem, 1000)}", file=sys.stderr)
-    if len(problems) > _PROBLEMS_PRINTED:
-        print(f"  … {len(problems) - _PROBLEMS_PRINTED} more", file=sys.stderr)
 
 
 def _log_name(session: str, taken: set[str]) -> str:
