@@ -576,20 +576,12 @@ class ClaudeHooks:
         denial: Decision | None = None,
     ) -> None:
         """Publish the outcome of the open call ``call_id`` names: its
-        result, or the ``denial`` the model reads instead. Where steps are
-        inferred, the agent's newest call closed while older ones stay open
-        ends the step: a CLI asks the model again only once a response's
-        calls are done, so an older call still open is one it never ran
-        (another hook or the user refused it: no result comes), and it must
-        not hold every later call in its step. A replay of the log infers
-        the same (``guard.sessions.resume``)."""
-        newest = agent.calls_in_flight()[-1].call_id
+        result, or the ``denial`` the model reads instead (closing the
+        newest call ends an inferred step: ``AgentLink``)."""
         if denial is None:
             await agent.result(call_id, content, is_error=is_error)
         else:
             await agent.denied(call_id, denial)
-        if not agent.steps_reported and agent.open_calls() and agent.running(newest) is None:
-            agent.step_done = True
 
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
         """The response is over. A call it lists that is still open (no post

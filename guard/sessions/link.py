@@ -373,14 +373,23 @@ class AgentLink:
         its latest (a denial, which answers the call just made). ``None``
         when no call is open under it (never published, answered already, or
         forgotten, ``OPEN_CALLS_KEPT``): the outcome is dropped, logged once
-        for the agent, and the tool call goes on as if there were no guard."""
+        for the agent, and the tool call goes on as if there were no guard.
+        Where steps are inferred (not reported), the agent's newest call
+        closed while older ones stay open ends the step: a runtime asks the
+        model again only once a response's calls are done, so an older call
+        still open is one it never ran (another hook or the user refused
+        it), and it must not hold every later call in its step. A restore
+        infers the same (``guard.sessions.resume``)."""
         published = call_id
         twins = self._twins.get(call_id)
         if twins:
             published = twins.pop(-1 if latest else 0)
             if not twins:
                 del self._twins[call_id]
+        newest = next(reversed(self._calls), None)
         call = self._calls.pop(published, None)
+        if published == newest and self._calls and not self.steps_reported:
+            self.step_done = True
         if call is None and not self._dropped:
             self._dropped = True
             _log.error(

@@ -73,7 +73,7 @@ class _Tracker:
             newest = next(reversed(state.calls), None)
             state.calls.pop(event.call_id, None)
             if event.call_id == newest and state.calls and not state.steps_reported:
-                state.step_done = True  # the hooks' rule: the newest call is over, the older ones were never run
+                state.step_done = True  # as AgentLink infers it: the older calls were never run
         elif isinstance(event, UserMessage):
             state.halt_reason = None
         elif isinstance(event, AgentStatus):
