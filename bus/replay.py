@@ -9,12 +9,13 @@ from bus.bus import Bus, Decision
 from bus.events import DELIVERIES_KEPT, AnyEvent, ToolCall, ToolResult, trimmed
 from bus.reader import LogReader, ReadReport
 
-__all__ = ["Replay"]
+__all__ = ["CHECKPOINT_EVERY", "Replay"]
 
 _OPEN_IDS = 4096
 _OPEN_PER_ID = 64
-_CHECKPOINT_EVERY = 256
-"""Events a replay applies between two turns it gives the other tasks."""
+CHECKPOINT_EVERY = 256
+"""Events a replay applies between two turns it gives the other tasks (and
+so does whatever else goes through a long history inside a server)."""
 
 
 class Replay:
@@ -104,7 +105,7 @@ class Replay:
                 await pending
             if then is not None:
                 then(event)
-            if not count % _CHECKPOINT_EVERY:
+            if not count % CHECKPOINT_EVERY:
                 await _turn()
         return self.reader.report
 
@@ -117,7 +118,7 @@ class Replay:
         pending = self._step(event)
         decision = None if pending is None else await pending
         self._applied += 1
-        if not self._applied % _CHECKPOINT_EVERY:
+        if not self._applied % CHECKPOINT_EVERY:
             await _turn()
         return decision
 

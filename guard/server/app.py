@@ -282,7 +282,8 @@ class _Handlers:
         return answer
 
     async def events(self, request: Request) -> Response:
-        arrived = time.time()
+        here = scope.current()
+        assert here is not None  # every route runs in its request's scope
         session_id = request.path_params["session"]
         if not is_session_id(session_id):
             raise RequestError(400, f"session {shown(session_id, 100)}: {SESSION_ID_RULE}")
@@ -291,7 +292,7 @@ class _Handlers:
         async def apply(present: Callable[[], Awaitable[None]]) -> bytes:
             async with self.store.use(session_id, retry_keys=retry_keys(event)) as session:
                 await present()
-                return await answer_event(session, event, arrived=arrived)
+                return await answer_event(session, event, arrived=here.arrived)
 
         return Response(await self._attended(request, apply), media_type=_JSON)
 

@@ -31,6 +31,7 @@ from bus import (
     too_deep,
 )
 from bus._codec import lenient_json
+from bus.replay import CHECKPOINT_EVERY
 from guard._text import shown
 from guard.fingerprint import fingerprint
 from guard.server.sessions import Session
@@ -257,7 +258,7 @@ async def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[E
     when each call and result was recorded. An answer is rebuilt from the
     events its request recorded: the call or result, then the guard's
     denial (``owns``), messages and halt request for that agent, up to the
-    agent's next request. The other tasks run every ``_CHECKPOINT_EVERY``
+    agent's next request. The other tasks run every ``CHECKPOINT_EVERY``
     events, as during the replay of the same history."""
     open_: dict[str, _Recalled] = {}
     halts: dict[str, str | None] = {}
@@ -270,7 +271,7 @@ async def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[E
             session.remember_answer(done.key, msgspec.json.encode(answer))
 
     for count, event in enumerate(events, 1):
-        if not count % _CHECKPOINT_EVERY:
+        if not count % CHECKPOINT_EVERY:
             await checkpoint()
         agent = event.agent
         if agent is None:  # pragma: no cover - every event the server records names its agent
@@ -324,9 +325,6 @@ async def recall(session: Session, events: Iterable[AnyEvent], owns: Callable[[E
             open_[agent.id] = _Recalled(None, None, event.seq, None)
     for agent_id in list(open_):
         close(agent_id)
-
-
-_CHECKPOINT_EVERY = 256
 
 
 class _Recalled:

@@ -47,8 +47,7 @@ from guard.actions import Action
 from guard.config import Config
 from guard.guard import Guard
 from guard.server.events import recall
-from guard.server.scope import note
-from guard.server.sessions import Session, SessionStore, StoreError, _Turns
+from guard.server.sessions import Session, SessionStore, StoreError
 from guard.sessions.answer import retry_key
 from guard.sessions.fleet import ActionLedger, FleetCounts
 from guard.sessions.lease import Lease, SessionLeases
@@ -137,10 +136,6 @@ class RedisSessionStore(SessionStore):
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker, ttl=ttl)
         self._shared: dict[str, _Shared] = {}
         self._fetched: dict[str, Lease] = {}
-        self._turns = _Turns()
-        """Requests for one session take turns within this replica (the lease
-        orders replicas; this orders one replica's own requests, so a request
-        never reads the stream from a position its predecessor is still moving)."""
         self._spent: set[str] = set()
         """Tokens of leases a commit's script released or found lost."""
 
@@ -206,16 +201,12 @@ class RedisSessionStore(SessionStore):
                 shared.answered[key] = answer  # recorded already: the commit puts it only if it changes
 
     @asynccontextmanager
-    async def use(self, session_id: str, *, retry_keys: Sequence[str] = ()) -> AsyncIterator[Session]:
-        note(session=session_id)
-        with self.in_flight(session_id):
-            async with self._turns.take(session_id), self._leased(session_id, retry_keys) as session:
-                yield session
-
-    @asynccontextmanager
-    async def _leased(self, session_id: str, retry_keys: Sequence[str]) -> AsyncIterator[Session]:
+    async def _held(self, session_id: str, retry_keys: Sequence[str]) -> AsyncIterator[Session]:
         """``use``'s session, caught up with the stream under its lease,
-        which is released when the block ends (see the module's docstring)."""
+        which is released when the block ends (see the module's docstring).
+        Entered in the session's turn: the lease orders replicas, the turn
+        this replica's own requests, so a request never reads the stream
+        from a position its predecessor is still moving."""
         live = self._live.get(session_id)
         shared = self._shared.get(session_id) if live is not None else None
         try:
@@ -228,7 +219,7 @@ class RedisSessionStore(SessionStore):
             if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
                 await self._catch_up(live, shared, lease)
             self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
-            async with self._held(session_id) as session:
+            async with super()._held(session_id, retry_keys) as session:
                 shared = self._shared[session_id]
                 if lease.notes is not None:  # the answers asked for, read with the lease
                     _adopt(shared, session, lease.notes)

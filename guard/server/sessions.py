@@ -18,7 +18,7 @@ import math
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -69,8 +69,9 @@ class Session:
     """One session's live state: its ``GuardLink`` (bus, guard and log), the
     translators of its two routes (``hooks`` for Claude Code hook payloads,
     ``agents`` for the events API; a session is driven through one of them),
-    and a lock that serializes its events, so they reach the guard and the
-    log in the order they were answered.
+    and a lock, held by the request using it (the store takes the session's
+    requests in turns, so its events reach the guard and the log in the
+    order they were answered, and evicts no session in use).
 
     ``close`` is called by the store once the session is evicted; the store
     never hands out a closed session.
@@ -196,29 +197,6 @@ class Session:
             self._close()
 
 
-class _Turns:
-    """Locks by session id, made when a first holder comes and dropped when
-    the last one leaves: one task at a time for each session, any number of
-    sessions side by side."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, tuple[anyio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def take(self, session_id: str) -> AsyncIterator[None]:
-        lock, users = self._held.get(session_id) or (anyio.Lock(fast_acquire=True), 0)
-        self._held[session_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._held[session_id]
-            if users == 1:
-                del self._held[session_id]
-            else:
-                self._held[session_id] = (lock, users - 1)
-
-
 class SessionStore(abc.ABC):
     """Owns the live sessions of one server.
 
@@ -254,9 +232,9 @@ class SessionStore(abc.ABC):
         applied just what it appended (always 0 for a store only this process uses)."""
         self._clock = clock
         self._live: OrderedDict[str, Session] = OrderedDict()
-        self._restoring = _Turns()
-        self._arrivals: dict[str, list[float]] = {}
-        """When each session's requests in flight arrived (``in_flight``)."""
+        self._requests: dict[str, tuple[anyio.Lock, list[float]]] = {}
+        """Each session with requests in flight: the lock they take turns on
+        (``_turn``), and when each of them arrived."""
 
     def __len__(self) -> int:
         """How many sessions are live in memory."""
@@ -289,78 +267,78 @@ class SessionStore(abc.ABC):
         store whose copy may lack answers given elsewhere reads them with
         the session)."""
         note(session=session_id)
-        with self.in_flight(session_id):
-            async with self._held(session_id) as session:
-                yield session
+        async with self._turn(session_id), self._held(session_id, retry_keys) as session:
+            yield session
 
-    @contextlib.contextmanager
-    def in_flight(self, session_id: str) -> Iterator[None]:
-        """A request of the session is in flight for the duration of the
-        block (since it arrived: its scope's ``arrived``, else now); when it
-        ends, the live session forgets the record times no request still in
+    @asynccontextmanager
+    async def _turn(self, session_id: str) -> AsyncIterator[None]:
+        """The block runs in its session's turn: one request of a session at
+        a time (so a session is restored once however many wait), any number
+        of sessions side by side. The request is in flight from when it
+        arrived (its scope's ``arrived``, else now) until the block ends;
+        then the live session forgets the record times no request still in
         flight can need (``Session.forget_recorded``)."""
-        arrivals = self._arrivals.setdefault(session_id, [])
+        lock, arrivals = self._requests.get(session_id) or (anyio.Lock(fast_acquire=True), [])
+        self._requests[session_id] = lock, arrivals
         scope = current()
         since = scope.arrived if scope is not None else time.time()
         arrivals.append(since)
         try:
-            yield
+            async with lock:
+                yield
         finally:
             arrivals.remove(since)
             if not arrivals:
-                del self._arrivals[session_id]
+                del self._requests[session_id]
             session = self._live.get(session_id)
             if session is not None:
                 session.forget_recorded(min(arrivals, default=math.inf))
 
     @asynccontextmanager
-    async def _held(self, session_id: str) -> AsyncIterator[Session]:
-        """``use``'s session, its lock held, its request's events committed
-        when the block ends (see ``use``)."""
-        while True:
-            session = await self._get(session_id)
-            async with session.lock:
-                if session.closed:  # evicted while this request waited for the lock
-                    continue
+    async def _held(self, session_id: str, retry_keys: Sequence[str]) -> AsyncIterator[Session]:
+        """``use``'s session, its lock held (marking it in use: never
+        evicted meanwhile), its request's events committed when the block
+        ends (see ``use``). Entered in the session's turn, so nothing else
+        holds the lock or evicts the session between ``_get`` and the lock.
+        A store whose copy may lack what other replicas did (and answered:
+        ``retry_keys``) overrides it to bring the copy up to date first."""
+        session = await self._get(session_id)
+        async with session.lock:
+            session.last_used = self._clock()
+            try:
+                yield session
+            except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    # Cancelled (a shutdown's deadline) before it was answered: what it
+                    # published is not recorded, and the live state that saw it is dropped,
+                    # so the client's retry is decided afresh from the record.
+                    session.pending = []
+                    self._evict(session)
+                raise
+            finally:
                 session.last_used = self._clock()
+                events, session.pending = session.pending, []
                 try:
-                    yield session
-                except BaseException as exc:
-                    if not isinstance(exc, Exception):
-                        # Cancelled (a shutdown's deadline) before it was answered: what it
-                        # published is not recorded, and the live state that saw it is dropped,
-                        # so the client's retry is decided afresh from the record.
-                        session.pending = []
-                        self._evict(session)
+                    if events:
+                        await self.commit(session, events)
+                except BaseException:
+                    self._evict(session)  # its live state is ahead of its record: rebuilt from the record
                     raise
-                finally:
-                    session.last_used = self._clock()
-                    events, session.pending = session.pending, []
-                    try:
-                        if events:
-                            await self.commit(session, events)
-                    except BaseException:
-                        self._evict(session)  # its live state is ahead of its record: rebuilt from the record
-                        raise
-                    if session.finished:
-                        self._evict(session)
-                return
+                if session.finished:
+                    self._evict(session)
 
     async def _get(self, session_id: str) -> Session:
         session = self._live.get(session_id)
         if session is not None:
             self._live.move_to_end(session_id)
             return session
-        # Two requests for one new session must not restore it twice; the
-        # restores of different sessions run side by side, each replay giving
-        # way to the other requests every few hundred events.
-        async with self._restoring.take(session_id):
-            session = self._live.get(session_id)
-            if session is None:
-                session = await self.restore(session_id)
-                session.last_used = self._clock()
-                self._live[session_id] = session
-                self._make_room(keep=session)
+        # In the session's turn (``_turn``): restored once, while the restores
+        # of other sessions run side by side, each replay giving way to the
+        # other requests every few hundred events.
+        session = await self.restore(session_id)
+        session.last_used = self._clock()
+        self._live[session_id] = session
+        self._make_room(keep=session)
         return session
 
     def _make_room(self, keep: Session) -> None:

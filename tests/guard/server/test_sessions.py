@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +33,37 @@ async def grep(store: FileSessionStore, session_id: str, call_id: str) -> list[s
     return [m.text for m in answer.messages]
 
 
-def long_log(path: Path, calls: int) -> None:
-    """A session log of ``calls`` distinct calls of agent ``main``, each with its result."""
-    lines = [b'{"type":"session/start","v":1,"session":"long","ts":1.0}']
-    for n in range(calls):
-        call = {"agent": "main", "call_id": f"c{n}", "step": n + 1, "tool": "Bash", "args": {"command": f"make {n}"}}
-        lines.append(msgspec.json.encode({"type": "tool/call", "seq": 2 * n + 1, "ts": 2.0, **call}))
-        result = {"type": "tool/result", "seq": 2 * n + 2, "ts": 2.0, **call, "content": "ok", "is_error": False}
-        lines.append(msgspec.json.encode(result))
-    path.write_bytes(b"\n".join(lines) + b"\n")
-
-
 @pytest.fixture
 def store(tmp_path: Path, clock: FakeClock) -> FileSessionStore:
     return FileSessionStore(tmp_path / "state", idle_seconds=60, max_sessions=3, clock=clock)
+
+
+LongStore = Callable[[int], FileSessionStore]
+
+
+@pytest.fixture
+def long_store(tmp_path: Path) -> Iterator[LongStore]:
+    """``long_store(calls)``: a store whose state directory holds the log of
+    session ``long``, ``calls`` distinct calls of agent ``main``, each with
+    its result; closed after the test."""
+    state = tmp_path / "state"
+    stores: list[FileSessionStore] = []
+
+    def make(calls: int) -> FileSessionStore:
+        lines = [b'{"type":"session/start","v":1,"session":"long","ts":1.0}']
+        for n in range(calls):
+            call = {"agent": "main", "call_id": f"c{n}", "step": n + 1, "tool": "Bash", "args": {"cmd": f"make {n}"}}
+            lines.append(msgspec.json.encode({"type": "tool/call", "seq": 2 * n + 1, "ts": 2.0, **call}))
+            result = {"type": "tool/result", "seq": 2 * n + 2, "ts": 2.0, **call, "content": "ok", "is_error": False}
+            lines.append(msgspec.json.encode(result))
+        state.mkdir()
+        (state / "long.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+        stores.append(FileSessionStore(state))
+        return stores[-1]
+
+    yield make
+    for store in stores:
+        store.close()
 
 
 async def test_an_idle_session_is_evicted_and_its_state_comes_back_from_its_log(
@@ -207,11 +225,8 @@ async def test_a_request_cancelled_before_it_is_answered_records_nothing(store: 
     assert await grep(store, "s", "c3") == []  # the second call of the log, not the third: c2 was never recorded
 
 
-async def test_a_long_restore_lets_other_sessions_be_served_meanwhile(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    state.mkdir()
-    long_log(state / "long.jsonl", 2000)
-    store = FileSessionStore(state)
+async def test_a_long_restore_lets_other_sessions_be_served_meanwhile(long_store: LongStore) -> None:
+    store = long_store(2000)
     served: list[str] = []
 
     async def other_sessions() -> None:
@@ -227,14 +242,10 @@ async def test_a_long_restore_lets_other_sessions_be_served_meanwhile(tmp_path: 
             assert session.link.bus.seq == 4000
         tasks.cancel_scope.cancel()
     assert served_meanwhile >= 5  # a turn every few hundred events of the replay, and of its answers recalled
-    store.close()
 
 
-async def test_requests_for_a_session_being_restored_wait_for_that_one_restore(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    state.mkdir()
-    long_log(state / "long.jsonl", 600)
-    store = FileSessionStore(state)
+async def test_requests_for_a_session_being_restored_wait_for_that_one_restore(long_store: LongStore) -> None:
+    store = long_store(600)
     opened: list[Session] = []
 
     async def request() -> None:
@@ -249,7 +260,6 @@ async def test_requests_for_a_session_being_restored_wait_for_that_one_restore(t
     assert len(rest) == 2
     assert all(session is first for session in rest)
     assert store.restored == 1
-    store.close()
 
 
 async def test_a_long_session_keeps_only_the_latest_answers_and_record_times(store: FileSessionStore) -> None:
@@ -277,18 +287,24 @@ async def test_record_times_are_kept_while_a_request_in_flight_may_need_them(tmp
 
     for n in range(200):
         record(n, float(n))
-    token = scope.enter("events")
-    current = scope.current()
-    assert current is not None
-    current.arrived = 50.5  # after the first 51 records
-    with store.in_flight("s"):
-        with store.in_flight("s"):  # another request of the session, arrived now, ends first
+
+    async def request(arrived: float) -> None:
+        token = scope.enter("events")
+        here = scope.current()
+        assert here is not None
+        here.arrived = arrived
+        async with store._turn("s"):
             pass
-        assert len(session.recorded) == 149  # more than the latest 32: all since the request arrived
+        scope.leave(token)
+
+    async with anyio.create_task_group() as tasks:
+        async with store._turn("s"):  # a request of the session that arrived now: it ends first
+            tasks.start_soon(request, 50.5)  # arrived after the first 51 records, waits for its turn
+            await anyio.wait_all_tasks_blocked()
+        assert len(session.recorded) == 149  # more than the latest 32: all since the request waiting arrived
         assert next(iter(session.recorded.values())) == 51.0
-    scope.leave(token)
     assert len(session.recorded) == 32  # no request in flight: the latest alone
-    with store.in_flight("gone"):  # a session not live: nothing to forget
+    async with store._turn("gone"):  # a session not live: nothing to forget
         pass
     session.close()
 
