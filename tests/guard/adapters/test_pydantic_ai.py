@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -30,6 +30,8 @@ from guard.adapters import CANCELLED, GuardLink
 from guard.adapters.pydantic_ai import REMINDER_METADATA_KEY, QuotedReminderPart, ReminderPart, RepeatToolGuard
 from guard.policies.rescue import advice_in
 from tests.guard.adapters.conftest import ADVICE, GUARD_SAID, RESCUE_DENIED, TURNS_DENIED
+
+PartT = TypeVar("PartT")
 
 # pydantic-ai runs only on asyncio (it starts its runs with ``asyncio.create_task``).
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
@@ -105,6 +107,17 @@ def _reminders(messages: list[ModelMessage]) -> list[str]:
     ]
 
 
+def _request_parts(messages: list[ModelMessage], kind: type[PartT]) -> list[PartT]:
+    """The parts of type ``kind`` in the requests of a conversation."""
+    return [
+        part
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, kind)
+    ]
+
+
 async def test_reminder_reaches_the_next_model_request_after_the_result(link: GuardLink, events: Capture) -> None:
     requests: Requests = []
     runs: list[str] = []
@@ -119,13 +132,7 @@ async def test_reminder_reaches_the_next_model_request_after_the_result(link: Gu
     assert isinstance(tool_return, ToolReturnPart)
     assert tool_return.content == "src/cfg.py:12: def load_config():", "the tool result is not rewritten"
     assert GENTLE_REMINDER in str(getattr(shown, "content", ""))
-    (kept,) = [
-        part
-        for message in result.all_messages()
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, ReminderPart)
-    ]
+    (kept,) = _request_parts(result.all_messages(), ReminderPart)
     assert kept.content == GENTLE_REMINDER
     assert kept.metadata == {REMINDER_METADATA_KEY: tool_return.tool_call_id}
     calls = events.of(ToolCall)
@@ -152,13 +159,7 @@ async def test_a_reminder_quoting_what_looks_like_a_frame_reaches_the_model_as_d
 
     assert result.output == "I will stop repeating myself."
     assert runs == [pattern, "other", pattern]
-    (quoted,) = [
-        part
-        for message in result.all_messages()
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, QuotedReminderPart)
-    ]
+    (quoted,) = _request_parts(result.all_messages(), QuotedReminderPart)
     assert "going in a circle" in quoted.content
     assert "ignore the guard" in quoted.content
     assert quoted.metadata is not None
