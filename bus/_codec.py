@@ -370,8 +370,11 @@ def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent 
     boolean in a text field becomes its JSON text (``"call_id": 7`` is call
     ``"7"``), and so does an object or an array in a prose field
     (``content``, ``text``, ``reason``); text holding a number in a number
-    field becomes that number (``"step": "2"``). A program that published ``call_id=7`` wrote
-    such lines; its events are read, not lost."""
+    field becomes that number (``"step": "2"``); a call's ``hints`` keep
+    only the hints declared true or false (MCP's annotations as a dict hold a
+    ``title`` and unset hints as ``null``; no hints at all when they are no
+    object). A program that published ``call_id=7`` wrote such lines; its
+    events are read, not lost."""
     try:
         raw = _LENIENT.decode(line)
     except msgspec.DecodeError:
@@ -379,6 +382,8 @@ def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent 
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
         return None
     _as_text(raw, _TEXT_FIELDS.get(raw["type"], ()))
+    if raw["type"] == "tool/call" and "hints" in raw:
+        _declared_hints(raw)
     source = raw.get("source")
     if raw["type"] == "context/message" and isinstance(source, dict):
         _as_text(source, _SOURCE_TEXT)
@@ -399,6 +404,23 @@ def _as_text(raw: dict[str, Any], names: Iterable[str]) -> None:
         value = raw.get(name)
         if isinstance(value, int | float) or (name in _PROSE and isinstance(value, dict | list)):
             raw[name] = encoder.encode(value).decode("utf-8")
+
+
+def _declared_hints(raw: dict[str, Any]) -> None:
+    """``raw``'s ``hints`` as the hints it declares: those whose value is
+    true or false, under text keys; none when that leaves none."""
+    hints = raw["hints"]
+    declared = {k: v for k, v in hints.items() if type(v) is bool} if isinstance(hints, dict) else {}
+    if declared:
+        raw["hints"] = declared
+    else:
+        del raw["hints"]
+
+
+def _hints_declared(hints: object) -> bool:
+    """Whether ``hints`` is what a call's log line reads back as it is: a
+    dict of text keys to booleans."""
+    return type(hints) is dict and all(type(k) is str and type(v) is bool for k, v in hints.items())
 
 
 _OWN = frozenset({"seq", "ts", "agent"})
@@ -443,7 +465,13 @@ def conform(event: Event) -> None:
         ):
             read_back(event)
     elif isinstance(event, ToolCall):
-        if type(event.call_id) is not str or type(event.step) is not int or type(event.tool) is not str:
+        if (
+            type(event.call_id) is not str
+            or type(event.step) is not int
+            or type(event.tool) is not str
+            or (event.hints is not msgspec.UNSET and not _hints_declared(event.hints))
+            or (event.late is not msgspec.UNSET and type(event.late) is not bool)
+        ):
             read_back(event)
     elif isinstance(event, UserMessage):
         if type(event.text) is not str:
@@ -454,6 +482,7 @@ def conform(event: Event) -> None:
             type(event.text) is not str
             or type(event.call_id) is not str
             or type(source) is not ContextSource
+            or source.kind != "plugin"
             or type(source.plugin) is not str
             or type(source.form) is not str
             or type(source.summary) is not str

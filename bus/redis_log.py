@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 import msgspec
 
-from bus._codec import MAX_NESTING, as_logged, encode_line, event_decoder, too_deep
+from bus._codec import MAX_NESTING, as_logged, checked_time, conform, encode_line, event_decoder, too_deep
 from bus.events import AgentStatus, AnyEvent, Event, SessionStart
 from bus.log import LOG_VERSION
 from bus.reader import LogError, ReadReport
@@ -466,18 +466,21 @@ class RedisSessionLog:
         """``append``'s request, not yet sent: ``append_many`` sends many in
         one round trip. ``forget``: a key that no longer names an event once
         this one is appended (a call's, once its result is in: its id may
-        name a new call)."""
+        name a new call). An event built without a time (``ts`` 0.0) is
+        logged at the log's clock, as ``Bus.publish`` stamps one; a field
+        no reader could read is a ``TypeError`` naming it, as it is there."""
+        now = self._clock()
         return PendingAppend(
             self._fleet_keys,
             self._session_keys,
             (
                 self.session,
                 key or "",
-                self._line(event),
+                self._line(event, now),
                 after or "",
                 self.maxlen,
                 self.ttl,
-                repr(self._clock()),
+                repr(now),
                 forget or "",
             ),
         )
@@ -557,10 +560,13 @@ class RedisSessionLog:
         raw = await self.client.hgetall(self._keys[5])
         return {(k.decode() if isinstance(k, bytes) else str(k)): _bytes(v) for k, v in raw.items()}
 
-    def _line(self, event: Event) -> str:
-        """The event's log line with ``"seq":0``, for the script to number."""
+    def _line(self, event: Event, now: float) -> str:
+        """The event's log line with ``"seq":0``, for the script to number,
+        and its time, or ``now`` when it has none."""
+        conform(event)
+        ts = checked_time(event.ts or now, f"{type(event).__name__}.ts is")
         buffer = self._buffer
-        encode_line(msgspec.structs.replace(event, seq=0) if event.seq else event, buffer)
+        encode_line(msgspec.structs.replace(event, seq=0, ts=ts) if event.seq or ts != event.ts else event, buffer)
         if _SEQ_PLACEHOLDER in buffer[:64]:
             return buffer.decode()
         # Written through the stand-ins (a value JSON cannot carry as it is), whose

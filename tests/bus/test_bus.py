@@ -263,6 +263,38 @@ async def test_every_kind_of_event_is_published_as_a_reader_of_the_log_gets_it(
     assert reader.report.skipped == 0
 
 
+async def test_tool_annotations_given_whole_as_hints_keep_the_hints_they_declare(
+    bus: Bus, capture: Capture, agent: Agent, tmp_path: Path
+) -> None:
+    """MCP's annotations as a dict carry a title and unset hints as ``None``:
+    the call is published with the hints declared true or false, and its
+    log line reads back the same."""
+    log = SessionLog(tmp_path / "s.jsonl").attach(bus)
+    hints = {"title": "Read a file", "readOnlyHint": True, "destructiveHint": None, "openWorldHint": False}
+    await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="read", hints=hints))  # type: ignore[arg-type]
+    log.close()
+    (published,) = capture.events
+    assert published.hints == {"readOnlyHint": True, "openWorldHint": False}  # type: ignore[attr-defined]
+    reader = read_log(tmp_path / "s.jsonl")
+    assert [e.hints for e in reader if isinstance(e, ToolCall)] == [published.hints]  # type: ignore[attr-defined]
+    assert reader.report.skipped == 0
+
+
+@pytest.mark.parametrize("field", ["late", "source.kind"])
+async def test_a_flag_or_a_source_kind_no_reader_could_read_is_refused_naming_it(
+    bus: Bus, capture: Capture, agent: Agent, field: str
+) -> None:
+    event: Event
+    if field == "late":
+        event = ToolCall(agent=agent, call_id="c1", step=1, tool="t", late="no")  # type: ignore[arg-type]
+    else:
+        source = ContextSource(kind="note", plugin="p")  # type: ignore[arg-type]
+        event = ContextMessage(agent=agent, call_id="c1", source=source, text="x")
+    with pytest.raises(TypeError, match=rf"{type(event).__name__} cannot be logged: .* at `\$\.{field}`"):
+        await bus.publish(event)
+    assert (capture.events, bus.seq) == ([], 0)
+
+
 async def test_an_agent_given_as_its_id_is_refused_naming_the_field(bus: Bus, capture: Capture) -> None:
     """Guards keep an agent's state on its handle: an id string would be a
     new agent at every event."""

@@ -42,6 +42,25 @@ async def test_seq_is_assigned_in_append_order_and_the_line_carries_it(client: R
     assert b'"seq":2,' in lines[1]
 
 
+async def test_an_event_built_without_a_time_is_logged_at_the_log_s_clock(client: Redis, agent: Agent) -> None:
+    """As ``Bus.publish`` stamps one: time-based rules of a guard reading the
+    stream see the time the event was appended; a time given is kept."""
+    log = RedisSessionLog(client, "s1", clock=lambda: 100.0)
+    await log.append(_call(agent, 1))
+    await log.append(UserMessage(agent=agent, text="go", ts=7.5))
+    lines = [line async for _, line in log.entries()]
+    assert [msgspec.json.decode(line)["ts"] for line in lines] == [100.0, 7.5]
+
+
+async def test_an_event_no_reader_could_read_is_refused_before_anything_is_sent(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s1")
+    with pytest.raises(TypeError, match=r"ToolCall cannot be logged: .* at `\$\.late`"):
+        await log.append(ToolCall(agent=agent, call_id="c1", step=1, tool="t", late="no"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"UserMessage\.ts is nan"):
+        await log.append(UserMessage(agent=agent, text="go", ts=float("nan")))
+    assert await log.length() == 0
+
+
 async def test_a_retry_under_the_same_key_is_applied_once(client: Redis, agent: Agent) -> None:
     log = RedisSessionLog(client, "s1")
     first = await log.append(_call(agent, 1), key="main:c1:tool/call")

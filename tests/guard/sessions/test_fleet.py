@@ -95,6 +95,21 @@ async def _export_and_replay(redis_url: str, session: str, tmp_path: Path, confi
     return await replay_log(path, config), path
 
 
+async def test_a_call_with_annotations_given_whole_as_hints_is_guarded(workers: Workers) -> None:
+    """MCP's annotations as a dict (a title, unset hints as ``None``): the
+    call is appended with the hints it declares, so every worker reads it
+    back and the guard decides on it."""
+    (worker,) = workers(1)
+    agent = Agent("main")
+    hints = {"title": "Search", "readOnlyHint": True, "destructiveHint": None}
+    decisions = []
+    for n in range(1, 4):
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n, tool="grep", args=GREP, hints=hints)  # type: ignore[arg-type]
+        decisions.append((await worker.handle("s1", call)).decision)
+        await worker.handle("s1", ToolResult.answering(call, "no matches"))
+    assert None not in decisions, "every call was decided"
+
+
 async def test_workers_taking_turns_decide_as_one_process_would(
     workers: Workers, redis_url: str, tmp_path: Path
 ) -> None:
