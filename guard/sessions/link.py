@@ -311,7 +311,7 @@ class AgentLink:
         published = call_id
         if call_id in calls:
             twins = self._twins.setdefault(call_id, [call_id])
-            number = len(twins)
+            number = _next_twin_number(call_id, twins)
             while f"{call_id}@{number}" in calls:
                 number += 1
             published = f"{call_id}@{number}"
@@ -329,7 +329,7 @@ class AgentLink:
         )
         calls[published] = call
         if len(calls) > OPEN_CALLS_KEPT:  # results that never came (a runtime that reports none): the oldest go
-            del calls[next(iter(calls))]
+            self._forget_oldest()
         try:
             return await self.bus.decide(call)
         except Exception:  # as _publish: the call is allowed, as it would be without a guard
@@ -345,11 +345,12 @@ class AgentLink:
     async def failed(self, call_id: str, exc: BaseException) -> None:
         """Publish the outcome of a tool that raised ``exc`` instead of
         answering, so its call is not left open (where the next result under
-        its id would answer it): an error result with the exception's text, or
+        its id would answer it): an error result with the exception's text
+        (its type's name where it has none, or none that can be read), or
         ``CANCELLED`` for a cancellation (the run cancelled, a timeout, Ctrl-C),
         published shielded from the cancellation under way."""
         if isinstance(exc, Exception):
-            await self.result(call_id, str(exc) or type(exc).__name__, is_error=True)
+            await self.result(call_id, _failure_text(exc), is_error=True)
         else:
             await self.cancelled(call_id)
 
@@ -367,6 +368,27 @@ class AgentLink:
         call = self._close(call_id, latest=True)
         if call is not None:
             await self._publish(ToolResult.denial(call, decision))
+
+    def _forget_oldest(self) -> None:
+        """Forget the oldest open call (its result never came), and its name
+        among its id's twins: the oldest open call under that id is the first
+        of them (names join the list in the order made, and leave it only
+        from its ends), so this takes no scan, and the twins hold no more
+        names than there are open calls. A name is the twin of its own id, or
+        of the id before its last ``@`` (``<id>@<n>``); where both hold it (a
+        runtime's own id that is a twin's name) both forget it."""
+        calls = self._calls
+        gone = next(iter(calls))
+        del calls[gone]
+        twins = self._twins
+        for call_id in (gone, gone.rpartition("@")[0]):
+            namesakes = twins.get(call_id)
+            if namesakes is None:
+                continue
+            while namesakes and namesakes[0] not in calls:  # ``gone``, and any name closed elsewhere
+                del namesakes[0]
+            if not namesakes:
+                del twins[call_id]
 
     def _close(self, call_id: str, *, latest: bool = False) -> ToolCall | None:
         """The open call ``call_id`` names, closed: its oldest (a result), or
@@ -550,7 +572,35 @@ def as_text(value: Any) -> str:
         return encoder.encode(as_logged(value)).decode("utf-8", "replace")
 
 
+def _failure_text(exc: Exception) -> str:
+    """The text of a tool's failure: ``exc``'s message, else its type's name;
+    a message that cannot be made (a ``__str__`` that raises: one built from
+    an attribute never set) is its type's name, saying so. Never raises: it
+    runs in the runtime's ``except`` block, and the call must be closed."""
+    kind = type(exc).__name__
+    try:
+        text = str(exc)
+    except Exception:
+        return f"{kind} (its message could not be read)"
+    return text or kind
+
+
 _TWIN = lazy_compile(r"(.+)@([0-9]+)")
+
+
+def _next_twin_number(call_id: str, twins: list[str]) -> int:
+    """Where to look for the next free ``<id>@<n>`` of ``call_id``, whose open
+    calls are ``twins``: after the newest twin's number (one of the last two
+    names: ``<id>`` itself is open once at most), else ``len(twins)``. A
+    runtime that names every call alike and reports no results finds its next
+    name at once, instead of probing the names still open above ``len(twins)``
+    (its oldest calls forgotten, ``OPEN_CALLS_KEPT``)."""
+    number = len(twins)
+    for name in twins[-2:]:
+        head, _, tail = name.rpartition("@")
+        if head == call_id and tail.isascii() and tail.isdigit() and len(tail) < 19:  # int() refuses 4,300 digits
+            number = max(number, int(tail) + 1)
+    return number
 
 
 def _copied(twins: dict[str, list[str]]) -> dict[str, list[str]]:

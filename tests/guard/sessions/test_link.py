@@ -229,6 +229,56 @@ async def test_calls_whose_results_never_come_are_forgotten_oldest_first(
     assert [call.call_id for call in agent.calls_in_flight()] == ["c2", "c3", "c4"]
 
 
+async def test_a_reused_id_whose_results_never_come_keeps_only_the_open_calls(
+    bus: Bus, capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runtime that names every call ``call_0`` and reports no results: the
+    calls forgotten past ``OPEN_CALLS_KEPT`` leave the names of its id's twins
+    too, so they hold no more names than there are open calls, and a late
+    result answers the oldest call still open under the id, never a newer one
+    (nor one forgotten)."""
+    import guard.sessions.link
+
+    monkeypatch.setattr(guard.sessions.link, "OPEN_CALLS_KEPT", 3)
+    agent = GuardLink(bus).agent("main")
+    for n in range(50):
+        await agent.call("call_0", "poll", {"n": n})
+        names = [name for twins in agent._twins.values() for name in twins]
+        assert len(names) <= 3
+        if n:  # a single call under the id has no twins
+            assert names == [call.call_id for call in agent.calls_in_flight()], "the twins are the open calls, in order"
+    assert [call.args for call in agent.calls_in_flight()] == [{"n": 47}, {"n": 48}, {"n": 49}]
+    await agent.call("c1", "read", {})  # another id's call: call_0's oldest goes
+    await agent.call("call_0", "poll", {"n": 50})  # its plain name is free again: made after the others
+    await agent.result("call_0", "late")
+    assert [(r.args, r.content) for r in capture.of(ToolResult)] == [({"n": 49}, "late")]
+    await agent.result("call_0", "later")
+    assert not agent.has_call("call_0")
+    assert [r.args for r in capture.of(ToolResult)] == [{"n": 49}, {"n": 50}]
+    assert agent._twins == {}
+
+
+async def test_a_failure_whose_text_cannot_be_read_still_closes_the_call(bus: Bus, capture: Capture) -> None:
+    """A tool's exception whose ``__str__`` raises (its message built from an
+    attribute never set) never raises out of ``failed``: the call is closed
+    with an error naming the exception's type, as one with no message is."""
+
+    class LazyError(Exception):
+        detail: str
+
+        def __str__(self) -> str:
+            return f"request failed: {self.detail}"
+
+    agent = GuardLink(bus).agent("main")
+    await agent.call("c1", "fetch", {"url": "x"})
+    await agent.failed("c1", LazyError())
+    await agent.call("c2", "fetch", {"url": "y"})
+    await agent.failed("c2", ValueError())
+    assert agent.open_calls() == 0
+    failures = [(r.call_id, r.content, r.is_error) for r in capture.of(ToolResult)]
+    assert failures == [("c1", "LazyError (its message could not be read)", True), ("c2", "ValueError", True)]
+
+
 def test_halt_requested_names_agent_and_reason() -> None:
     error = HaltRequested("main", "looping")
     assert str(error) == "repeat-tool-guard halted agent 'main': looping"
