@@ -22,7 +22,7 @@ from bus.events import (
     UserMessage,
 )
 from bus.files import NotRegularFileError, open_regular, private_dir, read_regular
-from bus.log import LOG_VERSION, LogWriteError, SessionLog
+from bus.log import LOG_VERSION, LogInUseError, LogWriteError, SessionLog
 from bus.reader import LogError, LogReader, ReadReport, SkippedLine, read_log
 from bus.replay import Replay
 
@@ -43,6 +43,7 @@ __all__ = [
     "Handler",
     "Interceptor",
     "LogError",
+    "LogInUseError",
     "LogReader",
     "LogWriteError",
     "NotRegularFileError",

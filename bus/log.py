@@ -5,7 +5,9 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import fcntl
 import os
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -20,7 +22,7 @@ from bus.bus import Bus
 from bus.events import Event, SessionStart
 from bus.files import open_regular
 
-__all__ = ["LOG_VERSION", "LogWriteError", "SessionLog"]
+__all__ = ["LOG_VERSION", "LogInUseError", "LogWriteError", "SessionLog"]
 
 LOG_VERSION = 1
 _HEADER_READ = 1 << 16  # a header line is a few hundred bytes
@@ -39,6 +41,25 @@ class LogWriteError(OSError):
         return self.message
 
 
+class LogInUseError(BlockingIOError):
+    """A session log is open for writing already, by another process or
+    another ``SessionLog`` in this one: a log has one writer at a time
+    (their lines would interleave). ``errno`` is ``EWOULDBLOCK``; the
+    message names the log."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EWOULDBLOCK, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# flock not supported where the file lives (NFS without a lock daemon, some
+# FUSE file systems): the log is written unlocked, as before locks existed.
+_NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+
+
 class SessionLog:
     """Writes a session log (JSONL) for one bus.
 
@@ -54,6 +75,12 @@ class SessionLog:
     The log must be a regular file or a character device (``/dev/null``); a
     FIFO, socket or directory raises ``NotRegularFileError``, and so does a
     symbolic link unless ``follow_symlinks=True``.
+
+    A log has one writer at a time: a regular file is locked (``flock``)
+    while it is open, and opening it again, from another process or in this
+    one, raises ``LogInUseError`` (an ``OSError``, ``EWOULDBLOCK``) until
+    the first writer closes it. A device (``/dev/null``) is shared; where
+    the file system has no ``flock``, the log is written unlocked.
 
     A write either lands a whole line or raises ``LogWriteError`` and leaves none:
     the part of a line a full disk accepted is cut off again, or, if even
@@ -89,6 +116,7 @@ class SessionLog:
             )
         except FileExistsError:
             self._refuse_existing(follow_symlinks)
+        self._lock(self._fd)
         self._buffer = bytearray()
         self._held: bytearray | None = None
         self._held_count = 0
@@ -103,9 +131,34 @@ class SessionLog:
                 start = checked_time(clock(), "the session log's clock returned")
                 self._record(SessionStart(v=LOG_VERSION, session=self.session, ts=start))
         except BaseException:
-            self.close()
-            if not append:  # the file is ours and empty: a retry must not find it "already there"
-                self.path.unlink(missing_ok=True)
+            try:
+                if not append:  # the file is ours and empty: a retry must not find it "already there"
+                    self.path.unlink(missing_ok=True)  # while locked, so no writer continues it meanwhile
+            finally:
+                self.close()
+            raise
+
+    def _lock(self, fd: int) -> None:
+        """Take the log's writer lock (a regular file's; a device is shared),
+        or close ``fd`` and raise ``LogInUseError``: another writer has the
+        log open. Nothing is removed: a file this log just created is the
+        other writer's now."""
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            self._fd = None
+            raise LogInUseError(
+                f"session log {str(self.path)!r} is open for writing already (by another process, or another"
+                " SessionLog in this one); a log has one writer at a time"
+            ) from None
+        except OSError as exc:
+            if exc.errno in _NO_FLOCK:
+                return
+            os.close(fd)
+            self._fd = None
             raise
 
     def _refuse_existing(self, follow_symlinks: bool) -> NoReturn:
@@ -277,7 +330,8 @@ class SessionLog:
         raise self.error from None
 
     def _cut(self, fd: int, written: int) -> None:
-        """Take back the ``written`` bytes of a line that did not land whole."""
+        """Take back the ``written`` bytes of a line that did not land whole:
+        the file's last bytes, as no other writer has it open (the lock)."""
         if not written:
             return
         try:
@@ -286,7 +340,8 @@ class SessionLog:
             self._torn = True  # the next line starts with a newline instead
 
     def close(self) -> None:
-        """Close the file; later writes raise ``LogWriteError``. Closing twice is harmless."""
+        """Close the file, which lets the next writer in; later writes raise
+        ``LogWriteError``. Closing twice is harmless."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

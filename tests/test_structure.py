@@ -49,6 +49,7 @@ def test_bus_public_names() -> None:
             "Handler",
             "Interceptor",
             "LogError",
+            "LogInUseError",
             "LogReader",
             "LogWriteError",
             "NotRegularFileError",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import datetime
 import errno
+import fcntl
 import math
 import os
 import stat
+import subprocess
+import sys
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from bus import (
     Bus,
     ContextMessage,
     ContextSource,
+    LogInUseError,
     LogWriteError,
     NotRegularFileError,
     SessionLog,
@@ -204,6 +208,149 @@ def test_append_continues_a_log_that_opens_with_a_byte_order_mark(log_path: Path
 def test_a_log_can_go_to_a_device(zero_umask: None) -> None:
     with SessionLog("/dev/null", append=True, fsync=False) as log:
         log.write(UserMessage(agent=Agent("a"), text="discarded"))
+
+
+def test_a_device_log_is_shared_by_two_writers_at_once() -> None:
+    """``/dev/null`` keeps nothing to interleave: any number may write it."""
+    with SessionLog(os.devnull, append=True) as first, SessionLog(os.devnull, append=True) as second:
+        first.write(UserMessage(agent=Agent("a"), text="discarded"))
+        second.write(UserMessage(agent=Agent("b"), text="discarded"))
+
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _in_use(path: Path) -> str:
+    return (
+        f"session log {str(path)!r} is open for writing already (by another process, or another"
+        " SessionLog in this one); a log has one writer at a time"
+    )
+
+
+def test_a_second_writer_of_one_log_is_refused_while_the_first_has_it_open(log_path: Path) -> None:
+    """Two writers' lines would interleave, and each seq that steps back
+    would replay as a new run: the second is refused, with nothing written,
+    no descriptor leaked, and the first writes on."""
+    with SessionLog(log_path, session="first") as first:
+        first.write(UserMessage(agent=Agent("a"), seq=1, text="one"))
+        before = log_path.read_bytes()
+        open_before = len(os.listdir("/proc/self/fd"))
+        for _ in range(2):  # refused as often as it is tried
+            with pytest.raises(LogInUseError) as info:
+                SessionLog(log_path, session="second", append=True)
+            assert str(info.value) == _in_use(log_path)
+            assert isinstance(info.value, OSError)  # callers that handle OSError keep working
+            assert info.value.errno == errno.EWOULDBLOCK
+        assert len(os.listdir("/proc/self/fd")) == open_before
+        assert log_path.read_bytes() == before
+        first.write(UserMessage(agent=Agent("a"), seq=2, text="two"))
+    with read_log(log_path) as reader:
+        assert [e.text for e in reader if isinstance(e, UserMessage)] == ["one", "two"]
+        assert (reader.report.session, reader.report.lines) == ("first", 3)
+
+
+def test_a_log_closed_by_its_writer_can_be_continued_by_the_next(log_path: Path) -> None:
+    first = SessionLog(log_path, session="first")
+    with pytest.raises(LogInUseError):
+        SessionLog(log_path, append=True)
+    first.write(UserMessage(agent=Agent("a"), seq=1, text="one"))
+    first.close()
+    with SessionLog(log_path, session="second", append=True) as second:
+        second.write(UserMessage(agent=Agent("a"), seq=1, text="two"))
+        with pytest.raises(LogInUseError):
+            SessionLog(log_path, append=True)  # the next writer holds it now
+    with SessionLog(log_path, session="third", append=True) as third:
+        third.write(UserMessage(agent=Agent("a"), seq=1, text="three"))
+    assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["one", "two", "three"]
+
+
+def test_a_log_another_process_writes_is_refused_until_that_process_closes_it(log_path: Path) -> None:
+    SessionLog(log_path, session="first").close()
+    holder = (
+        "import sys\n"
+        "from bus import SessionLog\n"
+        "with SessionLog(sys.argv[1], session='holder', append=True):\n"
+        "    print('open', flush=True)\n"
+        "    sys.stdin.readline()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", holder, str(log_path)],
+        cwd=_REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdin is not None
+            assert child.stdout.readline() == "open\n"
+            before = log_path.read_bytes()
+            with pytest.raises(LogInUseError, match="is open for writing already"):
+                SessionLog(log_path, session="refused", append=True)
+            assert log_path.read_bytes() == before
+            child.stdin.close()  # the holder closes its log and exits
+            assert child.wait(timeout=60) == 0
+        finally:
+            if child.poll() is None:
+                child.kill()
+    SessionLog(log_path, session="next", append=True).close()
+    headers = [msgspec.json.decode(line)["session"] for line in _lines(log_path)]
+    assert headers == ["first", "holder", "next"]
+
+
+def test_a_process_cannot_write_a_log_this_one_has_open(log_path: Path) -> None:
+    refused = (
+        "import errno, sys\n"
+        "from bus import LogInUseError, SessionLog\n"
+        "try:\n"
+        "    SessionLog(sys.argv[1], append=True)\n"
+        "except LogInUseError as exc:\n"
+        "    print(exc.errno == errno.EWOULDBLOCK, exc)\n"
+    )
+    with SessionLog(log_path, session="s") as log:
+        done = subprocess.run(
+            [sys.executable, "-c", refused, str(log_path)], cwd=_REPO, capture_output=True, text=True, timeout=60
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        assert done.stdout == f"True {_in_use(log_path)}\n"
+        log.write(UserMessage(agent=Agent("a"), seq=1, text="mine"))
+    with read_log(log_path) as reader:
+        assert [e.text for e in reader if isinstance(e, UserMessage)] == ["mine"]
+        assert reader.report.lines == 2
+
+
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL])
+def test_a_log_on_a_file_system_without_locks_is_written_unlocked(
+    log_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """NFS without a lock daemon, some FUSE file systems: no lock to take,
+    and no reason to refuse the log."""
+
+    def unsupported(fd: int, operation: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(fcntl, "flock", unsupported)
+    with SessionLog(log_path, session="first") as first, SessionLog(log_path, append=True) as second:
+        first.write(UserMessage(agent=Agent("a"), seq=1, text="one"))
+        second.write(UserMessage(agent=Agent("a"), seq=1, text="two"))
+    assert [e.text for e in read_log(log_path) if isinstance(e, UserMessage)] == ["one", "two"]
+
+
+def test_a_lock_that_fails_otherwise_raises_and_leaks_no_descriptor(
+    log_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    SessionLog(log_path).close()
+    before = log_path.read_bytes()
+
+    def failing(fd: int, operation: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(fcntl, "flock", failing)
+    open_before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError, match="Input/output error"):
+        SessionLog(log_path, append=True)
+    assert len(os.listdir("/proc/self/fd")) == open_before
+    assert log_path.read_bytes() == before
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux /dev/full and /proc")

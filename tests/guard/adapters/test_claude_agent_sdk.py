@@ -503,6 +503,7 @@ async def test_resumed_hook_restores_steps_open_calls_halts_and_drops_disposed_a
     await hooks.handle(pre)
     await hooks.handle(payload("SubagentStop", agent_id="late", agent_type="x", agent_transcript_path="/t"))
     await hooks.handle(pre | {"tool_use_id": "toolu_03"})
+    recorded.close()  # the hook continues the log: one writer at a time
 
     answer = await run_hook_in_process(post | {"tool_use_id": "toolu_03"}, tmp_path)
     assert answer == {}, "'late' came back after its stop: live again, its open call answered"
