@@ -216,7 +216,7 @@ class RedisSessionStore(SessionStore):
         stop_renewal = self.leases.hold(session_id, lease.token)
         try:
             # (evicted while the lease was taken: restored below instead)
-            if live is not None and shared is not None and lease.seq != shared.seq and not live.closed:
+            if live is not None and shared is not None and lease.entries is not None and not live.closed:
                 await self._catch_up(live, shared, lease)
             self._fetched[session_id] = lease  # for a restore and the commit: what the lease read, its token
             async with super()._held(session_id, retry_keys) as session:

@@ -32,9 +32,11 @@ PREFETCH = 256
 """Entries taking a lease returns at most; a longer catch-up reads on."""
 
 # Take the session's lease and, in the same step, read where the stream is:
-# its last seq and, when that is not the seq the replica knows (ARGV[3]),
-# the entries after the replica's position (ARGV[4], an entry id or '-')
-# and the notes named by ARGV[6:] (from the hash KEYS[4]).
+# its last seq and, when that is not the seq the replica knows (ARGV[3]) or
+# its last entry is not the replica's position (ARGV[4], an entry id or '-':
+# a new life of the session, after a Redis restarted without its data, that
+# reached the same seq), the entries after that position and the notes
+# named by ARGV[6:] (from the hash KEYS[4]).
 # A lease held by another request answers {0, its remaining ms}.
 _ACQUIRE = (
     LUA_HELPERS
@@ -45,7 +47,10 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 local seq = last_seq(KEYS[2], KEYS[3])
-if seq == tonumber(ARGV[3]) then return {1, seq} end
+if seq == tonumber(ARGV[3]) then
+  local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
+  if (last and last[1] or '-') == ARGV[4] then return {1, seq} end
+end
 local start = ARGV[4] == '-' and '-' or '(' .. ARGV[4]
 local entries = redis.call('XRANGE', KEYS[3], start, '+', 'COUNT', ARGV[5])
 if #ARGV == 5 then return {1, seq, entries} end

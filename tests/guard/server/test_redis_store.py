@@ -633,6 +633,34 @@ async def test_a_stream_trimmed_past_a_replica_is_rebuilt_not_caught_up(replicas
     assert answer.seq == 12  # numbering goes on from the stream's last seq
 
 
+async def test_a_new_life_that_reached_a_replica_s_seq_is_rebuilt_not_answered_from_the_old(
+    replicas: Replicas, redis_url: str, tmp_path: Path
+) -> None:
+    """Redis lost the session (a restart without persistence, a flush) and
+    its new life, through another replica, reached the seq this replica's
+    copy stands at: the copy is rebuilt from the new stream, so a call the
+    old life had denied is decided anew, and recorded."""
+    config = load_config("recommended")
+    one, two = replicas(2, config)
+    answers = [await grep(two, "life", f"c{n}") for n in range(3)]
+    assert answers[-1].allowed is False, "the old life's third identical grep was denied"
+    client = Redis.from_url(redis_url)
+    try:
+        old = await client.xlen("rtg:{life}:events")
+        await client.flushall()
+        seq = 0
+        while seq < old:
+            seq = (await post(one, "life", type="user/message", agent="main", text=f"new life {seq}")).seq
+        assert seq == old, "the new life stands at the old one's seq"
+    finally:
+        await client.aclose()
+    call = await post(two, "life", type="tool/call", agent="main", call_id="c2", tool="grep", args={"p": 1})
+    assert call.allowed is True, "a first grep of the new life"
+    assert (call.seq, two.restored) == (old + 1, 1), "rebuilt from the new stream"
+    checked = await _replay_check(redis_url, "life", tmp_path, "--config", "recommended")
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+
+
 async def test_an_entry_that_does_not_decode_makes_a_rebuild_that_skips_it(replicas: Replicas, redis_url: str) -> None:
     one, two = replicas(2)
     await grep(one, "t2", "c0")
