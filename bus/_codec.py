@@ -219,12 +219,20 @@ def as_logged(value: Any, *, depth: int = 0) -> Any:
     return _plain(value, set(), depth)
 
 
-def lenient_json(raw: bytes) -> Any:
+class NumberOutOfRange(ValueError):
+    """A JSON number beyond a float's range (``1e999``), which msgspec
+    refuses and the standard library reads as infinite."""
+
+
+def lenient_json(raw: bytes, *, finite: bool = False) -> Any:
     """``raw`` read by the standard library's decoder, which takes escaped
     lone surrogates (``"\\ud83d"``, as JavaScript writes a string cut
     mid-character) as msgspec does not, each then written as the session
     log writes it (``as_logged``), so a replay sees what the guard saw;
     ``None`` when it is no JSON either (``NaN`` and ``Infinity`` are none).
+    A number beyond a float's range is logged as ``null``, or, with
+    ``finite``, is a ``NumberOutOfRange`` naming it, as msgspec refuses it
+    (a server answers one body alike whatever else it holds).
     ``raw`` is read as UTF-8 (a byte order mark allowed), never as UTF-16
     or UTF-32 guessed from its first bytes, as ``json.loads`` reads bytes
     (a line of a UTF-16 file begins with a NUL byte)."""
@@ -233,8 +241,17 @@ def lenient_json(raw: bytes) -> Any:
     def refuse(constant: str) -> None:
         raise ValueError(constant)
 
+    def in_range(text: str) -> float:
+        number = float(text)
+        if number - number != 0.0:
+            raise NumberOutOfRange(f"number out of range: {text[:40]}")
+        return number
+
     try:
-        return as_logged(json.loads(raw.decode("utf-8-sig", "surrogatepass"), parse_constant=refuse))
+        text = raw.decode("utf-8-sig", "surrogatepass")
+        return as_logged(json.loads(text, parse_constant=refuse, parse_float=in_range if finite else float))
+    except NumberOutOfRange:
+        raise
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
 

@@ -30,7 +30,7 @@ from bus import (
     UserMessage,
     too_deep,
 )
-from bus._codec import lenient_json
+from bus._codec import NumberOutOfRange, lenient_json
 from bus.replay import CHECKPOINT_EVERY
 from guard._text import shown
 from guard.fingerprint import fingerprint
@@ -166,7 +166,10 @@ def decode_event(body: bytes) -> EventIn:
     except msgspec.ValidationError as exc:
         raise RequestError(422, f"invalid event: {_quoted(str(exc))}") from None
     except msgspec.DecodeError as exc:
-        value = lenient_json(body)  # a lone surrogate, as JavaScript writes a string cut mid-character
+        try:
+            value = lenient_json(body, finite=True)  # a lone surrogate, as JavaScript writes a string cut mid-character
+        except NumberOutOfRange as out:
+            raise RequestError(422, f"invalid event: {_quoted(str(out))}") from None
         if value is None:
             raise RequestError(400, f"body is not JSON: {_quoted(str(exc))}") from None
     try:

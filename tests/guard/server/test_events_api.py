@@ -291,6 +291,21 @@ def test_a_lone_surrogate_is_read_as_the_log_writes_it(served: Served) -> None:
     assert response.status_code == 422, "read leniently, then checked as strictly"
 
 
+def test_a_number_out_of_range_is_refused_whatever_else_the_body_holds(served: Served) -> None:
+    """A lone surrogate takes a body through the lenient reader, which must
+    not take what the strict one refuses (1e999 would be logged as null)."""
+    answers = []
+    for tool in (b"grep", b"grep \\ud83d"):
+        body = b'{"type": "tool/call", "agent": "main", "call_id": "c1", "tool": "%s", "args": {"x": 1e999}}' % tool
+        response = served.client.post(
+            "/v1/sessions/big/events", content=body, headers={"content-type": "application/json"}
+        )
+        answers.append((response.status_code, "out of range" in response.json()["error"].lower()))
+    assert answers == [(422, True), (422, True)]
+    log = served.state_dir / "big.jsonl"
+    assert not log.exists() or not [e for e in events_of(log) if type(e) is ToolCall], "nothing recorded"
+
+
 @pytest.mark.parametrize(
     ("body", "status", "error"),
     [
