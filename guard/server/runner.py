@@ -245,8 +245,40 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
         raise ServeError(f"--redis {redact_url(args.redis)}: {exc}") from None
     from guard.server.redis_store import RedisSessionStore
 
+    _check_redis(args.redis)
     client = redis_client(args.redis, timeout=REDIS_TIMEOUT)
     return RedisSessionStore(client, config, prefix=args.redis_prefix, **options)
+
+
+_REDIS_CHECK_SECONDS = 1.0
+
+
+def _check_redis(url: str) -> None:
+    """Refuse to start on what waiting cannot mend (a wrong password or user,
+    a database Redis does not have): every request would get a 503. A Redis
+    that does not answer yet is only warned of: requests get 503 until it
+    does, and ``/healthz`` says so."""
+    from redis import Redis
+    from redis.exceptions import AuthenticationError, RedisError, ResponseError
+
+    client = Redis.from_url(url, socket_timeout=_REDIS_CHECK_SECONDS, socket_connect_timeout=_REDIS_CHECK_SECONDS)
+    try:
+        client.ping()
+    except (AuthenticationError, ResponseError) as exc:
+        raise ServeError(f"--redis {redact_url(url)}: Redis refused it: {_one_line(exc)}") from None
+    except RedisError as exc:
+        print(
+            f"repeat-tool-guard serve: warning: Redis at {redact_url(url)} does not answer yet ({_one_line(exc)});"
+            " requests get 503 until it does",
+            file=sys.stderr,
+            flush=True,
+        )
+    finally:
+        client.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _telemetry() -> GuardTelemetry | None:

@@ -29,7 +29,7 @@ import msgspec
 import pytest
 from redis.asyncio import Redis
 
-from bus.redis_log import RedisSessionLog, redis_client
+from bus.redis_log import RedisSessionLog, redact_url, redis_client
 from guard import GENTLE_REMINDER, Config, RemindConfig, RescueConfig, TurnsConfig
 from guard.adapters.claude_hooks import CLAUDE_CODE
 from guard.cli import main
@@ -487,6 +487,25 @@ def test_redis_mode_refuses_trio_and_bad_urls(
 ) -> None:
     assert main(["serve", "--port", "0", *args]) == 2
     assert capsys.readouterr().err == f"repeat-tool-guard serve: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("credentials", "database", "refusal"),
+    [
+        ("nobody:wrong@", "0", "invalid username-password pair"),
+        ("", "99", "DB index is out of range"),
+    ],
+)
+def test_redis_mode_refuses_to_start_on_what_waiting_cannot_mend(
+    redis_url: str, credentials: str, database: str, refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wrong password or database would answer every request 503."""
+    url = redis_url.replace("redis://", f"redis://{credentials}").rsplit("/", 1)[0] + f"/{database}"
+    assert main(["serve", "--port", "0", "--redis", url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"repeat-tool-guard serve: --redis {redact_url(url)}: Redis refused it: "), err
+    assert refusal in err
+    assert "wrong" not in err, "the password is not printed"
 
 
 def test_the_command_in_redis_mode_keeps_sessions_in_redis(
