@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from structlog.testing import capture_logs
 
@@ -272,11 +273,13 @@ async def test_tool_annotations_given_whole_as_hints_keep_the_hints_they_declare
     log = SessionLog(tmp_path / "s.jsonl").attach(bus)
     hints = {"title": "Read a file", "readOnlyHint": True, "destructiveHint": None, "openWorldHint": False}
     await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="read", hints=hints))  # type: ignore[arg-type]
+    await bus.decide(ToolCall(agent=agent, call_id="c2", step=2, tool="list", hints={"title": "List"}))  # type: ignore[dict-item]
     log.close()
-    (published,) = capture.events
+    published, undeclared = capture.events
     assert published.hints == {"readOnlyHint": True, "openWorldHint": False}  # type: ignore[attr-defined]
+    assert undeclared.hints is msgspec.UNSET, "no hint declared: none at all"  # type: ignore[attr-defined]
     reader = read_log(tmp_path / "s.jsonl")
-    assert [e.hints for e in reader if isinstance(e, ToolCall)] == [published.hints]  # type: ignore[attr-defined]
+    assert [e.hints for e in reader if isinstance(e, ToolCall)] == [published.hints, msgspec.UNSET]  # type: ignore[attr-defined]
     assert reader.report.skipped == 0
 
 

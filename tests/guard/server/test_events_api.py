@@ -302,8 +302,11 @@ def test_a_number_out_of_range_is_refused_whatever_else_the_body_holds(served: S
         )
         answers.append((response.status_code, "out of range" in response.json()["error"].lower()))
     assert answers == [(422, True), (422, True)]
+    body = b'{"type": "tool/call", "agent": "main", "call_id": "c1", "tool": "grep \\ud83d", "args": {"x": 1.5}}'
+    response = served.client.post("/v1/sessions/big/events", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200, "a number in range is taken"
     log = served.state_dir / "big.jsonl"
-    assert not log.exists() or not [e for e in events_of(log) if type(e) is ToolCall], "nothing recorded"
+    assert [e.args for e in events_of(log) if type(e) is ToolCall] == [{"x": 1.5}], "nothing else recorded"
 
 
 @pytest.mark.parametrize(

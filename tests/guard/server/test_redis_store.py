@@ -508,6 +508,17 @@ def test_redis_mode_refuses_to_start_on_what_waiting_cannot_mend(
     assert "wrong" not in err, "the password is not printed"
 
 
+def test_redis_mode_starts_on_a_redis_not_answering_yet_and_says_so(
+    unused_tcp_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from guard.server.runner import _check_redis
+
+    _check_redis(f"redis://:secret@127.0.0.1:{unused_tcp_port}/0")
+    err = capsys.readouterr().err
+    assert err.startswith(f"repeat-tool-guard serve: warning: Redis at redis://:***@127.0.0.1:{unused_tcp_port}/0 does")
+    assert err.endswith("requests get 503 until it does\n")
+
+
 def test_the_command_in_redis_mode_keeps_sessions_in_redis(
     redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -258,6 +258,47 @@ async def test_a_reused_id_whose_results_never_come_keeps_only_the_open_calls(
     assert agent._twins == {}
 
 
+async def test_calls_of_their_own_ids_forgotten_past_the_bound_leave_no_twins(
+    bus: Bus, capture: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import guard.sessions.link
+
+    monkeypatch.setattr(guard.sessions.link, "OPEN_CALLS_KEPT", 3)
+    agent = GuardLink(bus).agent("main")
+    for n in range(6):
+        await agent.call(f"c{n}", "poll", {"n": n})
+    assert [call.call_id for call in agent.calls_in_flight()] == ["c3", "c4", "c5"]
+    assert agent._twins == {}
+    await agent.call("a", "read", {"n": 0})
+    await agent.call("a", "read", {"n": 1})  # a@1
+    await agent.result("a", "zero")
+    await agent.call("b", "read", {})
+    await agent.call("c", "read", {})
+    assert [call.call_id for call in agent.calls_in_flight()] == ["a@1", "b", "c"]
+    await agent.call("d", "read", {})  # a@1, the last of a's twins, goes
+    assert [call.call_id for call in agent.calls_in_flight()] == ["b", "c", "d"]
+    assert agent._twins == {}
+
+
+async def test_a_twin_name_the_runtime_uses_itself_is_passed_over(bus: Bus, capture: Capture) -> None:
+    """A runtime's own id may look like a twin's name (``a@1``): the next
+    twin of ``a`` takes the next name free, and each result answers its own
+    call."""
+    agent = GuardLink(bus).agent("main")
+    await agent.call("a", "read", {"n": 0})
+    await agent.call("a@1", "read", {"n": 1})
+    await agent.call("a", "read", {"n": 2})
+    assert [call.call_id for call in agent.calls_in_flight()] == ["a", "a@1", "a@2"]
+    await agent.result("a@1", "one")
+    await agent.result("a", "zero")
+    await agent.result("a", "two")
+    assert [(r.args, r.content) for r in capture.of(ToolResult)] == [
+        ({"n": 1}, "one"),
+        ({"n": 0}, "zero"),
+        ({"n": 2}, "two"),
+    ]
+
+
 async def test_a_failure_whose_text_cannot_be_read_still_closes_the_call(bus: Bus, capture: Capture) -> None:
     """A tool's exception whose ``__str__`` raises (its message built from an
     attribute never set) never raises out of ``failed``: the call is closed
