@@ -140,25 +140,22 @@ class SessionLog:
 
     def _lock(self, fd: int) -> None:
         """Take the log's writer lock (a regular file's; a device is shared),
-        or close ``fd`` and raise ``LogInUseError``: another writer has the
-        log open. Nothing is removed: a file this log just created is the
-        other writer's now."""
+        or close the log (``fd``) and raise ``LogInUseError``: another writer
+        has it open. Nothing is removed: a file this log just created is the other
+        writer's now."""
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            self._fd = None
-            raise LogInUseError(
-                f"session log {str(self.path)!r} is open for writing already (by another process, or another"
-                " SessionLog in this one); a log has one writer at a time"
-            ) from None
         except OSError as exc:
             if exc.errno in _NO_FLOCK:
                 return
-            os.close(fd)
-            self._fd = None
+            self.close()
+            if isinstance(exc, BlockingIOError):
+                raise LogInUseError(
+                    f"session log {str(self.path)!r} is open for writing already (by another process, or another"
+                    " SessionLog in this one); a log has one writer at a time"
+                ) from None
             raise
 
     def _refuse_existing(self, follow_symlinks: bool) -> NoReturn:
