@@ -7,7 +7,7 @@ from typing import Any
 
 from guard._regex import lazy_compile
 
-__all__ = ["CUT_NOTE", "cut_note", "one_line", "shown", "terminal_text"]
+__all__ = ["CUT_NOTE", "cut_note", "error_text", "one_line", "shown", "terminal_text"]
 
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 100
@@ -47,6 +47,12 @@ def one_line(text: str, limit: int = 200) -> str:
     quotes what was wrong without flooding, or steering, the terminal."""
     text = terminal_text(" ".join(text.split()))  # the whitespace controls went with the split
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_text(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message for an error line (``one_line``), or its type's
+    name when it has none."""
+    return one_line(str(exc), limit) or type(exc).__name__
 
 
 def shown(value: Any, limit: int = 120) -> str:

@@ -43,6 +43,7 @@ from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall
 from bus._codec import event_decoder
 from bus._logging import LazyLogger
 from bus.redis_log import DEFAULT_PREFIX, RedisSessionLog, stream_entry
+from guard._text import error_text
 from guard.actions import Action
 from guard.config import Config
 from guard.guard import Guard
@@ -212,7 +213,7 @@ class RedisSessionStore(SessionStore):
         try:
             lease = await self._acquire(session_id, shared, retry_keys)
         except RedisError as exc:
-            raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
+            raise StoreError(f"session {session_id!r}: Redis: {error_text(exc)}") from None
         stop_renewal = self.leases.hold(session_id, lease.token)
         try:
             # (evicted while the lease was taken: restored below instead)
@@ -226,7 +227,7 @@ class RedisSessionStore(SessionStore):
                 shared.answered = dict(session.answers)
                 yield session
         except RedisError as exc:
-            raise StoreError(f"session {session_id!r}: Redis: {_reason(exc)}") from None
+            raise StoreError(f"session {session_id!r}: Redis: {error_text(exc)}") from None
         finally:
             stop_renewal()
             self._fetched.pop(session_id, None)
@@ -315,7 +316,9 @@ class RedisSessionStore(SessionStore):
         try:
             reply = await self.leases.flush(session.id, token, (keys, args), (ledger, recorded))
         except RedisError as exc:
-            raise StoreError(f"session {session.id!r}: Redis: {_reason(exc)}; the event may not be recorded") from None
+            raise StoreError(
+                f"session {session.id!r}: Redis: {error_text(exc)}; the event may not be recorded"
+            ) from None
         self._spent.add(token)
         if not reply[0]:
             # The lease lapsed and another replica took the session over:
@@ -331,7 +334,7 @@ class RedisSessionStore(SessionStore):
         try:
             await self.client.ping()
         except RedisError as exc:
-            return f"Redis: {_reason(exc)}"
+            return f"Redis: {error_text(exc)}"
         return None
 
     async def fleet_counts(self) -> FleetCounts | None:
@@ -386,7 +389,3 @@ def _adopt(shared: _Shared, session: Session, notes: dict[str, bytes | None]) ->
 def _continues(events: Sequence[AnyEvent], seq: int, last: int) -> bool:
     """Whether ``events`` are exactly the seqs after ``seq`` up to ``last``."""
     return bool(events) and all(event.seq == seq + n for n, event in enumerate(events, 1)) and events[-1].seq == last
-
-
-def _reason(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -31,6 +31,7 @@ from prometheus_client import disable_created_metrics
 
 from bus import NotRegularFileError, open_regular
 from bus.redis_log import check_redis_url, is_redis, redact_url, redis_client
+from guard._text import error_text
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config, shadowed
 from guard.server.app import create_app
@@ -265,20 +266,16 @@ def _check_redis(url: str) -> None:
     try:
         client.ping()
     except (AuthenticationError, ResponseError) as exc:
-        raise ServeError(f"--redis {redact_url(url)}: Redis refused it: {_one_line(exc)}") from None
+        raise ServeError(f"--redis {redact_url(url)}: Redis refused it: {error_text(exc)}") from None
     except RedisError as exc:
         print(
-            f"repeat-tool-guard serve: warning: Redis at {redact_url(url)} does not answer yet ({_one_line(exc)});"
+            f"repeat-tool-guard serve: warning: Redis at {redact_url(url)} does not answer yet ({error_text(exc)});"
             " requests get 503 until it does",
             file=sys.stderr,
             flush=True,
         )
     finally:
         client.close()
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _telemetry() -> GuardTelemetry | None:
