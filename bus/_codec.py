@@ -400,7 +400,7 @@ def mistyped_event(line: bytes, decoder: msgspec.json.Decoder[Any]) -> AnyEvent 
         return None
     _as_text(raw, _TEXT_FIELDS.get(raw["type"], ()))
     if raw["type"] == "tool/call" and "hints" in raw:
-        _declared_hints(raw)
+        _keep_declared_hints(raw)
     source = raw.get("source")
     if raw["type"] == "context/message" and isinstance(source, dict):
         _as_text(source, _SOURCE_TEXT)
@@ -423,7 +423,7 @@ def _as_text(raw: dict[str, Any], names: Iterable[str]) -> None:
             raw[name] = encoder.encode(value).decode("utf-8")
 
 
-def _declared_hints(raw: dict[str, Any]) -> None:
+def _keep_declared_hints(raw: dict[str, Any]) -> None:
     """``raw``'s ``hints`` as the hints it declares: those whose value is
     true or false, under text keys; none when that leaves none."""
     hints = raw["hints"]
@@ -434,7 +434,7 @@ def _declared_hints(raw: dict[str, Any]) -> None:
         del raw["hints"]
 
 
-def _hints_declared(hints: object) -> bool:
+def _all_declared(hints: object) -> bool:
     """Whether ``hints`` is what a call's log line reads back as it is: a
     dict of text keys to booleans."""
     return type(hints) is dict and all(type(k) is str and type(v) is bool for k, v in hints.items())
@@ -486,7 +486,7 @@ def conform(event: Event) -> None:
             type(event.call_id) is not str
             or type(event.step) is not int
             or type(event.tool) is not str
-            or (event.hints is not msgspec.UNSET and not _hints_declared(event.hints))
+            or (event.hints is not msgspec.UNSET and not _all_declared(event.hints))
             or (event.late is not msgspec.UNSET and type(event.late) is not bool)
         ):
             read_back(event)

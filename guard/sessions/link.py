@@ -597,9 +597,9 @@ def _next_twin_number(call_id: str, twins: list[str]) -> int:
     (its oldest calls forgotten, ``OPEN_CALLS_KEPT``)."""
     number = len(twins)
     for name in twins[-2:]:
-        head, _, tail = name.rpartition("@")
-        if head == call_id and tail.isascii() and tail.isdigit() and len(tail) < 19:  # int() refuses 4,300 digits
-            number = max(number, int(tail) + 1)
+        twin = _TWIN.fullmatch(name)
+        if twin is not None and twin.group(1) == call_id and len(twin.group(2)) < 19:  # int() refuses 4,300 digits
+            number = max(number, int(twin.group(2)) + 1)
     return number
 
 
