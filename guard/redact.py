@@ -205,22 +205,23 @@ class _Plan:
 
     __slots__ = ("always", "by_keyword", "keywords", "rules")
     always: tuple[SecretRule, ...]
-    by_keyword: tuple[tuple[SecretRule, ...], ...]
+    by_keyword: tuple[tuple[int, ...], ...]
+    """For each keyword, the positions in ``rules`` of the rules it names."""
     keywords: LiteralSet | None
     rules: tuple[SecretRule, ...]
 
     def __init__(self, rules: tuple[SecretRule, ...], *, keyed: _Plan | None = None) -> None:
         self.rules = rules
         self.always = tuple(rule for rule in rules if not rule.keywords)
-        if keyed is not None:  # the same keywords as ``keyed``: share its set
+        if keyed is not None:  # ``keyed``'s rules first and no new keyword: share its set and positions
             self.keywords, self.by_keyword = keyed.keywords, keyed.by_keyword
             return
         keywords = sorted({k for rule in rules for k in rule.keywords})
         index = {k: i for i, k in enumerate(keywords)}
-        by_keyword: list[list[SecretRule]] = [[] for _ in keywords]
-        for rule in rules:
+        by_keyword: list[list[int]] = [[] for _ in keywords]
+        for position, rule in enumerate(rules):
             for k in rule.keywords:
-                by_keyword[index[k]].append(rule)
+                by_keyword[index[k]].append(position)
         self.by_keyword = tuple(tuple(group) for group in by_keyword)
         self.keywords = LiteralSet(keywords) if keywords else None
 
@@ -327,8 +328,9 @@ class Redactor:
         # it stands for, at the same offsets.
         seen = data.replace(b"\\n", b"\\\n").replace(b"\\r", b"\\\r").replace(b"\\t", b"\\\t")
         hits = plan.keywords.found(seen.lower()) if plan.keywords is not None else ()
-        chosen = {id(r): r for i in hits for r in plan.by_keyword[i]}
-        for rule in (*plan.always, *(r for r in plan.rules if id(r) in chosen)):
+        # the rules a keyword names, in the plan's order, without a pass over all of them
+        chosen = sorted({position for i in hits for position in plan.by_keyword[i]})
+        for rule in (*plan.always, *(plan.rules[position] for position in chosen)):
             for start, end in rule.spans(seen):
                 yield rule, start, end
         yield from self._encoded(seen)
