@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
+from itertools import islice
 from typing import Generic, TypeVar
 
 __all__ = ["LiveTable", "check_max_sessions"]
@@ -53,15 +54,17 @@ class LiveTable(Generic[K, V]):
         first, but for those ``in_use`` says are busy: a table an ``add`` left
         over its bound is trimmed again once they are done."""
         entries = self._entries
-        evicted: list[V] = []
-        if len(entries) <= self.max_sessions:
-            return evicted
-        for key in list(entries)[:-1]:  # never the most recently used
-            if len(entries) <= self.max_sessions:
+        excess = len(entries) - self.max_sessions
+        if excess <= 0:
+            return []
+        # only the oldest entries are read: an add to a full table costs the one it pushes out
+        gone: list[K] = []
+        for key, value in islice(entries.items(), len(entries) - 1):  # never the most recently used
+            if len(gone) == excess:
                 break
-            if in_use is None or not in_use(entries[key]):
-                evicted.append(entries.pop(key))
-        return evicted
+            if in_use is None or not in_use(value):
+                gone.append(key)
+        return [entries.pop(key) for key in gone]
 
     def restore(self, key: K, value: V) -> None:
         """Put ``value`` under ``key`` as the most recently used without
