@@ -5,7 +5,10 @@ texts are equal. Normalisation strips what changes between runs without
 meaning anything: ANSI escape codes, text a carriage return overwrote
 (spinners, progress bars redrawn in place), timestamps, dates and clock
 times, durations, process, session and output chunk ids, hex digests and UUIDs, and
-trailing whitespace. The patterns are settings (``result_normalize``), so a
+trailing whitespace. A short one-line result that is nothing but such noise
+(``date``, ``date +%s``, ``stat -c %y``, a seven-digit count) is a *reading*
+(``is_reading``): of something that moves by itself, which is what the call
+asked for. The patterns are settings (``result_normalize``), so a
 runtime's own noise can be added; each match is replaced by one marker, so
 ``12 ms`` and ``3.4 s`` normalise alike while ``3 failed`` and ``2 failed``
 do not.
@@ -30,8 +33,8 @@ from guard.patterns import Substitutions, compile_regex
 __all__ = ["DEFAULT_RESULT_NORMALIZE", "ResultNormalizer", "Shape", "error_head", "error_kind"]
 
 DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
-    # ISO 8601 dates and timestamps, with optional time, fraction and zone
-    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?",
+    # ISO 8601 dates and timestamps, with optional time, fraction and zone (`stat` puts a space before it)
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z| ?[+-]\d{2}:?\d{2})?)?",
     # clock times (00:11:10, 9:05 PM)
     r"\b\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:\s?[AaPp][Mm])?\b",
     # day and month names as `date`, `ls -l` and HTTP headers print them
@@ -78,6 +81,9 @@ _ANSI = compile_regex(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b
 _OVERWRITTEN = compile_regex(r"[^\n]*\r([^\n]|\z)")
 _TRAILING = compile_regex(r"(?m)[ \t]+$")
 _BLANK_RUNS = compile_regex(r"\n{3,}")
+_NOISE_ONLY = "\x00 \t"
+"""What is left of a reading once its noise is masked: markers and blanks."""
+_READING_CHARS = 80
 _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 # Two markers with only whitespace between them: without one, _MARKS changes nothing.
 _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
@@ -162,6 +168,17 @@ class ResultNormalizer:
         if len(normalized) > _COUNTED_CHARS:
             return Shape(digest)
         return Shape(digest, normalized)
+
+    def is_reading(self, text: str) -> bool:
+        """Whether ``text`` is one short line of nothing but noise: a clock,
+        a file's time, an id or a long count read on its own."""
+        if len(text) > 2 * _READING_CHARS:  # not even stripped: most results are far longer
+            return False
+        line = text.strip()
+        if not line or len(line) > _READING_CHARS or "\n" in line:
+            return False
+        masked = self._patterns.sub("\x00", line)
+        return "\x00" in masked and not masked.strip(_NOISE_ONLY)
 
     @staticmethod
     def exact(text: str) -> Shape:

@@ -1676,7 +1676,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if note.paging or clicked == _PAGING_VALUE:
             return None
         streak_key = note.streak
-        poll = note.polled or clicked == _POLL_VALUE or (not failed and self._says(_POLL_CHECK, content, found))
+        poll = (
+            note.polled
+            or clicked == _POLL_VALUE
+            or (not failed and (self._says(_POLL_CHECK, content, found) or self._normalizer.is_reading(content)))
+        )
         if (
             poll
             and not failed

@@ -19,6 +19,24 @@ def test_a_clock_reads_the_same_every_time() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "reading"),
+    [
+        ("Tue Dec  1 00:11:10 UTC 2026\n", True),  # date
+        ("15:30:20", True),  # date '+%H:%M:%S'
+        ("1764547870", True),  # date +%s
+        ("2026-12-01 00:11:10.000000000 +0000", True),  # stat -c %y
+        ("1234567", True),  # a long count
+        ("12 passed in 0.31s", False),
+        ("build 4 queued\nTue Dec  1 00:11:10 UTC 2026", False),  # two lines: the clock is beside the news
+        ("", False),
+        ("Tue Dec  1 00:11:10 UTC 2026 " * 4, False),  # longer than a reading
+    ],
+)
+def test_one_short_line_of_nothing_but_noise_is_a_reading(text: str, reading: bool) -> None:
+    assert ResultNormalizer().is_reading(text) is reading
+
+
+@pytest.mark.parametrize(
     ("a", "b"),
     [
         ("12 passed in 0.31s", "12 passed in 1.07s"),

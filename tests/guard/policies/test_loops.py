@@ -33,11 +33,12 @@ async def test_a_changing_result_is_progress_for_that_call(make: Make, anyio_bac
     assert run.actions == []
 
 
-async def test_a_clock_normalises_to_one_result(make: Make, anyio_backend: str) -> None:
+async def test_a_clock_normalises_to_one_result_read_as_a_poll(make: Make, anyio_backend: str) -> None:
     run = make()
-    for n in range(3):
+    for n in range(4):
         await run.do("Bash", {"command": "date"}, f"Tue Dec  1 00:11:{10 + n:02d} UTC 2026")
-    assert run.actions == [(3, "deny")]
+    assert run.actions == [(4, "remind")]
+    assert "returned the same thing 4 times" in run.texts[0]
 
 
 async def test_a_cycle_draws_one_advisory_then_denials(make: Make, anyio_backend: str) -> None:

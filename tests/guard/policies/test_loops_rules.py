@@ -569,6 +569,28 @@ async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, an
     assert [kind for _, kind in run.actions] == ["remind", "remind", "deny"]
 
 
+async def test_the_clock_read_between_checks_on_a_background_job_is_a_poll_never_denied(
+    make: Make, anyio_backend: str
+) -> None:
+    """Reading the clock while a job runs elsewhere asks how long it has
+    been: at most advice to wait longer between looks, never a denial."""
+    run = make()
+    for n in range(6):
+        clock = f"15:{30 + n // 2:02d}:{(20 + 17 * n) % 60:02d}"
+        await run.do("Bash", {"command": "date '+%H:%M:%S'"}, clock, seconds=13)
+        await run.do("Bash", {"command": "tail -3 fetch.log"}, "fetched 40 of 120 pull requests", seconds=4)
+    assert all(kind == "remind" for _, kind in run.actions)
+    assert run.actions[:1] == [(7, "remind")]  # the fourth look at the clock
+    assert "Back off" in run.texts[0]
+
+
+async def test_the_clock_read_again_and_again_is_still_caught(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(13):
+        await run.do("Bash", {"command": "date -u"}, f"Tue Dec  1 00:11:{10 + 2 * n:02d} UTC 2026", seconds=2)
+    assert run.actions == [(4, "remind"), (6, "remind"), (8, "remind"), (10, "remind"), (13, "deny")]
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "finished"),
     [
