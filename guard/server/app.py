@@ -13,6 +13,7 @@ not declared ``application/json`` (415: no form or ``text/plain`` post).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import time
@@ -254,6 +255,11 @@ class _Handlers:
         closed its sending side (``shutdown(SHUT_WR)``) as hung up too, and
         no request can tell the two apart (a server paused while a client
         gave up sees the same), so such a client gets the 499."""
+        if _on_asyncio():
+            # asyncio's servers hand over a message already queued without suspending: one
+            # look at the moment of applying sees a hang-up whenever it came, and costs a
+            # request far less than a watching task (about a tenth of a hook's server CPU)
+            return await work(lambda: _hung_up(request))
         gone = False
 
         async def watch() -> None:
@@ -265,7 +271,7 @@ class _Handlers:
         async def present() -> None:
             await anyio.lowlevel.checkpoint()  # the watcher hears a disconnect already queued
             if gone:
-                raise RequestError(499, "the client hung up before its event was applied; nothing was recorded")
+                raise RequestError(499, _HUNG_UP)
 
         failure: Exception | None = None
         answer = b""
@@ -307,6 +313,29 @@ class _Handlers:
 
     async def openapi_json(self, request: Request) -> Response:
         return Response(self.openapi, media_type=_JSON)
+
+
+_HUNG_UP = "the client hung up before its event was applied; nothing was recorded"
+
+
+def _on_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # trio's
+        return False
+    return True
+
+
+async def _hung_up(request: Request) -> None:
+    """Raise the 499 when the client's disconnect is already queued; take
+    nothing else and wait for nothing (a receive that would wait is
+    cancelled at once)."""
+    message: Any = {}
+    with anyio.CancelScope() as look:
+        look.cancel()
+        message = await request.receive()
+    if message.get("type") == "http.disconnect":
+        raise RequestError(499, _HUNG_UP)
 
 
 def _hostname(host: str) -> str:
