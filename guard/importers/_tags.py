@@ -1,5 +1,6 @@
 """Finding ``<name>…</name>`` spans and fenced blocks in the text of a
-transcript in linear time.
+transcript in linear time, and removing such spans (a harness's own blocks
+inside a user's message).
 
 The obvious regular expression, ``<(name)>(.*?)</\\1>`` with a lazy body,
 retries every opening tag that has no closing tag after it by scanning to
@@ -14,30 +15,53 @@ import re
 from bisect import bisect_left
 from collections.abc import Collection, Iterator
 
-__all__ = ["fenced", "tagged"]
+__all__ = ["fenced", "tagged", "untagged"]
 
-_OPEN = re.compile(r"<(\w+)>")
-_CLOSE = re.compile(r"</(\w+)>")
+_OPEN = re.compile(r"<([\w-]+)>")
+_CLOSE = re.compile(r"</([\w-]+)>")
+_WORD = re.compile(r"\w+")
 
 
 def tagged(text: str, names: Collection[str] | None = None) -> Iterator[tuple[str, str]]:
     """``(name, body)`` of each ``<name>body</name>`` in ``text``, leftmost
     first and not overlapping, the body ending at the first closing tag of
     its name: what ``re.finditer(r"<(name)>(.*?)</\\1>", text, re.DOTALL)``
-    gives, for tag names among ``names`` (any ``\\w+`` name when ``None``)."""
+    gives, for tag names among ``names`` (which may hold a ``-``, as
+    ``command-name`` does), any ``\\w+`` name when ``None``."""
+    for name, _, body, close, _ in _spans(text, names):
+        yield name, text[body:close]
+
+
+def untagged(text: str, names: Collection[str]) -> str:
+    """``text`` without the spans ``tagged`` finds for tag names among
+    ``names``: what ``re.sub(r"<(name)>.*?</\\1>", "", text, flags=re.DOTALL)``
+    gives."""
+    kept: list[str] = []
+    pos = 0
+    for _, start, _, _, end in _spans(text, names):
+        kept.append(text[pos:start])
+        pos = end
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
+def _spans(text: str, names: Collection[str] | None) -> Iterator[tuple[str, int, int, int, int]]:
+    """``(name, start, body start, body end, end)`` of each span ``tagged``
+    finds, from an index of the closing tags."""
     closes: dict[str, list[int]] = {}
     for close in _CLOSE.finditer(text):
         closes.setdefault(close.group(1), []).append(close.start())
     pos = 0
     while (match := _OPEN.search(text, pos)) is not None:
         name = match.group(1)
-        ends = closes.get(name, []) if names is None or name in names else []
+        wanted = _WORD.fullmatch(name) if names is None else name in names
+        ends = closes.get(name, []) if wanted else []
         index = bisect_left(ends, match.end())
         if index == len(ends):
             pos = match.start() + 1
             continue
-        yield name, text[match.end() : ends[index]]
         pos = ends[index] + len(name) + 3
+        yield name, match.start(), match.end(), ends[index], pos
 
 
 def fenced(pattern: re.Pattern[str], text: str) -> list[str]:

@@ -20,12 +20,13 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bus import AnyEvent
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, first_object, merge_by_time, read_jsonl
 from guard.importers._subagent import subagent_events
+from guard.importers._tags import tagged, untagged
 
 __all__ = ["FORMAT", "belongs_to_session", "subagent_files"]
 
@@ -62,6 +63,17 @@ _NOT_PROMPTS = (
     "<task-notification>",
     "[Request interrupted by user",
 )
+# What an IDE integration (the VS Code and JetBrains extensions) adds to the
+# user's message: the file open in the editor, the selected lines, the
+# editor's diagnostics. The names are a closed list, so a tag the user typed
+# stays in the message.
+_IDE_CONTEXT = frozenset({"ide_opened_file", "ide_selection", "ide_diagnostics"})
+_COMMAND = frozenset({"command-name", "command-args"})
+_COMMAND_STARTS = ("<command-name>", "<command-message>")
+# How far a result written before its call waits for it (see _EarlyResults):
+# entries of the file, and results waiting at once.
+_EARLY_ENTRIES = 32
+_EARLY_MAX = 64
 _USER_REJECTED = "The user doesn't want to"
 _PERMISSION_DENIED = "Permission to use "
 
@@ -226,11 +238,10 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     yield ImportedSession(format=NAME, session=path.stem, path=path, label=str(path), produce=produce)
 
 
-def _prompt(entry: dict[str, Any], content: Any) -> str | None:
-    """The text of a genuine user prompt in an entry that answers no tool
-    call, or ``None`` for meta entries and Claude Code's own scaffolding
-    (slash commands, local command output, interruption markers, task
-    notifications)."""
+def _said(entry: dict[str, Any], content: Any) -> str | None:
+    """The text of a user entry that answers no tool call, without the
+    context blocks an IDE adds to it; ``None`` for meta entries (a custom
+    command's expansion among them) and for an entry with no text left."""
     if entry.get("isMeta") or entry.get("isCompactSummary") or entry.get("isVisibleInTranscriptOnly"):
         return None
     if isinstance(content, list):
@@ -239,10 +250,49 @@ def _prompt(entry: dict[str, Any], content: Any) -> str | None:
         text = content
     else:
         return None
-    stripped = text.lstrip()
-    if not stripped or stripped.startswith(_NOT_PROMPTS):
+    text = _without_ide_context(text)
+    return text if text.strip() else None
+
+
+def _without_ide_context(text: str) -> str:
+    """``text`` without the blocks an IDE integration adds to a message (the
+    open file, the selected lines), trimmed of the space they leave: they
+    are the harness's words, not the user's."""
+    said = untagged(text, _IDE_CONTEXT)
+    return text if said == text else said.strip()
+
+
+def _command(text: str) -> str | None:
+    """What the user typed to run a slash command (``/deploy-check
+    staging``), from the entry Claude Code records for it
+    (``<command-name>``, ``<command-args>``); ``None`` for any other text."""
+    if not text.lstrip().startswith(_COMMAND_STARTS):
         return None
-    return text
+    parts = dict(tagged(text, _COMMAND))
+    name = parts.get("command-name", "").strip()
+    if not name:
+        return None
+    typed = name if name.startswith("/") else f"/{name}"
+    args = parts.get("command-args", "").strip()
+    return f"{typed} {args}" if args else typed
+
+
+class _Command(NamedTuple):
+    """A slash command the user typed, waiting for its expansion."""
+
+    uuid: Any
+    typed: str
+    ts: float
+
+
+def _expands(entry: dict[str, Any], command: _Command) -> bool:
+    """Whether ``entry``, the user entry after ``command``'s, is the prompt
+    Claude Code made of it (a custom command's or skill's text, or a
+    built-in prompt command's such as ``/init``): an ``isMeta`` entry that
+    names the command's entry as its parent. A command that runs in the CLI
+    (``/model``, ``/clear``, ``/compact``) has none, only its
+    ``<local-command-stdout>``."""
+    return command.uuid is not None and entry.get("isMeta") is True and entry.get("parentUuid") == command.uuid
 
 
 def _denial(text: str) -> str | None:
@@ -266,7 +316,10 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
     steps: dict[str, int] = {}
     threads: dict[Any, str] = {}  # sidechain entry uuid -> its subagent
     roots = itertools.count(1)
-    for entry in read_jsonl(path, b.report):
+    early = _EarlyResults(b)
+    commands: dict[str, _Command] = {}  # an agent's slash command, until its next user entry
+    for number, entry in enumerate(read_jsonl(path, b.report)):
+        yield from early.expire(number)
         ts = parse_time(entry.get("timestamp")) or ts
         who = agent
         if inline_sidechains:
@@ -292,30 +345,115 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     call_id = str(block.get("id") or f"{entry.get('uuid')}:{block.get('name')}")
                     yield from b.call(who, call_id, steps[who], block.get("name"), block.get("input"), ts)
+                    yield from early.answer(who, call_id)
         elif kind == "user" and isinstance(message, dict):
             content = message.get("content")
-            answers = False
-            if isinstance(content, list):
-                for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool_result":
-                        answers = True
-                        text = text_of(block.get("content"))
-                        failed = bool(block.get("is_error"))
-                        yield from b.result(
-                            who,
-                            str(block.get("tool_use_id")),
-                            text,
-                            ts,
-                            is_error=failed,
-                            denied_by=_denial(text) if failed else None,
-                        )
-            prompt = None if answers else _prompt(entry, content)
-            if prompt is not None:
-                yield from b.user(who, prompt, ts)
+            command = commands.pop(who, None)
+            if command is not None and _expands(entry, command):
+                yield from b.user(who, command.typed, command.ts)
+                continue
+            results = _tool_results(content)
+            for block in results:
+                yield from _result(b, early, who, block, ts, number)
+            if results:
+                continue
+            said = _said(entry, content)
+            typed = None if said is None else _command(said)
+            if typed is not None:
+                commands[who] = _Command(entry.get("uuid"), typed, ts)
+            elif said is not None and not said.lstrip().startswith(_NOT_PROMPTS):
+                yield from b.user(who, said, ts)
         elif kind == "attachment":
             yield from _attachment(b, who, entry.get("attachment"), ts)
         elif kind == "system" and entry.get("subtype") == "compact_boundary":
             yield from b.compacted(who, ts)
+    yield from early.expire(None)
+
+
+def _tool_results(content: Any) -> list[dict[str, Any]]:
+    """The ``tool_result`` blocks of a user entry's content."""
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict) and block.get("type") == "tool_result"]
+
+
+def _result(
+    b: Builder, early: _EarlyResults, agent: str, block: dict[str, Any], ts: float, number: int
+) -> tuple[AnyEvent, ...]:
+    """What a ``tool_result`` block gives now: its result, or nothing while
+    it waits for a call the file holds after it (see ``_EarlyResults``)."""
+    call_id = str(block.get("tool_use_id"))
+    text = text_of(block.get("content"))
+    failed = bool(block.get("is_error"))
+    denied = _denial(text) if failed else None
+    if b.was_called(agent, call_id):
+        return b.result(agent, call_id, text, ts, is_error=failed, denied_by=denied)
+    return early.wait(_Result(agent, call_id, text, ts, failed, denied, number + _EARLY_ENTRIES))
+
+
+class _Result(NamedTuple):
+    """A tool result read before its call, with the number of the last
+    entry it waits for its call through."""
+
+    agent: str
+    call_id: str
+    content: str
+    ts: float
+    is_error: bool
+    denied_by: str | None
+    until: int
+
+    def given(self, b: Builder) -> tuple[AnyEvent, ...]:
+        """The result's event, or none when its call is unknown (counted as
+        ``orphan-result`` by ``Builder.result``)."""
+        return b.result(
+            self.agent, self.call_id, self.content, self.ts, is_error=self.is_error, denied_by=self.denied_by
+        )
+
+
+class _EarlyResults:
+    """Results a file holds before the call they answer. Claude Code 2.1
+    sometimes writes a tool's result line just before the assistant line
+    that holds its ``tool_use``, though the result's ``timestamp`` and
+    ``parentUuid`` come after the call. Such a result waits, at most for the
+    next ``_EARLY_ENTRIES`` entries of the file and with at most
+    ``_EARLY_MAX`` waiting (the oldest gives way), and is given right after
+    its call; one whose call does not come by then is an ``orphan-result``,
+    as any result without a call."""
+
+    def __init__(self, b: Builder) -> None:
+        self._b = b
+        self._waiting: dict[tuple[str, str], _Result] = {}  # oldest first
+
+    def wait(self, result: _Result) -> tuple[AnyEvent, ...]:
+        """Keep ``result`` until its call comes. A second result for the
+        same call, and the oldest one waiting when ``_EARLY_MAX`` do, is
+        given up on: an orphan."""
+        key = (result.agent, result.call_id)
+        if key in self._waiting:  # a call answers once: the later result has no call
+            return result.given(self._b)
+        given: tuple[AnyEvent, ...] = ()
+        if len(self._waiting) == _EARLY_MAX:
+            given = self._waiting.pop(next(iter(self._waiting))).given(self._b)
+        self._waiting[key] = result
+        return given
+
+    def answer(self, agent: str, call_id: str) -> tuple[AnyEvent, ...]:
+        """The waiting result of the call just made, if any."""
+        result = self._waiting.pop((agent, call_id), None)
+        return () if result is None else result.given(self._b)
+
+    def expire(self, number: int | None) -> tuple[AnyEvent, ...]:
+        """Stop waiting for the results whose wait ends before entry
+        ``number`` (all of them at the end of the file, ``None``)."""
+        given: tuple[AnyEvent, ...] = ()
+        while self._waiting:
+            key, result = next(iter(self._waiting.items()))
+            if number is not None and result.until >= number:
+                break
+            del self._waiting[key]
+            given += result.given(self._b)
+        return given
 
 
 def _sidechain(entry: dict[str, Any], threads: dict[Any, str], roots: Iterator[int]) -> str:
@@ -353,7 +491,7 @@ def _attachment(b: Builder, agent: str, attachment: Any, ts: float) -> Iterator[
         origin = attachment.get("origin")
         human = not isinstance(origin, dict) or origin.get("kind") in (None, "human")
         if attachment.get("commandMode", "prompt") == "prompt" and human:
-            text = text_of(attachment.get("prompt"))
+            text = _without_ide_context(text_of(attachment.get("prompt")))
             if text.strip():
                 yield from b.user(agent, text, ts)
 

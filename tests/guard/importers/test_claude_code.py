@@ -556,3 +556,133 @@ def test_the_real_clis_stream_json_output_imports_with_its_subagent(fake_anthrop
     made = [(c.agent.id == "main", c.agent.parent_id, c.tool) for c in calls(evts)]
     assert made == [(True, None, "Bash"), (True, None, "Task"), (False, "main", "Bash")]
     assert all(r.agent.id == c.agent.id for c, r in zip(calls(evts), of(evts, ToolResult), strict=False))
+
+
+def _written_before_its_call(s: ClaudeCodeSession) -> None:
+    """Put the session's last line, a result, before the line above it, its
+    call, as Claude Code 2.1 sometimes writes them: the result's timestamp
+    stays the later one, and its ``parentUuid`` names the call's line."""
+    call, result = s.lines[-2:]
+    result["parentUuid"] = call["uuid"]
+    s.lines[-2:] = [result, call]
+
+
+def _early_result(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": "ok"}
+
+
+def _tool_use(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "Read", "input": {"file_path": call_id}}
+
+
+def test_a_result_written_before_its_call_still_answers_it(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("early")
+    s.prompt("update issues.md")
+    edit = s.call("Edit", {"file_path": "issues.md", "old_string": "a", "new_string": "b"}, "issues.md updated")
+    _written_before_its_call(s)
+    read = s.call("Read", {"file_path": "issues.md"}, "b")
+    (session,) = open_sessions(s.write(tmp_path / "early.jsonl"))
+    evts = list(session.events())
+    assert not session.report.skipped
+    steps = [(type(e).__name__, e.call_id) for e in evts if type(e) in (ToolCall, ToolResult)]
+    assert steps == [("ToolCall", edit), ("ToolResult", edit), ("ToolCall", read), ("ToolResult", read)]
+    call, result = calls(evts)[0], of(evts, ToolResult)[0]
+    assert (result.tool, result.args, result.content, result.step) == (call.tool, call.args, "issues.md updated", 1)
+    assert result.ts > call.ts
+
+
+def test_a_result_waits_for_its_call_only_a_bounded_number_of_entries(tmp_path: Path) -> None:
+    window = claude_code._EARLY_ENTRIES
+    s = ClaudeCodeSession("late")
+    s.result("toolu_in_time", "ok")
+    for _ in range(window - 1):
+        s._entry("progress")
+    s.respond(("Read", {"file_path": "a.py"}))
+    s.lines[-1]["message"]["content"][0]["id"] = "toolu_in_time"
+    s.result("toolu_too_late", "ok")
+    for _ in range(window):
+        s._entry("progress")
+    s.respond(("Read", {"file_path": "b.py"}))
+    s.lines[-1]["message"]["content"][0]["id"] = "toolu_too_late"
+    s.result("toolu_never_called", "ok")
+    (session,) = open_sessions(s.write(tmp_path / "late.jsonl"))
+    evts = list(session.events())
+    assert [r.call_id for r in of(evts, ToolResult)] == ["toolu_in_time"]
+    assert [c.call_id for c in calls(evts)] == ["toolu_in_time", "toolu_too_late"]
+    assert session.report.skipped == {"orphan-result": 2}
+
+
+def test_at_most_a_bounded_number_of_results_wait_for_their_calls(tmp_path: Path) -> None:
+    ids = [f"toolu_{n}" for n in range(claude_code._EARLY_MAX + 1)]
+    s = ClaudeCodeSession("many")
+    s._entry("user", message={"role": "user", "content": [_early_result(i) for i in ids]})
+    s._entry("assistant", message={"id": "m1", "role": "assistant", "model": "m", "content": list(map(_tool_use, ids))})
+    (session,) = open_sessions(s.write(tmp_path / "many.jsonl"))
+    evts = list(session.events())
+    assert [r.call_id for r in of(evts, ToolResult)] == ids[1:]  # the oldest gave way
+    assert session.report.skipped == {"orphan-result": 1}
+
+
+def _command(s: ClaudeCodeSession, typed: str, expansion: str | None, *, built_in: bool = False) -> None:
+    """A slash command as Claude Code records it: an entry of
+    ``<command-…>`` tags, then, for a command whose prompt reaches the model
+    (a custom command, a skill, ``/init``), that prompt as an ``isMeta``
+    entry whose parent is the command's entry; for one that runs in the CLI
+    (``built_in``), its ``<local-command-stdout>``."""
+    name, _, args = typed.partition(" ")
+    if built_in:  # 2.x writes a built-in command's tags name first, indented
+        tags = (
+            f"<command-name>{name}</command-name>\n            <command-message>{name[1:]}</command-message>\n"
+            f"            <command-args>{args}</command-args>"
+        )
+    else:
+        tags = f"<command-message>{name[1:]}</command-message>\n<command-name>{name}</command-name>"
+        tags += f"\n<command-args>{args}</command-args>" if args else ""
+    s.prompt(tags)
+    command = s.lines[-1]["uuid"]
+    if expansion is not None:
+        s.prompt([{"type": "text", "text": expansion}], isMeta=True, parentUuid=command)
+    else:
+        s.prompt("<local-command-stdout>done</local-command-stdout>", parentUuid=command)
+
+
+def test_a_slash_command_whose_prompt_reaches_the_model_is_what_the_user_typed(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("commands")
+    _command(s, "/deploy-check staging", "Check whether the deploy is healthy.\n\nARGUMENTS: staging")
+    typed_at = iso(s.lines[-2]["timestamp"])
+    s.call("Bash", {"command": "./smoke.sh staging"}, "FAIL", is_error=True)
+    _command(s, "/model claude-opus-4-6-thinking", None, built_in=True)
+    _command(s, "/clear", None, built_in=True)
+    _command(s, "/init", "Please analyze this codebase and create a CLAUDE.md file.")
+    s.call("Write", {"file_path": "CLAUDE.md", "content": "# Notes"})
+    evts = only(s.write(tmp_path / "commands.jsonl"))
+    prompts = of(evts, UserMessage)
+    assert [m.text for m in prompts] == ["/deploy-check staging", "/init"]
+    assert prompts[0].ts == typed_at
+    assert evts.index(prompts[0]) < evts.index(calls(evts)[0])
+
+
+def test_an_ides_context_blocks_are_not_the_users_words(tmp_path: Path) -> None:
+    opened = (
+        "<ide_opened_file>The user opened the file /w/retry.py in the IDE."
+        " This may or may not be related to the current task.</ide_opened_file>"
+    )
+    selected = (
+        "<ide_selection>The user selected the lines 10 to 13 from /w/retry.py:\nfor attempt in range(5):\n"
+        "    # retry 5 times, poll the server until it answers\n    poll()\n\n"
+        "This may or may not be related to the current task.</ide_selection>"
+    )
+    s = ClaudeCodeSession("ide")
+    s.prompt([{"type": "text", "text": selected}, {"type": "text", "text": "why does bench.py fail?"}])
+    s.prompt([{"type": "text", "text": opened}])
+    s.prompt(f"{opened}\nkeep the <idea> tag as I wrote it")
+    s.attachment(type="queued_command", prompt=f"{opened}\nalso run the linter", commandMode="prompt")
+    s.prompt([{"type": "text", "text": opened}, {"type": "text", "text": "<command-name>/review</command-name>"}])
+    s.prompt([{"type": "text", "text": "Review this change."}], isMeta=True, parentUuid=s.lines[-1]["uuid"])
+    evts = only(s.write(tmp_path / "ide.jsonl"))
+    assert [m.text for m in of(evts, UserMessage)] == [
+        "why does bench.py fail?",
+        "keep the <idea> tag as I wrote it",
+        "also run the linter",
+        "/review",
+    ]
