@@ -34,6 +34,7 @@ import msgspec
 from bus import ALLOW, Agent, AgentStatus, Decision
 from bus._codec import lenient_json, logged_args
 from guard._regex import lazy_compile
+from guard._tags import without_ide_context
 from guard._text import shown
 from guard.config import Config, apply_environment
 from guard.sessions.answer import Answer, KeptAnswer, call_digest, result_digest, retry_key
@@ -326,9 +327,13 @@ class HookRuntime:
         return (as_text(error) if error is not None else ""), True
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
-        """The user's prompt, or None when the event is no user turn."""
+        """The user's prompt, without what an IDE integration put in it (the
+        open file, the selected lines: they are not the user's words), or
+        None when the event is no user turn."""
         prompt = payload_text(payload, "prompt")
-        return None if prompt.lstrip().startswith(TASK_NOTIFICATION) else prompt  # a background task reporting back
+        if prompt.lstrip().startswith(TASK_NOTIFICATION):
+            return None  # a background task reporting back
+        return without_ide_context(prompt)
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         """The answer that stops a call before it runs."""

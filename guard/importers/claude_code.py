@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bus import AnyEvent
+from guard._tags import tagged, without_ide_context
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, first_object, merge_by_time, read_jsonl
 from guard.importers._subagent import subagent_events
-from guard.importers._tags import tagged, untagged
 
 __all__ = ["FORMAT", "belongs_to_session", "subagent_files"]
 
@@ -63,11 +63,6 @@ _NOT_PROMPTS = (
     "<task-notification>",
     "[Request interrupted by user",
 )
-# What an IDE integration (the VS Code and JetBrains extensions) adds to the
-# user's message: the file open in the editor, the selected lines, the
-# editor's diagnostics. The names are a closed list, so a tag the user typed
-# stays in the message.
-_IDE_CONTEXT = frozenset({"ide_opened_file", "ide_selection", "ide_diagnostics"})
 _COMMAND = frozenset({"command-name", "command-args"})
 _COMMAND_STARTS = ("<command-name>", "<command-message>")
 # How far a result written before its call waits for it (see _EarlyResults):
@@ -250,16 +245,8 @@ def _said(entry: dict[str, Any], content: Any) -> str | None:
         text = content
     else:
         return None
-    text = _without_ide_context(text)
+    text = without_ide_context(text)
     return text if text.strip() else None
-
-
-def _without_ide_context(text: str) -> str:
-    """``text`` without the blocks an IDE integration adds to a message (the
-    open file, the selected lines), trimmed of the space they leave: they
-    are the harness's words, not the user's."""
-    said = untagged(text, _IDE_CONTEXT)
-    return text if said == text else said.strip()
 
 
 def _command(text: str) -> str | None:
@@ -491,7 +478,7 @@ def _attachment(b: Builder, agent: str, attachment: Any, ts: float) -> Iterator[
         origin = attachment.get("origin")
         human = not isinstance(origin, dict) or origin.get("kind") in (None, "human")
         if attachment.get("commandMode", "prompt") == "prompt" and human:
-            text = _without_ide_context(text_of(attachment.get("prompt")))
+            text = without_ide_context(text_of(attachment.get("prompt")))
             if text.strip():
                 yield from b.user(agent, text, ts)
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
+from guard._tags import tagged
 from guard.importers._session import Builder, ImportedSession, nested, parse_time, text_of
 from guard.importers._source import Format, Sample
-from guard.importers._tags import tagged
 
 __all__ = ["FORMAT", "belongs_to_session"]
 

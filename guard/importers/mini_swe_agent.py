@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from bus import AnyEvent
+from guard._tags import fenced
 from guard.importers._chat import function_calls
 from guard.importers._session import Builder, ImportedSession, nested, parse_args, parse_time, text_of
 from guard.importers._source import Format, Sample
-from guard.importers._tags import fenced
 
 __all__ = ["FORMAT"]
 

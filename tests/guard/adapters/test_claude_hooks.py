@@ -113,6 +113,15 @@ def test_fields_of_the_wrong_type_are_read_as_empty_never_as_python_text(hook: H
     assert "None" not in hook.log.read_text()
 
 
+def test_what_an_ide_puts_in_a_prompt_is_not_the_users_words(hook: Hook) -> None:
+    selection = "<ide_selection>The user selected lines 3-4:\nretry 5 times, poll until it is up</ide_selection>"
+    opened = "<ide_opened_file>app.py</ide_opened_file>"
+    hook(payload("UserPromptSubmit", prompt=f"{opened}{selection}\nwhy does this fail?"))
+    hook(payload("UserPromptSubmit", prompt="<ide_opened_file>The user opened app.py</ide_opened_file>"))
+    texts = [e.text for e in read_log(hook.log) if isinstance(e, UserMessage)]
+    assert texts == ["why does this fail?", ""]
+
+
 @pytest.mark.parametrize(
     ("spoil", "reason"),
     [

@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.importers._tags import fenced, tagged, untagged
+from guard._tags import fenced, tagged, untagged
 
 _TAG_TOKENS = [
     "<a>",

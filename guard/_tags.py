@@ -1,6 +1,6 @@
 """Finding ``<name>…</name>`` spans and fenced blocks in the text of a
-transcript in linear time, and removing such spans (a harness's own blocks
-inside a user's message).
+transcript or a prompt in linear time, and removing such spans (a harness's
+own blocks inside a user's message).
 
 The obvious regular expression, ``<(name)>(.*?)</\\1>`` with a lazy body,
 retries every opening tag that has no closing tag after it by scanning to
@@ -15,11 +15,18 @@ import re
 from bisect import bisect_left
 from collections.abc import Collection, Iterator
 
-__all__ = ["fenced", "tagged", "untagged"]
+from guard._regex import lazy_compile
 
-_OPEN = re.compile(r"<([\w-]+)>")
-_CLOSE = re.compile(r"</([\w-]+)>")
-_WORD = re.compile(r"\w+")
+__all__ = ["IDE_CONTEXT", "fenced", "tagged", "untagged", "without_ide_context"]
+
+_OPEN = lazy_compile(r"<([\w-]+)>")
+_CLOSE = lazy_compile(r"</([\w-]+)>")
+_WORD = lazy_compile(r"\w+")
+
+IDE_CONTEXT = frozenset({"ide_opened_file", "ide_selection", "ide_diagnostics"})
+"""What an IDE integration (Claude Code's VS Code and JetBrains extensions)
+puts in the user's message: the file open in the editor, the selected lines,
+the editor's diagnostics. A closed list, so a tag the user typed stays."""
 
 
 def tagged(text: str, names: Collection[str] | None = None) -> Iterator[tuple[str, str]]:
@@ -62,6 +69,16 @@ def _spans(text: str, names: Collection[str] | None) -> Iterator[tuple[str, int,
             continue
         pos = ends[index] + len(name) + 3
         yield name, match.start(), match.end(), ends[index], pos
+
+
+def without_ide_context(text: str) -> str:
+    """``text`` without the blocks an IDE integration adds to a message
+    (``IDE_CONTEXT``), trimmed of the space they leave: they are the
+    harness's words, not the user's."""
+    if "<ide_" not in text:
+        return text
+    said = untagged(text, IDE_CONTEXT)
+    return text if said == text else said.strip()
 
 
 def fenced(pattern: re.Pattern[str], text: str) -> list[str]:
