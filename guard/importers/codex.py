@@ -41,6 +41,10 @@ _REJECTED = ("exec command rejected by user", "patch rejected by user", "rejecte
 # (shell, shell_command) or "Process exited with code N" (exec_command).
 _EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)$", re.MULTILINE)
 _HEADER_LINES = 6
+# Code mode's exec (and its wait) opens that header with the script's state: "Script completed",
+# "Script running with cell ID N", "Script terminated", or this, for a script that threw (its
+# error follows the output as "Script error:\n..."), the one Codex reports as no success.
+_SCRIPT_FAILED = "Script failed"
 
 
 def _is_bare(sample: Sample) -> bool:
@@ -85,18 +89,20 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
 def _output(raw: Any) -> tuple[str, bool]:
     """A tool output's text and whether it failed. Shell outputs are a JSON
     string ``{"output", "metadata": {"exit_code"}}``, or (newer versions) text
-    whose header names the exit code; older ones an object ``{"content",
-    "success"}``. An MCP tool's result is, in older versions, the JSON text
-    of its content items, or ``tool call error: ...`` when it failed. A
-    command the sandbox stopped is plain text ``failed in sandbox: ...``
-    (``execution error: ...`` when it could not run). Others are plain text."""
+    whose header names the exit code (in code mode, the script's state:
+    ``Script failed``); older ones an object ``{"content", "success"}``. An
+    MCP tool's result is, in older versions, the JSON text of its content
+    items, or ``tool call error: ...`` when it failed. A command the sandbox
+    stopped is plain text ``failed in sandbox: ...`` (``execution error:
+    ...`` when it could not run). Others are plain text."""
     if isinstance(raw, dict):
         return text_of(raw.get("content")), raw.get("success") is False
     text = raw if isinstance(raw, str) else text_of(raw)
     header, found, _ = text.partition("\nOutput:")
     if found and header.count("\n") < _HEADER_LINES:
         match = _EXIT_LINE.search(header)
-        return text, match is not None and match.group(1) != "0"
+        script_failed = header.partition("\n")[0] == _SCRIPT_FAILED
+        return text, script_failed or (match is not None and match.group(1) != "0")
     if text.startswith(_MCP_FAILED) or _RUN_FAILED.match(text):
         return text, True
     if text.startswith(("{", "[{")):

@@ -8,7 +8,9 @@ replaces the earlier one), ``{"$set": ...}`` metadata updates and
 ``chats/<parent session id>/<session id>.jsonl`` and are merged in as
 subagents of ``main``. A ``/chat save`` checkpoint (``checkpoint-<tag>.json``)
 is the Gemini API history itself: ``{history: Content[], authType}``, or the
-bare list in older versions. See ``docs/importers/gemini_cli.md``.
+bare list in older versions. Headless output (``gemini -p ... --output-format
+stream-json``) is JSON Lines of events: ``init``, ``message``, ``tool_use``,
+``tool_result``, ``error``, ``result``. See ``docs/importers/gemini_cli.md``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ MAIN = "main"
 
 # a call id carries its creation time in ms: "<tool>-<ms>-<hex>" (older), "<tool>_<ms>_<n>" (current)
 _CALL_TIME = re.compile(r"[-_](\d{13})[-_][0-9a-zA-Z]+$")
+# what Gemini CLI shows for a shell command that printed nothing and exited non-zero
+_SHELL_EXITED = re.compile(r"Command exited with code: -?[1-9]\d*")
 
 
 def _checkpoint(doc: Any) -> list[Any] | None:
@@ -55,10 +59,22 @@ def _sniff(sample: Sample) -> str | None:
         first = sample.lines[0]
         if "sessionId" in first and "projectHash" in first and "type" not in first:
             return None
+    if any(_is_stream_event(line) for line in sample.lines):
+        return None
     return (
         "neither a {sessionId, messages} document, JSON Lines opening with {sessionId, projectHash},"
-        " nor a checkpoint's history of {role, parts} contents"
+        " a checkpoint's history of {role, parts} contents, nor stream-json events"
+        " ({type: init, session_id} or {type: tool_use|tool_result, tool_id})"
     )
+
+
+def _is_stream_event(line: dict[str, Any]) -> bool:
+    """Whether ``line`` is an event of headless output that names what it is
+    about: an ``init`` its ``session_id``, a ``tool_use`` or ``tool_result``
+    its call's ``tool_id`` (OpenCode's ``run`` events of those types carry
+    a ``part`` instead, Claude Code's init is a ``system`` message)."""
+    kind = line.get("type")
+    return (kind == "init" and "session_id" in line) or (kind in ("tool_use", "tool_result") and "tool_id" in line)
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
@@ -67,6 +83,16 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     if history is not None:
         yield ImportedSession(
             format=NAME, session=path.stem, path=path, label=str(path), produce=lambda b: _contents(history, b)
+        )
+        return
+    if any(_is_stream_event(line) for line in sample.lines):
+        init = next((line for line in sample.lines if line.get("type") == "init"), {})
+        yield ImportedSession(
+            format=NAME,
+            session=str(init.get("session_id") or path.stem),
+            path=path,
+            label=str(path),
+            produce=lambda b: _stream(path, b),
         )
         return
     doc = sample.document if isinstance(sample.document, dict) and "messages" in sample.document else None
@@ -216,6 +242,65 @@ def _result(b: Builder, agent: str, call_id: str, call: dict[str, Any], ts: floa
     # a shell command that failed is recorded as a success; only its exit code says otherwise
     failed = status != "success" or shell_failed(str(call.get("name")), text)
     yield from b.result(agent, call_id, text, ts, is_error=failed, denied_by=denied)
+
+
+def _stream(path: Path, b: Builder) -> Iterator[AnyEvent]:
+    """Events of headless output. A model response is the run of
+    ``assistant`` messages (its text comes in ``delta`` chunks) and
+    ``tool_use`` events between two inputs (the prompt, a ``tool_result``),
+    so the calls of one response share a step. Every run of the CLI opens
+    with an ``init``; output of several runs appended to one file holds
+    several. A run under another ``session_id`` than the first is a
+    conversation of its own, so it is an agent of its own, named by that id
+    (a run that resumes an earlier session goes on as that session's agent).
+    Each line is written once: a ``tool_id`` used again is a new call."""
+    first: str | None = None
+    agent, model, ts = MAIN, None, 0.0
+    steps: dict[str, int] = {}
+    in_response = False
+    for line in read_jsonl(path, b.report):
+        ts = parse_time(line.get("timestamp")) or ts
+        kind, role = line.get("type"), line.get("role")
+        if kind == "init":
+            session = str(line.get("session_id"))
+            first = first or session
+            agent = MAIN if session == first else session
+            model, in_response = line.get("model"), False
+        elif kind == "message" and role == "user":
+            in_response = False
+            text = text_of(line.get("content"))
+            # the CLI stamps every event: a prompt without a timestamp is a note some
+            # harness added (one echoes part of the prompt before each run), not a prompt
+            if text.strip() and "timestamp" in line:
+                yield from b.user(agent, text, ts)
+        elif kind == "tool_result":
+            in_response = False
+            yield from _stream_result(b, agent, line, ts)
+        elif kind == "tool_use" or (kind == "message" and role == "assistant"):
+            if not in_response:
+                steps[agent] = steps.get(agent, 0) + 1
+                b.model(model)
+                in_response = True
+            if kind == "tool_use":
+                call_id, tool, args = str(line.get("tool_id")), line.get("tool_name"), line.get("parameters")
+                yield from b.call(agent, call_id, steps[agent], tool, args, ts, record=b.record())
+
+
+def _stream_result(b: Builder, agent: str, line: dict[str, Any], ts: float) -> tuple[AnyEvent, ...]:
+    """A ``tool_result``. ``output`` is what the CLI displays, all the line
+    holds of a success (the model read more: a file's text, a command's exit
+    code, so a command that failed shows only when it printed nothing). A
+    failure (``status: "error"``) carries what the model read as ``error``
+    ``{type, message}``; type ``policy_violation`` is a call that never ran,
+    denied by Gemini CLI's policy engine or a ``BeforeTool`` hook."""
+    call_id = str(line.get("tool_id"))
+    output = text_of(line.get("output"))
+    if line.get("status") == "success":
+        return b.result(agent, call_id, output, ts, is_error=_SHELL_EXITED.fullmatch(output) is not None)
+    error = line.get("error")
+    kind, message = (error.get("type"), error.get("message")) if isinstance(error, dict) else (None, error)
+    denied = "policy" if kind == "policy_violation" else None
+    return b.result(agent, call_id, text_of(message) or output, ts, is_error=True, denied_by=denied)
 
 
 def _listed(value: Any, field: str) -> Any:

@@ -250,11 +250,12 @@ def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int, str]] = []
     report = audit([CORPUS], Config(), progress=lambda done, total, path: seen.append((done, total, path)))
     t = report.totals
-    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (26, 28, 1666, 0, 0)
-    assert seen[0][:2] == (0, 26)
-    assert seen[-1] == (26, 26, "")
+    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (27, 29, 1678, 0, 0)
+    assert seen[0][:2] == (0, 27)
+    assert seen[-1] == (27, 27, "")
     runs = {str(Path(s.label).relative_to(CORPUS)): s.longest_run for s in report.sessions}
     assert runs.pop("claude-code/openagents-autopilot-issue-ready.jsonl") == 26  # the one real loop of its kind
+    assert runs.pop("gemini-cli/stream-json-two-runs.jsonl") == 5  # a loop scripted for the guard to stop
     assert max(runs.values()) == 2
     assert runs["openhands/output.jsonl#ponylang__ponyc-4593"] == 2
     assert runs["swe-agent/pydicom__pydicom-1458.traj"] == 2
@@ -453,6 +454,15 @@ def test_no_policy_nags_the_corpus_edit_and_rerun_cycles() -> None:
         "pi/large-session.jsonl": {"loops:remind": 1},  # a third grep in a row finding nothing
         # Gemini CLI's shell tool refusing every command: advised at the third and the eighth
         "gemini-cli/m-gemini-shell-rejections.json": {"loops:remind": 2},
+        # a scripted loop of six greps Gemini CLI ran headless, the guard's own hook stopping it
+        "gemini-cli/stream-json-two-runs.jsonl": {
+            "remind:remind": 2,
+            "turns:remind": 1,
+            "rescue:deny": 2,
+            "rescue:escalation-failed": 1,
+            "loops:deny": 3,
+            "loops:halt": 1,
+        },
         # a headless agent asking its empty issue queue for work 29 times: every policy acts, and
         # `loops` denies from the third ask on and halts the agent after its third denial in a row
         "claude-code/openagents-autopilot-issue-ready.jsonl": {

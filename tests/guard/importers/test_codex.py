@@ -151,6 +151,44 @@ def test_exit_codes_in_the_output_header_of_newer_shell_tools(tmp_path: Path) ->
     assert results["exec-fail"].content == outputs["exec-fail"]
 
 
+def _script(state: str, *output: str) -> list[dict[str, str]]:
+    """A code-mode ``exec`` output as Codex 0.144 writes it: content items,
+    the first its header naming the script's state."""
+    header = f"{state}\nWall time 0.1 seconds\nOutput:\n"
+    return [{"type": "input_text", "text": text} for text in (header, *output)]
+
+
+def test_a_code_mode_script_that_failed_is_an_error(tmp_path: Path) -> None:
+    """Code mode runs the model's JavaScript in ``exec`` (a custom tool) and
+    ``wait``; a script that threw (an ``apply_patch`` that did not verify
+    included) is headed ``Script failed``, which Codex reports as no success,
+    and only that state line says so."""
+    patch_error = "Script error:\napply_patch verification failed: Failed to find expected lines in src/engine.rs"
+    outputs: dict[str, Any] = {
+        "failed": _script("Script failed", patch_error),
+        "completed": _script("Script completed", "Script failed\nis what the script printed"),
+        "running": "Script running with cell ID 7\nWall time 10.0 seconds\nOutput:\n",
+        "terminated": _script("Script terminated"),
+    }
+    lines: list[dict[str, object]] = []
+    for second, (call_id, output) in enumerate(outputs.items()):
+        script = "const r = await tools.exec_command({cmd: 'cargo test'}); text(r.output);"
+        lines.append(_item({"type": "custom_tool_call", "name": "exec", "input": script, "call_id": call_id}, second))
+        lines.append(_item({"type": "custom_tool_call_output", "call_id": call_id, "output": output}, second))
+    waited = {"type": "function_call", "name": "wait", "arguments": '{"cell_id": "7"}', "call_id": "waited"}
+    lines.append(_item(waited, 9))
+    lines.append(_item({"type": "function_call_output", "call_id": "waited", "output": _script("Script failed")}, 9))
+    results = {r.call_id: r for r in of(only(write_lines(tmp_path / "rollout.jsonl", lines)), ToolResult)}
+    assert {k: r.is_error for k, r in results.items()} == {
+        "failed": True,
+        "completed": False,
+        "running": False,
+        "terminated": False,
+        "waited": True,
+    }
+    assert results["failed"].content == "Script failed\nWall time 0.1 seconds\nOutput:\n\n" + patch_error
+
+
 def test_local_shell_calls_without_a_call_id_are_each_a_call(tmp_path: Path) -> None:
     # Through the chat completions API a local_shell_call has call_id null
     # (its id is not written to the rollout).

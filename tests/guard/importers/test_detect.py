@@ -9,6 +9,7 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -33,6 +34,7 @@ EXPECTED = {
     "claude-code/agent-c8d9b115.jsonl": "claude-code",
     "codex/codex-pomodor-timer.jsonl": "codex",
     "gemini-cli/gemini-cli-pomodoro-timer.json": "gemini-cli",
+    "gemini-cli/stream-json-two-runs.jsonl": "gemini-cli",
     "openhands/output.jsonl": "openhands",
     "openhands/basic.json": "openhands",
     "swe-agent/pydicom__pydicom-1458.traj": "swe-agent",
@@ -62,6 +64,34 @@ def test_formats_are_tried_in_a_documented_order() -> None:
         "pi",
         "session-log",
     ]
+
+
+_AT = "2026-01-30T06:10:01.547Z"
+
+
+@pytest.mark.parametrize(
+    ("line", "format"),
+    [
+        ({"type": "init", "timestamp": _AT, "session_id": "s1", "model": "gemini-2.5-flash"}, "gemini-cli"),
+        ({"type": "tool_use", "timestamp": _AT, "tool_name": "ls", "tool_id": "t1", "parameters": {}}, "gemini-cli"),
+        ({"type": "tool_result", "timestamp": _AT, "tool_id": "t1", "status": "success", "output": ""}, "gemini-cli"),
+        ({"type": "system", "subtype": "init", "session_id": "s1", "tools": []}, "claude-code"),
+        ({"timestamp": _AT, "type": "session_meta", "payload": {"id": "r1"}}, "codex"),
+        ({"type": "tool_use", "timestamp": 1, "sessionID": "ses_1", "part": {"type": "tool"}}, "opencode"),
+        ({"type": "message", "id": "m1", "timestamp": _AT, "message": {"role": "user", "content": "hi"}}, "pi"),
+        ({"type": "session/start", "v": 1, "session": "s1", "ts": 0.0}, "session-log"),
+    ],
+    ids=["gemini-init", "gemini-tool-use", "gemini-tool-result", "claude", "codex", "opencode-run", "pi", "log"],
+)
+def test_gemini_stream_json_is_told_apart_from_other_json_lines(
+    tmp_path: Path, line: dict[str, Any], format: str
+) -> None:
+    """Gemini CLI's headless events (``--output-format stream-json``) are
+    told by what names them: an ``init``'s ``session_id``, a call's
+    ``tool_id``; other JSON Lines formats with the same ``type`` names
+    (Claude Code's ``init`` is a ``system`` message, OpenCode's ``run``
+    events hold a ``part``) stay theirs."""
+    assert detect_format(write_lines(tmp_path / "out.jsonl", [line, {"type": "result", "status": "success"}])) == format
 
 
 def test_a_document_of_bare_chat_messages_is_no_known_format(tmp_path: Path) -> None:

@@ -352,3 +352,111 @@ def test_a_checkpoint_in_either_form_is_one_session_of_calls_and_their_responses
             ("a1", "bad regex", True),
         ]
         assert [m.text for m in of(evts, UserMessage)] == ["find the config loader"]
+
+
+STREAM = "gemini-cli/stream-json-two-runs.jsonl"
+FIRST_RUN = "ff6a4993-88ec-46d0-8dbd-a0513f91873c"
+SECOND_RUN = "25a5d239-3906-447e-b312-c639ba39ecd0"
+
+
+def test_headless_stream_json_output_is_imported() -> None:
+    """``gemini -p ... --output-format stream-json``, as the real CLI prints it
+    (``tests/data/transcripts/DATA.md``): the session is the first run's ``session_id``."""
+    path = corpus_file(STREAM)
+    assert detect_format(path) == "gemini-cli"
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert session.session == FIRST_RUN
+    assert (len(calls(evts)), sum(r.is_error for r in of(evts, ToolResult)), longest_run(evts)) == (12, 6, 5)
+    assert session.report.summary() == "nothing skipped"
+    assert session.model == "gemini-2.5-flash"
+    assert [(m.agent.id, m.text) for m in of(evts, UserMessage)] == [
+        ("main", "count the betas in notes.txt"),
+        (SECOND_RUN, "count the betas again"),
+    ]
+    first = calls(evts)[0]
+    assert (first.call_id, first.tool, first.args) == (
+        "run_shell_command__run_shell_command_1796428406393_0",
+        "run_shell_command",
+        {"command": "ls"},
+    )
+    assert first.ts == iso("2026-12-04T23:53:26.501Z")
+
+
+def test_stream_json_results_are_matched_by_tool_id_and_failures_are_errors() -> None:
+    """A result names its call by ``tool_id``; a failure is ``status: "error"``
+    with what the model read in ``error.message``; a call the guard's own
+    ``BeforeTool`` hook denied (``policy_violation``) never ran; a shell
+    command that printed nothing shows its exit code."""
+    results = [(r.content[:30], r.is_error, r.denied_by) for r in of(only(corpus_file(STREAM)), ToolResult)]
+    assert results == [
+        ("notes.txt", False, None),
+        ("", False, None),  # read_file shows nothing of what it read
+        ("File not found: /tmp/gstream-8", True, None),
+        ("Command exited with code: 3", True, None),
+        ("boom", False, None),  # exited 2 after printing: the output does not say
+        ("1", False, None),
+        ("1", False, None),
+        ("Tool execution blocked: loop-d", True, "policy"),
+        ("Tool execution blocked: loop-d", True, "policy"),
+        ("Agent execution stopped by hoo", True, None),
+        ("", False, None),
+        ('Tool "run_shell_command" not f', True, None),
+    ]
+
+
+def test_stream_json_steps_are_model_responses_and_each_run_is_an_agent() -> None:
+    """The calls of one response (two reads asked for together, a call after
+    the response's text) share a step. A second run appended to the file is
+    a fresh conversation: an agent of its own, its steps counted anew."""
+    evts = only(corpus_file(STREAM))
+    assert [(c.agent.id, c.step, c.tool) for c in calls(evts)][:3] == [
+        ("main", 1, "run_shell_command"),
+        ("main", 2, "read_file"),
+        ("main", 2, "read_file"),
+    ]
+    assert [(c.agent.id, c.step) for c in calls(evts)][-2:] == [(SECOND_RUN, 1), (SECOND_RUN, 2)]
+    assert [(s.agent.id, s.parent) for s in of(evts, AgentStatus)] == [("main", None), (SECOND_RUN, None)]
+
+
+def test_stream_json_of_a_harness_and_of_a_resumed_session(tmp_path: Path) -> None:
+    """A harness's own note (a prompt without the CLI's ``timestamp``) is no
+    user message; a run that resumes the first run's session goes on as
+    ``main``; a tool_id used again is a new call, a result without a call is
+    counted, and ``error`` and ``result`` events are no events of the log."""
+
+    def event(kind: str, second: int, **fields: Any) -> dict[str, Any]:
+        return {"type": kind, "timestamp": f"2026-01-30T06:10:{second:02d}.000Z", **fields}
+
+    def use(second: int, tool_id: str) -> dict[str, Any]:
+        return event("tool_use", second, tool_name="glob", tool_id=tool_id, parameters={"pattern": "*"})
+
+    def done(second: int, tool_id: str) -> dict[str, Any]:
+        return event("tool_result", second, tool_id=tool_id, status="success", output="a.txt")
+
+    init = event("init", 1, session_id="s1", model="gemini-3-pro-preview")
+    lines = [
+        {"type": "message", "role": "user", "content": "Figma URL: x", "ts": "2026-01-30T06:09:46.992778"},
+        init,
+        event("message", 2, role="user", content="build it"),
+        event("message", 3, role="assistant", content="Look", delta=True),
+        event("message", 3, role="assistant", content="ing.", delta=True),
+        use(4, "t1"),
+        done(5, "t1"),
+        dict(init, timestamp="2026-01-30T06:10:06.000Z"),
+        use(7, "t1"),
+        done(8, "t1"),
+        done(9, "t9"),
+        event("error", 9, severity="warning", message="Loop detected, stopping execution"),
+        event("result", 10, status="success", stats={}),
+    ]
+    (session,) = open_sessions(write_lines(tmp_path / "transcript.jsonl", lines))
+    evts = list(session.events())
+    assert [(m.ts, m.text) for m in of(evts, UserMessage)] == [(iso("2026-01-30T06:10:02"), "build it")]
+    assert [(c.agent.id, c.call_id, c.step) for c in calls(evts)] == [("main", "t1", 1), ("main", "t1@2", 2)]
+    assert session.report.skipped == {"orphan-result": 1}
+    assert [type(e).__name__ for e in evts] == [
+        "AgentStatus",
+        "UserMessage",
+        *("ToolCall", "ToolResult") * 2,
+    ]
