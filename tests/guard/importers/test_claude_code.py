@@ -584,7 +584,7 @@ def test_a_result_written_before_its_call_still_answers_it(tmp_path: Path) -> No
     (session,) = open_sessions(s.write(tmp_path / "early.jsonl"))
     evts = list(session.events())
     assert not session.report.skipped
-    steps = [(type(e).__name__, e.call_id) for e in evts if type(e) in (ToolCall, ToolResult)]
+    steps = [(type(e).__name__, e.call_id) for e in evts if isinstance(e, ToolCall | ToolResult)]
     assert steps == [("ToolCall", edit), ("ToolResult", edit), ("ToolCall", read), ("ToolResult", read)]
     call, result = calls(evts)[0], of(evts, ToolResult)[0]
     assert (result.tool, result.args, result.content, result.step) == (call.tool, call.args, "issues.md updated", 1)
