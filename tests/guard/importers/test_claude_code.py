@@ -623,6 +623,17 @@ def test_at_most_a_bounded_number_of_results_wait_for_their_calls(tmp_path: Path
     assert session.report.skipped == {"orphan-result": 1}
 
 
+def test_a_second_result_for_a_call_still_awaited_is_an_orphan(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("twice")
+    s._entry("user", message={"role": "user", "content": [_early_result("toolu_1")]})
+    s._entry("user", message={"role": "user", "content": [_early_result("toolu_1")]})
+    s._entry("assistant", message={"id": "m1", "role": "assistant", "model": "m", "content": [_tool_use("toolu_1")]})
+    (session,) = open_sessions(s.write(tmp_path / "twice.jsonl"))
+    evts = list(session.events())
+    assert [r.call_id for r in of(evts, ToolResult)] == ["toolu_1"]
+    assert session.report.skipped == {"orphan-result": 1}
+
+
 def _command(s: ClaudeCodeSession, typed: str, expansion: str | None, *, built_in: bool = False) -> None:
     """A slash command as Claude Code records it: an entry of
     ``<command-…>`` tags, then, for a command whose prompt reaches the model
@@ -660,6 +671,13 @@ def test_a_slash_command_whose_prompt_reaches_the_model_is_what_the_user_typed(t
     assert [m.text for m in prompts] == ["/deploy-check staging", "/init"]
     assert prompts[0].ts == typed_at
     assert evts.index(prompts[0]) < evts.index(calls(evts)[0])
+
+
+def test_a_command_message_without_a_command_name_is_no_prompt(tmp_path: Path) -> None:
+    s = ClaudeCodeSession("nameless")
+    s.prompt("<command-message>deploy-check is running…</command-message>\n<command-args>staging</command-args>")
+    s.call("Bash", {"command": "./smoke.sh staging"}, "ok")
+    assert of(only(s.write(tmp_path / "nameless.jsonl")), UserMessage) == []
 
 
 def test_an_ides_context_blocks_are_not_the_users_words(tmp_path: Path) -> None:
