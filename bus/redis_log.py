@@ -15,7 +15,10 @@ included, so ``export`` writes a stream out as a normal session log that
 Keys, for a prefix ``p`` and a session ``s`` (the braces keep one session's
 keys in one Redis Cluster slot): ``p:{s}:events`` (the stream), ``p:{s}:meta``
 (a hash: log version, creation time, the ``seq`` counter) and ``p:{s}:keys``
-(idempotency key -> seq). ``p:sessions`` is a sorted set of session ids by
+(idempotency key -> seq); a writer that keeps small values beside the events
+(``extend``'s notes) keeps them in ``p:{s}:notes`` (a hash) and when each was
+set in ``p:{s}:noted`` (a sorted set by seq), so a note lives for the next
+``NOTES_SPAN`` events whoever set it. ``p:sessions`` is a sorted set of session ids by
 last append, for listing and watching, and ``p:metrics`` a hash of fleet-wide
 counters (``events``: appends that added an event).
 
@@ -45,8 +48,10 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 __all__ = [
+    "EXTEND_KEYS",
     "EXTEND_SCRIPT",
     "LUA_HELPERS",
+    "NOTES_SPAN",
     "REDIS_SCHEMES",
     "Appended",
     "PendingAppend",
@@ -185,15 +190,24 @@ return out
 )
 
 
+NOTES_SPAN = 1024
+"""How many events of its session a note outlives: older ones are removed
+as the session's stream grows, whichever writer set them."""
+
+EXTEND_KEYS = 6
+"""The number of keys ``EXTEND_SCRIPT`` takes (``RedisSessionLog.extension``)."""
+
 # Append events that already carry their seqs, only if the stream is still
 # where the writer saw it (the writer holds the session's lease; this check
 # turns a lease lost to a pause into a refusal rather than a fork). Returns
 # the last entry's id too, so the writer can read on from there.
 _EXTEND = """
-local events, meta, sessions, metrics, notes = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local events, meta, sessions, metrics, notes, noted = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local expected, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now, session, version, n = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
-local wrong = check_types({events, 'stream', meta, 'hash', sessions, 'zset', metrics, 'hash', notes, 'hash'})
+local wrong = check_types({
+  events, 'stream', meta, 'hash', sessions, 'zset', metrics, 'hash', notes, 'hash', noted, 'zset'
+})
 if wrong then return redis.error_reply(wrong) end
 local current = last_seq(meta, events)
 if current ~= expected then return {0, current} end
@@ -211,8 +225,20 @@ for i = 8, 7 + n do
 end
 local p = 8 + n
 local puts = tonumber(ARGV[p])
-for i = p + 1, p + 2 * puts, 2 do redis.call('HSET', notes, ARGV[i], ARGV[i + 1]) end
-for i = p + 1 + 2 * puts, #ARGV do redis.call('HDEL', notes, ARGV[i]) end
+for i = p + 1, p + 2 * puts, 2 do
+  redis.call('HSET', notes, ARGV[i], ARGV[i + 1])
+  redis.call('ZADD', noted, current, ARGV[i])
+end
+for i = p + 1 + 2 * puts, #ARGV do
+  redis.call('HDEL', notes, ARGV[i])
+  redis.call('ZREM', noted, ARGV[i])
+end
+-- whichever writer set them, the notes set NOTES_SPAN events ago or more go (a few per append)
+local old = redis.call('ZRANGEBYSCORE', noted, '-inf', current - NOTES_SPAN, 'LIMIT', 0, 64)
+for _, name in ipairs(old) do
+  redis.call('HDEL', notes, name)
+  redis.call('ZREM', noted, name)
+end
 redis.call('HSET', meta, 'seq', current)
 redis.call('ZADD', sessions, now, session)
 redis.call('HINCRBY', metrics, 'events', n)
@@ -221,9 +247,10 @@ if ttl > 0 then
   redis.call('EXPIRE', events, ttl)
   redis.call('EXPIRE', meta, ttl)
   redis.call('EXPIRE', notes, ttl)
+  redis.call('EXPIRE', noted, ttl)
 end
 return {1, current, last}
-"""
+""".replace("NOTES_SPAN", str(NOTES_SPAN))
 
 EXTEND_SCRIPT = LUA_HELPERS + _EXTEND
 """The Lua script behind ``extend``, for a caller that runs it inside a
@@ -438,6 +465,7 @@ class RedisSessionLog:
             f"{prefix}:sessions",
             f"{prefix}:metrics",
             f"{prefix}:{{{session}}}:notes",
+            f"{prefix}:{{{session}}}:noted",
         ]
         self._extend = client.register_script(EXTEND_SCRIPT)
         self._fleet_keys = (self._keys[3].encode(), self._keys[4].encode())
@@ -528,7 +556,7 @@ class RedisSessionLog:
         for event in events:
             encode_line(event, self._buffer)
             lines.append(bytes(self._buffer))
-        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[4], self._keys[5]]
+        keys = [self._keys[0], self._keys[1], self._keys[3], self._keys[4], self._keys[5], self._keys[6]]
         now = self._clock()
         args: list[Any] = [expected, self.maxlen, self.ttl, repr(now), self.session, LOG_VERSION, len(lines), *lines]
         put = put or {}

@@ -19,7 +19,7 @@ import anyio
 import msgspec
 from redis.exceptions import NoScriptError, RedisError
 
-from bus.redis_log import EXTEND_SCRIPT, LUA_HELPERS, RedisSessionLog
+from bus.redis_log import EXTEND_KEYS, EXTEND_SCRIPT, LUA_HELPERS, RedisSessionLog
 from guard.sessions.fleet import ActionLedger
 
 if TYPE_CHECKING:
@@ -88,8 +88,8 @@ local function slice(t, first, last)
 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {{0, -1}} end
 local n = tonumber(ARGV[2])
-local done = extend(slice(KEYS, 2, 6), slice(ARGV, 3, 2 + n))
-if done[1] == 1 then record(slice(KEYS, 7, #KEYS), slice(ARGV, 3 + n, #ARGV)) end
+local done = extend(slice(KEYS, 2, {1 + EXTEND_KEYS}), slice(ARGV, 3, 2 + n))
+if done[1] == 1 then record(slice(KEYS, {2 + EXTEND_KEYS}, #KEYS), slice(ARGV, 3 + n, #ARGV)) end
 redis.call('DEL', KEYS[1])
 return done
 """

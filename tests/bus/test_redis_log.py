@@ -17,7 +17,15 @@ from redis.exceptions import ResponseError
 
 from bus import Agent, AgentStatus, ReadReport, ToolCall, ToolResult, UserMessage, read_log
 from bus.reader import LogError
-from bus.redis_log import EXTEND_SCRIPT, RedisSessionLog, append_many, parse_redis_target, redact_url, redis_client
+from bus.redis_log import (
+    EXTEND_SCRIPT,
+    NOTES_SPAN,
+    RedisSessionLog,
+    append_many,
+    parse_redis_target,
+    redact_url,
+    redis_client,
+)
 from tests.conftest import RedisClients
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
@@ -276,6 +284,25 @@ async def test_extend_appends_numbered_events_and_notes_only_where_the_writer_le
     assert await log.notes([]) == {}
     assert [e.seq async for e in log.read()] == [1, 2]
     assert await log.last_seq() == 2
+
+
+async def test_a_note_goes_once_its_session_moved_on_whoever_set_it(client: Redis, agent: Agent) -> None:
+    """A writer keeps notes only for its own recent events and drops them
+    itself; another writer taking over never learns of them, so the log
+    removes every note ``NOTES_SPAN`` events after it was set."""
+    first, later = RedisSessionLog(client, "s-span"), RedisSessionLog(client, "s-span")
+    calls = [msgspec.structs.replace(_call(agent, n), seq=n) for n in range(1, NOTES_SPAN + 3)]
+    assert await first.extend(calls[:1], expected=0, put={"old": b"1"})
+    assert await first.extend(calls[1:2], expected=1, put={"recent": b"2"})
+    seq = 2
+    for start in range(2, NOTES_SPAN, 512):  # the other writer, which never heard of those notes
+        batch = calls[start : min(start + 512, NOTES_SPAN)]
+        assert await later.extend(batch, expected=seq)
+        seq += len(batch)
+    assert await later.notes() == {"old": b"1", "recent": b"2"}  # NOTES_SPAN - 1 events after "old"
+    assert await later.extend(calls[NOTES_SPAN : NOTES_SPAN + 1], expected=seq)
+    assert await later.notes() == {"recent": b"2"}
+    assert await client.zrange("rtg:{s-span}:noted", 0, -1) == [b"recent"]
 
 
 async def test_an_extension_run_by_another_script_appends_and_says_where(client: Redis, agent: Agent) -> None:
