@@ -18,6 +18,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_HALT_REASON
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import hook_settings
+from guard.importers import open_sessions
 from tests.claude_cli import LEAVES_A_TRACE, FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import RESCUE_DENIED, TURNS_DENIED
 
@@ -141,6 +142,30 @@ def test_printed_settings_run_the_hook_by_absolute_path_without_it_on_path(
     (log,) = state.glob("*.jsonl")
     statuses = [e.status for e in read_log(log) if isinstance(e, AgentStatus)]
     assert statuses == ["started", "step-done", "step-done", "step-done", "idle", "disposed"], "SessionEnd came too"
+
+
+def test_a_slash_command_is_the_same_user_message_live_and_imported(
+    fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    """The hook reads the command as typed; the transcript records it as
+    ``<command-…>`` tags and its expansion: both make it what the user typed."""
+    commands = fake_anthropic.work / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "deploy-check.md").write_text("Check the deploy to $ARGUMENTS and report.\n")
+    state = tmp_path / "state"
+    fake_anthropic.script([bash("ls")], [text("Healthy.")])
+    done = fake_anthropic.run_cli(
+        "/deploy-check staging", settings=printed_settings("--state-dir", str(state)), setting_sources="project"
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Check the deploy to staging" in fake_anthropic.texts_after_tool_results(0), "the command expanded"
+    (log,) = state.glob("*.jsonl")
+    (transcript,) = (fake_anthropic.home / ".claude" / "projects").rglob("*.jsonl")
+    (session,) = open_sessions(transcript)
+    live = [e.text for e in read_log(log) if isinstance(e, UserMessage)]
+    imported = [e.text for e in session.events() if isinstance(e, UserMessage)]
+    assert live == imported == ["/deploy-check staging"]
 
 
 def test_a_hook_that_cannot_run_tells_the_user_the_guard_is_off(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:

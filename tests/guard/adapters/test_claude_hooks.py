@@ -122,6 +122,16 @@ def test_what_an_ide_puts_in_a_prompt_is_not_the_users_words(hook: Hook) -> None
     assert texts == ["why does this fail?", ""]
 
 
+def test_a_slash_command_is_the_users_message_as_typed(hook: Hook) -> None:
+    """Claude Code (2.1.332, headless and interactive) sends a custom
+    command's or a skill's ``UserPromptSubmit`` with the prompt as typed;
+    its ``<command-…>`` tags and its expansion are only in the transcript."""
+    hook(payload("UserPromptSubmit", prompt="/deploy-check staging", prompt_id="p-1"))
+    hook(payload("UserPromptSubmit", prompt="/release-notes v2.0", prompt_id="p-2"))
+    texts = [e.text for e in read_log(hook.log) if isinstance(e, UserMessage)]
+    assert texts == ["/deploy-check staging", "/release-notes v2.0"]
+
+
 @pytest.mark.parametrize(
     ("spoil", "reason"),
     [
