@@ -613,8 +613,12 @@ def find_transcripts(
     """Each file to audit, and whether it was named explicitly.
 
     A directory is walked in sorted order for ``.jsonl``, ``.json`` and
-    ``.traj`` files and goose's ``sessions.db``, leaving out subagent files whose session file is present
-    (they are imported with it). Anything else named is offered as is.
+    ``.traj`` files and goose's ``sessions.db``, leaving out the files
+    imported with another (``belongs_to_session``: a subagent file whose
+    session file is present; an OpenHands V1 conversation's other event
+    files, ``base_state.json`` and ``meta.json``). Anything else named is
+    offered as is. The benchmarks' ``scan`` walks with this too, so both
+    see the same sessions.
     A directory the walk cannot list (no permission, a path too long) is
     appended to ``unlisted``, with why, when it is given; its files are not
     offered either way.

@@ -33,6 +33,7 @@ import anyio
 import structlog
 
 from bus import ToolCall, ToolResult, UserMessage, read_log
+from guard.audit import FileError, find_transcripts
 from guard.config import RECOMMENDED
 from guard.importers import open_sessions, write_log
 from guard.verdicts import replay_log
@@ -216,8 +217,15 @@ async def scan_session(source: str, file: str, session: str, log: Path) -> tuple
 
 
 async def scan(root: Path, out: Path, logs: Path, source: str) -> dict[str, int]:
+    """Scan every transcript under ``root`` into ``out``, keeping the imported
+    logs under ``logs / source``. The files are the ones ``audit`` walks
+    (``find_transcripts``), so each session is scanned once, as ``audit``
+    reports it: a subagent with its session, an OpenHands V1 conversation
+    from its first event file. A folder the walk cannot list counts as failed."""
     totals = {"files": 0, "sessions": 0, "calls": 0, "candidates": 0, "failed": 0}
-    files = sorted(p for p in root.rglob("*") if p.is_file())
+    unlisted: list[FileError] = []
+    files = [path for path, _ in find_transcripts([root], unlisted)]
+    totals["failed"] += len(unlisted)
     with out.open("a", encoding="utf-8") as sink:
         for path in files:
             totals["files"] += 1
@@ -227,7 +235,7 @@ async def scan(root: Path, out: Path, logs: Path, source: str) -> dict[str, int]
                 totals["failed"] += 1
                 continue
             for s in sessions:
-                rel = str(path.relative_to(root))
+                rel = path.name if path == root else str(path.relative_to(root))
                 target = logs / source / rel / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', s.session)}.jsonl"
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if not target.exists():

@@ -80,15 +80,22 @@ def conversation_of(path: Path) -> Path:
     return folder.parent if folder.name in _STORES else folder
 
 
+_COMPANIONS = frozenset({"base_state.json", "meta.json"})
+"""The files a conversation keeps beside its events: the SDK's state (which
+names the model) and the agent server's record of the conversation. Neither
+holds an event."""
+
+
 def is_later_event_file(path: Path, siblings: Sequence[str] | None = None) -> bool:
     """Whether ``path`` is an event file other than a conversation's first,
-    or the ``base_state.json`` beside its events: a directory walk imports
-    the conversation once, from its first event. The first is the one of
+    or a companion file beside its events (``_COMPANIONS``): a directory
+    walk imports the conversation once, from its first event, and passes
+    over the rest of its folder in silence. The first is the one of
     the lowest number among ``siblings`` (the sorted names of the files in
     its folder, as a walk lists them) that holds an event, so a conversation
     whose early events are gone or unreadable is still imported; without
     ``siblings``, ``event-00000-…``."""
-    if path.name == "base_state.json":
+    if path.name in _COMPANIONS:
         return (path.parent / "events").is_dir() or any(path.parent.glob("event-0*.json"))
     match = _EVENT_FILE.match(path.name)
     if match is None:

@@ -470,6 +470,30 @@ def test_agent_server_conversation_is_named_for_the_conversation(tmp_path: Path)
     assert len(calls(list(session.events()))) == 6
 
 
+@pytest.mark.parametrize("store", ["", "event_service"], ids=["agent-server", "event-service"])
+def test_the_agent_servers_meta_json_is_part_of_its_conversation(tmp_path: Path, store: str) -> None:
+    """The agent server keeps its record of a conversation, ``meta.json``,
+    beside ``base_state.json`` and ``events/``: a walk passes over it with
+    the conversation, as no transcript left out. A ``meta.json`` with no
+    events beside it is none of a conversation's."""
+    from guard.audit import audit, find_transcripts
+
+    conversation = tmp_path / "conversations" / "3749ed60" / store
+    folder = conversation / "events"
+    folder.mkdir(parents=True)
+    for companion in ("base_state.json", "meta.json"):
+        (conversation / companion).write_text(json.dumps({"id": "3749ed60", "agent": {}}))
+    for index, event in enumerate(_v1_conversation()):
+        (folder / f"event-{index:05d}-{index:08x}-aaaa.json").write_text(json.dumps(event))
+    assert belongs_to_session(conversation / "meta.json")
+    assert not belongs_to_session(write_lines(tmp_path / "elsewhere" / "meta.json", []))
+    assert [path.name for path, _ in find_transcripts([tmp_path / "conversations"])] == [
+        "event-00000-00000000-aaaa.json"
+    ]
+    report = audit([tmp_path / "conversations"])
+    assert ([s.session for s in report.sessions], report.not_transcripts) == (["3749ed60"], [])
+
+
 def test_v1_events_as_a_json_list(tmp_path: Path) -> None:
     path = tmp_path / "conversation.json"
     path.write_text(json.dumps(_v1_conversation()[2:]))
