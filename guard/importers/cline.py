@@ -6,10 +6,12 @@ one model response. Its calls are ``tool_use`` blocks (native tool calling)
 or, in older versions, the first XML tool block in its text
 (``<read_file><path>a.py</path></read_file>``). The next user message
 answers them: with ``tool_result`` blocks by id, or with one text block per
-call opening ``[<tool> for '<what>'] Result:``, in call order. The other
-files of the task folder (``ui_messages.json``, ``task_metadata.json``) are
-the extension's own records and are left to this one. See
-``docs/importers/cline.md``.
+call opening ``[<tool> for '<what>'] Result:``, in call order. The result
+of a call that asked the user (``ask_followup_question``,
+``plan_mode_respond``) holds what the user typed in reply, which is a user
+message too. The other files of the task folder (``ui_messages.json``,
+``task_metadata.json``) are the extension's own records and are left to
+this one. See ``docs/importers/cline.md``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bus import AnyEvent
+from bus import AnyEvent, ToolResult
 from guard._tags import tagged
 from guard.importers._session import Builder, ImportedSession, nested, parse_time, text_of
 from guard.importers._source import Format, Sample
@@ -67,6 +69,8 @@ _EXIT = re.compile(r"(?:Command failed with exit code|Exit code:) (-?\d+)")
 _FAILED = ("The tool execution failed with the following error:", "<error>")
 _DENIED = "The user denied this operation"
 _PROMPT_TAGS = frozenset({"task", "feedback", "answer", "user_message"})
+_REPLIES = {"ask_followup_question": "answer", "plan_mode_respond": "user_message"}
+"""The tools that ask the user, and the tag their result holds the reply in."""
 
 
 def _is_history(doc: Any) -> bool:
@@ -129,6 +133,16 @@ def _outcome(text: str) -> tuple[bool, str | None]:
     return failed, None
 
 
+def _reply(result: AnyEvent) -> str | None:
+    """What the user typed in reply to a call that asked them (``_REPLIES``):
+    the first span of its tag in the call's result. Only the first: the
+    files the user attached follow it (``<file_content>``) and may hold any
+    tag; and any other result (a file read) is no text of the user's."""
+    if not isinstance(result, ToolResult) or result.tool not in _REPLIES:
+        return None
+    return next((_prompt(body) for _, body in tagged(result.content, (_REPLIES[result.tool],))), None)
+
+
 def _answers(blocks: list[Any]) -> list[str]:
     """The results a user message's text gives, in order: each text block
     opening with a ``[tool …] Result:`` header, without the header."""
@@ -161,6 +175,7 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
                     waiting.append(f"xml-{number}")
                     yield from b.call(MAIN, waiting[0], step, found[0], found[1], ts)
             continue
+        results: list[AnyEvent] = []
         for block in blocks:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 call_id = str(block.get("tool_use_id"))
@@ -168,16 +183,19 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
                 failed, denied = _outcome(text)
                 if call_id in waiting:
                     waiting.remove(call_id)
-                yield from b.result(
+                results += b.result(
                     MAIN, call_id, text, ts, is_error=failed or block.get("is_error") is True, denied_by=denied
                 )
         for call_id, text in zip(list(waiting), _answers(blocks), strict=False):
             waiting.remove(call_id)
             failed, denied = _outcome(text)
-            yield from b.result(MAIN, call_id, text, ts, is_error=failed, denied_by=denied)
+            results += b.result(MAIN, call_id, text, ts, is_error=failed, denied_by=denied)
+        yield from results
         said = [str(x.get("text") or "") for x in blocks if isinstance(x, dict) and x.get("type") == "text"]
+        replies = [reply for result in results if (reply := _reply(result)) is not None]
         prompt = "\n".join(
-            _prompt(body) for t in said if not _RESULT_HEADER.match(t) for _, body in tagged(t, _PROMPT_TAGS)
+            replies
+            + [_prompt(body) for t in said if not _RESULT_HEADER.match(t) for _, body in tagged(t, _PROMPT_TAGS)]
         )
         if prompt.strip():
             yield from b.user(MAIN, prompt, ts)

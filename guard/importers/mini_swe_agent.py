@@ -11,7 +11,10 @@ and the complaint that follows is not a result. Version 2 records the
 actions it executed in each response's ``extra.actions`` (tool calls by
 default, answered by ``tool`` messages, or Responses API ``function_call``
 items answered by ``function_call_output``) and each output's return code in
-``extra.returncode``. The first user message is the task. See
+``extra.returncode``; a response it rejects for its format leaves no
+assistant message, only the complaint (``extra.interrupt_type:
+FormatError``), so that complaint is the step without a call. The user
+messages before the first response are the task. See
 ``docs/importers/mini_swe_agent.md``.
 """
 
@@ -93,6 +96,16 @@ def _time(message: dict[str, Any]) -> float | None:
     return parse_time(extra.get("timestamp")) or parse_time(created) or parse_time(message.get("created_at"))
 
 
+def _rejected(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is mini-swe-agent 2's complaint about a response
+    it rejected for its format ("No tool calls found in the response…").
+    Version 2 records no assistant message for such a response, so the
+    complaint stands for a model turn that made no call; it is the harness's
+    text, never the user's. (Version 1 records the rejected response and
+    marks no complaint.)"""
+    return _extra(message).get("interrupt_type") == "FormatError"
+
+
 def _recorded_actions(message: dict[str, Any], step: int) -> list[tuple[str, Any, Any]] | None:
     """The actions mini-swe-agent 2 executed for this response, as it
     recorded them; ``None`` when it did not (version 1)."""
@@ -129,7 +142,11 @@ def _events(messages: list[Any], b: Builder, model: Any = None) -> Iterator[AnyE
         role = message.get("role")
         text = text_of(message.get("content"))
         is_response = message.get("object") == "response"
-        if role == "assistant" or is_response:
+        if _rejected(message):
+            step += 1  # a response without calls: a gap in the steps, as a 1.x rejected turn leaves
+            b.model(nested(message, "extra", "response", "model") or model)
+            waiting = None
+        elif role == "assistant" or is_response:
             step += 1
             b.model((message.get("model") if is_response else nested(message, "extra", "response", "model")) or model)
             waiting = None

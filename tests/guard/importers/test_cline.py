@@ -11,7 +11,7 @@ import pytest
 
 from bus import ToolResult, UserMessage
 from guard.importers import TranscriptError, belongs_to_session, detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, longest_run, of
+from tests.guard.importers._transcripts import calls, longest_run, of, only
 
 TASK = "1777073160794"
 ENV = "<environment_details>\n# Visual Studio Code Visible Files\n(No visible files)\n</environment_details>"
@@ -183,6 +183,47 @@ def test_tool_result_blocks_of_roo_code(tmp_path: Path) -> None:
     assert [(r.call_id, r.is_error) for r in of(evts, ToolResult)] == [("toolu_a", True), ("toolu_b", True)]
     assert of(evts, ToolResult)[0].ts == 1764052619.358
     assert session.report.skipped == {"orphan-result": 1, "not-an-object": 1}  # "junk" is no message
+
+
+@pytest.mark.parametrize("shape", ["native", "xml", "tool_result"])
+def test_a_typed_answer_is_a_user_message_after_the_result_it_is(tmp_path: Path, shape: str) -> None:
+    """The user's reply to ``ask_followup_question`` comes back as the call's
+    result; what they typed is a user message too, at that entry's time, but
+    not the files they attached after it."""
+    attached = '<file_content path="notes.md">\n<answer>\nold\n</answer>\n</file_content>'
+    reply = f"<answer>\nCancel - review first\n</answer>\n\n{attached}"
+    asked = _uses(("tooluse_1", "ask_followup_question", {"question": "Delete the state files?"}))
+    answered = _user(f"[ask_followup_question for 'Delete the state files?'] Result:\n{reply}", ENV, ts=1777000002000)
+    if shape == "xml":
+        xml = "<ask_followup_question>\n<question>Delete the state files?</question>\n</ask_followup_question>"
+        asked = {"role": "assistant", "content": [_text(xml)]}
+    elif shape == "tool_result":  # Roo Code's native protocol
+        answered["content"] = [{"type": "tool_result", "tool_use_id": "tooluse_1", "content": reply}, _text(ENV)]
+    path = _write(tmp_path / "tasks" / TASK, [_user("<task>\nDeploy the app\n</task>", ENV), asked, answered])
+    evts = only(path)
+    result, typed = evts[-2:]
+    assert isinstance(result, ToolResult)
+    assert (result.tool, result.content) == ("ask_followup_question", reply)
+    assert typed == UserMessage(agent=typed.agent, ts=1777000002.0, text="Cancel - review first")
+    assert [m.text for m in of(evts, UserMessage)] == ["Deploy the app", "Cancel - review first"]
+
+
+def test_a_plan_mode_reply_is_a_user_message_and_tags_in_other_results_are_not(tmp_path: Path) -> None:
+    history = [
+        _user("<task>\nplan it\n</task>", ENV),
+        _uses(("t1", "read_file", {"path": "prompts.md"})),
+        _user("[read_file for 'prompts.md'] Result:\n<answer>\nnot typed\n</answer>", ENV),
+        _uses(("t2", "plan_mode_respond", {"response": "Plan: ..."})),
+        _user("[plan_mode_respond] Result:\n<user_message>\nuse sqlite\n</user_message>", ENV),
+        _uses(("t3", "plan_mode_respond", {"response": "Plan: sqlite"})),
+        _user(
+            "[plan_mode_respond] Result:\n[The user has switched to ACT MODE, so you may now proceed with the task.]"
+        ),
+    ]
+    path = _write(tmp_path / "tasks" / TASK, history)
+    evts = only(path)
+    assert len(of(evts, ToolResult)) == 3
+    assert [m.text for m in of(evts, UserMessage)] == ["plan it", "use sqlite"]
 
 
 def test_other_message_lists_are_not_cline(tmp_path: Path) -> None:

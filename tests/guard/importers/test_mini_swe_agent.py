@@ -123,6 +123,39 @@ def test_version_2_tool_calls_use_the_recorded_actions_and_return_codes(tmp_path
     ]
 
 
+def test_version_2_format_complaints_are_steps_without_calls_not_user_messages(tmp_path: Path) -> None:
+    """mini-swe-agent 2 keeps no assistant message for a response it rejects
+    for its format, only the complaint: that is a model turn without a call
+    (a gap in the steps), before the first call too, and never the task."""
+
+    def rejected(**extra: object) -> dict[str, object]:
+        content = "No tool calls found in the response. Every response MUST include at least one tool call."
+        return {"role": "user", "content": content, "extra": {"interrupt_type": "FormatError", **extra}}
+
+    def response(call_id: str) -> dict[str, object]:
+        call = {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+        extra = {"actions": [{"command": "ls", "tool_call_id": call_id}]}
+        return {"role": "assistant", "content": None, "tool_calls": [call], "extra": extra}
+
+    messages = [
+        {"role": "system", "content": "you are"},
+        {"role": "user", "content": "<pr_description>fix the bug</pr_description>"},
+        rejected(),  # 2.2: the complaint alone
+        response("c1"),
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py", "extra": {"returncode": 0}},
+        rejected(cost=0.001, response={"model": "gpt-5-mini", "created": 1773533180}),  # later 2.x keep the response
+        response("c2"),
+    ]
+    doc = {**_v2(messages), "info": {"config": {"model": {"model_name": "gpt-5-mini"}}}}
+    path = tmp_path / "run.traj.json"
+    path.write_text(json.dumps(doc))
+    (session,) = open_sessions(path)
+    evts = list(session.events())
+    assert [m.text for m in of(evts, UserMessage)] == ["<pr_description>fix the bug</pr_description>"]
+    assert [(c.call_id, c.step) for c in calls(evts)] == [("c1", 2), ("c2", 4)]
+    assert session.models == {"gpt-5-mini": 4}  # every response, rejected or not
+
+
 def test_every_call_of_a_chat_is_new_however_often_its_id_recurs(tmp_path: Path) -> None:
     """A model server that names every call ``call_0``, in parallel calls
     too: every assistant message is a new response, so no call is taken
