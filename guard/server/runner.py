@@ -328,6 +328,7 @@ def _run(args: argparse.Namespace) -> int:
             body_timeout=args.body_timeout,
             telemetry=telemetry,
             max_live_pages=args.max_live_pages,
+            disconnects_queued=args.backend == "asyncio",  # Hypercorn's asyncio queue: one look will do
         )
     except ValueError as exc:
         raise ServeError(str(exc)) from None

@@ -41,7 +41,7 @@ class Served:
         self.store = store
         self.state_dir = store.state_dir
         self.backend = backend
-        self.app = create_app(store, **app_options)
+        self.app = create_app(store, **{"disconnects_queued": backend == "asyncio", **app_options})  # as serve runs it
         self._config = hypercorn_config("127.0.0.1:0", graceful_timeout=5)
         self.url = self._config.listen()
         self.client = httpx.Client(base_url=self.url, timeout=30)

@@ -148,7 +148,14 @@ async def test_a_copy_that_arrived_before_its_twin_was_recorded_is_dropped(tmp_p
     store.close()
 
 
-def test_a_request_whose_client_hung_up_while_it_waited_is_dropped(served: Served) -> None:
+@pytest.mark.parametrize("queued", [True, False], ids=["looked-for", "watched"])
+def test_a_request_whose_client_hung_up_while_it_waited_is_dropped(
+    make_served: MakeServed, server_backend: str, queued: bool
+) -> None:
+    """Whether the application looks once for a queued disconnect (as
+    ``serve`` runs it on asyncio) or watches for it (the default, for any
+    server and middleware in front)."""
+    served = make_served(disconnects_queued=queued and server_backend == "asyncio")
     served.event("g", type="user/message", agent="main", text="hi")
     held = threading.Event()
 
