@@ -5,10 +5,9 @@ texts are equal. Normalisation strips what changes between runs without
 meaning anything: ANSI escape codes, text a carriage return overwrote
 (spinners, progress bars redrawn in place), timestamps, dates and clock
 times, durations, process, session and output chunk ids, hex digests and UUIDs, and
-trailing whitespace. A short one-line result that is nothing but such noise
-(``date``, ``date +%s``, ``stat -c %y``, a seven-digit count) is a *reading*
-(``is_reading``): of something that moves by itself, which is what the call
-asked for. The patterns are settings (``result_normalize``), so a
+trailing whitespace. A short one-line result that is a time or a date and
+nothing else (``date``, ``date +%s``, ``stat -c %y``) is a *reading*
+(``is_reading``): of a clock, which moves by itself. The patterns are settings (``result_normalize``), so a
 runtime's own noise can be added; each match is replaced by one marker, so
 ``12 ms`` and ``3.4 s`` normalise alike while ``3 failed`` and ``2 failed``
 do not.
@@ -84,6 +83,7 @@ _BLANK_RUNS = compile_regex(r"\n{3,}")
 _NOISE_ONLY = "\x00 \t"
 """What is left of a reading once its noise is masked: markers and blanks."""
 _READING_CHARS = 80
+_CLOCK = lazy_compile(r"\d:\d\d|\d{4}-\d\d-\d\d|\b1[6-9]\d{8}(?:\d{3})?\b")  # a time, a date, epoch seconds or ms
 _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 # Two markers with only whitespace between them: without one, _MARKS changes nothing.
 _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
@@ -170,15 +170,15 @@ class ResultNormalizer:
         return Shape(digest, normalized)
 
     def is_reading(self, text: str) -> bool:
-        """Whether ``text`` is one short line of nothing but noise: a clock,
-        a file's time, an id or a long count read on its own."""
+        """Whether ``text`` is a clock read on its own: one short line that
+        holds a time or a date (``date``, ``date +%s``, ``stat -c %y``) and
+        nothing comparison keeps. An id or a digest alone is no reading."""
         if len(text) > 2 * _READING_CHARS:  # not even stripped: most results are far longer
             return False
         line = text.strip()
-        if not line or len(line) > _READING_CHARS or "\n" in line:
+        if len(line) > _READING_CHARS or "\n" in line or _CLOCK.search(line) is None:
             return False
-        masked = self._patterns.sub("\x00", line)
-        return "\x00" in masked and not masked.strip(_NOISE_ONLY)
+        return not self._patterns.sub("\x00", line).strip(_NOISE_ONLY)
 
     @staticmethod
     def exact(text: str) -> Shape:

@@ -527,6 +527,7 @@ class _Signature:
         "level",
         "nudges",
         "poll",
+        "reading",
         "result",
         "resume",
         "shape",
@@ -548,6 +549,8 @@ class _Signature:
         self.failed = False
         self.transient = False
         self.poll = False
+        self.reading = ""
+        """The last result when it was a clock read on its own (``ResultNormalizer.is_reading``)."""
         self.since = 0.0
         self.nudges = 0
         self.level = 0
@@ -1676,11 +1679,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if note.paging or clicked == _PAGING_VALUE:
             return None
         streak_key = note.streak
-        poll = (
-            note.polled
-            or clicked == _POLL_VALUE
-            or (not failed and (self._says(_POLL_CHECK, content, found) or self._normalizer.is_reading(content)))
-        )
+        poll = note.polled or clicked == _POLL_VALUE or (not failed and self._says(_POLL_CHECK, content, found))
+        reading = None
+        if not (poll or failed or note.file or note.acts) and self._normalizer.is_reading(content):
+            # the clock read on its own: a poll while it moves, the same reading again a repeat
+            reading = content.strip()
+            last = state.signatures.get(fp.digest)
+            poll = last is None or last.reading != reading
         if (
             poll
             and not failed
@@ -1729,6 +1734,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll, program is None)
+        if reading is not None:
+            signature.reading = reading
         signature.transient = bool(transient)
         if transient:
             signature.resume = result.ts + _stated_wait(content)

@@ -25,7 +25,9 @@ def test_a_clock_reads_the_same_every_time() -> None:
         ("15:30:20", True),  # date '+%H:%M:%S'
         ("1764547870", True),  # date +%s
         ("2026-12-01 00:11:10.000000000 +0000", True),  # stat -c %y
-        ("1234567", True),  # a long count
+        ("1234567", False),  # a long count: no clock
+        ("9f86d081884c7d659a2feaa0c55ad015", False),  # an id
+        ("5f0c7b2e-3c2a-4f8e-9a51-2b1f0e6c1d2a", False),
         ("12 passed in 0.31s", False),
         ("build 4 queued\nTue Dec  1 00:11:10 UTC 2026", False),  # two lines: the clock is beside the news
         ("", False),

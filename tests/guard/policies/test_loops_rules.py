@@ -569,11 +569,9 @@ async def test_a_stalled_poll_printing_the_clock_is_still_stalled(make: Make, an
     assert [kind for _, kind in run.actions] == ["remind", "remind", "deny"]
 
 
-async def test_the_clock_read_between_checks_on_a_background_job_is_a_poll_never_denied(
-    make: Make, anyio_backend: str
-) -> None:
+async def test_the_clock_read_between_checks_on_a_background_job_is_a_poll(make: Make, anyio_backend: str) -> None:
     """Reading the clock while a job runs elsewhere asks how long it has
-    been: at most advice to wait longer between looks, never a denial."""
+    been: advice to wait longer between looks, not the denial of a repeat."""
     run = make()
     for n in range(6):
         clock = f"15:{30 + n // 2:02d}:{(20 + 17 * n) % 60:02d}"
@@ -582,6 +580,29 @@ async def test_the_clock_read_between_checks_on_a_background_job_is_a_poll_never
     assert all(kind == "remind" for _, kind in run.actions)
     assert run.actions[:1] == [(7, "remind")]  # the fourth look at the clock
     assert "Back off" in run.texts[0]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "output"),
+    [
+        ("Bash", {"command": "cat last_run.txt"}, "2026-12-01T00:11:10Z"),  # a time that stays put
+        ("Bash", {"command": "git rev-parse HEAD"}, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"),  # an id
+    ],
+)
+async def test_the_same_reading_again_is_a_repeat_not_a_poll(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, str], output: str
+) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do(tool, args, output, seconds=70)
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_file_read_whose_content_is_a_time_is_compared_exactly(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(8):
+        await run.do("Read", {"file_path": ".last_sync"}, f"2026-12-01T00:11:{10 + n:02d}Z", seconds=2)
+    assert run.actions == []
 
 
 async def test_the_clock_read_again_and_again_is_still_caught(make: Make, anyio_backend: str) -> None:
