@@ -225,6 +225,10 @@ for i = 8, 7 + n do
 end
 local p = 8 + n
 local puts = tonumber(ARGV[p])
+if redis.call('EXISTS', noted) == 0 and redis.call('EXISTS', notes) == 1 then
+  -- notes an older version set without their seqs: they live from here on
+  for _, name in ipairs(redis.call('HKEYS', notes)) do redis.call('ZADD', noted, current, name) end
+end
 for i = p + 1, p + 2 * puts, 2 do
   redis.call('HSET', notes, ARGV[i], ARGV[i + 1])
   redis.call('ZADD', noted, current, ARGV[i])
@@ -233,8 +237,8 @@ for i = p + 1 + 2 * puts, #ARGV do
   redis.call('HDEL', notes, ARGV[i])
   redis.call('ZREM', noted, ARGV[i])
 end
--- whichever writer set them, the notes set NOTES_SPAN events ago or more go (a few per append)
-local old = redis.call('ZRANGEBYSCORE', noted, '-inf', current - NOTES_SPAN, 'LIMIT', 0, 64)
+-- whichever writer set them, the notes that old go, up to 64 an append
+local old = redis.call('ZRANGEBYSCORE', noted, '-inf', current - __NOTES_SPAN__, 'LIMIT', 0, 64)
 for _, name in ipairs(old) do
   redis.call('HDEL', notes, name)
   redis.call('ZREM', noted, name)
@@ -250,7 +254,7 @@ if ttl > 0 then
   redis.call('EXPIRE', noted, ttl)
 end
 return {1, current, last}
-""".replace("NOTES_SPAN", str(NOTES_SPAN))
+""".replace("__NOTES_SPAN__", str(NOTES_SPAN))
 
 EXTEND_SCRIPT = LUA_HELPERS + _EXTEND
 """The Lua script behind ``extend``, for a caller that runs it inside a

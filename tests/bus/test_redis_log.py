@@ -305,6 +305,24 @@ async def test_a_note_goes_once_its_session_moved_on_whoever_set_it(client: Redi
     assert await client.zrange("rtg:{s-span}:noted", 0, -1) == [b"recent"]
 
 
+async def test_notes_and_their_seqs_expire_with_the_session(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s-ttl", ttl=60)
+    assert await log.extend([msgspec.structs.replace(_call(agent, 1), seq=1)], expected=0, put={"a": b"1"})
+    assert 0 < await client.ttl(log.notes_key) <= 60
+    assert 0 < await client.ttl("rtg:{s-ttl}:noted") <= 60
+
+
+async def test_notes_an_older_version_left_go_too(client: Redis, agent: Agent) -> None:
+    log = RedisSessionLog(client, "s-legacy")
+    await client.hset(log.notes_key, "legacy", b"1")  # set with no seq beside it
+    calls = [msgspec.structs.replace(_call(agent, n), seq=n) for n in range(1, NOTES_SPAN + 2)]
+    assert await log.extend(calls[:1], expected=0)
+    assert await log.extend(calls[1:NOTES_SPAN], expected=1)
+    assert await log.notes() == {"legacy": b"1"}
+    assert await log.extend(calls[NOTES_SPAN:], expected=NOTES_SPAN)
+    assert await log.notes() == {}
+
+
 async def test_an_extension_run_by_another_script_appends_and_says_where(client: Redis, agent: Agent) -> None:
     log = RedisSessionLog(client, "s-ext")
     first = msgspec.structs.replace(_call(agent, 1), seq=1)
