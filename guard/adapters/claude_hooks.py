@@ -333,7 +333,8 @@ class HookRuntime:
         prompt = payload_text(payload, "prompt")
         if prompt.lstrip().startswith(TASK_NOTIFICATION):
             return None  # a background task reporting back
-        return without_ide_context(prompt)
+        said = without_ide_context(prompt)
+        return None if prompt and not said else said  # only an IDE's blocks: no user turn
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
         """The answer that stops a call before it runs."""
