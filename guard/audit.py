@@ -617,8 +617,7 @@ def find_transcripts(
     imported with another (``belongs_to_session``: a subagent file whose
     session file is present; an OpenHands V1 conversation's other event
     files, ``base_state.json`` and ``meta.json``). Anything else named is
-    offered as is. The benchmarks' ``scan`` walks with this too, so both
-    see the same sessions.
+    offered as is: each session once, whoever walks.
     A directory the walk cannot list (no permission, a path too long) is
     appended to ``unlisted``, with why, when it is given; its files are not
     offered either way.

@@ -96,7 +96,9 @@ def is_later_event_file(path: Path, siblings: Sequence[str] | None = None) -> bo
     whose early events are gone or unreadable is still imported; without
     ``siblings``, ``event-00000-…``."""
     if path.name in _COMPANIONS:
-        return (path.parent / "events").is_dir() or any(path.parent.glob("event-0*.json"))
+        beside = path.parent
+        events = (beside / "events").is_dir() or any(beside.glob("event-0*.json"))
+        return events and (path.name == "base_state.json" or (beside / "base_state.json").is_file())
     match = _EVENT_FILE.match(path.name)
     if match is None:
         return False
