@@ -7,10 +7,10 @@ meaning anything: ANSI escape codes, text a carriage return overwrote
 times, durations, process, session and output chunk ids, hex digests and UUIDs, and
 trailing whitespace. A short one-line result that is a time or a date and
 nothing else (``date``, ``date +%s``, ``stat -c %y``) is a *reading*
-(``is_reading``): of a clock, which moves by itself. The patterns are settings (``result_normalize``), so a
-runtime's own noise can be added; each match is replaced by one marker, so
-``12 ms`` and ``3.4 s`` normalise alike while ``3 failed`` and ``2 failed``
-do not.
+(``is_reading``): of a clock, which moves by itself. The patterns are
+settings (``result_normalize``), so a runtime's own noise can be added; each
+match is replaced by one marker, so ``12 ms`` and ``3.4 s`` normalise alike
+while ``3 failed`` and ``2 failed`` do not.
 
 An error's *kind* (``error_kind``) goes further: the first meaningful line of
 the error text with paths, quoted strings and numbers stripped, so the same
