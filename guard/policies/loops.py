@@ -1022,6 +1022,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)error:[ \t][^\n]*\n?$",
         # so is a bare "timeout" ({"error": "timeout"} keeps its error flag; this is the text alone)
         r"(?i)\W*(?:timeout|timed out)\W*$",
+        # the shell refusing the command before any program ran, where no exit status is shown
+        # (SWE-agent's and mini-swe-agent's observations): no such program or file, a syntax error
+        r"(?:\S*/)?(?:ba|da|z|k)?sh: (?:line \d+: )?(?:[^\n]*: (?:command not found|No such file or directory|"
+        r"Permission denied)\b|syntax error\b)",
     )
     transient_errors: tuple[str, ...] = (
         r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "

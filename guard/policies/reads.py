@@ -211,15 +211,21 @@ class ReadOnlyRule:
         self._tools = ToolFilter(patterns, normalize=loose_tool_name, own_names=True) if patterns else None
         self._whole = _whole_names(patterns)
         self._steps = RegexSet(commands, setting="loops.read_only_commands")
-        self._memo: dict[str, bool] = {}
+        self._memo: dict[str | tuple[str, str], bool] = {}
 
     def reads(self, tool: str, command: str | None) -> bool:
         """Whether the call of ``tool`` only reads; ``command`` is its shell
-        command (``guard.patterns.shell_command``), if it has one. Answers
+        command (``guard.patterns.shell_command``), if it has one. A step of
+        the command whose program is the tool itself (SWE-agent's text
+        interface names each call after its first word: ``open a.py``,
+        ``goto 120``, ``search_dir x``) is judged by the tool's name. Answers
         for commands are remembered here; ``loops`` remembers what a tool's
         name says, this answer among it."""
         if command is not None:
-            return self._command_reads(command)
+            return self._command_reads(command, tool if tool in command else None)
+        return self._tool_only_reads(tool)
+
+    def _tool_only_reads(self, tool: str) -> bool:
         return self._tools is not None and self._tools.tracks(tool) and self._tool_reads(tool)
 
     def _tool_reads(self, tool: str) -> bool:
@@ -231,30 +237,35 @@ class ReadOnlyRule:
         words = {word.lower() for word in _WORDS.findall(tool)}
         return words.isdisjoint(_ACTION_WORDS) or not words.isdisjoint(_BOOKKEEPING_WORDS)
 
-    def _command_reads(self, command: str) -> bool:
+    def _command_reads(self, command: str, tool: str | None) -> bool:
+        """``tool``: the call's tool when its name appears in the command
+        (so a step may be the tool itself), else ``None``."""
         memo = self._memo
-        reads = memo.get(command)
+        key = command if tool is None else (tool, command)
+        reads = memo.get(key)
         if reads is None:
             reads = (
-                bool(self._steps)
+                (bool(self._steps) or tool is not None)
                 and not any(mark in command for mark in _SUBSTITUTIONS)
-                and all(self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)))
+                and all(self._step_reads(step, tool) for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)))
             )
-            _remember(memo, command, reads)
+            _remember(memo, key, reads)
         return reads
 
-    def _step_reads(self, step: str) -> bool:
+    def _step_reads(self, step: str, tool: str | None) -> bool:
         words = _PREFIX.sub("", step.strip().lstrip("({ ").rstrip(")} "))
-        if not words:
+        if not words or words[0] == "#":  # nothing, or a comment: nothing runs
             return True
-        if not self._steps.match(words) or _WRITES_ANYWAY.search(words):
+        if tool is not None and words.split(None, 1)[0] == tool:
+            return self._tool_only_reads(tool)
+        if not self._steps or not self._steps.match(words) or _WRITES_ANYWAY.search(words):
             return False
         # what find runs for each file (-exec grep -l x {} \;) must only read too
         ran = _FIND_RUNS.split(words)[1:] if words.startswith("find") else ()
-        return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " ")) for command in ran)
+        return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " "), None) for command in ran)
 
 
-def _remember(memo: dict[str, bool], key: str, reads: bool) -> None:
+def _remember(memo: dict[str | tuple[str, str], bool], key: str | tuple[str, str], reads: bool) -> None:
     if len(memo) >= 4096:
         memo.clear()
     memo[key] = reads

@@ -78,6 +78,52 @@ async def test_an_inbox_checked_after_sending_mail_is_checked(make: Make, anyio_
     assert run.actions == []
 
 
+SWE_AGENT_FOOTER = "\n(Open file: /w/Deser.java)\n(Current directory: /w)\nbash-$"
+
+
+async def test_a_cycle_of_text_interface_reads_is_caught(make: Make, anyio_backend: str) -> None:
+    """SWE-agent's text interface names each call after its first word
+    (``open``, ``search_file``, ``goto``) and passes the line as its command:
+    those commands are its own read tools, so going round them is a cycle,
+    not a new look after an action."""
+    run = make()
+    cycle = [
+        ("open", "open src/Deser.java\n", "[File: /w/src/Deser.java (2200 lines total)]\n1:package x;"),
+        ("search_file", 'search_file "Nulls.SKIP"\n', 'Found 2 matches for "Nulls.SKIP" in /w/src/Deser.java'),
+        ("goto", "goto 2110\n", "[File: /w/src/Deser.java (2200 lines total)]\n2110:    if (skip) {"),
+    ]
+    for _ in range(3):
+        for tool, command, result in cycle:
+            await run.do(tool, {"command": command}, result + SWE_AGENT_FOOTER)
+    assert run.actions[0] == (4, "remind")
+    assert (7, "deny") in run.actions
+
+
+async def test_the_shells_own_refusal_is_a_failure_without_an_exit_status(make: Make, anyio_backend: str) -> None:
+    """SWE-agent shows no exit status: ``javac: command not found`` run
+    again and again is the same failure (the shell's line counter aside),
+    reminded at the third and denied at the fifth."""
+    run = make()
+    for n in range(5):
+        await run.do(
+            "javac",
+            {"command": "javac -cp .:lib/* Repro.java\n"},
+            f"/bin/bash: line {50776 + 15 * n}: javac: command not found" + SWE_AGENT_FOOTER,
+        )
+    assert run.actions == [(3, "remind"), (5, "deny")]
+    assert "failed" in run.texts[0]
+
+
+async def test_a_comment_run_as_a_command_changes_nothing(make: Make, anyio_backend: str) -> None:
+    check = {"command": "ls -l /opt/jdk/bin/javac\n"}
+    missing = "ls: cannot access '/opt/jdk/bin/javac': No such file or directory" + SWE_AGENT_FOOTER
+    run = make()
+    for n in range(3):
+        await run.do("ls", check, missing)
+        await run.do("#", {"command": f"# reinstall the JDK, attempt {n}\n"}, "Your command ran successfully.")
+    assert (5, "deny") in run.actions
+
+
 async def test_a_page_observed_after_each_new_click_is_never_denied(make: Make, anyio_backend: str) -> None:
     """A browser agent (OpenHands ``browser_get_state``) looks at the page
     after every click; two clicks that changed nothing must not blind it

@@ -149,6 +149,31 @@ def test_a_tool_and_a_command_of_one_name_are_answered_apart(rule: ReadOnlyRule)
     assert not rule.reads("Bash", "search_code")
 
 
+@pytest.mark.parametrize(
+    ("tool", "command", "reads"),
+    [
+        ("open", "open src/Deser.java\n", True),
+        ("goto", "goto 2110", True),
+        ("search_dir", 'search_dir "Nulls.SKIP" src', True),
+        ("find_file", 'find_file "Repro.java"', True),
+        ("create", "create Repro.java", False),
+        ("python", "python repro.py", False),
+        ("open", "open a.py && rm -rf build", False),
+        ("Bash", "open a.py", False),
+    ],
+)
+def test_a_command_named_after_its_tool_is_judged_by_the_tool(
+    rule: ReadOnlyRule, tool: str, command: str, reads: bool
+) -> None:
+    """SWE-agent's text interface: the tool is the command's first word."""
+    assert rule.reads(tool, command) is reads
+
+
+@pytest.mark.parametrize("command", ["# reinstall the JDK", "# one\n# two\n", "ls  # the files"])
+def test_a_comment_runs_nothing(rule: ReadOnlyRule, command: str) -> None:
+    assert rule.reads("Bash", command)
+
+
 def test_many_distinct_commands_are_answered_alike(rule: ReadOnlyRule) -> None:
     answers = {rule.reads("Bash", f"cat file{n}.txt") for n in range(5000)}
     assert answers == {True}
