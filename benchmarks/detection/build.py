@@ -564,7 +564,65 @@ async def _parallel_batch_repeated(s: Session) -> None:
             await s.call("Read", {"file_path": "b.py"}, "B")
 
 
+_SWE_AGENT_STATE = "\n(Open file: /w/src/Deser.java)\n(Current directory: /w)\nbash-$"
+
+
+@scenario
+async def _swe_agent_text_interface_cycle(s: Session) -> None:
+    await s.start("find where null values are skipped")
+    calls = [
+        ("open", "open src/Deser.java\n", "[File: /w/src/Deser.java (2200 lines total)]\n1:package x;"),
+        ("search_file", 'search_file "Nulls.SKIP"\n', 'Found 2 matches for "Nulls.SKIP" in /w/src/Deser.java'),
+        ("goto", "goto 2110\n", "[File: /w/src/Deser.java (2200 lines total)]\n2110:    if (skip) {"),
+        ("search_dir", 'search_dir "Nulls.SKIP" src\n', 'Found 7 matches for "Nulls.SKIP" in /w/src'),
+    ]
+    with s.stretch(
+        "loop",
+        "cycle",
+        "SWE-agent's text interface (each call named after its command) going round open, search_file, goto "
+        "and search_dir three times, every result unchanged",
+        period=4,
+    ):
+        for tool, command, out in calls * 3:
+            await s.call(tool, {"command": command}, out + _SWE_AGENT_STATE)
+
+
+@scenario
+async def _swe_agent_edit_and_rerun(s: Session) -> None:
+    await s.start("make the reproduction pass")
+    reason = "SWE-agent edits the file and re-runs the script; its output changes each time"
+    with s.stretch("legit", "edit-run", reason):
+        for n in range(4):
+            await s.call(
+                "edit",
+                {"command": f"edit 12:12\n    return parse(value, {n})\nend_of_edit\n"},
+                f"[File: /w/repro.py (30 lines total)]\n12:    return parse(value, {n})" + _SWE_AGENT_STATE,
+            )
+            await s.call(
+                "python",
+                {"command": "python repro.py\n"},
+                f"AssertionError: expected 4, got {n}" + _SWE_AGENT_STATE,
+            )
+
+
 # ----------------------------------------------------- failure streaks
+
+
+@scenario
+async def _shell_command_not_found(s: Session) -> None:
+    await s.start("compile the reproduction")
+    with s.stretch(
+        "loop",
+        "same failure",
+        "javac is not installed: `javac: command not found` five times, shown without an exit status "
+        "(only the shell's line counter changes)",
+    ):
+        for n in range(5):
+            await s.call(
+                "javac",
+                {"command": "javac -cp .:lib/* Repro.java\n"},
+                f"/bin/bash: line {50776 + 15 * n}: javac: command not found" + _SWE_AGENT_STATE,
+            )
 
 
 @scenario
