@@ -109,14 +109,19 @@ _CANCELLED_CHECK, _ERROR_CHECK, _POLL_CHECK, _TRANSIENT_CHECK, _OPAQUE_CHECK, _N
 _CANCELLED_HEAD = 300
 _STATE_HEAD = 2000
 
-_EXIT_STATUS = lazy_compile(r"(?i)\bexit(?:ed)?(?: with)? (?:code|status):? ?(\d{1,3})\b")
+_EXIT_STATUS = lazy_compile(r"(?i)(?:\bexit(?:ed)?(?: with)? (?:code|status):? ?|<returncode>)(\d{1,3})\b")
 """A command's exit status as runtimes print it (``Exit code 124``,
-``Process exited with code 124``, ``Exit Code: 124``)."""
+``Process exited with code 124``, ``Exit Code: 124``, mini-swe-agent's
+``<returncode>124</returncode>``)."""
 _TIMED_OUT = 124
 """The exit status ``timeout`` gives a command it stopped."""
-_SUCCESS_EXITS = {"robocopy": 7, "diff": 1, "cmp": 1, "fc": 1}
-"""Programs whose non-zero exit status up to this one reports what they
-found, not a failure: files that differ, files robocopy copied."""
+_FINDING_EXITS = {"robocopy": 0b111, "diff": 0b1, "cmp": 0b1, "fc": 0b1, "pylint": 0b11110}
+"""Programs whose non-zero exit status, made only of these bits, reports
+what they found, not a failure: files that differ, files robocopy copied
+(1 to 7), the kinds of message pylint reported (2 to 16; 1 is a fatal
+error, 32 a usage error)."""
+_PYTHON_MODULE = lazy_compile(r"(?:^|[\s;&|(])python[0-9.]*(?:\.exe)?\s+(?:-[A-Za-z]+\s+)*-m\s*([\w.]+)")
+"""The module a ``python -m`` step runs (``python3 -m pylint a.py``)."""
 _UNDER_TIMEOUT = lazy_compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
@@ -720,13 +725,18 @@ def _no_failure(args: Any, program: str, codes: frozenset[int]) -> bool:
     ``program`` report no failure: the command was stopped by ``timeout``
     (``timeout 20 kubectl logs -f ...``, the standard way to read a stream
     for a while, whose output is what it read), or its program's status
-    says what it found (``_SUCCESS_EXITS``)."""
-    if _TIMED_OUT in codes:
-        command = shell_command(args)
-        if command is not None and _UNDER_TIMEOUT.search(command) is not None:
-            return True
-    ceiling = _SUCCESS_EXITS.get(program.lower().removesuffix(".exe"), 0)
-    return any(0 < code <= ceiling for code in codes)
+    says what it found (``_FINDING_EXITS``; a Python module run with
+    ``python -m`` by the module's name)."""
+    command = shell_command(args)
+    if _TIMED_OUT in codes and command is not None and _UNDER_TIMEOUT.search(command) is not None:
+        return True
+    name = program.lower().removesuffix(".exe")
+    if name.startswith("python") and command is not None:
+        module = _PYTHON_MODULE.search(command)
+        if module is not None:
+            name = module.group(1)
+    bits = _FINDING_EXITS.get(name, 0)
+    return any(code > 0 and not code & ~bits for code in codes)
 
 
 def _unquoted(args: dict[str, Any], content: str) -> str | None:

@@ -602,6 +602,25 @@ async def test_a_shell_tool_refusing_every_command_draws_its_own_advisories(make
     assert run.actions == [(3, "remind"), (8, "remind"), (13, "remind")]
 
 
+async def test_programs_that_ran_and_failed_alike_are_no_refusal_of_the_tool(make: Make, anyio_backend: str) -> None:
+    """mini-swe-agent states each command's exit status as
+    ``<returncode>2</returncode>``: a program ran, so different commands
+    failing with one exception are no shell tool refusing them."""
+    run = make()
+    for command in (
+        "cat > conf.py <<EOF\nx = 1\nEOF\nsphinx-build . out",
+        "cd repro && sphinx-build . out",
+        "make html",
+    ):
+        await run.do(
+            "bash",
+            {"command": command},
+            "<returncode>2</returncode>\n<output>\nException occurred:\n</output>",
+            is_error=True,
+        )
+    assert not any("whatever command it was given" in text for text in run.texts)
+
+
 async def test_a_refused_poll_command_does_not_end_the_shell_tools_streak(make: Make, anyio_backend: str) -> None:
     """``tail`` and ``wc -l`` are polls, and a failed poll joins no streak,
     but the tool refusing it is no success of the tool either."""

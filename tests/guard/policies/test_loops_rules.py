@@ -502,6 +502,18 @@ ROBOCOPY = (
             "diff -u expected/{name}.txt out/{name}.txt",
             "Exit code 1\n--- expected\n+++ out\n-{name} 1\n+{name} 2",
         ),
+        (
+            "bash",
+            "python3 -m pylint --disable=W {name}.py",
+            "<returncode>16</returncode>\n<output>\n************* Module {name}\n"
+            "{name}.py:1:0: C0114: Missing module docstring (missing-module-docstring)\n</output>",
+        ),
+        (
+            "bash",
+            "pylint --bad-names-rgxs='{name}' foo.py",
+            "Exit code 18\nfoo.py:1:0: C0104: Disallowed name \"{name}\" (disallowed-name)\n"
+            "foo.py:2:0: E0602: Undefined variable 'x' (undefined-variable)",
+        ),
     ],
 )
 async def test_a_program_whose_exit_status_reports_what_it_found_has_not_failed(
@@ -514,6 +526,18 @@ async def test_a_program_whose_exit_status_reports_what_it_found_has_not_failed(
         argv = [part.format(name=name) for part in command] if isinstance(command, list) else command.format(name=name)
         await run.do(tool, {"command": argv}, result.format(name=name), is_error=True)
     assert run.actions == []
+
+
+async def test_a_linters_fatal_or_usage_status_is_a_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for name in ("a", "b", "c"):
+        await run.do(
+            "bash",
+            {"command": f"python -m pylint --rcfile=missing {name}.py"},
+            "Exit code 32\nusage: pylint [options]\npylint: error: no such option: --rcfile=missing",
+            is_error=True,
+        )
+    assert run.actions == [(3, "remind")]
 
 
 async def test_a_program_status_past_what_reports_a_finding_is_a_failure(make: Make, anyio_backend: str) -> None:
