@@ -511,7 +511,7 @@ ROBOCOPY = (
         (
             "bash",
             "pylint --bad-names-rgxs='{name}' foo.py",
-            "Exit code 18\nfoo.py:1:0: C0104: Disallowed name \"{name}\" (disallowed-name)\n"
+            'Exit code 18\nfoo.py:1:0: C0104: Disallowed name "{name}" (disallowed-name)\n'
             "foo.py:2:0: E0602: Undefined variable 'x' (undefined-variable)",
         ),
     ],
