@@ -59,7 +59,7 @@ if kind == "hypercorn":
     from guard.server.runner import hypercorn_config, serve_app
 
     config = hypercorn_config(f"127.0.0.1:{port}")
-    config.listen()
+    config.listen("asyncio")
     print("ready", flush=True)
     anyio.run(lambda: serve_app(app, config, "asyncio", shutdown_trigger=anyio.Event().wait))
 else:

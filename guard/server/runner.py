@@ -34,6 +34,7 @@ from bus.redis_log import check_redis_url, is_redis, redact_url, redis_client
 from guard._text import error_text
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config, shadowed
+from guard.server._accept import OutOfFilesLog, listener
 from guard.server.app import create_app
 from guard.server.sessions import FileSessionStore, SessionStore, StoreError
 
@@ -172,9 +173,14 @@ class Hypercorn(HypercornConfig):
 
     _sockets: Sockets | None = None
 
-    def listen(self) -> str:
-        """Bind and listen; returns where (``http://HOST:PORT`` or ``unix:PATH``)."""
+    def listen(self, backend: str) -> str:
+        """Bind and listen for serving on ``backend``; returns where
+        (``http://HOST:PORT`` or ``unix:PATH``). On asyncio the socket pauses
+        its accepts when files run out (``guard.server._accept``); trio takes
+        only a plain socket and paces its own retries."""
         sock = _bind(self.bind[0], self.backlog)
+        if backend == "asyncio":
+            sock = listener(sock)
         sock.setblocking(False)
         self._sockets = Sockets(secure_sockets=[], insecure_sockets=[sock], quic_sockets=[])
         return _where(sock)
@@ -352,7 +358,7 @@ def _run(args: argparse.Namespace) -> int:
 
     hypercorn = hypercorn_config(bind, graceful_timeout=args.graceful_timeout)
     try:
-        where = hypercorn.listen()
+        where = hypercorn.listen(args.backend)
     except OSError as exc:
         held.close()
         raise ServeError(f"cannot listen on {bind}: {exc.strerror or exc}") from None
@@ -366,9 +372,15 @@ def _run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    out_of_files = OutOfFilesLog(open_files)
+    loggers = [logging.getLogger(name) for name in ("asyncio", "trio.serve_listeners")]
+    for logger in loggers:
+        logger.addFilter(out_of_files)
     try:
         anyio.run(_serve, app, hypercorn, args.backend, ready, backend=args.backend)
     finally:
+        for logger in loggers:
+            logger.removeFilter(out_of_files)
         if args.uds:
             Path(args.uds).unlink(missing_ok=True)  # the server may have removed it already
         held.close()

@@ -215,6 +215,34 @@ def test_a_low_open_files_limit_serves_more_sessions_than_it_allows_files(start_
     assert len(list(server.state_dir.glob("s*.jsonl"))) == 200
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_running_out_of_open_files_is_one_line_now_and_then(start_server: StartServer, backend: str) -> None:
+    """80 connections held open with half a request line against 64 files:
+    accepts fail until they leave, said in a line every few seconds (not a
+    traceback per failed accept), and the server answers once they go."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    server = start_server("--backend", backend, preexec_fn=limit)
+    host, port = server.where.removeprefix("http://").rsplit(":", 1)
+    held = []
+    for _ in range(80):
+        connection = socket.create_connection((host, int(port)), timeout=5)
+        connection.sendall(b"POST /v1/sess")
+        held.append(connection)
+    time.sleep(3)
+    for connection in held:
+        connection.close()
+    with server.client() as client:
+        assert client.get("/healthz").status_code == 200
+    assert server.stop() == 0
+    assert "Traceback" not in server.stderr
+    reports = [line for line in server.stderr.splitlines() if "out of open files" in line]
+    assert 1 <= len(reports) <= 2, server.stderr[-2000:]
+    assert "ulimit -n 64" in reports[0]
+
+
 def test_a_full_disk_answers_503_and_every_answered_event_is_recorded_once(
     start_server: StartServer, small_disk: Path
 ) -> None:

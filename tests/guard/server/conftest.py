@@ -43,7 +43,7 @@ class Served:
         self.backend = backend
         self.app = create_app(store, **{"disconnects_queued": backend == "asyncio", **app_options})  # as serve runs it
         self._config = hypercorn_config("127.0.0.1:0", graceful_timeout=5)
-        self.url = self._config.listen()
+        self.url = self._config.listen(backend)
         self.client = httpx.Client(base_url=self.url, timeout=30)
         self._started = threading.Event()
         self._thread = threading.Thread(target=anyio.run, args=(self._main,), kwargs={"backend": backend})

@@ -238,7 +238,7 @@ def test_a_unix_socket_left_by_a_dead_server_is_replaced(tmp_path: Path) -> None
     with socket.socket(socket.AF_UNIX) as dead:
         dead.bind(str(path))  # bound, never listening, closed: what a killed server leaves
     config = hypercorn_config(f"unix:{path}")
-    assert config.listen() == f"unix:{path}"
+    assert config.listen("asyncio") == f"unix:{path}"
     (sock,) = config.create_sockets().insecure_sockets
     sock.close()
 
