@@ -140,6 +140,8 @@ def _fields(obj: Any) -> Any:
         if getattr(type(obj), "__repr__", None) is getattr(object, "__repr__", None):
             return f"<{type(obj).__qualname__}>"
         return f"<{type(obj).__qualname__}: {obj!r}>"
+    except MemoryError:
+        raise
     except Exception:
         return f"<{type(obj).__qualname__}>"
 
@@ -161,7 +163,7 @@ def ordered(members: list[Any]) -> list[Any]:
 
 def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
     """Encode ``item`` into ``buffer`` (replacing its contents); never raises
-    for what an event carries.
+    for what an event carries, only ``MemoryError`` where memory runs out.
 
     The fast path is msgspec itself. Values it refuses (a string with lone
     surrogates, as ``json.loads`` or ``surrogateescape`` decoding produce; a
@@ -172,6 +174,8 @@ def encode_line(item: msgspec.Struct, buffer: bytearray) -> None:
     """
     try:
         encoder.encode_into(item, buffer)
+    except MemoryError:  # no stand-in: the event is not written, and its writer says so
+        raise
     except Exception:  # a lone surrogate, an integer too long to write, a set whose members do not compare,
         # a value that raises on being looked at: each stands in
         encoder.encode_into(_plain(item, set(), 0), buffer)
@@ -187,6 +191,8 @@ def encode_lines(items: Sequence[msgspec.Struct]) -> bytes:
     (``block_lines``: none nests too deeply); otherwise item by item."""
     try:
         block = encoder.encode_lines(items)
+    except MemoryError:
+        raise
     except Exception:
         return _each(items)
     if block_lines(block) is None:
@@ -263,6 +269,8 @@ def logged_args(args: Any) -> Any:
     (the command hook's snapshot) keeps nothing deeper than the log does."""
     try:
         data = encoder.encode(args)
+    except MemoryError:
+        raise
     except Exception:
         return as_logged(args, depth=1)
     return as_logged(args, depth=1) if too_deep(data, ARGS_NESTING) else args
@@ -274,6 +282,8 @@ def _plain(obj: Any, active: set[int], depth: int) -> Any:
     access fails) stands as ``"<Type>"``."""
     try:
         return _plain_of(obj, active, depth)
+    except MemoryError:
+        raise
     except Exception:
         return f"<{type(obj).__qualname__}>"
 

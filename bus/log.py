@@ -218,11 +218,15 @@ class SessionLog:
         if fd is None:
             self._closed(1)
         buffer = self._buffer
-        encode_line(event, buffer)
-        buffer.append(10)  # b"\n"
         held = self._held
+        try:
+            encode_line(event, buffer)
+            buffer.append(10)  # b"\n"
+            if held is not None:
+                held += buffer
+        except MemoryError:  # a huge event where memory is bounded: not written, and said so
+            self._lost(1, errno.ENOMEM, "out of memory")
         if held is not None:
-            held += buffer
             self._held_count += 1
             return
         torn = self._torn
@@ -248,7 +252,7 @@ class SessionLog:
         finally:
             self._held = None
             if held:
-                self._put_lines(bytes(held), self._held_count)
+                self._put_lines(held, self._held_count)
 
     def write_many(self, events: Iterable[Event]) -> None:
         """Append ``events`` as lines, with one system write for them all:
@@ -261,14 +265,18 @@ class SessionLog:
             self._closed(len(items))
         if not items:
             return
+        try:
+            lines = encode_lines(items)
+        except MemoryError:
+            self._lost(len(items), errno.ENOMEM, "out of memory")
         held = self._held
         if held is not None:
-            held += encode_lines(items)
+            held += lines
             self._held_count += len(items)
             return
-        self._put_lines(encode_lines(items), len(items))
+        self._put_lines(lines, len(items))
 
-    def _put_lines(self, batch: bytes, count: int) -> None:
+    def _put_lines(self, batch: bytes | bytearray, count: int) -> None:
         """Append ``count`` whole lines with one system write, all or none."""
         fd = self._fd
         if fd is None:

@@ -455,7 +455,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     import msgspec
 
     from bus._logging import configure_when_imported
-    from guard._text import one_line
+    from guard._text import error_text, one_line
     from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
     from guard.adapters.hook_runtimes import RUNTIMES
     from guard.hook_forward import read_payload
@@ -496,7 +496,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         runtime = RUNTIMES[args.agent]
         answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying, runtime=runtime)
     except Exception as exc:
-        _warn(f"repeat-tool-guard hook: {one_line(str(exc), 4000)}")
+        _warn(f"repeat-tool-guard hook: {error_text(exc, 4000)}")
         return EXIT_HOOK_FAULT
     finally:
         sys.stdout = answer_to

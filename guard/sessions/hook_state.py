@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bus import LogWriteError, open_regular, private_dir
+from guard._text import error_text
 from guard.config import Config
 from guard.guard import Guard
 from guard.sessions.link import GuardLink
@@ -81,7 +82,7 @@ async def hook_session(
                 try:
                     save_snapshot(saved, link, guard, log)
                 except Exception as exc:  # the answer stands: the snapshot only saves the next call a replay
-                    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else error_text(exc)
                     tell(f"the snapshot {str(saved)!r} could not be saved ({detail}); the next call replays")
     finally:
         os.close(lock)

@@ -144,3 +144,41 @@ def test_held_lines_land_together_when_the_block_ends_or_not_at_all(log_path: Pa
         with pytest.raises(LogWriteError, match="is closed"):  # closed before its lines could land
             _write_held(log, 7, close=True)
     assert _ids(log_path) == (["c1", "c2", "c6"], {})
+
+
+class _Unprintable:
+    """A value whose text needs more memory than there is."""
+
+    def __repr__(self) -> str:
+        raise MemoryError
+
+
+def _needing_memory(n: int, *, surrogate: bool = False) -> ToolCall:
+    args = {"a": "\ud800", "b": _Unprintable()} if surrogate else {"b": _Unprintable()}
+    return ToolCall(agent=Agent("a"), seq=n, call_id=f"c{n}", step=n, tool="t", args=args)
+
+
+@pytest.mark.parametrize("surrogate", [False, True], ids=["value", "value-beside-a-stand-in"])
+def test_an_event_that_runs_out_of_memory_is_not_written_as_a_stand_in(log_path: Path, surrogate: bool) -> None:
+    """Out of memory is no value to stand in for: the event is not written,
+    counted, and said to be; a held block and a batch lose only their own."""
+    with SessionLog(log_path) as log:
+        log.write(_call(1))
+        with pytest.raises(LogWriteError, match=r"event not written \(out of memory\)$"):
+            log.write(_needing_memory(2, surrogate=surrogate))
+        with log.held():
+            log.write(_call(3))
+            with pytest.raises(LogWriteError, match=r"out of memory"):
+                log.write(_needing_memory(4, surrogate=surrogate))
+        with pytest.raises(LogWriteError, match=r"out of memory"):
+            log.write_many([_call(5), _needing_memory(6, surrogate=surrogate)])
+        log.write(_call(7))
+        assert log.failures == 4
+    assert _ids(log_path) == (["c1", "c3", "c7"], {})
+
+
+def test_arguments_kept_for_a_snapshot_do_not_hide_running_out_of_memory() -> None:
+    from bus._codec import logged_args
+
+    with pytest.raises(MemoryError):
+        logged_args({"b": _Unprintable()})

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,6 +118,54 @@ def test_the_bus_carries_on_and_logs_a_write_failure(small_disk: Path) -> None:
     ids, skipped = _read(path)
     assert skipped == {}
     assert ids == [f"c{n}" for n in range(len(ids))]
+
+
+_OUT_OF_MEMORY = """
+import resource, sys
+import anyio
+from bus import Agent, Bus, LogWriteError, SessionLog, ToolCall
+
+def call(n, value):
+    return ToolCall(agent=Agent("a"), call_id=f"c{n}", step=n, tool="t", args={"x": value})
+
+async def main():
+    bus = Bus()
+    log = SessionLog(sys.argv[1]).attach(bus)
+    await bus.publish(call(0, "small"))
+    big = "y" * (64 << 20)
+    size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (size + (24 << 20), resource.RLIM_INFINITY))
+    with log.held():  # as the command hook records an answer's events
+        await bus.publish(call(1, big))
+        await bus.publish(call(2, "small"))
+    try:
+        log.write(call(3, big))
+    except LogWriteError as exc:
+        print("raised:", exc)
+    log.write(call(4, "small"))
+    print("failures:", log.failures, "error:", log.error)
+    log.close()
+
+anyio.run(main)
+"""
+
+
+def test_an_event_too_big_for_the_memory_left_is_counted_not_lost_silently(tmp_path: Path) -> None:
+    """Under a memory limit (``ulimit -v``), an event whose line cannot be
+    encoded is not written and is said to be: ``failures`` counts it and
+    ``error`` names it, as for a full disk, so the command hook exits 1
+    instead of answering as if it were recorded; the events around it land."""
+    path = tmp_path / "s.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_MEMORY, str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "raised: session log" in done.stdout
+    assert "event not written (out of memory)" in done.stdout
+    assert "failures: 2 error: session log" in done.stdout
+    ids, skipped = _read(path)
+    assert ids == ["c0", "c2", "c4"]
+    assert skipped == {}
 
 
 def test_import_onto_a_full_disk_is_one_line_and_leaves_a_readable_log(
