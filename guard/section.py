@@ -102,6 +102,8 @@ def check_regexes(key: str, value: Any, default: Any = None) -> None:
     for item in value:
         if not isinstance(item, str):
             raise ConfigError(key, item, "each entry must be a string")
+        if not item:
+            raise ConfigError(key, item, "an empty regular expression matches everywhere: leave it out")
     try:
         _compile_regexes(key, value)
     except PatternError as exc:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import math
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import aclosing, asynccontextmanager
@@ -66,6 +68,8 @@ _REFUSED = frozenset({401, 403, 415})
 
 _log = LazyLogger("guard.server")
 _JSON = "application/json"
+_ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:\[[0-9A-Fa-f:.]+\]|[^\s/:?#@\[\]]+)(?::[0-9]{1,5})?")
+"""A web origin as a browser sends it in ``Origin``: scheme, host, optional port."""
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -390,8 +394,14 @@ def create_app(
         raise ValueError(f"max_body = {max_body!r}: must be an integer >= 1")
     if token is not None and not token.strip():
         raise ValueError("token is empty")
-    if not body_timeout > 0:
-        raise ValueError(f"body_timeout = {body_timeout!r}: must be > 0")
+    if not 0 < body_timeout < math.inf:
+        raise ValueError(f"body_timeout = {body_timeout!r}: must be a number of seconds > 0")
+    for origin in allowed_origins:
+        if _ORIGIN.fullmatch(origin.rstrip("/")) is None:
+            raise ValueError(
+                f"allowed origin {shown(origin, 100)}: must be scheme://host[:port], as a browser sends it"
+                " (no path; not 'null', which any sandboxed page or local file sends)"
+            )
     if isinstance(max_live_pages, bool) or not isinstance(max_live_pages, int) or max_live_pages < 1:
         raise ValueError(f"max_live_pages = {max_live_pages!r}: must be an integer >= 1")
     metrics = metrics if metrics is not None else Metrics()

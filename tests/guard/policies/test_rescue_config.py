@@ -81,6 +81,7 @@ def test_a_rescue_section_in_a_file_enables_it(tmp_path: Path) -> None:
         ({"mutating_tools": [None]}, "rescue.mutating_tools", None, "each pattern must be a non-empty string"),
         ({"escalation_tools": "mcp__*"}, "rescue.escalation_tools", "mcp__*", "must be a list of tool-name"),
         ({"redact_patterns": ["[a-"]}, "rescue.redact_patterns", "[a-", "must be a valid RE2 regular expression"),
+        ({"redact_patterns": [""]}, "rescue.redact_patterns", "", "an empty regular expression matches everywhere"),
         ({"ask_command": ""}, "rescue.ask_command", "", "must be a non-empty string"),
         ({"ask_command": "  "}, "rescue.ask_command", "  ", "must be a non-empty string"),
         ({"ask_model": 4}, "rescue.ask_model", 4, "must be a non-empty string"),

@@ -47,6 +47,13 @@ def test_an_allowed_origin_may_post(make_served: MakeServed) -> None:
     assert other.status_code == 403
 
 
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:8080", "http://[::1]:3000"])
+def test_an_origin_with_an_address_and_a_port_may_post(make_served: MakeServed, origin: str) -> None:
+    served = make_served(allowed_origins=[origin])
+    ok = served.client.post("/v1/sessions/o/events", json=EVENT, headers={"Origin": origin})
+    assert ok.status_code == 200
+
+
 def test_a_body_not_declared_json_is_415(served: Served) -> None:
     for headers in ({"Content-Type": "text/plain"}, {}):
         response = served.client.post("/v1/sessions/t/events", content=b'{"type": "user/message"}', headers=headers)

@@ -104,6 +104,16 @@ def token_file(tmp_path: Path, text: str, mode: int = 0o600) -> str:
         (["--max-sessions", "0"], "max_sessions = 0: must be an integer >= 1"),
         (["--max-live-pages", "0"], "max_live_pages = 0: must be an integer >= 1"),
         (["--graceful-timeout", "-1"], "--graceful-timeout -1.0: must be >= 0"),
+        (["--body-timeout", "inf"], "body_timeout = inf: must be a number of seconds > 0"),
+        (["--body-timeout", "nan"], "body_timeout = nan: must be a number of seconds > 0"),
+        *(
+            (
+                ["--allow-origin", origin],
+                f"allowed origin {origin!r}: must be scheme://host[:port], as a browser sends it"
+                " (no path; not 'null', which any sandboxed page or local file sends)",
+            )
+            for origin in ("null", "not an origin", "https://x.example/path", "dash.example", "https://a:b@x.example")
+        ),
     ],
 )
 def test_a_usage_error_is_one_line_and_exit_2(
