@@ -26,7 +26,9 @@ when loaded, so only a regular file owned by this user and writable by no
 one else is loaded: the trust already placed in the state directory (mode
 0700) and in the config, whose ``ask_command`` runs anyway. It is written to
 a temporary file and renamed over the old one, so a reader sees a whole
-snapshot or none.
+snapshot or none, and it carries a digest of its record: a snapshot damaged
+on disk (a flipped byte can still unpickle, into other counts) is replayed
+over, never trusted.
 """
 
 from __future__ import annotations
@@ -51,10 +53,15 @@ from guard.sessions.link import GuardLink, LinkState
 
 __all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 
-SNAPSHOT_VERSION = 6
+SNAPSHOT_VERSION = 7
 """The snapshot format. Raise it whenever what a snapshot holds changes
 shape or meaning (a policy's state among it), so an older one is replayed
 over rather than misread."""
+
+_MAGIC = b"rtg-snapshot\x00"
+"""How a snapshot file starts, before the digest of its record."""
+_DIGEST_SIZE = 16
+_HEADER = len(_MAGIC) + _DIGEST_SIZE
 
 _ANSWERS_SAVED = 64
 """How many of the link's latest answers a snapshot carries: enough for the
@@ -102,6 +109,22 @@ def _config_key(config: Config) -> bytes:
     return msgspec.json.encode(config)
 
 
+def _seal(data: memoryview) -> None:
+    """Write the header into ``data``: the magic, then the digest of the
+    pickled record that follows it."""
+    data[:_HEADER] = _MAGIC + blake2b(data[_HEADER:], digest_size=_DIGEST_SIZE).digest()
+
+
+def _opened(data: bytes) -> bytes | str:
+    """The pickled record of the snapshot file ``data``, or why it is none."""
+    if not data.startswith(_MAGIC):
+        return "the snapshot is not in this guard's format"
+    pickled = data[_HEADER:]
+    if blake2b(pickled, digest_size=_DIGEST_SIZE).digest() != data[len(_MAGIC) : _HEADER]:
+        return "the snapshot is damaged (its digest does not match its record)"
+    return pickled
+
+
 def _log_identity(info: os.stat_result) -> tuple[int, int, int]:
     return (info.st_dev, info.st_ino, info.st_size)
 
@@ -120,8 +143,10 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
         answers,
     )
     buffer = io.BytesIO()
+    buffer.write(bytes(_HEADER))  # filled in once the record is written
     _Pickler(buffer, guard.policies).dump(record)
     data = buffer.getbuffer()
+    _seal(data)
     temporary = path.with_name(f"{path.name}.tmp")
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -157,8 +182,11 @@ async def load_snapshot(path: Path, log_path: Path, session: str, guard: Guard) 
             data = file.read()
     finally:
         os.close(fd)
+    pickled = _opened(data)
+    if isinstance(pickled, str):
+        return pickled
     try:
-        record = _Unpickler(data, guard.policies).load()
+        record = _Unpickler(pickled, guard.policies).load()
     except Exception as exc:
         return f"the snapshot does not load ({type(exc).__name__}: {exc})"
     if not isinstance(record, tuple) or not record:

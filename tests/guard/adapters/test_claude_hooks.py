@@ -26,7 +26,7 @@ from guard.adapters.claude_hooks import ClaudeHooks, HookInputError, answer_hook
 from guard.cli import main
 from guard.config import RECOMMENDED, apply_environment, load_config
 from guard.sessions.link import ANSWERS_KEPT, GuardLink
-from guard.sessions.snapshot import SNAPSHOT_VERSION, snapshot_path
+from guard.sessions.snapshot import _HEADER, SNAPSHOT_VERSION, _opened, _seal, snapshot_path
 from guard.verdicts import replay_log
 from tests.conftest import AskScript
 from tests.processes import running
@@ -136,7 +136,15 @@ def test_a_slash_command_is_the_users_message_as_typed(hook: Hook) -> None:
     ("spoil", "reason"),
     [
         (lambda h: h.snapshot.unlink(), "there is no snapshot"),
-        (lambda h: h.snapshot.write_bytes(b"not a pickle"), "the snapshot does not load (UnpicklingError"),
+        (lambda h: h.snapshot.write_bytes(b"not a pickle"), "the snapshot is not in this guard's format"),
+        (
+            lambda h: _write_sealed(h.snapshot, lambda buffer: buffer.write(b"not a pickle")),
+            "the snapshot does not load (UnpicklingError",
+        ),
+        (
+            lambda h: _flip_a_byte_of_the_record(h.snapshot),
+            "the snapshot is damaged (its digest does not match its record)",
+        ),
         (lambda h: h.snapshot.chmod(0o666), "the snapshot is not a file of yours that only you can write"),
         (
             lambda h: _resave(h, version=SNAPSHOT_VERSION + 1),
@@ -148,7 +156,10 @@ def test_a_slash_command_is_the_users_message_as_typed(hook: Hook) -> None:
         (lambda h: _resave(h, states=[_Place(7)]), "the snapshot does not load (UnpicklingError: no policy at place 7"),
         (lambda h: _resave(h, drop=1), "the snapshot does not hold what this guard saves (ValueError"),
         (lambda h: _resave(h, answers=[(1, 2, 3)]), "the snapshot does not hold what this guard saves (ValueError"),
-        (lambda h: h.snapshot.write_bytes(pickle.dumps([SNAPSHOT_VERSION])), "the snapshot is not a record"),
+        (
+            lambda h: _write_sealed(h.snapshot, lambda buffer: buffer.write(pickle.dumps([SNAPSHOT_VERSION]))),
+            "the snapshot is not a record",
+        ),
     ],
 )
 def test_an_unusable_snapshot_falls_back_to_replaying_the_log_and_says_why(
@@ -196,16 +207,31 @@ def _resave(
     answers: list[Any] | None = None,
     drop: int = 0,
 ) -> None:
-    record = list(_Keep(io.BytesIO(hook.snapshot.read_bytes())).load())
+    pickled = _opened(hook.snapshot.read_bytes())
+    assert isinstance(pickled, bytes)
+    record = list(_Keep(io.BytesIO(pickled)).load())
     record[0] = version
     if states is not None:
         record[4] = [(*agent[:-1], states) for agent in record[4]]
     if answers is not None:
         record[5] = answers
     del record[len(record) - drop :]
+    _write_sealed(hook.snapshot, lambda buffer: _Put(buffer).dump(tuple(record)))
+
+
+def _write_sealed(path: Path, dump: Callable[[io.BytesIO], object]) -> None:
+    """Write a snapshot file whose record ``dump`` pickles, sealed as the hook seals its own."""
     buffer = io.BytesIO()
-    _Put(buffer).dump(tuple(record))
-    hook.snapshot.write_bytes(buffer.getvalue())
+    buffer.write(bytes(_HEADER))
+    dump(buffer)
+    _seal(buffer.getbuffer())
+    path.write_bytes(buffer.getvalue())
+
+
+def _flip_a_byte_of_the_record(snapshot: Path) -> None:
+    data = bytearray(snapshot.read_bytes())
+    data[-5] ^= 0x01
+    snapshot.write_bytes(bytes(data))
 
 
 def _append(path: Path, data: bytes) -> None:
