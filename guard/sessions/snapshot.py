@@ -51,7 +51,7 @@ from guard.guard import Guard
 from guard.policy import AnyPolicy, AnyWatch
 from guard.sessions.link import GuardLink, LinkState
 
-__all__ = ["SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
+__all__ = ["SNAPSHOT_BUDGET", "SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 
 SNAPSHOT_VERSION = 7
 """The snapshot format. Raise it whenever what a snapshot holds changes
@@ -62,6 +62,14 @@ _MAGIC = b"rtg-snapshot\x00"
 """How a snapshot file starts, before the digest of its record."""
 _DIGEST_SIZE = 16
 _HEADER = len(_MAGIC) + _DIGEST_SIZE
+
+SNAPSHOT_BUDGET = 4 * 1024 * 1024
+"""Past this size a snapshot sheds the calls its runtime will never answer
+(``_shed``): their arguments would otherwise ride along in every save."""
+
+_IN_FLIGHT = 32
+"""How many of an agent's newest open calls may still be running at once
+(one model response's tools): older ones than these were never run."""
 
 _ANSWERS_SAVED = 64
 """How many of the link's latest answers a snapshot carries: enough for the
@@ -109,6 +117,36 @@ def _config_key(config: Config) -> bytes:
     return msgspec.json.encode(config)
 
 
+def _shed(states: list[LinkState], excess: int) -> bool:
+    """Forget, largest first, open calls the runtime will never answer
+    until about ``excess`` bytes of their arguments are gone; whether any
+    went. Never answered: a call of an earlier model response than the
+    agent's current one, or of the current one once it is over (the
+    runtime asks the model again only once a response's calls are done, so
+    such a call was refused, by the user or another hook), or older than
+    the agent's newest ``_IN_FLIGHT`` open calls. A result that does come for a forgotten
+    call is recorded all the same, as a result without its call."""
+    sizes: list[tuple[int, LinkState, str]] = []
+    for state in states:
+        newest = set(list(state.calls)[-_IN_FLIGHT:])
+        for call_id, call in state.calls.items():
+            if call.step < state.step or state.step_done or call_id not in newest:
+                sizes.append((len(pickle.dumps(call.args, pickle.HIGHEST_PROTOCOL)), state, call_id))
+    sizes.sort(key=lambda entry: entry[0], reverse=True)
+    shed = 0
+    for size, state, call_id in sizes:
+        if shed >= excess:
+            break
+        del state.calls[call_id]
+        twins = state.twins or {}
+        for published in twins.values():
+            if call_id in published:
+                published.remove(call_id)
+        state.twins = {name: published for name, published in twins.items() if published}
+        shed += size
+    return shed > 0
+
+
 def _seal(data: memoryview) -> None:
     """Write the header into ``data``: the magic, then the digest of the
     pickled record that follows it."""
@@ -145,6 +183,10 @@ def save_snapshot(path: Path, link: GuardLink, guard: Guard, log: SessionLog) ->
     buffer = io.BytesIO()
     buffer.write(bytes(_HEADER))  # filled in once the record is written
     _Pickler(buffer, guard.policies).dump(record)
+    if buffer.tell() > SNAPSHOT_BUDGET and _shed([state for state, _ in agents], buffer.tell() - SNAPSHOT_BUDGET):
+        buffer = io.BytesIO()
+        buffer.write(bytes(_HEADER))
+        _Pickler(buffer, guard.policies).dump(record)
     data = buffer.getbuffer()
     _seal(data)
     temporary = path.with_name(f"{path.name}.tmp")

@@ -26,7 +26,7 @@ from guard.adapters.claude_hooks import ClaudeHooks, HookInputError, answer_hook
 from guard.cli import main
 from guard.config import RECOMMENDED, apply_environment, load_config
 from guard.sessions.link import ANSWERS_KEPT, GuardLink
-from guard.sessions.snapshot import _HEADER, SNAPSHOT_VERSION, _opened, _seal, snapshot_path
+from guard.sessions.snapshot import _HEADER, SNAPSHOT_BUDGET, SNAPSHOT_VERSION, _opened, _seal, snapshot_path
 from guard.verdicts import replay_log
 from tests.conftest import AskScript
 from tests.processes import running
@@ -183,6 +183,41 @@ def test_a_snapshot_that_cannot_be_saved_leaves_the_answer_standing_and_the_next
     assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER], "every call answered, as with a snapshot"
     assert all("could not be saved (Is a directory); the next call replays" in said for said in hook.replays[1::2])
     assert not list(hook.state.glob("*.tmp")), "no half-written snapshot is left"
+
+
+def test_calls_the_user_refused_do_not_ride_along_in_every_snapshot(hook: Hook) -> None:
+    """A ``PreToolUse`` whose ``PostToolUse`` never comes (the user said no)
+    leaves its call open; once the snapshot passes its budget, the refused
+    calls' arguments are shed, largest first, so each hook reads and writes
+    a bounded file. A result that comes for one after all is still
+    recorded: nothing the runtime reports is lost."""
+
+    def write(n: int, event: str) -> dict[str, Any]:
+        content = "z" * (300_000 if n == 0 else 200_000)  # the first the largest: the first shed
+        tool = {"tool_name": "Write", "tool_input": {"file_path": f"/w/f{n}.py", "content": content}}
+        return payload(event, tool_use_id=f"toolu_w{n}", **tool)
+
+    for n in range(30):
+        hook(write(n, "PreToolUse"))  # refused by the user: no PostToolUse
+        if n == 0:  # two calls under one id (an endpoint that reuses ids), the second refused too
+            hook(write(0, "PreToolUse") | {"tool_input": {"file_path": "/w/small.py", "content": "x"}})
+        for p in grep(n):  # the model's next response runs a call
+            hook(p)
+    assert hook.snapshot.stat().st_size < SNAPSHOT_BUDGET
+    hook(write(0, "PostToolUse") | {"tool_response": "written after all"})
+    results = [e for e in read_log(hook.log) if isinstance(e, ToolResult) and e.call_id.startswith("toolu_w0")]
+    assert [(e.call_id, e.content) for e in results] == [("toolu_w0@1", "written after all")], "its shed twin gone"
+    assert hook.replays == []
+
+
+def test_refusals_one_after_another_keep_only_the_calls_that_could_be_running(hook: Hook) -> None:
+    """Forty calls refused in a row, none answered: no response ran, so all
+    are in one step, and the newest 32 (one response's tools at most) are
+    kept; the older ones are shed."""
+    for n in range(40):
+        tool = {"tool_name": "Write", "tool_input": {"file_path": f"/w/g{n:02d}.py", "content": "z" * 150_000}}
+        hook(payload("PreToolUse", tool_use_id=f"toolu_g{n:02d}", **tool))
+    assert hook.snapshot.stat().st_size < 32 * 151_000 + 100_000
 
 
 class _Place(int):
