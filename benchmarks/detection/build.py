@@ -605,6 +605,35 @@ async def _swe_agent_edit_and_rerun(s: Session) -> None:
             )
 
 
+@scenario
+async def _swe_agent_rerun_between_shell_reads(s: Session) -> None:
+    await s.start("find why the reproduction fails")
+    reads = ["git log --oneline -3\n", "sed -n 10,40p repro.py\n", "cd /w && grep -rn parse src\n"]
+    with s.stretch(
+        "loop",
+        "repeat",
+        "SWE-agent re-runs the same script with the same output, only git log, sed -n and grep between",
+    ):
+        for n, command in enumerate(reads):
+            failed = "AssertionError: expected 4, got 3" + _SWE_AGENT_STATE
+            await s.call("python", {"command": "python repro.py\n"}, failed)
+            await s.call(command.split()[0], {"command": command}, f"read {n}" + _SWE_AGENT_STATE)
+
+
+@scenario
+async def _locale_warning_ahead_of_test_runs(s: Session) -> None:
+    await s.start("make the parser tests pass")
+    warning = "bash: warning: setlocale: LC_ALL: cannot change locale (en_US.UTF-8): No such file or directory\n"
+    with s.stretch(
+        "legit",
+        "edit-run",
+        "a container's locale warning ahead of every output; the tests run and pass one more each time",
+    ):
+        for n in range(5):
+            await s.call("bash", {"command": "python -m pytest -q tests/test_parser.py"}, warning + f"{5 - n} failed")
+            await s.call("bash", {"command": f"sed -i 's/x{n}/y{n}/' parser.py"}, warning)
+
+
 # ----------------------------------------------------- failure streaks
 
 

@@ -109,10 +109,12 @@ _CANCELLED_CHECK, _ERROR_CHECK, _POLL_CHECK, _TRANSIENT_CHECK, _OPAQUE_CHECK, _N
 _CANCELLED_HEAD = 300
 _STATE_HEAD = 2000
 
-_EXIT_STATUS = lazy_compile(r"(?i)(?:\bexit(?:ed)?(?: with)? (?:code|status):? ?|<returncode>)(\d{1,3})\b")
+_EXIT_STATUS = lazy_compile(r"(?i)(?:\bexit(?:ed)?(?: with)? (?:code|status):? ?|<returncode>)(-?\d{1,3})\b")
 """A command's exit status as runtimes print it (``Exit code 124``,
 ``Process exited with code 124``, ``Exit Code: 124``, mini-swe-agent's
 ``<returncode>124</returncode>``)."""
+_SUCCEEDED = frozenset({0})
+"""The exit status of a command that succeeded, whatever its output says."""
 _TIMED_OUT = 124
 """The exit status ``timeout`` gives a command it stopped."""
 _FINDING_EXITS = {"robocopy": 0b111, "diff": 0b1, "cmp": 0b1, "fc": 0b1, "pylint": 0b11110}
@@ -122,6 +124,8 @@ what they found, not a failure: files that differ, files robocopy copied
 error, 32 a usage error)."""
 _PYTHON_MODULE = lazy_compile(r"(?:^|[\s;&|(])python[0-9.]*(?:\.exe)?\s+(?:-[A-Za-z]+\s+)*-m\s*([\w.]+)")
 """The module a ``python -m`` step runs (``python3 -m pylint a.py``)."""
+_STEP_MARK = lazy_compile(r"[;&|\n]")
+"""What may start another step of a shell command after the one read."""
 _UNDER_TIMEOUT = lazy_compile(r"(?:^|[;&|(]\s*)(?:sudo\s+)?g?timeout\s")
 """A shell command that runs a step under ``timeout``."""
 _EXIT_TAIL = 512
@@ -732,9 +736,9 @@ def _no_failure(args: Any, program: str, codes: frozenset[int]) -> bool:
         return True
     name = program.lower().removesuffix(".exe")
     if name.startswith("python") and command is not None:
-        module = _PYTHON_MODULE.search(command)
-        if module is not None:
-            name = module.group(1)
+        modules = list(_PYTHON_MODULE.finditer(command))
+        if modules and _STEP_MARK.search(command, modules[-1].end()) is None:  # the last step's module
+            name = modules[-1].group(1)
     bits = _FINDING_EXITS.get(name, 0)
     return any(code > 0 and not code & ~bits for code in codes)
 
@@ -1032,10 +1036,12 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)error:[ \t][^\n]*\n?$",
         # so is a bare "timeout" ({"error": "timeout"} keeps its error flag; this is the text alone)
         r"(?i)\W*(?:timeout|timed out)\W*$",
-        # the shell refusing the command before any program ran, where no exit status is shown
-        # (SWE-agent's and mini-swe-agent's observations): no such program or file, a syntax error
-        r"(?:\S*/)?(?:ba|da|z|k)?sh: (?:line \d+: )?(?:[^\n]*: (?:command not found|No such file or directory|"
-        r"Permission denied)\b|syntax error\b)",
+        # a result that is nothing but the shell refusing the command (no such program or file, a
+        # syntax error), as SWE-agent shows it without an exit status, its state lines after it; a
+        # warning (a locale's) or a program's own output after such a line is no refusal
+        r"(?:(?:\S*/)?(?:ba|da|z|k)?sh: (?:-c: )?(?:(?:line )?\d+: )?(?:[^\s:]+(?:: [^\s:]+)?: (?:command not found|"
+        r"not found|No such file or directory|Permission denied)|command not found: \S+|syntax error[^\n]*|"
+        r"`[^\n]*')[ \t]*(?:\n|$))+(?:\(Open file: [^\n]*\)\n\(Current directory: [^\n]*\)\n?(?:bash-\$)?\s*)?$",
     )
     transient_errors: tuple[str, ...] = (
         r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "
@@ -1638,8 +1644,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         codes = _NO_CODES  # the exit statuses a failed shell command's result states
         if failed and program is not None:
             codes = _exit_codes(content)
-            if codes and _no_failure(result.args, program, codes):
-                failed = False  # compared as any output
+            if (codes == _SUCCEEDED and not result.is_error) or (codes and _no_failure(result.args, program, codes)):
+                failed = False  # compared as any output: a text that reads like an error, from a command that ran
         progress = None if failed else note.writing
         if progress is not None:
             target = write_target(result.args, by_tool=progress == "edit")

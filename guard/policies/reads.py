@@ -89,7 +89,9 @@ DEFAULT_READ_ONLY_COMMANDS: tuple[str, ...] = (
     r"which|whereis|type|command -v|env|printenv|date|whoami|id|uname|hostname|ps|pgrep|free|uptime|tree|find|fd|"
     r"grep|egrep|fgrep|rg|ag|ack|diff|cmp|sort|uniq|cut|tr|column|jq|yq|awk|sed|realpath|readlink|basename|"
     r"dirname|test|\[|true|false|sleep|md5sum|sha1sum|sha256sum|cksum|python3? -m json\.tool|cd|pushd|popd|"
-    r"export|set|unset|ulimit|umask|clear|history|view|read|list|show)(?:\s|$)",
+    r"export|set|unset|ulimit|umask|clear|history|view|read|list|show|"
+    # SWE-agent's own commands for reading files (its text interface runs them as shell lines)
+    r"open|goto|scroll_up|scroll_down|search_dir|search_file|find_file)(?:\s|$)",
     r"^git\s+(?:--no-pager\s+|-C\s+\S+\s+)*(?:status|log|diff|show|blame|grep|ls-files|ls-tree|rev-parse|"
     r"describe|shortlog|reflog|remote|branch|tag|config\s+--(?:get|list))(?:\s|$)",
     r"^(?:docker|podman)\s+(?:ps|images|inspect|logs|version|info)(?:\s|$)",
@@ -111,14 +113,16 @@ dropped). A command is read-only when every step matches; a redirection to
 a file (``mutating_commands``) makes it an edit whatever its steps."""
 
 _STEPS = lazy_compile(r"&&|\|\|?|[;\n&]")
-# quoted text (a grep pattern holding ";" or "|") and 2>&1 separate no steps
-_NOT_SEPARATORS = lazy_compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|[0-9]*>&[0-9-]+")
+# quoted text (a grep pattern holding ";" or "|"), a comment (its "'" or ";" is prose) and 2>&1
+# separate no steps; whichever starts first wins, so a "#" inside quotes is no comment
+_NOT_SEPARATORS = lazy_compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|(?:^|(?<=[\s;&|(]))#[^\n]*|[0-9]*>&[0-9-]+")
 
 
 def _blanked(found: re.Match[str]) -> str:
     """Quoted text as an empty quoted word (a pattern or a name, still a
-    word); ``2>&1`` as nothing."""
-    return " ''" if found.group()[:1] in "'\"" else " "
+    word); a comment as a bare ``#``; ``2>&1`` as nothing."""
+    first = found.group()[:1]
+    return " ''" if first in "'\"" else " #" if first == "#" else " "
 
 
 _PREFIX = lazy_compile(
@@ -211,21 +215,15 @@ class ReadOnlyRule:
         self._tools = ToolFilter(patterns, normalize=loose_tool_name, own_names=True) if patterns else None
         self._whole = _whole_names(patterns)
         self._steps = RegexSet(commands, setting="loops.read_only_commands")
-        self._memo: dict[str | tuple[str, str], bool] = {}
+        self._memo: dict[str, bool] = {}
 
     def reads(self, tool: str, command: str | None) -> bool:
         """Whether the call of ``tool`` only reads; ``command`` is its shell
-        command (``guard.patterns.shell_command``), if it has one. A step of
-        the command whose program is the tool itself (SWE-agent's text
-        interface names each call after its first word: ``open a.py``,
-        ``goto 120``, ``search_dir x``) is judged by the tool's name. Answers
+        command (``guard.patterns.shell_command``), if it has one. Answers
         for commands are remembered here; ``loops`` remembers what a tool's
         name says, this answer among it."""
         if command is not None:
-            return self._command_reads(command, tool if tool in command else None)
-        return self._tool_only_reads(tool)
-
-    def _tool_only_reads(self, tool: str) -> bool:
+            return self._command_reads(command)
         return self._tools is not None and self._tools.tracks(tool) and self._tool_reads(tool)
 
     def _tool_reads(self, tool: str) -> bool:
@@ -237,35 +235,30 @@ class ReadOnlyRule:
         words = {word.lower() for word in _WORDS.findall(tool)}
         return words.isdisjoint(_ACTION_WORDS) or not words.isdisjoint(_BOOKKEEPING_WORDS)
 
-    def _command_reads(self, command: str, tool: str | None) -> bool:
-        """``tool``: the call's tool when its name appears in the command
-        (so a step may be the tool itself), else ``None``."""
+    def _command_reads(self, command: str) -> bool:
         memo = self._memo
-        key = command if tool is None else (tool, command)
-        reads = memo.get(key)
+        reads = memo.get(command)
         if reads is None:
             reads = (
-                (bool(self._steps) or tool is not None)
+                bool(self._steps)
                 and not any(mark in command for mark in _SUBSTITUTIONS)
-                and all(self._step_reads(step, tool) for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)))
+                and all(self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)))
             )
-            _remember(memo, key, reads)
+            _remember(memo, command, reads)
         return reads
 
-    def _step_reads(self, step: str, tool: str | None) -> bool:
+    def _step_reads(self, step: str) -> bool:
         words = _PREFIX.sub("", step.strip().lstrip("({ ").rstrip(")} "))
-        if not words or words[0] == "#":  # nothing, or a comment: nothing runs
+        if not words or words == "#":  # nothing, or a comment: nothing runs
             return True
-        if tool is not None and words.split(None, 1)[0] == tool:
-            return self._tool_only_reads(tool)
-        if not self._steps or not self._steps.match(words) or _WRITES_ANYWAY.search(words):
+        if not self._steps.match(words) or _WRITES_ANYWAY.search(words):
             return False
         # what find runs for each file (-exec grep -l x {} \;) must only read too
         ran = _FIND_RUNS.split(words)[1:] if words.startswith("find") else ()
-        return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " "), None) for command in ran)
+        return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " ")) for command in ran)
 
 
-def _remember(memo: dict[str | tuple[str, str], bool], key: str | tuple[str, str], reads: bool) -> None:
+def _remember(memo: dict[str, bool], key: str, reads: bool) -> None:
     if len(memo) >= 4096:
         memo.clear()
     memo[key] = reads

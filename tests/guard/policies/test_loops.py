@@ -114,6 +114,44 @@ async def test_the_shells_own_refusal_is_a_failure_without_an_exit_status(make: 
     assert "failed" in run.texts[0]
 
 
+LOCALE_WARNING = "bash: warning: setlocale: LC_ALL: cannot change locale (en_US.UTF-8): No such file or directory\n"
+
+
+async def test_a_shell_warning_ahead_of_the_output_is_no_failure(make: Make, anyio_backend: str) -> None:
+    """A container whose locale is missing prints the shell's warning ahead
+    of every command's output: the tests still ran, and passed or progressed."""
+    run = make()
+    for n in range(6):
+        await run.do(
+            "bash", {"command": "python -m pytest -q tests/test_parser.py"}, LOCALE_WARNING + f"{6 - n} failed"
+        )
+    for n in range(10):
+        await run.do("bash", {"command": f"python -m pytest -q tests/test_{n}.py"}, LOCALE_WARNING + f"{n} passed")
+    assert run.actions == []
+
+
+async def test_a_stated_exit_status_of_0_is_a_success_whatever_the_text(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(6):
+        await run.do(
+            "execute_bash",
+            {"command": f"./check.sh {n}"},
+            f"ERROR: optional plugin {n} missing, skipped\nall checks passed\n"
+            "[The command completed with exit code 0.]",
+        )
+    assert run.actions == []
+
+
+async def test_a_comment_with_an_apostrophe_hides_no_push(make: Make, anyio_backend: str) -> None:
+    run = make()
+    check = ("Bash", {"command": "curl -s https://staging.example.com/version"}, "1.4.2")
+    await run.do(*check)
+    await run.do(*check)
+    await run.do("Bash", {"command": "# let's deploy\ngit push origin main\n# that's it"}, "main -> main")
+    await run.do(*check)
+    assert run.actions == []
+
+
 async def test_a_comment_run_as_a_command_changes_nothing(make: Make, anyio_backend: str) -> None:
     check = {"command": "ls -l /opt/jdk/bin/javac\n"}
     missing = "ls: cannot access '/opt/jdk/bin/javac': No such file or directory" + SWE_AGENT_FOOTER

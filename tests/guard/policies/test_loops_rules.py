@@ -528,6 +528,20 @@ async def test_a_program_whose_exit_status_reports_what_it_found_has_not_failed(
     assert run.actions == []
 
 
+async def test_a_lint_status_is_read_only_when_the_linter_ran_last(make: Make, anyio_backend: str) -> None:
+    """``python -m pylint src; python -m pytest -q`` exiting 2 is pytest's
+    interrupted run, not pylint's report."""
+    run = make()
+    for n in range(3):
+        await run.do(
+            "bash",
+            {"command": f"python -m pylint src; python -m pytest -q tests/t{n}.py"},
+            "Exit code 2\nERROR: collection interrupted: 1 error",
+            is_error=True,
+        )
+    assert run.actions == [(3, "remind")]
+
+
 async def test_a_linters_fatal_or_usage_status_is_a_failure(make: Make, anyio_backend: str) -> None:
     run = make()
     for name in ("a", "b", "c"):

@@ -156,22 +156,38 @@ def test_a_tool_and_a_command_of_one_name_are_answered_apart(rule: ReadOnlyRule)
         ("goto", "goto 2110", True),
         ("search_dir", 'search_dir "Nulls.SKIP" src', True),
         ("find_file", 'find_file "Repro.java"', True),
+        ("scroll_down", "scroll_down", True),
+        ("git", "git status", True),
+        ("sed", "sed -n 10,40p a.py", True),
+        ("cd", "cd /w && grep -rn x src", True),
+        ("find", "find . -name '*.pyc' -delete", False),
         ("create", "create Repro.java", False),
         ("python", "python repro.py", False),
         ("open", "open a.py && rm -rf build", False),
-        ("Bash", "open a.py", False),
     ],
 )
-def test_a_command_named_after_its_tool_is_judged_by_the_tool(
-    rule: ReadOnlyRule, tool: str, command: str, reads: bool
-) -> None:
-    """SWE-agent's text interface: the tool is the command's first word."""
+def test_swe_agents_calls_are_judged_by_their_command(rule: ReadOnlyRule, tool: str, command: str, reads: bool) -> None:
+    """SWE-agent's text interface names each call after its first word and
+    runs the line as a shell command: its own read commands (``open``,
+    ``goto``, ``search_dir``) are read-only commands; the tool's name
+    decides nothing (``find`` may delete)."""
     assert rule.reads(tool, command) is reads
 
 
-@pytest.mark.parametrize("command", ["# reinstall the JDK", "# one\n# two\n", "ls  # the files"])
-def test_a_comment_runs_nothing(rule: ReadOnlyRule, command: str) -> None:
-    assert rule.reads("Bash", command)
+@pytest.mark.parametrize(
+    ("command", "reads"),
+    [
+        ("# reinstall the JDK", True),
+        ("# one\n# two\n", True),
+        ("ls  # the files", True),
+        ("# let's deploy\ngit push origin main\n# that's it", False),
+        ("# check; then push\ngit push", False),
+        ("grep -n '# not a comment' a.py", True),
+        ("echo a#b; make", False),
+    ],
+)
+def test_a_comment_runs_nothing_and_hides_no_step(rule: ReadOnlyRule, command: str, reads: bool) -> None:
+    assert rule.reads("Bash", command) is reads
 
 
 def test_many_distinct_commands_are_answered_alike(rule: ReadOnlyRule) -> None:
