@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import decimal
 import enum
@@ -132,8 +131,12 @@ def _fields(obj: Any) -> Any:
             return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
         dump = getattr(obj, "model_dump", None)  # pydantic models
         if callable(dump):
-            with contextlib.suppress(Exception):
+            try:
                 return dump()
+            except MemoryError:
+                raise
+            except Exception:  # a model that cannot dump itself: its fields, or its name, stand in
+                pass
         fields = getattr(obj, "__dict__", None)
         if isinstance(fields, dict) and fields:
             return {"__type__": type(obj).__qualname__, **{str(k): v for k, v in fields.items()}}

@@ -25,6 +25,8 @@ __all__ = ["QUIET_SECONDS", "Listener", "OutOfFilesLog", "listener"]
 _CAPACITY = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _PAUSE = 0.5  # under asyncio's retry delay (1 s), so its retry accepts for real
 
+_ACCEPTS = ("socket.accept() out of system resource", "accept returned")  # asyncio's message, trio's
+
 QUIET_SECONDS = 10.0
 """The shortest time between two reports of accepts failing for want of files."""
 
@@ -67,7 +69,7 @@ class OutOfFilesLog(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, OSError) or exc.errno not in _CAPACITY:
+        if not isinstance(exc, OSError) or exc.errno not in _CAPACITY or not str(record.msg).startswith(_ACCEPTS):
             return True
         self._failures += 1
         now = time.monotonic()

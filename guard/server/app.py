@@ -68,6 +68,17 @@ _REFUSED = frozenset({401, 403, 415})
 
 _log = LazyLogger("guard.server")
 _JSON = "application/json"
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+
+
+def _comparable(origin: str) -> str:
+    """An origin as compared: lower case, no trailing slash, no default port
+    (which browsers leave out)."""
+    origin = origin.lower().rstrip("/")
+    default = _DEFAULT_PORTS.get(origin.partition("://")[0])
+    return origin.removesuffix(default) if default else origin
+
+
 _ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:\[[0-9A-Fa-f:.]+\]|[^\s/:?#@\[\]]+)(?::[0-9]{1,5})?")
 """A web origin as a browser sends it in ``Origin``: scheme, host, optional port."""
 
@@ -103,7 +114,7 @@ class _Handlers:
         self.token = token.encode() if token is not None else None
         self.max_body = max_body
         self.hosts = frozenset(host.lower() for host in hosts) if hosts is not None else None
-        self.origins = frozenset(origin.lower().rstrip("/") for origin in origins)
+        self.origins = frozenset(_comparable(origin) for origin in origins)
         self.body_timeout = body_timeout
         self.in_flight = 0
         """Requests being handled now: a shutdown may stop once none is."""
@@ -168,7 +179,7 @@ class _Handlers:
     def _refused(self, request: Request) -> str | None:
         """Why a request that may come from a web page is refused, if it is."""
         origin = request.headers.get("origin")
-        if origin is not None and origin.lower().rstrip("/") not in self.origins:
+        if origin is not None and _comparable(origin) not in self.origins:
             return f"origin {shown(origin, 100)} is not allowed (serve --allow-origin)"
         if self.hosts is not None:
             host = _hostname(request.headers.get("host", ""))
@@ -397,10 +408,11 @@ def create_app(
     if not 0 < body_timeout < math.inf:
         raise ValueError(f"body_timeout = {body_timeout!r}: must be a number of seconds > 0")
     for origin in allowed_origins:
-        if _ORIGIN.fullmatch(origin.rstrip("/")) is None:
+        if _ORIGIN.fullmatch(origin.rstrip("/")) is None or not origin.isascii():
             raise ValueError(
                 f"allowed origin {shown(origin, 100)}: must be scheme://host[:port], as a browser sends it"
-                " (no path; not 'null', which any sandboxed page or local file sends)"
+                " (no path, an international name as punycode, xn--...; not 'null', which any sandboxed page"
+                " or local file sends)"
             )
     if isinstance(max_live_pages, bool) or not isinstance(max_live_pages, int) or max_live_pages < 1:
         raise ValueError(f"max_live_pages = {max_live_pages!r}: must be an integer >= 1")

@@ -118,14 +118,16 @@ def _config_key(config: Config) -> bytes:
 
 
 def _shed(states: list[LinkState], excess: int) -> bool:
-    """Forget, largest first, open calls the runtime will never answer
-    until about ``excess`` bytes of their arguments are gone; whether any
-    went. Never answered: a call of an earlier model response than the
-    agent's current one, or of the current one once it is over (the
-    runtime asks the model again only once a response's calls are done, so
-    such a call was refused, by the user or another hook), or older than
-    the agent's newest ``_IN_FLIGHT`` open calls. A result that does come for a forgotten
-    call is recorded all the same, as a result without its call."""
+    """Forget, largest first, open calls the runtime will not answer until
+    about ``excess`` bytes of their arguments are gone; whether any went.
+    Not answered, as the link infers steps: a call of an earlier model
+    response than the agent's current one, or of the current one once its
+    newest call was answered (the runtime asks the model again only once a
+    response's calls are done, so such a call was refused, by the user or
+    another hook), or older than the agent's newest ``_IN_FLIGHT`` open
+    calls. A result that does come for a forgotten call (a slow call of a
+    parallel batch, say) is still recorded, as a result with no call open:
+    nothing the runtime reports is lost, only the pairing with its call."""
     sizes: list[tuple[int, LinkState, str]] = []
     for state in states:
         newest = set(list(state.calls)[-_IN_FLIGHT:])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -182,3 +183,18 @@ def test_arguments_kept_for_a_snapshot_do_not_hide_running_out_of_memory() -> No
 
     with pytest.raises(MemoryError):
         logged_args({"b": _Unprintable()})
+
+
+class _ModelOutOfMemory:
+    """Shaped like a pydantic model whose dump needs more memory than there is."""
+
+    def model_dump(self) -> dict[str, Any]:
+        raise MemoryError
+
+
+def test_a_model_that_runs_out_of_memory_dumping_itself_is_not_written(log_path: Path) -> None:
+    with SessionLog(log_path) as log:
+        call = ToolCall(agent=Agent("a"), seq=1, call_id="c1", step=1, tool="t", args={"m": _ModelOutOfMemory()})
+        with pytest.raises(LogWriteError, match=r"out of memory"):
+            log.write(call)
+    assert _ids(log_path) == ([], {})

@@ -44,9 +44,9 @@ def test_an_accept_that_ran_out_of_files_pauses_the_next_ones() -> None:
         waiting.close()
 
 
-def _record(exc: BaseException | None) -> logging.LogRecord:
+def _record(exc: BaseException | None, message: str = "socket.accept() out of system resource") -> logging.LogRecord:
     exc_info = (type(exc), exc, None) if exc is not None else None
-    return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, "accept failed: %s", ("x",), exc_info)
+    return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, message + "%s", ("",), exc_info)
 
 
 def test_running_out_of_files_is_said_in_one_line_now_and_then() -> None:
@@ -61,8 +61,17 @@ def test_running_out_of_files_is_said_in_one_line_now_and_then() -> None:
     assert not log.filter(_record(OSError(errno.EMFILE, "Too many open files")))  # within QUIET_SECONDS
 
 
-@pytest.mark.parametrize("exc", [None, OSError(errno.ECONNRESET, "reset"), ValueError("x")])
-def test_other_records_pass_unchanged(exc: BaseException | None) -> None:
-    record = _record(exc)
+@pytest.mark.parametrize(
+    ("exc", "message"),
+    [
+        (None, "socket.accept() out of system resource"),
+        (OSError(errno.ECONNRESET, "reset"), "socket.accept() out of system resource"),
+        (ValueError("x"), "socket.accept() out of system resource"),
+        (OSError(errno.EMFILE, "Too many open files"), "Task exception was never retrieved"),  # not an accept
+    ],
+)
+def test_other_records_pass_unchanged(exc: BaseException | None, message: str) -> None:
+    record = _record(exc, message)
     assert OutOfFilesLog(64).filter(record)
-    assert record.getMessage() == "accept failed: x"
+    assert record.getMessage() == message
+    assert record.exc_info == ((type(exc), exc, None) if exc is not None else None)

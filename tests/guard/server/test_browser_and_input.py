@@ -47,10 +47,18 @@ def test_an_allowed_origin_may_post(make_served: MakeServed) -> None:
     assert other.status_code == 403
 
 
-@pytest.mark.parametrize("origin", ["http://127.0.0.1:8080", "http://[::1]:3000"])
-def test_an_origin_with_an_address_and_a_port_may_post(make_served: MakeServed, origin: str) -> None:
-    served = make_served(allowed_origins=[origin])
-    ok = served.client.post("/v1/sessions/o/events", json=EVENT, headers={"Origin": origin})
+@pytest.mark.parametrize(
+    ("allowed", "sent"),
+    [
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://[::1]:3000", "http://[::1]:3000"),
+        ("https://dash.example:443", "https://dash.example"),  # browsers leave the default port out
+        ("https://xn--bcher-kva.example", "https://xn--bcher-kva.example"),
+    ],
+)
+def test_an_origin_as_a_browser_sends_it_may_post(make_served: MakeServed, allowed: str, sent: str) -> None:
+    served = make_served(allowed_origins=[allowed])
+    ok = served.client.post("/v1/sessions/o/events", json=EVENT, headers={"Origin": sent})
     assert ok.status_code == 200
 
 

@@ -110,9 +110,17 @@ def token_file(tmp_path: Path, text: str, mode: int = 0o600) -> str:
             (
                 ["--allow-origin", origin],
                 f"allowed origin {origin!r}: must be scheme://host[:port], as a browser sends it"
-                " (no path; not 'null', which any sandboxed page or local file sends)",
+                " (no path, an international name as punycode, xn--...; not 'null', which any sandboxed page"
+                " or local file sends)",
             )
-            for origin in ("null", "not an origin", "https://x.example/path", "dash.example", "https://a:b@x.example")
+            for origin in (
+                "null",
+                "not an origin",
+                "https://x.example/path",
+                "dash.example",
+                "https://a:b@x.example",
+                "https://bücher.example",
+            )
         ),
     ],
 )
