@@ -165,10 +165,10 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
         ts = parse_time(message.get("timestamp")) or ts
         kind = message.get("type")
         if kind == "user":
-            text = text_of(message.get("content"))
-            if text.strip():
+            text = _typed(message.get("content"))
+            if text:
                 yield from b.user(agent, text, ts)
-        elif kind == "gemini":
+        elif kind == "gemini" or (kind not in _NOT_MODEL and isinstance(message.get("toolCalls"), list)):
             step += 1
             b.model(message.get("model"))
             finished: float | None = None
@@ -190,6 +190,33 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
 
 # what gemini-cli itself puts in a user turn: not the user's words
 _INJECTED = ("<session_context>", "<state_snapshot>")
+_NOTICE = re.compile(
+    r"(?:User has manually exited Plan Mode|Plan approved)\. Switching to [^\n]*\.|"
+    r"Here is (?:a summary of changes in )?the user's editor context[^\n]*\n+```json\n.*\n```",
+    re.DOTALL,
+)
+"""gemini-cli's own notices recorded as user turns: a plan mode left, the
+IDE companion's editor context."""
+# the message types gemini-cli records that are no model response; a fork's
+# model messages ("bob-shell") are read by their tool calls
+_NOT_MODEL = frozenset({"user", "info", "error", "warning"})
+
+
+def _typed(content: Any) -> str:
+    """What the user typed in a recorded user turn: its text parts, none
+    of the tool results (``functionResponse`` parts) an exported session
+    keeps in user turns, nor gemini-cli's own context and notices; ``""``
+    when nothing is left."""
+    if isinstance(content, list):
+        content = "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str) and not part.get("thought")
+        )
+    text = text_of(content).strip()
+    if text.startswith(_INJECTED) or _NOTICE.fullmatch(text):
+        return ""
+    return text
 
 
 def _contents(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
@@ -227,8 +254,8 @@ def _contents(history: list[Any], b: Builder) -> Iterator[AnyEvent]:
                 )
                 yield from b.result(MAIN, call_id, text, 0.0, is_error=failed)
             elif isinstance(part.get("text"), str) and not part.get("thought"):
-                text = part["text"]
-                if text.strip() and not text.lstrip().startswith(_INJECTED):
+                text = _typed(part["text"])
+                if text:
                     yield from b.user(MAIN, text, 0.0)
 
 

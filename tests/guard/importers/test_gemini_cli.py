@@ -264,6 +264,44 @@ def test_document_with_odd_entries(tmp_path: Path) -> None:
     assert isinstance(calls(evts)[0], ToolCall)
 
 
+def test_an_exported_session_keeps_only_the_users_own_words_as_user_turns(tmp_path: Path) -> None:
+    """``/export-session`` writes the recording with every tool result also
+    as a user turn of ``functionResponse`` parts, beside gemini-cli's own
+    context and notices: none of them is the user's, and each would end
+    the loop counts as a new user message would."""
+
+    def user(*parts: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "user", "timestamp": "2026-06-14T10:00:00Z", "content": list(parts)}
+
+    def write(n: int) -> dict[str, Any]:
+        call = {
+            "id": f"write_file__write_file_178143862{n}000_0",
+            "name": "write_file",
+            "args": {"file_path": "plan.md"},
+            "status": "error",
+            "result": [{"functionResponse": {"name": "write_file", "response": {"error": "denied by policy"}}}],
+        }
+        return {"type": "gemini", "timestamp": "2026-06-14T10:00:01Z", "toolCalls": [call]}
+
+    responded = {"functionResponse": {"id": "x", "name": "write_file", "response": {"error": "denied by policy"}}}
+    editor = "Here is the user's editor context as a JSON object. This is for your information only.\n```json\n{}\n```"
+    messages = [
+        user({"text": "<session_context>\nThis is the Gemini CLI."}),
+        user({"text": "write the plan"}),
+        *[m for n in range(5) for m in (write(n), user(responded))],
+        user({"text": "User has manually exited Plan Mode. Switching to Default mode (edits need confirmation)."}),
+        user({"text": editor}),
+        user({"text": "now build it"}),
+        {"type": "bob-shell", "timestamp": "2026-06-14T10:00:09Z", "toolCalls": [{"id": "tool-1", "name": "ls"}]},
+    ]
+    doc = {"sessionId": "e", "projectHash": "p", "kind": "main", "messageCount": len(messages), "messages": messages}
+    path = tmp_path / "gemini_session.json"
+    path.write_text(json.dumps(doc))
+    evts = only(path)
+    assert [m.text for m in of(evts, UserMessage)] == ["write the plan", "now build it"]
+    assert [c.tool for c in calls(evts)] == ["write_file"] * 5 + ["ls"]
+
+
 @pytest.mark.parametrize(
     "call_id",
     ["write_file-{made}-{n:012x}", "write_file_{made}_{n}", "write_file__write_file_{made}_{n}"],
