@@ -107,10 +107,16 @@ class Records(list[Any]):
             if key in report._passed:
                 continue
             report._at = key
-            if item is None or isinstance(item, (str, int, float)):
+            if not isinstance(item, dict) and not _is_pair(item):
                 report.skip("not-an-object")
                 continue
             yield item
+
+
+def _is_pair(item: Any) -> bool:
+    """Whether ``item`` is an ``[action, observation]`` pair of objects, as
+    older OpenHands histories hold their records."""
+    return isinstance(item, list) and len(item) == 2 and all(isinstance(part, dict) for part in item)
 
 
 def _records(document: Any, path: Path) -> Any:

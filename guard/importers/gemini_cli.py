@@ -96,11 +96,16 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         )
         return
     doc = sample.document if isinstance(sample.document, dict) and "messages" in sample.document else None
+    after = 0  # lines after a whole recording written as the file's first line
+    if doc is None and isinstance(sample.lines[0].get("messages"), list):
+        doc, after = sample.lines[0], len(sample.lines) - 1
     head = doc if doc is not None else sample.lines[0]
     session = str(head.get("sessionId") or path.stem)
 
     def produce(b: Builder) -> Iterator[AnyEvent]:
         if doc is not None:
+            for _ in range(after):
+                b.report.skip("bad-record")
             messages = doc.get("messages")
             return _events(messages if isinstance(messages, list) else [], b, MAIN)
         streams = [_events(_records(path, b), b, MAIN)]
@@ -136,6 +141,8 @@ def _records(path: Path, b: Builder) -> Iterator[dict[str, Any]]:
     at = report._at
     for record in read_jsonl(path, report):
         if not isinstance(record.get("id"), str) or "type" not in record:
+            if not _METADATA.intersection(record):
+                report.skip("bad-record")  # a message record with no id or type to read it by
             continue
         if pending is not None and pending["id"] != record["id"]:
             read, report._at = report._at, at
@@ -145,6 +152,10 @@ def _records(path: Path, b: Builder) -> Iterator[dict[str, Any]]:
     if pending is not None:
         report._at = at
         yield pending
+
+
+# the lines of a JSON Lines recording that are no message: its header, its updates and rewinds
+_METADATA = frozenset({"sessionId", "$set", "$rewindTo"})
 
 
 def _call_time(call_id: str) -> float | None:

@@ -264,6 +264,41 @@ def test_document_with_odd_entries(tmp_path: Path) -> None:
     assert isinstance(calls(evts)[0], ToolCall)
 
 
+def test_a_recording_followed_by_other_lines_is_still_read_and_the_lines_counted(tmp_path: Path) -> None:
+    """A whole document recording on its first line, then anything (the
+    same document again, a stray object): its messages are read, the other
+    lines counted, never a session of nothing."""
+    document = corpus_file(POMODORO).read_text().replace("\n", " ")
+    path = tmp_path / "twice.json"
+    path.write_text(document + "\n" + document + "\n" + '{"note": 1}\n')
+    (session,) = open_sessions(path)
+    assert len(calls(list(session.events()))) == 11
+    assert session.report.skipped == {"bad-record": 2}
+
+
+def test_a_message_record_without_an_id_or_a_type_is_counted(tmp_path: Path) -> None:
+    header = {"sessionId": "s", "projectHash": "p"}
+    message = {"id": "m1", "type": "gemini", "toolCalls": [{"id": "c1", "name": "ls", "status": "success"}]}
+    path = write_lines(
+        tmp_path / "session-1.jsonl",
+        [header, {**message, "id": 12345}, {k: v for k, v in message.items() if k != "type"}, {"$set": {}}, message],
+    )
+    (session,) = open_sessions(path)
+    assert len(calls(list(session.events()))) == 1
+    assert session.report.skipped == {"bad-record": 2}
+
+
+@pytest.mark.parametrize("wrapped", [["item"], [{"type": "user"}], [1, 2, 3]], ids=["one", "object", "three"])
+def test_a_message_that_is_a_list_is_counted_not_dropped(tmp_path: Path, wrapped: list[Any]) -> None:
+    doc = json.loads(corpus_file(POMODORO).read_text())
+    doc["messages"][1] = wrapped
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    (session,) = open_sessions(path)
+    list(session.events())
+    assert session.report.skipped == {"not-an-object": 1}
+
+
 def test_an_exported_session_keeps_only_the_users_own_words_as_user_turns(tmp_path: Path) -> None:
     """``/export-session`` writes the recording with every tool result also
     as a user turn of ``functionResponse`` parts, beside gemini-cli's own

@@ -190,7 +190,7 @@ def test_a_step_after_the_history_that_is_a_list_costs_that_step(tmp_path: Path)
     trajectory = [{"action": "ls", "observation": "ls!"}, ["no", "step"], {"action": "submit", "observation": "ok"}]
     (session,) = open_sessions(_run(tmp_path, history, trajectory))
     assert [c.args["command"] for c in calls(list(session.events()))] == ["ls", "submit"]
-    assert session.report.skipped == {"bad-record": 1}
+    assert session.report.skipped == {"not-an-object": 1}
 
 
 def test_an_editor_line_number_too_long_for_an_integer_leaves_the_command(tmp_path: Path) -> None:
