@@ -147,17 +147,32 @@ def _check_report_path(report: str, sources: Sequence[str]) -> None:
 
 
 def _check_report_opens(report: str, *, exists: bool) -> None:
-    """Open the HTML report for writing as it will be written, and close it
-    again, before the audit starts: a directory, a missing folder or a file
-    without write permission is one line and exit 2 before the audit's
-    work, not after it. It changes nothing: an existing report is not
-    truncated, and one that is not there is created and removed again."""
+    """Open the HTML report for writing as it will be written (beside it,
+    then renamed over it), and close it again, before the audit starts: a
+    directory, a missing folder, a file or a folder without write
+    permission (a file the kernel provides, under /proc or /sys) is one
+    line and exit 2 before the audit's work, not after it. It changes
+    nothing: an existing report is not truncated, and the file made beside
+    it is removed again."""
     from bus import open_regular
 
-    flags = os.O_WRONLY if exists else os.O_WRONLY | os.O_CREAT | os.O_EXCL
-    os.close(open_regular(report, flags, 0o600, what="HTML report", follow_symlinks=False))
-    if not exists:
-        os.unlink(report)
+    if exists:  # a directory, a file without write permission
+        os.close(open_regular(report, os.O_WRONLY, 0o600, what="HTML report", follow_symlinks=False))
+    temporary = _report_temporary(report)
+    try:
+        os.close(open_regular(temporary, _NEW_FILE, 0o600, what="HTML report", follow_symlinks=False))
+    except OSError as exc:  # where the page is written first, but named as the report
+        why = f"{exc.strerror}: no new file can be made beside it" if exists else exc.strerror
+        raise type(exc)(exc.errno, why, report) from None
+    os.unlink(temporary)
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+
+
+def _report_temporary(report: str) -> str:
+    """Where the HTML report is written before it is renamed over ``report``."""
+    return f"{report}.{os.getpid()}.tmp"
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -386,6 +401,7 @@ def _positive(text: str) -> int:
 def _cmd_audit(args: argparse.Namespace) -> int:
     # Imported here: every start of the CLI (each Claude Code hook call among
     # them) would otherwise pay for the audit and its report.
+    import contextlib
     import functools
 
     import msgspec
@@ -428,12 +444,20 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.html:
         assert timelines is not None
         page = render_html(report, timelines).encode("utf-8")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        report_fd = open_regular(args.html, flags, 0o600, what="HTML report", follow_symlinks=False)
+        # written beside it and renamed over it: a full disk leaves the last report whole, not a page
+        # cut short, and a file the kernel provides (/proc, /sys) is never written into
+        temporary = _report_temporary(args.html)
         try:
-            with os.fdopen(report_fd, "wb") as html:
-                html.write(page)
-        except OSError as exc:  # a full disk, a /proc file that takes no page: named, as open's errors are
+            report_fd = open_regular(temporary, _NEW_FILE, 0o600, what="HTML report", follow_symlinks=False)
+            try:
+                with os.fdopen(report_fd, "wb") as html:
+                    html.write(page)
+                os.replace(temporary, args.html)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+        except OSError as exc:  # a full disk, a directory it cannot write in: named, as open's errors are
             raise type(exc)(exc.errno, exc.strerror, args.html) from None
         print(f"report: {args.html}", file=sys.stderr)
     return EXIT_DIFFERENCE if report.errors else EXIT_OK

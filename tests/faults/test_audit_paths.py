@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -141,6 +142,10 @@ def test_the_progress_bar_shows_a_file_name_on_its_line_with_control_characters_
         ("folder", "HTML report '{tmp}/folder' is a directory, not a regular file"),
         ("missing/r.html", "[Errno 2] No such file or directory: '{tmp}/missing/r.html'"),
         ("{long}.html", "[Errno 36] File name too long: '{tmp}/{long}.html'"),
+        (
+            "/proc/self/comm",  # a file the kernel provides: never written into
+            "[Errno 2] No such file or directory: no new file can be made beside it: '/proc/self/comm'",
+        ),
     ],
 )
 def test_an_html_report_that_cannot_be_written_is_refused_before_the_audit_starts(
@@ -165,3 +170,21 @@ def test_checking_the_html_report_leaves_no_file_and_an_old_report_whole(tmp_pat
     assert old.read_text() == "an earlier report"
     assert cli("audit", transcript, "--html", new).code == 0
     assert new.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_report_that_does_not_fit_leaves_the_last_one_whole(
+    tmp_path: Path, cli: CLI, file_size_limit: Callable[[int], None]
+) -> None:
+    """A full disk or a file size limit while the page is written: the
+    report that was there stays whole (the page is written beside it and
+    renamed over it), and nothing is left half-written."""
+    transcript = looping_claude_code(tmp_path / "loop.jsonl")
+    report = tmp_path / "r.html"
+    assert cli("audit", transcript, "--html", report).code == 0
+    before = report.read_bytes()
+    file_size_limit(len(before) // 2)
+    run = cli("audit", transcript, "--html", report)
+    file_size_limit(1 << 30)
+    assert run.clean_error(2) == f"repeat-tool-guard: [Errno 27] File too large: '{report}'"
+    assert report.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop.jsonl", "r.html"]
