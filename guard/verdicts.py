@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -128,13 +129,19 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
         if op == "equal":
             continue
         old, new = recorded[i1:i2], fresh[j1:j2]
-        while old and new and old[0].what == new[0].what:
-            was, now = old.pop(0), new.pop(0)
+        paired = 0
+        while paired < len(old) and paired < len(new) and old[paired].what == new[paired].what:
+            was, now = old[paired], new[paired]
             differences.append(
                 Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=_text(now.key))
             )
-        differences += [Difference(what=o.what, seq=o.seq, recorded=_text(o.key), regenerated=None) for o in old]
-        differences += [Difference(what=o.what, seq=o.seq, recorded=None, regenerated=_text(o.key)) for o in new]
+            paired += 1
+        differences += [
+            Difference(what=o.what, seq=o.seq, recorded=_text(o.key), regenerated=None) for o in old[paired:]
+        ]
+        differences += [
+            Difference(what=o.what, seq=o.seq, recorded=None, regenerated=_text(o.key)) for o in new[paired:]
+        ]
     return sorted(_unmoved(differences), key=lambda d: d.seq)
 
 
@@ -149,22 +156,29 @@ def _unmoved(differences: list[Difference]) -> list[Difference]:
     own reminder (or an escalation), the agent's other tasks went on
     publishing, so the log holds their events before the guard's output,
     where a replay, which applies one event at a time, makes it at once."""
-    extra = [d for d in differences if d.recorded is None]
+    extra: dict[tuple[str, str | None], list[Difference]] = {}
+    for made in differences:
+        if made.recorded is None:
+            extra.setdefault((made.what, made.regenerated), []).append(made)
     if not extra:
         return differences
+    for made_alike in extra.values():
+        made_alike.sort(key=lambda d: d.seq)
     moved: set[int] = set()
     for missing in differences:
         if missing.regenerated is not None:
             continue
-        for made in extra:
-            if (
-                id(made) not in moved
-                and made.what == missing.what
-                and made.regenerated == missing.recorded
-                and abs(made.seq - missing.seq) <= _MOVED
-            ):
+        same = extra.get((missing.what, missing.recorded))
+        if same is None:
+            continue
+        # the same output made nearby: only those within _MOVED events are looked at
+        at = bisect.bisect_left(same, missing.seq - _MOVED, key=lambda d: d.seq)
+        while at < len(same) and same[at].seq <= missing.seq + _MOVED:
+            made = same[at]
+            if id(made) not in moved:
                 moved.update((id(made), id(missing)))
                 break
+            at += 1
     return [d for d in differences if id(d) not in moved]
 
 

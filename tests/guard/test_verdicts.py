@@ -553,3 +553,19 @@ async def test_a_session_published_with_numeric_call_ids_replays_whole(tmp_path:
     assert (outcome.report.events, outcome.report.skipped, outcome.report.mistyped) == (6, 0, 0)  # read back live
     assert [(v.call_number, v.action) for v in outcome.verdicts] == [(3, "deny")]
     assert outcome.differences == []
+
+
+def test_an_output_made_a_few_events_from_where_it_was_recorded_is_one_output() -> None:
+    """Each output missing where it was recorded pairs with the same output
+    made within 32 events, each made one used once; others stay differences."""
+    from guard.verdicts import Difference, _unmoved
+
+    def missing(seq: int, text: str) -> Difference:
+        return Difference(what="context message", seq=seq, recorded=text, regenerated=None)
+
+    def made(seq: int, text: str) -> Difference:
+        return Difference(what="context message", seq=seq, recorded=None, regenerated=text)
+
+    kept = [missing(10, "b"), missing(30, "a"), made(80, "a")]  # nothing made of "b"; "a" made 50 events on
+    paired = [missing(10, "a"), missing(12, "a"), made(11, "a"), made(13, "a")]
+    assert _unmoved([*paired, *kept]) == kept
