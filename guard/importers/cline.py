@@ -155,7 +155,8 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
     step = 0
     waiting: list[str] = []  # calls of the last response that no tool_result block answered yet
     for number, message in enumerate(history):
-        if not isinstance(message, dict):
+        if not isinstance(message, dict):  # a pair of objects, which only OpenHands histories hold
+            b.report.skip("not-an-object")
             continue
         ts = _millis(message.get("ts")) or ts
         content = message.get("content")

@@ -171,7 +171,8 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
     ts = 0.0
     step = 0
     for message in messages:
-        if not isinstance(message, dict):
+        if not isinstance(message, dict):  # a pair of objects, or any item of a recording read from a line
+            b.report.skip("not-an-object")
             continue
         ts = parse_time(message.get("timestamp")) or ts
         kind = message.get("type")

@@ -136,7 +136,8 @@ def _events(messages: list[Any], b: Builder, model: Any = None) -> Iterator[AnyE
     step = 0
     waiting: str | None = None
     for message in messages:
-        if not isinstance(message, dict):
+        if not isinstance(message, dict):  # a pair of objects, which only OpenHands histories hold
+            b.report.skip("not-an-object")
             continue
         ts = _time(message) or ts
         role = message.get("role")

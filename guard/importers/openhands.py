@@ -239,7 +239,7 @@ def _linked(history: list[Any]) -> Iterator[tuple[int, dict[str, Any], Any]]:
     for position, item in enumerate(history):
         if isinstance(item, dict):
             yield position, item, item.get("id") if item.get("action") is not None else item.get("cause")
-        elif _is_pair(item):
+        else:  # a history's Records pass only objects and [action, observation] pairs
             yield position, item[0], ("pair", position)
             yield position, item[1], ("pair", position)
 

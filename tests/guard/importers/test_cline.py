@@ -176,13 +176,14 @@ def test_tool_result_blocks_of_roo_code(tmp_path: Path) -> None:
         },
         "junk",
         [],  # no message either: counted
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],  # a pair, OpenHands' alone
     ]
     path = _write(tmp_path / "tasks" / "8c0c1f9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b", history)
     (session,) = open_sessions(path)
     evts = list(session.events())
     assert [(r.call_id, r.is_error) for r in of(evts, ToolResult)] == [("toolu_a", True), ("toolu_b", True)]
     assert of(evts, ToolResult)[0].ts == 1764052619.358
-    assert session.report.skipped == {"orphan-result": 1, "not-an-object": 2}  # "junk" and [] are no message
+    assert session.report.skipped == {"orphan-result": 1, "not-an-object": 3}  # "junk", [] and a pair: no message
 
 
 @pytest.mark.parametrize("shape", ["native", "xml", "tool_result"])

@@ -288,7 +288,11 @@ def test_a_message_record_without_an_id_or_a_type_is_counted(tmp_path: Path) -> 
     assert session.report.skipped == {"bad-record": 2}
 
 
-@pytest.mark.parametrize("wrapped", [["item"], [{"type": "user"}], [1, 2, 3]], ids=["one", "object", "three"])
+@pytest.mark.parametrize(
+    "wrapped",
+    [["item"], [{"type": "user"}], [1, 2, 3], [{"type": "user"}, {"type": "gemini"}]],
+    ids=["one", "object", "three", "pair"],
+)
 def test_a_message_that_is_a_list_is_counted_not_dropped(tmp_path: Path, wrapped: list[Any]) -> None:
     doc = json.loads(corpus_file(POMODORO).read_text())
     doc["messages"][1] = wrapped

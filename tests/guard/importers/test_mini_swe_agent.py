@@ -243,3 +243,17 @@ def test_a_bare_message_list_is_a_trajectory(tmp_path: Path) -> None:
     evts = list(session.events())
     assert [c.args for c in calls(evts)] == [{"command": "echo hi"}]
     assert [m.text for m in of(evts, UserMessage)] == ["Please solve this issue: x"]
+
+
+def test_a_message_that_is_a_pair_of_objects_is_counted(tmp_path: Path) -> None:
+    """Only OpenHands histories hold ``[action, observation]`` pairs."""
+    messages = [
+        {"role": "system", "content": "you are an agent"},
+        {"role": "user", "content": "fix it"},
+        [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}],
+    ]
+    path = tmp_path / "x.traj.json"
+    path.write_text(json.dumps({"info": {}, "messages": messages}))
+    (session,) = open_sessions(path)
+    list(session.events())
+    assert session.report.skipped == {"not-an-object": 1}
