@@ -23,6 +23,7 @@ __all__ = [
     "Format",
     "Sample",
     "first_object",
+    "is_pair",
     "merge_by_time",
     "read_document",
     "read_documents",
@@ -107,16 +108,24 @@ class Records(list[Any]):
             if key in report._passed:
                 continue
             report._at = key
-            if not isinstance(item, dict) and not _is_pair(item):
+            if not isinstance(item, dict) and not is_pair(item):
                 report.skip("not-an-object")
                 continue
             yield item
 
 
-def _is_pair(item: Any) -> bool:
-    """Whether ``item`` is an ``[action, observation]`` pair of objects, as
-    older OpenHands histories hold their records."""
-    return isinstance(item, list) and len(item) == 2 and all(isinstance(part, dict) for part in item)
+def is_pair(value: Any) -> bool:
+    """Whether ``value`` is an ``[action, observation]`` pair, as older
+    OpenHands evaluation output (2024) records its history: the one list a
+    document's records may be."""
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], dict)
+        and "action" in value[0]
+        and isinstance(value[1], dict)
+        and "observation" in value[1]
+    )
 
 
 def _records(document: Any, path: Path) -> Any:

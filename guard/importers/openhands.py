@@ -20,7 +20,7 @@ from typing import Any
 from bus import AnyEvent
 from guard.importers import _openhands_v1 as v1
 from guard.importers._session import Builder, ImportedSession, ImportReport, parse_args, parse_time, text_of
-from guard.importers._source import Format, Records, Sample, read_jsonl
+from guard.importers._source import Format, Records, Sample, is_pair, read_jsonl
 
 __all__ = ["FORMAT", "belongs_to_session"]
 
@@ -58,21 +58,8 @@ def _is_event(value: Any) -> bool:
     return isinstance(value, dict) and "source" in value and ("action" in value or "observation" in value)
 
 
-def _is_pair(value: Any) -> bool:
-    """Whether ``value`` is an ``[action, observation]`` pair, as 2024
-    evaluation output records its history."""
-    return (
-        isinstance(value, list)
-        and len(value) == 2
-        and isinstance(value[0], dict)
-        and "action" in value[0]
-        and isinstance(value[1], dict)
-        and "observation" in value[1]
-    )
-
-
 def _is_events(value: Any) -> bool:
-    return isinstance(value, list) and any(_is_event(e) or _is_pair(e) for e in value[:20])
+    return isinstance(value, list) and any(_is_event(e) or is_pair(e) for e in value[:20])
 
 
 def _is_history(value: Any) -> bool:

@@ -176,14 +176,24 @@ def test_tool_result_blocks_of_roo_code(tmp_path: Path) -> None:
         },
         "junk",
         [],  # no message either: counted
-        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],  # a pair, OpenHands' alone
     ]
     path = _write(tmp_path / "tasks" / "8c0c1f9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b", history)
     (session,) = open_sessions(path)
     evts = list(session.events())
     assert [(r.call_id, r.is_error) for r in of(evts, ToolResult)] == [("toolu_a", True), ("toolu_b", True)]
     assert of(evts, ToolResult)[0].ts == 1764052619.358
-    assert session.report.skipped == {"orphan-result": 1, "not-an-object": 3}  # "junk", [] and a pair: no message
+    assert session.report.skipped == {"orphan-result": 1, "not-an-object": 2}  # "junk" and [] are no message
+
+
+def test_an_openhands_pair_past_what_detection_reads_is_no_message(tmp_path: Path) -> None:
+    """Only OpenHands histories hold ``[action, observation]`` pairs; one
+    past the first twenty items (which detection reads) is counted."""
+    history: list[Any] = [_user("<task>\nrun it\n</task>", ENV, ts=1764052609358)]
+    history += [_user(f"note {n}", ts=1764052609358 + n) for n in range(21)]
+    history.append([{"action": "run", "args": {}}, {"observation": "run", "content": ""}])
+    (session,) = open_sessions(_write(tmp_path / "tasks" / "8c0c1f9e-5b7d-4e8f-9a0b-1c2d3e4f5a6c", history))
+    list(session.events())
+    assert session.report.skipped == {"not-an-object": 1}
 
 
 @pytest.mark.parametrize("shape", ["native", "xml", "tool_result"])

@@ -290,7 +290,7 @@ def test_a_message_record_without_an_id_or_a_type_is_counted(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(
     "wrapped",
-    [["item"], [{"type": "user"}], [1, 2, 3], [{"type": "user"}, {"type": "gemini"}]],
+    [["item"], [{"type": "user"}], [1, 2, 3], [{"action": "run"}, {"observation": "run"}]],
     ids=["one", "object", "three", "pair"],
 )
 def test_a_message_that_is_a_list_is_counted_not_dropped(tmp_path: Path, wrapped: list[Any]) -> None:

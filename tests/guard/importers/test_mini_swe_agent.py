@@ -250,7 +250,7 @@ def test_a_message_that_is_a_pair_of_objects_is_counted(tmp_path: Path) -> None:
     messages = [
         {"role": "system", "content": "you are an agent"},
         {"role": "user", "content": "fix it"},
-        [{"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}],
+        [{"action": "run", "args": {}}, {"observation": "run", "content": ""}],
     ]
     path = tmp_path / "x.traj.json"
     path.write_text(json.dumps({"info": {}, "messages": messages}))
