@@ -158,8 +158,11 @@ def export(args: argparse.Namespace) -> int:
 
 def _print_action(action: FleetAction, out: TextIO, as_json: bool, redact: Redactor) -> None:
     """One action as ``watch`` prints it: a line, or its JSON; its text
-    redacted either way (it quotes the call's arguments)."""
-    action = msgspec.structs.replace(action, text=redact(action.text))
+    (which quotes the call's arguments), its tool's name (an MCP tool's may
+    carry its server's URL) and its agent's id redacted either way, as on
+    the live page."""
+    agent = redact(action.agent) if action.agent is not None else None
+    action = msgspec.structs.replace(action, text=redact(action.text), tool=redact(action.tool), agent=agent)
     if as_json:
         out.write(msgspec.json.encode(action).decode() + "\n")
     else:

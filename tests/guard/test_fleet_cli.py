@@ -180,23 +180,39 @@ def test_watch_prints_every_action_of_the_fleet(
     assert "--count: must be an integer >= 1, got '0'" in capsys.readouterr().err
 
 
-def test_watch_prints_no_secret_an_actions_text_quotes(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+_TOKEN = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "tool", "args"),
+    [
+        ("main", "Bash", {"command": f"curl -H 'Authorization: Bearer {_TOKEN}' x"}),
+        ("main", f"mcp__https://api.example.com/?token={_TOKEN}", {"q": "x"}),
+        (f"worker token={_TOKEN}", "Grep", {"q": "x"}),
+    ],
+    ids=["in-the-arguments", "in-the-tool-name", "in-the-agent-id"],
+)
+def test_watch_prints_no_secret_an_action_quotes(
+    agent_id: str, tool: str, args: dict[str, str], redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     async def leak() -> None:
         client = Redis.from_url(redis_url)
-        worker = FleetGuard(client, worker="w1", prefix="leak")
+        worker = FleetGuard(client, worker="w1", prefix=f"leak-{tool[:4]}")
         try:
-            agent = Agent("main")
-            args = {"command": "curl -H 'Authorization: Bearer ghp_0123456789abcdefghijABCDEFGHIJ012345' x"}
+            agent = Agent(agent_id)
             for step in range(1, 6):  # the 5th call's reminder quotes the arguments
-                call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool="Bash", args=args)
+                call = ToolCall(agent=agent, call_id=f"c{step}", step=step, tool=tool, args=args)
                 await worker.handle("s", call)
                 await worker.handle("s", ToolResult.answering(call, "same"))
         finally:
             await client.aclose()
 
     asyncio.run(leak())
+    capsys.readouterr()  # the workers' own logging
     for form in ((), ("--json",)):
-        code, out, err = _main(capsys, "watch", redis_url, "--prefix", "leak", "--from-start", "--count", "2", *form)
+        code, out, err = _main(
+            capsys, "watch", redis_url, "--prefix", f"leak-{tool[:4]}", "--from-start", "--count", "2", *form
+        )
         assert code == 0, err
         assert "ghp_0123456789" not in out
 
