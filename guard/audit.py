@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,6 +53,7 @@ __all__ = [
     "FileError",
     "Loop",
     "LoopRate",
+    "Origin",
     "PolicyAction",
     "SessionAudit",
     "Timeline",
@@ -220,6 +221,16 @@ class FileError(msgspec.Struct, frozen=True, kw_only=True):
 
     path: str
     reason: str
+
+
+class Origin(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a session log came from when the file is only its copy (a
+    fleet's session in Redis, exported for the audit): the ``label`` (and
+    ``path``) the report gives its sessions, and what the copying skipped,
+    by reason, added to each session's ``skipped``."""
+
+    label: str
+    skipped: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class LoopRate(msgspec.Struct, frozen=True, kw_only=True):
@@ -653,6 +664,7 @@ def audit(
     progress: Progress | None = None,
     jobs: int = 1,
     worker_setup: Callable[[], object] | None = None,
+    origins: Mapping[Path, Origin] | None = None,
 ) -> AuditReport:
     """Audit every transcript under ``paths``.
 
@@ -670,6 +682,8 @@ def audit(
     others); the report is the same, in the same order, and ``progress`` is
     told the same files in the same order. ``worker_setup`` (picklable) runs
     first in each worker: configure logging there as the caller did its own.
+    A file named in ``origins`` (a copy) is reported, and told to
+    ``progress``, as its origin.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"audit jobs must be an integer >= 1, got {jobs!r}")
@@ -679,8 +693,14 @@ def audit(
     started = time.perf_counter()
     sessions: list[SessionAudit] = []
     not_transcripts: list[FileError] = []
-    for result in _audit_files(files, config, timelines is not None, jobs, worker_setup, progress):
-        sessions += result.sessions
+    origins = origins or {}
+    if origins and progress is not None:
+        progress = _progress_of(progress, origins)
+    for (path, _), result in zip(
+        files, _audit_files(files, config, timelines is not None, jobs, worker_setup, progress), strict=True
+    ):
+        origin = origins.get(path)
+        sessions += result.sessions if origin is None else [_from(origin, s) for s in result.sessions]
         if timelines is not None:
             timelines += result.timelines
         if result.error is not None:
@@ -857,6 +877,24 @@ class _Counted(NamedTuple):
 
     skipped: Counter[str]
     problems: int
+
+
+def _from(origin: Origin, audited: SessionAudit) -> SessionAudit:
+    """``audited``, a session of a copy, as a session of its ``origin``."""
+    skipped = Counter(audited.skipped)
+    skipped.update(origin.skipped)
+    label = _reportable(origin.label)
+    return msgspec.structs.replace(audited, label=label, path=label, skipped=dict(sorted(skipped.items())))
+
+
+def _progress_of(progress: Progress, origins: Mapping[Path, Origin]) -> Progress:
+    """``progress`` told each copy's origin instead of the copy."""
+    shown = {_reportable(str(path)): _reportable(origin.label) for path, origin in origins.items()}
+
+    def told(done: int, total: int, current: str) -> None:
+        progress(done, total, shown.get(current, current))
+
+    return told
 
 
 def _own_part(audited: SessionAudit, before: _Counted) -> SessionAudit:

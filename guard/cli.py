@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     import structlog
 
+    from bus import ReadReport
     from guard.config import Config
     from guard.verdicts import ReplayOutcome, Verdict
 
@@ -84,18 +85,25 @@ def _print_verdict(verdict: Verdict, out: TextIO, as_json: bool) -> None:
 
 
 def _session_logs(
-    sources: Sequence[str], session: str | None, on_unreadable: Callable[[str, str], None] | None = None
+    sources: Sequence[str],
+    session: str | None,
+    on_unreadable: Callable[[str, str], None] | None = None,
+    on_exported: Callable[[Path, str, ReadReport], None] | None = None,
 ) -> AbstractContextManager[list[Path]]:
     """Files as themselves; a Redis URL as its sessions exported for the
     duration (the fleet code is imported only then). A session of a fleet
-    that cannot be read is told to ``on_unreadable`` (see ``local_logs``)."""
+    that cannot be read is told to ``on_unreadable``, each one exported to
+    ``on_exported`` (see ``local_logs``)."""
     import contextlib
 
-    return contextlib.contextmanager(_exported)(sources, session, on_unreadable)
+    return contextlib.contextmanager(_exported)(sources, session, on_unreadable, on_exported)
 
 
 def _exported(
-    sources: Sequence[str], session: str | None, on_unreadable: Callable[[str, str], None] | None
+    sources: Sequence[str],
+    session: str | None,
+    on_unreadable: Callable[[str, str], None] | None,
+    on_exported: Callable[[Path, str, ReadReport], None] | None,
 ) -> Iterator[list[Path]]:
     import contextlib
     from pathlib import Path
@@ -113,7 +121,9 @@ def _exported(
         yield [
             path
             for source in sources
-            for path in stack.enter_context(local_logs(source, session, on_unreadable=on_unreadable))
+            for path in stack.enter_context(
+                local_logs(source, session, on_unreadable=on_unreadable, on_exported=on_exported)
+            )
         ]
 
 
@@ -408,7 +418,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     from bus import open_regular
     from guard._text import one_line, terminal_text
-    from guard.audit import FileError, Timeline, audit
+    from guard.audit import FileError, Origin, Timeline, audit
     from guard.config import load_config
     from guard.report import render_html, render_table
 
@@ -418,11 +428,15 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     timelines: list[Timeline] | None = [] if args.html else None
     progress = _progress_bar(sys.stderr) if sys.stderr.isatty() else None
     unreadable: list[FileError] = []  # sessions of a fleet: errors of the audit, as files are
+    origins: dict[Path, Origin] = {}
 
     def told(where: str, why: str) -> None:
         unreadable.append(FileError(path=where, reason=why))
 
-    with _session_logs(args.paths, args.session, told) as paths:
+    def exported(path: Path, session: str, read: ReadReport) -> None:
+        origins[path] = Origin(label=session, skipped=dict(read.skipped_by_reason))
+
+    with _session_logs(args.paths, args.session, told, exported) as paths:
         report = audit(
             paths,
             config,
@@ -430,6 +444,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             progress=progress,
             jobs=args.jobs or _cpus(),
             worker_setup=functools.partial(_configure_logging, args.verbose),
+            origins=origins,
         )
     if unreadable:
         totals = msgspec.structs.replace(report.totals, unreadable=report.totals.unreadable + len(unreadable))

@@ -31,7 +31,7 @@ from guard.sessions.fleet import FleetAction
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["Unreadable", "export", "local_logs", "watch"]
+__all__ = ["Exported", "Unreadable", "export", "local_logs", "watch"]
 
 
 _TIMEOUT = 30.0
@@ -70,13 +70,17 @@ Unreadable = Callable[[str, str], None]
 """Told ``(which session of which URL, why)`` for each session of a fleet
 that could not be read."""
 
+Exported = Callable[[Path, str, ReadReport], None]
+"""Told ``(the file, the session it holds as URL#id, what reading it took
+and skipped)`` for each session of a fleet exported to a file."""
+
 
 def _skipped(where: str, reason: str) -> None:
     print(f"repeat-tool-guard: skipped {where}: {reason}", file=sys.stderr)
 
 
 async def _export_all(
-    url: str, prefix: str, session: str | None, folder: Path, on_unreadable: Unreadable
+    url: str, prefix: str, session: str | None, folder: Path, on_unreadable: Unreadable, on_exported: Exported | None
 ) -> list[Path]:
     client = _client(url)
     try:
@@ -99,6 +103,8 @@ async def _export_all(
                 continue
             if report.skipped:  # not in the file, so the reader of it would never hear of them
                 print(f"repeat-tool-guard: session {name!r} of {redact_url(url)}: {_summary(report)}", file=sys.stderr)
+            if on_exported is not None:
+                on_exported(path, f"{redact_url(url)}#{name}", report)
             paths.append(path)
         return paths
     except (RedisError, OSError) as exc:
@@ -109,7 +115,12 @@ async def _export_all(
 
 @contextlib.contextmanager
 def local_logs(
-    source: str, session: str | None, prefix: str = DEFAULT_PREFIX, *, on_unreadable: Unreadable | None = None
+    source: str,
+    session: str | None,
+    prefix: str = DEFAULT_PREFIX,
+    *,
+    on_unreadable: Unreadable | None = None,
+    on_exported: Exported | None = None,
 ) -> Iterator[list[Path]]:
     """The session logs ``source`` names, as files for the duration: a path
     as itself; a Redis URL as an export of ``session`` (or of every session
@@ -120,12 +131,14 @@ def local_logs(
     ``on_unreadable`` (without one, a line on stderr), naming the URL and the
     session: a caller that reports errors lists it as one. A listed session
     whose keys all expired (a ``ttl``) is only a line on stderr. ``session``
-    that cannot be read is a ``LogError``."""
+    that cannot be read is a ``LogError``. Each file written is told to
+    ``on_exported`` with the session it holds and what its export skipped
+    (which the file cannot say)."""
     if not is_redis(source):
         yield [Path(source)]
         return
     with tempfile.TemporaryDirectory(prefix="rtg-export-") as folder:
-        yield anyio.run(_export_all, source, prefix, session, Path(folder), on_unreadable or _skipped)
+        yield anyio.run(_export_all, source, prefix, session, Path(folder), on_unreadable or _skipped, on_exported)
 
 
 def _summary(report: ReadReport) -> str:

@@ -46,13 +46,14 @@ def human_bytes(size: int) -> str:
 
 
 def _labels(sessions: Sequence[SessionAudit]) -> list[str]:
-    """Session labels without the directory they all share."""
+    """Session labels without the directory the files' all share; a
+    session of a fleet (``redis://host:port/db#id``) keeps its whole label."""
     labels = [s.label for s in sessions]
-    parents = [os.path.dirname(s.label) for s in sessions]
+    parents = [os.path.dirname(label) for label in labels if "://" not in label]
     common = os.path.commonpath(parents) if parents and len({p.startswith("/") for p in parents}) == 1 else ""
     if len(common) <= 1:
         return labels
-    return [label[len(common) :].lstrip("/") for label in labels]
+    return [label if "://" in label else label[len(common) :].lstrip("/") for label in labels]
 
 
 def _first(action: PolicyAction | None) -> str:

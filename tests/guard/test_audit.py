@@ -24,6 +24,7 @@ from guard.audit import (
     NO_ASK_COMMAND,
     PARALLEL_BYTES,
     AuditReport,
+    Origin,
     Timeline,
     _start_method,
     audit,
@@ -244,6 +245,26 @@ def test_the_collector_is_off_only_while_a_session_is_audited(
     assert len(seen) == 44
     assert not any(seen)
     assert after is enabled
+
+
+def test_a_copy_is_reported_and_told_as_its_origin_with_what_copying_it_skipped(tmp_path: Path) -> None:
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "remind" / "gentle_then_detailed.jsonl"
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(scenario.read_bytes())
+    seen: list[str] = []
+    report = audit(
+        [copy, scenario],
+        Config(),
+        progress=lambda done, total, path: seen.append(path),
+        origins={copy: Origin(label="redis://127.0.0.1:6379/0#alpha", skipped={"invalid-json": 2})},
+    )
+    assert [(s.label, s.path, s.skipped) for s in report.sessions] == [
+        ("redis://127.0.0.1:6379/0#alpha", "redis://127.0.0.1:6379/0#alpha", {"invalid-json": 2}),
+        (str(scenario), str(scenario), {}),
+    ]
+    assert seen == ["redis://127.0.0.1:6379/0#alpha", str(scenario), ""]
+    assert (report.totals.skipped, report.totals.sessions_with_skips) == ({"invalid-json": 2}, 1)
+    assert render_table(report).splitlines()[-1] == "  redis://127.0.0.1:6379/0#alpha: invalid-json 2"
 
 
 def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -525,6 +525,23 @@ def test_export_says_how_many_entries_it_skipped_and_why(
     )
 
 
+def test_an_audit_of_the_fleet_names_each_session_by_url_and_id_and_counts_what_its_export_skipped(
+    redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(_redis(redis_url, lambda c: c.xadd("rtg:{alpha}:events", {"line": "garbage{"})))
+    code, out, err = _main(capsys, "audit", redis_url, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [(s["label"], s["path"], s["skipped"]) for s in report["sessions"]] == [
+        (f"{redis_url}#alpha", f"{redis_url}#alpha", {"invalid-json": 1}),
+        (f"{redis_url}#beta", f"{redis_url}#beta", {}),
+    ]
+    assert (report["totals"]["skipped"], report["totals"]["sessions_with_skips"]) == ({"invalid-json": 1}, 1)
+    code, out, err = _main(capsys, "audit", redis_url)
+    assert code == 0, err
+    assert f"  {redis_url}#alpha: invalid-json 1" in out.splitlines()  # the table names it whole
+
+
 def test_an_audit_of_the_fleet_lists_a_damaged_session_among_its_errors_and_exits_1(
     redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
