@@ -427,7 +427,7 @@ async def audit_session(
     measure = _Measure(timeline, news)
     try:
         events = _read_ahead(session.events())
-        outcome = await replay_events(events, config, on_verdict=measure.made.append, then=measure.then)
+        outcome = await replay_events(events, config, on_verdict=measure.verdict, then=measure.then, keep=False)
     except RecordedOutputError:
         if timeline is not None:
             timeline._clear()
@@ -435,10 +435,10 @@ async def audit_session(
         log = workdir / "session.jsonl"
         try:
             write_session_log(session, log)
-            outcome = await replay_log(log, config, on_verdict=measure.made.append, then=measure.then)
+            outcome = await replay_log(log, config, on_verdict=measure.verdict, then=measure.then, keep=False)
         finally:
             log.unlink(missing_ok=True)
-    return measure.result(session, outcome.verdicts, outcome.report.skipped_by_reason, config)
+    return measure.result(session, outcome.report.skipped_by_reason, config)
 
 
 def _read_ahead(events: Iterator[AnyEvent], size: int = 4096) -> Iterator[AnyEvent]:
@@ -465,7 +465,17 @@ class _Measure:
         self.best_run = 0
         self.start = self.end = 0.0
         self.made: list[Verdict] = []
+        self.first_actions: dict[str, PolicyAction] = {}
+        self.actions: Counter[str] = Counter()
         self.news = news
+
+    def verdict(self, verdict: Verdict) -> None:
+        """The replay's ``on_verdict``: counted, and kept in ``made`` for
+        the event that triggered it."""
+        self.made.append(verdict)
+        self.actions[f"{verdict.policy}:{verdict.action}"] += 1
+        if verdict.policy not in self.first_actions:
+            self.first_actions[verdict.policy] = _action(verdict)
 
     def then(self, event: AnyEvent) -> None:
         """The replay's ``then``: measure the event just replayed, with
@@ -533,9 +543,7 @@ class _Measure:
             if timeline is not None:
                 timeline.calls[call.index][2:] = [int(event.is_error), size]
 
-    def result(
-        self, session: ImportedSession, verdicts: list[Verdict], skipped: Counter[str], config: Config
-    ) -> SessionAudit:
+    def result(self, session: ImportedSession, skipped: Counter[str], config: Config) -> SessionAudit:
         """The session's audit, once every event was measured; ``skipped``
         is what reading its log skipped."""
         for call in self.open_calls.values():
@@ -572,9 +580,7 @@ class _Measure:
                         timeline.signatures.append((agent, stats.tool, stats.preview))
                     timeline.calls[index][1] = stats.index
         first_actions: dict[str, PolicyAction | None] = dict.fromkeys(policies)
-        for verdict in verdicts:
-            if first_actions.get(verdict.policy) is None:
-                first_actions[verdict.policy] = _action(verdict)
+        first_actions.update(self.first_actions)
         best = self.best
         return SessionAudit(
             label=_reportable(session.label),
@@ -591,7 +597,7 @@ class _Measure:
             end=self.end,
             loops=loops,
             first_actions=first_actions,
-            actions=dict(Counter(f"{v.policy}:{v.action}" for v in verdicts)),
+            actions=dict(self.actions),
             skipped=dict(session.report.skipped) | dict(skipped),
             model=session.model,
             tools=dict(self.tools),

@@ -210,7 +210,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             _quiet_stdout()
 
     with _session_logs([args.log], args.session) as (log,):
-        outcome = anyio.run(lambda: replay_log(log, config, on_verdict=emit, live_asks=args.ask))
+        # printed as they come: kept only to be compared
+        outcome = anyio.run(lambda: replay_log(log, config, on_verdict=emit, live_asks=args.ask, keep=args.check))
     report = outcome.report
     counts = outcome.counts()
     actions = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -185,7 +186,8 @@ def _unmoved(differences: list[Difference]) -> list[Difference]:
 class ReplayOutcome:
     """What a replay found: the verdicts in order, the reader's report, the
     guard outputs the log recorded (``checked``, by kind), and the
-    differences between those and the regenerated ones.
+    differences between those and the regenerated ones (compared when
+    first asked for: most replays never ask).
 
     ``unanswered`` counts the calls the replay denies that the log holds no
     result for: the runtime's call was cancelled while the guard decided it
@@ -197,18 +199,25 @@ class ReplayOutcome:
         self,
         verdicts: list[Verdict],
         report: ReadReport,
-        differences: list[Difference],
-        checked: Counter[str] | None = None,
-        unanswered: int = 0,
+        compare: Callable[[], list[Difference]],
+        checked: Counter[str],
+        unanswered: int,
+        counted: Counter[str],
     ) -> None:
         self.verdicts = verdicts
         self.report = report
-        self.differences = differences
-        self.checked = checked if checked is not None else Counter()
+        self.checked = checked
         self.unanswered = unanswered
+        self._compare = compare
+        self._counted = counted
+
+    @functools.cached_property
+    def differences(self) -> list[Difference]:
+        return self._compare()
 
     def counts(self) -> Counter[str]:
-        return Counter(v.action for v in self.verdicts)
+        """The verdicts by action, kept or not."""
+        return Counter(self._counted)
 
 
 async def replay_log(
@@ -219,6 +228,7 @@ async def replay_log(
     policies: Sequence[AnyPolicy] | None = None,
     live_asks: bool = False,
     then: Callable[[AnyEvent], None] | None = None,
+    keep: bool = True,
 ) -> ReplayOutcome:
     """Feed the log at ``path`` through a fresh bus and guard (with the
     policies ``config`` enables, or exactly ``policies``). ``config`` is used
@@ -240,8 +250,13 @@ async def replay_log(
     replay applied it (withheld ones included), after the verdicts it
     triggered were reported to ``on_verdict``: what a caller measures of the
     log it measures in the same pass.
+
+    With ``keep`` false the outcome holds nothing per action (its
+    ``verdicts`` and ``differences`` are empty; ``counts`` still counts
+    them): a caller that takes each verdict from ``on_verdict`` and never
+    compares replays a session of any number of denials in flat memory.
     """
-    replayer = _Replayer(path, config, policies, on_verdict)
+    replayer = _Replayer(path, config, policies, on_verdict, keep)
     with replaying(replayer.guard, path, answered=not live_asks):
         report = await replayer.replay.run(then=then)
     return replayer.outcome(report)
@@ -261,6 +276,7 @@ async def replay_events(
     on_verdict: Callable[[Verdict], None] | None = None,
     policies: Sequence[AnyPolicy] | None = None,
     then: Callable[[AnyEvent], None] | None = None,
+    keep: bool = True,
 ) -> ReplayOutcome:
     """``replay_log`` for a stream of events that was never written down
     (an importer's, as ``audit`` replays a transcript): the same bus, guard
@@ -275,8 +291,8 @@ async def replay_events(
     ``RecordedOutputError`` is raised; write the stream as a log and use
     ``replay_log``.
     """
-    replayer = _Replayer(None, config, policies, on_verdict)
-    recorded = replayer.recorded
+    replayer = _Replayer(None, config, policies, on_verdict, keep)
+    recorded = replayer.checked
     apply = replayer.replay.apply
     with replaying(replayer.guard, ()):
         for seq, event in enumerate(events, 1):
@@ -292,8 +308,9 @@ async def replay_events(
 class _Replayer:
     """One replay (of the log at ``path``, or fed events) and the guard on
     its bus, with what it compares: the guard outputs the record holds
-    (``recorded``) and the ones the replay makes (``fresh``), and the
-    verdicts in order."""
+    (``recorded``, counted by kind in ``checked``) and the ones the replay
+    makes (``fresh``), and the verdicts in order (counted by action in
+    ``counted``). Without ``keep`` only the counts are kept."""
 
     def __init__(
         self,
@@ -301,8 +318,12 @@ class _Replayer:
         config: Config | None,
         policies: Sequence[AnyPolicy] | None,
         on_verdict: Callable[[Verdict], None] | None,
+        keep: bool = True,
     ) -> None:
+        self.keep = keep
         self.verdicts: list[Verdict] = []
+        self.counted: Counter[str] = Counter()
+        self.checked: Counter[str] = Counter()
         self.recorded: list[_Output] = []
         self.fresh: list[_Output] = []
         self._denials: dict[tuple[str | None, str], tuple[int, str, Action]] = {}
@@ -318,7 +339,9 @@ class _Replayer:
     def _on_action(self, action: Action, trigger: Event) -> None:
         replay = self.replay
         verdict = Verdict(seq=replay.seq, call_number=replay.call_number, **action.reported())
-        self.verdicts.append(verdict)
+        self.counted[verdict.action] += 1
+        if self.keep:
+            self.verdicts.append(verdict)
         if action.action in DENYING and isinstance(trigger, ToolCall) and not action.shadow:
             # The first denial decides the call, as on a live bus.
             self._denials.setdefault((action.agent, action.call_id), (replay.seq, self._plugins[action.policy], action))
@@ -361,15 +384,20 @@ class _Replayer:
                     return False  # the same denial delivered again: the guard passes it over
                 self._recorded_denials[(agent, event.call_id)] = delivery
                 advice = event.advice if isinstance(event.advice, str) else None
-                self.recorded.append(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
+                self._record(_denial(event.seq, agent, event.call_id, event.denied_by, event.content, advice))
             return False
         if not (regenerated(guard, event) or (kind is AgentStatus and guard.owns(event))):
             # A halt request naming nobody is compared as the guard's too:
             # logs may record the guard's halts without naming the plugin.
             return False
         assert isinstance(event, ContextMessage | AgentStatus)
-        self.recorded.append(_message(event, event.seq))
+        self._record(_message(event, event.seq))
         return True
+
+    def _record(self, output: _Output) -> None:
+        self.checked[output.what] += 1
+        if self.keep:
+            self.recorded.append(output)
 
     def _capture(self, event: Event) -> None:
         kind = type(event)
@@ -380,16 +408,15 @@ class _Replayer:
             assert isinstance(event, ToolResult)
             agent = event.agent.id if event.agent else None
             denied = self._denials.pop((agent, event.call_id), None)
-            if denied is not None:
+            if denied is not None and self.keep:
                 _, plugin, action = denied
                 advice = action.advice if isinstance(event.advice, str) else None
                 self.fresh.append(_denial(seq, agent, event.call_id, plugin, action.text, advice))
-        elif (kind is ContextMessage or kind is AgentStatus) and self.guard.owns(event):
+        elif (kind is ContextMessage or kind is AgentStatus) and self.keep and self.guard.owns(event):
             assert isinstance(event, ContextMessage | AgentStatus)
             self.fresh.append(_message(event, seq))
 
     def outcome(self, report: ReadReport) -> ReplayOutcome:
         self._unanswered()
-        recorded = self.recorded
-        differences = _compare(recorded, self.fresh)
-        return ReplayOutcome(self.verdicts, report, differences, Counter(o.what for o in recorded), self.unanswered)
+        compare = functools.partial(_compare, self.recorded, self.fresh) if self.keep else list
+        return ReplayOutcome(self.verdicts, report, compare, self.checked, self.unanswered, self.counted)

@@ -29,8 +29,13 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     session.close()
 
     def produce(b: Builder) -> Iterator[AnyEvent]:
+        report, name = b.report, str(sample.path)
         with LogReader(sample.path) as reader:
-            yield from reader
+            lines = reader.report
+            for event in reader:
+                # each line a record, so its events are handed on as read, not held to the end
+                report._at = (name, lines.lines)
+                yield event
             for reason, count in reader.report.skipped_by_reason.items():
                 for _ in range(count):
                     b.report.skip(reason)

@@ -10,7 +10,7 @@ import anyio
 import msgspec
 import pytest
 
-from bus import Agent, AgentStatus, Bus, ContextMessage, SessionLog, ToolCall, ToolResult
+from bus import Agent, AgentStatus, Bus, ContextMessage, LogReader, SessionLog, ToolCall, ToolResult
 from guard import (
     Action,
     Config,
@@ -89,6 +89,24 @@ async def test_verdicts_are_reported_as_they_happen_and_counted(make_script: Mak
     assert outcome.counts() == {"remind": 2}
     assert outcome.differences == []
     assert outcome.report.events == 13
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "scenario", ["loops/repeat_denied_then_halt", "rescue/incident_192", "remind/gentle_then_detailed"]
+)
+async def test_a_replay_that_keeps_nothing_hands_out_and_counts_the_same_verdicts(scenario: str) -> None:
+    log = SCENARIOS / f"{scenario}.jsonl"
+    config = load_config(log.with_suffix(".toml")) if log.with_suffix(".toml").exists() else Config()
+    kept = await replay_log(log, config)
+    heard: list[Verdict] = []
+    bare = await replay_log(log, config, on_verdict=heard.append, keep=False)
+    assert heard == kept.verdicts != []
+    assert (bare.verdicts, bare.differences) == ([], [])
+    assert (bare.counts(), bare.checked, bare.unanswered) == (kept.counts(), kept.checked, kept.unanswered)
+    events = [event for event in LogReader(log) if not Guard(config).owns(event)]
+    streamed = await replay_events(events, config, keep=False)
+    assert (streamed.verdicts, streamed.differences, streamed.checked) == ([], [], {})
 
 
 @pytest.mark.anyio

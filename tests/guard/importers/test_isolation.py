@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bus import Agent, AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
+from guard.audit import find_transcripts
 from guard.importers import ImportedSession, TranscriptError, UnknownFormatError, open_sessions, write_log
 from guard.importers._session import Builder, ImportReport
 from guard.importers._source import Format, Sample
@@ -241,3 +242,38 @@ def test_a_model_is_counted_only_when_named() -> None:
     for name in ("gpt-5", None, "", "  ", 7, " gpt-5 "):
         builder.model(name)
     assert models == Counter({"gpt-5": 2})
+
+
+_ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *(path for path, _ in find_transcripts([_ROOT / "tests" / "data" / "transcripts"])),
+        *sorted(p for p in (_ROOT / "scenarios").rglob("*.jsonl") if not p.name.endswith(".expected.jsonl")),
+    ],
+    ids=lambda path: str(path.relative_to(_ROOT)),
+)
+def test_every_importer_hands_on_a_sessions_events_as_it_reads_them(path: Path) -> None:
+    """An audit or import of a session of any length holds a record's
+    events, not the session's: the first event comes out before the
+    importer has produced the last one."""
+    for session in open_sessions(path):
+        produce = session._produce
+        produced: list[AnyEvent] = []
+
+        def counted(
+            builder: Builder, produce: Any = produce, produced: list[AnyEvent] = produced
+        ) -> Iterator[AnyEvent]:
+            for event in produce(builder):
+                produced.append(event)
+                yield event
+
+        session._produce = counted
+        total = sum(1 for _ in session.events())
+        if total < 3:
+            continue
+        produced.clear()
+        assert next(session.events(), None) is not None
+        assert len(produced) < total
