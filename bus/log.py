@@ -103,6 +103,8 @@ class SessionLog:
     ) -> None:
         if not os.fspath(path) or "\x00" in os.fspath(path):
             raise ValueError(f"session log path {os.fspath(path)!r}: must be a file name, without NUL")
+        if session is not None and not isinstance(session, str):  # the header must read back: a reader takes a str
+            raise TypeError(f"session log session id {session!r}: must be a str, not {type(session).__name__}")
         self.path = Path(path)
         self.session = session or uuid.uuid4().hex
         self.failures = 0

@@ -168,6 +168,8 @@ class FingerprintCache:
     """
 
     def __init__(self, size: int = 8) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"FingerprintCache(size=...) must be an integer >= 0, got {size!r}")
         self._size = size
         self._entries: dict[tuple[str, str | None, frozenset[str]], tuple[Any, Fingerprint]] = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -198,7 +198,7 @@ class Guard:
                 f" got {type(config).__name__}"
             )
         self.config = config if config is not None else Config()
-        self.policies = list(policies) if policies is not None else build_policies(self.config)
+        self.policies = _policies(policies) if policies is not None else build_policies(self.config)
         self._interceptors = [index for index, policy in enumerate(self.policies) if policy.intercepts]
         # a call is decided in its agent's turn unless a policy deciding calls waits on something slow
         self._calls_in_turn = not any(getattr(self.policies[index], "waits", False) for index in self._interceptors)
@@ -545,3 +545,17 @@ class Guard:
             await bus.publish(ContextMessage(agent=agent, call_id=action.call_id, source=source, text=action.text))
         else:  # a halt
             await bus.publish(AgentStatus(agent=agent, status="halt-requested", reason=action.text, by=policy.plugin))
+
+
+def _policies(policies: Sequence[AnyPolicy]) -> list[AnyPolicy]:
+    """``policies`` as a list, each checked to be a policy (a config section
+    or a name given by mistake is named, not met later as a missing attribute)."""
+    if isinstance(policies, str) or not isinstance(policies, Iterable):
+        raise TypeError(f"Guard(policies=...) takes a list of policies, got {type(policies).__name__}")
+    listed = list(policies)
+    for policy in listed:
+        if not all(hasattr(policy, attribute) for attribute in ("name", "plugin", "intercepts", "watch")):
+            raise TypeError(
+                f"Guard(policies=...) takes policies (build_policies(config) makes them), got {type(policy).__name__}"
+            )
+    return listed

@@ -303,6 +303,8 @@ class Redactor:
     """
 
     def __init__(self, patterns: Iterable[str] = (), *, rules: Iterable[SecretRule] | None = None) -> None:
+        if isinstance(patterns, str):  # would be taken a character at a time
+            raise TypeError(f"Redactor(patterns=...) takes a list of regular expressions, not one str: [{patterns!r}]")
         self._user = tuple(_UserRule(p, i) for i, p in enumerate(patterns))
         self._given = tuple(rules) if rules is not None else None
         self._plan: _Plan | None = None

@@ -92,7 +92,10 @@ def default_of(section: msgspec.Struct, name: str) -> Any:
     return _defaults(type(section))[name]
 
 
-def check_regexes(key: str, value: Any, default: Any = None) -> None:
+_NO_DEFAULT: Any = object()
+
+
+def check_regexes(key: str, value: Any, default: Any = _NO_DEFAULT) -> None:
     if value is default:
         # The defaults are valid. Compiling them to check would cost every
         # start of the command hook (the sections' defaults are built at import).

@@ -158,6 +158,9 @@ class AskCommand:
     """
 
     def __init__(self, command: str, *, model: str, timeout_ms: int, max_output: int = 16_384) -> None:
+        for name, value in (("timeout_ms", timeout_ms), ("max_output", max_output)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"AskCommand({name}=...) must be an integer >= 1, got {value!r}")
         self.command = os.path.expanduser(command)
         self.model = model
         self.timeout_ms = timeout_ms
@@ -219,7 +222,7 @@ class AskCommand:
                     start_new_session=True,
                 )
                 _watch(watchdog, f"{process.pid}\n")
-        except OSError as exc:  # pragma: no cover - on Linux the reaper starts the command, and fails inside
+        except (OSError, ValueError) as exc:  # ValueError: a model or question the OS cannot take (NUL, lone surrogate)
             _watch(watchdog, "\n")  # no group to guard
             _release(watchdog)
             return None, _start_failure(self.command, exc), False
@@ -323,7 +326,7 @@ def _resolve(command: str) -> str | OSError:
     return found
 
 
-def _start_failure(command: str, exc: OSError) -> str:
+def _start_failure(command: str, exc: OSError | ValueError) -> str:
     if isinstance(exc, FileNotFoundError):
         return f"ask command not found: {command}"
     if isinstance(exc, PermissionError):

@@ -408,8 +408,15 @@ class RescueConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
         if not isinstance(self.log_file, str):
             raise ConfigError("rescue.log_file", self.log_file, "must be a string ('' disables the trip log)")
         for key in ("ask_command", "ask_model", "log_file"):
-            if "\x00" in getattr(self, key):
-                raise ConfigError(f"rescue.{key}", getattr(self, key), "must not hold a NUL character")
+            value = getattr(self, key)
+            if "\x00" in value:
+                raise ConfigError(f"rescue.{key}", value, "must not hold a NUL character")
+            try:
+                os.fsencode(value)  # a path or an environment value: what the operating system is given
+            except UnicodeEncodeError:
+                raise ConfigError(
+                    f"rescue.{key}", value, "holds a lone surrogate, which no file name or program takes"
+                ) from None
         for key in (
             "include",
             "exclude",

@@ -675,3 +675,10 @@ def test_nesting_is_told_from_the_brackets_however_many_there_are(text: str, lim
 def test_a_path_that_names_no_file_is_refused_naming_it(path: str) -> None:
     with pytest.raises(ValueError, match=r"session log path .*: must be a file name, without NUL"):
         SessionLog(path)
+
+
+@pytest.mark.parametrize("session", [12345, ["s"], b"s"])
+def test_a_session_id_that_is_no_str_is_refused_before_a_file_is_made(session: object, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"session log session id .*: must be a str, not "):
+        SessionLog(tmp_path / "s.jsonl", session=session)  # type: ignore[arg-type]
+    assert not (tmp_path / "s.jsonl").exists()

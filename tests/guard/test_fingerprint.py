@@ -329,3 +329,9 @@ def test_arguments_json_cannot_carry_are_logged_args_as_the_log_writes_them() ->
     from bus._codec import logged_args
 
     assert logged_args({"a": "cut\ud800"}) == {"a": "cut\\ud800"}
+
+
+@pytest.mark.parametrize("size", ["x", -1, True, 2.5])
+def test_a_cache_size_that_is_no_count_is_refused_naming_it(size: Any) -> None:
+    with pytest.raises(ValueError, match=r"FingerprintCache\(size=\.\.\.\) must be an integer >= 0, got "):
+        FingerprintCache(size=size)

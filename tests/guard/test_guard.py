@@ -699,6 +699,20 @@ def test_a_config_given_as_a_dict_is_refused_naming_what_makes_one() -> None:
         Guard({"remind": {}})  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("policies", "said"),
+    [
+        ([RemindConfig()], "takes policies (build_policies(config) makes them), got RemindConfig"),
+        ("remind", "takes a list of policies, got str"),
+        (3, "takes a list of policies, got int"),
+    ],
+)
+def test_policies_that_are_no_policies_are_refused_naming_what_was_given(policies: Any, said: str) -> None:
+    with pytest.raises(TypeError) as caught:
+        Guard(policies=policies)
+    assert str(caught.value) == f"Guard(policies=...) {said}"
+
+
 async def test_a_waiting_event_that_is_cancelled_never_holds_up_the_next(anyio_backend: str) -> None:
     """A runtime that gives up on a parallel call (its timeout) cancels the
     event waiting for its agent's turn: one cancelled while it waits leaves

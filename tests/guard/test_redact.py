@@ -217,3 +217,8 @@ def test_redactors_hold_one_shared_copy_of_the_built_in_rules() -> None:
     assert extended.rules[: len(plain.rules)] == plain.rules
     assert extended("tok_abc") == REDACTED
     assert plain("tok_abc") == "tok_abc"
+
+
+def test_one_pattern_given_as_a_str_is_refused_not_read_a_character_at_a_time() -> None:
+    with pytest.raises(TypeError, match=r"takes a list of regular expressions, not one str: \['token'\]"):
+        Redactor("token")  # a str is an Iterable[str]: only a check at run time tells

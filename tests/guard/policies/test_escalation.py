@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from guard import ASK_MODEL_ENV, AskCommand
 from tests.conftest import AskScript
-from tests.processes import running
+from tests.processes import children, running
 
 pytestmark = pytest.mark.anyio
 
@@ -80,6 +81,29 @@ async def test_empty_or_blank_output_is_unavailable(ask_script: AskScript, anyio
 
 async def test_missing_command_is_unavailable(missing_ask_command: str, anyio_backend: str) -> None:
     assert await _ask(missing_ask_command) == (None, f"ask command not found: {missing_ask_command}", False)
+
+
+@pytest.mark.parametrize(("model", "why"), [("opus\ud800", "surrogates not allowed"), ("o\x00", "embedded null byte")])
+async def test_a_model_the_os_cannot_take_is_unavailable_and_leaves_no_process(
+    model: str, why: str, ask_script: AskScript, anyio_backend: str
+) -> None:
+    command = ask_script("echo 'edit the file instead'")
+    before = set(children(os.getpid()))
+    with anyio.fail_after(_NEVER):
+        outcome = await AskCommand(str(command), model=model, timeout_ms=10_000).ask("what now?")
+    assert outcome.advice is None
+    assert outcome.reason.startswith(f"ask command could not start: {command}: ")
+    assert why in outcome.reason
+    with anyio.move_on_after(10):
+        while set(children(os.getpid())) - before:  # the ask's watchdog, told there is nothing to guard
+            await anyio.sleep(0.01)
+    assert set(children(os.getpid())) - before == set()
+
+
+@pytest.mark.parametrize(("key", "value"), [("timeout_ms", -5), ("timeout_ms", "45000"), ("max_output", 0)])
+def test_a_limit_that_is_no_positive_count_is_refused_naming_it(key: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=rf"AskCommand\({key}=\.\.\.\) must be an integer >= 1, got "):
+        AskCommand("ask", model="opus", **{"timeout_ms": 1000, key: value})
 
 
 async def test_non_executable_file_is_unavailable(ask_script: AskScript, anyio_backend: str) -> None:
