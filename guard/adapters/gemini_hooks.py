@@ -32,7 +32,7 @@ from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
 
-__all__ = ["GEMINI_CLI", "GeminiRuntime", "shell_failed"]
+__all__ = ["GEMINI_CLI", "RETRY_PROMPT", "GeminiRuntime", "shell_failed"]
 
 _SHELL = "run_shell_command"
 # the result's trailer, after the output: "Exit Code: N", then only Signal / Background PIDs / PGID
@@ -41,15 +41,39 @@ _EXIT_CODE = lazy_compile(
     r"(?:^|\n)Exit Code: (-?\d{1,10})[ \t]*(?:\n(?:Signal|Background PIDs|Process Group PGID): [^\n]*)*\s*\Z"
 )
 _TRAILER_READ = 1024
+# what gemini-cli says instead of a trailer when it stopped the command: no output for
+# its inactivity timeout, or the user cancelled it (then any output it had so far)
+_CANCELLED = (
+    "Command was automatically cancelled because it exceeded the timeout",
+    "Command was cancelled by user before it could complete.",
+)
+
+# what newer versions wrap around what the model reads of a command (its own closing tag
+# inside escaped), so the text opens and ends with a tag, not the output and the trailer
+_OPEN, _CLOSE = "<untrusted_context", "</untrusted_context>"
+
+RETRY_PROMPT = "System: Please continue."
+"""The user turn gemini-cli sends itself when the model's answer came back
+empty or malformed (``continueOnFailedApiCall``): not the user's words."""
 
 
 def shell_failed(tool: str, text: str) -> bool:
     """Whether ``tool``'s result, as the model reads it, is a
-    ``run_shell_command``'s ending in a non-zero ``Exit Code``: a shell
-    command that failed reports no error otherwise."""
+    ``run_shell_command``'s that failed: ending in a non-zero ``Exit Code``,
+    or cancelled before it completed (gemini-cli's inactivity timeout, or
+    the user), inside the ``<untrusted_context>`` newer versions wrap it
+    in. A shell command that failed reports no error otherwise."""
     if tool != _SHELL:
         return False
-    code = _EXIT_CODE.search(text[-_TRAILER_READ:])
+    head = text[:_TRAILER_READ].lstrip()
+    if head.startswith(_OPEN):
+        head = head.partition(">")[2].lstrip()
+    if head.startswith(_CANCELLED):
+        return True
+    tail = text[-2 * _TRAILER_READ :].rstrip()
+    if tail.endswith(_CLOSE):
+        tail = tail[: -len(_CLOSE)]
+    code = _EXIT_CODE.search(tail[-_TRAILER_READ:])
     return code is not None and int(code.group(1)) != 0
 
 
@@ -68,7 +92,8 @@ class GeminiRuntime(HookRuntime):
     ends_runs: ClassVar[bool] = True
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
-        return payload_text(payload, "prompt")
+        text = payload_text(payload, "prompt")
+        return None if text.strip() == RETRY_PROMPT else text  # gemini-cli's own turn: no user's
 
     def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
         if seam != "pre":

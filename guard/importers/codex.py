@@ -33,6 +33,7 @@ _MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
 _BARE_ITEMS = _MODEL_ITEMS | _OUTPUTS | {"message"}
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
 _MCP_FAILED = "tool call error:"
+_PATCH_FAILED = "apply_patch verification failed:"  # a patch whose hunks do not apply, or do not parse
 # A command Codex could not run, or that its sandbox stopped, written as plain text
 # (after a "Total output lines: N" header when the output was cut short).
 _RUN_FAILED = re.compile(r"(?:Total output lines: \d+\n\n)?(?:failed in sandbox|execution error):")
@@ -94,7 +95,8 @@ def _output(raw: Any) -> tuple[str, bool]:
     MCP tool's result is, in older versions, the JSON text of its content
     items, or ``tool call error: ...`` when it failed. A command the sandbox
     stopped is plain text ``failed in sandbox: ...`` (``execution error:
-    ...`` when it could not run). Others are plain text."""
+    ...`` when it could not run), a patch that does not apply ``apply_patch
+    verification failed: ...``. Others are plain text."""
     if isinstance(raw, dict):
         return text_of(raw.get("content")), raw.get("success") is False
     text = raw if isinstance(raw, str) else text_of(raw)
@@ -103,7 +105,7 @@ def _output(raw: Any) -> tuple[str, bool]:
         match = _EXIT_LINE.search(header)
         script_failed = header.partition("\n")[0] == _SCRIPT_FAILED
         return text, script_failed or (match is not None and match.group(1) != "0")
-    if text.startswith(_MCP_FAILED) or _RUN_FAILED.match(text):
+    if text.startswith((_MCP_FAILED, _PATCH_FAILED)) or _RUN_FAILED.match(text):
         return text, True
     if text.startswith(("{", "[{")):
         try:

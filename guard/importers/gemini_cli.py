@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
-from guard.adapters.gemini_hooks import shell_failed
+from guard.adapters.gemini_hooks import RETRY_PROMPT, shell_failed
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
 from guard.importers._subagent import subagent_events
@@ -217,7 +217,8 @@ _NOT_MODEL = frozenset({"user", "info", "error", "warning"})
 def _typed(content: Any) -> str:
     """What the user typed in a recorded user turn: its text parts, none
     of the tool results (``functionResponse`` parts) an exported session
-    keeps in user turns, nor gemini-cli's own context and notices; ``""``
+    keeps in user turns, nor gemini-cli's own context, notices and retry
+    prompt (``RETRY_PROMPT``); ``""``
     when nothing is left."""
     if isinstance(content, list):
         content = "\n".join(
@@ -226,7 +227,7 @@ def _typed(content: Any) -> str:
             if isinstance(part, dict) and isinstance(part.get("text"), str) and not part.get("thought")
         )
     text = text_of(content).strip()
-    if text.startswith(_INJECTED) or _NOTICE.fullmatch(text):
+    if text.startswith(_INJECTED) or text == RETRY_PROMPT or _NOTICE.fullmatch(text):
         return ""
     return text
 

@@ -72,6 +72,19 @@ def test_recommended_denies_a_repeat_before_it_runs(cli: FakeCLI, tmp_path: Path
     replays_cleanly(one_log(state), "--config", "recommended")
 
 
+def test_a_gemini_shell_command_failing_is_recorded_as_a_failure(fake_gemini: FakeGemini, tmp_path: Path) -> None:
+    """Gemini CLI wraps what the model reads of a command in
+    ``<untrusted_context>`` and reports a non-zero exit only inside it."""
+    state = tmp_path / "state"
+    failing = """python3 -c 'import sys; open("ran.txt", "a").write("ran\\n"); sys.exit(3)'"""
+    fake_gemini.script(*fake_gemini.shell_calls(failing, 3), [text("done")])
+    fake_gemini.run_hooks(printed_settings("gemini-cli", "--state-dir", str(state)))
+
+    results = [e for e in read_log(one_log(state)) if isinstance(e, ToolResult)]
+    assert [(r.content.startswith("<untrusted_context>"), r.is_error) for r in results] == [(True, True)] * 3
+    replays_cleanly(one_log(state))
+
+
 def test_a_halt_ends_the_gemini_run(fake_gemini: FakeGemini, tmp_path: Path) -> None:
     state, config = tmp_path / "state", tmp_path / "guard.toml"
     config.write_text(HALTING)

@@ -342,6 +342,34 @@ def test_a_gemini_shell_command_with_a_non_zero_exit_code_failed() -> None:
     assert GEMINI_CLI.result(after("1", tool="read_file"), "post")[1] is False, "only a shell command's exit code"
 
 
+def test_gemini_clis_own_retry_prompt_is_no_user_turn() -> None:
+    assert GEMINI_CLI.prompt(payload("BeforeAgent", prompt="System: Please continue.")) is None
+    assert GEMINI_CLI.prompt(payload("BeforeAgent", prompt="Please continue.")) == "Please continue."
+
+
+def test_a_gemini_shell_command_cancelled_before_it_completed_failed() -> None:
+    def after(content: str) -> dict[str, Any]:
+        return payload("AfterTool", tool_name="run_shell_command", tool_input={}, tool_response={"llmContent": content})
+
+    timeout = "Command was automatically cancelled because it exceeded the timeout of 5.0 minutes without output."
+    assert GEMINI_CLI.result(after(timeout + " There was no output before it was cancelled."), "post")[1] is True
+    by_user = "Command was cancelled by user before it could complete. Below is the output before it was cancelled:\n"
+    assert GEMINI_CLI.result(after(by_user + "x"), "post")[1] is True
+    assert GEMINI_CLI.result(after(f"<untrusted_context>\n{timeout}\n</untrusted_context>"), "post")[1] is True
+
+
+@pytest.mark.parametrize(("exit_code", "failed"), [("1", True), ("0", False)])
+def test_a_gemini_shell_commands_exit_code_is_read_inside_its_untrusted_context_wrapper(
+    exit_code: str, failed: bool
+) -> None:
+    output = "x\n" * 2000
+    content = (
+        f"<untrusted_context>\nOutput: {output}Exit Code: {exit_code}\nProcess Group PGID: 7\n</untrusted_context>"
+    )
+    after = payload("AfterTool", tool_name="run_shell_command", tool_input={}, tool_response={"llmContent": content})
+    assert GEMINI_CLI.result(after, "post")[1] is failed
+
+
 def test_a_gemini_shell_commands_exit_code_is_read_from_its_trailer_only() -> None:
     def after(output: str, exit_code: str) -> dict[str, Any]:
         content = (

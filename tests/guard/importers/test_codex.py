@@ -285,6 +285,27 @@ def test_a_command_the_sandbox_stopped_is_a_failure(tmp_path: Path, output: str,
     assert [(r.content, r.is_error) for r in of(list(session.events()), ToolResult)] == [(output, failed)]
 
 
+def test_a_patch_that_does_not_apply_is_a_failure(tmp_path: Path) -> None:
+    """Codex answers a freeform ``apply_patch`` whose hunks it cannot find
+    with plain text and no success flag."""
+    patch = "*** Begin Patch\n*** Update File: /repo/a.ts\n@@\n-old\n+new\n*** End Patch"
+    failed = "apply_patch verification failed: Failed to find expected lines in /repo/a.ts:\nold"
+    lines = [
+        {"timestamp": "2026-04-21T17:00:00Z", "type": "session_meta", "payload": {"id": "019db04b"}},
+        *(
+            {"timestamp": "2026-04-21T17:00:01Z", "type": "response_item", "payload": payload}
+            for payload in (
+                {"type": "custom_tool_call", "call_id": "p1", "name": "apply_patch", "input": patch},
+                {"type": "custom_tool_call_output", "call_id": "p1", "output": failed},
+                {"type": "custom_tool_call", "call_id": "p2", "name": "apply_patch", "input": patch},
+                {"type": "custom_tool_call_output", "call_id": "p2", "output": "Success. Updated: M /repo/a.ts"},
+            )
+        ),
+    ]
+    (session,) = open_sessions(write_lines(tmp_path / "rollout-2026-04-21T17-00-00-019db04b.jsonl", lines))
+    assert [r.is_error for r in of(list(session.events()), ToolResult)] == [True, False]
+
+
 def test_a_header_line_alone_is_not_a_rollout(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "x.jsonl", [{"id": "1", "timestamp": "2025-08-20T10:00:00Z"}, {"note": 1}])
     with pytest.raises(UnknownFormatError):

@@ -66,6 +66,16 @@ def _call(call_id: str, status: str, result: Any, **extra: Any) -> dict[str, Any
         ("Command: make\nDirectory: (root)\nOutput: ok\nError: (none)\nExit Code: 2\nSignal: (none)", True),
         ("Output: (empty)\nExit Code: 0\nProcess Group PGID: 4242", False),
         ("Output: the test printed Exit Code: 1\nand went on\nExit Code: 0\nProcess Group PGID: 1", False),
+        (
+            "Command was automatically cancelled because it exceeded the timeout of 5.0 minutes without output."
+            " There was no output before it was cancelled.",
+            True,
+        ),
+        (
+            "Command was cancelled by user before it could complete. Below is the output before it was cancelled:\nok",
+            True,
+        ),
+        ("Output: Command was cancelled by user before it could complete.\nExit Code: 0", False),  # a command's output
     ],
 )
 def test_a_shell_command_recorded_as_a_success_fails_by_its_exit_code(
@@ -330,6 +340,7 @@ def test_an_exported_session_keeps_only_the_users_own_words_as_user_turns(tmp_pa
         *[m for n in range(5) for m in (write(n), user(responded))],
         user({"text": "User has manually exited Plan Mode. Switching to Default mode (edits need confirmation)."}),
         user({"text": editor}),
+        user({"text": "System: Please continue."}),  # sent by gemini-cli after a malformed answer
         user({"text": "now build it"}),
         {"type": "bob-shell", "timestamp": "2026-06-14T10:00:09Z", "toolCalls": [{"id": "tool-1", "name": "ls"}]},
     ]
