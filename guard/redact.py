@@ -379,7 +379,10 @@ class Redactor:
     def capped(self, text: str | Excerpt, limit: int) -> str:
         """``text`` (or the ``Excerpt`` kept of it) redacted, then cut to
         ``limit`` characters (never inside a ``[REDACTED]`` marker) with a
-        ``… (+N more chars)`` note when cut."""
+        ``… (+N more chars)`` note when cut. A word the cut falls in that
+        runs on past the slack was never seen whole by the rules (a
+        credential longer than ``REDACT_SLACK``): what the cut left of it is
+        dropped too, and N counts it."""
         excerpt = Excerpt.of(text, limit) if isinstance(text, str) else text
         redacted = self(excerpt.head)
         if excerpt.total <= limit:
@@ -388,7 +391,14 @@ class Redactor:
         straddling = redacted.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
         if straddling >= 0:
             cut = straddling + len(REDACTED)
-        return redacted[:cut] + cut_note(excerpt.total - limit)
+        elif (
+            len(excerpt.head) < excerpt.total
+            and cut < len(redacted)
+            and not any(c in _WORD_ENDS for c in redacted[cut - 1 :])
+        ):
+            while cut > 0 and redacted[cut - 1] not in _WORD_ENDS:
+                cut -= 1
+        return redacted[:cut] + cut_note(excerpt.total - min(cut, limit))
 
     def redact_value(self, value: Any, _depth: int = 0) -> Any:
         """``value`` with every string in it redacted: strings, and the

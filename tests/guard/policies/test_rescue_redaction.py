@@ -186,3 +186,24 @@ async def test_a_secret_cut_by_a_question_cap_is_redacted_whole(
     text = question.read_text()
     assert "x" * 5994 + f" {REDACTED}… (+{len(output) - 6000} more chars)" in text
     assert key[:10] not in text
+
+
+@pytest.mark.parametrize("length", [1100, 3000])
+async def test_a_credential_longer_than_the_slack_cut_by_a_question_cap_is_dropped_whole(
+    length: int, ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    """The rules see a cap plus ``REDACT_SLACK`` of the output: a credential
+    longer than that is never seen whole, so what the cap left of it goes too."""
+    question = tmp_path / "question"
+    command = ask_script(f"printf '%s' \"$1\" > {question}\necho advice")
+    config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(command)))
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start("main")
+    password = token(ALNUM, length, f"long credential {length}")
+    output = "x" * 5960 + " remote: https://deploy:" + password + "@git.example.com/repo.git"
+    for _ in range(5):
+        await s.call("main", "grep", {"pattern": "x"}, output)
+
+    text = question.read_text()
+    assert f" remote: https://deploy:… (+{len(output) - 5984} more chars)" in text
+    assert password[:8] not in text

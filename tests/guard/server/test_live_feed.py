@@ -218,8 +218,8 @@ async def test_pages_opened_while_nothing_changed_share_one_encoded_snapshot(mon
 def test_long_tool_names_agent_ids_and_projects_are_cut_as_the_preview_is() -> None:
     feed = LiveFeed()
     token = scope.enter("claude-code")
-    scope.note(session="s1", project="/home/dev/" + "p" * 5000)
-    agent, tool = Agent("a" * 5000), "t" * 5000
+    scope.note(session="s1", project="/home/dev/" + "p" * 1000)
+    agent, tool = Agent("a" * 1000), "t" * 1000
     call = ToolCall(agent=agent, call_id="c1", step=1, tool=tool, args={"q": "x" * 5000})
     feed.on_event(AgentStatus(agent=agent, status="started"))
     feed.on_event(call)
@@ -228,10 +228,24 @@ def test_long_tool_names_agent_ids_and_projects_are_cut_as_the_preview_is() -> N
     )
     scope.leave(token)
     (session,) = feed.snapshot()["sessions"]
-    cut = "… (+4880 more chars)"
+    cut = "… (+880 more chars)"
     assert session["project"] == "p" * 120 + cut
     assert session["agents"] == ["a" * 120 + cut]
     assert session["signatures"][0][:2] == ["t" * 120 + cut, session["signatures"][0][1]]
     assert len(session["signatures"][0][1]) < 200
     assert session["marks"][0][4:6] == ["a" * 120 + cut, "t" * 120 + cut]
     assert len(feed.encoded()) < 2000
+
+
+def test_a_name_longer_than_the_redaction_slack_is_not_shown_in_part() -> None:
+    """The rules see a cap plus ``REDACT_SLACK`` characters; a word running
+    on past that was never seen whole, so none of it is shown."""
+    feed = LiveFeed()
+    token = scope.enter("claude-code")
+    scope.note(session="s1", project="/home/dev/p")
+    agent = Agent("a" * 5000)
+    feed.on_event(AgentStatus(agent=agent, status="started"))
+    feed.on_event(ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={"q": "x"}))
+    scope.leave(token)
+    (session,) = feed.snapshot()["sessions"]
+    assert session["agents"] == ["… (+5000 more chars)"]
