@@ -573,10 +573,12 @@ class _Streak:
     of error: the kind, how many attempts (failures in one model response,
     ``step``, arriving together, are one attempt: the model saw none of
     them before making the others; ``batch`` counts them), when the last
-    failed, and whether more than one program failed in it (counted for a
-    shell tool, whatever its program)."""
+    failed, whether more than one program failed in it (counted for a
+    shell tool, whatever its program), whether a call of it was denied
+    (``denied``), and whether its next attempt runs (``retry``: something
+    else succeeded since the denial, see ``_target_denial``)."""
 
-    __slots__ = ("batch", "count", "counted", "kind", "mixed", "program", "step", "ts")
+    __slots__ = ("batch", "count", "counted", "denied", "kind", "mixed", "program", "retry", "step", "ts")
 
     def __init__(self, kind: str, step: int, ts: float, program: str | None) -> None:
         self.kind = kind
@@ -587,6 +589,8 @@ class _Streak:
         self.ts = ts
         self.program = program
         self.mixed = False
+        self.denied = False
+        self.retry = False
 
 
 class _Grind:
@@ -775,12 +779,16 @@ def _streak_name(streak: tuple[str, str | None]) -> str:
 
 def _succeed(state: _AgentLoops, key: tuple[str, str | None]) -> None:
     """A call of ``key``'s tool (or program) succeeded: its failure streak
-    ends, and a shell tool's own streak with it."""
+    ends, and a shell tool's own streak with it; a streak whose calls were
+    denied gets one more attempt, the agent having done something else
+    since (read the file, fixed the setup) as its denial advised."""
     streaks = state.streaks
     if streaks:
         streaks.pop(key, None)
         if key[1] is not None:
             streaks.pop((key[0], ""), None)
+        for streak in streaks.values():
+            streak.retry = streak.denied
 
 
 def _redone(state: _AgentLoops, edit: bytes, outcome: bytes, tool: str) -> None:
@@ -1463,6 +1471,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         streak = state.streaks.get(note.streak)
         if streak is not None:
             streak.ts = call.ts
+            streak.denied = True
         return self._action("deny", call, count, body, threshold)
 
     def _read(
@@ -1546,6 +1555,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         streak = state.streaks.get(note.streak)
         if (
             streak is not None
+            # once something else succeeded after a denial, the next attempt runs: the agent did as
+            # the denial advised, and only the attempt tells whether it fixed the cause (one that
+            # fails alike is denied after it); denying every later call would lock the tool for good
+            and not streak.retry
             and streak.kind  # failures that say nothing (a bare exit code 1: grep found nothing) are no one kind
             and rules.streak_deny_at
             and streak.count >= state.at(rules.streak_deny_at)
@@ -1595,6 +1608,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         # parallel calls fail together; a step that never moves on (a runtime that numbers
         # none, a call never answered) must not hide a streak, so a batch is short and quick
         batched = result.step == streak.step and result.ts - streak.ts < _BATCH_SECONDS and streak.batch < _BATCH
+        streak.retry = False  # an attempt that ran and failed alike: the next one is denied again
         streak.counted = not batched
         streak.batch = streak.batch + 1 if batched else 1
         streak.count += streak.counted

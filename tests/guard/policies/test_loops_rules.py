@@ -790,6 +790,32 @@ async def test_a_failure_streak_denied_without_a_pause_does_not_decay(make: Make
     assert denied == list(range(9, 61))
 
 
+async def test_a_tool_whose_streak_was_denied_tries_again_once_something_else_succeeded(
+    make: Make, anyio_backend: str
+) -> None:
+    """A denial for a streak asks the model to read the error or change
+    approach; once it did something else that worked (read the file), its
+    next attempt runs, so a fixed edit is not denied for good."""
+    run = make()
+    failed = (
+        "Your proposed edit has introduced new syntax error(s).\nERRORS:\n- E999 IndentationError: unexpected indent"
+    )
+
+    async def edit(n: int, result: str = failed) -> None:
+        await run.do("edit", {"command": f"edit {n}:{n}\n    x = {n}\nend_of_edit"}, result, is_error=result is failed)
+
+    for n in range(1, 11):
+        await edit(n)
+    assert [number for number, kind in run.actions if kind == "deny"] == [9, 10]
+    await run.do("open", {"path": "src/rewrite.py", "line": 960}, "960: def rewrite(node):")
+    await edit(12)  # ran: failed alike
+    await edit(13)  # denied again
+    await run.do("open", {"path": "src/rewrite.py", "line": 970}, "970:     return node")
+    await edit(15, "[File: /repo/src/rewrite.py (1098 lines total)]")  # ran: fixed
+    await edit(16, "[File: /repo/src/rewrite.py (1098 lines total)]")
+    assert [number for number, kind in run.actions if kind == "deny"] == [9, 10, 13]
+
+
 async def test_siblings_cancelled_by_a_failure_are_not_failures(make: Make, anyio_backend: str) -> None:
     run = make()
     cancelled = "<tool_use_error>Sibling tool call errored</tool_use_error>"
