@@ -8,6 +8,7 @@ guard's context messages and halt requests for the agent they belong to.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import weakref
 from typing import Any
@@ -216,6 +217,11 @@ def adapter_link(link: GuardLink | None, config: Config | None, runtime: str, bu
     return link
 
 
+_MADE_KEPT = 63
+"""Names a task remembers it published calls under (``AgentLink._made``):
+past them, its twins are answered in the order made."""
+
+
 class AgentLink:
     """One live agent on a ``GuardLink``'s bus.
 
@@ -243,6 +249,9 @@ class AgentLink:
         self._link = link
         self._calls: dict[str, ToolCall] = {}
         self._twins: dict[str, list[str]] = {}
+        # the names this task (and what it started from) published calls under: a runtime that
+        # runs parallel calls in tasks of their own closes each in its task, whatever the order
+        self._made: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("made", default=())
         self._dropped = False
 
     @property
@@ -304,7 +313,10 @@ class AgentLink:
 
         A ``call_id`` that names a call still open (some endpoints give every
         call of a response one id) is published as ``<id>@<n>``, and the
-        results for that id answer its open calls in the order they were made."""
+        results for that id answer its open calls in the order they were
+        made; where each call runs in a task of its own (a runtime running
+        parallel calls concurrently), its result and denial, given in that
+        task, answer the call the task made, whichever finishes first."""
         if self.step == 0:
             self.step = 1
         calls = self._calls
@@ -318,6 +330,7 @@ class AgentLink:
             twins.append(published)
         elif call_id in self._twins:  # its earlier namesakes still open: answered after them
             self._twins[call_id].append(call_id)
+        self._made.set((*self._made.get()[-_MADE_KEPT:], published))
         call = ToolCall(
             agent=self.agent,
             call_id=published,
@@ -405,7 +418,13 @@ class AgentLink:
         published = call_id
         twins = self._twins.get(call_id)
         if twins:
-            published = twins.pop(-1 if latest else 0)
+            made = self._made.get()
+            mine = [name for name in twins if name in made]
+            if mine and len(mine) < len(twins):  # this task made some of them, not all: its own
+                published = mine[-1 if latest else 0]
+                twins.remove(published)
+            else:
+                published = twins.pop(-1 if latest else 0)
             if not twins:
                 del self._twins[call_id]
         newest = next(reversed(self._calls), None)

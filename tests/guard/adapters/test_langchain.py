@@ -485,7 +485,8 @@ async def test_a_run_whose_thread_was_disposed_meanwhile_goes_on_with_its_agent_
 async def test_parallel_calls_sharing_one_id_each_get_their_result(link: GuardLink, events: Capture) -> None:
     """Some OpenAI-compatible servers give every call of a response one id.
     Each tool waits for the other to start, so both calls are open at once
-    (a call made after its namesake's result is a new call under the same id)."""
+    (a call made after its namesake's result is a new call under the same id),
+    and the second made ends first: each result is recorded on its own call."""
     runs: list[str] = []
     both_started = asyncio.Event()
 
@@ -496,7 +497,8 @@ async def test_parallel_calls_sharing_one_id_each_get_their_result(link: GuardLi
         if len(runs) == 2:
             both_started.set()
         await asyncio.wait_for(both_started.wait(), 10)
-        return "src/cfg.py:12: def load_config():"
+        await asyncio.sleep(0.05 if pattern == "load_config" else 0)
+        return f"found {pattern}"
 
     same_id = AIMessage(
         "",
@@ -508,6 +510,10 @@ async def test_parallel_calls_sharing_one_id_each_get_their_result(link: GuardLi
     assert sorted(runs) == ["load_config", "save_config"]
     assert sorted(c.call_id for c in events.of(ToolCall)) == ["call_0", "call_0@1"]
     assert sorted(r.call_id for r in events.of(ToolResult)) == ["call_0", "call_0@1"]
+    assert [(r.args["pattern"], r.content) for r in events.of(ToolResult)] == [
+        ("save_config", "found save_config"),
+        ("load_config", "found load_config"),
+    ]
 
 
 async def test_a_run_cancelled_while_its_tool_runs_leaves_no_call_open_to_take_a_later_result(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import anyio
 import pytest
 from structlog.testing import capture_logs
 
@@ -151,6 +152,34 @@ async def test_calls_open_under_one_id_are_answered_in_order_and_a_denial_answer
         ("call_0@2", {"p": "c"}, "third"),
         ("call_0", {"p": "d"}, "fourth"),
     ]
+
+
+async def test_calls_under_one_id_run_in_tasks_of_their_own_are_answered_each_in_its_task(
+    bus: Bus, capture: Capture
+) -> None:
+    """A runtime running a response's calls concurrently gives each its
+    result (or denial) in the task that made it, in whatever order they end."""
+    agent = GuardLink(bus).agent("main")
+    made = [anyio.Event() for _ in range(3)]
+
+    async def run(n: int, pattern: str, outcome: str) -> None:
+        await agent.call("call_0", "grep", {"p": pattern})
+        made[n].set()
+        await made[-1].wait()  # all three open at once
+        await made[2 - n].wait()
+        await anyio.sleep(0.01 * (2 - n))  # the last made ends first
+        if outcome == "denied":
+            await agent.denied("call_0", Decision.deny("no", "me"))
+        else:
+            await agent.result("call_0", outcome)
+
+    async with anyio.create_task_group() as tasks:
+        for n, (pattern, outcome) in enumerate([("a", "found a"), ("b", "denied"), ("c", "found c")]):
+            tasks.start_soon(run, n, pattern, outcome)
+            await made[n].wait()
+    answered = sorted((r.call_id, r.args["p"], r.content) for r in capture.of(ToolResult))
+    assert answered == [("call_0", "a", "found a"), ("call_0@1", "b", "no"), ("call_0@2", "c", "found c")]
+    assert not agent.has_call("call_0")
 
 
 async def test_calls_open_under_one_id_are_answered_in_order_after_a_restore(bus: Bus, capture: Capture) -> None:
