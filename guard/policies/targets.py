@@ -40,6 +40,9 @@ _SEPARATOR_CHARS = lazy_compile(r"[;&|\n]")
 _HEREDOC = lazy_compile(r"""<<-?[ \t]*(['"]?)([A-Za-z_][\w.-]*)\1""")
 _SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
 _PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
+# SWE-agent's multi-line commands (`edit 12:14`, the new text, then `end_of_edit`): the lines
+# after the first are the command's text, as a heredoc's body is
+_BLOCK_END = lazy_compile(r"\n[ \t]*end_of_[a-z_]+[ \t]*\n?\Z")
 # The file a command writes: `> f`, `>> f`, `tee [-a] f` (not 2>&1, not /dev/null).
 _WRITES = lazy_compile(r"(?:(?<![0-9&>])>>?|\btee\s+(?:-a\s+)?)\s*(['\"]?)([^\s;&|<>'\"]+)\1")
 
@@ -48,10 +51,13 @@ def shell_program(command: str) -> str | None:
     """The program of a shell command's last step (``make`` in ``rm -rf
     build && cd app && make``; a pipeline's first program), leading
     ``sudo``/``timeout``/``VAR=value`` words skipped; a one-word command is
-    itself. A quoted argument (``python -c "a; b"``) and a heredoc's body
-    are data: no step starts inside them."""
+    itself. A quoted argument (``python -c "a; b"``), a heredoc's body and
+    the text of SWE-agent's ``edit`` (up to its ``end_of_edit`` line) are
+    data: no step starts inside them."""
     if not any(c.isspace() for c in command.strip()):
         return command.strip() or None
+    if "end_of_" in command and _BLOCK_END.search(command):
+        command = command.partition("\n")[0]
     if "<<" in command:
         command = _without_heredocs(command)
     if ("'" in command or '"' in command) and _SHELL_SEGMENTS.search(command):

@@ -35,6 +35,9 @@ def test_the_program_is_the_last_steps(command: str, program: str | None) -> Non
         ("cat << EOF\nnever closed\nrm -rf x", "cat"),  # the body runs to the end
         ("cat <<EOF", "cat"),  # no body at all
         ("python -c 'never closed; make", "make"),  # an unclosed quote: read as it was written
+        ("edit 118:150\n    if x:\n        return y\nend_of_edit\n", "edit"),  # SWE-agent's edit: its text is data
+        ("edit 3:3\nend_of_edit", "edit"),
+        ("echo end_of_edit", "echo"),
     ],
 )
 def test_no_step_starts_inside_a_quoted_argument_or_a_heredoc(command: str, program: str) -> None:
