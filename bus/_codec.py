@@ -74,7 +74,7 @@ _GLUED = re.compile(rb"\}[ \t\r]*\{")
 _NOT_BRACKET_NOR_NEWLINE = bytes(b for b in range(256) if b not in b"[]{}\n")
 
 
-def block_lines(block: bytes) -> int | None:
+def block_lines(block: bytes | bytearray) -> int | None:
     """How many lines ``block`` holds, when decoding it in one call
     (``Decoder.decode_lines``) can stand for decoding each of its lines
     alone; ``None`` when some line must be decoded alone: the block does not
@@ -154,6 +154,17 @@ def _fields(obj: Any) -> Any:
 encoder = msgspec.json.Encoder(enc_hook=stand_in, order="deterministic")
 
 
+def encoded(value: Any, by: msgspec.json.Encoder | msgspec.msgpack.Encoder = encoder) -> bytes:
+    """``by.encode(value)``, made with ``encode_into``: msgspec's ``encode``
+    and ``encode_lines`` crash the process (a segmentation fault) when memory
+    runs out as their buffer grows, where ``encode_into`` raises
+    ``MemoryError``. What an agent's call carries, whatever its size, is
+    encoded this way."""
+    buffer = bytearray()
+    by.encode_into(value, buffer)
+    return bytes(buffer)
+
+
 def ordered(members: list[Any]) -> list[Any]:
     """A set's members (plain JSON values) in the order the session log
     writes them and a fingerprint reads them: their natural order, or,
@@ -192,15 +203,19 @@ def encode_lines(items: Sequence[msgspec.Struct]) -> bytes:
     newline, encoded in one call: the common case, where no item needs a
     stand-in and the block's lines are as a reader takes them in one call
     (``block_lines``: none nests too deeply); otherwise item by item."""
+    block = bytearray()
+    into = encoder.encode_into
     try:
-        block = encoder.encode_lines(items)
+        for item in items:  # ``encode_lines`` would crash where memory runs out (``encoded``)
+            into(item, block, -1)
+            block.append(10)  # b"\n"
     except MemoryError:
         raise
     except Exception:
         return _each(items)
     if block_lines(block) is None:
         return _each(items)
-    return block
+    return bytes(block)
 
 
 def _each(items: Sequence[msgspec.Struct]) -> bytes:
@@ -271,7 +286,7 @@ def logged_args(args: Any) -> Any:
     (then ``as_logged``). A process that keeps the arguments it was given
     (the command hook's snapshot) keeps nothing deeper than the log does."""
     try:
-        data = encoder.encode(args)
+        data = encoded(args)
     except MemoryError:
         raise
     except Exception:
@@ -433,7 +448,7 @@ def _as_text(raw: dict[str, Any], names: Iterable[str]) -> None:
     for name in names:
         value = raw.get(name)
         if isinstance(value, int | float) or (name in _PROSE and isinstance(value, dict | list)):
-            raw[name] = encoder.encode(value).decode("utf-8")
+            raw[name] = encoded(value).decode("utf-8")
 
 
 def _keep_declared_hints(raw: dict[str, Any]) -> None:

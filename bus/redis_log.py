@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlsplit
 
 import msgspec
 
-from bus._codec import MAX_NESTING, as_logged, checked_time, conform, encode_line, event_decoder, too_deep
+from bus._codec import MAX_NESTING, as_logged, checked_time, conform, encode_line, encoded, event_decoder, too_deep
 from bus.events import AgentStatus, AnyEvent, Event, SessionStart
 from bus.log import LOG_VERSION
 from bus.reader import LogError, ReadReport
@@ -114,6 +114,8 @@ end
 # The appends' arguments come as one MessagePack array, which costs the
 # client far less to send than an argument each; lines go as MessagePack
 # strings, since Redis's MessagePack reader has no binary type.
+_MSGPACK = msgspec.msgpack.Encoder()
+
 _APPEND = (
     LUA_HELPERS
     + """
@@ -299,7 +301,7 @@ async def append_many(client: Redis, batch: Sequence[PendingAppend], *, count: i
                 f"one batch appends under one prefix: {pending.fleet[0].decode()!r} is not {fleet[0].decode()!r}"
             )
         keys += pending.keys
-    ops = msgspec.msgpack.encode([pending.args for pending in batch])
+    ops = encoded([pending.args for pending in batch], _MSGPACK)
     answers = await client.register_script(_APPEND)(keys=keys, args=[LOG_VERSION, count, ops])
     return [Appended(int(seq), bool(new), _pairs(rows)) for seq, new, rows in answers]
 

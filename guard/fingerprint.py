@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from bus._codec import ARGS_NESTING, NATIVE_LEAVES, as_logged, logged_key, ordered, stand_in, too_deep
+from bus._codec import ARGS_NESTING, NATIVE_LEAVES, as_logged, encoded, logged_key, ordered, stand_in, too_deep
 from guard._text import cut_note
 
 __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
@@ -77,7 +77,9 @@ def canonical_json(value: Any) -> bytes:
     never raises.
     """
     try:
-        data = _sorted_encoder.encode(value)
+        data = encoded(value, _sorted_encoder)
+    except MemoryError:  # no stand-in for what the guard could not read: the caller says so
+        raise
     except Exception:
         data = _normalized(value)
     if len(data) > 2 * ARGS_NESTING and too_deep(data, ARGS_NESTING):
@@ -92,7 +94,9 @@ def _normalized(value: Any, *, cut: bool = False) -> bytes:
     try:
         if cut:
             value = as_logged(value, depth=1)
-        return _sorted_encoder.encode(_normalize(value, set()))
+        return encoded(_normalize(value, set()), _sorted_encoder)
+    except MemoryError:
+        raise
     except Exception:
         if not cut:
             return _normalized(value, cut=True)

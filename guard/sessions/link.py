@@ -28,7 +28,7 @@ from bus import (
     ToolResult,
     UserMessage,
 )
-from bus._codec import as_logged, encoder
+from bus._codec import as_logged, encoded
 from bus._logging import LazyLogger
 from guard._regex import lazy_compile
 from guard.actions import SHADOW_FORM
@@ -216,6 +216,9 @@ def adapter_link(link: GuardLink | None, config: Config | None, runtime: str, bu
         raise ValueError("pass either a GuardLink or config/bus, not both")
     return link
 
+
+_PLAIN = msgspec.json.Encoder()
+"""Plain JSON, refusing what JSON cannot carry (``as_text`` then tries ``repr``)."""
 
 _MADE_KEPT = 63
 """Names a task remembers it published calls under (``AgentLink._made``):
@@ -582,13 +585,13 @@ def as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     try:
-        return msgspec.json.encode(value).decode()
+        return encoded(value, _PLAIN).decode()
     except Exception:
         pass
     try:
         return repr(value)
     except Exception:
-        return encoder.encode(as_logged(value)).decode("utf-8", "replace")
+        return encoded(as_logged(value)).decode("utf-8", "replace")
 
 
 def _failure_text(exc: Exception) -> str:

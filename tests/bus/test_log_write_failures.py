@@ -185,6 +185,16 @@ def test_arguments_kept_for_a_snapshot_do_not_hide_running_out_of_memory() -> No
         logged_args({"b": _Unprintable()})
 
 
+@pytest.mark.parametrize("args", [{"b": _Unprintable()}, {"a": "\ud800", "b": _Unprintable()}])
+def test_a_fingerprint_that_runs_out_of_memory_is_no_stand_in(args: dict[str, Any]) -> None:
+    """Arguments the guard could not read for want of memory get no
+    fingerprint of a placeholder, which would make unlike calls alike."""
+    from guard import canonical_json
+
+    with pytest.raises(MemoryError):
+        canonical_json(args)
+
+
 class _ModelOutOfMemory:
     """Shaped like a pydantic model whose dump needs more memory than there is."""
 

@@ -168,6 +168,65 @@ def test_an_event_too_big_for_the_memory_left_is_counted_not_lost_silently(tmp_p
     assert skipped == {}
 
 
+_OUT_OF_MEMORY_GUARDED = """
+import resource, sys
+import anyio
+from bus import Agent, Bus, SessionLog, ToolCall
+from guard import Config, Guard, LoopsConfig
+
+def call(n, value):
+    return ToolCall(agent=Agent("a"), call_id=f"c{n}", step=n, tool="t", args={"x": value})
+
+async def main():
+    bus = Bus()
+    Guard(Config(loops=LoopsConfig(enabled=True))).attach(bus)
+    log = SessionLog(sys.argv[1]).attach(bus)
+    await bus.decide(call(0, "small"))
+    bigs = ["y" * (n << 20) for n in (6, 7, 8, 9)]
+    size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (size + (int(sys.argv[2]) << 20), resource.RLIM_INFINITY))
+    for n, big in enumerate(bigs, 1):
+        print("decided", n, (await bus.decide(call(n, big))).allowed)
+    try:
+        log.write_many([call(10 + n, big) for n, big in enumerate(bigs)])
+    except Exception as exc:
+        print("write_many:", type(exc).__name__)
+    print("decided 20", (await bus.decide(call(20, "small"))).allowed)
+    log.close()
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize("headroom_mb", [2, 8])
+def test_arguments_too_big_for_the_memory_left_never_crash_the_process(tmp_path: Path, headroom_mb: int) -> None:
+    """msgspec's ``encode`` crashes the process when memory runs out as its
+    buffer grows; the guard's fingerprint and the log's batches encode with
+    ``encode_into``, which raises ``MemoryError``: the policy's failure is
+    logged and the call allowed, the batch refused, and the agent goes on."""
+    path = tmp_path / "s.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_MEMORY_GUARDED, str(path), str(headroom_mb)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = done.stdout.splitlines()
+    assert [line for line in printed if line.startswith("decided")] == [
+        "decided 1 True",
+        "decided 2 True",
+        "decided 3 True",
+        "decided 4 True",
+        "decided 20 True",
+    ]
+    assert "write_many: LogWriteError" in printed
+    assert "guard.policy_failed" in done.stdout + done.stderr
+    ids, _ = _read(path)
+    assert (ids[0], ids[-1]) == ("c0", "c20")
+
+
 def test_import_onto_a_full_disk_is_one_line_and_leaves_a_readable_log(
     small_disk: Path, tmp_path: Path, cli: CLI
 ) -> None:
