@@ -220,9 +220,11 @@ def adapter_link(link: GuardLink | None, config: Config | None, runtime: str, bu
 _PLAIN = msgspec.json.Encoder()
 """Plain JSON, refusing what JSON cannot carry (``as_text`` then tries ``repr``)."""
 
-_MADE_KEPT = 63
-"""Names a task remembers it published calls under (``AgentLink._made``):
-past them, its twins are answered in the order made."""
+_TASK: contextvars.ContextVar[object] = contextvars.ContextVar("repeat_tool_guard_task")
+"""A token of the task (the context) that published a call: tasks a runtime
+starts for its parallel calls each make their own, so each call's outcome,
+given in its task, answers it (``AgentLink._close``). Its value is only ever
+compared by identity, and a context holds one."""
 
 
 class AgentLink:
@@ -252,9 +254,9 @@ class AgentLink:
         self._link = link
         self._calls: dict[str, ToolCall] = {}
         self._twins: dict[str, list[str]] = {}
-        # the names this task (and what it started from) published calls under: a runtime that
-        # runs parallel calls in tasks of their own closes each in its task, whatever the order
-        self._made: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("made", default=())
+        # the task each open call was published in (``_TASK``): a runtime that runs parallel calls
+        # in tasks of their own closes each in its task, whatever the order
+        self._makers: dict[str, object] = {}
         self._dropped = False
 
     @property
@@ -333,7 +335,11 @@ class AgentLink:
             twins.append(published)
         elif call_id in self._twins:  # its earlier namesakes still open: answered after them
             self._twins[call_id].append(call_id)
-        self._made.set((*self._made.get()[-_MADE_KEPT:], published))
+        task = _TASK.get(None)
+        if task is None:
+            task = object()
+            _TASK.set(task)
+        self._makers[published] = task
         call = ToolCall(
             agent=self.agent,
             call_id=published,
@@ -396,6 +402,7 @@ class AgentLink:
         calls = self._calls
         gone = next(iter(calls))
         del calls[gone]
+        self._makers.pop(gone, None)
         twins = self._twins
         for call_id in (gone, gone.rpartition("@")[0]):
             namesakes = twins.get(call_id)
@@ -421,8 +428,8 @@ class AgentLink:
         published = call_id
         twins = self._twins.get(call_id)
         if twins:
-            made = self._made.get()
-            mine = [name for name in twins if name in made]
+            task = _TASK.get(None)
+            mine = [name for name in twins if self._makers.get(name) is task] if task is not None else []
             if mine and len(mine) < len(twins):  # this task made some of them, not all: its own
                 published = mine[-1 if latest else 0]
                 twins.remove(published)
@@ -432,6 +439,7 @@ class AgentLink:
                 del self._twins[call_id]
         newest = next(reversed(self._calls), None)
         call = self._calls.pop(published, None)
+        self._makers.pop(published, None)
         if published == newest and self._calls and not self.steps_reported:
             self.step_done = True
         if call is None and not self._dropped:
@@ -465,6 +473,7 @@ class AgentLink:
         self.halt_reason = state.halt_reason
         self._calls = dict(state.calls)
         self._twins = _copied(state.twins) if state.twins is not None else _twins_of(self._calls)
+        self._makers = {}  # made elsewhere: their twins are answered in the order made
 
     def has_call(self, call_id: str) -> bool:
         return call_id in self._calls or call_id in self._twins

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import math
 from pathlib import Path
 
@@ -180,6 +181,33 @@ async def test_calls_under_one_id_run_in_tasks_of_their_own_are_answered_each_in
     answered = sorted((r.call_id, r.args["p"], r.content) for r in capture.of(ToolResult))
     assert answered == [("call_0", "a", "found a"), ("call_0@1", "b", "no"), ("call_0@2", "c", "found c")]
     assert not agent.has_call("call_0")
+
+
+async def test_one_task_answers_its_calls_under_one_id_in_order_however_many_calls_came_between(
+    bus: Bus, capture: Capture
+) -> None:
+    """A runtime running its calls one after another in one task: whatever
+    else it called meanwhile, results under a shared id answer its calls in
+    the order made, and the task keeps nothing per agent once they are done."""
+    before = len(contextvars.copy_context())
+    link = GuardLink(bus)
+    for n in range(3):
+        agent = link.agent(f"agent-{n}")
+        await agent.call("c", "sleep", {"s": 1})
+        for i in range(70):
+            await agent.call(f"x{i}", "read", {"i": i})
+            await agent.result(f"x{i}", "ok")
+        await agent.call("c", "sleep", {"s": 2})
+        await agent.result("c", "first")
+        await agent.result("c", "second")
+        await agent.dispose()
+    answered = [
+        (r.agent.id if r.agent else None, r.call_id, r.content)
+        for r in capture.of(ToolResult)
+        if r.call_id.startswith("c")
+    ]
+    assert answered == [(f"agent-{n}", c, text) for n in range(3) for c, text in (("c", "first"), ("c@1", "second"))]
+    assert len(contextvars.copy_context()) <= before + 1  # one token of this task, however many agents
 
 
 async def test_calls_open_under_one_id_are_answered_in_order_after_a_restore(bus: Bus, capture: Capture) -> None:
