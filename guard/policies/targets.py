@@ -41,8 +41,8 @@ _HEREDOC = lazy_compile(r"""<<-?[ \t]*(['"]?)([A-Za-z_][\w.-]*)\1""")
 _SETUP = frozenset({"cd", "export", "source", ".", "set", "pushd", "popd", "ulimit", "umask"})
 _PREFIXES = frozenset({"sudo", "time", "timeout", "nohup", "env", "exec", "command"})
 # SWE-agent's multi-line commands (`edit 12:14`, the new text, then `end_of_edit`): the lines
-# after the first are the command's text, as a heredoc's body is
-_BLOCK_END = lazy_compile(r"\n[ \t]*end_of_[a-z_]+[ \t]*\n?\Z")
+# after the first are the command's text, as a heredoc's body is; the command names its end
+_BLOCK = lazy_compile(r"\s*([a-z_]+)[ \t][^\n<]*\n(?:.*\n)?[ \t]*end_of_\1[ \t]*\n?\s*\Z", re.DOTALL)
 # The file a command writes: `> f`, `>> f`, `tee [-a] f` (not 2>&1, not /dev/null).
 _WRITES = lazy_compile(r"(?:(?<![0-9&>])>>?|\btee\s+(?:-a\s+)?)\s*(['\"]?)([^\s;&|<>'\"]+)\1")
 
@@ -56,8 +56,8 @@ def shell_program(command: str) -> str | None:
     data: no step starts inside them."""
     if not any(c.isspace() for c in command.strip()):
         return command.strip() or None
-    if "end_of_" in command and _BLOCK_END.search(command):
-        command = command.partition("\n")[0]
+    if "end_of_" in command and (block := _BLOCK.match(command)) is not None:
+        return block.group(1)
     if "<<" in command:
         command = _without_heredocs(command)
     if ("'" in command or '"' in command) and _SHELL_SEGMENTS.search(command):

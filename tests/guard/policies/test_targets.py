@@ -37,7 +37,10 @@ def test_the_program_is_the_last_steps(command: str, program: str | None) -> Non
         ("python -c 'never closed; make", "make"),  # an unclosed quote: read as it was written
         ("edit 118:150\n    if x:\n        return y\nend_of_edit\n", "edit"),  # SWE-agent's edit: its text is data
         ("edit 3:3\nend_of_edit", "edit"),
+        ("\nedit 1:2\nfoo\nend_of_edit\n", "edit"),
         ("echo end_of_edit", "echo"),
+        ("cd /repo\ncat <<end_of_patch | git apply\n+x\nend_of_patch", "cat"),  # a heredoc named so is one
+        ("export X=1\nmake test <<end_of_input\ny\nend_of_input\n", "make"),
     ],
 )
 def test_no_step_starts_inside_a_quoted_argument_or_a_heredoc(command: str, program: str) -> None:
