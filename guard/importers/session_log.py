@@ -31,8 +31,12 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     def produce(b: Builder) -> Iterator[AnyEvent]:
         report, name = b.report, str(sample.path)
         with LogReader(sample.path) as reader:
-            lines = reader.report
-            for event in reader:
+            lines, events = reader.report, iter(reader)
+            while True:
+                report._at = None  # reading fails outside any record: the session ends there, once
+                event = next(events, None)
+                if event is None:
+                    break
                 # each line a record, so its events are handed on as read, not held to the end
                 report._at = (name, lines.lines)
                 yield event

@@ -45,3 +45,30 @@ def test_audit_reads_session_logs_beside_transcripts(tmp_path: Path) -> None:
     [session] = report.sessions
     assert (session.format, session.calls, session.longest_run) == ("session-log", 10, 10)
     assert session.actions == {"remind:remind": 3}
+
+
+def test_a_log_whose_reading_fails_part_way_keeps_what_was_read_and_is_read_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A disk error partway through a session log ends the session there:
+    the events read before it are kept, and the file is not read again."""
+    from collections.abc import Iterator
+
+    from bus import LogReader
+
+    reads: list[int] = []
+    events = LogReader._events
+
+    def failing_at_the_sixth(self: LogReader) -> Iterator[object]:
+        reads.append(1)
+        for n, event in enumerate(events(self), 1):
+            if n == 6:
+                raise OSError(5, "Input/output error")
+            yield event
+
+    monkeypatch.setattr(LogReader, "_events", failing_at_the_sixth)
+    (session,) = open_sessions(GENTLE)
+    assert [event.seq for event in session.events()] == [1, 2, 3, 4, 5]
+    assert len(reads) == 1
+    assert session.report.skipped == {"bad-record": 1, "stopped-early": 1}
+    assert session.report.problems[-1].startswith("the import stopped at a failure outside any record")
