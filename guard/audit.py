@@ -710,9 +710,10 @@ def audit(
         if timelines is not None:
             timelines += result.timelines
         if result.error is not None:
-            errors.append(result.error)
+            errors.append(result.error if origin is None else _file_error(origin.label, result.error.reason))
         if result.left_out is not None:
-            not_transcripts.append(result.left_out)
+            left_out = result.left_out
+            not_transcripts.append(left_out if origin is None else _file_error(origin.label, left_out.reason))
     if progress is not None:
         progress(len(files), len(files), "")
     policies = [p.name for p in build_policies(config)]

@@ -213,7 +213,9 @@ class ReplayOutcome:
 
     @functools.cached_property
     def differences(self) -> list[Difference]:
-        return self._compare()
+        differences = self._compare()
+        self._compare = list  # what it compared is let go
+        return differences
 
     def counts(self) -> Counter[str]:
         """The verdicts by action, kept or not."""

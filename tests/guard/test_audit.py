@@ -265,6 +265,9 @@ def test_a_copy_is_reported_and_told_as_its_origin_with_what_copying_it_skipped(
     assert seen == ["redis://127.0.0.1:6379/0#alpha", str(scenario), ""]
     assert (report.totals.skipped, report.totals.sessions_with_skips) == ({"invalid-json": 2}, 1)
     assert render_table(report).splitlines()[-1] == "  redis://127.0.0.1:6379/0#alpha: invalid-json 2"
+    copy.write_text("not a transcript\n")
+    failed = audit([copy], Config(), origins={copy: Origin(label="redis://127.0.0.1:6379/0#beta")})
+    assert [error.path for error in [*failed.errors, *failed.not_transcripts]] == ["redis://127.0.0.1:6379/0#beta"]
 
 
 def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
