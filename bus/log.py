@@ -256,6 +256,14 @@ class SessionLog:
             if held:
                 self._put_lines(held, self._held_count)
 
+    def discard_held(self) -> None:
+        """Drop the lines held so far (``held``): the events they record are
+        abandoned (a command hook its CLI stopped waiting for), so the block
+        writes none of them."""
+        if self._held is not None:
+            self._held.clear()
+            self._held_count = 0
+
     def write_many(self, events: Iterable[Event]) -> None:
         """Append ``events`` as lines, with one system write for them all:
         every line lands, or ``LogWriteError`` and none does (as ``write``

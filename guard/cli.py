@@ -525,6 +525,11 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         configure_when_imported(hold_log_lines)
     answer_to = sys.stdout
     sys.stdout = sys.stderr
+    parent = os.getppid()  # gone (this process adopted) once the CLI gave up and killed the shell it started
+
+    def abandoned() -> bool:
+        return os.getppid() != parent
+
     try:
         config = _load(args.config)
         if args.shadow:
@@ -534,7 +539,15 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         payload = parse_payload(read_payload() if args.raw is None else args.raw)
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         runtime = RUNTIMES[args.agent]
-        answer = answer_hook(payload, state_dir, config, log_actions=args.verbose, on_replay=replaying, runtime=runtime)
+        answer = answer_hook(
+            payload,
+            state_dir,
+            config,
+            log_actions=args.verbose,
+            on_replay=replaying,
+            runtime=runtime,
+            abandoned=abandoned,
+        )
     except Exception as exc:
         _warn(f"repeat-tool-guard hook: {error_text(exc, 4000)}")
         return EXIT_HOOK_FAULT

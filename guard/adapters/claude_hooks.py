@@ -707,16 +707,19 @@ async def run_hook(
     log_actions: bool = True,
     on_replay: Callable[[str], None] | None = None,
     runtime: HookRuntime = CLAUDE_CODE,
+    abandoned: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Answer one hook invocation of ``runtime``'s CLI with per-session state
     kept in ``state_dir`` (``guard.sessions.hook_state.hook_session``: the
-    session's log, its snapshot and its lock there). ``log_actions`` is
-    ``Guard``'s; the environment's overrides (``apply_environment``) apply to
-    ``config``.
+    session's log, its snapshot and its lock there; ``abandoned`` as
+    there). ``log_actions`` is ``Guard``'s; the environment's overrides
+    (``apply_environment``) apply to ``config``.
     """
     config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
-    async with hook_session(state_dir, session, config, log_actions=log_actions, on_replay=on_replay) as link:
+    async with hook_session(
+        state_dir, session, config, log_actions=log_actions, on_replay=on_replay, abandoned=abandoned
+    ) as link:
         return await ClaudeHooks(link, runtime=runtime).handle(payload)
 
 
@@ -728,6 +731,7 @@ def answer_hook(
     log_actions: bool = True,
     on_replay: Callable[[str], None] | None = None,
     runtime: HookRuntime = CLAUDE_CODE,
+    abandoned: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """``run_hook`` for a process of its own (the ``hook`` command), run to
     completion without an event loop: one hook event has nothing to wait for
@@ -735,7 +739,15 @@ def answer_hook(
     process pays for importing and starting one only when it asks.
     """
     return run_to_completion(
-        run_hook(payload, state_dir, config, log_actions=log_actions, on_replay=on_replay, runtime=runtime)
+        run_hook(
+            payload,
+            state_dir,
+            config,
+            log_actions=log_actions,
+            on_replay=on_replay,
+            runtime=runtime,
+            abandoned=abandoned,
+        )
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +17,18 @@ from guard.guard import Guard
 from guard.sessions.link import GuardLink
 from guard.sessions.snapshot import load_snapshot, save_snapshot, snapshot_path
 
-__all__ = ["hook_session"]
+__all__ = ["HookAbandoned", "hook_session"]
+
+
+class HookAbandoned(Exception):
+    """The CLI stopped waiting for this hook (``hook_session``'s
+    ``abandoned``): nothing of its event was recorded."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the agent CLI stopped waiting for this hook (the process that started it is gone): "
+            "nothing of its event was recorded"
+        )
 
 
 @asynccontextmanager
@@ -27,6 +39,7 @@ async def hook_session(
     *,
     log_actions: bool = True,
     on_replay: Callable[[str], None] | None = None,
+    abandoned: Callable[[], bool] | None = None,
 ) -> AsyncIterator[GuardLink]:
     """The link of ``session`` as the previous process left it, for the
     body to apply one event to; on leaving, its state is saved for the next.
@@ -51,6 +64,14 @@ async def hook_session(
     not written through a symbolic link.
     An event the log could not record (a full disk) raises
     ``LogWriteError`` on leaving, and the log is left whole.
+
+    ``abandoned`` says whether the caller's CLI has stopped waiting for the
+    answer (a CLI that, at its hook timeout, signals only the shell it
+    started, which leaves this process running): asked while the lock is
+    awaited and once the body is done, before anything is recorded, it makes
+    the event leave no trace (``HookAbandoned``), as a hook killed at the
+    timeout leaves none; the call's result, if the CLI ran it anyway, comes
+    as a late call's.
     """
     tell = on_replay if on_replay is not None else _unheard
     private_dir(state_dir)
@@ -58,7 +79,7 @@ async def hook_session(
     saved = snapshot_path(path, config)
     lock = open_regular(state_dir / f"{session}.lock", os.O_RDWR | os.O_CREAT, 0o600, what="lock file")
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        _take(lock, abandoned)
         guard = Guard(config, log_actions=log_actions)
         restored = await load_snapshot(saved, path, session, guard)
         if isinstance(restored, str):
@@ -76,6 +97,9 @@ async def hook_session(
                 # them, and the result of the call, if it ran, comes as a late call's.
                 with log.held():
                     yield link
+                    if abandoned is not None and abandoned():
+                        log.discard_held()
+                        raise HookAbandoned
             except LogWriteError:
                 pass  # counted in the log's failures; raised below, naming how many
             if log.error is None:  # a log short of an event gets no snapshot: the next call replays it
@@ -88,6 +112,26 @@ async def hook_session(
         os.close(lock)
     if log.error is not None:
         raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
+
+
+_LOCK_POLL = 0.02
+"""Seconds between tries for a session's lock while ``abandoned`` is asked."""
+
+
+def _take(lock: int, abandoned: Callable[[], bool] | None) -> None:
+    """Wait for the exclusive lock on ``lock``; asking ``abandoned`` while
+    another process of the session holds it."""
+    if abandoned is None:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if abandoned():
+                raise HookAbandoned from None
+            time.sleep(_LOCK_POLL)
 
 
 def _unheard(why: str) -> None:

@@ -8,8 +8,10 @@ guard's context messages and halt requests for the agent they belong to.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
+import sys
 import weakref
 from typing import Any
 
@@ -220,11 +222,27 @@ def adapter_link(link: GuardLink | None, config: Config | None, runtime: str, bu
 _PLAIN = msgspec.json.Encoder()
 """Plain JSON, refusing what JSON cannot carry (``as_text`` then tries ``repr``)."""
 
-_TASK: contextvars.ContextVar[object] = contextvars.ContextVar("repeat_tool_guard_task")
-"""A token of the task (the context) that published a call: tasks a runtime
-starts for its parallel calls each make their own, so each call's outcome,
-given in its task, answers it (``AgentLink._close``). Its value is only ever
-compared by identity, and a context holds one."""
+_TASK: contextvars.ContextVar[tuple[object, object]] = contextvars.ContextVar("repeat_tool_guard_task")
+"""The task that published calls from this context, and a token compared by
+identity (``AgentLink._close``): tasks a runtime starts for its parallel
+calls each make their own token when they publish (not the one of the task
+that started them), and a task started from one of them (to run the tool)
+inherits its token, so each call's outcome, given there, answers it."""
+
+
+def _running_task() -> object | None:
+    """The asyncio or trio task running now; ``None`` outside one (the
+    command hook). Neither library is imported for it."""
+    task: object | None = None
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        with contextlib.suppress(RuntimeError):  # no asyncio loop running here
+            task = asyncio.current_task()
+    trio = sys.modules.get("trio")
+    if task is None and trio is not None:
+        with contextlib.suppress(RuntimeError):
+            task = trio.lowlevel.current_task()
+    return task
 
 
 class AgentLink:
@@ -336,10 +354,11 @@ class AgentLink:
         elif call_id in self._twins:  # its earlier namesakes still open: answered after them
             self._twins[call_id].append(call_id)
         task = _TASK.get(None)
-        if task is None:
-            task = object()
+        running = _running_task()
+        if task is None or task[0] is not running:
+            task = (running, object())
             _TASK.set(task)
-        self._makers[published] = task
+        self._makers[published] = task[1]
         call = ToolCall(
             agent=self.agent,
             call_id=published,
@@ -429,7 +448,7 @@ class AgentLink:
         twins = self._twins.get(call_id)
         if twins:
             task = _TASK.get(None)
-            mine = [name for name in twins if self._makers.get(name) is task] if task is not None else []
+            mine = [name for name in twins if self._makers.get(name) is task[1]] if task is not None else []
             if mine and len(mine) < len(twins):  # this task made some of them, not all: its own
                 published = mine[-1 if latest else 0]
                 twins.remove(published)
