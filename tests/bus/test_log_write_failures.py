@@ -208,3 +208,16 @@ def test_a_model_that_runs_out_of_memory_dumping_itself_is_not_written(log_path:
         with pytest.raises(LogWriteError, match=r"out of memory"):
             log.write(call)
     assert _ids(log_path) == ([], {})
+
+
+def test_lines_held_for_an_abandoned_event_are_discarded_whole(log_path: Path) -> None:
+    with SessionLog(log_path) as log:
+        log.discard_held()  # nothing held: nothing to drop
+        log.write(_call(1))
+        with log.held():
+            log.write(_call(2))
+            log.write(_call(3))
+            log.discard_held()
+            log.write(_call(4))
+        assert log.failures == 0
+    assert _ids(log_path) == (["c1", "c4"], {})
