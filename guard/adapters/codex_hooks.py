@@ -64,6 +64,11 @@ class CodexRuntime(HookRuntime):
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
         return payload_text(payload, "prompt")
 
+    def denial(self, event: str, reason: str) -> dict[str, Any]:
+        """Codex shows the model the reason followed by ``. Command: ...``:
+        the reason's own closing period is left to it."""
+        return super().denial(event, reason.rstrip().removesuffix("."))
+
     def tool_input(self, payload: Mapping[str, Any]) -> Any:
         """A shell call's arguments with the directory it runs in
         (``workdir``): Codex sends the one the model chose as the payload's

@@ -80,11 +80,12 @@ async def test_codex_contains_a_halt_by_denying_every_further_call_until_the_nex
     denial = answers[-1]["hookSpecificOutput"]
     assert denial["permissionDecision"] == "deny"
     assert TURNS_DENIED in denial["permissionDecisionReason"]
-    assert halt in denial["permissionDecisionReason"]
+    assert halt.removesuffix(".") in denial["permissionDecisionReason"]
+    assert not denial["permissionDecisionReason"].endswith("."), "Codex adds '. Command: ...' itself"
     assert "continue" not in answers[-1], "Codex does not honour continue: false from a tool hook"
 
     other = await hooks.handle(next(codex_call(9, "git status")))
-    assert other["hookSpecificOutput"]["permissionDecisionReason"] == halt
+    assert other["hookSpecificOutput"]["permissionDecisionReason"] == halt.removesuffix(".")
     contained = [e for e in events.of(ToolResult) if e.denied_by == HALTED_BY]
     assert [e.call_id for e in contained] == ["call_09"]
 
