@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import math
+import sys
 from pathlib import Path
 
 import anyio
@@ -408,3 +409,14 @@ def test_as_text_encodes_non_strings_as_json_or_repr() -> None:
     assert as_text(Opaque()) == "<opaque>"
     assert as_text(Unprintable()).endswith('.Unprintable>"'), "a tool's output never breaks its call"
     assert as_text(10**5000).startswith('"0x'), "longer than Python writes in decimal: the log's hex"
+
+
+def test_a_process_running_no_event_loop_has_no_running_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command hook imports neither asyncio nor trio, and runs no loop:
+    its calls are answered in the order made."""
+    from guard.sessions.link import _running_task
+
+    assert _running_task() is None
+    monkeypatch.delitem(sys.modules, "asyncio")
+    monkeypatch.delitem(sys.modules, "trio", raising=False)
+    assert _running_task() is None
