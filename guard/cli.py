@@ -525,10 +525,11 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         configure_when_imported(hold_log_lines)
     answer_to = sys.stdout
     sys.stdout = sys.stderr
-    parent = os.getppid()  # gone (this process adopted) once the CLI gave up and killed the shell it started
+    decides = False  # only a call the CLI waits on is abandoned: a result or a turn's end happened anyway
 
     def abandoned() -> bool:
-        return os.getppid() != parent
+        # the process that started this one gone (this one adopted): the CLI gave up and killed its shell
+        return decides and os.getppid() != args.parent
 
     try:
         config = _load(args.config)
@@ -539,6 +540,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         payload = parse_payload(read_payload() if args.raw is None else args.raw)
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         runtime = RUNTIMES[args.agent]
+        decides = runtime.seams.get(str(payload.get("hook_event_name"))) == "pre"
         answer = answer_hook(
             payload,
             state_dir,
@@ -1091,6 +1093,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _command(argv)
     hook = command == "hook"
     raw = None
+    parent = os.getppid()  # taken first: the CLI may give up while the payload is read or forwarded
     if hook:
         from guard.hook_forward import hook_route, read_payload, serve_target
 
@@ -1110,7 +1113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_HOOK_FAULT  # a typo in settings.json must not block every tool call
         raise
     if hook:
-        args.raw = raw
+        args.raw, args.parent = raw, parent
         try:
             _refuse_empty(args)  # --serve '' stays: it turns forwarding off
         except _UsageError as exc:

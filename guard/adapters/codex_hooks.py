@@ -65,9 +65,11 @@ class CodexRuntime(HookRuntime):
         return payload_text(payload, "prompt")
 
     def denial(self, event: str, reason: str) -> dict[str, Any]:
-        """Codex shows the model the reason followed by ``. Command: ...``:
-        the reason's own closing period is left to it."""
-        return super().denial(event, reason.rstrip().removesuffix("."))
+        """Codex shows the model the reason followed by ``. Command: ...``
+        (``. Tool: ...``): the reason's own closing period is left to it,
+        unless nothing else would be left (Codex wants a reason)."""
+        stripped = reason.rstrip().removesuffix(".")
+        return super().denial(event, stripped if stripped.strip() else reason)
 
     def tool_input(self, payload: Mapping[str, Any]) -> Any:
         """A shell call's arguments with the directory it runs in

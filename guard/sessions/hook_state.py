@@ -22,12 +22,12 @@ __all__ = ["HookAbandoned", "hook_session"]
 
 class HookAbandoned(Exception):
     """The CLI stopped waiting for this hook (``hook_session``'s
-    ``abandoned``): nothing of its event was recorded."""
+    ``abandoned``): nothing of its event was recorded in the session log."""
 
     def __init__(self) -> None:
         super().__init__(
             "the agent CLI stopped waiting for this hook (the process that started it is gone): "
-            "nothing of its event was recorded"
+            "the call it asked about is not recorded"
         )
 
 
@@ -66,12 +66,12 @@ async def hook_session(
     ``LogWriteError`` on leaving, and the log is left whole.
 
     ``abandoned`` says whether the caller's CLI has stopped waiting for the
-    answer (a CLI that, at its hook timeout, signals only the shell it
-    started, which leaves this process running): asked while the lock is
-    awaited and once the body is done, before anything is recorded, it makes
-    the event leave no trace (``HookAbandoned``), as a hook killed at the
-    timeout leaves none; the call's result, if the CLI ran it anyway, comes
-    as a late call's.
+    answer to a call it asked about (a CLI that, at its hook timeout,
+    signals only the shell it started, which leaves this process running):
+    asked while the lock is awaited and once the body is done, before
+    anything is recorded, it makes the event leave no trace in the log
+    (``HookAbandoned``), as a hook killed at the timeout leaves none; the
+    call's result, if the CLI ran it anyway, comes as a late call's.
     """
     tell = on_replay if on_replay is not None else _unheard
     private_dir(state_dir)
@@ -114,7 +114,7 @@ async def hook_session(
         raise LogWriteError(log.error.errno, f"{log.failures} event(s) not recorded: {log.error}")
 
 
-_LOCK_POLL = 0.02
+_LOCK_POLL = 0.005
 """Seconds between tries for a session's lock while ``abandoned`` is asked."""
 
 

@@ -222,12 +222,17 @@ def adapter_link(link: GuardLink | None, config: Config | None, runtime: str, bu
 _PLAIN = msgspec.json.Encoder()
 """Plain JSON, refusing what JSON cannot carry (``as_text`` then tries ``repr``)."""
 
-_TASK: contextvars.ContextVar[tuple[object, object]] = contextvars.ContextVar("repeat_tool_guard_task")
-"""The task that published calls from this context, and a token compared by
-identity (``AgentLink._close``): tasks a runtime starts for its parallel
-calls each make their own token when they publish (not the one of the task
-that started them), and a task started from one of them (to run the tool)
-inherits its token, so each call's outcome, given there, answers it."""
+_TASKS: contextvars.ContextVar[tuple[tuple[object, object], ...]] = contextvars.ContextVar(
+    "repeat_tool_guard_tasks", default=()
+)
+"""The tasks that published calls from this context, outermost first, each
+with a token compared by identity (``AgentLink._close``): a task a runtime
+starts for a parallel call adds its own token when it publishes, and a task
+started from it (to run the tool, which may publish calls of a subagent in
+turn) inherits the chain, so each call's outcome, given there, answers it."""
+
+_TASKS_KEPT = 8
+"""Tokens a context keeps: the innermost tasks'."""
 
 
 def _running_task() -> object | None:
@@ -272,7 +277,7 @@ class AgentLink:
         self._link = link
         self._calls: dict[str, ToolCall] = {}
         self._twins: dict[str, list[str]] = {}
-        # the task each open call was published in (``_TASK``): a runtime that runs parallel calls
+        # the task each open call was published in (``_TASKS``): a runtime that runs parallel calls
         # in tasks of their own closes each in its task, whatever the order
         self._makers: dict[str, object] = {}
         self._dropped = False
@@ -353,12 +358,12 @@ class AgentLink:
             twins.append(published)
         elif call_id in self._twins:  # its earlier namesakes still open: answered after them
             self._twins[call_id].append(call_id)
-        task = _TASK.get(None)
+        tasks = _TASKS.get()
         running = _running_task()
-        if task is None or task[0] is not running:
-            task = (running, object())
-            _TASK.set(task)
-        self._makers[published] = task[1]
+        if not tasks or tasks[-1][0] is not running:
+            tasks = (*tasks[-_TASKS_KEPT + 1 :], (running, object()))
+            _TASKS.set(tasks)
+        self._makers[published] = tasks[-1][1]
         call = ToolCall(
             agent=self.agent,
             call_id=published,
@@ -447,11 +452,13 @@ class AgentLink:
         published = call_id
         twins = self._twins.get(call_id)
         if twins:
-            task = _TASK.get(None)
-            mine = [name for name in twins if self._makers.get(name) is task[1]] if task is not None else []
-            if mine and len(mine) < len(twins):  # this task made some of them, not all: its own
-                published = mine[-1 if latest else 0]
-                twins.remove(published)
+            makers = self._makers
+            for _, token in reversed(_TASKS.get()):  # the innermost task that made some of them, not all
+                mine = [name for name in twins if makers.get(name) is token]
+                if mine and len(mine) < len(twins):
+                    published = mine[-1 if latest else 0]
+                    twins.remove(published)
+                    break
             else:
                 published = twins.pop(-1 if latest else 0)
             if not twins:

@@ -82,6 +82,7 @@ async def test_codex_contains_a_halt_by_denying_every_further_call_until_the_nex
     assert TURNS_DENIED in denial["permissionDecisionReason"]
     assert halt.removesuffix(".") in denial["permissionDecisionReason"]
     assert not denial["permissionDecisionReason"].endswith("."), "Codex adds '. Command: ...' itself"
+    assert CODEX.denial("PreToolUse", ".")["hookSpecificOutput"]["permissionDecisionReason"] == "."
     assert "continue" not in answers[-1], "Codex does not honour continue: false from a tool hook"
 
     other = await hooks.handle(next(codex_call(9, "git status")))

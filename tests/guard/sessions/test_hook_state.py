@@ -3,6 +3,7 @@ what it records when the CLI stops waiting for the answer."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bus import LogReader, ToolCall
+from bus import LogReader, ToolCall, ToolResult
 from guard.adapters.claude_hooks import answer_hook
 from guard.sessions.hook_state import HookAbandoned
 
@@ -69,29 +70,57 @@ def test_a_hook_waiting_for_its_session_leaves_once_its_cli_stopped_waiting(tmp_
     assert _calls(tmp_path) == ["toolu_1"]
 
 
-def test_a_hook_whose_shell_the_cli_killed_at_its_timeout_records_nothing(tmp_path: Path) -> None:
-    """Gemini CLI, at its hook timeout, signals only the shell it started
-    (``repeat-tool-guard hook ... || printf ...``), which leaves the hook
-    running: it leaves at once, recording nothing, however long the
-    session's lock would have kept it."""
-    state = tmp_path / "state"
-    state.mkdir()
+def _hook_whose_shell_is_killed(state: Path, event: dict[str, Any]) -> tuple[bytes, str]:
+    """Run the hook as Gemini CLI's settings start it, for ``event``, while
+    another hook of the session holds its lock; kill the shell as Gemini
+    CLI does at its hook timeout, then let go of the lock: what the hook
+    answered and said."""
     lock = os.open(state / "s.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
+    with contextlib.ExitStack() as held:
+        held.callback(fcntl.flock, lock, fcntl.LOCK_UN)
         hook = f"{sys.executable} -m guard hook --agent gemini-cli --state-dir {state} || printf '{{}}'"
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         with subprocess.Popen(["bash", "-c", hook], cwd=REPO, **pipes) as shell:  # type: ignore[call-overload]
-            payload = {"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command"}
-            shell.stdin.write(json.dumps({**payload, "tool_input": {"command": "ls"}}).encode())
+            shell.stdin.write(json.dumps(event).encode())
             shell.stdin.close()
             time.sleep(1)  # the hook waits for the lock
             shell.send_signal(signal.SIGTERM)
             shell.wait(10)
+            time.sleep(1)
+            held.close()  # a hook still waiting gets the lock now
             answered = shell.stdout.read()  # its end: the hook, holding it too, has left
             said = shell.stderr.read().decode()
-    finally:
-        os.close(lock)
+    os.close(lock)
+    return answered, said
+
+
+_GEMINI = {"session_id": "s", "tool_name": "run_shell_command", "tool_input": {"command": "ls"}}
+
+
+def test_a_hook_whose_shell_the_cli_killed_at_its_timeout_records_nothing(tmp_path: Path) -> None:
+    """Gemini CLI, at its hook timeout, signals only the shell it started
+    (``repeat-tool-guard hook ... || printf ...``), which leaves the hook
+    running: it leaves at once, recording nothing of the call it was asked
+    about, however long the session's lock would have kept it."""
+    answered, said = _hook_whose_shell_is_killed(tmp_path, {**_GEMINI, "hook_event_name": "BeforeTool"})
     assert answered == b""
     assert "the agent CLI stopped waiting for this hook" in said
-    assert not (state / "s.jsonl").exists()
+    assert _calls(tmp_path) == []
+
+
+def test_a_result_whose_hook_the_cli_gave_up_on_is_still_recorded(tmp_path: Path) -> None:
+    """A result happened whatever the hook answers: it is recorded, so the
+    call is not left open."""
+    run = subprocess.run(
+        [sys.executable, "-m", "guard", "hook", "--agent", "gemini-cli", "--state-dir", str(tmp_path)],
+        input=json.dumps({**_GEMINI, "hook_event_name": "BeforeTool"}).encode(),
+        capture_output=True,
+        cwd=REPO,
+        check=True,
+    )
+    assert run.returncode == 0
+    result = {**_GEMINI, "hook_event_name": "AfterTool", "tool_response": {"llmContent": "Output: a.py"}}
+    _hook_whose_shell_is_killed(tmp_path, result)
+    results = [e for e in LogReader(tmp_path / "s.jsonl") if isinstance(e, ToolResult)]
+    assert [r.content for r in results] == ["Output: a.py"]

@@ -187,6 +187,40 @@ async def test_calls_under_one_id_run_in_tasks_of_their_own_are_answered_each_in
     assert not agent.has_call("call_0")
 
 
+async def test_a_tool_run_in_a_task_of_its_own_that_guards_a_subagent_still_answers_its_own_call(
+    bus: Bus, capture: Capture
+) -> None:
+    """Each call's tool runs in a task the task that made the call starts
+    (as the OpenAI Agents SDK runs a tool), and the tool is itself an agent
+    whose calls the guard sees: its result still answers the call it ran for."""
+    link = GuardLink(bus)
+    outer, sub = link.agent("main"), link.agent("sub")
+    made, first_done = [anyio.Event(), anyio.Event()], anyio.Event()
+
+    async def tool(k: int) -> None:
+        if k == 0:
+            await first_done.wait()  # the first call's tool ends last
+        await sub.call(f"x{k}", "read", {"k": k})
+        await sub.result(f"x{k}", "ok")
+        await outer.result("c", f"output of tool {k}")
+        if k == 1:
+            first_done.set()
+
+    async def run(k: int) -> None:
+        if k == 1:
+            await made[0].wait()
+        await outer.call("c", "bash", {"cmd": f"tool {k}"})
+        made[k].set()
+        async with anyio.create_task_group() as tools:
+            tools.start_soon(tool, k)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run, 0)
+        tasks.start_soon(run, 1)
+    answered = sorted((r.call_id, r.args["cmd"], r.content) for r in capture.of(ToolResult) if r.tool == "bash")
+    assert answered == [("c", "tool 0", "output of tool 0"), ("c@1", "tool 1", "output of tool 1")]
+
+
 async def test_one_task_answers_its_calls_under_one_id_in_order_however_many_calls_came_between(
     bus: Bus, capture: Capture
 ) -> None:
