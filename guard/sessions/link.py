@@ -8,7 +8,6 @@ guard's context messages and halt requests for the agent they belong to.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 import sys
@@ -238,16 +237,22 @@ _TASKS_KEPT = 8
 def _running_task() -> object | None:
     """The asyncio or trio task running now; ``None`` outside one (the
     command hook). Neither library is imported for it."""
-    task: object | None = None
+    # try/except rather than contextlib.suppress: this runs for every call an adapter publishes
     asyncio = sys.modules.get("asyncio")
     if asyncio is not None:
-        with contextlib.suppress(RuntimeError):  # no asyncio loop running here
-            task = asyncio.current_task()
+        try:
+            task: object | None = asyncio.current_task()
+        except RuntimeError:  # no asyncio loop running here
+            task = None
+        if task is not None:
+            return task
     trio = sys.modules.get("trio")
-    if task is None and trio is not None:
-        with contextlib.suppress(RuntimeError):
-            task = trio.lowlevel.current_task()
-    return task
+    if trio is None:
+        return None
+    try:
+        return trio.lowlevel.current_task()  # type: ignore[no-any-return]
+    except RuntimeError:
+        return None
 
 
 class AgentLink:
