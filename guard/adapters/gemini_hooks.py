@@ -23,6 +23,7 @@ no result answers.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -32,7 +33,7 @@ from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
 
-__all__ = ["GEMINI_CLI", "RETRY_PROMPT", "GeminiRuntime", "shell_failed"]
+__all__ = ["GEMINI_CLI", "GeminiRuntime", "cli_wrote", "shell_failed"]
 
 _SHELL = "run_shell_command"
 # the result's trailer, after the output: "Exit Code: N", then only Signal / Background PIDs / PGID
@@ -52,9 +53,22 @@ _CANCELLED = (
 # inside escaped), so the text opens and ends with a tag, not the output and the trailer
 _OPEN, _CLOSE = "<untrusted_context", "</untrusted_context>"
 
-RETRY_PROMPT = "System: Please continue."
-"""The user turn gemini-cli sends itself when the model's answer came back
-empty or malformed (``continueOnFailedApiCall``): not the user's words."""
+# what gemini-cli itself puts in a user turn: its context and state snapshot, its notices
+# (a plan mode left, the IDE companion's editor context), and the turn it sends when the
+# model's answer came back empty or malformed (``continueOnFailedApiCall``)
+_INJECTED = ("<session_context>", "<state_snapshot>")
+_RETRY_PROMPT = "System: Please continue."
+_NOTICE = lazy_compile(
+    r"(?:User has manually exited Plan Mode|Plan approved)\. Switching to [^\n]*\.|"
+    r"Here is (?:a summary of changes in )?the user's editor context[^\n]*\n+```json\n.*\n```",
+    re.DOTALL,
+)
+
+
+def cli_wrote(text: str) -> bool:
+    """Whether a user turn's text (stripped) is gemini-cli's own, not the
+    user's words: live (``BeforeAgent``) and in a recording alike."""
+    return text.startswith(_INJECTED) or text == _RETRY_PROMPT or _NOTICE.fullmatch(text) is not None
 
 
 def shell_failed(tool: str, text: str) -> bool:
@@ -93,7 +107,7 @@ class GeminiRuntime(HookRuntime):
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
         text = payload_text(payload, "prompt")
-        return None if text.strip() == RETRY_PROMPT else text  # gemini-cli's own turn: no user's
+        return None if cli_wrote(text.strip()) else text
 
     def call_id(self, agent: AgentLink, payload: Mapping[str, Any], seam: str) -> str:
         if seam != "pre":

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bus import AnyEvent
-from guard.adapters.gemini_hooks import RETRY_PROMPT, shell_failed
+from guard.adapters.gemini_hooks import cli_wrote, shell_failed
 from guard.importers._session import Builder, ImportedSession, parse_time, text_of
 from guard.importers._source import Format, Sample, merge_by_time, read_jsonl
 from guard.importers._subagent import subagent_events
@@ -200,15 +200,6 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
                 yield from _result(b, agent, call_id, call, call_ts)
 
 
-# what gemini-cli itself puts in a user turn: not the user's words
-_INJECTED = ("<session_context>", "<state_snapshot>")
-_NOTICE = re.compile(
-    r"(?:User has manually exited Plan Mode|Plan approved)\. Switching to [^\n]*\.|"
-    r"Here is (?:a summary of changes in )?the user's editor context[^\n]*\n+```json\n.*\n```",
-    re.DOTALL,
-)
-"""gemini-cli's own notices recorded as user turns: a plan mode left, the
-IDE companion's editor context."""
 # the message types gemini-cli records that are no model response; a fork's
 # model messages ("bob-shell") are read by their tool calls
 _NOT_MODEL = frozenset({"user", "info", "error", "warning"})
@@ -217,9 +208,8 @@ _NOT_MODEL = frozenset({"user", "info", "error", "warning"})
 def _typed(content: Any) -> str:
     """What the user typed in a recorded user turn: its text parts, none
     of the tool results (``functionResponse`` parts) an exported session
-    keeps in user turns, nor gemini-cli's own context, notices and retry
-    prompt (``RETRY_PROMPT``); ``""``
-    when nothing is left."""
+    keeps in user turns, nor what gemini-cli wrote there itself
+    (``cli_wrote``); ``""`` when nothing is left."""
     if isinstance(content, list):
         content = "\n".join(
             part["text"]
@@ -227,9 +217,7 @@ def _typed(content: Any) -> str:
             if isinstance(part, dict) and isinstance(part.get("text"), str) and not part.get("thought")
         )
     text = text_of(content).strip()
-    if text.startswith(_INJECTED) or text == RETRY_PROMPT or _NOTICE.fullmatch(text):
-        return ""
-    return text
+    return "" if cli_wrote(text) else text
 
 
 def _contents(history: list[Any], b: Builder) -> Iterator[AnyEvent]:

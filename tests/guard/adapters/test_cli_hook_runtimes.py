@@ -347,6 +347,8 @@ def test_a_gemini_shell_command_with_a_non_zero_exit_code_failed() -> None:
 def test_gemini_clis_own_retry_prompt_is_no_user_turn() -> None:
     assert GEMINI_CLI.prompt(payload("BeforeAgent", prompt="System: Please continue.")) is None
     assert GEMINI_CLI.prompt(payload("BeforeAgent", prompt="Please continue.")) == "Please continue."
+    notice = "User has manually exited Plan Mode. Switching to Default mode (edits need confirmation)."
+    assert GEMINI_CLI.prompt(payload("BeforeAgent", prompt=notice)) is None, "read as a recording reads it"
 
 
 def test_a_gemini_shell_command_cancelled_before_it_completed_failed() -> None:
