@@ -706,14 +706,15 @@ def audit(
         files, _audit_files(files, config, timelines is not None, jobs, worker_setup, progress), strict=True
     ):
         origin = origins.get(path)
-        sessions += result.sessions if origin is None else [_from(origin, s) for s in result.sessions]
+        if origin is not None:
+            result = _from(origin, result)
+        sessions += result.sessions
         if timelines is not None:
             timelines += result.timelines
         if result.error is not None:
-            errors.append(result.error if origin is None else _file_error(origin.label, result.error.reason))
+            errors.append(result.error)
         if result.left_out is not None:
-            left_out = result.left_out
-            not_transcripts.append(left_out if origin is None else _file_error(origin.label, left_out.reason))
+            not_transcripts.append(result.left_out)
     if progress is not None:
         progress(len(files), len(files), "")
     policies = [p.name for p in build_policies(config)]
@@ -886,12 +887,22 @@ class _Counted(NamedTuple):
     problems: int
 
 
-def _from(origin: Origin, audited: SessionAudit) -> SessionAudit:
-    """``audited``, a session of a copy, as a session of its ``origin``."""
-    skipped = Counter(audited.skipped)
-    skipped.update(origin.skipped)
+def _from(origin: Origin, copy: _FileAudit) -> _FileAudit:
+    """The audit of a copy as its ``origin``'s: its sessions, error and
+    reason to be left out named by the origin, and what copying skipped
+    added to each session's skips."""
     label = _reportable(origin.label)
-    return msgspec.structs.replace(audited, label=label, path=label, skipped=dict(sorted(skipped.items())))
+    for n, audited in enumerate(copy.sessions):
+        skipped = Counter(audited.skipped)
+        skipped.update(origin.skipped)
+        copy.sessions[n] = msgspec.structs.replace(
+            audited, label=label, path=label, skipped=dict(sorted(skipped.items()))
+        )
+    if copy.error is not None:
+        copy.error = _file_error(origin.label, copy.error.reason)
+    if copy.left_out is not None:
+        copy.left_out = _file_error(origin.label, copy.left_out.reason)
+    return copy
 
 
 def _progress_of(progress: Progress, origins: Mapping[Path, Origin]) -> Progress:

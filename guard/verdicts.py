@@ -294,13 +294,13 @@ async def replay_events(
     ``replay_log``.
     """
     replayer = _Replayer(None, config, policies, on_verdict, keep)
-    recorded = replayer.checked
+    checked = replayer.checked
     apply = replayer.replay.apply
     with replaying(replayer.guard, ()):
         for seq, event in enumerate(events, 1):
             force_setattr(event, "seq", seq)
             await apply(event)
-            if recorded:
+            if checked:
                 raise RecordedOutputError(f"event {seq} is the guard's own recorded output")
             if then is not None:
                 then(event)

@@ -268,6 +268,9 @@ def test_a_copy_is_reported_and_told_as_its_origin_with_what_copying_it_skipped(
     copy.write_text("not a transcript\n")
     failed = audit([copy], Config(), origins={copy: Origin(label="redis://127.0.0.1:6379/0#beta")})
     assert [error.path for error in [*failed.errors, *failed.not_transcripts]] == ["redis://127.0.0.1:6379/0#beta"]
+    copy.write_text('{"no": "transcript"}\n')  # found in a folder, a file of no format this tool knows is left out
+    walked = audit([tmp_path], Config(), origins={copy: Origin(label="redis://127.0.0.1:6379/0#gamma")})
+    assert [error.path for error in walked.not_transcripts] == ["redis://127.0.0.1:6379/0#gamma"]
 
 
 def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
