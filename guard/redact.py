@@ -394,7 +394,7 @@ class Redactor:
         elif (
             len(excerpt.head) < excerpt.total
             and cut < len(redacted)
-            and not any(c in _WORD_ENDS for c in redacted[cut - 1 :])
+            and _WORD_ENDS.isdisjoint(redacted[cut - 1 :])
         ):
             while cut > 0 and redacted[cut - 1] not in _WORD_ENDS:
                 cut -= 1
