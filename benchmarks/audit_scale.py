@@ -7,7 +7,10 @@ few hundred bytes) and audits it, every policy on, in a fresh
 session log ``import`` makes of it with the same policies (what an audit
 adds to the replay: the import and the measuring). Then a folder of four
 such sessions (a quarter of the calls each) with ``--jobs 1`` and
-``--jobs 2``, and the shared corpus when it is present (``--corpus``).
+``--jobs 2``, the shared corpus when it is present (``--corpus``), and
+session logs of one failing call repeated ``--audit-calls`` times and a
+tenth of that, audited and replayed under ``recommended``, which denies
+nearly every call: their peak RSS should not grow with the denials.
 Reports the wall time and each process's peak RSS. Not a test: no timing
 is asserted anywhere.
 """
@@ -46,19 +49,40 @@ def write_session(path: Path, calls: int) -> Path:
     return s.write(path)
 
 
+# Runs a Python command line (``-m module ...`` or ``-c code ...``) and, as it
+# exits, writes its own peak RSS (VmHWM, kB) to a file: ``wait4``'s peak counts
+# the benchmark process the child was forked from, whatever it has grown to.
+_OWN_PEAK = """
+import atexit, runpy, sys
+peak, how, what, *rest = sys.argv[1:]
+
+def tell() -> None:
+    with open("/proc/self/status") as status, open(peak, "w") as out:
+        out.write(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+
+atexit.register(tell)
+if how == "-m":
+    sys.argv = [what, *rest]
+    runpy.run_module(what, run_name="__main__", alter_sys=True)
+else:
+    sys.argv = ["-c", *rest]
+    exec(compile(what, "<string>", "exec"), {"__name__": "__main__"})
+"""
+
+
 def _child(command: list[str], stdout: Path) -> tuple[float, float, float]:
-    """Run ``command`` with stdout to a file: its wall seconds, its CPU
-    seconds (user and system, its worker processes included) and its own
-    peak RSS in MB (``wait4`` reports that child alone; the benchmark's
-    process stays small, so the fork it starts from adds nothing)."""
+    """Run ``command`` (``python -m ...`` or ``python -c ...``) with stdout to
+    a file: its wall seconds, its CPU seconds (user and system, its worker
+    processes included) and its own peak RSS in MB."""
+    peak = stdout.with_suffix(".peak")
     started = time.perf_counter()
     with open(stdout, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, cwd=REPO)
+        process = subprocess.Popen([command[0], "-c", _OWN_PEAK, str(peak), *command[1:]], stdout=out, cwd=REPO)
         _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
         raise subprocess.CalledProcessError(process.returncode, command)
-    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, int(peak.read_text()) / 1024
 
 
 def _audit(paths: list[Path], out: Path, jobs: int = 1) -> tuple[float, float, float, dict[str, int]]:
@@ -162,6 +186,43 @@ def _folder(settings: Settings) -> list[Row]:
     ]
 
 
+_REPEATS = """
+import sys
+from bus import Agent, SessionLog, ToolCall, ToolResult
+agent = Agent("main")
+with SessionLog(sys.argv[1]) as log:
+    for n in range(int(sys.argv[2])):
+        call = ToolCall(agent=agent, call_id=f"c{n}", step=n + 1, tool="Bash", args={"command": "pytest -q"})
+        log.write_many([call, ToolResult.answering(call, "FAILED tests/test_x.py::test_a", is_error=True)])
+"""
+
+
+def _repeats(settings: Settings) -> list[Row]:
+    """Audit and replay (``recommended``) of a log of one failing call
+    repeated: what they keep must not grow with the calls denied."""
+    rows = []
+    for calls in (max(settings.audit_calls // 10, 1), settings.audit_calls):
+        log = settings.tmpdir / "repeats.jsonl"
+        log.unlink(missing_ok=True)
+        _child([sys.executable, "-c", _REPEATS, str(log), str(calls)], settings.tmpdir / "write.out")
+        for what, command in (
+            ("audit", ["audit", str(log), "--config", "recommended", "--json"]),
+            ("replay", ["replay", str(log), "--config", "recommended"]),
+        ):
+            seconds, _, peak = _child([sys.executable, "-m", "guard", *command], settings.tmpdir / "repeats.out")
+            rows.append(
+                Row(
+                    section="audit, every policy, one fresh process each",
+                    name=f"{what}, one failing call repeated {calls:,} times",
+                    rate=calls / seconds,
+                    unit="calls/s",
+                    extra=f"recommended denies nearly all; peak RSS {peak:.0f} MB",
+                )
+            )
+        log.unlink()
+    return rows
+
+
 async def audit_scale(settings: Settings) -> list[Row]:
     session = settings.tmpdir / "scale.jsonl"
     # Written by a child too, so this process never holds the session.
@@ -173,6 +234,7 @@ async def audit_scale(settings: Settings) -> list[Row]:
     rows = _against_replay(session, settings)
     session.unlink()
     rows += _folder(settings)
+    rows += _repeats(settings)
     corpus = settings.corpus
     if corpus is not None and corpus.is_dir():
         size = sum(p.stat().st_size for p in corpus.rglob("*") if p.is_file()) / 1e6
