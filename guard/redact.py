@@ -391,11 +391,7 @@ class Redactor:
         straddling = redacted.find(REDACTED, max(0, limit - len(REDACTED) + 1), limit + len(REDACTED) - 1)
         if straddling >= 0:
             cut = straddling + len(REDACTED)
-        elif (
-            len(excerpt.head) < excerpt.total
-            and cut < len(redacted)
-            and _WORD_ENDS.isdisjoint(redacted[cut - 1 :])
-        ):
+        elif len(excerpt.head) < excerpt.total and cut < len(redacted) and _WORD_ENDS.isdisjoint(redacted[cut - 1 :]):
             while cut > 0 and redacted[cut - 1] not in _WORD_ENDS:
                 cut -= 1
         return redacted[:cut] + cut_note(excerpt.total - min(cut, limit))
