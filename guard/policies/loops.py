@@ -76,9 +76,11 @@ from guard.policies.progress import (
 from guard.policies.reads import (
     DEFAULT_READ_ONLY_COMMANDS,
     DEFAULT_READ_ONLY_TOOLS,
+    OPTIONS,
     ReadOnlyRule,
     hands_off,
     keeps_books,
+    without_prefixes,
 )
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policy import Policy
@@ -259,7 +261,13 @@ _HALT = (
     "loop-detector: {tool} with the same arguments was denied {denials} times and the agent kept retrying it; "
     "the run should end."
 )
-_BLOCKING_WAIT = "sleep {wait} in the shell, or the tool's own wait or timeout argument"
+_BLOCKING_WAIT = (
+    "the tool's own wait or timeout argument, or one bounded shell command that waits for the change: "
+    "timeout 600 sh -c 'until <check>; do sleep {wait}; done'"
+)
+"""How to wait: never a bare ``sleep`` first in a command, which Claude Code
+refuses to run; a wait loop bounded, since an unbounded one outlives the
+thing it waits for."""
 _INPUT_KEYS = ("chars", "input", "stdin", "text", "keys", "data")
 _PAGING_VALUE, _POLL_VALUE = 1, 2
 
@@ -1057,7 +1065,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(?:status|http|code|error)[\s:=\"']*(?:429|50[0-4]|529)\b",
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
-        r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution)\b",
+        r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution|"
+        r"could not resolve host|getaddrinfo|eai_again|enotfound|tls handshake timeout|i/o timeout|"
+        r"unexpected disconnect|early eof|rpc failed|ssl_error_syscall|connection closed by remote host|"
+        r"remote end closed connection)\b",
         # a service not up yet: what a readiness check says while it starts (in English, and as localised
         # clients print it: German, French, Spanish, Italian, Portuguese, Russian, Chinese, Japanese)
         r"(?i)\b(?:connection refused|econnrefused|failed to connect|could not connect|couldn't connect|"
@@ -1148,9 +1159,16 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "*screenshot*",
     )
     poll_commands: tuple[str, ...] = (
-        r"(^|[;&|(]\s*)(gh\s+(run|pr)\s+(view|checks|status|watch|list)|kubectl\s+(get|describe|rollout\s+status)|"
-        r"docker(\s+compose|-compose)?\s+(ps|logs)|podman\s+(ps|logs)|tail\b|squeue\b|qstat\b|"
-        r"systemctl\s+(status|is-active)|curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
+        r"(^|[;&|(]\s*)(gh" + OPTIONS + r"\s+(run|pr|workflow)" + OPTIONS + r"\s+(view|checks|status|watch|list)|"
+        r"kubectl" + OPTIONS + r"\s+(get|describe|wait|top|rollout" + OPTIONS + r"\s+status)|"
+        r"(docker|podman)" + OPTIONS + r"(\s+compose" + OPTIONS + r")?\s+(ps|logs|inspect|stats)|"
+        r"docker-compose" + OPTIONS + r"\s+(ps|logs)|helm" + OPTIONS + r"\s+(status|list|ls|history)|"
+        r"systemctl" + OPTIONS + r"\s+(status|is-active|is-failed)|journalctl\b|tail\b|squeue\b|qstat\b|"
+        r"(aws|gcloud|az)\b[^|;&]*\s(describe(-[\w-]+)?|get-[\w-]+|list(-[\w-]+)?|show|wait|ls)(\s|$)|"
+        r"(npm|pnpm|yarn)\s+(view|info)\b|(dig|nslookup|host)\s|nvidia-smi\b|"
+        r"ssh\b[^|;&]*\s['\"]?(tail|journalctl|nvidia-smi|squeue|qstat|ps|systemctl\s+status|(docker|podman)\s+(ps|logs)|"
+        r"kubectl\s+get|cat\s+\S+\.(log|out|status))\b|"
+        r"curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
         r"jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|"
         r"wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
     )
@@ -2015,15 +2033,19 @@ class LoopsPolicy(Policy[_AgentLoops]):
         )
         return self._action("remind", result, count, text, at)
 
-    def _polled(self, tool: str, args: Any, command: str | None) -> bool:
+    def _polled(self, tool: str, args: Any, command: str) -> bool:
         """A poll by its arguments: a poll tool's call (not typing input) or
-        a poll command. A call that succeeded is also a poll when its result
+        a poll command (``sudo``-like words in front of a step dropped, as
+        for reads). A call that succeeded is also a poll when its result
         reports a pending state (``poll_states``)."""
         if self._poll_tools is not None and self._poll_tools.tracks(tool) and not _typed(args):
             return True
-        if command is not None and not command.strip():
+        if not command.strip():
             return True  # an empty shell command reads more output of the running one
-        return self._poll_commands.search(command)
+        if self._poll_commands.search(command):
+            return True
+        plain = without_prefixes(command)  # sudo systemctl status app, FORCE_COLOR=0 gh run list
+        return plain is not command and self._poll_commands.search(plain)
 
     def _action(self, kind: ActionKind, event: ToolCall | ToolResult, count: int, text: str, threshold: int) -> Action:
         return action_for(event, policy=self.name, kind=kind, count=count, text=text, threshold=threshold)

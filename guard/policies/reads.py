@@ -23,7 +23,21 @@ from guard._regex import lazy_compile
 from guard.patterns import RegexSet, ToolFilter
 from guard.policies.progress import loose_tool_name
 
-__all__ = ["DEFAULT_READ_ONLY_COMMANDS", "DEFAULT_READ_ONLY_TOOLS", "ReadOnlyRule", "hands_off", "keeps_books"]
+__all__ = [
+    "DEFAULT_READ_ONLY_COMMANDS",
+    "DEFAULT_READ_ONLY_TOOLS",
+    "OPTIONS",
+    "ReadOnlyRule",
+    "hands_off",
+    "keeps_books",
+    "without_prefixes",
+]
+
+OPTIONS = r"(?:\s+--?[A-Za-z][\w.-]*(?:=\S*|\s+[^-\s;&|]\S*)?)*"
+"""A regex fragment (RE2) for the options a command line may give between a
+program and its subcommand (``kubectl -n staging get``, ``docker --context
+prod ps``, ``gh -R org/app run list``): each a flag, with a value after
+``=`` or as the next word."""
 
 DEFAULT_READ_ONLY_TOOLS: tuple[str, ...] = (
     "read*",
@@ -94,9 +108,9 @@ DEFAULT_READ_ONLY_COMMANDS: tuple[str, ...] = (
     r"open|goto|scroll_up|scroll_down|search_dir|search_file|find_file)(?:\s|$)",
     r"^git\s+(?:--no-pager\s+|-C\s+\S+\s+)*(?:status|log|diff|show|blame|grep|ls-files|ls-tree|rev-parse|"
     r"describe|shortlog|reflog|remote|branch|tag|config\s+--(?:get|list))(?:\s|$)",
-    r"^(?:docker|podman)\s+(?:ps|images|inspect|logs|version|info)(?:\s|$)",
-    r"^kubectl\s+(?:get|describe|logs|explain|version|config\s+view)(?:\s|$)",
-    r"^gh\s+(?:\w+\s+)?(?:view|list|status|checks|diff)(?:\s|$)",
+    r"^(?:docker|podman)" + OPTIONS + r"\s+(?:ps|images|inspect|logs|version|info)(?:\s|$)",
+    r"^kubectl" + OPTIONS + r"\s+(?:get|describe|logs|explain|version|config\s+view)(?:\s|$)",
+    r"^gh" + OPTIONS + r"\s+(?:\w+\s+)?(?:view|list|status|checks|diff)(?:\s|$)",
     r"^(?:pip3?|uv\s+pip|npm|pnpm|yarn|cargo|go)\s+(?:list|ls|show|view|freeze|outdated|why|tree|metadata|env|"
     r"version|--version)(?:\s|$)",
     # PowerShell's and cmd's reads (cmdlet names are case-insensitive)
@@ -125,9 +139,24 @@ def _blanked(found: re.Match[str]) -> str:
     return " ''" if first in "'\"" else " #" if first == "#" else " "
 
 
-_PREFIX = lazy_compile(
-    r"^(?:(?:sudo|time|timeout\s+\S+|nohup|exec|env|nice|xargs(?:\s+-\S+)*)\s+|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+"
-)
+_PREFIXES = r"(?:(?:sudo|time|timeout\s+\S+|nohup|exec|env|nice|xargs(?:\s+-\S+)*)\s+|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+"
+_PREFIX = lazy_compile("^" + _PREFIXES)
+_STEP_PREFIX = lazy_compile(r"(^|[;&|(\n]\s*)" + _PREFIXES)
+
+
+def without_prefixes(command: str) -> str:
+    """``command`` with the words that only run the rest of a step dropped
+    from the start of each step (``sudo``, ``time``, ``timeout 60``,
+    ``nohup``, ``env``, ``nice``, ``VAR=value``): ``sudo systemctl status
+    app`` is a ``systemctl status`` as a pattern anchored at a step's start
+    sees it. ``command`` itself when there are none."""
+    plain, dropped = _STEP_PREFIX.subn(r"\1", command)
+    return plain if dropped else command
+
+
+# Steps that change only the shell itself: in a persistent shell (Claude Code's, OpenHands',
+# SWE-agent's) what the next command does
+_SHELL_STATE = lazy_compile(r"^(?:cd|pushd|popd|export|unset|set|ulimit|umask)(?:\s|$)")
 
 
 # Steps that start like a read but write: an in-place edit, find's actions,
@@ -239,10 +268,13 @@ class ReadOnlyRule:
         memo = self._memo
         reads = memo.get(command)
         if reads is None:
+            steps = _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command))
             reads = (
                 bool(self._steps)
                 and not any(mark in command for mark in _SUBSTITUTIONS)
-                and all(self._step_reads(step) for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)))
+                and all(self._step_reads(step) for step in steps)
+                # a command that only moves the shell (cd, export) changes what the next one does
+                and not _moves_shell(steps)
             )
             _remember(memo, command, reads)
         return reads
@@ -256,6 +288,12 @@ class ReadOnlyRule:
         # what find runs for each file (-exec grep -l x {} \;) must only read too
         ran = _FIND_RUNS.split(words)[1:] if words.startswith("find") else ()
         return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " ")) for command in ran)
+
+
+def _moves_shell(steps: list[str]) -> bool:
+    """Whether a command's steps do nothing but change the shell itself."""
+    words = [step.strip() for step in steps if step.strip()]
+    return bool(words) and all(_SHELL_STATE.match(word) for word in words)
 
 
 def _remember(memo: dict[str, bool], key: str, reads: bool) -> None:

@@ -488,7 +488,8 @@ async def test_an_unchanged_poll_is_denied_after_its_time(make: Make, anyio_back
     assert run.actions == [(4, "remind"), (6, "deny"), (7, "deny")]
     assert "wait about 30 seconds" in run.texts[0]
     assert "over 2 min" in run.texts[1]
-    assert "poll it again only after waiting at least 30 seconds (sleep 30 in the shell" in run.texts[1]
+    assert "poll it again only after waiting at least 30 seconds (the tool's own wait" in run.texts[1]
+    assert "until <check>; do sleep 30; done" in run.texts[1]
 
 
 async def test_a_poll_that_already_waits_the_longest_back_off_is_never_denied(make: Make, anyio_backend: str) -> None:

@@ -1025,6 +1025,93 @@ async def test_a_windows_wait_between_checks_makes_them_a_poll(
     assert {kind for _, kind in run.actions} == {"remind"}, "a poll told to back off, never denied"
 
 
+@pytest.mark.parametrize(
+    "check",
+    [
+        "kubectl -n staging get pods",
+        "kubectl --context prod get deploy web -o wide",
+        "kubectl --context=prod rollout status deploy/web --timeout=60s",
+        "sudo docker ps --filter name=web",
+        "docker compose -f deploy.yml logs --tail 20 web",
+        "FORCE_COLOR=0 gh -R org/app run list --limit 1",
+        "sudo systemctl status app",
+        "systemctl --user status app",
+        "helm -n web status app",
+        "journalctl -u app -n 20 --no-pager",
+        "aws ecs describe-services --cluster prod --services web",
+        "gcloud run services describe api --region europe-west1",
+        "ssh gpu-01 'tail -50 ~/train.log'",
+        "dig +short app.example.com",
+        "npm view @acme/sdk version",
+    ],
+)
+async def test_a_status_check_is_a_poll_whatever_options_come_before_its_subcommand(
+    make: Make, anyio_backend: str, check: str
+) -> None:
+    """Status checks as agents write them: options before the subcommand,
+    ``sudo`` or a variable in front, and the checks of clouds, services,
+    DNS and registries; Claude Code refuses a ``sleep`` first, so each
+    check comes again without one."""
+    run = make()
+    for _ in range(9):
+        await run.do("Bash", {"command": check}, "web-7d9f  0/1  Pending  0  41s", seconds=10)
+    assert run.actions
+    assert {kind for _, kind in run.actions} == {"remind"}, "told to back off, never denied"
+
+
+async def test_a_command_that_only_starts_like_a_status_check_is_no_poll(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("Bash", {"command": "ssh build-01 make -C /srv/app"}, "make: Nothing to be done for 'all'.")
+    assert run.actions == [(3, "deny")]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "fatal: unable to access 'https://github.com/acme/app.git/': Could not resolve host: github.com",
+        "npm ERR! request to https://registry.npmjs.org/left-pad failed, reason: getaddrinfo EAI_AGAIN npmjs.org",
+        'Error response from daemon: Get "https://registry-1.docker.io/v2/": net/http: TLS handshake timeout',
+        "dial tcp 10.0.0.5:443: i/o timeout",
+        "error: RPC failed; curl 92 HTTP/2 stream 5 was not closed cleanly\nfatal: early EOF",
+        "curl: (35) OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to api.example.com:443",
+    ],
+)
+async def test_a_network_failure_retried_is_transient(make: Make, anyio_backend: str, error: str) -> None:
+    run = make()
+    for _ in range(5):
+        await run.do("Bash", {"command": "git push origin main"}, error, is_error=True)
+    assert run.actions == [(5, "remind")], "a back-off advisory at the fifth, no denial"
+
+
+async def test_changing_directory_between_runs_of_a_failing_build_is_no_repeat(make: Make, anyio_backend: str) -> None:
+    """In a shell that persists between calls, ``cd`` and ``export`` change
+    what the next command does: the same build run in each package, or
+    with each setting fixed in turn, is no retry of one failure."""
+    run = make()
+    for package in ("api", "web", "cli", "sdk", "docs", "infra"):
+        await run.do("Bash", {"command": f"cd /repo/packages/{package}"}, "")
+        await run.do(
+            "Bash", {"command": "npm run build"}, f"Exit code 2\nsrc/{package}.ts(3,1): error TS2304", is_error=True
+        )
+    for setting in ("DJANGO_SETTINGS_MODULE=app.settings", "DATABASE_URL=sqlite://", "SECRET_KEY=x"):
+        await run.do("execute_bash", {"command": f"export {setting}"}, "")
+        await run.do(
+            "execute_bash", {"command": "python -m pytest tests"}, "Exit code 1\nImproperlyConfigured", is_error=True
+        )
+    assert [kind for _, kind in run.actions if kind == "deny"] == []
+
+
+async def test_changing_to_the_same_directory_before_the_same_failing_build_is_a_retry(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    for _ in range(5):
+        await run.do("Bash", {"command": "cd /repo/packages/api"}, "")
+        await run.do("Bash", {"command": "npm run build"}, "Exit code 2\nsrc/api.ts(3,1): error TS2304", is_error=True)
+    assert "deny" in [kind for _, kind in run.actions]
+
+
 async def test_powershell_reads_between_the_same_failing_build_are_no_news(make: Make, anyio_backend: str) -> None:
     run = make()
     build = ["powershell.exe", "-Command", "dotnet build"]

@@ -23,6 +23,11 @@ def rule() -> ReadOnlyRule:
         "sudo FOO=1 cat /etc/hosts;",
         "git --no-pager diff HEAD~1",
         "kubectl get pods -n web",
+        "kubectl -n web get pods",
+        "kubectl --context=prod describe deploy web",
+        "docker --context prod ps -a",
+        "gh -R org/app pr view 12",
+        "cd /repo && grep -rn TODO src",
         "view",
         "grep -in todo src/a.py",
         "Get-Content build.log | Select-String error",
@@ -80,6 +85,10 @@ def test_read_only_commands_only_read(rule: ReadOnlyRule, command: str) -> None:
         "diff <(./gen a) b",
         "Get-Content a.txt | Set-Content b.txt",
         "Remove-Item build -Recurse",
+        "cd packages/web",
+        "export DJANGO_SETTINGS_MODULE=app.settings",
+        "cd /repo; export CI=1",
+        "kubectl -n web apply -f web.yaml",
     ],
 )
 def test_a_command_with_any_other_step_may_change_something(rule: ReadOnlyRule, command: str) -> None:
