@@ -29,6 +29,7 @@ Needs the ``redis`` extra and asyncio (redis-py has no trio support).
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from bus import Agent, AgentStatus, AnyEvent, Bus, Event, SessionStart, ToolCall, ToolResult
 from bus._codec import event_decoder
@@ -48,6 +50,7 @@ from guard.actions import Action
 from guard.config import Config
 from guard.guard import Guard
 from guard.server.events import recall
+from guard.server.scope import current
 from guard.server.sessions import Session, SessionStore, StoreError
 from guard.sessions.answer import retry_key
 from guard.sessions.fleet import ActionLedger, FleetCounts
@@ -59,9 +62,20 @@ from guard.sessions.resume import follow
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["LeaseTimeout", "RedisSessionStore"]
+__all__ = ["PROBE_SCRIPT", "LeaseTimeout", "RedisSessionStore", "probe_key"]
 
 _log = LazyLogger("guard.server")
+
+
+PROBE_SCRIPT = "return redis.call('SET', KEYS[1], '1', 'PX', 1000)"
+"""What every request does, in little: a script (run by its digest) that
+writes a key under the fleet's prefix. It fails as requests would: a user
+the ACL does not let run scripts or touch those keys, a Redis out of memory."""
+
+
+def probe_key(prefix: str) -> str:
+    """The key ``PROBE_SCRIPT`` writes for a fleet under ``prefix``."""
+    return f"{prefix}:{{healthz}}:probe"
 
 
 class LeaseTimeout(StoreError):
@@ -69,6 +83,7 @@ class LeaseTimeout(StoreError):
 
 
 _UNFETCHED_KEPT = 4096
+_STALLS_KEPT = 4096
 
 
 class _Shared:
@@ -135,10 +150,13 @@ class RedisSessionStore(SessionStore):
         self.ttl = ttl
         self.worker = worker or f"serve-{uuid.uuid4().hex[:8]}"
         self.ledger = ActionLedger(client, prefix=prefix, worker=self.worker, ttl=ttl)
+        self._probe = client.register_script(PROBE_SCRIPT)
         self._shared: dict[str, _Shared] = {}
         self._fetched: dict[str, Lease] = {}
         self._spent: set[str] = set()
         """Tokens of leases a commit's script released or found lost."""
+        self._stalled: dict[str, tuple[float, str]] = {}
+        """Each session's last Redis timeout: when (wall clock) and what it said."""
 
     def _stream(self, session_id: str) -> RedisSessionLog:
         return RedisSessionLog(self.client, session_id, prefix=self.prefix, maxlen=self.maxlen, ttl=self.ttl)
@@ -202,6 +220,30 @@ class RedisSessionStore(SessionStore):
                 shared.answered[key] = answer  # recorded already: the commit puts it only if it changes
 
     @asynccontextmanager
+    async def _turn(self, session_id: str) -> AsyncIterator[None]:
+        """The session's turn, as for any store; but a request that waited
+        for it behind one Redis did not answer in time fails at once, as
+        that one did: one timeout per stall, not one for each request
+        queued behind it (parallel calls of one agent come together)."""
+        scope = current()
+        arrived = scope.arrived if scope is not None else time.time()
+        async with super()._turn(session_id):
+            stalled = self._stalled.get(session_id)
+            if stalled is not None and stalled[0] >= arrived:
+                raise StoreError(f"session {session_id!r}: Redis: {stalled[1]} (a request before this one)")
+            yield
+
+    def _note_stall(self, session_id: str, exc: RedisError) -> str:
+        """``exc``'s text; when it is a timeout, noted for the requests
+        waiting behind this one (``_turn``)."""
+        text = error_text(exc)
+        if isinstance(exc, RedisTimeout):
+            if len(self._stalled) >= _STALLS_KEPT:
+                self._stalled.clear()
+            self._stalled[session_id] = (time.time(), text)
+        return text
+
+    @asynccontextmanager
     async def _held(self, session_id: str, retry_keys: Sequence[str]) -> AsyncIterator[Session]:
         """``use``'s session, caught up with the stream under its lease,
         which is released when the block ends (see the module's docstring).
@@ -213,7 +255,8 @@ class RedisSessionStore(SessionStore):
         try:
             lease = await self._acquire(session_id, shared, retry_keys)
         except RedisError as exc:
-            raise StoreError(f"session {session_id!r}: Redis: {error_text(exc)}") from None
+            raise StoreError(f"session {session_id!r}: Redis: {self._note_stall(session_id, exc)}") from None
+        self._stalled.pop(session_id, None)
         stop_renewal = self.leases.hold(session_id, lease.token)
         try:
             # (evicted while the lease was taken: restored below instead)
@@ -227,15 +270,20 @@ class RedisSessionStore(SessionStore):
                 shared.answered = dict(session.answers)
                 yield session
         except RedisError as exc:
-            raise StoreError(f"session {session_id!r}: Redis: {error_text(exc)}") from None
+            raise StoreError(f"session {session_id!r}: Redis: {self._note_stall(session_id, exc)}") from None
         finally:
             stop_renewal()
             self._fetched.pop(session_id, None)
             if lease.token not in self._spent:
-                # Bounded: against a stalled Redis the request has spent its timeout already, and
-                # a lease not released lapses by itself (lease_ms) once its renewal stopped.
+                # Bounded: against a stalled Redis the request has spent its timeout already; a
+                # lease not handed back is taken back by this replica's next request of the
+                # session, and lapses by itself (lease_ms) for the others.
+                released = False
                 with anyio.move_on_after(RELEASE_SECONDS, shield=True), contextlib.suppress(RedisError):
                     await self.leases.release(session_id, lease.token)
+                    released = True
+                if not released:
+                    self.leases.abandon(session_id, lease.token)
             self._spent.discard(lease.token)
 
     async def _acquire(self, session_id: str, shared: _Shared | None, notes: Sequence[str]) -> Lease:
@@ -317,7 +365,7 @@ class RedisSessionStore(SessionStore):
             reply = await self.leases.flush(session.id, token, (keys, args), (ledger, recorded))
         except RedisError as exc:
             raise StoreError(
-                f"session {session.id!r}: Redis: {error_text(exc)}; the event may not be recorded"
+                f"session {session.id!r}: Redis: {self._note_stall(session.id, exc)}; the event may not be recorded"
             ) from None
         self._spent.add(token)
         if not reply[0]:
@@ -330,9 +378,9 @@ class RedisSessionStore(SessionStore):
         shared.position = position.decode() if isinstance(position, bytes) else str(position)
 
     async def unready(self) -> str | None:
-        """Redis must answer a ``PING``."""
+        """Redis must run ``PROBE_SCRIPT``, as it runs every request's."""
         try:
-            await self.client.ping()
+            await self._probe(keys=[probe_key(self.prefix)])
         except RedisError as exc:
             return f"Redis: {error_text(exc)}"
         return None

@@ -252,7 +252,7 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
         raise ServeError(f"--redis {redact_url(args.redis)}: {exc}") from None
     from guard.server.redis_store import RedisSessionStore
 
-    _check_redis(args.redis)
+    _check_redis(args.redis, args.redis_prefix)
     client = redis_client(args.redis, timeout=REDIS_TIMEOUT)
     return RedisSessionStore(client, config, prefix=args.redis_prefix, **options)
 
@@ -260,28 +260,50 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
 _REDIS_CHECK_SECONDS = 1.0
 
 
-def _check_redis(url: str) -> None:
+def _check_redis(url: str, prefix: str) -> None:
     """Refuse to start on what waiting cannot mend (a wrong password or user,
-    a database Redis does not have): every request would get a 503. A Redis
-    that does not answer yet is only warned of: requests get 503 until it
-    does, and ``/healthz`` says so."""
+    a database Redis does not have, a user the ACL does not let run scripts
+    or touch the fleet's keys): every request would get a 503. A Redis that
+    does not answer yet, or is out of memory, is only warned of: requests
+    get 503 until it can, and ``/healthz`` says so."""
     from redis import Redis
-    from redis.exceptions import AuthenticationError, RedisError, ResponseError
+    from redis.exceptions import AuthenticationError, NoPermissionError, RedisError, ResponseError
+
+    from guard.server.redis_store import PROBE_SCRIPT, probe_key
 
     client = Redis.from_url(url, socket_timeout=_REDIS_CHECK_SECONDS, socket_connect_timeout=_REDIS_CHECK_SECONDS)
     try:
         client.ping()
-    except (AuthenticationError, ResponseError) as exc:
+        client.register_script(PROBE_SCRIPT)(keys=[probe_key(prefix)])
+    except (AuthenticationError, NoPermissionError) as exc:
         raise ServeError(f"--redis {redact_url(url)}: Redis refused it: {error_text(exc)}") from None
+    except ResponseError as exc:
+        if not _transient(exc):
+            raise ServeError(f"--redis {redact_url(url)}: Redis refused it: {error_text(exc)}") from None
+        _warn_redis(url, exc, "cannot record events yet", "it can")
     except RedisError as exc:
-        print(
-            f"repeat-tool-guard serve: warning: Redis at {redact_url(url)} does not answer yet ({error_text(exc)});"
-            " requests get 503 until it does",
-            file=sys.stderr,
-            flush=True,
-        )
+        _warn_redis(url, exc, "does not answer yet", "it does")
     finally:
         client.close()
+
+
+def _transient(exc: Exception) -> bool:
+    """Whether a Redis error reply may pass by itself (out of memory, still
+    loading its data, a replica not in sync), rather than refuse every request."""
+    from redis.exceptions import BusyLoadingError, OutOfMemoryError, ReadOnlyError
+
+    return isinstance(exc, (OutOfMemoryError, BusyLoadingError, ReadOnlyError)) or str(exc).startswith(
+        ("MASTERDOWN", "TRYAGAIN", "BUSY")
+    )
+
+
+def _warn_redis(url: str, exc: Exception, state: str, until: str) -> None:
+    print(
+        f"repeat-tool-guard serve: warning: Redis at {redact_url(url)} {state} ({error_text(exc)});"
+        f" requests get 503 until {until}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _telemetry() -> GuardTelemetry | None:

@@ -31,20 +31,28 @@ __all__ = ["PREFETCH", "Lease", "LeaseTimeout", "SessionLeases"]
 PREFETCH = 256
 """Entries taking a lease returns at most; a longer catch-up reads on."""
 
+ABANDONED_KEPT = 8
+"""Tokens of a session's abandoned leases kept, the latest."""
+_ABANDONED_SESSIONS = 4096
+
 # Take the session's lease and, in the same step, read where the stream is:
 # its last seq and, when that is not the seq the replica knows (ARGV[3]) or
 # its last entry is not the replica's position (ARGV[4], an entry id or '-':
 # a new life of the session, after a Redis restarted without its data, that
 # reached the same seq), the entries after that position and the notes
 # named by ARGV[6:] (from the hash KEYS[4]).
-# A lease held by another request answers {0, its remaining ms}.
+# A lease held by another request answers {0, its remaining ms, its token};
+# one held by this token already (the same taking sent again after a lost
+# connection) is this request's.
 _ACQUIRE = (
     LUA_HELPERS
     + """
 local wrong = check_types({KEYS[1], 'string', KEYS[2], 'hash', KEYS[3], 'stream', KEYS[4], 'hash'})
 if wrong then return redis.error_reply(wrong) end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {0, redis.call('PTTL', KEYS[1])}
+  local holder = redis.call('GET', KEYS[1])
+  if holder ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[1]), holder} end
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 local seq = last_seq(KEYS[2], KEYS[3])
 if seq == tonumber(ARGV[3]) then
@@ -180,7 +188,12 @@ async def _reply(script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
 class SessionLeases:
     """The leases of the sessions under ``prefix`` on ``client``: a lease
     outlives its last renewal by ``lease_ms``; ``acquire`` waits up to
-    ``wait_ms`` for another request's lease before ``LeaseTimeout``."""
+    ``wait_ms`` for another request's lease before ``LeaseTimeout``.
+
+    A lease this process gave up on (``abandon``: taking it or handing it
+    back failed, so Redis may still grant or keep it once it answers again,
+    with no request left to use it) is taken back by this process's next
+    request of the session instead of waited out."""
 
     def __init__(self, client: Redis, *, prefix: str, lease_ms: int = 5_000, wait_ms: int = 120_000) -> None:
         if lease_ms < 3:
@@ -196,6 +209,7 @@ class SessionLeases:
         self._renew = client.register_script(_RENEW)
         self._flush = client.register_script(_FLUSH)
         self._batches = _Batches(client)
+        self._abandoned: dict[str, list[str]] = {}
 
     def key(self, session_id: str) -> str:
         """The Redis key of ``session_id``'s lease."""
@@ -213,19 +227,46 @@ class SessionLeases:
         deadline = time.monotonic() + self.wait_ms / 1000
         pause = 0.001
         while True:
-            reply = await self._batches.call(
-                self._acquire, keys, [token, self.lease_ms, known, after, self.prefetch, *notes]
-            )
+            try:
+                reply = await self._batches.call(
+                    self._acquire, keys, [token, self.lease_ms, known, after, self.prefetch, *notes]
+                )
+            except BaseException:
+                self.abandon(session_id, token)  # the script may yet run and take the lease
+                raise
             if reply[0]:
                 if len(reply) < 3:
                     return Lease(token, int(reply[1]), after, None)
                 read = dict(zip(notes, reply[3], strict=True)) if len(reply) > 3 else None
                 return Lease(token, int(reply[1]), after, reply[2], read)
+            if await self._take_back(session_id, reply[2]):
+                continue
             if time.monotonic() > deadline:
                 raise LeaseTimeout(f"session {session_id!r} is held by another replica for over {self.wait_ms} ms")
             # The holder is another replica answering one request: a few ms.
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.05)
+
+    def abandon(self, session_id: str, token: str) -> None:
+        """Note that no request holds ``token``'s lease of the session any
+        more, though Redis may grant or keep it (see the class docstring)."""
+        tokens = self._abandoned.pop(session_id, [])
+        if len(self._abandoned) >= _ABANDONED_SESSIONS:
+            del self._abandoned[next(iter(self._abandoned))]
+        self._abandoned[session_id] = [*tokens[1 - ABANDONED_KEPT :], token]
+
+    async def _take_back(self, session_id: str, holder: bytes | str | None) -> bool:
+        """Release the session's lease when ``holder``, the token holding
+        it, is one this process abandoned: whether it did."""
+        tokens = self._abandoned.get(session_id)
+        held = holder.decode() if isinstance(holder, bytes) else holder
+        if not tokens or held not in tokens:
+            return False
+        tokens.remove(held)
+        if not tokens:
+            del self._abandoned[session_id]
+        await self.release(session_id, held)
+        return True
 
     def hold(self, session_id: str, token: str) -> Callable[[], None]:
         """Keep the lease while the caller runs: renewed every third of

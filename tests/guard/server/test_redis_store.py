@@ -27,6 +27,7 @@ import anyio
 import httpx
 import msgspec
 import pytest
+import redis
 from redis.asyncio import Redis
 
 from bus.redis_log import RedisSessionLog, redact_url, redis_client
@@ -38,7 +39,7 @@ from guard.server.events import EventAnswer, RequestError, answer_event, apply_e
 from guard.server.redis_store import LeaseTimeout, RedisSessionStore
 from guard.server.sessions import Session, StoreError
 from guard.sessions.answer import retry_key
-from tests.conftest import AskScript, Proxy, RedisClients
+from tests.conftest import AskScript, Proxy, RedisClients, start_redis_server
 from tests.guard.server.conftest import REPO, StartServer, hook_payload, wait_listening
 
 pytestmark = [pytest.mark.anyio, pytest.mark.asyncio_only]
@@ -508,12 +509,132 @@ def test_redis_mode_refuses_to_start_on_what_waiting_cannot_mend(
     assert "wrong" not in err, "the password is not printed"
 
 
+@pytest.mark.parametrize(
+    ("rules", "prefix", "refusal"),
+    [
+        ("+ping +client +select ~*", "rtg", "no permissions to run the 'evalsha' command"),
+        ("+@all ~rtg:*", "other", "no permissions to access one of the keys"),
+    ],
+)
+def test_redis_mode_refuses_to_start_for_a_user_that_may_not_do_what_requests_do(
+    redis_url: str, rules: str, prefix: str, refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user who may ping but not run the lease scripts, or not on the
+    fleet's keys, would answer every request 503 while ``/healthz`` said ok."""
+    user = f"u{os.getpid()}x{len(prefix)}"
+    admin = redis.Redis.from_url(redis_url)
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", *rules.split())
+    try:
+        url = redis_url.replace("redis://", f"redis://{user}:pw@")
+        assert main(["serve", "--port", "0", "--redis", url, "--redis-prefix", prefix]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"repeat-tool-guard serve: --redis {redact_url(url)}: Redis refused it: "), err
+        assert refusal in err
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
+
+
+async def test_health_fails_while_redis_is_out_of_memory(replicas: Replicas, redis_url: str) -> None:
+    (store,) = replicas(1)
+    admin = Redis.from_url(redis_url)
+    try:
+        assert await store.unready() is None
+        await admin.config_set("maxmemory", 1)
+        await admin.config_set("maxmemory-policy", "noeviction")
+        unready = await store.unready()
+        assert unready is not None, "every event would get a 503: not healthy"
+        assert "maxmemory" in unready
+        with pytest.raises(StoreError, match="maxmemory"):
+            await grep(store, "oom", "c0")
+    finally:
+        await admin.config_set("maxmemory", 0)
+        await admin.aclose()
+    assert await store.unready() is None
+    assert (await grep(store, "oom", "c1")).seq == 3
+
+
+async def test_a_lease_taking_sent_again_after_its_answer_was_lost_gets_the_lease(
+    redis_proxy: Proxy, anyio_backend: str
+) -> None:
+    """Redis took the lease but its answer was lost with the connection: the
+    client sends the same taking again, which finds the lease its own
+    (``wait_ms=0``: any wait for it fails)."""
+    store = RedisSessionStore(redis_client(f"redis://127.0.0.1:{redis_proxy.port}/0", timeout=1), wait_ms=0)
+    try:
+        await grep(store, "warm", "c0")  # the scripts loaded
+        redis_proxy.arm("after", b"{h2}:serving")
+        assert (await grep(store, "h2", "c0")).seq == 3  # the agent's start, the call, its result
+        assert redis_proxy.cuts == 1
+    finally:
+        await store.aclose()
+
+
+async def test_a_lease_taken_after_its_request_gave_up_is_taken_back_not_waited_out(anyio_backend: str) -> None:
+    """A Redis that stalled runs a lease's taking once it resumes, after
+    the request gave up waiting: no request holds that lease, and this
+    replica's next request of the session takes it back instead of waiting
+    it out (``wait_ms=0``: any wait for it fails)."""
+    server = start_redis_server()
+    store = RedisSessionStore(redis_client(server.url, timeout=0.5), wait_ms=0)
+    try:
+        await grep(store, "warm", "c0")  # the scripts loaded
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(StoreError, match="Timeout"):
+                await grep(store, "h2", "c0")
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        client = Redis.from_url(server.url)
+        try:
+            with anyio.fail_after(10):
+                while not await client.exists("rtg:{h2}:serving"):  # the taking ran when Redis resumed
+                    await anyio.sleep(0.01)
+        finally:
+            await client.aclose()
+        assert (await grep(store, "h2", "c1")).seq == 3
+    finally:
+        await store.aclose()
+        server.process.terminate()
+        server.process.wait(timeout=10)
+
+
+async def test_requests_waiting_behind_one_redis_did_not_answer_fail_with_it(
+    redis_proxy: Proxy, anyio_backend: str
+) -> None:
+    """Parallel calls of one session queue for it: when Redis does not
+    answer the first within its timeout, those queued behind it fail at
+    once rather than each waiting out a timeout of its own; a request that
+    comes after tries Redis again."""
+    store = RedisSessionStore(redis_client(f"redis://127.0.0.1:{redis_proxy.port}/0", timeout=1))
+    failures: list[str] = []
+
+    async def call(call_id: str) -> None:
+        try:
+            await grep(store, "h3", call_id)
+        except StoreError as exc:
+            failures.append(f"{call_id}: {exc}")
+
+    try:
+        await grep(store, "warm", "c0")
+        redis_proxy.arm("blackhole", b"{h3}:serving")
+        async with anyio.create_task_group() as tasks:
+            for n in range(3):
+                tasks.start_soon(call, f"c{n}")
+                await anyio.sleep(0.05)
+        assert len(failures) == 3, failures
+        assert [f for f in failures if "a request before this one" in f] == failures[1:]
+        assert (await grep(store, "h3", "c9")).seq == 3  # the agent's start, the call, its result
+    finally:
+        await store.aclose()
+
+
 def test_redis_mode_starts_on_a_redis_not_answering_yet_and_says_so(
     unused_tcp_port: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from guard.server.runner import _check_redis
 
-    _check_redis(f"redis://:secret@127.0.0.1:{unused_tcp_port}/0")
+    _check_redis(f"redis://:secret@127.0.0.1:{unused_tcp_port}/0", "rtg")
     err = capsys.readouterr().err
     assert err.startswith(f"repeat-tool-guard serve: warning: Redis at redis://:***@127.0.0.1:{unused_tcp_port}/0 does")
     assert err.endswith("requests get 503 until it does\n")
