@@ -633,7 +633,13 @@ class RedisSessionLog:
         key is gone while events remain, and when the
         header is one ``LogReader`` would refuse in a file (a version it does
         not know, a creation time that is no number), so that what
-        ``export`` writes always reads back."""
+        ``export`` writes always reads back; and when its keys hold data of
+        another kind (another program's keys under the prefix)."""
+        for key, kind in ((self.meta, "hash"), (self.stream, "stream")):
+            found = await self.client.type(key)
+            found = found.decode() if isinstance(found, bytes) else str(found)
+            if found not in (kind, "none"):
+                raise LogError(f"session {self.session!r} in Redis: {key} holds a {found}, not a {kind}")
         meta = await self.client.hgetall(self._keys[1])
         if not meta:
             if await self.client.exists(self.stream):

@@ -196,8 +196,8 @@ class _Handlers:
     async def body(self, request: Request) -> bytes:
         media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if media != _JSON:
-            named = shown(media, 100) if media else "'none'"
-            raise RequestError(415, f"content type {named}: send application/json")
+            named = f"content type {shown(media, 100)}" if media else "no content type"
+            raise RequestError(415, f"{named}: send application/json")
         limit = self.max_body
         declared = request.headers.get("content-length")
         if declared is not None and "transfer-encoding" in request.headers:

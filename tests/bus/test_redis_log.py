@@ -250,6 +250,22 @@ async def test_a_header_a_reader_of_the_file_would_refuse_is_exported_as_no_file
     assert not (tmp_path / "s1.jsonl").exists()
 
 
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("rtg:{s1}:meta", r"session 's1' in Redis: rtg:\{s1\}:meta holds a string, not a hash"),
+        ("rtg:{s1}:events", r"session 's1' in Redis: rtg:\{s1\}:events holds a string, not a stream"),
+    ],
+)
+async def test_a_session_key_holding_another_kind_of_data_is_named(
+    client: Redis, tmp_path: Path, key: str, why: str
+) -> None:
+    await client.set(key, "another program's value")
+    with pytest.raises(LogError, match=f"^{why}$"):
+        await RedisSessionLog(client, "s1").export(tmp_path / "s1.jsonl")
+    assert not (tmp_path / "s1.jsonl").exists()
+
+
 async def test_export_of_a_large_session_is_whole(client: Redis, agent: Agent, tmp_path: Path) -> None:
     log = RedisSessionLog(client, "big")
     sub = Agent("sub", parent_id="main")
@@ -426,6 +442,6 @@ async def test_an_export_that_fails_part_way_leaves_no_file(client: Redis, agent
     await log.append(_call(agent, 1))
     await client.delete("rtg:{cut}:events")
     await client.set("rtg:{cut}:events", "not a stream")  # the header reads, the entries do not
-    with pytest.raises(ResponseError, match="WRONGTYPE"):
+    with pytest.raises(LogError, match=r"rtg:\{cut\}:events holds a string, not a stream"):
         await log.export(tmp_path / "cut.jsonl")
     assert not (tmp_path / "cut.jsonl").exists()  # was: a header-only log that replayed as a whole session

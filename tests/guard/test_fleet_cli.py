@@ -467,7 +467,7 @@ def test_a_damaged_session_of_the_fleet_is_told_as_unreadable_naming_the_url_and
             f"session 'beta' of {redis_url}",
             "session 'beta' in Redis has events but no header (rtg:{beta}:meta is gone)",
         ),
-        (f"session 'typed' of {redis_url}", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        (f"session 'typed' of {redis_url}", "session 'typed' in Redis: rtg:{typed}:meta holds a string, not a hash"),
     ]
     assert capsys.readouterr().err == (  # expired (a ttl) is no error: its keys are all gone
         f"repeat-tool-guard: skipped session 'gone' of {redis_url}: "
