@@ -1072,7 +1072,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         # a service not up yet: what a readiness check says while it starts (in English, and as localised
         # clients print it: German, French, Spanish, Italian, Portuguese, Russian, Chinese, Japanese)
         r"(?i)\b(?:connection refused|econnrefused|failed to connect|could not connect|couldn't connect|"
-        r"no response)\b",
+        r"no response|actively refused)\b",
         r"(?i)verbindungsaufbau abgelehnt|verbindung abgelehnt|connexion refusée|conexión rehusada|"
         r"conexión rechazada|connessione rifiutata|conexão recusada|в соединении отказано|соединение отклонено|"
         r"拒绝连接|连接被拒绝|接続が拒否",
@@ -1168,7 +1168,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(npm|pnpm|yarn)\s+(view|info)\b|(dig|nslookup|host)\s|nvidia-smi\b|"
         r"ssh\b[^|;&]*\s['\"]?(tail|journalctl|nvidia-smi|squeue|qstat|ps|systemctl\s+status|(docker|podman)\s+(ps|logs)|"
         r"kubectl\s+get|cat\s+\S+\.(log|out|status))\b|"
-        r"curl\b[^|;&]*\b(health|status|ready|ping)|ps\b|pgrep\b|"
+        r"curl\b[^|;&]*\b(health|status|ready|ping)|nc\s+-[a-zA-Z]*z|pg_isready\b|"
+        r"(mysqladmin|redis-cli)\b[^|;&]*\bping\b|ps\b|pgrep\b|"
         r"jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|"
         r"wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
     )
@@ -1182,6 +1183,9 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending)\b",
         r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
+        # a check that caught its own failure and printed it: one line saying the service is not up yet
+        r"(?i)^[^\n]{0,200}\b(?:connection refused|actively refused|econnrefused|failed to connect|"
+        r"could not connect|couldn't connect)\b[^\n]{0,200}\n?$",
     )
     poll_nudge_at: int = 4
     poll_nudge_every: int = 2

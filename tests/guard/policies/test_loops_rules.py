@@ -1043,6 +1043,9 @@ async def test_a_windows_wait_between_checks_makes_them_a_poll(
         "ssh gpu-01 'tail -50 ~/train.log'",
         "dig +short app.example.com",
         "npm view @acme/sdk version",
+        "nc -zv localhost 5432",
+        "pg_isready -h db -p 5432",
+        "redis-cli -h cache ping",
     ],
 )
 async def test_a_status_check_is_a_poll_whatever_options_come_before_its_subcommand(
@@ -1057,6 +1060,25 @@ async def test_a_status_check_is_a_poll_whatever_options_come_before_its_subcomm
         await run.do("Bash", {"command": check}, "web-7d9f  0/1  Pending  0  41s", seconds=10)
     assert run.actions
     assert {kind for _, kind in run.actions} == {"remind"}, "told to back off, never denied"
+
+
+async def test_a_check_printing_its_own_refused_connection_is_a_poll(make: Make, anyio_backend: str) -> None:
+    """A script that catches its request's failure and prints it exits 0:
+    one line saying the service is not up yet is a poll's answer."""
+    run = make()
+    check = 'try { Invoke-WebRequest -Uri "https://localhost:44395/" } catch { Write-Host "FAILED: $_" }'
+    refused = "FAILED — No connection could be made because the target machine actively refused it. (localhost:44395)"
+    for _ in range(8):
+        await run.do("PowerShell", {"command": check}, refused, seconds=9)
+    assert [kind for _, kind in run.actions] == ["remind"] * 3, "told to back off at the 4th, 6th and 8th"
+
+
+async def test_a_log_full_of_refused_connections_read_again_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    log = "12:00:01 connect: connection refused\n12:00:02 connect: connection refused\n12:00:03 retrying\n"
+    for _ in range(3):
+        await run.do("Read", {"file_path": "/srv/app/app.log"}, log)
+    assert run.actions == [(3, "deny")]
 
 
 async def test_a_command_that_only_starts_like_a_status_check_is_no_poll(make: Make, anyio_backend: str) -> None:
