@@ -539,6 +539,7 @@ class _Signature:
         "amounts",
         "count",
         "denials",
+        "denied_step",
         "failed",
         "last",
         "level",
@@ -574,6 +575,8 @@ class _Signature:
         self.ts = 0.0
         self.spacing = 0.0
         self.denials = 0
+        self.denied_step: int | None = None
+        """The model response (``step``) of the last denial counted in ``denials``."""
 
 
 class _Streak:
@@ -1487,9 +1490,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         note.denied = True
         # the agent keeps trying: a denied call is no idle time, so what it is denied for does not decay
         if signature is not None:
-            signature.denials += 1
+            if call.step != signature.denied_step:  # one model response's denials are one: it saw none of them
+                signature.denials += 1
+                signature.denied_step = call.step
+                note.halt = bool(config.halt_after) and signature.denials == config.halt_after
             signature.ts = call.ts
-            note.halt = bool(config.halt_after) and signature.denials == config.halt_after
         streak = state.streaks.get(note.streak)
         if streak is not None:
             streak.ts = call.ts
@@ -1996,6 +2001,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.nudges = 0
             signature.level = 0
             signature.denials = 0
+            signature.denied_step = None
         signature.shape = shape
         signature.last = state.seen
         signature.spacing = result.ts - signature.ts

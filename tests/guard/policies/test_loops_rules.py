@@ -1062,6 +1062,20 @@ async def test_a_status_check_is_a_poll_whatever_options_come_before_its_subcomm
     assert {kind for _, kind in run.actions} == {"remind"}, "told to back off, never denied"
 
 
+async def test_copies_of_a_call_in_one_response_are_denied_but_halt_nothing(make: Make, anyio_backend: str) -> None:
+    """A runtime running one response's calls one after another: six copies
+    of one search are denied from the third, and the run is not ended for
+    a retrying the model never saw denied; the same call in two more
+    responses is."""
+    run = make()
+    for _ in range(6):
+        await run.call("main", "web_search", {"q": "rtg"}, "3 results", step=1)
+    assert [kind for _, kind in run.actions] == ["deny"] * 4
+    for step in (2, 3):
+        await run.call("main", "web_search", {"q": "rtg"}, "3 results", step=step)
+    assert [kind for _, kind in run.actions][-3:] == ["deny", "deny", "halt"]
+
+
 async def test_a_check_printing_its_own_refused_connection_is_a_poll(make: Make, anyio_backend: str) -> None:
     """A script that catches its request's failure and prints it exits 0:
     one line saying the service is not up yet is a poll's answer."""
