@@ -523,7 +523,7 @@ def test_redis_mode_refuses_to_start_for_a_user_that_may_not_do_what_requests_do
     fleet's keys, would answer every request 503 while ``/healthz`` said ok."""
     user = f"u{os.getpid()}x{len(prefix)}"
     admin = redis.Redis.from_url(redis_url)
-    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", *rules.split())
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", *rules.split())  # type: ignore[no-untyped-call]
     try:
         url = redis_url.replace("redis://", f"redis://{user}:pw@")
         assert main(["serve", "--port", "0", "--redis", url, "--redis-prefix", prefix]) == 2
@@ -531,7 +531,7 @@ def test_redis_mode_refuses_to_start_for_a_user_that_may_not_do_what_requests_do
         assert err.startswith(f"repeat-tool-guard serve: --redis {redact_url(url)}: Redis refused it: "), err
         assert refusal in err
     finally:
-        admin.execute_command("ACL", "DELUSER", user)
+        admin.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
         admin.close()
 
 
