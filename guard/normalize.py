@@ -189,16 +189,20 @@ class ResultNormalizer:
         return Shape(hasher.digest())
 
 
-def _names_work(text: str, start: int) -> bool:
-    """Whether the number at ``start`` of ``text`` names a unit of work
-    (``batch 2``, ``page 3``, ``chunk #4``) or an item (``order #10234``,
-    ``qa_user_4``, ``job-17``; not ``attempt #3``): work done when it grows."""
+def _names_item(text: str, start: int) -> bool:
+    """Whether the number at ``start`` of ``text`` names an item (``order
+    #10234``, ``qa_user_4``, ``job-17``; not ``attempt #3``)."""
     before = text[start - 1 : start] if start else ""
     if before == "#":
         return not text[max(0, start - 9) : start - 1].lower().endswith(_TRIES)
-    if before in ("_", "-") and start > 1 and text[start - 2].isalpha():
-        return True
-    return _UNIT.search(text, max(0, start - _UNIT_REACH), start) is not None
+    return before in ("_", "-") and start > 1 and text[start - 2].isalpha()
+
+
+def _names_work(text: str, start: int) -> bool:
+    """Whether the number at ``start`` of ``text`` names a unit of work
+    (``batch 2``, ``page 3``, ``chunk #4``) or an item (``_names_item``):
+    work done when it grows."""
+    return _names_item(text, start) or _UNIT.search(text, max(0, start - _UNIT_REACH), start) is not None
 
 
 class Shape:
@@ -208,7 +212,7 @@ class Shape:
     text without them) are taken only when a comparison needs them: most
     results are never compared that way."""
 
-    __slots__ = ("_counted", "_numbers", "_skeleton", "_toward", "digest")
+    __slots__ = ("_counted", "_items", "_numbers", "_skeleton", "_toward", "digest")
 
     def __init__(self, digest: bytes, counted: str | None = None) -> None:
         self.digest = digest
@@ -216,6 +220,7 @@ class Shape:
         self._skeleton: bytes | None = None
         self._numbers: tuple[int, ...] = ()
         self._toward: frozenset[int] = frozenset()
+        self._items: frozenset[int] = frozenset()
 
     def _counter(self) -> tuple[bytes, tuple[int, ...]] | None:
         if self._skeleton is None:
@@ -224,6 +229,7 @@ class Shape:
                 return None
             found = [m for m in _DIGITS.finditer(text) if len(m.group()) < 19][:_COUNTED]
             self._numbers = tuple(int(m.group()) for m in found)
+            self._items = frozenset(i for i, m in enumerate(found) if _names_item(text, m.start()))
             if _TOTAL.search(text):
                 self._toward = frozenset(range(len(found)))
             else:
@@ -253,6 +259,17 @@ class Shape:
                 return False
             changed += 1
         return changed == 1
+
+    def makes_next(self, previous: Shape) -> bool:
+        """Whether this result is ``previous`` with the number of an item
+        grown (``Created issue #102`` after ``#101``, ``marker_8`` after
+        ``marker_7``), whatever other numbers grew with it (its URL's): the
+        same call made one more of something."""
+        mine, theirs = self._counter(), previous._counter()
+        if mine is None or theirs is None or mine[0] != theirs[0] or len(mine[1]) != len(theirs[1]):
+            return False
+        grown = [i for i, (now, before) in enumerate(zip(mine[1], theirs[1], strict=True)) if now != before]
+        return bool(grown) and all(mine[1][i] > theirs[1][i] for i in grown) and not self._items.isdisjoint(grown)
 
 
 _ERROR_NOISE = compile_regex(

@@ -80,6 +80,7 @@ from guard.policies.reads import (
     ReadOnlyRule,
     hands_off,
     keeps_books,
+    makes,
     without_prefixes,
 )
 from guard.policies.targets import call_target, shell_program, write_target
@@ -433,6 +434,11 @@ _FLIP_DENIAL = (
     "- arguments: {arguments}\n"
     "Neither version has worked. Make a different change, based on what the failures say."
 )
+_MADE_ADVICE = (
+    "loop-detector: you have now made this call {count} times with the same arguments, and each time it made "
+    "one more ({tool} {arguments}; the last answer: {answer}). If you meant to make one, stop: check what the "
+    "earlier calls made and remove the duplicates, instead of calling it again."
+)
 _TRANSIENT_ADVICE = (
     "loop-detector: this call has now failed {count} times with what looks like a transient error (rate limit, "
     "server error, timeout or dropped connection) ({tool} {arguments}). Wait before retrying (back off: 5, 10, "
@@ -543,6 +549,7 @@ class _Signature:
         "failed",
         "last",
         "level",
+        "made",
         "nudges",
         "poll",
         "reading",
@@ -577,6 +584,8 @@ class _Signature:
         self.denials = 0
         self.denied_step: int | None = None
         """The model response (``step``) of the last denial counted in ``denials``."""
+        self.made = 0
+        """Results in a row that made one more of something (``LoopsPolicy._made``)."""
 
 
 class _Streak:
@@ -700,6 +709,11 @@ _EMPTY_HEAD = _EMPTY_OUTPUT[1:]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+
+
+def _first_line(content: str) -> str:
+    """A result's first line, as far as ``_PREVIEW`` characters."""
+    return content.lstrip().partition("\n")[0][:_PREVIEW]
 
 
 def _first_sentence(content: str) -> str:
@@ -1323,7 +1337,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
-        self._facts: dict[str, tuple[str | None, bool, bool, bool, bool]] = {}
+        self._facts: dict[str, tuple[str | None, bool, bool, bool, bool, bool]] = {}
 
     def new_state(self) -> _AgentLoops:
         return _AgentLoops()
@@ -1521,7 +1535,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             facts = self._facts.get(tool)
             if facts is None:
                 facts = self._tool_facts(tool)
-            edits, paging_tool, poll_tool, reads, _ = facts
+            edits, paging_tool, poll_tool, reads, _, _ = facts
             polled = poll_tool and not _typed(args)
         else:  # what the command says is asked only where it can matter
             edits = self._progress.kind(tool, command) if rules.mutating is None else None
@@ -1555,12 +1569,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
         keys = [_KEY_PREFIX.sub("", key) for key in pressed.group(1).split()]
         return all(self._paging_values.fullmatch(key) for key in keys)
 
-    def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool, bool]:
+    def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool, bool, bool]:
         """What ``tool``'s name says of a call that runs no shell command:
         whether it edits (``ProgressRule.kind``), is a paging tool, is a
-        poll tool, only reads, and keeps the agent's own books (a tool that
+        poll tool, only reads, keeps the agent's own books (a tool that
         only reads to, ``keeps_books``, or a handoff to another agent,
-        ``hands_off``); remembered for a bounded number of names."""
+        ``hands_off``), and makes something new each call (``makes``);
+        remembered for a bounded number of names."""
         reads = self._reads.reads(tool, None)
         facts = (
             self._progress.kind(tool, None),
@@ -1568,6 +1583,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             self._poll_tools is not None and self._poll_tools.tracks(tool),
             reads,
             (reads and keeps_books(tool)) or hands_off(tool),
+            not reads and makes(tool),
         )
         if len(self._facts) >= 4096:
             self._facts.clear()
@@ -1794,17 +1810,25 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # what the first call to act after an edit returned: a failure by its text
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
+        making = self._made(state, result, fp, shape) if note.acts and not failed and program is None else None
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll, program is None)
         if reading is not None:
             signature.reading = reading
         signature.transient = bool(transient)
         if transient:
             signature.resume = result.ts + _stated_wait(content)
+        if making is not None:
+            signature.made = making
         if note.acts and not failed and not poll and state.acted.get(fp.digest) != shape.digest:
             # an action (a click, a pull, a build, an unknown tool) that brought news may have
             # changed what every other call sees: look again from here, as after an edit
             _keep(state.acted, fp.digest, shape.digest)
             state.act(fp.digest, signature)
+            if making == rules.deny_at:
+                text = _MADE_ADVICE.format(
+                    count=making, tool=result.tool, arguments=fp.preview(_PREVIEW), answer=_first_line(content)
+                )
+                return self._action("remind", result, making, text, rules.deny_at)
             return None
         if failed and not transient:
             state.failed_at = state.seen
@@ -2009,6 +2033,19 @@ class LoopsPolicy(Policy[_AgentLoops]):
         signature.failed = failed
         signature.poll = poll
         return signature, gap
+
+    def _made(self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, shape: Shape) -> int | None:
+        """How many results in a row this call of a tool that makes
+        something (``guard.policies.reads.makes``), with arguments, has
+        answered with one more item than the last (``Shape.makes_next``):
+        ``None`` for a call of another tool."""
+        facts = self._facts.get(result.tool)
+        if facts is None or not facts[5] or not result.args:
+            return None
+        last = state.signatures.get(fp.digest)
+        if last is None or last.shape is None or result.ts - last.ts >= self._decay or not shape.makes_next(last.shape):
+            return 1
+        return last.made + 1
 
     def _back_off(self, signature: _Signature, result: ToolResult, fp: Fingerprint, rules: _Rules) -> Action | None:
         """A nudge for an unchanged poll, naming the next wait. Waits the

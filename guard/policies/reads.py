@@ -30,6 +30,7 @@ __all__ = [
     "ReadOnlyRule",
     "hands_off",
     "keeps_books",
+    "makes",
     "without_prefixes",
 ]
 
@@ -215,6 +216,34 @@ def keeps_books(tool: str) -> bool:
     return loose_tool_name(tool) in _BOOKKEEPING_NAMES or not _BOOKKEEPING_WORDS.isdisjoint(
         word.lower() for word in _WORDS.findall(tool)
     )
+
+
+# Words in a tool's name that say each call makes something new: the same call made again makes another
+_MAKING_WORDS = frozenset(
+    {
+        "add",
+        "append",
+        "clone",
+        "copy",
+        "create",
+        "duplicate",
+        "insert",
+        "new",
+        "post",
+        "publish",
+        "send",
+        "submit",
+        "upload",
+    }
+)
+
+
+def makes(tool: str) -> bool:
+    """Whether ``tool``'s name says each call makes something new
+    (``create_issue``, ``add_marker``, ``append_content``,
+    ``mcp__slack__send_message``): an MCP server's tool by its own name."""
+    own = tool.rpartition("__")[2] or tool
+    return not _MAKING_WORDS.isdisjoint(word.lower() for word in _WORDS.findall(own))
 
 
 _HANDOFF = lazy_compile(r"(?i)transfer_to_\w+")

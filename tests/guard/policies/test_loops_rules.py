@@ -84,6 +84,43 @@ async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
     assert run.actions == []
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "result"),
+    [
+        ("github_create_issue", {"repo": "acme/app", "title": "Login fails"}, "Created issue #10{n}: /issues/10{n}"),
+        ("add_marker", {"time": 5, "label": "intro end"}, '{{"markerId": "marker-{n}", "time": 5}}'),
+        ("mcp__slack__send_message", {"channel": "ops", "text": "deploy done"}, "Sent message msg_{n} to #ops"),
+    ],
+)
+async def test_the_same_call_making_one_more_each_time_is_told_once(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], result: str
+) -> None:
+    """A tool that makes something, called again with the same arguments,
+    made a duplicate each time: told at the third, never denied (asking
+    for several of the same thing is no loop)."""
+    run = make()
+    for n in range(1, 8):
+        await run.do(tool, args, result.format(n=n))
+    assert run.actions == [(3, "remind")]
+    assert "each time it made one more" in run.texts[0]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "result"),
+    [
+        ("process_next_order", {"queue": "orders"}, "Processed order #1023{n}: charged"),  # no making word
+        ("new_tab", {}, "Opened tab_{n}"),  # no arguments: one more is what it is for
+    ],
+)
+async def test_a_call_that_makes_the_next_item_is_otherwise_left_alone(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], result: str
+) -> None:
+    run = make()
+    for n in range(1, 8):
+        await run.do(tool, args, result.format(n=n))
+    assert run.actions == []
+
+
 @pytest.mark.parametrize("result", ["tick {n}\nstate: idle", "attempt #{n}: the lock is still held"])
 async def test_a_counter_that_counts_the_calls_is_no_progress(make: Make, anyio_backend: str, result: str) -> None:
     run = make()
