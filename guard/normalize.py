@@ -51,6 +51,8 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     r"[\"']?[ \t]*[:=][ \t]*[\"']?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?",
     # where a runtime saved an output too large to show (Gemini CLI: "Full output available at: <path>")
     r"(?i)\b(?:full )?output (?:is )?(?:available|saved|written|stored) (?:at|to|in):?[ \t]*\S+",
+    # ... and the path as Claude Code's hooks are told it
+    r"(?i)\"persisted_?output_?path\"[ \t]*:[ \t]*\"[^\"\n]*\"",
     # process, process group, session and job ids (Gemini CLI: "Process Group PGID: 4242")
     r"(?i)\b(?:pid|pgid|process(?: group)?(?: pgid| id)?|session(?: id)?|session_id|job(?: id)?)\b[\s:=#]*\d+",
     # output chunk ids (Codex CLI: "Chunk ID: 6e403a")

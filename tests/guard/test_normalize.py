@@ -189,6 +189,18 @@ def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:
             "<tool_output_masked>\nsame\n... [TRUNCATED] ...\nsame\n\nOutput too large. Full output available at:"
             " /h/.gemini/tmp/p/tool-outputs/session-1/run_shell_command_c2_z9x8w.txt\n</tool_output_masked>",
         ),
+        (  # Claude Code's hook payload of an output too large to show: a new file for it each time
+            '{"stdout":"same","stderr":"","interrupted":false,"persistedOutputPath":'
+            '"/h/.claude/projects/p/s/tool-results/bhb7lozwe.txt","persistedOutputSize":200000}',
+            '{"stdout":"same","stderr":"","interrupted":false,"persistedOutputPath":'
+            '"/h/.claude/projects/p/s/tool-results/b1mi4h822.txt","persistedOutputSize":200000}',
+        ),
+        (  # and its transcript's
+            "<persisted-output>\nOutput too large (195.3KB). Full output saved to: /h/.claude/projects/p/s/"
+            "tool-results/bhb7lozwe.txt\n\nPreview (first 2KB):\nsame\n</persisted-output>",
+            "<persisted-output>\nOutput too large (195.3KB). Full output saved to: /h/.claude/projects/p/s/"
+            "tool-results/b1mi4h822.txt\n\nPreview (first 2KB):\nsame\n</persisted-output>",
+        ),
         (  # a run's time as a bare number under a key that names it
             '{"Output": "same\\n", "duration_seconds": 0.83}',
             '{"Output": "same\\n", "duration_seconds": 1.2}',

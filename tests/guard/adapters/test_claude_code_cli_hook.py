@@ -85,3 +85,23 @@ def test_a_halt_from_the_hook_process_ends_the_session(fake_anthropic: FakeAnthr
         check=False,
     )
     assert replay.returncode == 0, replay.stderr
+
+
+def test_an_output_too_large_to_show_read_again_is_the_same_result(
+    fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    """Past about 30,000 characters Claude Code saves a command's output to
+    a new file each time and tells the hook that file's path: the same
+    output read again is still the same result, denied at the third."""
+    state, config = tmp_path / "state", tmp_path / "guard.toml"
+    config.write_text("[remind]\nenabled = false\n\n[loops]\n")
+    fake_anthropic.script([bash("seq 100000 140000 > big.txt")], *[[bash("cat big.txt")]] * 3, [text("Done.")])
+    done = fake_anthropic.run_cli("show the log", settings=settings(state, config))
+
+    assert done.returncode == 0, done.stderr
+    assert "Full output saved to" in fake_anthropic.texts_after_tool_results(2), "the output was too large to show"
+    assert [r.get("is_error") is True for n in (2, 3, 4) for r in fake_anthropic.tool_results(n)] == [
+        False,
+        False,
+        True,
+    ]
