@@ -940,8 +940,9 @@ def _add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         help="add the guard's hooks to an agent CLI's settings file (or remove them: --uninstall)",
         description="Merge what hook-settings prints into the CLI's settings file, leaving every other hook "
         "and setting as it is; the file is backed up first (FILE.bak-<time>) and running it twice changes "
-        "nothing. --user (default): ~/.claude/settings.json, $CODEX_HOME/hooks.json (~/.codex), "
-        "~/.gemini/settings.json; --project: .claude/settings.json, .codex/hooks.json, .gemini/settings.json "
+        "nothing. --user (default): $CLAUDE_CONFIG_DIR/settings.json (~/.claude), $CODEX_HOME/hooks.json (~/.codex), "
+        "$GEMINI_CLI_HOME/.gemini/settings.json (~); --project: .claude/settings.json, .codex/hooks.json, "
+        ".gemini/settings.json "
         "under the current directory.",
     )
     _add_settings_options(install)

@@ -34,21 +34,32 @@ class SettingsFileError(ValueError):
 
 def settings_file(agent: str, scope: str) -> Path:
     """Where ``agent`` reads hooks: for the user (``scope`` ``user``) or the
-    project in the current directory (``project``). ``SettingsFileError``
-    when the variable the user's file is found by (``HOME``, ``CODEX_HOME``)
-    is set to no absolute path: the file would be one under the
-    filesystem's root or the working directory, which the CLI never reads."""
+    project in the current directory (``project``). The user's file is
+    where the CLI itself looks: under ``$CLAUDE_CONFIG_DIR`` (Claude Code),
+    ``$CODEX_HOME`` (Codex) or ``$GEMINI_CLI_HOME/.gemini`` (Gemini CLI)
+    when that is set, else in the home directory. ``SettingsFileError``
+    when the variable the file is found by is set to no absolute path: the
+    file would be one under the filesystem's root or the working
+    directory, which the CLI never reads."""
     if scope == "project":
         base = Path.cwd()
         return {"claude-code": base / ".claude" / "settings.json", "codex": base / ".codex" / "hooks.json"}.get(
             agent, base / ".gemini" / "settings.json"
         )
     if agent == "codex":
-        codex_home = os.environ.get("CODEX_HOME")
-        if codex_home:  # empty is unset, as Codex reads it
-            return _absolute("CODEX_HOME", codex_home) / "hooks.json"
-        return _home() / ".codex" / "hooks.json"
-    return _home() / (".claude" if agent == "claude-code" else ".gemini") / "settings.json"
+        return _configured("CODEX_HOME", ".codex") / "hooks.json"
+    if agent == "claude-code":
+        return _configured("CLAUDE_CONFIG_DIR", ".claude") / "settings.json"
+    gemini_home = os.environ.get("GEMINI_CLI_HOME")
+    home = _absolute("GEMINI_CLI_HOME", gemini_home) if gemini_home else _home()
+    return home / ".gemini" / "settings.json"
+
+
+def _configured(name: str, folder: str) -> Path:
+    """The CLI's own folder: ``$name`` when it is set (empty is unset, as
+    the CLIs read it), else ``folder`` in the home directory."""
+    value = os.environ.get(name)
+    return _absolute(name, value) if value else _home() / folder
 
 
 def _home() -> Path:

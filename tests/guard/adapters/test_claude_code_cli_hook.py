@@ -8,6 +8,7 @@ previous one left, so nothing is replayed."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,24 @@ def test_an_output_too_large_to_show_read_again_is_the_same_result(
         False,
         True,
     ]
+
+
+def test_install_puts_the_hooks_where_claude_code_reads_them(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+    """``CLAUDE_CONFIG_DIR`` moves Claude Code's user settings out of
+    ``~/.claude``: ``install`` follows it, so the hooks run."""
+    state, config_dir = tmp_path / "state", fake_anthropic.home / "elsewhere"
+    env = {**fake_anthropic.env(), "PATH": os.environ.get("PATH", ""), "CLAUDE_CONFIG_DIR": str(config_dir)}
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "install", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (config_dir / "settings.json").exists()
+    fake_anthropic.script(*[[bash("ls src")]] * 3, [text("Found it.")])
+    ran = fake_anthropic.run_cli("find the loader", env={"CLAUDE_CONFIG_DIR": str(config_dir)}, setting_sources="user")
+
+    assert ran.returncode == 0, ran.stderr
+    assert GENTLE_REMINDER in fake_anthropic.texts_after_tool_results(3)

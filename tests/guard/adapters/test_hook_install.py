@@ -222,6 +222,8 @@ def test_groups_that_are_not_hook_lists_are_kept(tmp_path: Path) -> None:
         ("HOME", "rel/home", "gemini-cli"),
         ("HOME", "", "codex"),
         ("CODEX_HOME", "ch", "codex"),
+        ("CLAUDE_CONFIG_DIR", "cfg", "claude-code"),
+        ("GEMINI_CLI_HOME", "gh", "gemini-cli"),
     ],
 )
 def test_a_home_that_is_no_absolute_path_is_refused_rather_than_the_root_or_the_working_directory(
@@ -233,7 +235,8 @@ def test_a_home_that_is_no_absolute_path_is_refused_rather_than_the_root_or_the_
     agent: str,
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CODEX_HOME", raising=False)
+    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(variable, value)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SettingsFileError, match=f"{variable} = {value!r} is no absolute path"):
@@ -247,7 +250,8 @@ def test_a_home_that_is_no_absolute_path_is_refused_rather_than_the_root_or_the_
 
 def test_where_each_cli_keeps_its_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CODEX_HOME", raising=False)
+    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     assert settings_file("claude-code", "user") == tmp_path / "home" / ".claude" / "settings.json"
     assert settings_file("codex", "user") == tmp_path / "home" / ".codex" / "hooks.json"
@@ -257,6 +261,13 @@ def test_where_each_cli_keeps_its_settings(tmp_path: Path, monkeypatch: pytest.M
     assert settings_file("gemini-cli", "project") == tmp_path / ".gemini" / "settings.json"
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
     assert settings_file("codex", "user") == tmp_path / "ch" / "hooks.json"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
+    assert settings_file("claude-code", "user") == tmp_path / "cfg" / "settings.json"
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "gh"))
+    assert settings_file("gemini-cli", "user") == tmp_path / "gh" / ".gemini" / "settings.json"
+    assert settings_file("claude-code", "project") == tmp_path / ".claude" / "settings.json", "the project's stays"
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    monkeypatch.delenv("GEMINI_CLI_HOME")
     monkeypatch.setenv("CODEX_HOME", "")  # empty is unset, as Codex reads it
     assert settings_file("codex", "user") == tmp_path / "home" / ".codex" / "hooks.json"
     monkeypatch.delenv("HOME")
