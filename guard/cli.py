@@ -742,6 +742,7 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
+    import contextlib
     from pathlib import Path
 
     from guard.adapters.hook_install import (
@@ -749,6 +750,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         add_toml_table,
         check_toml,
         install,
+        installed_elsewhere,
         remove_toml_table,
         settings_file,
     )
@@ -761,6 +763,17 @@ def _cmd_install(args: argparse.Namespace) -> int:
     try:
         path = Path(args.file) if args.file else settings_file(args.agent, args.scope)
         settings = _settings_for(args)
+        other: Path | None = None
+        if not args.file and not args.uninstall:
+            scope = "project" if args.scope == "user" else "user"
+            with contextlib.suppress(SettingsFileError):  # a home the other scope cannot be found in: none there
+                other = settings_file(args.agent, scope)
+            if other is not None and installed_elsewhere(path, other, settings):
+                raise SettingsFileError(
+                    f"{other} already runs the guard's hooks, with other options: the CLI would run both, "
+                    f"and count every call twice. Take them out there first (repeat-tool-guard install "
+                    f"--agent {args.agent} --{scope} --uninstall), or install with the same options"
+                )
         config = path.with_name("config.toml")
         if args.agent == "codex" and (args.mcp or args.uninstall):
             check_toml(config)  # before the hooks file changes: both are changed, or neither

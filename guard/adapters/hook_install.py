@@ -23,7 +23,15 @@ from bus import NotRegularFileError, read_regular
 from guard.adapters.claude_hooks import is_guard_command
 from guard.hook_forward import HOOK_AGENTS
 
-__all__ = ["SettingsFileError", "add_toml_table", "install", "remove_toml_table", "settings_file"]
+__all__ = [
+    "SettingsFileError",
+    "add_toml_table",
+    "guard_hooks",
+    "install",
+    "installed_elsewhere",
+    "remove_toml_table",
+    "settings_file",
+]
 
 _ROUTES = tuple(f"/hooks/{name}" for name in HOOK_AGENTS)
 
@@ -215,8 +223,9 @@ def _parse(path: Path, raw: bytes) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         if exc.doc[exc.pos : exc.pos + 2] in ("//", "/*"):
             raise SettingsFileError(
-                f"{str(path)!r} has comments ({exc}), which the CLI reads but JSON has not: install would drop "
-                "them, so it leaves the file as it is; take them out, or add what hook-settings prints by hand"
+                f"{str(path)!r} has comments ({exc}), which JSON has not (Gemini CLI reads them; Claude Code "
+                "ignores a settings file that has them): install would drop them, so it leaves the file as it is; "
+                "take them out, or add what hook-settings prints by hand"
             ) from None
         raise SettingsFileError(f"{str(path)!r} is not JSON ({exc}); fix it or pass another --file") from None
     except ValueError as exc:
@@ -236,6 +245,37 @@ def _is_guard(handler: Any) -> bool:
     if handler.get("type") == "mcp_tool":
         return handler.get("server") == "repeat_tool_guard"
     return is_guard_command(command) or any(url.rstrip("/").endswith(route) for route in _ROUTES)
+
+
+def guard_hooks(settings: dict[str, Any]) -> frozenset[tuple[str, str]]:
+    """The guard's hook handlers in ``settings`` (a settings file's object,
+    or what ``hook-settings`` prints), as (event, handler) pairs."""
+    hooks = settings.get("hooks")
+    found = set()
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+        for group in groups if isinstance(groups, list) else ():
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for handler in handlers if isinstance(handlers, list) else ():
+                if _is_guard(handler):
+                    found.add((str(event), json.dumps(handler, sort_keys=True)))
+    return frozenset(found)
+
+
+def installed_elsewhere(path: Path, other: Path, settings: dict[str, Any]) -> bool:
+    """Whether ``other``, the settings file of the other scope (the user's
+    for a project's ``path``, or the other way round), already holds the
+    guard's hooks and they are not ``settings``' own: the CLI would run
+    both, and a call would be counted twice (Gemini CLI gives a call no id
+    to tell the two apart by). A file that cannot be read is taken to hold
+    none."""
+    if os.path.realpath(path) == os.path.realpath(other):
+        return False
+    try:
+        raw = _read(Path(os.path.realpath(other)))
+        there = guard_hooks(_parse(other, raw)) if raw is not None else frozenset()
+    except (SettingsFileError, RecursionError):
+        return False
+    return bool(there) and there != guard_hooks(settings)
 
 
 def _without_guard(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:

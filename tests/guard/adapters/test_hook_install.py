@@ -656,3 +656,27 @@ def test_install_keeps_the_users_text_and_numbers_as_written(tmp_path: Path) -> 
     assert json.loads(text)["hooks"] == GUARD_HOOKS["hooks"]
     assert install(path, {}, uninstall=True).startswith("guard hooks removed")
     assert path.read_text(encoding="utf-8") == content, "install then uninstall gives the file back as written"
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
+def test_the_guard_installed_at_the_other_scope_with_other_options_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str
+) -> None:
+    """The CLI runs the user's hooks and the project's: the guard in both
+    with other options would count every call twice (Gemini CLI gives a
+    call no id, so the second of two identical reads was denied)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    assert main(["install", "--agent", agent]) == 0
+    project = settings_file(agent, "project")
+    assert main(["install", "--agent", agent, "--project", "--config", "recommended"]) == 2
+    said = capsys.readouterr().err
+    assert f"{settings_file(agent, 'user')} already runs the guard's hooks, with other options" in said
+    assert f"install --agent {agent} --user --uninstall" in said
+    assert not project.exists()
+    assert main(["install", "--agent", agent, "--project"]) == 0, "the same hooks: the CLI runs them once"
+    assert main(["install", "--agent", agent, "--uninstall"]) == 0
+    assert main(["install", "--agent", agent, "--config", "recommended"]) == 2, "and the other way round"
