@@ -497,7 +497,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
     from bus._logging import configure_when_imported
     from guard._text import error_text, one_line
     from guard.adapters.claude_hooks import answer_hook, default_state_dir, parse_payload
-    from guard.adapters.hook_runtimes import RUNTIMES
+    from guard.adapters.hook_runtimes import RUNTIMES, check_event
     from guard.hook_forward import read_payload
 
     held: list[structlog.testing.LogCapture] = []
@@ -540,6 +540,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         payload = parse_payload(read_payload() if args.raw is None else args.raw)
         state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
         runtime = RUNTIMES[args.agent]
+        check_event(runtime, payload)
         decides = runtime.seams.get(str(payload.get("hook_event_name"))) == "pre"
         answer = answer_hook(
             payload,

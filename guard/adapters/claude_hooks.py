@@ -715,6 +715,8 @@ async def run_hook(
     there). ``log_actions`` is ``Guard``'s; the environment's overrides
     (``apply_environment``) apply to ``config``.
     """
+    if runtime.seam(payload) is None:
+        return {}  # an event the guard does not follow: no session state made for it
     config = apply_environment(config if config is not None else Config())
     session = str(payload["session_id"])
     async with hook_session(

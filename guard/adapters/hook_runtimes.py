@@ -8,7 +8,7 @@ from guard.adapters.claude_hooks import CLAUDE_CODE, HookRuntime
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
 
-__all__ = ["RUNTIMES", "runtime_named"]
+__all__ = ["RUNTIMES", "check_event", "runtime_named"]
 
 RUNTIMES: Mapping[str, HookRuntime] = {runtime.name: runtime for runtime in (CLAUDE_CODE, CODEX, GEMINI_CLI)}
 """Each CLI's ``HookRuntime`` by name: ``claude-code``, ``codex``, ``gemini-cli``."""
@@ -20,3 +20,17 @@ def runtime_named(name: str) -> HookRuntime:
     if runtime is None:
         raise ValueError(f"unknown agent CLI {name!r}; one of {', '.join(RUNTIMES)}")
     return runtime
+
+
+def check_event(runtime: HookRuntime, payload: Mapping[str, object]) -> None:
+    """A ``ValueError`` when the payload's ``hook_event_name`` is one only
+    other CLIs' hooks send: the hook was set up for the wrong CLI (its
+    ``--agent``), and would answer every event with nothing."""
+    if runtime.seam(payload) is not None:
+        return
+    others = [name for name, other in RUNTIMES.items() if other is not runtime and other.seam(payload) is not None]
+    if others:
+        raise ValueError(
+            f"hook event {payload.get('hook_event_name')!r} is one {' and '.join(others)} sends, not "
+            f"{runtime.name}: run the hook with --agent {others[0]} (hook-settings --agent {others[0]} prints it)"
+        )

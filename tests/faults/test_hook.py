@@ -113,3 +113,22 @@ def test_a_hook_killed_while_it_escalates_records_nothing_and_the_tool_it_let_ru
     assert (calls[-1].call_id, calls[-1].late) == ("toolu_5", True)
     check = subprocess_run("replay", str(log), "--config", str(config), "--check")
     assert check.code == 0, check.err
+
+
+def test_another_clis_hook_event_is_a_fault_that_names_the_cli(tmp_path: Path, cli: CLI) -> None:
+    """A Gemini CLI payload given to the hook set up for Claude Code (no
+    ``--agent``) was answered with nothing, forever: the guard silently
+    off. It is a fault the CLI shows, naming the ``--agent`` to use."""
+    gemini = {"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "read_file", "tool_input": {}}
+    run = cli("hook", "--state-dir", tmp_path / "state", stdin=json.dumps(gemini).encode())
+    line = run.clean_error(1)
+    assert line == (
+        "repeat-tool-guard hook: hook event 'BeforeTool' is one gemini-cli sends, not claude-code: "
+        "run the hook with --agent gemini-cli (hook-settings --agent gemini-cli prints it)"
+    )
+    assert run.out == ""
+    assert not (tmp_path / "state").exists(), "no session state made"
+    claude = {"session_id": "s", "hook_event_name": "Notification", "message": "waiting"}
+    ignored = cli("hook", "--state-dir", tmp_path / "state", stdin=json.dumps(claude).encode())
+    assert (ignored.code, ignored.out) == (0, "")  # an event of its own CLI the guard does not follow
+    assert not (tmp_path / "state").exists()
