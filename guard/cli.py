@@ -784,7 +784,13 @@ def _cmd_install(args: argparse.Namespace) -> int:
             added = add_toml_table(config, _mcp_server_toml(args))
             done(config, added)
         try:
-            done(path, install(path, settings, uninstall=args.uninstall))
+            what = install(path, settings, uninstall=args.uninstall)
+            if args.agent == "codex" and args.scope == "project" and not args.file and not args.uninstall:
+                what += (
+                    "; Codex runs a project's hooks once the project is trusted "
+                    f'([projects."{Path.cwd()}"] trust_level = "trusted" in its config.toml)'
+                )
+            done(path, what)
         except SettingsFileError:  # both files changed or neither: the table added for them goes again
             if added.endswith(" added"):
                 done(config, remove_toml_table(config, table))

@@ -407,7 +407,11 @@ def remove_toml_table(path: Path, header: str) -> str:
     lines = text.splitlines(keepends=True)
     start = next((n for n, line in enumerate(lines) if line.strip() == header), None)
     if start is None:
-        return f"{header} is not there as a table of its own: left as it is"
+        return (
+            f"{header} is not there as a table of its own: left as it is"
+            if _holds(expected, header)
+            else (f"{header} is not there: left as it is")
+        )
     end = next((n for n in range(start + 1, len(lines)) if lines[n].lstrip().startswith("[")), len(lines))
     # comments and blank lines after the table's last key belong to what follows (the next table, or
     # the user's notes at the end of the file)
@@ -430,6 +434,14 @@ def remove_toml_table(path: Path, header: str) -> str:
         return f"{header} is not there as a table of its own: left as it is"
     _rewrite(path, target, raw, updated.encode("utf-8"))
     return f"{header} removed"
+
+
+def _holds(data: dict[str, Any], header: str) -> bool:
+    """Whether the TOML ``data`` has the table ``header`` names, however spelt."""
+    table: Any = data
+    for key in header.strip("[]").split("."):
+        table = table.get(key) if isinstance(table, dict) else None
+    return table is not None
 
 
 def _pruned(value: Any) -> Any:

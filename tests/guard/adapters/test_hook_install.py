@@ -556,7 +556,7 @@ def test_uninstalling_codex_takes_the_mcp_server_table_out_again(
 @pytest.mark.parametrize(
     ("content", "said"),
     [
-        ('model = "x"\n', "is not there as a table of its own"),
+        ('model = "x"\n', "[mcp_servers.repeat_tool_guard] is not there: left as it is"),
         ('[mcp_servers]\nrepeat_tool_guard = { url = "http://h/mcp" }\n', "is not there as a table of its own"),
         ('notes = """\n[mcp_servers.repeat_tool_guard]\nurl = "x"\n"""\n', "is not there as a table of its own"),
         ("[mcp_servers.repeat_tool_guard]\nurl = \n", "is not valid TOML"),
@@ -680,3 +680,15 @@ def test_the_guard_installed_at_the_other_scope_with_other_options_is_refused(
     assert main(["install", "--agent", agent, "--project"]) == 0, "the same hooks: the CLI runs them once"
     assert main(["install", "--agent", agent, "--uninstall"]) == 0
     assert main(["install", "--agent", agent, "--config", "recommended"]) == 2, "and the other way round"
+
+
+def test_a_codex_project_install_says_codex_runs_it_once_the_project_is_trusted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["install", "--agent", "codex", "--project"]) == 0
+    said = capsys.readouterr().err
+    assert "guard hooks installed; Codex runs a project's hooks once the project is trusted" in said
+    assert f'[projects."{tmp_path}"] trust_level = "trusted"' in said
