@@ -282,8 +282,9 @@ def sample(path: Path) -> Sample:
     line (the import skips and counts that line), never read whole here;
     unless the whole file fits in those bounds, and parses as one JSON
     document. Otherwise it is a single JSON document, parsed whole, or,
-    when it is none, JSON Lines if some of those lines are objects. A UTF-8
-    byte order mark is ignored.
+    when it is none, JSON Lines if some of those lines are objects; a first
+    line of text before a JSON document (a CLI's banner) is passed over. A
+    UTF-8 byte order mark is ignored.
     """
     with _open(path) as file:
         first = file.readline().removeprefix(codecs.BOM_UTF8)
@@ -307,11 +308,27 @@ def sample(path: Path) -> Sample:
             raise TranscriptError(f"{str(path)!r} nests arrays or objects deeper than {MAX_NESTING} levels")
         return Sample(path, [], _document(data))
     except (msgspec.DecodeError, TranscriptError) as exc:
-        if lines:
-            return Sample(path, lines)
+        banner = _after_banner(data)
+        if lines or banner is not None:
+            return Sample(path, lines, banner)
         if isinstance(exc, TranscriptError):
             raise
         raise TranscriptError(f"{str(path)!r} is neither JSON Lines nor a JSON document ({exc})") from None
+
+
+def _after_banner(data: bytes) -> Any:
+    """The JSON document after a first line of text, as a CLI's export
+    prints one before it into the same output (``opencode export``:
+    ``Exporting session: ses_...``); ``None`` when there is none."""
+    first, _, rest = data.partition(b"\n")
+    if not first.strip() or first.lstrip()[:1] in (b"{", b"[") or rest.lstrip()[:1] not in (b"{", b"["):
+        return None
+    if too_deep(rest):
+        return None
+    try:
+        return _document(rest)
+    except msgspec.DecodeError:
+        return None
 
 
 def _whole(path: Path) -> bytes:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bus import ToolResult, UserMessage
-from guard.importers import UnknownFormatError, belongs_to_session, detect_format, open_sessions
+from guard.importers import TranscriptError, UnknownFormatError, belongs_to_session, detect_format, open_sessions
 from tests.guard.importers._transcripts import (
     calls,
     compactions,
@@ -172,6 +172,31 @@ def test_export_calls_steps_and_outcomes(tmp_path: Path) -> None:
     assert results[4].content == "Error: apply_patch verification failed"
     assert [m.text for m in of(evts, UserMessage)] == ["make the tests pass", "thanks"]
     assert not session.report.skipped
+
+
+@pytest.mark.parametrize("indent", [2, None])
+def test_an_export_saved_with_the_line_opencode_prints_before_it_reads_as_the_export(
+    tmp_path: Path, indent: int | None
+) -> None:
+    """``opencode export ses_... > session.json`` keeps the line OpenCode
+    prints first (``Exporting session: ses_...``): the export reads as if
+    the line were not there."""
+    document = json.dumps(_session().document(), indent=indent)
+    plain, saved = tmp_path / "plain.json", tmp_path / "saved.json"
+    plain.write_text(document)
+    saved.write_text(f"Exporting session: {SESSION}\n{document}")
+    assert detect_format(saved) == "opencode"
+    (session,) = open_sessions(saved)
+    (expected,) = open_sessions(plain)
+    assert [repr(e) for e in session.events()] == [repr(e) for e in expected.events()]
+    assert not session.report.skipped
+
+
+def test_text_before_what_is_no_json_document_is_still_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.json"
+    path.write_text("Exporting session: ses_x\n{ this is not JSON\n")
+    with pytest.raises(TranscriptError, match="neither JSON Lines nor a JSON document"):
+        detect_format(path)
 
 
 def test_run_format_json_events(tmp_path: Path) -> None:
