@@ -98,6 +98,8 @@ _UNIT = lazy_compile(
     r"|task|item)\s*(?:#|no\.?)?\s*$"
 )
 _UNIT_REACH = 24
+# a key that names what follows as an item's id or number: "id": 7, "number": 102, id=7
+_ID_KEY = lazy_compile(r"(?i)\b(?:id|number)[\"']?[ \t]*[:=][ \t]*$")
 # what comes before "#" in a count of tries, not the number of an item ("attempt #3")
 _TRIES = ("attempt ", "retry ", "try ", "tick ")
 _TOTAL = lazy_compile(r"(?i)\btotal\b")
@@ -193,11 +195,14 @@ class ResultNormalizer:
 
 def _names_item(text: str, start: int) -> bool:
     """Whether the number at ``start`` of ``text`` names an item (``order
-    #10234``, ``qa_user_4``, ``job-17``; not ``attempt #3``)."""
+    #10234``, ``qa_user_4``, ``job-17``, a URL's ``/issues/102``, an
+    ``"id": 7`` or ``"number": 102``; not ``attempt #3``)."""
     before = text[start - 1 : start] if start else ""
     if before == "#":
         return not text[max(0, start - 9) : start - 1].lower().endswith(_TRIES)
-    return before in ("_", "-") and start > 1 and text[start - 2].isalpha()
+    if before in ("_", "-", "/") and start > 1 and text[start - 2].isalpha():
+        return True
+    return _ID_KEY.search(text, max(0, start - 12), start) is not None
 
 
 def _names_work(text: str, start: int) -> bool:

@@ -18,7 +18,7 @@ advances, a retry that then succeeds, a re-read after the file changed):
   row each repeat an earlier call with its earlier result, an advisory
   follows the result (once per such run). The ``deny_at``-th occurrence
   with an unchanged result is denied before it runs; a signature denied
-  ``halt_after`` times asks the runtime to end the run.
+  in ``halt_after`` model responses asks the runtime to end the run.
 - **Polls back off.** A poll (a known poll tool, a shell command matching
   ``poll_commands``, or a result reporting a running or pending state)
   whose state changes is never acted on. One that keeps returning the same
@@ -262,8 +262,23 @@ _HALT = (
     "loop-detector: {tool} with the same arguments was denied {denials} times and the agent kept retrying it; "
     "the run should end."
 )
+_STATUS_CHECKS = (
+    r"gh" + OPTIONS + r"\s+(run|pr|workflow)" + OPTIONS + r"\s+(view|checks|status|watch|list)|"
+    r"kubectl" + OPTIONS + r"\s+(get|describe|wait|top|rollout" + OPTIONS + r"\s+status)|"
+    r"(docker|podman)" + OPTIONS + r"(\s+compose" + OPTIONS + r")?\s+(ps|logs|inspect|stats)|"
+    r"docker-compose" + OPTIONS + r"\s+(ps|logs)|helm" + OPTIONS + r"\s+(status|list|ls|history)|"
+    r"systemctl" + OPTIONS + r"\s+(status|is-active|is-failed)|journalctl\b|tail\b|squeue\b|qstat\b|"
+    # a cloud CLI's operation that reads: aws SERVICE describe-x|get-x|list-x|wait|ls, gcloud GROUP... describe|list
+    r"aws" + OPTIONS + r"\s+[\w-]+" + OPTIONS + r"\s+(describe-[\w-]+|get-[\w-]+|list-[\w-]+|wait|ls|tail)(\s|$)|"
+    r"(gcloud|az)" + OPTIONS + r"(\s+[a-z][\w-]*){1,4}?\s+(describe|list|show|wait)(\s|$)|"
+    r"(npm|pnpm|yarn)\s+(view|info)\b|(dig|nslookup|host)\s|nvidia-smi\b|"
+    r"curl\b[^|;&]*\b(health|status|ready|ping)|nc\s+-[a-zA-Z]*z|pg_isready\b|"
+    r"(mysqladmin|redis-cli)\b[^|;&]*\bping\b|cat\b[^|;&]*\.(log|out|status)\b"
+)
+"""The status checks ``poll_commands`` knows, as a step runs them (options
+before the subcommand read through: ``kubectl -n staging get pods``)."""
 _BLOCKING_WAIT = (
-    "the tool's own wait or timeout argument, or one bounded shell command that waits for the change: "
+    "the tool's own wait or timeout argument, or one command that waits for the change, bounded; in sh: "
     "timeout 600 sh -c 'until <check>; do sleep {wait}; done'"
 )
 """How to wait: never a bare ``sleep`` first in a command, which Claude Code
@@ -711,9 +726,10 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _first_line(content: str) -> str:
-    """A result's first line, as far as ``_PREVIEW`` characters."""
-    return content.lstrip().partition("\n")[0][:_PREVIEW]
+def _head(content: str) -> str:
+    """A result's head on one line (runs of whitespace as one space), as far
+    as ``_PREVIEW`` characters: a pretty-printed answer's first line is a brace."""
+    return " ".join(content[: 4 * _PREVIEW].split())[:_PREVIEW]
 
 
 def _first_sentence(content: str) -> str:
@@ -1083,7 +1099,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
         r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution|"
-        r"could not resolve host|getaddrinfo|eai_again|enotfound|tls handshake timeout|i/o timeout|"
+        r"could not resolve host|eai_again|enotfound|tls handshake timeout|i/o timeout|"
         r"unexpected disconnect|early eof|rpc failed|ssl_error_syscall|connection closed by remote host|"
         r"remote end closed connection)\b",
         # a service not up yet: what a readiness check says while it starts (in English, and as localised
@@ -1176,19 +1192,12 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "*screenshot*",
     )
     poll_commands: tuple[str, ...] = (
-        r"(^|[;&|(]\s*)(gh" + OPTIONS + r"\s+(run|pr|workflow)" + OPTIONS + r"\s+(view|checks|status|watch|list)|"
-        r"kubectl" + OPTIONS + r"\s+(get|describe|wait|top|rollout" + OPTIONS + r"\s+status)|"
-        r"(docker|podman)" + OPTIONS + r"(\s+compose" + OPTIONS + r")?\s+(ps|logs|inspect|stats)|"
-        r"docker-compose" + OPTIONS + r"\s+(ps|logs)|helm" + OPTIONS + r"\s+(status|list|ls|history)|"
-        r"systemctl" + OPTIONS + r"\s+(status|is-active|is-failed)|journalctl\b|tail\b|squeue\b|qstat\b|"
-        r"(aws|gcloud|az)\b[^|;&]*\s(describe(-[\w-]+)?|get-[\w-]+|list(-[\w-]+)?|show|wait|ls)(\s|$)|"
-        r"(npm|pnpm|yarn)\s+(view|info)\b|(dig|nslookup|host)\s|nvidia-smi\b|"
-        r"ssh\b[^|;&]*\s['\"]?(tail|journalctl|nvidia-smi|squeue|qstat|ps|systemctl\s+status|(docker|podman)\s+(ps|logs)|"
-        r"kubectl\s+get|cat\s+\S+\.(log|out|status))\b|"
-        r"curl\b[^|;&]*\b(health|status|ready|ping)|nc\s+-[a-zA-Z]*z|pg_isready\b|"
-        r"(mysqladmin|redis-cli)\b[^|;&]*\bping\b|ps\b|pgrep\b|"
-        r"jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|"
-        r"wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b|cat\b[^|;&]*\.(log|out|status)\b)",
+        r"(^|[;&|(]\s*)(" + _STATUS_CHECKS + r"|ps\b|pgrep\b|jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|"
+        r"ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b)",
+        # one of those checks run on another machine
+        r"(^|[;&|(]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*\s+['\"]?(" + _STATUS_CHECKS + r")",
+        # a loop that waits for something to change
+        r"\b(until|while)\b[^\n]*\bsleep\s",
     )
     poll_values: tuple[str, ...] = (
         r"(?i)^(?:poll|wait|watch|tail|progress|(?:get|check)[ _-]?status|"
@@ -1532,10 +1541,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             target = tool  # a search tool's queries: the same answer to other queries is a grind too
         values = self._values(args)
         if command is None:  # what the tool's name alone says, memoized (most calls run no command)
-            facts = self._facts.get(tool)
-            if facts is None:
-                facts = self._tool_facts(tool)
-            edits, paging_tool, poll_tool, reads, _, _ = facts
+            edits, paging_tool, poll_tool, reads, _, _ = self._tool_facts(tool)
             polled = poll_tool and not _typed(args)
         else:  # what the command says is asked only where it can matter
             edits = self._progress.kind(tool, command) if rules.mutating is None else None
@@ -1575,7 +1581,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
         poll tool, only reads, keeps the agent's own books (a tool that
         only reads to, ``keeps_books``, or a handoff to another agent,
         ``hands_off``), and makes something new each call (``makes``);
-        remembered for a bounded number of names."""
+        remembered for a bounded number of names (a result may come to a
+        policy that never saw its call: a hook's next process, another
+        replica)."""
+        known = self._facts.get(tool)
+        if known is not None:
+            return known
         reads = self._reads.reads(tool, None)
         facts = (
             self._progress.kind(tool, None),
@@ -1826,7 +1837,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.act(fp.digest, signature)
             if making == rules.deny_at:
                 text = _MADE_ADVICE.format(
-                    count=making, tool=result.tool, arguments=fp.preview(_PREVIEW), answer=_first_line(content)
+                    count=making, tool=result.tool, arguments=fp.preview(_PREVIEW), answer=_head(content)
                 )
                 return self._action("remind", result, making, text, rules.deny_at)
             return None
@@ -1999,8 +2010,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 and shape.counts_on(signature.shape)
             )
         )
-        facts = self._facts.get(result.tool)
-        books = facts is not None and facts[4]
+        books = self._tool_facts(result.tool)[4]
         if same and books and state.news_at > signature.last:
             same = False  # the agent's own plan or todo list restated while its work brought news: no repeat
         if poll:
@@ -2039,8 +2049,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         something (``guard.policies.reads.makes``), with arguments, has
         answered with one more item than the last (``Shape.makes_next``):
         ``None`` for a call of another tool."""
-        facts = self._facts.get(result.tool)
-        if facts is None or not facts[5] or not result.args:
+        if not self._tool_facts(result.tool)[5] or not result.args:
             return None
         last = state.signatures.get(fp.digest)
         if last is None or last.shape is None or result.ts - last.ts >= self._decay or not shape.makes_next(last.shape):

@@ -140,7 +140,25 @@ def _blanked(found: re.Match[str]) -> str:
     return " ''" if first in "'\"" else " #" if first == "#" else " "
 
 
-_PREFIXES = r"(?:(?:sudo|time|timeout\s+\S+|nohup|exec|env|nice|xargs(?:\s+-\S+)*)\s+|[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+"
+_WORD = r"[^\s;&|]"  # a character of one word of a step: the step's separators end it
+_PREFIXES = (
+    r"(?:(?:sudo(?:\s+(?:-[CDghprTtUu]\s*" + _WORD + r"+|--[\w-]+(?:=" + _WORD + r"*)?|-[A-Za-z]+))*"
+    r"|time(?:\s+-p)?|timeout(?:\s+(?:-[ks]\s*"
+    + _WORD
+    + r"+|--[\w-]+(?:="
+    + _WORD
+    + r"*)?|-[a-z]+))*\s+"
+    + _WORD
+    + r"+|nohup|exec|env(?:\s+-[iu0]\s*"
+    + _WORD
+    + r"*)*|nice(?:\s+(?:-n\s*-?\d+|-\d+|--adjustment=-?\d+))?|xargs(?:\s+-"
+    + _WORD
+    + r"+)*)\s+|[A-Za-z_][A-Za-z0-9_]*="
+    + _WORD
+    + r"*\s+)+"
+)
+_PREFIXED = 16384
+"""Commands longer than this keep their prefixes (``without_prefixes``)."""
 _PREFIX = lazy_compile("^" + _PREFIXES)
 _STEP_PREFIX = lazy_compile(r"(^|[;&|(\n]\s*)" + _PREFIXES)
 
@@ -150,14 +168,22 @@ def without_prefixes(command: str) -> str:
     from the start of each step (``sudo``, ``time``, ``timeout 60``,
     ``nohup``, ``env``, ``nice``, ``VAR=value``): ``sudo systemctl status
     app`` is a ``systemctl status`` as a pattern anchored at a step's start
-    sees it. ``command`` itself when there are none."""
+    sees it (their own options too: ``sudo -u postgres``, ``timeout -k 5
+    60``, ``nice -n 10``). ``command`` itself when there are none, or when it
+    is longer than 16 KiB."""
+    if len(command) > _PREFIXED:
+        return command
     plain, dropped = _STEP_PREFIX.subn(r"\1", command)
     return plain if dropped else command
 
 
 # Steps that change only the shell itself: in a persistent shell (Claude Code's, OpenHands',
 # SWE-agent's) what the next command does
-_SHELL_STATE = lazy_compile(r"^(?:cd|pushd|popd|export|unset|set|ulimit|umask)(?:\s|$)")
+_SHELL_STATE = lazy_compile(
+    r"^(?:(?:cd|pushd|popd)(?:\s|$)|(?:export|unset)\s+(?:-[fnv]\s+)*[A-Za-z_]|set\s+(?:[-+]o\s+\w|[-+][A-Za-np-z])"
+    r"|ulimit\s+(?:-[A-Za-z]+\s+)*(?:\d|unlimited)|umask\s+\d)"
+)
+"""(``export`` with no name, ``set -o``, ``ulimit -a`` and a bare ``umask`` only print.)"""
 
 
 # Steps that start like a read but write: an in-place edit, find's actions,
@@ -238,12 +264,18 @@ _MAKING_WORDS = frozenset(
 )
 
 
+# ... unless it sends input: keys to a terminal or a page (``send_keys``, ``send_input``)
+_INPUT_WORDS = frozenset({"input", "key", "keys", "keystroke", "keystrokes", "press", "type"})
+
+
 def makes(tool: str) -> bool:
     """Whether ``tool``'s name says each call makes something new
     (``create_issue``, ``add_marker``, ``append_content``,
-    ``mcp__slack__send_message``): an MCP server's tool by its own name."""
+    ``mcp__slack__send_message``; not ``send_keys``, which types): an MCP
+    server's tool by its own name."""
     own = tool.rpartition("__")[2] or tool
-    return not _MAKING_WORDS.isdisjoint(word.lower() for word in _WORDS.findall(own))
+    words = {word.lower() for word in _WORDS.findall(own)}
+    return not _MAKING_WORDS.isdisjoint(words) and _INPUT_WORDS.isdisjoint(words)
 
 
 _HANDOFF = lazy_compile(r"(?i)transfer_to_\w+")

@@ -87,6 +87,24 @@ def test_each_invocation_restores_from_the_snapshot_and_the_log_keeps_one_header
     assert [e.seq for e in read_log(hook.log)] == list(range(1, len(lines)))
 
 
+def test_the_same_call_making_one_more_each_time_is_told_across_hook_processes(tmp_path: Path) -> None:
+    """Each hook event runs in a process of its own: what a call's tool name
+    says is read again where its result is judged."""
+    hook = Hook(tmp_path / "state", load_config("recommended"))
+    answers = []
+    for n in range(1, 5):
+        tool = {
+            "tool_name": "mcp__github__create_issue",
+            "tool_input": {"owner": "acme", "repo": "app", "title": "Login fails"},
+            "tool_use_id": f"toolu_{n:02d}",
+        }
+        answers.append(hook(payload("PreToolUse", **tool)))
+        answers.append(hook(payload("PostToolUse", tool_response=f"Created issue #10{n}", **tool)))
+    told = [n for n, answer in enumerate(answers) if context(answer)]
+    assert told == [5], "the third result: one advisory"
+    assert "each time it made one more" in (context(answers[5]) or "")
+
+
 def test_a_pre_hook_sent_again_for_a_running_call_is_allowed_and_counted_once(hook: Hook) -> None:
     pre, post = grep(0)
     assert hook(pre) == hook(pre) == {}

@@ -90,6 +90,16 @@ async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
         ("github_create_issue", {"repo": "acme/app", "title": "Login fails"}, "Created issue #10{n}: /issues/10{n}"),
         ("add_marker", {"time": 5, "label": "intro end"}, '{{"markerId": "marker-{n}", "time": 5}}'),
         ("mcp__slack__send_message", {"channel": "ops", "text": "deploy done"}, "Sent message msg_{n} to #ops"),
+        (  # github-mcp-server's minimal answer: the new issue's URL
+            "mcp__github__create_issue",
+            {"owner": "acme", "repo": "app", "title": "Login fails"},
+            '{{"id": "349587{n}21", "url": "https://github.com/acme/app/issues/10{n}"}}',
+        ),
+        (  # an answer pretty-printed, its first line a brace
+            "create_ticket",
+            {"title": "Login fails"},
+            '{{\n  "number": 10{n},\n  "state": "open",\n  "title": "Login fails"\n}}',
+        ),
     ],
 )
 async def test_the_same_call_making_one_more_each_time_is_told_once(
@@ -110,6 +120,7 @@ async def test_the_same_call_making_one_more_each_time_is_told_once(
     [
         ("process_next_order", {"queue": "orders"}, "Processed order #1023{n}: charged"),  # no making word
         ("new_tab", {}, "Opened tab_{n}"),  # no arguments: one more is what it is for
+        ("mcp__tmux__send_keys", {"keys": "Enter"}, "started job-{n}"),  # typing into a terminal
     ],
 )
 async def test_a_call_that_makes_the_next_item_is_otherwise_left_alone(
