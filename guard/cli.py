@@ -744,6 +744,7 @@ def _add_settings_options(parser: argparse.ArgumentParser) -> None:
 
 def _cmd_install(args: argparse.Namespace) -> int:
     import contextlib
+    import json
     from pathlib import Path
 
     from guard.adapters.hook_install import (
@@ -788,7 +789,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
             if args.agent == "codex" and args.scope == "project" and not args.file and not args.uninstall:
                 what += (
                     "; Codex runs a project's hooks once the project is trusted "
-                    f'([projects."{Path.cwd()}"] trust_level = "trusted" in its config.toml)'
+                    f'([projects.{json.dumps(str(Path.cwd()))}] trust_level = "trusted" in its config.toml)'
                 )
             done(path, what)
         except SettingsFileError:  # both files changed or neither: the table added for them goes again

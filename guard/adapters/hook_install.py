@@ -26,7 +26,6 @@ from guard.hook_forward import HOOK_AGENTS
 __all__ = [
     "SettingsFileError",
     "add_toml_table",
-    "guard_hooks",
     "install",
     "installed_elsewhere",
     "remove_toml_table",
@@ -34,6 +33,7 @@ __all__ = [
 ]
 
 _ROUTES = tuple(f"/hooks/{name}" for name in HOOK_AGENTS)
+_FAILED_TEXT = b"repeat-tool-guard hook failed"  # in every command hook-settings prints, quotes aside
 
 
 class SettingsFileError(ValueError):
@@ -247,35 +247,43 @@ def _is_guard(handler: Any) -> bool:
     return is_guard_command(command) or any(url.rstrip("/").endswith(route) for route in _ROUTES)
 
 
-def guard_hooks(settings: dict[str, Any]) -> frozenset[tuple[str, str]]:
+def _guard_handlers(settings: dict[str, Any]) -> frozenset[str]:
     """The guard's hook handlers in ``settings`` (a settings file's object,
-    or what ``hook-settings`` prints), as (event, handler) pairs."""
+    or what ``hook-settings`` prints), each as canonical JSON."""
     hooks = settings.get("hooks")
     found = set()
-    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
+    for groups in hooks.values() if isinstance(hooks, dict) else ():
         for group in groups if isinstance(groups, list) else ():
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for handler in handlers if isinstance(handlers, list) else ():
                 if _is_guard(handler):
-                    found.add((str(event), json.dumps(handler, sort_keys=True)))
+                    found.add(json.dumps(handler, sort_keys=True))
     return frozenset(found)
 
 
 def installed_elsewhere(path: Path, other: Path, settings: dict[str, Any]) -> bool:
     """Whether ``other``, the settings file of the other scope (the user's
-    for a project's ``path``, or the other way round), already holds the
-    guard's hooks and they are not ``settings``' own: the CLI would run
-    both, and a call would be counted twice (Gemini CLI gives a call no id
-    to tell the two apart by). A file that cannot be read is taken to hold
-    none."""
+    for a project's ``path``, or the other way round), already runs the
+    guard's hooks with other options than ``settings``' (another command
+    or server; the events they are registered for aside, which an earlier
+    version may have had fewer of): the CLI would run both, and a call
+    would be counted twice (Gemini CLI gives a call no id to tell the two
+    apart by). A file with comments, which Gemini CLI reads, holds them
+    when it holds the guard's failure message; a file that cannot be read
+    is taken to hold none."""
     if os.path.realpath(path) == os.path.realpath(other):
         return False
     try:
         raw = _read(Path(os.path.realpath(other)))
-        there = guard_hooks(_parse(other, raw)) if raw is not None else frozenset()
-    except (SettingsFileError, RecursionError):
+    except SettingsFileError:
         return False
-    return bool(there) and there != guard_hooks(settings)
+    if raw is None:
+        return False
+    try:
+        there = _guard_handlers(_parse(other, raw))
+    except (SettingsFileError, RecursionError):
+        return _FAILED_TEXT in raw
+    return bool(there) and there != _guard_handlers(settings)
 
 
 def _without_guard(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -24,13 +24,26 @@ def runtime_named(name: str) -> HookRuntime:
 
 def check_event(runtime: HookRuntime, payload: Mapping[str, object]) -> None:
     """A ``ValueError`` when the payload's ``hook_event_name`` is one only
-    other CLIs' hooks send: the hook was set up for the wrong CLI (its
-    ``--agent``), and would answer every event with nothing."""
+    another CLI's hooks send, a CLI whose events are named unlike
+    ``runtime``'s (Gemini CLI's ``BeforeTool`` to Claude Code's hook): the
+    hook was set up for the wrong CLI (its ``--agent``), and would answer
+    every event with nothing. Claude Code and Codex name their events
+    alike, so one's event the other's guard does not follow is no sign."""
     if runtime.seam(payload) is not None:
         return
-    others = [name for name, other in RUNTIMES.items() if other is not runtime and other.seam(payload) is not None]
+    others = [
+        name
+        for name, other in RUNTIMES.items()
+        if other.seam(payload) is not None and _pre_event(other) != _pre_event(runtime)
+    ]
     if others:
         raise ValueError(
             f"hook event {payload.get('hook_event_name')!r} is one {' and '.join(others)} sends, not "
             f"{runtime.name}: run the hook with --agent {others[0]} (hook-settings --agent {others[0]} prints it)"
         )
+
+
+def _pre_event(runtime: HookRuntime) -> str:
+    """The name of ``runtime``'s event before a tool runs: CLIs that name
+    it alike (``PreToolUse``) name their events alike."""
+    return next(event for event, seam in runtime.seams.items() if seam == "pre")

@@ -34,9 +34,9 @@ from starlette.routing import Route
 
 from bus._logging import LazyLogger
 from guard._text import one_line, shown
-from guard.adapters.claude_hooks import SESSION_ID_RULE, HookInputError, HookRuntime, is_session_id, parse_payload
+from guard.adapters.claude_hooks import SESSION_ID_RULE, HookRuntime, is_session_id, parse_payload
 from guard.adapters.codex_hooks import CODEX
-from guard.adapters.hook_runtimes import RUNTIMES
+from guard.adapters.hook_runtimes import RUNTIMES, check_event
 from guard.config import Config
 from guard.hook_forward import PAYLOAD_LIMIT
 from guard.news import News
@@ -224,7 +224,8 @@ class _Handlers:
         async def answer_hook(request: Request) -> Response:
             try:
                 payload = parse_payload(await self.body(request))
-            except HookInputError as exc:
+                check_event(runtime, payload)
+            except ValueError as exc:  # HookInputError among them
                 raise RequestError(400, str(exc)) from None
             if runtime.seam(payload) is None:
                 return _json({})  # nothing the guard follows: the session is not even opened

@@ -31,8 +31,7 @@ __all__ = ["PREFETCH", "Lease", "LeaseTimeout", "SessionLeases"]
 PREFETCH = 256
 """Entries taking a lease returns at most; a longer catch-up reads on."""
 
-ABANDONED_KEPT = 8
-"""Tokens of a session's abandoned leases kept, the latest."""
+_ABANDONED_KEPT = 8  # tokens of a session's abandoned leases kept, the latest
 _ABANDONED_SESSIONS = 4096
 
 # Take the session's lease and, in the same step, read where the stream is:
@@ -253,7 +252,7 @@ class SessionLeases:
         tokens = self._abandoned.pop(session_id, [])
         if len(self._abandoned) >= _ABANDONED_SESSIONS:
             del self._abandoned[next(iter(self._abandoned))]
-        self._abandoned[session_id] = [*tokens[1 - ABANDONED_KEPT :], token]
+        self._abandoned[session_id] = [*tokens[1 - _ABANDONED_KEPT :], token]
 
     async def _take_back(self, session_id: str, holder: bytes | str | None) -> bool:
         """Release the session's lease when ``holder``, the token holding

@@ -692,3 +692,23 @@ def test_a_codex_project_install_says_codex_runs_it_once_the_project_is_trusted(
     said = capsys.readouterr().err
     assert "guard hooks installed; Codex runs a project's hooks once the project is trusted" in said
     assert f'[projects."{tmp_path}"] trust_level = "trusted"' in said
+
+
+def test_the_other_scope_is_judged_by_its_guard_commands_with_comments_or_fewer_events(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    assert main(["install", "--agent", "gemini-cli"]) == 0
+    user = settings_file("gemini-cli", "user")
+    installed = json.loads(user.read_text())
+    del installed["hooks"]["SessionEnd"]  # as an earlier version installed it: one event fewer
+    user.write_text(json.dumps(installed))
+    assert main(["install", "--agent", "gemini-cli", "--project"]) == 0, "the same command: run once"
+    assert main(["install", "--agent", "gemini-cli", "--project", "--uninstall"]) == 0
+    user.write_text("// my settings\n" + json.dumps(installed, indent=2))  # Gemini CLI reads comments
+    capsys.readouterr()
+    assert main(["install", "--agent", "gemini-cli", "--project", "--config", "recommended"]) == 2
+    assert f"{user} already runs the guard's hooks" in capsys.readouterr().err

@@ -77,6 +77,17 @@ def test_a_hook_event_the_guard_does_not_follow_opens_no_session(served: Served)
     assert not (served.state_dir / "n.jsonl").exists()
 
 
+def test_another_clis_hook_event_is_refused_naming_the_route_to_use(served: Served) -> None:
+    """A Gemini CLI hook posted to Claude Code's route would be answered
+    with nothing, forever: refused, and the route named."""
+    response = served.post("/hooks/claude-code", hook_payload("g", "BeforeTool", tool_name="read_file"))
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("hook event 'BeforeTool' is one gemini-cli sends, not claude-code")
+    assert "g" not in served.store
+    compact = served.post("/hooks/claude-code", hook_payload("c", "PostCompact"))
+    assert (compact.status_code, compact.json()) == (200, {}), "Codex names its events as Claude Code does"
+
+
 @pytest.mark.parametrize(
     ("options", "error"),
     [
