@@ -1094,6 +1094,12 @@ async def test_a_windows_wait_between_checks_makes_them_a_poll(
         "nc -zv localhost 5432",
         "pg_isready -h db -p 5432",
         "redis-cli -h cache ping",
+        "sudo -u postgres pg_isready",
+        "timeout -k 5 60 kubectl get pods",
+        "ssh -i deploy.pem db-01 pg_isready",
+        "gcloud compute instances list --filter name=web",
+        "az group show -n rg-web",
+        "timeout 600 sh -c 'until kubectl get pods | grep -q Running; do sleep 10; done'",
     ],
 )
 async def test_a_status_check_is_a_poll_whatever_options_come_before_its_subcommand(
@@ -1143,11 +1149,35 @@ async def test_a_log_full_of_refused_connections_read_again_is_a_repeat(make: Ma
     assert run.actions == [(3, "deny")]
 
 
-async def test_a_command_that_only_starts_like_a_status_check_is_no_poll(make: Make, anyio_backend: str) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ssh build-01 make -C /srv/app",
+        "ssh host make",
+        "aws lambda invoke --function-name get-user-profile out.json",
+        "aws sns publish --topic-arn arn:x --message 'please wait for it'",
+        "gcloud functions call list-users",
+        "az group create --name rg --location westeurope",
+    ],
+)
+async def test_a_command_that_only_mentions_a_status_check_is_no_poll(
+    make: Make, anyio_backend: str, command: str
+) -> None:
     run = make()
     for _ in range(3):
-        await run.do("Bash", {"command": "ssh build-01 make -C /srv/app"}, "make: Nothing to be done for 'all'.")
+        await run.do("Bash", {"command": command}, "Nothing to be done.")
     assert run.actions == [(3, "deny")]
+
+
+async def test_a_link_error_that_mentions_getaddrinfo_is_no_network_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    error = (
+        "warning: Using 'getaddrinfo' in statically linked applications requires at runtime the shared libraries\n"
+        "undefined reference to `ssl_init'\ncollect2: error: ld returned 1 exit status"
+    )
+    for _ in range(5):
+        await run.do("Bash", {"command": "gcc -static -o app main.c"}, error, is_error=True)
+    assert run.actions == [(3, "remind"), (5, "deny")]
 
 
 @pytest.mark.parametrize(
