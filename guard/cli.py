@@ -774,7 +774,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
                 raise SettingsFileError(
                     f"{other} already runs the guard's hooks, with other options: the CLI would run both, "
                     f"and count every call twice. Take them out there first (repeat-tool-guard install "
-                    f"--agent {args.agent} --{scope} --uninstall), or install with the same options"
+                    f"--agent {args.agent} --{scope} --uninstall, or by hand), or install with the same options"
                 )
         config = path.with_name("config.toml")
         if args.agent == "codex" and (args.mcp or args.uninstall):

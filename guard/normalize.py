@@ -98,8 +98,8 @@ _UNIT = lazy_compile(
     r"|task|item)\s*(?:#|no\.?)?\s*$"
 )
 _UNIT_REACH = 24
-# a key that names what follows as an item's id or number: "id": 7, "number": 102, id=7
-_ID_KEY = lazy_compile(r"(?i)\b(?:id|number)[\"']?[ \t]*[:=][ \t]*$")
+# a key that names what follows as an item's number: "number": 102
+_NUMBER_KEY = lazy_compile(r"(?i)\bnumber[\"']?[ \t]*[:=][ \t]*$")
 # what comes before "#" in a count of tries, not the number of an item ("attempt #3")
 _TRIES = ("attempt ", "retry ", "try ", "tick ")
 _TOTAL = lazy_compile(r"(?i)\btotal\b")
@@ -195,14 +195,24 @@ class ResultNormalizer:
 
 def _names_item(text: str, start: int) -> bool:
     """Whether the number at ``start`` of ``text`` names an item (``order
-    #10234``, ``qa_user_4``, ``job-17``, a URL's ``/issues/102``, an
-    ``"id": 7`` or ``"number": 102``; not ``attempt #3``)."""
+    #10234``, ``qa_user_4``, ``job-17``; not ``attempt #3``)."""
     before = text[start - 1 : start] if start else ""
     if before == "#":
         return not text[max(0, start - 9) : start - 1].lower().endswith(_TRIES)
-    if before in ("_", "-", "/") and start > 1 and text[start - 2].isalpha():
+    return before in ("_", "-") and start > 1 and text[start - 2].isalpha()
+
+
+def _names_made(text: str, start: int) -> bool:
+    """Whether the number at ``start`` of ``text`` names what a call made:
+    an item (``_names_item``), or, in the answer of a tool that makes
+    things, a URL's ``/issues/102`` or a ``"number": 102``. Only there: a
+    retried request's ``/attempt/5`` or a JSON-RPC ``"id"`` counts calls."""
+    if _names_item(text, start):
         return True
-    return _ID_KEY.search(text, max(0, start - 12), start) is not None
+    before = text[start - 1 : start] if start else ""
+    if before == "/" and start > 1 and text[start - 2].isalpha():
+        return True
+    return _NUMBER_KEY.search(text, max(0, start - 12), start) is not None
 
 
 def _names_work(text: str, start: int) -> bool:
@@ -236,7 +246,7 @@ class Shape:
                 return None
             found = [m for m in _DIGITS.finditer(text) if len(m.group()) < 19][:_COUNTED]
             self._numbers = tuple(int(m.group()) for m in found)
-            self._items = frozenset(i for i, m in enumerate(found) if _names_item(text, m.start()))
+            self._items = frozenset(i for i, m in enumerate(found) if _names_made(text, m.start()))
             if _TOTAL.search(text):
                 self._toward = frozenset(range(len(found)))
             else:

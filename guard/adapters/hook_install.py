@@ -268,9 +268,9 @@ def installed_elsewhere(path: Path, other: Path, settings: dict[str, Any]) -> bo
     or server; the events they are registered for aside, which an earlier
     version may have had fewer of): the CLI would run both, and a call
     would be counted twice (Gemini CLI gives a call no id to tell the two
-    apart by). A file with comments, which Gemini CLI reads, holds them
-    when it holds the guard's failure message; a file that cannot be read
-    is taken to hold none."""
+    apart by). A file's comments, which Gemini CLI reads, are left out; a
+    file that still cannot be read holds them when it holds the guard's
+    failure message, and one that cannot be read at all holds none."""
     if os.path.realpath(path) == os.path.realpath(other):
         return False
     try:
@@ -280,10 +280,40 @@ def installed_elsewhere(path: Path, other: Path, settings: dict[str, Any]) -> bo
     if raw is None:
         return False
     try:
-        there = _guard_handlers(_parse(other, raw))
+        there = _guard_handlers(_parse(other, _without_comments(raw)))
     except (SettingsFileError, RecursionError):
         return _FAILED_TEXT in raw
     return bool(there) and there != _guard_handlers(settings)
+
+
+def _without_comments(raw: bytes) -> bytes:
+    """``raw`` with its ``//`` and ``/* */`` comments (outside strings)
+    blanked, as Gemini CLI reads a settings file; ``raw`` itself when it has none."""
+    if b"/" not in raw:
+        return raw
+    out = bytearray(raw)
+    i, n, quoted = 0, len(raw), False
+    while i < n:
+        c = raw[i]
+        if quoted:
+            if c == 0x5C:  # a backslash: the next byte is escaped
+                i += 1
+            elif c == 0x22:
+                quoted = False
+        elif c == 0x22:
+            quoted = True
+        elif raw.startswith((b"//", b"/*"), i):
+            if raw[i + 1] == 0x2F:  # to the end of the line
+                end = raw.find(b"\n", i)
+                end = n if end < 0 else end
+            else:
+                end = raw.find(b"*/", i + 2)
+                end = n if end < 0 else end + 2
+            out[i:end] = b" " * (end - i)
+            i = end
+            continue
+        i += 1
+    return bytes(out)
 
 
 def _without_guard(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:

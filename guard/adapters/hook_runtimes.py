@@ -38,7 +38,8 @@ def check_event(runtime: HookRuntime, payload: Mapping[str, object]) -> None:
     ]
     if others:
         raise ValueError(
-            f"hook event {payload.get('hook_event_name')!r} is one {' and '.join(others)} sends, not "
+            f"hook event {payload.get('hook_event_name')!r} is one {' and '.join(others)} "
+            f"{'sends' if len(others) == 1 else 'send'}, not "
             f"{runtime.name}: run the hook with --agent {others[0]} (hook-settings --agent {others[0]} prints it)"
         )
 

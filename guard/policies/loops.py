@@ -1099,7 +1099,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
         r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution|"
-        r"could not resolve host|eai_again|enotfound|tls handshake timeout|i/o timeout|"
+        r"could not resolve host|getaddrinfo (?:failed|enotfound|eai_again)|eai_again|enotfound|"
+        r"tls handshake timeout|i/o timeout|"
         r"unexpected disconnect|early eof|rpc failed|ssl_error_syscall|connection closed by remote host|"
         r"remote end closed connection)\b",
         # a service not up yet: what a readiness check says while it starts (in English, and as localised
@@ -1192,12 +1193,12 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "*screenshot*",
     )
     poll_commands: tuple[str, ...] = (
-        r"(^|[;&|(]\s*)(" + _STATUS_CHECKS + r"|ps\b|pgrep\b|jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|"
+        r"(^|[;&|(\n]\s*)(" + _STATUS_CHECKS + r"|ps\b|pgrep\b|jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|"
         r"ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b)",
         # one of those checks run on another machine
-        r"(^|[;&|(]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*\s+['\"]?(" + _STATUS_CHECKS + r")",
-        # a loop that waits for something to change
-        r"\b(until|while)\b[^\n]*\bsleep\s",
+        r"(^|[;&|(\n]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*(\s+--)?\s+['\"]?(" + _STATUS_CHECKS + r")",
+        # a loop that waits for something to change, on one line or several
+        r"(?s)\b(until|while)\b.*\bsleep\s",
     )
     poll_values: tuple[str, ...] = (
         r"(?i)^(?:poll|wait|watch|tail|progress|(?:get|check)[ _-]?status|"
@@ -1822,7 +1823,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
         making = self._made(state, result, fp, shape) if note.acts and not failed and program is None else None
-        signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll, program is None)
+        made = making is not None and making > 1  # one more of something made: news, not a counter
+        signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll, program is None, made)
         if reading is not None:
             signature.reading = reading
         signature.transient = bool(transient)
@@ -1988,6 +1990,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         failed: bool,
         poll: bool,
         prose: bool = False,
+        made: bool = False,
     ) -> tuple[_Signature, int]:
         """Count one result of a tracked call against its signature. The
         gap: how many tracked results back the signature's previous one was,
@@ -1997,17 +2000,22 @@ class LoopsPolicy(Policy[_AgentLoops]):
         agent waited (an untracked ``sleep``) since the previous one; an
         occurrence after an idle gap of ``decay_seconds`` starts over. A
         ``prose`` answer (a call that runs no shell command) saying in new
-        words that nothing was found repeats one that said so too."""
+        words that nothing was found repeats one that said so too. A result
+        that ``made`` one more of something (``_made``) brings news."""
         signature = state.remember(fp.digest, self.config.window)
         state.seen += 1
         gap = 0
-        same = signature.count and (
-            signature.result == shape.digest
-            or (
-                not poll
-                and signature.last > state.waited_at
-                and signature.shape is not None
-                and shape.counts_on(signature.shape)
+        same = (
+            not made
+            and signature.count
+            and (
+                signature.result == shape.digest
+                or (
+                    not poll
+                    and signature.last > state.waited_at
+                    and signature.shape is not None
+                    and shape.counts_on(signature.shape)
+                )
             )
         )
         books = self._tool_facts(result.tool)[4]

@@ -149,9 +149,9 @@ _PREFIXES = (
     + _WORD
     + r"*)?|-[a-z]+))*\s+"
     + _WORD
-    + r"+|nohup|exec|env(?:\s+-[iu0]\s*"
+    + r"+|nohup|exec|env(?:\s+(?:-u\s*"
     + _WORD
-    + r"*)*|nice(?:\s+(?:-n\s*-?\d+|-\d+|--adjustment=-?\d+))?|xargs(?:\s+-"
+    + r"+|-[i0]))*|nice(?:\s+(?:-n\s*-?\d+|-\d+|--adjustment=-?\d+))?|xargs(?:\s+-"
     + _WORD
     + r"+)*)\s+|[A-Za-z_][A-Za-z0-9_]*="
     + _WORD
@@ -265,7 +265,7 @@ _MAKING_WORDS = frozenset(
 
 
 # ... unless it sends input: keys to a terminal or a page (``send_keys``, ``send_input``)
-_INPUT_WORDS = frozenset({"input", "key", "keys", "keystroke", "keystrokes", "press", "type"})
+_INPUT_WORDS = frozenset({"input", "keys", "keystroke", "keystrokes", "press"})
 
 
 def makes(tool: str) -> bool:
@@ -275,7 +275,8 @@ def makes(tool: str) -> bool:
     server's tool by its own name."""
     own = tool.rpartition("__")[2] or tool
     words = {word.lower() for word in _WORDS.findall(own)}
-    return not _MAKING_WORDS.isdisjoint(words) and _INPUT_WORDS.isdisjoint(words)
+    typed = not _INPUT_WORDS.isdisjoint(words) or {"send", "key"} <= words
+    return not _MAKING_WORDS.isdisjoint(words) and not typed
 
 
 _HANDOFF = lazy_compile(r"(?i)transfer_to_\w+")

@@ -709,6 +709,8 @@ def test_the_other_scope_is_judged_by_its_guard_commands_with_comments_or_fewer_
     assert main(["install", "--agent", "gemini-cli", "--project"]) == 0, "the same command: run once"
     assert main(["install", "--agent", "gemini-cli", "--project", "--uninstall"]) == 0
     user.write_text("// my settings\n" + json.dumps(installed, indent=2))  # Gemini CLI reads comments
+    assert main(["install", "--agent", "gemini-cli", "--project"]) == 0, "the comments read past"
+    assert main(["install", "--agent", "gemini-cli", "--project", "--uninstall"]) == 0
     capsys.readouterr()
     assert main(["install", "--agent", "gemini-cli", "--project", "--config", "recommended"]) == 2
     assert f"{user} already runs the guard's hooks" in capsys.readouterr().err

@@ -95,6 +95,7 @@ async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
             {"owner": "acme", "repo": "app", "title": "Login fails"},
             '{{"id": "349587{n}21", "url": "https://github.com/acme/app/issues/10{n}"}}',
         ),
+        ("create_api_key", {"name": "ci"}, "Created key_{n} (shown once)"),
         (  # an answer pretty-printed, its first line a brace
             "create_ticket",
             {"title": "Login fails"},
@@ -113,6 +114,27 @@ async def test_the_same_call_making_one_more_each_time_is_told_once(
         await run.do(tool, args, result.format(n=n))
     assert run.actions == [(3, "remind")]
     assert "each time it made one more" in run.texts[0]
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        "GET /api/attempt/{n} -> 503 Service busy",
+        '{{"id": {n}, "status": "failed", "reason": "lock held"}}',
+        '{{"jsonrpc": "2.0", "id": {n}, "error": {{"code": -32000, "message": "nonce too low"}}}}',
+        "Build number: {n}\nFAILED",
+    ],
+)
+async def test_a_counter_in_a_path_or_an_id_of_a_call_that_makes_nothing_is_a_repeat(
+    make: Make, anyio_backend: str, result: str
+) -> None:
+    """A request id or an attempt number grows with every call, whatever
+    it does: only in the answer of a tool that makes things is a URL's
+    number or a ``"number"`` the thing made."""
+    run = make()
+    for n in range(1, 4):
+        await run.do("call_service", {"method": "deploy"}, result.format(n=n))
+    assert run.actions == [(3, "deny")]
 
 
 @pytest.mark.parametrize(
@@ -1100,6 +1122,8 @@ async def test_a_windows_wait_between_checks_makes_them_a_poll(
         "gcloud compute instances list --filter name=web",
         "az group show -n rg-web",
         "timeout 600 sh -c 'until kubectl get pods | grep -q Running; do sleep 10; done'",
+        "until curl -sf localhost:8080/ready; do\n  sleep 2\ndone",
+        "ssh -i deploy.pem web-01 -- tail -n 50 app.log",
     ],
 )
 async def test_a_status_check_is_a_poll_whatever_options_come_before_its_subcommand(
@@ -1189,6 +1213,7 @@ async def test_a_link_error_that_mentions_getaddrinfo_is_no_network_failure(make
         "dial tcp 10.0.0.5:443: i/o timeout",
         "error: RPC failed; curl 92 HTTP/2 stream 5 was not closed cleanly\nfatal: early EOF",
         "curl: (35) OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to api.example.com:443",
+        "urllib.error.URLError: <urlopen error [Errno 11001] getaddrinfo failed>",
     ],
 )
 async def test_a_network_failure_retried_is_transient(make: Make, anyio_backend: str, error: str) -> None:

@@ -99,6 +99,9 @@ def test_read_only_commands_only_read(rule: ReadOnlyRule, command: str) -> None:
         "ulimit -n 4096",
         "umask 022",
         "kubectl -n web apply -f web.yaml",
+        "env -i make test",
+        "env -0 npm test",
+        "sudo -u deploy rm -rf build",
     ],
 )
 def test_a_command_with_any_other_step_may_change_something(rule: ReadOnlyRule, command: str) -> None:
