@@ -98,8 +98,8 @@ _UNIT = lazy_compile(
     r"|task|item)\s*(?:#|no\.?)?\s*$"
 )
 _UNIT_REACH = 24
-# a key that names what follows as an item's number: "number": 102
-_NUMBER_KEY = lazy_compile(r"(?i)\bnumber[\"']?[ \t]*[:=][ \t]*$")
+# a key that names what follows as an item's id or number: "id": 7, "number": 102
+_MADE_KEY = lazy_compile(r"(?i)\b(?:id|number)[\"']?[ \t]*[:=][ \t]*$")
 # what comes before "#" in a count of tries, not the number of an item ("attempt #3")
 _TRIES = ("attempt ", "retry ", "try ", "tick ")
 _TOTAL = lazy_compile(r"(?i)\btotal\b")
@@ -205,14 +205,15 @@ def _names_item(text: str, start: int) -> bool:
 def _names_made(text: str, start: int) -> bool:
     """Whether the number at ``start`` of ``text`` names what a call made:
     an item (``_names_item``), or, in the answer of a tool that makes
-    things, a URL's ``/issues/102`` or a ``"number": 102``. Only there: a
-    retried request's ``/attempt/5`` or a JSON-RPC ``"id"`` counts calls."""
+    things, a URL's ``/issues/102``, an ``"id": 7`` or a ``"number": 102``.
+    Only there: elsewhere a retried request's ``/attempt/5`` or a JSON-RPC
+    ``"id"`` counts calls."""
     if _names_item(text, start):
         return True
     before = text[start - 1 : start] if start else ""
     if before == "/" and start > 1 and text[start - 2].isalpha():
         return True
-    return _NUMBER_KEY.search(text, max(0, start - 12), start) is not None
+    return _MADE_KEY.search(text, max(0, start - 12), start) is not None
 
 
 def _names_work(text: str, start: int) -> bool:

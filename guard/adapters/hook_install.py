@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,32 +289,16 @@ def installed_elsewhere(path: Path, other: Path, settings: dict[str, Any]) -> bo
 
 def _without_comments(raw: bytes) -> bytes:
     """``raw`` with its ``//`` and ``/* */`` comments (outside strings)
-    blanked, as Gemini CLI reads a settings file; ``raw`` itself when it has none."""
-    if b"/" not in raw:
-        return raw
-    out = bytearray(raw)
-    i, n, quoted = 0, len(raw), False
-    while i < n:
-        c = raw[i]
-        if quoted:
-            if c == 0x5C:  # a backslash: the next byte is escaped
-                i += 1
-            elif c == 0x22:
-                quoted = False
-        elif c == 0x22:
-            quoted = True
-        elif raw.startswith((b"//", b"/*"), i):
-            if raw[i + 1] == 0x2F:  # to the end of the line
-                end = raw.find(b"\n", i)
-                end = n if end < 0 else end
-            else:
-                end = raw.find(b"*/", i + 2)
-                end = n if end < 0 else end + 2
-            out[i:end] = b" " * (end - i)
-            i = end
-            continue
-        i += 1
-    return bytes(out)
+    blanked, as Gemini CLI reads a settings file."""
+    return _COMMENTS.sub(_blank, raw)
+
+
+_COMMENTS = re.compile(rb'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*(?:[^*]|\*(?!/))*(?:\*/|\Z)')
+
+
+def _blank(found: re.Match[bytes]) -> bytes:
+    text = found.group()
+    return text if text.startswith(b'"') else b" " * len(text)
 
 
 def _without_guard(settings: dict[str, Any]) -> tuple[dict[str, Any], bool]:

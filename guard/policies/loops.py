@@ -1099,7 +1099,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
         r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution|"
-        r"could not resolve host|getaddrinfo (?:failed|enotfound|eai_again)|eai_again|enotfound|"
+        r"could not resolve host|getaddrinfo failed|eai_again|enotfound|"
         r"tls handshake timeout|i/o timeout|"
         r"unexpected disconnect|early eof|rpc failed|ssl_error_syscall|connection closed by remote host|"
         r"remote end closed connection)\b",
@@ -1193,10 +1193,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "*screenshot*",
     )
     poll_commands: tuple[str, ...] = (
-        r"(^|[;&|(\n]\s*)(" + _STATUS_CHECKS + r"|ps\b|pgrep\b|jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|"
+        r"(^|[;&|(]\s*)(" + _STATUS_CHECKS + r"|ps\b|pgrep\b|jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|"
         r"ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b)",
         # one of those checks run on another machine
-        r"(^|[;&|(\n]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*(\s+--)?\s+['\"]?(" + _STATUS_CHECKS + r")",
+        r"(^|[;&|(]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*(\s+--)?\s+['\"]?(" + _STATUS_CHECKS + r")",
         # a loop that waits for something to change, on one line or several
         r"(?s)\b(until|while)\b.*\bsleep\s",
     )
@@ -1837,7 +1837,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # changed what every other call sees: look again from here, as after an edit
             _keep(state.acted, fp.digest, shape.digest)
             state.act(fp.digest, signature)
-            if making == rules.deny_at:
+            if making == rules.deny_at and result.args:  # a call with no arguments asks for one more
                 text = _MADE_ADVICE.format(
                     count=making, tool=result.tool, arguments=fp.preview(_PREVIEW), answer=_head(content)
                 )
@@ -2054,10 +2054,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
 
     def _made(self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, shape: Shape) -> int | None:
         """How many results in a row this call of a tool that makes
-        something (``guard.policies.reads.makes``), with arguments, has
-        answered with one more item than the last (``Shape.makes_next``):
-        ``None`` for a call of another tool."""
-        if not self._tool_facts(result.tool)[5] or not result.args:
+        something (``guard.policies.reads.makes``) has answered with one
+        more item than the last (``Shape.makes_next``): ``None`` for a call
+        of another tool."""
+        if not self._tool_facts(result.tool)[5]:
             return None
         last = state.signatures.get(fp.digest)
         if last is None or last.shape is None or result.ts - last.ts >= self._decay or not shape.makes_next(last.shape):

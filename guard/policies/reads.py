@@ -264,8 +264,8 @@ _MAKING_WORDS = frozenset(
 )
 
 
-# ... unless it sends input: keys to a terminal or a page (``send_keys``, ``send_input``)
-_INPUT_WORDS = frozenset({"input", "keys", "keystroke", "keystrokes", "press"})
+# ... unless it sends input: keys to a terminal or a page (``send_keys``, ``send_input``, ``type_text``)
+_INPUT_WORDS = frozenset({"input", "keys", "keystroke", "keystrokes", "hotkey"})
 
 
 def makes(tool: str) -> bool:
@@ -274,8 +274,9 @@ def makes(tool: str) -> bool:
     ``mcp__slack__send_message``; not ``send_keys``, which types): an MCP
     server's tool by its own name."""
     own = tool.rpartition("__")[2] or tool
-    words = {word.lower() for word in _WORDS.findall(own)}
-    typed = not _INPUT_WORDS.isdisjoint(words) or {"send", "key"} <= words
+    found = [word.lower() for word in _WORDS.findall(own)]
+    words = set(found)
+    typed = not _INPUT_WORDS.isdisjoint(words) or {"send", "key"} <= words or found[:1] in (["type"], ["press"])
     return not _MAKING_WORDS.isdisjoint(words) and not typed
 
 

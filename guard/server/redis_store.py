@@ -83,7 +83,6 @@ class LeaseTimeout(StoreError):
 
 
 _UNFETCHED_KEPT = 4096
-_STALLS_KEPT = 4096
 
 
 class _Shared:
@@ -156,7 +155,8 @@ class RedisSessionStore(SessionStore):
         self._spent: set[str] = set()
         """Tokens of leases a commit's script released or found lost."""
         self._stalled: dict[str, tuple[float, str]] = {}
-        """Each session's last Redis timeout: when (wall clock) and what it said."""
+        """The last Redis timeout of each session with requests in flight:
+        when (wall clock) and what it said."""
 
     def _stream(self, session_id: str) -> RedisSessionLog:
         return RedisSessionLog(self.client, session_id, prefix=self.prefix, maxlen=self.maxlen, ttl=self.ttl)
@@ -227,19 +227,21 @@ class RedisSessionStore(SessionStore):
         queued behind it (parallel calls of one agent come together)."""
         scope = current()
         arrived = scope.arrived if scope is not None else time.time()
-        async with super()._turn(session_id):
-            stalled = self._stalled.get(session_id)
-            if stalled is not None and stalled[0] >= arrived:
-                raise StoreError(f"session {session_id!r}: Redis: {stalled[1]} (a request before this one)")
-            yield
+        try:
+            async with super()._turn(session_id):
+                stalled = self._stalled.get(session_id)
+                if stalled is not None and stalled[0] >= arrived:
+                    raise StoreError(f"session {session_id!r}: Redis: {stalled[1]} (a request before this one)")
+                yield
+        finally:
+            if session_id not in self._requests:  # no request left that waited behind the stall
+                self._stalled.pop(session_id, None)
 
     def _note_stall(self, session_id: str, exc: RedisError) -> str:
         """``exc``'s text; when it is a timeout, noted for the requests
         waiting behind this one (``_turn``)."""
         text = error_text(exc)
         if isinstance(exc, RedisTimeout):
-            if len(self._stalled) >= _STALLS_KEPT:
-                self._stalled.clear()
             self._stalled[session_id] = (time.time(), text)
         return text
 

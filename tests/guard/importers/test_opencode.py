@@ -197,6 +197,9 @@ def test_text_before_what_is_no_json_document_is_still_refused(tmp_path: Path) -
     path.write_text("Exporting session: ses_x\n{ this is not JSON\n")
     with pytest.raises(TranscriptError, match="neither JSON Lines nor a JSON document"):
         detect_format(path)
+    path.write_text("Exporting session: ses_x\n" + "[" * 200 + "]" * 200)
+    with pytest.raises(TranscriptError, match="nests arrays or objects deeper than 100 levels"):
+        detect_format(path)
 
 
 def test_run_format_json_events(tmp_path: Path) -> None:

@@ -96,6 +96,7 @@ async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
             '{{"id": "349587{n}21", "url": "https://github.com/acme/app/issues/10{n}"}}',
         ),
         ("create_api_key", {"name": "ci"}, "Created key_{n} (shown once)"),
+        ("create_record", {"table": "users", "name": "x"}, '{{"id": {n}, "name": "x"}}'),
         (  # an answer pretty-printed, its first line a brace
             "create_ticket",
             {"title": "Login fails"},
@@ -142,7 +143,9 @@ async def test_a_counter_in_a_path_or_an_id_of_a_call_that_makes_nothing_is_a_re
     [
         ("process_next_order", {"queue": "orders"}, "Processed order #1023{n}: charged"),  # no making word
         ("new_tab", {}, "Opened tab_{n}"),  # no arguments: one more is what it is for
+        ("create_issue", {}, "Created https://github.com/acme/app/issues/10{n}"),
         ("mcp__tmux__send_keys", {"keys": "Enter"}, "started job-{n}"),  # typing into a terminal
+        ("type_and_submit", {"text": "y"}, "submitted form_{n}"),
     ],
 )
 async def test_a_call_that_makes_the_next_item_is_otherwise_left_alone(
@@ -235,6 +238,17 @@ async def test_retries_through_transient_errors_are_not_a_loop_until_their_own_c
         )
     assert run.actions == [(3, "remind"), (4, "deny")]
     assert "transient" in run.texts[0]
+
+
+async def test_a_repeated_script_holding_a_line_that_starts_like_a_check_is_no_poll(
+    make: Make, anyio_backend: str
+) -> None:
+    """A heredoc's lines are the script's, not steps of the shell command."""
+    run = make()
+    script = "python - <<'EOF'\nimport os\nhost = os.environ.get('DB_HOST')\nprint(connect(host).count())\nEOF"
+    for _ in range(3):
+        await run.do("Bash", {"command": script}, "(0,)")
+    assert run.actions == [(3, "deny")]
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from guard.policies.reads import DEFAULT_READ_ONLY_COMMANDS, DEFAULT_READ_ONLY_TOOLS, ReadOnlyRule, keeps_books
+from guard.policies.reads import (
+    DEFAULT_READ_ONLY_COMMANDS,
+    DEFAULT_READ_ONLY_TOOLS,
+    ReadOnlyRule,
+    keeps_books,
+    without_prefixes,
+)
 
 
 @pytest.fixture
@@ -237,3 +243,9 @@ def test_many_distinct_commands_are_answered_alike(rule: ReadOnlyRule) -> None:
 )
 def test_only_the_agents_own_todo_list_plan_or_thoughts_keep_its_books(tool: str, books: bool) -> None:
     assert keeps_books(tool) is books
+
+
+def test_the_words_that_only_run_a_step_are_dropped_but_not_from_a_huge_command() -> None:
+    assert without_prefixes("sudo -u postgres pg_isready; FOO=1 nice -n 5 make") == "pg_isready; make"
+    huge = "sudo -u postgres pg_isready " + "x" * 17_000
+    assert without_prefixes(huge) is huge

@@ -535,6 +535,25 @@ def test_redis_mode_refuses_to_start_for_a_user_that_may_not_do_what_requests_do
         admin.close()
 
 
+def test_redis_mode_starts_on_a_redis_out_of_memory_and_says_so(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from guard.server.runner import _check_redis
+
+    admin = redis.Redis.from_url(redis_url)
+    admin.config_set("maxmemory", 1)
+    admin.config_set("maxmemory-policy", "noeviction")
+    try:
+        _check_redis(redis_url, "rtg")
+    finally:
+        admin.config_set("maxmemory", 0)
+        admin.close()
+    err = capsys.readouterr().err
+    assert err.startswith(f"repeat-tool-guard serve: warning: Redis at {redis_url} cannot record events yet (")
+    assert "maxmemory" in err
+    assert err.endswith("requests get 503 until it can\n")
+
+
 async def test_health_fails_while_redis_is_out_of_memory(replicas: Replicas, redis_url: str) -> None:
     (store,) = replicas(1)
     admin = Redis.from_url(redis_url)
