@@ -714,3 +714,26 @@ def test_the_other_scope_is_judged_by_its_guard_commands_with_comments_or_fewer_
     capsys.readouterr()
     assert main(["install", "--agent", "gemini-cli", "--project", "--config", "recommended"]) == 2
     assert f"{user} already runs the guard's hooks" in capsys.readouterr().err
+
+
+def test_an_other_scope_file_that_cannot_be_read_is_judged_by_what_it_holds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    (tmp_path / "project").mkdir()
+    monkeypatch.chdir(tmp_path / "project")
+    user = settings_file("claude-code", "user")
+    user.parent.mkdir(parents=True)
+    own = {"type": "command", "command": "notify-send done"}
+    user.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [own]}]}}))  # the user's own hooks: no guard's
+    assert main(["install", "--project", "--config", "recommended"]) == 0
+    assert main(["install", "--project", "--uninstall"]) == 0
+    user.write_text('{"hooks": {"Stop": [{"hooks": [{"command": "x || printf repeat-tool-guard hook failed"}]}]},')
+    assert main(["install", "--project", "--config", "recommended"]) == 2, "not JSON, but the guard's is in it"
+    user.write_text("{not json")
+    assert main(["install", "--project", "--config", "recommended"]) == 0, "nothing of the guard's in it"
+    assert main(["install", "--project", "--uninstall"]) == 0
+    user.unlink()
+    user.mkdir()  # not a file at all: holds nothing
+    assert main(["install", "--project", "--config", "recommended"]) == 0
