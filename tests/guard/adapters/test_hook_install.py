@@ -737,3 +737,18 @@ def test_an_other_scope_file_that_cannot_be_read_is_judged_by_what_it_holds(
     user.unlink()
     user.mkdir()  # not a file at all: holds nothing
     assert main(["install", "--project", "--config", "recommended"]) == 0
+
+
+def test_in_the_home_directory_the_project_file_is_the_users_and_is_simply_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    home.mkdir()
+    monkeypatch.chdir(home)
+    assert settings_file("claude-code", "project") == settings_file("claude-code", "user")
+    assert main(["install"]) == 0
+    assert main(["install", "--project", "--config", "recommended"]) == 0
+    text = settings_file("claude-code", "user").read_text()
+    assert "--config recommended" in text
