@@ -658,18 +658,26 @@ def test_install_keeps_the_users_text_and_numbers_as_written(tmp_path: Path) -> 
     assert path.read_text(encoding="utf-8") == content, "install then uninstall gives the file back as written"
 
 
+@pytest.fixture
+def in_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder as the working directory, under a home of its own
+    (``tmp_path / "home"``), no CLI's folder moved by the environment."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    return project
+
+
 @pytest.mark.parametrize("agent", ["claude-code", "codex", "gemini-cli"])
 def test_the_guard_installed_at_the_other_scope_with_other_options_is_refused(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, agent: str
+    capsys: pytest.CaptureFixture[str], in_project: Path, agent: str
 ) -> None:
     """The CLI runs the user's hooks and the project's: the guard in both
     with other options would count every call twice (Gemini CLI gives a
     call no id, so the second of two identical reads was denied)."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for name in ("CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / "project").mkdir()
-    monkeypatch.chdir(tmp_path / "project")
     assert main(["install", "--agent", agent]) == 0
     project = settings_file(agent, "project")
     assert main(["install", "--agent", agent, "--project", "--config", "recommended"]) == 2
@@ -683,24 +691,17 @@ def test_the_guard_installed_at_the_other_scope_with_other_options_is_refused(
 
 
 def test_a_codex_project_install_says_codex_runs_it_once_the_project_is_trusted(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], in_project: Path
 ) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CODEX_HOME", raising=False)
-    monkeypatch.chdir(tmp_path)
     assert main(["install", "--agent", "codex", "--project"]) == 0
     said = capsys.readouterr().err
     assert "guard hooks installed; Codex runs a project's hooks once the project is trusted" in said
-    assert f'[projects."{tmp_path}"] trust_level = "trusted"' in said
+    assert f'[projects."{in_project}"] trust_level = "trusted"' in said
 
 
 def test_the_other_scope_is_judged_by_its_guard_commands_with_comments_or_fewer_events(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], in_project: Path
 ) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
-    (tmp_path / "project").mkdir()
-    monkeypatch.chdir(tmp_path / "project")
     assert main(["install", "--agent", "gemini-cli"]) == 0
     user = settings_file("gemini-cli", "user")
     installed = json.loads(user.read_text())
@@ -716,13 +717,7 @@ def test_the_other_scope_is_judged_by_its_guard_commands_with_comments_or_fewer_
     assert f"{user} already runs the guard's hooks" in capsys.readouterr().err
 
 
-def test_an_other_scope_file_that_cannot_be_read_is_judged_by_what_it_holds(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    (tmp_path / "project").mkdir()
-    monkeypatch.chdir(tmp_path / "project")
+def test_an_other_scope_file_that_cannot_be_read_is_judged_by_what_it_holds(in_project: Path) -> None:
     user = settings_file("claude-code", "user")
     user.parent.mkdir(parents=True)
     own = {"type": "command", "command": "notify-send done"}
@@ -740,11 +735,9 @@ def test_an_other_scope_file_that_cannot_be_read_is_judged_by_what_it_holds(
 
 
 def test_in_the_home_directory_the_project_file_is_the_users_and_is_simply_replaced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    in_project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = tmp_path / "home"
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    home = in_project.parent / "home"
     home.mkdir()
     monkeypatch.chdir(home)
     assert settings_file("claude-code", "project") == settings_file("claude-code", "user")
