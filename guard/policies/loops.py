@@ -54,13 +54,14 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from msgspec import Struct, field
 from msgspec.structs import force_setattr
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from guard._regex import lazy_compile
+from guard._text import one_line
 from guard.actions import Action, ActionKind, action_for
 from guard.calls import DEFAULT_IGNORED_ARGS, LOOPS_INTERJECTIONS, CallSelector, Interjections
 from guard.fingerprint import Fingerprint, FingerprintCache, canonical_json, fingerprint
@@ -603,6 +604,21 @@ class _Signature:
         """Results in a row that made one more of something (``LoopsPolicy._made``)."""
 
 
+class _ToolFacts(NamedTuple):
+    """What a tool's name says of a call that runs no shell command."""
+
+    edits: str | None
+    """What kind of edit it makes (``ProgressRule.kind``), if any."""
+    paging: bool
+    poll: bool
+    reads: bool
+    """It only reads (``ReadOnlyRule``)."""
+    books: bool
+    """It keeps the agent's own books (``keeps_books``) or hands off to another agent (``hands_off``)."""
+    makes: bool
+    """Each call makes something new (``makes``)."""
+
+
 class _Streak:
     """A run of failures of one tool (or shell program) with the same kind
     of error: the kind, how many attempts (failures in one model response,
@@ -724,12 +740,6 @@ _EMPTY_HEAD = _EMPTY_OUTPUT[1:]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
-
-
-def _head(content: str) -> str:
-    """A result's head on one line (runs of whitespace as one space), as far
-    as ``_PREVIEW`` characters: a pretty-printed answer's first line is a brace."""
-    return " ".join(content[: 4 * _PREVIEW].split())[:_PREVIEW]
 
 
 def _first_sentence(content: str) -> str:
@@ -1347,7 +1357,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._tool_globs = [(ToolFilter([glob]), settings) for glob, settings in config.tools.items()]
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
-        self._facts: dict[str, tuple[str | None, bool, bool, bool, bool, bool]] = {}
+        self._facts: dict[str, _ToolFacts] = {}
 
     def new_state(self) -> _AgentLoops:
         return _AgentLoops()
@@ -1542,7 +1552,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             target = tool  # a search tool's queries: the same answer to other queries is a grind too
         values = self._values(args)
         if command is None:  # what the tool's name alone says, memoized (most calls run no command)
-            edits, paging_tool, poll_tool, reads, _, _ = self._tool_facts(tool)
+            facts = self._tool_facts(tool)
+            edits, paging_tool, poll_tool, reads = facts.edits, facts.paging, facts.poll, facts.reads
             polled = poll_tool and not _typed(args)
         else:  # what the command says is asked only where it can matter
             edits = self._progress.kind(tool, command) if rules.mutating is None else None
@@ -1576,12 +1587,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         keys = [_KEY_PREFIX.sub("", key) for key in pressed.group(1).split()]
         return all(self._paging_values.fullmatch(key) for key in keys)
 
-    def _tool_facts(self, tool: str) -> tuple[str | None, bool, bool, bool, bool, bool]:
-        """What ``tool``'s name says of a call that runs no shell command:
-        whether it edits (``ProgressRule.kind``), is a paging tool, is a
-        poll tool, only reads, keeps the agent's own books (a tool that
-        only reads to, ``keeps_books``, or a handoff to another agent,
-        ``hands_off``), and makes something new each call (``makes``);
+    def _tool_facts(self, tool: str) -> _ToolFacts:
+        """What ``tool``'s name says of a call that runs no shell command,
         remembered for a bounded number of names (a result may come to a
         policy that never saw its call: a hook's next process, another
         replica)."""
@@ -1589,7 +1596,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if known is not None:
             return known
         reads = self._reads.reads(tool, None)
-        facts = (
+        facts = _ToolFacts(
             self._progress.kind(tool, None),
             self._paging_tools is not None and self._paging_tools.tracks(tool),
             self._poll_tools is not None and self._poll_tools.tracks(tool),
@@ -1839,7 +1846,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.act(fp.digest, signature)
             if making == rules.deny_at and result.args:  # a call with no arguments asks for one more
                 text = _MADE_ADVICE.format(
-                    count=making, tool=result.tool, arguments=fp.preview(_PREVIEW), answer=_head(content)
+                    count=making,
+                    tool=result.tool,
+                    arguments=fp.preview(_PREVIEW),
+                    answer=one_line(content[: 4 * _PREVIEW], _PREVIEW),
                 )
                 return self._action("remind", result, making, text, rules.deny_at)
             return None
@@ -2018,7 +2028,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 )
             )
         )
-        books = self._tool_facts(result.tool)[4]
+        books = self._tool_facts(result.tool).books
         if same and books and state.news_at > signature.last:
             same = False  # the agent's own plan or todo list restated while its work brought news: no repeat
         if poll:
@@ -2057,7 +2067,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         something (``guard.policies.reads.makes``) has answered with one
         more item than the last (``Shape.makes_next``): ``None`` for a call
         of another tool."""
-        if not self._tool_facts(result.tool)[5]:
+        if not self._tool_facts(result.tool).makes:
             return None
         last = state.signatures.get(fp.digest)
         if last is None or last.shape is None or result.ts - last.ts >= self._decay or not shape.makes_next(last.shape):

@@ -258,7 +258,6 @@ class RedisSessionStore(SessionStore):
             lease = await self._acquire(session_id, shared, retry_keys)
         except RedisError as exc:
             raise StoreError(f"session {session_id!r}: Redis: {self._note_stall(session_id, exc)}") from None
-        self._stalled.pop(session_id, None)
         stop_renewal = self.leases.hold(session_id, lease.token)
         try:
             # (evicted while the lease was taken: restored below instead)

@@ -290,11 +290,10 @@ def _check_redis(url: str, prefix: str) -> None:
 def _transient(exc: Exception) -> bool:
     """Whether a Redis error reply may pass by itself (out of memory, still
     loading its data, a replica not in sync), rather than refuse every request."""
-    from redis.exceptions import BusyLoadingError, OutOfMemoryError, ReadOnlyError
+    from redis.exceptions import BusyLoadingError, MasterDownError, OutOfMemoryError, ReadOnlyError, TryAgainError
 
-    return isinstance(exc, (OutOfMemoryError, BusyLoadingError, ReadOnlyError)) or str(exc).startswith(
-        ("MASTERDOWN", "TRYAGAIN", "BUSY")
-    )
+    transient = (OutOfMemoryError, BusyLoadingError, ReadOnlyError, MasterDownError, TryAgainError)
+    return isinstance(exc, transient) or str(exc).startswith("BUSY")  # a script running: no class of its own
 
 
 def _warn_redis(url: str, exc: Exception, state: str, until: str) -> None:
