@@ -82,6 +82,7 @@ from guard.policies.reads import (
     hands_off,
     keeps_books,
     makes,
+    makes_command,
     without_prefixes,
 )
 from guard.policies.targets import call_target, shell_program, write_target
@@ -1358,6 +1359,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._default_rules = _Rules(config, None)
         self._rules: dict[str, _Rules] = {}
         self._facts: dict[str, _ToolFacts] = {}
+        self._making: dict[str, bool] = {}
 
     def new_state(self) -> _AgentLoops:
         return _AgentLoops()
@@ -1609,6 +1611,20 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._facts[tool] = facts
         return facts
 
+    def _makes_command(self, args: Any) -> bool:
+        """Whether the shell command in ``args`` makes something
+        (``makes_command``), remembered for a bounded number of commands."""
+        command = shell_command(args)
+        if command is None:
+            return False
+        known = self._making.get(command)
+        if known is None:
+            known = makes_command(command)
+            if len(self._making) >= 4096:
+                self._making.clear()
+            self._making[command] = known
+        return known
+
     def _target_denial(self, state: _AgentLoops, call: ToolCall, note: _Note) -> tuple[str, int, int]:
         """A denial that is not about this exact call's record: a tool (or
         program) failing the same way again and again, or the same content
@@ -1829,7 +1845,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # what the first call to act after an edit returned: a failure by its text
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
-        making = self._made(state, result, fp, shape) if note.acts and not failed and program is None else None
+        making = self._made(state, result, fp, shape, program is not None) if note.acts and not failed else None
         made = making is not None and making > 1  # one more of something made: news, not a counter
         signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll, program is None, made)
         if reading is not None:
@@ -2062,12 +2078,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
         signature.poll = poll
         return signature, gap
 
-    def _made(self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, shape: Shape) -> int | None:
-        """How many results in a row this call of a tool that makes
-        something (``guard.policies.reads.makes``) has answered with one
-        more item than the last (``Shape.makes_next``): ``None`` for a call
-        of another tool."""
-        if not self._tool_facts(result.tool).makes:
+    def _made(self, state: _AgentLoops, result: ToolResult, fp: Fingerprint, shape: Shape, shell: bool) -> int | None:
+        """How many results in a row this call of a tool, or a ``shell``
+        command, that makes something (``guard.policies.reads.makes``,
+        ``makes_command``) has answered with one more item than the last
+        (``Shape.makes_next``): ``None`` for any other call."""
+        if not (self._makes_command(result.args) if shell else self._tool_facts(result.tool).makes):
             return None
         last = state.signatures.get(fp.digest)
         if last is None or last.shape is None or result.ts - last.ts >= self._decay or not shape.makes_next(last.shape):

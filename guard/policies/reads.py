@@ -31,6 +31,7 @@ __all__ = [
     "hands_off",
     "keeps_books",
     "makes",
+    "makes_command",
     "without_prefixes",
 ]
 
@@ -278,6 +279,37 @@ def makes(tool: str) -> bool:
     words = set(found)
     typed = not _INPUT_WORDS.isdisjoint(words) or {"send", "key"} <= words or found[:1] in (["type"], ["press"])
     return not _MAKING_WORDS.isdisjoint(words) and not typed
+
+
+# An HTTP request that sends something (a body, a form, or POST named): each one may make a record
+_SENDS = lazy_compile(
+    r"^(?:curl\s(?:.*\s)?(?:-X\s*POST\b|--request[\s=]POST\b|-[dF]|--data|--form|--json)"
+    r"|wget\s(?:.*\s)?--(?:post-data|post-file|method[\s=]POST\b)"
+    r"|(?:https?|xh|xhs)\s(?:.*\s)?POST\s)"
+)
+_LEADING = 5
+"""How many words of a step may hold its program and subcommands
+(``gh -R org/app issue create``)."""
+_BARE = lazy_compile(r"[A-Za-z][\w-]*")
+
+
+def makes_command(command: str) -> bool:
+    """Whether a step of shell ``command`` makes something new each time it
+    runs, as a tool ``makes`` does: a program and subcommand whose words say
+    so (``gh issue create``, ``aws sqs send-message``, ``kubectl create
+    job``; read as a tool's name, so ``tmux send-keys`` types), or an HTTP
+    request that sends a body or says POST (``curl -d``, ``curl -X POST``,
+    ``wget --post-data``, ``http POST``). Options, their values and paths
+    among the first words are passed over; a script's name is no
+    subcommand."""
+    for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)):
+        words = _PREFIX.sub("", step.strip().lstrip("({ "))
+        if _SENDS.match(words):
+            return True
+        leading = [word for word in words.split()[:_LEADING] if _BARE.fullmatch(word)]
+        if leading and makes(" ".join(leading)):
+            return True
+    return False
 
 
 _HANDOFF = lazy_compile(r"(?i)transfer_to_\w+")

@@ -118,6 +118,47 @@ async def test_the_same_call_making_one_more_each_time_is_told_once(
 
 
 @pytest.mark.parametrize(
+    ("command", "result"),
+    [
+        ("gh issue create --title 'Login fails' --body 'Steps'", "https://github.com/acme/app/issues/10{n}\n"),
+        (
+            "gh -R acme/app pr create --fill",
+            "Creating pull request for fix into main\n\nhttps://github.com/acme/app/pull/{n}",
+        ),
+        ("curl -s -X POST localhost:8080/api/users -d @user.json", '{{"id": {n}, "name": "qa"}}'),
+        ('cd api && curl -s localhost:8080/api/jobs --json \'{{"task": "sync"}}\'', "Created /api/jobs/{n}"),
+        ("sudo -u app glab issue create -t 'Login fails'", "#{n} Login fails (just now)"),
+    ],
+)
+async def test_the_same_command_making_one_more_each_time_is_told_once(
+    make: Make, anyio_backend: str, command: str, result: str
+) -> None:
+    """A shell command that makes something (a subcommand that says so, an
+    HTTP request that sends a body) is judged as such a tool is: the
+    duplicates it made are pointed out at the third, never denied."""
+    run = make()
+    for n in range(1, 8):
+        await run.do("Bash", {"command": command}, result.format(n=n))
+    assert run.actions == [(3, "remind")]
+    assert "each time it made one more" in run.texts[0]
+
+
+@pytest.mark.parametrize(
+    "command", ["curl -s localhost:8080/api/attempt", "tmux send-keys -t app Enter", "python create_user.py"]
+)
+async def test_a_counter_in_the_answer_of_a_command_that_makes_nothing_is_a_repeat(
+    make: Make, anyio_backend: str, command: str
+) -> None:
+    """A request that sends nothing, keys typed into a terminal and a
+    script (whatever its name) make nothing a subcommand names: the number
+    growing in their answer counts calls."""
+    run = make()
+    for n in range(1, 4):
+        await run.do("Bash", {"command": command}, f"GET /api/attempt/{n} -> 503 Service busy")
+    assert run.actions == [(3, "deny")]
+
+
+@pytest.mark.parametrize(
     "result",
     [
         "GET /api/attempt/{n} -> 503 Service busy",
