@@ -1611,12 +1611,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._facts[tool] = facts
         return facts
 
-    def _makes_command(self, args: Any) -> bool:
-        """Whether the shell command in ``args`` makes something
-        (``makes_command``), remembered for a bounded number of commands."""
-        command = shell_command(args)
-        if command is None:
-            return False
+    def _makes_command(self, command: str) -> bool:
+        """Whether shell ``command`` makes something (``makes_command``),
+        remembered for a bounded number of commands."""
         known = self._making.get(command)
         if known is None:
             known = makes_command(command)
@@ -2083,7 +2080,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         command, that makes something (``guard.policies.reads.makes``,
         ``makes_command``) has answered with one more item than the last
         (``Shape.makes_next``): ``None`` for any other call."""
-        if not (self._makes_command(result.args) if shell else self._tool_facts(result.tool).makes):
+        if not (
+            self._makes_command(shell_command(result.args) or "") if shell else self._tool_facts(result.tool).makes
+        ):
             return None
         last = state.signatures.get(fp.digest)
         if last is None or last.shape is None or result.ts - last.ts >= self._decay or not shape.makes_next(last.shape):

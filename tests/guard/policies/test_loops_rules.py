@@ -544,6 +544,9 @@ def test_what_a_tool_name_says_is_remembered_for_a_bounded_number_of_names() -> 
     for n in range(4100):  # past the memo's limit a tool is still judged
         assert policy._clicked(f"click_{n}", {"index": 3}, "Clicked button with index 3: Load more")
     assert not policy._clicked("click_4099", {"index": 3}, "Clicked button with index 3: Submit")
+    for n in range(4100):  # and what a command says
+        assert policy._makes_command(f"gh issue create -t bug{n}")
+    assert not policy._makes_command("python create_user.py")
     rule = ProgressRule(LoopsConfig().mutating_tools, ())
     for n in range(4100):
         assert not rule.edits_by_tool(f"tool_{n}", None)
