@@ -1094,6 +1094,13 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"<tool_use_error>",
         # a one-line "Error: ..." is the whole answer of an MCP server or tool that reports failure as text
         r"(?i)error:[ \t][^\n]*\n?$",
+        # and a JSON answer whose envelope says its request failed, as MCP servers and web APIs
+        # answer without the flag: {"error": "..."} or Google's {"error": {"code": 429, ...}},
+        # {"ok": false, "error": ...} (Slack's), {"status": "error", "message": ...}; not a record
+        # whose "status" says a job or a build failed, which answers a status check
+        r'\s*\{\s*"error"\s*:\s*["{]',
+        r'\s*\{\s*"(?:ok|success)"\s*:\s*false\s*,\s*"(?:error|message|msg)"\s*:',
+        r'\s*\{\s*"status"\s*:\s*"error"\s*,\s*"(?:error|message|msg|detail|code)"\s*:',
         # so is a bare "timeout" ({"error": "timeout"} keeps its error flag; this is the text alone)
         r"(?i)\W*(?:timeout|timed out)\W*$",
         # a result that is nothing but the shell refusing the command (no such program or file, a

@@ -428,6 +428,42 @@ async def test_a_one_line_error_text_without_the_flag_is_a_failure(make: Make, a
     assert run.actions == [(3, "remind"), (9, "deny")]
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"status":"error","error":"Figma API error: 429 - {\\"status\\":429,\\"err\\":\\"Rate limit exceeded\\"}"}',
+        '{"ok": false, "error": "ratelimited"}',
+        '{\n  "error": {\n    "code": 429,\n    "message": "Quota exceeded",\n    "status": "RESOURCE_EXHAUSTED"\n  }\n}',
+    ],
+)
+async def test_a_rate_limit_a_json_answer_reports_without_the_flag_is_retried_as_one(
+    make: Make, anyio_backend: str, answer: str
+) -> None:
+    """A Figma MCP server answers a rate limit as ``{"status": "error",
+    ...}`` text, without the error flag (seen in real Gemini CLI sessions):
+    the same call retried after waiting is backed off at the fifth, as a
+    flagged 429 is, not denied at the third as an unchanged answer."""
+    run = make()
+    for _ in range(6):
+        await run.do("get_node_tree", {"file_key": "V9fF", "node_id": "153:184"}, answer, seconds=20)
+    assert run.actions == [(5, "remind")]
+    assert "transient error" in run.texts[0]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ['{{"id": {n}, "status": "error", "message": "worker crashed"}}', '{{"status": "failed", "error": null}}'],
+)
+async def test_a_record_whose_status_says_failed_is_an_answer(make: Make, anyio_backend: str, answer: str) -> None:
+    """A job's record that says the job failed answers a status check; the
+    request did not fail: nine jobs looked up one after another are no
+    failure streak."""
+    run = make()
+    for n in range(9):
+        await run.do("get_job", {"id": n}, answer.format(n=n))
+    assert run.actions == []
+
+
 async def test_a_tool_answering_only_timeout_to_every_query_is_a_failure_streak(make: Make, anyio_backend: str) -> None:
     """ZeroClaw's loop detector test: a fetch tool times out whatever it is
     asked, reported as the text ``timeout``."""
