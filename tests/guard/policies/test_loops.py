@@ -433,7 +433,8 @@ async def test_a_one_line_error_text_without_the_flag_is_a_failure(make: Make, a
     [
         '{"status":"error","error":"Figma API error: 429 - {\\"status\\":429,\\"err\\":\\"Rate limit exceeded\\"}"}',
         '{"ok": false, "error": "ratelimited"}',
-        '{\n  "error": {\n    "code": 429,\n    "message": "Quota exceeded",\n    "status": "RESOURCE_EXHAUSTED"\n  }\n}',
+        '{\n  "error": {\n    "code": 429,\n    "message": "Quota exceeded",\n    "status": "RESOURCE_EXHAUSTED"\n'
+        "  }\n}",
     ],
 )
 async def test_a_rate_limit_a_json_answer_reports_without_the_flag_is_retried_as_one(
