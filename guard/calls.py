@@ -34,7 +34,9 @@ DEFAULT_IGNORED_ARGS: tuple[str, ...] = (
 )
 """Argument names that say why a call is made, not what it does: Claude
 Code's Bash ``description``, Cline's ``task_progress``, reasoning fields, and
-harness intent or metadata fields (``__intent``, ``_i``)."""
+harness intent or metadata fields (``__intent``, ``_i``). Where such a
+key is all a call holds, or the tool's name names it, it is what the call
+carries and is compared (``guard.fingerprint``)."""
 
 DEFAULT_INTERJECTIONS: tuple[str, ...] = (
     r"(?i)(ok(ay)?|k|yes|yep|yeah|sure|right|fine|good|great|nice|cool|thanks?( you)?|thx|ty|done|go( on| ahead)?|"

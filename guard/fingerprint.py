@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from bus._codec import ARGS_NESTING, NATIVE_LEAVES, as_logged, encoded, logged_key, ordered, stand_in, too_deep
+from guard._regex import lazy_compile
 from guard._text import cut_note
 
 __all__ = ["Fingerprint", "FingerprintCache", "canonical_json", "fingerprint"]
@@ -119,10 +120,10 @@ class Fingerprint(msgspec.Struct, frozen=True):
 
 
 def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint:
-    """Fingerprint a call; top-level keys in ``ignore`` are left out of it."""
+    """Fingerprint a call; top-level keys in ``ignore`` are left out of it
+    (``_compared``)."""
     if ignore and isinstance(args, dict):
-        ignored = ignore if isinstance(ignore, (frozenset, set)) else frozenset(ignore)
-        args = {k: v for k, v in args.items() if k not in ignored}
+        args = _compared(tool, args, ignore if isinstance(ignore, (frozenset, set)) else frozenset(ignore))
     canonical = canonical_json(args)
     name = tool.encode("utf-8", "surrogatepass")
     digest = _BLAKE2B_16.copy()  # copying a prepared hasher is cheaper than building one
@@ -135,6 +136,22 @@ def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint
     return Fingerprint(digest.digest(), canonical)
 
 
+def _compared(tool: str, args: dict[Any, Any], ignored: frozenset[str] | set[str]) -> dict[Any, Any]:
+    """``args`` without the keys in ``ignored``, which say why a call is
+    made (a Bash ``description``, a ``thought``), unless they are what it
+    carries: the only keys it has (``think``'s ``thought``), or one the
+    tool's own name names (``jira_add_comment``'s ``comment``,
+    ``set_description``'s ``description``)."""
+    kept = {k: v for k, v in args.items() if k not in ignored}
+    if len(kept) == len(args) or not kept:
+        return args
+    named = {word.lower() for word in _NAME_WORDS.findall(tool.rpartition("__")[2] or tool)}
+    if any(key.strip("_").lower() in named for key in args if key in ignored):
+        return {k: v for k, v in args.items() if k not in ignored or k.strip("_").lower() in named}
+    return kept
+
+
+_NAME_WORDS = lazy_compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _JOIN_LIMIT = 1 << 16
 try:
     # hashlib's own BLAKE2; importing hashlib itself also loads OpenSSL, about

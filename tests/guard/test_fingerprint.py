@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bus import Agent, SessionLog, ToolCall, read_log
-from guard import FingerprintCache, canonical_json, fingerprint
+from guard import DEFAULT_IGNORED_ARGS, FingerprintCache, canonical_json, fingerprint
 
 # the package re-exports the function ``fingerprint`` under the module's name
 fingerprint_module = importlib.import_module("guard.fingerprint")
@@ -273,6 +273,24 @@ def test_arguments_whose_comparison_fails_are_fingerprinted_again() -> None:
     again = cache.get("plot", {"data": Ambiguous()}, call_id="c1")
     assert again is not first
     assert again.canonical == first.canonical
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("think", {"thought": "the refund needs a supervisor"}),  # all the call says
+        ("create_task", {"description": "rotate the keys"}),
+        ("jira_add_comment", {"issue_key": "OPS-311", "comment": "deployed to staging"}),  # what its name names
+        ("mcp__atlassian__jira_add_comment", {"issue_key": "OPS-311", "comment": "deployed to staging"}),
+        ("setDescription", {"id": 7, "description": "rotate the keys"}),
+    ],
+)
+def test_an_ignored_key_that_is_what_the_call_carries_is_compared(tool: str, args: dict[str, object]) -> None:
+    """A reason field is left out only beside what the call does: as the
+    only argument, or as the thing the tool's name says it writes, it is
+    the call's payload, and other values make other calls."""
+    other = {**args, next(k for k in args if k in DEFAULT_IGNORED_ARGS): "something else"}
+    assert fingerprint(tool, args, ignore=DEFAULT_IGNORED_ARGS) != fingerprint(tool, other, ignore=DEFAULT_IGNORED_ARGS)
 
 
 def test_an_ignored_key_the_arguments_do_not_hold_shares_the_plain_fingerprint() -> None:

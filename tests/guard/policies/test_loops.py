@@ -465,6 +465,17 @@ async def test_a_record_whose_status_says_failed_is_an_answer(make: Make, anyio_
     assert run.actions == []
 
 
+async def test_thoughts_and_comments_that_differ_are_different_calls(make: Make, anyio_backend: str) -> None:
+    """tau-bench's airline agent thinks before it hands a customer over; a
+    support agent comments on one ticket three times: what they say is the
+    call, not a reason given for it."""
+    run = make()
+    for n in range(4):
+        await run.do("think", {"thought": f"option {n} breaks the fare rules"}, "")
+        await run.do("jira_add_comment", {"issue_key": "OPS-311", "comment": f"step {n} deployed"}, "Comment added")
+    assert run.actions == []
+
+
 async def test_a_tool_answering_only_timeout_to_every_query_is_a_failure_streak(make: Make, anyio_backend: str) -> None:
     """ZeroClaw's loop detector test: a fetch tool times out whatever it is
     asked, reported as the text ``timeout``."""
