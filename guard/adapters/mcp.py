@@ -140,15 +140,17 @@ def _hints(annotations: types.ToolAnnotations | None) -> dict[str, bool]:
 def _recorded(result: types.CallToolResult) -> str:
     """What a result says, as the guard compares it: its text blocks; for
     any other block (an image, audio, a resource) its kind and a digest of
-    it, so another image is another result; and, without any text, the
-    structured content as JSON. Results that differ never read alike."""
+    it, so another image is another result (its digest in groups of four,
+    ``[image 3f2a-9c1b-77de-0a12]``, which result normalisation keeps: a
+    bare hex digest is noise there); and, without any text, the structured
+    content as JSON. Results that differ never read alike."""
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, types.TextContent):
             parts.append(block.text)
         else:
             digest = blake2b(block.model_dump_json().encode(), digest_size=8).hexdigest()
-            parts.append(f"[{block.type} {digest}]")
+            parts.append(f"[{block.type} {'-'.join(digest[i : i + 4] for i in range(0, 16, 4))}]")
     if result.structured_content is not None and not any(isinstance(b, types.TextContent) for b in result.content):
         parts.append(json.dumps(result.structured_content, sort_keys=True))
     return "\n".join(parts)

@@ -26,6 +26,7 @@ from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import CANCELLED, GuardLink
 from guard.adapters.mcp import HALT_DENIER, REMINDER_META_KEY, REMINDER_PREFIX, guard_proxy
+from guard.normalize import ResultNormalizer
 from guard.policies.rescue import advice_in
 from tests.claude_cli import FakeAnthropic, text, tool_use
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
@@ -231,6 +232,8 @@ async def test_structured_and_image_results_are_recorded_so_that_different_ones_
     assert recorded[:2] == ['{"done": 1, "state": "running"}', '{"done": 2, "state": "running"}']
     assert [text[:7] for text in recorded[2:]] == ["[image "] * 2
     assert len(set(recorded)) == 4
+    # two screenshots that differ stay different once normalised, as the loops policy compares them
+    assert len({ResultNormalizer().normalize(text) for text in recorded[2:]}) == 2
 
 
 PROXY_SCRIPT = """
