@@ -77,7 +77,7 @@ class CallSelector:
         exclude_commands: Iterable[str] = (),
         ignored_args: Iterable[str] = (),
     ) -> None:
-        self._filter = ToolFilter(include, exclude)
+        self._filter = ToolFilter(include, exclude, own_names=True)
         self._commands = CommandPatterns(exclude_commands)
         self.ignored = frozenset(ignored_args)
 

@@ -391,8 +391,9 @@ class ToolFilter:
     when given, is applied to each tool name before matching (the patterns
     are taken as given). With ``own_names``, an MCP server's tool
     (``mcp__filesystem__edit_file``, ``developer__text_editor``) is also
-    matched by its own name, the part after the server's. Answers are
-    memoized by the name as called: this runs on every call."""
+    matched by its own name, the part after the server's: included when
+    either name is, excluded when either is. Answers are memoized by the
+    name as called: this runs on every call."""
 
     _MEMO_LIMIT = 4096
 
@@ -413,20 +414,21 @@ class ToolFilter:
     def tracks(self, tool: str) -> bool:
         tracked = self._memo.get(tool)
         if tracked is None:
-            tracked = self._matches(tool)
-            if not tracked and self._own_names:
-                server, _, own = tool.rpartition("__")
-                tracked = bool(server and own) and self._matches(own)
+            server, _, own = tool.rpartition("__") if self._own_names else ("", "", "")
+            names = (tool, own) if server and own else (tool,)
+            tracked = any(map(self._included, names)) and not any(map(self._excluded, names))
             if len(self._memo) >= self._MEMO_LIMIT:
                 self._memo.clear()
             self._memo[tool] = tracked
         return tracked
 
-    def _matches(self, tool: str) -> bool:
+    def _included(self, tool: str) -> bool:
         name = self._normalize(tool) if self._normalize is not None else tool
-        return (not self._include or any(p.matches(name) for p in self._include)) and not any(
-            p.matches(name) for p in self._exclude
-        )
+        return not self._include or any(p.matches(name) for p in self._include)
+
+    def _excluded(self, tool: str) -> bool:
+        name = self._normalize(tool) if self._normalize is not None else tool
+        return any(p.matches(name) for p in self._exclude)
 
 
 def shell_command(args: Any) -> str | None:

@@ -816,10 +816,40 @@ def _snapshot_ref(value: Any) -> bool:
     return isinstance(value, str) and _SNAPSHOT_REF.fullmatch(value) is not None
 
 
-def _typed(args: Any) -> bool:
+def _typed(tool: str, args: Any) -> bool:
     """Whether a call types input (``write_stdin`` with characters): a poll
-    tool's call that sends something is no poll."""
-    return isinstance(args, dict) and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
+    tool's call that sends something is no poll. A tool that waits types
+    nothing: Playwright's ``browser_wait_for`` is given the ``text`` it
+    waits for."""
+    return (
+        isinstance(args, dict)
+        and any(isinstance(args.get(k), str) and args[k] for k in _INPUT_KEYS)
+        and "wait" not in tool.lower()
+    )
+
+
+_WAIT_KEYS = frozenset(
+    {
+        *("wait", "wait_time", "wait_seconds", "wait_time_seconds", "wait_ms", "wait_time_ms"),
+        *("waitTime", "waitSeconds", "waitTimeSeconds", "WaitTimeSeconds", "waitMs", "waitTimeMs"),
+        *("block", "block_ms", "blockMs", "long_poll", "long_poll_seconds", "poll_timeout", "poll_timeout_seconds"),
+    }
+)
+"""Arguments that make a call wait for something to arrive (a long poll:
+SQS's ``WaitTimeSeconds``, a Redis stream's ``block_ms``)."""
+
+
+def _waits(args: Any) -> bool:
+    """Whether a call asks its tool to wait for news before answering (a
+    positive ``_WAIT_KEYS`` value): what it answers is a poll's, the wait
+    the advice to back off names."""
+    if not isinstance(args, dict) or _WAIT_KEYS.isdisjoint(args):
+        return False
+    return any(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        for key, value in args.items()
+        if key in _WAIT_KEYS
+    )
 
 
 def _streak_name(streak: tuple[str, str | None]) -> str:
@@ -1071,7 +1101,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     section is present; the ``recommended`` preset turns it on."""
 
     include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ("sleep", "wait")
+    exclude: tuple[str, ...] = ("sleep", "sleep_*", "wait", "wait_seconds", "wait_ms", "Sleep", "Wait", "Wait-Tool")
     exclude_commands: tuple[str, ...] = (
         r"^\s*sleep\s+[0-9.]+[smhd]?\s*;?\s*$",
         # the same wait on Windows: PowerShell's Start-Sleep, cmd's timeout /t
@@ -1563,7 +1593,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if command is None:  # what the tool's name alone says, memoized (most calls run no command)
             facts = self._tool_facts(tool)
             edits, paging_tool, poll_tool, reads = facts.edits, facts.paging, facts.poll, facts.reads
-            polled = poll_tool and not _typed(args)
+            polled = poll_tool and not _typed(tool, args)
         else:  # what the command says is asked only where it can matter
             edits = self._progress.kind(tool, command) if rules.mutating is None else None
             paging_tool = (self._paging_tools is not None and self._paging_tools.tracks(tool)) or self._pressed(command)
@@ -1575,7 +1605,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
             rules.kind == "paging" or bool(values & _PAGING_VALUE) or paging_tool,
-            rules.kind == "poll" or bool(values & _POLL_VALUE) or polled,
+            rules.kind == "poll" or bool(values & _POLL_VALUE) or polled or _waits(args),
             writing,
             writing is None
             and mutating is None
@@ -2134,7 +2164,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         a poll command (``sudo``-like words in front of a step dropped, as
         for reads). A call that succeeded is also a poll when its result
         reports a pending state (``poll_states``)."""
-        if self._poll_tools is not None and self._poll_tools.tracks(tool) and not _typed(args):
+        if self._poll_tools is not None and self._poll_tools.tracks(tool) and not _typed(tool, args):
             return True
         if not command.strip():
             return True  # an empty shell command reads more output of the running one

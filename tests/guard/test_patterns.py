@@ -84,6 +84,14 @@ def test_with_own_names_an_mcp_servers_tool_is_also_matched_by_its_own_name() ->
     assert not ToolFilter(include=["edit_file"]).tracks("mcp__filesystem__edit_file")
 
 
+def test_with_own_names_an_mcp_servers_tool_is_excluded_by_either_name() -> None:
+    tools = ToolFilter(exclude=["wait", "mcp__github__*"], own_names=True)
+    assert not tools.tracks("mcp__wait-timer__wait")
+    assert not tools.tracks("mcp__github__create_issue")
+    assert tools.tracks("mcp__browser__wait_for")
+    assert ToolFilter(exclude=["wait"]).tracks("mcp__wait-timer__wait")
+
+
 def test_pattern_matching_no_tool_is_valid() -> None:
     tools = ToolFilter(exclude=["mcp_*"])  # a deployment that loads no MCP tools
     assert tools.tracks("grep")

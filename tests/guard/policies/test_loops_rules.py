@@ -539,6 +539,53 @@ async def test_clicking_refresh_while_a_job_runs_is_a_poll(
     assert [kind for _, kind in run.actions if kind != "remind"] == []
 
 
+@pytest.mark.parametrize(
+    ("tool", "answer"),
+    [("mcp__wait-timer__wait", "Waited 30 seconds."), ("mcp__windows-mcp__Wait-Tool", "Waited for 30 seconds.")],
+)
+async def test_an_mcp_servers_wait_tool_is_a_wait_between_polls(
+    make: Make, anyio_backend: str, tool: str, answer: str
+) -> None:
+    """An agent that waits with an MCP server's wait tool between two looks
+    at a backup waits as one that calls ``sleep``: the waits are no loop,
+    and the looks are a patient poll, never denied."""
+    actions = []
+    for waiting in (tool, "sleep"):
+        run = make()
+        for _ in range(6):
+            await run.do(waiting, {"duration_seconds": 30}, answer, seconds=30)
+            await run.do("check_backup", {"backup_id": "bk-77"}, '{"state": "running"}', seconds=2)
+        actions.append(run.actions)
+    assert actions[0] == actions[1]
+    assert [kind for _, kind in actions[0]] == ["remind"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "answer", "is_error"),
+    [
+        (  # Playwright MCP waits for a text to appear; an export that takes minutes times out a few times
+            "mcp__playwright__browser_wait_for",
+            {"text": "Download export.csv"},
+            "### Result\nError: locator.waitFor: Timeout 30000ms exceeded.",
+            True,
+        ),
+        ("receive_messages", {"queue": "orders", "wait_time_seconds": 20}, '{"Messages": []}', False),  # a long poll
+        ("xread", {"stream": "deploys", "block_ms": 30000}, "(nil)", False),
+    ],
+)
+async def test_a_call_that_waits_for_news_is_a_poll(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], answer: str, is_error: bool
+) -> None:
+    """The wait the advice to back off names, a tool's own wait argument,
+    makes a poll: its unchanged answers draw back-off nudges, not a
+    denial at the third."""
+    run = make()
+    for _ in range(7):
+        await run.do(tool, args, answer, is_error=is_error, seconds=30)
+    assert {kind for _, kind in run.actions} <= {"remind"}
+    assert all("poll" in text for text in run.texts)
+
+
 def test_what_a_tool_name_says_is_remembered_for_a_bounded_number_of_names() -> None:
     policy = LoopsPolicy(LoopsConfig())
     for n in range(4100):  # past the memo's limit a tool is still judged
