@@ -139,16 +139,28 @@ def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint
 def _compared(tool: str, args: dict[Any, Any], ignored: frozenset[str] | set[str]) -> dict[Any, Any]:
     """``args`` without the keys in ``ignored``, which say why a call is
     made (a Bash ``description``, a ``thought``), unless they are what it
-    carries: the only keys it has (``think``'s ``thought``), or one the
-    tool's own name names (``jira_add_comment``'s ``comment``,
-    ``set_description``'s ``description``)."""
+    carries: the only keys it has (``think``'s ``thought``), one the tool's
+    own name names (``jira_add_comment``'s ``comment``,
+    ``set_description``'s ``description``), or a ``description``,
+    ``comment`` or ``metadata`` given to a tool whose name says it writes
+    (``create_task``, ``update_ticket``)."""
     kept = {k: v for k, v in args.items() if k not in ignored}
     if len(kept) == len(args) or not kept:
         return args
     named = {word.lower() for word in _NAME_WORDS.findall(tool.rpartition("__")[2] or tool)}
-    if any(key.strip("_").lower() in named for key in args if key in ignored):
-        return {k: v for k, v in args.items() if k not in ignored or k.strip("_").lower() in named}
-    return kept
+    writes = not named.isdisjoint(_WRITING_WORDS)
+    carried = {k for k in args if k in ignored and (k.strip("_").lower() in named or (writes and k in _PAYLOAD_KEYS))}
+    return {k: v for k, v in args.items() if k not in ignored or k in carried} if carried else kept
+
+
+_WRITING_WORDS = frozenset(
+    {"add", "append", "comment", "create", "edit", "insert", "new", "post", "publish", "put", "reply", "send", "set"}
+    | {"submit", "update", "upload", "write"}
+)
+"""Words of a tool's name that say it writes what it is given."""
+_PAYLOAD_KEYS = frozenset({"description", "comment", "metadata"})
+"""Reason fields that are also what such a tool writes; a harness's own
+(``task_progress``, ``__intent``) never are."""
 
 
 _NAME_WORDS = lazy_compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")

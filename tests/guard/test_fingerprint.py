@@ -283,6 +283,8 @@ def test_arguments_whose_comparison_fails_are_fingerprinted_again() -> None:
         ("jira_add_comment", {"issue_key": "OPS-311", "comment": "deployed to staging"}),  # what its name names
         ("mcp__atlassian__jira_add_comment", {"issue_key": "OPS-311", "comment": "deployed to staging"}),
         ("setDescription", {"id": 7, "description": "rotate the keys"}),
+        ("create_task", {"project": "ops", "description": "rotate the keys"}),  # what a writing tool writes
+        ("mcp__jira__update_ticket", {"key": "OPS-1", "comment": "deployed"}),
     ],
 )
 def test_an_ignored_key_that_is_what_the_call_carries_is_compared(tool: str, args: dict[str, object]) -> None:
@@ -291,6 +293,20 @@ def test_an_ignored_key_that_is_what_the_call_carries_is_compared(tool: str, arg
     the call's payload, and other values make other calls."""
     other = {**args, next(k for k in args if k in DEFAULT_IGNORED_ARGS): "something else"}
     assert fingerprint(tool, args, ignore=DEFAULT_IGNORED_ARGS) != fingerprint(tool, other, ignore=DEFAULT_IGNORED_ARGS)
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "reason"),
+    [
+        ("Bash", {"command": "ls"}, {"description": "List files"}),
+        ("write_to_file", {"path": "a.py", "content": "x"}, {"task_progress": "- [x] step 1"}),  # Cline's own
+        ("run_shell_command", {"command": "ls"}, {"description": "List files"}),
+    ],
+)
+def test_a_reason_beside_what_the_call_does_is_left_out(
+    tool: str, args: dict[str, object], reason: dict[str, object]
+) -> None:
+    assert fingerprint(tool, {**args, **reason}, ignore=DEFAULT_IGNORED_ARGS) == fingerprint(tool, args)
 
 
 def test_an_ignored_key_the_arguments_do_not_hold_shares_the_plain_fingerprint() -> None:
