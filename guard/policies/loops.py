@@ -176,6 +176,11 @@ _KEY_PRESS = lazy_compile(
 """A shell command that only presses keys, and the keys it presses."""
 _KEY_PREFIX = lazy_compile(r"^(?:KEYCODE_)?(?:DPAD_)?")
 
+_UNNAMED_ADVICE = (
+    "loop-detector: you have clicked this {count} times ({tool} {arguments}) and each time the tool only said "
+    "it clicked, which does not show whether anything changed. Look at the page (a snapshot or a screenshot) "
+    "before clicking it again: if nothing changed, the control does nothing and clicking it again will not help."
+)
 _CYCLE_ADVICE = (
     "loop-detector: you are going in a circle. This call repeats one you made a few calls ago ({tool} "
     "{arguments}) and got the same result, with nothing changed in between. Repeating calls will not tell you "
@@ -287,7 +292,7 @@ _BLOCKING_WAIT = (
 refuses to run; a wait loop bounded, since an unbounded one outlives the
 thing it waits for."""
 _INPUT_KEYS = ("chars", "input", "stdin", "text", "keys", "data")
-_PAGING_VALUE, _POLL_VALUE = 1, 2
+_PAGING_VALUE, _POLL_VALUE, _UNNAMED_VALUE = 1, 2, 4
 
 
 _NUMBERS = {
@@ -578,11 +583,16 @@ class _Signature:
         "transient",
         "ts",
         "unfound",
+        "unnamed",
     )
 
     def __init__(self) -> None:
         self.count = 0
         self.unfound = False
+        self.unnamed = False
+        """The last result only acknowledged a click on a control nothing names
+        (``_UNNAMED_VALUE``): whether it did anything cannot be told until
+        the agent looks."""
         self.amounts: tuple[int, ...] = ()
         self.resume = 0.0
         self.last = 0
@@ -1436,7 +1446,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         steps (Next, Load more, Add row, Increase), paging as a scroll is, when
         its result only acknowledges the click (one that shows the page says
         whether it changed); ``_POLL_VALUE`` for one that looks again
-        (Refresh, Reload), a poll whatever its result shows; else 0. The
+        (Refresh, Reload), a poll whatever its result shows;
+        ``_UNNAMED_VALUE`` when nothing names the control and the result only
+        acknowledges the click (chrome-devtools-mcp's ``Successfully clicked
+        on the element``, browser-use's ``Clicked element``); else 0. The
         control is named by the click's label argument (``element``,
         ``label``, ``text``, ``name``, ``title``) or by its acknowledgement
         (``Clicked button with index 7: Load more``), read with
@@ -1453,6 +1466,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             return 0
         labels = [args[key] for key in _LABEL_KEYS if isinstance(args.get(key), str) and len(args[key]) <= _ACK_CHARS]
         if acknowledged:
+            if not labels and ": " not in content and "[" not in content:
+                return _UNNAMED_VALUE  # and no screenshot beside it ("[image]")
             labels.append(content.rsplit(": ", 1)[-1])
         for label in labels:
             words = _CONTROL.fullmatch(label.strip())
@@ -1538,7 +1553,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 patient = max(signature.spacing, call.ts - signature.ts) >= self._patient_wait
                 if signature.nudges and stalled and not state.patient and not patient and count > state.allowance:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
-            elif count >= state.at(rules.deny_at):
+            elif count >= state.at(rules.deny_at) and not (
+                # an unnamed click made again right away, or after anything brought news: it may work
+                signature.unnamed and (signature.last == state.seen or state.news_at > signature.last)
+            ):
                 text, threshold = _REPEAT_DENIAL, rules.deny_at
         if text is not None:
             assert signature is not None
@@ -1881,10 +1899,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
             _redone(state, state.redo, fp.digest + outcome, result.tool)
         making = self._made(state, result, fp, shape, program is not None) if note.acts and not failed else None
         made = making is not None and making > 1  # one more of something made: news, not a counter
-        signature, gap = self._observe(state, result, fp, shape, failed and not poll, poll, program is None, made)
+        signature, gap = self._observe(
+            state, result, fp, shape, failed and not poll, poll, program is None, made, clicked == _UNNAMED_VALUE
+        )
         if reading is not None:
             signature.reading = reading
         signature.transient = bool(transient)
+        signature.unnamed = clicked == _UNNAMED_VALUE
         if transient:
             signature.resume = result.ts + _stated_wait(content)
         if making is not None:
@@ -1949,6 +1970,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if state.patient or count <= state.allowance:
                 return None
             return self._back_off(signature, result, fp, rules)
+        if signature.unnamed:
+            # clicks one after another, nothing looked at in between: whether they did anything
+            # cannot be told, so they are told once, never denied (a look in between tells)
+            if gap != 1 or count != state.at(rules.deny_at):
+                return None
+            text = _UNNAMED_ADVICE.format(count=count, tool=result.tool, arguments=fp.preview(_PREVIEW))
+            return self._action("remind", result, count, text, rules.deny_at)
         grind = self._grind(state, result, note, shape.digest, found)
         if grind is not None:
             return grind
@@ -2051,6 +2079,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         poll: bool,
         prose: bool = False,
         made: bool = False,
+        unnamed: bool = False,
     ) -> tuple[_Signature, int]:
         """Count one result of a tracked call against its signature. The
         gap: how many tracked results back the signature's previous one was,
@@ -2061,7 +2090,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         occurrence after an idle gap of ``decay_seconds`` starts over. A
         ``prose`` answer (a call that runs no shell command) saying in new
         words that nothing was found repeats one that said so too. A result
-        that ``made`` one more of something (``_made``) brings news."""
+        that ``made`` one more of something (``_made``) brings news, and so
+        does an ``unnamed`` click's acknowledgement when anything brought
+        news since (a look that saw the page change, or that cannot tell)."""
         signature = state.remember(fp.digest, self.config.window)
         state.seen += 1
         gap = 0
@@ -2079,8 +2110,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             )
         )
         books = self._tool_facts(result.tool).books
-        if same and books and state.news_at > signature.last:
-            same = False  # the agent's own plan or todo list restated while its work brought news: no repeat
+        if same and (books or unnamed) and state.news_at > signature.last:
+            # the agent's own plan or todo list restated, or a click that says only that it clicked,
+            # while its work brought news: no repeat
+            same = False
         if poll:
             amounts = _amounts(result.content, result.ts)
             if same and amounts != signature.amounts:

@@ -391,6 +391,37 @@ async def test_a_result_that_is_only_a_placeholder_is_never_the_same_result(make
     assert run.actions == [(10, "deny")]
 
 
+@pytest.mark.parametrize(
+    ("tool", "args", "answer"),
+    [
+        ("mcp__chrome-devtools__click", {"uid": "1_23"}, "Successfully clicked on the element"),
+        ("click_element_by_index", {"index": 58}, "Clicked element"),  # browser-use since September 2025
+    ],
+)
+async def test_clicks_only_acknowledged_on_a_control_nothing_names_are_told_not_denied(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], answer: str
+) -> None:
+    """Load more clicked five times, the tool answering only that it
+    clicked: whether the page changed cannot be told, so the agent is
+    told once to look, never denied."""
+    run = make()
+    for _ in range(5):
+        await run.do(tool, args, answer)
+    assert run.actions == [(3, "remind")]
+    assert "only said it clicked" in run.texts[0]
+
+
+async def test_an_acknowledged_click_between_looks_that_change_is_no_repeat(make: Make, anyio_backend: str) -> None:
+    """Load more clicked, the page looked at, ten more items each time:
+    the clicks did something, whatever their acknowledgement says."""
+    run = make()
+    for n in range(1, 7):
+        await run.do("mcp__chrome-devtools__click", {"uid": "1_23"}, "Successfully clicked on the element")
+        items = "".join(f"uid=1_{k} item {k}\n" for k in range(10 * n))
+        await run.do("mcp__chrome-devtools__take_snapshot", {}, items + "uid=1_23 button Load more")
+    assert run.actions == []
+
+
 async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4200):  # more distinct short values than the policy remembers answers for
