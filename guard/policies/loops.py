@@ -292,7 +292,7 @@ _BLOCKING_WAIT = (
 refuses to run; a wait loop bounded, since an unbounded one outlives the
 thing it waits for."""
 _INPUT_KEYS = ("chars", "input", "stdin", "text", "keys", "data")
-_PAGING_VALUE, _POLL_VALUE, _UNNAMED_VALUE = 1, 2, 4
+_PAGING_VALUE, _POLL_VALUE, _UNNAMED_VALUE, _STEPPED_VALUE = 1, 2, 4, 8
 
 
 _NUMBERS = {
@@ -1449,7 +1449,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         (Refresh, Reload), a poll whatever its result shows;
         ``_UNNAMED_VALUE`` when nothing names the control and the result only
         acknowledges the click (chrome-devtools-mcp's ``Successfully clicked
-        on the element``, browser-use's ``Clicked element``); else 0. The
+        on the element``, browser-use's ``Clicked element``);
+        ``_STEPPED_VALUE`` for a paging or stepping control whose result
+        shows the page (a quantity stepped from 2 to 3 is the step asked
+        for, no counter of calls); else 0. The
         control is named by the click's label argument (``element``,
         ``label``, ``text``, ``name``, ``title``) or by its acknowledgement
         (``Clicked button with index 7: Load more``), read with
@@ -1473,8 +1476,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             words = _CONTROL.fullmatch(label.strip())
             if words is None:
                 continue
-            if acknowledged and self._paging_values.fullmatch(words.group(1)):
-                return _PAGING_VALUE
+            if self._paging_values.fullmatch(words.group(1)):
+                return _PAGING_VALUE if acknowledged else _STEPPED_VALUE
             if self._poll_values.fullmatch(words.group(1)):
                 return _POLL_VALUE
         return 0
@@ -1900,7 +1903,16 @@ class LoopsPolicy(Policy[_AgentLoops]):
         making = self._made(state, result, fp, shape, program is not None) if note.acts and not failed else None
         made = making is not None and making > 1  # one more of something made: news, not a counter
         signature, gap = self._observe(
-            state, result, fp, shape, failed and not poll, poll, program is None, made, clicked == _UNNAMED_VALUE
+            state,
+            result,
+            fp,
+            shape,
+            failed and not poll,
+            poll,
+            program is None,
+            made,
+            clicked == _UNNAMED_VALUE,
+            clicked == _STEPPED_VALUE,
         )
         if reading is not None:
             signature.reading = reading
@@ -2080,6 +2092,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         prose: bool = False,
         made: bool = False,
         unnamed: bool = False,
+        stepped: bool = False,
     ) -> tuple[_Signature, int]:
         """Count one result of a tracked call against its signature. The
         gap: how many tracked results back the signature's previous one was,
@@ -2087,7 +2100,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         that differs from the previous one only by a counter grown by one
         (``tick 4``, ``tick 5``) repeats it, unless the call is a poll or the
         agent waited (an untracked ``sleep``) since the previous one; an
-        occurrence after an idle gap of ``decay_seconds`` starts over. A
+        occurrence after an idle gap of ``decay_seconds`` starts over; nor
+        is a ``stepped`` click's page, whose number grew by the step. A
         ``prose`` answer (a call that runs no shell command) saying in new
         words that nothing was found repeats one that said so too. A result
         that ``made`` one more of something (``_made``) brings news, and so
@@ -2103,6 +2117,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 signature.result == shape.digest
                 or (
                     not poll
+                    and not stepped
                     and signature.last > state.waited_at
                     and signature.shape is not None
                     and shape.counts_on(signature.shape)

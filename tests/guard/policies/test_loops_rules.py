@@ -411,6 +411,22 @@ async def test_clicks_only_acknowledged_on_a_control_nothing_names_are_told_not_
     assert "only said it clicked" in run.texts[0]
 
 
+async def test_a_stepper_clicked_on_a_page_that_shows_the_step_is_no_counter(make: Make, anyio_backend: str) -> None:
+    """Playwright MCP answers a click with the page: Increase quantity
+    clicked four times shows 2, 3, 4, 5, the step asked for, not a call
+    counting its own runs; Submit, whose page stays the same, repeats."""
+    page = (
+        '### Page state\n- Page URL: https://shop.test/p/kettle\n```yaml\n- spinbutton "Quantity" [ref=e54]: "{n}"\n```'
+    )
+    run = make()
+    for n in range(2, 6):
+        await run.do("browser_click", {"element": "Increase quantity", "ref": "e55"}, page.format(n=n))
+    assert run.actions == []
+    for _ in range(3):
+        await run.do("browser_click", {"element": "Submit", "ref": "e60"}, page.format(n=5))
+    assert run.actions == [(7, "deny")]
+
+
 async def test_an_acknowledged_click_between_looks_that_change_is_no_repeat(make: Make, anyio_backend: str) -> None:
     """Load more clicked, the page looked at, ten more items each time:
     the clicks did something, whatever their acknowledgement says."""
