@@ -8,6 +8,7 @@ import errno
 import fcntl
 import os
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -80,7 +81,9 @@ class SessionLog:
     while it is open, and opening it again, from another process or in this
     one, raises ``LogInUseError`` (an ``OSError``, ``EWOULDBLOCK``) until
     the first writer closes it. A device (``/dev/null``) is shared; where
-    the file system has no ``flock``, the log is written unlocked.
+    the file system has no ``flock``, the log is written unlocked. Threads
+    may share one log (a bus each runtime thread publishes into, under its
+    own event loop): its lines are written one at a time.
 
     A write either lands a whole line or raises ``LogWriteError`` and leaves none:
     the part of a line a full disk accepted is cut off again, or, if even
@@ -122,6 +125,7 @@ class SessionLog:
         self._buffer = bytearray()
         self._held: bytearray | None = None
         self._held_count = 0
+        self._writing = threading.Lock()
         try:
             empty = True
             if append:
@@ -215,7 +219,11 @@ class SessionLog:
 
     def _record(self, event: Event | SessionStart) -> None:
         """Append one line: what the bus, which checked the event, records.
-        One ``os.write`` of a buffer encoded in place."""
+        One ``os.write`` of a buffer encoded in place, one thread at a time."""
+        with self._writing:
+            self._record_one(event)
+
+    def _record_one(self, event: Event | SessionStart) -> None:
         fd = self._fd
         if fd is None:
             self._closed(1)
@@ -252,9 +260,10 @@ class SessionLog:
         try:
             yield
         finally:
-            self._held = None
-            if held:
-                self._put_lines(held, self._held_count)
+            with self._writing:
+                self._held = None
+                if held:
+                    self._put_lines(held, self._held_count)
 
     def discard_held(self) -> None:
         """Drop the lines held so far (``held``): the events they record are
@@ -279,12 +288,13 @@ class SessionLog:
             lines = encode_lines(items)
         except MemoryError:
             self._lost(len(items), errno.ENOMEM, "out of memory")
-        held = self._held
-        if held is not None:
-            held += lines
-            self._held_count += len(items)
-            return
-        self._put_lines(lines, len(items))
+        with self._writing:
+            held = self._held
+            if held is not None:
+                held += lines
+                self._held_count += len(items)
+                return
+            self._put_lines(lines, len(items))
 
     def _put_lines(self, batch: bytes | bytearray, count: int) -> None:
         """Append ``count`` whole lines with one system write, all or none."""
@@ -357,9 +367,10 @@ class SessionLog:
     def close(self) -> None:
         """Close the file, which lets the next writer in; later writes raise
         ``LogWriteError``. Closing twice is harmless."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._writing:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def __enter__(self) -> SessionLog:
         return self

@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -682,3 +683,29 @@ def test_a_session_id_that_is_no_str_is_refused_before_a_file_is_made(session: o
     with pytest.raises(TypeError, match=r"session log session id .*: must be a str, not "):
         SessionLog(tmp_path / "s.jsonl", session=session)  # type: ignore[arg-type]
     assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_threads_sharing_a_log_write_whole_lines_and_lose_none(log_path: Path) -> None:
+    """Two runtime threads (pydantic-ai's ``run_sync`` from a thread pool)
+    publishing into one bus write through one log: every line lands whole."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        with SessionLog(log_path, session="s") as log:
+
+            def write(name: str) -> None:
+                agent = Agent(name)
+                for n in range(3000):
+                    log.write(ToolCall(agent=agent, call_id=f"{name}-{n}", step=n, tool="read", args={"i": n}))
+
+            threads = [threading.Thread(target=write, args=(name,)) for name in ("a", "b")]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    lines = log_path.read_bytes().splitlines()[1:]
+    calls = [msgspec.json.decode(line) for line in lines]
+    assert len(calls) == 6000
+    assert {(c["agent"], c["step"]) for c in calls} == {(agent, n) for agent in "ab" for n in range(3000)}
