@@ -114,6 +114,7 @@ class SessionLog:
         self.error: LogWriteError | None = None
         self._fsync = fsync
         self._torn = False
+        self._writing = threading.Lock()
         flags = os.O_CREAT | os.O_APPEND | (os.O_RDWR if append else os.O_WRONLY | os.O_EXCL)
         try:
             self._fd: int | None = open_regular(
@@ -125,7 +126,6 @@ class SessionLog:
         self._buffer = bytearray()
         self._held: bytearray | None = None
         self._held_count = 0
-        self._writing = threading.Lock()
         try:
             empty = True
             if append:
