@@ -9,6 +9,7 @@ guard's context messages and halt requests for the agent they belong to.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import os
 import sys
 import weakref
@@ -169,7 +170,14 @@ class GuardLink:
             self.log.close()
 
     def agent(self, agent_id: str, *, parent: AgentLink | None = None) -> AgentLink:
-        """A new live agent; publish its start with ``await link.start()``."""
+        """A new live agent; publish its start with ``await link.start()``.
+        An id another live agent of this link has is suffixed (``mcp-client``,
+        ``mcp-client-2``): the session log names agents by id, so two live
+        agents under one id would read back as one, and replay would count
+        their calls together."""
+        live = {handle.id for handle in self._links}
+        if agent_id in live:
+            agent_id = next(f"{agent_id}-{n}" for n in itertools.count(2) if f"{agent_id}-{n}" not in live)
         handle = Agent(agent_id, parent_id=parent.agent.id if parent is not None else None)
         link = self._links[handle] = AgentLink(self, handle)
         return link

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from bus import AgentStatus, Bus, ContextMessage, ContextSource, Decision, ToolCall, ToolResult, read_log
 from bus.testing import Capture
-from guard import Config, Guard
+from guard import Config, Guard, replay_log
 from guard.adapters import GuardLink, HaltRequested, as_text, parse_args
 from guard.sessions.link import LinkState
 
@@ -32,6 +32,27 @@ async def test_link_builds_a_guarded_bus_with_a_session_log(tmp_path: Path) -> N
     kinds = [type(e).__name__ for e in reader]
     assert kinds == ["AgentStatus"] + ["ToolCall", "ToolResult"] * 3 + ["ContextMessage"]
     assert len(agent.take_context("c2")) == 1
+
+
+async def test_two_live_agents_under_one_id_are_named_apart_in_the_log(tmp_path: Path) -> None:
+    """Two MCP proxies on one link both call their agent ``mcp-client``:
+    the guard keeps them apart live, so the log must too, or its replay
+    counts their calls together. Once an agent is gone its id is free."""
+    link = GuardLink(config=Config(), log=tmp_path / "s.jsonl")
+    first, second = link.agent("mcp-client"), link.agent("mcp-client")
+    assert (first.agent.id, second.agent.id) == ("mcp-client", "mcp-client-2")
+    for agent in (first, second):
+        await agent.start()
+        for n in range(3):
+            agent.begin_step()
+            await agent.call(f"{agent.agent.id}-{n}", "grep", {"p": 1})
+            await agent.result(f"{agent.agent.id}-{n}", "hit")
+    await second.dispose()
+    assert link.agent("mcp-client").agent.id == "mcp-client-2"
+    link.close()
+    outcome = await replay_log(tmp_path / "s.jsonl", Config())
+    assert outcome.differences == []
+    assert len(outcome.verdicts) == 2, "each agent reminded once, at its own third call"
 
 
 async def test_a_bus_that_cannot_publish_is_logged_and_never_breaks_the_tool_call(tmp_path: Path) -> None:
