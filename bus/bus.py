@@ -18,8 +18,8 @@ __all__ = ["ALLOW", "Bus", "Decision", "Handler", "Interceptor", "Recorder"]
 
 E = TypeVar("E", bound=Event)
 
-Handler = Callable[[E], Awaitable[None]]
-"""An async subscriber for one event type."""
+Handler = Callable[[E], Awaitable[None] | None]
+"""A subscriber for one event type: an ``async def``, or a plain function."""
 
 Recorder = Callable[[Event], None]
 """A synchronous observer of every event, run at publish time before any
@@ -49,9 +49,10 @@ class Decision(msgspec.Struct, frozen=True):
 
 ALLOW = Decision()
 
-Interceptor = Callable[[ToolCall], Awaitable[Decision | None]]
-"""Consulted before a tool runs; return a deny ``Decision`` to stop it, or
-``None`` (or ``ALLOW``) to let it through."""
+Interceptor = Callable[[ToolCall], Awaitable[Decision | None] | Decision | None]
+"""Consulted before a tool runs (an ``async def``, or a plain function);
+return a deny ``Decision`` to stop it, or ``None`` (or ``ALLOW``) to let it
+through."""
 
 
 class Bus:
@@ -88,7 +89,11 @@ class Bus:
         self._seq = max(self._seq, seq)
 
     def subscribe(self, event_type: type[E], handler: Handler[E]) -> None:
-        """Call ``handler`` for every published event of exactly ``event_type``."""
+        """Call ``handler`` for every published event of exactly ``event_type``
+        (an ``async def``; a plain function is called too)."""
+        if not isinstance(event_type, type):
+            raise TypeError(f"subscribe(event_type, handler): the event type comes first, got {event_type!r}")
+        _check_callable("subscribe", "handler", handler)
         self._handlers[event_type] = (*self._handlers.get(event_type, ()), handler)
 
     def unsubscribe(self, event_type: type[E], handler: Handler[E]) -> None:
@@ -105,6 +110,7 @@ class Bus:
 
     def record(self, recorder: Recorder) -> None:
         """Call ``recorder`` synchronously for every event, before subscribers."""
+        _check_callable("record", "recorder", recorder)
         self._recorders = (*self._recorders, recorder)
 
     def unrecord(self, recorder: Recorder) -> None:
@@ -116,7 +122,11 @@ class Bus:
         self._recorders = tuple(recorders)
 
     def intercept(self, name: str, interceptor: Interceptor) -> None:
-        """Consult ``interceptor`` in ``decide``; ``name`` is who a deny is ``by``."""
+        """Consult ``interceptor`` in ``decide`` (an ``async def``; a plain
+        function's answer counts too); ``name`` is who a deny is ``by``."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"intercept(name, interceptor): the name comes first, a non-empty str, got {name!r}")
+        _check_callable("intercept", "interceptor", interceptor)
         self._interceptors = (*self._interceptors, (name, interceptor))
 
     def unintercept(self, interceptor: Interceptor) -> None:
@@ -163,7 +173,9 @@ class Bus:
                     _log.exception("recorder failed", event_type=type(event).__name__, subscriber=name_of(recorder))
         for handler in self._handlers.get(type(event), ()):
             try:
-                await handler(event)
+                answer = handler(event)
+                if answer is not None:
+                    await answer
             except Exception:
                 _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=name_of(handler))
 
@@ -171,7 +183,8 @@ class Bus:
         """Publish ``call``, then ask the interceptors in order; the first deny wins.
 
         An interceptor that raises, or returns something other than a
-        ``Decision`` or ``None``, is logged and counts as allow, so a guard
+        ``Decision`` (whose ``allowed`` is a bool) or ``None``, is logged and
+        counts as allow, so a guard
         fault never stops a tool. A deny without ``by`` is attributed to the
         interceptor's registered name. The runtime runs the tool only when the
         decision is allowed, and publishes a ``ToolResult`` either way.
@@ -179,17 +192,26 @@ class Bus:
         await self.publish(call)
         for name, interceptor in self._interceptors:
             try:
-                decision = await interceptor(call)
+                answer = interceptor(call)
+                decision = answer if answer is None or isinstance(answer, Decision) else await answer
             except Exception:
                 _log.exception("interceptor failed", event_type="ToolCall", subscriber=name)
                 continue
             if decision is None:
                 continue
-            if not isinstance(decision, Decision):
-                _log.error("interceptor failed", event_type="ToolCall", subscriber=name, returned=name_of(decision))
+            if not isinstance(decision, Decision) or type(decision.allowed) is not bool:
+                returned = name_of(decision) if not isinstance(decision, Decision) else f"allowed={decision.allowed!r}"
+                _log.error("interceptor failed", event_type="ToolCall", subscriber=name, returned=returned)
                 continue
             if not decision.allowed:
                 if decision.by is None:
                     return Decision.deny(decision.reason or "", name, advice=decision.advice)
                 return decision
         return ALLOW
+
+
+def _check_callable(method: str, what: str, value: object) -> None:
+    """A registration of what can never be called is refused at once, not
+    logged as a failure at every event."""
+    if not callable(value):
+        raise TypeError(f"{method}(): the {what} must be callable, got {type(value).__name__} {value!r}")

@@ -528,6 +528,52 @@ async def test_decide_allows_when_interceptors_return_none_or_allow(bus: Bus, ag
     assert asked == ["none", "allow", "reason"]
 
 
+async def test_a_plain_function_interceptor_and_subscriber_are_honoured(bus: Bus, agent: Agent) -> None:
+    """A safety interceptor written without ``async`` still denies: a
+    registration that is allowed must work, not fail open at every call."""
+    seen: list[str] = []
+
+    def no_rm(call: ToolCall) -> Decision | None:
+        return Decision.deny("destructive command refused", "policy") if "rm -rf" in str(call.args) else None
+
+    bus.intercept("safety", no_rm)
+    bus.subscribe(ToolCall, lambda call: seen.append(call.call_id))
+    denied = await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="Bash", args={"command": "rm -rf /"}))
+    assert (denied.allowed, denied.by) == (False, "policy")
+    assert (await bus.decide(_call(agent))).allowed
+    assert seen == ["c1", "c1"]
+
+
+async def test_a_decision_whose_allowed_is_no_bool_is_logged_as_a_failing_interceptor(bus: Bus, agent: Agent) -> None:
+    async def confused(call: ToolCall) -> Decision | None:
+        return Decision(allowed="no", reason="x")  # type: ignore[arg-type]
+
+    bus.intercept("confused", confused)
+    with capture_logs() as logs:
+        assert (await bus.decide(_call(agent))).allowed
+    assert [(e["event"], e["returned"]) for e in logs] == [("interceptor failed", "allowed='no'")]
+
+
+@pytest.mark.parametrize(
+    ("register", "named"),
+    [
+        (lambda bus: bus.intercept(_async_interceptor, "safety"), "the name comes first"),  # arguments swapped
+        (lambda bus: bus.intercept("", _async_interceptor), "a non-empty str"),
+        (lambda bus: bus.intercept("safety", None), "the interceptor must be callable"),
+        (lambda bus: bus.subscribe(ToolCall, None), "the handler must be callable"),
+        (lambda bus: bus.subscribe(_async_interceptor, ToolCall), "the event type comes first"),
+        (lambda bus: bus.record("log.jsonl"), "the recorder must be callable"),
+    ],
+)
+def test_a_registration_that_could_never_run_is_refused_naming_what_is_wrong(register: Any, named: str) -> None:
+    with pytest.raises(TypeError, match=named):
+        register(Bus())
+
+
+async def _async_interceptor(call: ToolCall) -> Decision | None:
+    return None
+
+
 async def test_decide_without_interceptors_allows(bus: Bus, agent: Agent) -> None:
     assert await bus.decide(_call(agent)) == Decision(allowed=True, reason=None, by=None)
 

@@ -537,11 +537,11 @@ def test_an_audit_shows_the_halt_and_no_advisory_after_a_denial_as_a_live_run_wo
     """The transcript's denied calls ran (the guard was not there): what the
     audit shows after a denial is what enforcing would have done, a halt
     request at the third denial and no advisory on a denied call's result."""
-    session = ClaudeCodeSession("clicks")
+    session = ClaudeCodeSession("reads")
     session.prompt("open the report")
     for _ in range(8):
-        session.call("browser_click", {"index": 1233}, "Clicked element 1233")
-    report = audit([session.write(tmp_path / "clicks.jsonl")], load_config("recommended"))
+        session.call("Bash", {"command": "cat report.md"}, "# Report\nQ3 revenue: flat")
+    report = audit([session.write(tmp_path / "reads.jsonl")], load_config("recommended"))
     assert report.sessions[0].actions == {"loops:deny": 6, "loops:halt": 1}
 
 

@@ -713,6 +713,18 @@ def test_policies_that_are_no_policies_are_refused_naming_what_was_given(policie
     assert str(caught.value) == f"Guard(policies=...) {said}"
 
 
+def test_a_policy_whose_on_call_is_no_async_def_is_refused_naming_it() -> None:
+    """Awaited on every call, a plain ``on_call`` would fail each time and
+    its denials would never happen: refused when the guard is built."""
+
+    class NoDeploys(OnCallPolicy):
+        def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:  # type: ignore[override]
+            return None
+
+    with pytest.raises(TypeError, match="policy 'no-deploys': on_call must be an async def"):
+        Guard(policies=[NoDeploys("no-deploys", "deny")])
+
+
 async def test_a_waiting_event_that_is_cancelled_never_holds_up_the_next(anyio_backend: str) -> None:
     """A runtime that gives up on a parallel call (its timeout) cancels the
     event waiting for its agent's turn: one cancelled while it waits leaves
