@@ -223,7 +223,8 @@ class Guard:
         # One bound method, so ``Bus.unintercept`` (an identity match) finds it.
         self._interceptor = self._on_call
         # The agent (handle id; several, nested) whose event this task is delivering the guard's own output
-        # for: an event published from there (a halt request, a runtime's answer to it) is in its turn already.
+        # for, or asking a policy about: an event published from there (a halt request, a runtime's answer
+        # to it, a policy's own note) is in its turn already.
         self._delivering: ContextVar[int | tuple[int, ...] | None] = ContextVar(
             "repeat_tool_guard_delivering", default=None
         )
@@ -386,11 +387,15 @@ class Guard:
             for index in interceptors:
                 watch = watches[index]
                 policy = watch.policy
+                # what the policy publishes while it decides (an event of this agent) is in its turn already
+                asking = self._delivering.set(self._within(agent))
                 try:
                     action = await watch.on_call(call, self._fingerprints)
                 except Exception:
                     _log.exception("guard.policy_failed", policy=policy.name, hook="on_call", agent=agent.id)
                     continue
+                finally:
+                    self._delivering.reset(asking)
                 if action is None or not _is_action(action, policy, "on_call", agent):
                     continue
                 if policy.shadow or (late and action.action in DENYING):
@@ -524,12 +529,16 @@ class Guard:
         if not action.shadow and action.action not in _PUBLISHED:
             return  # a denial: the runtime publishes the result that carries it
         agent = trigger.agent
-        within = self._delivering.get()
-        delivering = self._delivering.set(id(agent) if within is None else (*_keys(within), id(agent)))
+        delivering = self._delivering.set(self._within(agent))
         try:
             await self._publish(bus, policy, action, agent)
         finally:
             self._delivering.reset(delivering)
+
+    def _within(self, agent: Agent) -> int | tuple[int, ...]:
+        """The agents this task is in the turn of, ``agent`` added."""
+        within = self._delivering.get()
+        return id(agent) if within is None else (*_keys(within), id(agent))
 
     @staticmethod
     async def _publish(bus: Bus, policy: AnyPolicy, action: Action, agent: Agent) -> None:

@@ -713,6 +713,26 @@ def test_policies_that_are_no_policies_are_refused_naming_what_was_given(policie
     assert str(caught.value) == f"Guard(policies=...) {said}"
 
 
+@pytest.mark.anyio
+async def test_a_policy_that_publishes_for_its_agent_while_deciding_never_deadlocks(
+    bus: Bus, capture: Capture, agent: Agent
+) -> None:
+    """A policy that posts a note of the agent it decides for publishes in
+    that agent's turn, which it holds: the note is in the turn already,
+    not queued behind it for ever."""
+
+    class Noting(OnCallPolicy):
+        async def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
+            await bus.publish(UserMessage(agent=call.agent, text="note from a policy"))
+            return None
+
+    Guard(policies=[Noting("noting", "deny")]).attach(bus)
+    with anyio.fail_after(5):
+        decision = await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="grep", args={}))
+    assert decision.allowed
+    assert [type(e).__name__ for e in capture.events] == ["ToolCall", "UserMessage"]
+
+
 def test_a_policy_whose_on_call_is_no_async_def_is_refused_naming_it() -> None:
     """Awaited on every call, a plain ``on_call`` would fail each time and
     its denials would never happen: refused when the guard is built."""
