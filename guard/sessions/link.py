@@ -614,12 +614,12 @@ def _export(guard: Guard, bus: Bus, runtime: str, conversation_id: str | None) -
 
 def parse_args(raw: Any) -> Any:
     """The ``args`` of a ``ToolCall``: the parsed JSON value when the runtime
-    hands over a JSON string, the raw string when that JSON is malformed, and
-    anything already parsed as it is."""
+    hands over a JSON string, the raw string when that JSON is malformed or
+    nested too deep to parse, and anything already parsed as it is."""
     if isinstance(raw, (str, bytes)):
         try:
             return msgspec.json.decode(raw)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
     return raw
 

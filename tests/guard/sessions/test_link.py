@@ -444,7 +444,15 @@ def test_halt_requested_names_agent_and_reason() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "parsed"),
-    [('{"a": 1}', {"a": 1}), (b"[1]", [1]), ('{"a": ', '{"a": '), (b"\xff{", "\ufffd{"), ({"a": 1}, {"a": 1})],
+    [
+        ('{"a": 1}', {"a": 1}),
+        (b"[1]", [1]),
+        ('{"a": ', '{"a": '),
+        (b"\xff{", "\ufffd{"),
+        ({"a": 1}, {"a": 1}),
+        ("[" * 5000 + "]" * 5000, "[" * 5000 + "]" * 5000),  # nested too deep to parse
+        ("[" * 5000, "[" * 5000),
+    ],
 )
 def test_parse_args_keeps_malformed_json_as_the_raw_string(raw: object, parsed: object) -> None:
     assert parse_args(raw) == parsed
