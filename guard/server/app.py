@@ -417,6 +417,8 @@ def create_app(
             )
     if isinstance(max_live_pages, bool) or not isinstance(max_live_pages, int) or max_live_pages < 1:
         raise ValueError(f"max_live_pages = {max_live_pages!r}: must be an integer >= 1")
+    if evict_every is not None and not 0 < evict_every < math.inf:  # 0 would spin a core
+        raise ValueError(f"evict_every = {evict_every!r}: must be a number of seconds > 0")
     metrics = metrics if metrics is not None else Metrics()
     metrics.watch(store)
     live = LiveFeed(News((store.config or Config()).loops.result_normalize))

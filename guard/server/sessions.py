@@ -369,8 +369,10 @@ class SessionStore(abc.ABC):
 
     async def evict_idle_forever(self, every: float | None = None) -> None:
         """Run ``evict_idle`` every ``every`` seconds (a quarter of
-        ``idle_seconds``, at most 30 s, by default) until cancelled."""
-        period = every if every is not None else min(self.idle_seconds / 4, 30.0)
+        ``idle_seconds``, from 1 s to 30 s, by default) until cancelled: a
+        sub-second idle timeout evicts at the next check, and an idle
+        server sleeps between checks."""
+        period = every if every is not None else min(max(self.idle_seconds / 4, 1.0), 30.0)
         while True:
             await anyio.sleep(period)
             self.evict_idle()

@@ -3,6 +3,7 @@ Prometheus metrics, and its construction."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,8 @@ def test_another_clis_hook_event_is_refused_naming_the_route_to_use(served: Serv
         ({"max_body": True}, "max_body = True: must be an integer >= 1"),
         ({"token": "  "}, "token is empty"),
         ({"max_live_pages": 0}, "max_live_pages = 0: must be an integer >= 1"),
+        ({"evict_every": 0}, "evict_every = 0: must be a number of seconds > 0"),
+        ({"evict_every": math.nan}, "evict_every = nan: must be a number of seconds > 0"),
     ],
 )
 def test_bad_options_are_refused(tmp_path: Path, options: dict[str, object], error: str) -> None:

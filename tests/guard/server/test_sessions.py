@@ -133,6 +133,25 @@ async def test_evict_idle_forever_evicts_on_its_own(tmp_path: Path) -> None:
     assert store.evicted == 1
 
 
+async def test_a_tiny_idle_timeout_never_spins_the_eviction(tmp_path: Path) -> None:
+    """``--idle-timeout 1e-9``: idle sessions are looked for once a second,
+    not as fast as the loop can spin."""
+    store = FileSessionStore(tmp_path / "state", idle_seconds=1e-9)
+    await grep(store, "s", "c1")
+    checks = 0
+    evict_idle = store.evict_idle
+
+    def counted() -> int:
+        nonlocal checks
+        checks += 1
+        return evict_idle()
+
+    store.evict_idle = counted  # type: ignore[method-assign]
+    with anyio.move_on_after(1.5):
+        await store.evict_idle_forever()
+    assert (checks, len(store)) == (1, 0)
+
+
 async def test_close_closes_every_session(store: FileSessionStore) -> None:
     await grep(store, "a", "c1")
     async with store.use("a") as session:
