@@ -120,10 +120,11 @@ class Fingerprint(msgspec.Struct, frozen=True):
 
 
 def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint:
-    """Fingerprint a call; top-level keys in ``ignore`` are left out of it
-    (``_compared``)."""
+    """Fingerprint a call; top-level keys in ``ignore`` (names, or one name
+    given as a ``str``) are left out of it (``_compared``)."""
     if ignore and isinstance(args, dict):
-        args = _compared(tool, args, ignore if isinstance(ignore, (frozenset, set)) else frozenset(ignore))
+        ignored = frozenset((ignore,)) if isinstance(ignore, str) else ignore
+        args = _compared(tool, args, ignored if isinstance(ignored, (frozenset, set)) else frozenset(ignored))
     canonical = canonical_json(args)
     name = tool.encode("utf-8", "surrogatepass")
     digest = _BLAKE2B_16.copy()  # copying a prepared hasher is cheaper than building one

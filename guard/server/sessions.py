@@ -423,9 +423,11 @@ class FileSessionStore(SessionStore):
     its place, every event is refused (``StoreError``) and ``unready`` says
     why, until the server is restarted."""
 
-    def __init__(self, state_dir: Path, config: Config | None = None, *, fsync: bool = False, **options: Any) -> None:
+    def __init__(
+        self, state_dir: str | os.PathLike[str], config: Config | None = None, *, fsync: bool = False, **options: Any
+    ) -> None:
         super().__init__(config, **options)
-        self.state_dir = state_dir
+        self.state_dir = Path(state_dir)
         self._dir: tuple[int, int] | None = None
         """The state directory's (device, inode) once made; ``_dir_fd`` holds
         it open, so no directory made in its place can have its inode number."""

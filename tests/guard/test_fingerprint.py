@@ -212,6 +212,9 @@ def test_ignored_top_level_keys_leave_the_fingerprint() -> None:
     without = fingerprint("bash", {"command": "ls"})
     assert with_note == without
     assert fingerprint("bash", "raw", ignore=["description"]) == fingerprint("bash", "raw")
+    # one name given as a str is that name, not its letters
+    assert fingerprint("bash", {"command": "ls", "description": "list"}, ignore="description") == without
+    assert fingerprint("bash", {"d": 1, "command": "ls"}, ignore="description") != without
 
 
 def test_preview_is_head_truncated_with_the_omitted_count() -> None:

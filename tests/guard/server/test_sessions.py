@@ -133,6 +133,14 @@ async def test_evict_idle_forever_evicts_on_its_own(tmp_path: Path) -> None:
     assert store.evicted == 1
 
 
+async def test_a_state_directory_given_as_a_str_is_a_path(tmp_path: Path) -> None:
+    store = FileSessionStore(str(tmp_path / "state"))
+    await grep(store, "s", "c1")
+    assert store.state_dir == tmp_path / "state"
+    assert (tmp_path / "state").is_dir()
+    store.close()
+
+
 async def test_a_tiny_idle_timeout_never_spins_the_eviction(tmp_path: Path) -> None:
     """``--idle-timeout 1e-9``: idle sessions are looked for once a second,
     not as fast as the loop can spin."""
