@@ -50,6 +50,8 @@ _ENTRY_TYPES = frozenset(
 _ENTRY_KEYS = ("sessionId", "uuid", "leafUuid", "messageId", "session_id")
 _TOOL_BLOCKS = ("tool_use", "tool_result")
 
+_COMPACT_SUMMARY = "This session is being continued from a previous conversation"
+"""How the summary Claude Code leaves after a compaction begins."""
 _NOT_PROMPTS = (
     "<command-name>",
     "<command-message>",
@@ -305,6 +307,7 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
     roots = itertools.count(1)
     early = _EarlyResults(b)
     commands: dict[str, _Command] = {}  # an agent's slash command, until its next user entry
+    compacted: set[str] = set()  # agents whose next user entry may be the summary of a compaction
     for number, entry in enumerate(read_jsonl(path, b.report)):
         yield from early.expire(number)
         ts = parse_time(entry.get("timestamp")) or ts
@@ -345,6 +348,10 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
             if results:
                 continue
             said = _said(entry, content)
+            if who in compacted:
+                compacted.discard(who)
+                if said is not None and said.lstrip().startswith(_COMPACT_SUMMARY):
+                    continue  # the summary a compaction leaves, without the flag that says so (an SDK log)
             typed = None if said is None else _command(said)
             if typed is not None:
                 commands[who] = _Command(entry.get("uuid"), typed, ts)
@@ -352,9 +359,17 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
                 yield from b.user(who, said, ts)
         elif kind == "attachment":
             yield from _attachment(b, who, entry.get("attachment"), ts)
-        elif kind == "system" and entry.get("subtype") == "compact_boundary":
+        elif kind == "system" and _subtype(entry, message) == "compact_boundary":
+            compacted.add(who)
             yield from b.compacted(who, ts)
     yield from early.expire(None)
+
+
+def _subtype(entry: dict[str, Any], message: Any) -> Any:
+    """A system entry's subtype: at its top level in a transcript, inside its
+    ``message`` in a log of the Agent SDK's messages."""
+    subtype = entry.get("subtype")
+    return message.get("subtype") if subtype is None and isinstance(message, dict) else subtype
 
 
 def _tool_results(content: Any) -> list[dict[str, Any]]:

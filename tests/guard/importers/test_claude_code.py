@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import time
 from collections.abc import Callable
@@ -458,6 +459,32 @@ def test_a_compaction_is_imported_as_the_live_hooks_publish_it(tmp_path: Path) -
     s.prompt("This session is being continued from a previous conversation...", isCompactSummary=True)
     s.call("Read", {"file_path": "a.py"}, "x = 1")
     assert compactions(only(s.write(tmp_path / "s.jsonl"))) == ["Read", "Read", "compacted", "Read"]
+
+
+def test_a_compaction_in_a_log_of_the_agent_sdks_messages_is_no_user_turn(tmp_path: Path) -> None:
+    """A program that logs the Claude Agent SDK's messages as ``{type,
+    message, timestamp}`` (OpenAgentsInc/openagents' autopilot logs) keeps
+    the boundary's subtype inside ``message`` and its summary without the
+    flag a transcript gives it: the compaction is one, the summary no
+    instruction of the user's."""
+    grep = {"type": "tool_use", "id": "toolu_1", "name": "mcp__issues__issue_ready", "input": {}}
+    answer = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "No ready issues available"}
+    summary = "This session is being continued from a previous conversation that ran out of context. Call it again."
+    lines = [
+        {"type": "system", "message": {"subtype": "init", "claude_code_version": "2.0.75", "session_id": "s-1"}},
+        {"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [grep], "model": "opus"}},
+        {"type": "user", "message": {"role": "user", "content": [answer]}},
+        {"type": "system", "message": {"subtype": "compact_boundary", "compact_metadata": {"trigger": "auto"}}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": summary}]}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "and then the docs"}]}},
+    ]
+    for line in lines:
+        line["timestamp"] = "2025-12-23T03:01:35.215079254+00:00"
+    path = tmp_path / "sdk.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    evts = only(path)
+    assert compactions(evts) == ["mcp__issues__issue_ready", "compacted"]
+    assert [m.text for m in of(evts, UserMessage)] == ["and then the docs"]
 
 
 def _stream_json_line(kind: str, blocks: list[dict[str, Any]], *, subagent: str | None = None) -> dict[str, Any]:
