@@ -348,7 +348,9 @@ class ReadOnlyRule:
         name says, this answer among it."""
         if command is not None:
             return self._command_reads(command)
-        return self._tools is not None and self._tools.tracks(tool) and self._tool_reads(tool)
+        if self._tools is None:
+            return False
+        return (self._tools.tracks(tool) and self._tool_reads(tool)) or _server_reads(tool)
 
     def _tool_reads(self, tool: str) -> bool:
         server, _, own = tool.rpartition("__")
@@ -383,6 +385,24 @@ class ReadOnlyRule:
         # what find runs for each file (-exec grep -l x {} \;) must only read too
         ran = _FIND_RUNS.split(words)[1:] if words.startswith("find") else ()
         return all(self._step_reads(_FIND_END.split(command, 1)[0].replace("{}", " ")) for command in ran)
+
+
+# Words of an MCP server's tool name that say it reads, wherever they stand in it: servers name their
+# tools for the thing first (``issue_get``, ``jira_get_issue``, ``notion_retrieve_page``)
+_READING_WORDS = frozenset(
+    {"get", "list", "read", "search", "find", "fetch", "retrieve", "query", "view", "show", "describe", "lookup"}
+)
+
+
+def _server_reads(tool: str) -> bool:
+    """Whether an MCP server's tool only reads by the words of its own name:
+    one that reads and none that acts (``directive_get``,
+    ``slack_get_channel_history``; not ``cache_get_or_create``)."""
+    server, _, own = tool.rpartition("__")
+    if not (server and own):
+        return False
+    words = {word.lower() for word in _WORDS.findall(own)}
+    return not words.isdisjoint(_READING_WORDS) and words.isdisjoint(_ACTION_WORDS)
 
 
 def _moves_shell(steps: list[str]) -> bool:

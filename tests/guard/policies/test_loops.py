@@ -467,6 +467,18 @@ async def test_a_record_whose_status_says_failed_is_an_answer(make: Make, anyio_
     assert run.actions == []
 
 
+async def test_a_servers_read_named_for_its_thing_first_changes_nothing(make: Make, anyio_backend: str) -> None:
+    """A real autopilot session (OpenAgentsInc/openagents): the issue queue
+    asked three times, the same answer, only a ``directive_get`` read in
+    between, which changes nothing the queue could show."""
+    run = make()
+    for _ in range(3):
+        await run.do("mcp__issues__issue_ready", {}, "No ready issues available")
+        await run.do("mcp__issues__directive_get", {"id": "d-12"}, "# Directive d-12\nShip the sync engine.")
+    assert run.actions[1] == (5, "deny"), "the queue asked a third time, unchanged"
+    assert [kind for _, kind in run.actions] == ["remind", "deny", "deny"]
+
+
 async def test_thoughts_and_comments_that_differ_are_different_calls(make: Make, anyio_backend: str) -> None:
     """tau-bench's airline agent thinks before it hands a customer over; a
     support agent comments on one ticket three times: what they say is the

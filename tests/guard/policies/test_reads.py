@@ -130,6 +130,12 @@ def test_a_command_with_any_other_step_may_change_something(rule: ReadOnlyRule, 
         "update_topic",
         "browser_snapshot",
         "browser_take_screenshot",
+        # an MCP server's tool by the words of its own name, the thing named first
+        "mcp__issues__directive_get",
+        "mcp__atlassian__jira_get_issue",
+        "mcp__slack__slack_get_channel_history",
+        "mcp__notion__notion_retrieve_page",
+        "mcp__issues__issue_list",
     ],
 )
 def test_read_tools_only_read(rule: ReadOnlyRule, tool: str) -> None:
@@ -153,6 +159,9 @@ def test_read_tools_only_read(rule: ReadOnlyRule, tool: str) -> None:
         "mcp__asana__task_update",  # another service's task, not the agent's own list
         "mcp__todoist__complete_task",
         "mcp__proxmox__restore_snapshot",
+        "mcp__cache__cache_get_or_create",  # a word that acts
+        "mcp__issues__issue_ready",  # no word that reads
+        "directive_get",  # not a server's tool: judged by read_only_tools alone
     ],
 )
 def test_other_tools_may_change_something(rule: ReadOnlyRule, tool: str) -> None:
@@ -169,6 +178,7 @@ def test_a_tool_named_in_another_script_is_matched_by_its_letters() -> None:
 def test_with_nothing_listed_every_call_may_change_something() -> None:
     rule = ReadOnlyRule((), ())
     assert not rule.reads("Read", None)
+    assert not rule.reads("mcp__atlassian__jira_get_issue", None)
     assert not rule.reads("Bash", "ls")
 
 
