@@ -30,6 +30,7 @@ from guard.actions import DENYING
 from guard.config import Config, every_policy
 from guard.fingerprint import fingerprint
 from guard.importers import (
+    EmptyTranscriptError,
     ImportedSession,
     ImportReport,
     TranscriptError,
@@ -866,7 +867,7 @@ def _audit_file(path: Path, explicit: bool, config: Config, timelines: bool) -> 
                 before = _Counted(shared.skipped.copy(), len(shared.problems))
                 if timeline is not None:
                     result.timelines.append(timeline)
-    except UnknownFormatError as exc:
+    except (UnknownFormatError, EmptyTranscriptError) as exc:
         failure = _file_error(path, str(exc))
         if explicit:
             result.error = failure

@@ -304,6 +304,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     sessions = open_sessions(args.src, args.format)
     head = list(itertools.islice(sessions, 2))
+    if not head:  # a goose database whose one session never got a message, say
+        raise TranscriptError(f"{str(args.src)!r} holds no session with anything to import; nothing written")
     out = Path(args.output)
     taken: set[str] = set()
     written: list[Path] = []
@@ -457,6 +459,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             print(f"repeat-tool-guard audit: could not read {where}: {why}", file=sys.stderr)
     else:
         sys.stdout.write(terminal_text(render_table(report)))
+    _say_what_was_passed_over(args.paths)
     if args.html:
         assert timelines is not None
         page = render_html(report, timelines).encode("utf-8")
@@ -477,6 +480,30 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             raise type(exc)(exc.errno, exc.strerror, args.html) from None
         print(f"report: {args.html}", file=sys.stderr)
     return EXIT_DIFFERENCE if report.errors else EXIT_OK
+
+
+def _say_what_was_passed_over(paths: list[str]) -> None:
+    """For a folder that held no transcript audit reads but other files (a
+    folder of logs named ``*.log``), say so on stderr: "0 sessions in 0
+    files" alone reads as an empty folder."""
+    from pathlib import Path
+
+    from bus.redis_log import is_redis
+    from guard._text import one_line
+    from guard.audit import TRANSCRIPT_SUFFIXES
+
+    for raw in paths:
+        folder = Path(raw).expanduser()
+        if is_redis(raw) or not folder.is_dir():
+            continue
+        others = [Path(root) / name for root, _, files in os.walk(folder) for name in sorted(files)]
+        if others and not any(file.name.endswith(TRANSCRIPT_SUFFIXES) for file in others):
+            print(
+                f"repeat-tool-guard audit: {one_line(str(folder), 1000)} holds no file audit reads (.jsonl, .json, "
+                f".traj, goose's sessions.db); passed over {len(others)} other files, such as "
+                f"{one_line(others[0].name, 200)}: name a file to audit it whatever its name",
+                file=sys.stderr,
+            )
 
 
 def _cmd_hook(args: argparse.Namespace) -> int:

@@ -8,12 +8,19 @@ mini-swe-agent, Cline / Roo Code, goose, OpenCode and pi (see
 ``docs/importers/``).
 """
 
-from guard.importers._session import ImportedSession, ImportReport, TranscriptError, UnknownFormatError
+from guard.importers._session import (
+    EmptyTranscriptError,
+    ImportedSession,
+    ImportReport,
+    TranscriptError,
+    UnknownFormatError,
+)
 from guard.importers.detect import FORMATS, belongs_to_session, detect_format, open_sessions
 from guard.importers.writer import WriteSummary, write_log
 
 __all__ = [
     "FORMATS",
+    "EmptyTranscriptError",
     "ImportReport",
     "ImportedSession",
     "TranscriptError",

@@ -42,6 +42,10 @@ class TranscriptError(Exception):
     not the format it was said to be. The message names the file and why."""
 
 
+class EmptyTranscriptError(TranscriptError):
+    """The file holds nothing at all: no transcript of any format."""
+
+
 class UnknownFormatError(TranscriptError):
     """No importer recognised the file; ``tried`` lists each format and why it
     did not match."""

@@ -17,7 +17,7 @@ import msgspec
 
 from bus import MAX_NESTING, AnyEvent, NotRegularFileError, block_lines, read_regular, too_deep
 from bus._codec import as_logged, lenient_json
-from guard.importers._session import ImportedSession, ImportReport, TranscriptError
+from guard.importers._session import EmptyTranscriptError, ImportedSession, ImportReport, TranscriptError
 
 __all__ = [
     "Format",
@@ -298,7 +298,7 @@ def sample(path: Path) -> Sample:
             return Sample(path, lines, None if more else head)
         second = file.readline()
         if not (first.strip() or second):
-            raise TranscriptError(f"{str(path)!r} is empty")
+            raise EmptyTranscriptError(f"{str(path)!r} is empty")
         _more(itertools.chain([second], file), lines)
         if any(lines) and os.fstat(file.fileno()).st_size > _SAMPLE_BYTES:
             return Sample(path, lines)

@@ -32,7 +32,9 @@ NAME = "cline"
 MAIN = "main"
 
 HISTORY = "api_conversation_history.json"
-_COMPANIONS = frozenset({"ui_messages.json", "task_metadata.json", "context_history.json", "metadata.json"})
+_PANEL = "ui_messages.json"
+"""What Cline's panel shows of a task, kept beside its conversation."""
+_COMPANIONS = frozenset({_PANEL, "task_metadata.json", "context_history.json", "metadata.json"})
 _MARKERS = ("<task>", "<environment_details>")
 _XML_TOOLS = frozenset(
     {
@@ -82,6 +84,8 @@ def _sniff(sample: Sample) -> str | None:
     doc = sample.document
     if _is_history(doc) and (sample.path.name == HISTORY or any(m in text_of(_first(doc)) for m in _MARKERS)):
         return None
+    if sample.path.name == _PANEL:
+        return f"{_PANEL} is Cline's record of its panel, not the conversation: import {HISTORY} beside it"
     return f"not a task history ({HISTORY}: a list of {{role, content}} messages opening with a <task>)"
 
 

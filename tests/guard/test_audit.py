@@ -318,6 +318,32 @@ def test_unreadable_files_are_reported_and_the_audit_goes_on(tmp_path: Path, mon
     assert left_out.reason.startswith(f"{str(walked / 'notes.json')!r} is not a transcript format this tool knows")
 
 
+def test_an_empty_file_in_a_folder_is_left_out_and_one_named_is_an_error(tmp_path: Path) -> None:
+    """A session file a tool created and never wrote is no transcript:
+    walked, it is left out (the audit goes on, exit 0); named, it is an
+    error, as any file named that cannot be read."""
+    (tmp_path / "empty").mkdir()
+    empty = tmp_path / "empty" / "session.jsonl"
+    empty.write_text("")
+    walked = audit([tmp_path / "empty"], Config())
+    assert (walked.errors, [e.reason for e in walked.not_transcripts]) == ([], [f"{str(empty)!r} is empty"])
+    named = audit([empty], Config())
+    assert [e.reason for e in named.errors] == [f"{str(empty)!r} is empty"]
+
+
+def test_a_folder_of_files_audit_does_not_read_is_said_to_hold_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Logs saved as ``*.log``: "0 sessions in 0 files" alone would read
+    as an empty folder."""
+    (tmp_path / "logs").mkdir()
+    write_lines(tmp_path / "logs" / "a.log", [{"type": "session/start", "v": 1, "session": "a", "ts": 1.0}])
+    assert main(["audit", str(tmp_path / "logs")]) == 0
+    err = capsys.readouterr().err
+    assert "holds no file audit reads (.jsonl, .json, .traj, goose's sessions.db); passed over 1 other files" in err
+    assert "such as a.log: name a file to audit it" in err
+
+
 def test_walk_leaves_subagent_files_to_their_session(tmp_path: Path) -> None:
     found = [path.name for path, _ in find_transcripts([CORPUS / "claude-code"])]
     assert found == [

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bus import ToolResult, UserMessage
-from guard.importers import TranscriptError, belongs_to_session, detect_format, open_sessions
+from guard.importers import TranscriptError, UnknownFormatError, belongs_to_session, detect_format, open_sessions
 from tests.guard.importers._transcripts import calls, longest_run, of, only
 
 TASK = "1777073160794"
@@ -242,3 +242,12 @@ def test_other_message_lists_are_not_cline(tmp_path: Path) -> None:
     path.write_text(json.dumps([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]))
     with pytest.raises(TranscriptError, match=r"is not cline: not a task history \(api_conversation_history.json"):
         open_sessions(path, "cline")
+
+
+def test_the_panels_record_alone_is_refused_naming_the_file_to_import(tmp_path: Path) -> None:
+    """``ui_messages.json`` is what Cline's panel shows; the refusal says
+    which file of the task folder to import instead."""
+    path = tmp_path / "ui_messages.json"
+    path.write_text(json.dumps([{"ts": 1, "type": "say", "say": "text", "text": "fix it"}]))
+    with pytest.raises(UnknownFormatError, match=r"import api_conversation_history\.json beside it"):
+        detect_format(path)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bus import ToolResult, UserMessage
+from guard.cli import main
 from guard.importers import TranscriptError, UnknownFormatError, detect_format, open_sessions
 from tests.guard.importers._transcripts import calls, longest_run, of, write_lines
 
@@ -225,6 +226,17 @@ def test_session_database_holds_every_session(tmp_path: Path) -> None:
     assert [m.text for m in of(evts, UserMessage)] == ["Why are the Celery tasks not processed?", "restart redis"]
     assert sessions[0].report.skipped == {"invalid-json": 1, "orphan-result": 2}  # the lost request's answers
     assert [c.call_id for c in calls(list(sessions[1].events()))] == ["x1"]
+
+
+def test_a_database_without_messages_is_said_to_hold_nothing_to_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """goose made the session, the user never sent a message: importing it
+    says so and writes nothing, instead of ending in silence."""
+    path = _database(tmp_path / "sessions.db", {"20260130_1": []})
+    assert main(["import", str(path), "-o", str(tmp_path / "out.jsonl")]) == 2
+    assert "holds no session with anything to import; nothing written" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_database_of_an_older_schema_and_other_databases(tmp_path: Path) -> None:
