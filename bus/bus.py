@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -174,8 +174,8 @@ class Bus:
         for handler in self._handlers.get(type(event), ()):
             try:
                 answer = handler(event)
-                if answer is not None:
-                    await answer
+                if hasattr(type(answer), "__await__"):  # a plain function's return value is no concern of ours
+                    await cast("Awaitable[None]", answer)
             except Exception:
                 _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=name_of(handler))
 
@@ -193,7 +193,8 @@ class Bus:
         for name, interceptor in self._interceptors:
             try:
                 answer = interceptor(call)
-                decision = answer if answer is None or isinstance(answer, Decision) else await answer
+                awaited = hasattr(type(answer), "__await__")
+                decision = await cast("Awaitable[Decision | None]", answer) if awaited else answer
             except Exception:
                 _log.exception("interceptor failed", event_type="ToolCall", subscriber=name)
                 continue

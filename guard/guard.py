@@ -556,11 +556,6 @@ class Guard:
             await bus.publish(AgentStatus(agent=agent, status="halt-requested", reason=action.text, by=policy.plugin))
 
 
-_CO_COROUTINE = 0x80
-"""The code flag of an ``async def`` (``inspect.CO_COROUTINE``; ``inspect``
-itself is more than a command hook should import)."""
-
-
 def _policies(policies: Sequence[AnyPolicy]) -> list[AnyPolicy]:
     """``policies`` as a list, each checked to be a policy (a config section
     or a name given by mistake is named, not met later as a missing attribute)."""
@@ -572,8 +567,4 @@ def _policies(policies: Sequence[AnyPolicy]) -> list[AnyPolicy]:
             raise TypeError(
                 f"Guard(policies=...) takes policies (build_policies(config) makes them), got {type(policy).__name__}"
             )
-        code = getattr(getattr(type(policy), "on_call", None), "__code__", None)
-        if policy.intercepts and code is not None and not code.co_flags & _CO_COROUTINE:
-            # awaited on every call, a plain function would fail each time and never deny
-            raise TypeError(f"policy {policy.name!r}: on_call must be an async def (the other hooks are plain defs)")
     return listed

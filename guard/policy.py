@@ -11,7 +11,7 @@ import contextlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from bus import AgentStatus, AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
 from guard.actions import Action
@@ -158,7 +158,9 @@ class Watch(Generic[StateT]):
         self.state = policy.new_state()
 
     async def on_call(self, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
-        return await self.policy.on_call(self.state, call, fingerprints)
+        answer: Any = self.policy.on_call(self.state, call, fingerprints)
+        # a plain ``def on_call`` answers at once: its deny counts as an async one's would
+        return cast("Action | None", await answer if hasattr(type(answer), "__await__") else answer)
 
     def on_result(self, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         return self.policy.on_result(self.state, result, fingerprints)

@@ -538,10 +538,18 @@ async def test_a_plain_function_interceptor_and_subscriber_are_honoured(bus: Bus
 
     bus.intercept("safety", no_rm)
     bus.subscribe(ToolCall, lambda call: seen.append(call.call_id))
+    bus.subscribe(ToolCall, lambda call: len(seen))  # type: ignore[arg-type,return-value]  # a value returned
     denied = await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="Bash", args={"command": "rm -rf /"}))
     assert (denied.allowed, denied.by) == (False, "policy")
     assert (await bus.decide(_call(agent))).allowed
     assert seen == ["c1", "c1"]
+
+
+async def test_a_plain_interceptor_answering_no_decision_is_logged_with_its_answer(bus: Bus, agent: Agent) -> None:
+    bus.intercept("confused", lambda call: False)  # type: ignore[arg-type,return-value]
+    with capture_logs() as logs:
+        assert (await bus.decide(_call(agent))).allowed
+    assert [(e["event"], e["returned"]) for e in logs] == [("interceptor failed", "False")]
 
 
 async def test_a_decision_whose_allowed_is_no_bool_is_logged_as_a_failing_interceptor(bus: Bus, agent: Agent) -> None:

@@ -733,16 +733,20 @@ async def test_a_policy_that_publishes_for_its_agent_while_deciding_never_deadlo
     assert [type(e).__name__ for e in capture.events] == ["ToolCall", "UserMessage"]
 
 
-def test_a_policy_whose_on_call_is_no_async_def_is_refused_naming_it() -> None:
-    """Awaited on every call, a plain ``on_call`` would fail each time and
-    its denials would never happen: refused when the guard is built."""
+@pytest.mark.anyio
+async def test_a_policy_whose_on_call_is_a_plain_def_still_denies(bus: Bus, agent: Agent) -> None:
+    """A policy written with a plain ``def on_call`` (the other hooks are
+    plain defs): its deny counts, not a failure logged at every call."""
 
     class NoDeploys(OnCallPolicy):
         def on_call(self, state: list[int], call: ToolCall, fingerprints: FingerprintCache) -> Action | None:  # type: ignore[override]
-            return None
+            return action_for(call, policy=self.name, kind="deny", count=1, text="no deploys", threshold=1)
 
-    with pytest.raises(TypeError, match="policy 'no-deploys': on_call must be an async def"):
-        Guard(policies=[NoDeploys("no-deploys", "deny")])
+    Guard(policies=[NoDeploys("no-deploys", "deny")]).attach(bus)
+    with capture_logs() as logs:
+        decision = await bus.decide(ToolCall(agent=agent, call_id="c1", step=1, tool="deploy", args={}))
+    assert (decision.allowed, decision.reason) == (False, "no deploys")
+    assert not [e for e in logs if e["log_level"] == "error"]
 
 
 async def test_a_waiting_event_that_is_cancelled_never_holds_up_the_next(anyio_backend: str) -> None:
