@@ -140,13 +140,16 @@ def fingerprint(tool: str, args: Any, ignore: Iterable[str] = ()) -> Fingerprint
 def _compared(tool: str, args: dict[Any, Any], ignored: frozenset[str] | set[str]) -> dict[Any, Any]:
     """``args`` without the keys in ``ignored``, which say why a call is
     made (a Bash ``description``, a ``thought``), unless they are what it
-    carries: the only keys it has (``think``'s ``thought``), one the tool's
+    carries: the only keys it has (``think``'s ``thought``; not a harness's
+    own ``_i`` or ``task_progress``), one the tool's
     own name names (``jira_add_comment``'s ``comment``,
     ``set_description``'s ``description``), or a ``description``,
     ``comment`` or ``metadata`` given to a tool whose name says it writes
     (``create_task``, ``update_ticket``)."""
     kept = {k: v for k, v in args.items() if k not in ignored}
-    if len(kept) == len(args) or not kept:
+    if len(kept) == len(args):
+        return args
+    if not kept and _CARRIED_ALONE.issuperset(args):
         return args
     named = {word.lower() for word in _NAME_WORDS.findall(tool.rpartition("__")[2] or tool)}
     writes = not named.isdisjoint(_WRITING_WORDS)
@@ -162,6 +165,9 @@ _WRITING_WORDS = frozenset(
 _PAYLOAD_KEYS = frozenset({"description", "comment", "metadata"})
 """Reason fields that are also what such a tool writes; a harness's own
 (``task_progress``, ``__intent``) never are."""
+_CARRIED_ALONE = _PAYLOAD_KEYS | {"thought", "reasoning"}
+"""Reason fields that, as all a call holds, are what it carries (``think``'s
+``thought``); a harness's own field alone (``_i``) is still its noise."""
 
 
 _NAME_WORDS = lazy_compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")

@@ -304,6 +304,8 @@ def test_an_ignored_key_that_is_what_the_call_carries_is_compared(tool: str, arg
         ("Bash", {"command": "ls"}, {"description": "List files"}),
         ("write_to_file", {"path": "a.py", "content": "x"}, {"task_progress": "- [x] step 1"}),  # Cline's own
         ("run_shell_command", {"command": "ls"}, {"description": "List files"}),
+        ("check_queue", {}, {"_i": "look at the queue again"}),  # a harness's own field, alone
+        ("check_queue", {}, {"task_progress": "- [ ] wait"}),
     ],
 )
 def test_a_reason_beside_what_the_call_does_is_left_out(
