@@ -840,19 +840,21 @@ def _typed(tool: str, args: Any) -> bool:
 
 _WAIT_KEYS = frozenset(
     {
-        *("wait", "wait_time", "wait_seconds", "wait_time_seconds", "wait_ms", "wait_time_ms"),
+        *("wait_time", "wait_seconds", "wait_time_seconds", "wait_ms", "wait_time_ms"),
         *("waitTime", "waitSeconds", "waitTimeSeconds", "WaitTimeSeconds", "waitMs", "waitTimeMs"),
-        *("block", "block_ms", "blockMs", "long_poll", "long_poll_seconds", "poll_timeout", "poll_timeout_seconds"),
+        *("block_ms", "blockMs", "long_poll", "long_poll_seconds", "poll_timeout", "poll_timeout_seconds"),
     }
 )
 """Arguments that make a call wait for something to arrive (a long poll:
-SQS's ``WaitTimeSeconds``, a Redis stream's ``block_ms``)."""
+SQS's ``WaitTimeSeconds``, a Redis stream's ``block_ms``); not a bare
+``wait``, which a tool that runs a command takes as how long to wait for
+it to finish."""
 
 
 def _waits(args: Any) -> bool:
-    """Whether a call asks its tool to wait for news before answering (a
-    positive ``_WAIT_KEYS`` value): what it answers is a poll's, the wait
-    the advice to back off names."""
+    """Whether a call that runs no command asks its tool to wait for news
+    before answering (a positive ``_WAIT_KEYS`` value): what it answers is
+    a poll's, the wait the advice to back off names."""
     if not isinstance(args, dict) or _WAIT_KEYS.isdisjoint(args):
         return False
     return any(
@@ -1136,10 +1138,11 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)error:[ \t][^\n]*\n?$",
         # and a JSON answer whose envelope says its request failed, as MCP servers and web APIs
         # answer without the flag: {"error": "..."} or Google's {"error": {"code": 429, ...}},
-        # {"ok": false, "error": ...} (Slack's), {"status": "error", "message": ...}; not a record
-        # whose "status" says a job or a build failed, which answers a status check
-        r'\s*\{\s*"error"\s*:\s*["{]',
-        r'\s*\{\s*"(?:ok|success)"\s*:\s*false\s*,\s*"(?:error|message|msg)"\s*:',
+        # {"ok": false, "error": ...} (Slack's), {"status": "error", "message": ...}; not an empty
+        # "error", not {"success": false, "message": "No results found"} (a search that found
+        # nothing), not a record whose "status" says a job or a build failed (a status check's answer)
+        r'\s*\{\s*"error"\s*:\s*(?:"[^"]|\{)',
+        r'\s*\{\s*"(?:ok|success)"\s*:\s*false\s*,\s*"error"\s*:\s*(?:"[^"]|\{)',
         r'\s*\{\s*"status"\s*:\s*"error"\s*,\s*"(?:error|message|msg|detail|code)"\s*:',
         # so is a bare "timeout" ({"error": "timeout"} keeps its error flag; this is the text alone)
         r"(?i)\W*(?:timeout|timed out)\W*$",
@@ -1626,7 +1629,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             self._fingerprint(fingerprints, rules, tool, args, call_id),
             rules,
             rules.kind == "paging" or bool(values & _PAGING_VALUE) or paging_tool,
-            rules.kind == "poll" or bool(values & _POLL_VALUE) or polled or _waits(args),
+            rules.kind == "poll" or bool(values & _POLL_VALUE) or polled or (command is None and _waits(args)),
             writing,
             writing is None
             and mutating is None

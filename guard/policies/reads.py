@@ -129,6 +129,7 @@ dropped). A command is read-only when every step matches; a redirection to
 a file (``mutating_commands``) makes it an edit whatever its steps."""
 
 _STEPS = lazy_compile(r"&&|\|\|?|[;\n&]")
+_SEQUENCE = lazy_compile(r"&&|\|\||[;\n&]")  # the steps run one after another, a pipeline whole
 # quoted text (a grep pattern holding ";" or "|"), a comment (its "'" or ";" is prose) and 2>&1
 # separate no steps; whichever starts first wins, so a "#" inside quotes is no comment
 _NOT_SEPARATORS = lazy_compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|(?:^|(?<=[\s;&|(]))#[^\n]*|[0-9]*>&[0-9-]+")
@@ -287,6 +288,7 @@ _SENDS = lazy_compile(
     r"|wget\s(?:.*\s)?--(?:post-data|post-file|method[\s=]POST\b)"
     r"|(?:https?|xh|xhs)\s(?:.*\s)?POST\s)"
 )
+_GETS = lazy_compile(r"\s(?:-[A-Za-z]*G[A-Za-z]*|--get)(?:\s|$)")  # curl -G, -sG
 _LEADING = 5
 """How many words of a step may hold its program and subcommands
 (``gh -R org/app issue create``)."""
@@ -294,22 +296,25 @@ _BARE = lazy_compile(r"[A-Za-z][\w-]*")
 
 
 def makes_command(command: str) -> bool:
-    """Whether a step of shell ``command`` makes something new each time it
-    runs, as a tool ``makes`` does: a program and subcommand whose words say
-    so (``gh issue create``, ``aws sqs send-message``, ``kubectl create
-    job``; read as a tool's name, so ``tmux send-keys`` types), or an HTTP
-    request that sends a body or says POST (``curl -d``, ``curl -X POST``,
-    ``wget --post-data``, ``http POST``). Options, their values and paths
-    among the first words are passed over; a script's name is no
-    subcommand."""
-    for step in _STEPS.split(_NOT_SEPARATORS.sub(_blanked, command)):
-        words = _PREFIX.sub("", step.strip().lstrip("({ "))
-        if _SENDS.match(words):
-            return True
-        leading = [word for word in words.split()[:_LEADING] if _BARE.fullmatch(word)]
-        if leading and makes(" ".join(leading)):
-            return True
-    return False
+    """Whether shell ``command`` makes something new each time it runs, as
+    a tool ``makes`` does, judged by its last step, whose output is the
+    answer read (``cd api && gh issue create ...``, and of a pipeline its
+    first program, ``gh issue create ... | tee out``; not ``git add -A &&
+    ./deploy.sh``): a program and subcommand whose words say so (``gh issue
+    create``, ``aws sqs send-message``, ``kubectl create job``; read as a
+    tool's name, so ``tmux send-keys`` types), or an HTTP request that
+    sends a body or says POST (``curl -d``, ``curl -X POST``, ``wget
+    --post-data``, ``http POST``; not ``curl -G``, which sends its data as
+    a query). Options, their values and paths among the first words are
+    passed over; a script's name is no subcommand."""
+    steps = [step for step in _SEQUENCE.split(_NOT_SEPARATORS.sub(_blanked, command)) if step.strip()]
+    if not steps:
+        return False
+    words = _PREFIX.sub("", steps[-1].split("|", 1)[0].strip().lstrip("({ "))  # a pipeline's first program
+    if _SENDS.match(words):
+        return _GETS.search(words) is None
+    leading = [word for word in words.split()[:_LEADING] if _BARE.fullmatch(word)]
+    return bool(leading) and makes(" ".join(leading))
 
 
 _HANDOFF = lazy_compile(r"(?i)transfer_to_\w+")

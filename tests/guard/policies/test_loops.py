@@ -455,12 +455,17 @@ async def test_a_rate_limit_a_json_answer_reports_without_the_flag_is_retried_as
 
 @pytest.mark.parametrize(
     "answer",
-    ['{{"id": {n}, "status": "error", "message": "worker crashed"}}', '{{"status": "failed", "error": null}}'],
+    [
+        '{{"id": {n}, "status": "error", "message": "worker crashed"}}',
+        '{{"status": "failed", "error": null}}',
+        '{{"success": false, "message": "No results found for query {n}"}}',  # a search that found nothing
+        '{{"error": "", "rows": [{n}]}}',
+    ],
 )
 async def test_a_record_whose_status_says_failed_is_an_answer(make: Make, anyio_backend: str, answer: str) -> None:
-    """A job's record that says the job failed answers a status check; the
-    request did not fail: nine jobs looked up one after another are no
-    failure streak."""
+    """A job's record that says the job failed answers a status check, and
+    a search that found nothing answers too; the request did not fail:
+    nine looked up one after another are no failure streak."""
     run = make()
     for n in range(9):
         await run.do("get_job", {"id": n}, answer.format(n=n))

@@ -128,6 +128,7 @@ async def test_the_same_call_making_one_more_each_time_is_told_once(
         ("curl -s -X POST localhost:8080/api/users -d @user.json", '{{"id": {n}, "name": "qa"}}'),
         ('cd api && curl -s localhost:8080/api/jobs --json \'{{"task": "sync"}}\'', "Created /api/jobs/{n}"),
         ("sudo -u app glab issue create -t 'Login fails'", "#{n} Login fails (just now)"),
+        ("gh issue create -t 'Login fails' -b x | head -1", "https://github.com/acme/app/issues/{n}"),
     ],
 )
 async def test_the_same_command_making_one_more_each_time_is_told_once(
@@ -144,7 +145,16 @@ async def test_the_same_command_making_one_more_each_time_is_told_once(
 
 
 @pytest.mark.parametrize(
-    "command", ["curl -s localhost:8080/api/attempt", "tmux send-keys -t app Enter", "python create_user.py"]
+    "command",
+    [
+        "curl -s localhost:8080/api/attempt",
+        "tmux send-keys -t app Enter",
+        "python create_user.py",
+        "git add -A && python scripts/deploy.py",  # judged by the step whose output is read
+        "cd new-ui && curl -s localhost:8080/api/attempt",
+        "curl -sG --data-urlencode q=x localhost:8080/api/attempt",
+        "curl -s -G --data-urlencode q=x localhost:8080/api/attempt",
+    ],
 )
 async def test_a_counter_in_the_answer_of_a_command_that_makes_nothing_is_a_repeat(
     make: Make, anyio_backend: str, command: str
@@ -631,6 +641,18 @@ async def test_a_call_that_waits_for_news_is_a_poll(
         await run.do(tool, args, answer, is_error=is_error, seconds=30)
     assert {kind for _, kind in run.actions} <= {"remind"}
     assert all("poll" in text for text in run.texts)
+
+
+@pytest.mark.parametrize("args", [{"command": "pytest -x tests/", "wait": 30}, {"cmd": "make", "wait_seconds": 30}])
+async def test_how_long_a_command_runner_waits_makes_no_poll(
+    make: Make, anyio_backend: str, args: dict[str, object]
+) -> None:
+    """A command runner's ``wait`` is how long it waits for the command:
+    the same test failing each time is a failure repeated, not a poll."""
+    run = make()
+    for _ in range(5):
+        await run.do("run_command", args, "FAILED tests/test_a.py::test_x - AssertionError", is_error=True)
+    assert run.actions == [(3, "remind"), (5, "deny")]
 
 
 def test_what_a_tool_name_says_is_remembered_for_a_bounded_number_of_names() -> None:
