@@ -449,6 +449,7 @@ async def serve_app(
 ) -> None:
     """Serve ``app`` with Hypercorn on the running ``backend`` ("asyncio" or
     "trio") until ``shutdown_trigger`` returns, then shut down gracefully."""
+    _close_connections_their_clients_closed()
     if backend == "trio":
         from hypercorn.trio import serve as serve_trio
 
@@ -457,3 +458,30 @@ async def serve_app(
         from hypercorn.asyncio import serve as serve_asyncio
 
         await serve_asyncio(app, hypercorn, shutdown_trigger=shutdown_trigger)
+
+
+def _close_connections_their_clients_closed() -> None:
+    """Make Hypercorn close a connection as soon as its client closes it
+    between requests. Hypercorn (0.17, 0.18) reads the client's end of an
+    idle HTTP/1.1 connection and does nothing until its keep-alive timeout
+    (``KEEP_ALIVE_SECONDS``) ends, holding the socket in CLOSE-WAIT meanwhile:
+    a curl hook per tool call (how Codex and Gemini CLI reach the server)
+    leaves one file descriptor behind each, and a busy server runs out of
+    them. Here a connection with no request in flight is closed when its
+    client's end is read; patched once per process, on Hypercorn's own
+    class, since it offers no setting for it."""
+    from hypercorn.events import Closed
+    from hypercorn.protocol.h11 import H11Protocol
+
+    handle = H11Protocol.handle
+    if getattr(handle, "closes_when_client_closed", False):
+        return
+
+    async def closing_handle(self: H11Protocol, event: Any) -> None:
+        await handle(self, event)
+        if isinstance(event, Closed) and self.stream is None and not getattr(self, "_closed_by_client", False):
+            self._closed_by_client = True  # type: ignore[attr-defined]  # once: the close reports back as Closed
+            await self.send(Closed())
+
+    closing_handle.closes_when_client_closed = True  # type: ignore[attr-defined]
+    H11Protocol.handle = closing_handle  # type: ignore[method-assign]

@@ -82,6 +82,28 @@ def test_a_connection_idle_longer_than_a_client_pool_keeps_it_is_still_answered(
     assert server.stop() == 0
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_connection_its_client_closed_is_closed_at_once(start_server: StartServer, backend: str) -> None:
+    """A curl hook per tool call (Codex, Gemini CLI) opens a connection, is
+    answered and closes it: the server closes its end too, instead of
+    holding the socket (CLOSE-WAIT) until its keep-alive timeout, which
+    ran a busy server out of file descriptors."""
+    server = start_server("--backend", backend)
+    host, port = server.where.removeprefix("http://").split(":")
+    descriptors = f"/proc/{server.proc.pid}/fd"
+    before = len(os.listdir(descriptors))
+    for _ in range(40):
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+    deadline = time.monotonic() + 10
+    while len(os.listdir(descriptors)) > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(os.listdir(descriptors)) <= before + 2, "the closed connections are still held"
+    assert server.stop() == 0
+
+
 def test_a_unix_socket_only_its_owner_can_open_removed_at_exit(start_server: StartServer, tmp_path: Path) -> None:
     sock = tmp_path / "guard.sock"
     server = start_server("--uds", str(sock), "--backend", "trio")
