@@ -123,4 +123,29 @@ def add_command(commands: Any) -> None:
     serve.add_argument(
         "--redis-prefix", default="rtg", metavar="PREFIX", help="the fleet's key prefix in Redis (default: rtg)"
     )
+    serve.add_argument(
+        "--redis-ttl",
+        type=_whole_number,
+        default=0,
+        metavar="SECONDS",
+        help="with --redis: expire a session's keys this long after its last event (default: 0, never)",
+    )
+    serve.add_argument(
+        "--redis-maxlen",
+        type=_whole_number,
+        default=0,
+        metavar="N",
+        help="with --redis: trim each session's stream to about N entries (default: 0, keep all)",
+    )
     serve.set_defaults(run=_run)
+
+
+def _whole_number(text: str) -> int:
+    """A count or a number of seconds that may be 0 (none)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value

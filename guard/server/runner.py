@@ -241,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
 def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> SessionStore:
     options = {"idle_seconds": args.idle_timeout, "max_sessions": args.max_sessions}
     if args.redis is None:
+        if args.redis_ttl or args.redis_maxlen:
+            raise ServeError("--redis-ttl and --redis-maxlen bound a fleet's Redis: they need --redis")
         return FileSessionStore(state_dir, config, **options)
     if args.backend != "asyncio":
         raise ServeError("--redis runs on asyncio only (the Redis client has no trio support)")
@@ -252,20 +254,23 @@ def _store(args: argparse.Namespace, state_dir: Path, config: Config | None) -> 
         raise ServeError(f"--redis {redact_url(args.redis)}: {exc}") from None
     from guard.server.redis_store import RedisSessionStore
 
-    _check_redis(args.redis, args.redis_prefix)
+    _check_redis(args.redis, args.redis_prefix, args.redis_ttl)
     client = redis_client(args.redis, timeout=REDIS_TIMEOUT)
-    return RedisSessionStore(client, config, prefix=args.redis_prefix, **options)
+    return RedisSessionStore(
+        client, config, prefix=args.redis_prefix, ttl=args.redis_ttl, maxlen=args.redis_maxlen, **options
+    )
 
 
 _REDIS_CHECK_SECONDS = 1.0
 
 
-def _check_redis(url: str, prefix: str) -> None:
+def _check_redis(url: str, prefix: str, ttl: int = 0) -> None:
     """Refuse to start on what waiting cannot mend (a wrong password or user,
     a database Redis does not have, a user the ACL does not let run scripts
     or touch the fleet's keys): every request would get a 503. A Redis that
     does not answer yet, or is out of memory, is only warned of: requests
-    get 503 until it can, and ``/healthz`` says so."""
+    get 503 until it can, and ``/healthz`` says so. So is one that evicts
+    the fleet's keys when full (``_evicts``)."""
     from redis import Redis
     from redis.exceptions import AuthenticationError, NoPermissionError, RedisError, ResponseError
 
@@ -283,8 +288,33 @@ def _check_redis(url: str, prefix: str) -> None:
         _warn_redis(url, exc, "cannot record events yet", "it can")
     except RedisError as exc:
         _warn_redis(url, exc, "does not answer yet", "it does")
+    else:
+        policy = _evicts(client, ttl)
+        if policy is not None:
+            print(
+                f"repeat-tool-guard serve: warning: Redis at {redact_url(url)} evicts keys when full"
+                f" (maxmemory-policy {policy}): a session whose keys it evicts starts over, its loops"
+                " uncounted, and nothing says so; use noeviction, and --redis-ttl to bound what is kept",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         client.close()
+
+
+def _evicts(client: Any, ttl: int) -> str | None:
+    """Redis's ``maxmemory-policy`` when it may evict the fleet's keys
+    (``allkeys-*``; ``volatile-*`` once keys expire, ``--redis-ttl``), else
+    ``None``; also ``None`` when the user may not read the setting."""
+    from redis.exceptions import RedisError
+
+    try:
+        policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "")
+    except RedisError:
+        return None
+    if policy.startswith("allkeys-") or (ttl and policy.startswith("volatile-")):
+        return str(policy)
+    return None
 
 
 def _transient(exc: Exception) -> bool:

@@ -106,6 +106,7 @@ def token_file(tmp_path: Path, text: str, mode: int = 0o600) -> str:
         (["--graceful-timeout", "-1"], "--graceful-timeout -1.0: must be >= 0"),
         (["--body-timeout", "inf"], "body_timeout = inf: must be a number of seconds > 0"),
         (["--body-timeout", "nan"], "body_timeout = nan: must be a number of seconds > 0"),
+        (["--redis-ttl", "60"], "--redis-ttl and --redis-maxlen bound a fleet's Redis: they need --redis"),
         *(
             (
                 ["--allow-origin", origin],

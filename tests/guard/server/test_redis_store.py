@@ -554,6 +554,49 @@ def test_redis_mode_starts_on_a_redis_out_of_memory_and_says_so(
     assert err.endswith("requests get 503 until it can\n")
 
 
+@pytest.mark.parametrize(
+    ("policy", "ttl", "warned"),
+    [("allkeys-lru", 0, True), ("allkeys-random", 60, True), ("volatile-lru", 60, True), ("volatile-lru", 0, False)]
+    + [("noeviction", 60, False)],
+)
+def test_redis_mode_warns_of_a_redis_that_evicts_the_fleets_keys(
+    redis_url: str, capsys: pytest.CaptureFixture[str], policy: str, ttl: int, warned: bool
+) -> None:
+    """Full, such a Redis drops a session's keys: its loops start over
+    uncounted and every request still answers 200."""
+    from guard.server.runner import _check_redis
+
+    admin = redis.Redis.from_url(redis_url)
+    admin.config_set("maxmemory-policy", policy)
+    try:
+        _check_redis(redis_url, "rtg", ttl)
+    finally:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.close()
+    err = capsys.readouterr().err
+    said = f"warning: Redis at {redis_url} evicts keys when full (maxmemory-policy {policy}): a session whose keys"
+    assert (said in err) is warned, err
+
+
+def test_a_served_fleets_keys_expire_and_its_streams_are_trimmed_as_asked(
+    redis_url: str, start_server: StartServer, tmp_path: Path
+) -> None:
+    server = start_server("--redis", redis_url, "--redis-ttl", "600", "--redis-maxlen", "50", state_dir=tmp_path / "x")
+    with server.client() as client:
+        for n in range(120):
+            event = {"type": "tool/call", "agent": "main", "call_id": f"c{n}", "tool": "grep", "args": {"n": n}}
+            assert client.post("/v1/sessions/kept/events", json=event).status_code == 200
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        keys = [key for key in admin.scan_iter("rtg:*") if b"{kept}" in key]
+        assert keys and all(0 < admin.ttl(key) <= 600 for key in keys)
+        (stream,) = [key for key in keys if admin.type(key) == b"stream"]
+        assert admin.xlen(stream) < 120
+    finally:
+        admin.close()
+    assert server.stop() == 0
+
+
 async def test_health_fails_while_redis_is_out_of_memory(replicas: Replicas, redis_url: str) -> None:
     (store,) = replicas(1)
     admin = Redis.from_url(redis_url)
