@@ -556,8 +556,13 @@ def test_redis_mode_starts_on_a_redis_out_of_memory_and_says_so(
 
 @pytest.mark.parametrize(
     ("policy", "ttl", "warned"),
-    [("allkeys-lru", 0, True), ("allkeys-random", 60, True), ("volatile-lru", 60, True), ("volatile-lru", 0, False)]
-    + [("noeviction", 60, False)],
+    [
+        ("allkeys-lru", 0, True),
+        ("allkeys-random", 60, True),
+        ("volatile-lru", 60, True),
+        ("volatile-lru", 0, False),
+        ("noeviction", 60, False),
+    ],
 )
 def test_redis_mode_warns_of_a_redis_that_evicts_the_fleets_keys(
     redis_url: str, capsys: pytest.CaptureFixture[str], policy: str, ttl: int, warned: bool
