@@ -151,14 +151,23 @@ httpx's, a server paused for 5 s under load closes connections that already
 hold a request."""
 
 
+BACKLOG = 4096
+"""Connections the kernel queues before the server accepts them (clamped to
+``net.core.somaxconn``). Hypercorn's 100 overflows when hooks of many agents
+start at once, or during a pause of the server: each connection refused is
+retried by the client's kernel a second or more later."""
+
+
 def hypercorn_config(bind: str, *, graceful_timeout: float = 30.0) -> Hypercorn:
     """Hypercorn's settings for the server: one ``bind`` (``HOST:PORT`` or
     ``unix:PATH``, the socket made 0600), no access log, no ``server`` header,
-    and idle connections kept for ``KEEP_ALIVE_SECONDS``."""
+    idle connections kept for ``KEEP_ALIVE_SECONDS``, and a listen queue of
+    ``BACKLOG``."""
     config = Hypercorn()
     config.bind = [bind]
     config.graceful_timeout = graceful_timeout
     config.keep_alive_timeout = KEEP_ALIVE_SECONDS
+    config.backlog = BACKLOG
     config.accesslog = None
     config.loglevel = "WARNING"
     config.include_server_header = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -101,6 +102,20 @@ def test_a_connection_its_client_closed_is_closed_at_once(start_server: StartSer
     while len(os.listdir(descriptors)) > before + 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(os.listdir(descriptors)) <= before + 2, "the closed connections are still held"
+    assert server.stop() == 0
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="ss (iproute2) is not installed")
+def test_the_listen_queue_holds_a_burst_of_hooks(start_server: StartServer) -> None:
+    """Hypercorn's queue of 100 overflowed when 1,000 hooks connected at once:
+    the kernel refused most, and each client retried a second later."""
+    server = start_server()
+    port = server.where.rsplit(":", 1)[1]
+    listening = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True)
+    (line,) = listening.stdout.splitlines()
+    queue = int(line.split()[2])  # Send-Q of a listening socket: its backlog
+    limit = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    assert queue == min(4096, limit)
     assert server.stop() == 0
 
 
