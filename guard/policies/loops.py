@@ -1202,6 +1202,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     decay_seconds: int = 900
     paging_tools: tuple[str, ...] = (
         "*scroll*",
+        "*mouse_wheel*",
         "*page_down*",
         "*page_up*",
         "*next_page*",
@@ -1233,7 +1234,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     paging_values: tuple[str, ...] = (
         r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
         r"prev(?:ious)?(?:[ _-]?page)?|(?:load|show|see|view)?[ _-]?more(?:[ _-]?results)?|older|newer|"
-        r"(?:go[ _-]?)?back|(?:shift[ _+-]?)?tab|(?:arrow[ _-]?)?(?:up|down|left|right))$",
+        r"(?:go[ _-]?)?back|(?:shift[ _+-]?)?tab|(?:arrow[ _-]?)?(?:up|down|left|right)|(?:shift[ _+-]?)?space)$",
         # steps a UI is made to repeat: a stepper or an adder clicked, characters deleted, zoom
         r"(?i)^(?:add(?:[ _-]+[a-z]+){0,2}|(?:increase|decrease|increment|decrement)(?:[ _-]+[a-z]+)?|plus|minus|"
         r"\+|zoom[ _-]?(?:in|out)|backspace|delete|del|(?:ctrl|control|cmd|command)[ _+-]?(?:plus|minus|equal|[=+-]))$",

@@ -448,6 +448,22 @@ async def test_an_acknowledged_click_between_looks_that_change_is_no_repeat(make
     assert run.actions == []
 
 
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("mcp__playwright__browser_mouse_wheel", {"deltaX": 0, "deltaY": 800}),  # Playwright MCP has no scroll tool
+        ("mcp__playwright__browser_press_key", {"key": "Space"}),
+    ],
+)
+async def test_playwrights_ways_of_scrolling_are_paging(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object]
+) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do(tool, args, "### Ran Playwright code\n```js\nawait page.mouse.wheel(0, 800);\n```")
+    assert run.actions == []
+
+
 async def test_scrolling_stays_paging_after_thousands_of_other_values(make: Make, anyio_backend: str) -> None:
     run = make()
     for n in range(4200):  # more distinct short values than the policy remembers answers for
