@@ -9,6 +9,7 @@ a message quotes it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -151,7 +152,7 @@ def _compared(tool: str, args: dict[Any, Any], ignored: frozenset[str] | set[str
         return args
     if not kept and _CARRIED_ALONE.issuperset(args):
         return args
-    named = {word.lower() for word in _NAME_WORDS.findall(tool.rpartition("__")[2] or tool)}
+    named = _name_words(tool)
     writes = not named.isdisjoint(_WRITING_WORDS)
     carried = {k for k in args if k in ignored and (k.strip("_").lower() in named or (writes and k in _PAYLOAD_KEYS))}
     return {k: v for k, v in args.items() if k not in ignored or k in carried} if carried else kept
@@ -168,6 +169,13 @@ _PAYLOAD_KEYS = frozenset({"description", "comment", "metadata"})
 _CARRIED_ALONE = _PAYLOAD_KEYS | {"thought", "reasoning"}
 """Reason fields that, as all a call holds, are what it carries (``think``'s
 ``thought``); a harness's own field alone (``_i``) is still its noise."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _name_words(tool: str) -> frozenset[str]:
+    """The words of ``tool``'s own name, lower case, read once per name
+    (an unchanging answer, like a compiled pattern)."""
+    return frozenset(word.lower() for word in _NAME_WORDS.findall(tool.rpartition("__")[2] or tool))
 
 
 _NAME_WORDS = lazy_compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
