@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import Any, TypeVar, cast
 
 import msgspec
@@ -174,8 +175,8 @@ class Bus:
         for handler in self._handlers.get(type(event), ()):
             try:
                 answer = handler(event)
-                if hasattr(type(answer), "__await__"):  # a plain function's return value is no concern of ours
-                    await cast("Awaitable[None]", answer)
+                if type(answer) is CoroutineType or (answer is not None and hasattr(type(answer), "__await__")):
+                    await cast("Awaitable[None]", answer)  # a plain function's return value is no concern of ours
             except Exception:
                 _log.exception("subscriber failed", event_type=type(event).__name__, subscriber=name_of(handler))
 
@@ -193,7 +194,7 @@ class Bus:
         for name, interceptor in self._interceptors:
             try:
                 answer = interceptor(call)
-                awaited = hasattr(type(answer), "__await__")
+                awaited = type(answer) is CoroutineType or hasattr(type(answer), "__await__")
                 decision = await cast("Awaitable[Decision | None]", answer) if awaited else answer
             except Exception:
                 _log.exception("interceptor failed", event_type="ToolCall", subscriber=name)

@@ -11,6 +11,7 @@ import contextlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from types import CoroutineType
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from bus import AgentStatus, AnyEvent, LogReader, ToolCall, ToolResult, UserMessage
@@ -160,7 +161,8 @@ class Watch(Generic[StateT]):
     async def on_call(self, call: ToolCall, fingerprints: FingerprintCache) -> Action | None:
         answer: Any = self.policy.on_call(self.state, call, fingerprints)
         # a plain ``def on_call`` answers at once: its deny counts as an async one's would
-        return cast("Action | None", await answer if hasattr(type(answer), "__await__") else answer)
+        awaited = type(answer) is CoroutineType or hasattr(type(answer), "__await__")
+        return cast("Action | None", await answer if awaited else answer)
 
     def on_result(self, result: ToolResult, fingerprints: FingerprintCache) -> Action | None:
         return self.policy.on_result(self.state, result, fingerprints)
