@@ -221,30 +221,27 @@ class SessionLog:
         """Append one line: what the bus, which checked the event, records.
         One ``os.write`` of a buffer encoded in place, one thread at a time."""
         with self._writing:
-            self._record_one(event)
-
-    def _record_one(self, event: Event | SessionStart) -> None:
-        fd = self._fd
-        if fd is None:
-            self._closed(1)
-        buffer = self._buffer
-        held = self._held
-        try:
-            encode_line(event, buffer)
-            buffer.append(10)  # b"\n"
+            fd = self._fd
+            if fd is None:
+                self._closed(1)
+            buffer = self._buffer
+            held = self._held
+            try:
+                encode_line(event, buffer)
+                buffer.append(10)  # b"\n"
+                if held is not None:
+                    held += buffer
+            except MemoryError:  # a huge event where memory is bounded: not written, and said so
+                self._lost(1, errno.ENOMEM, "out of memory")
             if held is not None:
-                held += buffer
-        except MemoryError:  # a huge event where memory is bounded: not written, and said so
-            self._lost(1, errno.ENOMEM, "out of memory")
-        if held is not None:
-            self._held_count += 1
-            return
-        torn = self._torn
-        if torn:
-            buffer[0:0] = b"\n"
-        self._put(fd, buffer)
-        if torn:
-            self._torn = False
+                self._held_count += 1
+                return
+            torn = self._torn
+            if torn:
+                buffer[0:0] = b"\n"
+            self._put(fd, buffer)
+            if torn:
+                self._torn = False
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
