@@ -507,18 +507,22 @@ def _close_connections_their_clients_closed() -> None:
     a curl hook per tool call (how Codex and Gemini CLI reach the server)
     leaves one file descriptor behind each, and a busy server runs out of
     them. Here a connection with no request in flight is closed when its
-    client's end is read; patched once per process, on Hypercorn's own
+    client's end is read (one that half-closed after sending a request
+    still gets its answer); patched once per process, on Hypercorn's own
     class, since it offers no setting for it."""
+    import h11
     from hypercorn.events import Closed
     from hypercorn.protocol.h11 import H11Protocol
 
     handle = H11Protocol.handle
     if getattr(handle, "closes_when_client_closed", False):
         return
+    _ANSWERED = (h11.IDLE, h11.DONE, h11.MUST_CLOSE, h11.CLOSED)  # the client's end read after an answer
 
     async def closing_handle(self: H11Protocol, event: Any) -> None:
+        idle = self.connection.our_state in _ANSWERED  # nothing left to answer
         await handle(self, event)
-        if isinstance(event, Closed) and self.stream is None and not getattr(self, "_closed_by_client", False):
+        if isinstance(event, Closed) and idle and not getattr(self, "_closed_by_client", False):
             self._closed_by_client = True  # type: ignore[attr-defined]  # once: the close reports back as Closed
             await self.send(Closed())
 

@@ -67,24 +67,24 @@ def test_a_folder_that_cannot_be_listed_is_reported_and_exits_1(tmp_path: Path, 
 def test_a_transcript_whose_name_is_no_utf8_is_in_every_report_with_its_name_escaped(tmp_path: Path, cli: CLI) -> None:
     folder = tmp_path / "sessions"
     looping_claude_code(folder / os.fsdecode(b"caf\xe9-session.jsonl"))
-    (folder / os.fsdecode(b"empty\xff.jsonl")).write_bytes(b"")
-    shown, empty = str(folder / "caf\\xe9-session.jsonl"), str(folder / "empty\\xff.jsonl")
+    (folder / os.fsdecode(b"torn\xff.jsonl")).write_bytes(_TORN)
+    shown, torn = str(folder / "caf\\xe9-session.jsonl"), str(folder / "torn\\xff.jsonl")
     run = cli("audit", folder, "--json", "--html", tmp_path / "r.html")
-    assert run.code == 1  # the empty file alone could not be read
+    assert run.code == 1  # the torn file alone could not be read
     data = json.loads(run.out)
     (session,) = data["sessions"]
     assert (session["path"], session["label"], session["session"]) == (shown, shown, "caf\\xe9-session")
     assert session["calls"] == 22
     (error,) = data["errors"]
-    assert error["path"] == empty
-    assert run.err.splitlines()[0].startswith(f"repeat-tool-guard audit: could not read {empty}: ")
+    assert error["path"] == torn
+    assert run.err.splitlines()[0].startswith(f"repeat-tool-guard audit: could not read {torn}: ")
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "caf\\xe9-session.jsonl" in page
-    assert "empty\\xff.jsonl" in page
+    assert "torn\\xff.jsonl" in page
     table = cli("audit", folder)
     assert table.code == 1
     assert "caf\\xe9-session.jsonl" in table.out
-    assert f"  {empty}: " in table.out
+    assert f"  {torn}: " in table.out
 
 
 def test_a_path_no_file_system_holds_is_an_error_the_report_can_carry(tmp_path: Path) -> None:
@@ -99,11 +99,14 @@ def test_a_path_no_file_system_holds_is_an_error_the_report_can_carry(tmp_path: 
 
 
 ODD_NAME = "x\x1b[2J\x1b]0;pwned\x07\rname\nsecond.jsonl"
+_TORN = b'{"history": ['
+"""A transcript cut short: found in a folder, an error of the audit (an
+empty file would only be left out)."""
 
 
 def test_audit_error_lines_are_one_line_each_with_control_characters_escaped(tmp_path: Path, cli: CLI) -> None:
     """On stderr with ``--json``, and in the table's list."""
-    (tmp_path / ODD_NAME).write_bytes(b"")
+    (tmp_path / ODD_NAME).write_bytes(_TORN)
     run = cli("audit", tmp_path, "--json")
     line = run.clean_error(1)
     assert line.startswith("repeat-tool-guard audit: could not read ")
@@ -113,7 +116,7 @@ def test_audit_error_lines_are_one_line_each_with_control_characters_escaped(tmp
     assert table.code == 1
     listed = table.out.split("could not read 1 files:\n")[1]
     assert listed.startswith(f"  {tmp_path}/x\\x1b[2J\\x1b]0;pwned\\x07 name second.jsonl: ")
-    assert listed.endswith(" is empty\n")
+    assert "is neither JSON Lines nor a JSON document" in listed
     assert listed.count("\n") == 1
     assert not any(c in table.out for c in "\x1b\x07\r")
 
@@ -126,7 +129,7 @@ class _Terminal(io.StringIO):
 def test_the_progress_bar_shows_a_file_name_on_its_line_with_control_characters_escaped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: CLI
 ) -> None:
-    (tmp_path / ODD_NAME).write_bytes(b"")
+    (tmp_path / ODD_NAME).write_bytes(_TORN)
     terminal = _Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
     assert cli("audit", tmp_path).code == 1

@@ -4,8 +4,10 @@ socket, a restart that restores sessions, a graceful SIGTERM."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -102,6 +104,30 @@ def test_a_connection_its_client_closed_is_closed_at_once(start_server: StartSer
     while len(os.listdir(descriptors)) > before + 2 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert len(os.listdir(descriptors)) <= before + 2, "the closed connections are still held"
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_client_that_half_closes_after_its_request_still_gets_an_answer(
+    start_server: StartServer, backend: str
+) -> None:
+    """``socat`` or ``nc -N`` piping a hook's payload shuts its side down
+    once the request is sent: the request in flight is answered (or, where
+    the server reads that as the client leaving, told 499), never dropped."""
+    server = start_server("--backend", backend)
+    host, port = server.where.removeprefix("http://").split(":")
+    body = json.dumps({"type": "tool/call", "agent": "main", "call_id": "c1", "tool": "grep", "args": {}}).encode()
+    request = (
+        f"POST /v1/sessions/half/events HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection((host, int(port)), timeout=15) as client:
+        client.sendall(request + body)
+        client.shutdown(socket.SHUT_WR)
+        answer = b""
+        while b"\r\n\r\n" not in answer and (chunk := client.recv(65536)):
+            answer += chunk
+    assert answer.split(b" ", 2)[1] in (b"200", b"499"), answer
     assert server.stop() == 0
 
 
