@@ -840,15 +840,36 @@ def _typed(tool: str, args: Any) -> bool:
 
 _WAIT_KEYS = frozenset(
     {
-        *("wait_time", "wait_seconds", "wait_time_seconds", "wait_ms", "wait_time_ms"),
+        *("wait", "wait_time", "wait_seconds", "wait_time_seconds", "wait_ms", "wait_time_ms"),
         *("waitTime", "waitSeconds", "waitTimeSeconds", "WaitTimeSeconds", "waitMs", "waitTimeMs"),
-        *("block_ms", "blockMs", "long_poll", "long_poll_seconds", "poll_timeout", "poll_timeout_seconds"),
+        *("block", "block_ms", "blockMs", "long_poll", "long_poll_seconds", "poll_timeout", "poll_timeout_seconds"),
     }
 )
 """Arguments that make a call wait for something to arrive (a long poll:
-SQS's ``WaitTimeSeconds``, a Redis stream's ``block_ms``); not a bare
-``wait``, which a tool that runs a command takes as how long to wait for
-it to finish."""
+SQS's ``WaitTimeSeconds``, a Redis stream's ``block``); asked only of a
+call that runs no command, whose ``wait`` is how long to wait for it."""
+
+
+_SQL_KEYS = ("sql", "query", "statement", "stmt", "sql_query")
+_SQL_WRITE = lazy_compile(
+    r"(?is)^[\s(]*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(?:insert|update|delete|merge|upsert|replace|create|alter|drop"
+    r"|truncate|rename|grant|revoke|copy|call|exec|execute|vacuum|reindex|refresh|set|begin|commit)\b"
+)
+"""A SQL statement that changes something, at the start of a query text
+(comments before it passed over)."""
+
+
+def _writes_sql(args: Any) -> bool:
+    """Whether a call hands a query tool (``mysql_query``, ``run_query``) a
+    statement that changes the database: such a call acts, and what it
+    changed may change the next check's answer."""
+    if not isinstance(args, dict):
+        return False
+    for key in _SQL_KEYS:
+        text = args.get(key)
+        if isinstance(text, str) and _SQL_WRITE.match(text):
+            return True
+    return False
 
 
 def _waits(args: Any) -> bool:
@@ -1618,6 +1639,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if command is None:  # what the tool's name alone says, memoized (most calls run no command)
             facts = self._tool_facts(tool)
             edits, paging_tool, poll_tool, reads = facts.edits, facts.paging, facts.poll, facts.reads
+            if reads and _writes_sql(args):  # a query tool running an UPDATE acts, whatever its name
+                reads = False
             polled = poll_tool and not _typed(tool, args)
         else:  # what the command says is asked only where it can matter
             edits = self._progress.kind(tool, command) if rules.mutating is None else None

@@ -288,6 +288,9 @@ _SENDS = lazy_compile(
     r"|wget\s(?:.*\s)?--(?:post-data|post-file|method[\s=]POST\b)"
     r"|(?:https?|xh|xhs)\s(?:.*\s)?POST\s)"
 )
+_SAYS_ONLY = frozenset({"echo", "printf", "true", ":", "exit"})
+"""Steps an agent appends that only report (``&& echo created``, ``; echo
+"exit: $?"``, ``|| true``): the step before them is the one judged."""
 _GETS = lazy_compile(r"\s(?:-[A-Za-z]*G[A-Za-z]*|--get)(?:\s|$)")  # curl -G, -sG
 _LEADING = 5
 """How many words of a step may hold its program and subcommands
@@ -298,19 +301,24 @@ _BARE = lazy_compile(r"[A-Za-z][\w-]*")
 def makes_command(command: str) -> bool:
     """Whether shell ``command`` makes something new each time it runs, as
     a tool ``makes`` does, judged by its last step, whose output is the
-    answer read (``cd api && gh issue create ...``, and of a pipeline its
-    first program, ``gh issue create ... | tee out``; not ``git add -A &&
-    ./deploy.sh``): a program and subcommand whose words say so (``gh issue
+    answer read, past steps that only report (``cd api && gh issue create
+    ... && echo created``, and of a pipeline its first program, ``gh issue
+    create ... | head -1``; not ``git add -A && ./deploy.sh``): a program and subcommand whose words say so (``gh issue
     create``, ``aws sqs send-message``, ``kubectl create job``; read as a
     tool's name, so ``tmux send-keys`` types), or an HTTP request that
     sends a body or says POST (``curl -d``, ``curl -X POST``, ``wget
     --post-data``, ``http POST``; not ``curl -G``, which sends its data as
     a query). Options, their values and paths among the first words are
     passed over; a script's name is no subcommand."""
-    steps = [step for step in _SEQUENCE.split(_NOT_SEPARATORS.sub(_blanked, command)) if step.strip()]
+    steps = [
+        words
+        for step in _SEQUENCE.split(_NOT_SEPARATORS.sub(_blanked, command))
+        if (words := _PREFIX.sub("", step.split("|", 1)[0].strip().lstrip("({ ")))  # a pipeline's first program
+        and words.split(None, 1)[0] not in _SAYS_ONLY
+    ]
     if not steps:
         return False
-    words = _PREFIX.sub("", steps[-1].split("|", 1)[0].strip().lstrip("({ "))  # a pipeline's first program
+    words = steps[-1]
     if _SENDS.match(words):
         return _GETS.search(words) is None
     leading = [word for word in words.split()[:_LEADING] if _BARE.fullmatch(word)]

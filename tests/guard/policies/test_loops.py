@@ -484,6 +484,29 @@ async def test_a_servers_read_named_for_its_thing_first_changes_nothing(make: Ma
     assert [kind for _, kind in run.actions] == ["remind", "deny", "deny"]
 
 
+@pytest.mark.parametrize("tool", ["mcp__pg__run_query", "mcp__mysql__mysql_query", "mcp__postgres__query"])
+async def test_a_query_tool_running_a_statement_that_changes_data_acts(
+    make: Make, anyio_backend: str, tool: str
+) -> None:
+    """Data fixed through a query tool between two looks at the same check:
+    the check may answer the same while the fix is incomplete, and the next
+    fix is no repeat; a SELECT between them changes nothing."""
+    fixes = [
+        "UPDATE orders SET customer_id = 7 WHERE customer_id IS NULL",
+        "-- the empty ones\nDELETE FROM orders WHERE customer_id IS NULL AND total = 0",
+        "insert into customers(id, email) select nextval('c'), email from orders where customer_id is null",
+    ]
+    run = make()
+    for sql in fixes:
+        await run.do("check_orders", {}, "2 violations: orders without a customer")
+        await run.do(tool, {"sql": sql}, "OK")
+    assert run.actions == []
+    for _ in range(3):
+        await run.do("check_orders", {}, "2 violations: orders without a customer")
+        await run.do(tool, {"sql": "SELECT count(*) FROM orders WHERE customer_id IS NULL"}, "2")
+    assert "deny" in [kind for _, kind in run.actions]
+
+
 async def test_thoughts_and_comments_that_differ_are_different_calls(make: Make, anyio_backend: str) -> None:
     """tau-bench's airline agent thinks before it hands a customer over; a
     support agent comments on one ticket three times: what they say is the

@@ -129,6 +129,8 @@ async def test_the_same_call_making_one_more_each_time_is_told_once(
         ('cd api && curl -s localhost:8080/api/jobs --json \'{{"task": "sync"}}\'', "Created /api/jobs/{n}"),
         ("sudo -u app glab issue create -t 'Login fails'", "#{n} Login fails (just now)"),
         ("gh issue create -t 'Login fails' -b x | head -1", "https://github.com/acme/app/issues/{n}"),
+        ("gh issue create -t 'Login fails' -b x && echo created", "https://github.com/acme/app/issues/{n}\ncreated"),
+        ('curl -s -X POST localhost:8080/api/jobs -d @job.json; echo "exit: $?"', '{{"id": {n}}}\nexit: 0'),
     ],
 )
 async def test_the_same_command_making_one_more_each_time_is_told_once(
@@ -644,6 +646,8 @@ async def test_an_mcp_servers_wait_tool_is_a_wait_between_polls(
         ),
         ("receive_messages", {"queue": "orders", "wait_time_seconds": 20}, '{"Messages": []}', False),  # a long poll
         ("xread", {"stream": "deploys", "block_ms": 30000}, "(nil)", False),
+        ("mcp__redis__xread", {"key": "deploys", "block": 5000}, "(nil)", False),
+        ("receive_messages", {"queue": "orders", "wait": 20}, "[]", False),
     ],
 )
 async def test_a_call_that_waits_for_news_is_a_poll(
