@@ -850,26 +850,39 @@ SQS's ``WaitTimeSeconds``, a Redis stream's ``block``); asked only of a
 call that runs no command, whose ``wait`` is how long to wait for it."""
 
 
-_SQL_KEYS = ("sql", "query", "statement", "stmt", "sql_query")
-_SQL_WRITE = lazy_compile(
-    r"(?is)^[\s(]*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(?:insert|update|delete|merge|upsert|replace|create|alter|drop"
-    r"|truncate|rename|grant|revoke|copy|call|exec|execute|vacuum|reindex|refresh|set|begin|commit)\b"
+_SQL_KEYS = ("sql", "statement", "stmt", "sql_query")
+"""Arguments that hold SQL whatever the tool; ``query`` does only in a
+database's tool (``_DATABASE_WORDS``), elsewhere it is a search's words."""
+_DATABASE_WORDS = frozenset(
+    {"sql", "db", "database", "postgres", "postgresql", "pg", "mysql", "sqlite", "d1", "bigquery", "snowflake"}
+    | {"duckdb", "clickhouse", "redshift", "mssql", "supabase", "neon", "turso"}
 )
-"""A SQL statement that changes something, at the start of a query text
-(comments before it passed over)."""
+_NAME_PARTS = lazy_compile(r"[a-z0-9]+")
+_SQL_WRITE = lazy_compile(
+    r"(?is)^[\s(]*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)[\s(]*)*(?:"
+    r"(?:insert|update|delete|merge|upsert|replace|create|alter|drop|truncate|rename|grant|revoke|call|exec"
+    r"|execute|vacuum|reindex|refresh)\b"
+    r"|copy\s+[\w.\"]+\s*(?:\([^)]*\)\s*)?from\b"  # COPY t (a, b) FROM loads; COPY (SELECT ...) TO reads
+    r"|explain\s+analy[sz]e\b.*\b(?:insert|update|delete|merge)\b"  # runs the statement it explains
+    r"|with\b.*\bas\s*\(\s*(?:insert|update|delete|merge)\b)"  # a data-changing common table expression
+)
+"""A SQL statement that changes something, read at its start (comments
+before it passed over)."""
 
 
-def _writes_sql(args: Any) -> bool:
-    """Whether a call hands a query tool (``mysql_query``, ``run_query``) a
-    statement that changes the database: such a call acts, and what it
-    changed may change the next check's answer."""
+def _writes_sql(tool: str, args: Any) -> bool:
+    """Whether a call hands a query tool (``mysql_query``, a Postgres
+    server's ``query``) a statement that changes the database, in any of
+    the statements it runs: such a call acts, and what it changed may
+    change the next check's answer."""
     if not isinstance(args, dict):
         return False
-    for key in _SQL_KEYS:
-        text = args.get(key)
-        if isinstance(text, str) and _SQL_WRITE.match(text):
-            return True
-    return False
+    texts = [args.get(key) for key in _SQL_KEYS]
+    if "query" in args and not _DATABASE_WORDS.isdisjoint(_NAME_PARTS.findall(tool.lower())):
+        texts.append(args["query"])
+    return any(
+        isinstance(text, str) and any(_SQL_WRITE.match(statement) for statement in text.split(";")) for text in texts
+    )
 
 
 def _waits(args: Any) -> bool:
@@ -1639,7 +1652,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if command is None:  # what the tool's name alone says, memoized (most calls run no command)
             facts = self._tool_facts(tool)
             edits, paging_tool, poll_tool, reads = facts.edits, facts.paging, facts.poll, facts.reads
-            if reads and _writes_sql(args):  # a query tool running an UPDATE acts, whatever its name
+            if reads and _writes_sql(tool, args):  # a query tool running an UPDATE acts, whatever its name
                 reads = False
             polled = poll_tool and not _typed(tool, args)
         else:  # what the command says is asked only where it can matter

@@ -494,7 +494,8 @@ async def test_a_query_tool_running_a_statement_that_changes_data_acts(
     fixes = [
         "UPDATE orders SET customer_id = 7 WHERE customer_id IS NULL",
         "-- the empty ones\nDELETE FROM orders WHERE customer_id IS NULL AND total = 0",
-        "insert into customers(id, email) select nextval('c'), email from orders where customer_id is null",
+        "SELECT 1; insert into customers(id, email) select nextval('c'), email from orders where customer_id is null",
+        "WITH moved AS (UPDATE orders SET customer_id = 9 WHERE id = 140 RETURNING id) SELECT count(*) FROM moved",
     ]
     run = make()
     for sql in fixes:
@@ -504,6 +505,27 @@ async def test_a_query_tool_running_a_statement_that_changes_data_acts(
     for _ in range(3):
         await run.do("check_orders", {}, "2 violations: orders without a customer")
         await run.do(tool, {"sql": "SELECT count(*) FROM orders WHERE customer_id IS NULL"}, "2")
+    assert "deny" in [kind for _, kind in run.actions]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("WebSearch", {"query": "update node to 20 on ubuntu"}),  # a search's words, not SQL
+        ("search_issues", {"query": "create user returns 500"}),
+        ("mcp__pg__query", {"sql": "SET search_path TO app; SELECT count(*) FROM orders"}),
+        ("mcp__pg__query", {"sql": "COPY (SELECT id FROM orders) TO STDOUT"}),
+    ],
+)
+async def test_a_search_or_a_query_that_only_reads_changes_nothing(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object]
+) -> None:
+    """Reworded searches between looks at the same page: the look repeated
+    is the loop, whatever word the search opens with."""
+    run = make()
+    for n in range(3):
+        await run.do("WebFetch", {"url": "https://example.com/notes"}, "# Notes\nnothing new")
+        await run.do(tool, {**args, "n": n}, "3 results")
     assert "deny" in [kind for _, kind in run.actions]
 
 
