@@ -291,6 +291,17 @@ _SENDS = lazy_compile(
 _SAYS_ONLY = frozenset({"echo", "printf", "true", ":", "exit"})
 """Steps an agent appends that only report (``&& echo created``, ``; echo
 "exit: $?"``, ``|| true``): the step before them is the one judged."""
+
+
+def _program(part: str) -> str:
+    """A pipeline part's words, from its program on (``sudo``-like prefixes dropped)."""
+    return _PREFIX.sub("", part.strip().lstrip("({ "))
+
+
+def _says_only(words: str) -> bool:
+    return not words or words.split(None, 1)[0] in _SAYS_ONLY
+
+
 _GETS = lazy_compile(r"\s(?:-[A-Za-z]*G[A-Za-z]*|--get)(?:\s|$)")  # curl -G, -sG
 _LEADING = 5
 """How many words of a step may hold its program and subcommands
@@ -311,11 +322,10 @@ def makes_command(command: str) -> bool:
     a query). Options, their values and paths among the first words are
     passed over; a script's name is no subcommand."""
     steps = [
-        words
+        programs[0]
         for step in _SEQUENCE.split(_NOT_SEPARATORS.sub(_blanked, command))
-        if (words := _PREFIX.sub("", step.split("|", 1)[0].strip().lstrip("({ ")))  # a pipeline's first program
-        and words.split(None, 1)[0] not in _SAYS_ONLY
-    ]
+        if (programs := [words for part in step.split("|") if not _says_only(words := _program(part))])
+    ]  # of a pipeline its first program that does more than report (echo '{...}' | curl -d @- ...)
     if not steps:
         return False
     words = steps[-1]

@@ -131,6 +131,7 @@ async def test_the_same_call_making_one_more_each_time_is_told_once(
         ("gh issue create -t 'Login fails' -b x | head -1", "https://github.com/acme/app/issues/{n}"),
         ("gh issue create -t 'Login fails' -b x && echo created", "https://github.com/acme/app/issues/{n}\ncreated"),
         ('curl -s -X POST localhost:8080/api/jobs -d @job.json; echo "exit: $?"', '{{"id": {n}}}\nexit: 0'),
+        ("echo '{{\"task\": 1}}' | curl -s -X POST localhost:8080/api/jobs -d @-", '{{"id": {n}}}'),
     ],
 )
 async def test_the_same_command_making_one_more_each_time_is_told_once(
