@@ -529,6 +529,15 @@ async def test_a_search_or_a_query_that_only_reads_changes_nothing(
     assert "deny" in [kind for _, kind in run.actions]
 
 
+async def test_a_query_tool_given_its_sql_in_a_list_is_judged_by_its_name(make: Make, anyio_backend: str) -> None:
+    """Arguments a runtime passed as a list, not an object: no SQL to read,
+    the tool reads by its name, and the same look thrice is a loop."""
+    run = make()
+    for _ in range(3):
+        await run.do("mcp__pg__query", ["SELECT count(*) FROM orders"], "2")
+    assert run.actions == [(3, "deny")]
+
+
 async def test_thoughts_and_comments_that_differ_are_different_calls(make: Make, anyio_backend: str) -> None:
     """tau-bench's airline agent thinks before it hands a customer over; a
     support agent comments on one ticket three times: what they say is the

@@ -132,6 +132,16 @@ def test_a_usage_error_is_one_line_and_exit_2(
     assert capsys.readouterr().err == f"repeat-tool-guard serve: {error}\n"
 
 
+@pytest.mark.parametrize(("value", "said"), [("-1", "'-1' must be 0 or more"), ("1h", "'1h' is not a whole number")])
+def test_a_redis_bound_that_is_no_whole_number_is_a_usage_error(
+    tmp_path: Path, value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(serve(tmp_path, "--redis-ttl", value))
+    assert exited.value.code == 2
+    assert f"argument --redis-ttl: {said}" in capsys.readouterr().err
+
+
 def test_token_files_must_be_private_and_hold_one_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shared = token_file(tmp_path, "abc", 0o644)
     assert main(serve(tmp_path, "--token-file", shared)) == 2

@@ -583,6 +583,26 @@ def test_redis_mode_warns_of_a_redis_that_evicts_the_fleets_keys(
     assert (said in err) is warned, err
 
 
+def test_a_user_who_may_not_read_redis_settings_gets_no_eviction_warning(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A managed Redis often refuses CONFIG: the policy cannot be told, and
+    nothing is claimed about it."""
+    from guard.server.runner import _check_redis
+
+    user = f"noconfig{os.getpid()}"
+    admin = redis.Redis.from_url(redis_url)
+    admin.config_set("maxmemory-policy", "allkeys-lru")
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", "+@all", "-config", "~*", "&*")  # type: ignore[no-untyped-call]
+    try:
+        _check_redis(redis_url.replace("redis://", f"redis://{user}:pw@"), "rtg", 0)
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.close()
+    assert "evicts keys" not in capsys.readouterr().err
+
+
 def test_a_served_fleets_keys_expire_and_its_streams_are_trimmed_as_asked(
     redis_url: str, start_server: StartServer, tmp_path: Path
 ) -> None:
