@@ -853,6 +853,7 @@ call that runs no command, whose ``wait`` is how long to wait for it."""
 _SQL_KEYS = ("sql", "statement", "stmt", "sql_query")
 """Arguments that hold SQL whatever the tool; ``query`` does only in a
 database's tool (``_DATABASE_WORDS``), elsewhere it is a search's words."""
+_SQL_ARGUMENTS = frozenset((*_SQL_KEYS, "query"))
 _DATABASE_WORDS = frozenset(
     {"sql", "db", "database", "postgres", "postgresql", "pg", "mysql", "sqlite", "d1", "bigquery", "snowflake"}
     | {"duckdb", "clickhouse", "redshift", "mssql", "supabase", "neon", "turso"}
@@ -875,7 +876,7 @@ def _writes_sql(tool: str, args: Any) -> bool:
     server's ``query``) a statement that changes the database, in any of
     the statements it runs: such a call acts, and what it changed may
     change the next check's answer."""
-    if not isinstance(args, dict):
+    if not isinstance(args, dict) or _SQL_ARGUMENTS.isdisjoint(args):  # most calls hold none
         return False
     texts = [args.get(key) for key in _SQL_KEYS]
     if "query" in args and not _DATABASE_WORDS.isdisjoint(_NAME_PARTS.findall(tool.lower())):
