@@ -484,9 +484,12 @@ async def test_a_servers_read_named_for_its_thing_first_changes_nothing(make: Ma
     assert [kind for _, kind in run.actions] == ["remind", "deny", "deny"]
 
 
-@pytest.mark.parametrize("tool", ["mcp__pg__run_query", "mcp__mysql__mysql_query", "mcp__postgres__query"])
+@pytest.mark.parametrize(
+    ("tool", "key"),
+    [("mcp__pg__run_query", "sql"), ("mcp__mysql__mysql_query", "query"), ("mcp__postgres__query", "sql")],
+)
 async def test_a_query_tool_running_a_statement_that_changes_data_acts(
-    make: Make, anyio_backend: str, tool: str
+    make: Make, anyio_backend: str, tool: str, key: str
 ) -> None:
     """Data fixed through a query tool between two looks at the same check:
     the check may answer the same while the fix is incomplete, and the next
@@ -500,11 +503,11 @@ async def test_a_query_tool_running_a_statement_that_changes_data_acts(
     run = make()
     for sql in fixes:
         await run.do("check_orders", {}, "2 violations: orders without a customer")
-        await run.do(tool, {"sql": sql}, "OK")
+        await run.do(tool, {key: sql}, "OK")
     assert run.actions == []
     for _ in range(3):
         await run.do("check_orders", {}, "2 violations: orders without a customer")
-        await run.do(tool, {"sql": "SELECT count(*) FROM orders WHERE customer_id IS NULL"}, "2")
+        await run.do(tool, {key: "SELECT count(*) FROM orders WHERE customer_id IS NULL"}, "2")
     assert "deny" in [kind for _, kind in run.actions]
 
 
