@@ -102,47 +102,56 @@ async def test_a_script_run_again_on_the_next_unit_of_work_is_left_alone(
             {"title": "Login fails"},
             '{{\n  "number": 10{n},\n  "state": "open",\n  "title": "Login fails"\n}}',
         ),
+        # a shell command whose last step makes something is judged as such a tool is
+        (
+            "Bash",
+            {"command": "gh issue create --title 'Login fails' --body 'Steps'"},
+            "https://github.com/acme/app/issues/10{n}\n",
+        ),
+        (
+            "Bash",
+            {"command": "gh -R acme/app pr create --fill"},
+            "Creating pull request for fix into main\n\nhttps://github.com/acme/app/pull/{n}",
+        ),
+        ("Bash", {"command": "curl -s -X POST localhost:8080/api/users -d @user.json"}, '{{"id": {n}, "name": "qa"}}'),
+        (
+            "Bash",
+            {"command": 'cd api && curl -s localhost:8080/api/jobs --json \'{{"task": "sync"}}\''},
+            "Created /api/jobs/{n}",
+        ),
+        ("Bash", {"command": "sudo -u app glab issue create -t 'Login fails'"}, "#{n} Login fails (just now)"),
+        (
+            "Bash",
+            {"command": "gh issue create -t 'Login fails' -b x | head -1"},
+            "https://github.com/acme/app/issues/{n}",
+        ),
+        (
+            "Bash",
+            {"command": "gh issue create -t 'Login fails' -b x && echo created"},
+            "https://github.com/acme/app/issues/{n}\ncreated",
+        ),
+        (
+            "Bash",
+            {"command": 'curl -s -X POST localhost:8080/api/jobs -d @job.json; echo "exit: $?"'},
+            '{{"id": {n}}}\nexit: 0',
+        ),
+        (
+            "Bash",
+            {"command": "echo '{{\"task\": 1}}' | curl -s -X POST localhost:8080/api/jobs -d @-"},
+            '{{"id": {n}}}',
+        ),
     ],
 )
 async def test_the_same_call_making_one_more_each_time_is_told_once(
     make: Make, anyio_backend: str, tool: str, args: dict[str, object], result: str
 ) -> None:
-    """A tool that makes something, called again with the same arguments,
-    made a duplicate each time: told at the third, never denied (asking
-    for several of the same thing is no loop)."""
+    """A tool that makes something, or a shell command that does (a
+    subcommand that says so, an HTTP request that sends a body), called
+    again with the same arguments, made a duplicate each time: told at the
+    third, never denied (asking for several of the same thing is no loop)."""
     run = make()
     for n in range(1, 8):
         await run.do(tool, args, result.format(n=n))
-    assert run.actions == [(3, "remind")]
-    assert "each time it made one more" in run.texts[0]
-
-
-@pytest.mark.parametrize(
-    ("command", "result"),
-    [
-        ("gh issue create --title 'Login fails' --body 'Steps'", "https://github.com/acme/app/issues/10{n}\n"),
-        (
-            "gh -R acme/app pr create --fill",
-            "Creating pull request for fix into main\n\nhttps://github.com/acme/app/pull/{n}",
-        ),
-        ("curl -s -X POST localhost:8080/api/users -d @user.json", '{{"id": {n}, "name": "qa"}}'),
-        ('cd api && curl -s localhost:8080/api/jobs --json \'{{"task": "sync"}}\'', "Created /api/jobs/{n}"),
-        ("sudo -u app glab issue create -t 'Login fails'", "#{n} Login fails (just now)"),
-        ("gh issue create -t 'Login fails' -b x | head -1", "https://github.com/acme/app/issues/{n}"),
-        ("gh issue create -t 'Login fails' -b x && echo created", "https://github.com/acme/app/issues/{n}\ncreated"),
-        ('curl -s -X POST localhost:8080/api/jobs -d @job.json; echo "exit: $?"', '{{"id": {n}}}\nexit: 0'),
-        ("echo '{{\"task\": 1}}' | curl -s -X POST localhost:8080/api/jobs -d @-", '{{"id": {n}}}'),
-    ],
-)
-async def test_the_same_command_making_one_more_each_time_is_told_once(
-    make: Make, anyio_backend: str, command: str, result: str
-) -> None:
-    """A shell command that makes something (a subcommand that says so, an
-    HTTP request that sends a body) is judged as such a tool is: the
-    duplicates it made are pointed out at the third, never denied."""
-    run = make()
-    for n in range(1, 8):
-        await run.do("Bash", {"command": command}, result.format(n=n))
     assert run.actions == [(3, "remind")]
     assert "each time it made one more" in run.texts[0]
 
