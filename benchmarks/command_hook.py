@@ -21,10 +21,11 @@ log instead of using the snapshot says so on stderr; such a run is flagged
 in the row.
 
 With the default config the hook is also timed forwarding to a running
-``repeat-tool-guard serve`` (``hook --serve unix:PATH``), the server started
-on a Unix socket in the same run, each session's log prepared in its state
-directory and restored once (untimed) before the rounds: the process then
-imports only the forwarding client. Not a test: no timing is asserted anywhere.
+``repeat-tool-guard serve``, by the command ``hook-settings --serve
+unix:PATH`` writes (``python -P -c ... hook --serve unix:PATH``), the server
+started on a Unix socket in the same run, each session's log prepared in its
+state directory and restored once (untimed) before the rounds: the process
+then imports only the forwarding client. Not a test: no timing is asserted anywhere.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from guard import Config, RescueConfig, TurnsConfig
 from guard.adapters import GuardLink
 from guard.adapters.claude_hooks import ClaudeHooks, run_hook
 from guard.guard import Guard
+from guard.hook_forward import forwarding_argv
 
 __all__ = ["command_hook", "hook_calls", "prepare_session"]
 
@@ -147,17 +149,17 @@ async def command_hook(settings: Settings) -> list[Row]:
             await prepare_session(state, size, config)
             states[size] = state
         server: subprocess.Popen[str] | None = None
-        forward: list[str] = []
+        forward: list[str] = []  # the forwarding hook's whole command, as the settings hold it
         if not options:  # the server's default config is the hook's
             serve_state = settings.tmpdir / f"serve-{len(rows)}"
             for size in settings.hook_sizes:
                 await prepare_session(serve_state, size, config, f"s{size}", snapshot=False)
             socket = settings.tmpdir / f"serve-{len(rows)}.sock"
             server = _start_server(serve_state, socket, env)
-            forward = ["--serve", f"unix:{socket}"]
+            forward = [*forwarding_argv(), "hook", "--serve", f"unix:{socket}"]
             for size in settings.hook_sizes:  # each session restored from its log once, untimed
                 _timed(
-                    [*_command(), "hook", *forward],
+                    forward,
                     msgspec.json.encode(_payload("UserPromptSubmit", f"s{size}", prompt="go on")),
                     env,
                 )
@@ -222,7 +224,7 @@ def _measure(
                 tool_input={"file_path": f"b{round_}"},
             )
             for payload in (call, call | {"hook_event_name": "PostToolUse", "tool_response": "ok"}):
-                elapsed, used, stderr = _timed([*_command(), "hook", *forward], msgspec.json.encode(payload), env)
+                elapsed, used, stderr = _timed(forward, msgspec.json.encode(payload), env)
                 if stderr:
                     raise RuntimeError(f"the forwarding hook answered in-process: {stderr.decode(errors='replace')}")
                 samples[name].append(elapsed)

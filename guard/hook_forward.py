@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "FORWARDING_MAIN",
     "HOOK_AGENTS",
     "HOOK_PATH",
     "PAYLOAD_LIMIT",
@@ -34,6 +35,7 @@ __all__ = [
     "ForwardError",
     "check_target",
     "forward",
+    "forwarding_argv",
     "hook_route",
     "read_payload",
     "serve_target",
@@ -47,6 +49,23 @@ HOOK_AGENTS = ("claude-code", "codex", "gemini-cli")
 """The CLIs ``hook --agent`` answers; ``serve`` answers each at ``/hooks/<name>``."""
 
 HOOK_PATH = "/hooks/claude-code"
+
+FORWARDING_MAIN = "import sys; from guard.cli import main; sys.exit(main())"
+"""What a forwarding hook's interpreter runs (``python -P -c FORWARDING_MAIN
+hook ...``): the ``repeat-tool-guard`` script pip writes imports ``re`` before
+the guard starts, about half a bare interpreter start that a forwarding hook
+never needs otherwise."""
+
+
+def forwarding_argv() -> list[str]:
+    """The start of a forwarding hook's command: this installation's
+    interpreter by absolute path, ``-P`` (no working directory on
+    ``sys.path``: a project's own ``guard`` package must not answer), ``-c
+    FORWARDING_MAIN``."""
+    import sys
+
+    return [sys.executable, "-P", "-c", FORWARDING_MAIN]
+
 
 PAYLOAD_LIMIT = 8 * 1024 * 1024
 """Bytes a hook payload may have, on stdin as in a request to ``serve``: a

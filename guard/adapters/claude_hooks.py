@@ -37,6 +37,7 @@ from guard._regex import lazy_compile
 from guard._tags import without_ide_context
 from guard._text import shown
 from guard.config import Config, apply_environment
+from guard.hook_forward import FORWARDING_MAIN
 from guard.sessions.answer import Answer, KeptAnswer, call_digest, result_digest, retry_key
 from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
@@ -111,7 +112,8 @@ def is_guard_command(command: str) -> bool:
     (``hook_command``, ``path_command``, ``forward_command``: each holds
     the guard's failure message, as the guard writes it) or one that runs
     its ``hook`` command: a ``repeat-tool-guard`` by any path, or a Python
-    interpreter running ``-m guard``, as the command's first word (after
+    interpreter running ``-m guard`` or ``-c FORWARDING_MAIN`` (the
+    forwarding hook's), as the command's first word (after
     any variable assignments), then the word ``hook``. A user's own command
     that merely mentions the guard (``repeat-tool-guard audit ...``,
     ``repeat-tool-guard hook-settings ...``, ``grep "repeat-tool-guard hook"
@@ -151,7 +153,7 @@ def _runs_hook(words: list[str]) -> bool:
     rest = words[1:]
     while rest and _PYTHON_FLAGS.fullmatch(rest[0]):
         rest = rest[1:]
-    return rest[:3] == ["-m", "guard", "hook"]
+    return rest[:3] in (["-m", "guard", "hook"], ["-c", FORWARDING_MAIN, "hook"])
 
 
 def path_command(argv: Sequence[str]) -> str:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,31 +78,68 @@ def test_the_hook_loads_nothing_heavy(tmp_path: Path) -> None:
     assert "importlib.metadata" not in loaded  # plugins are looked up only when a config names one
 
 
-def test_the_forwarding_hook_loads_nothing_but_its_client(tmp_path: Path) -> None:
+@pytest.fixture
+def answering_socket(tmp_path: Path) -> Iterator[Path]:
+    """A Unix socket in another process that answers one request with
+    ``{"systemMessage":"from the server"}``, as a running ``serve`` would."""
+    path = tmp_path / "up.sock"
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, sys\n"
+            f"s = socket.socket(socket.AF_UNIX); s.bind({str(path)!r}); s.listen(1)\n"
+            "print('up', flush=True); c, _ = s.accept(); c.recv(65536)\n"
+            'body = b\'{"systemMessage":"from the server"}\'\n'
+            "c.sendall(b'HTTP/1.1 200 OK\\r\\ncontent-length: %d\\r\\n\\r\\n%s' % (len(body), body)); c.close()",
+        ],
+        stdout=subprocess.PIPE,
+    ) as listener:
+        assert listener.stdout is not None
+        assert listener.stdout.readline() == b"up\n"
+        yield path
+        listener.wait(10)
+
+
+def test_the_forwarding_hook_loads_nothing_but_its_client(tmp_path: Path, answering_socket: Path) -> None:
     code = f"from guard.cli import main\nmain(['hook', '--serve', 'unix:{tmp_path}/s.sock'])"
     loaded = _modules_after(code, PRE_TOOL_USE)
     guard_modules = {m for m in loaded if m.startswith("guard")}
     assert guard_modules >= {"guard", "guard.cli", "guard.hook_forward"}
     assert "guard.adapters.claude_hooks" in guard_modules  # nothing answered: in-process
 
-    with subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import socket, sys\n"
-            f"s = socket.socket(socket.AF_UNIX); s.bind({str(tmp_path / 'up.sock')!r}); s.listen(1)\n"
-            "print('up', flush=True); c, _ = s.accept(); c.recv(65536)\n"
-            "c.sendall(b'HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\n\\r\\n{}'); c.close()",
-        ],
-        stdout=subprocess.PIPE,
-    ) as listener:
-        assert listener.stdout is not None
-        assert listener.stdout.readline() == b"up\n"
-        code = f"from guard.cli import main\nmain(['hook', '--serve', 'unix:{tmp_path}/up.sock'])"
-        loaded = _modules_after(code, PRE_TOOL_USE)
-        listener.wait(10)
+    code = f"from guard.cli import main\nmain(['hook', '--serve', 'unix:{answering_socket}'])"
+    loaded = _modules_after(code, PRE_TOOL_USE)
     assert {m for m in loaded if m.startswith("guard")} == {"guard", "guard.cli", "guard.hook_forward"}
     assert not {m for m in loaded if m.startswith(("msgspec", "bus", "argparse", "typing", "socket"))}
+
+
+def test_the_forwarding_command_in_the_settings_imports_nothing_else(
+    tmp_path: Path, answering_socket: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command ``hook-settings --serve`` writes, run by a shell in a
+    project that has a ``guard`` package of its own, prints the server's
+    answer having imported the guard's client and nothing else: not ``re``,
+    which the ``repeat-tool-guard`` script pip writes imports first."""
+    from guard.cli import main
+
+    assert main(["hook-settings", "--agent", "codex", "--serve", f"unix:{answering_socket}"]) == 0
+    command = json.loads(capsys.readouterr().out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    project = tmp_path / "project"
+    (project / "guard").mkdir(parents=True)
+    (project / "guard" / "__init__.py").write_text("print('the project ran')\n")
+    done = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=PRE_TOOL_USE,
+        capture_output=True,
+        cwd=project,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
+        check=True,
+    )
+    assert done.stdout == b'{"systemMessage":"from the server"}\n'
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.decode().splitlines()}
+    assert {"guard", "guard.cli", "guard.hook_forward"} <= imported
+    assert not imported & {"re", "enum", "argparse", "msgspec", "typing"}
 
 
 def test_typing_extensions_imports_again_once_the_hook_has_msgspec(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from guard.adapters.codex_hooks import CODEX
 from guard.adapters.gemini_hooks import GEMINI_CLI
 from guard.adapters.hook_install import SettingsFileError, add_toml_table, install, remove_toml_table, settings_file
 from guard.cli import main
+from guard.hook_forward import forwarding_argv
 from guard.server.mcp_hooks import mcp_server_toml
 
 OTHER_HOOK = {"type": "command", "command": "notify-send done"}
@@ -152,13 +154,16 @@ GUARDS_OWN = [
     "repeat-tool-guard hook",
     "REPEAT_TOOL_GUARD_SHADOW=1 '/opt/my venv/bin/repeat-tool-guard' hook --agent codex",
     "python3 -I -P -m guard hook --agent codex 2>>/tmp/guard.err",
+    hook_command([*forwarding_argv(), "hook", "--agent", "codex", "--serve", "unix:/run/rtg.sock"]),
+    shlex.join(["python3", *forwarding_argv()[1:], "hook", "--serve", "unix:/run/rtg.sock"]) + " 2>>/tmp/guard.err",
 ]
 
 
 def test_only_the_guards_own_hook_commands_are_taken_out(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A command is the guard's when it runs the guard's ``hook`` command
-    (``repeat-tool-guard`` by any path, quoted or not, or ``python -m
-    guard``, after variable assignments and interpreter flags) or ends as
+    (``repeat-tool-guard`` by any path, quoted or not, ``python -m
+    guard`` or the forwarding hook's ``python -P -c ...``, after variable
+    assignments and interpreter flags) or ends as
     every command the guard writes ends; a user's command that only
     mentions it, in a word of its own or in quotes, stays."""
     path = tmp_path / "hooks.json"
