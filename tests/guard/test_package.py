@@ -156,6 +156,8 @@ def test_a_msgspec_that_needs_typing_extensions_still_imports(tmp_path: Path, mo
     fake = tmp_path / "msgspec"
     fake.mkdir()
     (fake / "__init__.py").write_text("import typing_extensions\n")
+    # A stand-in: the real one run twice patches typing for both copies, breaking what imported the first.
+    (tmp_path / "typing_extensions.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "msgspec")
     monkeypatch.delitem(sys.modules, "typing_extensions", raising=False)
@@ -164,4 +166,4 @@ def test_a_msgspec_that_needs_typing_extensions_still_imports(tmp_path: Path, mo
     import msgspec  # the hook's own import, next
 
     assert msgspec.__file__ == str(fake / "__init__.py")
-    assert "typing_extensions" in sys.modules
+    assert sys.modules["typing_extensions"].__file__ == str(tmp_path / "typing_extensions.py")
