@@ -52,6 +52,7 @@ __all__ = [
     "EXTEND_SCRIPT",
     "LUA_HELPERS",
     "NOTES_SPAN",
+    "REDIS_AUTH_ENV",
     "REDIS_SCHEMES",
     "Appended",
     "PendingAppend",
@@ -59,6 +60,7 @@ __all__ = [
     "RedisTarget",
     "append_many",
     "check_redis_url",
+    "env_password",
     "is_redis",
     "parse_redis_target",
     "redact_url",
@@ -375,13 +377,33 @@ def check_redis_url(url: str) -> None:
         raise ValueError(f"its query does not suit the Redis client ({detail})") from None
 
 
+REDIS_AUTH_ENV = "REDISCLI_AUTH"
+"""The variable holding the Redis password for a URL that has none, as
+``redis-cli`` reads it: a password in a URL on a command line is shown by
+``ps`` to every local user for as long as the command runs."""
+
+
+def env_password(url: str) -> str | None:
+    """``$REDISCLI_AUTH`` when set and ``url`` gives no password of its own
+    (a password in the URL wins)."""
+    password = os.environ.get(REDIS_AUTH_ENV)
+    if not password:
+        return None
+    try:
+        given = urlsplit(url).password
+    except ValueError:
+        given = None
+    return password if given is None else None
+
+
 def redis_client(url: str, *, timeout: float) -> Redis:
     """A client for ``url`` (checked by ``check_redis_url`` first) that gives
     up on a command after ``timeout`` seconds, whatever redis-py's own
     defaults, and takes a connection Redis closed while it sat idle (its
     ``timeout`` setting, a restart, ``CLIENT KILL``) for a new one: each
     command is sent once more on a fresh connection after a connection
-    error, never after a timeout, so a stalled Redis costs ``timeout`` once."""
+    error, never after a timeout, so a stalled Redis costs ``timeout`` once.
+    The password may come from ``$REDISCLI_AUTH`` (``env_password``)."""
     from redis.asyncio import Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
@@ -394,6 +416,7 @@ def redis_client(url: str, *, timeout: float) -> Redis:
         health_check_interval=1,
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),  # redis-py adds timeouts otherwise
         retry_on_error=[RedisConnectionError],
+        password=env_password(url),
     )
 
 

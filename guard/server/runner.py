@@ -30,7 +30,7 @@ from hypercorn.config import Sockets
 from prometheus_client import disable_created_metrics
 
 from bus import NotRegularFileError, open_regular
-from bus.redis_log import check_redis_url, is_redis, redact_url, redis_client
+from bus.redis_log import check_redis_url, env_password, is_redis, redact_url, redis_client
 from guard._text import error_text
 from guard.adapters.claude_hooks import default_state_dir
 from guard.config import Config, apply_environment, load_config, shadowed
@@ -285,7 +285,12 @@ def _check_redis(url: str, prefix: str, ttl: int = 0) -> None:
 
     from guard.server.redis_store import PROBE_SCRIPT, probe_key
 
-    client = Redis.from_url(url, socket_timeout=_REDIS_CHECK_SECONDS, socket_connect_timeout=_REDIS_CHECK_SECONDS)
+    client = Redis.from_url(
+        url,
+        socket_timeout=_REDIS_CHECK_SECONDS,
+        socket_connect_timeout=_REDIS_CHECK_SECONDS,
+        password=env_password(url),
+    )
     try:
         client.ping()
         client.register_script(PROBE_SCRIPT)(keys=[probe_key(prefix)])

@@ -73,6 +73,30 @@ def test_export_writes_a_log_that_replays_and_checks(redis_url: str, fleet_sessi
     assert [json.loads(line)["count"] for line in replayed.stdout.splitlines()] == [3, 5]
 
 
+def test_the_password_may_come_from_rediscli_auth_as_redis_cli_reads_it(
+    redis_url: str, fleet_sessions: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A password on the command line is in ``ps`` for every local user;
+    from ``$REDISCLI_AUTH`` it is not, and a URL's own password wins."""
+    user = f"u{os.getpid()}"
+    asyncio.run(_redis(redis_url, lambda c: c.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "+@all")))
+    try:
+        url = redis_url.replace("redis://", f"redis://{user}@")
+        out = tmp_path / "alpha.jsonl"
+        monkeypatch.setenv("REDISCLI_AUTH", "pw")
+        assert _cli("export", url, "--session", "alpha", "-o", str(out)).returncode == 0
+        assert out.stat().st_size > 0
+        monkeypatch.setenv("REDISCLI_AUTH", "wrong")
+        refused = _cli("export", url, "--session", "alpha", "-o", str(tmp_path / "refused.jsonl"))
+        assert refused.returncode == 2
+        assert "invalid username-password pair" in refused.stderr
+        assert "wrong" not in refused.stderr
+        given = redis_url.replace("redis://", f"redis://{user}:pw@")
+        assert _cli("export", given, "--session", "alpha", "-o", str(tmp_path / "given.jsonl")).returncode == 0
+    finally:
+        asyncio.run(_redis(redis_url, lambda c: c.execute_command("ACL", "DELUSER", user)))
+
+
 def test_replay_reads_a_redis_session_directly(
     redis_url: str, fleet_sessions: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -623,6 +623,27 @@ def test_a_served_fleets_keys_expire_and_its_streams_are_trimmed_as_asked(
     assert server.stop() == 0
 
 
+def test_a_served_fleet_takes_its_redis_password_from_rediscli_auth(
+    redis_url: str, start_server: StartServer, tmp_path: Path
+) -> None:
+    """``serve`` runs for days: a password in its ``--redis`` URL would be
+    in ``ps`` all that time."""
+    user = f"u{os.getpid()}served"
+    admin = redis.Redis.from_url(redis_url)
+    admin.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "+@all")  # type: ignore[no-untyped-call]
+    try:
+        url = redis_url.replace("redis://", f"redis://{user}@")
+        server = start_server("--redis", url, state_dir=tmp_path / "x", env={"REDISCLI_AUTH": "pw"})
+        with server.client() as client:
+            event = {"type": "tool/call", "agent": "main", "call_id": "c1", "tool": "grep", "args": {}}
+            assert client.post("/v1/sessions/s/events", json=event).status_code == 200
+        assert server.stop() == 0
+        assert "pw" not in server.stderr
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
+        admin.close()
+
+
 async def test_health_fails_while_redis_is_out_of_memory(replicas: Replicas, redis_url: str) -> None:
     (store,) = replicas(1)
     admin = Redis.from_url(redis_url)
