@@ -79,7 +79,8 @@ def test_the_password_may_come_from_rediscli_auth_as_redis_cli_reads_it(
     """A password on the command line is in ``ps`` for every local user;
     from ``$REDISCLI_AUTH`` it is not, and a URL's own password wins."""
     user = f"u{os.getpid()}"
-    asyncio.run(_redis(redis_url, lambda c: c.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "+@all")))
+    acl = ("ACL", "SETUSER", user, "on", ">pw", "~*", "+@all")
+    asyncio.run(_redis(redis_url, lambda c: c.execute_command(*acl)))  # type: ignore[no-untyped-call]
     try:
         url = redis_url.replace("redis://", f"redis://{user}@")
         out = tmp_path / "alpha.jsonl"
@@ -94,7 +95,7 @@ def test_the_password_may_come_from_rediscli_auth_as_redis_cli_reads_it(
         given = redis_url.replace("redis://", f"redis://{user}:pw@")
         assert _cli("export", given, "--session", "alpha", "-o", str(tmp_path / "given.jsonl")).returncode == 0
     finally:
-        asyncio.run(_redis(redis_url, lambda c: c.execute_command("ACL", "DELUSER", user)))
+        asyncio.run(_redis(redis_url, lambda c: c.execute_command("ACL", "DELUSER", user)))  # type: ignore[no-untyped-call]
 
 
 def test_replay_reads_a_redis_session_directly(
