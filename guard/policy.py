@@ -103,6 +103,12 @@ class Policy(ABC, Generic[StateT]):
     shadow: bool = False
     """Whether the guard records this policy's actions without delivering
     them (``mode = "shadow"``)."""
+    shareable: bool = False
+    """Whether one instance may decide for several guards at once: all it
+    keeps beyond ``new_state``'s per-agent state follows from its config
+    (bounded memos included), and its ``replaying`` does nothing. A server's
+    sessions share one such instance (``build_policies(config, share=...)``)
+    instead of each holding its own copy of the config's compiled rules."""
     waits: bool = False
     """Whether ``on_call`` may wait on something slow (``rescue`` asking a
     model). The guard shows an agent's events to the policies one at a

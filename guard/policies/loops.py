@@ -1404,6 +1404,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
 
     name = "loops"
     plugin = LOOPS_PLUGIN
+    shareable = True
     section = LoopsConfig
 
     def __init__(self, config: LoopsConfig) -> None:

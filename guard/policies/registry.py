@@ -12,7 +12,7 @@ keys (``enabled`` aside) as keyword arguments.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from guard.policies.loops import LoopsPolicy
@@ -136,14 +136,21 @@ def build_plugin(name: str, settings: Mapping[str, Any], found: Mapping[str, Ent
     return policy  # type: ignore[no-any-return]
 
 
-def build_policies(config: Config) -> list[AnyPolicy]:
+def build_policies(config: Config, *, share: Sequence[AnyPolicy] = ()) -> list[AnyPolicy]:
     """The policies ``config`` enables, in the order they are consulted:
     the built-in ones in ``BUILTIN`` order, then the installed ones in the
-    order of their sections."""
+    order of their sections. A built-in policy that is ``shareable`` is
+    taken from ``share`` (what an earlier call built for the same config)
+    when it is there, rather than built again."""
+    shared: dict[object, AnyPolicy] = {type(p): p for p in share if getattr(p, "shareable", False)}
     policies: list[AnyPolicy] = []
     for policy in BUILTIN:
         section = getattr(config, policy.name)
         if section.active:
+            reused = shared.get(policy)
+            if reused is not None:
+                policies.append(reused)
+                continue
             built = policy(section)
             built.shadow = section.mode == "shadow"
             policies.append(built)

@@ -102,6 +102,7 @@ class RemindConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 class RemindPolicy(Policy[_Chain]):
     name = "remind"
     plugin = "repeat-tool-reminder"
+    shareable = True
     section = RemindConfig
 
     def __init__(self, config: RemindConfig) -> None:

@@ -197,6 +197,7 @@ class TurnsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
 class TurnsPolicy(Policy[_AgentTurns]):
     name = "turns"
     plugin = "tool-loop-guard"
+    shareable = True
     section = TurnsConfig
 
     def __init__(self, config: TurnsConfig) -> None:

@@ -176,7 +176,7 @@ class RedisSessionStore(SessionStore):
             if self.on_action is not None:
                 self.on_action(action, trigger)
 
-        guard = Guard(self.config, on_action=heard)
+        guard = self.new_guard(on_action=heard)
         shared = _Shared(stream, guard)
         bus = Bus()
         guard.attach(bus)

@@ -32,7 +32,8 @@ from bus._logging import LazyLogger
 from guard.actions import Action
 from guard.adapters.claude_hooks import CLAUDE_CODE, HALTED_BY, ClaudeHooks, HookRuntime
 from guard.config import Config
-from guard.guard import Guard
+from guard.guard import ActionListener, Guard
+from guard.policies.registry import build_policies
 from guard.server.scope import current, note
 from guard.sessions.answer import retry_key
 from guard.sessions.link import AgentLink, GuardLink
@@ -231,10 +232,20 @@ class SessionStore(abc.ABC):
         """Requests that found another replica had moved a live session on and
         applied just what it appended (always 0 for a store only this process uses)."""
         self._clock = clock
+        self._policies = build_policies(config if config is not None else Config())
+        """The config's policies, built once: every session's guard shares the ``shareable`` ones."""
         self._live: OrderedDict[str, Session] = OrderedDict()
         self._requests: dict[str, tuple[anyio.Lock, list[float]]] = {}
         """Each session with requests in flight: the lock they take turns on
         (``_turn``), and when each of them arrived."""
+
+    def new_guard(self, on_action: ActionListener | None = None) -> Guard:
+        """A fresh guard for one session. It shares the store's ``shareable``
+        policies (their compiled rules follow from the config alone) and
+        builds its own of the rest: 10,000 live sessions would otherwise
+        hold 10,000 copies, which every full garbage collection walks."""
+        policies = build_policies(self.config if self.config is not None else Config(), share=self._policies)
+        return Guard(self.config, on_action=on_action, policies=policies)
 
     def __len__(self) -> int:
         """How many sessions are live in memory."""
@@ -436,7 +447,7 @@ class FileSessionStore(SessionStore):
         self._locked: tuple[int, int] | None = None
         """The directory whose ``serve.lock`` ``_lock`` holds."""
         self.fsync = fsync
-        guard = Guard(config)
+        guard = self.new_guard()
         self._owns = guard.owns
         self._plugins = guard.plugins
         self._headers: dict[str, bytes] = {}
@@ -521,7 +532,12 @@ class FileSessionStore(SessionStore):
         try:
             before = _identity(path)
             link, log = await resume_link(
-                path, session_id, self.config, on_action=self.on_action, on_unreadable=partial(_restarted, session_id)
+                path,
+                session_id,
+                self.config,
+                guard=self.new_guard(),
+                on_action=self.on_action,
+                on_unreadable=partial(_restarted, session_id),
             )
             log.close()  # written by ``commit``, a request at a time
             log.detach(link.bus)

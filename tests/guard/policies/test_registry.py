@@ -59,3 +59,16 @@ def test_a_plugin_that_cannot_take_shadow_is_a_config_error() -> None:
     found = {"slotted": EntryPoint("slotted", f"{__name__}:_Slotted", ENTRY_POINT_GROUP)}
     with pytest.raises(ConfigError, match=r"^slotted = .*_Slotted'?: does not take a 'shadow' attribute \(mode\)$"):
         build_plugin("slotted", {"enabled": True}, found)
+
+
+def test_a_shareable_policy_is_taken_from_share_and_the_rest_built_anew() -> None:
+    config = every_policy()
+    first = build_policies(config)
+    again = build_policies(config, share=first)
+    assert {p.name: getattr(p, "shareable", False) for p in first} == {
+        "remind": True,
+        "turns": True,
+        "rescue": False,  # its replaying swaps in a restore's recorded answers
+        "loops": True,
+    }
+    assert [new is old for old, new in zip(first, again, strict=True)] == [True, True, False, True]

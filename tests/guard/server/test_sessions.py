@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from bus import Agent, ToolCall
 from bus.testing import FakeClock
-from guard import GENTLE_REMINDER
+from guard import GENTLE_REMINDER, parse_config
 from guard.server import FileSessionStore, Session, scope
 from guard.server.events import AgentStatusIn, ToolCallIn, ToolResultIn, UserMessageIn, answer_event, apply_event
 from guard.server.sessions import StoreError
@@ -375,4 +375,26 @@ async def test_a_state_dir_made_again_is_refused_and_its_lock_taken(tmp_path: Pa
     store.release()
     store.release()  # twice is harmless
     claim(state)
+    store.close()
+
+
+async def test_sessions_share_the_configs_rules_and_still_count_apart(tmp_path: Path) -> None:
+    """Every session's guard holds the same ``loops`` (its compiled rules
+    follow from the config) and its own ``rescue``; each session counts
+    its own repeats."""
+    config = parse_config({"loops": {}, "rescue": {"ask_command": "true"}})
+    store = FileSessionStore(tmp_path / "state", config)
+    policies = [{p.name: p for p in store.new_guard().policies} for _ in range(2)]
+    assert policies[0]["loops"] is policies[1]["loops"]
+    assert policies[0]["rescue"] is not policies[1]["rescue"]
+
+    answers: dict[str, list[bool | None]] = {"a": [], "b": []}
+    for n in range(3):
+        for session_id in answers:
+            async with store.use(session_id) as session:
+                call = ToolCallIn(agent="main", call_id=f"c{n}", tool="Bash", args={"command": "cat notes.txt"})
+                answers[session_id].append(allowed := (await apply_event(session, call)).allowed)
+                if allowed:
+                    await apply_event(session, ToolResultIn(agent="main", call_id=f"c{n}", content="same notes"))
+    assert answers == {"a": [True, True, False], "b": [True, True, False]}
     store.close()
