@@ -271,7 +271,10 @@ _HALT = (
 )
 _STATUS_CHECKS = (
     r"gh" + OPTIONS + r"\s+(run|pr|workflow)" + OPTIONS + r"\s+(view|checks|status|watch|list)|"
-    r"kubectl" + OPTIONS + r"\s+(get|describe|wait|top|rollout" + OPTIONS + r"\s+status)|"
+    r"(kubectl|oc)" + OPTIONS + r"\s+(get|describe|wait|top|rollout" + OPTIONS + r"\s+status|"
+    r"argo" + OPTIONS + r"\s+rollouts" + OPTIONS + r"\s+(get|status|list))|"
+    r"argocd" + OPTIONS + r"\s+app" + OPTIONS + r"\s+(get|wait|list|history|resources)|"
+    r"flux" + OPTIONS + r"\s+(get|events|logs|stats)|"
     r"(docker|podman)" + OPTIONS + r"(\s+compose" + OPTIONS + r")?\s+(ps|logs|inspect|stats)|"
     r"docker-compose" + OPTIONS + r"\s+(ps|logs)|helm" + OPTIONS + r"\s+(status|list|ls|history)|"
     r"systemctl" + OPTIONS + r"\s+(status|is-active|is-failed)|journalctl\b|tail\b|squeue\b|qstat\b|"
@@ -1226,7 +1229,9 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)^\W*(?:no (?:files?|matches|match|results?|entries|items|lines|output)(?: (?:were |was )?found)?|"
         r"nothing found|found nothing|0 (?:files?|matches|results?)(?: found)?)"
         # and what was searched for, where: "No matches found for pattern "x" in path "src"."
-        r"(?:\s+(?:for|in|matching|under|with)\b[^\n]*)?\W*$",
+        r"(?:\s+(?:for|in|matching|under|with)\b[^\n]*)?"
+        # and what to try instead: "No results found! Try a less restrictive/shorter query."
+        r"(?:[.!]\s+(?:try|please|consider|check)\b[^\n]*)?\W*$",
         # a runtime's stand-in for an empty output (SWE-agent: "Your command ran successfully and did not
         # produce any output.")
         r"(?i)^\W*(?:(?:your |the )?command )?"
@@ -1245,6 +1250,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "*load_more*",
         "*go_back*",
         "*go_forward*",
+        "undo",
+        "redo",
+        "*_undo",
+        "*_redo",
         "*navigate_back*",
         "*navigate_forward*",
     )
@@ -1270,9 +1279,11 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
         r"prev(?:ious)?(?:[ _-]?page)?|(?:load|show|see|view)?[ _-]?more(?:[ _-]?results)?|older|newer|"
         r"(?:go[ _-]?)?back|(?:shift[ _+-]?)?tab|(?:arrow[ _-]?)?(?:up|down|left|right)|(?:shift[ _+-]?)?space)$",
-        # steps a UI is made to repeat: a stepper or an adder clicked, characters deleted, zoom
+        # steps a UI is made to repeat: a stepper or an adder clicked, characters deleted, zoom, an edit
+        # undone or redone, a menu or dialog closed
         r"(?i)^(?:add(?:[ _-]+[a-z]+){0,2}|(?:increase|decrease|increment|decrement)(?:[ _-]+[a-z]+)?|plus|minus|"
-        r"\+|zoom[ _-]?(?:in|out)|backspace|delete|del|(?:ctrl|control|cmd|command)[ _+-]?(?:plus|minus|equal|[=+-]))$",
+        r"\+|zoom[ _-]?(?:in|out)|backspace|delete|del|(?:ctrl|control|cmd|command)[ _+-]?(?:plus|minus|equal|[=+-])|"
+        r"undo|redo|esc(?:ape)?|(?:ctrl|control|cmd|command|meta)[ _+-]?(?:shift[ _+-]?)?[zy])$",
     )
     tools: dict[str, LoopsToolConfig] = field(default_factory=dict)
     result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
@@ -1302,11 +1313,16 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress)|(?:refresh|reload)(?:[ _-]?(?:page|status|data|list))?)$",
     )
     poll_states: tuple[str, ...] = (
-        r"(?i)\b(status|state|phase|conclusion)[\s:=\"']+(running|pending|queued|in[_ ]progress|waiting|starting|"
-        r"creating|containercreating|building|deploying)\b",
+        # a key that names a state (Status, readyState, "health": {"status": ...), then, past punctuation or a
+        # symbol (Argo Rollouts' "॥ Paused"), a state that is still moving
+        r"(?i)(status|state|phase|conclusion)[^\w\n]{1,8}(running|pending|queued|in[_ ]progress|waiting|starting|"
+        r"creating|containercreating|building|deploying|progressing|reconciling|provisioning|initiali[sz]ing|"
+        r"updating|syncing|paused)\b",
         r"(?i)\bprocess (is )?(still )?running\b",
-        r"(?i)\b(still|is) (running|in progress|pending)\b",
-        r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting)\W*$",
+        r"(?i)\b(still|is) (running|in progress|pending|progressing|reconciling)\b",
+        r"(?i)\breconciliation in progress\b",
+        r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting|building|deploying|progressing|"
+        r"reconciling|provisioning|initiali[sz]ing|updating|syncing)\W*$",
         # a check that caught its own failure and printed it: one line saying the service is not up yet
         r"(?i)^[^\n]{0,200}\b(?:connection refused|actively refused|econnrefused|failed to connect|"
         r"could not connect|couldn't connect)\b[^\n]{0,200}\n?$",
@@ -1918,7 +1934,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if failed and not poll:
             shape = Shape(_TRANSIENT if transient else _FAILED)
             if not transient:
-                kind = error_kind(result.content)
+                # a search that reports finding nothing as its failure: no kind of error a streak counts
+                kind = "" if self._failed_finding_nothing(content) else error_kind(result.content)
                 self._fail(state, streak_key, kind, result, None)
                 if program is not None and not codes:
                     # a shell tool refusing a command ran no program (no exit status): a streak of the
@@ -2044,6 +2061,21 @@ class LoopsPolicy(Policy[_AgentLoops]):
             text = _CYCLE_ADVICE.format(run=state.run, tool=result.tool, arguments=fp.preview(_PREVIEW))
             return self._action("remind", result, count, text, self.config.advise_at)
         return None
+
+    def _failed_finding_nothing(self, content: str) -> bool:
+        """Whether a failure's first line says only that nothing was found
+        (``nothing_found``), whole or after the prefixes a runtime wraps an
+        exception in: ``Error executing tool 'web_search' with arguments
+        {...}: Exception: No results found! Try a shorter query.``"""
+        line = content.lstrip()[:_STATE_HEAD].partition("\n")[0]
+        regexes = self._checks[_NOTHING_CHECK][0]
+        for _ in range(4):
+            if len(line) <= _NOTHING_FOUND_CHARS and regexes.search(line):
+                return True
+            _, colon, line = line.partition(": ")
+            if not colon:
+                return False
+        return False
 
     def _says(self, check: int, content: str, found: int | None) -> bool:
         """Whether ``check``'s patterns match ``content`` (the head it

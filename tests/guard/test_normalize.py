@@ -54,6 +54,8 @@ def test_one_short_line_of_nothing_but_noise_is_a_reading(text: str, reading: bo
         ("[#####     ] building", "[########  ] building"),
         ("started pid 3318", "started pid 77"),
         ("a\n\n\n\n\nb", "a\n\nb"),
+        ("web-7d9f5   0/1   Pending   0   2m5s", "web-7d9f5   0/1   Pending   0   9m59s"),  # kubectl's AGE
+        ("Runtime: 1m20s", "Runtime: 1h2m3.5s"),
     ],
 )
 def test_noise_is_stripped(a: str, b: str) -> None:
@@ -62,7 +64,12 @@ def test_noise_is_stripped(a: str, b: str) -> None:
 
 @pytest.mark.parametrize(
     ("a", "b"),
-    [("3 failed, 9 passed", "2 failed, 10 passed"), ("port: 8000", "port: 8080"), ("line 1\nline 2", "line 1")],
+    [
+        ("3 failed, 9 passed", "2 failed, 10 passed"),
+        ("port: 8000", "port: 8080"),
+        ("line 1\nline 2", "line 1"),
+        ("pod web-7d9f5 ready", "pod web-8c4a1 ready"),
+    ],
 )
 def test_meaning_is_kept(a: str, b: str) -> None:
     assert normalize(a) != normalize(b)

@@ -543,6 +543,9 @@ async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> 
         ("browser_click", {"element": "Increase quantity button", "ref": "e44"}, "await page.click();"),
         ("computer", {"action": "key", "text": "BackSpace"}, "Pressed BackSpace"),
         ("computer", {"action": "key", "text": "ctrl+plus"}, "Pressed ctrl+plus"),
+        ("send_keys", {"keys": "Control+z"}, "⌨️  Sent keys: Control+z"),  # "undo the last three changes"
+        ("computer", {"action": "key", "text": "Escape"}, "Pressed Escape"),  # nested menus closed
+        ("mcp__excalidraw__undo", {}, "Undo successful"),
         ("Bash", {"command": "adb shell input keyevent KEYCODE_DPAD_DOWN"}, ""),
         ("Bash", {"command": "xdotool key Tab"}, ""),
         ("exec_command", {"cmd": "tmux send-keys -t app Down"}, "Process exited with code 0\nOutput:\n"),
@@ -1779,3 +1782,55 @@ async def test_an_agents_targets_and_written_files_are_kept_bounded(make: Make, 
     for word in ("load", "Load", "loader", "loading", "LOAD"):  # what is touched now is still tracked
         await run.do("Bash", {"command": f"grep -c {word} src/app.py"}, "0")
     assert run.actions[-1:] == [(1204, "remind")]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "status"),
+    [
+        ("Bash", {"command": "argocd app get api"}, "Name:  argocd/api\nSync Status:  Synced\nHealth Status:  Progressing"),
+        ("Bash", {"command": "kubectl argo rollouts get rollout checkout -n prod"}, "Status:  ॥ Paused\nStep:  1/8"),
+        ("Bash", {"command": "flux get kustomizations"}, "NAME\tREADY\tMESSAGE\napps\tUnknown\tReconciliation in progress"),
+        ("Bash", {"command": "curl -s https://api.vercel.com/v13/deployments/dpl_1 | jq .readyState"}, '"BUILDING"'),
+        ("get_application", {"applicationName": "api"}, '{"status": {"health": {"status": "Progressing"}}}'),
+    ],
+)
+async def test_a_deploy_checked_once_a_minute_while_it_progresses_is_never_denied(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], status: str
+) -> None:
+    """A rollout, a canary paused between steps, a reconciliation: each
+    state says it is still moving, so the check is a poll, and a poll that
+    waits a minute is never denied however long the deploy takes."""
+    run = make()
+    for _ in range(10):
+        await run.do(tool, args, status, seconds=60)
+    assert "deny" not in {action for _, action in run.actions}
+
+
+async def test_searches_failing_with_nothing_found_are_no_failure_streak(make: Make, anyio_backend: str) -> None:
+    """smolagents' web search raises when it finds nothing, and says to
+    try a shorter query: the agent following that advice is no streak of
+    one error, and the broad query it ends with runs."""
+    run = make()
+    for n in range(8):
+        query = f'"Article 5" "AI Act" ruling variant {n}'
+        failure = (
+            f"Error executing tool 'web_search' with arguments {{'query': '{query}'}}: "
+            "Exception: No results found! Try a less restrictive/shorter query."
+        )
+        await run.do("web_search", {"query": query}, failure, is_error=True)
+    await run.do("web_search", {"query": "AI Act article 5 court"}, "1. CJEU opinion on prohibited AI practices")
+    assert run.actions == []
+    for n in range(3):  # the same failing query again is still a repeat
+        await run.do("web_search", {"query": "x"}, "Error: No results found! Try a shorter query.", is_error=True)
+    assert run.actions == [(12, "remind")]
+
+
+async def test_a_supervisor_handing_the_same_worker_new_work_is_no_repeat(make: Make, anyio_backend: str) -> None:
+    """LangGraph's supervisor hands each company to one research worker and
+    the worker hands back; each search in between brings news."""
+    run = make()
+    for company in ("Meta", "Apple", "Amazon", "Netflix", "Google"):
+        await run.do("transfer_to_research_expert", {}, "Successfully transferred to research_expert")
+        await run.do("web_search", {"query": f"{company} headcount 2024"}, f"{company} had {len(company)}0000 employees")
+        await run.do("transfer_back_to_supervisor", {}, "Successfully transferred back to supervisor")
+    assert run.actions == []
