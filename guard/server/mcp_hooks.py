@@ -25,7 +25,14 @@ CODEX_HOOK_TOOL = "codex_hook"
 PROTOCOL_VERSION = "2025-06-18"
 
 _BASE = {"session_id": "${session_id}", "hook_event_name": "${hook_event_name}"}
-_TOOL = {**_BASE, "tool_name": "${tool_name}", "tool_input": "${tool_input}", "tool_use_id": "${tool_use_id}"}
+# ``cwd``: the directory the model chose for a shell command (``workdir``), which the guard adds to the call
+_TOOL = {
+    **_BASE,
+    "tool_name": "${tool_name}",
+    "tool_input": "${tool_input}",
+    "tool_use_id": "${tool_use_id}",
+    "cwd": "${cwd}",
+}
 
 MCP_INPUTS: Mapping[str, Mapping[str, str]] = {
     "UserPromptSubmit": {**_BASE, "prompt": "${prompt}"},

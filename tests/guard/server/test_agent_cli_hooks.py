@@ -82,6 +82,36 @@ def test_codex_mcp_tool_hooks_deny_a_repeat_through_serve(
     assert replay.returncode == 0, replay.stderr
 
 
+def test_codex_mcp_tool_hooks_run_the_same_command_in_other_directories_as_other_calls(
+    fake_responses: FakeResponses, start_server: StartServer
+) -> None:
+    """The directory the model chose reaches the server as the hook's
+    ``cwd``, as it does a command hook: four services checked alike are
+    four calls, none denied."""
+    server = start_server("--config", "recommended")
+    services = ["svc-a", "svc-b", "svc-c", "svc-d"]
+    for service in services:
+        (fake_responses.work / service).mkdir()
+        (fake_responses.work / service / "check.sh").write_text("touch checked; echo 'All checks passed'\n")
+    steps = [
+        [
+            {
+                "type": "tool_use",
+                "id": None,
+                "name": "exec_command",
+                "input": {"cmd": "sh check.sh", "workdir": str(fake_responses.work / s)},
+            }
+        ]
+        for s in services
+    ]
+    fake_responses.script(*steps, [text("done")])
+    hooks = printed_settings("codex", "--http", server.url, "--mcp")
+    fake_responses.run("go", hooks=hooks, config=mcp_config(server.url))
+
+    assert sorted(p.parent.name for p in fake_responses.work.glob("*/checked")) == services
+    assert server.stop() == 0
+
+
 def test_codex_mcp_tool_hooks_let_every_call_run_when_serve_is_down(fake_responses: FakeResponses) -> None:
     fake_responses.script(*fake_responses.shell_calls(LEAVES_A_TRACE, 6), [text("done")])
     hooks = printed_settings("codex", "--http", "http://127.0.0.1:9", "--mcp")
