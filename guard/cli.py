@@ -638,6 +638,20 @@ def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict
     return event
 
 
+_TRUST_NOTES = {
+    "codex": (
+        "; Codex runs a project's hooks once the project is trusted "
+        '([projects.{project}] trust_level = "trusted" in its config.toml)'
+    ),
+    "gemini-cli": (
+        "; Gemini CLI runs a project's hooks only in a trusted folder (trust it when asked, or set "
+        "GEMINI_CLI_TRUST_WORKSPACE=true for a headless run): with --skip-trust it runs without them"
+    ),
+}
+"""What a project install says of the CLI's own trust: where a project's
+hooks are skipped until it is trusted, the guard is silently off."""
+
+
 def _hook_argv(args: argparse.Namespace) -> list[str]:
     """This installation's ``hook`` command for ``args.agent``, with the
     config (a preset by its name, a file by its absolute path) and state directory."""
@@ -818,11 +832,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
             done(config, added)
         try:
             what = install(path, settings, uninstall=args.uninstall)
-            if args.agent == "codex" and args.scope == "project" and not args.file and not args.uninstall:
-                what += (
-                    "; Codex runs a project's hooks once the project is trusted "
-                    f'([projects.{json.dumps(str(Path.cwd()))}] trust_level = "trusted" in its config.toml)'
-                )
+            if args.scope == "project" and not args.file and not args.uninstall:
+                what += _TRUST_NOTES.get(args.agent, "").format(project=json.dumps(str(Path.cwd())))
             done(path, what)
         except SettingsFileError:  # both files changed or neither: the table added for them goes again
             if added.endswith(" added"):

@@ -704,6 +704,18 @@ def test_a_codex_project_install_says_codex_runs_it_once_the_project_is_trusted(
     assert f'[projects."{in_project}"] trust_level = "trusted"' in said
 
 
+def test_a_gemini_project_install_says_gemini_runs_it_only_in_a_trusted_folder(
+    capsys: pytest.CaptureFixture[str], in_project: Path
+) -> None:
+    """Under ``--skip-trust`` Gemini CLI runs without a project's hooks, and says nothing of them."""
+    assert main(["install", "--agent", "gemini-cli", "--project"]) == 0
+    said = capsys.readouterr().err
+    assert "Gemini CLI runs a project's hooks only in a trusted folder" in said
+    assert "GEMINI_CLI_TRUST_WORKSPACE=true" in said
+    assert main(["install", "--agent", "gemini-cli"]) == 0
+    assert "trusted" not in capsys.readouterr().err, "a user install is read in every folder"
+
+
 def test_the_other_scope_is_judged_by_its_guard_commands_with_comments_or_fewer_events(
     capsys: pytest.CaptureFixture[str], in_project: Path
 ) -> None:
