@@ -43,8 +43,9 @@ DEFAULT_RESULT_NORMALIZE: tuple[str, ...] = (
     r"\x00\s+(?:[A-Z]{2,5}\s+)?(?:19|20)\d{2}\b",
     # Unix epoch seconds or milliseconds
     r"\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b",
-    # durations in several units as Go and kubectl print them: 2m5s, 1h2m3s, 3d4h, 1m23.456s
-    r"\b\d+(?:\.\d+)?(?:d|h|m|s|ms|us|µs|ns)(?:\d+(?:\.\d+)?(?:h|m|s|ms|us|µs|ns))+\b",
+    # durations in several units as Go and kubectl print them: 2m5s, 1h2m3s, 3d4h, 1m23.456s (not the end of
+    # a name, api-7d9f8b6c5d-24m5s)
+    r"(?:^|[\s(\[{:=,;\"'])\d+(?:\.\d+)?(?:d|h|m|s|ms|us|µs|ns)(?:\d+(?:\.\d+)?(?:h|m|s|ms|us|µs|ns))+\b",
     # durations: 12ms, 3.4 s, 5 seconds, took 1.2s
     r"\b\d+(?:\.\d+)?\s?(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hr|hrs|hours?)\b",
     # durations as a bare number under a key that says so ("duration_seconds": 0.83, elapsed_ms=12, "took": 35)

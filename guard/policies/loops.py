@@ -1231,7 +1231,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         # and what was searched for, where: "No matches found for pattern "x" in path "src"."
         r"(?:\s+(?:for|in|matching|under|with)\b[^\n]*)?"
         # and what to try instead: "No results found! Try a less restrictive/shorter query."
-        r"(?:[.!]\s+(?:try|please|consider|check)\b[^\n]*)?\W*$",
+        r"(?:[.!]\s+(?:try|please|consider)\b[^\n]*)?\W*$",
         # a runtime's stand-in for an empty output (SWE-agent: "Your command ran successfully and did not
         # produce any output.")
         r"(?i)^\W*(?:(?:your |the )?command )?"
@@ -1250,10 +1250,6 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "*load_more*",
         "*go_back*",
         "*go_forward*",
-        "undo",
-        "redo",
-        "*_undo",
-        "*_redo",
         "*navigate_back*",
         "*navigate_forward*",
     )
@@ -1279,11 +1275,9 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)^(?:scroll(?:[ _-]?(?:up|down|left|right|page))?|page[ _-]?(?:up|down)|next(?:[ _-]?page)?|"
         r"prev(?:ious)?(?:[ _-]?page)?|(?:load|show|see|view)?[ _-]?more(?:[ _-]?results)?|older|newer|"
         r"(?:go[ _-]?)?back|(?:shift[ _+-]?)?tab|(?:arrow[ _-]?)?(?:up|down|left|right)|(?:shift[ _+-]?)?space)$",
-        # steps a UI is made to repeat: a stepper or an adder clicked, characters deleted, zoom, an edit
-        # undone or redone, a menu or dialog closed
+        # steps a UI is made to repeat: a stepper or an adder clicked, characters deleted, zoom
         r"(?i)^(?:add(?:[ _-]+[a-z]+){0,2}|(?:increase|decrease|increment|decrement)(?:[ _-]+[a-z]+)?|plus|minus|"
-        r"\+|zoom[ _-]?(?:in|out)|backspace|delete|del|(?:ctrl|control|cmd|command)[ _+-]?(?:plus|minus|equal|[=+-])|"
-        r"undo|redo|esc(?:ape)?|(?:ctrl|control|cmd|command|meta)[ _+-]?(?:shift[ _+-]?)?[zy])$",
+        r"\+|zoom[ _-]?(?:in|out)|backspace|delete|del|(?:ctrl|control|cmd|command)[ _+-]?(?:plus|minus|equal|[=+-]))$",
     )
     tools: dict[str, LoopsToolConfig] = field(default_factory=dict)
     result_normalize: tuple[str, ...] = DEFAULT_RESULT_NORMALIZE
@@ -1313,11 +1307,13 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress)|(?:refresh|reload)(?:[ _-]?(?:page|status|data|list))?)$",
     )
     poll_states: tuple[str, ...] = (
-        # a key that names a state (Status, readyState, "health": {"status": ...), then, past punctuation or a
-        # symbol (Argo Rollouts' "॥ Paused"), a state that is still moving
-        r"(?i)(status|state|phase|conclusion)[^\w\n]{1,8}(running|pending|queued|in[_ ]progress|waiting|starting|"
-        r"creating|containercreating|building|deploying|progressing|reconciling|provisioning|initiali[sz]ing|"
-        r"updating|syncing|paused)\b",
+        # a key that names a state (Status, readyState, "health": {"status": ...), then, past spaces, quotes,
+        # a colon or a symbol (Argo Rollouts' "॥"), a state that is still moving; the rarer states only as the
+        # whole value ("Feature A status: Updating docs" is prose)
+        r"(?:(?i:\b(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))(?:[\s:=\"'|]|[^\x00-\x7f]){1,24}"
+        r"(?i:(?:running|pending|queued|in[_ ]progress|waiting|starting|creating|containercreating|building|"
+        r"deploying)\b|(?:progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing)"
+        r"[ \t\"',;)}\]]*(?:$|[\r\n\"',;)}\]]))",
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending|progressing|reconciling)\b",
         r"(?i)\breconciliation in progress\b",
@@ -1935,7 +1931,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             shape = Shape(_TRANSIENT if transient else _FAILED)
             if not transient:
                 # a search that reports finding nothing as its failure: no kind of error a streak counts
-                kind = "" if self._failed_finding_nothing(content) else error_kind(result.content)
+                # (an edit whose text was not found is a failure of its own)
+                searched = not note.acts and note.writing is None
+                kind = "" if searched and self._failed_finding_nothing(content) else error_kind(result.content)
                 self._fail(state, streak_key, kind, result, None)
                 if program is not None and not codes:
                     # a shell tool refusing a command ran no program (no exit status): a streak of the

@@ -543,9 +543,6 @@ async def test_paging_arguments_are_no_grind(make: Make, anyio_backend: str) -> 
         ("browser_click", {"element": "Increase quantity button", "ref": "e44"}, "await page.click();"),
         ("computer", {"action": "key", "text": "BackSpace"}, "Pressed BackSpace"),
         ("computer", {"action": "key", "text": "ctrl+plus"}, "Pressed ctrl+plus"),
-        ("send_keys", {"keys": "Control+z"}, "⌨️  Sent keys: Control+z"),  # "undo the last three changes"
-        ("computer", {"action": "key", "text": "Escape"}, "Pressed Escape"),  # nested menus closed
-        ("mcp__excalidraw__undo", {}, "Undo successful"),
         ("Bash", {"command": "adb shell input keyevent KEYCODE_DPAD_DOWN"}, ""),
         ("Bash", {"command": "xdotool key Tab"}, ""),
         ("exec_command", {"cmd": "tmux send-keys -t app Down"}, "Process exited with code 0\nOutput:\n"),
@@ -1834,4 +1831,50 @@ async def test_a_supervisor_handing_the_same_worker_new_work_is_no_repeat(make: 
         found = f"{company} had {len(company)}0000 employees"
         await run.do("web_search", {"query": f"{company} headcount 2024"}, found)
         await run.do("transfer_back_to_supervisor", {}, "Successfully transferred back to supervisor")
+    assert run.actions == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "content"),
+    [
+        (
+            "Read",
+            {"file_path": "/repo/jobs.py"},
+            "class JobStatus(Enum):\n    RUNNING = 1\n\nif job is JobStatus.RUNNING:",
+        ),
+        ("python_repl", {"code": "print(game.state)"}, "game.state -> running"),
+        ("WebFetch", {"url": "https://example.com/roadmap"}, "Feature A status: Updating docs is the last item."),
+        ("get_subscription", {"id": "sub_1"}, '{"id": "sub_1", "status": "paused"}'),
+    ],
+)
+async def test_a_state_word_in_code_prose_or_a_state_that_waits_on_someone_is_no_poll(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], content: str
+) -> None:
+    """``JobStatus.RUNNING`` in a source file, ``state -> running`` in a
+    REPL, a status word opening a sentence, a subscription paused until
+    someone resumes it: none says a job is still moving, so reading it again
+    unchanged is a repeat."""
+    run = make()
+    for _ in range(3):
+        await run.do(tool, args, content, seconds=45)
+    assert run.actions == [(3, "deny")]
+
+
+async def test_an_edit_whose_text_is_never_found_is_still_a_failure_streak(make: Make, anyio_backend: str) -> None:
+    """Serena's ``replace_regex`` says ``No matches found`` when its regex
+    misses: an edit failing, not a search finding nothing."""
+    run = make()
+    for n in range(3):
+        failure = f"Error: No matches found for regex 'def handler_{n}\\(' in file 'src/app.py'."
+        await run.do(
+            "replace_regex", {"relative_path": "src/app.py", "regex": f"def handler_{n}\\("}, failure, is_error=True
+        )
+    assert run.actions == [(3, "remind")]
+
+
+async def test_tests_run_after_each_undo_that_reverts_an_edit_are_no_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(4, 0, -1):
+        await run.do("mcp__editor__undo", {}, f"Reverted edit #{n} in src/api.ts")
+        await run.do("Bash", {"command": "npm test"}, "1 failing\n  api returns 404")
     assert run.actions == []
