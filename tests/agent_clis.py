@@ -212,15 +212,26 @@ class FakeResponses(_FakeCLIAPI):
 
 
 class FakeGemini(_FakeCLIAPI):
-    """The Gemini API for Gemini CLI."""
+    """The Gemini API for Gemini CLI. A subagent's requests (``invoke_agent``)
+    are answered from turns of their own (``script_subagent``), so one
+    running beside the main agent cannot take the main agent's turns."""
 
     agent = "gemini-cli"
 
     def __init__(self, home: Path) -> None:
         super().__init__("fake-gemini", "unused_", home)
+        self.subagent_requests: list[dict[str, Any]] = []
+        self._subagent_turns: dict[str, list[list[Block]]] = {}
 
     def run_hooks(self, settings: Mapping[str, Any], prompt: str = "go") -> subprocess.CompletedProcess[str]:
         return self.run(prompt, hooks=settings["hooks"])
+
+    def script_subagent(self, task: str, *turns: Sequence[Block]) -> None:
+        """Turns for the subagent whose task (its first user turn, the
+        ``invoke_agent`` call's ``prompt``) contains ``task``: its requests
+        are answered from these, in order, and kept in ``subagent_requests``."""
+        with self._lock:
+            self._subagent_turns.setdefault(task, []).extend(self._numbered(turn) for turn in turns)
 
     def function_responses(self, index: int) -> list[dict[str, Any]]:
         """The ``functionResponse`` parts of request ``index``'s last user turn."""
@@ -228,11 +239,24 @@ class FakeGemini(_FakeCLIAPI):
         parts = contents[-1].get("parts", []) if contents else []
         return [p["functionResponse"] for p in parts if "functionResponse" in p]
 
-    def texts_after_last_call(self, index: int) -> str:
-        """Every text of request ``index``'s last turn (function responses included)."""
-        contents = self.requests[index].get("contents", [])
+    def texts_after_last_call(self, index: int, *, subagent: bool = False) -> str:
+        """Every text of request ``index``'s last turn (function responses
+        included): of the main agent's requests, or the subagents'."""
+        contents = (self.subagent_requests if subagent else self.requests)[index].get("contents", [])
         parts = contents[-1].get("parts", []) if contents else []
         return "\n".join(_gemini_texts(parts))
+
+    def _next(self, body: dict[str, Any], offers_tools: bool) -> list[Block]:
+        first = json.dumps(body.get("contents", [])[:1])
+        with self._lock:
+            for task, turns in self._subagent_turns.items():
+                if offers_tools and task in first:
+                    self.subagent_requests.append(body)
+                    if turns:
+                        return turns.pop(0)
+                    self.overruns += 1
+                    return [text(EXHAUSTED)]
+        return super()._next(body, offers_tools)
 
     def run(
         self,

@@ -321,6 +321,23 @@ class HookRuntime:
         """The id that pairs a call's ``pre`` and ``post`` events."""
         return payload_text(payload, "tool_use_id")
 
+    async def attribute(self, hooks: ClaudeHooks, main: AgentLink, payload: Mapping[str, Any], seam: str) -> AgentLink:
+        """The agent a tool hook whose payload names no agent (no
+        ``agent_id``) is about: the session's ``main`` agent, unless the CLI
+        runs subagents whose hooks name none (Gemini CLI's)."""
+        return main
+
+    async def settled(
+        self, hooks: ClaudeHooks, agent: AgentLink, call_id: str, tool: str, args: Any, *, running: bool
+    ) -> None:
+        """A tool hook of ``agent`` was answered: its call ``call_id`` is
+        ``running`` (allowed, its result to come), or over (denied, or its
+        result recorded)."""
+
+    async def turn_over(self, hooks: ClaudeHooks, main: AgentLink) -> None:
+        """The ``main`` agent's turn is over (its response called no tool) or
+        a new one begins (a user prompt)."""
+
     def result(self, payload: Mapping[str, Any], seam: str) -> tuple[str, bool]:
         """What the tool returned, as the model reads it, and whether it failed."""
         if seam == "post":
@@ -427,8 +444,11 @@ class ClaudeHooks:
         if seam in _TOOL_SEAMS and (copy := self._copy_for_gone(payload, event, seam)) is not None:
             return copy
         agent = await self._agent(payload)
+        if seam in _TOOL_SEAMS and agent.agent.parent_id is None:
+            agent = await runtime.attribute(self, agent, payload, seam)
         seq = self.link.bus.seq + 1  # the seq of the event this hook publishes first
         if seam == "prompt":
+            await runtime.turn_over(self, agent)
             prompt = runtime.prompt(payload)
             if prompt is not None:
                 await agent.user_message(prompt)
@@ -439,8 +459,7 @@ class ClaudeHooks:
             return {}
         if seam == "subagent-stop":
             if agent.agent.parent_id is not None:
-                del self._subagents[agent.agent.id]
-                await agent.dispose()
+                await self.end_subagent(agent)
             return {}
         if seam == "subagent-start":
             return {}
@@ -452,6 +471,8 @@ class ClaudeHooks:
             return self._answer(agent, event, seam, seq)
         if seam in ("idle", "subagent-idle"):
             await agent.idle()
+            if seam == "idle" and agent.agent.parent_id is None:
+                await runtime.turn_over(self, agent)
             return self._answer(agent, event, seam, seq)
         call_id = runtime.call_id(agent, payload, seam)
         if seam == "pre":
@@ -472,16 +493,19 @@ class ClaudeHooks:
             decision = await self._call(agent, call_id, *call)
             if decision.allowed and agent.halt_reason is not None and not runtime.ends_runs:
                 decision = Decision.deny(agent.halt_reason, HALTED_BY)
-            if decision.allowed:
-                if not runtime.reports_no_result(*call):
-                    return self._answer(agent, event, seam, seq, call_id, decision)
+            if decision.allowed and not runtime.reports_no_result(*call):
+                out = self._answer(agent, event, seam, seq, call_id, decision)
+            elif decision.allowed:
                 reply = self._reply(agent, seam, seq, call_id, decision)
                 await self._close(agent, call_id, "")
-                return self._keep(agent, "tool/call", call_id, digest, event, seam, reply)
-            await self._close(agent, call_id, denial=decision)
-            return self._keep(
-                agent, "tool/call", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id, decision)
-            )
+                out = self._keep(agent, "tool/call", call_id, digest, event, seam, reply)
+            else:
+                await self._close(agent, call_id, denial=decision)
+                reply = self._reply(agent, seam, seq, call_id, decision)
+                out = self._keep(agent, "tool/call", call_id, digest, event, seam, reply)
+            running = decision.allowed and not runtime.reports_no_result(*call)
+            await runtime.settled(self, agent, call_id, *call, running=running)
+            return out
         content, is_error = runtime.result(payload, seam)
         digest = result_digest(content, is_error)
         if not agent.has_call(call_id):
@@ -492,7 +516,10 @@ class ClaudeHooks:
             # same, as a late call: the tool ran, so nothing is denied
             await self._call(agent, call_id, payload_text(payload, "tool_name"), runtime.tool_input(payload), late=True)
         await self._close(agent, call_id, content, is_error=is_error)
-        return self._keep(agent, "tool/result", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id))
+        out = self._keep(agent, "tool/result", call_id, digest, event, seam, self._reply(agent, seam, seq, call_id))
+        tool = payload_text(payload, "tool_name")
+        await runtime.settled(self, agent, call_id, tool, runtime.tool_input(payload), running=False)
+        return out
 
     def _copy(
         self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str
@@ -624,12 +651,25 @@ class ClaudeHooks:
         sub_id = payload_text(payload, "agent_id")
         if not sub_id or sub_id == main.agent.id:  # the session's own id names its main agent
             return main
+        return await self.subagent(main, sub_id)
+
+    async def subagent(self, main: AgentLink, sub_id: str) -> AgentLink:
+        """The live subagent ``sub_id`` of ``main``, started if it is not."""
         sub = self._subagents.get(sub_id)
         if sub is None:
             sub = self._subagents[sub_id] = self.link.agent(sub_id, parent=main)
             sub.steps_reported = main.steps_reported
             await sub.start()
         return sub
+
+    def subagents_of(self, main: AgentLink) -> list[AgentLink]:
+        """``main``'s live subagents, oldest first."""
+        return [sub for sub in self._subagents.values() if sub.agent.parent_id == main.agent.id]
+
+    async def end_subagent(self, sub: AgentLink) -> None:
+        """The live subagent is gone: dispose of it."""
+        del self._subagents[sub.agent.id]
+        await sub.dispose()
 
     async def _end_session(self, session: str) -> None:
         await self._dispose(session, self._sessions.pop(session))

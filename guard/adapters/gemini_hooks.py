@@ -19,21 +19,49 @@ concurrently, and two open calls alike in one response are
 interchangeable; an older one still open is from an earlier response, a
 call Gemini CLI never ran (another hook or the user refused it), which
 no result answers.
+
+A subagent (the main agent's ``invoke_agent`` call runs one) has hooks
+with the main agent's ``session_id`` and no agent id: the guard infers
+which calls are its own and counts them as a child of the main agent named
+after the invoked agent (``GeminiRuntime.attribute``).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from bus import ToolCall
 from guard._regex import lazy_compile
 from guard.adapters.claude_hooks import HookRuntime, payload_text
 from guard.sessions.answer import Answer
 from guard.sessions.link import AgentLink, as_text
 
-__all__ = ["GEMINI_CLI", "GeminiRuntime", "cli_wrote", "shell_failed"]
+if TYPE_CHECKING:
+    from guard.adapters.claude_hooks import ClaudeHooks
+
+__all__ = ["DELEGATE", "GEMINI_CLI", "GeminiRuntime", "cli_wrote", "fired_at", "shell_failed", "subagents_started"]
+
+DELEGATE = "invoke_agent"
+"""The tool through which Gemini CLI's main agent runs a subagent (its
+``agent_name`` and ``prompt``); a subagent cannot call it."""
+
+_SUBAGENT_TOOLS = frozenset({"complete_task"})
+"""Tools only a subagent has: the one that hands its answer back."""
+
+_CHILD = "@gemini-"
+"""In the id of a subagent the guard names for Gemini CLI: between the
+invoked agent's name and the rest of the guard's id of the ``invoke_agent``
+call that runs it (``generalist@gemini-18c2...``)."""
+
+_ONE_CALL = "@call-"
+"""In the id of an agent that stands for one call of one of several
+subagents running at once (``codebase_investigator+generalist@call-18c2...``)."""
+
 
 _SHELL = "run_shell_command"
 # the result's trailer, after the output: "Exit Code: N", then only Signal / Background PIDs / PGID
@@ -91,6 +119,77 @@ def shell_failed(tool: str, text: str) -> bool:
     return code is not None and int(code.group(1)) != 0
 
 
+def fired_at(payload: Mapping[str, Any]) -> float | None:
+    """When Gemini CLI fired the hook (its ``timestamp``, to the
+    millisecond), in seconds since the epoch; ``None`` without a readable one."""
+    stamp = payload.get("timestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        fired = datetime.fromisoformat(stamp.replace("Z", "+00:00", 1))
+    except ValueError:
+        return None
+    return fired.timestamp() if fired.tzinfo is not None else None
+
+
+def subagents_started(payload: Mapping[str, Any], since: float) -> int | None:
+    """How many of the session's subagents Gemini CLI has recorded anything
+    of since ``since`` (seconds since the epoch): it keeps each subagent's
+    conversation in ``<session id>.jsonl`` files of a folder named after
+    the session, beside the session's own (``transcript_path``), creating
+    one as the subagent starts and writing its model's every answer there
+    before its calls' hooks fire. ``None`` when that cannot be seen from
+    here (no transcript, a folder on another machine)."""
+    transcript = payload_text(payload, "transcript_path")
+    session = payload_text(payload, "session_id")
+    if not session or not os.path.isabs(transcript):
+        return None
+    chats = os.path.dirname(transcript)
+    try:
+        with os.scandir(os.path.join(chats, session)) as entries:
+            return sum(
+                1
+                for entry in entries
+                if entry.name.endswith(".jsonl")
+                and entry.is_file(follow_symlinks=False)
+                and entry.stat(follow_symlinks=False).st_mtime > since
+            )
+    except FileNotFoundError:
+        return 0 if os.path.isdir(chats) else None  # no subagent of the session has started yet
+    except OSError:
+        return None
+
+
+def _delegated_name(args: Any) -> str:
+    """The invoked agent's name, as its subagent's id begins."""
+    name = args.get("agent_name") if isinstance(args, dict) else None
+    return name if isinstance(name, str) and name and _CHILD not in name and _ONE_CALL not in name else "subagent"
+
+
+def _delegations(main: AgentLink, children: list[AgentLink]) -> list[tuple[ToolCall, AgentLink]]:
+    """The main agent's open ``invoke_agent`` calls whose subagent is live, each with it."""
+    live = {child.agent.id: child for child in children}
+    delegations: list[tuple[ToolCall, AgentLink]] = []
+    for call in main.calls_in_flight():
+        if call.tool == DELEGATE:
+            child = live.get(f"{_delegated_name(call.args)}@{call.call_id}")
+            if child is not None:
+                delegations.append((call, child))
+    return delegations
+
+
+async def _end_subagents(hooks: ClaudeHooks, main: AgentLink) -> None:
+    """End every subagent the guard named for ``main`` (none has agent ids of its own)."""
+    for child in hooks.subagents_of(main):
+        if _named(child):
+            await hooks.end_subagent(child)
+
+
+def _named(agent: AgentLink) -> bool:
+    """Whether the guard named this agent (a Gemini CLI subagent, or one call of one)."""
+    return _CHILD in agent.agent.id or _ONE_CALL in agent.agent.id
+
+
 class GeminiRuntime(HookRuntime):
     """Gemini CLI's hook contract (see the module's docstring)."""
 
@@ -120,6 +219,83 @@ class GeminiRuntime(HookRuntime):
         while agent.has_call(f"gemini-{stamp:x}"):
             stamp += 1
         return f"gemini-{stamp:x}"
+
+    async def attribute(self, hooks: ClaudeHooks, main: AgentLink, payload: Mapping[str, Any], seam: str) -> AgentLink:
+        """Whose call this is: the main agent's, or a subagent's (their hooks
+        carry the main agent's ``session_id`` and no agent id). A subagent
+        runs while the main agent's ``invoke_agent`` call is open (between
+        its ``BeforeTool`` and ``AfterTool``); its calls are a child of the
+        main agent named after the invoked agent (``settled`` starts it).
+
+        Gemini CLI fires the ``BeforeTool`` hooks of one response's calls
+        together and runs none of them before all have answered. So while an
+        ``invoke_agent`` is open, a call is the main agent's when no subagent
+        has started since the guard saw the ``invoke_agent``
+        (``subagents_started``): another call of that response, or any call
+        after an ``invoke_agent`` that was refused after the guard allowed it
+        (by another hook, Gemini CLI's policy or the user) and ran nothing.
+        Where the subagents' recordings cannot be seen, a call is the main
+        agent's when it was fired (``fired_at``) no later than the guard
+        recorded the main agent's latest call, a subagent's when later (a
+        subagent starts only once its ``invoke_agent``'s hooks answered). A
+        result is the newest open call alike's, whoever made it. With
+        several subagents running at once, which one made a call cannot be
+        told: the call is an agent of its own, counted with no other."""
+        children = [child for child in hooks.subagents_of(main) if _named(child)]
+        if not children:
+            return main
+        tool = payload_text(payload, "tool_name")
+        if seam != "pre":
+            if tool == DELEGATE:
+                return main
+            args = self.tool_input(payload)
+            alike = [
+                (call.ts, n, agent)
+                for n, agent in enumerate((main, *children))
+                for call in agent.calls_in_flight()
+                if call.tool == tool and call.args == args
+            ]
+            if alike:
+                return max(alike)[2]
+        delegations = _delegations(main, children)
+        if not delegations:
+            return main
+        latest = max(call.ts for call in main.calls_in_flight())
+        fired = fired_at(payload)
+        started = subagents_started(payload, min(call.ts for call, _ in delegations))
+        if tool == DELEGATE:  # the main agent's: a subagent cannot call it
+            if seam == "pre" and ((started is not None and started > 0) or (fired is not None and fired > latest)):
+                await _end_subagents(hooks, main)  # a later response: the subagents it saw are over
+            return main
+        in_its_response = started is None and fired is not None and fired <= latest
+        if tool not in _SUBAGENT_TOOLS and (started == 0 or in_its_response):
+            return main
+        if len(delegations) == 1:
+            return delegations[0][1]
+        names = "+".join(sorted({child.agent.id.partition(_CHILD)[0] for _, child in delegations}))
+        return await hooks.subagent(main, f"{names}{_ONE_CALL}{time.time_ns():x}")
+
+    async def settled(
+        self, hooks: ClaudeHooks, agent: AgentLink, call_id: str, tool: str, args: Any, *, running: bool
+    ) -> None:
+        """An ``invoke_agent`` allowed starts its subagent, and one over (its
+        result, or its denial) ends it; an agent that stands for one call
+        ends with it."""
+        if agent.agent.parent_id is None and tool == DELEGATE:
+            child_id = f"{_delegated_name(args)}@{call_id}"
+            if running:
+                await hooks.subagent(agent, child_id)
+                return
+            for child in hooks.subagents_of(agent):
+                if child.agent.id == child_id:
+                    await hooks.end_subagent(child)
+        elif not running and _ONE_CALL in agent.agent.id and not agent.open_calls():
+            await hooks.end_subagent(agent)
+
+    async def turn_over(self, hooks: ClaudeHooks, main: AgentLink) -> None:
+        """The turn is over, and so is any subagent still taken for running
+        (its ``invoke_agent`` refused after the guard allowed it)."""
+        await _end_subagents(hooks, main)
 
     def result(self, payload: Mapping[str, Any], seam: str) -> tuple[str, bool]:
         response = payload.get("tool_response")

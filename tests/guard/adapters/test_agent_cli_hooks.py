@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bus import AgentStatus, ToolResult, read_log
+from bus import AgentStatus, ToolCall, ToolResult, read_log
 from guard import GENTLE_REMINDER
 from guard.adapters.claude_hooks import HALTED_BY
 from tests.agent_clis import FakeGemini, FakeResponses, printed_settings, shell
-from tests.claude_cli import text
+from tests.claude_cli import Block, text
 
 pytestmark = pytest.mark.slow
 
@@ -178,4 +178,90 @@ def test_codex_runs_the_same_command_in_other_directories_as_other_calls(
 
     assert sorted(p.parent.name for p in fake_responses.work.glob("*/checked")) == services
     assert not any(LOOP_DENIED in fake_responses.texts_after_last_call(n) for n in range(1, 5))
+    replays_cleanly(one_log(state), "--config", "recommended")
+
+
+def invoke_agent(prompt: str) -> Block:
+    """Gemini CLI's main agent running its ``generalist`` subagent on ``prompt``."""
+    return {
+        "type": "tool_use",
+        "id": None,
+        "name": "invoke_agent",
+        "input": {"agent_name": "generalist", "prompt": prompt},
+    }
+
+
+COMPLETE_TASK: Block = {
+    "type": "tool_use",
+    "id": None,
+    "name": "complete_task",
+    "input": {"result": {"response": "ok"}},
+}
+
+
+def guard_said(api: FakeGemini) -> list[str]:
+    """What the model read of the guard's, main agent and subagent alike."""
+    said = [api.texts_after_last_call(n) for n in range(1, len(api.requests))]
+    said += [api.texts_after_last_call(n, subagent=True) for n in range(1, len(api.subagent_requests))]
+    return [text for text in said if LOOP_DENIED in text or GENTLE_REMINDER in text or "loop-detector" in text]
+
+
+def agents_of_calls(log: Path) -> list[tuple[str, str | None, str]]:
+    """Each recorded call's agent (the session's main agent as ``main``), that agent's parent, and tool."""
+    events = list(read_log(log))
+    session = next(e.agent.id for e in events if isinstance(e, AgentStatus) and e.agent is not None)
+    named = {session: "main"}
+    return [
+        (named.get(e.agent.id, e.agent.id.partition("@")[0]), e.agent.parent_id and named[e.agent.parent_id], e.tool)
+        for e in events
+        if isinstance(e, ToolCall) and e.agent is not None
+    ]
+
+
+@pytest.mark.parametrize("config", [(), ("--config", "recommended")], ids=["remind", "recommended"])
+def test_a_gemini_subagents_calls_count_apart_from_the_main_agents(
+    fake_gemini: FakeGemini, tmp_path: Path, config: tuple[str, ...]
+) -> None:
+    """The main agent runs a command, then delegates (``invoke_agent``) to a
+    subagent that runs it twice: the subagent's hooks carry the main agent's
+    session id and no agent id, yet its calls are a child agent's."""
+    state = tmp_path / "state"
+    same = shell(LEAVES_A_TRACE, "gemini-cli")
+    fake_gemini.script([same], [invoke_agent("SUBTASK: check it")], [text("done")])
+    fake_gemini.script_subagent("SUBTASK", [same], [same], [COMPLETE_TASK])
+    fake_gemini.run_hooks(printed_settings("gemini-cli", *config, "--state-dir", str(state)))
+
+    assert fake_gemini.runs() == 3
+    assert len(fake_gemini.subagent_requests) == 3
+    assert guard_said(fake_gemini) == []
+    assert agents_of_calls(one_log(state)) == [
+        ("main", None, "run_shell_command"),
+        ("main", None, "invoke_agent"),
+        ("generalist", "main", "run_shell_command"),
+        ("generalist", "main", "run_shell_command"),
+        ("generalist", "main", "complete_task"),
+    ]
+    replays_cleanly(one_log(state), *config)
+
+
+def test_the_main_agents_calls_beside_its_invoke_agent_stay_the_main_agents(
+    fake_gemini: FakeGemini, tmp_path: Path
+) -> None:
+    """Calls of the response that delegates run beside the subagent (in
+    parallel): they are the main agent's, the subagent's the child's."""
+    state = tmp_path / "state"
+    same = shell(LEAVES_A_TRACE, "gemini-cli")
+    fake_gemini.script([shell("echo before", "gemini-cli")], [same, invoke_agent("SUBTASK: check it"), same])
+    fake_gemini.script([text("done")])
+    fake_gemini.script_subagent("SUBTASK", [same], [same], [COMPLETE_TASK])
+    fake_gemini.run_hooks(printed_settings("gemini-cli", "--config", "recommended", "--state-dir", str(state)))
+
+    assert fake_gemini.runs() == 4
+    assert guard_said(fake_gemini) == []
+    assert sorted(agents_of_calls(one_log(state))) == sorted(
+        [("main", None, "run_shell_command")] * 3
+        + [("main", None, "invoke_agent")]
+        + [("generalist", "main", "run_shell_command")] * 2
+        + [("generalist", "main", "complete_task")]
+    )
     replays_cleanly(one_log(state), "--config", "recommended")

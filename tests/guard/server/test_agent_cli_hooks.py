@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from tests.agent_clis import FakeGemini, FakeResponses, printed_settings
+from bus import ToolCall, read_log
+from tests.agent_clis import FakeGemini, FakeResponses, printed_settings, shell
 from tests.claude_cli import text
 from tests.guard.server.conftest import StartServer
 
@@ -118,3 +119,40 @@ def test_codex_mcp_tool_hooks_let_every_call_run_when_serve_is_down(fake_respons
     fake_responses.run("go", hooks=hooks, config=mcp_config("http://127.0.0.1:9"))
 
     assert fake_responses.runs() == 6
+
+
+def test_a_gemini_subagents_calls_count_apart_from_the_main_agents_through_serve(
+    fake_gemini: FakeGemini, start_server: StartServer
+) -> None:
+    """As the command hook does (``tests/guard/adapters/test_agent_cli_hooks.py``):
+    the main agent runs a command once, its subagent (``invoke_agent``) twice."""
+    server = start_server("--config", "recommended")
+    same = shell(LEAVES_A_TRACE, "gemini-cli")
+    delegate = {"type": "tool_use", "id": None, "name": "invoke_agent"}
+    fake_gemini.script([same], [{**delegate, "input": {"agent_name": "generalist", "prompt": "SUBTASK: check it"}}])
+    fake_gemini.script([text("done")])
+    done = {"type": "tool_use", "id": None, "name": "complete_task", "input": {"result": {"response": "ok"}}}
+    fake_gemini.script_subagent("SUBTASK", [same], [same], [done])
+    fake_gemini.run_hooks(printed_settings("gemini-cli", "--http", server.url))
+
+    assert fake_gemini.runs() == 3
+    said = [fake_gemini.texts_after_last_call(n, subagent=True) for n in range(1, len(fake_gemini.subagent_requests))]
+    assert len(said) == 2
+    assert not [text for text in said if "loop-detector" in text]
+    assert server.stop() == 0
+    (log,) = server.state_dir.glob("*.jsonl")
+    calls = [(e.agent.parent_id is not None, e.tool) for e in read_log(log) if isinstance(e, ToolCall) and e.agent]
+    assert calls == [
+        (False, "run_shell_command"),
+        (False, "invoke_agent"),
+        (True, "run_shell_command"),
+        (True, "run_shell_command"),
+        (True, "complete_task"),
+    ]
+    replay = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(log), "--check", "--config", "recommended"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stderr
