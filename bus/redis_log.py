@@ -384,16 +384,13 @@ REDIS_AUTH_ENV = "REDISCLI_AUTH"
 
 
 def env_password(url: str) -> str | None:
-    """``$REDISCLI_AUTH`` when set and ``url`` gives no password of its own
-    (a password in the URL wins)."""
+    """``$REDISCLI_AUTH`` when set and ``url`` (checked by
+    ``check_redis_url`` first) gives no password of its own (a password in
+    the URL wins)."""
     password = os.environ.get(REDIS_AUTH_ENV)
     if not password:
         return None
-    try:
-        given = urlsplit(url).password
-    except ValueError:
-        given = None
-    return password if given is None else None
+    return password if urlsplit(url).password is None else None
 
 
 def redis_client(url: str, *, timeout: float) -> Redis:

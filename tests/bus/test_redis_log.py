@@ -22,6 +22,7 @@ from bus.redis_log import (
     NOTES_SPAN,
     RedisSessionLog,
     append_many,
+    env_password,
     parse_redis_target,
     redact_url,
     redis_client,
@@ -445,3 +446,16 @@ async def test_an_export_that_fails_part_way_leaves_no_file(client: Redis, agent
     with pytest.raises(LogError, match=r"rtg:\{cut\}:events holds a string, not a stream"):
         await log.export(tmp_path / "cut.jsonl")
     assert not (tmp_path / "cut.jsonl").exists()  # was: a header-only log that replayed as a whole session
+
+
+def test_the_password_of_a_url_without_one_comes_from_rediscli_auth(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REDISCLI_AUTH", raising=False)
+    assert env_password("redis://127.0.0.1:6379/0") is None
+    monkeypatch.setenv("REDISCLI_AUTH", "")
+    assert env_password("redis://127.0.0.1:6379/0") is None
+    monkeypatch.setenv("REDISCLI_AUTH", "s3cret")
+    assert env_password("redis://127.0.0.1:6379/0") == "s3cret"
+    assert env_password("redis://fleet@127.0.0.1:6379/0") == "s3cret", "an ACL user's"
+    assert env_password("redis://:given@127.0.0.1:6379/0") is None, "the URL's own wins"
+    assert env_password("unix:///run/redis.sock?db=0") == "s3cret"
+
