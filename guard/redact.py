@@ -241,46 +241,99 @@ def _builtin_plan() -> _Plan:
 _CUT = cut_note(0).partition("0")[0]  # "… (+": a substring test before the regular expression
 _WORD_ENDS = frozenset(" \t\r\n\"'`,:;=(){}[]<>")
 _WORD_READ = 256
+_QUOTE_PROBES = 64
+"""Cuts inside an open quote of one text whose quote the rules are asked
+about (``Redactor._secret_cut``); past them, what each such quote shows
+before its cut is dropped unread."""
 
 
-def _without_cut_words(text: str) -> str:
-    """``text`` without the part-word before each ``… (+N more chars)`` cut
-    (a preview cut before it was redacted, as a policy quotes arguments):
-    no rule knows a secret by its first characters, so what a cut left of
-    a word is dropped with the rest of it, and N counts it."""
-    pieces: list[str] = []
-    at = 0
-    for mark in CUT_NOTE.finditer(text):
-        start = mark.start()
-        word = start
-        while word > max(at, start - _WORD_READ) and text[word - 1] not in _WORD_ENDS:
-            word -= 1
-        if word == start:
-            continue
-        pieces.append(text[at:word])
-        pieces.append(cut_note(int(mark.group(1)) + start - word))
-        at = mark.end()
-    pieces.append(text[at:])
-    return "".join(pieces)
+def _open_quote(segment: str) -> int:
+    """Where in ``segment`` the quote opens that is still open at its end
+    (``'``, ``"`` or either escaped, as in JSON): the last quote of its kind
+    when their number is odd and something follows it; else -1."""
+    at = max(segment.rfind("'"), segment.rfind('"'))
+    if at < 0 or at == len(segment) - 1:
+        return -1
+    start = at
+    while start and segment[start - 1] == "\\":
+        start -= 1
+    quote = segment[start : at + 1]
+    count = 0
+    found = segment.find(quote)
+    while found >= 0:
+        count += found == 0 or segment[found - 1] != "\\"
+        found = segment.find(quote, found + len(quote))
+    return at if count % 2 else -1
 
 
 # a run long enough to hide a secret in (12 bytes or more), in the standard or the URL-safe alphabet
-_BASE64 = compile_regex(r"[A-Za-z0-9+/_-]{16,}={0,2}")
+_BASE64_RUN = r"[A-Za-z0-9+/_-]{16,}={0,2}"
+_BASE64 = compile_regex(_BASE64_RUN)
+# runs on lines of their own, one after another (`base64` wraps its output at 76 columns, PEM at 64),
+# the line breaks raw or JSON-escaped, the lines maybe indented, the last one maybe short
+_BASE64_LINES = compile_regex(
+    _BASE64_RUN
+    + r"(?:(?:\\?\r)?\\?\n[ \t]*[A-Za-z0-9+/_-]{16,}={0,2})*(?:(?:\\?\r)?\\?\n[ \t]*[A-Za-z0-9+/_-]{2,}={0,2})?"
+)
+_LINE_BREAKS = b" \t\r\n\\"
+# a word holding a %-escape (a URL-encoded DSN, query or form body)
+_PERCENT = compile_regex(r"[^\s\"'<>\\`]*%[0-9A-Fa-f]{2}[^\s\"'<>\\`]*")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
 def _decoded(run: bytes) -> str | None:
     """The text ``run`` encodes as base64, or ``None`` when it is no base64
     (or no text: a decoded run with a NUL or invalid UTF-8 holds no secret a
     rule could read)."""
-    import base64
     import binascii
 
     if b"-" in run or b"_" in run:
         run = run.replace(b"-", b"+").replace(b"_", b"/")
-    try:
-        return base64.b64decode(run + b"=" * (-len(run) % 4), validate=True).decode("utf-8")
+    try:  # strict: what base64.b64decode(validate=True) checks, without its Python regular expression
+        return binascii.a2b_base64(run + b"=" * (-len(run) % 4), strict_mode=True).decode("utf-8")
     except (binascii.Error, ValueError):
         return None
+
+
+def _unquoted(run: bytes) -> str | None:
+    """The text ``run`` encodes with %-escapes (and ``+`` for a space, as a
+    form does); ``None`` when it holds no escape or no text."""
+    import binascii
+
+    if not run.count(b"%"):
+        return None
+    spaced = run.replace(b"+", b" ")
+    # quoted-printable is %-encoding with = for %, decoded in C; a % that escapes nothing shows in the length
+    decoded = binascii.a2b_qp(spaced.replace(b"=", b"=3D").replace(b"%", b"="))
+    if len(decoded) != len(run) - 2 * run.count(b"%"):
+        pieces = spaced.split(b"%")
+        parts = [pieces[0]]
+        for piece in pieces[1:]:
+            escape = len(piece) >= 2 and piece[0] in _HEX and piece[1] in _HEX
+            parts += (bytes((int(piece[:2], 16),)), piece[2:]) if escape else (b"%", piece)
+        decoded = b"".join(parts)
+        if len(decoded) == len(run):  # no escape at all
+            return None
+    try:
+        return decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _unquoted_offsets(run: bytes, start: int) -> Iterator[int]:
+    """For each byte ``_unquoted(run)`` encodes in UTF-8, its offset in the
+    text ``run`` stands at ``start`` of, then the offset of ``run``'s end."""
+    pieces = run.split(b"%")
+    yield from range(start, start + len(pieces[0]))
+    at = start + len(pieces[0])
+    for piece in pieces[1:]:
+        if len(piece) >= 2 and piece[0] in _HEX and piece[1] in _HEX:
+            yield at
+            yield from range(at + 3, at + 1 + len(piece))
+        else:
+            yield from range(at, at + 1 + len(piece))
+        at += 1 + len(piece)
+    yield at
 
 
 class Redactor:
@@ -336,18 +389,98 @@ class Redactor:
             for start, end in rule.spans(seen):
                 yield rule, start, end
         yield from self._encoded(seen)
+        if b"%" in seen:
+            yield from self._url_encoded(seen)
 
     def _encoded(self, data: bytes) -> Iterator[tuple[SecretRule, int, int]]:
         """Each base64 run of ``data`` whose decoded text holds a secret, as a
         finding of the rule that found it there: bytes in a call's arguments
-        are written as base64, and a secret must not pass as its encoding."""
-        for match in _BASE64.finditer_bytes(data):
-            start, end = match.span(0)
-            decoded = _decoded(data[start:end])
-            if decoded is not None:
-                rule = next((rule for rule, _, _ in self.findings(decoded)), None)
+        are written as base64, and a secret must not pass as its encoding.
+        Lines of base64 one after another (wrapped output) are decoded as
+        one block when they decode together, else line by line."""
+        for block in _BASE64_LINES.finditer_bytes(data):
+            start, end = block.span(0)
+            run = data[start:end]
+            if b"\n" not in run:  # one run, as most are
+                rule = self._decoded_rule(run)
                 if rule is not None:
                     yield rule, start, end
+                continue
+            joined = run.translate(None, _LINE_BREAKS)
+            rule = self._decoded_rule(joined[: len(joined) - (len(joined) % 4 == 1)])  # a block cut short: what decodes
+            if rule is not None:
+                yield rule, start, end
+                continue
+            for match in _BASE64.finditer_bytes(run):
+                rule = self._decoded_rule(match.group(0))
+                if rule is not None:
+                    yield rule, start + match.start(0), start + match.end(0)
+
+    def _decoded_rule(self, run: bytes) -> SecretRule | None:
+        """The first rule that finds a secret in the text base64 ``run`` encodes."""
+        decoded = _decoded(run)
+        return None if decoded is None else next((rule for rule, _, _ in self.findings(decoded)), None)
+
+    def _url_encoded(self, data: bytes) -> Iterator[tuple[SecretRule, int, int]]:
+        """The secrets in the text the %-escaped words of ``data`` encode (a
+        URL-encoded DSN or form body), at the offsets of their escaped form:
+        the text around them is kept as it was written. The words are
+        decoded into one text, a line each, which the rules read once."""
+        words: list[tuple[int, bytes]] = []
+        texts: list[str] = []
+        for match in _PERCENT.finditer_bytes(data):
+            text = _unquoted(match.group(0))
+            if text is not None:
+                words.append((match.start(0), match.group(0)))
+                texts.append(text)
+        found = list(self.findings("\n".join(texts))) if texts else []
+        if found:
+            # where each byte of the decoded text came from; a word's end stands for the line break after it
+            offsets = [at for start, word in words for at in _unquoted_offsets(word, start)]
+            for rule, start, end in found:
+                yield rule, offsets[start], offsets[end]
+
+    def _without_cut_words(self, text: str) -> str:
+        """``text`` without the part-word before each ``… (+N more chars)``
+        cut (a preview cut before it was redacted, as a policy quotes
+        arguments): no rule knows a secret by its first characters, so what
+        a cut left of a word is dropped with the rest of it, and N counts it.
+        A cut inside a quoted secret (``--password='correct horse … (+N more
+        chars)``: no rule sees the quote closed) drops what the quote shows
+        of it too."""
+        pieces: list[str] = []
+        at = 0
+        probes = _QUOTE_PROBES
+        for mark in CUT_NOTE.finditer(text):
+            start = mark.start()
+            read = max(at, start - _WORD_READ)
+            word = start
+            while word > read and text[word - 1] not in _WORD_ENDS:
+                word -= 1
+            line = max(read, text.rfind("\n", read, word) + 1)
+            quote = _open_quote(text[line:word])
+            if quote >= 0:
+                probes -= 1  # past the budget (a text of many cuts), the quote's words go unread
+                word = line + (self._secret_cut(text[line:word], quote + 1) if probes >= 0 else quote + 1)
+            if word == start:
+                continue
+            pieces.append(text[at:word])
+            pieces.append(cut_note(int(mark.group(1)) + start - word))
+            at = mark.end()
+        pieces.append(text[at:])
+        return "".join(pieces)
+
+    def _secret_cut(self, segment: str, value: int) -> int:
+        """Where in ``segment`` a secret starts that the cut after it fell
+        in: one a rule finds running to the end of ``segment`` once the
+        quote opened before character ``value`` is closed as it was opened
+        (``'``, ``"``, ``\\"``); ``len(segment)`` when there is none."""
+        start = value - 1
+        while start and segment[start - 1] == "\\":
+            start -= 1
+        data = segment.encode("utf-8", "surrogatepass")
+        cut = min((s for _, s, e in self.findings(segment + segment[start:value]) if e >= len(data)), default=len(data))
+        return len(data[:cut].decode("utf-8", "ignore")) if cut < len(data) else len(segment)
 
     def __call__(self, text: str) -> str:
         if not text:
@@ -357,7 +490,7 @@ class Redactor:
             tail = f"… (+{len(text) - REDACT_INPUT_LIMIT} chars withheld: past the redaction limit)"
             text = text[:REDACT_INPUT_LIMIT]
         if _CUT in text:
-            text = _without_cut_words(text)
+            text = self._without_cut_words(text)
         spans = sorted((start, end) for _, start, end in self.findings(text))
         if not spans:
             return text + tail

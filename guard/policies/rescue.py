@@ -629,14 +629,16 @@ class RescuePolicy(Policy[_AgentState]):
         else:
             head = _STALL_HEAD.format(redundant=hit.redundant, tool=call.tool, arguments=arguments)
             shown, threshold = hit.redundant, self._stall_at
-        agent = call.agent.id if call.agent is not None else None
         if self.trips is not None:
+            # a record kept outside the agent, as the live page and `watch` are: an id or a tool's name (an MCP
+            # tool's may carry its server's URL) can hold a credential
+            redact = self._redact
             self.trips.record(
                 Trip(
                     ts=call.ts,
                     kind=kind,
-                    agent=agent,
-                    tool=call.tool,
+                    agent=redact(call.agent.id) if call.agent is not None else None,
+                    tool=redact(call.tool),
                     call_id=call.call_id,
                     signature=hit.fp.digest.hex(),
                     count=hit.count,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 from bus import Bus, Event, ToolCall, ToolResult
 from guard.actions import DENYING, Action
 from guard.fingerprint import canonical_json
-from guard.redact import REDACTED
+from guard.redact import REDACT_SLACK, REDACTED, Redactor
 
 __all__ = [
     "FINISH_REASON",
@@ -164,6 +164,7 @@ class GuardTelemetry:
         self._last_output: OrderedDict[tuple[str | None, str | None, str], int] = OrderedDict()
         self._caught: OrderedDict[tuple[str | None, str | None, str], None] = OrderedDict()
         self._tool_labels: set[str] = set()
+        self._redact = Redactor()
 
     def attach(self, bus: Bus) -> GuardTelemetry:
         """Follow ``bus``'s tool results, for the output size a denial saves."""
@@ -198,9 +199,10 @@ class GuardTelemetry:
         shadow = bool(getattr(action, "shadow", False))
         call_bytes = self._call_bytes(trigger, conversation)
         wasted = max(action.count - 1, 0)
+        tool = self._shown(action.tool)
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": OPERATION,
-            "gen_ai.tool.name": action.tool,
+            "gen_ai.tool.name": tool,
             "gen_ai.tool.call.id": action.call_id,
             "repeat_tool_guard.policy": action.policy,
             "repeat_tool_guard.action": action.action,
@@ -211,7 +213,7 @@ class GuardTelemetry:
             "repeat_tool_guard.shadow": shadow,
         }
         if action.agent is not None:
-            attributes["gen_ai.agent.id"] = action.agent
+            attributes["gen_ai.agent.id"] = self._shown(action.agent)
         if conversation is not None:
             attributes["gen_ai.conversation.id"] = conversation
         if action.threshold is not None:
@@ -233,7 +235,7 @@ class GuardTelemetry:
         labels: dict[str, AttributeValue] = {
             "repeat_tool_guard.policy": action.policy,
             "repeat_tool_guard.action": action.action,
-            "gen_ai.tool.name": self._tool_label(action.tool),
+            "gen_ai.tool.name": self._tool_label(tool),
             "repeat_tool_guard.runtime": runtime,
             "repeat_tool_guard.shadow": shadow,
         }
@@ -251,6 +253,13 @@ class GuardTelemetry:
         if action.action in DENYING:
             self._calls_saved.add(1, labels)
             self._tokens_saved.add(_tokens(call_bytes), labels)
+
+    def _shown(self, name: str) -> str:
+        """A tool's name or an agent's id as the exported data shows it:
+        redacted, as on the live page and in ``watch`` (an MCP tool's name
+        may carry its server's URL, an id may be named after a token), as
+        far as an attribute keeps it and the slack the rules need past it."""
+        return self._redact(name[: _ATTRIBUTE_LENGTH + REDACT_SLACK])
 
     def _tool_label(self, tool: str) -> str:
         """The ``gen_ai.tool.name`` label of ``tool``'s series: its name cut

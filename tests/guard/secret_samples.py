@@ -45,6 +45,12 @@ def _pem(kind: str, seed: str, headers: str = "") -> str:
     return f"-----BEGIN {kind}-----\n{headers}{body}\n-----END {kind}-----"
 
 
+def _wrapped(text: str) -> str:
+    """``text`` in base64 as ``base64`` prints it: lines of 76 characters."""
+    encoded = base64.b64encode(text.encode()).decode()
+    return "\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76))
+
+
 @dataclass(frozen=True)
 class Sample:
     name: str
@@ -263,6 +269,73 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("az-login-p", "az login -u ci@example.com -p ", "azur3pw", " --tenant t"),
     Sample("netrc-one-line", "machine api.example.com login me password ", "n3trc", "\nmachine other"),
     Sample("netrc-multi-line", "machine example.org\n  login me\n  password ", "multi", "\n"),
+    # Secret keys by name, in settings files, JSON and environment lookups.
+    Sample(
+        "django-secret-key", "SECRET_KEY = '", "q7#n!x2$" + token(ALNUM, 24, "django") + "^&*()", "'\nDEBUG = False"
+    ),
+    Sample("flask-secret-key", "app.secret_key = '", token(ALNUM, 20, "flask") + "!#2024", "'\napp.run()"),
+    Sample("json-secret-key", '{"endpoint": "s3.local", "secret_key": "', token(ALNUM, 16, "json-sk") + "#$!", '"}'),
+    Sample("camel-case-secret-key", "const config = { secretKey: '", "s3cr3t!" + token(ALNUM, 6, "camel"), "' };"),
+    Sample("getenv-fallback", "SECRET_KEY = os.getenv('SECRET_KEY', '", "Pr0d#" + token(ALNUM, 12, "getenv"), "')"),
+    # Passwords piped into a command that reads them from standard input.
+    Sample("echo-to-sudo-stdin", "echo '", "Wint3r!" + token(ALNUM, 8, "sudo"), "' | sudo -S systemctl restart nginx"),
+    Sample(
+        "echo-to-password-stdin",
+        "echo ",
+        token(ALNUM, 16, "stdin"),
+        " | docker login -u bob --password-stdin registry.example.com",
+    ),
+    Sample("echo-to-chpasswd", "echo 'deploy:", "Ch4nge!" + token(ALNUM, 8, "chpasswd"), "' | chpasswd"),
+    Sample("echo-to-passwd-stdin", "echo '", token(ALNUM, 12, "passwd"), "' | passwd --stdin deploy"),
+    # Name/value lists: the name says what the value is.
+    Sample(
+        "kubernetes-env-name-value",
+        "env:\n  - name: DB_PASSWORD\n    value: ",
+        token(ALNUM, 12, "k8s"),
+        "\n  - name: DB_HOST\n    value: db",
+    ),
+    Sample(
+        "ecs-env-json-name-value",
+        '[{"name": "STRIPE_SECRET", "value": "',
+        token(ALNUM, 16, "ecs"),
+        '"}, {"name": "REGION", "value": "eu"}]',
+    ),
+    # Other tools' ways of taking a secret.
+    Sample("fish-set-export", "set -gx OPENAI_API_KEY ", token(ALNUM, 20, "fish"), "\nset -gx EDITOR vim"),
+    Sample("pgpass-line", "$ cat ~/.pgpass\ndb.acme.internal:5432:*:app:", token(ALNUM, 14, "pgpass"), "\n$ "),
+    Sample("htpasswd-b", "htpasswd -b -c /etc/nginx/.htpasswd admin ", token(ALNUM, 13, "htpasswd"), "\n"),
+    Sample("openssl-enc-k", "openssl enc -aes-256-cbc -k ", token(ALNUM, 12, "openssl-k"), " -in db.sql -out db.enc"),
+    Sample("zip-P", "zip -P ", token(ALNUM, 13, "zip"), " backup.zip db.sql"),
+    Sample("7z-p-glued", "7z a -p", token(ALNUM, 12, "7z"), " backup.7z dump/"),
+    Sample("httpie-auth", "http -a bob:", token(ALNUM, 12, "httpie"), " https://api.example.com/me"),
+    Sample("gh-secret-set-body", "gh secret set DEPLOY_TOKEN --body ", token(ALNUM, 20, "gh-body"), " --repo acme/app"),
+    Sample("github-actions-add-mask", "echo ::add-mask::", token(ALNUM, 20, "mask"), "\n"),
+    Sample(
+        "openweathermap-appid",
+        "GET https://api.openweathermap.org/data/2.5/weather?q=Oslo&appid=",
+        token(HEX, 32, "owm"),
+        "&units=metric",
+    ),
+    # URLs: a bot token in the path, credentials written escaped, URL-encoded text.
+    Sample(
+        "telegram-bot-url",
+        "curl https://api.telegram.org/bot",
+        token(DIGITS, 10, "tg-url") + ":" + token(URLSAFE, 35, "tg-url2"),
+        "/getUpdates",
+    ),
+    Sample("url-credentials-json-escaped", '{"dsn":"mysql:\\/\\/app:', token(ALNUM, 12, "escaped-url"), '@db\\/app"}'),
+    Sample(
+        "url-credentials-after-underscore",
+        "mcp__https://admin:",
+        token(ALNUM, 11, "underscore"),
+        "@mcp.example.com__fetch",
+    ),
+    Sample("url-encoded-dsn", "conn=postgres%3A%2F%2Fadmin%3A", "Tr0ub%26" + token(ALNUM, 8, "urlenc"), "%40db%2Fprod"),
+    Sample("url-encoded-json-body", "body=%7B%22password%22%3A%20%22", token(ALNUM, 13, "urlbody"), "%22%7D"),
+    # base64 as `base64` prints it: wrapped at 76 columns.
+    Sample(
+        "base64-wrapped-private-key", "$ base64 ~/.ssh/id_ed25519\n", _wrapped(_pem("OPENSSH PRIVATE KEY", "w")), "\n$ "
+    ),
 )
 """At least 60 formats; each ``secret`` must disappear and each context stay."""
 
@@ -292,5 +365,16 @@ KEPT: tuple[str, ...] = (
     "the password: see below",
     'AGENT_KEY = "repeat_tool_guard_agent"',
     "STRIPE_PUBLISHABLE_KEY=pk_live_abc",
+    "env:\n  - name: DB_HOST\n    value: db.internal",
+    "- name: API_TOKEN\n  valueFrom:\n    secretKeyRef:\n      name: api\n      key: token",
+    "store.put(key=cache_key, value=payload)",
+    '{"key": "sort_key", "value": "created_at"}',
+    "os.getenv('SECRET_KEY', '')",
+    "SECRET_KEY = os.environ['SECRET_KEY']",
+    'echo "$DB_PASSWORD" | sudo -S true',
+    "set -gx MAX_TOKENS 4096",
+    "README.md:42:foo:bar:baz",
+    "wget https://example.com/a.zip -P /tmp/downloads",
+    "https://example.com/search?q=a%20b&page=2",
 )
 """Ordinary text that looks a little like a secret and must pass unchanged."""

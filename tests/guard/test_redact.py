@@ -100,6 +100,42 @@ def test_a_word_a_preview_cut_is_dropped_with_the_rest_of_it(redact: Redactor, t
     assert redact(expected) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mysql --password='correct hor… (+30 more chars)", "mysql --password='… (+41 more chars)"),
+        (
+            '{"command":"mysql app --password=\\"correct hor… (+30 more chars)',
+            '{"command":"mysql app --password=\\"… (+41 more chars)',
+        ),
+        ('{"user": "bob", "password": "correct h… (+9 more chars)', '{"user": "bob", "password": "… (+18 more chars)'),
+        ("export DB_PASSWORD='my sec… (+3 more chars)", "export DB_PASSWORD='… (+9 more chars)"),
+    ],
+)
+def test_a_cut_inside_a_quoted_secret_drops_all_the_quote_shows(redact: Redactor, text: str, expected: str) -> None:
+    """A passphrase with spaces cut inside its quote: no rule sees it
+    closed, and the words before the cut would pass; the quote's visible
+    part goes with the cut word, and the count includes it."""
+    assert redact(text) == expected
+    assert redact(expected) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "git commit -m 'fix the parser for lo… (+30 more chars)",
+            "git commit -m 'fix the parser for … (+32 more chars)",
+        ),
+        ("password='abc' and then a lo… (+5 more chars)", f"password='{REDACTED}' and then a … (+7 more chars)"),
+    ],
+)
+def test_a_cut_inside_a_quote_that_holds_no_secret_drops_only_the_cut_word(
+    redact: Redactor, text: str, expected: str
+) -> None:
+    assert redact(text) == expected
+
+
 def test_a_long_word_before_a_cut_is_dropped_as_far_as_it_is_read(redact: Redactor) -> None:
     text = "x" * 100_000 + "… (+1 more chars)"
     assert redact(text) == "x" * (100_000 - 256) + "… (+257 more chars)"

@@ -149,6 +149,31 @@ async def test_a_failed_ask_leaks_no_secret_into_the_trip_log_or_its_log_event(
     assert event["reason"] == failed["reason"]
 
 
+async def test_the_trip_log_and_its_log_event_show_no_secret_in_an_agent_id_or_a_tool_name(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    """As on the live page and in ``watch``: an agent named after its token,
+    an MCP tool whose name carries its server's URL with a password."""
+    key, password = "ghp_" + token(ALNUM, 36, "trip agent"), token(ALNUM, 14, "trip tool")
+    agent, tool = f"worker-{key}", f"mcp__https://deploy:{password}@mcp.example.com__fetch"
+    trips = tmp_path / "trips.jsonl"
+    config = Config(
+        remind=RemindConfig(enabled=False),
+        rescue=RescueConfig(ask_command=str(ask_script("echo advice")), log_file=str(trips)),
+    )
+    s = Script(tmp_path / "session.jsonl", config)
+    await s.start(agent)
+    with capture_logs() as logs:
+        for _ in range(5):
+            await s.call(agent, tool, {"pattern": "x"}, "no matches")
+    kept = [msgspec.json.decode(line) for line in trips.read_text().splitlines()]
+    events = [e for e in logs if e["event"] == "rescue.trip"]
+    shown = (f"worker-{REDACTED}", f"mcp__https://deploy:{REDACTED}@mcp.example.com__fetch")
+    assert [t["kind"] for t in kept] == ["deny", "deny", "rescue"]
+    assert {(t["agent"], t["tool"]) for t in (*kept, *events)} == {shown}
+    assert key[:12] not in trips.read_text()
+
+
 @pytest.mark.parametrize(
     ("last_line", "reason"),
     [

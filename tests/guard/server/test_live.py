@@ -117,6 +117,19 @@ def test_the_page_shows_no_part_of_a_secret_an_actions_quote_cut(make_served: Ma
     assert "printf %s … (+" in session["marks"][-1][3]
 
 
+def test_the_page_shows_no_word_of_a_quoted_passphrase_an_actions_quote_cut(make_served: MakeServed) -> None:
+    """The cut falls inside a quoted passphrase with spaces: the words
+    before it are part of the secret too, and none of them is shown."""
+    served = make_served(Config(remind=RemindConfig(thresholds=(2, 3), arguments_preview_chars=80)))
+    command = "cd /srv/acme-app/services && mysql --password='correct horse battery staple' app"
+    assert 12 + command.index("horse") < 80 < 12 + command.index("staple")  # the quote's cut falls in the passphrase
+    _loop(served.client, "quoted", 3, command=command)
+    state = served.client.get("/live/state").text
+    assert "correct" not in state
+    (session,) = served.client.get("/live/state").json()["sessions"]
+    assert "--password='… (+" in session["marks"][-1][3]
+
+
 def test_a_hook_payload_without_a_working_directory_has_no_project(live_served: Served) -> None:
     payload = hook_payload("no-cwd", "PreToolUse", tool_name="Read", tool_input={"file_path": "a"}, tool_use_id="t1")
     del payload["cwd"]

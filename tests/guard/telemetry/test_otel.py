@@ -686,6 +686,24 @@ def test_a_huge_tool_name_is_cut_in_metric_labels_and_span_attributes(recorded: 
     assert (attributes["gen_ai.tool.name"], attributes["gen_ai.tool.call.id"]) == ("t" * 1024, "c" * 1024)
 
 
+def test_a_secret_in_an_agent_id_or_a_tool_name_is_not_exported(recorded: Recorded) -> None:
+    """As on the live page and in ``watch``: an agent named after its token,
+    an MCP tool whose name carries its server's URL with a password."""
+    agent, tool = (
+        "worker-ghp_R7kX2mQ9vL4nP8sT1wY6zB3cF5hJ0dG7aK2eW",
+        "mcp__https://deploy:Tr0ub4dor@mcp.example.com__fetch",
+    )
+    shown = ("worker-[REDACTED]", "mcp__https://deploy:[REDACTED]@mcp.example.com__fetch")
+    recorded.telemetry.on_action(_action(agent=agent, tool=tool), _call(tool=tool))
+    with recorded.tracer_provider.get_tracer("agent-runtime").start_as_current_span("execute_tool fetch"):
+        recorded.telemetry.on_action(_action(agent=agent, tool=tool, call_id="c4"), _call(tool=tool))
+    own, runtimes = recorded.spans.get_finished_spans()
+    for attributes in (dict(own.attributes or {}), dict(runtimes.events[0].attributes or {})):
+        assert (attributes["gen_ai.agent.id"], attributes["gen_ai.tool.name"]) == shown
+    (key,) = recorded.metric("repeat_tool_guard.actions")
+    assert dict(key)["gen_ai.tool.name"] == shown[1]
+
+
 def test_what_is_remembered_of_huge_names_stays_small(recorded: Recorded) -> None:
     import tracemalloc
 
