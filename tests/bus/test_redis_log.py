@@ -458,4 +458,3 @@ def test_the_password_of_a_url_without_one_comes_from_rediscli_auth(monkeypatch:
     assert env_password("redis://fleet@127.0.0.1:6379/0") == "s3cret", "an ACL user's"
     assert env_password("redis://:given@127.0.0.1:6379/0") is None, "the URL's own wins"
     assert env_password("unix:///run/redis.sock?db=0") == "s3cret"
-
