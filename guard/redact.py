@@ -296,13 +296,15 @@ def _decoded(run: bytes) -> str | None:
 
 
 def _unquoted(run: bytes) -> str | None:
-    """The text ``run`` encodes with %-escapes (and ``+`` for a space, as a
-    form does); ``None`` when it holds no escape or no text."""
+    """The text ``run`` encodes with %-escapes; ``None`` when it holds no
+    escape or no text. A form's ``+`` for a space stays ``+``: a value
+    written ``correct+horse+battery`` is then one word to the rules, as a
+    secret must be."""
     import binascii
 
     if not run.count(b"%"):
         return None
-    spaced = run.replace(b"+", b" ")
+    spaced = run
     # quoted-printable is %-encoding with = for %, decoded in C; a % that escapes nothing shows in the length
     decoded = binascii.a2b_qp(spaced.replace(b"=", b"=3D").replace(b"%", b"="))
     if len(decoded) != len(run) - 2 * run.count(b"%"):

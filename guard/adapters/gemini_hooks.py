@@ -28,6 +28,7 @@ after the invoked agent (``GeminiRuntime.attribute``).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -139,25 +140,35 @@ def subagents_started(payload: Mapping[str, Any], since: float) -> int | None:
     the session, beside the session's own (``transcript_path``), creating
     one as the subagent starts and writing its model's every answer there
     before its calls' hooks fire. ``None`` when that cannot be seen from
-    here (no transcript, a folder on another machine)."""
+    here: no transcript, a folder on another machine, or one outside this
+    user's Gemini CLI home (``$GEMINI_CLI_HOME/.gemini``, ``~/.gemini``),
+    where Gemini CLI never writes: a client of ``serve`` names the path,
+    and the server reads no folder it picks. At most ``_SCANNED`` entries
+    are read."""
     transcript = payload_text(payload, "transcript_path")
     session = payload_text(payload, "session_id")
-    if not session or not os.path.isabs(transcript):
+    home = os.path.join(os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~"), ".gemini", "")
+    if not session or not os.path.isabs(transcript) or not os.path.normpath(transcript).startswith(home):
         return None
     chats = os.path.dirname(transcript)
     try:
         with os.scandir(os.path.join(chats, session)) as entries:
             return sum(
                 1
-                for entry in entries
+                for entry in itertools.islice(entries, _SCANNED)
                 if entry.name.endswith(".jsonl")
                 and entry.is_file(follow_symlinks=False)
                 and entry.stat(follow_symlinks=False).st_mtime > since
             )
     except FileNotFoundError:
         return 0 if os.path.isdir(chats) else None  # no subagent of the session has started yet
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the path
         return None
+
+
+_SCANNED = 1024
+"""Entries of a session's recordings folder read at most (a session runs a
+few subagents; a folder of many more is no folder Gemini CLI made)."""
 
 
 def _delegated_name(args: Any) -> str:

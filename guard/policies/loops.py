@@ -1308,9 +1308,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     )
     poll_states: tuple[str, ...] = (
         # a key that names a state (Status, readyState, "health": {"status": ...), then, past spaces, quotes,
-        # a colon or a symbol (Argo Rollouts' "॥"), a state that is still moving; the rarer states only as the
-        # whole value ("Feature A status: Updating docs" is prose)
-        r"(?:(?i:\b(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))(?:[\s:=\"'|]|[^\x00-\x7f]){1,24}"
+        # a colon, one = (not code's ==) or a symbol (Argo Rollouts' "॥"), a state that is still moving; the
+        # rarer states only as the whole value ("Feature A status: Updating docs" is prose)
+        r"(?:(?i:\b(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))"
+        r"(?:(?:[\s:\"']|[^\x00-\x7f]){1,24}|(?:[\s:\"']|[^\x00-\x7f]){0,12}=(?:[\s\"']|[^\x00-\x7f]){0,12})"
         r"(?i:(?:running|pending|queued|in[_ ]progress|waiting|starting|creating|containercreating|building|"
         r"deploying)\b|(?:progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing)"
         r"[ \t\"',;)}\]]*(?:$|[\r\n\"',;)}\]]))",

@@ -332,6 +332,15 @@ SAMPLES: tuple[Sample, ...] = (
     ),
     Sample("url-encoded-dsn", "conn=postgres%3A%2F%2Fadmin%3A", "Tr0ub%26" + token(ALNUM, 8, "urlenc"), "%40db%2Fprod"),
     Sample("url-encoded-json-body", "body=%7B%22password%22%3A%20%22", token(ALNUM, 13, "urlbody"), "%22%7D"),
+    Sample("flask-bytes-secret-key", "app.secret_key = b'", token(ALNUM, 24, "flaskb"), "'"),
+    Sample("flask-config-secret-key", "app.config['SECRET_KEY'] = '", token(ALNUM, 24, "flaskc"), "'"),
+    Sample("os-environ-set-token", 'os.environ["API_TOKEN"] = "', token(ALNUM, 20, "environ"), '"'),
+    Sample(
+        "url-encoded-form-with-plus",
+        "curl -d user=bob%26password%3D",
+        "correct+horse+" + token(ALNUM, 9, "plus"),
+        " https://x",
+    ),
     # base64 as `base64` prints it: wrapped at 76 columns.
     Sample(
         "base64-wrapped-private-key", "$ base64 ~/.ssh/id_ed25519\n", _wrapped(_pem("OPENSSH PRIVATE KEY", "w")), "\n$ "
@@ -376,5 +385,14 @@ KEPT: tuple[str, ...] = (
     "README.md:42:foo:bar:baz",
     "wget https://example.com/a.zip -P /tmp/downloads",
     "https://example.com/search?q=a%20b&page=2",
+    "- name: TOKENIZER\n  value: cl100k_base",
+    "- name: DB_PASSWORD_FILE\n  value: /run/secrets/db",
+    "- name: API_KEY_HEADER\n  value: X-Api-Key",
+    '{"name": "token_type", "value": "Bearer"}',
+    "echo y | sudo pacman -Syu",
+    "echo foo | sudo sort -S 1G",
+    "set -gx SSH_AUTH_SOCK /run/user/1000/ssh-agent.sock",
+    "os.getenv('SSL_KEY', 'certs/server.key')",
+    "process.env.API_KEY_HEADER || 'x-api-key'",
 )
 """Ordinary text that looks a little like a secret and must pass unchanged."""

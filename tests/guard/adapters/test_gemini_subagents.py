@@ -41,7 +41,7 @@ class Session:
     false sends no ``transcript_path`` (the folder cannot be seen)."""
 
     def __init__(self, tmp_path: Path, *, recorded: bool = True) -> None:
-        self.chats = tmp_path / "chats"
+        self.chats = tmp_path / ".gemini" / "tmp" / "project" / "chats"
         self.chats.mkdir(parents=True, exist_ok=True)
         self.transcript = self.chats / "session-2026-12-05T14-23-d5b5bb13.jsonl"
         self.transcript.write_text(f'{{"sessionId": "{SESSION}", "kind": "main"}}\n')
@@ -99,6 +99,13 @@ def who(events: Capture) -> list[tuple[str, str]]:
         )
         for c in events.of(ToolCall)
     ]
+
+
+@pytest.fixture(autouse=True)
+def gemini_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Gemini CLI's home: the recordings the guard reads are under its ``.gemini``."""
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path))
+    return tmp_path / ".gemini"
 
 
 @pytest.fixture
@@ -311,14 +318,14 @@ def test_a_hooks_timestamp_is_read_as_gemini_cli_writes_it() -> None:
 
 
 def test_subagents_started_counts_the_recordings_written_since(tmp_path: Path) -> None:
-    transcript = tmp_path / "chats" / "session-x.jsonl"
+    transcript = tmp_path / ".gemini" / "tmp" / "project" / "chats" / "session-x.jsonl"
 
     def started(since: float, path: str = str(transcript)) -> int | None:
         return subagents_started({"session_id": SESSION, "transcript_path": path}, since)
 
     assert started(0.0) is None, "no chats folder here"
     assert started(0.0, "chats/session-x.jsonl") is None, "a relative path says nothing"
-    transcript.parent.mkdir()
+    transcript.parent.mkdir(parents=True)
     assert started(0.0) == 0, "no subagent of the session has started"
     folder = transcript.parent / SESSION
     folder.mkdir()
@@ -330,8 +337,8 @@ def test_subagents_started_counts_the_recordings_written_since(tmp_path: Path) -
 
 
 def test_a_session_folder_that_is_no_folder_says_nothing(tmp_path: Path) -> None:
-    transcript = tmp_path / "chats" / "session-x.jsonl"
-    transcript.parent.mkdir()
+    transcript = tmp_path / ".gemini" / "tmp" / "project" / "chats" / "session-x.jsonl"
+    transcript.parent.mkdir(parents=True)
     (transcript.parent / SESSION).write_text("a file where Gemini CLI keeps a folder\n")
     assert subagents_started({"session_id": SESSION, "transcript_path": str(transcript)}, 0.0) is None
 
@@ -375,3 +382,16 @@ async def test_a_result_whose_call_was_never_seen_goes_to_the_running_subagent(l
     gemini.subagent_starts()
     await hooks.handle(gemini.after(*shell("ran unseen")))
     assert who(events)[-1] == ("generalist", "run_shell_command")
+
+
+def test_no_folder_outside_gemini_clis_home_is_read(tmp_path: Path) -> None:
+    """A client of ``serve`` names the transcript's path: the server reads
+    no folder Gemini CLI would not have written (another user's, a huge
+    or hung one), and a path holding a NUL is none."""
+    elsewhere = tmp_path / "elsewhere" / "chats"
+    (elsewhere / SESSION).mkdir(parents=True)
+    (elsewhere / SESSION / "sub.jsonl").write_text("{}\n")
+    for path in (elsewhere / "session-x.jsonl", tmp_path / ".gemini" / ".." / "elsewhere" / "chats" / "s.jsonl"):
+        assert subagents_started({"session_id": SESSION, "transcript_path": str(path)}, 0.0) is None
+    inside = tmp_path / ".gemini" / "tmp" / "p\x00" / "chats" / "session-x.jsonl"
+    assert subagents_started({"session_id": SESSION, "transcript_path": str(inside)}, 0.0) is None

@@ -1878,3 +1878,10 @@ async def test_tests_run_after_each_undo_that_reverts_an_edit_are_no_repeat(make
         await run.do("mcp__editor__undo", {}, f"Reverted edit #{n} in src/api.ts")
         await run.do("Bash", {"command": "npm test"}, "1 failing\n  api returns 404")
     assert run.actions == []
+
+
+async def test_a_file_comparing_a_status_in_code_read_again_is_a_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("Read", {"file_path": "/repo/worker.py"}, 'if job.status == "running":\n    wait(job)')
+    assert run.actions == [(3, "deny")]
