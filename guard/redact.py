@@ -296,26 +296,21 @@ def _decoded(run: bytes) -> str | None:
 
 
 def _unquoted(run: bytes) -> str | None:
-    """The text ``run`` encodes with %-escapes; ``None`` when it holds no
-    escape or no text. A form's ``+`` for a space stays ``+``: a value
-    written ``correct+horse+battery`` is then one word to the rules, as a
-    secret must be."""
+    """The text ``run`` (a word holding at least one %-escape) encodes;
+    ``None`` when it is no text. A form's ``+`` for a space stays ``+``: a
+    value written ``correct+horse+battery`` is then one word to the rules,
+    as a secret must be."""
     import binascii
 
-    if not run.count(b"%"):
-        return None
-    spaced = run
     # quoted-printable is %-encoding with = for %, decoded in C; a % that escapes nothing shows in the length
-    decoded = binascii.a2b_qp(spaced.replace(b"=", b"=3D").replace(b"%", b"="))
+    decoded = binascii.a2b_qp(run.replace(b"=", b"=3D").replace(b"%", b"="))
     if len(decoded) != len(run) - 2 * run.count(b"%"):
-        pieces = spaced.split(b"%")
+        pieces = run.split(b"%")
         parts = [pieces[0]]
         for piece in pieces[1:]:
             escape = len(piece) >= 2 and piece[0] in _HEX and piece[1] in _HEX
             parts += (bytes((int(piece[:2], 16),)), piece[2:]) if escape else (b"%", piece)
         decoded = b"".join(parts)
-        if len(decoded) == len(run):  # no escape at all
-            return None
     try:
         return decoded.decode("utf-8")
     except UnicodeDecodeError:

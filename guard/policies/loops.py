@@ -2066,15 +2066,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         (``nothing_found``), whole or after the prefixes a runtime wraps an
         exception in: ``Error executing tool 'web_search' with arguments
         {...}: Exception: No results found! Try a shorter query.``"""
-        line = content.lstrip()[:_STATE_HEAD].partition("\n")[0]
+        parts = content.lstrip()[:_STATE_HEAD].partition("\n")[0].split(": ", 3)
         regexes = self._checks[_NOTHING_CHECK][0]
-        for _ in range(4):
-            if len(line) <= _NOTHING_FOUND_CHARS and regexes.search(line):
-                return True
-            _, colon, line = line.partition(": ")
-            if not colon:
-                return False
-        return False
+        tails = (": ".join(parts[at:]) for at in range(len(parts)))
+        return any(len(tail) <= _NOTHING_FOUND_CHARS and regexes.search(tail) for tail in tails)
 
     def _says(self, check: int, content: str, found: int | None) -> bool:
         """Whether ``check``'s patterns match ``content`` (the head it

@@ -258,3 +258,13 @@ def test_redactors_hold_one_shared_copy_of_the_built_in_rules() -> None:
 def test_one_pattern_given_as_a_str_is_refused_not_read_a_character_at_a_time() -> None:
     with pytest.raises(TypeError, match=r"takes a list of regular expressions, not one str: \['token'\]"):
         Redactor("token")  # a str is an Iterable[str]: only a check at run time tells
+
+
+def test_a_percent_word_with_a_stray_percent_is_decoded_around_it_and_one_that_is_no_text_is_kept() -> None:
+    """A %-encoded DSN with a ``%`` that escapes nothing (a typed ``%ZZ``)
+    is still read, its secret redacted where it is written; a word whose
+    escapes decode to no UTF-8 holds no text a rule could read."""
+    redact = Redactor()
+    dsn = "conn=postgres%3A%2F%2Fadmin%3Ahunter2pass%40db%ZZ"
+    assert redact(dsn) == f"conn=postgres%3A%2F%2Fadmin%3A{REDACTED}%40db%ZZ"
+    assert redact("blob=%ff%fe%00x") == "blob=%ff%fe%00x"
