@@ -58,6 +58,17 @@ def shell(command: str, runtime: str) -> Block:
     return {"type": "tool_use", "id": None, "name": "run_shell_command", "input": {"command": command}}
 
 
+def replays_cleanly(log: Path, *config: str) -> None:
+    """``repeat-tool-guard replay LOG --check CONFIG`` agrees with every guard action ``log`` holds."""
+    done = subprocess.run(
+        [sys.executable, "-m", "guard", "replay", str(log), "--check", *config],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def printed_settings(agent: str, *options: str) -> dict[str, Any]:
     """What ``repeat-tool-guard hook-settings --agent AGENT OPTIONS`` prints."""
     done = subprocess.run(
@@ -151,6 +162,24 @@ class FakeResponses(_FakeCLIAPI):
 
     def run_hooks(self, settings: Mapping[str, Any], prompt: str = "go") -> subprocess.CompletedProcess[str]:
         return self.run(prompt, hooks=settings)
+
+    def service_checks(self, services: list[str]) -> list[list[Block]]:
+        """One model turn per service: ``sh check.sh`` run in its directory
+        (``exec_command``'s ``workdir``), each check leaving ``checked`` there."""
+        for service in services:
+            (self.work / service).mkdir()
+            (self.work / service / "check.sh").write_text("touch checked; echo 'All checks passed'\n")
+        return [
+            [
+                {
+                    "type": "tool_use",
+                    "id": None,
+                    "name": "exec_command",
+                    "input": {"cmd": "sh check.sh", "workdir": str(self.work / service)},
+                }
+            ]
+            for service in services
+        ]
 
     def config_toml(self, extra: str = "") -> str:
         return (

@@ -7,8 +7,6 @@ off: the guard alone is under test."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ import pytest
 from bus import AgentStatus, ToolCall, ToolResult, read_log
 from guard import GENTLE_REMINDER
 from guard.adapters.claude_hooks import HALTED_BY
-from tests.agent_clis import FakeGemini, FakeResponses, printed_settings, shell
+from tests.agent_clis import FakeGemini, FakeResponses, printed_settings, replays_cleanly, shell
 from tests.claude_cli import Block, text
 
 pytestmark = pytest.mark.slow
@@ -37,16 +35,6 @@ def cli(request: pytest.FixtureRequest) -> FakeCLI:
 def one_log(state: Path) -> Path:
     (log,) = state.glob("*.jsonl")
     return log
-
-
-def replays_cleanly(log: Path, *config: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "guard", "replay", str(log), "--check", *config],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 def test_the_reminder_reaches_the_model_by_the_fourth_call(cli: FakeCLI, tmp_path: Path) -> None:
@@ -159,20 +147,7 @@ def test_codex_runs_the_same_command_in_other_directories_as_other_calls(
     payload's ``cwd`` only: the guard adds it to the call."""
     state = tmp_path / "state"
     services = ["svc-a", "svc-b", "svc-c", "svc-d"]
-    for service in services:
-        (fake_responses.work / service).mkdir()
-        (fake_responses.work / service / "check.sh").write_text("touch checked; echo 'All checks passed'\n")
-    steps = [
-        [
-            {
-                "type": "tool_use",
-                "id": None,
-                "name": "exec_command",
-                "input": {"cmd": "sh check.sh", "workdir": str(fake_responses.work / service)},
-            }
-        ]
-        for service in services
-    ]
+    steps = fake_responses.service_checks(services)
     fake_responses.script(*steps, [text("done")])
     fake_responses.run_hooks(printed_settings("codex", "--config", "recommended", "--state-dir", str(state)))
 

@@ -5,13 +5,10 @@ API (``tests/agent_clis.py``)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from bus import ToolCall, read_log
-from tests.agent_clis import FakeGemini, FakeResponses, printed_settings, shell
+from tests.agent_clis import FakeGemini, FakeResponses, printed_settings, replays_cleanly, shell
 from tests.claude_cli import text
 from tests.guard.server.conftest import StartServer
 
@@ -39,13 +36,7 @@ def test_recommended_denies_a_repeat_through_serve(cli: FakeResponses | FakeGemi
     assert cli.runs() == denied[0] - 1
     assert server.stop() == 0
     (log,) = server.state_dir.glob("*.jsonl")
-    replay = subprocess.run(
-        [sys.executable, "-m", "guard", "replay", str(log), "--check", "--config", "recommended"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert replay.returncode == 0, replay.stderr
+    replays_cleanly(log, "--config", "recommended")
 
 
 def test_a_server_that_is_down_lets_every_call_run(cli: FakeResponses | FakeGemini) -> None:
@@ -74,13 +65,7 @@ def test_codex_mcp_tool_hooks_deny_a_repeat_through_serve(
     assert fake_responses.runs() == denied[0] - 1
     assert server.stop() == 0
     (log,) = server.state_dir.glob("*.jsonl")
-    replay = subprocess.run(
-        [sys.executable, "-m", "guard", "replay", str(log), "--check", "--config", "recommended"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert replay.returncode == 0, replay.stderr
+    replays_cleanly(log, "--config", "recommended")
 
 
 def test_codex_mcp_tool_hooks_run_the_same_command_in_other_directories_as_other_calls(
@@ -91,20 +76,7 @@ def test_codex_mcp_tool_hooks_run_the_same_command_in_other_directories_as_other
     four calls, none denied."""
     server = start_server("--config", "recommended")
     services = ["svc-a", "svc-b", "svc-c", "svc-d"]
-    for service in services:
-        (fake_responses.work / service).mkdir()
-        (fake_responses.work / service / "check.sh").write_text("touch checked; echo 'All checks passed'\n")
-    steps = [
-        [
-            {
-                "type": "tool_use",
-                "id": None,
-                "name": "exec_command",
-                "input": {"cmd": "sh check.sh", "workdir": str(fake_responses.work / s)},
-            }
-        ]
-        for s in services
-    ]
+    steps = fake_responses.service_checks(services)
     fake_responses.script(*steps, [text("done")])
     hooks = printed_settings("codex", "--http", server.url, "--mcp")
     fake_responses.run("go", hooks=hooks, config=mcp_config(server.url))
@@ -149,10 +121,4 @@ def test_a_gemini_subagents_calls_count_apart_from_the_main_agents_through_serve
         (True, "run_shell_command"),
         (True, "complete_task"),
     ]
-    replay = subprocess.run(
-        [sys.executable, "-m", "guard", "replay", str(log), "--check", "--config", "recommended"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert replay.returncode == 0, replay.stderr
+    replays_cleanly(log, "--config", "recommended")
