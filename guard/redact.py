@@ -296,10 +296,9 @@ def _decoded(run: bytes) -> str | None:
 
 
 def _unquoted(run: bytes) -> str | None:
-    """The text ``run`` (a word holding at least one %-escape) encodes;
-    ``None`` when it is no text. A form's ``+`` for a space stays ``+``: a
-    value written ``correct+horse+battery`` is then one word to the rules,
-    as a secret must be."""
+    """The text ``run`` (a word holding at least one %-escape) encodes,
+    its ``+`` kept (``_url_encoded`` reads it both as a ``+`` and as a
+    form's space); ``None`` when it is no text."""
     import binascii
 
     # quoted-printable is %-encoding with = for %, decoded in C; a % that escapes nothing shows in the length
@@ -430,7 +429,10 @@ class Redactor:
             if text is not None:
                 words.append((match.start(0), match.group(0)))
                 texts.append(text)
-        found = list(self.findings("\n".join(texts))) if texts else []
+        decoded = "\n".join(texts)
+        found = list(self.findings(decoded)) if texts else []
+        if "+" in decoded:  # a form's + for a space: read both ways (a value of words, a value with a +)
+            found += self.findings(decoded.replace("+", " "))
         if found:
             # where each byte of the decoded text came from; a word's end stands for the line break after it
             offsets = [at for start, word in words for at in _unquoted_offsets(word, start)]

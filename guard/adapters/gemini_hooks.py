@@ -147,8 +147,13 @@ def subagents_started(payload: Mapping[str, Any], since: float) -> int | None:
     are read."""
     transcript = payload_text(payload, "transcript_path")
     session = payload_text(payload, "session_id")
-    home = os.path.join(os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~"), ".gemini", "")
-    if not session or not os.path.isabs(transcript) or not os.path.normpath(transcript).startswith(home):
+    if not session or not os.path.isabs(transcript):
+        return None
+    home = os.path.join(os.path.realpath(os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")), ".gemini", "")
+    try:
+        if not os.path.realpath(transcript).startswith(home):
+            return None
+    except ValueError:  # a NUL in the path
         return None
     chats = os.path.dirname(transcript)
     try:

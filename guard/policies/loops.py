@@ -1307,11 +1307,13 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress)|(?:refresh|reload)(?:[ _-]?(?:page|status|data|list))?)$",
     )
     poll_states: tuple[str, ...] = (
-        # a key that names a state (Status, readyState, "health": {"status": ...), then, past spaces, quotes,
-        # a colon, one = (not code's ==) or a symbol (Argo Rollouts' "॥"), a state that is still moving; the
-        # rarer states only as the whole value ("Feature A status: Updating docs" is prose)
+        # a key that names a state (Status, readyState, "health": {"status": ...), then, past spaces, quotes
+        # (escaped too), a colon, markdown's ** and | and `, a tag's >, one = (not code's ==) or a symbol
+        # (Argo Rollouts' "॥"), a state that is still moving; the rarer states only as the whole value
+        # ("Feature A status: Updating docs" is prose)
         r"(?:(?i:\b(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))"
-        r"(?:(?:[\s:\"']|[^\x00-\x7f]){1,24}|(?:[\s:\"']|[^\x00-\x7f]){0,12}=(?:[\s\"']|[^\x00-\x7f]){0,12})"
+        r"(?:(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){1,24}|(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){0,12}="
+        r"(?:[\s\"'\\*|`>]|[^\x00-\x7f]){0,12})"
         r"(?i:(?:running|pending|queued|in[_ ]progress|waiting|starting|creating|containercreating|building|"
         r"deploying)\b|(?:progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing)"
         r"[ \t\"',;)}\]]*(?:$|[\r\n\"',;)}\]]))",

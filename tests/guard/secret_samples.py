@@ -335,6 +335,11 @@ SAMPLES: tuple[Sample, ...] = (
     Sample("flask-bytes-secret-key", "app.secret_key = b'", token(ALNUM, 24, "flaskb"), "'"),
     Sample("flask-config-secret-key", "app.config['SECRET_KEY'] = '", token(ALNUM, 24, "flaskc"), "'"),
     Sample("os-environ-set-token", 'os.environ["API_TOKEN"] = "', token(ALNUM, 20, "environ"), '"'),
+    Sample("rails-secret-key-base-env", "- name: SECRET_KEY_BASE\n  value: ", token(HEX, 32, "rails"), "\n"),
+    Sample("token-name-with-a-suffix", '{"name": "GITHUB_TOKEN_CI", "value": "', token(ALNUM, 20, "ci"), '"}'),
+    Sample("fish-token-with-a-suffix", "set -gx SLACK_BOT_TOKEN_PROD ", token(ALNUM, 20, "prod"), "\n"),
+    Sample("sudo-long-option-stdin", "echo ", token(ALNUM, 12, "sudolong"), " | sudo --user=deploy -S true"),
+    Sample("form-encoded-mysql-password", "cmd=mysql+-u+root+-p", token(ALNUM, 12, "formpw") + "%21", "&run=1"),
     Sample(
         "url-encoded-form-with-plus",
         "curl -d user=bob%26password%3D",
@@ -394,5 +399,10 @@ KEPT: tuple[str, ...] = (
     "set -gx SSH_AUTH_SOCK /run/user/1000/ssh-agent.sock",
     "os.getenv('SSL_KEY', 'certs/server.key')",
     "process.env.API_KEY_HEADER || 'x-api-key'",
+    "echo data | sudo -E sort -S 1G",
+    "INFO [auth]: session refreshed",
+    "vocab[token] = idx",
+    "creds: list[Credentials] = defaults",
+    "[token]: https://example.com/docs/tokens",
 )
 """Ordinary text that looks a little like a secret and must pass unchanged."""

@@ -395,3 +395,16 @@ def test_no_folder_outside_gemini_clis_home_is_read(tmp_path: Path) -> None:
         assert subagents_started({"session_id": SESSION, "transcript_path": str(path)}, 0.0) is None
     inside = tmp_path / ".gemini" / "tmp" / "p\x00" / "chats" / "session-x.jsonl"
     assert subagents_started({"session_id": SESSION, "transcript_path": str(inside)}, 0.0) is None
+
+
+def test_gemini_clis_home_is_compared_as_a_path_however_it_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemini CLI writes the transcript's path normalised; the home as the
+    user set it (``./``, ``x/..``, a trailing slash) names the same folder."""
+    transcript = tmp_path / ".gemini" / "tmp" / "project" / "chats" / "session-x.jsonl"
+    (transcript.parent / SESSION).mkdir(parents=True)
+    (transcript.parent / SESSION / "sub.jsonl").write_text("{}\n")
+    for home in (f"{tmp_path}/./", f"{tmp_path}/x/..", f"{tmp_path}//"):
+        monkeypatch.setenv("GEMINI_CLI_HOME", home)
+        assert subagents_started({"session_id": SESSION, "transcript_path": str(transcript)}, 0.0) == 1, home

@@ -1885,3 +1885,21 @@ async def test_a_file_comparing_a_status_in_code_read_again_is_a_repeat(make: Ma
     for _ in range(3):
         await run.do("Read", {"file_path": "/repo/worker.py"}, 'if job.status == "running":\n    wait(job)')
     assert run.actions == [(3, "deny")]
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        '{"stdout": "{\\"id\\": 7, \\"status\\": \\"running\\"}", "stderr": ""}',  # a Bash result as its hook sends it
+        "**Status:** In Progress",
+        "| Field | Value |\n|---|---|\n| Status | Running |",
+        "<job><state>pending</state></job>",
+    ],
+)
+async def test_a_moving_state_in_escaped_json_markdown_or_a_tag_is_a_poll(
+    make: Make, anyio_backend: str, status: str
+) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("Bash", {"command": "./job-status 7"}, status, seconds=30)
+    assert "deny" not in {action for _, action in run.actions}
