@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import select
+import selectors
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -289,12 +289,16 @@ class Proxy:
 
     def _pipe(self, client: socket.socket, upstream: socket.socket) -> None:
         cut_after = holed = False
-        with client, upstream:
+        # a selector, not select.select: a long test run's descriptors pass 1,024, which select refuses
+        with client, upstream, selectors.DefaultSelector() as selector:
+            selector.register(client, selectors.EVENT_READ)
+            selector.register(upstream, selectors.EVENT_READ)
             while True:
-                ready, _, _ = select.select([client, upstream], [], [], 0.5)
+                ready = [key.fileobj for key, _ in selector.select(0.5)]
                 if self._closing:
                     return
                 for sock in ready:
+                    assert isinstance(sock, socket.socket)
                     data = sock.recv(65536)
                     if not data:
                         return
