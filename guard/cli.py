@@ -638,20 +638,6 @@ def _error_text(_logger: object, _method: str, event: structlog.typing.EventDict
     return event
 
 
-_TRUST_NOTES = {
-    "codex": (
-        "; Codex runs a project's hooks once the project is trusted "
-        '([projects.{project}] trust_level = "trusted" in its config.toml)'
-    ),
-    "gemini-cli": (
-        "; Gemini CLI runs a project's hooks only in a trusted folder (trust it when asked, or set "
-        "GEMINI_CLI_TRUST_WORKSPACE=true for a headless run): with --skip-trust it runs without them"
-    ),
-}
-"""What a project install says of the CLI's own trust: where a project's
-hooks are skipped until it is trusted, the guard is silently off."""
-
-
 def _hook_argv(args: argparse.Namespace) -> list[str]:
     """This installation's ``hook`` command for ``args.agent``, with the
     config (a preset by its name, a file by its absolute path) and state directory."""
@@ -802,6 +788,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         remove_toml_table,
         settings_file,
     )
+    from guard.adapters.hook_runtimes import RUNTIMES
     from guard.server.mcp_hooks import MCP_SERVER
 
     def done(file: Path, what: str) -> None:
@@ -833,7 +820,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         try:
             what = install(path, settings, uninstall=args.uninstall)
             if args.scope == "project" and not args.file and not args.uninstall:
-                what += _TRUST_NOTES.get(args.agent, "").format(project=json.dumps(str(Path.cwd())))
+                what += RUNTIMES[args.agent].project_trust.format(project=json.dumps(str(Path.cwd())))
             done(path, what)
         except SettingsFileError:  # both files changed or neither: the table added for them goes again
             if added.endswith(" added"):

@@ -276,6 +276,10 @@ class HookRuntime:
     }
     cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {"Bash": frozenset({"description"})}
     ends_runs: ClassVar[bool] = True
+    project_trust: ClassVar[str] = ""
+    """What a project install adds when the CLI runs a project's hooks only
+    once the project is trusted (``{project}``: its path as JSON); until
+    then the guard is silently off."""
 
     @property
     def events(self) -> tuple[str, ...]:

@@ -55,6 +55,10 @@ class CodexRuntime(HookRuntime):
     }
     cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {"Bash": frozenset({"description", "justification"})}
     ends_runs: ClassVar[bool] = False
+    project_trust: ClassVar[str] = (
+        "; Codex runs a project's hooks once the project is trusted "
+        '([projects.{project}] trust_level = "trusted" in its config.toml)'
+    )
 
     def settings(self, handler: Mapping[str, Any]) -> dict[str, Any]:
         """``hooks.json``'s body: no matcher, so every tool's hooks run (Codex

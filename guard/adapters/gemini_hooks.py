@@ -219,6 +219,10 @@ class GeminiRuntime(HookRuntime):
     }
     cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {"run_shell_command": frozenset({"description"})}
     ends_runs: ClassVar[bool] = True
+    project_trust: ClassVar[str] = (
+        "; Gemini CLI runs a project's hooks only in a trusted folder (trust it when asked, or set "
+        "GEMINI_CLI_TRUST_WORKSPACE=true for a headless run): with --skip-trust it runs without them"
+    )
 
     def prompt(self, payload: Mapping[str, Any]) -> str | None:
         text = payload_text(payload, "prompt")

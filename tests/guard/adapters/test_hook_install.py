@@ -695,24 +695,33 @@ def test_the_guard_installed_at_the_other_scope_with_other_options_is_refused(
     assert main(["install", "--agent", agent, "--config", "recommended"]) == 2, "and the other way round"
 
 
-def test_a_codex_project_install_says_codex_runs_it_once_the_project_is_trusted(
-    capsys: pytest.CaptureFixture[str], in_project: Path
+@pytest.mark.parametrize(
+    ("agent", "told"),
+    [
+        (
+            "codex",
+            [
+                "Codex runs a project's hooks once the project is trusted",
+                '[projects."{project}"] trust_level = "trusted"',
+            ],
+        ),
+        (
+            "gemini-cli",
+            ["Gemini CLI runs a project's hooks only in a trusted folder", "GEMINI_CLI_TRUST_WORKSPACE=true"],
+        ),
+    ],
+)
+def test_a_project_install_says_the_cli_runs_it_only_once_the_project_is_trusted(
+    capsys: pytest.CaptureFixture[str], in_project: Path, agent: str, told: list[str]
 ) -> None:
-    assert main(["install", "--agent", "codex", "--project"]) == 0
+    """Until the project is trusted the CLI runs without its hooks and says
+    nothing of them (Gemini CLI under ``--skip-trust``): the guard is off."""
+    assert main(["install", "--agent", agent, "--project"]) == 0
     said = capsys.readouterr().err
-    assert "guard hooks installed; Codex runs a project's hooks once the project is trusted" in said
-    assert f'[projects."{in_project}"] trust_level = "trusted"' in said
-
-
-def test_a_gemini_project_install_says_gemini_runs_it_only_in_a_trusted_folder(
-    capsys: pytest.CaptureFixture[str], in_project: Path
-) -> None:
-    """Under ``--skip-trust`` Gemini CLI runs without a project's hooks, and says nothing of them."""
-    assert main(["install", "--agent", "gemini-cli", "--project"]) == 0
-    said = capsys.readouterr().err
-    assert "Gemini CLI runs a project's hooks only in a trusted folder" in said
-    assert "GEMINI_CLI_TRUST_WORKSPACE=true" in said
-    assert main(["install", "--agent", "gemini-cli"]) == 0
+    assert "guard hooks installed; " in said
+    for words in told:
+        assert words.format(project=in_project) in said
+    assert main(["install", "--agent", agent]) == 0
     assert "trusted" not in capsys.readouterr().err, "a user install is read in every folder"
 
 
