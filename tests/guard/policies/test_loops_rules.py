@@ -1782,56 +1782,49 @@ async def test_an_agents_targets_and_written_files_are_kept_bounded(make: Make, 
 
 
 @pytest.mark.parametrize(
-    ("tool", "args", "status"),
+    ("tool", "args", "status", "seconds", "calls"),
     [
-        ("Bash", {"command": "argocd app get api"}, "Sync Status:  Synced\nHealth Status:  Progressing"),
-        ("Bash", {"command": "kubectl argo rollouts get rollout checkout -n prod"}, "Status:  ॥ Paused\nStep:  1/8"),
-        ("Bash", {"command": "flux get kustomizations"}, "apps\tUnknown\tReconciliation in progress"),
-        ("Bash", {"command": "curl -s https://api.vercel.com/v13/deployments/dpl_1 | jq .readyState"}, '"BUILDING"'),
-        ("get_application", {"applicationName": "api"}, '{"status": {"health": {"status": "Progressing"}}}'),
+        ("Bash", {"command": "argocd app get api"}, "Sync Status:  Synced\nHealth Status:  Progressing", 60, 10),
+        (
+            "Bash",
+            {"command": "kubectl argo rollouts get rollout checkout -n prod"},
+            "Status:  ॥ Paused\nStep:  1/8",
+            60,
+            10,
+        ),
+        ("Bash", {"command": "flux get kustomizations"}, "apps\tUnknown\tReconciliation in progress", 60, 10),
+        (
+            "Bash",
+            {"command": "curl -s https://api.vercel.com/v13/deployments/dpl_1 | jq .readyState"},
+            '"BUILDING"',
+            60,
+            10,
+        ),
+        ("get_application", {"applicationName": "api"}, '{"status": {"health": {"status": "Progressing"}}}', 60, 10),
+        # a Bash result as its hook sends it, markdown, a tag
+        (
+            "Bash",
+            {"command": "./job-status 7"},
+            '{"stdout": "{\\"id\\": 7, \\"status\\": \\"running\\"}", "stderr": ""}',
+            30,
+            6,
+        ),
+        ("Bash", {"command": "./job-status 7"}, "**Status:** In Progress", 30, 6),
+        ("Bash", {"command": "./job-status 7"}, "| Field | Value |\n|---|---|\n| Status | Running |", 30, 6),
+        ("Bash", {"command": "./job-status 7"}, "<job><state>pending</state></job>", 30, 6),
     ],
 )
-async def test_a_deploy_checked_once_a_minute_while_it_progresses_is_never_denied(
-    make: Make, anyio_backend: str, tool: str, args: dict[str, object], status: str
+async def test_a_check_whose_state_is_still_moving_is_a_poll_never_denied_at_a_patient_pace(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, object], status: str, seconds: int, calls: int
 ) -> None:
-    """A rollout, a canary paused between steps, a reconciliation: each
+    """A rollout, a canary paused between steps, a reconciliation, a job
+    whose status a Bash result, a markdown report or a tag gives: each
     state says it is still moving, so the check is a poll, and a poll that
-    waits a minute is never denied however long the deploy takes."""
+    waits half a minute or more is never denied however long it takes."""
     run = make()
-    for _ in range(10):
-        await run.do(tool, args, status, seconds=60)
+    for _ in range(calls):
+        await run.do(tool, args, status, seconds=seconds)
     assert "deny" not in {action for _, action in run.actions}
-
-
-async def test_searches_failing_with_nothing_found_are_no_failure_streak(make: Make, anyio_backend: str) -> None:
-    """smolagents' web search raises when it finds nothing, and says to
-    try a shorter query: the agent following that advice is no streak of
-    one error, and the broad query it ends with runs."""
-    run = make()
-    for n in range(8):
-        query = f'"Article 5" "AI Act" ruling variant {n}'
-        failure = (
-            f"Error executing tool 'web_search' with arguments {{'query': '{query}'}}: "
-            "Exception: No results found! Try a less restrictive/shorter query."
-        )
-        await run.do("web_search", {"query": query}, failure, is_error=True)
-    await run.do("web_search", {"query": "AI Act article 5 court"}, "1. CJEU opinion on prohibited AI practices")
-    assert run.actions == []
-    for _ in range(3):  # the same failing query again is still a repeat
-        await run.do("web_search", {"query": "x"}, "Error: No results found! Try a shorter query.", is_error=True)
-    assert run.actions == [(12, "remind")]
-
-
-async def test_a_supervisor_handing_the_same_worker_new_work_is_no_repeat(make: Make, anyio_backend: str) -> None:
-    """LangGraph's supervisor hands each company to one research worker and
-    the worker hands back; each search in between brings news."""
-    run = make()
-    for company in ("Meta", "Apple", "Amazon", "Netflix", "Google"):
-        await run.do("transfer_to_research_expert", {}, "Successfully transferred to research_expert")
-        found = f"{company} had {len(company)}0000 employees"
-        await run.do("web_search", {"query": f"{company} headcount 2024"}, found)
-        await run.do("transfer_back_to_supervisor", {}, "Successfully transferred back to supervisor")
-    assert run.actions == []
 
 
 @pytest.mark.parametrize(
@@ -1885,21 +1878,3 @@ async def test_a_file_comparing_a_status_in_code_read_again_is_a_repeat(make: Ma
     for _ in range(3):
         await run.do("Read", {"file_path": "/repo/worker.py"}, 'if job.status == "running":\n    wait(job)')
     assert run.actions == [(3, "deny")]
-
-
-@pytest.mark.parametrize(
-    "status",
-    [
-        '{"stdout": "{\\"id\\": 7, \\"status\\": \\"running\\"}", "stderr": ""}',  # a Bash result as its hook sends it
-        "**Status:** In Progress",
-        "| Field | Value |\n|---|---|\n| Status | Running |",
-        "<job><state>pending</state></job>",
-    ],
-)
-async def test_a_moving_state_in_escaped_json_markdown_or_a_tag_is_a_poll(
-    make: Make, anyio_backend: str, status: str
-) -> None:
-    run = make()
-    for _ in range(6):
-        await run.do("Bash", {"command": "./job-status 7"}, status, seconds=30)
-    assert "deny" not in {action for _, action in run.actions}
