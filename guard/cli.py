@@ -645,12 +645,12 @@ def _hook_argv(args: argparse.Namespace) -> list[str]:
 
     from guard.config import PRESETS
 
-    script = Path(sys.executable).parent / "repeat-tool-guard"  # this installation's, not whatever PATH finds
     if args.serve:
         from guard.hook_forward import forwarding_argv
 
         argv = forwarding_argv()
     else:
+        script = Path(sys.executable).parent / "repeat-tool-guard"  # this installation's, not whatever PATH finds
         argv = [str(script)] if os.access(script, os.X_OK) else [sys.executable, "-P", "-m", "guard"]
     argv.append("hook")
     if args.agent != "claude-code":

@@ -408,3 +408,14 @@ def test_gemini_clis_home_is_compared_as_a_path_however_it_is_written(
     for home in (f"{tmp_path}/./", f"{tmp_path}/x/..", f"{tmp_path}//"):
         monkeypatch.setenv("GEMINI_CLI_HOME", home)
         assert subagents_started({"session_id": SESSION, "transcript_path": str(transcript)}, 0.0) == 1, home
+
+
+def test_a_recordings_folder_is_read_no_further_than_its_first_1024_entries(tmp_path: Path) -> None:
+    """A session runs a few subagents: a folder of thousands is no folder
+    Gemini CLI made, and a hook reads no more of it than 1,024 entries."""
+    transcript = tmp_path / ".gemini" / "tmp" / "project" / "chats" / "session-x.jsonl"
+    folder = transcript.parent / SESSION
+    folder.mkdir(parents=True)
+    for n in range(1100):
+        (folder / f"{n}.jsonl").touch()
+    assert subagents_started({"session_id": SESSION, "transcript_path": str(transcript)}, 0.0) == 1024
