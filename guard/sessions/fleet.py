@@ -272,7 +272,7 @@ class _Replica:
             RescuePolicy(policy.config, ask=_FleetAsker(fleet, session, policy.command, self._failed))
             if isinstance(policy, RescuePolicy)
             else policy
-            for policy in build_policies(fleet.config, share=fleet.policies)
+            for policy in build_policies(fleet.config, share=fleet._policies)
         ]
         self.guard = Guard(fleet.config, on_action=self._on_action, policies=policies)
         self.actions: list[Action] = []
@@ -454,7 +454,7 @@ class FleetGuard:
     ) -> None:
         self.client = client
         self.config = apply_environment(config if config is not None else Config())
-        self.policies = build_policies(self.config)
+        self._policies = build_policies(self.config)
         """The config's policies, built once: each session's guard shares the ``shareable`` ones."""
         self.prefix = prefix
         self.maxlen = maxlen
