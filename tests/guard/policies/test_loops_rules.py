@@ -1827,6 +1827,37 @@ async def test_a_check_whose_state_is_still_moving_is_a_poll_never_denied_at_a_p
     assert "deny" not in {action for _, action in run.actions}
 
 
+async def test_searches_failing_with_nothing_found_are_no_failure_streak(make: Make, anyio_backend: str) -> None:
+    """smolagents' web search raises when it finds nothing, and says to
+    try a shorter query: the agent following that advice is no streak of
+    one error, and the broad query it ends with runs."""
+    run = make()
+    for n in range(8):
+        query = f'"Article 5" "AI Act" ruling variant {n}'
+        failure = (
+            f"Error executing tool 'web_search' with arguments {{'query': '{query}'}}: "
+            "Exception: No results found! Try a less restrictive/shorter query."
+        )
+        await run.do("web_search", {"query": query}, failure, is_error=True)
+    await run.do("web_search", {"query": "AI Act article 5 court"}, "1. CJEU opinion on prohibited AI practices")
+    assert run.actions == []
+    for _ in range(3):  # the same failing query again is still a repeat
+        await run.do("web_search", {"query": "x"}, "Error: No results found! Try a shorter query.", is_error=True)
+    assert run.actions == [(12, "remind")]
+
+
+async def test_a_supervisor_handing_the_same_worker_new_work_is_no_repeat(make: Make, anyio_backend: str) -> None:
+    """LangGraph's supervisor hands each company to one research worker and
+    the worker hands back; each search in between brings news."""
+    run = make()
+    for company in ("Meta", "Apple", "Amazon", "Netflix", "Google"):
+        await run.do("transfer_to_research_expert", {}, "Successfully transferred to research_expert")
+        found = f"{company} had {len(company)}0000 employees"
+        await run.do("web_search", {"query": f"{company} headcount 2024"}, found)
+        await run.do("transfer_back_to_supervisor", {}, "Successfully transferred back to supervisor")
+    assert run.actions == []
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "content"),
     [
