@@ -1315,13 +1315,20 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?:(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){1,24}|(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){0,12}="
         r"(?:[\s\"'\\*|`>]|[^\x00-\x7f]){0,12})"
         r"(?i:(?:running|pending|queued|in[_ ]progress|waiting|starting|creating|containercreating|building|"
-        r"deploying)\b|(?:progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing)"
+        r"deploying)\b|(?:progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing|working)"
         r"[ \t\"',;)}\]]*(?:$|[\r\n\"',;)}\]]))",
+        # a table whose header names a STATUS, STATE or PHASE column (capitals between spaces, or a markdown
+        # row), with a row below holding a moving state as a whole cell
+        r"(?m)^(?:[ \t]*(?:[A-Z][A-Z0-9_()./%#-]*[ \t]+)*(?:STATUS|STATE|PHASE)(?:[ \t]+[A-Z][A-Z0-9_()./%#-]*)*[ \t]*"
+        r"|[ \t]*\|(?:[^|\n]*\|)*?[ \t]*(?i:status|state|phase)[ \t]*\|[^\n]*)\n(?:[^\n]*\n){0,40}?[^\n]*?"
+        r"(?:^|[ \t]{2,}|\t|\|[ \t]*)(?i:running|pending|queued|in[_ ]progress|waiting|starting|creating|building|"
+        r"deploying|working|progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing)"
+        r"(?:[ \t]{2,}|\t|[ \t]*\||[ \t]*$)",
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending|progressing|reconciling)\b",
         r"(?i)\breconciliation in progress\b",
         r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting|building|deploying|progressing|"
-        r"reconciling|provisioning|initiali[sz]ing|updating|syncing)\W*$",
+        r"reconciling|provisioning|initiali[sz]ing|updating|syncing|working)\W*$",
         # a check that caught its own failure and printed it: one line saying the service is not up yet
         r"(?i)^[^\n]{0,200}\b(?:connection refused|actively refused|econnrefused|failed to connect|"
         r"could not connect|couldn't connect)\b[^\n]{0,200}\n?$",

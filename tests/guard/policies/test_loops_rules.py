@@ -1812,6 +1812,15 @@ async def test_an_agents_targets_and_written_files_are_kept_bounded(make: Make, 
         ("Bash", {"command": "./job-status 7"}, "**Status:** In Progress", 30, 6),
         ("Bash", {"command": "./job-status 7"}, "| Field | Value |\n|---|---|\n| Status | Running |", 30, 6),
         ("Bash", {"command": "./job-status 7"}, "<job><state>pending</state></job>", 30, 6),
+        # a table with a status column: workers an orchestrating agent started, a markdown report
+        (
+            "exec_command",
+            {"cmd": "workmux status"},
+            "WORKTREE  STATUS   ELAPSED  TITLE\nworker-a  working  3m       worker-a\nworker-b  idle     3m       b",
+            120,
+            8,
+        ),
+        ("Bash", {"command": "./jobs"}, "| Job | Status |\n|---|---|\n| export | done |\n| import | Queued |", 30, 6),
     ],
 )
 async def test_a_check_whose_state_is_still_moving_is_a_poll_never_denied_at_a_patient_pace(
@@ -1869,6 +1878,8 @@ async def test_a_supervisor_handing_the_same_worker_new_work_is_no_repeat(make: 
         ("python_repl", {"code": "print(game.state)"}, "game.state -> running"),
         ("WebFetch", {"url": "https://example.com/roadmap"}, "Feature A status: Updating docs is the last item."),
         ("get_subscription", {"id": "sub_1"}, '{"id": "sub_1", "status": "paused"}'),
+        ("Bash", {"command": "workmux status"}, "WORKTREE  STATUS  TITLE\nworker-a  done    a\nworker-b  idle    b"),
+        ("Read", {"file_path": "/repo/NOTES.md"}, "Weekly STATUS\nWe are  building  a new release."),
     ],
 )
 async def test_a_state_word_in_code_prose_or_a_state_that_waits_on_someone_is_no_poll(
