@@ -27,11 +27,13 @@ NAME = "codex"
 MAIN = "main"
 
 _LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
-_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
-_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+# tool_search_call: the model searching the tools it may load, run by Codex itself (its output lists them)
+_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "tool_search_call"})
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "tool_search_output"})
 _MODEL_ITEMS = frozenset({"reasoning", "web_search_call"}) | _CALLS
 _BARE_ITEMS = _MODEL_ITEMS | _OUTPUTS | {"message"}
-_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>")
+# What Codex itself puts in the user's role: the environment, AGENTS.md, a skill the user named (its SKILL.md)
+_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<turn_aborted>", "<skill>")
 _MCP_FAILED = "tool call error:"
 _PATCH_FAILED = "apply_patch verification failed:"  # a patch whose hunks do not apply, or do not parse
 # A command Codex could not run, or that its sandbox stopped, written as plain text
@@ -194,13 +196,19 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
                 tool, args = payload.get("name"), parse_args(payload.get("arguments"))
             elif kind == "custom_tool_call":
                 tool, args = payload.get("name"), payload.get("input")
+            elif kind == "tool_search_call":
+                tool, args = "tool_search", payload.get("arguments")
             else:
                 tool, args = "local_shell", payload.get("action")
             # Codex writes an item once (a resumed session appends to its rollout, a fork copies
             # into a new file), so a line is a record of its own, named by its time (Builder.call).
             yield from b.call(MAIN, call_id, step, tool, args, ts, record=b.record(line.get("timestamp")))
         elif kind in _OUTPUTS:
-            text, failed = _output(payload.get("output"))
+            found = payload.get("tools") if kind == "tool_search_output" else None
+            # the tools a search found, as JSON: their names are what tells one answer from another
+            text, failed = (
+                (msgspec.json.encode(found).decode(), False) if found is not None else _output(payload.get("output"))
+            )
             denied = "user" if text.strip().lower().startswith(_REJECTED) else None
             yield from b.result(
                 MAIN, str(payload.get("call_id")), text, ts, is_error=failed or denied is not None, denied_by=denied

@@ -400,3 +400,35 @@ def test_a_call_id_of_zero_or_empty_pairs_with_its_output(tmp_path: Path, call_i
     assert [c.call_id for c in calls(evts)] == [str(call_id)]
     assert [r.call_id for r in of(evts, ToolResult)] == [str(call_id)]
     assert not session.report.skipped
+
+
+def test_tool_searches_are_calls_and_a_named_skill_is_no_prompt(tmp_path: Path) -> None:
+    """Codex 0.140 runs the model's search for tools itself (``tool_search_call``,
+    answered by ``tool_search_output`` listing the tools found), and puts a
+    skill the user named (``<skill>`` and its SKILL.md) in the user's role:
+    a search made again is a call like any other, and the skill's text is
+    no message of the user's, which would make every repeat look asked for."""
+    found = [{"type": "namespace", "name": "mcp__codex_apps__github", "tools": [{"name": "list_issues"}]}]
+    search = {"query": "GitHub issues list", "limit": 8}
+    lines = [
+        {"timestamp": "2026-06-18T02:33:46Z", "type": "session_meta", "payload": {"id": "r2"}},
+        {
+            "timestamp": "2026-06-18T02:33:47Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "go"},
+        },
+        _item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<skill>\n<name>x"}]}),
+    ]
+    for n in range(2):
+        lines.append(
+            _item({"type": "tool_search_call", "call_id": f"s{n}", "execution": "client", "arguments": search})
+        )
+        lines.append(_item({"type": "tool_search_output", "call_id": f"s{n}", "execution": "client", "tools": found}))
+    (session,) = open_sessions(write_lines(tmp_path / "rollout.jsonl", lines))
+    evts = list(session.events())
+    assert [m.text for m in of(evts, UserMessage)] == ["go"]
+    assert [(c.call_id, c.tool, c.args, c.step) for c in calls(evts)] == [
+        ("s0", "tool_search", search, 1),
+        ("s1", "tool_search", search, 2),
+    ]
+    assert [json.loads(r.content) for r in of(evts, ToolResult)] == [found, found]
