@@ -225,8 +225,10 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
         return
     subagents = subagent_files(path)
 
+    filed = frozenset(_agent_id(sub) for sub in subagents)
+
     def produce(b: Builder) -> Iterator[AnyEvent]:
-        streams = [_stream(path, b, MAIN, inline_sidechains=True)]
+        streams = [_stream(path, b, MAIN, inline_sidechains=True, filed=filed)]
         for sub in subagents:
             b.parent(_agent_id(sub), MAIN)
             streams.append(subagent_events(_stream(sub, b, _agent_id(sub), inline_sidechains=False), b.report))
@@ -292,14 +294,19 @@ def _denial(text: str) -> str | None:
     return None
 
 
-def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> Iterator[AnyEvent]:
+def _stream(
+    path: Path, b: Builder, agent: str, *, inline_sidechains: bool, filed: frozenset[str] = frozenset()
+) -> Iterator[AnyEvent]:
     """The events of one transcript file, as ``agent``. In a session file,
     entries marked ``isSidechain`` (1.0 versions kept subagents inline) go to
     a subagent of ``agent``: their ``agentId``, or, without one, the
     subagent whose thread they continue (``parentUuid``); a sidechain entry
     that continues no known thread starts subagent ``sidechain-<n>``.
     Stream-json entries of a subagent go to it by their ``agent_id`` (or
-    ``parent_tool_use_id``)."""
+    ``parent_tool_use_id``). Claude Code 2.1 also copies each message of a
+    subagent into the session file, wrapped in a ``progress`` entry
+    (``agent_progress``): read from there for a subagent not ``filed`` (its
+    own file is missing, as when one session file is copied alone)."""
     ts = 0.0
     last_message: dict[str, Any] = {}
     steps: dict[str, int] = {}
@@ -310,9 +317,13 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
     compacted: set[str] = set()  # agents whose next user entry may be the summary of a compaction
     for number, entry in enumerate(read_jsonl(path, b.report)):
         yield from early.expire(number)
-        ts = parse_time(entry.get("timestamp")) or ts
         who = agent
-        if inline_sidechains:
+        copied = _copied(entry, filed) if inline_sidechains else None
+        if copied is not None:
+            who, entry = copied
+            b.parent(who, agent)
+        ts = parse_time(entry.get("timestamp")) or ts
+        if inline_sidechains and copied is None:
             inline = entry.get("agent_id") or entry.get("parent_tool_use_id")
             if entry.get("isSidechain") is True:
                 who = _sidechain(entry, threads, roots)
@@ -363,6 +374,18 @@ def _stream(path: Path, b: Builder, agent: str, *, inline_sidechains: bool) -> I
             compacted.add(who)
             yield from b.compacted(who, ts)
     yield from early.expire(None)
+
+
+def _copied(entry: dict[str, Any], filed: frozenset[str]) -> tuple[str, dict[str, Any]] | None:
+    """The subagent and its entry that a session file's ``agent_progress``
+    entry copies, unless that subagent is ``filed``."""
+    data = entry.get("data") if entry.get("type") == "progress" else None
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return None
+    copy, named = data.get("message"), data.get("agentId")
+    if not isinstance(copy, dict) or not isinstance(named, str) or not named or named in filed:
+        return None
+    return named, copy
 
 
 def _subtype(entry: dict[str, Any], message: Any) -> Any:

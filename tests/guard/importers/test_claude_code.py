@@ -731,3 +731,44 @@ def test_an_ides_context_blocks_are_not_the_users_words(tmp_path: Path) -> None:
         "also run the linter",
         "/review",
     ]
+
+
+@pytest.mark.parametrize("filed", [False, True])
+def test_a_subagent_copied_into_the_session_file_is_read_when_its_own_file_is_missing(
+    tmp_path: Path, filed: bool
+) -> None:
+    """Claude Code 2.1 copies each message of a subagent into the session
+    file as a ``progress`` entry (``agent_progress``): a session file copied
+    alone keeps its subagents' calls, and with the subagent's own file
+    beside it they are read once."""
+    main = ClaudeCodeSession("s5")
+    main.prompt("find why the build fails")
+    (task,) = main.respond(("Task", {"prompt": "run the build"}))
+    sub = ClaudeCodeSession("s5", agent_id="a1", start=5)
+    sub.prompt("run the build")
+    for _ in range(3):
+        sub.call("Bash", {"command": "make build"}, "make: *** No rule to make target 'build'.", is_error=True)
+    copies = [
+        {
+            "type": "progress",
+            "sessionId": "s5",
+            "timestamp": line["timestamp"],
+            "parentToolUseID": task,
+            "data": {"type": "agent_progress", "agentId": "a1", "message": {**line, "isSidechain": False}},
+        }
+        for line in sub.lines
+    ]
+    main.skip_to(30)
+    main.result(task, "the Makefile has no build target")
+    main.lines[2:2] = copies
+    path = main.write(tmp_path / "s5.jsonl")
+    if filed:
+        sub.write(tmp_path / "s5" / "subagents" / "agent-a1.jsonl")
+    evts = only(path)
+    assert [(c.agent.id, c.tool) for c in calls(evts)] == [("main", "Task")] + [("a1", "Bash")] * 3
+    assert [r.is_error for r in of(evts, ToolResult) if r.agent.id == "a1"] == [True] * 3
+    assert {s.agent.id: s.parent for s in of(evts, AgentStatus)} == {"main": None, "a1": "main"}
+    assert [(m.agent.id, m.text) for m in of(evts, UserMessage)] == [
+        ("main", "find why the build fails"),
+        ("a1", "run the build"),
+    ]
