@@ -109,7 +109,14 @@ class RepeatToolGuard(BasePlugin):
 
     async def _from(self, context: CallbackContext) -> AgentLink:
         invocation = context.get_invocation_context()
-        return await self._agent(invocation.session.id, invocation.agent)
+        if invocation.agent is not None:
+            return await self._agent(invocation.session.id, invocation.agent)
+        # a workflow's tool node: no agent owns it, the workflow's own agent calls it
+        agent = await self._agent(invocation.session.id, _Workflow(_workflow_name(context)))
+        turns = self._turns.get(invocation.session.id)
+        if turns is not None:
+            await turns.reach(agent)
+        return agent
 
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
         if not self._order_checked:
@@ -129,7 +136,8 @@ class RepeatToolGuard(BasePlugin):
         self, *, invocation_context: InvocationContext, user_message: types.Content
     ) -> types.Content | None:
         session_id = invocation_context.session.id
-        agent = await self._agent(session_id, invocation_context.agent)
+        root = invocation_context.agent  # None under a workflow: its nodes' agents get the turn as they work
+        agent = None if root is None else await self._agent(session_id, root)
         text = " ".join(part.text for part in user_message.parts or [] if part.text)
         # a delegated task is no user turn, nor a message without text (a tool confirmation the client sent)
         if session_id not in self._nested and text.strip():
@@ -248,3 +256,18 @@ def _latest_responses(contents: list[types.Content]) -> dict[str, list[types.Fun
             elif response is not None and response.id and response.id in made:
                 answered.setdefault(response.id, []).append(response)
     return {call_id: responses[-made[call_id] :] for call_id, responses in answered.items()}
+
+
+class _Workflow:
+    """The agent a workflow's tool nodes are called by: a root of the session's tree."""
+
+    parent_agent = None
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _workflow_name(context: CallbackContext) -> str:
+    """The workflow a tool node belongs to: the first part of its node path, without its run (``flow@1``)."""
+    path = getattr(context, "node_path", None)
+    return path.partition("/")[0].partition("@")[0] if isinstance(path, str) and path else "workflow"

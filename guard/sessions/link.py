@@ -584,11 +584,13 @@ class UserTurns:
         self._text: str | None = None
         self._reached: weakref.WeakKeyDictionary[AgentLink, int] = weakref.WeakKeyDictionary()
 
-    async def begin(self, text: str, agent: AgentLink) -> None:
-        """The user said ``text`` to ``agent``: a new turn."""
+    async def begin(self, text: str, agent: AgentLink | None) -> None:
+        """The user said ``text`` to ``agent`` (``None``: to no agent yet, as to a
+        workflow, whose agents get it as they start working): a new turn."""
         self._number += 1
         self._text = text
-        await self.reach(agent)
+        if agent is not None:
+            await self.reach(agent)
 
     async def reach(self, agent: AgentLink) -> None:
         """``agent`` works in the current turn: its user message, if it has not had it."""

@@ -512,3 +512,53 @@ async def test_a_session_pushed_out_while_its_tool_runs_keeps_its_agent_until_th
     assert [(r.tool, r.is_error, r.content) for r in events.of(ToolResult)][-1] == ("deploy", True, "network down")
     disposed = [s.agent.id for s in events.of(AgentStatus) if s.status == "disposed" and s.agent]
     assert disposed == [f"{second}/main"]
+
+
+async def _run_workflow(link: GuardLink, node: Any, *prompts: str) -> None:
+    """Runs ``prompts`` as user turns of one session of an app whose root is a
+    workflow with the one ``node``."""
+    from google.adk.workflow import START, Workflow
+
+    workflow = Workflow(name="flow", edges=[(START, node)])
+    runner = InMemoryRunner(app=App(name="app", root_agent=workflow, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    for prompt in prompts:
+        message = types.Content(role="user", parts=[types.Part(text=prompt)])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            pass
+
+
+async def test_a_workflow_runs_guarded_its_agent_nodes_working_for_each_user_turn() -> None:
+    """A workflow has no agent of its own: the user's turn reaches the agent
+    node when it works, so one lookup a turn is no repeat, and a node's loop
+    within a turn is still caught."""
+    link = GuardLink(config=RECOMMENDED)
+    events = Capture().attach(link.bus)
+    runs: list[str] = []
+    worker = LlmAgent(name="worker", model=LoopingLlm(model="looping", requests=[], per_turn=1), tools=[search(runs)])
+    await _run_workflow(link, worker, "check it", "check it again", "run it again", "once more")
+    assert len(runs) == 4
+    assert not [r for r in events.of(ToolResult) if r.denied_by]
+    assert [(m.agent.id.split("/")[1] if m.agent else "", m.text) for m in events.of(UserMessage)][-1] == (
+        "worker",
+        "once more",
+    )
+
+    looping = LlmAgent(name="worker", model=LoopingLlm(model="looping", requests=[], until=()), tools=[search(runs)])
+    await _run_workflow(link, looping, "find the config loader")
+    assert [r.denied_by for r in events.of(ToolResult)][-1] == "loop-detector"
+
+
+async def test_a_workflows_tool_node_is_called_by_the_workflow(link: GuardLink, events: Capture) -> None:
+    """A tool node runs with no agent: its calls are the workflow's, and each
+    user turn reaches it."""
+    from google.adk.tools.function_tool import FunctionTool
+
+    runs: list[str] = []
+    await _run_workflow(link, FunctionTool(search(runs)), *["look it up"] * 4)
+    assert len(runs) == 4
+    assert [(c.agent.id.split("/")[1] if c.agent else "", c.tool) for c in events.of(ToolCall)] == [
+        ("flow", "grep")
+    ] * 4
+    assert not [r for r in events.of(ToolResult) if r.denied_by]
+    assert len(events.of(UserMessage)) == 4
