@@ -349,6 +349,7 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
 
     _check_endpoints()
     _check_headers()
+    _check_compression()
     _check_numbers()
     traced = _exporter_choices("TRACES")
     measured = _exporter_choices("METRICS")
@@ -431,6 +432,21 @@ _HEADER = re.compile(
     r"[ \t]*[\x21\x23-\x27\x2a\x2b\x2d\x2e\x30-\x39\x41-\x5a\x5e-\x7a\x7c\x7e]+[ \t]*="
     r"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*"
 )
+
+
+def _check_compression() -> None:
+    """Refuse a compression the OTLP exporter does not do at start: some
+    releases of the SDK refuse it, later ones only log it and send
+    uncompressed, which a collector set to expect it may then reject."""
+    from guard.telemetry import TelemetryUnavailable
+
+    for signal in ("", "TRACES_", "METRICS_"):
+        variable = f"OTEL_EXPORTER_OTLP_{signal}COMPRESSION"
+        value = os.environ.get(variable, "").strip()
+        if value and value.lower() not in ("gzip", "deflate", "none"):
+            raise TelemetryUnavailable(
+                f"{variable}={value!r}: the OTLP exporter compresses with gzip or deflate, or not at all (none)"
+            )
 
 
 def _check_headers() -> None:
