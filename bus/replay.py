@@ -206,7 +206,11 @@ class Replay:
 async def _turn() -> None:
     """Let the event loop's other tasks run (an anyio checkpoint). anyio is
     imported here, at the first turn, not with the package: the command
-    hook imports ``bus`` and never runs an event loop of its own."""
+    hook imports ``bus`` and runs a replay to its end with no event loop,
+    where there is nothing else to let run."""
     from anyio.lowlevel import checkpoint
 
-    await checkpoint()
+    try:
+        await checkpoint()
+    except RuntimeError:  # no event loop (anyio's NoEventLoopError; sniffio's error before anyio 4.11)
+        return

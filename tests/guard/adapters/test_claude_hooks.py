@@ -194,6 +194,21 @@ def test_an_unusable_snapshot_falls_back_to_replaying_the_log_and_says_why(
     assert len(hook.replays) == 1
 
 
+def test_a_long_session_whose_snapshot_is_gone_is_rebuilt_from_its_log(hook: Hook) -> None:
+    """More than 256 events (where a replay lets other tasks run) replayed
+    with no event loop, as after an upgrade names the snapshot anew: the
+    hook answers, and the session goes on counting."""
+    for n in range(130):
+        tool = {"tool_name": "Read", "tool_input": {"file_path": f"src/m{n}.py"}, "tool_use_id": f"toolu_r{n}"}
+        hook(payload("PreToolUse", **tool))
+        hook(payload("PostToolUse", tool_response=f"module {n}", **tool))
+    answers = [hook(p) for n in range(2) for p in grep(n)]
+    hook.snapshot.unlink()
+    answers += [hook(p) for p in grep(2)]
+    assert [context(a) for a in answers] == [None] * 5 + [GENTLE_REMINDER]
+    assert hook.replays == [f"there is no snapshot; replaying {str(hook.log)!r}"]
+
+
 def test_a_snapshot_that_cannot_be_saved_leaves_the_answer_standing_and_the_next_call_replays(hook: Hook) -> None:
     hook.state.mkdir()
     hook.snapshot.mkdir()  # what stands where the snapshot goes cannot be replaced
