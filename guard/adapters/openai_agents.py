@@ -38,6 +38,7 @@ from agents.tool import default_tool_error_function, default_tool_timeout_error_
 from agents.tool_context import ToolContext
 from openai.types.responses import EasyInputMessageParam
 
+from bus import Decision
 from guard.config import Config
 from guard.sessions.link import AgentLink, GuardLink, HaltRequested, UserTurns, adapter_link, as_text, parse_args
 from guard.sessions.live import LiveTable
@@ -50,12 +51,8 @@ _SDK_FAILURE = default_tool_error_function(RunContextWrapper(None), RuntimeError
 
 _Allowed = list[tuple[AgentLink, str]]
 
-_active: ContextVar[tuple[RepeatToolGuard, _Allowed] | None] = ContextVar(
-    "repeat_tool_guard_openai_agents", default=None
-)
-"""The guard of the run going on here (``run``, ``run_streamed``), and the calls
-it allowed: one the run ends without answering (stopped by a sibling's
-exception, or by the run's cancellation) gets its outcome published."""
+_active: ContextVar[tuple[RepeatToolGuard, _Run] | None] = ContextVar("repeat_tool_guard_openai_agents", default=None)
+"""The guard of the run going on here (``run``, ``run_streamed``), and that run."""
 _calling: ContextVar[AgentLink | None] = ContextVar("repeat_tool_guard_openai_calling", default=None)
 """The agent whose allowed tool call runs in this task."""
 
@@ -87,19 +84,28 @@ class _Run:
     """A ``run`` or ``run_streamed`` of a guard, while it goes on; ``scope``
     its own agents, if it started while another run went on."""
 
-    __slots__ = ("scope", "streamed")
+    __slots__ = ("allowed", "scope", "streamed")
 
     def __init__(self, scope: _Scope | None) -> None:
         self.scope = scope
         self.streamed: RunResultStreaming | None = None
+        self.allowed: _Allowed = []
+        """The calls the guard allowed: one the run ends without answering (stopped by a
+        sibling's exception, or by the run's cancellation) gets its outcome published."""
 
 
 async def _guardrail(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
     active = _active.get()
     if active is None:
         return ToolGuardrailFunctionOutput.allow()
-    guard, allowed = active
-    return await guard._decide(data, allowed)
+    guard, run = active
+    context = data.context
+    args = parse_args(context.tool_arguments)
+    link, decision = await guard._decide(data.agent, context.tool_call_id, context.tool_name, args, run)
+    if decision.allowed:
+        _calling.set(link)  # the SDK runs the tool next, in this task: a run it starts is a subagent of this agent
+        return ToolGuardrailFunctionOutput.allow()
+    return ToolGuardrailFunctionOutput.reject_content(decision.reason or "", output_info=decision.by)
 
 
 TOOL_GUARDRAIL: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=_guardrail, name="repeat-tool-guard")
@@ -254,15 +260,14 @@ class RepeatToolGuard(RunHooks[Any]):
         """``Runner.run`` with the guard: a string input, or a list that ends
         with a user item, is a new user turn. Other arguments go to
         ``Runner.run`` (``hooks`` and ``run_config`` composed with the guard's)."""
-        allowed: _Allowed = []
         run = await self._start()
-        token = _active.set((self, allowed))
+        token = _active.set((self, run))
         own = _scope.set(run.scope) if run.scope is not None else None
         try:
             await self._begin(agent, input)
             return await Runner.run(agent, input, **self._guarded(kwargs))
         except BaseException:
-            await _answer_unanswered(allowed)
+            await _answer_unanswered(run.allowed)
             raise
         finally:
             if own is not None:
@@ -274,9 +279,8 @@ class RepeatToolGuard(RunHooks[Any]):
         """``Runner.run_streamed`` with the guard, as ``run``; awaited (the user
         turn is published first), then consumed as usual with ``stream_events()``.
         A halt request raises ``HaltRequested`` from the stream."""
-        allowed: _Allowed = []
         run = await self._start()
-        token = _active.set((self, allowed))
+        token = _active.set((self, run))
         own = _scope.set(run.scope) if run.scope is not None else None
         try:
             await self._begin(agent, input)
@@ -296,7 +300,7 @@ class RepeatToolGuard(RunHooks[Any]):
                 async for event in stream():
                     yield event
             except Exception:  # the run failed; a reader that stops or is cancelled may leave it going on
-                await _answer_unanswered(allowed)
+                await _answer_unanswered(run.allowed)
                 raise
             finally:
                 if result.is_complete:  # else the next run to start ends it, once it is complete
@@ -340,16 +344,19 @@ class RepeatToolGuard(RunHooks[Any]):
         tool.on_invoke_tool = on_invoke_tool
         return tool
 
-    async def _decide(self, data: ToolInputGuardrailData, allowed: _Allowed) -> ToolGuardrailFunctionOutput:
-        link = await self._link_for(data.agent)
-        context = data.context
-        decision = await link.call(context.tool_call_id, context.tool_name, parse_args(context.tool_arguments))
+    async def _decide(
+        self, agent: Agent[Any], call_id: str, tool: str, args: Any, run: _Run
+    ) -> tuple[AgentLink, Decision]:
+        """Publish the call of ``agent`` and return the guard's decision on it,
+        the one way every seam decides a call: one allowed joins the calls
+        ``run`` allowed, one denied is answered with the denial."""
+        link = await self._link_for(agent)
+        decision = await link.call(call_id, tool, args)
         if decision.allowed:
-            _calling.set(link)  # the SDK runs the tool next, in this task: a run it starts is a subagent of this agent
-            allowed.append((link, context.tool_call_id))
-            return ToolGuardrailFunctionOutput.allow()
-        await link.denied(context.tool_call_id, decision)
-        return ToolGuardrailFunctionOutput.reject_content(decision.reason or "", output_info=decision.by)
+            run.allowed.append((link, call_id))
+        else:
+            await link.denied(call_id, decision)
+        return link, decision
 
     def _filter(self, data: CallModelData[Any]) -> ModelInputData:
         link = self.agent_link(data.agent)
