@@ -3,30 +3,46 @@
 ``guard = RepeatToolGuard(link)`` then ``await guard.run(agent, "prompt")``
 instead of ``Runner.run`` (``await guard.run_streamed(...)`` instead of
 ``Runner.run_streamed``). Seams: a tool input guardrail on every function
-tool (decide; a deny is ``reject_content``, so the tool never runs and the
-model reads the denial as its output), run hooks (``on_llm_start`` numbers
-steps, ``on_tool_end`` publishes results, ``on_handoff`` starts the target
-agent), and ``RunConfig.call_model_input_filter``, which appends the guard's
-messages to the next model input as developer messages. A halt request
-raises ``HaltRequested`` from that filter, before the next model call.
+tool of the agent and its handoff targets (decide; a deny is
+``reject_content``, so the tool never runs and the model reads the denial as
+its output). The tools the SDK runs here without that guardrail, a
+``CustomTool``, a ``ShellTool`` or ``LocalShellTool`` with a local executor,
+an ``ApplyPatchTool``'s editor, are decided in what runs them
+(``on_invoke_tool``, the executor, the editor, wrapped once): a deny is the
+tool's output and the tool never runs. Run hooks: ``on_llm_start`` numbers
+steps, ``on_tool_start`` notes the agent whose tool starts in a run context
+(an executor or editor is told the run context, not the agent), ``on_tool_end``
+publishes results, ``on_handoff`` starts the target agent.
+``RunConfig.call_model_input_filter`` appends the guard's messages to the
+next model input as developer messages. A halt request raises
+``HaltRequested`` from that filter, before the next model call. Hosted tools
+(web search, file search, code interpreter, hosted MCP, a hosted shell) and
+computer use are not guarded.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import fields, replace
+from itertools import count
 from typing import Any
 
 from agents import (
     Agent,
+    ApplyPatchResult,
+    ApplyPatchTool,
+    CustomTool,
     FunctionTool,
+    LocalShellTool,
     RunConfig,
     RunContextWrapper,
     RunHooks,
     Runner,
     RunResult,
     RunResultStreaming,
+    ShellTool,
     StreamEvent,
     Tool,
     ToolGuardrailFunctionOutput,
@@ -84,7 +100,7 @@ class _Run:
     """A ``run`` or ``run_streamed`` of a guard, while it goes on; ``scope``
     its own agents, if it started while another run went on."""
 
-    __slots__ = ("allowed", "scope", "streamed")
+    __slots__ = ("allowed", "ran", "scope", "streamed", "working")
 
     def __init__(self, scope: _Scope | None) -> None:
         self.scope = scope
@@ -92,6 +108,13 @@ class _Run:
         self.allowed: _Allowed = []
         """The calls the guard allowed: one the run ends without answering (stopped by a
         sibling's exception, or by the run's cancellation) gets its outcome published."""
+        self.working: dict[int, tuple[RunContextWrapper[Any], Agent[Any]]] = {}
+        """By the id of a run context (kept alive here): the agent whose tool ``on_tool_start``
+        saw start in it last. An executor or editor is told the run context, not the agent; the
+        tools that run at once in one run context are those of one model response, of one agent."""
+        self.ran: dict[tuple[int, str], str] = {}
+        """By run context id and tool name: the call a shell executor answered, until ``on_tool_end``
+        publishes the output the model reads (its hook is told no call id)."""
 
 
 async def _guardrail(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -114,8 +137,9 @@ TOOL_GUARDRAIL: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=
 
 def guard_tools(*agents: Agent[Any]) -> None:
     """Add ``TOOL_GUARDRAIL`` to every function tool of ``agents`` and of the
-    agents they hand off to (once; shared tools are fine), and have each
-    answer the guard with its own exception when it raises one."""
+    agents they hand off to, and have the guard decide each call of the tools
+    the SDK runs here without guardrails (``_guard_tool``); once (shared tools
+    are fine). Each tool answers the guard with its own exception when it raises one."""
     seen: set[int] = set()
     pending = list(agents)
     while pending:
@@ -128,29 +152,172 @@ def guard_tools(*agents: Agent[Any]) -> None:
                 guardrails = list(tool.tool_input_guardrails or [])
                 if TOOL_GUARDRAIL not in guardrails:
                     tool.tool_input_guardrails = [*guardrails, TOOL_GUARDRAIL]
-                    tool.on_invoke_tool = _answering_failures(tool.on_invoke_tool)
+            _guard_tool(tool)
         for handoff in agent.handoffs:
             target = handoff if isinstance(handoff, Agent) else _handoff_agent(handoff)
             if target is not None:
                 pending.append(target)
 
 
-def _answering_failures(invoke: Callable[[ToolContext[Any], str], Awaitable[Any]]) -> Any:
-    """``invoke`` (a tool's ``on_invoke_tool``) publishing the exception the
-    tool raises as its call's outcome: the SDK ends the run with it (a tool
-    with ``failure_error_function=None``) and cancels the tool's siblings,
-    whose calls the run then answers ``CANCELLED``."""
+_GUARDED = "__repeat_tool_guard__"
+"""Marks what runs a tool (its ``on_invoke_tool``, its executor) once ``_guard_tool`` wrapped it."""
+
+
+def _guard_tool(tool: Tool) -> None:
+    """Wrap what runs ``tool`` here so that the guard decides each call before
+    it runs, and a tool that raises answers its call with its own exception
+    (once): a function tool's or ``CustomTool``'s ``on_invoke_tool``, a
+    ``ShellTool``'s or ``LocalShellTool``'s executor, an ``ApplyPatchTool``'s
+    editor. A function tool carrying ``TOOL_GUARDRAIL`` is decided by it; a
+    hosted tool (and a ``ShellTool`` without a local executor) is left as it is."""
+    if isinstance(tool, FunctionTool | CustomTool):
+        if not getattr(tool.on_invoke_tool, _GUARDED, False):
+            tool.on_invoke_tool = _invoking(tool, tool.on_invoke_tool)
+    elif isinstance(tool, ShellTool):
+        if tool.executor is not None and not getattr(tool.executor, _GUARDED, False):
+            tool.executor = _executing(tool.name, tool.executor, _shell_arguments)
+    elif isinstance(tool, LocalShellTool):
+        if not getattr(tool.executor, _GUARDED, False):
+            tool.executor = _executing(tool.name, tool.executor, lambda action: action.model_dump(exclude_none=True))
+    elif isinstance(tool, ApplyPatchTool) and not isinstance(tool.editor, _GuardedEditor):
+        tool.editor = _GuardedEditor(tool.name, tool.editor)
+
+
+def _invoking(tool: FunctionTool | CustomTool, invoke: Callable[[ToolContext[Any], str], Any]) -> Any:
+    """``invoke`` (``tool.on_invoke_tool``) decided by the guard: a function
+    tool's arguments are JSON, a ``CustomTool``'s its raw text input. A call
+    the tool's guardrail decided is not decided again.
+    A tool that raises answers its call: the SDK ends the run with a function
+    tool's exception (``failure_error_function=None``) and cancels the tool's
+    siblings, whose calls the run then answers ``CANCELLED``."""
 
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
-        try:
-            return await invoke(context, arguments)
-        except Exception as exc:
-            link = _calling.get()
-            if _active.get() is not None and link is not None and link.has_call(context.tool_call_id):
-                await link.failed(context.tool_call_id, exc)
-            raise
+        call_id = context.tool_call_id
+        if isinstance(tool, FunctionTool) and TOOL_GUARDRAIL in (tool.tool_input_guardrails or []):
+            return await _running(_calling.get(), call_id, lambda: invoke(context, arguments))
+        args = parse_args(arguments) if isinstance(tool, FunctionTool) else arguments
+        decided = await _decided(context.agent, call_id, context.tool_name, args)
+        if decided is not None and not decided[2].allowed:
+            return decided[2].reason or ""
+        return await _running(decided[1] if decided else None, call_id, lambda: invoke(context, arguments))
 
+    setattr(on_invoke_tool, _GUARDED, True)
     return on_invoke_tool
+
+
+def _executing(
+    name: str, execute: Callable[[Any], Any], arguments: Callable[[Any], dict[str, Any]]
+) -> Callable[[Any], Awaitable[Any]]:
+    """A shell executor (a ``ShellTool``'s or ``LocalShellTool``'s, named
+    ``name``) decided by the guard: its arguments are the model's action read
+    with ``arguments``; a deny is the text the model reads as the command's
+    output. The output is published by ``on_tool_end``, as the SDK renders it."""
+
+    async def executor(request: Any) -> Any:
+        call_id = request.data.call_id
+        decided = await _decided(_working_in(request.ctx_wrapper), call_id, name, arguments(request.data.action))
+        if decided is None:
+            return await _running(None, call_id, lambda: execute(request))
+        run, link, decision = decided
+        if not decision.allowed:
+            return decision.reason or ""
+        output = await _running(link, call_id, lambda: execute(request))
+        run.ran[(id(request.ctx_wrapper), name)] = call_id
+        return output
+
+    setattr(executor, _GUARDED, True)
+    return executor
+
+
+class _GuardedEditor:
+    """An ``ApplyPatchTool``'s editor whose every operation the guard decides
+    before it runs: the SDK tells the editor no call id, so each operation is
+    one call under an id of the guard's (``apply_patch-<n>``), its arguments
+    the operation (type, path, diff), its result what the editor answered (an
+    error when its status is ``failed``). A deny is a ``failed`` result whose
+    output is the denial, which the model reads. The editor it wraps is its
+    ``editor``."""
+
+    def __init__(self, name: str, editor: Any) -> None:
+        self.name = name
+        self.editor = editor
+        self._numbers = count(1)
+
+    def create_file(self, operation: Any) -> Awaitable[Any]:
+        return self._edit(self.editor.create_file, operation)
+
+    def update_file(self, operation: Any) -> Awaitable[Any]:
+        return self._edit(self.editor.update_file, operation)
+
+    def delete_file(self, operation: Any) -> Awaitable[Any]:
+        return self._edit(self.editor.delete_file, operation)
+
+    async def _edit(self, edit: Callable[[Any], Any], operation: Any) -> Any:
+        call_id = f"{self.name}-{next(self._numbers)}"
+        decided = await _decided(_working_in(operation.ctx_wrapper), call_id, self.name, _fields_set(operation))
+        if decided is None:
+            return await _running(None, call_id, lambda: edit(operation))
+        _, link, decision = decided
+        if not decision.allowed:
+            return ApplyPatchResult(status="failed", output=decision.reason or "")
+        result = await _running(link, call_id, lambda: edit(operation))
+        if isinstance(result, ApplyPatchResult):
+            await link.result(call_id, result.output or "", is_error=result.status == "failed")
+        else:
+            await link.result(call_id, "" if result is None else as_text(result))
+        return result
+
+
+def _shell_arguments(action: Any) -> dict[str, Any]:
+    """A ``ShellTool`` call's arguments: its commands as one script, a line
+    each, under ``command`` (where the policies read a shell call's command:
+    a write is progress, a poll is told from a loop), and its limits when set."""
+    limits = _fields_set(action)
+    return {"command": "\n".join(limits.pop("commands")), **limits}
+
+
+def _fields_set(action: Any) -> dict[str, Any]:
+    """The fields of ``action`` (a dataclass the SDK hands a tool) that are set, but its run context."""
+    values = {field.name: getattr(action, field.name) for field in fields(action) if field.name != "ctx_wrapper"}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _working_in(context: object) -> Agent[Any] | None:
+    """The agent whose tool starts in the run context ``context``, as
+    ``on_tool_start`` saw it: a shell executor or an editor is told the run's
+    context, not the agent (nor is an agent named by it: the run context of an
+    agent used as a tool is a ``ToolContext`` naming the agent calling it)."""
+    active = _active.get()
+    working = active[1].working.get(id(context)) if active is not None else None
+    return working[1] if working is not None else None
+
+
+async def _decided(agent: object, call_id: str, tool: str, args: Any) -> tuple[_Run, AgentLink, Decision] | None:
+    """The guard's decision on ``agent``'s call of a tool the SDK runs here, by
+    the guard of the run going on; ``None`` outside a guarded run, or where the
+    agent is not known (a run without the guard's hooks)."""
+    active = _active.get()
+    if active is None or not isinstance(agent, Agent):
+        return None
+    guard, run = active
+    link, decision = await guard._decide(agent, call_id, tool, args, run)
+    return run, link, decision
+
+
+async def _running(link: AgentLink | None, call_id: str, run: Callable[[], Any]) -> Any:
+    """What ``run()`` returns (awaited, if it is awaitable), as the call
+    ``call_id`` of the agent ``link`` allowed: a run the tool starts is a
+    subagent of it, and the exception the tool raises answers the call."""
+    token = _calling.set(link)
+    try:
+        output = run()
+        return await output if inspect.isawaitable(output) else output
+    except Exception as exc:
+        if _active.get() is not None and link is not None and link.has_call(call_id):
+            await link.failed(call_id, exc)
+        raise
+    finally:
+        _calling.reset(token)
 
 
 def _handoff_agent(handoff: Any) -> Agent[Any] | None:
@@ -381,12 +548,25 @@ class RepeatToolGuard(RunHooks[Any]):
         if turns is not None:  # inside an agent used as a tool, the task comes from its caller, not the user
             await turns.reach(target)
 
+    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool) -> None:
+        active = _active.get()
+        if active is None:
+            return
+        if not isinstance(tool, FunctionTool | CustomTool):  # told the run's context, not the call's
+            active[1].working[id(context)] = (context, agent)
+
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         link = self.agent_link(agent)
-        if link is not None and isinstance(context, ToolContext) and link.has_call(context.tool_call_id):
+        active = _active.get()
+        call_id = None
+        if isinstance(tool, FunctionTool | CustomTool) and isinstance(context, ToolContext):
+            call_id = context.tool_call_id
+        elif isinstance(tool, ShellTool | LocalShellTool) and active is not None:  # told the run's context
+            call_id = active[1].ran.pop((id(context), tool.name), None)  # the call its executor answered last there
+        if link is not None and call_id is not None and link.has_call(call_id):
             # a tool that raised or timed out answers the SDK's own text for it: a failure, which may be retried
             failed = isinstance(result, str) and (result.startswith(_SDK_FAILURE) or _timed_out(tool, result))
-            await link.result(context.tool_call_id, as_text(result), is_error=failed)
+            await link.result(call_id, as_text(result), is_error=failed)
 
 
 def _timed_out(tool: Tool, result: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,31 @@ import pytest
 
 pytest.importorskip("agents", reason="openai-agents is not installed: pip install 'repeat-tool-guard[openai-agents]'")
 
-from agents import Agent, RunConfig, RunHooks, Runner, WebSearchTool, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    ApplyPatchOperation,
+    ApplyPatchResult,
+    ApplyPatchTool,
+    CustomTool,
+    LocalShellCommandRequest,
+    LocalShellTool,
+    RunConfig,
+    RunHooks,
+    Runner,
+    ShellCommandRequest,
+    ShellTool,
+    Tool,
+    WebSearchTool,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.exceptions import ToolTimeoutError
 from agents.run_config import CallModelData, ModelInputData
 from agents.testing.model import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+from agents.tool_context import ToolContext
+from openai.types.responses import ResponseApplyPatchToolCall, ResponseCustomToolCall, ResponseFunctionShellToolCall
+from openai.types.responses.response_function_shell_tool_call import Action
+from openai.types.responses.response_output_item import LocalShellCall, LocalShellCallAction
 
 from bus import AgentStatus, ContextMessage, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
@@ -873,3 +894,357 @@ async def test_a_handoff_back_to_an_agent_already_working_in_the_turn_is_no_new_
     assert (await RepeatToolGuard(link).run(triage, "check my invoice")).final_output == "done"
     said = [(m.agent.id if m.agent else "", m.text) for m in events.of(UserMessage)]
     assert said == [("triage", "check my invoice"), ("billing", "check my invoice")]
+
+
+# The tools the SDK runs itself (no guardrails): a shell executor, a custom tool,
+# an apply_patch editor.
+
+FOUND = "src/cfg.py:12: def load_config():"
+
+
+def shell_call(call_id: str, command: str = "grep -rn load_config .") -> ResponseFunctionShellToolCall:
+    return ResponseFunctionShellToolCall(
+        id=f"item-{call_id}", call_id=call_id, type="shell_call", status="completed", action=Action(commands=[command])
+    )
+
+
+def custom_call(call_id: str, text: str = "load_config") -> ResponseCustomToolCall:
+    return ResponseCustomToolCall(
+        id=f"item-{call_id}", call_id=call_id, type="custom_tool_call", name="search", input=text
+    )
+
+
+def local_shell_call(call_id: str) -> LocalShellCall:
+    action = LocalShellCallAction(command=["grep", "-rn", "load_config", "."], env={}, type="exec")
+    return LocalShellCall(
+        id=f"item-{call_id}", call_id=call_id, type="local_shell_call", status="completed", action=action
+    )
+
+
+def patch_call(call_id: str, kind: str, diff: str | None = "+x = 1\n") -> ResponseApplyPatchToolCall:
+    operation: dict[str, Any] = {"type": kind, "path": "cfg.py"}
+    if diff is not None:
+        operation["diff"] = diff
+    return ResponseApplyPatchToolCall.model_validate(
+        {
+            "id": f"item-{call_id}",
+            "call_id": call_id,
+            "type": "apply_patch_call",
+            "status": "completed",
+            "operation": operation,
+        }
+    )
+
+
+def repeating(
+    calls: list[ModelCall], items: Callable[[int], list[Any]], until: tuple[str, ...] = GUARD_SAID
+) -> ScriptedModel:
+    """Answers ``items(n)`` at its ``n``-th call (from 1) until its input
+    carries one of the phrases ``until``, or ``items`` gives nothing, then answers."""
+
+    def respond(call: ModelCall) -> Any:
+        calls.append(call)
+        response = [] if any(phrase in "\n".join(_texts(call)) for phrase in until) else items(len(calls))
+        return response or [assistant_message("I will stop repeating myself.")]
+
+    return ScriptedModel([ModelStep.respond(respond)] * 20)
+
+
+def read(call: ModelCall, kind: str) -> list[Any]:
+    """The outputs of ``kind`` (``shell_call_output``, ...) in a model call's input, oldest first."""
+    items = call.input if isinstance(call.input, list) else []
+    return [item["output"] for item in items if isinstance(item, dict) and item.get("type") == kind]
+
+
+async def test_a_shell_call_repeated_is_denied_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
+    events = Capture().attach(rescue_link.bus)
+    calls: list[ModelCall] = []
+    ran: list[list[str]] = []
+
+    def execute(request: ShellCommandRequest) -> str:
+        ran.append(request.data.action.commands)
+        return FOUND
+
+    agent = Agent(
+        name="main", model=repeating(calls, lambda n: [shell_call(f"sh-{n}")]), tools=[ShellTool(executor=execute)]
+    )
+    result = await RepeatToolGuard(rescue_link).run(agent, "find the config loader")
+
+    assert len(ran) == 2, "the third shell call never ran"
+    command = {"command": "grep -rn load_config ."}
+    assert [(c.call_id, c.tool, c.args) for c in events.of(ToolCall)] == [
+        (f"sh-{n}", "shell", command) for n in (1, 2, 3)
+    ]
+    answered = [(r.call_id, r.denied_by, r.is_error) for r in events.of(ToolResult)]
+    assert answered == [("sh-1", None, False), ("sh-2", None, False), ("sh-3", "loop-rescue", True)]
+    assert [r.content for r in events.of(ToolResult)][:2] == [FOUND, FOUND], "the output the model read"
+    denied = events.of(ToolResult)[2].content
+    assert denied.startswith(RESCUE_DENIED)
+    assert read(calls[3], "shell_call_output")[-1][0]["stdout"] == denied, "the model reads the denial as the output"
+    assert result.final_output == "I will stop repeating myself."
+
+
+async def test_a_custom_tool_call_repeated_is_denied_before_it_runs_and_the_model_reads_why(
+    rescue_link: GuardLink,
+) -> None:
+    events = Capture().attach(rescue_link.bus)
+    calls: list[ModelCall] = []
+    ran: list[str] = []
+
+    async def search(context: ToolContext[Any], text: str) -> str:
+        ran.append(text)
+        return FOUND
+
+    tool = CustomTool(name="search", description="Search the code.", on_invoke_tool=search)
+    agent = Agent(name="main", model=repeating(calls, lambda n: [custom_call(f"c-{n}")]), tools=[tool])
+    result = await RepeatToolGuard(rescue_link).run(agent, "find the config loader")
+
+    assert ran == ["load_config"] * 2, "the third call never ran"
+    assert [(c.call_id, c.tool, c.args) for c in events.of(ToolCall)] == [
+        (f"c-{n}", "search", "load_config") for n in (1, 2, 3)
+    ]
+    assert [(r.call_id, r.content) for r in events.of(ToolResult) if not r.denied_by] == [
+        ("c-1", FOUND),
+        ("c-2", FOUND),
+    ]
+    (denied,) = [r for r in events.of(ToolResult) if r.denied_by]
+    assert (denied.call_id, denied.denied_by) == ("c-3", "loop-rescue")
+    assert read(calls[3], "custom_tool_call_output")[-1] == denied.content
+    assert result.final_output == "I will stop repeating myself."
+
+
+async def test_a_local_shell_call_repeated_is_denied_before_it_runs_and_the_model_reads_why(
+    rescue_link: GuardLink,
+) -> None:
+    events = Capture().attach(rescue_link.bus)
+    calls: list[ModelCall] = []
+    ran: list[list[str]] = []
+
+    def execute(request: LocalShellCommandRequest) -> str:
+        ran.append(request.data.action.command)
+        return FOUND
+
+    model = repeating(calls, lambda n: [local_shell_call(f"l-{n}")])
+    result = await RepeatToolGuard(rescue_link).run(
+        Agent(name="main", model=model, tools=[LocalShellTool(execute)]), "go"
+    )
+
+    assert len(ran) == 2, "the third call never ran"
+    (call, *_) = events.of(ToolCall)
+    assert (call.tool, call.args) == (
+        "local_shell",
+        {"command": ["grep", "-rn", "load_config", "."], "env": {}, "type": "exec"},
+    )
+    answered = [(r.call_id, r.content if not r.denied_by else "denied") for r in events.of(ToolResult)]
+    assert answered == [("l-1", FOUND), ("l-2", FOUND), ("l-3", "denied")]
+    assert read(calls[3], "local_shell_call_output")[-1].startswith(RESCUE_DENIED)
+    assert result.final_output == "I will stop repeating myself."
+
+
+class Editor:
+    """An apply_patch editor that notes each operation: creating answers a
+    result, updating text, deleting nothing."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def create_file(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
+        self.ran.append(f"create {operation.path}")
+        return ApplyPatchResult(output=f"created {operation.path}")
+
+    async def update_file(self, operation: ApplyPatchOperation) -> str:
+        self.ran.append(f"update {operation.path}")
+        return f"updated {operation.path}"
+
+    def delete_file(self, operation: ApplyPatchOperation) -> None:
+        self.ran.append(f"delete {operation.path}")
+
+
+async def test_an_apply_patch_operation_repeated_is_denied_before_it_runs_and_the_model_reads_why(
+    rescue_link: GuardLink,
+) -> None:
+    """Creates the file, makes one update until the guard says something, then
+    deletes the file: the update the guard denied never ran."""
+    events = Capture().attach(rescue_link.bus)
+    calls: list[ModelCall] = []
+    update = "-x = 1\n+x = 2\n"
+
+    def patches(n: int) -> list[Any]:
+        if n == 1:
+            return [patch_call("p-1", "create_file", "+x = 1\n")]
+        if not any(phrase in "\n".join(_texts(calls[-1])) for phrase in GUARD_SAID):
+            return [patch_call(f"p-{n}", "update_file", update)]
+        return [patch_call(f"p-{n}", "delete_file", None)] if "delete_file" not in json.dumps(calls[-1].input) else []
+
+    editor = Editor()
+    agent = Agent(name="main", model=repeating(calls, patches, until=()), tools=[ApplyPatchTool(editor=editor)])
+    result = await RepeatToolGuard(rescue_link).run(agent, "make x 2, then remove the file")
+
+    published = [(c.call_id, c.tool, c.args) for c in events.of(ToolCall)]
+    assert published[:2] == [
+        ("apply_patch-1", "apply_patch", {"type": "create_file", "path": "cfg.py", "diff": "+x = 1\n"}),
+        ("apply_patch-2", "apply_patch", {"type": "update_file", "path": "cfg.py", "diff": update}),
+    ], "the SDK tells the editor no call id: each operation is a call of the guard's numbering"
+    updates = len(published) - 2
+    assert updates >= 3, "the same update made again and again"
+    assert editor.ran == ["create cfg.py", *["update cfg.py"] * (updates - 1), "delete cfg.py"], (
+        "the denied one never ran"
+    )
+    answered = [(r.content if not r.denied_by else "denied", r.is_error) for r in events.of(ToolResult)]
+    assert answered == [
+        ("created cfg.py", False),
+        *[("updated cfg.py", False)] * (updates - 1),
+        ("denied", True),
+        ("", False),
+    ]
+    (denied,) = [r.content for r in events.of(ToolResult) if r.denied_by]
+    assert denied.startswith(RESCUE_DENIED)
+    assert read(calls[updates + 1], "apply_patch_call_output")[-1] == denied, "the model reads the denial as the output"
+    assert result.final_output == "I will stop repeating myself."
+
+
+async def test_a_shell_executor_that_raises_answers_its_call_with_its_exception(
+    link: GuardLink, events: Capture
+) -> None:
+    def execute(request: ShellCommandRequest) -> str:
+        raise RuntimeError("disk on fire")
+
+    calls: list[ModelCall] = []
+    model = repeating(calls, lambda n: [shell_call("sh-1")] if n == 1 else [])
+    await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[ShellTool(executor=execute)]), "go")
+    assert [(r.call_id, r.is_error, r.content) for r in events.of(ToolResult)] == [("sh-1", True, "disk on fire")]
+    assert "disk on fire" in read(calls[1], "shell_call_output")[0][0]["stdout"], "the SDK's own text for it"
+    assert [agent.open_calls() for agent in link.links()] == [0]
+
+
+async def test_a_shell_command_that_writes_is_progress_not_a_repeat(rescue_link: GuardLink) -> None:
+    """The policies read a shell call's command: the same append made again
+    and again changes the file each time."""
+    events = Capture().attach(rescue_link.bus)
+    ran: list[str] = []
+
+    def execute(request: ShellCommandRequest) -> str:
+        ran.extend(request.data.action.commands)
+        return ""
+
+    model = repeating([], lambda n: [shell_call(f"sh-{n}", "echo step >> notes.txt")] if n <= 5 else [])
+    await RepeatToolGuard(rescue_link).run(Agent(name="main", model=model, tools=[ShellTool(executor=execute)]), "go")
+    assert ran == ["echo step >> notes.txt"] * 5
+    assert [r.denied_by for r in events.of(ToolResult)] == [None] * 5
+
+
+async def test_the_native_calls_of_one_response_are_each_decided_and_answered(link: GuardLink, events: Capture) -> None:
+    """Shell, custom, local shell, apply_patch and function calls of one
+    response run at once: each is published in the response's step and
+    answered under its own id."""
+    editor = Editor()
+    calls: list[ModelCall] = []
+    response = [
+        shell_call("s1"),
+        custom_call("c1"),
+        local_shell_call("l1"),
+        patch_call("p1", "create_file"),
+        function_call("grep", {"pattern": "load_config"}, call_id="g1"),
+    ]
+    agent = grep_agent(repeating(calls, lambda n: response if n == 1 else []), [])
+    agent.tools += [
+        ShellTool(executor=lambda request: "shell output"),
+        CustomTool(name="search", description="Search.", on_invoke_tool=lambda context, text: "custom output"),
+        LocalShellTool(executor=lambda request: "local output"),
+        ApplyPatchTool(editor=editor),
+    ]
+    await RepeatToolGuard(link).run(agent, "go")
+
+    published = {(c.call_id, c.tool, c.step) for c in events.of(ToolCall)}
+    assert published == {
+        ("s1", "shell", 1),
+        ("c1", "search", 1),
+        ("l1", "local_shell", 1),
+        ("apply_patch-1", "apply_patch", 1),
+        ("g1", "grep", 1),
+    }
+    answered = {r.call_id: r.content for r in events.of(ToolResult)}
+    assert answered == {
+        "s1": "shell output",
+        "c1": "custom output",
+        "l1": "local output",
+        "apply_patch-1": "created cfg.py",
+        "g1": FOUND,
+    }
+    assert [agent.open_calls() for agent in link.links()] == [0]
+
+
+async def test_shell_calls_are_the_agents_that_make_them_across_handoffs_and_agents_used_as_tools(
+    link: GuardLink, events: Capture
+) -> None:
+    """One shell tool shared by three agents: the lead runs it beside the
+    helper it called as a tool (the helper's run context names the lead), then
+    hands off to the specialist."""
+    shell = ShellTool(executor=lambda request: f"ran {request.data.call_id}")
+    guard = RepeatToolGuard(link)
+    helper = Agent(
+        name="helper", model=repeating([], lambda n: [shell_call("helper-s")] if n == 1 else []), tools=[shell]
+    )
+    specialist = Agent(
+        name="specialist", model=repeating([], lambda n: [shell_call("specialist-s")] if n == 1 else []), tools=[shell]
+    )
+    lead_script = [
+        [shell_call("lead-s"), function_call("delegate", {"input": "look"}, call_id="d1")],
+        [function_call("transfer_to_specialist", {}, call_id="h1")],
+    ]
+    lead = Agent(
+        name="lead",
+        model=repeating([], lambda n: lead_script[n - 1] if n <= 2 else []),
+        tools=[shell, guard.as_tool(helper, tool_name="delegate", tool_description="Ask the helper.")],
+        handoffs=[specialist],
+    )
+    await guard.run(lead, "find the config loader")
+
+    made = {c.call_id: c.agent.id for c in events.of(ToolCall) if c.agent}
+    assert made == {"lead-s": "lead", "d1": "lead", "helper-s": "helper", "specialist-s": "specialist"}
+    answered = {r.call_id: r.content for r in events.of(ToolResult) if r.call_id.endswith("-s")}
+    assert answered == {name: f"ran {name}" for name in ("lead-s", "helper-s", "specialist-s")}
+
+
+async def test_native_tools_run_by_the_guards_hooks_alone_or_outside_a_guarded_run_are_not_counted(
+    link: GuardLink, events: Capture
+) -> None:
+    editor = Editor()
+    hosted = ShellTool(environment={"type": "container_auto"})
+    tools: list[Tool] = [
+        ShellTool(executor=lambda request: "shell output"),
+        CustomTool(name="search", description="Search.", on_invoke_tool=lambda context, text: "custom output"),
+        LocalShellTool(executor=lambda request: "local output"),
+        ApplyPatchTool(editor=editor),
+        hosted,
+    ]
+    response = [shell_call("s1"), custom_call("c1"), local_shell_call("l1"), patch_call("p1", "create_file")]
+    for runs, hooks in enumerate((RepeatToolGuard(link), None), start=1):
+        agent = Agent(name="main", model=repeating([], lambda n: response if n == 1 else []), tools=tools)
+        guard_tools(agent)
+        result = await Runner.run(agent, "plain run", hooks=hooks)
+        assert result.final_output == "I will stop repeating myself."
+        assert editor.ran == ["create cfg.py"] * runs
+    assert hosted.executor is None, "a hosted shell runs nowhere here: nothing to guard"
+    assert events.of(ToolCall) == []
+    assert events.of(ToolResult) == []
+
+
+async def test_a_native_tool_of_a_run_without_the_guards_hooks_inside_a_guarded_run_is_not_counted(
+    link: GuardLink, events: Capture
+) -> None:
+    """A tool that runs an agent with ``Runner.run`` itself (not ``guard.as_tool``):
+    its shell calls are not guarded, even with a shell tool the guard wrapped."""
+    shell = ShellTool(executor=lambda request: "shell output")
+    inner = Agent(name="inner", model=repeating([], lambda n: [shell_call("inner-s")] if n == 1 else []), tools=[shell])
+
+    @function_tool
+    async def ask_inner() -> str:
+        """Ask the inner agent."""
+        return str((await Runner.run(inner, "look")).final_output)
+
+    script: list[list[Any]] = [[shell_call("lead-s")], [function_call("ask_inner", {}, call_id="a1")]]
+    lead = Agent(name="lead", model=repeating([], lambda n: script[n - 1] if n <= 2 else []), tools=[shell, ask_inner])
+    assert (await RepeatToolGuard(link).run(lead, "go")).final_output == "I will stop repeating myself."
+    assert [c.call_id for c in events.of(ToolCall)] == ["lead-s", "a1"]
+    assert [r.call_id for r in events.of(ToolResult)] == ["lead-s", "a1"]
