@@ -7,11 +7,13 @@ tool of the agent and its handoff targets (decide; a deny is
 ``reject_content``, so the tool never runs and the model reads the denial as
 its output). The tools the SDK runs here without that guardrail, a
 ``CustomTool``, a ``ShellTool`` or ``LocalShellTool`` with a local executor,
-an ``ApplyPatchTool``'s editor, are decided in what runs them
-(``on_invoke_tool``, the executor, the editor, wrapped once): a deny is the
-tool's output and the tool never runs. Run hooks: ``on_llm_start`` numbers
-steps, ``on_tool_start`` notes the agent whose tool starts in a run context
-(an executor or editor is told the run context, not the agent), ``on_tool_end``
+an ``ApplyPatchTool``'s editor, and a function tool the SDK makes during the
+run (a ``SandboxAgent``'s capability tools, an MCP server's tools), are
+decided in what runs them (``on_invoke_tool``, the executor, the editor,
+wrapped once): a deny is the tool's output and the tool never runs. Run
+hooks: ``on_llm_start`` numbers steps, ``on_tool_start`` wraps a tool first
+seen there and notes the agent whose tool starts in a run context (an
+executor or editor is told the run context, not the agent), ``on_tool_end``
 publishes results, ``on_handoff`` starts the target agent.
 ``RunConfig.call_model_input_filter`` appends the guard's messages to the
 next model input as developer messages. A halt request raises
@@ -186,7 +188,8 @@ def _guard_tool(tool: Tool) -> None:
 def _invoking(tool: FunctionTool | CustomTool, invoke: Callable[[ToolContext[Any], str], Any]) -> Any:
     """``invoke`` (``tool.on_invoke_tool``) decided by the guard: a function
     tool's arguments are JSON, a ``CustomTool``'s its raw text input. A call
-    the tool's guardrail decided is not decided again.
+    the tool's guardrail decided is not decided again: a tool of the agents
+    ``guard_tools`` reached has it, one the SDK added during the run does not.
     A tool that raises answers its call: the SDK ends the run with a function
     tool's exception (``failure_error_function=None``) and cancels the tool's
     siblings, whose calls the run then answers ``CANCELLED``."""
@@ -552,6 +555,8 @@ class RepeatToolGuard(RunHooks[Any]):
         active = _active.get()
         if active is None:
             return
+        # a tool the SDK made during the run (a sandbox's, an MCP server's): the SDK reads what runs it after this hook
+        _guard_tool(tool)
         if not isinstance(tool, FunctionTool | CustomTool):  # told the run's context, not the call's
             active[1].working[id(context)] = (context, agent)
 

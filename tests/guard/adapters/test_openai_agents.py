@@ -897,7 +897,7 @@ async def test_a_handoff_back_to_an_agent_already_working_in_the_turn_is_no_new_
 
 
 # The tools the SDK runs itself (no guardrails): a shell executor, a custom tool,
-# an apply_patch editor.
+# an apply_patch editor, and the function tools a SandboxAgent adds during the run.
 
 FOUND = "src/cfg.py:12: def load_config():"
 
@@ -1103,6 +1103,32 @@ async def test_an_apply_patch_operation_repeated_is_denied_before_it_runs_and_th
     assert result.final_output == "I will stop repeating myself."
 
 
+async def test_a_sandbox_agents_shell_added_during_the_run_is_denied_before_it_runs(rescue_link: GuardLink) -> None:
+    """A ``SandboxAgent``'s ``exec_command`` is a function tool the SDK adds
+    while the run goes on, after ``guard.run`` guarded the agent's tools."""
+    from agents.sandbox import SandboxAgent, SandboxRunConfig
+    from agents.sandbox.capabilities import Shell
+    from agents.sandbox.sandboxes.unix_local import UnixLocalSandboxClient
+
+    events = Capture().attach(rescue_link.bus)
+    calls: list[ModelCall] = []
+    command = {"cmd": "echo load_config"}
+    model = repeating(calls, lambda n: [function_call("exec_command", command, call_id=f"x-{n}")])
+    agent = SandboxAgent(name="main", model=model, capabilities=[Shell()])
+    sandbox = RunConfig(sandbox=SandboxRunConfig(client=UnixLocalSandboxClient()))
+    result = await RepeatToolGuard(rescue_link).run(agent, "find the config loader", run_config=sandbox)
+
+    assert [(c.call_id, c.tool, c.args) for c in events.of(ToolCall)] == [
+        (f"x-{n}", "exec_command", command) for n in (1, 2, 3)
+    ]
+    assert [c.agent.id for c in events.of(ToolCall) if c.agent] == ["main"] * 3
+    (denied,) = [r for r in events.of(ToolResult) if r.denied_by]
+    assert outputs(calls[3]) == [r.content for r in events.of(ToolResult)], "the outputs the model read, published"
+    assert [o.startswith("Chunk ID") for o in outputs(calls[3])] == [True, True, False], "the third never ran"
+    assert (denied.call_id, denied.is_error) == ("x-3", True)
+    assert result.final_output == "I will stop repeating myself."
+
+
 async def test_a_shell_executor_that_raises_answers_its_call_with_its_exception(
     link: GuardLink, events: Capture
 ) -> None:
@@ -1248,3 +1274,47 @@ async def test_a_native_tool_of_a_run_without_the_guards_hooks_inside_a_guarded_
     assert (await RepeatToolGuard(link).run(lead, "go")).final_output == "I will stop repeating myself."
     assert [c.call_id for c in events.of(ToolCall)] == ["lead-s", "a1"]
     assert [r.call_id for r in events.of(ToolResult)] == ["lead-s", "a1"]
+
+
+async def test_an_mcp_servers_tool_made_during_the_run_is_denied_before_it_runs(rescue_link: GuardLink) -> None:
+    """The SDK makes a function tool of each tool an agent's MCP server lists,
+    anew as the run goes on: none of them is in ``agent.tools`` for ``guard.run``."""
+    from agents.mcp import MCPServer
+    from mcp.types import CallToolResult, TextContent
+    from mcp.types import Tool as MCPTool
+
+    ran: list[Any] = []
+
+    class Server(MCPServer):
+        name = "code"
+
+        async def connect(self) -> None:
+            pass
+
+        async def cleanup(self) -> None:
+            pass
+
+        async def list_tools(self, run_context: Any = None, agent: Any = None) -> list[MCPTool]:
+            schema = {"type": "object", "properties": {"pattern": {"type": "string"}}}
+            return [MCPTool.model_validate({"name": "grep", "description": "Search the code.", "inputSchema": schema})]
+
+        async def call_tool(self, tool_name: str, arguments: Any, meta: Any = None) -> CallToolResult:
+            ran.append(arguments)
+            return CallToolResult(content=[TextContent(type="text", text=FOUND)])
+
+        async def list_prompts(self) -> Any:
+            raise NotImplementedError
+
+        async def get_prompt(self, name: str, arguments: Any = None) -> Any:
+            raise NotImplementedError
+
+    events = Capture().attach(rescue_link.bus)
+    calls: list[ModelCall] = []
+    agent = Agent(name="main", model=looping(calls), mcp_servers=[Server()])
+    result = await RepeatToolGuard(rescue_link).run(agent, "find the config loader")
+
+    assert ran == [{"pattern": "load_config"}] * 2, "the third call never ran"
+    assert [(c.call_id, c.tool) for c in events.of(ToolCall)] == [(f"grep-{n}", "grep") for n in (1, 2, 3)]
+    (denied,) = [r for r in events.of(ToolResult) if r.denied_by]
+    assert outputs(calls[3])[-1] == denied.content, "the model reads the denial as the tool output"
+    assert result.final_output == "I will stop repeating myself."
