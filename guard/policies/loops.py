@@ -1317,13 +1317,12 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i:(?:running|pending|queued|in[_ ]progress|waiting|starting|creating|containercreating|building|"
         r"deploying)\b|(?:progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing|working)"
         r"[ \t\"',;)}\]]*(?:$|[\r\n\"',;)}\]]))",
-        # a table whose header names a STATUS, STATE or PHASE column (capitals between spaces, or a markdown
-        # row), with a row below holding a moving state as a whole cell
-        r"(?m)^(?:[ \t]*(?:[A-Z][A-Z0-9_()./%#-]*[ \t]+)*(?:STATUS|STATE|PHASE)(?:[ \t]+[A-Z][A-Z0-9_()./%#-]*)*[ \t]*"
-        r"|[ \t]*\|(?:[^|\n]*\|)*?[ \t]*(?i:status|state|phase)[ \t]*\|[^\n]*)\n(?:[^\n]*\n){0,40}?[^\n]*?"
-        r"(?:^|[ \t]{2,}|\t|\|[ \t]*)(?i:running|pending|queued|in[_ ]progress|waiting|starting|creating|building|"
+        # a table whose capitals header names a STATUS, STATE or PHASE column, with a row below it (before a
+        # blank line) holding a moving state as a whole cell; not `waiting`, which may wait on someone's input
+        r"(?m)^[ \t]*(?:[A-Z#][A-Z0-9_()./%#-]*[ \t]+)*(?:STATUS|STATE|PHASE)(?:[ \t]+[A-Z#][A-Z0-9_()./%#-]*)*[ \t]*\n"
+        r"(?:[^\n]+\n)*?[^\n]*?(?:^|[ \t]{2,}|\t)(?i:running|pending|queued|in[_ ]progress|starting|creating|building|"
         r"deploying|working|progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing)"
-        r"(?:[ \t]{2,}|\t|[ \t]*\||[ \t]*$)",
+        r"(?:[ \t]{2,}|\t|[ \t]*$)",
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending|progressing|reconciling)\b",
         r"(?i)\breconciliation in progress\b",

@@ -1820,7 +1820,14 @@ async def test_an_agents_targets_and_written_files_are_kept_bounded(make: Make, 
             120,
             8,
         ),
-        ("Bash", {"command": "./jobs"}, "| Job | Status |\n|---|---|\n| export | done |\n| import | Queued |", 30, 6),
+        (
+            "Bash",
+            {"command": "sky jobs queue"},
+            "ID  TASK  NAME   SUBMITTED   #RECOVERIES  STATUS\n2   -     eval   1 min ago   0            PENDING\n"
+            "1   -     train  5 mins ago  0            SUCCEEDED",
+            60,
+            8,
+        ),
     ],
 )
 async def test_a_check_whose_state_is_still_moving_is_a_poll_never_denied_at_a_patient_pace(
@@ -1880,6 +1887,9 @@ async def test_a_supervisor_handing_the_same_worker_new_work_is_no_repeat(make: 
         ("get_subscription", {"id": "sub_1"}, '{"id": "sub_1", "status": "paused"}'),
         ("Bash", {"command": "workmux status"}, "WORKTREE  STATUS  TITLE\nworker-a  done    a\nworker-b  idle    b"),
         ("Read", {"file_path": "/repo/NOTES.md"}, "Weekly STATUS\nWe are  building  a new release."),
+        ("Read", {"file_path": "/repo/PLAN.md"}, "| Step | Status |\n|---|---|\n| Backfill | In progress |"),
+        ("Bash", {"command": "workmux status"}, "WORKTREE  STATUS   TITLE\nworker-a  waiting  asks which branch"),
+        ("Bash", {"command": "./report"}, "NAME   STATUS\nbuild  done\n\nNext:  running  the deploy"),
     ],
 )
 async def test_a_state_word_in_code_prose_or_a_state_that_waits_on_someone_is_no_poll(
