@@ -174,6 +174,8 @@ class RepeatToolGuard(BasePlugin):
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
+        if _node(tool_context):  # the workflow's code chose the call, not a model: recorded once it ran
+            return None
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
         self._paused.pop((agent.agent.id, call_id))
@@ -192,6 +194,13 @@ class RepeatToolGuard(BasePlugin):
     async def after_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
     ) -> dict[str, Any] | None:
+        if _node(tool_context):  # (a node held for confirmation comes here only once the user answered)
+            confirmation = tool_context.tool_confirmation
+            if confirmation is None or confirmation.confirmed:  # else the user said no: it never ran
+                agent, call_id = await self._node_call(tool_context, tool, tool_args)
+                await agent.result(call_id, as_text(result))
+                agent.take_context()
+            return None
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
         self._tool_done(tool_context, agent, call_id)
@@ -209,11 +218,27 @@ class RepeatToolGuard(BasePlugin):
     async def on_tool_error_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
     ) -> dict[str, Any] | None:
+        if _node(tool_context):
+            agent, call_id = await self._node_call(tool_context, tool, tool_args)
+            await agent.failed(call_id, error)
+            agent.take_context()
+            return None
         agent = await self._from(tool_context)
         call_id = tool_context.function_call_id or ""
         self._tool_done(tool_context, agent, call_id)
         await agent.failed(call_id, error)  # a cancelled run's tool comes here too, as its CancelledError
         return None
+
+    async def _node_call(self, context: ToolContext, tool: BaseTool, args: dict[str, Any]) -> tuple[AgentLink, str]:
+        """Publish the call a workflow's tool node made, once it ran, as the
+        workflow's agent: a call reported with its outcome (``late``), never
+        denied, for no model would read the denial and the graph would take
+        it for the node's output; what would have denied it is recorded as
+        in shadow mode, and the reminders meant for a model are dropped."""
+        agent = await self._from(context)
+        call_id = _call_id(context)
+        await agent.call(call_id, tool.name, args, late=True)
+        return agent, call_id
 
     def _tool_done(self, context: CallbackContext, agent: AgentLink, call_id: str) -> None:
         key = _tool_key(context, agent, call_id)
@@ -265,6 +290,16 @@ class _Workflow:
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+
+def _node(context: CallbackContext) -> bool:
+    """Whether a tool runs as a workflow's node, which no agent owns."""
+    return context.get_invocation_context().agent is None
+
+
+def _call_id(context: ToolContext) -> str:
+    """A tool call's id, as the runtime gives it (``""`` for none)."""
+    return context.function_call_id or ""
 
 
 def _workflow_name(context: CallbackContext) -> str:

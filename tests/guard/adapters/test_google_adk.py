@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -549,16 +550,85 @@ async def test_a_workflow_runs_guarded_its_agent_nodes_working_for_each_user_tur
     assert [r.denied_by for r in events.of(ToolResult)][-1] == "loop-detector"
 
 
-async def test_a_workflows_tool_node_is_called_by_the_workflow(link: GuardLink, events: Capture) -> None:
-    """A tool node runs with no agent: its calls are the workflow's, and each
-    user turn reaches it."""
+async def test_a_workflows_tool_node_is_recorded_as_the_workflows_and_never_denied(
+    link: GuardLink, events: Capture
+) -> None:
+    """A tool node runs with no agent, chosen by the workflow's code, not a
+    model: its calls are the workflow's, recorded once they ran; a graph
+    polling a job in a loop is never handed a denial as the node's output."""
     from google.adk.tools.function_tool import FunctionTool
+    from google.adk.workflow import START, FunctionNode, Workflow
 
-    runs: list[str] = []
-    await _run_workflow(link, FunctionTool(search(runs)), *["look it up"] * 4)
-    assert len(runs) == 4
-    assert [(c.agent.id.split("/")[1] if c.agent else "", c.tool) for c in events.of(ToolCall)] == [
-        ("flow", "grep")
-    ] * 4
+    checks: list[str] = []
+
+    def check_job(job_id: str) -> dict[str, Any]:
+        """Get the state of a batch job."""
+        checks.append(job_id)
+        return {"job_id": job_id, "state": "running" if len(checks) <= 15 else "succeeded"}
+
+    def route(ctx: Any, node_input: Any = None) -> dict[str, str]:
+        ctx.route = "again" if node_input["state"] == "running" else "done"
+        return {"job_id": "job-42"}
+
+    check, router = FunctionTool(check_job), FunctionNode(func=route, name="route")
+    done = FunctionNode(func=lambda node_input=None: "ok", name="done")
+    first = FunctionNode(func=lambda node_input=None: {"job_id": "job-42"}, name="first")
+    workflow = Workflow(
+        name="poller", edges=[(START, first), (first, check), (check, router), (router, {"again": check, "done": done})]
+    )
+    runner = InMemoryRunner(app=App(name="app", root_agent=workflow, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    started = types.Part(inline_data=types.Blob(mime_type="application/json", data=b'{"job": 42}'))  # no text
+    message = types.Content(role="user", parts=[started])
+    async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+        pass
+    assert len(checks) == 16
+    calls = events.of(ToolCall)
+    assert [(c.agent.id.split("/")[1] if c.agent else "", c.tool, c.late) for c in calls] == [
+        ("poller", "check_job", True)
+    ] * 16
     assert not [r for r in events.of(ToolResult) if r.denied_by]
-    assert len(events.of(UserMessage)) == 4
+
+
+async def test_a_confirmed_tool_node_is_one_call_and_a_rejected_or_failing_one_is_recorded_as_such(
+    link: GuardLink, events: Capture
+) -> None:
+    """ADK runs a tool node the user confirmed again under a new id: the
+    call is recorded once, when it ran, and none is left open; one the user
+    rejected never ran; one that raised is a failed call."""
+    from google.adk.tools.function_tool import FunctionTool
+    from google.adk.workflow import START, Workflow
+
+    sent: list[str] = []
+
+    def send_email(to: str) -> dict[str, str]:
+        """Send an email."""
+        sent.append(to)
+        if to == "nobody":
+            raise ValueError("no such mailbox")
+        return {"status": "sent"}
+
+    workflow = Workflow(name="flow", edges=[(START, FunctionTool(send_email, require_confirmation=True))])
+    runner = InMemoryRunner(app=App(name="app", root_agent=workflow, plugins=[RepeatToolGuard(link)]))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    for to, confirmed in (("alice", True), ("alice", True), ("bob", False), ("nobody", True)):
+        message = types.Content(role="user", parts=[types.Part(text=json.dumps({"to": to}))])
+        for _ in range(2):
+            asked = None
+            with contextlib.suppress(ValueError):  # the node raising ends the run with its error
+                async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+                    for part in event.content.parts or [] if event.content else []:
+                        asked = part.function_call or asked
+            if asked is None:
+                break
+            reply = types.FunctionResponse(name=asked.name, id=asked.id, response={"confirmed": confirmed})
+            message = types.Content(role="user", parts=[types.Part(function_response=reply)])
+    assert sent == ["alice", "alice", "nobody"]
+    assert [json.loads(c.args)["to"] if isinstance(c.args, str) else c.args["to"] for c in events.of(ToolCall)] == [
+        "alice",
+        "alice",
+        "nobody",
+    ]
+    assert [(r.content, r.is_error) for r in events.of(ToolResult)] == [('{"status":"sent"}', False)] * 2 + [
+        ("no such mailbox", True)
+    ]
