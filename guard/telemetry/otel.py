@@ -349,7 +349,6 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
 
     _check_endpoints()
     _check_headers()
-    _check_compression()
     _check_numbers()
     traced = _exporter_choices("TRACES")
     measured = _exporter_choices("METRICS")
@@ -434,19 +433,22 @@ _HEADER = re.compile(
 )
 
 
-def _check_compression() -> None:
-    """Refuse a compression the OTLP exporter does not do at start: some
-    releases of the SDK refuse it, later ones only log it and send
-    uncompressed, which a collector set to expect it may then reject."""
+def _check_compression(signal: str) -> None:
+    """Refuse, at start, a compression the OTLP exporter of ``signal`` would
+    be given and does not do (its own variable, else the general one, as the
+    exporter reads them): some releases of the SDK refuse it, later ones
+    only log it and send uncompressed, which a collector expecting it may
+    then reject."""
     from guard.telemetry import TelemetryUnavailable
 
-    for signal in ("", "TRACES_", "METRICS_"):
-        variable = f"OTEL_EXPORTER_OTLP_{signal}COMPRESSION"
-        value = os.environ.get(variable, "").strip()
-        if value and value.lower() not in ("gzip", "deflate", "none"):
-            raise TelemetryUnavailable(
-                f"{variable}={value!r}: the OTLP exporter compresses with gzip or deflate, or not at all (none)"
-            )
+    variable = f"OTEL_EXPORTER_OTLP_{signal}_COMPRESSION"
+    if variable not in os.environ:
+        variable = "OTEL_EXPORTER_OTLP_COMPRESSION"
+    value = os.environ.get(variable, "").strip()
+    if value and value.lower() not in ("gzip", "deflate", "none"):
+        raise TelemetryUnavailable(
+            f"{variable}={value!r}: the OTLP exporter compresses with gzip or deflate, or not at all (none)"
+        )
 
 
 def _check_headers() -> None:
@@ -588,6 +590,7 @@ def _exporter_choices(signal: str) -> tuple[str, ...]:
                 f"OTLP protocol {protocol!r} for {signal.lower()}: repeat-tool-guard exports over http/protobuf "
                 "(set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf and the receiver's HTTP port, 4318 by default)"
             )
+        _check_compression(signal)
     return names
 
 

@@ -304,6 +304,18 @@ def test_export_the_package_cannot_do_is_a_clear_error(
         telemetry_from_environment(runtime="serve")
 
 
+def test_only_the_compression_an_exported_signal_uses_is_checked(otel_environ: pytest.MonkeyPatch) -> None:
+    """The exporter reads a signal's own variable before the general one;
+    a signal not exported reads neither."""
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd")
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "br")
+    otel_environ.setenv("OTEL_METRICS_EXPORTER", "none")
+    telemetry = telemetry_from_environment(runtime="serve")
+    assert telemetry is not None
+    telemetry.shutdown()
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
