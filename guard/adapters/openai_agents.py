@@ -44,6 +44,9 @@ from agents import (
     Runner,
     RunResult,
     RunResultStreaming,
+    ShellCallOutcome,
+    ShellCommandOutput,
+    ShellResult,
     ShellTool,
     StreamEvent,
     Tool,
@@ -102,7 +105,7 @@ class _Run:
     """A ``run`` or ``run_streamed`` of a guard, while it goes on; ``scope``
     its own agents, if it started while another run went on."""
 
-    __slots__ = ("allowed", "ran", "scope", "streamed", "working")
+    __slots__ = ("allowed", "ran", "scope", "started", "streamed", "working")
 
     def __init__(self, scope: _Scope | None) -> None:
         self.scope = scope
@@ -114,9 +117,13 @@ class _Run:
         """By the id of a run context (kept alive here): the agent whose tool ``on_tool_start``
         saw start in it last. An executor or editor is told the run context, not the agent; the
         tools that run at once in one run context are those of one model response, of one agent."""
-        self.ran: dict[tuple[int, str], str] = {}
-        """By run context id and tool name: the call a shell executor answered, until ``on_tool_end``
-        publishes the output the model reads (its hook is told no call id)."""
+        self.ran: dict[tuple[int, type[Tool]], str] = {}
+        """By run context id and kind of shell tool: the call a shell executor answered, until
+        ``on_tool_end`` publishes the output the model reads (its hook is told no call id)."""
+        self.started: set[str] = set()
+        """The calls of tools decided where they run (a ``CustomTool``, a function tool made
+        during the run) that ``on_tool_start`` saw start: those of this run, not of a run
+        without the guard's hooks that one of its tools started."""
 
 
 async def _guardrail(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
@@ -171,16 +178,23 @@ def _guard_tool(tool: Tool) -> None:
     (once): a function tool's or ``CustomTool``'s ``on_invoke_tool``, a
     ``ShellTool``'s or ``LocalShellTool``'s executor, an ``ApplyPatchTool``'s
     editor. A function tool carrying ``TOOL_GUARDRAIL`` is decided by it; a
-    hosted tool (and a ``ShellTool`` without a local executor) is left as it is."""
+    hosted tool (and a ``ShellTool`` without a local executor) is left as it is.
+    So is what runs a function tool that asks for approval: the SDK reads
+    the arguments of each call it is to approve through that very object
+    (and a person approves each call); one declared on the agent still has
+    the guardrail."""
     if isinstance(tool, FunctionTool | CustomTool):
-        if not getattr(tool.on_invoke_tool, _GUARDED, False):
+        approved = isinstance(tool, FunctionTool) and tool.needs_approval is not False
+        if not approved and not getattr(tool.on_invoke_tool, _GUARDED, False):
             tool.on_invoke_tool = _invoking(tool, tool.on_invoke_tool)
     elif isinstance(tool, ShellTool):
         if tool.executor is not None and not getattr(tool.executor, _GUARDED, False):
-            tool.executor = _executing(tool.name, tool.executor, _shell_arguments)
+            tool.executor = _executing(ShellTool, tool.name, tool.executor, _shell_arguments)
     elif isinstance(tool, LocalShellTool):
         if not getattr(tool.executor, _GUARDED, False):
-            tool.executor = _executing(tool.name, tool.executor, lambda action: action.model_dump(exclude_none=True))
+            tool.executor = _executing(
+                LocalShellTool, tool.name, tool.executor, lambda action: action.model_dump(exclude_none=True)
+            )
     elif isinstance(tool, ApplyPatchTool) and not isinstance(tool.editor, _GuardedEditor):
         tool.editor = _GuardedEditor(tool.name, tool.editor)
 
@@ -198,6 +212,10 @@ def _invoking(tool: FunctionTool | CustomTool, invoke: Callable[[ToolContext[Any
         call_id = context.tool_call_id
         if isinstance(tool, FunctionTool) and TOOL_GUARDRAIL in (tool.tool_input_guardrails or []):
             return await _running(_calling.get(), call_id, lambda: invoke(context, arguments))
+        active = _active.get()
+        if active is None or call_id not in active[1].started:  # a run without the guard's hooks started it
+            return await _running(None, call_id, lambda: invoke(context, arguments))
+        active[1].started.discard(call_id)
         args = parse_args(arguments) if isinstance(tool, FunctionTool) else arguments
         decided = await _decided(context.agent, call_id, context.tool_name, args)
         if decided is not None and not decided[2].allowed:
@@ -209,12 +227,13 @@ def _invoking(tool: FunctionTool | CustomTool, invoke: Callable[[ToolContext[Any
 
 
 def _executing(
-    name: str, execute: Callable[[Any], Any], arguments: Callable[[Any], dict[str, Any]]
+    kind: type[Tool], name: str, execute: Callable[[Any], Any], arguments: Callable[[Any], dict[str, Any]]
 ) -> Callable[[Any], Awaitable[Any]]:
-    """A shell executor (a ``ShellTool``'s or ``LocalShellTool``'s, named
-    ``name``) decided by the guard: its arguments are the model's action read
-    with ``arguments``; a deny is the text the model reads as the command's
-    output. The output is published by ``on_tool_end``, as the SDK renders it."""
+    """A shell executor (a ``ShellTool``'s or ``LocalShellTool``'s, ``kind``,
+    named ``name``) decided by the guard: its arguments are the model's action read with
+    ``arguments``; a deny is what the model reads as the command's output (a
+    ``ShellTool``'s on stderr, with exit code 1). The output is published by
+    ``on_tool_end``, as the SDK renders it."""
 
     async def executor(request: Any) -> Any:
         call_id = request.data.call_id
@@ -223,9 +242,12 @@ def _executing(
             return await _running(None, call_id, lambda: execute(request))
         run, link, decision = decided
         if not decision.allowed:
+            if kind is ShellTool:
+                failed = ShellCallOutcome(type="exit", exit_code=1)
+                return ShellResult(output=[ShellCommandOutput(stderr=decision.reason or "", outcome=failed)])
             return decision.reason or ""
         output = await _running(link, call_id, lambda: execute(request))
-        run.ran[(id(request.ctx_wrapper), name)] = call_id
+        run.ran[(id(request.ctx_wrapper), kind)] = call_id
         return output
 
     setattr(executor, _GUARDED, True)
@@ -238,26 +260,30 @@ class _GuardedEditor:
     one call under an id of the guard's (``apply_patch-<n>``), its arguments
     the operation (type, path, diff), its result what the editor answered (an
     error when its status is ``failed``). A deny is a ``failed`` result whose
-    output is the denial, which the model reads. The editor it wraps is its
-    ``editor``."""
+    output is the denial, which the model reads. Any other attribute is the
+    wrapped editor's (an application, or a tool's ``custom_data_extractor``,
+    reads its own editor through the tool)."""
 
     def __init__(self, name: str, editor: Any) -> None:
-        self.name = name
-        self.editor = editor
+        self._name = name
+        self._editor = editor
         self._numbers = count(1)
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._editor, name)
+
     def create_file(self, operation: Any) -> Awaitable[Any]:
-        return self._edit(self.editor.create_file, operation)
+        return self._edit(self._editor.create_file, operation)
 
     def update_file(self, operation: Any) -> Awaitable[Any]:
-        return self._edit(self.editor.update_file, operation)
+        return self._edit(self._editor.update_file, operation)
 
     def delete_file(self, operation: Any) -> Awaitable[Any]:
-        return self._edit(self.editor.delete_file, operation)
+        return self._edit(self._editor.delete_file, operation)
 
     async def _edit(self, edit: Callable[[Any], Any], operation: Any) -> Any:
-        call_id = f"{self.name}-{next(self._numbers)}"
-        decided = await _decided(_working_in(operation.ctx_wrapper), call_id, self.name, _fields_set(operation))
+        call_id = f"{self._name}-{next(self._numbers)}"
+        decided = await _decided(_working_in(operation.ctx_wrapper), call_id, self._name, _fields_set(operation))
         if decided is None:
             return await _running(None, call_id, lambda: edit(operation))
         _, link, decision = decided
@@ -559,6 +585,8 @@ class RepeatToolGuard(RunHooks[Any]):
         _guard_tool(tool)
         if not isinstance(tool, FunctionTool | CustomTool):  # told the run's context, not the call's
             active[1].working[id(context)] = (context, agent)
+        else:  # a function or custom tool starts in its call's own context
+            active[1].started.add(getattr(context, "tool_call_id", ""))
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
         link = self.agent_link(agent)
@@ -567,7 +595,8 @@ class RepeatToolGuard(RunHooks[Any]):
         if isinstance(tool, FunctionTool | CustomTool) and isinstance(context, ToolContext):
             call_id = context.tool_call_id
         elif isinstance(tool, ShellTool | LocalShellTool) and active is not None:  # told the run's context
-            call_id = active[1].ran.pop((id(context), tool.name), None)  # the call its executor answered last there
+            kind = ShellTool if isinstance(tool, ShellTool) else LocalShellTool
+            call_id = active[1].ran.pop((id(context), kind), None)  # the call its executor answered last there
         if link is not None and call_id is not None and link.has_call(call_id):
             # a tool that raised or timed out answers the SDK's own text for it: a failure, which may be retried
             failed = isinstance(result, str) and (result.startswith(_SDK_FAILURE) or _timed_out(tool, result))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Iterator
@@ -980,7 +981,8 @@ async def test_a_shell_call_repeated_is_denied_before_it_runs_and_the_model_read
     assert [r.content for r in events.of(ToolResult)][:2] == [FOUND, FOUND], "the output the model read"
     denied = events.of(ToolResult)[2].content
     assert denied.startswith(RESCUE_DENIED)
-    assert read(calls[3], "shell_call_output")[-1][0]["stdout"] == denied, "the model reads the denial as the output"
+    (output,) = read(calls[3], "shell_call_output")[-1]
+    assert (output["stderr"], output["outcome"]) == (denied, {"type": "exit", "exit_code": 1}), "a failed command"
     assert result.final_output == "I will stop repeating myself."
 
 
@@ -1318,3 +1320,81 @@ async def test_an_mcp_servers_tool_made_during_the_run_is_denied_before_it_runs(
     (denied,) = [r for r in events.of(ToolResult) if r.denied_by]
     assert outputs(calls[3])[-1] == denied.content, "the model reads the denial as the tool output"
     assert result.final_output == "I will stop repeating myself."
+
+
+async def test_a_function_tool_asking_approval_keeps_the_sdks_own_check_of_its_arguments(link: GuardLink) -> None:
+    """The SDK holds a call for approval when validating its arguments would
+    change them (``"5000"`` for an ``int``), whatever the policy says of the
+    raw ones: it reads them through the tool's own invoker, which the guard
+    leaves in place for a tool that asks for approval."""
+    from agents import function_tool
+
+    ran: list[int] = []
+
+    async def policy(context: Any, params: dict[str, Any], call_id: str) -> bool:
+        count = params.get("count")
+        return isinstance(count, int) and count > 100
+
+    @function_tool(needs_approval=policy)
+    def delete_rows(count: int) -> str:
+        """Delete rows."""
+        ran.append(count)
+        return f"deleted {count}"
+
+    steps = [function_call("delete_rows", '{"count": "5000"}', call_id="d1")]
+    agent = Agent(name="main", model=repeating([], lambda n: steps if n == 1 else []), tools=[delete_rows])
+    result = await RepeatToolGuard(link).run(agent, "go")
+    assert (len(result.interruptions), ran) == (1, [])
+
+
+async def test_a_custom_tool_shared_with_a_run_without_the_guard_is_decided_only_in_the_guarded_run(
+    rescue_link: GuardLink,
+) -> None:
+    """A tool that starts ``Runner.run`` itself runs an agent the guard does
+    not hear of: that agent's calls of a tool the lead shares are not
+    decided (or left open), so none is denied."""
+    from agents import function_tool
+
+    events = Capture().attach(rescue_link.bus)
+    ran: list[str] = []
+
+    def look(context: ToolContext[Any], text: str) -> str:
+        ran.append(context.tool_call_id)
+        return "custom output"
+
+    search = CustomTool(name="search", description="Search.", on_invoke_tool=look)
+    inner_model = repeating([], lambda n: [custom_call(f"inner-{n}")] if n <= 4 else [], until=())
+    inner = Agent(name="inner", model=inner_model, tools=[search])
+
+    @function_tool
+    async def ask_inner() -> str:
+        """Ask the inner agent."""
+        return str((await Runner.run(inner, "look")).final_output)
+
+    lead_model = repeating([], lambda n: [function_call("ask_inner", {}, call_id="a1")] if n == 1 else [])
+    lead = Agent(name="lead", model=lead_model, tools=[ask_inner, search])
+    await RepeatToolGuard(rescue_link).run(lead, "go")
+    assert ran == [f"inner-{n}" for n in (1, 2, 3, 4)]
+    assert [c.call_id for c in events.of(ToolCall)] == ["a1"]
+    assert [agent.open_calls() for agent in rescue_link.links()] == [0]
+
+
+async def test_a_wrapped_editor_reads_through_and_a_renamed_shell_keeps_its_results(
+    link: GuardLink, events: Capture
+) -> None:
+    """The guard's editor answers what it does not wrap from the application's
+    editor; a shell tool copied under another name after a run wrapped it
+    still has each of its calls answered."""
+    editor = Editor()
+    editor.root = "/tmp/ws"  # type: ignore[attr-defined]
+    patch = ApplyPatchTool(editor=editor)
+    shell = ShellTool(executor=lambda request: f"out {request.data.call_id}")
+    await RepeatToolGuard(link).run(Agent(name="warmup", model=repeating([], lambda n: []), tools=[patch, shell]), "hi")
+    wrapped: Any = patch.editor
+    assert (wrapped.root, wrapped.ran) == ("/tmp/ws", [])
+
+    bash = dataclasses.replace(shell, name="bash")
+    model = repeating([], lambda n: [shell_call(f"s{n}", f"echo {n}")] if n <= 3 else [])
+    await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[bash]), "go")
+    assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [(f"s{n}", f"out s{n}") for n in (1, 2, 3)]
+    assert [agent.open_calls() for agent in link.links()] == [0, 0]
