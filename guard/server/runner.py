@@ -20,6 +20,7 @@ import signal
 import socket
 import stat
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -303,6 +304,7 @@ def _check_redis(url: str, prefix: str, ttl: int = 0) -> None:
     except RedisError as exc:
         _warn_redis(url, exc, "does not answer yet", "it does")
     else:
+        _warn_if_skewed(client, url)
         policy = _evicts(client, ttl)
         if policy is not None:
             print(
@@ -314,6 +316,35 @@ def _check_redis(url: str, prefix: str, ttl: int = 0) -> None:
             )
     finally:
         client.close()
+
+
+CLOCK_SKEW_WARNED = 1.0
+"""Seconds this machine's clock may differ from Redis's before ``serve --redis`` warns."""
+
+
+def _warn_if_skewed(client: Any, url: str) -> None:
+    """Warn when this machine's clock is off Redis's (``TIME``, read halfway
+    through its round trip) by more than ``CLOCK_SKEW_WARNED``: a session's
+    events are stamped by whichever replica answers them, and ``loops`` reads
+    the time between them, so a replica ahead or behind makes a patient poll
+    look like a fast repeat (denied) or a fast loop look patient."""
+    from redis.exceptions import RedisError
+
+    try:
+        sent = time.time()
+        seconds, micros = client.time()
+        off = (sent + time.time()) / 2 - (seconds + micros / 1e6)
+    except RedisError:
+        return
+    if abs(off) > CLOCK_SKEW_WARNED:
+        print(
+            f"repeat-tool-guard serve: warning: this machine's clock is {abs(off):.1f} s"
+            f" {'ahead of' if off > 0 else 'behind'} Redis's at {redact_url(url)}: replicas stamp the events they"
+            " answer, so clocks that disagree make a patient poll look like a fast repeat; keep every replica's"
+            " clock in step (NTP)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _evicts(client: Any, ttl: int) -> str | None:

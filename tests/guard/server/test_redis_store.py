@@ -583,24 +583,46 @@ def test_redis_mode_warns_of_a_redis_that_evicts_the_fleets_keys(
     assert (said in err) is warned, err
 
 
+@pytest.mark.parametrize(("skew", "said"), [(0.0, None), (120.0, "120.0 s ahead of"), (-5.0, "5.0 s behind")])
+def test_redis_mode_warns_of_a_clock_off_redis(
+    redis_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, skew: float, said: str | None
+) -> None:
+    """A replica stamps the events it answers: one whose clock is off makes
+    a session's patient polls look like fast repeats on another's clock."""
+    import time
+
+    from guard.server.runner import _check_redis
+
+    clock = time.time
+    monkeypatch.setattr(time, "time", lambda: clock() + skew)
+    _check_redis(redis_url, "rtg")
+    err = capsys.readouterr().err
+    if said is None:
+        assert "clock" not in err, err
+    else:
+        assert f"warning: this machine's clock is {said} Redis's at {redis_url}: replicas stamp" in err, err
+
+
 def test_a_user_who_may_not_read_redis_settings_gets_no_eviction_warning(
     redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A managed Redis often refuses CONFIG: the policy cannot be told, and
-    nothing is claimed about it."""
+    """A managed Redis often refuses CONFIG (and may refuse TIME): the policy
+    cannot be told, and nothing is claimed about it."""
     from guard.server.runner import _check_redis
 
     user = f"noconfig{os.getpid()}"
     admin = redis.Redis.from_url(redis_url)
     admin.config_set("maxmemory-policy", "allkeys-lru")
-    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", "+@all", "-config", "~*", "&*")  # type: ignore[no-untyped-call]
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", "+@all", "-config", "-time", "~*", "&*")  # type: ignore[no-untyped-call]
     try:
         _check_redis(redis_url.replace("redis://", f"redis://{user}:pw@"), "rtg", 0)
     finally:
         admin.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
         admin.config_set("maxmemory-policy", "noeviction")
         admin.close()
-    assert "evicts keys" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "evicts keys" not in err
+    assert "clock" not in err  # nor about a clock it may not read
 
 
 def test_a_served_fleets_keys_expire_and_its_streams_are_trimmed_as_asked(
