@@ -1605,7 +1605,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             if signature.transient:
                 if rules.transient_deny_at and count >= state.at(rules.transient_deny_at):
                     text, threshold = _FAILURE_DENIAL, rules.transient_deny_at
-                elif call.ts < signature.resume and count >= state.at(rules.deny_at):
+                # (a call stamped before the last result: a clock stepped back, the wait unknown)
+                elif signature.ts <= call.ts < signature.resume and count >= state.at(rules.deny_at):
                     text, threshold = _EARLY_DENIAL, rules.deny_at
             elif signature.failed:
                 if rules.error_deny_at and count >= state.at(rules.error_deny_at):
@@ -1933,7 +1934,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 last is not None
                 and last.count > 0
                 and last.last <= state.waited_at
-                and result.ts - last.ts >= self._shortest_wait
+                # a clock stepped back (NTP, a machine resumed) hides how long: the agent did wait
+                and not (0 <= result.ts - last.ts < self._shortest_wait)
             )
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:

@@ -1930,3 +1930,22 @@ async def test_a_file_comparing_a_status_in_code_read_again_is_a_repeat(make: Ma
     for _ in range(3):
         await run.do("Read", {"file_path": "/repo/worker.py"}, 'if job.status == "running":\n    wait(job)')
     assert run.actions == [(3, "deny")]
+
+
+async def test_a_clock_stepped_back_during_a_wait_leaves_the_check_a_poll(make: Make, anyio_backend: str) -> None:
+    """NTP correcting a clock, a machine resumed from sleep: a check stamped
+    before the last one still came after the agent waited, and a retry after
+    the wait a service asked for is no earlier for the step."""
+    run = make()
+    for n in range(6):
+        await run.do("Bash", {"command": "sleep 30"}, "", seconds=30)
+        if n == 2:
+            run.clock.now -= 90
+        await run.do("Bash", {"command": "ls dist/"}, "app.js")
+    assert "deny" not in {action for _, action in run.actions}
+    limited = "HTTP 429 Too Many Requests\nRetry-After: 60"
+    for n in range(5):
+        if n == 2:
+            run.clock.now -= 600
+        await run.do("WebFetch", {"url": "https://api.example.com/v1/items"}, limited, is_error=True, seconds=65)
+    assert "deny" not in {action for _, action in run.actions}
