@@ -1615,8 +1615,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 stalled = signature.count >= rules.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
                 )
-                # a transcript without times (every ts 0) cannot tell a patient poller from a hasty one
-                patient = not call.ts or max(signature.spacing, call.ts - signature.ts) >= self._patient_wait
+                patient = max(signature.spacing, call.ts - signature.ts) >= self._patient_wait
                 if signature.nudges and stalled and not state.patient and not patient and count > state.allowance:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
             elif count >= state.at(rules.deny_at) and not (
@@ -1935,9 +1934,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 last is not None
                 and last.count > 0
                 and last.last <= state.waited_at
-                # a clock stepped back (NTP, a machine resumed) hides how long, as a transcript
-                # without times does (every ts 0): the agent did wait
-                and (not result.ts or not 0 <= result.ts - last.ts < self._shortest_wait)
+                # a clock stepped back (NTP, a machine resumed) hides how long: the agent did wait
+                and not (0 <= result.ts - last.ts < self._shortest_wait)
             )
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:

@@ -1949,22 +1949,3 @@ async def test_a_clock_stepped_back_during_a_wait_leaves_the_check_a_poll(make: 
             run.clock.now -= 600
         await run.do("WebFetch", {"url": "https://api.example.com/v1/items"}, limited, is_error=True, seconds=65)
     assert "deny" not in {action for _, action in run.actions}
-
-
-async def test_checks_in_a_transcript_without_times_are_never_denied_for_their_pace(
-    make: Make, anyio_backend: str
-) -> None:
-    """An imported transcript of a format without times has every ``ts`` 0:
-    how long the agent waited cannot be told, so neither a check after a
-    ``sleep`` nor a poll is taken for a hasty repeat; a plain repeat is."""
-    run = make()
-    run.clock.now = 0.0
-    for _ in range(6):
-        await run.do("Bash", {"command": "sleep 30"}, "", seconds=0)
-        await run.do("Bash", {"command": "ls dist/"}, "app.js", seconds=0)
-    for _ in range(16):
-        await run.do("Bash", {"command": "gh run list --limit 1"}, "in_progress  CI  main  push  1m", seconds=0)
-    assert "deny" not in {action for _, action in run.actions}
-    for _ in range(3):
-        await run.do("Read", {"file_path": "src/app.py"}, "x = 1", seconds=0)
-    assert run.actions[-1] == (31, "deny")
