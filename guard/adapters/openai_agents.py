@@ -226,6 +226,14 @@ def _invoking(tool: FunctionTool | CustomTool, invoke: Callable[[ToolContext[Any
     return on_invoke_tool
 
 
+def _decides_itself(tool: FunctionTool | CustomTool) -> bool:
+    """Whether ``tool``'s own ``on_invoke_tool`` decides its calls: wrapped
+    (not one asking approval) and, for a function tool, without the
+    guardrail, which decides before it runs."""
+    guardrails = tool.tool_input_guardrails or [] if isinstance(tool, FunctionTool) else []
+    return getattr(tool.on_invoke_tool, _GUARDED, False) and TOOL_GUARDRAIL not in guardrails
+
+
 def _executing(
     kind: type[Tool], name: str, execute: Callable[[Any], Any], arguments: Callable[[Any], dict[str, Any]]
 ) -> Callable[[Any], Awaitable[Any]]:
@@ -585,7 +593,7 @@ class RepeatToolGuard(RunHooks[Any]):
         _guard_tool(tool)
         if not isinstance(tool, FunctionTool | CustomTool):  # told the run's context, not the call's
             active[1].working[id(context)] = (context, agent)
-        else:  # a function or custom tool starts in its call's own context
+        elif _decides_itself(tool):  # starts in its call's own context
             active[1].started.add(getattr(context, "tool_call_id", ""))
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Agent[Any], tool: Tool, result: object) -> None:
@@ -594,6 +602,8 @@ class RepeatToolGuard(RunHooks[Any]):
         call_id = None
         if isinstance(tool, FunctionTool | CustomTool) and isinstance(context, ToolContext):
             call_id = context.tool_call_id
+            if active is not None:  # one its wrapper never ran for (a failure before it) is forgotten too
+                active[1].started.discard(call_id)
         elif isinstance(tool, ShellTool | LocalShellTool) and active is not None:  # told the run's context
             kind = ShellTool if isinstance(tool, ShellTool) else LocalShellTool
             call_id = active[1].ran.pop((id(context), kind), None)  # the call its executor answered last there

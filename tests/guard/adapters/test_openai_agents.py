@@ -1352,7 +1352,9 @@ async def test_a_custom_tool_shared_with_a_run_without_the_guard_is_decided_only
 ) -> None:
     """A tool that starts ``Runner.run`` itself runs an agent the guard does
     not hear of: that agent's calls of a tool the lead shares are not
-    decided (or left open), so none is denied."""
+    decided (or left open), so none is denied; not either under the id of a
+    call of the lead's (a provider numbering each response's calls from
+    ``call_0``)."""
     from agents import function_tool
 
     events = Capture().attach(rescue_link.bus)
@@ -1363,7 +1365,8 @@ async def test_a_custom_tool_shared_with_a_run_without_the_guard_is_decided_only
         return "custom output"
 
     search = CustomTool(name="search", description="Search.", on_invoke_tool=look)
-    inner_model = repeating([], lambda n: [custom_call(f"inner-{n}")] if n <= 4 else [], until=())
+    inner_ids = ["call_0", "inner-2", "inner-3", "inner-4"]
+    inner_model = repeating([], lambda n: [custom_call(inner_ids[n - 1])] if n <= 4 else [], until=())
     inner = Agent(name="inner", model=inner_model, tools=[search])
 
     @function_tool
@@ -1371,11 +1374,11 @@ async def test_a_custom_tool_shared_with_a_run_without_the_guard_is_decided_only
         """Ask the inner agent."""
         return str((await Runner.run(inner, "look")).final_output)
 
-    lead_model = repeating([], lambda n: [function_call("ask_inner", {}, call_id="a1")] if n == 1 else [])
+    lead_model = repeating([], lambda n: [function_call("ask_inner", {}, call_id="call_0")] if n == 1 else [])
     lead = Agent(name="lead", model=lead_model, tools=[ask_inner, search])
     await RepeatToolGuard(rescue_link).run(lead, "go")
-    assert ran == [f"inner-{n}" for n in (1, 2, 3, 4)]
-    assert [c.call_id for c in events.of(ToolCall)] == ["a1"]
+    assert ran == inner_ids
+    assert [(c.call_id, c.tool) for c in events.of(ToolCall)] == [("call_0", "ask_inner")]
     assert [agent.open_calls() for agent in rescue_link.links()] == [0]
 
 
