@@ -17,7 +17,10 @@ user's message reaches each agent of the tree when it first works after it
 (a pipeline's worker, a transfer's target). A run started while a guarded
 tool executes (an ``AgentTool`` runs its agent in a fresh session of its
 own) is a subagent of the agent running the tool: its task is no user turn,
-and its agents are disposed in ``after_run_callback``.
+and its agents are disposed in ``after_run_callback``. A ``Workflow`` root has
+no agent: the user turn reaches its nodes' agents as they work, and a tool
+node, which the workflow's code calls rather than a model, is recorded once
+it ran as a call of an agent named after the workflow, never denied.
 """
 
 from __future__ import annotations
