@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Iterator
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import pytest
@@ -22,7 +22,6 @@ from agents import (
     ApplyPatchResult,
     ApplyPatchTool,
     CustomTool,
-    LocalShellCommandRequest,
     LocalShellTool,
     RunConfig,
     RunHooks,
@@ -957,89 +956,90 @@ def read(call: ModelCall, kind: str) -> list[Any]:
     return [item["output"] for item in items if isinstance(item, dict) and item.get("type") == kind]
 
 
-async def test_a_shell_call_repeated_is_denied_before_it_runs_and_the_model_reads_why(rescue_link: GuardLink) -> None:
-    events = Capture().attach(rescue_link.bus)
-    calls: list[ModelCall] = []
-    ran: list[list[str]] = []
+def _noting(ran: list[Any], what: Callable[[Any], Any]) -> Callable[..., str]:
+    """A tool body (an executor, or ``on_invoke_tool``) noting ``what`` of its last argument, answering ``FOUND``."""
 
-    def execute(request: ShellCommandRequest) -> str:
-        ran.append(request.data.action.commands)
+    def run(*args: Any) -> str:
+        ran.append(what(args[-1]))
         return FOUND
 
-    agent = Agent(
-        name="main", model=repeating(calls, lambda n: [shell_call(f"sh-{n}")]), tools=[ShellTool(executor=execute)]
-    )
+    return run
+
+
+def _failed_command(output: list[dict[str, Any]], denied: str) -> bool:
+    (command,) = output
+    return (command["stderr"], command["outcome"]) == (denied, {"type": "exit", "exit_code": 1})
+
+
+class _Native(NamedTuple):
+    """A tool the SDK runs itself, as the test below makes and calls it."""
+
+    tool: Callable[[list[Any]], Tool]
+    """The tool, noting in the list what each run got."""
+    call: Callable[[str], Any]
+    name: str
+    ran_with: Any
+    args: Any
+    """The call's arguments as the guard publishes them."""
+    output: str
+    """The input item the model reads the tool's output in."""
+    reads_denial: Callable[[Any, str], bool]
+
+
+_NATIVE = {
+    "shell": _Native(
+        lambda ran: ShellTool(executor=_noting(ran, lambda request: request.data.action.commands)),
+        shell_call,
+        "shell",
+        ["grep -rn load_config ."],
+        {"command": "grep -rn load_config ."},
+        "shell_call_output",
+        _failed_command,  # a failed command: the denial on stderr, exit code 1
+    ),
+    "custom": _Native(
+        lambda ran: CustomTool(name="search", description="Search the code.", on_invoke_tool=_noting(ran, str)),
+        custom_call,
+        "search",
+        "load_config",
+        "load_config",
+        "custom_tool_call_output",
+        lambda output, denied: output == denied,
+    ),
+    "local-shell": _Native(
+        lambda ran: LocalShellTool(_noting(ran, lambda request: request.data.action.command)),
+        local_shell_call,
+        "local_shell",
+        ["grep", "-rn", "load_config", "."],
+        {"command": ["grep", "-rn", "load_config", "."], "env": {}, "type": "exec"},
+        "local_shell_call_output",
+        lambda output, denied: output == denied,
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", _NATIVE)
+async def test_a_native_tool_call_repeated_is_denied_before_it_runs_and_the_model_reads_why(
+    rescue_link: GuardLink, kind: str
+) -> None:
+    """A shell, custom or local shell call the SDK runs itself, made a third
+    time: decided before it runs, and the model reads the denial as that
+    tool's output."""
+    native = _NATIVE[kind]
+    events = Capture().attach(rescue_link.bus)
+    calls: list[ModelCall] = []
+    ran: list[Any] = []
+    agent = Agent(name="main", model=repeating(calls, lambda n: [native.call(f"{kind}-{n}")]), tools=[native.tool(ran)])
     result = await RepeatToolGuard(rescue_link).run(agent, "find the config loader")
 
-    assert len(ran) == 2, "the third shell call never ran"
-    command = {"command": "grep -rn load_config ."}
-    assert [(c.call_id, c.tool, c.args) for c in events.of(ToolCall)] == [
-        (f"sh-{n}", "shell", command) for n in (1, 2, 3)
-    ]
+    assert ran == [native.ran_with] * 2, "the third call never ran"
+    published = [(c.call_id, c.tool, c.args) for c in events.of(ToolCall)]
+    assert published == [(f"{kind}-{n}", native.name, native.args) for n in (1, 2, 3)]
     answered = [(r.call_id, r.denied_by, r.is_error) for r in events.of(ToolResult)]
-    assert answered == [("sh-1", None, False), ("sh-2", None, False), ("sh-3", "loop-rescue", True)]
+    assert answered == [(f"{kind}-1", None, False), (f"{kind}-2", None, False), (f"{kind}-3", "loop-rescue", True)]
     assert [r.content for r in events.of(ToolResult)][:2] == [FOUND, FOUND], "the output the model read"
     denied = events.of(ToolResult)[2].content
     assert denied.startswith(RESCUE_DENIED)
-    (output,) = read(calls[3], "shell_call_output")[-1]
-    assert (output["stderr"], output["outcome"]) == (denied, {"type": "exit", "exit_code": 1}), "a failed command"
-    assert result.final_output == "I will stop repeating myself."
-
-
-async def test_a_custom_tool_call_repeated_is_denied_before_it_runs_and_the_model_reads_why(
-    rescue_link: GuardLink,
-) -> None:
-    events = Capture().attach(rescue_link.bus)
-    calls: list[ModelCall] = []
-    ran: list[str] = []
-
-    async def search(context: ToolContext[Any], text: str) -> str:
-        ran.append(text)
-        return FOUND
-
-    tool = CustomTool(name="search", description="Search the code.", on_invoke_tool=search)
-    agent = Agent(name="main", model=repeating(calls, lambda n: [custom_call(f"c-{n}")]), tools=[tool])
-    result = await RepeatToolGuard(rescue_link).run(agent, "find the config loader")
-
-    assert ran == ["load_config"] * 2, "the third call never ran"
-    assert [(c.call_id, c.tool, c.args) for c in events.of(ToolCall)] == [
-        (f"c-{n}", "search", "load_config") for n in (1, 2, 3)
-    ]
-    assert [(r.call_id, r.content) for r in events.of(ToolResult) if not r.denied_by] == [
-        ("c-1", FOUND),
-        ("c-2", FOUND),
-    ]
-    (denied,) = [r for r in events.of(ToolResult) if r.denied_by]
-    assert (denied.call_id, denied.denied_by) == ("c-3", "loop-rescue")
-    assert read(calls[3], "custom_tool_call_output")[-1] == denied.content
-    assert result.final_output == "I will stop repeating myself."
-
-
-async def test_a_local_shell_call_repeated_is_denied_before_it_runs_and_the_model_reads_why(
-    rescue_link: GuardLink,
-) -> None:
-    events = Capture().attach(rescue_link.bus)
-    calls: list[ModelCall] = []
-    ran: list[list[str]] = []
-
-    def execute(request: LocalShellCommandRequest) -> str:
-        ran.append(request.data.action.command)
-        return FOUND
-
-    model = repeating(calls, lambda n: [local_shell_call(f"l-{n}")])
-    result = await RepeatToolGuard(rescue_link).run(
-        Agent(name="main", model=model, tools=[LocalShellTool(execute)]), "go"
-    )
-
-    assert len(ran) == 2, "the third call never ran"
-    (call, *_) = events.of(ToolCall)
-    assert (call.tool, call.args) == (
-        "local_shell",
-        {"command": ["grep", "-rn", "load_config", "."], "env": {}, "type": "exec"},
-    )
-    answered = [(r.call_id, r.content if not r.denied_by else "denied") for r in events.of(ToolResult)]
-    assert answered == [("l-1", FOUND), ("l-2", FOUND), ("l-3", "denied")]
-    assert read(calls[3], "local_shell_call_output")[-1].startswith(RESCUE_DENIED)
+    assert native.reads_denial(read(calls[3], native.output)[-1], denied)
     assert result.final_output == "I will stop repeating myself."
 
 
