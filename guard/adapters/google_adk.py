@@ -180,7 +180,7 @@ class RepeatToolGuard(BasePlugin):
         if _node(tool_context):  # the workflow's code chose the call, not a model: recorded once it ran
             return None
         agent = await self._from(tool_context)
-        call_id = tool_context.function_call_id or ""
+        call_id = _call_id(tool_context)
         self._paused.pop((agent.agent.id, call_id))
         # a call the user answered (confirmed or not) is the call decided when it was first asked
         resumed = tool_context.tool_confirmation is not None and agent.running(call_id) is not None
@@ -205,7 +205,7 @@ class RepeatToolGuard(BasePlugin):
                 agent.take_context()
             return None
         agent = await self._from(tool_context)
-        call_id = tool_context.function_call_id or ""
+        call_id = _call_id(tool_context)
         self._tool_done(tool_context, agent, call_id)
         if not agent.has_call(call_id):
             return None
@@ -227,7 +227,7 @@ class RepeatToolGuard(BasePlugin):
             agent.take_context()
             return None
         agent = await self._from(tool_context)
-        call_id = tool_context.function_call_id or ""
+        call_id = _call_id(tool_context)
         self._tool_done(tool_context, agent, call_id)
         await agent.failed(call_id, error)  # a cancelled run's tool comes here too, as its CancelledError
         return None

@@ -210,7 +210,7 @@ def _invoking(tool: FunctionTool | CustomTool, invoke: Callable[[ToolContext[Any
 
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
         call_id = context.tool_call_id
-        if isinstance(tool, FunctionTool) and TOOL_GUARDRAIL in (tool.tool_input_guardrails or []):
+        if _has_guardrail(tool):
             return await _running(_calling.get(), call_id, lambda: invoke(context, arguments))
         active = _active.get()
         if active is None or call_id not in active[1].started:  # a run without the guard's hooks started it
@@ -226,12 +226,15 @@ def _invoking(tool: FunctionTool | CustomTool, invoke: Callable[[ToolContext[Any
     return on_invoke_tool
 
 
+def _has_guardrail(tool: FunctionTool | CustomTool) -> bool:
+    """Whether ``TOOL_GUARDRAIL`` decides ``tool``'s calls, before they run."""
+    return isinstance(tool, FunctionTool) and TOOL_GUARDRAIL in (tool.tool_input_guardrails or [])
+
+
 def _decides_itself(tool: FunctionTool | CustomTool) -> bool:
     """Whether ``tool``'s own ``on_invoke_tool`` decides its calls: wrapped
-    (not one asking approval) and, for a function tool, without the
-    guardrail, which decides before it runs."""
-    guardrails = tool.tool_input_guardrails or [] if isinstance(tool, FunctionTool) else []
-    return getattr(tool.on_invoke_tool, _GUARDED, False) and TOOL_GUARDRAIL not in guardrails
+    (not one asking approval) and without the guardrail."""
+    return getattr(tool.on_invoke_tool, _GUARDED, False) and not _has_guardrail(tool)
 
 
 def _executing(
