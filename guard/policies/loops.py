@@ -269,6 +269,10 @@ _HALT = (
     "loop-detector: {tool} with the same arguments was denied {denials} times and the agent kept retrying it; "
     "the run should end."
 )
+_MOVING = r"running|pending|queued|in[_ ]progress|starting|creating|building|deploying"
+"""The states ``poll_states`` reads as still moving wherever they stand (as a word)."""
+_MOVING_WHOLE = r"progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing|working"
+"""Still moving too, but read only as a state's whole value: these words open prose."""
 _STATUS_CHECKS = (
     r"gh" + OPTIONS + r"\s+(run|pr|workflow)" + OPTIONS + r"\s+(view|checks|status|watch|list)|"
     r"(kubectl|oc)" + OPTIONS + r"\s+(get|describe|wait|top|rollout" + OPTIONS + r"\s+status|"
@@ -1314,20 +1318,16 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?:(?i:\b(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))"
         r"(?:(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){1,24}|(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){0,12}="
         r"(?:[\s\"'\\*|`>]|[^\x00-\x7f]){0,12})"
-        r"(?i:(?:running|pending|queued|in[_ ]progress|waiting|starting|creating|containercreating|building|"
-        r"deploying)\b|(?:progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing|working)"
+        r"(?i:(?:" + _MOVING + r"|waiting|containercreating)\b|(?:" + _MOVING_WHOLE + r")"
         r"[ \t\"',;)}\]]*(?:$|[\r\n\"',;)}\]]))",
         # a table whose capitals header names a STATUS, STATE or PHASE column, with a row below it (before a
         # blank line) holding a moving state as a whole cell; not `waiting`, which may wait on someone's input
         r"(?m)^[ \t]*(?:[A-Z#][A-Z0-9_()./%#-]*[ \t]+)*(?:STATUS|STATE|PHASE)(?:[ \t]+[A-Z#][A-Z0-9_()./%#-]*)*[ \t]*\n"
-        r"(?:[^\n]+\n)*?[^\n]*?(?:^|[ \t]{2,}|\t)(?i:running|pending|queued|in[_ ]progress|starting|creating|building|"
-        r"deploying|working|progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing)"
-        r"(?:[ \t]{2,}|\t|[ \t]*$)",
+        r"(?:[^\n]+\n)*?[^\n]*?(?:^|[ \t]{2,}|\t)(?i:" + _MOVING + "|" + _MOVING_WHOLE + r")(?:[ \t]{2,}|\t|[ \t]*$)",
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending|progressing|reconciling)\b",
         r"(?i)\breconciliation in progress\b",
-        r"(?i)^\W*(running|pending|queued|in[_ ]progress|waiting|starting|building|deploying|progressing|"
-        r"reconciling|provisioning|initiali[sz]ing|updating|syncing|working)\W*$",
+        r"(?i)^\W*(" + _MOVING + "|waiting|" + _MOVING_WHOLE + r")\W*$",
         # a check that caught its own failure and printed it: one line saying the service is not up yet
         r"(?i)^[^\n]{0,200}\b(?:connection refused|actively refused|econnrefused|failed to connect|"
         r"could not connect|couldn't connect)\b[^\n]{0,200}\n?$",
