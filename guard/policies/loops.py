@@ -222,6 +222,45 @@ _RETRY_AFTER = lazy_compile(
 _UNIT_SECONDS = {"ms": 0.001, "m": 60.0}
 
 
+# how long a wait the policy does not watch says it waits: `sleep 30`, `sleep 2m`, PowerShell's
+# `Start-Sleep -Milliseconds 500`, cmd's `timeout /t 15`
+_WAIT_COMMAND = lazy_compile(
+    r"(?i)^\s*(?:sleep\s+(\d{1,7}(?:\.\d+)?)([smhd]?)|start-sleep(?:\s+-(seconds|s|milliseconds|ms))?\s+(\d{1,7}(?:\.\d+)?)"
+    r"|timeout(?:\.exe)?\s+/t\s+(\d{1,7}))\s*(?:;|/nobreak|>|$)"
+)
+_SLEEP_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_KEYS = {
+    **dict.fromkeys(("seconds", "secs", "duration", "time", "delay", "wait", "sleep", "wait_seconds"), 1.0),
+    **dict.fromkeys(("ms", "milliseconds", "duration_ms", "delay_ms", "wait_ms", "sleep_ms", "time_ms"), 0.001),
+    **dict.fromkeys(("durationMs", "delayMs", "waitMs", "sleepMs", "timeMs"), 0.001),
+}
+"""A sleep or wait tool's arguments naming how long it waits, and their unit in seconds."""
+
+
+def _declared_wait(args: Any, command: str | None) -> float:
+    """How long, in seconds, a wait the policy does not watch (a ``sleep``
+    command or tool) says it waits; 0 when it names no duration. A
+    transcript without times (every ``ts`` 0) still shows how long the
+    agent waited between two checks this way."""
+    if command is not None:
+        found = _WAIT_COMMAND.match(command)
+        if found is None:
+            return 0.0
+        if found.group(1) is not None:
+            return float(found.group(1)) * _SLEEP_UNITS[found.group(2).lower()]
+        if found.group(4) is not None:
+            unit = (found.group(3) or "s").lower()
+            return float(found.group(4)) * (0.001 if unit.startswith("m") else 1.0)
+        return float(found.group(5))
+    if not isinstance(args, dict):
+        return 0.0
+    for key, value in args.items():
+        unit = _DURATION_KEYS.get(key)
+        if unit is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return min(float(value) * unit, 86400.0 * 365)
+    return 0.0
+
+
 def _stated_wait(content: str) -> float:
     """The wait in seconds a failure says to keep before a retry; 0 when it names none."""
     found = _RETRY_AFTER.search(content, 0, _STATE_HEAD)
@@ -586,6 +625,7 @@ class _Signature:
         "resume",
         "shape",
         "since",
+        "slept",
         "spacing",
         "transient",
         "ts",
@@ -614,6 +654,8 @@ class _Signature:
         self.nudges = 0
         self.level = 0
         self.ts = 0.0
+        self.slept = 0.0
+        """The agent's ``_AgentLoops.slept`` when ``ts`` was taken."""
         self.spacing = 0.0
         self.denials = 0
         self.denied_step: int | None = None
@@ -1010,6 +1052,7 @@ class _AgentLoops:
         "run",
         "seen",
         "signatures",
+        "slept",
         "streaks",
         "waited_at",
         "window",
@@ -1023,6 +1066,9 @@ class _AgentLoops:
         self.failed_at = 0
         self.news_at = 0
         self.waited_at = -1
+        self.slept = 0.0
+        """The seconds the agent's waits (``waited_at``) said they wait, summed:
+        a second clock, which moves where the recorded one does not."""
         self.seen = 0
         self.window: deque[bytes] = deque()
         self.signatures: dict[bytes, _Signature] = {}
@@ -1606,7 +1652,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 if rules.transient_deny_at and count >= state.at(rules.transient_deny_at):
                     text, threshold = _FAILURE_DENIAL, rules.transient_deny_at
                 # (a call stamped before the last result: a clock stepped back, the wait unknown)
-                elif signature.ts <= call.ts < signature.resume and count >= state.at(rules.deny_at):
+                elif (
+                    signature.ts <= call.ts < signature.resume
+                    and state.slept - signature.slept < signature.resume - signature.ts
+                    and count >= state.at(rules.deny_at)
+                ):
                     text, threshold = _EARLY_DENIAL, rules.deny_at
             elif signature.failed:
                 if rules.error_deny_at and count >= state.at(rules.error_deny_at):
@@ -1615,7 +1665,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 stalled = signature.count >= rules.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
                 )
-                patient = max(signature.spacing, call.ts - signature.ts) >= self._patient_wait
+                waited = max(signature.spacing, call.ts - signature.ts, state.slept - signature.slept)
+                patient = waited >= self._patient_wait
                 if signature.nudges and stalled and not state.patient and not patient and count > state.allowance:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
             elif count >= state.at(rules.deny_at) and not (
@@ -1651,6 +1702,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 signature.denied_step = call.step
                 note.halt = bool(config.halt_after) and signature.denials == config.halt_after
             signature.ts = call.ts
+            signature.slept = state.slept
         streak = state.streaks.get(note.streak)
         if streak is not None:
             streak.ts = call.ts
@@ -1905,6 +1957,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
                         return self._action("remind", result, redone[1] + 1, text, rules.deny_at)
                 return None
         if not tracked:
+            if not failed:  # a sleep the shell refused (Claude Code blocks long ones) waited for nothing
+                state.slept += _declared_wait(result.args, shell_command(result.args))
             return None
         clicked = self._clicked(result.tool, result.args, content) if note.acts and not failed else 0
         if note.paging or clicked == _PAGING_VALUE:
@@ -1935,7 +1989,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 and last.count > 0
                 and last.last <= state.waited_at
                 # a clock stepped back (NTP, a machine resumed) hides how long: the agent did wait
-                and not (0 <= result.ts - last.ts < self._shortest_wait)
+                and not (
+                    0 <= result.ts - last.ts < self._shortest_wait
+                    and state.slept - last.slept < self._shortest_wait  # nor did its sleeps say so
+                )
             )
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:
@@ -2232,8 +2289,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.denied_step = None
         signature.shape = shape
         signature.last = state.seen
-        signature.spacing = result.ts - signature.ts
+        signature.spacing = max(result.ts - signature.ts, state.slept - signature.slept)
         signature.ts = result.ts
+        signature.slept = state.slept
         signature.failed = failed
         signature.poll = poll
         return signature, gap

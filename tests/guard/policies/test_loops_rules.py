@@ -1957,3 +1957,76 @@ async def test_a_clock_stepped_back_during_a_wait_leaves_the_check_a_poll(make: 
             run.clock.now -= 600
         await run.do("WebFetch", {"url": "https://api.example.com/v1/items"}, limited, is_error=True, seconds=65)
     assert "deny" not in {action for _, action in run.actions}
+
+
+_PODS = "NAME  READY  STATUS\nweb-1  0/1  Pending"
+_LIMITED = "429 Too Many Requests: retry after 20s"
+_UNTIMED_SESSIONS = {
+    # (tool, arguments, result, failed, seconds the call takes), in turn
+    "checks after long sleeps": [
+        ("Bash", {"command": "sleep 30"}, "", False, 30),
+        ("Bash", {"command": "ls"}, "a", False, 0),
+    ]
+    * 6,
+    "checks after short sleeps": [
+        ("Bash", {"command": "sleep 1"}, "", False, 1),
+        ("Bash", {"command": "ls"}, "a", False, 0),
+    ]
+    * 6,
+    "a patient poll": [
+        ("Bash", {"command": "kubectl get pods"}, _PODS, False, 0),
+        ("Bash", {"command": "sleep 60"}, "", False, 60),
+    ]
+    * 14,
+    "a hurried poll": [
+        ("Bash", {"command": "kubectl get pods"}, _PODS, False, 0),
+        ("Bash", {"command": "sleep 5"}, "", False, 5),
+    ]
+    * 14,
+    "retries after the wait asked for": [
+        ("http_post", {"url": "https://api.example.org/v1"}, _LIMITED, True, 0),
+        ("sleep", {"seconds": 25}, "", False, 25),
+    ]
+    * 6,
+    "retries sooner than asked": [
+        ("http_post", {"url": "https://api.example.org/v1"}, _LIMITED, True, 0),
+        ("wait", {"ms": 2000}, "", False, 2),
+    ]
+    * 6,
+    "Windows waits": [
+        ("shell", {"command": ["powershell.exe", "-Command", "Start-Sleep -Seconds 20"]}, "", False, 20),
+        ("shell", {"command": "sc query AcmeWorker"}, "STATE: STOPPED", False, 0),
+        ("shell", {"command": "Start-Sleep -Milliseconds 20000"}, "", False, 20),
+        ("shell", {"command": "sc query AcmeWorker"}, "STATE: STOPPED", False, 0),
+        ("shell", {"command": "cmd //c timeout /t 20 /nobreak"}, "", False, 20),
+        ("shell", {"command": "sc query AcmeWorker"}, "STATE: STOPPED", False, 0),
+        ("Bash", {"command": "sleep 1m"}, "", False, 60),
+        ("shell", {"command": "sc query AcmeWorker"}, "STATE: STOPPED", False, 0),
+    ]
+    * 2,
+}
+
+
+@pytest.mark.parametrize("session", sorted(_UNTIMED_SESSIONS))
+async def test_a_transcript_without_times_is_judged_as_its_sleeps_say_it_waited(
+    make: Make, anyio_backend: str, session: str
+) -> None:
+    """A format without times imports with every ``ts`` 0: each sleep's own
+    duration says how long the agent waited, so the session is judged as it
+    was live, with a clock."""
+    live, untimed = make(), make()
+    for tool, args, content, failed, seconds in _UNTIMED_SESSIONS[session]:
+        await live.do(tool, args, content, is_error=failed, seconds=seconds)
+        await untimed.do(tool, args, content, is_error=failed, seconds=0)
+    assert untimed.actions == live.actions
+    denied = "deny" in {kind for _, kind in live.actions}
+    assert denied == (session in ("checks after short sleeps", "a hurried poll", "retries sooner than asked"))
+
+
+async def test_a_sleep_the_shell_refused_waited_for_nothing(make: Make, anyio_backend: str) -> None:
+    run = make()
+    refused = "Blocked: standalone sleep 30. To wait for a condition, use Monitor with an until-loop."
+    for _ in range(3):
+        await run.do("Bash", {"command": "pytest -q"}, "1 failed, 14 passed", seconds=0)
+        await run.do("Bash", {"command": "sleep 30"}, refused, is_error=True, seconds=0)
+    assert run.actions == [(5, "deny")]
