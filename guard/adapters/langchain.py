@@ -9,7 +9,11 @@ into the conversation before the call as human messages marked with
 accept a single leading system message only; a halt request jumps to the
 end and records its reason under ``HALT_KEY``), ``awrap_tool_call``
 (decide; a deny answers an error ``ToolMessage`` carrying the denial, and the
-tool never runs; the result is published as the tool returned it).
+tool never runs; the result is published as the tool returned it). A
+middleware listed before the guard that runs a call again after its tool
+raised (``ToolRetryMiddleware``) is the runtime retrying, not the model
+calling again: the retry runs undecided and unrecorded, and a warning says
+to list the guard first.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from bus._logging import LazyLogger
 from guard.config import Config
 from guard.sessions.link import PAUSED_KEPT, REMINDER_PREFIX, AgentLink, GuardLink, adapter_link, as_text
 from guard.sessions.live import LiveTable
@@ -43,6 +48,8 @@ REMINDER_KEY = "repeat_tool_guard"
 
 _running: ContextVar[tuple[AgentLink, list[AgentLink]] | None] = ContextVar("repeat_tool_guard_langchain", default=None)
 """The agent whose guarded tool is running here, and the subagents started inside that tool call."""
+
+_log = LazyLogger("guard")
 
 
 class GuardState(AgentState[Any]):
@@ -89,6 +96,9 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         self.link = adapter_link(link, config, "langchain")
         self._live: dict[str, AgentLink] = {}
         self._paused: LiveTable[tuple[str, str], bool] = LiveTable(PAUSED_KEPT)
+        # by agent and call id, the step in which the call's tool raised: a retry may follow
+        self._raised: LiveTable[tuple[str, str], int] = LiveTable(PAUSED_KEPT)
+        self._retry_warned = False
         self._subagents = 0
         self._runs = 0
 
@@ -175,6 +185,8 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         call = request.tool_call
         call_id = str(call.get("id") or "")
         paused = (agent.agent.id, call_id)
+        if self._raised.pop(paused) == agent.step:
+            return await self._retried(paused, agent.step, request, handler)
         # a tool resumed after its interrupt is the call decided when it first ran
         resumed = self._paused.pop(paused) is not None and agent.running(call_id) is not None
         if not resumed:
@@ -194,6 +206,8 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             raise
         except BaseException as exc:
             await agent.failed(call_id, exc)
+            if isinstance(exc, Exception):
+                self._raised.add(paused, agent.step)
             raise
         finally:
             _running.reset(token)
@@ -205,6 +219,32 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         else:
             await agent.result(call_id, as_text(answer.update))
         return answer
+
+    async def _retried(
+        self,
+        key: tuple[str, str],
+        step: int,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """The same call run again, in the step its tool raised in, by a
+        middleware listed before the guard: the model asked once, so it
+        runs as the call already decided, unrecorded (its first failure is
+        the call's result in the log)."""
+        if not self._retry_warned:
+            self._retry_warned = True
+            _log.warning(
+                "guard.retried_inside",
+                runtime="langchain",
+                tool=request.tool_call["name"],
+                reason="a middleware listed before the guard ran a call again after its tool raised (a retry):"
+                " the guard lets retries run unrecorded; list it before retry middleware to record the outcome",
+            )
+        try:
+            return await handler(request)
+        except Exception:
+            self._raised.add(key, step)
+            raise
 
 
 def _thread_id() -> str | None:

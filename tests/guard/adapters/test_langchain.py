@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("langchain", reason="langchain is not installed: pip install 'repeat-tool-guard[langchain]'")
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import ToolRetryMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -22,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
+from structlog.testing import capture_logs
 
 from bus import AgentStatus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
@@ -597,3 +599,53 @@ async def test_tools_waiting_on_interrupts_are_remembered_up_to_a_bound(
     await agent.ainvoke(Command(resume="yes"), t1)
     await agent.ainvoke(Command(resume="yes"), t2)
     assert [c.call_id for c in events.of(ToolCall)] == ["c1", "c2", "c1@1"], "t1's resume is decided as a call again"
+
+
+async def test_a_retry_middleware_listed_before_the_guard_retries_one_call_the_model_made_once(
+    rescue_link: GuardLink,
+) -> None:
+    events = Capture().attach(rescue_link.bus)
+    attempts: list[str] = []
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        attempts.append(url)
+        if len(attempts) <= 2:
+            raise ConnectionError("connection reset by peer")
+        return "<html>the page</html>"
+
+    retry = ToolRetryMiddleware(max_retries=3, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
+    call = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "https://example.org"}, "id": "call-1"}])
+    agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=[retry, RepeatToolGuard(rescue_link)])
+    with capture_logs() as logs:
+        result = await agent.ainvoke({"messages": [HumanMessage("get the page")]})
+
+    assert len(attempts) == 3, "the third attempt ran: no retry is denied as a repeat"
+    assert [m.content for m in result["messages"] if isinstance(m, ToolMessage)] == ["<html>the page</html>"]
+    assert [c.call_id for c in events.of(ToolCall)] == ["call-1"], "the model's one call"
+    assert [(r.call_id, r.is_error) for r in events.of(ToolResult)] == [("call-1", True)], "its first outcome"
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["guard.retried_inside"]
+
+
+async def test_a_guard_listed_before_retry_middleware_records_the_calls_final_outcome(link: GuardLink) -> None:
+    events = Capture().attach(link.bus)
+    attempts: list[str] = []
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch a page."""
+        attempts.append(url)
+        if len(attempts) <= 2:
+            raise ConnectionError("connection reset by peer")
+        return "<html>the page</html>"
+
+    retry = ToolRetryMiddleware(max_retries=3, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
+    call = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "https://example.org"}, "id": "call-1"}])
+    agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=[RepeatToolGuard(link), retry])
+    with capture_logs() as logs:
+        await agent.ainvoke({"messages": [HumanMessage("get the page")]})
+
+    assert len(attempts) == 3
+    assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [("call-1", "<html>the page</html>")]
+    assert not [e for e in logs if e["log_level"] == "warning"]
