@@ -50,6 +50,7 @@ from agents import (
     ShellTool,
     StreamEvent,
     Tool,
+    ToolCallOutputItem,
     ToolGuardrailFunctionOutput,
     ToolInputGuardrail,
     ToolInputGuardrailData,
@@ -159,8 +160,8 @@ def guard_tools(*agents: Agent[Any]) -> None:
         for tool in agent.tools:
             if isinstance(tool, FunctionTool):
                 guardrails = list(tool.tool_input_guardrails or [])
-                if TOOL_GUARDRAIL not in guardrails:
-                    tool.tool_input_guardrails = [*guardrails, TOOL_GUARDRAIL]
+                if not guardrails or guardrails[-1] is not TOOL_GUARDRAIL:  # last, after any added since
+                    tool.tool_input_guardrails = [*(g for g in guardrails if g is not TOOL_GUARDRAIL), TOOL_GUARDRAIL]
             _guard_tool(tool)
         for handoff in agent.handoffs:
             target = handoff if isinstance(handoff, Agent) else _handoff_agent(handoff)
@@ -472,7 +473,9 @@ class RepeatToolGuard(RunHooks[Any]):
         own = _scope.set(run.scope) if run.scope is not None else None
         try:
             await self._begin(agent, input)
-            return await Runner.run(agent, input, **self._guarded(kwargs))
+            result = await Runner.run(agent, input, **self._guarded(kwargs))
+            await _answer_unanswered(run.allowed, result)
+            return result
         except BaseException:
             await _answer_unanswered(run.allowed)
             raise
@@ -509,6 +512,8 @@ class RepeatToolGuard(RunHooks[Any]):
             except Exception:  # the run failed; a reader that stops or is cancelled may leave it going on
                 await _answer_unanswered(run.allowed)
                 raise
+            else:
+                await _answer_unanswered(run.allowed, result)
             finally:
                 if result.is_complete:  # else the next run to start ends it, once it is complete
                     await self._end(run)
@@ -625,14 +630,26 @@ def _timed_out(tool: Tool, result: str) -> bool:
     )
 
 
-async def _answer_unanswered(allowed: _Allowed) -> None:
-    """Answer ``CANCELLED`` each call a run allowed and ended (failed or
-    cancelled) before answering (``AgentLink.cancelled``). A tool that raised
-    was answered with its own exception as it raised (``guard_tools``): a
-    call still open was stopped."""
+async def _answer_unanswered(allowed: _Allowed, ended: RunResult | RunResultStreaming | None = None) -> None:
+    """Answer each call a run allowed and ended before answering: ``CANCELLED``
+    (``AgentLink.cancelled``) where the run failed or was cancelled (a tool
+    that raised was answered with its own exception as it raised,
+    ``guard_tools``: a call still open was stopped). A run that ``ended`` on
+    its own with a call still open never ran its tool (a tool input
+    guardrail after the guard's rejected it): the call is answered with what
+    the model read for it, a failure. A run that stopped for approvals may
+    run its calls when it resumes: they stay open."""
+    read: dict[str | None, Any] = {}
+    if ended is not None:
+        if ended.interruptions:
+            return
+        read = {item.call_id: item.output for item in ended.new_items if isinstance(item, ToolCallOutputItem)}
     for link, call_id in allowed:
         if link.has_call(call_id):
-            await link.cancelled(call_id)
+            if call_id in read:
+                await link.result(call_id, as_text(read[call_id]), is_error=True)
+            else:
+                await link.cancelled(call_id)
 
 
 class _ChainedHooks(RunHooks[Any]):

@@ -22,6 +22,7 @@ from agents import (
     ApplyPatchResult,
     ApplyPatchTool,
     CustomTool,
+    FunctionTool,
     LocalShellTool,
     RunConfig,
     RunHooks,
@@ -29,6 +30,8 @@ from agents import (
     ShellCommandRequest,
     ShellTool,
     Tool,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrail,
     WebSearchTool,
     function_tool,
     set_tracing_disabled,
@@ -1401,3 +1404,58 @@ async def test_a_wrapped_editor_reads_through_and_a_renamed_shell_keeps_its_resu
     await RepeatToolGuard(link).run(Agent(name="main", model=model, tools=[bash]), "go")
     assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [(f"s{n}", f"out s{n}") for n in (1, 2, 3)]
     assert [agent.open_calls() for agent in link.links()] == [0, 0]
+
+
+_FREEZE = ToolInputGuardrail(
+    guardrail_function=lambda data: ToolGuardrailFunctionOutput.reject_content("change freeze: no deploys"),
+    name="freeze",
+)
+
+
+class Freezing(RunHooks[Any]):
+    """The caller's hooks switching a change freeze on while the run goes on."""
+
+    def __init__(self, tool: FunctionTool) -> None:
+        self.tool = tool
+
+    async def on_llm_start(self, context: Any, agent: Agent[Any], system_prompt: Any, input_items: Any) -> None:
+        if _FREEZE not in (self.tool.tool_input_guardrails or []):
+            self.tool.tool_input_guardrails = [*(self.tool.tool_input_guardrails or []), _FREEZE]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_guardrail_of_yours_added_later_runs_before_the_guards_and_leaves_no_call_open(
+    link: GuardLink, events: Capture, streamed: bool
+) -> None:
+    ran: list[str] = []
+
+    @function_tool
+    def deploy(env: str) -> str:
+        """Deploy."""
+        ran.append(env)
+        return "deployed"
+
+    def deploying(n: int) -> ScriptedModel:
+        return ScriptedModel([[function_call("deploy", {"env": "prod"}, call_id=f"d{n}")], [assistant_message("ok")]])
+
+    async def run(agent: Agent[Any], **kwargs: Any) -> Any:
+        guard = RepeatToolGuard(link)
+        if not streamed:
+            return await guard.run(agent, "ship it", **kwargs)
+        result = await guard.run_streamed(agent, "ship it", **kwargs)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    agent = Agent(name="main", model=deploying(1), tools=[deploy])
+    await run(agent)
+    deploy.tool_input_guardrails = [*(deploy.tool_input_guardrails or []), _FREEZE]  # added between runs
+    await run(agent.clone(model=deploying(2)))
+    assert deploy.tool_input_guardrails[-1] is TOOL_GUARDRAIL, "the guard's is last again: yours decide first"
+    assert [c.call_id for c in events.of(ToolCall)] == ["d1"], "a call your guardrail rejected never reached it"
+
+    deploy.tool_input_guardrails = [TOOL_GUARDRAIL]
+    await run(agent.clone(model=deploying(3)), hooks=Freezing(deploy))  # added while the run goes on: after it
+    assert ran == ["prod"]
+    answered = [(r.call_id, r.content, r.is_error) for r in events.of(ToolResult)]
+    assert answered == [("d1", "deployed", False), ("d3", "change freeze: no deploys", True)], "what the model read"
