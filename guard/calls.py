@@ -57,13 +57,16 @@ the canned continuation messages runtimes send ("please continue",
 ("weiter", "continúa", "继续", "続けて")."""
 
 LOOPS_INTERJECTIONS: tuple[str, ...] = (
-    r"(?i)(ok(ay)?|k|yes|yep|yeah|sure|right|fine|good|great|nice|cool|thanks?( you)?|thx|ty|done|go( on| ahead)?|"
+    r"(?i)(ok(ay)?|k|right|fine|good|great|nice|cool|thanks?( you)?|thx|ty|done|go on|"
     r"continue|proceed|keep going|carry on|next|come on|hurry( up)?|please( continue| proceed| go on)?|"
     r"well|so|and|hm+|\?+|\.+|!+)[\s.!?,]*",
     *DEFAULT_INTERJECTIONS[1:],
 )
-"""``DEFAULT_INTERJECTIONS`` without "again" and "try again": a user who
-says "again" asks for the call once more, which is an instruction."""
+"""``DEFAULT_INTERJECTIONS`` without "again" and "try again", nor the
+answers that approve what the agent proposed ("yes", "sure", "go ahead"):
+a user who says "again" asks for the call once more, and one who says
+"yes" to "shall I run it again?" does too, which is an instruction (as
+"ja" or "oui" always were)."""
 
 
 class CallSelector:

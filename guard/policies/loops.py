@@ -320,7 +320,7 @@ _STATUS_CHECKS = (
     r"flux" + OPTIONS + r"\s+(get|events|logs|stats)|"
     r"(docker|podman)" + OPTIONS + r"(\s+compose" + OPTIONS + r")?\s+(ps|logs|inspect|stats)|"
     r"docker-compose" + OPTIONS + r"\s+(ps|logs)|helm" + OPTIONS + r"\s+(status|list|ls|history)|"
-    r"systemctl" + OPTIONS + r"\s+(status|is-active|is-failed)|journalctl\b|tail\b|squeue\b|qstat\b|"
+    r"systemctl" + OPTIONS + r"\s+(status|is-active|is-failed)|journalctl\b|squeue\b|qstat\b|"
     # a cloud CLI's operation that reads: aws SERVICE describe-x|get-x|list-x|wait|ls, gcloud GROUP... describe|list
     r"aws" + OPTIONS + r"\s+[\w-]+" + OPTIONS + r"\s+(describe-[\w-]+|get-[\w-]+|list-[\w-]+|wait|ls|tail)(\s|$)|"
     r"(gcloud|az)" + OPTIONS + r"(\s+[a-z][\w-]*){1,4}?\s+(describe|list|show|wait)(\s|$)|"
@@ -1335,6 +1335,9 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "BashOutput",
         "TaskOutput",
         "write_stdin",
+        "read_background_output",
+        "list_background_processes",
+        "wait_agent",
         "get_task_output",
         "check_status",
         "get_status",
@@ -1347,8 +1350,10 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     poll_commands: tuple[str, ...] = (
         r"(^|[;&|(]\s*)(" + _STATUS_CHECKS + r"|ps\b|pgrep\b|jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|"
         r"ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b)",
+        # a log's tail, as a step of its own: a `tail` a pipe feeds keeps the end of what ran before it
+        r"(^|[;&(]\s*|\|\|\s*)tail\b",
         # one of those checks run on another machine
-        r"(^|[;&|(]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*(\s+--)?\s+['\"]?(" + _STATUS_CHECKS + r")",
+        r"(^|[;&|(]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*(\s+--)?\s+['\"]?(" + _STATUS_CHECKS + r"|tail\b)",
         # a loop that waits for something to change, on one line or several
         r"(?s)\b(until|while)\b.*\bsleep\s",
     )

@@ -1249,6 +1249,20 @@ async def test_the_first_re_read_after_a_compaction_is_no_repeat(make: Make, any
     assert run.actions == []
 
 
+@pytest.mark.parametrize("answer", ["yes", "Yes!", "yep", "yeah", "sure", "go ahead", "ja", "oui", "да", "はい"])
+async def test_a_yes_to_the_agents_question_is_an_instruction_in_any_language(
+    make: Make, anyio_backend: str, answer: str
+) -> None:
+    """The agent asked "shall I run it once more?": the answer approves that call."""
+    run = make()
+    check = {"command": "go test ./segments/ -run TestGitStatus -count=1"}
+    await run.do("Bash", check, "ok  \tsegments\t1.214s")
+    await run.do("Bash", check, "ok  \tsegments\t1.214s")
+    await run.user("main", answer)
+    await run.do("Bash", check, "ok  \tsegments\t1.214s")
+    assert run.actions == []
+
+
 @pytest.mark.parametrize("text", ["again", "Try again", "run it again please", "retry", "keep polling"])
 async def test_a_request_to_repeat_is_an_instruction(make: Make, anyio_backend: str, text: str) -> None:
     run = make(interjections=[r"(?i)(again|try again|retry|ok)[.!]*"])
@@ -2030,3 +2044,41 @@ async def test_a_sleep_the_shell_refused_waited_for_nothing(make: Make, anyio_ba
         await run.do("Bash", {"command": "pytest -q"}, "1 failed, 14 passed", seconds=0)
         await run.do("Bash", {"command": "sleep 30"}, refused, is_error=True, seconds=0)
     assert run.actions == [(5, "deny")]
+
+
+@pytest.mark.parametrize("keep", ["go test ./... 2>&1 | tail -20", "npm test 2>&1 | tail -n 30", "pytest -q | tail -5"])
+async def test_a_run_whose_output_a_pipe_feeds_to_tail_is_no_poll(make: Make, anyio_backend: str, keep: str) -> None:
+    """``| tail`` keeps the end of a test run's output: the run failing the
+    same way again and again is a repeat, not a poll to back off from."""
+    run = make()
+    for _ in range(5):
+        await run.do("Bash", {"command": keep}, "FAIL\tsegments\t0.9s\nexit status 1", is_error=True, seconds=3)
+    assert [kind for _, kind in run.actions][-1] == "deny"
+    assert "poll" not in " ".join(run.texts)
+
+
+@pytest.mark.parametrize(
+    "check", ["tail -20 logs/app.log", "cd srv && tail -n 5 out.log", "false || tail -3 build.log"]
+)
+async def test_a_tail_of_a_log_as_a_step_of_its_own_is_a_poll(make: Make, anyio_backend: str, check: str) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do("Bash", {"command": check}, "[info] still indexing", seconds=3)
+    assert "deny" not in {kind for _, kind in run.actions}
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "answer"),
+    [
+        ("read_background_output", {"pid": 16403, "delay_ms": 5000}, "Full Log Output:\nBuild started, compiling...\n"),
+        ("list_background_processes", {}, "- [PID 16403] RUNNING: npm run build"),
+        ("wait_agent", {"ids": ["agent-1"], "timeout_ms": 30000}, '{"status": {"agent-1": "running"}}'),
+    ],
+)
+async def test_checking_on_a_background_job_with_the_clis_own_tool_is_a_poll(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, Any], answer: str
+) -> None:
+    run = make()
+    for _ in range(8):
+        await run.do(tool, args, answer, seconds=6)
+    assert "deny" not in {kind for _, kind in run.actions}
