@@ -43,8 +43,8 @@ ENDPOINT_VARIABLES = (
 """Any of these set (and ``OTEL_SDK_DISABLED`` not ``true``) switches export on."""
 
 EXPORT_FLUSH_SECONDS = 5.0
-"""How long a stopping ``serve``, or a program whose guard installed the
-global providers, waits at exit for export to take what its batches still
+"""How long a stopping ``serve``, or a program whose guard built providers
+of its own, waits at exit for export to take what its batches still
 hold: a collector that is down or never answers must not hold it for the
 SDK's own timeouts and retries (what it has not taken by then is dropped)."""
 
@@ -68,12 +68,13 @@ def telemetry_from_environment(
     """A ``GuardTelemetry`` exporting where the ``OTEL_*`` variables say, or
     ``None`` when they ask for no export.
 
-    ``in_process`` (an adapter inside the agent's own program): when the
-    program has set OpenTelemetry's global providers already, the guard
-    records through them, into the program's own traces; when it has not,
-    the providers built from the environment become the global ones (as
-    ``opentelemetry-instrument`` does), so every link of the process shares
-    one exporter. Raises ``TelemetryUnavailable`` when the variables ask for
+    ``in_process`` (an adapter inside the agent's own program): where the
+    program has set OpenTelemetry's global providers, the guard records
+    through them, into the program's own traces; where it has not yet, it
+    records through providers built from the environment, kept its own (the
+    global place stays the program's to take, and from the moment it does
+    the guard records there too), which export what they still hold at
+    exit, waiting at most ``EXPORT_FLUSH_SECONDS``. Raises ``TelemetryUnavailable`` when the variables ask for
     export the installed packages cannot do (no ``otel`` extra, an exporter
     or protocol this package does not speak)."""
     if not export_requested():
@@ -81,21 +82,23 @@ def telemetry_from_environment(
     try:
         from guard.telemetry.otel import GuardTelemetry, global_providers, providers_from_environment
 
-        providers = global_providers() if in_process else None
-        if providers is None:
-            providers = providers_from_environment(install=in_process)
+        tracers, meters = global_providers() if in_process else (None, None)
+        follow = in_process and (tracers is None or meters is None)
+        if tracers is None or meters is None:
+            own = providers_from_environment(stop_at_exit=in_process)
+            tracers, meters = tracers or own[0], meters or own[1]
     except ImportError as exc:
         named = ", ".join(name for name in ENDPOINT_VARIABLES if os.environ.get(name, "").strip())
         raise TelemetryUnavailable(
             f"{named} is set but OpenTelemetry's SDK or OTLP exporter is not installed ({exc.name or exc}): "
             "pip install 'repeat-tool-guard[otel]'"
         ) from None
-    tracer_provider, meter_provider = providers
     return GuardTelemetry(
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
+        tracer_provider=tracers,
+        meter_provider=meters,
         runtime=runtime,
         conversation_id=conversation_id,
+        follow_global=follow,
     )
 
 

@@ -134,14 +134,24 @@ class GuardTelemetry:
         meter_provider: MeterProvider | None = None,
         runtime: str = "python",
         conversation_id: str | None = None,
+        follow_global: bool = False,
     ) -> None:
         self.runtime = runtime
         self.conversation_id = conversation_id
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
-        release = _package_version()
-        self._tracer = trace.get_tracer(_SCOPE, release, tracer_provider)
-        meter = metrics.get_meter(_SCOPE, release, meter_provider)
+        self._release = _package_version()
+        self._tracer = trace.get_tracer(_SCOPE, self._release, tracer_provider)
+        self._instruments(metrics.get_meter(_SCOPE, self._release, meter_provider))
+        # until the program sets a global provider of its own (after the guard started), the given ones
+        self._follow_traces = follow_global and not _tracing_set()
+        self._follow_metrics = follow_global and not _metering_set()
+        self._last_output: OrderedDict[tuple[str | None, str | None, str], int] = OrderedDict()
+        self._caught: OrderedDict[tuple[str | None, str | None, str], None] = OrderedDict()
+        self._tool_labels: set[str] = set()
+        self._redact = Redactor()
+
+    def _instruments(self, meter: metrics.Meter) -> None:
         self._actions = meter.create_counter(
             "repeat_tool_guard.actions",
             unit="{action}",
@@ -161,10 +171,18 @@ class GuardTelemetry:
         self._hook_duration = meter.create_histogram(
             "repeat_tool_guard.hook.duration", unit="s", description="Time to answer a hook request, by route."
         )
-        self._last_output: OrderedDict[tuple[str | None, str | None, str], int] = OrderedDict()
-        self._caught: OrderedDict[tuple[str | None, str | None, str], None] = OrderedDict()
-        self._tool_labels: set[str] = set()
-        self._redact = Redactor()
+
+    def _follow(self) -> None:
+        """Record through the program's global providers from the moment it
+        sets them (``follow_global``): a guard built before the program
+        configured its tracing still lands in the program's traces and
+        metrics, and never took the global place the program wanted."""
+        if self._follow_traces and _tracing_set():
+            self._follow_traces = False
+            self._tracer = trace.get_tracer(_SCOPE, self._release, trace.get_tracer_provider())
+        if self._follow_metrics and _metering_set():
+            self._follow_metrics = False
+            self._instruments(metrics.get_meter(_SCOPE, self._release, metrics.get_meter_provider()))
 
     def attach(self, bus: Bus) -> GuardTelemetry:
         """Follow ``bus``'s tool results, for the output size a denial saves."""
@@ -194,6 +212,8 @@ class GuardTelemetry:
     ) -> None:
         """Record ``action``, which ``trigger`` caused, for ``runtime`` and
         ``conversation_id`` (this instance's own when not given)."""
+        if self._follow_traces or self._follow_metrics:
+            self._follow()
         runtime = runtime or self.runtime
         conversation = conversation_id or self.conversation_id
         shadow = bool(getattr(action, "shadow", False))
@@ -285,6 +305,8 @@ class GuardTelemetry:
 
     def observe_hook(self, route: str, seconds: float) -> None:
         """One hook request of ``route`` took ``seconds`` to answer."""
+        if self._follow_metrics:
+            self._follow()
         self._hook_duration.record(seconds, {"repeat_tool_guard.route": route})
 
     def shutdown(self, timeout: float | None = None) -> None:
@@ -320,16 +342,24 @@ def _stop(providers: tuple[object, ...], timeout: float | None) -> None:
         thread.join(max(deadline - time.monotonic(), 0))
 
 
-def global_providers() -> tuple[TracerProvider, MeterProvider] | None:
-    """OpenTelemetry's global providers when the program has set its tracer
-    provider (``None`` while it is still the API's placeholder)."""
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider):
-        return None
-    return provider, metrics.get_meter_provider()
+def global_providers() -> tuple[TracerProvider | None, MeterProvider | None]:
+    """OpenTelemetry's global tracer and meter providers, each where the
+    program has set it (``None`` while it is still the API's placeholder)."""
+    return (
+        trace.get_tracer_provider() if _tracing_set() else None,
+        metrics.get_meter_provider() if _metering_set() else None,
+    )
 
 
-def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider, MeterProvider]:
+def _tracing_set() -> bool:
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def _metering_set() -> bool:
+    return type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"  # the API's placeholder
+
+
+def providers_from_environment(*, stop_at_exit: bool = False) -> tuple[TracerProvider, MeterProvider]:
     """The SDK providers the ``OTEL_*`` variables describe: OTLP over
     http/protobuf, a batching span processor and a periodic metric reader,
     the resource from ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``
@@ -338,8 +368,9 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
     list of both (``otlp,console``) or ``none``. A signal gets its OTLP
     exporter by default only when an endpoint is set for it (its own or the
     general one). The exporters read their headers, timeout and compression
-    from the standard variables themselves. With ``install``, they become
-    OpenTelemetry's global providers.
+    from the standard variables themselves. With ``stop_at_exit``, they
+    export what they still hold when the program exits, waiting at most
+    ``EXPORT_FLUSH_SECONDS``.
 
     Raises ``TelemetryUnavailable`` for a value that would make export fail
     (checked here, at start, rather than at every export) or that the SDK
@@ -382,9 +413,7 @@ def providers_from_environment(*, install: bool = False) -> tuple[TracerProvider
         raise TelemetryUnavailable(
             f"OpenTelemetry's SDK refuses a value of {named}: {type(exc).__name__}: {said}"
         ) from None
-    if install:
-        trace.set_tracer_provider(tracer_provider)
-        metrics.set_meter_provider(meter_provider)
+    if stop_at_exit:
         import atexit
 
         atexit.register(_stop, (tracer_provider, meter_provider), EXPORT_FLUSH_SECONDS)

@@ -4,6 +4,7 @@ documented Python hook (your own providers), on the SDK's in-memory exporter."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import socket
 import subprocess
@@ -445,15 +446,68 @@ def global_otel(otel_environ: pytest.MonkeyPatch) -> list[tuple[str, object]]:
     return installed
 
 
-def test_in_process_without_providers_of_its_own_the_environments_become_global(
-    global_otel: list[tuple[str, object]],
+def test_in_process_the_guard_keeps_its_providers_and_follows_the_programs_once_set(
+    global_otel: list[tuple[str, object]], recorded: Recorded
 ) -> None:
-    assert global_providers() is None
+    assert global_providers() == (None, None)
     telemetry = telemetry_from_environment(runtime="python", in_process=True)
     assert telemetry is not None
     providers = (telemetry.tracer_provider, telemetry.meter_provider)
-    assert global_otel == [("tracer", providers[0]), ("meter", providers[1]), ("at exit", (providers, 5.0))]
+    assert global_otel == [("at exit", (providers, 5.0))], "the global place is left for the program to take"
+    with pytest.MonkeyPatch().context() as patch:  # the program configures its tracing after the guard started
+        patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
+        patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
+        telemetry.on_action(_action(), _result())
+        telemetry.observe_hook("pre", 0.01)
+    (span,) = recorded.spans.get_finished_spans()
+    assert span.name == SPAN_NAME
+    assert recorded.metric("repeat_tool_guard.actions")
+    assert recorded.metric("repeat_tool_guard.hook.duration")
     telemetry.shutdown()
+
+
+def test_a_program_that_sets_its_providers_after_its_guard_started_gets_them_and_the_guards_actions(
+    tmp_path: Path,
+) -> None:
+    program = (
+        "import anyio, json\n"
+        "from opentelemetry import metrics, trace\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from guard import Config, RemindConfig\n"
+        "from guard.sessions.link import GuardLink\n"
+        "link = GuardLink(config=Config(remind=RemindConfig(thresholds=(2,))))\n"
+        "spans, reader = InMemorySpanExporter(), InMemoryMetricReader()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(spans))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "async def main():\n"
+        "    agent = link.agent('main')\n"
+        "    await agent.start()\n"
+        "    with trace.get_tracer('app').start_as_current_span('invoke_agent main'):\n"
+        "        for n in range(2):\n"
+        "            await agent.call(f'c{n}', 'grep', {'q': 1})\n"
+        "            await agent.result(f'c{n}', 'same')\n"
+        "anyio.run(main)\n"
+        "(span,) = spans.get_finished_spans()\n"
+        "data = reader.get_metrics_data().resource_metrics\n"
+        "names = [m.name for r in data for s in r.scope_metrics for m in s.metrics]\n"
+        "print(json.dumps({'mine': trace.get_tracer_provider() is provider, 'span': span.name,\n"
+        "    'events': [e.name for e in span.events], 'metrics': names}))\n"
+    )
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    env.pop("OTEL_SDK_DISABLED", None)
+    finished = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 0, finished.stderr
+    assert "Overriding of current" not in finished.stderr
+    seen = json.loads(finished.stdout.splitlines()[-1])
+    assert seen["mine"] is True, "the program's own provider is the global one"
+    assert (seen["span"], seen["events"]) == ("invoke_agent main", ["repeat_tool_guard.remind"])
+    assert "repeat_tool_guard.actions" in seen["metrics"]
 
 
 def test_in_process_the_programs_own_providers_are_used(
