@@ -819,8 +819,10 @@ def _cmd_install(args: argparse.Namespace) -> int:
             done(config, added)
         try:
             what = install(path, settings, uninstall=args.uninstall)
-            if args.scope == "project" and not args.file and not args.uninstall:
-                what += RUNTIMES[args.agent].project_trust.format(project=json.dumps(str(Path.cwd())))
+            if not args.uninstall:
+                if args.scope == "project" and not args.file:
+                    what += RUNTIMES[args.agent].project_trust.format(project=json.dumps(str(Path.cwd())))
+                what += RUNTIMES[args.agent].hook_trust
             done(path, what)
         except SettingsFileError:  # both files changed or neither: the table added for them goes again
             if added.endswith(" added"):

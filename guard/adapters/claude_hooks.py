@@ -280,6 +280,9 @@ class HookRuntime:
     """What a project install adds when the CLI runs a project's hooks only
     once the project is trusted (``{project}``: its path as JSON); until
     then the guard is silently off."""
+    hook_trust: ClassVar[str] = ""
+    """What every install adds when the CLI runs new hooks only once the
+    user has trusted them; until then the guard is silently off."""
 
     @property
     def events(self) -> tuple[str, ...]:

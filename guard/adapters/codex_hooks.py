@@ -59,6 +59,11 @@ class CodexRuntime(HookRuntime):
         "; Codex runs a project's hooks once the project is trusted "
         '([projects.{project}] trust_level = "trusted" in its config.toml)'
     )
+    hook_trust: ClassVar[str] = (
+        "; Codex runs new or changed hooks only once you trust them: open /hooks in the Codex TUI and trust "
+        "them (until then codex exec skips them without a word; --dangerously-bypass-hook-trust runs them in "
+        "automation you have vetted)"
+    )
 
     def settings(self, handler: Mapping[str, Any]) -> dict[str, Any]:
         """``hooks.json``'s body: no matcher, so every tool's hooks run (Codex

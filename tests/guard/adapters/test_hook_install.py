@@ -722,7 +722,21 @@ def test_a_project_install_says_the_cli_runs_it_only_once_the_project_is_trusted
     for words in told:
         assert words.format(project=in_project) in said
     assert main(["install", "--agent", agent]) == 0
-    assert "trusted" not in capsys.readouterr().err, "a user install is read in every folder"
+    assert "project is trusted" not in capsys.readouterr().err, "a user install is read in every folder"
+
+
+@pytest.mark.parametrize("scope", ["--user", "--project"])
+def test_a_codex_install_says_codex_runs_the_hooks_only_once_they_are_trusted(
+    capsys: pytest.CaptureFixture[str], in_project: Path, scope: str
+) -> None:
+    """``codex exec`` skips hooks not trusted in ``/hooks`` without a word: the guard is off."""
+    assert main(["install", "--agent", "codex", scope]) == 0
+    said = capsys.readouterr().err
+    assert "Codex runs new or changed hooks only once you trust them: open /hooks in the Codex TUI" in said
+    assert main(["install", "--agent", "codex", scope, "--uninstall"]) == 0
+    assert "open /hooks" not in capsys.readouterr().err
+    assert main(["install", "--agent", "claude-code", scope]) == 0
+    assert "open /hooks" not in capsys.readouterr().err
 
 
 def test_the_other_scope_is_judged_by_its_guard_commands_with_comments_or_fewer_events(
