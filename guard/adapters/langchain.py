@@ -18,7 +18,9 @@ to list the guard first.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, NotRequired
 
@@ -190,9 +192,11 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         # a tool resumed after its interrupt is the call decided when it first ran
         resumed = self._paused.pop(paused) is not None and agent.running(call_id) is not None
         if not resumed:
-            decision = await agent.call(call_id, call["name"], call["args"])
+            with _traced():
+                decision = await agent.call(call_id, call["name"], call["args"])
+                if not decision.allowed:
+                    await agent.denied(call_id, decision)
             if not decision.allowed:
-                await agent.denied(call_id, decision)
                 return ToolMessage(decision.reason or "", tool_call_id=call_id, name=call["name"], status="error")
         children: list[AgentLink] = []
         token = _running.set((agent, children))
@@ -202,10 +206,12 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             self._paused.add(paused, True)
             raise
         except GraphBubbleUp as exc:  # the tool hands control to a parent graph (a Command): no failure
-            await agent.result(call_id, str(exc) or type(exc).__name__)
+            with _traced():
+                await agent.result(call_id, str(exc) or type(exc).__name__)
             raise
         except BaseException as exc:
-            await agent.failed(call_id, exc)
+            with _traced():
+                await agent.failed(call_id, exc)
             if isinstance(exc, Exception):
                 self._raised.add(paused, agent.step)
             raise
@@ -214,10 +220,11 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             for child in children:  # a subagent run that raised never reached aafter_agent
                 if child.agent.id in self._live:
                     await self._end_run(child)
-        if isinstance(answer, ToolMessage):
-            await agent.result(call_id, as_text(answer.content), is_error=answer.status == "error")
-        else:
-            await agent.result(call_id, as_text(answer.update))
+        with _traced():
+            if isinstance(answer, ToolMessage):
+                await agent.result(call_id, as_text(answer.content), is_error=answer.status == "error")
+            else:
+                await agent.result(call_id, as_text(answer.update))
         return answer
 
     async def _retried(
@@ -245,6 +252,29 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         except Exception:
             self._raised.add(key, step)
             raise
+
+
+@contextlib.contextmanager
+def _traced() -> Iterator[None]:
+    """Where OpenInference's LangChain instrumentation traces the run (as
+    Phoenix sets it up), its span of the tool step made OpenTelemetry's
+    current span while the guard decides a call or hears its result: the
+    instrumentation keeps its spans out of OpenTelemetry's context, so the
+    guard's actions would each start a trace of their own instead of
+    landing in the run's. Nothing is imported for it: without the
+    instrumentation loaded, nothing happens."""
+    instrumented = sys.modules.get("openinference.instrumentation.langchain")
+    if instrumented is None:
+        yield
+        return
+    from opentelemetry import trace
+
+    span = instrumented.get_current_span() if not trace.get_current_span().is_recording() else None
+    if span is None or not span.is_recording():
+        yield
+        return
+    with trace.use_span(span, end_on_exit=False):
+        yield
 
 
 def _thread_id() -> str | None:

@@ -25,12 +25,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 from structlog.testing import capture_logs
 
-from bus import AgentStatus, ToolCall, ToolResult, UserMessage
+from bus import AgentStatus, Bus, ToolCall, ToolResult, UserMessage
 from bus.testing import Capture
-from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
+from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON, Config, Guard, RemindConfig
 from guard.adapters import CANCELLED, REMINDER_PREFIX, GuardLink
 from guard.adapters.langchain import REMINDER_KEY, RepeatToolGuard, halt_reason, is_reminder
 from guard.policies.rescue import advice_in
+from guard.telemetry import GuardTelemetry
 from tests.claude_cli import text, tool_use
 from tests.fake_providers import DIALECTS, FakeChatAPI
 from tests.guard.adapters.conftest import ADVICE, RESCUE_DENIED, TURNS_DENIED
@@ -649,3 +650,37 @@ async def test_a_guard_listed_before_retry_middleware_records_the_calls_final_ou
     assert len(attempts) == 3
     assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [("call-1", "<html>the page</html>")]
     assert not [e for e in logs if e["log_level"] == "warning"]
+
+
+@pytest.fixture
+def openinference_spans() -> Iterator[tuple[Any, Any]]:
+    """LangChain traced by OpenInference's instrumentation (Phoenix's own
+    setup) into an in-memory exporter: the provider and what it exported."""
+    instrumentation = pytest.importorskip("openinference.instrumentation.langchain")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    instrumentor = instrumentation.LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    yield provider, spans
+    instrumentor.uninstrument()
+
+
+async def test_under_openinference_tracing_the_guards_actions_land_in_the_runs_trace(
+    openinference_spans: tuple[Any, Any],
+) -> None:
+    provider, spans = openinference_spans
+    telemetry = GuardTelemetry(tracer_provider=provider, runtime="langchain")
+    bus = Bus()
+    Guard(Config(remind=RemindConfig(thresholds=(2, 3))), on_action=telemetry.on_action).attach(bus)
+    agent = create_agent(chat(*loop(3)), [make_grep([])], middleware=[RepeatToolGuard(GuardLink(bus))])
+    await agent.ainvoke({"messages": [HumanMessage("find the config loader")]})
+
+    finished = spans.get_finished_spans()
+    assert len({span.context.trace_id for span in finished}) == 1, "one trace: the run's"
+    events = [(span.name, event.name) for span in finished for event in span.events]
+    assert events == [("tools", "repeat_tool_guard.remind"), ("tools", "repeat_tool_guard.remind")]
