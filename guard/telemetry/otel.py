@@ -247,6 +247,9 @@ class GuardTelemetry:
         current = trace.get_current_span()
         if current.is_recording():
             current.add_event(f"repeat_tool_guard.{action.action}", attributes)
+            if not shadow:  # a span filter reads attributes, not events: what the guard did there, the latest
+                current.set_attribute("repeat_tool_guard.action", action.action)
+                current.set_attribute("repeat_tool_guard.policy", action.policy)
             if "gen_ai.agent.finish_reason" in attributes:
                 current.set_attribute("gen_ai.agent.finish_reason", FINISH_REASON)
         else:

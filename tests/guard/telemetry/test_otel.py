@@ -114,6 +114,19 @@ def test_an_action_inside_the_runtimes_span_is_an_event_on_it(recorded: Recorded
     assert "gen_ai.agent.finish_reason" not in dict(span.attributes or {})
 
 
+def test_the_runtimes_span_says_what_the_guard_did_there_for_span_filters(recorded: Recorded) -> None:
+    """Phoenix's span filter reads a span's attributes, not its events: a
+    denied call is found by ``repeat_tool_guard.action == 'deny'``."""
+    tracer = recorded.tracer_provider.get_tracer("agent-runtime")
+    with tracer.start_as_current_span("execute_tool grep"):
+        recorded.telemetry.on_action(_action("deny", policy="loops"), _call())
+    with tracer.start_as_current_span("execute_tool grep"):
+        recorded.telemetry.on_action(ShadowAction(**_action("deny").reported(), call_id="c4"), _call())
+    denied, shadowed = recorded.spans.get_finished_spans()
+    assert dict(denied.attributes or {}) == {"repeat_tool_guard.action": "deny", "repeat_tool_guard.policy": "loops"}
+    assert dict(shadowed.attributes or {}) == {}, "a shadow action did nothing there"
+
+
 def test_a_halt_sets_the_guardrail_finish_reason_on_its_span_or_the_current_one(recorded: Recorded) -> None:
     recorded.telemetry.on_action(_action("halt"), _result())
     tracer = recorded.tracer_provider.get_tracer("agent-runtime")
