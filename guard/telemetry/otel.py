@@ -57,6 +57,7 @@ _REMEMBERED = 4096
 loops remembered as caught; the oldest go first."""
 
 
+_OPENINFERENCE_KIND = "openinference.span.kind"
 _ATTRIBUTE_LENGTH = 1024
 """Characters kept of a string attribute of a span or event: a collector
 refuses a batch past its body limit, and one huge tool name would take the
@@ -253,6 +254,7 @@ class GuardTelemetry:
             if "gen_ai.agent.finish_reason" in attributes:
                 current.set_attribute("gen_ai.agent.finish_reason", FINISH_REASON)
         else:
+            attributes[_OPENINFERENCE_KIND] = "GUARDRAIL"  # how Phoenix tells a guardrail's span apart
             with self._tracer.start_as_current_span(SPAN_NAME, kind=SpanKind.INTERNAL, attributes=attributes):
                 pass
         labels: dict[str, AttributeValue] = {

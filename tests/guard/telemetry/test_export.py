@@ -56,6 +56,8 @@ def test_a_loop_through_serves_claude_code_hook_reaches_phoenix(
         assert attributes["repeat_tool_guard.policy"] == "loops"
     assert [a["repeat_tool_guard.action"] for a in actions].count("deny") == len(kinds)
     (halt,) = [a for a in actions if a["repeat_tool_guard.action"] == "halt"]  # after its denials, loops halts
+    guardrails = [s for s in phoenix.spans(project) if s["name"].startswith("apply_guardrail")]
+    assert {s.get("span_kind") for s in guardrails} == {"GUARDRAIL"}, "Phoenix shows them as guardrails"
     assert halt["gen_ai.agent.finish_reason"] == "guardrail"
 
 

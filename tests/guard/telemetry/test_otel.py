@@ -95,6 +95,7 @@ def test_an_action_outside_any_span_is_a_span_of_its_own_with_genai_names(record
         "repeat_tool_guard.estimated_tokens": -(-2 * args_and_output // 4),
         "repeat_tool_guard.runtime": "test",
         "repeat_tool_guard.shadow": False,
+        "openinference.span.kind": "GUARDRAIL",
     }
 
 
