@@ -96,16 +96,18 @@ def _is_action(action: object, policy: AnyPolicy, hook: str, agent: Agent) -> bo
     return False
 
 
-def _log_action(log: InfoLog, action: Action) -> None:
+def _log_action(log: InfoLog, action: Action, shown: Callable[[str], str]) -> None:
     """An action's record on the ``guard`` logger, built only when ``info``
-    gets through."""
+    gets through; the agent's id and the tool's name ``shown`` redacted (a
+    log line often ends up in a log shipper: an MCP tool's name may carry
+    its server's URL, an id may be named after a token)."""
     if log.enabled():
         extra = {"shadow": True} if action.shadow else {}
         log.info(
             f"guard.{action.action}",
             policy=action.policy,
-            agent=action.agent,
-            tool=action.tool,
+            agent=shown(action.agent) if action.agent is not None else None,
+            tool=shown(action.tool),
             count=action.count,
             threshold=action.threshold,
             **extra,
@@ -217,6 +219,7 @@ class Guard:
         self._listeners: list[ActionListener] = [on_action] if on_action is not None else []
         self._bus: Bus | None = None
         self._action_log = InfoLog("guard") if log_actions else None
+        self._redactor: Callable[[str], str] | None = None
         # (agent, call id) -> the agent's entry and the delivery of the latest
         # results, every agent's together, so an idle agent keeps none of it
         self._answered: dict[tuple[int, str], tuple[_Entry, tuple[object, ...]]] = {}
@@ -515,9 +518,17 @@ class Guard:
         if status.status == "disposed":
             self._agents.pop(entry.key, None)
 
+    def _shown(self, name: str) -> str:
+        """``name`` redacted, by a redactor made at the first action logged."""
+        if self._redactor is None:
+            from guard.redact import Redactor
+
+            self._redactor = Redactor()
+        return self._redactor(name)
+
     async def _deliver(self, policy: AnyPolicy, action: Action, trigger: Event) -> None:
         if self._action_log is not None:
-            _log_action(self._action_log, action)
+            _log_action(self._action_log, action, self._shown)
         for listener in self._listeners:
             try:
                 listener(action, trigger)

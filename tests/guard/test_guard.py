@@ -352,6 +352,24 @@ async def test_action_events_follow_a_logging_reconfiguration_made_after_the_gua
 
 
 @pytest.mark.anyio
+async def test_an_action_record_shows_a_secret_in_the_agent_id_or_tool_name_redacted(bus: Bus) -> None:
+    """A log line often ends up in a log shipper, as exported data does: an
+    agent named after its token, an MCP tool whose name carries its
+    server's URL with a password."""
+    agent = Agent("worker-ghp_R7kX2mQ9vL4nP8sT1wY6zB3cF5hJ0dG7aK2eW")
+    tool = "mcp__https://deploy:Tr0ub4dor@mcp.example.com__fetch"
+    Guard(Config(remind=RemindConfig(thresholds=(2,)))).attach(bus)
+    with capture_logs() as logged:
+        await _call(bus, agent, "c1", tool=tool)
+        await _call(bus, agent, "c2", tool=tool)
+    (record,) = logged
+    assert (record["agent"], record["tool"]) == (
+        "worker-[REDACTED]",
+        "mcp__https://deploy:[REDACTED]@mcp.example.com__fetch",
+    )
+
+
+@pytest.mark.anyio
 async def test_without_action_logging_the_guard_still_acts_and_tells_listeners(bus: Bus, agent: Agent) -> None:
     heard: list[str] = []
     Guard(
