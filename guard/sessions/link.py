@@ -599,13 +599,13 @@ class UserTurns:
             await agent.user_message(self._text)
 
 
-def _export(guard: Guard, bus: Bus, runtime: str, conversation_id: str | None) -> None:
+def _export(guard: Guard, bus: Bus, runtime: str, session_id: str | None) -> None:
     """Export ``guard``'s actions as the environment asks; a request the
     installed packages cannot serve is logged, never raised into the runtime."""
     from guard.telemetry import TelemetryUnavailable, telemetry_from_environment
 
     try:
-        telemetry = telemetry_from_environment(runtime=runtime, conversation_id=conversation_id, in_process=True)
+        telemetry = telemetry_from_environment(runtime=runtime, session_id=session_id, in_process=True)
     except TelemetryUnavailable as exc:
         _log.warning("guard.telemetry_unavailable", reason=str(exc))
         return

@@ -63,7 +63,7 @@ def export_requested(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def telemetry_from_environment(
-    *, runtime: str, conversation_id: str | None = None, in_process: bool = False
+    *, runtime: str, conversation_id: str | None = None, session_id: str | None = None, in_process: bool = False
 ) -> GuardTelemetry | None:
     """A ``GuardTelemetry`` exporting where the ``OTEL_*`` variables say, or
     ``None`` when they ask for no export.
@@ -98,6 +98,7 @@ def telemetry_from_environment(
         meter_provider=meters,
         runtime=runtime,
         conversation_id=conversation_id,
+        session_id=session_id,
         follow_global=follow,
     )
 

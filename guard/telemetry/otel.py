@@ -124,8 +124,13 @@ class GuardTelemetry:
     ``tracer_provider`` and ``meter_provider`` default to OpenTelemetry's
     global ones. ``runtime`` and ``conversation_id`` label what this
     instance records unless ``record`` is given others (the server records
-    every session through one instance). Never raises into the guard: the
-    guard isolates listeners, and export runs in the SDK's background.
+    every session through one instance). ``session_id`` names the session
+    log the actions are recorded in (a ``GuardLink``'s), exported as
+    ``repeat_tool_guard.session``: it is no conversation id, which a runtime
+    sets on its own spans. ``follow_global``: record through OpenTelemetry's
+    global providers from the moment the program sets them. Never raises
+    into the guard: the guard isolates listeners, and export runs in the
+    SDK's background.
     """
 
     def __init__(
@@ -135,10 +140,12 @@ class GuardTelemetry:
         meter_provider: MeterProvider | None = None,
         runtime: str = "python",
         conversation_id: str | None = None,
+        session_id: str | None = None,
         follow_global: bool = False,
     ) -> None:
         self.runtime = runtime
         self.conversation_id = conversation_id
+        self.session_id = session_id
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
         self._release = _package_version()
@@ -198,7 +205,7 @@ class GuardTelemetry:
         if type(event) is not ToolResult or event.denied_by is not None:
             return
         agent = event.agent.id if event.agent is not None else None
-        key = _remembered_key(conversation_id or self.conversation_id, agent, event.tool)
+        key = _remembered_key(conversation_id or self.conversation_id or self.session_id, agent, event.tool)
         self._last_output[key] = _utf8_size(event.content)
         self._last_output.move_to_end(key)
         if len(self._last_output) > _REMEMBERED:
@@ -218,7 +225,7 @@ class GuardTelemetry:
         runtime = runtime or self.runtime
         conversation = conversation_id or self.conversation_id
         shadow = bool(getattr(action, "shadow", False))
-        call_bytes = self._call_bytes(trigger, conversation)
+        call_bytes = self._call_bytes(trigger, conversation or self.session_id)
         wasted = max(action.count - 1, 0)
         tool = self._shown(action.tool)
         attributes: dict[str, AttributeValue] = {
@@ -237,6 +244,8 @@ class GuardTelemetry:
             attributes["gen_ai.agent.id"] = self._shown(action.agent)
         if conversation is not None:
             attributes["gen_ai.conversation.id"] = conversation
+        if self.session_id is not None:
+            attributes["repeat_tool_guard.session"] = self.session_id
         if action.threshold is not None:
             attributes["repeat_tool_guard.threshold"] = action.threshold
         if action.action == "halt" and not shadow:
@@ -267,7 +276,7 @@ class GuardTelemetry:
         self._actions.add(1, labels)
         if shadow:
             return
-        loop = _remembered_key(conversation, action.agent, action.tool)
+        loop = _remembered_key(conversation or self.session_id, action.agent, action.tool)
         if loop in self._caught:
             self._caught.move_to_end(loop)
         else:

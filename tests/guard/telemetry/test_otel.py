@@ -554,6 +554,29 @@ async def test_a_link_that_builds_its_guard_exports_as_the_environment_asks(
     assert (span.attributes or {})["repeat_tool_guard.runtime"] == "pydantic-ai"
 
 
+@pytest.mark.anyio
+async def test_a_links_session_log_is_named_as_the_session_not_as_the_conversation(
+    global_otel: list[tuple[str, object]], recorded: Recorded, tmp_path: Path
+) -> None:
+    """A runtime sets its own ``gen_ai.conversation.id`` on its spans; the
+    session log's id is another thing and must not contradict it there."""
+    with pytest.MonkeyPatch().context() as patch:
+        patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
+        patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
+        link = GuardLink(config=Config(remind=RemindConfig(thresholds=(2,))), log=tmp_path / "s.jsonl")
+    agent = link.agent("main")
+    await agent.start()
+    for n in range(2):
+        await agent.call(f"c{n}", "grep", {"q": 1})
+        await agent.result(f"c{n}", "same")
+    link.close()
+    (span,) = recorded.spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert link.log is not None
+    assert attributes["repeat_tool_guard.session"] == link.log.session
+    assert "gen_ai.conversation.id" not in attributes
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "named"),
     [
