@@ -12,8 +12,8 @@ end and records its reason under ``HALT_KEY``), ``awrap_tool_call``
 tool never runs; the result is published as the tool returned it). A
 middleware listed before the guard that runs a call again after its tool
 raised (``ToolRetryMiddleware``) is the runtime retrying, not the model
-calling again: the retry runs undecided and unrecorded, and a warning says
-to list the guard first.
+calling again: the retry (in the same run of the tool node) runs
+undecided and unrecorded, and a warning says to list the guard first.
 """
 
 from __future__ import annotations
@@ -98,8 +98,10 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         self.link = adapter_link(link, config, "langchain")
         self._live: dict[str, AgentLink] = {}
         self._paused: LiveTable[tuple[str, str], bool] = LiveTable(PAUSED_KEPT)
-        # by agent and call id, the step in which the call's tool raised: a retry may follow
-        self._raised: LiveTable[tuple[str, str], int] = LiveTable(PAUSED_KEPT)
+        # by agent, call id and the run of the graph's tool node, the step in which the call's tool raised
+        # and how many times: a retry middleware runs the call again in that run (a resume from a
+        # checkpoint, in a run of its own)
+        self._raised: LiveTable[tuple[str, str, str], tuple[int, int]] = LiveTable(PAUSED_KEPT)
         self._retry_warned = False
         self._subagents = 0
         self._runs = 0
@@ -187,8 +189,12 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         call = request.tool_call
         call_id = str(call.get("id") or "")
         paused = (agent.agent.id, call_id)
-        if self._raised.pop(paused) == agent.step:
-            return await self._retried(paused, agent.step, request, handler)
+        attempt = (*paused, _node_run())
+        raised = self._raised.pop(attempt)
+        if raised is not None and raised[0] == agent.step:
+            if raised[1] > 1:  # parallel calls given one id, each raised: each may be retried
+                self._raised.add(attempt, (raised[0], raised[1] - 1))
+            return await self._retried(attempt, agent.step, request, handler)
         # a tool resumed after its interrupt is the call decided when it first ran
         resumed = self._paused.pop(paused) is not None and agent.running(call_id) is not None
         if not resumed:
@@ -213,7 +219,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
             with _traced():
                 await agent.failed(call_id, exc)
             if isinstance(exc, Exception):
-                self._raised.add(paused, agent.step)
+                self._raise(attempt, agent.step)
             raise
         finally:
             _running.reset(token)
@@ -229,7 +235,7 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
 
     async def _retried(
         self,
-        key: tuple[str, str],
+        key: tuple[str, str, str],
         step: int,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
@@ -250,8 +256,13 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         try:
             return await handler(request)
         except Exception:
-            self._raised.add(key, step)
+            self._raise(key, step)
             raise
+
+    def _raise(self, key: tuple[str, str, str], step: int) -> None:
+        """One more attempt of the call ``key`` raised in ``step``: it may be run again."""
+        raised = self._raised.peek(key)
+        self._raised.add(key, (step, raised[1] + 1 if raised is not None and raised[0] == step else 1))
 
 
 @contextlib.contextmanager
@@ -275,6 +286,12 @@ def _traced() -> Iterator[None]:
         return
     with trace.use_span(span, end_on_exit=False):
         yield
+
+
+def _node_run() -> str:
+    """The run of the graph node going on here (the tool node's): the same
+    for every attempt a retry middleware makes, another for a resume."""
+    return str(getattr(get_config().get("callbacks"), "parent_run_id", None))
 
 
 def _thread_id() -> str | None:

@@ -314,7 +314,7 @@ _MOVING_WHOLE = r"progressing|reconciling|provisioning|initiali[sz]ing|updating|
 """Still moving too, but read only as a state's whole value: these words open prose."""
 _STATUS_CHECKS = (
     r"gh" + OPTIONS + r"\s+(run|pr|workflow)" + OPTIONS + r"\s+(view|checks|status|watch|list)|"
-    r"(kubectl|oc)" + OPTIONS + r"\s+(get|describe|wait|top|rollout" + OPTIONS + r"\s+status|"
+    r"(kubectl|oc)" + OPTIONS + r"\s+(get|describe|wait|top|logs|rollout" + OPTIONS + r"\s+status|"
     r"argo" + OPTIONS + r"\s+rollouts" + OPTIONS + r"\s+(get|status|list))|"
     r"argocd" + OPTIONS + r"\s+app" + OPTIONS + r"\s+(get|wait|list|history|resources)|"
     r"flux" + OPTIONS + r"\s+(get|events|logs|stats)|"
@@ -1067,8 +1067,9 @@ class _AgentLoops:
         self.news_at = 0
         self.waited_at = -1
         self.slept = 0.0
-        """The seconds the agent's waits (``waited_at``) said they wait, summed:
-        a second clock, which moves where the recorded one does not."""
+        """The seconds the agent's waits (``waited_at``) said they wait, summed,
+        in a transcript without times (every ``ts`` 0): a second clock, where
+        the recorded one does not move."""
         self.seen = 0
         self.window: deque[bytes] = deque()
         self.signatures: dict[bytes, _Signature] = {}
@@ -1350,8 +1351,12 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     poll_commands: tuple[str, ...] = (
         r"(^|[;&|(]\s*)(" + _STATUS_CHECKS + r"|ps\b|pgrep\b|jobs\b|sleep\b|[Ss]tart-[Ss]leep\b|timeout\s+/t\b|"
         r"ping\s+-n\s+\d+\s+(?:127\.0\.0\.1|localhost)\b|wc\s+-l\b|ls\b[^|;&]*\.(log|out|pid)\b)",
-        # a log's tail, as a step of its own: a `tail` a pipe feeds keeps the end of what ran before it
-        r"(^|[;&(]\s*|\|\|\s*)tail\b",
+        # a log's tail: as a step of its own, or fed a log by a pipe (`grep error app.log | tail`); a `tail`
+        # a run's output is piped to (`pytest | tail -5`, `|&`) keeps the end of what the run printed
+        r"(^|;\s*|&&\s*|[^|&>]&\s*|\(\s*|\|\|\s*)tail\b",
+        r"\.(log|out)\b[^;&]*\|&?\s*(xargs\s+)?tail\b",
+        # PowerShell's tail of a file
+        r"(?i)(^|[;&|(]\s*)(get-content|gc)\b[^|;&]*\s-(tail|wait)\b",
         # one of those checks run on another machine
         r"(^|[;&|(]\s*)ssh" + OPTIONS + r"\s+[^\s-]\S*(\s+--)?\s+['\"]?(" + _STATUS_CHECKS + r"|tail\b)",
         # a loop that waits for something to change, on one line or several
@@ -1962,7 +1967,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
                         return self._action("remind", result, redone[1] + 1, text, rules.deny_at)
                 return None
         if not tracked:
-            if not failed:  # a sleep the shell refused (Claude Code blocks long ones) waited for nothing
+            if not failed and result.ts == 0:
+                # a transcript without times: the sleep's own word for how long (a clock says better,
+                # where there is one: a sleep may return early, run in the background, outlive its
+                # tool's limit); one the shell refused (Claude Code blocks long ones) waited for nothing
                 state.slept += _declared_wait(result.args, shell_command(result.args))
             return None
         clicked = self._clicked(result.tool, result.args, content) if note.acts and not failed else 0

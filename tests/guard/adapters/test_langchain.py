@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -684,3 +685,57 @@ async def test_under_openinference_tracing_the_guards_actions_land_in_the_runs_t
     assert len({span.context.trace_id for span in finished}) == 1, "one trace: the run's"
     events = [(span.name, event.name) for span in finished for event in span.events]
     assert events == [("tools", "repeat_tool_guard.remind"), ("tools", "repeat_tool_guard.remind")]
+
+
+async def test_parallel_calls_sharing_an_id_retried_by_a_middleware_are_each_one_call(link: GuardLink) -> None:
+    events = Capture().attach(link.bus)
+    attempts: list[str] = []
+
+    @tool
+    async def fetch(url: str) -> str:
+        """Fetch a page."""
+        attempts.append(url)
+        if attempts.count(url) == 1:
+            raise ConnectionError("connection reset by peer")
+        return f"page {url}"
+
+    calls = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": u}, "id": "call_0"} for u in ("a", "b")])
+    retry = ToolRetryMiddleware(max_retries=2, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
+    agent = create_agent(chat(calls, AIMessage("done")), [fetch], middleware=[retry, RepeatToolGuard(link)])
+    result = await agent.ainvoke({"messages": [HumanMessage("get both pages")]})
+
+    assert sorted(m.text for m in result["messages"] if isinstance(m, ToolMessage)) == ["page a", "page b"]
+    assert sorted((c.call_id, c.args["url"]) for c in events.of(ToolCall)) == [("call_0", "a"), ("call_0@1", "b")]
+
+
+async def test_a_call_run_again_by_a_resume_after_its_run_crashed_is_decided_again(link: GuardLink) -> None:
+    """No retry middleware: the application resumes the thread from its
+    checkpoint (``ainvoke(None, ...)``), and the call runs again in a run of its own."""
+    events = Capture().attach(link.bus)
+    attempts: list[str] = []
+
+    @tool
+    async def deploy(env: str) -> str:
+        """Deploy."""
+        attempts.append(env)
+        if len(attempts) < 3:
+            raise RuntimeError("registry unavailable")
+        return "deployed"
+
+    call = AIMessage("", tool_calls=[{"name": "deploy", "args": {"env": "prod"}, "id": "d1"}])
+    agent = create_agent(
+        chat(call, AIMessage("done")), [deploy], middleware=[RepeatToolGuard(link)], checkpointer=InMemorySaver()
+    )
+    thread: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    given: dict[str, Any] | None = {"messages": [HumanMessage("deploy")]}
+    with capture_logs() as logs:
+        for _ in range(3):
+            with contextlib.suppress(RuntimeError):
+                await agent.ainvoke(given, thread)
+            given = None
+    assert [(r.call_id, r.content) for r in events.of(ToolResult)] == [
+        ("d1", "registry unavailable"),
+        ("d1", "registry unavailable"),
+        ("d1", "deployed"),
+    ], "each run recorded, as it ran"
+    assert "guard.retried_inside" not in [e["event"] for e in logs]

@@ -725,15 +725,16 @@ async def test_a_check_made_again_after_a_wait_is_a_poll(
 
 
 @pytest.mark.parametrize(
-    ("tool", "command", "ended"),
+    ("tool", "command", "ended", "then"),
     [
-        ("Bash", "timeout 20 kubectl logs -f job/migrate --tail=3", "Exit code 124\n{out}"),
-        ("exec_command", "cd fw && timeout 5 cat /dev/ttyUSB0", "Process exited with code 124\nOutput:\n{out}"),
-        ("run_shell_command", "timeout 5 adb logcat -d -t 3", "Output: {out}\nError: (none)\nExit Code: 124"),
+        # a pod's log is polled, as docker's is: the same lines again are a poll, nudged from the 4th
+        ("Bash", "timeout 20 kubectl logs -f job/migrate --tail=3", "Exit code 124\n{out}", None),
+        ("exec_command", "cd fw && timeout 5 cat /dev/ttyUSB0", "Process exited with code 124\nOutput:\n{out}", "deny"),
+        ("run_shell_command", "timeout 5 adb logcat -d -t 3", "Output: {out}\nError: (none)\nExit Code: 124", "deny"),
     ],
 )
 async def test_a_stream_read_under_timeout_is_judged_by_what_it_read(
-    make: Make, anyio_backend: str, tool: str, command: str, ended: str
+    make: Make, anyio_backend: str, tool: str, command: str, ended: str, then: str | None
 ) -> None:
     """``timeout`` stopping a command that follows a stream is how it is
     read for a while: exit 124 each time, the output new each time."""
@@ -743,7 +744,7 @@ async def test_a_stream_read_under_timeout_is_judged_by_what_it_read(
     assert run.actions == []
     for _ in range(3):  # the same lines read again and again: a repeat like any other
         await run.do(tool, {"command": command}, ended.format(out="copied 6000 rows"), is_error=True, seconds=21)
-    assert [kind for _, kind in run.actions] == ["deny"]
+    assert [kind for _, kind in run.actions] == ([then] if then else [])
 
 
 async def test_exit_124_of_a_command_not_under_timeout_is_a_failure(make: Make, anyio_backend: str) -> None:
@@ -2029,6 +2030,7 @@ async def test_a_transcript_without_times_is_judged_as_its_sleeps_say_it_waited(
     duration says how long the agent waited, so the session is judged as it
     was live, with a clock."""
     live, untimed = make(), make()
+    untimed.clock.now = 0.0  # as a format without times imports
     for tool, args, content, failed, seconds in _UNTIMED_SESSIONS[session]:
         await live.do(tool, args, content, is_error=failed, seconds=seconds)
         await untimed.do(tool, args, content, is_error=failed, seconds=0)
@@ -2037,8 +2039,28 @@ async def test_a_transcript_without_times_is_judged_as_its_sleeps_say_it_waited(
     assert denied == (session in ("checks after short sleeps", "a hurried poll", "retries sooner than asked"))
 
 
+@pytest.mark.parametrize(
+    ("tool", "wait", "answer"),
+    [
+        ("exec_command", {"cmd": "sleep 120"}, "Process running with session ID 4"),  # past Codex's 10 s yield
+        ("Bash", {"command": "sleep 60", "run_in_background": True}, "Command running in background with ID: b1"),
+    ],
+)
+async def test_with_a_clock_a_sleep_waited_as_long_as_the_clock_says(
+    make: Make, anyio_backend: str, tool: str, wait: dict[str, Any], answer: str
+) -> None:
+    """A sleep may come back before its time (a tool's limit, the
+    background): where there is a clock, what it says counts, not the sleep's word."""
+    run = make()
+    for _ in range(3):
+        await run.do("Bash", {"command": "pytest -q"}, "1 failed, 14 passed", seconds=1)
+        await run.do(tool, wait, answer, seconds=1)
+    assert run.actions == [(5, "deny")]
+
+
 async def test_a_sleep_the_shell_refused_waited_for_nothing(make: Make, anyio_backend: str) -> None:
     run = make()
+    run.clock.now = 0.0
     refused = "Blocked: standalone sleep 30. To wait for a condition, use Monitor with an until-loop."
     for _ in range(3):
         await run.do("Bash", {"command": "pytest -q"}, "1 failed, 14 passed", seconds=0)
@@ -2046,7 +2068,10 @@ async def test_a_sleep_the_shell_refused_waited_for_nothing(make: Make, anyio_ba
     assert run.actions == [(5, "deny")]
 
 
-@pytest.mark.parametrize("keep", ["go test ./... 2>&1 | tail -20", "npm test 2>&1 | tail -n 30", "pytest -q | tail -5"])
+@pytest.mark.parametrize(
+    "keep",
+    ["go test ./... 2>&1 | tail -20", "npm test 2>&1 | tail -n 30", "pytest -q | tail -5", "npm test |& tail -5"],
+)
 async def test_a_run_whose_output_a_pipe_feeds_to_tail_is_no_poll(make: Make, anyio_backend: str, keep: str) -> None:
     """``| tail`` keeps the end of a test run's output: the run failing the
     same way again and again is a repeat, not a poll to back off from."""
@@ -2058,9 +2083,18 @@ async def test_a_run_whose_output_a_pipe_feeds_to_tail_is_no_poll(make: Make, an
 
 
 @pytest.mark.parametrize(
-    "check", ["tail -20 logs/app.log", "cd srv && tail -n 5 out.log", "false || tail -3 build.log"]
+    "check",
+    [
+        "tail -20 logs/app.log",
+        "cd srv && tail -n 5 out.log",
+        "false || tail -3 build.log",
+        "kubectl logs deploy/api -n staging | tail -5",
+        "grep -i error /var/log/app.log | tail -20",
+        "find . -name '*.log' | xargs tail -n 5",
+        "Get-Content build.log -Tail 20",
+    ],
 )
-async def test_a_tail_of_a_log_as_a_step_of_its_own_is_a_poll(make: Make, anyio_backend: str, check: str) -> None:
+async def test_a_tail_of_a_log_is_a_poll(make: Make, anyio_backend: str, check: str) -> None:
     run = make()
     for _ in range(6):
         await run.do("Bash", {"command": check}, "[info] still indexing", seconds=3)
