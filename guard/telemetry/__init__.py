@@ -14,6 +14,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
     from guard.telemetry.otel import (
         FINISH_REASON,
         OPERATION,
@@ -71,22 +74,28 @@ def telemetry_from_environment(
     ``in_process`` (an adapter inside the agent's own program): where the
     program has set OpenTelemetry's global providers, the guard records
     through them, into the program's own traces; where it has not yet, it
-    records through providers built from the environment, kept its own (the
-    global place stays the program's to take, and from the moment it does
-    the guard records there too), which export what they still hold at
-    exit, waiting at most ``EXPORT_FLUSH_SECONDS``. Raises ``TelemetryUnavailable`` when the variables ask for
+    records through providers built from the environment, kept its own and
+    shared by every link of the process (``own_providers``: the global place
+    stays the program's to take, and from the moment it does the guard
+    records there too and stops its own). Raises ``TelemetryUnavailable`` when the variables ask for
     export the installed packages cannot do (no ``otel`` extra, an exporter
     or protocol this package does not speak)."""
     if not export_requested():
         return None
     try:
-        from guard.telemetry.otel import GuardTelemetry, global_providers, providers_from_environment
+        from guard.telemetry.otel import GuardTelemetry, global_providers, own_providers, providers_from_environment
 
-        tracers, meters = global_providers() if in_process else (None, None)
-        follow = in_process and (tracers is None or meters is None)
-        if tracers is None or meters is None:
-            own = providers_from_environment(stop_at_exit=in_process)
-            tracers, meters = tracers or own[0], meters or own[1]
+        tracers: TracerProvider | None
+        meters: MeterProvider | None
+        if not in_process:
+            tracers, meters = providers_from_environment()
+            follow = False
+        else:
+            tracers, meters = global_providers()
+            follow = tracers is None or meters is None
+            if follow:
+                own = own_providers()
+                tracers, meters = tracers or own[0], meters or own[1]
     except ImportError as exc:
         named = ", ".join(name for name in ENDPOINT_VARIABLES if os.environ.get(name, "").strip())
         raise TelemetryUnavailable(

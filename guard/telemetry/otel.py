@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ __all__ = [
     "SPAN_NAME",
     "GuardTelemetry",
     "global_providers",
+    "own_providers",
     "providers_from_environment",
 ]
 
@@ -188,9 +190,11 @@ class GuardTelemetry:
         if self._follow_traces and _tracing_set():
             self._follow_traces = False
             self._tracer = trace.get_tracer(_SCOPE, self._release, trace.get_tracer_provider())
+            _hand_over(self.tracer_provider)
         if self._follow_metrics and _metering_set():
             self._follow_metrics = False
             self._instruments(metrics.get_meter(_SCOPE, self._release, metrics.get_meter_provider()))
+            _hand_over(self.meter_provider)
 
     def attach(self, bus: Bus) -> GuardTelemetry:
         """Follow ``bus``'s tool results, for the output size a denial saves."""
@@ -365,6 +369,69 @@ def global_providers() -> tuple[TracerProvider | None, MeterProvider | None]:
     )
 
 
+class _Own:
+    """The providers the guard builds from the environment in process where
+    the program has set none of its own (``own_providers``), and which of
+    them were stopped when the program's took over."""
+
+    def __init__(self, providers: tuple[TracerProvider, MeterProvider]) -> None:
+        self.providers = providers
+        self._stopped: list[object] = []
+        self._lock = threading.Lock()
+
+    def stop(self, provider: object) -> None:
+        """Stop ``provider``, once, in the background: what it holds is
+        exported while the guard goes on (a collector that does not answer
+        must not hold a tool call)."""
+        with self._lock:
+            if any(provider is stopped for stopped in self._stopped):
+                return
+            self._stopped.append(provider)
+        stop = getattr(provider, "shutdown", None)
+        if callable(stop):
+            threading.Thread(target=stop, name="repeat-tool-guard-telemetry-handover", daemon=True).start()
+
+    def close(self) -> None:
+        """At exit: stop the providers still going, waiting at most ``EXPORT_FLUSH_SECONDS``."""
+        from guard.telemetry import EXPORT_FLUSH_SECONDS
+
+        with self._lock:
+            going = tuple(p for p in self.providers if not any(p is stopped for stopped in self._stopped))
+            self._stopped.extend(going)
+        _stop(going, EXPORT_FLUSH_SECONDS)
+
+
+_OWN: dict[tuple[tuple[str, str], ...], _Own] = {}
+"""The guard's own providers, by the ``OTEL_*`` environment they were built
+from: one set for the whole process, as OpenTelemetry's global providers are
+one (every link shares their exporters and their one bounded flush at exit,
+rather than two threads and a flush each)."""
+
+
+def own_providers() -> tuple[TracerProvider, MeterProvider]:
+    """The providers the ``OTEL_*`` variables describe, kept the guard's own
+    (never OpenTelemetry's global ones) and shared by every caller in the
+    process with the same variables; they export what they still hold at
+    exit, waiting at most ``EXPORT_FLUSH_SECONDS``. Raises as
+    ``providers_from_environment``."""
+    key = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("OTEL_")))
+    own = _OWN.get(key)
+    if own is None:
+        own = _OWN[key] = _Own(providers_from_environment())
+        import atexit
+
+        atexit.register(own.close)
+    return own.providers
+
+
+def _hand_over(provider: object) -> None:
+    """The program's own provider took over from ``provider``: stop it if it
+    is one of the guard's own, so it does not go on exporting what it held."""
+    for own in _OWN.values():
+        if any(provider is mine for mine in own.providers):
+            own.stop(provider)
+
+
 def _tracing_set() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
@@ -373,7 +440,7 @@ def _metering_set() -> bool:
     return type(metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"  # the API's placeholder
 
 
-def providers_from_environment(*, stop_at_exit: bool = False) -> tuple[TracerProvider, MeterProvider]:
+def providers_from_environment() -> tuple[TracerProvider, MeterProvider]:
     """The SDK providers the ``OTEL_*`` variables describe: OTLP over
     http/protobuf, a batching span processor and a periodic metric reader,
     the resource from ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``
@@ -382,15 +449,13 @@ def providers_from_environment(*, stop_at_exit: bool = False) -> tuple[TracerPro
     list of both (``otlp,console``) or ``none``. A signal gets its OTLP
     exporter by default only when an endpoint is set for it (its own or the
     general one). The exporters read their headers, timeout and compression
-    from the standard variables themselves. With ``stop_at_exit``, they
-    export what they still hold when the program exits, waiting at most
-    ``EXPORT_FLUSH_SECONDS``.
+    from the standard variables themselves.
 
     Raises ``TelemetryUnavailable`` for a value that would make export fail
     (checked here, at start, rather than at every export) or that the SDK
     refuses while it is imported or built; ``ImportError`` when the SDK or
     the exporter is not installed."""
-    from guard.telemetry import EXPORT_FLUSH_SECONDS, TelemetryUnavailable
+    from guard.telemetry import TelemetryUnavailable
 
     _check_endpoints()
     _check_headers()
@@ -427,10 +492,6 @@ def providers_from_environment(*, stop_at_exit: bool = False) -> tuple[TracerPro
         raise TelemetryUnavailable(
             f"OpenTelemetry's SDK refuses a value of {named}: {type(exc).__name__}: {said}"
         ) from None
-    if stop_at_exit:
-        import atexit
-
-        atexit.register(_stop, (tracer_provider, meter_provider), EXPORT_FLUSH_SECONDS)
     return tracer_provider, meter_provider
 
 

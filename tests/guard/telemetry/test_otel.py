@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from guard.telemetry import (
     GuardTelemetry,
     TelemetryUnavailable,
     export_requested,
+    otel,
     telemetry_from_environment,
 )
 from guard.telemetry.otel import SPAN_NAME, global_providers, providers_from_environment
@@ -457,6 +459,7 @@ def global_otel(otel_environ: pytest.MonkeyPatch) -> list[tuple[str, object]]:
         return stop
 
     otel_environ.setattr(atexit, "register", at_exit)
+    otel_environ.setattr(otel, "_OWN", {})  # the process's own providers: none yet
     return installed
 
 
@@ -465,19 +468,26 @@ def test_in_process_the_guard_keeps_its_providers_and_follows_the_programs_once_
 ) -> None:
     assert global_providers() == (None, None)
     telemetry = telemetry_from_environment(runtime="python", in_process=True)
+    another = telemetry_from_environment(runtime="python", in_process=True)
     assert telemetry is not None
+    assert another is not None
     providers = (telemetry.tracer_provider, telemetry.meter_provider)
-    assert global_otel == [("at exit", (providers, 5.0))], "the global place is left for the program to take"
+    assert (another.tracer_provider, another.meter_provider) == providers, "one set for the process"
+    assert global_otel == [("at exit", ())], "the global place is left for the program to take, one flush at exit"
     with pytest.MonkeyPatch().context() as patch:  # the program configures its tracing after the guard started
         patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
         patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
         telemetry.on_action(_action(), _result())
         telemetry.observe_hook("pre", 0.01)
-    (span,) = recorded.spans.get_finished_spans()
-    assert span.name == SPAN_NAME
+        another.on_action(_action(), _result())
+    assert [span.name for span in recorded.spans.get_finished_spans()] == [SPAN_NAME, SPAN_NAME]
     assert recorded.metric("repeat_tool_guard.actions")
     assert recorded.metric("repeat_tool_guard.hook.duration")
-    telemetry.shutdown()
+    for thread in [t for t in threading.enumerate() if t.name == "repeat-tool-guard-telemetry-handover"]:
+        thread.join(10)
+    own_meter = providers[1]
+    assert getattr(own_meter, "_shutdown", None) is True, "the guard's own stopped once the program's took over"
+    otel._OWN[next(iter(otel._OWN))].close()  # what is still going stops at exit, once
 
 
 def test_a_program_that_sets_its_providers_after_its_guard_started_gets_them_and_the_guards_actions(
