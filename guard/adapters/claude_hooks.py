@@ -516,7 +516,9 @@ class ClaudeHooks:
         content, is_error = runtime.result(payload, seam)
         digest = result_digest(content, is_error)
         if not agent.has_call(call_id):
-            copy = self._copy(agent, "tool/result", call_id, digest, event, seam)
+            # the same text for a call already answered is a copy, failed or not: a batch answers a
+            # call no post hook reported as a failure, and such a hook arriving after it is a copy
+            copy = self._copy(agent, "tool/result", call_id, digest, event, seam, result_digest(content, not is_error))
             if copy is not None:
                 return copy
             # a post hook whose pre hook never reached the guard counts all the
@@ -529,7 +531,7 @@ class ClaudeHooks:
         return out
 
     def _copy(
-        self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str
+        self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str, alike: bytes = b""
     ) -> dict[str, Any] | None:
         """The answer kept for a copy of a denied pre hook (``kind``
         ``tool/call``) or of a result hook (``tool/result``): same call id,
@@ -537,9 +539,10 @@ class ClaudeHooks:
         for a new call, with other content or after the last one's result,
         is a new call. The answers are kept runtime-neutral (a session
         rebuilt from its record gets them back: ``guard.sessions.resume``)
-        and put in this runtime's format for the copy."""
+        and put in this runtime's format for the copy; ``alike`` is another
+        digest that counts as the same."""
         kept = self._answered.peek(retry_key(kind, agent.agent.id, call_id)) if call_id else None
-        if kept is None or kept.digest != digest:
+        if kept is None or (kept.digest != digest and kept.digest != alike):
             return None
         return self.runtime.answer(event, seam, kept.answer)
 
@@ -565,7 +568,9 @@ class ClaudeHooks:
         if seam == "pre":
             digest = call_digest(payload_text(payload, "tool_name"), self.runtime.tool_input(payload))
             return self._copy(gone, "tool/call", call_id, digest, event, seam)
-        return self._copy(gone, "tool/result", call_id, result_digest(*self.runtime.result(payload, seam)), event, seam)
+        content, is_error = self.runtime.result(payload, seam)
+        digest, alike = result_digest(content, is_error), result_digest(content, not is_error)
+        return self._copy(gone, "tool/result", call_id, digest, event, seam, alike)
 
     def _keep(
         self, agent: AgentLink, kind: str, call_id: str, digest: bytes, event: str, seam: str, answer: Answer
@@ -626,8 +631,12 @@ class ClaudeHooks:
             await agent.denied(call_id, denial)
 
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
-        """The response is over. A call it lists that is still open (no post
-        hook reported it: those hooks are not registered) gets its result now."""
+        """The response is over. A call it lists that is still open got no
+        post hook: Claude Code fires them before this one, and the guard
+        registers them with it, so the call never ran (a permission callback
+        or prompt, a hook of yours or a hook's timeout refused it). It gets
+        the batch's text for it now, a failure: the model read it as one, and
+        a refused write changed nothing."""
         for entry in calls if isinstance(calls, list) else ():
             if not isinstance(entry, dict):
                 continue  # names no call
@@ -635,13 +644,13 @@ class ClaudeHooks:
             if agent.has_call(call_id):
                 content = as_text(entry.get("tool_response"))
                 seq = self.link.bus.seq + 1  # the result's
-                await agent.result(call_id, content)
-                # kept as a result hook's answer (what a rebuild makes of it too): the
-                # call's own post hook, arriving after, is a copy of this result
+                await agent.result(call_id, content, is_error=True)
+                # kept as a result hook's answer (what a rebuild makes of it too): a post
+                # hook of the call's arriving after it with the same text is a copy of it
                 mine = tuple(message for message in agent.pending if message.call_id == call_id)
                 answer = Answer(seq=seq, messages=mine, halt=agent.halt_reason)
                 self._answered.add(
-                    retry_key("tool/result", agent.agent.id, call_id), KeptAnswer(result_digest(content, False), answer)
+                    retry_key("tool/result", agent.agent.id, call_id), KeptAnswer(result_digest(content, True), answer)
                 )
         await agent.end_step()
 

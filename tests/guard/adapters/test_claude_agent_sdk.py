@@ -258,9 +258,10 @@ async def test_post_tool_batch_ends_the_response_and_answers_calls_no_post_hook_
     hooks = ClaudeHooks(link)
     pre, _ = ls_call(0)
     await hooks.handle(pre)
-    assert await hooks.handle(batch(("toolu_00", "cfg.py"))) == {}, "no post hook: the batch carries the result"
+    refused = "Permission to use Bash has been denied."
+    assert await hooks.handle(batch(("toolu_00", refused))) == {}, "no post hook: the call never ran"
     (result,) = events.of(ToolResult)
-    assert (result.call_id, result.content) == ("toolu_00", "cfg.py")
+    assert (result.call_id, result.content, result.is_error) == ("toolu_00", refused, True)
     for n in (1, 2):  # serial calls of one response: pre, post, pre, post
         await feed(hooks, ls_call(n, tool_input={"command": f"cat f{n}"}))
     reported_twice = batch(("toolu_01", "x"), ("toolu_02", "y"))
