@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("langchain", reason="langchain is not installed: pip install 'repeat-tool-guard[langchain]'")
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import ToolRetryMiddleware
+from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -88,6 +88,11 @@ def make_grep(runs: list[str]) -> Any:
 def loop(n: int, then: str = "done") -> Iterator[AIMessage]:
     yield from (grep_call(i) for i in range(n))
     yield AIMessage(then)
+
+
+def _stack(*middleware: AgentMiddleware[Any, Any, Any]) -> list[AgentMiddleware[Any, Any, Any]]:
+    """Middleware of different state types in one list, outermost first."""
+    return list(middleware)
 
 
 def guard_notes(messages: list[BaseMessage]) -> list[str]:
@@ -619,7 +624,7 @@ async def test_a_retry_middleware_listed_before_the_guard_retries_one_call_the_m
 
     retry = ToolRetryMiddleware(max_retries=3, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
     call = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "https://example.org"}, "id": "call-1"}])
-    agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=[retry, RepeatToolGuard(rescue_link)])
+    agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=_stack(retry, RepeatToolGuard(rescue_link)))
     with capture_logs() as logs:
         result = await agent.ainvoke({"messages": [HumanMessage("get the page")]})
 
@@ -644,7 +649,7 @@ async def test_a_guard_listed_before_retry_middleware_records_the_calls_final_ou
 
     retry = ToolRetryMiddleware(max_retries=3, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
     call = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "https://example.org"}, "id": "call-1"}])
-    agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=[RepeatToolGuard(link), retry])
+    agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=_stack(RepeatToolGuard(link), retry))
     with capture_logs() as logs:
         await agent.ainvoke({"messages": [HumanMessage("get the page")]})
 
@@ -701,7 +706,7 @@ async def test_parallel_calls_sharing_an_id_retried_by_a_middleware_are_each_one
 
     calls = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": u}, "id": "call_0"} for u in ("a", "b")])
     retry = ToolRetryMiddleware(max_retries=2, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
-    agent = create_agent(chat(calls, AIMessage("done")), [fetch], middleware=[retry, RepeatToolGuard(link)])
+    agent = create_agent(chat(calls, AIMessage("done")), [fetch], middleware=_stack(retry, RepeatToolGuard(link)))
     result = await agent.ainvoke({"messages": [HumanMessage("get both pages")]})
 
     assert sorted(m.text for m in result["messages"] if isinstance(m, ToolMessage)) == ["page a", "page b"]
@@ -727,7 +732,7 @@ async def test_a_call_run_again_by_a_resume_after_its_run_crashed_is_decided_aga
         chat(call, AIMessage("done")), [deploy], middleware=[RepeatToolGuard(link)], checkpointer=InMemorySaver()
     )
     thread: RunnableConfig = {"configurable": {"thread_id": "t"}}
-    given: dict[str, Any] | None = {"messages": [HumanMessage("deploy")]}
+    given: Any = {"messages": [HumanMessage("deploy")]}
     with capture_logs() as logs:
         for _ in range(3):
             with contextlib.suppress(RuntimeError):

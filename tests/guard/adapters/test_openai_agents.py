@@ -1406,7 +1406,7 @@ async def test_a_wrapped_editor_reads_through_and_a_renamed_shell_keeps_its_resu
     assert [agent.open_calls() for agent in link.links()] == [0, 0]
 
 
-_FREEZE = ToolInputGuardrail(
+_FREEZE: ToolInputGuardrail[Any] = ToolInputGuardrail(
     guardrail_function=lambda data: ToolGuardrailFunctionOutput.reject_content("change freeze: no deploys"),
     name="freeze",
 )

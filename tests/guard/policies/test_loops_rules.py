@@ -1976,7 +1976,7 @@ async def test_a_clock_stepped_back_during_a_wait_leaves_the_check_a_poll(make: 
 
 _PODS = "NAME  READY  STATUS\nweb-1  0/1  Pending"
 _LIMITED = "429 Too Many Requests: retry after 20s"
-_UNTIMED_SESSIONS = {
+_UNTIMED_SESSIONS: dict[str, list[tuple[str, dict[str, Any], str, bool, float]]] = {
     # (tool, arguments, result, failed, seconds the call takes), in turn
     "checks after long sleeps": [
         ("Bash", {"command": "sleep 30"}, "", False, 30),
