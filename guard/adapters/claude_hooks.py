@@ -274,7 +274,11 @@ class HookRuntime:
         "PreCompact": "compacted",
         "SessionEnd": "session-end",
     }
-    cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {"Bash": frozenset({"description"})}
+    cosmetic_args: ClassVar[Mapping[str, frozenset[str]]] = {
+        "Bash": frozenset({"description"}),
+        "SendMessage": frozenset({"summary"}),  # the transcript's label; the message is sent, not it
+        "ScheduleWakeup": frozenset({"reason"}),
+    }
     ends_runs: ClassVar[bool] = True
     project_trust: ClassVar[str] = ""
     """What a project install adds when the CLI runs a project's hooks only

@@ -1338,7 +1338,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "write_stdin",
         "read_background_output",
         "list_background_processes",
-        "wait_agent",
+        "*wait_agent",  # Codex names it after its namespace: multi_agent_v1wait_agent
         "get_task_output",
         "check_status",
         "get_status",

@@ -205,18 +205,27 @@ async def test_gemini_counts_an_after_tool_whose_before_tool_it_never_saw(link: 
     assert (events.of(ToolResult)[-1].content, events.of(ToolResult)[-1].is_error) == ("boom", True)
 
 
-async def test_a_reworded_bash_description_does_not_defeat_remind_in_claude_code(link: GuardLink) -> None:
+@pytest.mark.parametrize(
+    ("tool", "args", "label"),
+    [
+        ("Bash", {"command": "ls src"}, "description"),
+        ("SendMessage", {"to": "worker-1", "message": "What is your status?"}, "summary"),
+        ("ScheduleWakeup", {"delaySeconds": 300}, "reason"),
+    ],
+)
+async def test_a_reworded_label_does_not_defeat_remind_in_claude_code(
+    link: GuardLink, tool: str, args: dict[str, Any], label: str
+) -> None:
+    """What the model writes for the user or the transcript only (a Bash
+    description, a message's summary, a wake-up's reason) is worded anew
+    each call."""
     hooks = ClaudeHooks(link)
     answers = []
     for n in range(3):
-        tool = {
-            "tool_name": "Bash",
-            "tool_input": {"command": "ls src", "description": f"look {n}"},
-            "tool_use_id": f"t{n}",
-        }
+        tool_call = {"tool_name": tool, "tool_input": {**args, label: f"look {n}"}, "tool_use_id": f"t{n}"}
         answers += [
-            await hooks.handle(payload("PreToolUse", **tool)),
-            await hooks.handle(payload("PostToolUse", tool_response="x", **tool)),
+            await hooks.handle(payload("PreToolUse", **tool_call)),
+            await hooks.handle(payload("PostToolUse", tool_response="x", **tool_call)),
         ]
     assert answers[-1]["hookSpecificOutput"]["additionalContext"] == GENTLE_REMINDER
 

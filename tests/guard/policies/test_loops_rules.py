@@ -2107,6 +2107,8 @@ async def test_a_tail_of_a_log_is_a_poll(make: Make, anyio_backend: str, check: 
         ("read_background_output", {"pid": 16403, "delay_ms": 5000}, "Full Log Output:\nBuild started, compiling...\n"),
         ("list_background_processes", {}, "- [PID 16403] RUNNING: npm run build"),
         ("wait_agent", {"ids": ["agent-1"], "timeout_ms": 30000}, '{"status": {"agent-1": "running"}}'),
+        # as Codex's hooks name it, after its namespace
+        ("multi_agent_v1wait_agent", {"targets": ["agent-1"], "timeout_ms": 30000}, '{"status":{},"timed_out":true}'),
     ],
 )
 async def test_checking_on_a_background_job_with_the_clis_own_tool_is_a_poll(
