@@ -261,6 +261,12 @@ def _declared_wait(args: Any, command: str | None) -> float:
     return 0.0
 
 
+_GROWING = lazy_compile(r"(?:^|[/\\])tasks[/\\][^/\\]+\.output$")
+"""A file a reading tool reads again to see what was added: a background
+task's output, which Claude Code writes to ``tasks/<id>.output`` and tells
+the model to ``Read`` while the task runs, as ``BashOutput`` was read."""
+
+
 def _stated_wait(content: str) -> float:
     """The wait in seconds a failure says to keep before a retry; 0 when it names none."""
     found = _RETRY_AFTER.search(content, 0, _STATE_HEAD)
@@ -1740,7 +1746,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             edits, paging_tool, poll_tool, reads = facts.edits, facts.paging, facts.poll, facts.reads
             if reads and _writes_sql(tool, args):  # a query tool running an UPDATE acts, whatever its name
                 reads = False
-            polled = poll_tool and not _typed(tool, args)
+            polled = (poll_tool and not _typed(tool, args)) or (file and _GROWING.search(target or "") is not None)
         else:  # what the command says is asked only where it can matter
             edits = self._progress.kind(tool, command) if rules.mutating is None else None
             paging_tool = (self._paging_tools is not None and self._paging_tools.tracks(tool)) or self._pressed(command)

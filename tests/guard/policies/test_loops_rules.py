@@ -2118,3 +2118,18 @@ async def test_checking_on_a_background_job_with_the_clis_own_tool_is_a_poll(
     for _ in range(8):
         await run.do(tool, args, answer, seconds=6)
     assert "deny" not in {kind for _, kind in run.actions}
+
+
+async def test_reading_a_background_tasks_output_file_again_is_a_poll(make: Make, anyio_backend: str) -> None:
+    """Claude Code writes a background command's output to ``tasks/<id>.output``
+    and tells the model to ``Read`` it to check on it: a quiet build reads
+    the same each time."""
+    run = make()
+    output = {"file_path": "/tmp/claude-1000/-work-app/tasks/b7x2k9.output"}
+    for _ in range(8):
+        await run.do("Read", output, "     1\t> app@1.0.0 build\n     2\t> vite build", seconds=10)
+    assert "deny" not in {kind for _, kind in run.actions}
+    another = make()
+    for _ in range(3):
+        await another.do("Read", {"file_path": "/work/app/build.output.txt"}, "same", seconds=10)
+    assert [kind for _, kind in another.actions] == ["deny"], "any other file read again is a repeat"
