@@ -410,10 +410,11 @@ _VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch
 _VAGUE_REQUEST = lazy_compile(
     r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
 )
-# "Submit six training runs", "spin up 15 load-test workers": a number of runs, jobs or workers asked for
+# "Submit six training runs", "spin up 15 load-test workers", "launch 3 reviewer agents": a number of
+# runs, jobs, workers or agents asked for
 _RUNS_REQUEST = lazy_compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
-    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
+    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds|agents|subagents)\b"
 )
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
 _WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice)\b")
