@@ -19,9 +19,11 @@ structured content.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import mcp_types as types
+from mcp import MCPError
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
@@ -54,6 +56,7 @@ def guard_proxy(
     config: Config | None = None,
     agent_id: str = "mcp-client",
     name: str = "repeat-tool-guard",
+    on_upstream_closed: Callable[[], object] | None = None,
 ) -> Server[Any]:
     """A server forwarding to ``upstream``; serve it over any MCP transport.
 
@@ -64,6 +67,14 @@ def guard_proxy(
     ``tools/list`` declares for a tool (``readOnlyHint``,
     ``destructiveHint``, ``idempotentHint``) ride on its calls as ``hints``,
     which ``loops`` reads as defaults.
+
+    A call the upstream fails with an MCP error gets that error, passed on;
+    one it answers with what is no MCP result (a malformed one) an error
+    result naming the upstream, so the model does not read it as its own
+    mistake. When a call finds the upstream's connection closed (the
+    server exited or crashed), ``on_upstream_closed`` is called: a proxy
+    run as a process of its own should end then, so that its client starts
+    it, and with it the upstream, again, as it would the upstream alone.
     """
     link = adapter_link(link, config, "mcp")
     agent: AgentLink | None = None
@@ -102,9 +113,15 @@ def guard_proxy(
             return _answer(agent, call_id, [types.TextContent(text=decision.reason or "")], is_error=True)
         try:
             result = await upstream.call_tool(params.name, params.arguments)
-        except Exception as exc:  # the call's outcome all the same: recorded, then answered as upstream answered
+        except MCPError as exc:  # the call's outcome all the same: recorded, then answered as upstream answered
             await agent.result(call_id, f"upstream server failed: {type(exc).__name__}: {exc}", is_error=True)
+            if _closed(exc) and on_upstream_closed is not None:
+                on_upstream_closed()
             raise
+        except Exception as exc:  # no MCP result (a malformed one): an error result that names the upstream
+            failed = f"upstream server failed: {type(exc).__name__}: {exc}"
+            await agent.result(call_id, failed, is_error=True)
+            return _answer(agent, call_id, [types.TextContent(text=failed)], is_error=True)
         except BaseException as exc:  # the client gave up (its timeout cancels the request): no call left open
             await agent.failed(call_id, exc)
             raise
@@ -126,6 +143,12 @@ _HINTS = {
     "idempotent_hint": "idempotentHint",
     "open_world_hint": "openWorldHint",
 }
+
+
+def _closed(exc: MCPError) -> bool:
+    """Whether ``exc`` says the connection to the upstream is gone (not an
+    error of the upstream's own under the same code)."""
+    return exc.code == types.CONNECTION_CLOSED and exc.message == "Connection closed"
 
 
 def _hints(annotations: types.ToolAnnotations | None) -> dict[str, bool]:

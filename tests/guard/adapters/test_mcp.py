@@ -322,3 +322,67 @@ async def test_the_tools_annotations_ride_on_their_calls(link: GuardLink, events
     created, pinged = events.of(ToolCall)
     assert created.hints == {"readOnlyHint": False, "idempotentHint": False}
     assert pinged.hints is msgspec.UNSET
+
+
+_RAW_UPSTREAM = """
+import json, os, sys
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    message = json.loads(line)
+    ident, method = message.get("id"), message.get("method")
+    if method == "initialize":
+        started = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}}}
+        started["serverInfo"] = {"name": "raw", "version": "1"}
+        send({"jsonrpc": "2.0", "id": ident, "result": started})
+    elif method == "tools/list":
+        tools = [{"name": name, "inputSchema": {"type": "object"}} for name in ("ok", "crash", "malformed")]
+        send({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
+    elif method == "tools/call":
+        name = message["params"]["name"]
+        if name == "crash":
+            os._exit(1)
+        content = "not a list" if name == "malformed" else [{"type": "text", "text": "fine"}]
+        send({"jsonrpc": "2.0", "id": ident, "result": {"content": content}})
+    elif ident is not None:
+        send({"jsonrpc": "2.0", "id": ident, "result": {}})
+"""
+"""An upstream server written by hand, over stdio, that answers ``malformed``
+with no MCP result and exits on ``crash``."""
+
+
+@asynccontextmanager
+async def raw_upstream(tmp_path: Path) -> AsyncIterator[Client]:
+    from mcp import StdioServerParameters
+
+    script = tmp_path / "raw_upstream.py"
+    script.write_text(_RAW_UPSTREAM)
+    async with Client(StdioServerParameters(command=sys.executable, args=[str(script)])) as upstream:
+        yield upstream
+
+
+async def test_a_malformed_upstream_result_is_an_error_result_naming_the_upstream(
+    link: GuardLink, events: Capture, tmp_path: Path, anyio_backend: str
+) -> None:
+    """Not an error the client would blame on the model's own arguments."""
+    async with raw_upstream(tmp_path) as upstream, Client(guard_proxy(upstream, link)) as client:
+        result = await client.call_tool("malformed", {})
+        assert result.is_error
+        assert texts(result)[0].startswith("upstream server failed: ValidationError")
+        assert texts(await client.call_tool("ok", {})) == ["fine"], "and the next call goes through"
+    assert [r.is_error for r in events.of(ToolResult)] == [True, False]
+
+
+async def test_an_upstream_that_crashed_is_said_so_once_its_call_is_recorded(
+    link: GuardLink, events: Capture, tmp_path: Path, anyio_backend: str
+) -> None:
+    closed: list[int] = []
+    async with raw_upstream(tmp_path) as upstream:
+        proxy = guard_proxy(upstream, link, on_upstream_closed=lambda: closed.append(len(events.of(ToolResult))))
+        async with Client(proxy) as client:
+            with pytest.raises(MCPError, match="Connection closed"):
+                await client.call_tool("crash", {})
+    assert closed == [1], "told after the call's outcome was recorded"
+    (published,) = events.of(ToolResult)
+    assert (published.is_error, published.content) == (True, "upstream server failed: MCPError: Connection closed")
