@@ -637,10 +637,13 @@ class ClaudeHooks:
     async def _batch(self, agent: AgentLink, calls: Any) -> None:
         """The response is over. A call it lists that is still open got no
         post hook: Claude Code fires them before this one, and the guard
-        registers them with it, so the call never ran (a permission callback
-        or prompt, a hook of yours or a hook's timeout refused it). It gets
-        the batch's text for it now, a failure: the model read it as one, and
-        a refused write changed nothing."""
+        registers them with it, so the call never ran (the user declined its
+        permission prompt, a permission callback or a hook of yours said no,
+        a pre-tool hook timed out). It gets the batch's text for it now, a
+        failure: the model read it as one, and a refused write changed
+        nothing. (Were the guard's own post hook lost, killed at its
+        timeout, the call that ran reads as refused too: the batch's text is
+        the same for both.)"""
         for entry in calls if isinstance(calls, list) else ():
             if not isinstance(entry, dict):
                 continue  # names no call
@@ -654,7 +657,8 @@ class ClaudeHooks:
                 mine = tuple(message for message in agent.pending if message.call_id == call_id)
                 answer = Answer(seq=seq, messages=mine, halt=agent.halt_reason)
                 self._answered.add(
-                    retry_key("tool/result", agent.agent.id, call_id), KeptAnswer(result_digest(content, True), answer)
+                    retry_key("tool/result", agent.agent.id, call_id),
+                    KeptAnswer(result_digest(content, True), answer),
                 )
         await agent.end_step()
 

@@ -261,9 +261,10 @@ def _declared_wait(args: Any, command: str | None) -> float:
     return 0.0
 
 
-_GROWING = lazy_compile(r"(?:^|[/\\])tasks[/\\][^/\\]+\.output$")
+_GROWING = lazy_compile(r"(?:^|[/\\])claude-[^/\\]+[/\\](?:[^/\\]+[/\\])+tasks[/\\][^/\\]+\.output$")
 """A file a reading tool reads again to see what was added: a background
-task's output, which Claude Code writes to ``tasks/<id>.output`` and tells
+task's output, which Claude Code writes to ``tasks/<id>.output`` under its
+own temporary directory (``/tmp/claude-<uid>/<project>/...``) and tells
 the model to ``Read`` while the task runs, as ``BashOutput`` was read."""
 
 
@@ -410,11 +411,15 @@ _VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch
 _VAGUE_REQUEST = lazy_compile(
     r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
 )
-# "Submit six training runs", "spin up 15 load-test workers", "launch 3 reviewer agents": a number of
-# runs, jobs, workers or agents asked for
+# "Submit six training runs", "spin up 15 load-test workers": a number of runs, jobs or workers asked for
 _RUNS_REQUEST = lazy_compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
-    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds|agents|subagents)\b"
+    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
+)
+# "launch 3 reviewer agents", "use two subagents": agents asked to be started (not "the 8 agents in prod")
+_AGENTS_REQUEST = lazy_compile(
+    r"(?i)\b(?:launch|spawn|start|run|use|create|dispatch|fire up|kick off|send out)\s+(?:\w+\s+)?"
+    r"(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?(?:agents|subagents)\b"
 )
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
 _WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice)\b")
@@ -451,7 +456,8 @@ def requested_repeats(text: str) -> int:
     dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message,
     vague counts are read generously (a few or several: 5; a couple: 3;
     many: 10), "until" as ``UNTIL_REPEATS``, and a number of runs, jobs or
-    workers ("submit six training runs") as that many."""
+    workers ("submit six training runs"), or of agents asked to be started
+    ("launch 3 reviewer agents"), as that many."""
     counts = [
         int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
     ]
@@ -460,7 +466,8 @@ def requested_repeats(text: str) -> int:
     if len(text) <= _SHORT_REQUEST:
         counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
         counts.extend(_WORD_COUNTS[word.lower()] for word in _WORD_REQUEST.findall(text))
-        counts.extend(int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _RUNS_REQUEST.findall(text))
+        for request in (_RUNS_REQUEST, _AGENTS_REQUEST):
+            counts.extend(int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in request.findall(text))
         if _UNTIL_REQUEST.search(text):
             counts.append(UNTIL_REPEATS)
     return max(counts, default=0)
@@ -1345,7 +1352,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "write_stdin",
         "read_background_output",
         "list_background_processes",
-        "*wait_agent",  # Codex names it after its namespace: multi_agent_v1wait_agent
+        "wait_agent",
+        "multi_agent_*wait_agent",  # as Codex's hooks name it, after its namespace: multi_agent_v1wait_agent
         "get_task_output",
         "check_status",
         "get_status",

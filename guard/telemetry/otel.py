@@ -391,14 +391,12 @@ class _Own:
         if callable(stop):
             threading.Thread(target=stop, name="repeat-tool-guard-telemetry-handover", daemon=True).start()
 
-    def close(self) -> None:
-        """At exit: stop the providers still going, waiting at most ``EXPORT_FLUSH_SECONDS``."""
-        from guard.telemetry import EXPORT_FLUSH_SECONDS
-
+    def going(self) -> tuple[object, ...]:
+        """The providers not stopped yet, taken to be stopped now."""
         with self._lock:
             going = tuple(p for p in self.providers if not any(p is stopped for stopped in self._stopped))
             self._stopped.extend(going)
-        _stop(going, EXPORT_FLUSH_SECONDS)
+        return going
 
 
 _OWN: dict[tuple[tuple[str, str], ...], _Own] = {}
@@ -417,11 +415,20 @@ def own_providers() -> tuple[TracerProvider, MeterProvider]:
     key = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("OTEL_")))
     own = _OWN.get(key)
     if own is None:
-        own = _OWN[key] = _Own(providers_from_environment())
-        import atexit
+        if not _OWN:
+            import atexit
 
-        atexit.register(own.close)
+            atexit.register(_close_own)
+        own = _OWN[key] = _Own(providers_from_environment())
     return own.providers
+
+
+def _close_own() -> None:
+    """At exit: stop the guard's own providers still going, every set side
+    by side, waiting at most ``EXPORT_FLUSH_SECONDS`` for them all."""
+    from guard.telemetry import EXPORT_FLUSH_SECONDS
+
+    _stop(tuple(provider for own in list(_OWN.values()) for provider in own.going()), EXPORT_FLUSH_SECONDS)
 
 
 def _hand_over(provider: object) -> None:

@@ -2129,7 +2129,29 @@ async def test_reading_a_background_tasks_output_file_again_is_a_poll(make: Make
     for _ in range(8):
         await run.do("Read", output, "     1\t> app@1.0.0 build\n     2\t> vite build", seconds=10)
     assert "deny" not in {kind for _, kind in run.actions}
-    another = make()
-    for _ in range(3):
-        await another.do("Read", {"file_path": "/work/app/build.output.txt"}, "same", seconds=10)
-    assert [kind for _, kind in another.actions] == ["deny"], "any other file read again is a repeat"
+    for path in ("/work/app/build.output.txt", "/home/dev/app/tasks/report.output"):
+        another = make()
+        for _ in range(3):
+            await another.do("Read", {"file_path": path}, "same", seconds=10)
+        assert [kind for _, kind in another.actions] == ["deny"], "any other file read again is a repeat"
+
+
+@pytest.mark.parametrize("tool", ["multi_agent_v1send_input", "SendMessage"])
+async def test_telling_a_subagent_to_go_on_after_it_reported_progress_is_no_repeat(
+    make: Make, anyio_backend: str, tool: str
+) -> None:
+    """An orchestrator drives a subagent chunk by chunk: the same "continue",
+    answered with the same receipt, after each new report."""
+    go_on = {"target": "agent-1", "message": "Good. Continue with the next chunk."}
+    wait = {"targets": ["agent-1"], "timeout_ms": 60000}
+    run = make()
+    for chunk in range(1, 6):
+        report = f'{{"status":{{"agent-1":{{"completed":"Chunk {chunk} done: files migrated."}}}}}}'
+        await run.do("multi_agent_v1wait_agent", wait, report)
+        await run.do(tool, go_on, '{"submission_id":"sub"}')
+    assert run.actions == []
+    stuck = make()
+    for _ in range(4):
+        await stuck.do("multi_agent_v1wait_agent", wait, '{"status":{"agent-1":{"failed":"no access"}}}')
+        await stuck.do(tool, go_on, '{"submission_id":"sub"}')
+    assert "deny" in {kind for _, kind in stuck.actions}, "nothing new in between: a loop"

@@ -487,7 +487,7 @@ def test_in_process_the_guard_keeps_its_providers_and_follows_the_programs_once_
         thread.join(10)
     own_meter = providers[1]
     assert getattr(own_meter, "_shutdown", None) is True, "the guard's own stopped once the program's took over"
-    otel._OWN[next(iter(otel._OWN))].close()  # what is still going stops at exit, once
+    otel._close_own()  # what is still going stops at exit, once
 
 
 def test_a_program_that_sets_its_providers_after_its_guard_started_gets_them_and_the_guards_actions(
