@@ -608,11 +608,9 @@ async def test_tools_waiting_on_interrupts_are_remembered_up_to_a_bound(
     assert [c.call_id for c in events.of(ToolCall)] == ["c1", "c2", "c1@1"], "t1's resume is decided as a call again"
 
 
-async def test_a_retry_middleware_listed_before_the_guard_retries_one_call_the_model_made_once(
-    rescue_link: GuardLink,
-) -> None:
-    events = Capture().attach(rescue_link.bus)
-    attempts: list[str] = []
+def flaky_fetch(attempts: list[str]) -> tuple[Any, ToolRetryMiddleware, AIMessage]:
+    """A ``fetch`` tool whose first two attempts raise a connection error,
+    LangChain's retry middleware for it, and one model call of it."""
 
     @tool
     def fetch(url: str) -> str:
@@ -624,6 +622,16 @@ async def test_a_retry_middleware_listed_before_the_guard_retries_one_call_the_m
 
     retry = ToolRetryMiddleware(max_retries=3, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
     call = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "https://example.org"}, "id": "call-1"}])
+    return fetch, retry, call
+
+
+async def test_a_retry_middleware_listed_before_the_guard_retries_one_call_the_model_made_once(
+    rescue_link: GuardLink,
+) -> None:
+    events = Capture().attach(rescue_link.bus)
+    attempts: list[str] = []
+
+    fetch, retry, call = flaky_fetch(attempts)
     agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=_stack(retry, RepeatToolGuard(rescue_link)))
     with capture_logs() as logs:
         result = await agent.ainvoke({"messages": [HumanMessage("get the page")]})
@@ -639,16 +647,7 @@ async def test_a_guard_listed_before_retry_middleware_records_the_calls_final_ou
     events = Capture().attach(link.bus)
     attempts: list[str] = []
 
-    @tool
-    def fetch(url: str) -> str:
-        """Fetch a page."""
-        attempts.append(url)
-        if len(attempts) <= 2:
-            raise ConnectionError("connection reset by peer")
-        return "<html>the page</html>"
-
-    retry = ToolRetryMiddleware(max_retries=3, initial_delay=0.001, jitter=False, retry_on=(ConnectionError,))
-    call = AIMessage("", tool_calls=[{"name": "fetch", "args": {"url": "https://example.org"}, "id": "call-1"}])
+    fetch, retry, call = flaky_fetch(attempts)
     agent = create_agent(chat(call, AIMessage("done")), [fetch], middleware=_stack(RepeatToolGuard(link), retry))
     with capture_logs() as logs:
         await agent.ainvoke({"messages": [HumanMessage("get the page")]})
