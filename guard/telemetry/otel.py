@@ -404,6 +404,9 @@ _OWN: dict[tuple[tuple[str, str], ...], _Own] = {}
 from: one set for the whole process, as OpenTelemetry's global providers are
 one (every link shares their exporters and their one bounded flush at exit,
 rather than two threads and a flush each)."""
+_OWN_KEPT = 4
+"""Sets kept for as many ``OTEL_*`` environments; the oldest is stopped for a
+new one past them (each holds threads and connections until stopped)."""
 
 
 def own_providers() -> tuple[TracerProvider, MeterProvider]:
@@ -420,6 +423,10 @@ def own_providers() -> tuple[TracerProvider, MeterProvider]:
 
             atexit.register(_close_own)
         own = _OWN[key] = _Own(providers_from_environment())
+        while len(_OWN) > _OWN_KEPT:
+            oldest = _OWN.pop(next(iter(_OWN)))
+            for provider in oldest.providers:
+                oldest.stop(provider)
     return own.providers
 
 

@@ -490,6 +490,24 @@ def test_in_process_the_guard_keeps_its_providers_and_follows_the_programs_once_
     otel._close_own()  # what is still going stops at exit, once
 
 
+def test_the_guards_own_providers_are_kept_for_a_few_environments_the_oldest_stopped(
+    global_otel: list[tuple[str, object]], otel_environ: pytest.MonkeyPatch
+) -> None:
+    """A program that builds links under ever new ``OTEL_*`` values (a
+    collector per tenant) holds the threads and connections of a few."""
+    made = []
+    for tenant in range(otel._OWN_KEPT + 2):
+        otel_environ.setenv("OTEL_SERVICE_NAME", f"tenant-{tenant}")
+        telemetry = telemetry_from_environment(runtime="python", in_process=True)
+        assert telemetry is not None
+        made.append(telemetry.meter_provider)
+    assert len(otel._OWN) == otel._OWN_KEPT
+    for thread in [t for t in threading.enumerate() if t.name == "repeat-tool-guard-telemetry-handover"]:
+        thread.join(10)
+    assert [getattr(p, "_shutdown", None) for p in made] == [True, True] + [False] * otel._OWN_KEPT
+    otel._close_own()
+
+
 def test_a_program_that_sets_its_providers_after_its_guard_started_gets_them_and_the_guards_actions(
     tmp_path: Path,
 ) -> None:
