@@ -1352,8 +1352,6 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         "write_stdin",
         "read_background_output",
         "list_background_processes",
-        "wait_agent",
-        "multi_agent_*wait_agent",  # as Codex's hooks name it, after its namespace: multi_agent_v1wait_agent
         "get_task_output",
         "check_status",
         "get_status",
@@ -1398,6 +1396,8 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)\bprocess (is )?(still )?running\b",
         r"(?i)\b(still|is) (running|in progress|pending|progressing|reconciling)\b",
         r"(?i)\breconciliation in progress\b",
+        # a wait that ran out before what it waited for came (Codex's wait_agent on a subagent still working)
+        r"\"timed_out\"\s*:\s*true\b",
         r"(?i)^\W*(" + _MOVING + "|waiting|" + _MOVING_WHOLE + r")\W*$",
         # a check that caught its own failure and printed it: one line saying the service is not up yet
         r"(?i)^[^\n]{0,200}\b(?:connection refused|actively refused|econnrefused|failed to connect|"

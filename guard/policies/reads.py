@@ -335,18 +335,16 @@ def makes_command(command: str) -> bool:
     return bool(leading) and makes(" ".join(leading))
 
 
-_HANDOFF = lazy_compile(r"(?i)transfer_(?:back_)?to_\w+|(?:multi_agent_v\d+)?send_input|SendMessage")
+_HANDOFF = lazy_compile(r"(?i)transfer_(?:back_)?to_\w+")
 
 
 def hands_off(tool: str) -> bool:
     """Whether ``tool`` hands the conversation to another agent
     (``transfer_to_billing_agent``, as the OpenAI Agents SDK and LangGraph's
     swarm name handoffs; Google ADK's ``transfer_to_agent``; LangGraph's
-    supervisor hands back with ``transfer_back_to_supervisor``), or hands
-    another agent its next instruction (Codex's ``send_input``, Claude
-    Code's ``SendMessage``): like the agent's books, it moves the work along
-    without doing any, and takes the same arguments (often none, or
-    "continue") and gives the same answer every time."""
+    supervisor hands back with ``transfer_back_to_supervisor``): like the
+    agent's books, it moves the work along without doing any, and takes the
+    same arguments (often none) and gives the same answer every time."""
     return _HANDOFF.fullmatch(tool) is not None
 
 
