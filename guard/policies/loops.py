@@ -416,11 +416,6 @@ _RUNS_REQUEST = lazy_compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
     r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
 )
-# "launch 3 reviewer agents", "use two subagents": agents asked to be started (not "the 8 agents in prod")
-_AGENTS_REQUEST = lazy_compile(
-    r"(?i)\b(?:launch|spawn|start|run|use|create|dispatch|fire up|kick off|send out)\s+(?:\w+\s+)?"
-    r"(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?(?:agents|subagents)\b"
-)
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
 _WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice)\b")
 UNTIL_REPEATS = 20
@@ -456,8 +451,7 @@ def requested_repeats(text: str) -> int:
     dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message,
     vague counts are read generously (a few or several: 5; a couple: 3;
     many: 10), "until" as ``UNTIL_REPEATS``, and a number of runs, jobs or
-    workers ("submit six training runs"), or of agents asked to be started
-    ("launch 3 reviewer agents"), as that many."""
+    workers ("submit six training runs") as that many."""
     counts = [
         int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
     ]
@@ -466,8 +460,7 @@ def requested_repeats(text: str) -> int:
     if len(text) <= _SHORT_REQUEST:
         counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
         counts.extend(_WORD_COUNTS[word.lower()] for word in _WORD_REQUEST.findall(text))
-        for request in (_RUNS_REQUEST, _AGENTS_REQUEST):
-            counts.extend(int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in request.findall(text))
+        counts.extend(int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _RUNS_REQUEST.findall(text))
         if _UNTIL_REQUEST.search(text):
             counts.append(UNTIL_REPEATS)
     return max(counts, default=0)
