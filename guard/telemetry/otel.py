@@ -404,6 +404,7 @@ _OWN: dict[tuple[tuple[str, str], ...], _Own] = {}
 from: one set for the whole process, as OpenTelemetry's global providers are
 one (every link shares their exporters and their one bounded flush at exit,
 rather than two threads and a flush each)."""
+_OWN_LOCK = threading.Lock()
 _OWN_KEPT = 4
 """Sets kept for as many ``OTEL_*`` environments; the oldest is stopped for a
 new one past them (each holds threads and connections until stopped)."""
@@ -416,17 +417,18 @@ def own_providers() -> tuple[TracerProvider, MeterProvider]:
     exit, waiting at most ``EXPORT_FLUSH_SECONDS``. Raises as
     ``providers_from_environment``."""
     key = tuple(sorted((name, value) for name, value in os.environ.items() if name.startswith("OTEL_")))
-    own = _OWN.get(key)
-    if own is None:
-        if not _OWN:
-            import atexit
+    with _OWN_LOCK:  # links built in threads at once share one set
+        own = _OWN.get(key)
+        if own is None:
+            if not _OWN:
+                import atexit
 
-            atexit.register(_close_own)
-        own = _OWN[key] = _Own(providers_from_environment())
-        while len(_OWN) > _OWN_KEPT:
-            oldest = _OWN.pop(next(iter(_OWN)))
-            for provider in oldest.providers:
-                oldest.stop(provider)
+                atexit.register(_close_own)
+            own = _OWN[key] = _Own(providers_from_environment())
+            while len(_OWN) > _OWN_KEPT:
+                oldest = _OWN.pop(next(iter(_OWN)))
+                for provider in oldest.providers:
+                    oldest.stop(provider)
     return own.providers
 
 

@@ -916,3 +916,20 @@ def test_a_bounded_shutdown_gives_traces_and_metrics_the_same_wait(
     telemetry.on_action(_action(), _result())
     telemetry.shutdown(timeout=5.0)
     assert sorted(collector.posted) == ["/v1/metrics", "/v1/traces"]
+
+
+def test_links_built_in_threads_at_once_share_the_guards_own_providers(global_otel: list[tuple[str, object]]) -> None:
+    ready = threading.Barrier(8)
+    got: list[object] = []
+
+    def build() -> None:
+        ready.wait()
+        got.append(otel.own_providers()[0])
+
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len({id(provider) for provider in got}) == 1, "one set, flushed at exit with the rest"
+    otel._close_own()
