@@ -101,9 +101,14 @@ Make = Callable[..., Run]
 
 
 @pytest.fixture
-def make(tmp_path: Path) -> Make:
+def make(tmp_path: Path) -> Iterator[Make]:
+    made: list[Run] = []
+
     def build(**loops: Any) -> Run:
         config = Config(remind=RemindConfig(enabled=False), loops=LoopsConfig(**loops))
-        return Run(tmp_path / f"s{len(list(tmp_path.iterdir()))}.jsonl", config)
+        made.append(Run(tmp_path / f"s{len(list(tmp_path.iterdir()))}.jsonl", config))
+        return made[-1]
 
-    return build
+    yield build
+    for run in made:  # each holds its session log open
+        run.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +31,20 @@ Session = Callable[..., Script]
 
 
 @pytest.fixture
-def session(tmp_path: Path, missing_ask_command: str) -> Session:
+def session(tmp_path: Path, missing_ask_command: str) -> Iterator[Session]:
     """A scripted runtime with only ``rescue`` enabled; ``ask_command``
     points at a missing file unless a test passes a real one."""
+    made: list[Script] = []
 
     def make(**rescue: Any) -> Script:
         rescue.setdefault("ask_command", missing_ask_command)
         config = Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(**rescue))
-        return Script(tmp_path / f"session-{len(list(tmp_path.glob('session-*')))}.jsonl", config)
+        made.append(Script(tmp_path / f"session-{len(list(tmp_path.glob('session-*')))}.jsonl", config))
+        return made[-1]
 
-    return make
+    yield make
+    for script in made:  # each holds its session log open
+        script.close()
 
 
 def _invocations(path: Path) -> int:
