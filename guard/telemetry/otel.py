@@ -323,8 +323,7 @@ class GuardTelemetry:
 
     def observe_hook(self, route: str, seconds: float) -> None:
         """One hook request of ``route`` took ``seconds`` to answer."""
-        if self._follow_metrics:
-            self._follow()
+        self._follow()
         self._hook_duration.record(seconds, {"repeat_tool_guard.route": route})
 
     def shutdown(self, timeout: float | None = None) -> None:
@@ -387,9 +386,8 @@ class _Own:
             if any(provider is stopped for stopped in self._stopped):
                 return
             self._stopped.append(provider)
-        stop = getattr(provider, "shutdown", None)
-        if callable(stop):
-            threading.Thread(target=stop, name="repeat-tool-guard-telemetry-handover", daemon=True).start()
+        stop: Callable[[], object] = getattr(provider, "shutdown", lambda: None)
+        threading.Thread(target=stop, name="repeat-tool-guard-telemetry-handover", daemon=True).start()
 
     def going(self) -> tuple[object, ...]:
         """The providers not stopped yet, taken to be stopped now."""

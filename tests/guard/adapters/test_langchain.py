@@ -695,11 +695,16 @@ async def test_parallel_calls_sharing_an_id_retried_by_a_middleware_are_each_one
     events = Capture().attach(link.bus)
     attempts: list[str] = []
 
+    both_tried = asyncio.Event()
+
     @tool
     async def fetch(url: str) -> str:
         """Fetch a page."""
         attempts.append(url)
-        if attempts.count(url) == 1:
+        if attempts.count(url) == 1:  # both first attempts fail together, before either is retried
+            if len(attempts) == 2:
+                both_tried.set()
+            await both_tried.wait()
             raise ConnectionError("connection reset by peer")
         return f"page {url}"
 

@@ -933,3 +933,31 @@ def test_links_built_in_threads_at_once_share_the_guards_own_providers(global_ot
         thread.join(30)
     assert len({id(provider) for provider in got}) == 1, "one set, flushed at exit with the rest"
     otel._close_own()
+
+
+def test_each_signal_is_followed_on_its_own_and_the_guards_own_stopped_once(
+    global_otel: list[tuple[str, object]], recorded: Recorded
+) -> None:
+    """A program that sets only a tracer provider (as ``phoenix.otel.register()``
+    does) gets the guard's spans; the guard's metrics stay its own until the
+    program sets a meter provider too."""
+    telemetry = telemetry_from_environment(runtime="python", in_process=True)
+    again = telemetry_from_environment(runtime="python", in_process=True)
+    assert telemetry is not None
+    assert again is not None
+    own_meter = telemetry.meter_provider
+    with pytest.MonkeyPatch().context() as patch:
+        patch.setattr(trace, "get_tracer_provider", lambda: recorded.tracer_provider)
+        telemetry.on_action(_action(), _result())
+        assert recorded.metric("repeat_tool_guard.actions") == {}, "no meter provider of the program's yet"
+        patch.setattr(metrics, "get_meter_provider", lambda: recorded.meter_provider)
+        telemetry.on_action(_action(), _result())
+        again.on_action(_action(), _result())  # the same own set, handed over again: stopped once
+    assert len(recorded.spans.get_finished_spans()) == 3
+    assert sum(recorded.metric("repeat_tool_guard.actions").values()) == 2
+    otel._hand_over(recorded.tracer_provider)  # the program's own: never stopped by the guard
+    for thread in [t for t in threading.enumerate() if t.name == "repeat-tool-guard-telemetry-handover"]:
+        thread.join(10)
+    assert getattr(own_meter, "_shutdown", None) is True
+    assert getattr(recorded.tracer_provider, "_active_span_processor", None) is not None
+    otel._close_own()
