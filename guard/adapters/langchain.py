@@ -98,10 +98,10 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         self.link = adapter_link(link, config, "langchain")
         self._live: dict[str, AgentLink] = {}
         self._paused: LiveTable[tuple[str, str], bool] = LiveTable(PAUSED_KEPT)
-        # by agent, call id and the run of the graph's tool node, the step in which the call's tool raised
-        # and how many times: a retry middleware runs the call again in that run (a resume from a
+        # by agent, call id and the run of the graph's tool node, the step in which the call's tool raised,
+        # once per attempt that raised: a retry middleware runs the call again in that run (a resume from a
         # checkpoint, in a run of its own)
-        self._raised: LiveTable[tuple[str, str, str], tuple[int, int]] = LiveTable(PAUSED_KEPT)
+        self._raised: LiveTable[tuple[str, str, str], tuple[int, ...]] = LiveTable(PAUSED_KEPT)
         self._retry_warned = False
         self._subagents = 0
         self._runs = 0
@@ -190,10 +190,9 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
         call_id = str(call.get("id") or "")
         paused = (agent.agent.id, call_id)
         attempt = (*paused, _node_run())
-        raised = self._raised.pop(attempt)
-        if raised is not None and raised[0] == agent.step:
-            if raised[1] > 1:  # parallel calls given one id, each raised: each may be retried
-                self._raised.add(attempt, (raised[0], raised[1] - 1))
+        raised = self._raised.pop(attempt) or ()
+        if raised and raised[0] == agent.step:
+            self._raised.add(attempt, raised[1:])  # parallel calls given one id, each raised: each may be retried
             return await self._retried(attempt, agent.step, request, handler)
         # a tool resumed after its interrupt is the call decided when it first ran
         resumed = self._paused.pop(paused) is not None and agent.running(call_id) is not None
@@ -261,8 +260,8 @@ class RepeatToolGuard(AgentMiddleware[GuardState, Any, Any]):
 
     def _raise(self, key: tuple[str, str, str], step: int) -> None:
         """One more attempt of the call ``key`` raised in ``step``: it may be run again."""
-        raised = self._raised.peek(key)
-        self._raised.add(key, (step, raised[1] + 1 if raised is not None and raised[0] == step else 1))
+        earlier = tuple(s for s in self._raised.peek(key) or () if s == step)
+        self._raised.add(key, (*earlier, step))
 
 
 @contextlib.contextmanager
