@@ -31,6 +31,7 @@ from bus import Bus, Event, ToolCall, ToolResult
 from guard.actions import DENYING, Action
 from guard.fingerprint import canonical_json
 from guard.redact import REDACT_SLACK, REDACTED, Redactor
+from guard.sessions.live import LiveTable
 
 __all__ = [
     "FINISH_REASON",
@@ -397,15 +398,15 @@ class _Own:
         return going
 
 
-_OWN: dict[tuple[tuple[str, str], ...], _Own] = {}
+_OWN_KEPT = 4
+_OWN: LiveTable[tuple[tuple[str, str], ...], _Own] = LiveTable(_OWN_KEPT)
 """The guard's own providers, by the ``OTEL_*`` environment they were built
 from: one set for the whole process, as OpenTelemetry's global providers are
 one (every link shares their exporters and their one bounded flush at exit,
-rather than two threads and a flush each)."""
+rather than two threads and a flush each). Kept for at most ``_OWN_KEPT``
+environments: the least recently used set is stopped for a new one past
+them (each holds threads and connections until stopped)."""
 _OWN_LOCK = threading.Lock()
-_OWN_KEPT = 4
-"""Sets kept for as many ``OTEL_*`` environments; the oldest is stopped for a
-new one past them (each holds threads and connections until stopped)."""
 
 
 def own_providers() -> tuple[TracerProvider, MeterProvider]:
@@ -422,9 +423,8 @@ def own_providers() -> tuple[TracerProvider, MeterProvider]:
                 import atexit
 
                 atexit.register(_close_own)
-            own = _OWN[key] = _Own(providers_from_environment())
-            while len(_OWN) > _OWN_KEPT:
-                oldest = _OWN.pop(next(iter(_OWN)))
+            own = _Own(providers_from_environment())
+            for oldest in _OWN.add(key, own):
                 for provider in oldest.providers:
                     oldest.stop(provider)
     return own.providers
@@ -435,7 +435,7 @@ def _close_own() -> None:
     by side, waiting at most ``EXPORT_FLUSH_SECONDS`` for them all."""
     from guard.telemetry import EXPORT_FLUSH_SECONDS
 
-    _stop(tuple(provider for own in list(_OWN.values()) for provider in own.going()), EXPORT_FLUSH_SECONDS)
+    _stop(tuple(provider for own in _OWN.values() for provider in own.going()), EXPORT_FLUSH_SECONDS)
 
 
 def _hand_over(provider: object) -> None:

@@ -23,6 +23,7 @@ from bus import Agent, Bus, ToolCall, ToolResult, UserMessage
 from guard import Action, Config, Guard
 from guard.config import RemindConfig
 from guard.sessions.link import GuardLink
+from guard.sessions.live import LiveTable
 from guard.telemetry import (
     FINISH_REASON,
     OPERATION,
@@ -459,7 +460,7 @@ def global_otel(otel_environ: pytest.MonkeyPatch) -> list[tuple[str, object]]:
         return stop
 
     otel_environ.setattr(atexit, "register", at_exit)
-    otel_environ.setattr(otel, "_OWN", {})  # the process's own providers: none yet
+    otel_environ.setattr(otel, "_OWN", LiveTable(otel._OWN_KEPT))  # the process's own providers: none yet
     return installed
 
 
@@ -959,5 +960,7 @@ def test_each_signal_is_followed_on_its_own_and_the_guards_own_stopped_once(
     for thread in [t for t in threading.enumerate() if t.name == "repeat-tool-guard-telemetry-handover"]:
         thread.join(10)
     assert getattr(own_meter, "_shutdown", None) is True
-    assert getattr(recorded.tracer_provider, "_active_span_processor", None) is not None
+    with recorded.tracer_provider.get_tracer("agent-runtime").start_as_current_span("after"):
+        pass
+    assert recorded.spans.get_finished_spans()[-1].name == "after", "the program's provider still exports"
     otel._close_own()
