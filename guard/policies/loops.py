@@ -85,6 +85,7 @@ from guard.policies.reads import (
     makes_command,
     without_prefixes,
 )
+from guard.policies.requests import asks_to_keep_polling, asks_to_repeat, requested_repeats
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policy import Policy
 from guard.section import (
@@ -99,7 +100,7 @@ from guard.section import (
     default_of,
 )
 
-__all__ = ["LOOPS_PLUGIN", "LoopsPolicy", "asks_to_repeat", "requested_repeats"]
+__all__ = ["LOOPS_PLUGIN", "LoopsPolicy"]
 
 LOOPS_PLUGIN = "loop-detector"
 
@@ -348,122 +349,12 @@ _INPUT_KEYS = ("chars", "input", "stdin", "text", "keys", "data")
 _PAGING_VALUE, _POLL_VALUE, _UNNAMED_VALUE, _STEPPED_VALUE = 1, 2, 4, 8
 
 
-_NUMBERS = {
-    word: n
-    for n, word in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
-}
-_REPEAT_REQUEST = lazy_compile(r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?times\b|\b(\d{1,2})x\b")
-# The same count as users write it in other languages: a number, then the word for
-# "times" ("noch dreimal", "3 mal", "trois fois", "tres veces", "três vezes", "cinque volte",
-# "три раза", "vijf keer", "再跑三次", "3回")
-_OTHER_NUMBERS = {
-    word: n
-    for words in (
-        ("zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn"),
-        ("deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf", "dix"),
-        ("dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez"),
-        ("duas", "três", "quatro", "cinco", "seis", "sete", "oito", "nove", "dez"),
-        ("dois",),
-        ("due", "tre", "quattro", "cinque", "sei", "sette", "otto", "nove", "dieci"),
-        ("два", "три", "четыре", "пять", "шесть", "семь", "восемь", "девять", "десять"),
-        ("две",),
-        ("twee", "drie", "vier", "vijf", "zes", "zeven", "acht", "negen", "tien"),
-        "二三四五六七八九十",
-        "两",
-        ("두", "세", "네", "다섯", "여섯", "일곱", "여덟", "아홉", "열"),
-    )
-    for n, word in enumerate(words, 2)
-}
-_TIMES_IN_WORDS = lazy_compile(
-    r"(?i)\b(\d{1,3}|"
-    + "|".join(w for w in _OTHER_NUMBERS if len(w) > 1)
-    + r")\s*-?\s*(?:mal|fois|veces|vezes|volte|раза?|keer)\b"
-)
-_TIMES_IN_SIGNS = lazy_compile(
-    r"(\d{1,3}|[两二三四五六七八九十])\s*(?:次|遍|回)|(\d{1,3}|두|세|네|다섯|여섯|일곱|여덟|아홉|열)\s*번"
-)
-# Counts a user leaves vague, read generously: the user asked for repeats.
-_VAGUE = {"couple": 3, "few": 5, "several": 5, "multiple": 5, "many": 10, "bunch": 10}
-_VAGUE_REQUEST = lazy_compile(
-    r"(?i)\b(?:a\s+)?(couple|few|several|multiple|many|bunch)(?:\s+of)?\s+(?:more\s+)?(?:times|runs|tries|attempts)\b"
-)
-# "Submit six training runs", "spin up 15 load-test workers": a number of runs, jobs or workers asked for
-_RUNS_REQUEST = lazy_compile(
-    r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
-    r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
-)
-_WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
-_WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice)\b")
-UNTIL_REPEATS = 20
-"""Runs let through when the user asks to keep trying until something
-happens ("keep running it until it passes")."""
-_UNTIL_REQUEST = lazy_compile(
-    r"(?i)\b(?:keep|continue|carry on)\s+(?:on\s+)?"
-    r"(?:running|trying|retrying|re-?running|testing|calling|using|invoking|executing|hitting|querying|fetching)\b"
-    r"|\b(?:run|try|retry|rerun|re-run|repeat|call|use|invoke|query|fetch)\b[^.!?\n]{0,40}"
-    r"\b(?:until|repeatedly|again and again|over and over)\b"
-)
-
-
-# A request to repeat is a short message; a long one (a task, an issue to fix)
-# uses "several times" or "until" to describe, not to ask.
-_SHORT_REQUEST = 300
-
-
 @functools.lru_cache(maxsize=16)
 def _one_pass(checks: tuple[tuple[tuple[str, ...], bool], ...]) -> RegexSets:
     """The result checks as one RE2 set, compiled once per process and shared
     by every session's guard, as the normaliser's patterns are (a set is
     most of the memory a guard would otherwise hold)."""
     return RegexSets((RegexSet(patterns), anchored) for patterns, anchored in checks)
-
-
-def requested_repeats(text: str) -> int:
-    """How many times a user message asks for something to be done ("run
-    the flaky test six times", "retry 3 times", "run it 5x", "twice", "a few
-    times", "keep running it until it passes"): the largest such count, 0
-    when it asks for none. Counts are read in German, French, Spanish,
-    Portuguese, Italian, Russian, Dutch, Chinese, Japanese and Korean too ("noch
-    dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message,
-    vague counts are read generously (a few or several: 5; a couple: 3;
-    many: 10), "until" as ``UNTIL_REPEATS``, and a number of runs, jobs or
-    workers ("submit six training runs") as that many."""
-    counts = [
-        int(n or x) if (n or x).isdigit() else _NUMBERS[(n or x).lower()] for n, x in _REPEAT_REQUEST.findall(text)
-    ]
-    for found in (*_TIMES_IN_WORDS.findall(text), *(a or b for a, b in _TIMES_IN_SIGNS.findall(text))):
-        counts.append(int(found) if found.isdigit() else _OTHER_NUMBERS[found.lower()])
-    if len(text) <= _SHORT_REQUEST:
-        counts.extend(_VAGUE[word.lower()] for word in _VAGUE_REQUEST.findall(text))
-        counts.extend(_WORD_COUNTS[word.lower()] for word in _WORD_REQUEST.findall(text))
-        counts.extend(int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _RUNS_REQUEST.findall(text))
-        if _UNTIL_REQUEST.search(text):
-            counts.append(UNTIL_REPEATS)
-    return max(counts, default=0)
 
 
 def _elapsed(seconds: float) -> str:
@@ -519,32 +410,6 @@ _TRANSIENT_ADVICE = (
     "server error, timeout or dropped connection) ({tool} {arguments}). Wait before retrying (back off: 5, 10, "
     "30 seconds), or check whether the service is down; after {deny_at} failures it will be denied."
 )
-_KEEP_POLLING = lazy_compile(
-    r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
-    r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
-    r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
-    # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
-    r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
-    r"wart|schau)\w*\b[^.!?\n]{0,30}\bweiter)\b|\b(?:prüf|überprüf|wart|beobacht|schau)\w*\b[^.!?\n]{0,40}\bbis\b"
-    r"|\bcontinue[rz]?\s+(?:à|a)\s+(?:vérifier|surveiller|attendre|regarder|interroger)\b"
-    r"|\b(?:vérifie|surveille|attends|regarde)\w*\b[^.!?\n]{0,40}\bjusqu"
-    r"|\b(?:sigue|continúa|continue|continua)\s+(?:comprobando|revisando|verificando|checando|esperando|"
-    r"monitoreando|monitorando|consultando|a\s+(?:controllare|verificar|verificare|monitorare|aspettare))\b"
-    r"|\b(?:comprueba|revisa|verifica|espera|controlla|aspetta|verifique|espere)\w*\b[^.!?\n]{0,40}"
-    r"\b(?:hasta|finché|finche|até)\b"
-    r"|продолжай\s+(?:проверять|следить|ждать|опрашивать)|(?:проверяй|следи|жди)[^.!?\n]{0,40}\bпока\b"
-    r"|(?:继续|一直|持续|不断)(?:检查|监控|等待|轮询|查看|观察)|(?:確認|チェック|監視|ポーリング)し続け"
-)
-_REPEAT_WORDS = lazy_compile(
-    r"(?i)\b(?:again|retry|re-?run|rerun|re-?try|once more|one more time|another (?:time|go|try))\b"
-)
-
-
-def asks_to_repeat(text: str) -> bool:
-    """Whether a user message asks for something to be done again ("again",
-    "run it again", "retry", "keep polling"): an instruction, never an
-    interjection."""
-    return bool(_REPEAT_WORDS.search(text) or _KEEP_POLLING.search(text))
 
 
 class _Rules:
@@ -2232,7 +2097,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         state.redo = None
         if self.config.requested_repeats:
             state.allowance = requested_repeats(message.text)
-            state.patient = bool(_KEEP_POLLING.search(message.text))
+            state.patient = asks_to_keep_polling(message.text)
         else:
             state.allowance = 0
             state.patient = False

@@ -1,0 +1,98 @@
+"""What a user's message asks for, read in the languages users write in."""
+
+import pytest
+
+from guard.policies.requests import UNTIL_REPEATS, asks_to_keep_polling, asks_to_repeat, requested_repeats
+
+
+def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
+    assert requested_repeats("Run the flaky integration test six times") == 6
+    assert requested_repeats("retry 3 more times, then twice more") == 3
+    assert requested_repeats("Sometimes it fails; look at the log") == 0
+    assert requested_repeats("run it 4x") == 4
+    assert requested_repeats("run it twice") == 2
+    assert requested_repeats("Until the end of the file, fix the types") == 0
+    assert requested_repeats("Submit six training runs with random seeds") == 6
+    assert requested_repeats("spin up 15 load-test workers") == 15
+    assert requested_repeats("we have 12 agents in prod, fix the deploy script") == 0, "agents named, none asked for"
+    assert requested_repeats("My laptop can't run 10 agents locally") == 0
+    assert requested_repeats("it breaks with 40 items in the cart") == 0  # a number of things, no repeats
+    assert requested_repeats("fix the 3 failing tests") == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("Führ den Test bitte noch dreimal aus", 3),
+        ("lass es 5 mal laufen", 5),
+        ("relance le test trois fois", 3),
+        ("ejecuta las pruebas dos veces más", 2),
+        ("roda os testes 4 vezes", 4),
+        ("esegui il test 3 volte", 3),
+        ("запусти тест 3 раза", 3),
+        ("esegui il test cinque volte", 5),
+        ("rilancialo altre tre volte", 3),
+        ("roda os testes mais três vezes", 3),
+        ("roda duas vezes", 2),
+        ("запусти тест три раза", 3),
+        ("прогони пять раз", 5),
+        ("draai de test nog vijf keer", 5),
+        ("테스트를 5번 실행해 주세요", 5),
+        ("세 번 돌려줘", 3),
+        ("再跑三次测试", 3),
+        ("テストを3回実行して", 3),
+        ("a veces falla, mira el log", 0),  # "sometimes"
+        ("今回はテストを直して", 0),  # "this time"
+        ("这次把测试修好", 0),  # "this time"
+        ("schau mal in die Logs", 0),  # "mal" as a particle
+    ],
+)
+def test_requested_repeats_reads_counts_in_other_languages(text: str, count: int) -> None:
+    assert requested_repeats(text) == count
+
+
+def test_vague_and_open_ended_requests_are_read_generously() -> None:
+    assert requested_repeats("run it a few times to see if it is flaky") == 5
+    assert requested_repeats("try several more times") == 5
+    assert requested_repeats("a couple of times is enough") == 3
+    assert requested_repeats("keep running the test until it passes") == UNTIL_REPEATS
+    assert requested_repeats("retry the upload until it goes through") == UNTIL_REPEATS
+    assert requested_repeats("Don't answer yet, instead keep using the `get_final_answer` tool.") == UNTIL_REPEATS
+    assert requested_repeats("call the status endpoint repeatedly") == UNTIL_REPEATS
+    assert requested_repeats("use get_final_answer again and again") == UNTIL_REPEATS
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["run it again", "retry", "try once more", "rerun the suite", "one more time please", "keep polling the job"],
+)
+def test_a_message_asking_for_it_again_asks_to_repeat(text: str) -> None:
+    assert asks_to_repeat(text)
+
+
+@pytest.mark.parametrize("text", ["ok", "continue", "looks good", "fix the parser", "a gain of 3 %"])
+def test_a_message_asking_nothing_again_does_not(text: str) -> None:
+    assert not asks_to_repeat(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "keep polling the deploy",
+        "wait until the pipeline is green",
+        "keep an eye on the build",
+        "prüf weiter, bis es grün ist",
+        "continue à surveiller le job",
+        "sigue comprobando el despliegue",
+        "продолжай проверять",
+        "继续检查部署",
+        "ビルドを確認し続けて",
+    ],
+)
+def test_a_message_asking_to_keep_watching_asks_to_keep_polling(text: str) -> None:
+    assert asks_to_keep_polling(text)
+
+
+@pytest.mark.parametrize("text", ["run it again", "check the log", "wait", "poll it once"])
+def test_a_message_asking_for_one_look_does_not_ask_to_keep_polling(text: str) -> None:
+    assert not asks_to_keep_polling(text)
