@@ -87,6 +87,7 @@ from guard.policies.reads import (
 )
 from guard.policies.requests import asks_to_keep_polling, asks_to_repeat, requested_repeats
 from guard.policies.targets import call_target, shell_program, write_target
+from guard.policies.waits import declared_wait, stated_wait
 from guard.policy import Policy
 from guard.section import (
     ConfigError,
@@ -214,52 +215,6 @@ _EARLY_DENIAL = (
     "- arguments: {arguments}\n"
     "Retrying sooner will fail the same way. Wait {left} before calling it again, or do other work meanwhile."
 )
-# how long a transient failure says to wait: "Retry-After: 30", "retry after 60s", "Please try again in 20s",
-# "try again in 1.5 seconds", "retry in 2 minutes"
-_RETRY_AFTER = lazy_compile(
-    r"(?i)\b(?:retry[ _-]after|(?:try again|retry) in)[\s:=\"']*(\d{1,5}(?:\.\d+)?)[ \t]*"
-    r"(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?)?\b"
-)
-_UNIT_SECONDS = {"ms": 0.001, "m": 60.0}
-
-
-# how long a wait the policy does not watch says it waits: `sleep 30`, `sleep 2m`, PowerShell's
-# `Start-Sleep -Milliseconds 500`, cmd's `timeout /t 15`
-_WAIT_COMMAND = lazy_compile(
-    r"(?i)^\s*(?:sleep\s+(\d{1,7}(?:\.\d+)?)([smhd]?)|start-sleep(?:\s+-(seconds|s|milliseconds|ms))?\s+(\d{1,7}(?:\.\d+)?)"
-    r"|timeout(?:\.exe)?\s+/t\s+(\d{1,7}))\s*(?:;|/nobreak|>|$)"
-)
-_SLEEP_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION_KEYS = {
-    **dict.fromkeys(("seconds", "secs", "duration", "time", "delay", "wait", "sleep", "wait_seconds"), 1.0),
-    **dict.fromkeys(("ms", "milliseconds", "duration_ms", "delay_ms", "wait_ms", "sleep_ms", "time_ms"), 0.001),
-    **dict.fromkeys(("durationMs", "delayMs", "waitMs", "sleepMs", "timeMs"), 0.001),
-}
-"""A sleep or wait tool's arguments naming how long it waits, and their unit in seconds."""
-
-
-def _declared_wait(args: Any, command: str | None) -> float:
-    """How long, in seconds, a wait the policy does not watch (a ``sleep``
-    command or tool) says it waits; 0 when it names no duration. A
-    transcript without times (every ``ts`` 0) still shows how long the
-    agent waited between two checks this way."""
-    if command is not None:
-        found = _WAIT_COMMAND.match(command)
-        if found is None:
-            return 0.0
-        if found.group(1) is not None:
-            return float(found.group(1)) * _SLEEP_UNITS[found.group(2).lower()]
-        if found.group(4) is not None:
-            unit = (found.group(3) or "s").lower()
-            return float(found.group(4)) * (0.001 if unit.startswith("m") else 1.0)
-        return float(found.group(5))
-    if not isinstance(args, dict):
-        return 0.0
-    for key, value in args.items():
-        unit = _DURATION_KEYS.get(key)
-        if unit is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            return min(float(value) * unit, 86400.0 * 365)
-    return 0.0
 
 
 _GROWING = lazy_compile(r"(?:^|[/\\])claude-[^/\\]+[/\\](?:[^/\\]+[/\\])+tasks[/\\][^/\\]+\.output$")
@@ -267,15 +222,6 @@ _GROWING = lazy_compile(r"(?:^|[/\\])claude-[^/\\]+[/\\](?:[^/\\]+[/\\])+tasks[/
 task's output, which Claude Code writes to ``tasks/<id>.output`` under its
 own temporary directory (``/tmp/claude-<uid>/<project>/...``) and tells
 the model to ``Read`` while the task runs, as ``BashOutput`` was read."""
-
-
-def _stated_wait(content: str) -> float:
-    """The wait in seconds a failure says to keep before a retry; 0 when it names none."""
-    found = _RETRY_AFTER.search(content, 0, _STATE_HEAD)
-    if found is None:
-        return 0.0
-    unit = (found.group(2) or "s").lower()
-    return float(found.group(1)) * _UNIT_SECONDS.get("ms" if unit == "ms" or unit.startswith("mil") else unit[:1], 1.0)
 
 
 _STREAK_ADVICE = (
@@ -1844,7 +1790,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 # a transcript without times: the sleep's own word for how long (a clock says better,
                 # where there is one: a sleep may return early, run in the background, outlive its
                 # tool's limit); one the shell refused (Claude Code blocks long ones) waited for nothing
-                state.slept += _declared_wait(result.args, shell_command(result.args))
+                state.slept += declared_wait(result.args, shell_command(result.args))
             return None
         clicked = self._clicked(result.tool, result.args, content) if note.acts and not failed else 0
         if note.paging or clicked == _PAGING_VALUE:
@@ -1930,7 +1876,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         signature.transient = bool(transient)
         signature.unnamed = clicked == _UNNAMED_VALUE
         if transient:
-            signature.resume = result.ts + _stated_wait(content)
+            signature.resume = result.ts + stated_wait(content, _STATE_HEAD)
         if making is not None:
             signature.made = making
         if note.acts and not failed and not poll and state.acted.get(fp.digest) != shape.digest:

@@ -2153,26 +2153,3 @@ async def test_telling_a_subagent_to_go_on_after_it_reported_progress_is_no_repe
         await stuck.do("multi_agent_v1wait_agent", wait, '{"status":{"agent-1":{"failed":"no access"}}}')
         await stuck.do("multi_agent_v1send_input", go_on, '{"submission_id":"sub"}')
     assert "deny" in {kind for _, kind in stuck.actions}, "nothing new in between: a loop"
-
-
-@pytest.mark.parametrize(
-    ("args", "seconds"),
-    [
-        ({"command": "sleep 30"}, 30.0),
-        ({"command": "sleep 1.5m"}, 90.0),
-        ({"command": "Start-Sleep -Milliseconds 500"}, 0.5),
-        ({"command": "Start-Sleep 20;"}, 20.0),
-        ({"command": "cmd //c timeout /t 15 /nobreak"}, 15.0),
-        ({"command": "sleep 10 && make"}, 0.0),  # a wait and a check: a poll, no wait of its own
-        ({"reason": "build", "seconds": 45}, 45.0),
-        ({"durationMs": 2500}, 2.5),
-        ({"seconds": True}, 0.0),
-        ({"note": "later"}, 0.0),
-        ("30", 0.0),
-    ],
-)
-def test_how_long_a_wait_says_it_waits(args: Any, seconds: float) -> None:
-    from guard.patterns import shell_command
-    from guard.policies.loops import _declared_wait
-
-    assert _declared_wait(args, shell_command(args)) == seconds
