@@ -314,6 +314,11 @@ _ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
     r"unable|refused|timed? ?out|unknown|missing|required|not allowed|forbidden|unauthori[sz]ed)\b"
 )
+# A logfmt line (Go's logrus and slog, golangci-lint): its message is the error, and quoted,
+# as the rest of it would be stripped: `level=error msg="context loading failed: ..."`
+_LOGFMT_MESSAGE = lazy_compile(
+    r'(?i)(?:^|\s)level=(?:error|err|fatal|panic|crit\w*)\b.*?\s(?:msg|message|error|err)=("(?:[^"\\]|\\.)*"|[^\s"]+)'
+)
 _KIND_CHARS = 160
 _KIND_READ = 4096
 _KIND_LINES = 200
@@ -326,8 +331,9 @@ def error_kind(text: str) -> str:
     performed, old_str `x` did not appear verbatim in /a/b.py.`` and the same
     with other values are one kind). Bare status lines (``Exit code 1``) and
     banners are skipped: they say that something failed, not what. A JSON
-    object's kind is its message's (``error``, ``message``, ``detail``,
-    ``stderr`` or ``output``; none: no kind)."""
+    object's kind is its message's (``error``, ``message``, ``msg``,
+    ``detail``, ``stderr`` or ``output``; none: no kind), and a logfmt
+    line's (``level=error msg="..."``) is its message's too."""
     if text[:1] == "{" and len(text) <= _KIND_READ:
         message = _json_message(text)
         if message is not None:
@@ -343,12 +349,15 @@ def error_kind(text: str) -> str:
         if _ERROR_WORDS.search(line):
             first = line
             break
+    logged = _LOGFMT_MESSAGE.search(first[:_KIND_READ])
+    if logged is not None:
+        first = logged.group(1).strip('"').replace('\\"', '"')
     # The kind is short: a long line is read only as far as it can matter.
     return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]
 
 
 # the specific message first: Spring's {"error": "Bad Request", "message": "..."}, OAuth's error_description
-_MESSAGE_KEYS = ("message", "error_description", "detail", "error", "errors", "stderr", "output", "content")
+_MESSAGE_KEYS = ("message", "msg", "error_description", "detail", "error", "errors", "stderr", "output", "content")
 
 
 def _json_message(text: str) -> str | None:

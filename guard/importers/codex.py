@@ -89,6 +89,17 @@ def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     yield ImportedSession(format=NAME, session=session, path=path, label=str(path), produce=produce)
 
 
+def _named(payload: dict[str, Any]) -> Any:
+    """A call's tool name as Codex's hooks give it: a tool of a namespace
+    (an app's MCP tools, ``mcp__codex_apps__github``; the multi-agent
+    tools, ``multi_agent_v1``) is named with its namespace before it
+    (``mcp__codex_apps__github_fetch_pr``, ``multi_agent_v1wait_agent``),
+    so two servers' tools of one name are two tools, and a session judged
+    imported is judged as it was live."""
+    name, namespace = payload.get("name"), payload.get("namespace")
+    return namespace + name if isinstance(name, str) and isinstance(namespace, str) else name
+
+
 def _output(raw: Any) -> tuple[str, bool]:
     """A tool output's text and whether it failed. Shell outputs are a JSON
     string ``{"output", "metadata": {"exit_code"}}``, or (newer versions) text
@@ -193,9 +204,9 @@ def _events(sample: Sample, b: Builder) -> Iterator[AnyEvent]:
             named = payload.get("call_id")
             call_id = str(named if named is not None else payload.get("id") or f"unnamed-{next(unnamed)}")
             if kind == "function_call":
-                tool, args = payload.get("name"), parse_args(payload.get("arguments"))
+                tool, args = _named(payload), parse_args(payload.get("arguments"))
             elif kind == "custom_tool_call":
-                tool, args = payload.get("name"), payload.get("input")
+                tool, args = _named(payload), payload.get("input")
             elif kind == "tool_search_call":
                 tool, args = "tool_search", payload.get("arguments")
             else:

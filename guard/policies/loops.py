@@ -773,6 +773,18 @@ def _streak_name(streak: tuple[str, str | None]) -> str:
     return tool if not program else f"`{program}` ({tool})"
 
 
+def _refused_alike(state: _AgentLoops, key: tuple[str, str | None], streak: _Streak) -> bool:
+    """Whether the failures of a shell program's streak (``key``) are its
+    shell tool refusing the commands of several programs the same way:
+    then no program failed, the tool did, and what is said and done is the
+    tool's (advised, never denied), not the program's."""
+    tool, program = key
+    if not program:
+        return False
+    shell = state.streaks.get((tool, ""))
+    return shell is not None and shell.mixed and shell.kind == streak.kind
+
+
 def _succeed(state: _AgentLoops, key: tuple[str, str | None]) -> None:
     """A call of ``key``'s tool (or program) succeeded: its failure streak
     ends, and a shell tool's own streak with it; a streak whose calls were
@@ -1641,6 +1653,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             and rules.streak_deny_at
             and streak.count >= state.at(rules.streak_deny_at)
             and not (call.ts - streak.ts >= self._decay)
+            and not _refused_alike(state, note.streak, streak)
         ):
             count = streak.count
             body = _STREAK_DENIAL.format(tool=_streak_name(note.streak), count=count, kind=streak.kind)
@@ -1916,7 +1929,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 text = _FAILURE_ADVICE.format(count=count, tool=result.tool, arguments=fp.preview(_PREVIEW))
                 return self._action("remind", result, count, text, rules.error_at)
             streak = state.streaks[streak_key]
-            if streak.counted and streak.count == state.at(rules.error_at) and streak.kind:
+            if (
+                streak.counted
+                and streak.count == state.at(rules.error_at)
+                and streak.kind
+                and not _refused_alike(state, streak_key, streak)
+            ):
                 text = _STREAK_ADVICE.format(
                     tool=_streak_name(streak_key),
                     count=streak.count,

@@ -166,12 +166,26 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
         ('{"errors": [{"message": "Cannot query field x"}]}', "cannot query field x"),
         ('{"detail": [{"msg": "value is not a valid integer", "loc": ["q"]}]}', "value is not a valid integer"),
         ('{"content": [{"type": "text", "text": "Not found: repo"}], "isError": true}', "not found: repo"),
+        ('{"level": "error", "msg": "dial tcp: connection refused"}', "dial tcp: connection refused"),  # zap, pino
         ('{"error": "bad \ud800"}', "{#: #}"),  # a lone surrogate no JSON decoder takes: read as text
         ('{"a":' * 1100 + "1" + "}" * 1100, ("{#:" * 60)[:160]),  # nested past the decoder: read as text
     ],
 )
 def test_an_error_written_as_json_is_of_its_messages_kind(text: str, kind: str) -> None:
     assert error_kind(text) == kind
+
+
+def test_a_logfmt_error_is_of_its_messages_kind() -> None:
+    """golangci-lint, logrus and slog quote the message, which the quoted
+    text stripped from every kind would leave as ``msg=#``: every such
+    error one kind, whatever it says."""
+    lint = 'Process exited with code 5\nOutput:\nlevel=error msg="Running error: context loading failed: no go files"'
+    assert error_kind(lint) == "running error: context loading failed: no go files"
+    typecheck = 'level=error msg="Running error: typecheck failed in package api"'
+    assert error_kind(typecheck) != error_kind(lint)
+    assert error_kind('time="2026-12-05T10:00:00Z" level=fatal msg="can\\"t open db" err=x') == 'can"t open db'
+    assert error_kind("level=error msg=shutdown_failed") == "shutdown_failed"
+    assert error_kind('level=info msg="starting"\nerror: port in use') == "error: port in use"
 
 
 def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:

@@ -432,3 +432,41 @@ def test_tool_searches_are_calls_and_a_named_skill_is_no_prompt(tmp_path: Path) 
         ("s1", "tool_search", search, 2),
     ]
     assert [json.loads(r.content) for r in of(evts, ToolResult)] == [found, found]
+
+
+def test_a_tool_of_a_namespace_is_named_as_the_hooks_name_it(tmp_path: Path) -> None:
+    """Codex 0.124 and later write an app's MCP tool and a multi-agent tool
+    as a name within a namespace (as real rollouts hold them); its hooks
+    name the tool with the namespace before it, and so does the import."""
+    lines = [
+        {"timestamp": "2026-04-24T00:19:26Z", "type": "session_meta", "payload": {"id": "r3"}},
+        _item(
+            {
+                "type": "function_call",
+                "name": "_fetch_pr",
+                "namespace": "mcp__codex_apps__github",
+                "arguments": '{"pr_number": 13}',
+                "call_id": "c1",
+            }
+        ),
+        _item({"type": "function_call_output", "call_id": "c1", "output": "PR 13"}),
+        _item(
+            {
+                "type": "function_call",
+                "name": "wait_agent",
+                "namespace": "multi_agent_v1",
+                "arguments": '{"targets": ["a1"], "timeout_ms": 10000}',
+                "call_id": "c2",
+            }
+        ),
+        _item({"type": "function_call_output", "call_id": "c2", "output": '{"timed_out": true}'}),
+        _item({"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "ls"}', "call_id": "c3"}),
+        _item({"type": "function_call", "name": "odd", "namespace": 7, "arguments": "{}", "call_id": "c4"}),
+    ]
+    (session,) = open_sessions(write_lines(tmp_path / "rollout.jsonl", lines))
+    assert [c.tool for c in calls(list(session.events()))] == [
+        "mcp__codex_apps__github_fetch_pr",
+        "multi_agent_v1wait_agent",
+        "exec_command",
+        "odd",  # a namespace that is no name: the tool's own name
+    ]

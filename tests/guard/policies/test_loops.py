@@ -765,6 +765,20 @@ async def test_a_shell_tool_refusing_every_command_draws_its_own_advisories(make
     assert run.actions == [(3, "remind"), (8, "remind"), (13, "remind")]
 
 
+async def test_a_program_the_refusing_shell_tool_keeps_refusing_is_never_denied(make: Make, anyio_backend: str) -> None:
+    """A Gemini CLI shell that refuses every command, ``git`` among them
+    most: the tool failed, not ``git``, so ``git`` draws neither its own
+    advisory after the tool's nor a denial at its eighth refusal."""
+    run = make()
+    refused = "Command rejected because it could not be parsed safely"
+    commands = ["git status", "git log -1", "dir", "git diff", "python -V", "git fetch", "git pull --rebase"]
+    commands += ["git -C . status", "git remote -v", "git branch -a", "git stash list"]
+    for command in commands:
+        await run.do("run_shell_command", {"command": command}, refused, is_error=True)
+    assert [kind for _, kind in run.actions] == ["remind", "remind"]
+    assert all("whatever command it was given" in text for text in run.texts)
+
+
 async def test_programs_that_ran_and_failed_alike_are_no_refusal_of_the_tool(make: Make, anyio_backend: str) -> None:
     """mini-swe-agent states each command's exit status as
     ``<returncode>2</returncode>``: a program ran, so different commands
