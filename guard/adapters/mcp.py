@@ -19,20 +19,26 @@ structured content.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, Protocol
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol, TypeVar
 
+import anyio
 import mcp_types as types
+from anyio.abc import TaskStatus
 from mcp import MCPError
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 
 from bus import Decision
+from bus._logging import LazyLogger
 from guard.config import Config
 from guard.fingerprint import blake2b
 from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, adapter_link
 
-__all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy"]
+__all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy", "restarting"]
 
 HALT_DENIER = "repeat-tool-guard-halt"
 """``denied_by`` of the calls the proxy refuses after a halt request."""
@@ -47,6 +53,115 @@ class Upstream(Protocol):
     async def list_tools(self, *, cursor: str | None = None) -> types.ListToolsResult: ...
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult: ...
+
+
+_log = LazyLogger("guard")
+T = TypeVar("T")
+
+
+@asynccontextmanager
+async def restarting(
+    connect: Callable[[], AbstractAsyncContextManager[Upstream]], *, restarts: int = 3, per: float = 60.0
+) -> AsyncIterator[Upstream]:
+    """An upstream started again once its connection closed (the server
+    exited or crashed), as a client running the server alone would start
+    it again: ``connect`` opens a connection (``lambda: Client(params)``).
+
+    The call that found the connection closed fails as it would have
+    (``Connection closed``); the server is started again at once, and the
+    calls after it wait for it and go to it. A server that keeps dying is
+    started at most ``restarts`` times in ``per`` seconds: past that its
+    calls fail as the closed connection's until the oldest of those
+    restarts is ``per`` seconds old. The first connection is opened on
+    entry, and a failure to open it raised; a restart that fails is
+    logged, and counts as a restart.
+    """
+    if restarts < 0 or not per > 0:
+        raise ValueError(f"restarting: restarts must be >= 0 and per > 0 seconds (got {restarts}, {per})")
+    upstream = _Restarting(connect, restarts, per)
+    async with anyio.create_task_group() as group:
+        await group.start(upstream.run)
+        try:
+            yield upstream
+        finally:
+            group.cancel_scope.cancel()
+
+
+class _Restarting:
+    """The live state of ``restarting``: the connection calls go to, opened
+    and closed by one task (``run``), since a connection's context must be
+    left in the task that entered it."""
+
+    def __init__(self, connect: Callable[[], AbstractAsyncContextManager[Upstream]], restarts: int, per: float) -> None:
+        self._connect = connect
+        self._restarts = restarts
+        self._per = per
+        self._started: deque[float] = deque()
+        self._current: Upstream | None = None
+        self._ready = anyio.Event()  # set while calls have a connection to go to, or none to wait for
+        self._lost = anyio.Event()  # set when a call found the current connection closed
+
+    async def list_tools(self, *, cursor: str | None = None) -> types.ListToolsResult:
+        return await self._request(lambda upstream: upstream.list_tools(cursor=cursor))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult:
+        return await self._request(lambda upstream: upstream.call_tool(name, arguments))
+
+    async def _request(self, send: Callable[[Upstream], Awaitable[T]]) -> T:
+        await self._ready.wait()
+        upstream = self._current
+        if upstream is None:  # gone, and not started again before its restarts allow
+            raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
+        try:
+            return await send(upstream)
+        except MCPError as exc:
+            if _closed(exc) and upstream is self._current:
+                self._current = None
+                self._ready = anyio.Event()
+                self._lost.set()
+            raise
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold a connection open until a call finds it closed, then open
+        another, as the restarts allow, until cancelled."""
+        first: TaskStatus[None] | None = task_status
+        while True:
+            if first is None and not await self._may_restart():
+                continue
+            try:
+                async with self._connect() as upstream:
+                    if first is None:
+                        _log.warning("guard.mcp_upstream_restarted", restarts=len(self._started))
+                    status, first = first, None
+                    await self._serve(upstream, status)
+            except Exception as exc:
+                if first is not None:
+                    raise  # the first connection would not open: the caller's to see
+                # it would not start again, or closing the dead one failed
+                _log.warning("guard.mcp_upstream_restart_failed", error=f"{type(exc).__name__}: {exc}")
+                self._current = None
+
+    async def _may_restart(self) -> bool:
+        """Whether a restart is allowed now (and counted); when none is,
+        calls fail at once until the oldest restart is ``per`` seconds old."""
+        now = time.monotonic()
+        while self._started and now - self._started[0] >= self._per:
+            self._started.popleft()
+        if len(self._started) < self._restarts:
+            self._started.append(now)
+            return True
+        self._ready.set()
+        await anyio.sleep(self._started[0] + self._per - now if self._started else self._per)
+        self._ready = anyio.Event()
+        return False
+
+    async def _serve(self, upstream: Upstream, task_status: TaskStatus[None] | None) -> None:
+        self._current = upstream
+        self._lost = anyio.Event()
+        self._ready.set()
+        if task_status is not None:
+            task_status.started()
+        await self._lost.wait()
 
 
 def guard_proxy(

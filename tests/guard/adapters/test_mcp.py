@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,7 +17,7 @@ pytest.importorskip("mcp", reason="mcp is not installed: pip install 'repeat-too
 
 import mcp_types as types
 import msgspec
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -25,7 +27,7 @@ from bus import ToolCall, ToolResult
 from bus.testing import Capture
 from guard import GENTLE_REMINDER, TURNS_ADVISORY, TURNS_HALT_REASON
 from guard.adapters import CANCELLED, GuardLink
-from guard.adapters.mcp import HALT_DENIER, REMINDER_META_KEY, REMINDER_PREFIX, guard_proxy
+from guard.adapters.mcp import HALT_DENIER, REMINDER_META_KEY, REMINDER_PREFIX, guard_proxy, restarting
 from guard.normalize import ResultNormalizer
 from guard.policies.rescue import advice_in
 from tests.claude_cli import FakeAnthropic, text, tool_use
@@ -156,12 +158,21 @@ async def test_a_call_the_upstream_refuses_is_recorded_and_refused_alike(
         raise MCPError(-32000, "upstream refused")
 
     upstream_server = Server("refusing", on_call_tool=refuse)
-    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
-        with pytest.raises(MCPError, match="upstream refused"):
-            await client.call_tool("grep", {"pattern": "x"})
-    (published,) = events.of(ToolResult)
-    assert (published.call_id, published.is_error) == ("mcp-1", True), "the call is not left open in the log"
-    assert published.content == "upstream server failed: MCPError: upstream refused"
+    starts = 0
+
+    def connect() -> Client:
+        nonlocal starts
+        starts += 1
+        return Client(upstream_server)
+
+    async with restarting(connect) as upstream, Client(guard_proxy(upstream, link)) as client:
+        for _ in range(2):
+            with pytest.raises(MCPError, match="upstream refused"):
+                await client.call_tool("grep", {"pattern": "x"})
+    first, _ = events.of(ToolResult)
+    assert (first.call_id, first.is_error) == ("mcp-1", True), "the call is not left open in the log"
+    assert first.content == "upstream server failed: MCPError: upstream refused"
+    assert starts == 1, "an error of the upstream's own restarts nothing"
 
 
 async def test_a_call_the_client_gives_up_on_is_answered_as_cancelled(
@@ -245,12 +256,12 @@ from mcp.server.stdio import stdio_server
 
 from guard import Config, RemindConfig
 from guard.adapters import GuardLink
-from guard.adapters.mcp import guard_proxy
+from guard.adapters.mcp import guard_proxy, restarting
 
 
 async def main() -> None:
     upstream_command = StdioServerParameters(command=sys.executable, args=sys.argv[1:])
-    async with Client(upstream_command) as upstream, stdio_server() as (read, write):
+    async with restarting(lambda: Client(upstream_command)) as upstream, stdio_server() as (read, write):
         link = GuardLink(config=Config(remind=RemindConfig(thresholds=(2,))), log="proxy-session.jsonl")
         proxy = guard_proxy(upstream, link)
         await proxy.run(read, write, proxy.create_initialization_options())
@@ -386,3 +397,155 @@ async def test_an_upstream_that_crashed_is_said_so_once_its_call_is_recorded(
     assert closed == [1], "told after the call's outcome was recorded"
     (published,) = events.of(ToolResult)
     assert (published.is_error, published.content) == (True, "upstream server failed: MCPError: Connection closed")
+
+
+CRASHING_UPSTREAM = """
+import os
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("files")
+
+
+@server.tool()
+def grep(pattern: str) -> str:
+    \"\"\"Search the code.\"\"\"
+    return f"{os.getpid()}"
+
+
+@server.tool()
+def crash() -> str:
+    \"\"\"The server dies mid-call.\"\"\"
+    os._exit(3)
+
+
+server.run("stdio")
+"""
+
+
+@pytest.fixture
+def crashing(tmp_path: Path) -> StdioServerParameters:
+    """A real upstream server process whose ``crash`` tool makes it exit;
+    its ``grep`` answers with the process id that served it."""
+    (tmp_path / "upstream.py").write_text(CRASHING_UPSTREAM)
+    return StdioServerParameters(command=sys.executable, args=[str(tmp_path / "upstream.py")])
+
+
+async def test_an_upstream_that_crashed_is_started_again_for_the_next_call(
+    link: GuardLink, events: Capture, crashing: StdioServerParameters, anyio_backend: str
+) -> None:
+    async with (
+        restarting(lambda: Client(crashing)) as upstream,
+        Client(guard_proxy(upstream, link)) as client,
+    ):
+        before = texts(await client.call_tool("grep", {"pattern": "a"}))
+        with pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("crash", {})
+        after = texts(await client.call_tool("grep", {"pattern": "b"}))
+        again = texts(await client.call_tool("grep", {"pattern": "c"}))
+    assert before != after == again, "a new server process answers, and keeps answering"
+    results = [(r.tool, r.is_error) for r in events.of(ToolResult)]
+    assert results == [("grep", False), ("crash", True), ("grep", False), ("grep", False)]
+    assert events.of(ToolResult)[1].content == "upstream server failed: MCPError: Connection closed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(again[0]), 0)  # the proxy's exit stopped the server it started
+
+
+async def test_claude_code_gets_its_mcp_tool_back_after_the_upstream_crashed(
+    fake_anthropic: FakeAnthropic, tmp_path: Path, anyio_backend: str
+) -> None:
+    """The real Claude Code CLI with the proxy as its stdio MCP server: the
+    call that crashed the upstream fails, the next one is answered by the
+    server started again, in the same session."""
+    from claude_agent_sdk import query
+
+    (tmp_path / "proxy.py").write_text(PROXY_SCRIPT)
+    (tmp_path / "upstream.py").write_text(CRASHING_UPSTREAM)
+    command = [str(tmp_path / "proxy.py"), str(tmp_path / "upstream.py")]
+    servers: Any = {"files": {"type": "stdio", "command": sys.executable, "args": command}}
+    fake_anthropic.script(
+        [tool_use("mcp__files__grep", {"pattern": "a"})],
+        [tool_use("mcp__files__crash", {})],
+        [tool_use("mcp__files__grep", {"pattern": "b"})],
+        [text("Done.")],
+    )
+    async for _message in query(prompt="search twice", options=fake_anthropic.options(mcp_servers=servers)):
+        pass
+
+    before, crashed, after = (fake_anthropic.texts_after_tool_results(n) for n in (1, 2, 3))
+    pids = [re.findall(r'"result":"(\d+)"', answer) for answer in (before, after)]
+    assert all(len(pid) == 1 for pid in pids), (before, after)
+    assert pids[0] != pids[1], "another server process answered"
+    assert "Connection closed" in crashed
+
+
+async def test_a_server_that_keeps_dying_is_left_down_past_its_restarts(
+    link: GuardLink, crashing: StdioServerParameters, anyio_backend: str
+) -> None:
+    async with (
+        restarting(lambda: Client(crashing), restarts=1, per=60) as upstream,
+        Client(guard_proxy(upstream, link)) as client,
+    ):
+        for _ in range(2):
+            with pytest.raises(MCPError, match="Connection closed"):
+                await client.call_tool("crash", {})
+        with pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("grep", {"pattern": "a"})  # one restart a minute, and it was spent
+
+
+async def test_a_server_left_down_is_started_again_once_its_oldest_restart_is_old_enough(
+    link: GuardLink, crashing: StdioServerParameters, anyio_backend: str
+) -> None:
+    async with (
+        restarting(lambda: Client(crashing), restarts=1, per=0.5) as upstream,
+        Client(guard_proxy(upstream, link)) as client,
+    ):
+        for _ in range(2):
+            with pytest.raises(MCPError, match="Connection closed"):
+                await client.call_tool("crash", {})
+        await anyio.sleep(0.7)
+        assert texts(await client.call_tool("grep", {"pattern": "a"}))[0].isdigit()
+
+
+async def test_no_restarts_leaves_a_crashed_server_down(
+    link: GuardLink, crashing: StdioServerParameters, anyio_backend: str
+) -> None:
+    async with (
+        restarting(lambda: Client(crashing), restarts=0, per=0.2) as upstream,
+        Client(guard_proxy(upstream, link)) as client,
+    ):
+        with pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("crash", {})
+        await anyio.sleep(0.3)
+        with pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("grep", {"pattern": "a"})
+
+
+async def test_a_server_that_will_not_start_again_fails_its_calls(
+    link: GuardLink, crashing: StdioServerParameters, tmp_path: Path, anyio_backend: str
+) -> None:
+    async with (
+        restarting(lambda: Client(crashing)) as upstream,
+        Client(guard_proxy(upstream, link)) as client,
+    ):
+        (tmp_path / "upstream.py").write_text("raise SystemExit(1)\n")
+        with pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("crash", {})
+        with pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("grep", {"pattern": "a"})
+
+
+async def test_an_upstream_that_will_not_start_at_all_is_the_callers_error(tmp_path: Path, anyio_backend: str) -> None:
+    (tmp_path / "upstream.py").write_text("raise SystemExit(1)\n")
+    params = StdioServerParameters(command=sys.executable, args=[str(tmp_path / "upstream.py")])
+    with pytest.raises(ExceptionGroup) as raised:  # as the client alone raises it, in a task group
+        async with restarting(lambda: Client(params)):
+            pass
+    assert raised.group_contains(MCPError, match="Connection closed")
+
+
+@pytest.mark.parametrize(("restarts", "per"), [(-1, 60.0), (3, 0.0), (3, float("nan"))])
+async def test_restarts_out_of_range_are_refused(restarts: int, per: float, anyio_backend: str) -> None:
+    with pytest.raises(ValueError, match="restarts must be >= 0 and per > 0"):
+        async with restarting(lambda: Client(MCPServer("x")), restarts=restarts, per=per):
+            pass
