@@ -32,6 +32,7 @@ __all__ = [
     "HOOK_PATH",
     "PAYLOAD_LIMIT",
     "SERVE_ENV",
+    "WAIT_HEADER",
     "ForwardError",
     "check_target",
     "forward",
@@ -93,6 +94,11 @@ one that does not must not hold up the tool call."""
 ANSWER_TIMEOUT = 30.0
 """Seconds to wait for the whole answer once connected (``rescue``'s ask can
 take a while): a server that trickles it is cut off all the same."""
+
+WAIT_HEADER = "Repeat-Tool-Guard-Wait"
+"""The request header in which a hook says how many seconds it waits for
+its answer: ``serve`` ends a ``rescue`` ask in time for the answer to reach
+the hook, rather than record a denial the hook gave up waiting for."""
 
 _MAX_ANSWER = 16 * 1024 * 1024
 
@@ -204,7 +210,7 @@ def forward(url: str, body: bytes, route: str = HOOK_PATH) -> bytes | None:
         sock.settimeout(ANSWER_TIMEOUT)
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            f"{WAIT_HEADER}: {ANSWER_TIMEOUT:g}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         )
         try:
             sock.sendall(head.encode("ascii") + body)

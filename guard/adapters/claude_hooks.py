@@ -37,7 +37,7 @@ from guard._regex import lazy_compile
 from guard._tags import without_ide_context
 from guard._text import shown
 from guard.config import Config, apply_environment
-from guard.hook_forward import FORWARDING_MAIN
+from guard.hook_forward import ANSWER_TIMEOUT, FORWARDING_MAIN, WAIT_HEADER
 from guard.sessions.answer import Answer, KeptAnswer, call_digest, result_digest, retry_key
 from guard.sessions.hook_state import hook_session
 from guard.sessions.link import AgentLink, GuardLink, as_text
@@ -181,12 +181,15 @@ def check_env_name(name: str) -> str:
 def forward_command(url: str, *, token_env: str | None = None) -> str:
     """A command hook that posts the payload on stdin to the resident guard
     at ``url`` with curl (for CLIs without HTTP hooks), failing open like
-    ``hook_command`` when curl is missing or the server does not answer.
+    ``hook_command`` when curl is missing or the server does not answer
+    within ``ANSWER_TIMEOUT``, which it tells the server (``WAIT_HEADER``).
     With ``token_env``, the bearer token is read from that variable into a
     header curl reads from a file descriptor, so it is never in curl's
     command line.
     ``ValueError`` when ``token_env`` is no variable's name."""
-    argv = ["curl", "-sSf", "--max-time", "10", "-H", "Content-Type: application/json", "--data-binary", "@-"]
+    wait = f"{ANSWER_TIMEOUT:g}"
+    argv = ["curl", "-sSf", "--max-time", wait, "-H", "Content-Type: application/json", "-H", f"{WAIT_HEADER}: {wait}"]
+    argv += ["--data-binary", "@-"]
     if token_env is None:
         return f"{shlex.join(argv)} {shlex.quote(url)} || {_FAILED}"
     # The token goes to curl as a header file on fd 3 (a here-document), never in its
@@ -210,12 +213,16 @@ def http_hook_settings(url: str, *, token_env: str | None = None) -> dict[str, A
     ``HOOK_EVENTS`` to the resident server at ``url`` (its
     ``/hooks/claude-code``), with ``Authorization: Bearer $<token_env>`` when
     the server needs a token (Claude Code reads the variable from its own
-    environment). ``ValueError`` when ``token_env`` is no variable's name."""
-    handler: dict[str, Any] = {"type": "http", "url": url}
+    environment), waiting ``ANSWER_TIMEOUT`` seconds for the answer, as
+    the forwarding hooks do, and telling the server so (``WAIT_HEADER``).
+    ``ValueError`` when ``token_env`` is no variable's name."""
+    handler: dict[str, Any] = {"type": "http", "url": url, "timeout": int(ANSWER_TIMEOUT)}
+    headers = {WAIT_HEADER: f"{ANSWER_TIMEOUT:g}"}
     if token_env is not None:
         check_env_name(token_env)
-        handler["headers"] = {"Authorization": f"Bearer ${token_env}"}
+        headers["Authorization"] = f"Bearer ${token_env}"
         handler["allowedEnvVars"] = [token_env]
+    handler["headers"] = headers
     return CLAUDE_CODE.settings(handler)
 
 

@@ -32,10 +32,13 @@ leaves the process group.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import IO, TYPE_CHECKING
 
 import msgspec
@@ -48,7 +51,28 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteReceiveStream
 
-__all__ = ["ASK_MODEL_ENV", "AskCommand", "AskOutcome", "as_argument"]
+__all__ = ["ASK_MODEL_ENV", "AskCommand", "AskOutcome", "answer_by", "as_argument"]
+
+_DEADLINE: ContextVar[float] = ContextVar("repeat_tool_guard_answer_by", default=math.inf)
+_SHORTEST_ASK = 1.0
+"""Seconds an ask needs at the least; with less left before its answer is
+due, it is not started."""
+
+
+@contextlib.contextmanager
+def answer_by(deadline: float) -> Iterator[None]:
+    """Asks started within (in this task and the tasks it starts) end by
+    ``deadline`` (``time.monotonic()``), whatever their own timeout: the
+    answer they hold up is due then, since whoever waits for it (a hook
+    posting to ``serve``) waits no longer. An ask with less than a second
+    left is not started: its escalation fails, and the denial goes out
+    without advice, in time. Nested, the earliest deadline holds."""
+    token = _DEADLINE.set(min(deadline, _DEADLINE.get()))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
 
 ASK_MODEL_ENV = "ASK_MODEL"
 """The environment variable that tells the ask command which model to use."""
@@ -199,6 +223,12 @@ class AskCommand:
 
         import anyio
 
+        timeout = self.timeout_ms / 1000
+        left = _DEADLINE.get() - time.monotonic()
+        if left < timeout:  # the answer is due before the ask's own timeout
+            if left < _SHORTEST_ASK:
+                return None, "not asked: its answer is due before an ask could end (the hook waits no longer)", False
+            timeout = left
         env = {**os.environ, ASK_MODEL_ENV: self.model}
         argv = [self.command, question]
         if _REAPED:  # pragma: no branch - elsewhere the command runs as the group's leader itself
@@ -230,7 +260,7 @@ class AskCommand:
         stderr = bytearray()
         dropped = [0]
         try:
-            with anyio.move_on_after(self.timeout_ms / 1000) as scope:
+            with anyio.move_on_after(timeout) as scope:
                 assert process.stdout is not None
                 assert process.stderr is not None
                 async with anyio.create_task_group() as group:
@@ -251,7 +281,7 @@ class AskCommand:
                 _release(watchdog)
                 await process.aclose()
         if scope.cancelled_caught:
-            return None, f"timed out after {self.timeout_ms} ms (process group killed)", False
+            return None, f"timed out after {round(timeout * 1000)} ms (process group killed)", False
         status = process.returncode
         if _REAPED and status == 127 and stderr.startswith(_REAPER_FAILED.encode()):
             failure = bytes(stderr[len(_REAPER_FAILED) :]).decode("utf-8", "replace").strip()

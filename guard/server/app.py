@@ -38,8 +38,9 @@ from guard.adapters.claude_hooks import SESSION_ID_RULE, HookRuntime, is_session
 from guard.adapters.codex_hooks import CODEX
 from guard.adapters.hook_runtimes import RUNTIMES, check_event
 from guard.config import Config
-from guard.hook_forward import PAYLOAD_LIMIT
+from guard.hook_forward import PAYLOAD_LIMIT, WAIT_HEADER
 from guard.news import News
+from guard.policies.escalation import answer_by
 from guard.server import scope
 from guard.server.events import RequestError, answer_event, decode_event, retry_keys
 from guard.server.live import MAX_PAGES, LiveFeed, LivePages
@@ -138,7 +139,8 @@ class _Handlers:
                 elif not public and not self._authorized(request):
                     response = _error(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
                 else:
-                    response = await handler(request)
+                    with answer_by(_due(request, time.monotonic())):
+                        response = await handler(request)
             except RequestError as exc:
                 response = _error(exc.status, one_line(exc.reason, 500))
             except StoreError as exc:
@@ -334,6 +336,25 @@ class _Handlers:
 
 
 _HUNG_UP = "the client hung up before its event was applied; nothing was recorded"
+
+_WAIT_MARGIN = 1.5
+"""Seconds kept from a client's wait for recording and sending the answer."""
+
+
+def _due(request: Request, now: float) -> float:
+    """When the request's answer is due (``time.monotonic()``): as long
+    after ``now`` as ``WAIT_HEADER`` says, less the margin; never, without
+    the header. A value that is no number of seconds > 0 is refused (400)."""
+    said = request.headers.get(WAIT_HEADER)
+    if said is None:
+        return math.inf
+    try:
+        wait = float(said)
+    except ValueError:
+        wait = math.nan
+    if not 0 < wait < math.inf:
+        raise RequestError(400, f"{WAIT_HEADER}: {shown(said, 40)}: must be a number of seconds > 0")
+    return now + wait - min(_WAIT_MARGIN, wait / 4)
 
 
 async def _hung_up(request: Request) -> None:

@@ -91,6 +91,7 @@ def test_the_payload_is_posted_to_the_hook_route_and_the_body_comes_back(raw_ser
     head, _, body = server.request.partition(b"\r\n\r\n")
     assert head.startswith(b"POST /hooks/claude-code HTTP/1.1\r\n")
     assert b"Content-Length: 18" in head
+    assert b"Repeat-Tool-Guard-Wait: 30\r\n" in head, "the server is told how long the hook waits"
     assert body == b'{"session_id":"s"}'
 
 

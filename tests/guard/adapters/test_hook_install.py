@@ -79,7 +79,8 @@ def test_http_settings_point_each_cli_at_its_route(capsys: pytest.CaptureFixture
     (url,) = commands(printed(capsys, "--http", "http://127.0.0.1:8787/"))
     assert url == "http://127.0.0.1:8787/hooks/claude-code"
     (forward,) = commands(printed(capsys, "--agent", "codex", "--http", "http://127.0.0.1:8787", "--token-env", "T"))
-    assert forward.startswith("curl -sSf --max-time 10 ")
+    assert forward.startswith("curl -sSf --max-time 30 ")
+    assert "-H 'Repeat-Tool-Guard-Wait: 30'" in forward
     assert "-H @/dev/fd/3 http://127.0.0.1:8787/hooks/codex 3<<REPEAT_TOOL_GUARD_TOKEN || printf" in forward
     assert forward.endswith("\nAuthorization: Bearer $T\nREPEAT_TOOL_GUARD_TOKEN")
     assert main(["hook-settings", "--http", "http://x", "--config", "recommended"]) == 2

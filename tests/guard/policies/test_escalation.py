@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import anyio
 import pytest
 
 from guard import ASK_MODEL_ENV, AskCommand
+from guard.policies.escalation import answer_by
 from tests.conftest import AskScript
 from tests.processes import children, running
 
@@ -131,6 +133,31 @@ async def test_hang_past_timeout_kills_the_whole_process_group(
 
     assert (advice, reason) == (None, "timed out after 500 ms (process group killed)")
     assert await _gone(*(int(p) for p in pids.read_text().split()))
+
+
+async def test_an_ask_ends_when_its_answer_is_due(ask_script: AskScript, tmp_path: Path, anyio_backend: str) -> None:
+    """A server answering a hook that waits a few seconds: the ask ends
+    then, whatever its own timeout, and its process with it."""
+    pids = tmp_path / "pids"
+    command = ask_script(f"echo $$ > {pids}\nsleep 300")
+    with answer_by(time.monotonic() + 1.2):
+        advice, reason, _ = await _ask(command, timeout_ms=60_000)
+    assert advice is None
+    assert reason.startswith("timed out after 1"), reason
+    assert reason.endswith(" ms (process group killed)")
+    assert await _gone(int(pids.read_text()))
+
+
+async def test_an_ask_due_in_under_a_second_is_not_started(
+    ask_script: AskScript, tmp_path: Path, anyio_backend: str
+) -> None:
+    command = ask_script(f"touch {tmp_path / 'asked'}\necho advice")
+    with answer_by(time.monotonic() + 60), answer_by(time.monotonic() + 0.5):  # the earliest holds
+        advice, reason, _ = await _ask(command)
+    assert advice is None
+    assert reason.startswith("not asked: its answer is due before an ask could end")
+    assert not (tmp_path / "asked").exists()
+    assert await _ask(command) == ("advice", "ok", False), "out of the block, asks run to their own timeout"
 
 
 DAEMON = (

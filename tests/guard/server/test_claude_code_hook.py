@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from bus import AgentStatus, ToolCall, ToolResult, read_log
 from guard.adapters.claude_hooks import SESSION_ID_RULE
-from guard.config import RECOMMENDED, Config, TurnsConfig, load_config, shadowed
+from guard.config import RECOMMENDED, Config, RemindConfig, RescueConfig, TurnsConfig, load_config, shadowed
 from guard.verdicts import replay_log
 from tests.guard.server.conftest import REPO, MakeServed, hook_payload
 
@@ -365,3 +366,62 @@ def test_a_shadow_run_delivers_nothing_and_its_log_lists_every_action(make_serve
     ).stdout  # fmt: skip
     lines = [json.loads(line) for line in replayed.splitlines()]
     assert [(line["action"], line["shadow"]) for line in lines] == [("deny", True), ("deny", True)]
+
+
+@pytest.fixture
+def slow_ask(tmp_path: Path) -> Path:
+    """An ask command that takes 30 s to answer, and notes each start."""
+    ask = tmp_path / "ask.sh"
+    ask.write_text(f'#!/bin/sh\necho started >> "{tmp_path / "asked"}"\nsleep 30\necho "Read the file instead."\n')
+    ask.chmod(0o755)
+    return ask
+
+
+def _rescue_until_the_ask(served: Any, wait: str) -> dict[str, Any]:
+    """The same call made until ``rescue`` asks (its fifth occurrence), that
+    hook posted saying the client waits ``wait`` seconds; its answer."""
+    answer: dict[str, Any] = {}
+    for n in range(5):
+        payloads = list(ls(n))
+        headers = {"Repeat-Tool-Guard-Wait": wait} if n == 4 else {}
+        response = served.post("/hooks/claude-code", payloads[0], headers=headers, timeout=float(wait))
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        if "permissionDecision" not in json.dumps(answer):
+            served.post("/hooks/claude-code", payloads[1])
+    return answer
+
+
+def test_a_rescue_ask_ends_in_time_for_the_hook_that_waits_for_it(
+    make_served: MakeServed, slow_ask: Path, tmp_path: Path
+) -> None:
+    """The ask would take 30 s; the hook waits 3 (a client timeout past
+    which the post fails): the denial comes in time, without advice, and the
+    call is recorded once, as the hook got it."""
+    served = make_served(Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(slow_ask))))
+    answer = _rescue_until_the_ask(served, "3")
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert (tmp_path / "asked").read_text() == "started\n", "asked, and given up on"
+    events = list(read_log(served.state_dir / f"{SESSION}.jsonl"))
+    calls = [e.call_id for e in events if isinstance(e, ToolCall)]
+    assert calls == ["toolu_00", "toolu_01", "toolu_02", "toolu_03", "toolu_04"]
+    (denial,) = [e for e in events if isinstance(e, ToolResult) and e.call_id == "toolu_04"]
+    assert denial.denied_by == "loop-rescue"
+    assert denial.advice is msgspec.UNSET
+
+
+def test_an_ask_with_no_time_left_is_not_started(make_served: MakeServed, slow_ask: Path, tmp_path: Path) -> None:
+    served = make_served(Config(remind=RemindConfig(enabled=False), rescue=RescueConfig(ask_command=str(slow_ask))))
+    answer = _rescue_until_the_ask(served, "1")
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert not (tmp_path / "asked").exists()
+
+
+@pytest.mark.parametrize("wait", ["0", "-3", "soon", "nan", "inf", "1e999"])
+def test_a_wait_that_is_no_number_of_seconds_is_refused(make_served: MakeServed, wait: str) -> None:
+    served = make_served()
+    (payload, _) = ls(0)
+    response = served.post("/hooks/claude-code", payload, headers={"Repeat-Tool-Guard-Wait": wait})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("Repeat-Tool-Guard-Wait: ")
+    assert "must be a number of seconds > 0" in response.json()["error"]
