@@ -236,7 +236,7 @@ class GuardTelemetry:
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": OPERATION,
             "gen_ai.tool.name": tool,
-            "gen_ai.tool.call.id": action.call_id,
+            "gen_ai.tool.call.id": self._shown(action.call_id),
             "repeat_tool_guard.policy": action.policy,
             "repeat_tool_guard.action": action.action,
             "repeat_tool_guard.count": action.count,
@@ -248,9 +248,9 @@ class GuardTelemetry:
         if action.agent is not None:
             attributes["gen_ai.agent.id"] = self._shown(action.agent)
         if conversation is not None:
-            attributes["gen_ai.conversation.id"] = conversation
+            attributes["gen_ai.conversation.id"] = self._shown(conversation)
         if self.session_id is not None:
-            attributes["repeat_tool_guard.session"] = self.session_id
+            attributes["repeat_tool_guard.session"] = self._shown(self.session_id)
         if action.threshold is not None:
             attributes["repeat_tool_guard.threshold"] = action.threshold
         if action.action == "halt" and not shadow:
@@ -294,9 +294,10 @@ class GuardTelemetry:
             self._tokens_saved.add(_tokens(call_bytes), labels)
 
     def _shown(self, name: str) -> str:
-        """A tool's name or an agent's id as the exported data shows it:
-        redacted, as on the live page and in ``watch`` (an MCP tool's name
-        may carry its server's URL, an id may be named after a token), as
+        """A tool's name or an id (an agent's, a session's, a call's) as the
+        exported data shows it: redacted, as on the live page and in
+        ``watch`` (an MCP tool's name may carry its server's URL, an id may
+        be named after a token, and a session's is its main agent's), as
         far as an attribute keeps it and the slack the rules need past it."""
         return self._redact(name[: _ATTRIBUTE_LENGTH + REDACT_SLACK])
 
@@ -474,6 +475,8 @@ def providers_from_environment() -> tuple[TracerProvider, MeterProvider]:
     _check_endpoints()
     _check_headers()
     _check_numbers()
+    _check_files()
+    _check_choices()
     traced = _exporter_choices("TRACES")
     measured = _exporter_choices("METRICS")
     tracer_provider: SdkTracerProvider | None = None
@@ -666,15 +669,76 @@ def _check_numbers() -> None:
             raise TelemetryUnavailable(f"{variable} is not {rule}")
 
 
+_FILE_VARIABLES = tuple(
+    f"OTEL_EXPORTER_OTLP{signal}_{kind}"
+    for signal in ("", "_TRACES", "_METRICS")
+    for kind in ("CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY")
+)
+"""The TLS files an OTLP exporter reads at every export (a trusted
+certificate, a client certificate and its key)."""
+
+
+def _check_files() -> None:
+    """Refuse a TLS file variable that names no file this process can read:
+    the exporter opens it at every export, and fails each one with a
+    traceback, so nothing is ever exported. A blank value counts as unset."""
+    from guard.telemetry import TelemetryUnavailable
+
+    for variable in _FILE_VARIABLES:
+        path = os.environ.get(variable, "").strip()
+        if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            raise TelemetryUnavailable(f"{variable} names no file this process can read: {_text(path, 200)}")
+
+
+_PROVIDER_VARIABLES = {
+    "OTEL_PYTHON_TRACER_PROVIDER": "opentelemetry_tracer_provider",
+    "OTEL_PYTHON_METER_PROVIDER": "opentelemetry_meter_provider",
+}
+_EXEMPLAR_FILTERS = ("always_off", "always_on", "trace_based")
+
+
+def _check_choices() -> None:
+    """Refuse a provider, a resource detector or an exemplar filter the SDK
+    would not find: it prints a traceback for each (a provider or a
+    detector, at start; every detector then skipped), or refuses to build
+    the meter provider."""
+    from importlib.metadata import entry_points
+
+    from guard.telemetry import TelemetryUnavailable
+
+    for variable, group in _PROVIDER_VARIABLES.items():
+        name = os.environ.get(variable)
+        if name is not None and name not in entry_points(group=group).names:
+            raise TelemetryUnavailable(
+                f"{variable} names no installed provider: {_text(name, 100)!r}"
+                f" (installed: {', '.join(sorted(entry_points(group=group).names)) or 'none'})"
+            )
+    detectors = entry_points(group="opentelemetry_resource_detector").names
+    for name in os.environ.get("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "").split(","):
+        if name.strip() and name.strip() != "*" and name.strip() not in detectors:
+            raise TelemetryUnavailable(
+                f"OTEL_EXPERIMENTAL_RESOURCE_DETECTORS names no installed resource detector:"
+                f" {_text(name.strip(), 100)!r} (installed: {', '.join(sorted(detectors)) or 'none'})"
+            )
+    chosen = os.environ.get("OTEL_METRICS_EXEMPLAR_FILTER")
+    if chosen is not None and chosen not in _EXEMPLAR_FILTERS:
+        raise TelemetryUnavailable(f"OTEL_METRICS_EXEMPLAR_FILTER is none of {', '.join(_EXEMPLAR_FILTERS)}")
+
+
 def _endpoint(signal: str) -> str | None:
     """Where ``signal`` (``TRACES``, ``METRICS``) is exported: its own
     endpoint variable, else the general one with the signal's path
-    (``/v1/traces``), else ``None``. Blank values count as unset."""
+    (``/v1/traces``) added to its path, before any query (a vendor's
+    ``?api_key=...`` stays the query), else ``None``. Blank values count
+    as unset."""
     own = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT", "").strip()
     if own:
         return own
     general = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    return f"{general.removesuffix('/')}/v1/{signal.lower()}" if general else None
+    if not general:
+        return None
+    address, mark, query = general.partition("?")
+    return f"{address.removesuffix('/')}/v1/{signal.lower()}{mark}{query}"
 
 
 def _exporter_choices(signal: str) -> tuple[str, ...]:

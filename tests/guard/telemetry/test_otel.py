@@ -687,6 +687,51 @@ def test_values_that_would_fail_every_export_are_refused_at_start_without_their_
     assert not any(text in said for text in ("abc", "127.0.0.1", "ho st")), "the value is never shown"
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem", "names no file this process can read"),
+        ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "/nonexistent/c.pem", "names no file this process can read"),
+        ("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "/", "names no file this process can read"),
+        ("OTEL_PYTHON_METER_PROVIDER", "bogus", "names no installed provider: 'bogus' \\(installed: .*sdk_meter"),
+        ("OTEL_PYTHON_TRACER_PROVIDER", "", "names no installed provider: ''"),
+        ("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "os, bogus", "names no installed resource detector: 'bogus'"),
+        ("OTEL_METRICS_EXEMPLAR_FILTER", "Always_On", "is none of always_off, always_on, trace_based"),
+    ],
+)
+def test_names_the_sdk_would_not_find_are_refused_at_start_in_one_line(
+    otel_environ: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], variable: str, value: str, message: str
+) -> None:
+    """A TLS file that is not there fails every export with a traceback and
+    exports nothing; a provider or a resource detector that is not
+    installed prints a traceback at start: each is refused in one line."""
+    otel_environ.setenv(variable, value)
+    with pytest.raises(TelemetryUnavailable, match=message) as refused:
+        telemetry_from_environment(runtime="serve")
+    assert str(refused.value).startswith(variable)
+    assert "\n" not in str(refused.value)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_installed_names_and_readable_files_are_taken(otel_environ: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    certificate = tmp_path / "ca.pem"
+    certificate.write_text("-----BEGIN CERTIFICATE-----\n")
+    for variable, value in [
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", str(certificate)),
+        ("OTEL_EXPORTER_OTLP_CLIENT_KEY", " "),  # blank: unset
+        ("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "os, process,,*"),
+        ("OTEL_METRICS_EXEMPLAR_FILTER", "always_off"),
+    ]:
+        otel_environ.setenv(variable, value)
+    telemetry = telemetry_from_environment(runtime="serve")
+    assert telemetry is not None
+    telemetry.shutdown(timeout=1)
+    # an installed provider is taken too; only checked here, since OpenTelemetry's API would make
+    # the one it names the process's global provider for good
+    otel_environ.setenv("OTEL_PYTHON_METER_PROVIDER", "sdk_meter_provider")
+    otel._check_choices()
+
+
 def test_values_in_range_are_taken(otel_environ: pytest.MonkeyPatch) -> None:
     for variable, value in [
         ("OTEL_EXPORTER_OTLP_TIMEOUT", " 2.5 "),
@@ -738,6 +783,19 @@ def test_the_general_endpoint_gets_each_signals_path(otel_environ: pytest.Monkey
     telemetry.on_action(_action(), _result())
     telemetry.shutdown()
     assert sorted(collector.posted) == ["/v1/metrics", "/v1/traces"]
+
+
+def test_a_query_on_the_general_endpoint_stays_the_query_of_each_signals_path(
+    otel_environ: pytest.MonkeyPatch, collector: Collector
+) -> None:
+    """Some vendors take an API key in the endpoint's query: the signal's
+    path goes before it, not after it, into the key."""
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{collector.url}/otlp/?api_key=KEY123")
+    telemetry = telemetry_from_environment(runtime="serve")
+    assert telemetry is not None
+    telemetry.on_action(_action(), _result())
+    telemetry.shutdown()
+    assert sorted(collector.posted) == ["/otlp/v1/metrics?api_key=KEY123", "/otlp/v1/traces?api_key=KEY123"]
 
 
 def _run_link(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -836,6 +894,20 @@ def test_a_secret_in_an_agent_id_or_a_tool_name_is_not_exported(recorded: Record
         assert (attributes["gen_ai.agent.id"], attributes["gen_ai.tool.name"]) == shown
     (key,) = recorded.metric("repeat_tool_guard.actions")
     assert dict(key)["gen_ai.tool.name"] == shown[1]
+
+
+def test_a_session_named_after_a_token_is_not_exported_by_any_of_its_ids() -> None:
+    """In ``serve`` a session's id is its main agent's and the conversation's:
+    redacted as the one, so as the other, as is a call id and the session
+    log's id."""
+    token = "ghp_R7kX2mQ9vL4nP8sT1wY6zB3cF5hJ0dG7aK2eW"
+    recorded = Recorded(session_id=token)
+    recorded.telemetry.record(_action(agent=token, call_id=f"{token}-1"), _call(), conversation_id=token)
+    (span,) = recorded.spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    for name in ("gen_ai.agent.id", "gen_ai.conversation.id", "repeat_tool_guard.session", "gen_ai.tool.call.id"):
+        assert token not in str(attributes[name]), name
+        assert "[REDACTED]" in str(attributes[name]), name
 
 
 def test_what_is_remembered_of_huge_names_stays_small(recorded: Recorded) -> None:
