@@ -19,6 +19,7 @@ structured content.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,10 +39,21 @@ from guard.config import Config
 from guard.fingerprint import blake2b
 from guard.sessions.link import REMINDER_PREFIX, AgentLink, GuardLink, adapter_link
 
-__all__ = ["HALT_DENIER", "REMINDER_META_KEY", "REMINDER_PREFIX", "Upstream", "guard_proxy", "restarting"]
+__all__ = [
+    "HALT_DENIER",
+    "HALT_LAPSES_AFTER",
+    "REMINDER_META_KEY",
+    "REMINDER_PREFIX",
+    "Upstream",
+    "guard_proxy",
+    "restarting",
+]
 
 HALT_DENIER = "repeat-tool-guard-halt"
 """``denied_by`` of the calls the proxy refuses after a halt request."""
+
+HALT_LAPSES_AFTER = 120.0
+"""Seconds without a call after which the proxy's halt lapses (a user's turn)."""
 
 REMINDER_META_KEY = "repeat-tool-guard"
 """Key in the ``_meta`` of a guard text block: the plugin that wrote it."""
@@ -172,13 +184,17 @@ def guard_proxy(
     agent_id: str = "mcp-client",
     name: str = "repeat-tool-guard",
     on_upstream_closed: Callable[[], object] | None = None,
+    halt_lapses_after: float | None = HALT_LAPSES_AFTER,
 ) -> Server[Any]:
     """A server forwarding to ``upstream``; serve it over any MCP transport.
 
     MCP cannot tell agents apart: every call through one proxy is one agent,
     ``agent_id``; each call is its own step; no user turn ever resets the
     guard. After a halt request every further call is denied with the halt
-    reason, since a server cannot stop its client. The annotations
+    reason, since a server cannot stop its client, until the client has
+    made no call for ``halt_lapses_after`` seconds (``None``: never): a
+    pause that long is the user's turn, which MCP does not carry, and the
+    call after it is new work. The annotations
     ``tools/list`` declares for a tool (``readOnlyHint``,
     ``destructiveHint``, ``idempotentHint``) ride on its calls as ``hints``,
     which ``loops`` reads as defaults.
@@ -191,9 +207,12 @@ def guard_proxy(
     run as a process of its own should end then, so that its client starts
     it, and with it the upstream, again, as it would the upstream alone.
     """
+    if halt_lapses_after is not None and not halt_lapses_after > 0:
+        raise ValueError(f"halt_lapses_after = {halt_lapses_after!r}: must be a number of seconds > 0, or None")
     link = adapter_link(link, config, "mcp")
     agent: AgentLink | None = None
     calls = 0
+    last_call = -math.inf
     hints: dict[str, dict[str, bool]] = {}
 
     async def live() -> AgentLink:
@@ -215,8 +234,12 @@ def guard_proxy(
         return listed.model_copy(update={"tools": tools})
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        nonlocal calls
+        nonlocal calls, last_call
         agent = await live()
+        now = time.monotonic()
+        if halt_lapses_after is not None and agent.halt_reason is not None and now - last_call >= halt_lapses_after:
+            agent.halt_reason = None
+        last_call = now
         calls += 1
         call_id = f"mcp-{calls}"
         agent.begin_step()

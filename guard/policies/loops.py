@@ -602,7 +602,7 @@ keeps: the latest touched, so a long session's state stays bounded."""
 
 # a handle into a browser page's accessibility snapshot: Playwright MCP's e44, s2e44 (older) and f1e44 (a frame's)
 _SNAPSHOT_REF = lazy_compile(r"(?:[fs]\d+)?e\d+")
-_REF = frozenset({"ref"})
+_HANDLE_KEYS = ("ref", "target")  # Playwright MCP named the handle ref, and from 0.0.8x target
 # the arguments a search tool (web search, a retriever, a database) takes its question in, and how
 # long its answer must be to be the same answer to other queries (a grind)
 _QUERY_KEYS = frozenset({"query", "q", "search_query", "keywords"})
@@ -751,6 +751,33 @@ def _writes_sql(tool: str, args: Any) -> bool:
     return any(
         isinstance(text, str) and any(_SQL_WRITE.match(statement) for statement in text.split(";")) for text in texts
     )
+
+
+# A statement that changes at most so many rows a run (DELETE ... LIMIT 100, UPDATE TOP (500), ROWNUM <= 100):
+# run again, it changes the next batch
+_SQL_BATCH = lazy_compile(
+    r"(?is)^[\s(]*(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)"
+)
+# how many rows a statement says it changed: {'affected_rows': 100}, "rowcount": 100, 100 rows affected,
+# psql's DELETE 100, SQLite's changes: 100
+_ROWS_CHANGED = lazy_compile(
+    r"(?i)(?:affected_?rows|rows_?affected|row_?count|changes|changed_?rows|num_?affected_?rows)[\"']?\s*[:=]\s*(\d+)"
+    r"|\b(\d+)\s+rows?\s+(?:affected|deleted|updated)\b|^\s*(?:DELETE|UPDATE)\s+(\d+)\s*$"
+)
+
+
+def _changed_a_batch(result: ToolResult) -> bool:
+    """Whether ``result`` answers a statement that changes rows a batch at a
+    time (``LIMIT``, ``TOP``, ``ROWNUM``) by saying it changed some: the
+    same statement run again changes the next batch, so it repeats nothing
+    until it says it changed none (the table is done)."""
+    args = result.args
+    if not isinstance(args, dict) or _SQL_ARGUMENTS.isdisjoint(args):
+        return False
+    texts = [args.get(key) for key in (*_SQL_KEYS, "query")]
+    if not any(isinstance(text, str) and _SQL_BATCH.match(text) for text in texts):
+        return False
+    return any(int(n) > 0 for found in _ROWS_CHANGED.findall(result.content[:_STATE_HEAD]) for n in found if n)
 
 
 def _waits(args: Any) -> bool:
@@ -1375,16 +1402,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
     def _fingerprint(
         self, fingerprints: FingerprintCache, rules: _Rules, tool: str, args: Any, call_id: str
     ) -> Fingerprint:
-        """The call's identity. A ``ref`` beside an ``element`` description
-        (Playwright MCP's ``{"element": "Submit button", "ref": "e44"}``) is
-        a handle into the page's latest snapshot, renumbered as the page
-        re-renders; the element described is what the call aims at, so the
-        handle is left out."""
+        """The call's identity. A ``ref`` (or ``target``) beside an
+        ``element`` description (Playwright MCP's ``{"element": "Submit
+        button", "ref": "e44"}``) is a handle into the page's latest
+        snapshot, renumbered as the page re-renders; the element described
+        is what the call aims at, so the handle is left out."""
         if rules.identity and isinstance(args, dict):
             return fingerprint(tool, {k: v for k, v in args.items() if k in rules.identity})
-        if isinstance(args, dict) and "element" in args and _snapshot_ref(args.get("ref")):
-            ignored = rules.ignored if rules.ignored is not None else self._calls.ignored
-            return fingerprints.get(tool, args, ignored | _REF, call_id=call_id)
+        if isinstance(args, dict) and "element" in args:
+            handles = frozenset(key for key in _HANDLE_KEYS if _snapshot_ref(args.get(key)))
+            if handles:
+                ignored = rules.ignored if rules.ignored is not None else self._calls.ignored
+                return fingerprints.get(tool, args, ignored | handles, call_id=call_id)
         if rules.ignored is not None:
             return fingerprint(tool, args, rules.ignored)
         return self._calls.fingerprint(fingerprints, tool, args, call_id)
@@ -1871,7 +1900,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
         making = self._made(state, result, fp, shape, program is not None) if note.acts and not failed else None
-        made = making is not None and making > 1  # one more of something made: news, not a counter
+        # one more of something made, or one more batch of rows changed: news, not a counter
+        made = (making is not None and making > 1) or (note.acts and not failed and _changed_a_batch(result))
         signature, gap = self._observe(
             state,
             result,

@@ -119,16 +119,33 @@ def call_target(args: Any, command: str | None, program: str | None = None) -> t
     URL without its query, so the same endpoint asked other questions is one
     target); ``None`` without one. It reads a file when it is a tool's call
     on a file it names (a ``path`` or ``file_path`` argument, not a URL, and
-    no shell command beyond a one-word sub-command such as ``view``): what
-    it returns is that file's content."""
+    no shell command beyond a one-word sub-command such as ``view``), or on
+    the files a ``paths`` list names with nothing to search them for (the
+    MCP filesystem server's ``read_multiple_files``): what it returns is
+    those files' content."""
     named = _named(args)
     if named is None:
         if command is not None and command.strip():
             return (program if program is not None else shell_program(command)), False
-        return None, False
+        files = _listed(args)
+        return (files, True) if files is not None else (None, False)
     if "://" in named:
         return named.split("?", 1)[0].split("#", 1)[0], False
     return named, command is None or not any(c.isspace() for c in command.strip())
+
+
+def _listed(args: Any) -> str | None:
+    """The files a ``paths`` list of file names names, joined by ", ", when
+    the call names nothing to look for in them (a ``pattern`` or a
+    ``query``); ``None`` otherwise."""
+    if not isinstance(args, dict) or "pattern" in args or "query" in args:
+        return None
+    paths = args.get("paths")
+    if not isinstance(paths, list) or not paths:
+        return None
+    if not all(isinstance(path, str) and path.strip() and "://" not in path for path in paths):
+        return None
+    return ", ".join(path.strip() for path in paths)
 
 
 # Writes whose content is the command's own text: a heredoc into cat or tee, or one echo/printf.
@@ -153,7 +170,9 @@ def _patched(text: str) -> str | None:
 def write_target(args: Any, *, by_tool: bool) -> str | None:
     """The file a writing call writes, when the call alone says what it
     writes: for an editing tool's call (``by_tool``) the file its arguments
-    name, or the files of a Codex patch (``apply_patch``, its text the
+    name (a URL is no file: what a call does to one, a page opened again,
+    a request sent again, is its answer's, not the same content written
+    once more), or the files of a Codex patch (``apply_patch``, its text the
     call's ``input`` or the whole of its arguments); for a shell command, a
     patch given to ``apply_patch``, a heredoc into ``cat``/``tee`` or a
     single ``echo``/``printf``, the file it redirects or ``tee``s to.
@@ -166,7 +185,7 @@ def write_target(args: Any, *, by_tool: bool) -> str | None:
         if named is None and isinstance(args, dict):
             texts = (args.get(key) for key in _PATCH_KEYS)
             return next((files for text in texts if isinstance(text, str) and (files := _patched(text))), None)
-        return named
+        return None if named is not None and "://" in named and not named.startswith("file://") else named
     command = shell_command(args)
     if command is None:
         return None

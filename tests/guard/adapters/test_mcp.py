@@ -37,7 +37,7 @@ pytestmark = pytest.mark.anyio
 
 
 @asynccontextmanager
-async def proxied(link: GuardLink, runs: list[str]) -> AsyncIterator[Client]:
+async def proxied(link: GuardLink, runs: list[str], **options: Any) -> AsyncIterator[Client]:
     upstream_server = MCPServer("files")
 
     @upstream_server.tool()
@@ -51,7 +51,7 @@ async def proxied(link: GuardLink, runs: list[str]) -> AsyncIterator[Client]:
         """Always fails."""
         raise ToolError("compile error in cfg.py")
 
-    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link)) as client:
+    async with Client(upstream_server) as upstream, Client(guard_proxy(upstream, link, **options)) as client:
         yield client
 
 
@@ -139,6 +139,31 @@ async def test_turns_sees_each_call_as_a_turn_and_after_its_halt_request_every_c
     halt = TURNS_HALT_REASON.format(tool="grep", count=4, denials=" and 2 denied calls")
     assert (other.is_error, texts(other)) == (True, [halt]), "a server cannot stop its client: it refuses"
     assert events.of(ToolResult)[-1].denied_by == HALT_DENIER
+
+
+async def test_a_halt_lapses_once_the_client_paused_as_long_as_a_users_turn(
+    turns_link: GuardLink, anyio_backend: str
+) -> None:
+    """MCP carries no user turns, so a halt would refuse every call of the
+    session for good: a pause without calls ends it, while calls that keep
+    coming (the looping agent's) keep it."""
+    runs: list[str] = []
+    async with proxied(turns_link, runs, halt_lapses_after=0.5) as client:
+        await until_told(client, limit=4, until="never said")
+        for n in range(3):
+            refused = await client.call_tool("grep", {"pattern": f"other {n}"})
+            assert refused.is_error
+            await anyio.sleep(0.2)
+        await anyio.sleep(0.6)
+        after = await client.call_tool("grep", {"pattern": "new work"})
+    assert not after.is_error
+    assert runs == ["load_config", "load_config", "new work"]
+
+
+@pytest.mark.parametrize("lapse", [0, -1.0, float("nan")])
+async def test_a_lapse_that_is_no_time_is_refused(link: GuardLink, lapse: float, anyio_backend: str) -> None:
+    with pytest.raises(ValueError, match=r"halt_lapses_after = .*: must be a number of seconds > 0, or None"):
+        guard_proxy(Client(MCPServer("x")), link, halt_lapses_after=lapse)
 
 
 async def test_an_upstream_error_is_an_error_result(link: GuardLink, events: Capture, anyio_backend: str) -> None:

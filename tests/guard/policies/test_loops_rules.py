@@ -566,13 +566,14 @@ async def test_the_same_click_on_any_other_control_is_a_repeat(make: Make, anyio
     assert run.actions == [(3, "deny"), (6, "deny")]
 
 
+@pytest.mark.parametrize("key", ["ref", "target"])  # Playwright MCP's name for the handle, then its newer one
 async def test_a_click_on_the_same_element_is_the_same_call_whatever_its_snapshot_handle(
-    make: Make, anyio_backend: str
+    make: Make, anyio_backend: str, key: str
 ) -> None:
     run = make()
     for ref in ("e40", "e51", "s3e12"):  # the form re-renders: each snapshot renumbers its elements
         page = f'- alert: "Card number is invalid"\n- textbox "Card" [ref={ref}]: 4242\n- button "Submit" [ref={ref}]'
-        await run.do("browser_click", {"element": "Submit button", "ref": ref}, page)
+        await run.do("browser_click", {"element": "Submit button", key: ref}, page)
     assert run.actions == [(3, "deny")]
 
 
@@ -2153,3 +2154,55 @@ async def test_telling_a_subagent_to_go_on_after_it_reported_progress_is_no_repe
         await stuck.do("multi_agent_v1wait_agent", wait, '{"status":{"agent-1":{"failed":"no access"}}}')
         await stuck.do("multi_agent_v1send_input", go_on, '{"submission_id":"sub"}')
     assert "deny" in {kind for _, kind in stuck.actions}, "nothing new in between: a loop"
+
+
+async def test_a_page_opened_again_is_no_content_written_again(make: Make, anyio_backend: str) -> None:
+    """Playwright MCP has no reload: an agent opens the URL again, and its
+    navigate tool declares that it changes things. Opened again while the
+    page changes, it is watched, not denied as the same file written once
+    more; opened again onto the same page, it is a repeat as any call."""
+    run = make()
+    page = "### Page\n- Page URL: http://127.0.0.1/status\n### Snapshot\n- heading: {state}"
+    for state in ("running 10%", "running 40%", "running 80%", "finished"):
+        await run.hinted("browser_navigate", {"url": "http://127.0.0.1/status"}, page.format(state=state), {})
+    assert run.actions == []
+    for _ in range(2):
+        await run.hinted("browser_navigate", {"url": "http://127.0.0.1/status"}, page.format(state="finished"), {})
+    assert run.actions == [(6, "deny")]
+    hints = {"readOnlyHint": False}
+    for state in ("v1", "v2", "v3", "v4"):
+        await run.hinted("browser_navigate", {"url": "http://127.0.0.1/app"}, page.format(state=state), hints)
+    assert run.actions == [(6, "deny")]
+
+
+async def test_files_read_together_are_compared_exactly(make: Make, anyio_backend: str) -> None:
+    """The MCP filesystem server's read_multiple_files returns the files'
+    content: a commit id or a row count in it is the news, not noise."""
+    run = make()
+    for sha in ("3f9a2c1d7e", "8b1e0f4a2c", "c0ffee1234"):
+        await run.do("read_multiple_files", {"paths": [".git/refs/heads/main"]}, f".git/refs/heads/main:\n{sha}\n")
+    for rows in (12_400_000, 13_100_000, 13_900_000):
+        await run.do("read_multiple_files", {"paths": ["progress.json"]}, f'progress.json:\n{{"rows_done": {rows}}}')
+    assert run.actions == []
+    for _ in range(3):
+        await run.do("read_multiple_files", {"paths": ["a.txt", "b.txt"]}, "a.txt:\nA\n---\nb.txt:\nB")
+    assert run.actions == [(9, "deny")]
+
+
+async def test_a_batch_of_rows_changed_again_is_progress_until_none_are(make: Make, anyio_backend: str) -> None:
+    """Deleting in batches (LIMIT 100) to keep locks short: each run changes
+    the next hundred rows; once it changes none, running it again is a
+    repeat."""
+    run = make()
+    delete = {"query": "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE processed = 1 LIMIT 100)"}
+    for _ in range(4):
+        await run.do("write_query", delete, "[{'affected_rows': 100}]")
+    await run.do("write_query", delete, "[{'affected_rows': 37}]")
+    assert run.actions == []
+    for _ in range(3):
+        await run.do("write_query", delete, "[{'affected_rows': 0}]")
+    assert run.actions == [(8, "deny")]
+    update = {"sql": "UPDATE users SET active = 1 WHERE id = 5"}  # no batch: the same row each time
+    for _ in range(3):
+        await run.do("execute_sql", update, "1 row affected")
+    assert run.actions[-1] == (11, "deny")
