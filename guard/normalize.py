@@ -314,11 +314,11 @@ _ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
     r"unable|refused|timed? ?out|unknown|missing|required|not allowed|forbidden|unauthori[sz]ed)\b"
 )
-# A logfmt line (Go's logrus and slog, golangci-lint): its message is the error, and quoted,
-# as the rest of it would be stripped: `level=error msg="context loading failed: ..."`
-_LOGFMT_MESSAGE = lazy_compile(
-    r'(?i)(?:^|\s)level=(?:error|err|fatal|panic|crit\w*)\b.*?\s(?:msg|message|error|err)=("(?:[^"\\]|\\.)*"|[^\s"]+)'
-)
+# A logfmt line (Go's logrus and slog, golangci-lint): its error, else its message, is the error, and
+# quoted, as the rest of it would be stripped: `level=error msg="context loading failed: ..."`,
+# `level=error msg="request failed" error="dial tcp ..."`
+_LOGFMT_ERROR = lazy_compile(r"(?i)(?:^|\s)level=(?:error|err|fatal|panic|crit\w*)\b")
+_LOGFMT_FIELD = lazy_compile(r'(?i)(?:^|\s)(msg|message|error|err)=("(?:[^"\\]|\\.)*"|[^\s"]+)')
 _KIND_CHARS = 160
 _KIND_READ = 4096
 _KIND_LINES = 200
@@ -349,15 +349,18 @@ def error_kind(text: str) -> str:
         if _ERROR_WORDS.search(line):
             first = line
             break
-    logged = _LOGFMT_MESSAGE.search(first[:_KIND_READ])
-    if logged is not None:
-        first = logged.group(1).strip('"').replace('\\"', '"')
+    if "level=" in first and _LOGFMT_ERROR.search(first[:_KIND_READ]):
+        fields = {name.lower(): value for name, value in reversed(_LOGFMT_FIELD.findall(first[:_KIND_READ]))}
+        said = fields.get("error") or fields.get("err") or fields.get("msg") or fields.get("message")
+        if said is not None:
+            first = said.strip('"').replace('\\"', '"')
     # The kind is short: a long line is read only as far as it can matter.
     return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]
 
 
 # the specific message first: Spring's {"error": "Bad Request", "message": "..."}, OAuth's error_description
-_MESSAGE_KEYS = ("message", "msg", "error_description", "detail", "error", "errors", "stderr", "output", "content")
+# and a log record's "msg" after its "error": zap's {"msg": "Reconciler error", "error": "<the cause>"}
+_MESSAGE_KEYS = ("message", "error_description", "detail", "error", "errors", "msg", "stderr", "output", "content")
 
 
 def _json_message(text: str) -> str | None:

@@ -73,7 +73,11 @@ T = TypeVar("T")
 
 @asynccontextmanager
 async def restarting(
-    connect: Callable[[], AbstractAsyncContextManager[Upstream]], *, restarts: int = 3, per: float = 60.0
+    connect: Callable[[], AbstractAsyncContextManager[Upstream]],
+    *,
+    restarts: int = 3,
+    per: float = 60.0,
+    start_timeout: float = 30.0,
 ) -> AsyncIterator[Upstream]:
     """An upstream started again once its connection closed (the server
     exited or crashed), as a client running the server alone would start
@@ -84,13 +88,20 @@ async def restarting(
     calls after it wait for it and go to it. A server that keeps dying is
     started at most ``restarts`` times in ``per`` seconds: past that its
     calls fail as the closed connection's until the oldest of those
-    restarts is ``per`` seconds old. The first connection is opened on
-    entry, and a failure to open it raised; a restart that fails is
-    logged, and counts as a restart.
+    restarts is ``per`` seconds old. A connection not open within
+    ``start_timeout`` seconds (a server that never answers its
+    initialization) is given up: the first, on entry, raises
+    ``TimeoutError``, as a failure to open it raises its own error; a
+    restart that fails or times out is logged, and counts as a restart. A
+    call waits for a restart at most that long, then fails as the closed
+    connection's.
     """
-    if restarts < 0 or not per > 0:
-        raise ValueError(f"restarting: restarts must be >= 0 and per > 0 seconds (got {restarts}, {per})")
-    upstream = _Restarting(connect, restarts, per)
+    if restarts < 0 or not per > 0 or not 0 < start_timeout < math.inf:
+        raise ValueError(
+            "restarting: restarts must be >= 0, per and start_timeout numbers of seconds > 0"
+            f" (got {restarts}, {per}, {start_timeout})"
+        )
+    upstream = _Restarting(connect, restarts, per, start_timeout)
     async with anyio.create_task_group() as group:
         await group.start(upstream.run)
         try:
@@ -104,10 +115,17 @@ class _Restarting:
     and closed by one task (``run``), since a connection's context must be
     left in the task that entered it."""
 
-    def __init__(self, connect: Callable[[], AbstractAsyncContextManager[Upstream]], restarts: int, per: float) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], AbstractAsyncContextManager[Upstream]],
+        restarts: int,
+        per: float,
+        start_timeout: float,
+    ) -> None:
         self._connect = connect
         self._restarts = restarts
         self._per = per
+        self._start_timeout = start_timeout
         self._started: deque[float] = deque()
         self._current: Upstream | None = None
         self._ready = anyio.Event()  # set while calls have a connection to go to, or none to wait for
@@ -120,7 +138,8 @@ class _Restarting:
         return await self._request(lambda upstream: upstream.call_tool(name, arguments))
 
     async def _request(self, send: Callable[[Upstream], Awaitable[T]]) -> T:
-        await self._ready.wait()
+        with anyio.move_on_after(self._start_timeout):
+            await self._ready.wait()
         upstream = self._current
         if upstream is None:  # gone, and not started again before its restarts allow
             raise MCPError(types.CONNECTION_CLOSED, "Connection closed")
@@ -141,11 +160,17 @@ class _Restarting:
             if first is None and not await self._may_restart():
                 continue
             try:
-                async with self._connect() as upstream:
-                    if first is None:
-                        _log.warning("guard.mcp_upstream_restarted", restarts=len(self._started))
-                    status, first = first, None
-                    await self._serve(upstream, status)
+                # the scope holds the whole connection (its context opens tasks of its own), and its
+                # deadline is lifted once the connection is open
+                with anyio.CancelScope(deadline=anyio.current_time() + self._start_timeout) as attempt:
+                    async with self._connect() as upstream:
+                        attempt.deadline = math.inf
+                        if first is None:
+                            _log.warning("guard.mcp_upstream_restarted", restarts=len(self._started))
+                        status, first = first, None
+                        await self._serve(upstream, status)
+                if attempt.cancelled_caught:
+                    raise TimeoutError(f"the upstream server did not start within {self._start_timeout:g} s")
             except Exception as exc:
                 if first is not None:
                     raise  # the first connection would not open: the caller's to see

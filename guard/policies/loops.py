@@ -755,9 +755,7 @@ def _writes_sql(tool: str, args: Any) -> bool:
 
 # A statement that changes at most so many rows a run (DELETE ... LIMIT 100, UPDATE TOP (500), ROWNUM <= 100):
 # run again, it changes the next batch
-_SQL_BATCH = lazy_compile(
-    r"(?is)^[\s(]*(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)"
-)
+_SQL_BATCH = lazy_compile(r"(?is)^[\s(]*(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)")
 # how many rows a statement says it changed: {'affected_rows': 100}, "rowcount": 100, 100 rows affected,
 # psql's DELETE 100, SQLite's changes: 100
 _ROWS_CHANGED = lazy_compile(
@@ -800,16 +798,20 @@ def _streak_name(streak: tuple[str, str | None]) -> str:
     return tool if not program else f"`{program}` ({tool})"
 
 
-def _refused_alike(state: _AgentLoops, key: tuple[str, str | None], streak: _Streak) -> bool:
+def _refused_alike(state: _AgentLoops, key: tuple[str, str | None], streak: _Streak, others: int = 0) -> bool:
     """Whether the failures of a shell program's streak (``key``) are its
     shell tool refusing the commands of several programs the same way:
-    then no program failed, the tool did, and what is said and done is the
-    tool's (advised, never denied), not the program's."""
+    then the tool failed, not the program, and the tool's advisory says so
+    (the program's would contradict it). With ``others``, only when at
+    least that many of the tool's failures were other programs': one other
+    program failing alike is weak evidence against a program failing for
+    real again and again (in a shell that states no exit status, where
+    every failure joins the tool's streak), so its denial stands."""
     tool, program = key
     if not program:
         return False
     shell = state.streaks.get((tool, ""))
-    return shell is not None and shell.mixed and shell.kind == streak.kind
+    return shell is not None and shell.mixed and shell.kind == streak.kind and shell.count - streak.count >= others
 
 
 def _succeed(state: _AgentLoops, key: tuple[str, str | None]) -> None:
@@ -1682,7 +1684,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             and rules.streak_deny_at
             and streak.count >= state.at(rules.streak_deny_at)
             and not (call.ts - streak.ts >= self._decay)
-            and not _refused_alike(state, note.streak, streak)
+            and not _refused_alike(state, note.streak, streak, others=rules.error_at)
         ):
             count = streak.count
             body = _STREAK_DENIAL.format(tool=_streak_name(note.streak), count=count, kind=streak.kind)

@@ -475,10 +475,10 @@ def providers_from_environment() -> tuple[TracerProvider, MeterProvider]:
     _check_endpoints()
     _check_headers()
     _check_numbers()
-    _check_files()
     _check_choices()
     traced = _exporter_choices("TRACES")
     measured = _exporter_choices("METRICS")
+    _check_files(tuple(signal for signal, chosen in (("TRACES", traced), ("METRICS", measured)) if "otlp" in chosen))
     tracer_provider: SdkTracerProvider | None = None
     readers: list[MetricReader] = []
     try:
@@ -669,25 +669,28 @@ def _check_numbers() -> None:
             raise TelemetryUnavailable(f"{variable} is not {rule}")
 
 
-_FILE_VARIABLES = tuple(
-    f"OTEL_EXPORTER_OTLP{signal}_{kind}"
-    for signal in ("", "_TRACES", "_METRICS")
-    for kind in ("CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY")
-)
-"""The TLS files an OTLP exporter reads at every export (a trusted
-certificate, a client certificate and its key)."""
+_TLS_FILES = ("CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY")
+"""The TLS files an OTLP exporter reads at every export (the certificates
+it trusts, a client certificate and its key), under ``OTEL_EXPORTER_OTLP_``
+and each signal's own prefix."""
 
 
-def _check_files() -> None:
-    """Refuse a TLS file variable that names no file this process can read:
-    the exporter opens it at every export, and fails each one with a
-    traceback, so nothing is ever exported. A blank value counts as unset."""
+def _check_files(signals: tuple[str, ...]) -> None:
+    """Refuse a TLS variable of a signal exported over OTLP (``signals``)
+    that names nothing this process can read: the exporter opens it at
+    every export, and fails each one with a traceback, so nothing is ever
+    exported. The certificates trusted may be a directory of them (as
+    ``requests`` takes it); a blank value counts as unset."""
     from guard.telemetry import TelemetryUnavailable
 
-    for variable in _FILE_VARIABLES:
-        path = os.environ.get(variable, "").strip()
-        if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
-            raise TelemetryUnavailable(f"{variable} names no file this process can read: {_text(path, 200)}")
+    prefixes = ["", *(f"_{signal}" for signal in signals)] if signals else []
+    for prefix in prefixes:
+        for kind in _TLS_FILES:
+            variable = f"OTEL_EXPORTER_OTLP{prefix}_{kind}"
+            path = os.environ.get(variable, "").strip()
+            readable = os.path.isfile(path) or (kind == "CERTIFICATE" and os.path.isdir(path))
+            if path and not (readable and os.access(path, os.R_OK)):
+                raise TelemetryUnavailable(f"{variable} names nothing this process can read: {_text(path, 200)}")
 
 
 _PROVIDER_VARIABLES = {

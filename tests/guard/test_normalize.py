@@ -167,6 +167,8 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
         ('{"detail": [{"msg": "value is not a valid integer", "loc": ["q"]}]}', "value is not a valid integer"),
         ('{"content": [{"type": "text", "text": "Not found: repo"}], "isError": true}', "not found: repo"),
         ('{"level": "error", "msg": "dial tcp: connection refused"}', "dial tcp: connection refused"),  # zap, pino
+        ('{"msg": "Reconciler error", "error": "secret gone"}', "secret gone"),  # a record's error says more
+        ('{"code": 500, "msg": "internal error", "error": "duplicate key"}', "duplicate key"),
         ('{"error": "bad \ud800"}', "{#: #}"),  # a lone surrogate no JSON decoder takes: read as text
         ('{"a":' * 1100 + "1" + "}" * 1100, ("{#:" * 60)[:160]),  # nested past the decoder: read as text
     ],
@@ -183,7 +185,9 @@ def test_a_logfmt_error_is_of_its_messages_kind() -> None:
     assert error_kind(lint) == "running error: context loading failed: no go files"
     typecheck = 'level=error msg="Running error: typecheck failed in package api"'
     assert error_kind(typecheck) != error_kind(lint)
-    assert error_kind('time="2026-12-05T10:00:00Z" level=fatal msg="can\\"t open db" err=x') == 'can"t open db'
+    assert error_kind('time="2026-12-05T10:00:00Z" level=fatal msg="can\\"t open db"') == 'can"t open db'
+    failed = 'level=error msg="request failed" error="{}"'  # logrus' WithError, slog: the message says little
+    assert error_kind(failed.format("dial tcp: refused")) != error_kind(failed.format("pq: password failed"))
     assert error_kind("level=error msg=shutdown_failed") == "shutdown_failed"
     assert error_kind('level=info msg="starting"\nerror: port in use') == "error: port in use"
 

@@ -426,8 +426,13 @@ async def test_an_upstream_that_crashed_is_said_so_once_its_call_is_recorded(
 
 CRASHING_UPSTREAM = """
 import os
+import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
+
+if os.path.exists(sys.argv[1]):
+    time.sleep(3600)  # started while its hang file is there: it never answers its initialization
 
 server = MCPServer("files")
 
@@ -453,7 +458,7 @@ def crashing(tmp_path: Path) -> StdioServerParameters:
     """A real upstream server process whose ``crash`` tool makes it exit;
     its ``grep`` answers with the process id that served it."""
     (tmp_path / "upstream.py").write_text(CRASHING_UPSTREAM)
-    return StdioServerParameters(command=sys.executable, args=[str(tmp_path / "upstream.py")])
+    return StdioServerParameters(command=sys.executable, args=[str(tmp_path / "upstream.py"), str(tmp_path / "hang")])
 
 
 async def test_an_upstream_that_crashed_is_started_again_for_the_next_call(
@@ -546,6 +551,37 @@ async def test_no_restarts_leaves_a_crashed_server_down(
             await client.call_tool("grep", {"pattern": "a"})
 
 
+async def test_a_restart_that_never_answers_is_given_up_and_tried_again_later(
+    link: GuardLink, crashing: StdioServerParameters, tmp_path: Path, anyio_backend: str
+) -> None:
+    """A server started again that never answers its initialization (a
+    package fetch stuck on the network): a call waits for it no longer than
+    a start may take, and fails as the closed connection's; once the cause
+    is gone, a later restart brings the server back."""
+    async with (
+        restarting(lambda: Client(crashing), per=3, start_timeout=1) as upstream,
+        Client(guard_proxy(upstream, link)) as client,
+    ):
+        (tmp_path / "hang").touch()
+        with pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("crash", {})
+        with anyio.fail_after(10), pytest.raises(MCPError, match="Connection closed"):
+            await client.call_tool("grep", {"pattern": "a"})
+        (tmp_path / "hang").unlink()
+        await anyio.sleep(3.5)
+        assert texts(await client.call_tool("grep", {"pattern": "b"}))[0].isdigit()
+
+
+async def test_a_first_start_that_never_answers_is_the_callers_timeout(
+    crashing: StdioServerParameters, tmp_path: Path, anyio_backend: str
+) -> None:
+    (tmp_path / "hang").touch()
+    with anyio.fail_after(10), pytest.raises(ExceptionGroup) as raised:
+        async with restarting(lambda: Client(crashing), start_timeout=1):
+            pass
+    assert raised.group_contains(TimeoutError, match="did not start within 1 s")
+
+
 async def test_a_server_that_will_not_start_again_fails_its_calls(
     link: GuardLink, crashing: StdioServerParameters, tmp_path: Path, anyio_backend: str
 ) -> None:
@@ -569,8 +605,10 @@ async def test_an_upstream_that_will_not_start_at_all_is_the_callers_error(tmp_p
     assert raised.group_contains(MCPError, match="Connection closed")
 
 
-@pytest.mark.parametrize(("restarts", "per"), [(-1, 60.0), (3, 0.0), (3, float("nan"))])
-async def test_restarts_out_of_range_are_refused(restarts: int, per: float, anyio_backend: str) -> None:
-    with pytest.raises(ValueError, match="restarts must be >= 0 and per > 0"):
-        async with restarting(lambda: Client(MCPServer("x")), restarts=restarts, per=per):
+@pytest.mark.parametrize(
+    ("restarts", "per", "start"), [(-1, 60.0, 30.0), (3, 0.0, 30.0), (3, float("nan"), 30.0), (3, 60.0, 0.0)]
+)
+async def test_restarts_out_of_range_are_refused(restarts: int, per: float, start: float, anyio_backend: str) -> None:
+    with pytest.raises(ValueError, match="restarts must be >= 0, per and start_timeout numbers of seconds > 0"):
+        async with restarting(lambda: Client(MCPServer("x")), restarts=restarts, per=per, start_timeout=start):
             pass

@@ -771,12 +771,26 @@ async def test_a_program_the_refusing_shell_tool_keeps_refusing_is_never_denied(
     advisory after the tool's nor a denial at its eighth refusal."""
     run = make()
     refused = "Command rejected because it could not be parsed safely"
-    commands = ["git status", "git log -1", "dir", "git diff", "python -V", "git fetch", "git pull --rebase"]
+    commands = ["git status", "git log -1", "dir", "git diff", "python -V", "git fetch", "whoami", "git pull --rebase"]
     commands += ["git -C . status", "git remote -v", "git branch -a", "git stash list"]
     for command in commands:
         await run.do("run_shell_command", {"command": command}, refused, is_error=True)
     assert [kind for _, kind in run.actions] == ["remind", "remind"]
     assert all("whatever command it was given" in text for text in run.texts)
+
+
+async def test_a_program_failing_for_real_after_one_other_failed_alike_is_still_denied(
+    make: Make, anyio_backend: str
+) -> None:
+    """A shell that states no exit status (every failure joins the tool's
+    streak): ``python3`` failing once and then ``python`` nine times alike is
+    ``python``'s loop, not the tool refusing everything."""
+    run = make()
+    missing = "Traceback (most recent call last):\nModuleNotFoundError: No module named 'flask'"
+    await run.do("execute_command", {"command": "python3 app.py"}, missing, is_error=True)
+    for port in range(9):
+        await run.do("execute_command", {"command": f"python app.py --port 80{port}"}, missing, is_error=True)
+    assert (10, "deny") in run.actions, "python failed eight times: its ninth attempt is denied"
 
 
 async def test_programs_that_ran_and_failed_alike_are_no_refusal_of_the_tool(make: Make, anyio_backend: str) -> None:

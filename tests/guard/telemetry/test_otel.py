@@ -690,9 +690,9 @@ def test_values_that_would_fail_every_export_are_refused_at_start_without_their_
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem", "names no file this process can read"),
-        ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "/nonexistent/c.pem", "names no file this process can read"),
-        ("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "/", "names no file this process can read"),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem", "names nothing this process can read"),
+        ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "/nonexistent/c.pem", "names nothing this process can read"),
+        ("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "/", "names nothing this process can read"),  # a key is a file
         ("OTEL_PYTHON_METER_PROVIDER", "bogus", "names no installed provider: 'bogus' \\(installed: .*sdk_meter"),
         ("OTEL_PYTHON_TRACER_PROVIDER", "", "names no installed provider: ''"),
         ("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "os, bogus", "names no installed resource detector: 'bogus'"),
@@ -718,7 +718,10 @@ def test_installed_names_and_readable_files_are_taken(otel_environ: pytest.Monke
     certificate.write_text("-----BEGIN CERTIFICATE-----\n")
     for variable, value in [
         ("OTEL_EXPORTER_OTLP_CERTIFICATE", str(certificate)),
+        ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", str(tmp_path)),  # a directory of certificates, as requests takes
         ("OTEL_EXPORTER_OTLP_CLIENT_KEY", " "),  # blank: unset
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "/nonexistent/k.pem"),  # of a signal not exported: never read
         ("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "os, process,,*"),
         ("OTEL_METRICS_EXEMPLAR_FILTER", "always_off"),
     ]:
