@@ -1,4 +1,5 @@
-"""Cline and Roo Code task histories (``tasks/<task id>/api_conversation_history.json``).
+"""Cline and Roo Code task histories (``tasks/<task id>/api_conversation_history.json``),
+and Cline 4's session files (``sessions/<id>/<id>.messages.json``).
 
 The file is the conversation exactly as the model saw it: a JSON list of
 Anthropic-style ``{role, content, ts?}`` messages. An assistant message is
@@ -11,7 +12,14 @@ of a call that asked the user (``ask_followup_question``,
 ``plan_mode_respond``) holds what the user typed in reply, which is a user
 message too. The other files of the task folder (``ui_messages.json``,
 ``task_metadata.json``) are the extension's own records and are left to
-this one. See ``docs/importers/cline.md``.
+this one.
+
+Cline 4 (its CLI and the extension built on its SDK) writes a session as
+one document, ``{version, sessionId, agent, messages}``, whose messages are
+the same Anthropic-style blocks; a user message's text blocks are what the
+user typed, as they are (no ``<task>`` tags), beside the files attached
+to it (``file`` blocks). Its ``<id>.compaction.json`` and ``hooks.jsonl``
+are its own records. See ``docs/importers/cline.md``.
 """
 
 from __future__ import annotations
@@ -35,6 +43,10 @@ HISTORY = "api_conversation_history.json"
 _PANEL = "ui_messages.json"
 """What Cline's panel shows of a task, kept beside its conversation."""
 _COMPANIONS = frozenset({_PANEL, "task_metadata.json", "context_history.json", "metadata.json"})
+SESSION_SUFFIX = ".messages.json"
+"""How a Cline 4 session file's name ends (``<session id>.messages.json``)."""
+_SESSION_COMPANIONS = (".compaction.json", "hooks.jsonl")
+"""The other records of a Cline 4 session folder: its compacted context and its hooks' log."""
 _MARKERS = ("<task>", "<environment_details>")
 _XML_TOOLS = frozenset(
     {
@@ -80,13 +92,30 @@ def _is_history(doc: Any) -> bool:
     return bool(messages) and all(m.get("role") in ("user", "assistant") and "content" in m for m in messages)
 
 
+def is_session_file(doc: Any) -> bool:
+    """Whether ``doc`` is a Cline 4 session file: a document with a
+    ``version`` and a ``messages`` list of ``{role, content}`` messages
+    whose content is a list of blocks."""
+    if not isinstance(doc, dict) or "version" not in doc or not isinstance(doc.get("messages"), list):
+        return False
+    messages = [m for m in doc["messages"][:20] if isinstance(m, dict)]
+    return all(m.get("role") in ("user", "assistant") and isinstance(m.get("content"), list) for m in messages)
+
+
 def _sniff(sample: Sample) -> str | None:
     doc = sample.document
     if _is_history(doc) and (sample.path.name == HISTORY or any(m in text_of(_first(doc)) for m in _MARKERS)):
         return None
+    if is_session_file(doc) and "source_prefix_hash" not in doc:
+        return None
     if sample.path.name == _PANEL:
         return f"{_PANEL} is Cline's record of its panel, not the conversation: import {HISTORY} beside it"
-    return f"not a task history ({HISTORY}: a list of {{role, content}} messages opening with a <task>)"
+    if sample.path.name.endswith(_SESSION_COMPANIONS[0]):
+        return f"a Cline session's compacted context, not the conversation: import its {SESSION_SUFFIX} beside it"
+    return (
+        f"not a task history ({HISTORY}: a list of {{role, content}} messages opening with a <task>)"
+        f" nor a session file (<id>{SESSION_SUFFIX}: {{version, sessionId, messages}})"
+    )
 
 
 def _first(history: list[Any]) -> Any:
@@ -95,17 +124,33 @@ def _first(history: list[Any]) -> Any:
 
 def belongs_to_session(path: Path) -> bool:
     """Whether ``path`` is one of a task folder's other records, imported
-    with its ``api_conversation_history.json``."""
-    return path.name in _COMPANIONS and (path.parent / HISTORY).is_file()
+    with its ``api_conversation_history.json``, or one of a Cline 4
+    session folder's, beside its ``<id>.messages.json``."""
+    if path.name in _COMPANIONS:
+        return (path.parent / HISTORY).is_file()
+    return path.name.endswith(_SESSION_COMPANIONS) and any(path.parent.glob(f"*{SESSION_SUFFIX}"))
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
     path = sample.path
-    history: list[Any] = sample.document
-    task = path.parent.name if path.name == HISTORY else path.stem
-    start = _millis(task) if task.isdecimal() else None
+    doc = sample.document
+    if isinstance(doc, dict):  # a Cline 4 session file; its id opens with its start in milliseconds
+        session = text_of(doc.get("sessionId")) or path.name.removesuffix(SESSION_SUFFIX)
+        history: list[Any] = doc["messages"]
+        began = session.partition("_")[0]
+        typed = True
+    else:
+        session = path.parent.name if path.name == HISTORY else path.stem
+        history = doc
+        began = session
+        typed = False
+    start = _millis(began) if began.isdecimal() else None
     yield ImportedSession(
-        format=NAME, session=task, path=path, label=str(path), produce=lambda b: _events(history, b, start or 0.0)
+        format=NAME,
+        session=session,
+        path=path,
+        label=str(path),
+        produce=lambda b: _events(history, b, start or 0.0, typed=typed),
     )
 
 
@@ -154,7 +199,20 @@ def _answers(blocks: list[Any]) -> list[str]:
     return [t[m.end() :].lstrip("\n") for t in texts if (m := _RESULT_HEADER.match(t)) is not None]
 
 
-def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
+def _said(text: str, *, typed: bool) -> list[str]:
+    """What the user said in a text block of a user message: what its
+    prompt tags hold (the legacy history wraps the user's words in them,
+    beside the extension's own context), or, in a session file, the text
+    as it is, unless it is only the extension's context."""
+    if _RESULT_HEADER.match(text):
+        return []
+    bodies = [_prompt(body) for _, body in tagged(text, _PROMPT_TAGS)]
+    if bodies or not typed or text.lstrip().startswith("<environment_details>"):
+        return bodies
+    return [text]
+
+
+def _events(history: list[Any], b: Builder, start: float, *, typed: bool = False) -> Iterator[AnyEvent]:
     ts = start
     step = 0
     waiting: list[str] = []  # calls of the last response that no tool_result block answered yet
@@ -167,7 +225,7 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
         blocks = content if isinstance(content, list) else [{"type": "text", "text": text_of(content)}]
         if message.get("role") == "assistant":
             step += 1
-            b.model(nested(message, "modelInfo", "modelId"))
+            b.model(nested(message, "modelInfo", "modelId") or nested(message, "modelInfo", "id"))
             waiting = []
             uses = [x for x in blocks if isinstance(x, dict) and x.get("type") == "tool_use"]
             for use in uses:
@@ -196,12 +254,9 @@ def _events(history: list[Any], b: Builder, start: float) -> Iterator[AnyEvent]:
             failed, denied = _outcome(text)
             results += b.result(MAIN, call_id, text, ts, is_error=failed, denied_by=denied)
         yield from results
-        said = [str(x.get("text") or "") for x in blocks if isinstance(x, dict) and x.get("type") == "text"]
+        texts = [str(x.get("text") or "") for x in blocks if isinstance(x, dict) and x.get("type") == "text"]
         replies = [reply for result in results if (reply := _reply(result)) is not None]
-        prompt = "\n".join(
-            replies
-            + [_prompt(body) for t in said if not _RESULT_HEADER.match(t) for _, body in tagged(t, _PROMPT_TAGS)]
-        )
+        prompt = "\n".join(replies + [said for text in texts for said in _said(text, typed=typed)])
         if prompt.strip():
             yield from b.user(MAIN, prompt, ts)
 

@@ -52,7 +52,10 @@ def _checkpoint(doc: Any) -> list[Any] | None:
 def _sniff(sample: Sample) -> str | None:
     doc = sample.document
     if isinstance(doc, dict) and "sessionId" in doc and isinstance(doc.get("messages"), list):
-        return None
+        messages = [m for m in doc["messages"][:20] if isinstance(m, dict)]
+        if not messages or any("type" in m for m in messages):
+            return None
+        return "a {sessionId, messages} document whose messages have no type (gemini-cli's each have one)"
     if _checkpoint(doc) is not None:
         return None
     if sample.lines:
@@ -180,6 +183,8 @@ def _events(messages: Any, b: Builder, agent: str) -> Iterator[AnyEvent]:
             text = _typed(message.get("content"))
             if text:
                 yield from b.user(agent, text, ts)
+        elif kind is None and not isinstance(message.get("toolCalls"), list):
+            b.report.skip("bad-record")  # no type to read it by
         elif kind == "gemini" or (kind not in _NOT_MODEL and isinstance(message.get("toolCalls"), list)):
             step += 1
             b.model(message.get("model"))

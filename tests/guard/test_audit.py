@@ -277,9 +277,9 @@ def test_the_whole_corpus(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int, str]] = []
     report = audit([CORPUS], Config(), progress=lambda done, total, path: seen.append((done, total, path)))
     t = report.totals
-    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (27, 29, 1678, 0, 0)
-    assert seen[0][:2] == (0, 27)
-    assert seen[-1] == (27, 27, "")
+    assert (t.files, t.sessions, t.calls, t.unreadable, t.not_transcripts) == (28, 30, 1689, 0, 0)
+    assert seen[0][:2] == (0, 28)
+    assert seen[-1] == (28, 28, "")
     runs = {str(Path(s.label).relative_to(CORPUS)): s.longest_run for s in report.sessions}
     assert runs.pop("claude-code/openagents-autopilot-issue-ready.jsonl") == 26  # the one real loop of its kind
     assert runs.pop("gemini-cli/stream-json-two-runs.jsonl") == 5  # a loop scripted for the guard to stop

@@ -1,5 +1,6 @@
 """Cline and Roo Code task histories, synthetic: shaped like the real task
-folders DATA.md names, which carry no licence and so are not shipped."""
+folders DATA.md names, which carry no licence and so are not shipped; and
+Cline 4's session files, real (from Cline's own fixtures) and synthetic."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from bus import ToolResult, UserMessage
 from guard.importers import TranscriptError, UnknownFormatError, belongs_to_session, detect_format, open_sessions
-from tests.guard.importers._transcripts import calls, longest_run, of, only
+from tests.guard.importers._transcripts import calls, corpus_file, longest_run, of, only
 
 TASK = "1777073160794"
 ENV = "<environment_details>\n# Visual Studio Code Visible Files\n(No visible files)\n</environment_details>"
@@ -251,3 +252,83 @@ def test_the_panels_record_alone_is_refused_naming_the_file_to_import(tmp_path: 
     path.write_text(json.dumps([{"ts": 1, "type": "say", "say": "text", "text": "fix it"}]))
     with pytest.raises(UnknownFormatError, match=r"import api_conversation_history\.json beside it"):
         detect_format(path)
+
+
+SESSION = "1784094124598_rruoq"
+
+
+def test_a_cline_4_session_file_is_read_with_what_the_user_typed() -> None:
+    """Cline 4's CLI writes ``<id>.messages.json`` (a real one, from Cline's
+    own fixtures): its user text is what the user typed, as it is."""
+    path = corpus_file(f"cline/{SESSION}.messages.json")
+    assert detect_format(path) == "cline"
+    (session,) = open_sessions(path)
+    assert session.session == SESSION
+    events = list(session.events())
+    assert len(calls(events)) == 11
+    assert [c.tool for c in calls(events)][:3] == ["editor", "read_files", "editor"]
+    said = [m.text for m in of(events, UserMessage)]
+    assert len(said) == 5
+    assert said[0].startswith("can you update @apps/examples/desktop-app/webview/components/agent-sidebar.tsx")
+    assert said[-1] == "hello"
+    assert session.model == "anthropic/claude-opus-4.8-fast"
+    assert session.report.problems == []
+
+
+def _session_file(tmp_path: Path, messages: list[dict[str, Any]], **fields: Any) -> Path:
+    document = {"version": 1, "agent": "lead", "sessionId": SESSION, "messages": messages, **fields}
+    path = tmp_path / SESSION / f"{SESSION}.messages.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_session_files_failures_are_its_error_flag_and_attached_files_are_no_words(tmp_path: Path) -> None:
+    use = {"type": "tool_use", "id": "t1", "name": "run_commands", "input": {"commands": ["npm test"]}}
+    path = _session_file(
+        tmp_path,
+        [
+            {"role": "user", "content": [_text("fix the tests"), {"type": "file", "path": "a.ts", "content": "x"}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}, use], "ts": 1784094125000},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1 failed", "is_error": True}],
+            },
+            {"role": "user", "content": [_text(ENV)]},
+        ],
+    )
+    (session,) = open_sessions(path)
+    events = list(session.events())
+    assert [m.text for m in of(events, UserMessage)] == ["fix the tests"]
+    assert [(r.content, r.is_error) for r in of(events, ToolResult)] == [("1 failed", True)]
+    (call,) = calls(events)
+    assert call.ts == 1784094125.0
+
+
+def test_a_sessions_own_records_are_imported_with_it_and_alone_refused(tmp_path: Path) -> None:
+    path = _session_file(tmp_path, [{"role": "user", "content": [_text("hi")]}])
+    sidecar = path.parent / f"{SESSION}.compaction.json"
+    sidecar.write_text(json.dumps({"source_prefix_hash": "ab", "messages": [{"role": "user", "content": []}]}))
+    hooks = path.parent / "hooks.jsonl"
+    hooks.write_text("{}\n")
+    assert belongs_to_session(sidecar)
+    assert belongs_to_session(hooks)
+    with pytest.raises(UnknownFormatError, match="a Cline session's compacted context, not the conversation"):
+        detect_format(sidecar)
+    path.unlink()
+    assert not belongs_to_session(sidecar), "alone, it is refused rather than passed over"
+
+
+def test_a_session_file_is_no_gemini_cli_session(tmp_path: Path) -> None:
+    """Both keep ``{sessionId, messages}``; gemini-cli's messages each have
+    a type, and a message without one is counted, never dropped unseen."""
+    untyped = tmp_path / "untyped.json"
+    untyped.write_text(json.dumps({"sessionId": "x", "messages": [{"id": "m1", "role": "user", "content": []}]}))
+    with pytest.raises(UnknownFormatError, match="whose messages have no type"):
+        detect_format(untyped)
+    mixed = tmp_path / "mixed.json"
+    messages = [{"id": "m1", "type": "user", "content": "hi"}, {"id": "m2", "role": "assistant", "content": []}]
+    mixed.write_text(json.dumps({"sessionId": "x", "messages": messages}))
+    (session,) = open_sessions(mixed)
+    assert [m.text for m in of(list(session.events()), UserMessage)] == ["hi"]
+    assert session.report.skipped == {"bad-record": 1}
