@@ -314,9 +314,9 @@ _ERROR_WORDS = compile_regex(
     r"(?i)(?:error|exception)\b|\b(?:failed|failure|fatal|not found|no such|denied|invalid|cannot|can't|could not|"
     r"unable|refused|timed? ?out|unknown|missing|required|not allowed|forbidden|unauthori[sz]ed)\b"
 )
-# A logfmt line (Go's logrus and slog, golangci-lint): its error, else its message, is the error, and
-# quoted, as the rest of it would be stripped: `level=error msg="context loading failed: ..."`,
-# `level=error msg="request failed" error="dial tcp ..."`
+# A logfmt line (Go's logrus and slog, golangci-lint): its fields are read as a JSON record's (its error
+# before a generic msg), and quoted, as the rest of it would be stripped:
+# `level=error msg="context loading failed: ..."`, `level=error msg="request failed" error="dial tcp ..."`
 _LOGFMT_ERROR = lazy_compile(r"(?i)(?:^|\s)level=(?:error|err|fatal|panic|crit\w*)\b")
 _LOGFMT_FIELD = lazy_compile(r'(?i)(?:^|\s)(msg|message|error|err)=("(?:[^"\\]|\\.)*"|[^\s"]+)')
 _KIND_CHARS = 160
@@ -351,7 +351,7 @@ def error_kind(text: str) -> str:
             break
     if "level=" in first and _LOGFMT_ERROR.search(first[:_KIND_READ]):
         fields = {name.lower(): value for name, value in reversed(_LOGFMT_FIELD.findall(first[:_KIND_READ]))}
-        said = fields.get("error") or fields.get("err") or fields.get("msg") or fields.get("message")
+        said = next((fields[key] for key in _MESSAGE_KEYS if fields.get(key)), None)  # as a JSON record's
         if said is not None:
             first = said.strip('"').replace('\\"', '"')
     # The kind is short: a long line is read only as far as it can matter.
@@ -360,7 +360,18 @@ def error_kind(text: str) -> str:
 
 # the specific message first: Spring's {"error": "Bad Request", "message": "..."}, OAuth's error_description
 # and a log record's "msg" after its "error": zap's {"msg": "Reconciler error", "error": "<the cause>"}
-_MESSAGE_KEYS = ("message", "error_description", "detail", "error", "errors", "msg", "stderr", "output", "content")
+_MESSAGE_KEYS = (
+    "message",
+    "error_description",
+    "detail",
+    "error",
+    "errors",
+    "err",
+    "msg",
+    "stderr",
+    "output",
+    "content",
+)
 
 
 def _json_message(text: str) -> str | None:

@@ -91,7 +91,8 @@ async def restarting(
     restarts is ``per`` seconds old. A connection not open within
     ``start_timeout`` seconds (a server that never answers its
     initialization) is given up: the first, on entry, raises
-    ``TimeoutError``, as a failure to open it raises its own error; a
+    ``TimeoutError`` (in an exception group, as ``Client`` raises its own
+    failures to open); a
     restart that fails or times out is logged, and counts as a restart. A
     call waits for a restart at most that long, then fails as the closed
     connection's.

@@ -17,9 +17,9 @@ this one.
 Cline 4 (its CLI and the extension built on its SDK) writes a session as
 one document, ``{version, sessionId, agent, messages}``, whose messages are
 the same Anthropic-style blocks; a user message's text blocks are what the
-user typed, as they are (no ``<task>`` tags), beside the files attached
-to it (``file`` blocks). Its ``<id>.compaction.json`` and ``hooks.jsonl``
-are its own records. See ``docs/importers/cline.md``.
+user typed, as they are or in ``<user_input>`` tags (no ``<task>`` tags),
+beside the files attached to it (``file`` blocks). Its ``<id>.json``
+manifest, ``<id>.compaction.json`` and ``hooks.jsonl`` are its own records. See ``docs/importers/cline.md``.
 """
 
 from __future__ import annotations
@@ -45,8 +45,12 @@ _PANEL = "ui_messages.json"
 _COMPANIONS = frozenset({_PANEL, "task_metadata.json", "context_history.json", "metadata.json"})
 SESSION_SUFFIX = ".messages.json"
 """How a Cline 4 session file's name ends (``<session id>.messages.json``)."""
-_SESSION_COMPANIONS = (".compaction.json", "hooks.jsonl")
-"""The other records of a Cline 4 session folder: its compacted context and its hooks' log."""
+_COMPACTED_SUFFIX = ".compaction.json"
+"""How the name of a Cline 4 session's compacted context ends (the context Cline sends the model)."""
+_HOOKS_LOG = "hooks.jsonl"
+_COMPACTED_KEYS = frozenset({"source_message_count", "source_prefix_hash", "source_last_message_key"})
+# the tags Cline 4 may wrap what the user typed in, with their attributes (<user_input mode="act">...)
+_USER_INPUT = re.compile(r"<(user_input|user_command)(?:\s[^>]*)?>(.*?)</\1>", re.DOTALL)
 _MARKERS = ("<task>", "<environment_details>")
 _XML_TOOLS = frozenset(
     {
@@ -92,26 +96,29 @@ def _is_history(doc: Any) -> bool:
     return bool(messages) and all(m.get("role") in ("user", "assistant") and "content" in m for m in messages)
 
 
-def is_session_file(doc: Any) -> bool:
+def _is_session_file(doc: Any) -> bool:
     """Whether ``doc`` is a Cline 4 session file: a document with a
     ``version`` and a ``messages`` list of ``{role, content}`` messages
-    whose content is a list of blocks."""
+    whose content is a list of blocks or a text."""
     if not isinstance(doc, dict) or "version" not in doc or not isinstance(doc.get("messages"), list):
         return False
     messages = [m for m in doc["messages"][:20] if isinstance(m, dict)]
-    return all(m.get("role") in ("user", "assistant") and isinstance(m.get("content"), list) for m in messages)
+    return all(m.get("role") in ("user", "assistant") and isinstance(m.get("content"), list | str) for m in messages)
 
 
 def _sniff(sample: Sample) -> str | None:
     doc = sample.document
     if _is_history(doc) and (sample.path.name == HISTORY or any(m in text_of(_first(doc)) for m in _MARKERS)):
         return None
-    if is_session_file(doc) and "source_prefix_hash" not in doc:
+    compacted = sample.path.name.endswith(_COMPACTED_SUFFIX) or (
+        isinstance(doc, dict) and not _COMPACTED_KEYS.isdisjoint(doc)
+    )
+    if compacted:
+        return f"a Cline session's compacted context, not the conversation: import its {SESSION_SUFFIX} beside it"
+    if _is_session_file(doc):
         return None
     if sample.path.name == _PANEL:
         return f"{_PANEL} is Cline's record of its panel, not the conversation: import {HISTORY} beside it"
-    if sample.path.name.endswith(_SESSION_COMPANIONS[0]):
-        return f"a Cline session's compacted context, not the conversation: import its {SESSION_SUFFIX} beside it"
     return (
         f"not a task history ({HISTORY}: a list of {{role, content}} messages opening with a <task>)"
         f" nor a session file (<id>{SESSION_SUFFIX}: {{version, sessionId, messages}})"
@@ -128,7 +135,12 @@ def belongs_to_session(path: Path) -> bool:
     session folder's, beside its ``<id>.messages.json``."""
     if path.name in _COMPANIONS:
         return (path.parent / HISTORY).is_file()
-    return path.name.endswith(_SESSION_COMPANIONS) and any(path.parent.glob(f"*{SESSION_SUFFIX}"))
+    if path.name.endswith(SESSION_SUFFIX):
+        return False
+    if path.suffix == ".json" and (path.parent / f"{path.stem}{SESSION_SUFFIX}").is_file():
+        return True  # the session's manifest, <id>.json
+    companion = path.name.endswith(_COMPACTED_SUFFIX) or path.name == _HOOKS_LOG
+    return companion and any(path.parent.glob(f"*{SESSION_SUFFIX}"))
 
 
 def _sessions(sample: Sample) -> Iterator[ImportedSession]:
@@ -206,7 +218,8 @@ def _said(text: str, *, typed: bool) -> list[str]:
     as it is, unless it is only the extension's context."""
     if _RESULT_HEADER.match(text):
         return []
-    bodies = [_prompt(body) for _, body in tagged(text, _PROMPT_TAGS)]
+    bodies = [_prompt(body) for _, body in _USER_INPUT.findall(text)] if typed else []
+    bodies = bodies or [_prompt(body) for _, body in tagged(text, _PROMPT_TAGS)]
     if bodies or not typed or text.lstrip().startswith("<environment_details>"):
         return bodies
     return [text]

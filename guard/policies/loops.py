@@ -351,6 +351,11 @@ _MADE_ADVICE = (
     "one more ({tool} {arguments}; the last answer: {answer}). If you meant to make one, stop: check what the "
     "earlier calls made and remove the duplicates, instead of calling it again."
 )
+_BATCH_ADVICE = (
+    "loop-detector: this batch statement ({tool}) has now answered the same {count} times in a row ({answer}). "
+    "If its rows should run out, check that each run changes rows the next one no longer matches (its WHERE "
+    "excludes what it changed); if it is still working through them, carry on."
+)
 _TRANSIENT_ADVICE = (
     "loop-detector: this call has now failed {count} times with what looks like a transient error (rate limit, "
     "server error, timeout or dropped connection) ({tool} {arguments}). Wait before retrying (back off: 5, 10, "
@@ -738,44 +743,60 @@ _SQL_WRITE = lazy_compile(
 before it passed over)."""
 
 
+def _sql_texts(tool: str, args: Any) -> list[str]:
+    """The SQL a call hands a query tool: its ``_SQL_KEYS`` arguments, and
+    its ``query`` where the tool's name says it is a database's."""
+    if not isinstance(args, dict) or _SQL_ARGUMENTS.isdisjoint(args):  # most calls hold none
+        return []
+    texts = [args.get(key) for key in _SQL_KEYS]
+    if "query" in args and not _DATABASE_WORDS.isdisjoint(_NAME_PARTS.findall(tool.lower())):
+        texts.append(args["query"])
+    return [text for text in texts if isinstance(text, str)]
+
+
 def _writes_sql(tool: str, args: Any) -> bool:
     """Whether a call hands a query tool (``mysql_query``, a Postgres
     server's ``query``) a statement that changes the database, in any of
     the statements it runs: such a call acts, and what it changed may
     change the next check's answer."""
-    if not isinstance(args, dict) or _SQL_ARGUMENTS.isdisjoint(args):  # most calls hold none
-        return False
-    texts = [args.get(key) for key in _SQL_KEYS]
-    if "query" in args and not _DATABASE_WORDS.isdisjoint(_NAME_PARTS.findall(tool.lower())):
-        texts.append(args["query"])
-    return any(
-        isinstance(text, str) and any(_SQL_WRITE.match(statement) for statement in text.split(";")) for text in texts
-    )
+    return any(_SQL_WRITE.match(statement) for text in _sql_texts(tool, args) for statement in text.split(";"))
 
 
-# A statement that changes at most so many rows a run (DELETE ... LIMIT 100, UPDATE TOP (500), ROWNUM <= 100):
-# run again, it changes the next batch
-_SQL_BATCH = lazy_compile(r"(?is)^[\s(]*(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)")
-# how many rows a statement says it changed: {'affected_rows': 100}, "rowcount": 100, 100 rows affected,
-# psql's DELETE 100, SQLite's changes: 100
-_ROWS_CHANGED = lazy_compile(
-    r"(?i)(?:affected_?rows|rows_?affected|row_?count|changes|changed_?rows|num_?affected_?rows)[\"']?\s*[:=]\s*(\d+)"
-    r"|\b(\d+)\s+rows?\s+(?:affected|deleted|updated)\b|^\s*(?:DELETE|UPDATE)\s+(\d+)\s*$"
+# A statement that changes at most so many rows a run (DELETE ... LIMIT 100, UPDATE TOP (500), ROWNUM <= 100,
+# a WITH batch AS (... LIMIT 1000) DELETE ...): run again, it changes the next batch
+_SQL_BATCH = lazy_compile(
+    r"(?is)\b(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)"
+    r"|\blimit\s+\d+\b.*?\)\s*(?:delete|update)\b"
 )
+# a database client a shell command hands SQL to (psql -c "DELETE ...")
+_SQL_CLIENT = lazy_compile(r"(?i)\b(?:psql|mysql|mariadb|sqlite3|duckdb|clickhouse-client|sqlcmd|bq\s+query)\b")
+# how many rows a statement says it changed: {'affected_rows': 100}, "rowCount": 100, Rows affected: 100,
+# 100 row(s) affected, SQL Server's {"rowsAffected": [100]}, psql's DELETE 100, SQLite's changes: 100
+_ROWS_CHANGED = lazy_compile(
+    r"(?i)(?:affected[ _]?rows|rows[ _]?affected|row_?count|changes|changed_?rows|num_?affected_?rows)"
+    r"[\"']?\s*[:=]\s*\[?\s*(\d+)"
+    r"|\b(\d+)\s+rows?(?:\(s\))?\s+(?:affected|deleted|updated)\b|^\s*(?:DELETE|UPDATE)\s+(\d+)\s*$"
+)
+BATCHES_ADVISED = 20
+"""Batches in a row that each say they changed as many rows, after which a
+batch statement is advised once to check that its runs make progress."""
 
 
-def _changed_a_batch(result: ToolResult) -> bool:
-    """Whether ``result`` answers a statement that changes rows a batch at a
-    time (``LIMIT``, ``TOP``, ``ROWNUM``) by saying it changed some: the
-    same statement run again changes the next batch, so it repeats nothing
-    until it says it changed none (the table is done)."""
-    args = result.args
-    if not isinstance(args, dict) or _SQL_ARGUMENTS.isdisjoint(args):
+def _changed_a_batch(tool: str, args: Any, content: str) -> bool:
+    """Whether ``content`` answers a statement that changes rows a batch at
+    a time (``LIMIT``, ``TOP``, ``ROWNUM``), run by a query tool or handed
+    to a database client by a shell command, by saying it changed some:
+    the same statement run again changes the next batch, so it repeats
+    nothing until it says it changed none."""
+    texts = _sql_texts(tool, args)
+    if isinstance(args, dict) and isinstance(args.get("query"), str):  # any tool's: its answer says it changed rows
+        texts.append(args["query"])
+    command = shell_command(args)
+    if command is not None and _SQL_CLIENT.search(command):
+        texts.append(command)
+    if not any(_SQL_BATCH.search(text) for text in texts):
         return False
-    texts = [args.get(key) for key in (*_SQL_KEYS, "query")]
-    if not any(isinstance(text, str) and _SQL_BATCH.match(text) for text in texts):
-        return False
-    return any(int(n) > 0 for found in _ROWS_CHANGED.findall(result.content[:_STATE_HEAD]) for n in found if n)
+    return any(int(n) > 0 for found in _ROWS_CHANGED.findall(content[:_STATE_HEAD]) for n in found if n)
 
 
 def _waits(args: Any) -> bool:
@@ -798,13 +819,18 @@ def _streak_name(streak: tuple[str, str | None]) -> str:
     return tool if not program else f"`{program}` ({tool})"
 
 
+_REFUSED_OTHERS = 2
+"""Failures of other programs alike that make a program's streak its shell
+tool refusing commands, as far as denying goes."""
+
+
 def _refused_alike(state: _AgentLoops, key: tuple[str, str | None], streak: _Streak, others: int = 0) -> bool:
     """Whether the failures of a shell program's streak (``key``) are its
     shell tool refusing the commands of several programs the same way:
     then the tool failed, not the program, and the tool's advisory says so
     (the program's would contradict it). With ``others``, only when at
     least that many of the tool's failures were other programs': one other
-    program failing alike is weak evidence against a program failing for
+    program's failure alike is weak evidence against a program failing for
     real again and again (in a shell that states no exit status, where
     every failure joins the tool's streak), so its denial stands."""
     tool, program = key
@@ -1593,7 +1619,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         or ``kind = "paging"``) or has an argument value such as ``scroll``
         or ``next`` (``_values``)."""
         program = shell_program(command) if command else None
-        target, file = call_target(args, command, program)
+        target, file = call_target(args, command, program, tool=tool)
         if target is None and command is None and isinstance(args, dict) and not _QUERY_KEYS.isdisjoint(args):
             target = tool  # a search tool's queries: the same answer to other queries is a grind too
         values = self._values(args)
@@ -1684,7 +1710,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             and rules.streak_deny_at
             and streak.count >= state.at(rules.streak_deny_at)
             and not (call.ts - streak.ts >= self._decay)
-            and not _refused_alike(state, note.streak, streak, others=rules.error_at)
+            and not _refused_alike(state, note.streak, streak, others=_REFUSED_OTHERS)
         ):
             count = streak.count
             body = _STREAK_DENIAL.format(tool=_streak_name(note.streak), count=count, kind=streak.kind)
@@ -1902,8 +1928,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
         making = self._made(state, result, fp, shape, program is not None) if note.acts and not failed else None
-        # one more of something made, or one more batch of rows changed: news, not a counter
-        made = (making is not None and making > 1) or (note.acts and not failed and _changed_a_batch(result))
+        batch = not failed and _changed_a_batch(result.tool, result.args, content)
+        made = (making is not None and making > 1) or batch  # one more made, or a batch changed: news, not a counter
+        last = state.signatures.get(fp.digest)
+        previous = last.result if last is not None else None
         signature, gap = self._observe(
             state,
             result,
@@ -1924,6 +1952,14 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.resume = result.ts + stated_wait(content, _STATE_HEAD)
         if making is not None:
             signature.made = making
+        if batch:
+            # a batch whose WHERE still matches the rows it changed answers alike for ever: told once, never denied
+            signature.made = signature.made + 1 if previous == shape.digest else 1
+            if signature.made == BATCHES_ADVISED:
+                text = _BATCH_ADVICE.format(
+                    count=signature.made, tool=result.tool, answer=one_line(content[: 4 * _PREVIEW], _PREVIEW)
+                )
+                return self._action("remind", result, signature.made, text, BATCHES_ADVISED)
         if note.acts and not failed and not poll and state.acted.get(fp.digest) != shape.digest:
             # an action (a click, a pull, a build, an unknown tool) that brought news may have
             # changed what every other call sees: look again from here, as after an edit

@@ -100,16 +100,24 @@ def _without_heredocs(command: str) -> str:
 
 
 def _named(args: Any) -> str | None:
+    found = _naming(args)
+    return found[1] if found is not None else None
+
+
+def _naming(args: Any) -> tuple[str, str] | None:
+    """The first ``PATH_ARGS`` argument naming something, and its value."""
     if not isinstance(args, dict):
         return None
     for key in PATH_ARGS:
         value = args.get(key)
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return key, value.strip()
     return None
 
 
-def call_target(args: Any, command: str | None, program: str | None = None) -> tuple[str | None, bool]:
+def call_target(
+    args: Any, command: str | None, program: str | None = None, *, tool: str = ""
+) -> tuple[str | None, bool]:
     """What a call acts on, and whether it reads a file (both from one
     reading of its arguments; ``command`` is its ``shell_command``, which
     the caller has read).
@@ -119,15 +127,16 @@ def call_target(args: Any, command: str | None, program: str | None = None) -> t
     URL without its query, so the same endpoint asked other questions is one
     target); ``None`` without one. It reads a file when it is a tool's call
     on a file it names (a ``path`` or ``file_path`` argument, not a URL, and
-    no shell command beyond a one-word sub-command such as ``view``), or on
-    the files a ``paths`` list names with nothing to search them for (the
-    MCP filesystem server's ``read_multiple_files``): what it returns is
-    those files' content."""
+    no shell command beyond a one-word sub-command such as ``view``), or
+    when a ``tool`` whose name says it reads (the MCP filesystem server's
+    ``read_multiple_files``) reads the files a ``paths`` list names, with
+    nothing to search them for: what it returns is those files' content
+    (a test runner or a linter given ``paths`` answers with its own report)."""
     named = _named(args)
     if named is None:
         if command is not None and command.strip():
             return (program if program is not None else shell_program(command)), False
-        files = _listed(args)
+        files = _listed(args) if "read" in tool.lower() else None
         return (files, True) if files is not None else (None, False)
     if "://" in named:
         return named.split("?", 1)[0].split("#", 1)[0], False
@@ -170,9 +179,9 @@ def _patched(text: str) -> str | None:
 def write_target(args: Any, *, by_tool: bool) -> str | None:
     """The file a writing call writes, when the call alone says what it
     writes: for an editing tool's call (``by_tool``) the file its arguments
-    name (a URL is no file: what a call does to one, a page opened again,
-    a request sent again, is its answer's, not the same content written
-    once more), or the files of a Codex patch (``apply_patch``, its text the
+    name (a page given as a ``url`` is none: one opened again, or a request
+    sent to it again, answers anew, where the same content written to a
+    file once more changes nothing), or the files of a Codex patch (``apply_patch``, its text the
     call's ``input`` or the whole of its arguments); for a shell command, a
     patch given to ``apply_patch``, a heredoc into ``cat``/``tee`` or a
     single ``echo``/``printf``, the file it redirects or ``tee``s to.
@@ -181,11 +190,13 @@ def write_target(args: Any, *, by_tool: bool) -> str | None:
     if by_tool:
         if isinstance(args, str):
             return _patched(args)
-        named = _named(args)
-        if named is None and isinstance(args, dict):
+        found = _naming(args)
+        if found is None and isinstance(args, dict):
             texts = (args.get(key) for key in _PATCH_KEYS)
             return next((files for text in texts if isinstance(text, str) and (files := _patched(text))), None)
-        return None if named is not None and "://" in named and not named.startswith("file://") else named
+        if found is None or (found[0] == "url" and "://" in found[1] and not found[1].startswith("file://")):
+            return None
+        return found[1]
     command = shell_command(args)
     if command is None:
         return None
@@ -198,6 +209,5 @@ def write_target(args: Any, *, by_tool: bool) -> str | None:
         command = first
     elif not _LITERAL_ECHO.match(command):
         return None  # what it writes is some program's output, not the command's own text
-    found = _WRITES.findall(command)
-    targets = [name for _, name in found if name != "/dev/null"]
+    targets = [name for _, name in _WRITES.findall(command) if name != "/dev/null"]
     return targets[-1] if targets else None

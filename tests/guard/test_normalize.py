@@ -168,6 +168,8 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
         ('{"content": [{"type": "text", "text": "Not found: repo"}], "isError": true}', "not found: repo"),
         ('{"level": "error", "msg": "dial tcp: connection refused"}', "dial tcp: connection refused"),  # zap, pino
         ('{"msg": "Reconciler error", "error": "secret gone"}', "secret gone"),  # a record's error says more
+        ('{"level": "ERROR", "msg": "request failed", "err": "dial tcp: refused"}', "dial tcp: refused"),  # slog
+        ('{"level": 50, "msg": "failed", "err": {"type": "Error", "message": "ECONNREFUSED"}}', "econnrefused"),
         ('{"code": 500, "msg": "internal error", "error": "duplicate key"}', "duplicate key"),
         ('{"error": "bad \ud800"}', "{#: #}"),  # a lone surrogate no JSON decoder takes: read as text
         ('{"a":' * 1100 + "1" + "}" * 1100, ("{#:" * 60)[:160]),  # nested past the decoder: read as text

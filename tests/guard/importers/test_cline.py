@@ -295,11 +295,12 @@ def test_a_session_files_failures_are_its_error_flag_and_attached_files_are_no_w
                 "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1 failed", "is_error": True}],
             },
             {"role": "user", "content": [_text(ENV)]},
+            {"role": "user", "content": '<user_input mode="act">\nnow the lint\n</user_input>'},
         ],
     )
     (session,) = open_sessions(path)
     events = list(session.events())
-    assert [m.text for m in of(events, UserMessage)] == ["fix the tests"]
+    assert [m.text for m in of(events, UserMessage)] == ["fix the tests", "now the lint"]
     assert [(r.content, r.is_error) for r in of(events, ToolResult)] == [("1 failed", True)]
     (call,) = calls(events)
     assert call.ts == 1784094125.0
@@ -313,10 +314,19 @@ def test_a_sessions_own_records_are_imported_with_it_and_alone_refused(tmp_path:
     hooks.write_text("{}\n")
     assert belongs_to_session(sidecar)
     assert belongs_to_session(hooks)
+    manifest = path.parent / f"{SESSION}.json"
+    manifest.write_text(json.dumps({"session_id": SESSION, "messages_path": str(path)}))
+    assert belongs_to_session(manifest)
+    assert not belongs_to_session(path)
     with pytest.raises(UnknownFormatError, match="a Cline session's compacted context, not the conversation"):
         detect_format(sidecar)
+    renamed = tmp_path / "context.json"  # a compacted context is known by its keys too, as Cline writes it
+    renamed.write_text(json.dumps({"version": 1, "source_message_count": 3, "messages": []}))
+    with pytest.raises(UnknownFormatError, match="compacted context"):
+        detect_format(renamed)
     path.unlink()
     assert not belongs_to_session(sidecar), "alone, it is refused rather than passed over"
+    assert not belongs_to_session(manifest)
 
 
 def test_a_session_file_is_no_gemini_cli_session(tmp_path: Path) -> None:

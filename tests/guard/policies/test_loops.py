@@ -771,7 +771,7 @@ async def test_a_program_the_refusing_shell_tool_keeps_refusing_is_never_denied(
     advisory after the tool's nor a denial at its eighth refusal."""
     run = make()
     refused = "Command rejected because it could not be parsed safely"
-    commands = ["git status", "git log -1", "dir", "git diff", "python -V", "git fetch", "whoami", "git pull --rebase"]
+    commands = ["git status", "git log -1", "dir", "git diff", "python -V", "git fetch", "git pull --rebase"]
     commands += ["git -C . status", "git remote -v", "git branch -a", "git stash list"]
     for command in commands:
         await run.do("run_shell_command", {"command": command}, refused, is_error=True)

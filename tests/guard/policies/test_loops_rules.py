@@ -2206,3 +2206,32 @@ async def test_a_batch_of_rows_changed_again_is_progress_until_none_are(make: Ma
     for _ in range(3):
         await run.do("execute_sql", update, "1 row affected")
     assert run.actions[-1] == (11, "deny")
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "answer"),
+    [
+        ("query", {"query": "WITH b AS (SELECT id FROM ev LIMIT 1000) DELETE FROM ev WHERE id IN (SELECT id FROM b)"},
+         '{"command": "DELETE", "rowCount": 1000}'),
+        ("execute_sql", {"sql": "DELETE TOP (1000) FROM ev WHERE day < '2025-01-01'"}, "(1000 rows affected)"),
+        ("mysql_query", {"sql": "DELETE FROM ev WHERE day < '2025-01-01' LIMIT 1000"}, "Rows affected: 1000"),
+        ("Bash", {"command": "psql -c \"DELETE FROM ev WHERE id IN (SELECT id FROM ev LIMIT 1000)\""}, "DELETE 1000"),
+    ],
+)  # fmt: skip
+async def test_batches_of_every_database_are_progress(
+    make: Make, anyio_backend: str, tool: str, args: dict[str, str], answer: str
+) -> None:
+    run = make()
+    for _ in range(6):
+        await run.do(tool, args, answer)
+    assert run.actions == []
+
+
+async def test_a_batch_that_never_runs_out_is_advised_once_and_never_denied(make: Make, anyio_backend: str) -> None:
+    """Its WHERE still matches the rows it changed: it answers alike for ever."""
+    run = make()
+    update = {"sql": "UPDATE jobs SET attempts = attempts + 1 WHERE status = 'failed' LIMIT 100"}
+    for _ in range(30):
+        await run.do("execute_sql", update, "100 rows affected")
+    assert run.actions == [(20, "remind")]
+    assert "check that each run changes rows the next one no longer matches" in run.texts[0]

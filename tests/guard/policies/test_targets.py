@@ -84,21 +84,28 @@ def test_an_editing_tool_writes_the_file_it_names() -> None:
     assert write_target({"content": "x"}, by_tool=False) is None
 
 
-def test_a_url_is_no_file_written() -> None:
-    """A page opened again, a request sent again: its answer says what it did."""
+def test_a_page_given_as_a_url_is_no_file_written() -> None:
+    """A page opened again, a request sent again: its answer says what it
+    did. A URL given as the file to write (a WebDAV upload) is one."""
     assert write_target({"url": "http://127.0.0.1/status"}, by_tool=True) is None
-    assert write_target({"uri": "https://api.example.com/items/7", "body": "{}"}, by_tool=True) is None
-    assert write_target({"uri": "file:///w/notes.md", "content": "x"}, by_tool=True) == "file:///w/notes.md"
+    assert write_target({"url": "file:///w/notes.md", "content": "x"}, by_tool=True) == "file:///w/notes.md"
+    assert write_target({"path": "https://dav.example.com/notes.md", "content": "x"}, by_tool=True) == (
+        "https://dav.example.com/notes.md"
+    )
 
 
 def test_files_listed_together_are_read_as_files_unless_searched() -> None:
-    assert _target({"paths": ["a.py", " b.py "]}) == ("a.py, b.py", True)
-    assert _target({"paths": ["src"], "pattern": "TODO"}) == (None, False)  # a search in them
-    assert _target({"paths": ["src"], "query": "TODO"}) == (None, False)
-    assert _target({"paths": ["https://x.example/a"]}) == (None, False)
-    assert _target({"paths": ["a.py", 7]}) == (None, False)
-    assert _target({"paths": []}) == (None, False)
-    assert _target({"paths": "a.py"}) == (None, False)
+    def read(args: dict[str, object], tool: str = "read_multiple_files") -> tuple[str | None, bool]:
+        return call_target(args, None, tool=tool)
+
+    assert read({"paths": ["a.py", " b.py "]}) == ("a.py, b.py", True)
+    assert read({"paths": ["tests/test_auth.py"]}, "run_tests") == (None, False)  # a runner's report
+    assert read({"paths": ["src"], "pattern": "TODO"}) == (None, False)  # a search in them
+    assert read({"paths": ["src"], "query": "TODO"}) == (None, False)
+    assert read({"paths": ["https://x.example/a"]}) == (None, False)
+    assert read({"paths": ["a.py", 7]}) == (None, False)
+    assert read({"paths": []}) == (None, False)
+    assert read({"paths": "a.py"}) == (None, False)
 
 
 _PATCH = "*** Begin Patch\n*** Update File: src/price.py\n@@\n-round(x, 2)\n+Decimal(x)\n*** End Patch"
