@@ -431,7 +431,7 @@ import time
 
 from mcp.server.mcpserver import MCPServer
 
-if os.path.exists(sys.argv[1]):
+if sys.argv[1:] and os.path.exists(sys.argv[1]):
     time.sleep(3600)  # started while its hang file is there: it never answers its initialization
 
 server = MCPServer("files")
