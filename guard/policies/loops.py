@@ -768,8 +768,8 @@ _SQL_BATCH = lazy_compile(
     r"(?is)\b(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)"
     r"|\blimit\s+\d+\b.*?\)\s*(?:delete|update)\b"
 )
-# a database client a shell command hands SQL to (psql -c "DELETE ...")
-_SQL_CLIENT = lazy_compile(r"(?i)\b(?:psql|mysql|mariadb|sqlite3|duckdb|clickhouse-client|sqlcmd|bq\s+query)\b")
+# the database clients a shell command hands SQL to (psql -c "DELETE ...")
+_SQL_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse-client", "sqlcmd", "bq"})
 # how many rows a statement says it changed: {'affected_rows': 100}, "rowCount": 100, Rows affected: 100,
 # 100 row(s) affected, SQL Server's {"rowsAffected": [100]}, psql's DELETE 100, SQLite's changes: 100
 _ROWS_CHANGED = lazy_compile(
@@ -782,18 +782,17 @@ BATCHES_ADVISED = 20
 batch statement is advised once to check that its runs make progress."""
 
 
-def _changed_a_batch(tool: str, args: Any, content: str) -> bool:
+def _changed_a_batch(tool: str, args: Any, content: str, program: str | None) -> bool:
     """Whether ``content`` answers a statement that changes rows a batch at
     a time (``LIMIT``, ``TOP``, ``ROWNUM``), run by a query tool or handed
-    to a database client by a shell command, by saying it changed some:
-    the same statement run again changes the next batch, so it repeats
-    nothing until it says it changed none."""
+    to a database client by a shell command (whose ``program`` it is), by
+    saying it changed some: the same statement run again changes the next
+    batch, so it repeats nothing until it says it changed none."""
     texts = _sql_texts(tool, args)
     if isinstance(args, dict) and isinstance(args.get("query"), str):  # any tool's: its answer says it changed rows
         texts.append(args["query"])
-    command = shell_command(args)
-    if command is not None and _SQL_CLIENT.search(command):
-        texts.append(command)
+    if program in _SQL_CLIENTS:
+        texts.append(shell_command(args) or "")
     if not any(_SQL_BATCH.search(text) for text in texts):
         return False
     return any(int(n) > 0 for found in _ROWS_CHANGED.findall(content[:_STATE_HEAD]) for n in found if n)
@@ -1928,9 +1927,14 @@ class LoopsPolicy(Policy[_AgentLoops]):
             outcome = self._normalizer.shape(error_head(content)).digest if failed else shape.digest
             _redone(state, state.redo, fp.digest + outcome, result.tool)
         making = self._made(state, result, fp, shape, program is not None) if note.acts and not failed else None
-        batch = not failed and _changed_a_batch(result.tool, result.args, content)
+        args = result.args
+        batch = (
+            not failed
+            and (program in _SQL_CLIENTS or (isinstance(args, dict) and not _SQL_ARGUMENTS.isdisjoint(args)))
+            and _changed_a_batch(result.tool, args, content, program)
+        )
         made = (making is not None and making > 1) or batch  # one more made, or a batch changed: news, not a counter
-        last = state.signatures.get(fp.digest)
+        last = state.signatures.get(fp.digest) if batch else None
         previous = last.result if last is not None else None
         signature, gap = self._observe(
             state,

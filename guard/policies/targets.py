@@ -99,11 +99,6 @@ def _without_heredocs(command: str) -> str:
     return "".join(out)
 
 
-def _named(args: Any) -> str | None:
-    found = _naming(args)
-    return found[1] if found is not None else None
-
-
 def _naming(args: Any) -> tuple[str, str] | None:
     """The first ``PATH_ARGS`` argument naming something, and its value."""
     if not isinstance(args, dict):
@@ -132,12 +127,13 @@ def call_target(
     ``read_multiple_files``) reads the files a ``paths`` list names, with
     nothing to search them for: what it returns is those files' content
     (a test runner or a linter given ``paths`` answers with its own report)."""
-    named = _named(args)
-    if named is None:
+    found = _naming(args)
+    if found is None:
         if command is not None and command.strip():
             return (program if program is not None else shell_program(command)), False
         files = _listed(args) if "read" in tool.lower() else None
         return (files, True) if files is not None else (None, False)
+    named = found[1]
     if "://" in named:
         return named.split("?", 1)[0].split("#", 1)[0], False
     return named, command is None or not any(c.isspace() for c in command.strip())
