@@ -351,15 +351,15 @@ def error_kind(text: str) -> str:
             break
     if "level=" in first and _LOGFMT_ERROR.search(first[:_KIND_READ]):
         fields = {name.lower(): value for name, value in reversed(_LOGFMT_FIELD.findall(first[:_KIND_READ]))}
-        said = next((fields[key] for key in _MESSAGE_KEYS if fields.get(key)), None)  # as a JSON record's
+        said = next((fields[key] for key in _RECORD_KEYS if fields.get(key)), None)
         if said is not None:
             first = said.strip('"').replace('\\"', '"')
     # The kind is short: a long line is read only as far as it can matter.
     return " ".join(_ERROR_NOISE.sub("#", first[:_KIND_READ]).lower().split())[:_KIND_CHARS]
 
 
-# the specific message first: Spring's {"error": "Bad Request", "message": "..."}, OAuth's error_description
-# and a log record's "msg" after its "error": zap's {"msg": "Reconciler error", "error": "<the cause>"}
+# an answer's specific message first: Spring's {"error": "Bad Request", "message": "..."}, OAuth's
+# error_description; a generic "msg" after an "error" ({"msg": "internal error", "error": "<the cause>"})
 _MESSAGE_KEYS = (
     "message",
     "error_description",
@@ -372,17 +372,31 @@ _MESSAGE_KEYS = (
     "output",
     "content",
 )
+# a log record's (one with a level, logfmt's or JSON's) error first: its message names the event that
+# failed ("request failed"), its error why (zap, zerolog, slog, logrus' WithError)
+_RECORD_KEYS = (
+    "error",
+    "err",
+    "error_description",
+    "detail",
+    "errors",
+    "message",
+    "msg",
+    "stderr",
+    "output",
+    "content",
+)
 
 
 def _json_message(text: str) -> str | None:
     """The message of an error written as a JSON object (``""`` when its
     message keys are all empty or absent), or ``None`` when ``text`` is no
-    JSON object."""
+    JSON object; a log record (one with a ``level``) is read error first."""
     try:
         value = msgspec.json.decode(text)
     except (ValueError, RecursionError):  # not JSON, a lone surrogate, nested past the decoder
         return None
-    for key in _MESSAGE_KEYS:  # text that opens with "{" and decodes is an object
+    for key in _RECORD_KEYS if "level" in value else _MESSAGE_KEYS:  # text that opens with "{" decodes to an object
         message = _said(value.get(key))
         if message:
             return message

@@ -218,7 +218,8 @@ def _said(text: str, *, typed: bool) -> list[str]:
     as it is, unless it is only the extension's context."""
     if _RESULT_HEADER.match(text):
         return []
-    bodies = [_prompt(body) for _, body in _USER_INPUT.findall(text)] if typed else []
+    wrapped = _USER_INPUT.fullmatch(text.strip()) if typed else None  # the whole text in one tag: unwrapped
+    bodies = [_prompt(wrapped.group(2))] if wrapped is not None else []
     bodies = bodies or [_prompt(body) for _, body in tagged(text, _PROMPT_TAGS)]
     if bodies or not typed or text.lstrip().startswith("<environment_details>"):
         return bodies

@@ -765,8 +765,14 @@ def _writes_sql(tool: str, args: Any) -> bool:
 # A statement that changes at most so many rows a run (DELETE ... LIMIT 100, UPDATE TOP (500), ROWNUM <= 100,
 # a WITH batch AS (... LIMIT 1000) DELETE ...): run again, it changes the next batch
 _SQL_BATCH = lazy_compile(
-    r"(?is)\b(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)"
-    r"|\blimit\s+\d+\b.*?\)\s*(?:delete|update)\b"
+    r"(?is)^[\s(]*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)[\s(]*)*"
+    r"(?:(?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)"
+    r"|with\b.*?\blimit\s+\d+\b.*?\)\s*(?:delete|update)\b)"
+)
+# the same inside a shell command, the statement quoted after the client's option (psql -c "DELETE ...")
+_SQL_BATCH_QUOTED = lazy_compile(
+    r"(?is)[\"'](?:delete|update)\b.*?(?:\blimit\s+\d+|\btop\s*\(?\s*\d+|\brownum\s*<)"
+    r"|[\"']with\b.*?\blimit\s+\d+\b.*?\)\s*(?:delete|update)\b"
 )
 # the database clients a shell command hands SQL to (psql -c "DELETE ...")
 _SQL_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse-client", "sqlcmd", "bq"})
@@ -789,11 +795,12 @@ def _changed_a_batch(tool: str, args: Any, content: str, program: str | None) ->
     saying it changed some: the same statement run again changes the next
     batch, so it repeats nothing until it says it changed none."""
     texts = _sql_texts(tool, args)
-    if isinstance(args, dict) and isinstance(args.get("query"), str):  # any tool's: its answer says it changed rows
+    if isinstance(args, dict) and isinstance(args.get("query"), str):  # any tool's, read as a statement
         texts.append(args["query"])
-    if program in _SQL_CLIENTS:
-        texts.append(shell_command(args) or "")
-    if not any(_SQL_BATCH.search(text) for text in texts):
+    batched = any(_SQL_BATCH.match(statement) for text in texts for statement in text.split(";"))
+    if not batched and program in _SQL_CLIENTS:
+        batched = _SQL_BATCH_QUOTED.search(shell_command(args) or "") is not None
+    if not batched:
         return False
     return any(int(n) > 0 for found in _ROWS_CHANGED.findall(content[:_STATE_HEAD]) for n in found if n)
 
@@ -1956,7 +1963,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.resume = result.ts + stated_wait(content, _STATE_HEAD)
         if making is not None:
             signature.made = making
-        if batch:
+        if batch and making is None:  # a maker's own count says more
             # a batch whose WHERE still matches the rows it changed answers alike for ever: told once, never denied
             signature.made = signature.made + 1 if previous == shape.digest else 1
             if signature.made == BATCHES_ADVISED:

@@ -123,20 +123,33 @@ def call_target(
     target); ``None`` without one. It reads a file when it is a tool's call
     on a file it names (a ``path`` or ``file_path`` argument, not a URL, and
     no shell command beyond a one-word sub-command such as ``view``), or
-    when a ``tool`` whose name says it reads (the MCP filesystem server's
-    ``read_multiple_files``) reads the files a ``paths`` list names, with
+    when a ``tool`` whose name says it reads files (the MCP filesystem
+    server's ``read_multiple_files``) reads the files a ``paths`` list names, with
     nothing to search them for: what it returns is those files' content
     (a test runner or a linter given ``paths`` answers with its own report)."""
     found = _naming(args)
     if found is None:
         if command is not None and command.strip():
             return (program if program is not None else shell_program(command)), False
-        files = _listed(args) if "read" in tool.lower() else None
+        files = _listed(args) if _reads_files(tool) else None
         return (files, True) if files is not None else (None, False)
     named = found[1]
     if "://" in named:
         return named.split("?", 1)[0].split("#", 1)[0], False
     return named, command is None or not any(c.isspace() for c in command.strip())
+
+
+_NAME_WORDS = lazy_compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")  # snake_case, kebab-case and camelCase words
+_READING = frozenset({"read", "view", "get", "cat", "open", "load", "show"})
+_FILES = frozenset({"file", "files", "content", "contents"})
+
+
+def _reads_files(tool: str) -> bool:
+    """Whether ``tool``'s name says it reads files (``read_multiple_files``,
+    ``view_files``, ``get_file_contents``): a verb of reading and a word
+    for files among its words."""
+    words = {word.lower() for word in _NAME_WORDS.findall(tool)}
+    return not _READING.isdisjoint(words) and not _FILES.isdisjoint(words)
 
 
 def _listed(args: Any) -> str | None:

@@ -170,6 +170,7 @@ def test_the_kind_is_the_line_that_reads_like_an_error() -> None:
         ('{"msg": "Reconciler error", "error": "secret gone"}', "secret gone"),  # a record's error says more
         ('{"level": "ERROR", "msg": "request failed", "err": "dial tcp: refused"}', "dial tcp: refused"),  # slog
         ('{"level": 50, "msg": "failed", "err": {"type": "Error", "message": "ECONNREFUSED"}}', "econnrefused"),
+        ('{"level": "error", "error": "disk full", "message": "request failed"}', "disk full"),  # zerolog
         ('{"code": 500, "msg": "internal error", "error": "duplicate key"}', "duplicate key"),
         ('{"error": "bad \ud800"}', "{#: #}"),  # a lone surrogate no JSON decoder takes: read as text
         ('{"a":' * 1100 + "1" + "}" * 1100, ("{#:" * 60)[:160]),  # nested past the decoder: read as text
@@ -192,6 +193,8 @@ def test_a_logfmt_error_is_of_its_messages_kind() -> None:
     assert error_kind(failed.format("dial tcp: refused")) != error_kind(failed.format("pq: password failed"))
     assert error_kind("level=error msg=shutdown_failed") == "shutdown_failed"
     assert error_kind('level=info msg="starting"\nerror: port in use') == "error: port in use"
+    migration = 'level=error message="migration failed" error="{}"'
+    assert error_kind(migration.format("duplicate column")) != error_kind(migration.format("no such table"))
 
 
 def test_the_kind_is_read_from_the_head_of_a_long_error() -> None:

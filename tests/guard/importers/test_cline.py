@@ -296,11 +296,16 @@ def test_a_session_files_failures_are_its_error_flag_and_attached_files_are_no_w
             },
             {"role": "user", "content": [_text(ENV)]},
             {"role": "user", "content": '<user_input mode="act">\nnow the lint\n</user_input>'},
+            {"role": "user", "content": [_text("the parser drops <user_input>hi</user_input> from prompts")]},
         ],
     )
     (session,) = open_sessions(path)
     events = list(session.events())
-    assert [m.text for m in of(events, UserMessage)] == ["fix the tests", "now the lint"]
+    assert [m.text for m in of(events, UserMessage)] == [
+        "fix the tests",
+        "now the lint",
+        "the parser drops <user_input>hi</user_input> from prompts",  # a tag quoted, not the whole text wrapped
+    ]
     assert [(r.content, r.is_error) for r in of(events, ToolResult)] == [("1 failed", True)]
     (call,) = calls(events)
     assert call.ts == 1784094125.0

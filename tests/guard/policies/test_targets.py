@@ -100,6 +100,9 @@ def test_files_listed_together_are_read_as_files_unless_searched() -> None:
 
     assert read({"paths": ["a.py", " b.py "]}) == ("a.py, b.py", True)
     assert read({"paths": ["tests/test_auth.py"]}, "run_tests") == (None, False)  # a runner's report
+    assert read({"paths": ["tests"]}, "run_tests_multithreaded") == (None, False)
+    assert read({"paths": ["a.json"]}, "get_file_contents") == ("a.json", True)
+    assert read({"paths": ["a.json"]}, "viewFiles") == ("a.json", True)
     assert read({"paths": ["src"], "pattern": "TODO"}) == (None, False)  # a search in them
     assert read({"paths": ["src"], "query": "TODO"}) == (None, False)
     assert read({"paths": ["https://x.example/a"]}) == (None, False)
