@@ -193,6 +193,7 @@ def test_a_logfmt_error_is_of_its_messages_kind() -> None:
     assert error_kind(failed.format("dial tcp: refused")) != error_kind(failed.format("pq: password failed"))
     assert error_kind("level=error msg=shutdown_failed") == "shutdown_failed"
     assert error_kind('level=info msg="starting"\nerror: port in use') == "error: port in use"
+    assert error_kind("level=error code=E500 component=api") == "level=error code=e# component=api"  # no message
     migration = 'level=error message="migration failed" error="{}"'
     assert error_kind(migration.format("duplicate column")) != error_kind(migration.format("no such table"))
 
