@@ -131,8 +131,8 @@ def call_target(
     if found is None:
         if command is not None and command.strip():
             return (program if program is not None else shell_program(command)), False
-        files = _listed(args) if _reads_files(tool) else None
-        return (files, True) if files is not None else (None, False)
+        files = _listed(args)
+        return (files, True) if files is not None and _reads_files(tool) else (None, False)
     named = found[1]
     if "://" in named:
         return named.split("?", 1)[0].split("#", 1)[0], False
