@@ -722,7 +722,7 @@ SQS's ``WaitTimeSeconds``, a Redis stream's ``block``); asked only of a
 call that runs no command, whose ``wait`` is how long to wait for it."""
 
 
-_SQL_KEYS = ("sql", "statement", "stmt", "sql_query")
+_SQL_KEYS = ("sql", "statement", "stmt", "sql_query", "sqlQuery")
 """Arguments that hold SQL whatever the tool; ``query`` does only in a
 database's tool (``_DATABASE_WORDS``), elsewhere it is a search's words."""
 _SQL_ARGUMENTS = frozenset((*_SQL_KEYS, "query"))
@@ -776,6 +776,8 @@ _SQL_BATCH_QUOTED = lazy_compile(
 )
 # the database clients a shell command hands SQL to (psql -c "DELETE ...")
 _SQL_CLIENTS = frozenset({"psql", "mysql", "mariadb", "sqlite3", "duckdb", "clickhouse-client", "sqlcmd", "bq"})
+# and the programs that run one in a container (docker exec db psql -c "...", kubectl exec pod -- psql -c "...")
+_CONTAINER_RUNNERS = frozenset({"docker", "podman", "kubectl", "oc"})
 # how many rows a statement says it changed: {'affected_rows': 100}, "rowCount": 100, Rows affected: 100,
 # 100 row(s) affected, SQL Server's {"rowsAffected": [100]}, psql's DELETE 100, SQLite's changes: 100
 _ROWS_CHANGED = lazy_compile(
@@ -798,8 +800,10 @@ def _changed_a_batch(tool: str, args: Any, content: str, program: str | None) ->
     if isinstance(args, dict) and isinstance(args.get("query"), str):  # any tool's, read as a statement
         texts.append(args["query"])
     batched = any(_SQL_BATCH.match(statement) for text in texts for statement in text.split(";"))
-    if not batched and program in _SQL_CLIENTS:
-        batched = _SQL_BATCH_QUOTED.search(shell_command(args) or "") is not None
+    if not batched and (program in _SQL_CLIENTS or program in _CONTAINER_RUNNERS):
+        command = shell_command(args) or ""
+        client = program in _SQL_CLIENTS or not _SQL_CLIENTS.isdisjoint(command.split())
+        batched = client and _SQL_BATCH_QUOTED.search(command) is not None
     if not batched:
         return False
     return any(int(n) > 0 for found in _ROWS_CHANGED.findall(content[:_STATE_HEAD]) for n in found if n)
@@ -1937,7 +1941,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
         args = result.args
         batch = (
             not failed
-            and (program in _SQL_CLIENTS or (isinstance(args, dict) and not _SQL_ARGUMENTS.isdisjoint(args)))
+            and (
+                program in _SQL_CLIENTS
+                or program in _CONTAINER_RUNNERS
+                or (isinstance(args, dict) and not _SQL_ARGUMENTS.isdisjoint(args))
+            )
             and _changed_a_batch(result.tool, args, content, program)
         )
         made = (making is not None and making > 1) or batch  # one more made, or a batch changed: news, not a counter

@@ -2216,6 +2216,9 @@ async def test_a_batch_of_rows_changed_again_is_progress_until_none_are(make: Ma
         ("execute_sql", {"sql": "DELETE TOP (1000) FROM ev WHERE day < '2025-01-01'"}, "(1000 rows affected)"),
         ("mysql_query", {"sql": "DELETE FROM ev WHERE day < '2025-01-01' LIMIT 1000"}, "Rows affected: 1000"),
         ("Bash", {"command": "psql -c \"DELETE FROM ev WHERE id IN (SELECT id FROM ev LIMIT 1000)\""}, "DELETE 1000"),
+        ("Bash", {"command": "docker exec db psql -U app -c 'DELETE FROM ev WHERE ctid IN "
+                  "(SELECT ctid FROM ev LIMIT 1000)'"}, "DELETE 1000"),
+        ("run_sql", {"sqlQuery": "UPDATE ev SET done = 1 WHERE done = 0 LIMIT 500"}, '{"affectedRows": 500}'),
     ],
 )  # fmt: skip
 async def test_batches_of_every_database_are_progress(
