@@ -461,13 +461,21 @@ def crashing(tmp_path: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[str(tmp_path / "upstream.py"), str(tmp_path / "hang")])
 
 
+@asynccontextmanager
+async def restarted(link: GuardLink, upstream: StdioServerParameters, **options: Any) -> AsyncIterator[Client]:
+    """A client of the proxy in front of ``upstream``, started again when it
+    crashes (``restarting`` with ``options``)."""
+    async with (
+        restarting(lambda: Client(upstream), **options) as restarted_upstream,
+        Client(guard_proxy(restarted_upstream, link)) as client,
+    ):
+        yield client
+
+
 async def test_an_upstream_that_crashed_is_started_again_for_the_next_call(
     link: GuardLink, events: Capture, crashing: StdioServerParameters, anyio_backend: str
 ) -> None:
-    async with (
-        restarting(lambda: Client(crashing)) as upstream,
-        Client(guard_proxy(upstream, link)) as client,
-    ):
+    async with restarted(link, crashing) as client:
         before = texts(await client.call_tool("grep", {"pattern": "a"}))
         with pytest.raises(MCPError, match="Connection closed"):
             await client.call_tool("crash", {})
@@ -512,10 +520,7 @@ async def test_claude_code_gets_its_mcp_tool_back_after_the_upstream_crashed(
 async def test_a_server_that_keeps_dying_is_left_down_past_its_restarts(
     link: GuardLink, crashing: StdioServerParameters, anyio_backend: str
 ) -> None:
-    async with (
-        restarting(lambda: Client(crashing), restarts=1, per=60) as upstream,
-        Client(guard_proxy(upstream, link)) as client,
-    ):
+    async with restarted(link, crashing, restarts=1, per=60) as client:
         for _ in range(2):
             with pytest.raises(MCPError, match="Connection closed"):
                 await client.call_tool("crash", {})
@@ -526,10 +531,7 @@ async def test_a_server_that_keeps_dying_is_left_down_past_its_restarts(
 async def test_a_server_left_down_is_started_again_once_its_oldest_restart_is_old_enough(
     link: GuardLink, crashing: StdioServerParameters, anyio_backend: str
 ) -> None:
-    async with (
-        restarting(lambda: Client(crashing), restarts=1, per=5) as upstream,
-        Client(guard_proxy(upstream, link)) as client,
-    ):
+    async with restarted(link, crashing, restarts=1, per=5) as client:
         for _ in range(3):  # two crashes, then a call the spent restart leaves unanswered
             with pytest.raises(MCPError, match="Connection closed"):
                 await client.call_tool("crash" if _ < 2 else "grep", {})
@@ -539,10 +541,7 @@ async def test_a_server_left_down_is_started_again_once_its_oldest_restart_is_ol
 async def test_no_restarts_leaves_a_crashed_server_down(
     link: GuardLink, crashing: StdioServerParameters, anyio_backend: str
 ) -> None:
-    async with (
-        restarting(lambda: Client(crashing), restarts=0, per=0.2) as upstream,
-        Client(guard_proxy(upstream, link)) as client,
-    ):
+    async with restarted(link, crashing, restarts=0, per=0.2) as client:
         with pytest.raises(MCPError, match="Connection closed"):
             await client.call_tool("crash", {})
         await anyio.sleep(0.3)
@@ -557,10 +556,7 @@ async def test_a_restart_that_never_answers_is_given_up_and_tried_again_later(
     package fetch stuck on the network): a call waits for it no longer than
     a start may take, and fails as the closed connection's; once the cause
     is gone, a later restart brings the server back."""
-    async with (
-        restarting(lambda: Client(crashing), per=4, start_timeout=3) as upstream,
-        Client(guard_proxy(upstream, link)) as client,
-    ):
+    async with restarted(link, crashing, per=4, start_timeout=3) as client:
         (tmp_path / "hang").touch()
         with pytest.raises(MCPError, match="Connection closed"):
             await client.call_tool("crash", {})
@@ -596,10 +592,7 @@ async def test_a_first_start_that_never_answers_is_the_callers_timeout(
 async def test_a_server_that_will_not_start_again_fails_its_calls(
     link: GuardLink, crashing: StdioServerParameters, tmp_path: Path, anyio_backend: str
 ) -> None:
-    async with (
-        restarting(lambda: Client(crashing)) as upstream,
-        Client(guard_proxy(upstream, link)) as client,
-    ):
+    async with restarted(link, crashing) as client:
         (tmp_path / "upstream.py").write_text("raise SystemExit(1)\n")
         with pytest.raises(MCPError, match="Connection closed"):
             await client.call_tool("crash", {})

@@ -779,26 +779,23 @@ def test_an_otlp_exporter_named_explicitly_is_built_without_an_endpoint_for_it(
     meter_provider.shutdown(timeout_millis=100)  # type: ignore[attr-defined]
 
 
-def test_the_general_endpoint_gets_each_signals_path(otel_environ: pytest.MonkeyPatch, collector: Collector) -> None:
-    otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{collector.url}/")
-    telemetry = telemetry_from_environment(runtime="serve")
-    assert telemetry is not None
-    telemetry.on_action(_action(), _result())
-    telemetry.shutdown()
-    assert sorted(collector.posted) == ["/v1/metrics", "/v1/traces"]
-
-
-def test_a_query_on_the_general_endpoint_stays_the_query_of_each_signals_path(
-    otel_environ: pytest.MonkeyPatch, collector: Collector
+@pytest.mark.parametrize(
+    ("endpoint", "posted"),
+    [
+        ("/", ["/v1/metrics", "/v1/traces"]),
+        # some vendors take an API key in the query: the signal's path goes before it, not into the key
+        ("/otlp/?api_key=KEY123", ["/otlp/v1/metrics?api_key=KEY123", "/otlp/v1/traces?api_key=KEY123"]),
+    ],
+)
+def test_the_general_endpoint_gets_each_signals_path(
+    otel_environ: pytest.MonkeyPatch, collector: Collector, endpoint: str, posted: list[str]
 ) -> None:
-    """Some vendors take an API key in the endpoint's query: the signal's
-    path goes before it, not after it, into the key."""
-    otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{collector.url}/otlp/?api_key=KEY123")
+    otel_environ.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{collector.url}{endpoint}")
     telemetry = telemetry_from_environment(runtime="serve")
     assert telemetry is not None
     telemetry.on_action(_action(), _result())
     telemetry.shutdown()
-    assert sorted(collector.posted) == ["/otlp/v1/metrics?api_key=KEY123", "/otlp/v1/traces?api_key=KEY123"]
+    assert sorted(collector.posted) == posted
 
 
 def _run_link(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
