@@ -331,8 +331,9 @@ def error_kind(text: str) -> str:
     performed, old_str `x` did not appear verbatim in /a/b.py.`` and the same
     with other values are one kind). Bare status lines (``Exit code 1``) and
     banners are skipped: they say that something failed, not what. A JSON
-    object's kind is its message's (``error``, ``message``, ``msg``,
-    ``detail``, ``stderr`` or ``output``; none: no kind), and a logfmt
+    object's kind is its message's (``error``, ``message``,
+    ``error_message``, ``msg``, ``detail``, ``stderr`` or ``output``; none:
+    no kind), and a logfmt
     line's (``level=error msg="..."``) is its message's too."""
     if text[:1] == "{" and len(text) <= _KIND_READ:
         message = _json_message(text)
@@ -359,9 +360,12 @@ def error_kind(text: str) -> str:
 
 
 # an answer's specific message first: Spring's {"error": "Bad Request", "message": "..."}, OAuth's
-# error_description; a generic "msg" after an "error" ({"msg": "internal error", "error": "<the cause>"})
+# error_description, Google ADK tools' error_message; a generic "msg" after an "error" ({"msg":
+# "internal error", "error": "<the cause>"})
 _MESSAGE_KEYS = (
     "message",
+    "error_message",
+    "errorMessage",
     "error_description",
     "detail",
     "error",
@@ -377,6 +381,8 @@ _MESSAGE_KEYS = (
 _RECORD_KEYS = (
     "error",
     "err",
+    "error_message",
+    "errorMessage",
     "error_description",
     "detail",
     "errors",

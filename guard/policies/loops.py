@@ -85,7 +85,7 @@ from guard.policies.reads import (
     makes_command,
     without_prefixes,
 )
-from guard.policies.requests import asks_to_keep_polling, asks_to_repeat, requested_repeats
+from guard.policies.requests import asks_to_keep_polling, asks_to_repeat, requested_makes, requested_repeats
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policies.waits import declared_wait, stated_wait
 from guard.policy import Policy
@@ -262,7 +262,10 @@ _HALT = (
     "loop-detector: {tool} with the same arguments was denied {denials} times and the agent kept retrying it; "
     "the run should end."
 )
-_MOVING = r"running|pending|queued|in[_ ]progress|starting|creating|building|deploying"
+_MOVING = (
+    r"running|pending|queued|processing|(?:[a-z]+_)*in[_ -]?progress|in[_ -]?transit|out[_ ]for[_ ]delivery|"
+    r"starting|creating|building|deploying|sending|uploading|downloading|finali[sz]ing"
+)
 """The states ``poll_states`` reads as still moving wherever they stand (as a word)."""
 _MOVING_WHOLE = r"progressing|reconciling|provisioning|initiali[sz]ing|updating|syncing|working"
 """Still moving too, but read only as a state's whole value: these words open prose."""
@@ -939,6 +942,7 @@ class _AgentLoops:
         "edits",
         "failed_at",
         "grinds",
+        "makes",
         "news_at",
         "opener",
         "patient",
@@ -957,6 +961,7 @@ class _AgentLoops:
     def __init__(self) -> None:
         self.advised = False
         self.allowance = 0
+        self.makes = 0
         self.patient = False
         self.failed_at = 0
         self.news_at = 0
@@ -995,10 +1000,11 @@ class _AgentLoops:
         self.window.append(digest)
         self.signatures[digest] = signature
 
-    def at(self, threshold: int) -> int:
+    def at(self, threshold: int, making: bool = False) -> int:
         """The count at which ``threshold`` acts now: past the repeats the
-        user asked for (``allowance``)."""
-        return max(threshold, self.allowance + 1)
+        user asked for (``allowance``) and, for a call ``making`` something,
+        past the things asked for (``makes``)."""
+        return max(threshold, (max(self.allowance, self.makes) if making else self.allowance) + 1)
 
     def remember(self, digest: bytes, size: int) -> _Signature:
         """Place a call in the window; the signature's record (new if it
@@ -1122,12 +1128,17 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?i)error:[ \t][^\n]*\n?$",
         # and a JSON answer whose envelope says its request failed, as MCP servers and web APIs
         # answer without the flag: {"error": "..."} or Google's {"error": {"code": 429, ...}},
-        # {"ok": false, "error": ...} (Slack's), {"status": "error", "message": ...}; not an empty
-        # "error", not {"success": false, "message": "No results found"} (a search that found
-        # nothing), not a record whose "status" says a job or a build failed (a status check's answer)
+        # {"ok": false, "error": ...} (Slack's), {"status": "error", "error_message": ...} (Google ADK
+        # tools'), an HTTP answer's {"status_code": 503, ...}; not an empty "error", not {"success":
+        # false, "message": "No results found"} (a search that found nothing), not a record whose
+        # "status" says a job or a build failed (a status check's answer)
         r'\s*\{\s*"error"\s*:\s*(?:"[^"]|\{)',
         r'\s*\{\s*"(?:ok|success)"\s*:\s*false\s*,\s*"error"\s*:\s*(?:"[^"]|\{)',
-        r'\s*\{\s*"status"\s*:\s*"error"\s*,\s*"(?:error|message|msg|detail|code)"\s*:',
+        r'\s*\{\s*"status"\s*:\s*"error"\s*,\s*"(?i:error|message|msg|detail|code|reason|'
+        r'error_?(?:message|msg|code|detail))"\s*:',
+        r'\s*\{\s*"(?i:status_?code|http_?status|status)"\s*:\s*(?:429|5\d\d)\s*[,}]',
+        # and what an MCP server's SDK answers for a tool that raised, as a tool returns it as text
+        r"(?i)error (?:executing|calling|running|invoking) tool\b[^\n]*\n?$",
         # so is a bare "timeout" ({"error": "timeout"} keeps its error flag; this is the text alone)
         r"(?i)\W*(?:timeout|timed out)\W*$",
         # a result that is nothing but the shell refusing the command (no such program or file, a
@@ -1140,7 +1151,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
     transient_errors: tuple[str, ...] = (
         r"(?i)\b(?:429|50[0-4]|529)\b[^\n]{0,40}\b(?:too many requests|internal server error|bad gateway|service "
         r"unavailable|gateway time-?out|overloaded|error|status)\b",
-        r"(?i)\b(?:status|http|code|error)[\s:=\"']*(?:429|50[0-4]|529)\b",
+        r"(?i)(?:\b|_)(?:status|http|code|error)[\s:=\"']*(?:429|50[0-4]|529)\b",
         r"(?i)\b(?:rate[ _-]?limit(?:ed)?|too many requests|overloaded|temporarily unavailable|service unavailable|"
         r"try again later|connection (?:reset|aborted|timed out)|econnreset|etimedout|read timed? ?out|"
         r"request timed? ?out|deadline exceeded|network is unreachable|temporary failure in name resolution|"
@@ -1261,11 +1272,11 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress)|(?:refresh|reload)(?:[ _-]?(?:page|status|data|list))?)$",
     )
     poll_states: tuple[str, ...] = (
-        # a key that names a state (Status, readyState, "health": {"status": ...), then, past spaces, quotes
-        # (escaped too), a colon, markdown's ** and | and `, a tag's >, one = (not code's ==) or a symbol
-        # (Argo Rollouts' "॥"), a state that is still moving; the rarer states only as the whole value
-        # ("Feature A status: Updating docs" is prose)
-        r"(?:(?i:\b(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))"
+        # a key that names a state (Status, readyState, fulfillment_status, "health": {"status": ...), then,
+        # past spaces, quotes (escaped too), a colon, markdown's ** and | and `, a tag's >, one = (not code's
+        # ==) or a symbol (Argo Rollouts' "॥"), a state that is still moving; the rarer states only as the
+        # whole value ("Feature A status: Updating docs" is prose)
+        r"(?:(?i:(?:\b|[a-z]_)(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))"
         r"(?:(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){1,24}|(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){0,12}="
         r"(?:[\s\"'\\*|`>]|[^\x00-\x7f]){0,12})"
         r"(?i:(?:" + _MOVING + r"|waiting|containercreating)\b|(?:" + _MOVING_WHOLE + r")"
@@ -1577,9 +1588,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 patient = waited >= self._patient_wait
                 if signature.nudges and stalled and not state.patient and not patient and count > state.allowance:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
-            elif count >= state.at(rules.deny_at) and not (
-                # an unnamed click made again right away, or after anything brought news: it may work
-                signature.unnamed and (signature.last == state.seen or state.news_at > signature.last)
+            elif (
+                count >= state.at(rules.deny_at, state.makes > state.allowance and self._makes(call.tool, command))
+                and not (
+                    # an unnamed click made again right away, or after anything brought news: it may work
+                    signature.unnamed and (signature.last == state.seen or state.news_at > signature.last)
+                )
+                and not self._waited(state, signature, call.ts)  # a check after a wait: a poll
             ):
                 text, threshold = _REPEAT_DENIAL, rules.deny_at
         if text is not None:
@@ -1692,6 +1707,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
             self._facts.clear()
         self._facts[tool] = facts
         return facts
+
+    def _makes(self, tool: str, command: str | None) -> bool:
+        """Whether a call, of ``tool`` or a shell ``command``, makes
+        something new (``makes``, ``makes_command``)."""
+        return self._makes_command(command) if command else self._tool_facts(tool).makes
 
     def _makes_command(self, command: str) -> bool:
         """Whether shell ``command`` makes something (``makes_command``),
@@ -1896,16 +1916,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # call's last result: it checks again for something to happen, a poll, whether the
             # check succeeds or fails
             last = state.signatures.get(fp.digest)
-            poll = (
-                last is not None
-                and last.count > 0
-                and last.last <= state.waited_at
-                # a clock stepped back (NTP, a machine resumed) hides how long: the agent did wait
-                and not (
-                    0 <= result.ts - last.ts < self._shortest_wait
-                    and state.slept - last.slept < self._shortest_wait  # nor did its sleeps say so
-                )
-            )
+            poll = last is not None and last.count > 0 and self._waited(state, last, result.ts)
+        if not poll and state.patient and not failed and not note.acts and note.writing is None:
+            poll = True  # the user asked to keep checking: a read that comes back unchanged is a check
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:
             shape = Shape(_TRANSIENT if transient else _FAILED)
@@ -1984,7 +1997,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # changed what every other call sees: look again from here, as after an edit
             _keep(state.acted, fp.digest, shape.digest)
             state.act(fp.digest, signature)
-            if making == rules.deny_at and result.args:  # a call with no arguments asks for one more
+            # a call with no arguments asks for one more; past what the user asked for, told once
+            if making == state.at(rules.deny_at, True) and result.args:
                 text = _MADE_ADVICE.format(
                     count=making,
                     tool=result.tool,
@@ -2054,7 +2068,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
         grind = self._grind(state, result, note, shape.digest, found)
         if grind is not None:
             return grind
-        if state.advised or not gap or count <= state.allowance:
+        allowance = state.allowance if making is None else max(state.allowance, state.makes)
+        if state.advised or not gap or count <= allowance:
             return None
         # a repeat a few calls back means a cycle is forming, unless a call
         # failed in between: re-reading after a failed edit is how it is fixed
@@ -2148,9 +2163,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
         state.redo = None
         if self.config.requested_repeats:
             state.allowance = requested_repeats(message.text)
+            state.makes = requested_makes(message.text)
             state.patient = asks_to_keep_polling(message.text)
         else:
-            state.allowance = 0
+            state.allowance = state.makes = 0
             state.patient = False
 
     def _observe(
@@ -2279,6 +2295,19 @@ class LoopsPolicy(Policy[_AgentLoops]):
             how=_BLOCKING_WAIT.format(wait=wait),
         )
         return self._action("remind", result, count, text, at)
+
+    def _waited(self, state: _AgentLoops, signature: _Signature, ts: float) -> bool:
+        """Whether the agent waited (an untracked sleep, for at least the
+        shortest back-off) since ``signature``'s last result or denial: then
+        the same call checks for something to happen, a poll."""
+        return (
+            signature.last <= state.waited_at
+            # a clock stepped back (NTP, a machine resumed) hides how long: the agent did wait
+            and not (
+                0 <= ts - signature.ts < self._shortest_wait
+                and state.slept - signature.slept < self._shortest_wait  # nor did its sleeps say so
+            )
+        )
 
     def _polled(self, tool: str, args: Any, command: str) -> bool:
         """A poll by its arguments: a poll tool's call (not typing input) or

@@ -1,5 +1,6 @@
 """What a user's message asks the agent for: how many times to do something
-("run the flaky test six times", "retry 3 times", "noch dreimal"), whether
+("run the flaky test six times", "retry 3 times", "noch dreimal"), how many
+things to make ("add 4 blank rows"), whether
 to do it again at all ("again", "retry"), and whether to keep watching
 something ("keep polling until it is green"). ``loops`` reads a message that
 asks so as an instruction, never an interjection, lets the calls asked for
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from guard._regex import lazy_compile
 
-__all__ = ["UNTIL_REPEATS", "asks_to_keep_polling", "asks_to_repeat", "requested_repeats"]
+__all__ = ["UNTIL_REPEATS", "asks_to_keep_polling", "asks_to_repeat", "requested_makes", "requested_repeats"]
 
 _NUMBERS = {
     word: n
@@ -80,8 +81,14 @@ _RUNS_REQUEST = lazy_compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
     r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
 )
-_WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3}
-_WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice)\b")
+# "Add 4 blank rows", "create 5 identical placeholder tickets": that many things made, each a call
+_MAKE_REQUEST = lazy_compile(
+    r"(?i)\b(?:add|create|make|insert|append|open|file|send|post|schedule|book|generate|upload|submit|"
+    r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+"
+    r"(?:[^\s.!?,;:]+\s+){0,4}?[a-z]{2,}s\b"
+)
+_WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3, "double-check": 2, "doublecheck": 2, "double check": 2}
+_WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice|double[- ]?check)\b")
 UNTIL_REPEATS = 20
 """Runs let through when the user asks to keep trying until something
 happens ("keep running it until it passes")."""
@@ -91,7 +98,25 @@ _UNTIL_REQUEST = lazy_compile(
     r"|\b(?:run|try|retry|rerun|re-run|repeat|call|use|invoke|query|fetch)\b[^.!?\n]{0,40}"
     r"\b(?:until|repeatedly|again and again|over and over)\b"
 )
-
+# "Keep polling the order until it ships", "wait until the deploy is done", "继续检查"
+_KEEP_POLLING = lazy_compile(
+    r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
+    r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
+    r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
+    r"|\b(?:watch|monitor|poll|track)\b[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b[^.!?\n]{0,10}"
+    r"\b(?:when|once|as soon as)\b"
+    # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
+    r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
+    r"wart|schau)\w*\b[^.!?\n]{0,30}\bweiter)\b|\b(?:prüf|überprüf|wart|beobacht|schau)\w*\b[^.!?\n]{0,40}\bbis\b"
+    r"|\bcontinue[rz]?\s+(?:à|a)\s+(?:vérifier|surveiller|attendre|regarder|interroger)\b"
+    r"|\b(?:vérifie|surveille|attends|regarde)\w*\b[^.!?\n]{0,40}\bjusqu"
+    r"|\b(?:sigue|continúa|continue|continua)\s+(?:comprobando|revisando|verificando|checando|esperando|"
+    r"monitoreando|monitorando|consultando|a\s+(?:controllare|verificar|verificare|monitorare|aspettare))\b"
+    r"|\b(?:comprueba|revisa|verifica|espera|controlla|aspetta|verifique|espere)\w*\b[^.!?\n]{0,40}"
+    r"\b(?:hasta|finché|finche|até)\b"
+    r"|продолжай\s+(?:проверять|следить|ждать|опрашивать)|(?:проверяй|следи|жди)[^.!?\n]{0,40}\bпока\b"
+    r"|(?:继续|一直|持续|不断)(?:检查|监控|等待|轮询|查看|观察)|(?:確認|チェック|監視|ポーリング)し続け"
+)
 
 # A request to repeat is a short message; a long one (a task, an issue to fix)
 # uses "several times" or "until" to describe, not to ask.
@@ -101,7 +126,7 @@ _SHORT_REQUEST = 300
 def requested_repeats(text: str) -> int:
     """How many times a user message asks for something to be done ("run
     the flaky test six times", "retry 3 times", "run it 5x", "twice", "a few
-    times", "keep running it until it passes"): the largest such count, 0
+    times", "double-check", "keep running it until it passes"): the largest such count, 0
     when it asks for none. Counts are read in German, French, Spanish,
     Portuguese, Italian, Russian, Dutch, Chinese, Japanese and Korean too ("noch
     dreimal", "trois fois", "cinque volte", "再跑三次"). In a short message,
@@ -122,24 +147,20 @@ def requested_repeats(text: str) -> int:
     return max(counts, default=0)
 
 
-_KEEP_POLLING = lazy_compile(
-    r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
-    r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
-    r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
-    # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
-    r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
-    r"wart|schau)\w*\b[^.!?\n]{0,30}\bweiter)\b|\b(?:prüf|überprüf|wart|beobacht|schau)\w*\b[^.!?\n]{0,40}\bbis\b"
-    r"|\bcontinue[rz]?\s+(?:à|a)\s+(?:vérifier|surveiller|attendre|regarder|interroger)\b"
-    r"|\b(?:vérifie|surveille|attends|regarde)\w*\b[^.!?\n]{0,40}\bjusqu"
-    r"|\b(?:sigue|continúa|continue|continua)\s+(?:comprobando|revisando|verificando|checando|esperando|"
-    r"monitoreando|monitorando|consultando|a\s+(?:controllare|verificar|verificare|monitorare|aspettare))\b"
-    r"|\b(?:comprueba|revisa|verifica|espera|controlla|aspetta|verifique|espere)\w*\b[^.!?\n]{0,40}"
-    r"\b(?:hasta|finché|finche|até)\b"
-    r"|продолжай\s+(?:проверять|следить|ждать|опрашивать)|(?:проверяй|следи|жди)[^.!?\n]{0,40}\bпока\b"
-    r"|(?:继续|一直|持续|不断)(?:检查|监控|等待|轮询|查看|观察)|(?:確認|チェック|監視|ポーリング)し続け"
-)
+def requested_makes(text: str) -> int:
+    """How many things a short user message asks to be made ("add 4 blank
+    rows", "create 5 identical placeholder tickets", "send three reminder
+    emails"): the largest such count, 0 when it asks for none. Unlike
+    ``requested_repeats`` it speaks only for calls that make something: the
+    rest of the message ("... then make the test pass") asked for no repeat."""
+    if len(text) > _SHORT_REQUEST:
+        return 0
+    return max((int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _MAKE_REQUEST.findall(text)), default=0)
+
+
 _REPEAT_WORDS = lazy_compile(
-    r"(?i)\b(?:again|retry|re-?run|rerun|re-?try|once more|one more time|another (?:time|go|try))\b"
+    r"(?i)\b(?:again|retry|re-?run|rerun|re-?try|once more|one more time|another (?:time|go|try)|"
+    r"double[- ]?check|re-?check|re-?verify)\b"
 )
 
 
@@ -153,5 +174,6 @@ def asks_to_repeat(text: str) -> bool:
 def asks_to_keep_polling(text: str) -> bool:
     """Whether a user message asks to keep checking something ("keep
     polling", "wait until the deploy is done", "继续检查"): then no poll of
-    the agent's is denied until the next message."""
+    the agent's is denied until the next message, and a read that comes
+    back unchanged is a poll."""
     return bool(_KEEP_POLLING.search(text))

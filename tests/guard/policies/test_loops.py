@@ -437,6 +437,11 @@ async def test_a_one_line_error_text_without_the_flag_is_a_failure(make: Make, a
         '{"ok": false, "error": "ratelimited"}',
         '{\n  "error": {\n    "code": 429,\n    "message": "Quota exceeded",\n    "status": "RESOURCE_EXHAUSTED"\n'
         "  }\n}",
+        # a Google ADK tool's answer, an HTTP answer returned as is, an MCP SDK's text for a tool that raised
+        '{"status": "error", "error_message": "503 Service Unavailable. Please try again later."}',
+        '{"status_code": 503, "body": "Service Unavailable"}',
+        '{"status_code": 429, "body": ""}',
+        "Error executing tool get_node_tree: 503 Service Unavailable",
     ],
 )
 async def test_a_rate_limit_a_json_answer_reports_without_the_flag_is_retried_as_one(
@@ -453,6 +458,20 @@ async def test_a_rate_limit_a_json_answer_reports_without_the_flag_is_retried_as
     assert "transient error" in run.texts[0]
 
 
+async def test_an_error_a_google_adk_tool_returns_counts_in_a_failure_streak(make: Make, anyio_backend: str) -> None:
+    """ADK tools report failure as ``{"status": "error", "error_message":
+    ...}`` (a raised exception ends the run): refunds failing alike for
+    every amount tried are a streak of one kind of error."""
+    run = make()
+    for amount in (4000, 3000, 2000, 1000, 500, 100, 50, 10, 1):
+        answer = (
+            f'{{"status": "error", "error_message": "amount_too_large: Refund amount ({amount}) is greater than '
+            'unrefunded amount (0)."}'
+        )
+        await run.do("create_refund", {"charge": "ch_1", "amount": amount}, answer)
+    assert run.actions == [(3, "remind"), (9, "deny")]
+
+
 @pytest.mark.parametrize(
     "answer",
     [
@@ -460,6 +479,7 @@ async def test_a_rate_limit_a_json_answer_reports_without_the_flag_is_retried_as
         '{{"status": "failed", "error": null}}',
         '{{"success": false, "message": "No results found for query {n}"}}',  # a search that found nothing
         '{{"error": "", "rows": [{n}]}}',
+        '{{"status_code": 200, "body": "job {n}: failed"}}',
     ],
 )
 async def test_a_record_whose_status_says_failed_is_an_answer(make: Make, anyio_backend: str, answer: str) -> None:
@@ -963,6 +983,14 @@ async def test_a_user_asking_for_n_runs_gets_them(make: Make, anyio_backend: str
         ),
         # "queued" reads as a poll's state: past the six asked for, a poll told to back off
         ("Spin up 6 load-test workers against staging", "dispatch_task", {"task": "load"}, "queued", (8, "remind")),
+        # blank rows asked for: only calls that make something get them
+        (
+            "Add 6 blank rows at the bottom of the Leads sheet.",
+            "append_row",
+            {"sheet": "Leads", "values": ["", "", ""]},
+            '{"updatedRange": "Leads!A12:C", "updatedRows": 1}',
+            (7, "deny"),
+        ),
     ],
 )
 async def test_a_user_asking_for_n_runs_or_workers_gets_them(
@@ -976,6 +1004,34 @@ async def test_a_user_asking_for_n_runs_or_workers_gets_them(
     for _ in range(2):
         await run.do(tool, args, answer)
     assert run.actions[0] == beyond
+
+
+async def test_a_user_asking_for_n_of_the_same_thing_is_told_only_past_them(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.user("main", "Create 5 identical 'Onboarding checklist' placeholder tickets, one per new hire.")
+    for n in range(1, 8):
+        await run.do("create_ticket", {"subject": "Onboarding checklist"}, f"Created ticket #45{n}")
+    assert run.actions == [(6, "remind")]
+    assert "each time it made one more" in run.texts[0]
+
+
+async def test_things_to_make_asked_for_let_no_other_call_repeat(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.user("main", "create 10 AGENTS.md files, one per package, then make the pool test pass")
+    for _ in range(6):
+        await run.do("Bash", {"command": "pytest tests/test_pool.py"}, "1 failed: test_pool_size", is_error=True)
+    assert run.actions == [(3, "remind"), (5, "deny"), (6, "deny")]
+
+
+async def test_a_user_asking_to_keep_polling_gets_an_unchanged_read_until_it_changes(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    await run.user("main", "Keep polling order 1042 until it ships.")
+    for _ in range(8):
+        await run.do("get_order", {"order_id": "1042"}, '{"id": "1042", "fulfillment_status": null}', seconds=45)
+    await run.do("get_order", {"order_id": "1042"}, '{"id": "1042", "fulfillment_status": "fulfilled"}')
+    assert run.actions == []
 
 
 async def test_a_user_asking_to_keep_using_a_tool_gets_its_calls(make: Make, anyio_backend: str) -> None:

@@ -1004,6 +1004,30 @@ async def test_waiting_on_a_page_is_a_poll(make: Make, anyio_backend: str) -> No
     assert [kind for _, kind in run.actions if kind != "remind"] == []
 
 
+async def test_a_check_denied_as_a_repeat_runs_again_after_a_wait(make: Make, anyio_backend: str) -> None:
+    """Denied for returning the same twice, the agent waits before it checks
+    again: what it checks may have changed since, so the check runs, as a
+    poll (nudged and denied only as polls are)."""
+    run = make()
+    status = '{"id": "1042", "fulfillment_status": null, "note": "label printed"}'
+    for _ in range(3):
+        await run.do("get_order", {"order_id": "1042"}, status, seconds=45)
+    assert run.actions == [(3, "deny")]
+    await run.do("wait", {"seconds": 60}, "waited 60 s", seconds=60)
+    shipped = await run.do("get_order", {"order_id": "1042"}, '{"id": "1042", "fulfillment_status": "fulfilled"}')
+    assert shipped.denied_by is None
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_denied_check_made_again_without_waiting_stays_denied(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("get_order", {"order_id": "1042"}, '{"fulfillment_status": null}', seconds=45)
+    await run.do("wait", {"seconds": 1}, "waited 1 s", seconds=1)  # shorter than the shortest back-off
+    await run.do("get_order", {"order_id": "1042"}, "unused", seconds=1)
+    assert run.actions == [(3, "deny"), (5, "deny")]
+
+
 async def test_a_wait_shorter_than_the_shortest_back_off_makes_no_poll(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(3):
@@ -1837,6 +1861,12 @@ async def test_an_agents_targets_and_written_files_are_kept_bounded(make: Make, 
             8,
         ),
         ("Bash", {"command": "./vm-state web-1"}, "CREATING", 30, 6),
+        # a state under a key with a prefix (Shopify's, Stripe's), CloudFormation's, Azure's, a shipment's
+        ("get_order", {"order_id": "1042"}, '{"id": "1042", "fulfillment_status": "processing"}', 45, 6),
+        ("get_job", {"id": 7}, '{"job_state": "RUNNING"}', 45, 6),
+        ("aws_cfn_describe", {"stack": "api"}, '{"StackStatus": "UPDATE_ROLLBACK_IN_PROGRESS"}', 45, 6),
+        ("get_deployment", {"id": "d1"}, '{"provisioningState": "InProgress"}', 45, 6),
+        ("track_parcel", {"id": "1Z999"}, '{"tracking_status": "in_transit"}', 45, 6),
         (
             "Bash",
             {"command": "tkn pipelinerun list"},

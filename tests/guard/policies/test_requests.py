@@ -2,7 +2,13 @@
 
 import pytest
 
-from guard.policies.requests import UNTIL_REPEATS, asks_to_keep_polling, asks_to_repeat, requested_repeats
+from guard.policies.requests import (
+    UNTIL_REPEATS,
+    asks_to_keep_polling,
+    asks_to_repeat,
+    requested_makes,
+    requested_repeats,
+)
 
 
 def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
@@ -18,6 +24,17 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("My laptop can't run 10 agents locally") == 0
     assert requested_repeats("it breaks with 40 items in the cart") == 0  # a number of things, no repeats
     assert requested_repeats("fix the 3 failing tests") == 0
+    assert requested_repeats("Add 4 blank rows at the bottom of the Leads sheet.") == 0, "things made, no repeat"
+    assert requested_repeats("Are orders 1001-1004 delivered? Double-check.") == 2
+
+
+def test_requested_makes_reads_a_number_of_things_to_make() -> None:
+    assert requested_makes("Add 4 blank rows at the bottom of the Leads sheet.") == 4
+    assert requested_makes("Create 5 identical 'Onboarding checklist' placeholder tickets, one per hire.") == 5
+    assert requested_makes("send three reminder emails to bob") == 3
+    assert requested_makes("add 2 to the total") == 0, "a number added, nothing made"
+    assert requested_makes("fix the 3 failing tests") == 0
+    assert requested_makes("add 4 rows. " + "Context: " * 40) == 0, "a long task describes"
 
 
 @pytest.mark.parametrize(
@@ -64,7 +81,15 @@ def test_vague_and_open_ended_requests_are_read_generously() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["run it again", "retry", "try once more", "rerun the suite", "one more time please", "keep polling the job"],
+    [
+        "run it again",
+        "retry",
+        "try once more",
+        "rerun the suite",
+        "one more time please",
+        "keep polling the job",
+        "double-check",
+    ],
 )
 def test_a_message_asking_for_it_again_asks_to_repeat(text: str) -> None:
     assert asks_to_repeat(text)
@@ -81,6 +106,8 @@ def test_a_message_asking_nothing_again_does_not(text: str) -> None:
         "keep polling the deploy",
         "wait until the pipeline is green",
         "keep an eye on the build",
+        "Watch the payments provider incident page and tell me when it's resolved.",
+        "monitor the canary and let me know once it is promoted",
         "prüf weiter, bis es grün ist",
         "continue à surveiller le job",
         "sigue comprobando el despliegue",
@@ -93,6 +120,8 @@ def test_a_message_asking_to_keep_watching_asks_to_keep_polling(text: str) -> No
     assert asks_to_keep_polling(text)
 
 
-@pytest.mark.parametrize("text", ["run it again", "check the log", "wait", "poll it once"])
+@pytest.mark.parametrize(
+    "text", ["run it again", "check the log", "wait", "poll it once", "check the tests and tell me when you're done"]
+)
 def test_a_message_asking_for_one_look_does_not_ask_to_keep_polling(text: str) -> None:
     assert not asks_to_keep_polling(text)
