@@ -88,6 +88,8 @@ HALTED_BY = "repeat-tool-guard/halted"
 guard had asked to halt its agent (no policy's denial: replay keeps it as recorded)."""
 
 _TOOL_SEAMS = frozenset({"pre", "post", "post-error"})
+_REFUSED_BY_CLI = "<tool_use_error>"
+"""How Claude Code answers a call it refused before running it."""
 
 _FAILED_MESSAGE = '{"systemMessage":"repeat-tool-guard hook failed (exit %s): the loop guard is off for this event"}'
 _FAILED = "printf " + shlex.quote(_FAILED_MESSAGE + "\\n") + ' "$?"'
@@ -650,12 +652,22 @@ class ClaudeHooks:
         failure: the model read it as one, and a refused write changed
         nothing. (Were the guard's own post hook lost, killed at its
         timeout, the call that ran reads as refused too: the batch's text is
-        the same for both.)"""
+        the same for both.) A call it lists that no hook reported, answered
+        ``<tool_use_error>``, is one Claude Code refused before any tool hook
+        (its input failed the tool's own checks: an Edit whose ``old_string``
+        is not in the file, an argument missing, no such tool): it is
+        recorded now, late, with that failure, so a model retrying it is
+        told as for any failure (nothing can deny a call no hook asks
+        about)."""
         for entry in calls if isinstance(calls, list) else ():
             if not isinstance(entry, dict):
                 continue  # names no call
             call_id = payload_text(entry, "tool_use_id")
-            if agent.has_call(call_id):
+            if call_id and not agent.has_call(call_id) and self._unheard(agent, call_id, entry):
+                tool, args = payload_text(entry, "tool_name"), logged_args(entry.get("tool_input"))
+                await self._call(agent, call_id, tool, args, late=True)
+                await agent.result(call_id, as_text(entry.get("tool_response")), is_error=True)
+            elif agent.has_call(call_id):
                 content = as_text(entry.get("tool_response"))
                 seq = self.link.bus.seq + 1  # the result's
                 await agent.result(call_id, content, is_error=True)
@@ -668,6 +680,16 @@ class ClaudeHooks:
                     KeptAnswer(result_digest(content, True), answer),
                 )
         await agent.end_step()
+
+    def _unheard(self, agent: AgentLink, call_id: str, entry: Mapping[str, Any]) -> bool:
+        """Whether a batch's ``entry`` is a call the CLI refused before any
+        tool hook: no answer of the guard's is kept for it, and the CLI's
+        answer is its own refusal."""
+        return (
+            as_text(entry.get("tool_response")).lstrip().startswith(_REFUSED_BY_CLI)
+            and self._answered.peek(retry_key("tool/result", agent.agent.id, call_id)) is None
+            and self._answered.peek(retry_key("tool/call", agent.agent.id, call_id)) is None
+        )
 
     async def _agent(self, payload: Mapping[str, Any]) -> AgentLink:
         session = str(payload.get("session_id") or "session")

@@ -96,6 +96,26 @@ async def test_post_tool_batch_makes_each_model_response_one_step(
     assert "Tool-call loop detected" in fake_anthropic.texts_after_tool_results(2), "2 consecutive turns, not 3"
 
 
+async def test_a_call_the_cli_refuses_before_any_tool_hook_is_recorded_and_counted(
+    fake_anthropic: FakeAnthropic, link: GuardLink
+) -> None:
+    """An Edit whose ``old_string`` is not in the file never reaches a tool
+    hook: Claude Code refuses it itself. Only PostToolBatch lists it; the
+    guard records it from there, and the model retrying it is told."""
+    events = Capture().attach(link.bus)
+    target = fake_anthropic.work / "mod.py"
+    target.write_text("x = 1\n")
+    edit = {"file_path": str(target), "old_string": "x = 2", "new_string": "x = 3"}
+    fake_anthropic.script(*[[tool_use("Edit", edit)]] * 3, [text("Giving up.")])
+    await run(fake_anthropic, link)
+
+    calls = events.of(ToolCall)
+    assert [(c.tool, c.late, c.step) for c in calls] == [("Edit", True, 1), ("Edit", True, 2), ("Edit", True, 3)]
+    assert all(r.is_error and "String to replace not found" in r.content for r in events.of(ToolResult))
+    assert GENTLE_REMINDER in fake_anthropic.texts_after_tool_results(3)
+    assert target.read_text() == "x = 1\n"
+
+
 async def test_sessions_beyond_the_bound_are_disposed_since_session_end_never_comes(
     fake_anthropic: FakeAnthropic, link: GuardLink
 ) -> None:
