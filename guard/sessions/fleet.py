@@ -259,6 +259,10 @@ class _FleetAsker:
             await anyio.sleep(0.02)
 
 
+class _NewLife(Exception):
+    """A session's stream no longer goes on from a copy's position."""
+
+
 class _Replica:
     """This worker's copy of one session's guard, and how far it has read."""
 
@@ -282,6 +286,9 @@ class _Replica:
         self._decoder = event_decoder(self.agents)
         self.position = "-"
         self.seq = 0
+        self.read = 0
+        """The seq of the last entry read, guard output included."""
+        self._resuming = False
         self.lock = asyncio.Lock()
         self.outcomes: OrderedDict[int, Answer] = OrderedDict()
         self.output: list[Event] = []
@@ -311,7 +318,10 @@ class _Replica:
         ``fetched`` are entries already read (with the append); those this
         replica has applied are passed over, and the stream is read for the
         rest only when they fall short of ``until``. The output of every
-        event applied is recorded at the end, in one round trip."""
+        event applied is recorded at the end, in one round trip. Raises
+        ``_NewLife`` when an entry after this copy's position does not go on
+        from it: the session's stream began again (expired, flushed, restored
+        from an older snapshot) and this copy is of its earlier life."""
         await self._catch_up(until, fetched, self.owed)
         await self.record_owed()
 
@@ -329,6 +339,7 @@ class _Replica:
         self, until: int, fetched: Sequence[tuple[str, bytes]], owed: list[tuple[int, list[Event], list[Action]]]
     ) -> None:
         applied = _entry_key(self.position)
+        self._resuming = self.read > 0
         for count, (entry, line) in enumerate(fetched, 1):
             key = _entry_key(entry)
             if key <= applied:
@@ -359,6 +370,13 @@ class _Replica:
             return False
         if isinstance(event, SessionStart):  # pragma: no cover - the fleet never writes a header into a stream
             return False
+        if self._resuming:
+            # the first entry read past this copy's position: a stream that began again
+            # holds an entry there that does not go on from it
+            self._resuming = False
+            if event.seq <= self.read:
+                raise _NewLife(self.session)
+        self.read = event.seq
         if self._regenerated(event):
             return False  # recorded guard output: regenerated, never re-applied
         if type(event) is AgentStatus and event.parent is not None and event.agent is not None:
@@ -531,15 +549,18 @@ class FleetGuard:
             if known is not None:
                 await replica.record_owed()
                 return known
-            if replica.broken or appended.seq <= replica.seq:
-                # Applied here long ago and forgotten, a new life of the session,
-                # or left half-applied: rebuild from the stream.
+            try:
+                if replica.broken or appended.seq <= replica.seq:
+                    raise _NewLife(session)
+                await replica.catch_up(appended.seq, appended.entries)
+            except _NewLife:
+                # Applied here long ago and forgotten, a new life of the session
+                # (even one already past this copy's seq), or left half-applied:
+                # rebuild from the stream.
                 replica = _Replica(self, session)
                 self._replicas.add(session, replica)
                 async with replica.lock:
                     await replica.catch_up(appended.seq)
-            else:
-                await replica.catch_up(appended.seq, appended.entries)
             # Absent only when the stream no longer holds the event (trimmed
             # or expired in between): the guard has nothing to say about it.
             return replica.outcomes.get(appended.seq) or Answer(seq=appended.seq)

@@ -526,6 +526,26 @@ async def test_a_session_that_expired_starts_afresh_not_with_its_old_answers(
     assert replayed.differences == []
 
 
+async def test_a_worker_holding_a_sessions_earlier_life_decides_on_its_new_one(
+    workers: Workers, redis_url: str, tmp_path: Path
+) -> None:
+    """Redis lost the session (an expired ttl, a flush, a restart), and
+    another worker took its new life past the seq this worker's copy had
+    reached: the first grep of the new life is still a first one here."""
+    config = Config(remind=RemindConfig(enabled=False), loops=msgspec.structs.replace(Config().loops, enabled=True))
+    holder, other = workers(2, config)
+    assert await _greps(holder, "lives", "a", 2) == [True, True]
+    client = Redis.from_url(redis_url)
+    try:
+        await client.flushall()
+    finally:
+        await client.aclose()
+    assert await _greps(other, "lives", "b", 3, same=False) == [True] * 3
+    assert await _greps(holder, "lives", "c", 1) == [True], "the new life has no grep yet"
+    replayed, _ = await _export_and_replay(redis_url, "lives", tmp_path, config)
+    assert replayed.differences == []
+
+
 async def test_numeric_call_ids_are_guarded_as_their_text(workers: Workers, redis_url: str, tmp_path: Path) -> None:
     config = Config(remind=RemindConfig(enabled=False), loops=msgspec.structs.replace(Config().loops, enabled=True))
     (worker,) = workers(1, config)
