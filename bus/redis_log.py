@@ -400,7 +400,14 @@ def redis_client(url: str, *, timeout: float) -> Redis:
     ``timeout`` setting, a restart, ``CLIENT KILL``) for a new one: each
     command is sent once more on a fresh connection after a connection
     error, never after a timeout, so a stalled Redis costs ``timeout`` once.
-    The password may come from ``$REDISCLI_AUTH`` (``env_password``)."""
+    The password may come from ``$REDISCLI_AUTH`` (``env_password``). A URL
+    that does not suit raises a ``ValueError`` that names it with its
+    password hidden (``redact_url``): a worker's start-up traceback shows no
+    secret."""
+    try:
+        check_redis_url(url)
+    except ValueError as exc:
+        raise ValueError(f"not a usable Redis URL {redact_url(url)!r}: {exc}") from None
     from redis.asyncio import Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff

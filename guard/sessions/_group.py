@@ -21,18 +21,28 @@ class GroupCommit(Generic[T, R]):
     rather than with the number of connections.
 
     When ``send`` raises, every request of that batch raises the same
-    error; an answer that is an exception is raised for its request alone
+    error, and so does every request queued behind it when ``fails_queued``
+    says the error would only be met again (a server that did not answer in
+    time: each queued batch would wait out a timeout of its own); an answer
+    that is an exception is raised for its request alone
     (a ``send`` that can tell which request failed says so). A caller
     cancelled while waiting does not cancel its request,
     which may still be applied (make requests idempotent when that
     matters). Runs on asyncio.
     """
 
-    def __init__(self, send: Callable[[Sequence[T]], Awaitable[Sequence[R | Exception]]], *, limit: int = 512) -> None:
+    def __init__(
+        self,
+        send: Callable[[Sequence[T]], Awaitable[Sequence[R | Exception]]],
+        *,
+        limit: int = 512,
+        fails_queued: Callable[[Exception], bool] | None = None,
+    ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         self._send = send
         self._limit = limit
+        self._fails_queued = fails_queued
         self._queue: list[tuple[T, asyncio.Future[R]]] = []
         self._flight: list[tuple[T, asyncio.Future[R]]] = []
         self._task: asyncio.Task[None] | None = None
@@ -55,7 +65,10 @@ class GroupCommit(Generic[T, R]):
                 if len(answers) != len(self._flight):
                     raise RuntimeError(f"a batch of {len(self._flight)} requests got {len(answers)} answers")
             except Exception as exc:
-                for _, future in self._flight:
+                failed = self._flight
+                if self._fails_queued is not None and self._fails_queued(exc):
+                    failed, self._queue = failed + self._queue, []
+                for _, future in failed:
                     if not future.done():
                         future.set_exception(exc)
             else:

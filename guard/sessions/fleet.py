@@ -432,6 +432,14 @@ async def _each_refused_alone(
     return answers
 
 
+def _timed_out(exc: Exception) -> bool:
+    """Whether Redis did not answer in time (the client's timeout, not a
+    refusal): a batch queued behind one that did would wait it out again."""
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return isinstance(exc, RedisTimeoutError)
+
+
 def _entry_key(entry: str) -> tuple[int, int]:
     """A stream entry id (``ms-n``; ``-`` for before the first) as a sortable pair."""
     if entry == "-":
@@ -484,8 +492,11 @@ class FleetGuard:
         # Keys for events that have none of their own, so that a resend after a lost reply is recognised
         self._once = f"once\x1f{os.urandom(8).hex()}\x1f"
         self._onces = itertools.count(1)
-        self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_batch)
-        self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(self._record_batch)
+        # a batch Redis did not answer in time fails the requests queued behind it at once
+        self._appends: GroupCommit[PendingAppend, Appended] = GroupCommit(self._append_batch, fails_queued=_timed_out)
+        self._records: GroupCommit[tuple[str, int, Sequence[Action]], None] = GroupCommit(
+            self._record_batch, fails_queued=_timed_out
+        )
 
     async def _append_batch(self, batch: Sequence[PendingAppend]) -> Sequence[Appended | Exception]:
         return await _each_refused_alone(partial(append_many, self.client), batch)

@@ -448,6 +448,20 @@ async def test_an_export_that_fails_part_way_leaves_no_file(client: Redis, agent
     assert not (tmp_path / "cut.jsonl").exists()  # was: a header-only log that replayed as a whole session
 
 
+@pytest.mark.parametrize(
+    ("url", "told"),
+    [
+        ("redis://:hunter2/secret@127.0.0.1:6379/0", "its password holds"),
+        ("redis://worker:pa#ss@127.0.0.1:6379/0", "its password holds"),
+        ("redis://:hunter2secret@127.0.0.1:6379/abc", "its database 'abc' is not a number"),
+    ],
+)
+def test_a_client_for_an_unusable_url_is_refused_without_showing_its_password(url: str, told: str) -> None:
+    with pytest.raises(ValueError, match=f"not a usable Redis URL '.*': {told}") as refused:
+        redis_client(url, timeout=1)
+    assert "hunter2" not in str(refused.value) and "pa#ss" not in str(refused.value)
+
+
 def test_the_password_of_a_url_without_one_comes_from_rediscli_auth(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REDISCLI_AUTH", raising=False)
     assert env_password("redis://127.0.0.1:6379/0") is None

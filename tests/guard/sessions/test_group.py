@@ -122,3 +122,23 @@ async def test_an_answer_that_is_an_exception_fails_its_request_alone() -> None:
     group = GroupCommit(send)
     answers = await asyncio.gather(*(group.submit(n) for n in (1, -1, 3)), return_exceptions=True)
     assert [str(a) if isinstance(a, Exception) else a for a in answers] == [2, "bad -1", 6]
+
+
+@pytest.mark.parametrize(("fails_queued", "sent"), [(True, [[1]]), (False, [[1], [2, 3]])])
+async def test_a_batch_the_server_did_not_answer_in_time_fails_the_requests_queued_behind_it(
+    fails_queued: bool, sent: list[list[int]]
+) -> None:
+    """Each queued batch would wait out a timeout of its own: a call behind
+    one would wait twice as long as the client's timeout."""
+    server = _Server()
+    server.gate.clear()
+    server.fail = TimeoutError("no answer in time")
+    group = GroupCommit(server.send, fails_queued=lambda exc: isinstance(exc, TimeoutError) and fails_queued)
+    first = asyncio.ensure_future(group.submit(1))
+    await asyncio.sleep(0)
+    queued = [asyncio.ensure_future(group.submit(n)) for n in (2, 3)]
+    await asyncio.sleep(0)
+    server.gate.set()
+    results = await asyncio.gather(first, *queued, return_exceptions=True)
+    assert [str(r) for r in results] == ["no answer in time"] * 3
+    assert server.batches == sent
