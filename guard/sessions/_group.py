@@ -49,7 +49,12 @@ class GroupCommit(Generic[T, R]):
 
     async def submit(self, request: T) -> R:
         """``request``'s answer, once the batch it joined comes back."""
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "the fleet runs on asyncio only (redis-py's asyncio client): call it under asyncio, not trio"
+            ) from None
         future: asyncio.Future[R] = loop.create_future()
         self._queue.append((request, future))
         if self._task is None:

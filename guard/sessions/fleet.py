@@ -22,6 +22,7 @@ support).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import os
 import time
@@ -478,6 +479,11 @@ class FleetGuard:
         lease_ms: int = 120_000,
         worker: str | None = None,
     ) -> None:
+        if not inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
+            raise TypeError(
+                f"FleetGuard needs an asyncio Redis client (bus.redis_log.redis_client(url)), "
+                f"got {type(client).__module__}.{type(client).__name__}"
+            )
         self.client = client
         self.config = apply_environment(config if config is not None else Config())
         self._policies = build_policies(self.config)

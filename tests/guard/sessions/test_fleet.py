@@ -497,6 +497,13 @@ async def _greps(worker: FleetGuard, session: str, prefix: str, n: int, *, same:
     return allowed
 
 
+def test_a_synchronous_redis_client_is_refused_by_name() -> None:
+    from redis import Redis as SyncRedis
+
+    with pytest.raises(TypeError, match="needs an asyncio Redis client .* got redis.client.Redis"):
+        FleetGuard(SyncRedis())
+
+
 async def test_results_sent_before_their_calls_are_each_answered_for_their_own_event(workers: Workers) -> None:
     (worker,) = workers(1)
     agent = Agent("main")

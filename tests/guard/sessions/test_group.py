@@ -142,3 +142,11 @@ async def test_a_batch_the_server_did_not_answer_in_time_fails_the_requests_queu
     results = await asyncio.gather(first, *queued, return_exceptions=True)
     assert [str(r) for r in results] == ["no answer in time"] * 3
     assert server.batches == sent
+
+
+def test_outside_asyncio_the_group_says_it_runs_on_asyncio_only() -> None:
+    import trio
+
+    group: GroupCommit[int, int] = GroupCommit(_Server().send)
+    with pytest.raises(RuntimeError, match="runs on asyncio only"):
+        trio.run(group.submit, 1)
