@@ -500,7 +500,7 @@ async def _greps(worker: FleetGuard, session: str, prefix: str, n: int, *, same:
 def test_a_synchronous_redis_client_is_refused_by_name() -> None:
     from redis import Redis as SyncRedis
 
-    with pytest.raises(TypeError, match="needs an asyncio Redis client .* got redis.client.Redis"):
+    with pytest.raises(TypeError, match=r"needs an asyncio Redis client .* got redis\.client\.Redis"):
         FleetGuard(SyncRedis())
 
 
