@@ -125,7 +125,8 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
         return []
     import difflib  # only when something differs: most replays match
 
-    differences: list[Difference] = []
+    # each side of a difference on its own, paired with the other side where the alignment paired them
+    halves: list[tuple[Difference, Difference | None]] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
             continue
@@ -133,17 +134,27 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
         paired = 0
         while paired < len(old) and paired < len(new) and old[paired].what == new[paired].what:
             was, now = old[paired], new[paired]
-            differences.append(
-                Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=_text(now.key))
+            halves.append(
+                (
+                    Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=None),
+                    Difference(what=now.what, seq=now.seq, recorded=None, regenerated=_text(now.key)),
+                )
             )
             paired += 1
-        differences += [
-            Difference(what=o.what, seq=o.seq, recorded=_text(o.key), regenerated=None) for o in old[paired:]
+        halves += [
+            (Difference(what=o.what, seq=o.seq, recorded=_text(o.key), regenerated=None), None) for o in old[paired:]
         ]
-        differences += [
-            Difference(what=o.what, seq=o.seq, recorded=None, regenerated=_text(o.key)) for o in new[paired:]
+        halves += [
+            (Difference(what=o.what, seq=o.seq, recorded=None, regenerated=_text(o.key)), None) for o in new[paired:]
         ]
-    return sorted(_unmoved(differences), key=lambda d: d.seq)
+    kept = {id(d) for d in _unmoved([d for pair in halves for d in pair if d is not None])}
+    differences: list[Difference] = []
+    for one, other in halves:
+        if other is not None and id(one) in kept and id(other) in kept:  # neither side was made elsewhere
+            differences.append(msgspec.structs.replace(one, regenerated=other.regenerated))
+            continue
+        differences += [d for d in (one, other) if d is not None and id(d) in kept]
+    return sorted(differences, key=lambda d: d.seq)
 
 
 _MOVED = 32

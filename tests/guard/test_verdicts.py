@@ -573,6 +573,27 @@ async def test_a_session_published_with_numeric_call_ids_replays_whole(tmp_path:
     assert outcome.differences == []
 
 
+def test_halts_of_several_agents_recorded_out_of_order_a_few_events_on_are_no_difference() -> None:
+    """A fleet's workers append each halt after its trigger, and the other
+    agents' events land in between: the alignment pairs one agent's halt
+    with another's, which is no change when each was made nearby."""
+    from guard.verdicts import _compare, _Output
+
+    def denial(seq: int, agent: str) -> _Output:
+        return _Output("denial", seq, (("agent", agent), ("text", "denied")))
+
+    def halt(seq: int, agent: str) -> _Output:
+        return _Output("halt request", seq, (("agent", agent), ("reason", "the run should end")))
+
+    recorded = [denial(37, "a0"), denial(38, "a2"), denial(39, "a1"), halt(40, "a0"), denial(41, "a3")]
+    recorded += [halt(42, "a2"), halt(43, "a1"), halt(44, "a3")]
+    fresh = [denial(37, "a0"), halt(37, "a0"), denial(38, "a2"), halt(38, "a2"), denial(39, "a1"), halt(39, "a1")]
+    fresh += [denial(41, "a3"), halt(41, "a3")]
+    assert _compare(recorded, fresh) == []
+    edited = [*recorded[:-1], halt(44, "a4")]  # a halt no agent was regenerated for is still one
+    assert [(d.kind, d.seq) for d in _compare(edited, fresh)] == [("missing", 41), ("extra", 44)]
+
+
 def test_an_output_made_a_few_events_from_where_it_was_recorded_is_one_output() -> None:
     """Each output missing where it was recorded pairs with the same output
     made within 32 events, each made one used once; others stay differences."""
