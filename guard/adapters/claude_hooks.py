@@ -617,10 +617,15 @@ class ClaudeHooks:
             return agent.answer(seq, decision, call_id)
         return Answer(seq=seq, decision=decision, halt=agent.halt_reason)
 
-    async def _call(self, agent: AgentLink, call_id: str, tool: str, args: Any, *, late: bool = False) -> Decision:
+    async def _call(
+        self, agent: AgentLink, call_id: str, tool: str, args: Any, *, late: bool = False, new_step: bool = True
+    ) -> Decision:
         """Publish a new call under ``call_id``: a denial kept under that id
-        no longer answers for it (the id now names this call)."""
-        if agent.step == 0 or agent.step_done or (not agent.steps_reported and agent.open_calls() == 0):
+        no longer answers for it (the id now names this call). ``new_step``
+        false: the call belongs to the step under way, whatever is open."""
+        if agent.step == 0 or (
+            new_step and (agent.step_done or (not agent.steps_reported and agent.open_calls() == 0))
+        ):
             agent.begin_step()
         if call_id:
             self._answered.pop(retry_key("tool/call", agent.agent.id, call_id))
@@ -656,29 +661,33 @@ class ClaudeHooks:
         ``<tool_use_error>``, is one Claude Code refused before any tool hook
         (its input failed the tool's own checks: an Edit whose ``old_string``
         is not in the file, an argument missing, no such tool): it is
-        recorded now, late, with that failure, so a model retrying it is
-        told as for any failure (nothing can deny a call no hook asks
-        about)."""
-        for entry in calls if isinstance(calls, list) else ():
-            if not isinstance(entry, dict):
-                continue  # names no call
-            call_id = payload_text(entry, "tool_use_id")
-            if call_id and not agent.has_call(call_id) and self._unheard(agent, call_id, entry):
+        recorded now, late, with that failure, in the response's step, so a
+        model retrying it is told as for any failure (nothing can deny a call
+        no hook asks about); a copy of the batch records it no more."""
+        listed = [
+            (entry, call_id, not agent.has_call(call_id) and self._unheard(agent, call_id, entry))
+            for entry in (calls if isinstance(calls, list) else ())
+            if isinstance(entry, dict) and (call_id := payload_text(entry, "tool_use_id"))
+        ]
+        stepped = any(not unheard for _, _, unheard in listed)  # a call a hook reported began the step
+        for entry, call_id, unheard in listed:
+            if unheard:
                 tool, args = payload_text(entry, "tool_name"), logged_args(entry.get("tool_input"))
-                await self._call(agent, call_id, tool, args, late=True)
-                await agent.result(call_id, as_text(entry.get("tool_response")), is_error=True)
-            elif agent.has_call(call_id):
-                content = as_text(entry.get("tool_response"))
-                seq = self.link.bus.seq + 1  # the result's
-                await agent.result(call_id, content, is_error=True)
-                # kept as a result hook's answer (what a rebuild makes of it too): a post
-                # hook of the call's arriving after it with the same text is a copy of it
-                mine = tuple(message for message in agent.pending if message.call_id == call_id)
-                answer = Answer(seq=seq, messages=mine, halt=agent.halt_reason)
-                self._answered.add(
-                    retry_key("tool/result", agent.agent.id, call_id),
-                    KeptAnswer(result_digest(content, True), answer),
-                )
+                await self._call(agent, call_id, tool, args, late=True, new_step=not stepped)
+                stepped = True
+            elif not agent.has_call(call_id):
+                continue
+            content = as_text(entry.get("tool_response"))
+            seq = self.link.bus.seq + 1  # the result's
+            await agent.result(call_id, content, is_error=True)
+            # kept as a result hook's answer (what a rebuild makes of it too): a post
+            # hook of the call's, or a copy of the batch, arriving after it is a copy of it
+            mine = tuple(message for message in agent.pending if message.call_id == call_id)
+            answer = Answer(seq=seq, messages=mine, halt=agent.halt_reason)
+            self._answered.add(
+                retry_key("tool/result", agent.agent.id, call_id),
+                KeptAnswer(result_digest(content, True), answer),
+            )
         await agent.end_step()
 
     def _unheard(self, agent: AgentLink, call_id: str, entry: Mapping[str, Any]) -> bool:

@@ -457,6 +457,7 @@ class _Signature:
         "ts",
         "unfound",
         "unnamed",
+        "waited",
     )
 
     def __init__(self) -> None:
@@ -474,6 +475,9 @@ class _Signature:
         self.failed = False
         self.transient = False
         self.poll = False
+        self.waited = False
+        """The last result was a poll only because the agent waited before it:
+        the same call made again without waiting is judged as a repeat."""
         self.reading = ""
         """The last result when it was a clock read on its own (``ResultNormalizer.is_reading``)."""
         self.since = 0.0
@@ -614,6 +618,11 @@ _HANDLE_KEYS = ("ref", "target")  # Playwright MCP named the handle ref, and fro
 # the arguments a search tool (web search, a retriever, a database) takes its question in, and how
 # long its answer must be to be the same answer to other queries (a grind)
 _QUERY_KEYS = frozenset({"query", "q", "search_query", "keywords"})
+# a file of source code: a state in it ("status = 'running'") is code, no job's state
+_SOURCE_FILE = lazy_compile(
+    r"(?i)\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|go|java|kt|kts|rb|rs|c|h|cc|cpp|hpp|cs|php|swift|scala|m|mm|"
+    r"sh|bash|zsh|ps1|lua|pl|ex|exs|erl|hs|ml|dart|vue|svelte|sql)$"
+)
 _ANSWER_CHARS = 64
 # what a result may quote in its first line as its header: the call's command, URL or query
 # (Gemini CLI's "Command: ...", a fetch server's "Contents of <url>:"), if that long
@@ -823,6 +832,11 @@ def _waits(args: Any) -> bool:
         for key, value in args.items()
         if key in _WAIT_KEYS
     )
+
+
+def _source_file(note: _Note) -> bool:
+    """Whether ``note``'s call read a file of source code."""
+    return note.file and note.target is not None and _SOURCE_FILE.search(note.target) is not None
 
 
 def _streak_name(streak: tuple[str, str | None]) -> str:
@@ -1136,7 +1150,7 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r'\s*\{\s*"(?:ok|success)"\s*:\s*false\s*,\s*"error"\s*:\s*(?:"[^"]|\{)',
         r'\s*\{\s*"status"\s*:\s*"error"\s*,\s*"(?i:error|message|msg|detail|code|reason|'
         r'error_?(?:message|msg|code|detail))"\s*:',
-        r'\s*\{\s*"(?i:status_?code|http_?status|status)"\s*:\s*(?:429|5\d\d)\s*[,}]',
+        r'\s*\{\s*"(?i:status_?code|http_?status)"\s*:\s*(?:429|5\d\d)\s*[,}]',
         # and what an MCP server's SDK answers for a tool that raised, as a tool returns it as text
         r"(?i)error (?:executing|calling|running|invoking) tool\b[^\n]*\n?$",
         # so is a bare "timeout" ({"error": "timeout"} keeps its error flag; this is the text alone)
@@ -1272,15 +1286,18 @@ class LoopsConfig(Section, frozen=True, kw_only=True, forbid_unknown_fields=True
         r"(?:get|read|fetch)[ _-]?(?:output|logs?|progress)|(?:refresh|reload)(?:[ _-]?(?:page|status|data|list))?)$",
     )
     poll_states: tuple[str, ...] = (
-        # a key that names a state (Status, readyState, fulfillment_status, "health": {"status": ...), then,
-        # past spaces, quotes (escaped too), a colon, markdown's ** and | and `, a tag's >, one = (not code's
-        # ==) or a symbol (Argo Rollouts' "॥"), a state that is still moving; the rarer states only as the
-        # whole value ("Feature A status: Updating docs" is prose)
-        r"(?:(?i:(?:\b|[a-z]_)(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))"
+        # a key that names a state (Status, readyState, "health": {"status": ...), then, past spaces, quotes
+        # (escaped too), a colon, markdown's ** and | and `, a tag's >, one = (not code's ==) or a symbol
+        # (Argo Rollouts' "॥"), a state that is still moving; the rarer states only as the whole value
+        # ("Feature A status: Updating docs" is prose)
+        r"(?:(?i:\b(?:status|state|phase|conclusion))|[a-z](?:Status|State|Phase))"
         r"(?:(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){1,24}|(?:[\s:\"'\\*|`>]|[^\x00-\x7f]){0,12}="
         r"(?:[\s\"'\\*|`>]|[^\x00-\x7f]){0,12})"
         r"(?i:(?:" + _MOVING + r"|waiting|containercreating)\b|(?:" + _MOVING_WHOLE + r")"
         r"[ \t\"',;)}\]]*(?:$|[\r\n\"',;)}\]]))",
+        # a record's state under a key with a prefix (Shopify's fulfillment_status, a job_state), as JSON or
+        # YAML give it: past a colon only, so code assigning one (order.fulfillment_status = ...) is no state
+        r"(?i)[a-z]_(?:status|state|phase)[\"']?[ \t]*:[ \t]*[\"']?(?:" + _MOVING + r"|waiting)\b",
         # a table whose capitals header names a STATUS, STATE or PHASE column, with a row below it (before a
         # blank line) holding a moving state as a whole cell; not `waiting`, which may wait on someone's input
         r"(?m)^[ \t]*(?:[A-Z#][A-Z0-9_()./%#-]*[ \t]+)*(?:STATUS|STATE|PHASE)(?:[ \t]+[A-Z#][A-Z0-9_()./%#-]*)*[ \t]*\n"
@@ -1580,7 +1597,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             elif signature.failed:
                 if rules.error_deny_at and count >= state.at(rules.error_deny_at):
                     text, threshold = _FAILURE_DENIAL, rules.error_deny_at
-            elif signature.poll:
+            elif signature.poll and (not signature.waited or self._waited(state, signature, call.ts)):
                 stalled = signature.count >= rules.poll_deny_after or (
                     config.poll_deny_seconds and call.ts - signature.since >= config.poll_deny_seconds
                 )
@@ -1892,11 +1909,18 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 # tool's limit); one the shell refused (Claude Code blocks long ones) waited for nothing
                 state.slept += declared_wait(result.args, shell_command(result.args))
             return None
+        if not failed and result.ts == 0 and program is not None:
+            # a check that sleeps first (`sleep 60 && kubectl get pods`) waited that long before it looked
+            state.slept += declared_wait(None, shell_command(result.args))
         clicked = self._clicked(result.tool, result.args, content) if note.acts and not failed else 0
         if note.paging or clicked == _PAGING_VALUE:
             return None
         streak_key = note.streak
-        poll = note.polled or clicked == _POLL_VALUE or (not failed and self._says(_POLL_CHECK, content, found))
+        poll = (
+            note.polled
+            or clicked == _POLL_VALUE
+            or (not failed and not _source_file(note) and self._says(_POLL_CHECK, content, found))
+        )
         reading = None
         if not (poll or failed or note.file or note.acts) and self._normalizer.is_reading(content):
             # the clock read on its own: a poll while it moves, the same reading again a repeat
@@ -1916,9 +1940,11 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # call's last result: it checks again for something to happen, a poll, whether the
             # check succeeds or fails
             last = state.signatures.get(fp.digest)
-            poll = last is not None and last.count > 0 and self._waited(state, last, result.ts)
-        if not poll and state.patient and not failed and not note.acts and note.writing is None:
-            poll = True  # the user asked to keep checking: a read that comes back unchanged is a check
+            poll = waited = last is not None and last.count > 0 and self._waited(state, last, result.ts)
+        else:
+            waited = False
+        if not poll and state.patient and self._checks_on(note, program, result.args, failed):
+            poll = True  # the user asked to keep checking on something: an unchanged check is a poll
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:
             shape = Shape(_TRANSIENT if transient else _FAILED)
@@ -1937,8 +1963,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # whether it changed cannot be told, so it is never the same result
             shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
             _succeed(state, streak_key)
-        elif not poll and note.file:
-            shape = ResultNormalizer.exact(result.content)  # a file's content: any change is news
+        elif note.file:
+            # a file's content: any change is news (a poll of it, a check after a wait, alike)
+            shape = ResultNormalizer.exact(result.content)
             _succeed(state, streak_key)
         else:
             shape = self._normalizer.shape(error_head(result.content))
@@ -1978,6 +2005,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         )
         if reading is not None:
             signature.reading = reading
+        signature.waited = waited
         signature.transient = bool(transient)
         signature.unnamed = clicked == _UNNAMED_VALUE
         if transient:
@@ -2307,6 +2335,21 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 0 <= ts - signature.ts < self._shortest_wait
                 and state.slept - signature.slept < self._shortest_wait  # nor did its sleeps say so
             )
+        )
+
+    @staticmethod
+    def _checks_on(note: _Note, program: str | None, args: Any, failed: bool) -> bool:
+        """Whether a call that succeeded checks on something a user may ask
+        to keep watching (an order, a job, a page): a tool's own read, not a
+        file's, not a search, not a shell command (whose polls are read from
+        the command)."""
+        return (
+            not failed
+            and program is None
+            and not note.acts
+            and note.writing is None
+            and not note.file
+            and not (isinstance(args, dict) and not _QUERY_KEYS.isdisjoint(args))
         )
 
     def _polled(self, tool: str, args: Any, command: str) -> bool:

@@ -81,11 +81,14 @@ _RUNS_REQUEST = lazy_compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
     r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
 )
-# "Add 4 blank rows", "create 5 identical placeholder tickets": that many things made, each a call
+# "Add 4 blank rows", "create 5 identical placeholder tickets": that many of one thing made, each the
+# same call; not "add 20 rows from leads.csv" (each its own)
 _MAKE_REQUEST = lazy_compile(
     r"(?i)\b(?:add|create|make|insert|append|open|file|send|post|schedule|book|generate|upload|submit|"
-    r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+"
-    r"(?:[^\s.!?,;:]+\s+){0,4}?[a-z]{2,}s\b"
+    r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?"
+    r"(?:[^\s.!?,;:]+\s+){0,3}?(?:blank|empty|identical|placeholder|dummy|same|duplicate)\s+"
+    r"(?:[^\s.!?,;:]+\s+){0,3}?[a-z]{2,}s\b"
+    r"|\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:identical\s+)?(?:copies|duplicates)\b"
 )
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3, "double-check": 2, "doublecheck": 2, "double check": 2}
 _WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice|double[- ]?check)\b")
@@ -103,8 +106,9 @@ _KEEP_POLLING = lazy_compile(
     r"(?i)\b(?:keep|continue|carry on|go on)\s+(?:polling|checking|watching|monitoring|waiting|refreshing)\b"
     r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
     r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
-    r"|\b(?:watch|monitor|poll|track)\b[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b[^.!?\n]{0,10}"
-    r"\b(?:when|once|as soon as)\b"
+    # a sentence that opens with watching something and asks to be told when it changes
+    r"|(?:^|[.!?\n]\s*)(?:please\s+)?(?:watch|monitor|poll)\b[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b"
+    r"[^.!?\n]{0,10}\b(?:when|once|as soon as)\b"
     # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
     r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
     r"wart|schau)\w*\b[^.!?\n]{0,30}\bweiter)\b|\b(?:prüf|überprüf|wart|beobacht|schau)\w*\b[^.!?\n]{0,40}\bbis\b"
@@ -155,7 +159,10 @@ def requested_makes(text: str) -> int:
     rest of the message ("... then make the test pass") asked for no repeat."""
     if len(text) > _SHORT_REQUEST:
         return 0
-    return max((int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in _MAKE_REQUEST.findall(text)), default=0)
+    return max(
+        (int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in (a or b for a, b in _MAKE_REQUEST.findall(text))),
+        default=0,
+    )
 
 
 _REPEAT_WORDS = lazy_compile(
@@ -168,12 +175,22 @@ def asks_to_repeat(text: str) -> bool:
     """Whether a user message asks for something to be done again ("again",
     "run it again", "retry", "keep polling"): an instruction, never an
     interjection."""
-    return bool(_REPEAT_WORDS.search(text) or _KEEP_POLLING.search(text))
+    return bool(_REPEAT_WORDS.search(text)) or asks_to_keep_polling(text)
+
+
+# what says the opposite before it in its clause: "no need to keep checking", "don't wait until the end"
+_NEGATED = lazy_compile(r"(?i)\b(?:no need to|don'?t|do not|never|stop|without|instead of|rather than)\b")
+_CLAUSE_END = ".!?\n;,"
 
 
 def asks_to_keep_polling(text: str) -> bool:
     """Whether a user message asks to keep checking something ("keep
-    polling", "wait until the deploy is done", "继续检查"): then no poll of
-    the agent's is denied until the next message, and a read that comes
-    back unchanged is a poll."""
-    return bool(_KEEP_POLLING.search(text))
+    polling", "wait until the deploy is done", "继续检查"; not "no need to
+    keep checking"): then no poll of the agent's is denied until the next
+    message, and a check that comes back unchanged is a poll."""
+    for found in _KEEP_POLLING.finditer(text):
+        start = found.start()
+        clause = max(text.rfind(mark, 0, start) for mark in _CLAUSE_END) + 1
+        if not _NEGATED.search(text, clause, start):
+            return True
+    return False

@@ -23,11 +23,11 @@ _RETRY_AFTER = lazy_compile(
 _UNIT_SECONDS = {"ms": 0.001, "m": 60.0}
 
 
-# how long a wait the policy does not watch says it waits: `sleep 30`, `sleep 2m`, PowerShell's
-# `Start-Sleep -Milliseconds 500`, cmd's `timeout /t 15`
+# how long a wait says it waits: `sleep 30`, `sleep 2m`, PowerShell's `Start-Sleep -Milliseconds 500`,
+# cmd's `timeout /t 15`, alone or first in a command that then checks (`sleep 60 && kubectl get pods`)
 _WAIT_COMMAND = lazy_compile(
     r"(?i)^\s*(?:sleep\s+(\d{1,7}(?:\.\d+)?)([smhd]?)|start-sleep(?:\s+-(seconds|s|milliseconds|ms))?\s+(\d{1,7}(?:\.\d+)?)"
-    r"|timeout(?:\.exe)?\s+/t\s+(\d{1,7}))\s*(?:;|/nobreak|>|$)"
+    r"|timeout(?:\.exe)?\s+/t\s+(\d{1,7}))\s*(?:;|&&|/nobreak|>|$)"
 )
 _SLEEP_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_KEYS = {
@@ -39,10 +39,10 @@ _DURATION_KEYS = {
 
 
 def declared_wait(args: Any, command: str | None) -> float:
-    """How long, in seconds, a wait the policy does not watch (a ``sleep``
-    command or tool) says it waits; 0 when it names no duration. A
-    transcript without times (every ``ts`` 0) still shows how long the
-    agent waited between two checks this way."""
+    """How long, in seconds, a wait (a ``sleep`` command or tool, or the
+    ``sleep`` a command opens with) says it waits; 0 when it names no
+    duration. A transcript without times (every ``ts`` 0) still shows how
+    long the agent waited between two checks this way."""
     if command is not None:
         found = _WAIT_COMMAND.match(command)
         if found is None:

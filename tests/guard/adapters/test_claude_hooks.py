@@ -885,3 +885,53 @@ def test_a_hook_whose_stdout_and_stderr_both_fail_still_exits_1(
     monkeypatch.setattr("sys.stdout", _Unwritable())
     monkeypatch.setattr("sys.stderr", _Unwritable())
     assert main(["hook", "--config", "recommended", "--state-dir", str(state)]) == 1
+
+
+def refused_edit(n: int) -> dict[str, Any]:
+    """A response's ``PostToolBatch`` listing one Edit Claude Code refused
+    itself, before any tool hook (its ``old_string`` is not in the file)."""
+    call = {
+        "tool_name": "Edit",
+        "tool_input": {"file_path": "/w/mod.py", "old_string": "x = 2", "new_string": "x = 3"},
+        "tool_use_id": f"toolu_{n:02d}",
+        "tool_response": "<tool_use_error>String to replace not found in file.\nString: x = 2</tool_use_error>",
+    }
+    return payload("PostToolBatch", tool_calls=[call])
+
+
+def test_a_refused_call_listed_in_a_batch_delivered_twice_is_recorded_once(hook: Hook) -> None:
+    """With the guard's hooks installed twice (the plugin and settings), each
+    batch comes twice: its refused call counts once."""
+    answers = []
+    for n in range(1, 4):
+        answers += [hook(refused_edit(n)), hook(refused_edit(n))]
+    calls = [e for e in read_log(hook.log) if isinstance(e, ToolCall)]
+    assert [(c.call_id, c.late, c.step) for c in calls] == [(f"toolu_{n:02d}", True, n) for n in range(1, 4)]
+    assert [context(a) is not None for a in answers] == [False] * 4 + [True, False], "told once, at the third"
+
+
+def test_calls_refused_before_any_hook_join_their_responses_step(hook: Hook) -> None:
+    refused = refused_edit(1)["tool_calls"][0]
+    unknown = {
+        "tool_name": "TaskOutput",
+        "tool_input": {"task_id": "t1"},
+        "tool_use_id": "toolu_02",
+        "tool_response": "<tool_use_error>Error: No such tool available: TaskOutput</tool_use_error>",
+    }
+    read = {"tool_name": "Read", "tool_input": {"file_path": "/w/a.py"}, "tool_use_id": "toolu_03"}
+    hook(payload("PreToolUse", **read))
+    hook(payload("PostToolUse", tool_response="x = 1", **read))
+    hook(payload("PostToolBatch", tool_calls=[refused, unknown, {**read, "tool_response": "x = 1"}]))
+    hook(
+        payload(
+            "PostToolBatch", tool_calls=[{**refused, "tool_use_id": "toolu_04"}, {**unknown, "tool_use_id": "toolu_05"}]
+        )
+    )
+    calls = [e for e in read_log(hook.log) if isinstance(e, ToolCall)]
+    assert [(c.call_id, c.step) for c in calls] == [
+        ("toolu_03", 1),
+        ("toolu_01", 1),
+        ("toolu_02", 1),
+        ("toolu_04", 2),
+        ("toolu_05", 2),
+    ]

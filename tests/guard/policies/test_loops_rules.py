@@ -2029,6 +2029,11 @@ _UNTIMED_SESSIONS: dict[str, list[tuple[str, dict[str, Any], str, bool, float]]]
         ("Bash", {"command": "sleep 5"}, "", False, 5),
     ]
     * 14,
+    # the wait inside the check: the call takes as long as it sleeps
+    "a poll that sleeps before each check": [
+        ("Bash", {"command": "sleep 120 && gh run view 42"}, "in_progress", False, 120)
+    ]
+    * 16,
     "retries after the wait asked for": [
         ("http_post", {"url": "https://api.example.org/v1"}, _LIMITED, True, 0),
         ("sleep", {"seconds": 25}, "", False, 25),
@@ -2268,3 +2273,51 @@ async def test_a_batch_that_never_runs_out_is_advised_once_and_never_denied(make
         await run.do("execute_sql", update, "100 rows affected")
     assert run.actions == [(20, "remind")]
     assert "check that each run changes rows the next one no longer matches" in run.texts[0]
+
+
+async def test_reads_in_bursts_between_sleeps_are_still_denied(make: Make, anyio_backend: str) -> None:
+    """A wait lets one check through; the same read made again right after
+    it is a repeat again, so a loop that sleeps between bursts is stopped."""
+    run = make()
+    for _ in range(5):
+        await run.do("Read", {"file_path": "/r/a.py"}, "def login(user):\n    return check(user)\n")
+        await run.do("Read", {"file_path": "/r/a.py"}, "def login(user):\n    return check(user)\n")
+        await run.do("Bash", {"command": "sleep 5"}, "", seconds=5)
+    assert "halt" in {kind for _, kind in run.actions}
+
+
+async def test_a_user_asking_to_keep_watching_leaves_file_reads_and_searches_judged(
+    make: Make, anyio_backend: str
+) -> None:
+    run = make()
+    await run.user("main", "Keep polling order 1042 until it ships.")
+    for _ in range(3):
+        await run.do("Read", {"file_path": "/r/a.py"}, "x = 1")
+    for _ in range(3):
+        await run.do("search_docs", {"query": "shipping"}, "3 articles: returns, refunds, tracking")
+    assert run.actions == [(3, "deny"), (6, "deny")]
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("/r/orders.py", 'def ship(self):\n    self.order_status = "processing"\n'),
+        ("/r/worker.py", 'log.info("status: uploading %s", name)\n'),
+    ],
+)
+async def test_a_state_written_in_source_code_is_no_poll(
+    make: Make, anyio_backend: str, path: str, content: str
+) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do("Read", {"file_path": path}, content)
+    assert run.actions == [(3, "deny")]
+
+
+async def test_a_record_with_a_status_of_another_service_is_no_failure(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(3):
+        await run.do(
+            "get_component", {"name": "payments"}, '{"status": 503, "component": "payments", "since": "09:12"}'
+        )
+    assert run.actions == [(3, "deny")]

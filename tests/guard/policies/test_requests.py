@@ -31,7 +31,10 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
 def test_requested_makes_reads_a_number_of_things_to_make() -> None:
     assert requested_makes("Add 4 blank rows at the bottom of the Leads sheet.") == 4
     assert requested_makes("Create 5 identical 'Onboarding checklist' placeholder tickets, one per hire.") == 5
-    assert requested_makes("send three reminder emails to bob") == 3
+    assert requested_makes("make 3 copies of the report") == 3
+    assert requested_makes("insert 4 more empty rows") == 4
+    assert requested_makes("Add 20 rows from leads.csv to the Leads sheet") == 0, "each row its own"
+    assert requested_makes("Send 30 invitation emails to the attendees") == 0, "each to its own attendee"
     assert requested_makes("add 2 to the total") == 0, "a number added, nothing made"
     assert requested_makes("fix the 3 failing tests") == 0
     assert requested_makes("add 4 rows. " + "Context: " * 40) == 0, "a long task describes"
@@ -121,7 +124,18 @@ def test_a_message_asking_to_keep_watching_asks_to_keep_polling(text: str) -> No
 
 
 @pytest.mark.parametrize(
-    "text", ["run it again", "check the log", "wait", "poll it once", "check the tests and tell me when you're done"]
+    "text",
+    [
+        "run it again",
+        "check the log",
+        "wait",
+        "poll it once",
+        "check the tests and tell me when you're done",
+        "Fix the crash in the monitor module and let me know when it's done.",
+        "Tests fail in watch mode; fix it and tell me when they pass.",
+        "No need to keep checking the build; just fix auth.py.",
+        "Don't wait until the end to report; fix auth.py.",
+    ],
 )
 def test_a_message_asking_for_one_look_does_not_ask_to_keep_polling(text: str) -> None:
     assert not asks_to_keep_polling(text)

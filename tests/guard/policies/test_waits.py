@@ -16,7 +16,8 @@ from guard.policies.waits import declared_wait, stated_wait
         ({"command": "Start-Sleep -Milliseconds 500"}, 0.5),
         ({"command": "Start-Sleep 20;"}, 20.0),
         ({"command": "cmd //c timeout /t 15 /nobreak"}, 15.0),
-        ({"command": "sleep 10 && make"}, 0.0),  # a wait and a check: a poll, no wait of its own
+        ({"command": "sleep 10 && make"}, 10.0),  # the wait a check opens with
+        ({"command": "make && sleep 10"}, 0.0),
         ({"reason": "build", "seconds": 45}, 45.0),
         ({"durationMs": 2500}, 2.5),
         ({"seconds": True}, 0.0),
