@@ -129,6 +129,15 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
     halves: list[tuple[Difference, Difference | None]] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op == "equal":
+            # the same outputs in the same order, each made where it was recorded or moved far from it
+            for was, now in zip(recorded[i1:i2], fresh[j1:j2], strict=True):
+                if abs(was.seq - now.seq) > _MOVED:
+                    halves.append(
+                        (Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=None), None)
+                    )
+                    halves.append(
+                        (Difference(what=now.what, seq=now.seq, recorded=None, regenerated=_text(now.key)), None)
+                    )
             continue
         old, new = recorded[i1:i2], fresh[j1:j2]
         paired = 0

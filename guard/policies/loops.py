@@ -1963,8 +1963,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # whether it changed cannot be told, so it is never the same result
             shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
             _succeed(state, streak_key)
-        elif note.file:
-            # a file's content: any change is news (a poll of it, a check after a wait, alike)
+        elif note.file and (waited or not poll):
+            # a file's content: any change is news (a check after a wait too); a file read as a poll (a
+            # status file saying its job runs) is compared as any poll is, its heartbeat's time no news
             shape = ResultNormalizer.exact(result.content)
             _succeed(state, streak_key)
         else:

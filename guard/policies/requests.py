@@ -81,14 +81,19 @@ _RUNS_REQUEST = lazy_compile(
     r"(?i)\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:[\w-]+\s+){0,2}?"
     r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
 )
-# "Add 4 blank rows", "create 5 identical placeholder tickets": that many of one thing made, each the
-# same call; not "add 20 rows from leads.csv" (each its own)
+# "Add 4 blank rows", "insert 5 new rows", "create 5 identical placeholder tickets", "make 3 copies":
+# that many things made, each maybe the same call
 _MAKE_REQUEST = lazy_compile(
     r"(?i)\b(?:add|create|make|insert|append|open|file|send|post|schedule|book|generate|upload|submit|"
-    r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:more\s+)?"
-    r"(?:[^\s.!?,;:]+\s+){0,3}?(?:blank|empty|identical|placeholder|dummy|same|duplicate)\s+"
-    r"(?:[^\s.!?,;:]+\s+){0,3}?[a-z]{2,}s\b"
-    r"|\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:identical\s+)?(?:copies|duplicates)\b"
+    r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+"
+    r"((?:[^\s.!?,;:]+\s+){0,4}?[a-z]{2,}s\b[^.!?\n;]{0,60})"
+    r"|\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:identical\s+)?(?:copies|duplicates)\b()"
+)
+# what says the things asked for are alike: then they are, whatever else the request says
+_ALIKE = lazy_compile(r"(?i)\b(?:blank|empty|identical|placeholder|dummy|same|duplicate)\b")
+# what says each is its own: rows from a file, a mail to each attendee ("to the attendees"), one per item
+_EACH_ITS_OWN = lazy_compile(
+    r"(?i)\bfrom\b|\bto (?:the|all|each|every|our|my|your|their)?\s*(?:\w+\s+){0,2}\w+s\b|\b(?:each|every|per)\b"
 )
 _WORD_COUNTS = {"once": 1, "twice": 2, "thrice": 3, "double-check": 2, "doublecheck": 2, "double check": 2}
 _WORD_REQUEST = lazy_compile(r"(?i)\b(twice|thrice|double[- ]?check)\b")
@@ -107,7 +112,8 @@ _KEEP_POLLING = lazy_compile(
     r"|\bkeep (?:an |a close )?(?:eye|tabs) on\b"
     r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
     # a sentence that opens with watching something and asks to be told when it changes
-    r"|(?:^|[.!?\n]\s*)(?:please\s+)?(?:watch|monitor|poll)\b[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b"
+    r"|(?:^|[.!?\n]\s*)(?:(?:please|(?:can|could|would|will) you(?: please)?|i (?:want|need) you to)\s+)?"
+    r"(?:watch|monitor|poll)\b[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b"
     r"[^.!?\n]{0,10}\b(?:when|once|as soon as)\b"
     # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
     r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
@@ -153,16 +159,19 @@ def requested_repeats(text: str) -> int:
 
 def requested_makes(text: str) -> int:
     """How many things a short user message asks to be made ("add 4 blank
-    rows", "create 5 identical placeholder tickets", "send three reminder
-    emails"): the largest such count, 0 when it asks for none. Unlike
+    rows", "insert 5 new rows", "create 5 identical placeholder tickets"):
+    the largest such count, 0 when it asks for none or says each is its own
+    ("add 20 rows from leads.csv", "send 30 invitations to the attendees"). Unlike
     ``requested_repeats`` it speaks only for calls that make something: the
     rest of the message ("... then make the test pass") asked for no repeat."""
     if len(text) > _SHORT_REQUEST:
         return 0
-    return max(
-        (int(n) if n.isdigit() else _NUMBERS[n.lower()] for n in (a or b for a, b in _MAKE_REQUEST.findall(text))),
-        default=0,
-    )
+    counts = [0]
+    for made, things, copies, _ in _MAKE_REQUEST.findall(text):
+        number = made or copies
+        if copies or _ALIKE.search(things) or not _EACH_ITS_OWN.search(things):
+            counts.append(int(number) if number.isdigit() else _NUMBERS[number.lower()])
+    return max(counts)
 
 
 _REPEAT_WORDS = lazy_compile(
@@ -181,6 +190,8 @@ def asks_to_repeat(text: str) -> bool:
 # what says the opposite before it in its clause: "no need to keep checking", "don't wait until the end"
 _NEGATED = lazy_compile(r"(?i)\b(?:no need to|don'?t|do not|never|stop|without|instead of|rather than)\b")
 _CLAUSE_END = ".!?\n;,"
+_NEGATION_REACH = 16
+"""How far before a request its negation stands: "no need to keep checking", not "stop X and keep checking"."""
 
 
 def asks_to_keep_polling(text: str) -> bool:
@@ -190,7 +201,7 @@ def asks_to_keep_polling(text: str) -> bool:
     message, and a check that comes back unchanged is a poll."""
     for found in _KEEP_POLLING.finditer(text):
         start = found.start()
-        clause = max(text.rfind(mark, 0, start) for mark in _CLAUSE_END) + 1
+        clause = max(max(text.rfind(mark, 0, start) for mark in _CLAUSE_END) + 1, start - _NEGATION_REACH)
         if not _NEGATED.search(text, clause, start):
             return True
     return False

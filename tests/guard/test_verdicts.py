@@ -594,6 +594,22 @@ def test_halts_of_several_agents_recorded_out_of_order_a_few_events_on_are_no_di
     assert [(d.kind, d.seq) for d in _compare(edited, fresh)] == [("missing", 41), ("extra", 44)]
 
 
+def test_an_output_made_in_its_place_in_order_but_far_from_where_it_was_recorded_is_a_difference() -> None:
+    from guard.verdicts import _compare, _Output
+
+    def denial(seq: int, agent: str, call_id: str) -> _Output:
+        return _Output("denial", seq, (("agent", agent), ("call_id", call_id), ("text", "denied")))
+
+    halt = _Output("halt request", 9, (("agent", "a1"), ("reason", "the run should end")))
+    recorded = [denial(1, "a2", "c22"), denial(7, "a1", "c7"), halt, denial(10, "a1", "c10"), denial(34, "a2", "c34")]
+    fresh = [denial(7, "a1", "c7"), denial(10, "a1", "c10"), denial(22, "a2", "c22"), denial(34, "a2", "c34")]
+    fresh.append(_Output("halt request", 49, halt.key))  # made 40 events from where it was recorded
+    assert [(d.kind, d.what, d.seq) for d in _compare(recorded, fresh)] == [
+        ("extra", "halt request", 9),
+        ("missing", "halt request", 49),
+    ]
+
+
 def test_an_output_made_a_few_events_from_where_it_was_recorded_is_one_output() -> None:
     """Each output missing where it was recorded pairs with the same output
     made within 32 events, each made one used once; others stay differences."""

@@ -2314,6 +2314,17 @@ async def test_a_state_written_in_source_code_is_no_poll(
     assert run.actions == [(3, "deny")]
 
 
+async def test_a_status_file_whose_only_change_is_its_heartbeat_is_a_stalled_poll(
+    make: Make, anyio_backend: str
+) -> None:
+    """A stuck job keeps stamping its status file: the time is no news."""
+    run = make()
+    for n in range(15):
+        status = f'{{"status": "running", "step": 1200, "updated_at": "2026-12-06T03:{n:02d}:00Z"}}'
+        await run.do("Read", {"file_path": "/work/run/status.json"}, status, seconds=2)
+    assert ("deny" in {kind for _, kind in run.actions}, run.actions[0]) == (True, (4, "remind"))
+
+
 async def test_a_record_with_a_status_of_another_service_is_no_failure(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(3):

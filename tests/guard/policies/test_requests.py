@@ -35,6 +35,8 @@ def test_requested_makes_reads_a_number_of_things_to_make() -> None:
     assert requested_makes("insert 4 more empty rows") == 4
     assert requested_makes("Add 20 rows from leads.csv to the Leads sheet") == 0, "each row its own"
     assert requested_makes("Send 30 invitation emails to the attendees") == 0, "each to its own attendee"
+    assert requested_makes("Insert 5 new rows under the header.") == 5
+    assert requested_makes("Send 3 test notifications to my phone.") == 3
     assert requested_makes("add 2 to the total") == 0, "a number added, nothing made"
     assert requested_makes("fix the 3 failing tests") == 0
     assert requested_makes("add 4 rows. " + "Context: " * 40) == 0, "a long task describes"
@@ -111,6 +113,8 @@ def test_a_message_asking_nothing_again_does_not(text: str) -> None:
         "keep an eye on the build",
         "Watch the payments provider incident page and tell me when it's resolved.",
         "monitor the canary and let me know once it is promoted",
+        "Can you watch the deploy and tell me when it's done?",
+        "Stop editing files and keep checking the deploy until it's done.",
         "prüf weiter, bis es grün ist",
         "continue à surveiller le job",
         "sigue comprobando el despliegue",
