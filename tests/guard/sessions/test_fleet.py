@@ -501,7 +501,7 @@ def test_a_synchronous_redis_client_is_refused_by_name() -> None:
     from redis import Redis as SyncRedis
 
     with pytest.raises(TypeError, match=r"needs an asyncio Redis client .* got redis\.client\.Redis"):
-        FleetGuard(SyncRedis())
+        FleetGuard(SyncRedis())  # type: ignore[arg-type]  # the mistake refused
 
 
 async def test_results_sent_before_their_calls_are_each_answered_for_their_own_event(workers: Workers) -> None:
