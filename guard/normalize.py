@@ -93,6 +93,11 @@ _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 # Two markers with only whitespace between them: without one, _MARKS changes nothing.
 _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = lazy_compile(r"[0-9]+")
+# a date, a time of day, both (ISO 8601, with a zone or not), or epoch seconds or milliseconds
+_STAMPS = compile_regex(
+    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
+    r"|\b\d{1,2}:\d\d(?::\d\d(?:[.,]\d+)?)?\b|\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b"
+)
 # what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
 _TOWARD = lazy_compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")
 # what comes before a number that names a unit of work done or a queue's item: "batch 2", "page 3", "task 41"
@@ -194,6 +199,13 @@ class ResultNormalizer:
         hasher = blake2b(digest_size=16)
         hasher.update(text.encode("utf-8", "surrogatepass"))
         return Shape(hasher.digest())
+
+    @staticmethod
+    def timeless(text: str) -> Shape:
+        """``text`` compared exactly but for its times and dates: a status
+        file polled, whose job stamping its heartbeat is no news and whose
+        step moving on (``job 4 of 40``) is."""
+        return ResultNormalizer.exact(_STAMPS.sub("\x00", text))
 
 
 def _names_item(text: str, start: int) -> bool:

@@ -85,7 +85,13 @@ from guard.policies.reads import (
     makes_command,
     without_prefixes,
 )
-from guard.policies.requests import asks_to_keep_polling, asks_to_repeat, requested_makes, requested_repeats
+from guard.policies.requests import (
+    asks_to_keep_polling,
+    asks_to_repeat,
+    makes_thing,
+    requested_makes,
+    requested_repeats,
+)
 from guard.policies.targets import call_target, shell_program, write_target
 from guard.policies.waits import declared_wait, stated_wait
 from guard.policy import Policy
@@ -975,7 +981,8 @@ class _AgentLoops:
     def __init__(self) -> None:
         self.advised = False
         self.allowance = 0
-        self.makes = 0
+        self.makes: dict[str, int] = {}
+        """What the user asked to be made, and how many (``requested_makes``)."""
         self.patient = False
         self.failed_at = 0
         self.news_at = 0
@@ -1014,11 +1021,11 @@ class _AgentLoops:
         self.window.append(digest)
         self.signatures[digest] = signature
 
-    def at(self, threshold: int, making: bool = False) -> int:
+    def at(self, threshold: int, asked: int = 0) -> int:
         """The count at which ``threshold`` acts now: past the repeats the
-        user asked for (``allowance``) and, for a call ``making`` something,
-        past the things asked for (``makes``)."""
-        return max(threshold, (max(self.allowance, self.makes) if making else self.allowance) + 1)
+        user asked for (``allowance``) and, for a call that makes something,
+        past the number of it ``asked`` for (``makes``)."""
+        return max(threshold, max(self.allowance, asked) + 1)
 
     def remember(self, digest: bytes, size: int) -> _Signature:
         """Place a call in the window; the signature's record (new if it
@@ -1606,7 +1613,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
                 if signature.nudges and stalled and not state.patient and not patient and count > state.allowance:
                     text, threshold = _POLL_DENIAL, rules.poll_deny_after
             elif (
-                count >= state.at(rules.deny_at, state.makes > state.allowance and self._makes(call.tool, command))
+                count >= state.at(rules.deny_at, self._asked(state, call.tool, command))
                 and not (
                     # an unnamed click made again right away, or after anything brought news: it may work
                     signature.unnamed and (signature.last == state.seen or state.news_at > signature.last)
@@ -1725,10 +1732,13 @@ class LoopsPolicy(Policy[_AgentLoops]):
         self._facts[tool] = facts
         return facts
 
-    def _makes(self, tool: str, command: str | None) -> bool:
-        """Whether a call, of ``tool`` or a shell ``command``, makes
-        something new (``makes``, ``makes_command``)."""
-        return self._makes_command(command) if command else self._tool_facts(tool).makes
+    def _asked(self, state: _AgentLoops, tool: str, command: str | None) -> int:
+        """How many of what a call makes (of ``tool``, or a shell ``command``)
+        the user asked for (``makes_thing``); 0 for a call that makes nothing."""
+        if not state.makes:
+            return 0
+        makes = self._makes_command(command) if command else self._tool_facts(tool).makes
+        return makes_thing(state.makes, command or tool) if makes else 0
 
     def _makes_command(self, command: str) -> bool:
         """Whether shell ``command`` makes something (``makes_command``),
@@ -1963,10 +1973,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             # whether it changed cannot be told, so it is never the same result
             shape = Shape(_OPAQUE + state.seen.to_bytes(8, "big"))
             _succeed(state, streak_key)
-        elif note.file and (waited or not poll):
-            # a file's content: any change is news (a check after a wait too); a file read as a poll (a
-            # status file saying its job runs) is compared as any poll is, its heartbeat's time no news
-            shape = ResultNormalizer.exact(result.content)
+        elif note.file:
+            # a file's content: any change is news (a check after a wait too); but for a file read as a
+            # poll (a status file saying its job runs), its heartbeat's time
+            shape = (ResultNormalizer.exact if waited or not poll else ResultNormalizer.timeless)(result.content)
             _succeed(state, streak_key)
         else:
             shape = self._normalizer.shape(error_head(result.content))
@@ -2027,7 +2037,12 @@ class LoopsPolicy(Policy[_AgentLoops]):
             _keep(state.acted, fp.digest, shape.digest)
             state.act(fp.digest, signature)
             # a call with no arguments asks for one more; past what the user asked for, told once
-            if making == state.at(rules.deny_at, True) and result.args:
+            if (
+                making is not None
+                and making >= rules.deny_at
+                and result.args
+                and making == state.at(rules.deny_at, self._asked(state, result.tool, shell_command(result.args)))
+            ):
                 text = _MADE_ADVICE.format(
                     count=making,
                     tool=result.tool,
@@ -2097,8 +2112,9 @@ class LoopsPolicy(Policy[_AgentLoops]):
         grind = self._grind(state, result, note, shape.digest, found)
         if grind is not None:
             return grind
-        allowance = state.allowance if making is None else max(state.allowance, state.makes)
-        if state.advised or not gap or count <= allowance:
+        if state.advised or not gap or count <= state.allowance:
+            return None
+        if state.makes and count <= self._asked(state, result.tool, shell_command(result.args)):
             return None
         # a repeat a few calls back means a cycle is forming, unless a call
         # failed in between: re-reading after a failed edit is how it is fixed
@@ -2195,7 +2211,8 @@ class LoopsPolicy(Policy[_AgentLoops]):
             state.makes = requested_makes(message.text)
             state.patient = asks_to_keep_polling(message.text)
         else:
-            state.allowance = state.makes = 0
+            state.allowance = 0
+            state.makes = {}
             state.patient = False
 
     def _observe(
@@ -2266,7 +2283,6 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.result = shape.digest
             signature.since = result.ts
             signature.nudges = 0
-            signature.level = 0
             signature.denials = 0
             signature.denied_step = None
         signature.shape = shape

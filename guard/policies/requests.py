@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from guard._regex import lazy_compile
 
-__all__ = ["UNTIL_REPEATS", "asks_to_keep_polling", "asks_to_repeat", "requested_makes", "requested_repeats"]
+__all__ = [
+    "UNTIL_REPEATS",
+    "asks_to_keep_polling",
+    "asks_to_repeat",
+    "makes_thing",
+    "requested_makes",
+    "requested_repeats",
+]
 
 _NUMBERS = {
     word: n
@@ -86,9 +93,10 @@ _RUNS_REQUEST = lazy_compile(
 _MAKE_REQUEST = lazy_compile(
     r"(?i)\b(?:add|create|make|insert|append|open|file|send|post|schedule|book|generate|upload|submit|"
     r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+"
-    r"((?:[^\s.!?,;:]+\s+){0,4}?[a-z]{2,}s\b[^.!?\n;]{0,60})"
-    r"|\b(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+(?:identical\s+)?(?:copies|duplicates)\b()"
+    r"((?:[^\s.!?,;:]+\s+){0,4}?([a-z]{2,}s)\b[^.!?\n;,]{0,60})"
 )
+# the rest of the clause past "and" or "then": another request's words
+_NEXT_REQUEST = lazy_compile(r"(?i)\b(?:and|then)\b")
 # what says the things asked for are alike: then they are, whatever else the request says
 _ALIKE = lazy_compile(r"(?i)\b(?:blank|empty|identical|placeholder|dummy|same|duplicate)\b")
 # what says each is its own: rows from a file, a mail to each attendee ("to the attendees"), one per item
@@ -113,8 +121,8 @@ _KEEP_POLLING = lazy_compile(
     r"|\b(?:poll|check|wait|watch)\b[^.!?\n]{0,40}\b(?:until|till)\b"
     # a sentence that opens with watching something and asks to be told when it changes
     r"|(?:^|[.!?\n]\s*)(?:(?:please|(?:can|could|would|will) you(?: please)?|i (?:want|need) you to)\s+)?"
-    r"(?:watch|monitor|poll)\b[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b"
-    r"[^.!?\n]{0,10}\b(?:when|once|as soon as)\b"
+    r"(?:watch|monitor|poll)\s[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b"
+    r"[^.!?\n]{0,10}\b(?:when|once|as soon as)\b(?!\s+you)"
     # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
     r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
     r"wart|schau)\w*\b[^.!?\n]{0,30}\bweiter)\b|\b(?:prüf|überprüf|wart|beobacht|schau)\w*\b[^.!?\n]{0,40}\bbis\b"
@@ -157,21 +165,43 @@ def requested_repeats(text: str) -> int:
     return max(counts, default=0)
 
 
-def requested_makes(text: str) -> int:
-    """How many things a short user message asks to be made ("add 4 blank
-    rows", "insert 5 new rows", "create 5 identical placeholder tickets"):
-    the largest such count, 0 when it asks for none or says each is its own
-    ("add 20 rows from leads.csv", "send 30 invitations to the attendees"). Unlike
-    ``requested_repeats`` it speaks only for calls that make something: the
-    rest of the message ("... then make the test pass") asked for no repeat."""
+def requested_makes(text: str) -> dict[str, int]:
+    """What a short user message asks to be made, and how many ("add 4
+    blank rows", "insert 5 new rows", "create 5 identical placeholder
+    tickets"): each thing's name (singular, lower-cased: ``row``,
+    ``ticket``) with the largest count asked for it; none when it says each
+    is its own ("add 20 rows from leads.csv", "send 30 invitations to the
+    attendees") and not that they are alike. Unlike ``requested_repeats``
+    it speaks only for calls that make that thing (``makes_thing``): the
+    rest of the message ("add 20 unit tests, then open an issue") asked for
+    no repeat."""
+    made: dict[str, int] = {}
     if len(text) > _SHORT_REQUEST:
-        return 0
-    counts = [0]
-    for made, things, copies, _ in _MAKE_REQUEST.findall(text):
-        number = made or copies
-        if copies or _ALIKE.search(things) or not _EACH_ITS_OWN.search(things):
-            counts.append(int(number) if number.isdigit() else _NUMBERS[number.lower()])
-    return max(counts)
+        return made
+    for number, things, plural in _MAKE_REQUEST.findall(text):
+        things = _NEXT_REQUEST.split(things, 1)[0]
+        if _ALIKE.search(things) or not _EACH_ITS_OWN.search(things):
+            thing = _singular(plural.lower())
+            made[thing] = max(made.get(thing, 0), int(number) if number.isdigit() else _NUMBERS[number.lower()])
+    return made
+
+
+def _singular(plural: str) -> str:
+    """A plural's singular, as far as a tool's name would spell it (``rows``
+    → ``row``, ``copies`` → ``copy``, ``boxes`` → ``box``)."""
+    if plural.endswith("ies"):
+        return plural[:-3] + "y"
+    if plural.endswith(("sses", "xes", "ches", "shes")):
+        return plural[:-2]
+    return plural[:-1]
+
+
+def makes_thing(made: dict[str, int], name: str) -> int:
+    """How many of what ``name`` (a tool's name, or a shell command) makes
+    were asked for (``requested_makes``): 0 when it names none of them
+    (``append_row`` names a row, ``gh issue create`` an issue)."""
+    lowered = name.lower()
+    return max((count for thing, count in made.items() if thing in lowered), default=0)
 
 
 _REPEAT_WORDS = lazy_compile(
@@ -188,10 +218,8 @@ def asks_to_repeat(text: str) -> bool:
 
 
 # what says the opposite before it in its clause: "no need to keep checking", "don't wait until the end"
-_NEGATED = lazy_compile(r"(?i)\b(?:no need to|don'?t|do not|never|stop|without|instead of|rather than)\b")
+_NEGATED = lazy_compile(r"(?i)\b(?:no need to|don'?t|do not|never|without|instead of|rather than)\b")
 _CLAUSE_END = ".!?\n;,"
-_NEGATION_REACH = 16
-"""How far before a request its negation stands: "no need to keep checking", not "stop X and keep checking"."""
 
 
 def asks_to_keep_polling(text: str) -> bool:
@@ -201,7 +229,7 @@ def asks_to_keep_polling(text: str) -> bool:
     message, and a check that comes back unchanged is a poll."""
     for found in _KEEP_POLLING.finditer(text):
         start = found.start()
-        clause = max(max(text.rfind(mark, 0, start) for mark in _CLAUSE_END) + 1, start - _NEGATION_REACH)
+        clause = max(text.rfind(mark, 0, start) for mark in _CLAUSE_END) + 1
         if not _NEGATED.search(text, clause, start):
             return True
     return False

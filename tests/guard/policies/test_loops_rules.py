@@ -2325,6 +2325,27 @@ async def test_a_status_file_whose_only_change_is_its_heartbeat_is_a_stalled_pol
     assert ("deny" in {kind for _, kind in run.actions}, run.actions[0]) == (True, (4, "remind"))
 
 
+async def test_a_status_file_whose_step_moves_on_is_a_poll_making_progress(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for n in range(15):
+        await run.do(
+            "Read", {"file_path": "/work/runner.txt"}, f"runner status: running\nprocessing job {n} of 40", seconds=7
+        )
+    assert run.actions == []
+
+
+async def test_a_patient_poll_told_a_wait_is_not_told_it_again_after_each_news(make: Make, anyio_backend: str) -> None:
+    """Codex's ``write_stdin`` waiting its longest (30 s) on a benchmark
+    that prints a line every few minutes: one nudge, not one per stall."""
+    run = make()
+    for line in range(5):
+        for _ in range(6):
+            await run.do(
+                "write_stdin", {"session_id": 7, "chars": ""}, f"Output:\n[result] case {line} done", seconds=34
+            )
+    assert run.actions == [(4, "remind")]
+
+
 async def test_a_record_with_a_status_of_another_service_is_no_failure(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(3):

@@ -6,6 +6,7 @@ from guard.policies.requests import (
     UNTIL_REPEATS,
     asks_to_keep_polling,
     asks_to_repeat,
+    makes_thing,
     requested_makes,
     requested_repeats,
 )
@@ -28,18 +29,27 @@ def test_requested_repeats_reads_counts_in_words_and_digits() -> None:
     assert requested_repeats("Are orders 1001-1004 delivered? Double-check.") == 2
 
 
-def test_requested_makes_reads_a_number_of_things_to_make() -> None:
-    assert requested_makes("Add 4 blank rows at the bottom of the Leads sheet.") == 4
-    assert requested_makes("Create 5 identical 'Onboarding checklist' placeholder tickets, one per hire.") == 5
-    assert requested_makes("make 3 copies of the report") == 3
-    assert requested_makes("insert 4 more empty rows") == 4
-    assert requested_makes("Add 20 rows from leads.csv to the Leads sheet") == 0, "each row its own"
-    assert requested_makes("Send 30 invitation emails to the attendees") == 0, "each to its own attendee"
-    assert requested_makes("Insert 5 new rows under the header.") == 5
-    assert requested_makes("Send 3 test notifications to my phone.") == 3
-    assert requested_makes("add 2 to the total") == 0, "a number added, nothing made"
-    assert requested_makes("fix the 3 failing tests") == 0
-    assert requested_makes("add 4 rows. " + "Context: " * 40) == 0, "a long task describes"
+def test_requested_makes_reads_what_is_to_be_made_and_how_many() -> None:
+    assert requested_makes("Add 4 blank rows at the bottom of the Leads sheet.") == {"row": 4}
+    assert requested_makes("Create 5 identical 'Onboarding checklist' placeholder tickets, one per hire.") == {
+        "ticket": 5
+    }
+    assert requested_makes("make 3 copies of the report") == {"copy": 3}
+    assert requested_makes("insert 4 more empty rows") == {"row": 4}
+    assert requested_makes("Insert 5 new rows under the header, then copy the totals from Sheet2.") == {"row": 5}
+    assert requested_makes("Send 3 test notifications to my phone.") == {"notification": 3}
+    assert requested_makes("Add 20 rows from leads.csv to the Leads sheet") == {}, "each row its own"
+    assert requested_makes("Send 30 invitation emails to the attendees") == {}, "each to its own attendee"
+    assert requested_makes("add 2 to the total") == {}, "a number added, nothing made"
+    assert requested_makes("fix the 3 failing tests") == {}
+    assert requested_makes("add 4 rows. " + "Context: " * 40) == {}, "a long task describes"
+
+
+def test_what_a_call_makes_is_read_from_its_tool_or_command() -> None:
+    asked = requested_makes("Add 10 seconds to the retry delay, then create 3 new issues for the flaky tests.")
+    assert makes_thing(asked, "mcp__github__create_issue") == 3
+    assert makes_thing(asked, "gh issue create -t flaky") == 3
+    assert makes_thing(asked, "create_ticket") == 0, "no ticket asked for"
 
 
 @pytest.mark.parametrize(
@@ -139,6 +149,10 @@ def test_a_message_asking_to_keep_watching_asks_to_keep_polling(text: str) -> No
         "Tests fail in watch mode; fix it and tell me when they pass.",
         "No need to keep checking the build; just fix auth.py.",
         "Don't wait until the end to report; fix auth.py.",
+        "Please don't just sit there and keep polling the deploy; check once and report back.",
+        "Never block on it and poll until it completes.",
+        "Could you monitor memory usage in the profiler output, then tell me when you have a fix?",
+        "Can you poll-proof the retry helper and let me know when tests pass?",
     ],
 )
 def test_a_message_asking_for_one_look_does_not_ask_to_keep_polling(text: str) -> None:
