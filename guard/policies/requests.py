@@ -196,12 +196,16 @@ def _singular(plural: str) -> str:
     return plural[:-1]
 
 
+# the words of a tool's name or a command: append_row, addSlide, gh issue create (not "row" in "throw")
+_NAME_WORDS = lazy_compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
 def makes_thing(made: dict[str, int], name: str) -> int:
     """How many of what ``name`` (a tool's name, or a shell command) makes
     were asked for (``requested_makes``): 0 when it names none of them
     (``append_row`` names a row, ``gh issue create`` an issue)."""
-    lowered = name.lower()
-    return max((count for thing, count in made.items() if thing in lowered), default=0)
+    words = {word.lower() for word in _NAME_WORDS.findall(name)}
+    return max((count for thing, count in made.items() if thing in words or f"{thing}s" in words), default=0)
 
 
 _REPEAT_WORDS = lazy_compile(

@@ -50,6 +50,9 @@ def test_what_a_call_makes_is_read_from_its_tool_or_command() -> None:
     assert makes_thing(asked, "mcp__github__create_issue") == 3
     assert makes_thing(asked, "gh issue create -t flaky") == 3
     assert makes_thing(asked, "create_ticket") == 0, "no ticket asked for"
+    rows = requested_makes("Insert 5 new rows under the header.")
+    assert (makes_thing(rows, "sheets_insertRow"), makes_thing(rows, "add_rows")) == (5, 5)
+    assert makes_thing(rows, "throw_error") == 0, "a word of its own, not a part of one"
 
 
 @pytest.mark.parametrize(
