@@ -459,6 +459,7 @@ class _Signature:
         "since",
         "slept",
         "spacing",
+        "told",
         "transient",
         "ts",
         "unfound",
@@ -489,6 +490,9 @@ class _Signature:
         self.since = 0.0
         self.nudges = 0
         self.level = 0
+        self.told = 0
+        """The ``level`` past the longest wait a nudge named; a poll whose
+        result moves and then stalls again is not told that wait again."""
         self.ts = 0.0
         self.slept = 0.0
         """The agent's ``_AgentLoops.slept`` when ``ts`` was taken."""
@@ -2283,6 +2287,10 @@ class LoopsPolicy(Policy[_AgentLoops]):
             signature.result = shape.digest
             signature.since = result.ts
             signature.nudges = 0
+            # a wait the poll was told of stands; after an idle gap (another job) it starts over
+            if same or result.ts - signature.ts >= self._decay:
+                signature.told = 0
+            signature.level = signature.told
             signature.denials = 0
             signature.denied_step = None
         signature.shape = shape
@@ -2329,7 +2337,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         if level == len(waits) and not final:
             return None
         wait = waits[min(level, len(waits) - 1)]
-        signature.level = min(level + 1, len(waits))
+        signature.level = signature.told = min(level + 1, len(waits))
         signature.nudges += 1
         text = _POLL_ADVICE.format(
             count=count,

@@ -93,7 +93,7 @@ _RUNS_REQUEST = lazy_compile(
 _MAKE_REQUEST = lazy_compile(
     r"(?i)\b(?:add|create|make|insert|append|open|file|send|post|schedule|book|generate|upload|submit|"
     r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+"
-    r"((?:[^\s.!?,;:]+\s+){0,4}?([a-z]{2,}s)\b[^.!?\n;,]{0,60})"
+    r"((?:[^\s.!?,;:]+\s+){0,4}?([a-z]{2,}s)\b(?:(?!\b(?:and|then)\b)[^.!?\n;,]){0,60})"
 )
 # the rest of the clause past "and" or "then": another request's words
 _NEXT_REQUEST = lazy_compile(r"(?i)\b(?:and|then)\b")
@@ -122,7 +122,9 @@ _KEEP_POLLING = lazy_compile(
     # a sentence that opens with watching something and asks to be told when it changes
     r"|(?:^|[.!?\n]\s*)(?:(?:please|(?:can|could|would|will) you(?: please)?|i (?:want|need) you to)\s+)?"
     r"(?:watch|monitor|poll)\s[^.!?\n]{0,60}\b(?:tell|let|notify|ping|alert) me\b"
-    r"[^.!?\n]{0,10}\b(?:when|once|as soon as)\b(?!\s+you)"
+    r"[^.!?\n]{0,10}\b(?:when|once|as soon as)\b"
+    # not when the agent's own work is done: "tell me when you have a fix"
+    r"(?!\s+you(?:'ve| have| are done|'re done| finish| fix| find| figure| get| solve| complete))"
     # the same asked in German, French, Spanish, Italian, Portuguese, Russian, Chinese and Japanese
     r"|\b(?:weiter\s+(?:prüfen|beobachten|überwachen|warten|abfragen)|(?:prüf|überprüf|beobacht|überwach|"
     r"wart|schau)\w*\b[^.!?\n]{0,30}\bweiter)\b|\b(?:prüf|überprüf|wart|beobacht|schau)\w*\b[^.!?\n]{0,40}\bbis\b"
@@ -196,6 +198,16 @@ def _singular(plural: str) -> str:
     return plural[:-1]
 
 
+# what tools call the things users ask for: a ticket is a Jira or GitHub issue, a ping a Slack message
+_KIND_GROUPS = (
+    frozenset({"issue", "ticket", "task", "bug", "story", "card", "item"}),
+    frozenset({"message", "email", "mail", "ping", "notification", "note", "post", "reply"}),
+    frozenset({"row", "record", "entry", "value", "line"}),
+    frozenset({"event", "meeting", "invite", "appointment"}),
+    frozenset({"column", "field"}),
+    frozenset({"page", "doc", "document"}),
+)
+_KINDS = {word: group for group in _KIND_GROUPS for word in group}
 # the words of a tool's name or a command: append_row, addSlide, gh issue create (not "row" in "throw")
 _NAME_WORDS = lazy_compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
@@ -205,7 +217,10 @@ def makes_thing(made: dict[str, int], name: str) -> int:
     were asked for (``requested_makes``): 0 when it names none of them
     (``append_row`` names a row, ``gh issue create`` an issue)."""
     words = {word.lower() for word in _NAME_WORDS.findall(name)}
-    return max((count for thing, count in made.items() if thing in words or f"{thing}s" in words), default=0)
+    named = {_singular(word) if word.endswith("s") else word for word in words} | words
+    for word in list(named):
+        named |= _KINDS.get(word, frozenset())
+    return max((count for thing, count in made.items() if thing in named), default=0)
 
 
 _REPEAT_WORDS = lazy_compile(

@@ -2346,6 +2346,29 @@ async def test_a_patient_poll_told_a_wait_is_not_told_it_again_after_each_news(m
     assert run.actions == [(4, "remind")]
 
 
+async def test_a_poll_never_told_a_wait_is_nudged_after_news_as_any_poll(make: Make, anyio_backend: str) -> None:
+    """Polled a minute apart it needed no nudge; fast after news, it is
+    nudged from the fourth unchanged poll as ever."""
+    run = make()
+    for _ in range(6):
+        await run.do("BashOutput", {"bash_id": "b1"}, "building...", seconds=65)
+    assert run.actions == []
+    for _ in range(6):
+        await run.do("BashOutput", {"bash_id": "b1"}, "linking...", seconds=2)
+    assert run.actions[0] == (10, "remind")
+
+
+async def test_after_an_idle_gap_a_poll_is_told_each_wait_again(make: Make, anyio_backend: str) -> None:
+    run = make()
+    for _ in range(8):
+        await run.do("BashOutput", {"bash_id": "b1"}, "building...", seconds=2)
+    told = len(run.actions)
+    await run.do("BashOutput", {"bash_id": "b1"}, "done", seconds=1000)  # much later: another build
+    for _ in range(4):
+        await run.do("BashOutput", {"bash_id": "b1"}, "building again...", seconds=2)
+    assert "wait about 5 seconds" in run.texts[told]
+
+
 async def test_a_record_with_a_status_of_another_service_is_no_failure(make: Make, anyio_backend: str) -> None:
     run = make()
     for _ in range(3):

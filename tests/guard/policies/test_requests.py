@@ -49,7 +49,10 @@ def test_what_a_call_makes_is_read_from_its_tool_or_command() -> None:
     asked = requested_makes("Add 10 seconds to the retry delay, then create 3 new issues for the flaky tests.")
     assert makes_thing(asked, "mcp__github__create_issue") == 3
     assert makes_thing(asked, "gh issue create -t flaky") == 3
-    assert makes_thing(asked, "create_ticket") == 0, "no ticket asked for"
+    assert makes_thing(asked, "create_user") == 0, "no user asked for"
+    assert makes_thing(asked, "mcp__atlassian__jira_create_ticket") == 3, "a ticket is an issue by another name"
+    pings = requested_makes("Send 5 identical test pings to #ops.")
+    assert makes_thing(pings, "slack_post_message") == 5
     rows = requested_makes("Insert 5 new rows under the header.")
     assert (makes_thing(rows, "sheets_insertRow"), makes_thing(rows, "add_rows")) == (5, 5)
     assert makes_thing(rows, "throw_error") == 0, "a word of its own, not a part of one"
@@ -128,6 +131,7 @@ def test_a_message_asking_nothing_again_does_not(text: str) -> None:
         "monitor the canary and let me know once it is promoted",
         "Can you watch the deploy and tell me when it's done?",
         "Stop editing files and keep checking the deploy until it's done.",
+        "Watch the CI run and tell me when you see it finish.",
         "prüf weiter, bis es grün ist",
         "continue à surveiller le job",
         "sigue comprobando el despliegue",
