@@ -94,12 +94,13 @@ _MARKS = compile_regex(r"\x00(?:[\s\x00]*\x00)?")
 _MARK_RUN = compile_regex(r"\x00[\s\x00]*\x00")
 _DIGITS = lazy_compile(r"[0-9]+")
 # a date, a time of day, both (ISO 8601, with a zone or not), epoch seconds or milliseconds, an age
-# ("42 seconds ago") or a duration ("running for 1m30s", "up 3.2s")
+# ("42 seconds ago") or how long it has been up ("running for 1m30s", "uptime 3h2m"); not an ETA, a time
+# remaining or a measurement, which are progress
 _STAMPS = compile_regex(
     r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
     r"|\b\d{1,2}:\d\d(?::\d\d(?:[.,]\d+)?)?\b|\b1[6-9]\d{8}(?:\d{3})?(?:\.\d+)?\b"
     r"|\b\d+(?:\.\d+)?\s*(?:ms|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?)\s+ago\b"
-    r"|\b(?:\d+d)?(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)?(?:ms|s)\b"
+    r"|(?i:\b(?:running for|up for|uptime|up)[\s:=\"']+)(?:\d+d)?(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)?(?:ms|s|m|h)?\b"
 )
 # what follows a number counted toward a total: "2 of 6", "2/6", "2 out of 6", "46%"
 _TOWARD = lazy_compile(r"\s*(?:(?:/|of|out\s+of)\s*[0-9]|%)")

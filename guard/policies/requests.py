@@ -200,9 +200,9 @@ def _singular(plural: str) -> str:
 
 # what tools call the things users ask for: a ticket is a Jira or GitHub issue, a ping a Slack message
 _KIND_GROUPS = (
-    frozenset({"issue", "ticket", "task", "bug", "story", "card", "item"}),
-    frozenset({"message", "email", "mail", "ping", "notification", "note", "post", "reply"}),
-    frozenset({"row", "record", "entry", "value", "line"}),
+    frozenset({"issue", "ticket", "task", "bug", "story", "card"}),
+    frozenset({"message", "email", "mail", "ping", "notification"}),
+    frozenset({"row", "record", "entry", "value"}),
     frozenset({"event", "meeting", "invite", "appointment"}),
     frozenset({"column", "field"}),
     frozenset({"page", "doc", "document"}),

@@ -2325,13 +2325,34 @@ async def test_a_status_file_whose_only_change_is_its_heartbeat_is_a_stalled_pol
     assert ("deny" in {kind for _, kind in run.actions}, run.actions[0]) == (True, (4, "remind"))
 
 
-async def test_a_status_file_whose_step_moves_on_is_a_poll_making_progress(make: Make, anyio_backend: str) -> None:
+@pytest.mark.parametrize(
+    "status",
+    [
+        "runner status: running\nprocessing job {n} of 40",
+        "status: running, processed {n}s of 120s of video",
+        '{{"state": "uploading", "elapsed": "{n}m", "remaining": "{left}m"}}',
+    ],
+)
+async def test_a_status_file_whose_step_moves_on_is_a_poll_making_progress(
+    make: Make, anyio_backend: str, status: str
+) -> None:
     run = make()
     for n in range(15):
-        await run.do(
-            "Read", {"file_path": "/work/runner.txt"}, f"runner status: running\nprocessing job {n} of 40", seconds=7
-        )
+        await run.do("Read", {"file_path": "/work/runner.txt"}, status.format(n=n, left=40 - n), seconds=7)
     assert run.actions == []
+
+
+@pytest.mark.parametrize(
+    "status",
+    ["state: running, last heartbeat {n} seconds ago", "state: running for {n}m{n}s", "state: running, uptime {n}s"],
+)
+async def test_a_status_file_whose_age_alone_moves_is_a_stalled_poll(
+    make: Make, anyio_backend: str, status: str
+) -> None:
+    run = make()
+    for n in range(15):
+        await run.do("Read", {"file_path": "/work/run/status.txt"}, status.format(n=n + 1), seconds=7)
+    assert "deny" in {kind for _, kind in run.actions}
 
 
 async def test_a_patient_poll_told_a_wait_is_not_told_it_again_after_each_news(make: Make, anyio_backend: str) -> None:
