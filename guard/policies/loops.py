@@ -83,6 +83,7 @@ from guard.policies.reads import (
     keeps_books,
     makes,
     makes_command,
+    names_a_read,
     without_prefixes,
 )
 from guard.policies.requests import (
@@ -1957,7 +1958,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
             poll = waited = last is not None and last.count > 0 and self._waited(state, last, result.ts)
         else:
             waited = False
-        if not poll and state.patient and self._checks_on(note, program, result.args, failed):
+        if not poll and state.patient and self._checks_on(note, program, result.tool, result.args, failed):
             poll = True  # the user asked to keep checking on something: an unchanged check is a poll
         transient = failed and not poll and self._says(_TRANSIENT_CHECK, content, found)
         if failed and not poll:
@@ -2363,15 +2364,16 @@ class LoopsPolicy(Policy[_AgentLoops]):
         )
 
     @staticmethod
-    def _checks_on(note: _Note, program: str | None, args: Any, failed: bool) -> bool:
+    def _checks_on(note: _Note, program: str | None, tool: str, args: Any, failed: bool) -> bool:
         """Whether a call that succeeded checks on something a user may ask
-        to keep watching (an order, a job, a page): a tool's own read, not a
-        file's, not a search, not a shell command (whose polls are read from
-        the command)."""
+        to keep watching (an order, a job, a page): a tool's own read (one
+        known to read, or named for reading: ``fetch_url``), not a file's,
+        not a search, not a shell command (whose polls are read from the
+        command)."""
         return (
             not failed
             and program is None
-            and not note.acts
+            and (not note.acts or names_a_read(tool))
             and note.writing is None
             and not note.file
             and not (isinstance(args, dict) and not _QUERY_KEYS.isdisjoint(args))

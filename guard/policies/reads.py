@@ -32,6 +32,7 @@ __all__ = [
     "keeps_books",
     "makes",
     "makes_command",
+    "names_a_read",
     "without_prefixes",
 ]
 
@@ -423,9 +424,14 @@ def _server_reads(tool: str) -> bool:
     one that reads and none that acts (``directive_get``,
     ``slack_get_channel_history``; not ``cache_get_or_create``)."""
     server, _, own = tool.rpartition("__")
-    if not (server and own):
-        return False
-    words = {word.lower() for word in _WORDS.findall(own)}
+    return bool(server and own) and names_a_read(own)
+
+
+def names_a_read(tool: str) -> bool:
+    """Whether a tool's name (an MCP server's tool's own part) has a word
+    that reads and none that acts (``fetch_url``, ``get_order``; not
+    ``cache_get_or_create``)."""
+    words = {word.lower() for word in _WORDS.findall(tool.rpartition("__")[2])}
     return not words.isdisjoint(_READING_WORDS) and words.isdisjoint(_ACTION_WORDS)
 
 

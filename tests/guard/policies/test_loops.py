@@ -1034,6 +1034,14 @@ async def test_a_user_asking_to_keep_polling_gets_an_unchanged_read_until_it_cha
     assert run.actions == []
 
 
+async def test_a_user_asking_to_watch_a_page_gets_its_unchanged_fetches(make: Make, anyio_backend: str) -> None:
+    run = make()
+    await run.user("main", "Watch the payments provider incident page and tell me when it's resolved.")
+    for _ in range(5):
+        await run.do("fetch_url", {"url": "https://status.acme.test/incidents/x1"}, "Status: investigating")
+    assert run.actions == []
+
+
 async def test_a_user_asking_to_keep_using_a_tool_gets_its_calls(make: Make, anyio_backend: str) -> None:
     """crewAI's repeated-tool-usage task: the user tells the agent to keep
     calling one tool, and it does, getting the same answer each time."""
