@@ -35,6 +35,7 @@ def test_requested_makes_reads_what_is_to_be_made_and_how_many() -> None:
         "ticket": 5
     }
     assert requested_makes("make 3 copies of the report") == {"copy": 3}
+    assert requested_makes("create 3 empty boxes and 2 blank matches") == {"box": 3}
     assert requested_makes("insert 4 more empty rows") == {"row": 4}
     assert requested_makes("Insert 5 new rows under the header, then copy the totals from Sheet2.") == {"row": 5}
     assert requested_makes("Send 3 test notifications to my phone.") == {"notification": 3}
