@@ -53,7 +53,7 @@ from guard.sessions.link import GuardLink, LinkState
 
 __all__ = ["SNAPSHOT_BUDGET", "SNAPSHOT_VERSION", "load_snapshot", "save_snapshot", "snapshot_path"]
 
-SNAPSHOT_VERSION = 11
+SNAPSHOT_VERSION = 12
 """The snapshot format. Raise it whenever what a snapshot holds changes
 shape or meaning (a policy's state among it), so an older one is replayed
 over rather than misread."""
