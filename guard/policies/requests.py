@@ -89,14 +89,13 @@ _RUNS_REQUEST = lazy_compile(
     r"(?:runs|jobs|workers|instances|copies|replicas|submissions|iterations|rounds|trials|seeds)\b"
 )
 # "Add 4 blank rows", "insert 5 new rows", "create 5 identical placeholder tickets", "make 3 copies":
-# that many things made, each maybe the same call
+# that many things made, each maybe the same call; what it says of them ends at "and" or "then" (another
+# request's words)
 _MAKE_REQUEST = lazy_compile(
     r"(?i)\b(?:add|create|make|insert|append|open|file|send|post|schedule|book|generate|upload|submit|"
     r"duplicate|copy|clone)\s+(?:another\s+)?(\d{1,3}|" + "|".join(_NUMBERS) + r")\s+"
     r"((?:[^\s.!?,;:]+\s+){0,4}?([a-z]{2,}s)\b(?:(?!\b(?:and|then)\b)[^.!?\n;,]){0,60})"
 )
-# the rest of the clause past "and" or "then": another request's words
-_NEXT_REQUEST = lazy_compile(r"(?i)\b(?:and|then)\b")
 # what says the things asked for are alike: then they are, whatever else the request says
 _ALIKE = lazy_compile(r"(?i)\b(?:blank|empty|identical|placeholder|dummy|same|duplicate)\b")
 # what says each is its own: rows from a file, a mail to each attendee ("to the attendees"), one per item
@@ -181,7 +180,6 @@ def requested_makes(text: str) -> dict[str, int]:
     if len(text) > _SHORT_REQUEST:
         return made
     for number, things, plural in _MAKE_REQUEST.findall(text):
-        things = _NEXT_REQUEST.split(things, 1)[0]
         if _ALIKE.search(things) or not _EACH_ITS_OWN.search(things):
             thing = _singular(plural.lower())
             made[thing] = max(made.get(thing, 0), int(number) if number.isdigit() else _NUMBERS[number.lower()])
