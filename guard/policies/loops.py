@@ -1740,10 +1740,14 @@ class LoopsPolicy(Policy[_AgentLoops]):
     def _asked(self, state: _AgentLoops, tool: str, command: str | None) -> int:
         """How many of what a call makes (of ``tool``, or a shell ``command``)
         the user asked for (``makes_thing``); 0 for a call that makes nothing."""
-        if not state.makes:
+        if not state.makes or not self._makes(tool, command):
             return 0
-        makes = self._makes_command(command) if command else self._tool_facts(tool).makes
-        return makes_thing(state.makes, command or tool) if makes else 0
+        return makes_thing(state.makes, command or tool)
+
+    def _makes(self, tool: str, command: str | None) -> bool:
+        """Whether a call of ``tool``, or a shell ``command``, makes
+        something new (``makes``, ``makes_command``)."""
+        return self._makes_command(command) if command else self._tool_facts(tool).makes
 
     def _makes_command(self, command: str) -> bool:
         """Whether shell ``command`` makes something (``makes_command``),
@@ -2308,9 +2312,7 @@ class LoopsPolicy(Policy[_AgentLoops]):
         command, that makes something (``guard.policies.reads.makes``,
         ``makes_command``) has answered with one more item than the last
         (``Shape.makes_next``): ``None`` for any other call."""
-        if not (
-            self._makes_command(shell_command(result.args) or "") if shell else self._tool_facts(result.tool).makes
-        ):
+        if not self._makes(result.tool, shell_command(result.args) if shell else None):
             return None
         last = state.signatures.get(fp.digest)
         if last is None or last.shape is None or result.ts - last.ts >= self._decay or not shape.makes_next(last.shape):

@@ -32,6 +32,7 @@ __all__ = [
     "keeps_books",
     "makes",
     "makes_command",
+    "name_words",
     "names_a_read",
     "without_prefixes",
 ]
@@ -226,6 +227,14 @@ _ACTION_WORDS = frozenset({
 # ... unless the thing acted on is the agent's own bookkeeping (``tracker_update_task``)
 _BOOKKEEPING_WORDS = frozenset({"todo", "todos", "tracker", "topic", "plan"})
 _WORDS = lazy_compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def name_words(name: str) -> set[str]:
+    """The words of a tool's name or a command, lower-cased: snake_case,
+    kebab-case and camelCase split (``sheets_insertRow``: sheets, insert, row)."""
+    return {word.lower() for word in _WORDS.findall(name)}
+
+
 # bookkeeping tools whose names hold none of those words (Claude Code's task list, a think tool)
 _BOOKKEEPING_NAMES = frozenset(
     {"think", "taskcreate", "taskupdate", "tasklist", "taskget", "completetask", "enterplanmode", "exitplanmode"}
@@ -380,10 +389,10 @@ class ReadOnlyRule:
     def _tool_reads(self, tool: str) -> bool:
         server, _, own = tool.rpartition("__")
         if server and own:  # an MCP server's tool: another service's task or tracker is no bookkeeping of the agent's
-            return {word.lower() for word in _WORDS.findall(own)}.isdisjoint(_ACTION_WORDS)
+            return name_words(own).isdisjoint(_ACTION_WORDS)
         if loose_tool_name(tool) in self._whole:
             return True
-        words = {word.lower() for word in _WORDS.findall(tool)}
+        words = name_words(tool)
         return words.isdisjoint(_ACTION_WORDS) or not words.isdisjoint(_BOOKKEEPING_WORDS)
 
     def _command_reads(self, command: str) -> bool:
@@ -431,7 +440,7 @@ def names_a_read(tool: str) -> bool:
     """Whether a tool's name (an MCP server's tool's own part) has a word
     that reads and none that acts (``fetch_url``, ``get_order``; not
     ``cache_get_or_create``)."""
-    words = {word.lower() for word in _WORDS.findall(tool.rpartition("__")[2])}
+    words = name_words(tool.rpartition("__")[2])
     return not words.isdisjoint(_READING_WORDS) and words.isdisjoint(_ACTION_WORDS)
 
 

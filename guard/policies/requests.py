@@ -10,6 +10,7 @@ through before it denies, and never denies a poll the user asked to keep up.
 from __future__ import annotations
 
 from guard._regex import lazy_compile
+from guard.policies.reads import name_words
 
 __all__ = [
     "UNTIL_REPEATS",
@@ -206,15 +207,13 @@ _KIND_GROUPS = (
     frozenset({"page", "doc", "document"}),
 )
 _KINDS = {word: group for group in _KIND_GROUPS for word in group}
-# the words of a tool's name or a command: append_row, addSlide, gh issue create (not "row" in "throw")
-_NAME_WORDS = lazy_compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 def makes_thing(made: dict[str, int], name: str) -> int:
     """How many of what ``name`` (a tool's name, or a shell command) makes
     were asked for (``requested_makes``): 0 when it names none of them
     (``append_row`` names a row, ``gh issue create`` an issue)."""
-    words = {word.lower() for word in _NAME_WORDS.findall(name)}
+    words = name_words(name)  # whole words: not "row" in "throw"
     named = {_singular(word) if word.endswith("s") else word for word in words} | words
     for word in list(named):
         named |= _KINDS.get(word, frozenset())
