@@ -128,34 +128,19 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
     # each side of a difference on its own, paired with the other side where the alignment paired them
     halves: list[tuple[Difference, Difference | None]] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        old, new = recorded[i1:i2], fresh[j1:j2]
         if op == "equal":
             # the same outputs in the same order, each made where it was recorded or moved far from it
-            for was, now in zip(recorded[i1:i2], fresh[j1:j2], strict=True):
+            for was, now in zip(old, new, strict=True):
                 if abs(was.seq - now.seq) > _MOVED:
-                    halves.append(
-                        (Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=None), None)
-                    )
-                    halves.append(
-                        (Difference(what=now.what, seq=now.seq, recorded=None, regenerated=_text(now.key)), None)
-                    )
+                    halves += [(_recorded_only(was), None), (_made_only(now), None)]
             continue
-        old, new = recorded[i1:i2], fresh[j1:j2]
         paired = 0
         while paired < len(old) and paired < len(new) and old[paired].what == new[paired].what:
-            was, now = old[paired], new[paired]
-            halves.append(
-                (
-                    Difference(what=was.what, seq=was.seq, recorded=_text(was.key), regenerated=None),
-                    Difference(what=now.what, seq=now.seq, recorded=None, regenerated=_text(now.key)),
-                )
-            )
+            halves.append((_recorded_only(old[paired]), _made_only(new[paired])))
             paired += 1
-        halves += [
-            (Difference(what=o.what, seq=o.seq, recorded=_text(o.key), regenerated=None), None) for o in old[paired:]
-        ]
-        halves += [
-            (Difference(what=o.what, seq=o.seq, recorded=None, regenerated=_text(o.key)), None) for o in new[paired:]
-        ]
+        halves += [(_recorded_only(o), None) for o in old[paired:]]
+        halves += [(_made_only(o), None) for o in new[paired:]]
     kept = {id(d) for d in _unmoved([d for pair in halves for d in pair if d is not None])}
     differences: list[Difference] = []
     for one, other in halves:
@@ -164,6 +149,14 @@ def _compare(recorded: list[_Output], fresh: list[_Output]) -> list[Difference]:
             continue
         differences += [d for d in (one, other) if d is not None and id(d) in kept]
     return sorted(differences, key=lambda d: d.seq)
+
+
+def _recorded_only(output: _Output) -> Difference:
+    return Difference(what=output.what, seq=output.seq, recorded=_text(output.key), regenerated=None)
+
+
+def _made_only(output: _Output) -> Difference:
+    return Difference(what=output.what, seq=output.seq, recorded=None, regenerated=_text(output.key))
 
 
 _MOVED = 32
